@@ -1,0 +1,27 @@
+# The two commands: `make run` (install, obtain the default judge, run the demo end to end)
+# and `make test` (install dev extras, run the whole suite). Both reuse .venv and the model cache.
+VENV := .venv
+PY := $(VENV)/bin/python
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test install install-dev bench clean
+
+install:
+	@bash scripts/install.sh
+
+install-dev:
+	@EXTRAS=dev bash scripts/install.sh
+
+run: install
+	@$(VENV)/bin/litjudge judges --prepare smollm2-135m >/dev/null
+	@$(VENV)/bin/litjudge run runs/demo.toml
+
+test: install-dev
+	@$(PY) -m pytest -q tests judges/metrics --doctest-modules; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+bench: install
+	@$(VENV)/bin/litjudge bench
+
+clean:
+	rm -rf runs/out .pytest_cache

@@ -1,0 +1,154 @@
+"""`litjudge bench`: TTCW (36 judgeable stories x 14 tests) on the default judge, measured side by
+side in one invocation on one engine:
+
+(a) litjudge as planned: deduplicated, prefix-ordered, Yes/No choice constraint, streamed;
+(b) common peer practice: the same prompts through one `LLM.generate` in the dataset's item
+    order, free-form (max_tokens 512), verdict found afterwards by the upstream regex;
+(c) a transformers generate loop, one prompt at a time (the transformers+outlines backend), on a
+    subset, extrapolated and labelled as such.
+
+Usable verdicts/s counts only outputs that parse. The prefix cache is reset between (a) and (b).
+Prefill FLOP/s uses 2 x parameters x non-cached prompt tokens (attention FLOPs left out) and is
+compared with this machine's bf16 matmul rate, measured in the same run.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+UPSTREAM_RULE = re.compile(r"^\s*(yes|no)\b", re.IGNORECASE)
+
+
+@dataclass
+class Row:
+    name: str
+    requests: int
+    seconds: float
+    prompt_tokens: int
+    uncached_tokens: int
+    parse_failures: int
+    extrapolated: bool = False
+
+    @property
+    def usable_per_s(self) -> float:
+        return (self.requests - self.parse_failures) / self.seconds
+
+    def line(self, params: float, matmul: float) -> str:
+        prefill_flops = 2 * params * self.uncached_tokens / self.seconds
+        hit = 1 - self.uncached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+        tag = " (extrapolated)" if self.extrapolated else ""
+        return (f"| {self.name}{tag} | {self.requests} | {self.seconds:,.1f} | {self.requests / self.seconds:.2f} | "
+                f"{self.usable_per_s:.2f} | {self.prompt_tokens / self.seconds:,.0f} | "
+                f"{self.uncached_tokens / self.seconds:,.0f} | {100 * hit:.0f}% | {self.parse_failures} | "
+                f"{100 * prefill_flops / matmul:.1f}% |")
+
+
+def matmul_flops(n: int = 1536, repeats: int = 6) -> float:
+    import torch
+
+    a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
+    torch.matmul(a, b)
+    t = time.perf_counter()
+    for _ in range(repeats):
+        torch.matmul(a, b)
+    return 2 * n ** 3 * repeats / (time.perf_counter() - t)
+
+
+def main(args) -> int:
+    import os
+
+    from judges.base import Context
+    from judges.ttcw import TTCW
+
+    from .backends.hf_backend import TransformersBackend
+    from .backends.vllm_backend import EngineSettings, VLLMBackend
+    from .cards import load_card
+    from .config import RunConfig
+    from .models import resolve_judge
+    from .paths import data_root
+    from .planner import make_plan
+
+    config = RunConfig(name="bench", protocol="ttcw", dataset="ttcw", judge=args.judge, limit=args.stories,
+                       options={"variant": "upstream"})
+    protocol = TTCW()
+    ctx = Context(config, protocol.options(config), data_root(), load_card("ttcw").folder())
+    requests = protocol.build(ctx).requests
+    judge = resolve_judge(args.judge)
+    print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "
+          f"judge {args.judge}, {os.cpu_count()} CPU cores")
+    rows: list[Row] = []
+    engine = VLLMBackend(judge, EngineSettings(max_model_len=8192, kv_cache_gib=4))
+    params = sum(p.numel() for p in _hf_params(judge.path))
+
+    # (a) litjudge as planned
+    engine.llm.reset_prefix_cache()
+    t = time.perf_counter()
+    plan = make_plan(requests, engine)
+    outs = list(engine.generate(plan.unique))
+    secs = time.perf_counter() - t
+    fails = sum(o.raw not in ("Yes", "No") for o in outs)
+    rows.append(Row("(a) litjudge: planned, prefix-ordered, constrained", len(requests), secs,
+                    sum(o.prompt_tokens for o in outs), sum(o.prompt_tokens - o.cached_tokens for o in outs), fails))
+    print(f"(a) done in {secs:.1f} s, {fails} unparsed")
+
+    # (b) peer practice: dataset order, free-form 512 tokens, regex afterwards
+    if not args.skip_naive:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        engine.llm.reset_prefix_cache()
+        by_item = {p.request.meta.item_id: p for p in plan.unique}
+        ordered = [by_item[r.meta.item_id] for r in requests]
+        t = time.perf_counter()
+        res = engine.llm.generate([TokensPrompt(prompt_token_ids=list(p.token_ids)) for p in ordered],
+                                  SamplingParams(temperature=0.0, max_tokens=512), use_tqdm=False)
+        secs = time.perf_counter() - t
+        fails = sum(UPSTREAM_RULE.match(r.outputs[0].text) is None for r in res)
+        rows.append(Row("(b) one LLM.generate, dataset order, free-form + regex", len(ordered), secs,
+                        sum(len(r.prompt_token_ids) for r in res),
+                        sum(len(r.prompt_token_ids) - (r.num_cached_tokens or 0) for r in res), fails))
+        print(f"(b) done in {secs:.1f} s, {fails} outputs without a leading Yes/No")
+    engine.close()
+
+    # (c) transformers + outlines, one prompt at a time, on a subset
+    if not args.skip_hf and args.hf_subset:
+        hf = TransformersBackend(judge)
+        subset = plan.unique[:: max(1, len(plan.unique) // args.hf_subset)][:args.hf_subset]
+        list(hf.generate(subset[:1]))          # build the outlines index outside the timing
+        t = time.perf_counter()
+        outs = list(hf.generate(subset))
+        secs = time.perf_counter() - t
+        scale = len(requests) / len(subset)
+        toks = sum(p.prompt_tokens for p in subset)
+        rows.append(Row("(c) transformers+outlines, one at a time", len(requests), secs * scale,
+                        int(toks * scale), int(toks * scale),
+                        int(round(sum(o.raw not in ("Yes", "No") for o in outs) * scale)), extrapolated=True))
+        print(f"(c) {len(subset)} requests in {secs:.1f} s, extrapolated to {len(requests)}")
+
+    mm = matmul_flops()
+    header = ("| setup | requests | seconds | requests/s | usable verdicts/s | prompt tok/s | uncached prefill tok/s "
+              "| prefix-cache hit | parse failures | prefill FLOP/s vs bf16 matmul |\n|---|---|---|---|---|---|---|---|---|---|")
+    print(f"\nbf16 matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge parameters: {params / 1e6:.1f} M\n")
+    print(header)
+    for r in rows:
+        print(r.line(params, mm))
+    a = rows[0]
+    for r in rows[1:]:
+        print(f"\n(a) vs {r.name.split(' ')[0]}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"matmul_flops": mm, "params": params,
+                                              "rows": [asdict(r) for r in rows]}, indent=2))
+    return 0
+
+
+def _hf_params(path: str):
+    import torch
+    from safetensors import safe_open
+
+    for f in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as fh:
+            for k in fh.keys():
+                yield torch.empty(fh.get_slice(k).get_shape(), device="meta")

@@ -1,0 +1,181 @@
+"""The `litjudge` command line. Errors a user can cause print as one line and exit 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def _print_table(df, title: str, max_rows: int = 60) -> None:
+    import polars as pl
+
+    with pl.Config(tbl_rows=max_rows, tbl_cols=20, tbl_width_chars=160, fmt_str_lengths=40,
+                   tbl_hide_dataframe_shape=True, float_precision=3):
+        print(f"\n{title}")
+        print(df)
+
+
+def cmd_run(args) -> int:
+    from .config import load_config
+    from .runner import run
+
+    overrides = {"limit": args.limit, "mode": args.mode, "data_root": args.data_root}
+    config = load_config(args.config, **overrides)
+    outcome = run(config, judge=args.judge, progress=not args.quiet)
+    grid = outcome.tables.get("verdict_grid")
+    if grid is not None:
+        _print_table(grid, "Verdicts", max_rows=args.show)
+    for name in ("per_test", "overall", "story_counts"):
+        if name in outcome.tables and outcome.tables[name].height:
+            _print_table(outcome.tables[name], name.replace("_", " ").capitalize())
+    m = outcome.manifest
+    print(f"\n{m['verdicts']['rows']} verdicts ({m['verdicts']['unparsed']} unparsed) in {m['seconds']:.1f} s")
+    for j in m["judges"]:
+        t = j.get("throughput", {})
+        plan = j["plan"]
+        print(f"  {j['judge']}: {plan['requests']} requests, {plan['distinct_requests']} distinct, "
+              f"{j['generated']} generated now; prompt tokens {plan['prompt_tokens']:,} "
+              f"(distinct prefill {plan['distinct_prefill_tokens']:,}); "
+              f"cache hit {100 * (t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 0), 1)):.0f}%")
+    print(f"Results: {outcome.run_dir}")
+    return 0
+
+
+def cmd_reparse(args) -> int:
+    from .runner import reparse
+
+    counts = reparse(Path(args.run_dir))
+    print(f"reparsed {counts['results']} stored outputs, {counts['changed']} changed; tables rebuilt in {args.run_dir}")
+    return 0
+
+
+def cmd_report(args) -> int:
+    import polars as pl
+
+    run_dir = Path(args.run_dir)
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.exists():
+        from .errors import ConfigError
+        raise ConfigError("not a run directory (no manifest.json)", where=str(run_dir))
+    m = json.loads(manifest_path.read_text())
+    print(f"# litjudge run {m['config']['name']}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
+    print(f"git {m['git_commit']}, vLLM {m['vllm']}, machine {m['machine'].get('gpu') or m['machine'].get('cpu')}")
+    for j in m["judges"]:
+        t = j.get("throughput", {})
+        secs = max(j.get("seconds", 0), 1e-9)
+        print(f"- {j['judge']} [{j.get('backend')}]: {j['plan']['requests']} requests "
+              f"({j['plan']['distinct_requests']} distinct), {t.get('requests', 0) / secs:.2f} verdicts/s, "
+              f"cache hit {100 * t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 1), 1):.0f}%, "
+              f"re-asked {j['reasked']}")
+    print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
+    for table in sorted((run_dir / "tables").glob("*.parquet")):
+        if table.stem in ("per_item",):
+            continue
+        _print_table(pl.read_parquet(table), f"## {table.stem}")
+    return 0
+
+
+def cmd_judges(args) -> int:
+    from .models import ALIASES, resolve_judge
+
+    for name, m in ALIASES.items():
+        if args.names and name not in args.names:
+            continue
+        line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
+        if args.prepare:
+            j = resolve_judge(name)
+            line += f"  {j.path}"
+        print(line)
+    return 0
+
+
+def cmd_check_labels(args) -> int:
+    """Can each label be scored as one next token at the decision point? (distribution mode)"""
+    import grammars as g
+
+    from .models import resolve_judge
+    from .render import load_renderer
+
+    languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
+                 "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
+    judge = resolve_judge(args.judge)
+    renderer = load_renderer(judge.path, judge.chat)
+    from .distribution import check_language
+    from .requests import Message
+
+    prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
+    for name in args.languages or list(languages):
+        if name not in languages:
+            from .errors import ConfigError
+            raise ConfigError(f"unknown language {name!r} (known: {', '.join(languages)})")
+        report = check_language(renderer.encode, prompt, languages[name].labels())
+        print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .bench import main as bench_main
+
+    return bench_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="litjudge", description="Offline batch LLM-as-a-judge for creative writing.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a config: plan, judge (resuming), aggregate, write tables")
+    r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
+    r.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
+    r.add_argument("--limit", type=int, help="only the first N items (stories, pairs, groups)")
+    r.add_argument("--mode", choices=["label", "analyze", "distribution"], help="override the verdict mode")
+    r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
+    r.add_argument("--show", type=int, default=40, help="verdict rows to print")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(fn=cmd_run)
+    rp = sub.add_parser("reparse", help="re-apply parsing and aggregation to stored raw outputs (no model)")
+    rp.add_argument("run_dir")
+    rp.set_defaults(fn=cmd_reparse)
+    rep = sub.add_parser("report", help="a text report of a finished run")
+    rep.add_argument("run_dir")
+    rep.set_defaults(fn=cmd_report)
+    j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
+    j.add_argument("names", nargs="*", help="only these aliases")
+    j.add_argument("--prepare", action="store_true")
+    j.set_defaults(fn=cmd_judges)
+    c = sub.add_parser("check-labels", help="which verdict languages a judge can score in one token (distribution mode)")
+    c.add_argument("judge")
+    c.add_argument("languages", nargs="*")
+    c.add_argument("--prefill", default="", help="assistant text before the label (the decision point)")
+    c.set_defaults(fn=cmd_check_labels)
+    b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (see README)")
+    b.add_argument("--stories", type=int, default=36)
+    b.add_argument("--hf-subset", type=int, default=8, help="requests for the one-at-a-time transformers baseline")
+    b.add_argument("--skip-hf", action="store_true")
+    b.add_argument("--skip-naive", action="store_true")
+    b.add_argument("--judge", default="smollm2-135m")
+    b.add_argument("--out", default="", help="write the results table (JSON) here")
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import LitjudgeError
+
+    # vLLM's INFO lines drown the progress bar; users can set VLLM_LOGGING_LEVEL=INFO to see them.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # In-process engine: quick start, and no spawned workers that need a __main__ guard.
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except LitjudgeError as exc:
+        print(f"litjudge: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Run configs: TOML -> frozen, validated dataclasses at the edge. Unknown keys are errors
+(with "did you mean"), wrong types are errors naming file and key; nothing is coerced silently."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .requests import MODES
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    repeats: int = 1            # independent samples per request (needs temperature > 0 to differ)
+    max_tokens: int = 0         # 0: derived from the verdict language
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_model_len: int = 0      # 0: the model's own, capped at 8192
+    kv_cache_gib: float = 4.0
+    gpu_memory_utilization: float = 0.85
+    enforce_eager: bool = True
+    max_num_batched_tokens: int = 0
+    max_num_seqs: int = 0
+    tensor_parallel_size: int = 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    name: str
+    protocol: str
+    dataset: str
+    judge: str | list[str] = "smollm2-135m"   # one judge or several, run one after another
+    backend: str = "vllm"
+    mode: str = "label"
+    limit: int = 0              # items (stories, pairs, groups); 0 = all
+    truncation: str = "error"   # "error" or "skip" for prompts over the context window
+    reasks: int = 2             # bounded re-asks of answers the exact parser rejects (listwise)
+    data_root: str = ""         # "" = default (../shared/datasets or LITJUDGE_DATA_ROOT)
+    options: dict[str, Any] = field(default_factory=dict)   # protocol options, checked by the protocol
+    sampling: SamplingConfig = SamplingConfig()
+    engine: EngineConfig = EngineConfig()
+    source: str = ""            # the file it came from
+
+    def __post_init__(self) -> None:
+        where = self.source or "config"
+        if self.mode not in MODES:
+            raise ConfigError(f"must be one of {list(MODES)}, got {self.mode!r}", where=where, key="mode")
+        if self.truncation not in ("error", "skip"):
+            raise ConfigError(f"must be 'error' or 'skip', got {self.truncation!r}", where=where, key="truncation")
+        if self.limit < 0 or self.reasks < 0 or self.sampling.repeats < 1:
+            raise ConfigError("limit and reasks must be >= 0 and sampling.repeats >= 1", where=where)
+        if not (0 <= self.sampling.temperature <= 5):
+            raise ConfigError(f"must be in [0, 5], got {self.sampling.temperature}", where=where,
+                              key="sampling.temperature")
+        if not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"use letters, digits, '-' and '_' only, got {self.name!r}", where=where, key="name")
+
+
+def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return value
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            try:
+                return _check_type(value, arg, where, key)
+            except ConfigError:
+                continue
+        raise ConfigError(f"expected {annotation}, got {type(value).__name__} {value!r}", where=where, key=key)
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise ConfigError(f"expected a list, got {type(value).__name__} {value!r}", where=where, key=key)
+        (inner, *_) = typing.get_args(annotation) or (Any,)
+        items = [_check_type(v, inner, where, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
+        return value
+    if annotation is type(None):
+        if value is not None:
+            raise ConfigError("expected nothing", where=where, key=key)
+        return value
+    if isinstance(annotation, type):
+        if dataclasses.is_dataclass(annotation):
+            if not isinstance(value, dict):
+                raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
+            return build(annotation, value, where, prefix=f"{key}.")
+        if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
+            raise ConfigError(f"expected {annotation.__name__}, got {type(value).__name__} {value!r}",
+                              where=where, key=key)
+    return value
+
+
+def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extra: Any):
+    """Build dataclass `cls` from a TOML table: unknown keys and wrong types fail, naming the key."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in extra]
+    unknown = [k for k in table if k not in names]
+    if unknown:
+        k = unknown[0]
+        close = difflib.get_close_matches(k, names, n=1)
+        hint = f" (did you mean {prefix}{close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+        raise ConfigError(f"unknown key{hint}", where=where, key=prefix + k)
+    kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                and f.name not in kwargs and f.name not in extra]
+    if required:
+        raise ConfigError("missing required key", where=where, key=prefix + required[0])
+    try:
+        return cls(**kwargs, **extra)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), where=where, key=prefix.rstrip(".") or None) from None
+
+
+def load_config(path: str | Path, **overrides: Any) -> RunConfig:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("run config not found", where=str(path))
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", where=str(path)) from None
+    for k, v in overrides.items():
+        if v is not None:
+            table[k] = v
+    return build(RunConfig, table, str(path), source=str(path))

@@ -1,0 +1,57 @@
+"""Reading dataset files with errors that name the file and the row."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import DataError
+
+
+def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8",)) -> str:
+    """Decode with the first encoding that works; the card says which fallbacks a dataset needs."""
+    if not path.exists():
+        raise DataError("file not found", path=str(path))
+    data = path.read_bytes()
+    for enc in encodings:
+        try:
+            return data.decode(enc)
+        except UnicodeDecodeError:
+            continue
+    raise DataError(f"not decodable as {' or '.join(encodings)}", path=str(path))
+
+
+def read_json_list(path: Path) -> list[dict[str, Any]]:
+    try:
+        rows = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=exc.lineno) from None
+    if not isinstance(rows, list):
+        raise DataError("expected a JSON list of records", path=str(path))
+    return rows
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) for every non-blank line."""
+    for n, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=n) from None
+        if not isinstance(rec, dict):
+            raise DataError("expected a JSON object", path=str(path), row=n)
+        yield n, rec
+
+
+def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], path: Path, row: int) -> None:
+    """Every field present with the right type; strings non-empty."""
+    for name, typ in fields.items():
+        if name not in rec or rec[name] is None:
+            raise DataError(f"missing field {name!r}", path=str(path), row=row)
+        if not isinstance(rec[name], typ) or isinstance(rec[name], bool) and typ is int:
+            raise DataError(f"field {name!r} should be {getattr(typ, '__name__', typ)}, got {rec[name]!r:.60}",
+                            path=str(path), row=row)
+        if isinstance(rec[name], str) and not rec[name].strip():
+            raise DataError(f"field {name!r} is empty", path=str(path), row=row)

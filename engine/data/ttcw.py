@@ -1,0 +1,149 @@
+"""The TTCW data (Chakrabarty et al. 2024): 48 stories, 14 tests, expert verdicts, recorded judges.
+
+Only the 36 LLM-written stories have text; the 12 New Yorker stories are URLs (no permission to
+redistribute), so they are kept as items without text and skipped, with that reason, wherever
+text is needed. Rows are validated; a bad row names the file and its row (1-based).
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DataError
+from .readers import read_json_list, read_jsonl, require
+
+
+@dataclass(frozen=True)
+class TTCWTest:
+    idx: int
+    dimension: str
+    category: str
+    question: str
+    full_prompt: str
+    instruction: str = ""        # the paper's test-specific step-by-step instruction (if loaded)
+
+    @property
+    def background(self) -> str:
+        """`full_prompt` minus its last two non-empty lines (the instruction and `Q) question`)."""
+        lines = self.full_prompt.rstrip().split("\n")
+        kept, dropped = list(lines), 0
+        while kept and dropped < 2:
+            if kept.pop().strip():
+                dropped += 1
+        return "\n".join(kept).strip()
+
+
+@dataclass(frozen=True)
+class Story:
+    story_id: str
+    group: int
+    source: str                  # NewYorker, GPT3.5, GPT4, Claude
+    name: str
+    plot: str
+    text: str | None             # None when the dataset only has a URL
+
+    @property
+    def judgeable(self) -> bool:
+        return self.text is not None
+
+
+@dataclass
+class TTCWData:
+    stories: list[Story]
+    tests: list[TTCWTest]
+    majority: dict[tuple[str, int], str] = field(default_factory=dict)       # (story, test) -> Yes/No
+    annotations: list[tuple[str, int, int, str]] = field(default_factory=list)  # story, expert, test, verdict
+    folder: Path | None = None
+
+    def test(self, idx: int) -> TTCWTest:
+        for t in self.tests:
+            if t.idx == idx:
+                return t
+        raise DataError(f"unknown TTCW test id {idx} (known: {[t.idx for t in self.tests]})")
+
+
+def item_id(story_id: str, test_idx: int) -> str:
+    """The dataset's own item id (also used by the recorded judge outputs)."""
+    return f"story_{story_id}_test{test_idx}"
+
+
+def load_ttcw(folder: Path, instructions: Path | None = None, require_labels: bool = True) -> TTCWData:
+    folder = Path(folder)
+    if not folder.exists():
+        raise DataError("TTCW data folder not found (set --data-root or LITJUDGE_DATA_ROOT)", path=str(folder))
+    tests_path, stories_path = folder / "tests.json", folder / "stories.json"
+    steps = _load_instructions(instructions) if instructions else {}
+    tests = []
+    for row, rec in enumerate(read_json_list(tests_path), start=1):
+        require(rec, {"ttcw_idx": int, "torrance_dimension": str, "category": str, "question": str,
+                      "full_prompt": str}, tests_path, row)
+        tests.append(TTCWTest(rec["ttcw_idx"], rec["torrance_dimension"], rec["category"], rec["question"],
+                              rec["full_prompt"], _match_instruction(steps, rec)))
+    if len({t.idx for t in tests}) != len(tests):
+        raise DataError("duplicate ttcw_idx", path=str(tests_path))
+    stories, seen = [], set()
+    for row, rec in enumerate(read_json_list(stories_path), start=1):
+        require(rec, {"story_idx": int, "story_id": str, "content": str}, stories_path, row)
+        sid = rec["story_id"]
+        if sid in seen:
+            raise DataError(f"duplicate story_id {sid!r}", path=str(stories_path), row=row)
+        seen.add(sid)
+        content = rec["content"].strip()
+        is_url = content.startswith(("http://", "https://")) and len(content.split()) == 1
+        source = sid.split("_", 1)[1] if "_" in sid else "unknown"
+        stories.append(Story(sid, rec["story_idx"], source, rec.get("story_name", ""), rec.get("plot", ""),
+                             None if is_url else content))
+    data = TTCWData(stories, tests, folder=folder)
+    known_tests, known_stories = {t.idx for t in tests}, {s.story_id for s in stories}
+    maj = folder / "expert_majority.json"
+    if maj.exists():
+        for row, rec in enumerate(read_json_list(maj), start=1):
+            require(rec, {"story_id": str, "ttcw_idx": int, "binary_verdict": str}, maj, row)
+            _check_ids(rec, known_stories, known_tests, maj, row)
+            data.majority[(rec["story_id"], rec["ttcw_idx"])] = rec["binary_verdict"]
+    elif require_labels:
+        raise DataError("expert_majority.json not found", path=str(maj))
+    ann = folder / "expert_annotations.json"
+    if ann.exists():
+        for row, rec in enumerate(read_json_list(ann), start=1):
+            require(rec, {"story_id": str, "expert_idx": int, "ttcw_idx": int, "binary_verdict": str}, ann, row)
+            _check_ids(rec, known_stories, known_tests, ann, row)
+            data.annotations.append((rec["story_id"], rec["expert_idx"], rec["ttcw_idx"], rec["binary_verdict"]))
+    return data
+
+
+def _check_ids(rec: dict, stories: set[str], tests: set[int], path: Path, row: int) -> None:
+    if rec["story_id"] not in stories:
+        raise DataError(f"unknown story_id {rec['story_id']!r}", path=str(path), row=row)
+    if rec["ttcw_idx"] not in tests:
+        raise DataError(f"unknown test id {rec['ttcw_idx']}", path=str(path), row=row)
+    if rec["binary_verdict"] not in ("Yes", "No"):
+        raise DataError(f"binary_verdict must be Yes or No, got {rec['binary_verdict']!r}", path=str(path), row=row)
+
+
+def _load_instructions(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        raise DataError("TTCW LLM instructions not found", path=str(path))
+    return json.loads(path.read_text(encoding="utf-8"))["tests"]
+
+
+def _match_instruction(steps: dict[str, dict], rec: dict) -> str:
+    """The paper keys instructions by dimension+number; match within the dimension by question."""
+    same_dim = {k: v for k, v in steps.items() if k.rstrip("0123456789") == rec["torrance_dimension"]}
+    if not same_dim:
+        return ""
+    best = max(same_dim, key=lambda k: difflib.SequenceMatcher(None, same_dim[k]["question"], rec["question"]).ratio())
+    return same_dim[best]["instruction"]
+
+
+def load_recorded(path: Path) -> dict[str, str]:
+    """A recorded judge's responses by item id (`{"id": ..., "response": ...}` per line)."""
+    out: dict[str, str] = {}
+    for n, rec in read_jsonl(path):
+        require(rec, {"id": str}, path, n)
+        if rec["id"] in out:
+            raise DataError(f"duplicate id {rec['id']!r}", path=str(path), row=n)
+        out[rec["id"]] = rec.get("response") or ""
+    return out

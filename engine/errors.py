@@ -1,0 +1,46 @@
+"""One error hierarchy. Every error a user can hit prints as one clear line (see `cli.main`)."""
+from __future__ import annotations
+
+
+class LitjudgeError(Exception):
+    """Base of every error litjudge raises on purpose; the CLI prints it as one line."""
+
+
+class ConfigError(LitjudgeError):
+    """A run config, card or option is wrong. Names where (file, key) and what was received."""
+
+    def __init__(self, message: str, *, where: str | None = None, key: str | None = None):
+        self.where, self.key = where, key
+        prefix = ": ".join(p for p in (where, key) if p)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class DataError(LitjudgeError):
+    """A dataset file or row is unusable. Names the file and the row (line) number."""
+
+    def __init__(self, message: str, *, path: str | None = None, row: int | None = None):
+        self.path, self.row = path, row
+        where = path or ""
+        if row is not None:
+            where = f"{where}:{row}" if where else f"row {row}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class JudgeNotFound(LitjudgeError):
+    """A judge name is neither an alias, a local model folder, nor a reachable hub repo."""
+
+
+class BackendUnavailable(LitjudgeError):
+    """A backend's library is not installed or cannot run here; says what to install."""
+
+
+class GrammarError(LitjudgeError):
+    """A verdict language was declared wrongly (empty label set, duplicate ids, bad range)."""
+
+
+class PreflightError(LitjudgeError):
+    """Prompts do not fit the judge's context window; lists the offending items."""
+
+
+class StoreError(LitjudgeError):
+    """The result store is unreadable or belongs to another layout version."""

@@ -1,0 +1,52 @@
+"""What a run records about itself so that it can be reproduced and compared."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import subprocess
+import sys
+from typing import Any
+
+from .paths import PROJECT_ROOT
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "") if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
+                            "cpu_count": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import torch
+        info["torch"] = torch.__version__
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        pass
+    return info
+
+
+def config_dict(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: config_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [config_dict(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: config_dict(v) for k, v in obj.items()}
+    return obj

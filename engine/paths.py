@@ -1,0 +1,34 @@
+"""Where things live: the data root (shared datasets and paper prompts), the model cache, run outputs.
+
+Each can be overridden by an environment variable (and the data root by `--data-root`).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_root() -> Path:
+    """Human-labelled datasets (never copied into the project). `LITJUDGE_DATA_ROOT` overrides."""
+    return Path(os.environ.get("LITJUDGE_DATA_ROOT", PROJECT_ROOT.parent / "shared" / "datasets"))
+
+
+def prompts_root() -> Path:
+    """The seed papers' prompts. `LITJUDGE_PROMPTS_ROOT` overrides."""
+    return Path(os.environ.get("LITJUDGE_PROMPTS_ROOT", data_root().parent / "prompts"))
+
+
+def cache_dir() -> Path:
+    """Converted model folders and downloaded wheels. `LITJUDGE_CACHE` overrides."""
+    return Path(os.environ.get("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge"))
+
+
+def cards_dir() -> Path:
+    return PROJECT_ROOT / "datasets"
+
+
+def runs_output_dir() -> Path:
+    """Run outputs (git-ignored). `LITJUDGE_RUNS_DIR` overrides."""
+    return Path(os.environ.get("LITJUDGE_RUNS_DIR", PROJECT_ROOT / "runs" / "out"))

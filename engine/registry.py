@@ -1,0 +1,50 @@
+"""A small typed registry: names to entries, lazy imports, "did you mean" on unknown names.
+
+Backends register as "module:attr" strings so that `import engine` never imports vLLM or torch.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+from typing import Generic, TypeVar
+
+from .errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, T | str] = {}
+
+    def add(self, name: str, entry: T | str) -> None:
+        """Register `entry` (an object, or a lazy "module:attr" string) under `name`."""
+        if name in self._entries and self._entries[name] is not entry:
+            raise ValueError(f"{self.kind} {name!r} is already registered")
+        self._entries[name] = entry
+
+    def register(self, name: str):
+        """Decorator form of `add`."""
+        def deco(obj: T) -> T:
+            self.add(name, obj)
+            return obj
+        return deco
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def get(self, name: str) -> T:
+        if name not in self._entries:
+            close = difflib.get_close_matches(name, self._entries, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown {self.kind} {name!r}{hint} (known: {', '.join(self.names())})")
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            module, _, attr = entry.partition(":")
+            entry = getattr(importlib.import_module(module), attr)
+            self._entries[name] = entry
+        return entry  # type: ignore[return-value]

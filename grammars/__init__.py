@@ -1,0 +1,40 @@
+"""Verdict languages: defined once, compiled per backend (`compile.py`), each with an exact parser.
+
+Config names -> factories:
+    binary                      Yes / No
+    likert(points, a, b)        [[A>>B]] ... [[B>>A]] (3, 5 or 7 points)
+    preference(a, b, tie)       A / B (/ tie)
+    score(lo, hi)               integers lo..hi
+    categorical(labels)         a configured label set, best first
+    listwise(ids, lo, hi)       N lines `position. id : score`, every id once, sorted by score
+Any of them in analysis form: Analyzed(language, marker="Verdict:").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engine.errors import GrammarError
+
+from .analysis import Analyzed
+from .labels import LabelSet, binary, categorical, likert, ordinal, preference, score
+from .language import ParseResult, Unparsed, Verdict, VerdictLanguage
+from .listwise import Listwise, position_scores
+from .upstream import UpstreamYesNo
+
+__all__ = ["Analyzed", "LabelSet", "Listwise", "ParseResult", "Unparsed", "Verdict", "VerdictLanguage",
+           "UpstreamYesNo", "binary", "categorical", "likert", "ordinal", "preference", "score", "position_scores",
+           "language_from_spec"]
+
+
+def language_from_spec(spec: dict[str, Any]) -> VerdictLanguage:
+    """Rebuild a language from its stored spec (used by `litjudge reparse`)."""
+    kind = spec.get("kind")
+    if kind == "labels":
+        return LabelSet(spec["name"], tuple((k, v) for k, v in spec["pairs"]))
+    if kind == "listwise":
+        return Listwise(tuple(spec["ids"]), spec["lo"], spec["hi"])
+    if kind == "upstream_yes_no":
+        return UpstreamYesNo()
+    if kind == "analyzed":
+        return Analyzed(language_from_spec(spec["inner"]), spec["marker"], spec["max_analysis_tokens"])
+    raise GrammarError(f"unknown verdict language kind {kind!r}")

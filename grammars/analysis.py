@@ -1,0 +1,83 @@
+"""Analysis-then-verdict form of any language: free text of bounded length, a fixed marker,
+then the constrained verdict (`... reasoning ...\nVerdict: Yes`).
+
+Only the tail after the LAST marker line counts, and it must be exactly in the inner language,
+so verdict-like strings inside the analysis (or copied from a story) never change the verdict.
+Local backends produce this form in two passes: the analysis (stopped at the marker, bounded by
+`max_analysis_tokens`), then the inner language constrained after `\n{marker} `.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import GrammarError
+
+from .language import ParseResult, Unparsed, Verdict, VerdictLanguage, empty_reason
+
+
+@dataclass(frozen=True)
+class Analyzed(VerdictLanguage):
+    kind = "analyzed"
+    inner: VerdictLanguage
+    marker: str = "Verdict:"
+    max_analysis_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if not self.marker.strip() or "\n" in self.marker:
+            raise GrammarError(f"analysis marker must be one non-empty line, got {self.marker!r}")
+        if self.max_analysis_tokens < 1:
+            raise GrammarError("max_analysis_tokens must be >= 1")
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.kind, "inner": self.inner.spec(), "marker": self.marker,
+                "max_analysis_tokens": self.max_analysis_tokens}
+
+    @property
+    def tail_prefix(self) -> str:
+        """What separates the analysis from the verdict; the decision point of the second pass."""
+        return f"\n{self.marker} "
+
+    def regex(self) -> str:
+        return r"[\s\S]*" + re.escape(self.tail_prefix) + "(?:" + self.inner.regex() + ")"
+
+    def ebnf(self) -> str:
+        inner = self.inner.ebnf().replace("root ::=", "verdict ::=", 1)
+        return (f'root ::= analysis {_ebnf_str(self.tail_prefix)} verdict\n'
+                f'analysis ::= [^\\n]* ("\\n" [^\\n]*)*\n{inner}')
+
+    def split(self, text: str) -> tuple[str, str] | None:
+        """(analysis, tail) at the last marker line, or None when there is no marker line."""
+        idx = text.rfind(self.tail_prefix)
+        if idx < 0:
+            return None
+        return text[:idx], text[idx + len(self.tail_prefix):]
+
+    def parse(self, text: str) -> ParseResult:
+        if (why := empty_reason(text)) is not None:
+            return Unparsed(why, text or "")
+        parts = self.split(text)
+        if parts is None:
+            return Unparsed(f"no '{self.marker}' line", text)
+        result = self.inner.parse(parts[1])
+        if isinstance(result, Unparsed):
+            return Unparsed(f"after '{self.marker}': {result.reason}", text)
+        return result
+
+    def sample(self, rng: random.Random) -> tuple[str, Any]:
+        words = ["plot", "[[A>>B]]", "Verdict: No", "voice", "Yes", "\n", "pacing", "B"]
+        analysis = " ".join(rng.choice(words) for _ in range(rng.randint(0, 12)))
+        tail, value = self.inner.sample(rng)
+        return analysis + self.tail_prefix + tail, value
+
+    def labels(self) -> tuple[str, ...] | None:
+        return None
+
+    def max_chars(self) -> int:
+        return self.inner.max_chars() + len(self.tail_prefix)
+
+
+def _ebnf_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'

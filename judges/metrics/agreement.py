@@ -1,0 +1,61 @@
+"""Chance-corrected agreement for categorical verdicts.
+
+>>> cohen_kappa(["Yes", "No", "Yes", "No"], ["Yes", "No", "No", "No"]).value
+0.5
+>>> round(balanced_accuracy(["Yes", "No", "Yes", "No"], ["Yes", "No", "No", "No"]).value, 3)
+0.75
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from .base import NAN, MetricResult
+
+
+def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> MetricResult:
+    """Cohen's kappa of two raters over the same items: (p_o - p_e) / (1 - p_e)."""
+    if len(a) != len(b):
+        raise ValueError(f"cohen_kappa needs equal lengths, got {len(a)} and {len(b)}")
+    n = len(a)
+    if n == 0:
+        return MetricResult(NAN, 0)
+    po = sum(x == y for x, y in zip(a, b)) / n
+    ca, cb = Counter(a), Counter(b)
+    pe = sum(ca[k] * cb[k] for k in set(ca) | set(cb)) / (n * n)
+    if pe == 1.0:
+        return MetricResult(NAN, n)   # both raters constant: kappa undefined
+    return MetricResult((po - pe) / (1 - pe), n)
+
+
+def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> MetricResult:
+    """Mean per-class recall over the classes present in `y_true`."""
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"balanced_accuracy needs equal lengths, got {len(y_true)} and {len(y_pred)}")
+    if not y_true:
+        return MetricResult(NAN, 0)
+    recalls = []
+    for cls in sorted(set(y_true), key=str):
+        idx = [i for i, t in enumerate(y_true) if t == cls]
+        recalls.append(sum(y_pred[i] == cls for i in idx) / len(idx))
+    return MetricResult(float(np.mean(recalls)), len(y_true))
+
+
+def fleiss_kappa(ratings: Sequence[Sequence[Hashable]]) -> MetricResult:
+    """Fleiss' kappa; `ratings[i]` are the labels the raters gave item i (same count per item)."""
+    if not ratings:
+        return MetricResult(NAN, 0)
+    m = len(ratings[0])
+    if m < 2 or any(len(r) != m for r in ratings):
+        raise ValueError("fleiss_kappa needs the same number (>= 2) of ratings per item")
+    cats = sorted({x for r in ratings for x in r}, key=str)
+    table = np.array([[sum(x == c for x in r) for c in cats] for r in ratings], dtype=float)
+    n = len(ratings)
+    p_j = table.sum(axis=0) / (n * m)
+    p_i = ((table ** 2).sum(axis=1) - m) / (m * (m - 1))
+    pbar, pe = p_i.mean(), (p_j ** 2).sum()
+    if pe == 1.0:
+        return MetricResult(NAN, n)
+    return MetricResult(float((pbar - pe) / (1 - pe)), n)

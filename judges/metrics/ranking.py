@@ -1,0 +1,56 @@
+"""Correlation and ordering metrics for scores and rankings.
+
+>>> pairwise_accuracy([1, 2, 3], [10, 30, 20]).value   # 2 of 3 pairs ordered alike
+0.6666666666666666
+"""
+from __future__ import annotations
+
+import math
+from itertools import combinations
+from typing import Sequence
+
+from scipy import stats
+
+from .base import NAN, MetricResult
+
+
+def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[float]]:
+    if len(x) != len(y):
+        raise ValueError(f"need equal lengths, got {len(x)} and {len(y)}")
+    pairs = [(a, b) for a, b in zip(x, y) if not (math.isnan(a) or math.isnan(b))]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def _corr(fn, x, y) -> MetricResult:
+    a, b = _paired(x, y)
+    if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
+        return MetricResult(NAN, len(a))
+    res = fn(a, b)
+    return MetricResult(float(res.statistic), len(a), float(res.pvalue))
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> MetricResult:
+    return _corr(stats.pearsonr, x, y)
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> MetricResult:
+    return _corr(stats.spearmanr, x, y)
+
+
+def kendall(x: Sequence[float], y: Sequence[float]) -> MetricResult:
+    """Kendall's tau-b (ties handled)."""
+    return _corr(stats.kendalltau, x, y)
+
+
+def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> MetricResult:
+    """Share of item pairs with different true scores that the prediction orders the same way
+    (a predicted tie counts as half), as in the reference-based paper."""
+    a, b = _paired(truth, predicted)
+    total = correct = 0.0
+    for i, j in combinations(range(len(a)), 2):
+        if a[i] == a[j]:
+            continue
+        total += 1
+        d = (a[i] - a[j]) * (b[i] - b[j])
+        correct += 1.0 if d > 0 else 0.5 if d == 0 else 0.0
+    return MetricResult(correct / total if total else NAN, int(total))

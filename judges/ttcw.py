@@ -1,0 +1,211 @@
+"""TTCW: 14 binary Yes/No tests of creative writing per story (Chakrabarty et al., CHI 2024).
+
+Method, as in the paper and its dataset:
+1. For every story with text and every test, ask the judge one Yes/No question (one request per
+   (story, test)). The story comes first in every prompt, so a story's 14 requests share a prefix.
+2. Prompt variants: `upstream` (the dataset's answer-first template with the expanded background),
+   `analyze` (the paper's test-specific step-by-step instruction, then `Verdict: Yes|No`), and
+   `default` (this project's short layout).
+3. The pass decision is the label (label/analyze mode) or P(Yes) >= threshold (distribution mode).
+4. Agreement with the expert majority (2 of 3): Cohen's kappa and balanced accuracy per test and
+   overall; pass rate per story source per test; per-story pass counts correlated with the
+   experts' counts; and the experts' own Fleiss' kappa per test, a property of the data.
+Recorded proprietary judges are replayed through the same metrics with the upstream parsing rule.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+import grammars
+from engine.data.ttcw import TTCWData, item_id, load_ttcw
+from engine.errors import ConfigError
+from engine.paths import prompts_root
+from engine.requests import JudgeRequest, Message, RequestMeta
+from grammars.upstream import UpstreamYesNo
+
+from .base import Build, Context, Protocol, Skip
+from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
+
+VARIANTS = ("default", "upstream", "analyze")
+
+DEFAULT_INTRO = ("You are an expert reader judging a short story on one test of creative writing "
+                 "from the Torrance Test of Creative Writing. Read the story, then the background on "
+                 "the test, then answer the question with Yes or No.")
+
+
+@dataclass(frozen=True)
+class TTCWOptions:
+    variant: str = "default"
+    tests: list[int] = ()                 # empty: all 14
+    threshold: float = 0.5                # distribution mode: pass when P(Yes) >= threshold
+    analysis_tokens: int = 256            # analyze mode: bound on the free analysis
+    include_unjudgeable: bool = False     # replay only: also the New Yorker items (no text)
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"options.variant must be one of {list(VARIANTS)}, got {self.variant!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"options.threshold must be in [0, 1], got {self.threshold}")
+
+
+def upstream_template(data_root: Path) -> str:
+    return (data_root / "ttcw" / "prompt_with_background.txt").read_text(encoding="utf-8")
+
+
+class TTCW(Protocol):
+    name = "ttcw"
+    version = "1"
+    Options = TTCWOptions
+
+    def load(self, ctx: Context) -> TTCWData:
+        steps = prompts_root() / "ttcw_llm_instructions.json"
+        return load_ttcw(ctx.dataset_path, steps if steps.exists() else None, require_labels=False)
+
+    def language(self, ctx: Context):
+        if ctx.replay:
+            return UpstreamYesNo()
+        if ctx.config.mode == "analyze":
+            return grammars.Analyzed(grammars.binary(), "Verdict:", ctx.options.analysis_tokens)
+        return grammars.binary()
+
+    def prompt(self, story: str, test, variant: str, template: str | None) -> str:
+        if variant == "upstream":
+            assert template is not None
+            return (template.replace("[STORY]", story).replace("[BACKGROUND]", test.background)
+                    .replace("[QUESTION]", test.question))
+        if variant == "analyze":
+            steps = test.instruction or "Explain your reasoning step by step, then answer Yes or No."
+            return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n{steps}\n\n"
+                    f"Q) {test.question}\n\nEnd with a last line that says 'Verdict: Yes' or 'Verdict: No'.")
+        return f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\nQuestion: {test.question}\nAnswer Yes or No."
+
+    def build(self, ctx: Context) -> Build:
+        opts: TTCWOptions = ctx.options
+        data = self.load(ctx)
+        tests = [data.test(i) for i in opts.tests] if opts.tests else data.tests
+        template = upstream_template(ctx.data_root) if opts.variant == "upstream" else None
+        if opts.include_unjudgeable and not ctx.replay:
+            raise ConfigError("include_unjudgeable needs recorded responses (a replay judge): "
+                              "New Yorker stories have no text", key="options.include_unjudgeable")
+        lang = self.language(ctx)
+        out = Build([])
+        stories = data.stories
+        if ctx.config.limit:
+            stories = [s for s in stories if s.judgeable or opts.include_unjudgeable][:ctx.config.limit]
+        for story in stories:
+            if not story.judgeable and not opts.include_unjudgeable:
+                out.skipped += [Skip(item_id(story.story_id, t.idx), "story text not in the dataset (New Yorker URL)")
+                                for t in tests]
+                continue
+            text = story.text or f"(text not available: {story.story_id})"
+            for t in tests:
+                for repeat in range(ctx.config.sampling.repeats):
+                    meta = RequestMeta(self.name, item_id(story.story_id, t.idx), (
+                        ("story_id", story.story_id), ("test", t.idx), ("source", story.source),
+                        ("group", story.group), ("judgeable", story.judgeable), ("repeat", repeat)))
+                    out.requests.append(JudgeRequest(
+                        messages=(Message("user", self.prompt(text, t, opts.variant, template)),),
+                        language=lang, mode=ctx.config.mode, sampling=ctx.sampling(repeat), meta=meta))
+        return out
+
+    # -- aggregation --------------------------------------------------------------------------
+    def decisions(self, table: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        """One row per (judge, item, repeat): the pass decision (None when unparsed)."""
+        thr = ctx.options.threshold
+
+        def p_yes(dist: str | None) -> float | None:
+            return json.loads(dist).get("Yes") if dist else None
+
+        t = table.with_columns(pl.col("distribution").map_elements(p_yes, return_dtype=pl.Float64).alias("p_yes"))
+        passed = (pl.when(pl.col("status") != "ok").then(None)
+                  .when(pl.col("p_yes").is_not_null()).then(pl.col("p_yes") >= thr)
+                  .otherwise(pl.col("label") == "Yes"))
+        return t.with_columns(passed.alias("judge_pass"))
+
+    def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        data = self.load(ctx)
+        d = self.decisions(table, ctx)
+        expert = pl.DataFrame([{"story_id": s, "test": t, "expert_pass": v == "Yes"} for (s, t), v in data.majority.items()],
+                              schema={"story_id": pl.Utf8, "test": pl.Int64, "expert_pass": pl.Boolean})
+        d = d.join(expert, on=["story_id", "test"], how="left")
+        views = {"all": d}
+        if d.filter(~pl.col("judgeable")).height:
+            views = {"all": d, "judgeable": d.filter(pl.col("judgeable"))}
+        fleiss = self._expert_fleiss(data)
+        per_test, overall, by_source, stories = [], [], [], []
+        for view, v in views.items():
+            for judge, j in v.group_by("judge", maintain_order=True):
+                judge = judge[0]
+                for test in sorted(j["test"].unique().to_list()):
+                    per_test.append({"judge": judge, "view": view, "test": test,
+                                     **self._agreement(j.filter(pl.col("test") == test)),
+                                     "expert_fleiss_kappa": fleiss.get(test)})
+                overall.append({"judge": judge, "view": view, **self._agreement(j)})
+                by_source += [{"judge": judge, "view": view, "source": src, "test": test, **self._rates(g)}
+                              for (src, test), g in j.group_by(["source", "test"], maintain_order=True)]
+                stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
+        per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
+                             "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"])
+        return {
+            "verdict_grid": self.verdict_grid(per_item),
+            "per_item": d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
+                                  "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"]),
+            "per_test": pl.DataFrame(per_test),
+            "overall": pl.DataFrame(overall),
+            "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"]),
+            "story_counts": pl.DataFrame(stories),
+        }
+
+    @staticmethod
+    def _agreement(g: pl.DataFrame) -> dict:
+        ok = g.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
+        jp, ep = ok["judge_pass"].to_list(), ok["expert_pass"].to_list()
+        k, ba = cohen_kappa(ep, jp), balanced_accuracy(ep, jp)
+        judged = g["judge_pass"].drop_nulls().to_list()
+        return {"n": ok.height, "unparsed": g.filter(pl.col("judge_pass").is_null()).height,
+                "kappa": k.value, "balanced_accuracy": ba.value,
+                "judge_pass_rate": sum(judged) / len(judged) if judged else None,
+                "expert_pass_rate": sum(ep) / len(ep) if ep else None}
+
+    @staticmethod
+    def _rates(g: pl.DataFrame) -> dict:
+        jp = g["judge_pass"].drop_nulls().to_list()
+        ep = g["expert_pass"].drop_nulls().to_list()
+        return {"n": len(jp), "judge_pass_rate": sum(jp) / len(jp) if jp else None,
+                "expert_pass_rate": sum(ep) / len(ep) if ep else None}
+
+    @staticmethod
+    def _story_correlation(j: pl.DataFrame) -> dict:
+        counts = (j.group_by("story_id").agg(pl.col("judge_pass").cast(pl.Int64).sum().alias("judge"),
+                                              pl.col("expert_pass").cast(pl.Int64).sum().alias("expert"))
+                  .drop_nulls())
+        x, y = counts["judge"].cast(pl.Float64).to_list(), counts["expert"].cast(pl.Float64).to_list()
+        p, s = pearson(x, y), spearman(x, y)
+        return {"stories": counts.height, "pearson": p.value, "pearson_p": p.p_value,
+                "spearman": s.value, "spearman_p": s.p_value}
+
+    @staticmethod
+    def _expert_fleiss(data: TTCWData) -> dict[int, float]:
+        by_item: dict[tuple[str, int], list[str]] = {}
+        for story, _expert, test, verdict in data.annotations:
+            by_item.setdefault((story, test), []).append(verdict)
+        out = {}
+        for test in {t for _, t in by_item}:
+            rows = [v for (s, t), v in by_item.items() if t == test and len(v) == 3]
+            out[test] = fleiss_kappa(rows).value
+        return out
+
+    @staticmethod
+    def verdict_grid(per_item: pl.DataFrame) -> pl.DataFrame:
+        """Stories x tests, each cell the judge's verdict (Yes / No / ? for unparsed), first repeat."""
+        first = per_item.filter(pl.col("repeat") == 0).with_columns(
+            pl.when(pl.col("judge_pass").is_null()).then(pl.lit("?"))
+            .when(pl.col("judge_pass")).then(pl.lit("Yes")).otherwise(pl.lit("No")).alias("verdict"),
+            pl.format("T{}", pl.col("test")).alias("test_col"))
+        grid = first.pivot(on="test_col", index=["judge", "story_id"], values="verdict", aggregate_function="first")
+        passes = first.group_by(["judge", "story_id"]).agg(pl.col("judge_pass").cast(pl.Int64).sum().alias("passed"))
+        return grid.join(passes, on=["judge", "story_id"]).sort(["judge", "story_id"])

@@ -1,0 +1,44 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+from engine.paths import PROJECT_ROOT, data_root  # noqa: E402
+
+DATA = data_root()
+needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),
+                                reason=f"shared datasets not found at {DATA} (set LITJUDGE_DATA_ROOT)")
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """ONE in-process vLLM engine on the default judge for the whole session (engines are
+    expensive; other judges run in subprocesses through the CLI)."""
+    from engine.backends.vllm_backend import EngineSettings, VLLMBackend
+    from engine.models import resolve_judge
+
+    backend = VLLMBackend(resolve_judge("smollm2-135m"), EngineSettings(max_model_len=4096, kv_cache_gib=2))
+    yield backend
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LITJUDGE_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=PROJECT_ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

@@ -1,0 +1,57 @@
+"""Bad dataset rows give errors that name the file and the row."""
+import json
+
+import pytest
+
+from engine.data.ttcw import load_recorded, load_ttcw
+from engine.errors import DataError
+from tests.conftest import DATA, needs_data
+
+STORY = {"story_idx": 0, "story_id": "0_GPT4", "story_name": "s", "plot": "p", "content": "A story."}
+TEST = {"ttcw_idx": 1, "torrance_dimension": "Fluency", "category": "c", "question": "q?",
+        "full_prompt": "bg\n\ninstr\n\nQ) q?"}
+
+
+def make(tmp_path, stories=None, tests=None, majority=None):
+    (tmp_path / "stories.json").write_text(json.dumps(stories if stories is not None else [STORY]))
+    (tmp_path / "tests.json").write_text(json.dumps(tests if tests is not None else [TEST]))
+    if majority is not None:
+        (tmp_path / "expert_majority.json").write_text(json.dumps(majority))
+    return tmp_path
+
+
+@pytest.mark.parametrize("stories, tests, majority, message", [
+    ([{**STORY, "content": ""}], None, None, "stories.json:1: field 'content' is empty"),
+    ([STORY, {k: v for k, v in STORY.items() if k != "story_id"}], None, None, "stories.json:2: missing field 'story_id'"),
+    ([STORY, STORY], None, None, "stories.json:2: duplicate story_id '0_GPT4'"),
+    (None, [{**TEST, "ttcw_idx": "one"}], None, "tests.json:1: field 'ttcw_idx' should be int"),
+    (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 7, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown test id 7"),
+    (None, None, [{"story_id": "9_X", "ttcw_idx": 1, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown story_id '9_X'"),
+    (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 1, "binary_verdict": "maybe"}], "binary_verdict must be Yes or No"),
+])
+def test_bad_rows_name_file_and_row(tmp_path, stories, tests, majority, message):
+    folder = make(tmp_path, stories, tests, majority)
+    with pytest.raises(DataError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_ttcw(folder, require_labels=False)
+
+
+def test_non_utf8_and_invalid_json_are_named(tmp_path):
+    folder = make(tmp_path)
+    (folder / "stories.json").write_bytes('[{"content": "caf\xe9"}]'.encode("cp1252"))
+    with pytest.raises(DataError, match="stories.json: not decodable as utf-8"):
+        load_ttcw(folder, require_labels=False)
+    (folder / "stories.json").write_text('[{"a": 1,}]')
+    with pytest.raises(DataError, match=r"stories.json:1: invalid JSON"):
+        load_ttcw(folder, require_labels=False)
+    (folder / "rec.jsonl").write_text('{"id": "a", "response": "Yes"}\n{"id": "a", "response": "No"}\n')
+    with pytest.raises(DataError, match=r"rec.jsonl:2: duplicate id 'a'"):
+        load_recorded(folder / "rec.jsonl")
+
+
+@needs_data
+def test_real_ttcw_loads_with_the_documented_shape():
+    data = load_ttcw(DATA / "ttcw", DATA.parent / "prompts" / "ttcw_llm_instructions.json")
+    assert len(data.stories) == 48 and sum(s.judgeable for s in data.stories) == 36
+    assert len(data.tests) == 14 and all(t.instruction for t in data.tests)
+    assert len(data.majority) == 672 and len(data.annotations) == 2016
+    assert not data.test(1).background.rstrip().endswith("?")

@@ -1,0 +1,65 @@
+"""The transformers + outlines backend cross-checks vLLM on the default judge: greedy label
+verdicts agree on >= 95% of a few hundred requests, and distribution-mode probabilities agree
+closely (both run bf16 weights; the kernels differ, so a few near-ties can flip)."""
+import json
+
+import pytest
+
+import grammars as g
+from engine.backends.base import Prepared
+from engine.backends.hf_backend import TransformersBackend
+from engine.models import resolve_judge
+from engine.planner import make_plan
+from engine.requests import JudgeRequest, Message, RequestMeta, Sampling
+from tests.conftest import DATA, needs_data
+
+N_LABEL, N_DIST = 300, 60
+# Measured on a 2-core CPU (bf16 weights in both): mean |P_vllm(Yes) - P_hf(Yes)| 0.014, max 0.063
+# over 60 requests. The test prints the numbers of each run.
+MAX_TOLERANCE, MEAN_TOLERANCE = 0.10, 0.03
+
+
+def aut_requests(n: int, mode: str):
+    rows = [json.loads(line) for line in (DATA / "aut-ocsai" / "test.jsonl").open()][:n]
+    reqs = []
+    for i, row in enumerate(rows):
+        obj = row["prompt"].split("AUT Prompt:", 1)[1].split("\n", 1)[0]
+        use = row["prompt"].split("Response:", 1)[1].split("\n", 1)[0]
+        text = f"Someone suggested this alternative use for a {obj}: \"{use}\". Is this use creative? Answer Yes or No."
+        reqs.append(JudgeRequest((Message("user", text),), g.binary(), mode, Sampling(), RequestMeta("xcheck", f"aut{i}")))
+    return reqs
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return TransformersBackend(resolve_judge("smollm2-135m"))
+
+
+def same_prompts(plan, hf_backend):
+    """HF runs exactly the prompts vLLM ran (keys differ: backends never share a key)."""
+    return [Prepared(p.key, p.request, p.prompt, tuple(hf_backend.encode(p.prompt)), p.max_tokens) for p in plan.unique]
+
+
+@needs_data
+@pytest.mark.slow
+def test_greedy_labels_agree_with_vllm(smollm, hf):
+    plan = make_plan(aut_requests(N_LABEL, "label"), smollm)
+    assert len(plan.unique) >= 250
+    v = {o.key: o.raw for o in smollm.generate(plan.unique)}
+    h = {o.key: o.raw for o in hf.generate(same_prompts(plan, hf))}
+    assert set(v.values()) | set(h.values()) <= {"Yes", "No"}
+    agree = sum(v[k] == h[k] for k in v) / len(v)
+    print(f"\ngreedy label agreement vLLM vs transformers+outlines: {agree:.3f} over {len(v)} requests")
+    assert agree >= 0.95
+
+
+@needs_data
+@pytest.mark.slow
+def test_distribution_probabilities_agree_with_vllm(smollm, hf):
+    plan = make_plan(aut_requests(N_DIST, "distribution"), smollm)
+    v = {o.key: o.distribution["Yes"] for o in smollm.generate(plan.unique)}
+    h = {o.key: o.distribution["Yes"] for o in hf.generate(same_prompts(plan, hf))}
+    diffs = [abs(v[k] - h[k]) for k in v]
+    print(f"\nP(Yes) vLLM vs transformers: max |diff| {max(diffs):.4f}, mean {sum(diffs) / len(diffs):.4f} "
+          f"over {len(diffs)} requests")
+    assert max(diffs) <= MAX_TOLERANCE and sum(diffs) / len(diffs) <= MEAN_TOLERANCE

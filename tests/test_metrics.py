@@ -1,0 +1,58 @@
+"""Metric functions against scikit-learn / statsmodels / scipy and hand-computed cases."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score
+from statsmodels.stats.inter_rater import aggregate_raters
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+from judges.metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, kendall, pairwise_accuracy, pearson, spearman
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_agreement_matches_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 200))
+    a = rng.choice(["Yes", "No"], n, p=[0.3, 0.7]).tolist()
+    b = [x if rng.random() < 0.7 else rng.choice(["Yes", "No"]) for x in a]
+    if len(set(a)) > 1 or len(set(b)) > 1:
+        assert cohen_kappa(a, b).value == pytest.approx(cohen_kappa_score(a, b))
+    assert balanced_accuracy(a, b).value == pytest.approx(balanced_accuracy_score(a, b))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_fleiss_matches_statsmodels(seed):
+    rng = np.random.default_rng(seed)
+    ratings = rng.choice(["Yes", "No"], size=(40, 3), p=[0.4, 0.6])
+    table, _ = aggregate_raters(ratings)
+    assert fleiss_kappa(ratings.tolist()).value == pytest.approx(sm_fleiss(table))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_correlations_match_scipy(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=30)
+    y = x + rng.normal(size=30)
+    assert pearson(x.tolist(), y.tolist()).value == pytest.approx(stats.pearsonr(x, y).statistic)
+    assert spearman(x.tolist(), y.tolist()).value == pytest.approx(stats.spearmanr(x, y).statistic)
+    xi, yi = np.round(x), np.round(y)   # with ties: tau-b
+    assert kendall(xi.tolist(), yi.tolist()).value == pytest.approx(stats.kendalltau(xi, yi).statistic)
+
+
+def test_pairwise_accuracy_by_hand():
+    assert pairwise_accuracy([1, 2, 3, 4], [1, 2, 3, 4]).value == 1.0
+    assert pairwise_accuracy([1, 2, 3, 4], [4, 3, 2, 1]).value == 0.0
+    # pairs (1,2) tie in truth -> ignored; predicted tie counts half
+    r = pairwise_accuracy([1, 1, 2], [5, 5, 5])
+    assert r.n == 2 and r.value == 0.5
+
+
+def test_degenerate_inputs_are_nan_with_n_not_zero():
+    assert math.isnan(cohen_kappa([], []).value)
+    assert math.isnan(cohen_kappa(["Yes"] * 4, ["Yes"] * 4).value) and cohen_kappa(["Yes"] * 4, ["Yes"] * 4).n == 4
+    assert math.isnan(spearman([1, 2], [1, 2]).value)
+    assert math.isnan(pearson([1, 1, 1], [1, 2, 3]).value)
+    with pytest.raises(ValueError):
+        cohen_kappa(["Yes"], [])

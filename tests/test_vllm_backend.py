@@ -1,0 +1,110 @@
+"""Real vLLM (CPU build) on the default judge: constraints, the three verdict modes, pre-flight."""
+import math
+from collections import Counter
+
+import pytest
+
+import grammars as g
+from engine.distribution import check_language
+from engine.errors import PreflightError
+from engine.planner import make_plan
+from engine.requests import JudgeRequest, Message, RequestMeta, Sampling
+
+PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Judge them.",
+           "Rate this poem: 'The sea is grey, the gulls are loud, I walk alone beneath a cloud.'",
+           "Is this opening original? 'It was a dark and stormy night.'",
+           "Compare two endings: the hero wins; the hero wakes up and it was a dream."]
+
+
+def requests_for(lang, n, mode="label", temperature=1.0):
+    return [JudgeRequest((Message("user", PROMPTS[i % len(PROMPTS)] + " Answer in the required format."),), lang,
+                         mode, Sampling(temperature=temperature, seed=i), RequestMeta("test", f"item{i}"))
+            for i in range(n)]
+
+
+LANGUAGES = {
+    "binary": (g.binary(), 500),
+    "likert3": (g.likert(3), 500),
+    "likert5": (g.likert(5), 500),
+    "likert7-codes": (g.likert(7, "1", "2"), 500),
+    "preference-tie": (g.preference(tie="tie"), 500),
+    "score1-10": (g.score(1, 10), 500),
+    "categorical": (g.categorical(["Good", "Medium", "Bad"]), 500),
+    "listwise4": (g.Listwise(("P1", "P2", "P3", "P4")), 500),
+    "listwise15": (g.Listwise(tuple(f"item{i:02d}" for i in range(15))), 40),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(LANGUAGES))
+def test_sampled_generations_never_leave_the_language(smollm, name):
+    lang, n = LANGUAGES[name]
+    plan = make_plan(requests_for(lang, n), smollm)
+    outs = list(smollm.generate(plan.unique))
+    assert len(outs) == n
+    parsed = [lang.parse(o.raw) for o in outs]
+    bad = [(o.raw, p.reason) for o, p in zip(outs, parsed) if isinstance(p, g.Unparsed)]
+    assert bad == [], bad[:3]
+    if lang.labels():   # sampling at temperature 1 really explores the language
+        assert len(Counter(o.raw for o in outs)) >= 2
+
+
+def test_greedy_label_mode_is_deterministic_and_deduplicated(smollm):
+    reqs = requests_for(g.binary(), 8, temperature=0.0)
+    plan = make_plan(reqs, smollm)
+    assert len(plan.unique) == len(PROMPTS)          # greedy: seeds drop out of the key
+    a = {o.key: o.raw for o in smollm.generate(plan.unique)}
+    b = {o.key: o.raw for o in smollm.generate(plan.unique)}
+    assert a == b and set(a.values()) <= {"Yes", "No"}
+
+
+def test_distribution_mode_single_token_labels(smollm):
+    reqs = requests_for(g.binary(), 4, mode="distribution", temperature=0.0)
+    plan = make_plan(reqs, smollm)
+    report = check_language(smollm.encode, plan.unique[0].prompt, ["Yes", "No"])
+    assert report["single_token"]
+    for o in smollm.generate(plan.unique):
+        assert set(o.distribution) == {"Yes", "No"}
+        assert math.isclose(sum(o.distribution.values()), 1.0, rel_tol=1e-6)
+        assert 0.0 < o.label_mass <= 1.0 + 1e-6
+
+
+def test_distribution_mode_multi_token_labels_use_the_fallback(smollm):
+    lang = g.likert(5)
+    reqs = requests_for(lang, 2, mode="distribution", temperature=0.0)
+    plan = make_plan(reqs, smollm)
+    assert not check_language(smollm.encode, plan.unique[0].prompt, lang.labels())["single_token"]
+    for o in smollm.generate(plan.unique):
+        assert set(o.distribution) == set(lang.labels())
+        assert math.isclose(sum(o.distribution.values()), 1.0, rel_tol=1e-6)
+        assert 0.0 < o.label_mass < 1.0
+
+
+def test_analyze_mode_stores_the_analysis_and_constrains_only_the_tail(smollm):
+    lang = g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=48)
+    reqs = requests_for(lang, 4, mode="analyze", temperature=0.0)
+    for o in smollm.generate(make_plan(reqs, smollm).unique):
+        assert o.analysis is not None and "Verdict:" not in o.analysis
+        parsed = lang.parse(o.raw)
+        assert isinstance(parsed, g.Verdict) and parsed.label in ("Yes", "No")
+        assert o.raw.endswith("\nVerdict: " + parsed.label)
+
+
+def test_preflight_reports_too_long_prompts_by_item(smollm):
+    long = JudgeRequest((Message("user", "word " * 5000),), g.binary(), "label", Sampling(),
+                        RequestMeta("test", "the-long-story"))
+    with pytest.raises(PreflightError, match="the-long-story: 50.. tokens"):
+        make_plan([long] + requests_for(g.binary(), 2, temperature=0.0), smollm)
+    plan = make_plan([long] + requests_for(g.binary(), 2, temperature=0.0), smollm, truncation="skip")
+    assert [t[0] for t in plan.too_long] == ["the-long-story"] and len(plan.unique) == 2
+
+
+def test_prefix_order_groups_shared_prefixes(smollm):
+    story = "Once upon a time " * 200
+    reqs = [JudgeRequest((Message("user", f"{story}\nQuestion {q}?"),), g.binary(), "label", Sampling(),
+                         RequestMeta("test", f"q{q}")) for q in range(6)]
+    reqs += requests_for(g.binary(), 4, temperature=0.0)
+    plan = make_plan(reqs, smollm)
+    assert plan.distinct_prefill_tokens() < plan.prompt_tokens / 2
+    outs = list(smollm.generate(plan.unique))
+    assert sum(o.cached_tokens for o in outs) > 0    # vLLM's prefix cache served the shared story
