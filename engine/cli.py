@@ -24,12 +24,12 @@ def cmd_run(args) -> int:
     overrides = {"limit": args.limit, "mode": args.mode, "data_root": args.data_root}
     config = load_config(args.config, **overrides)
     outcome = run(config, judge=args.judge, progress=not args.quiet)
-    grid = outcome.tables.get("verdict_grid")
-    if grid is not None:
-        _print_table(grid, "Verdicts", max_rows=args.show)
-    for name in ("per_test", "overall", "story_counts"):
-        if name in outcome.tables and outcome.tables[name].height:
-            _print_table(outcome.tables[name], name.replace("_", " ").capitalize())
+    from judges import PROTOCOLS
+
+    for name in PROTOCOLS.get(config.protocol).summary:
+        table = outcome.tables.get(name)
+        if table is not None and table.height:
+            _print_table(table, name.replace("_", " ").capitalize(), max_rows=args.show)
     m = outcome.manifest
     print(f"\n{m['verdicts']['rows']} verdicts ({m['verdicts']['unparsed']} unparsed) in {m['seconds']:.1f} s")
     for j in m["judges"]:
@@ -115,6 +115,24 @@ def cmd_check_labels(args) -> int:
     return 0
 
 
+def cmd_generate(args) -> int:
+    """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
+    from .backends.vllm_backend import EngineSettings, VLLMBackend
+    from .generate import generate_candidates
+    from .models import resolve_judge
+    from .paths import data_root
+
+    root = Path(args.data_root) if args.data_root else data_root()
+    backend = VLLMBackend(resolve_judge(args.model), EngineSettings(max_model_len=args.max_model_len))
+    drafts = generate_candidates(backend, root / "ttcw", Path(args.out), limit=args.limit,
+                                 target_words=args.target_words, tolerance=args.tolerance,
+                                 max_rounds=args.max_rounds)
+    for d in drafts:
+        print(f"plot group {d.group}: {d.words} words (target {d.target_words}) after {d.rounds} expansion round(s)")
+    print(f"Dataset (generic reference format): {args.out}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from .bench import main as bench_main
 
@@ -148,6 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("languages", nargs="*")
     c.add_argument("--prefill", default="", help="assistant text before the label (the decision point)")
     c.set_defaults(fn=cmd_check_labels)
+    gen = sub.add_parser("generate", help="generate candidate stories from the TTCW plots (length-matched)")
+    gen.add_argument("--model", default="smollm2-135m")
+    gen.add_argument("--out", required=True, help="JSONL to write (generic reference format)")
+    gen.add_argument("--limit", type=int, default=0, help="only the first N plot groups")
+    gen.add_argument("--target-words", type=int, default=0, help="0: the reference story's length")
+    gen.add_argument("--tolerance", type=int, default=200)
+    gen.add_argument("--max-rounds", type=int, default=20)
+    gen.add_argument("--max-model-len", type=int, default=8192)
+    gen.add_argument("--data-root")
+    gen.set_defaults(fn=cmd_generate)
     b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (see README)")
     b.add_argument("--stories", type=int, default=36)
     b.add_argument("--hf-subset", type=int, default=8, help="requests for the one-at-a-time transformers baseline")

@@ -44,12 +44,7 @@ class Plan:
         """Tokens left to prefill if every shared leading token were served from the cache."""
         total, prev = 0, ()
         for p in self.unique:
-            common = 0
-            for a, b in zip(prev, p.token_ids):
-                if a != b:
-                    break
-                common += 1
-            total += p.prompt_tokens - common
+            total += p.prompt_tokens - common_prefix(prev, p.token_ids)
             prev = p.token_ids
         return total
 
@@ -57,6 +52,16 @@ class Plan:
         return {"requests": len(self.entries), "distinct_requests": len(self.unique),
                 "prompt_tokens": self.prompt_tokens, "distinct_prefill_tokens": self.distinct_prefill_tokens(),
                 "too_long_skipped": len(self.too_long)}
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens two prompts share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def budget_tokens(request: JudgeRequest) -> int:

@@ -3,3 +3,4 @@ from engine.registry import Registry
 
 PROTOCOLS: Registry = Registry("protocol")
 PROTOCOLS.add("ttcw", "judges.ttcw:TTCW")
+PROTOCOLS.add("reference_likert", "judges.reference_likert:ReferenceLikert")

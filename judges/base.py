@@ -46,6 +46,7 @@ class Protocol(ABC):
     name: ClassVar[str]
     version: ClassVar[str]
     Options: ClassVar[type]
+    summary: ClassVar[tuple[str, ...]] = ()     # tables the CLI prints after a run, in order
 
     def options(self, config: RunConfig) -> Any:
         return build(self.Options, dict(config.options), config.source or "config", prefix="options.")
@@ -57,7 +58,3 @@ class Protocol(ABC):
     @abstractmethod
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         """One row per plan entry (meta + verdict columns) -> named result tables."""
-
-    def verdict_table(self, table: pl.DataFrame) -> pl.DataFrame:
-        """The per-item table printed at the end of a run."""
-        return table

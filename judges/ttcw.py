@@ -60,6 +60,7 @@ class TTCW(Protocol):
     name = "ttcw"
     version = "1"
     Options = TTCWOptions
+    summary = ("verdict_grid", "per_test", "overall", "story_counts")
 
     def load(self, ctx: Context) -> TTCWData:
         steps = prompts_root() / "ttcw_llm_instructions.json"

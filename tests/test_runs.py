@@ -97,3 +97,33 @@ def test_config_errors_name_the_file(tmp_path):
     cfg = write_config(tmp_path / "c.toml", 'name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nreasks = -1\n')
     with pytest.raises(ConfigError, match="c.toml"):
         load_config(cfg)
+
+
+def test_failed_run_leaves_the_store_consistent_and_report_reads_it(smollm, runs_dir, tmp_path):
+    config = load_config(DEMO)
+    outcome = run(config, progress=False, backends={"smollm2-135m": smollm})
+    bad = write_config(tmp_path / "demo.toml", DEMO.read_text().replace('variant = "default"', 'variant = "nope"'))
+    r = litjudge("run", str(bad), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs_dir)}, timeout=120)
+    assert r.returncode == 2 and "options.variant" in r.stderr
+    db = sqlite3.connect(outcome.run_dir / "store.sqlite")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert db.execute("SELECT count(*) FROM results").fetchone() == (12,)
+    rep = litjudge("report", str(outcome.run_dir))
+    assert rep.returncode == 0 and "verdicts/s" in rep.stdout and "per_test" in rep.stdout
+
+
+@needs_data
+@pytest.mark.parametrize("variant, mode", [("upstream", "label"), ("analyze", "analyze"), ("default", "distribution")])
+def test_ttcw_variants_and_modes(smollm, runs_dir, tmp_path, variant, mode):
+    cfg = write_config(tmp_path / "v.toml", f'name = "v-{variant}"\nprotocol = "ttcw"\ndataset = "ttcw"\n'
+                                            f'mode = "{mode}"\nlimit = 1\n[options]\nvariant = "{variant}"\n'
+                                            f'tests = [1, 13]\nanalysis_tokens = 24\n')
+    out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
+    per_item = out.tables["per_item"]
+    assert per_item.height == 2 and out.manifest["verdicts"]["unparsed"] == 0
+    assert per_item["expert_pass"].is_not_null().all()              # joined with the expert majority
+    if mode == "distribution":
+        assert per_item["p_yes"].is_between(0, 1).all()
+        assert per_item["judge_pass"].to_list() == (per_item["p_yes"] >= 0.5).to_list()
+    skipped = out.tables["skipped"]
+    assert skipped.height == 0                                       # --limit counts judgeable stories

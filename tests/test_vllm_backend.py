@@ -108,3 +108,13 @@ def test_prefix_order_groups_shared_prefixes(smollm):
     assert plan.distinct_prefill_tokens() < plan.prompt_tokens / 2
     outs = list(smollm.generate(plan.unique))
     assert sum(o.cached_tokens for o in outs) > 0    # vLLM's prefix cache served the shared story
+
+
+def test_listwise_in_analysis_form_is_decoded_slot_by_slot(smollm):
+    lang = g.Analyzed(g.Listwise(("A1", "B2", "C3", "D4", "E5")), "Ranking:", max_analysis_tokens=24)
+    outs = list(smollm.generate(make_plan(requests_for(lang, 6, mode="analyze"), smollm).unique))
+    for o in outs:
+        parsed = lang.parse(o.raw)
+        assert isinstance(parsed, g.Verdict), o.raw
+        assert sorted(i for i, _ in parsed.value) == ["A1", "B2", "C3", "D4", "E5"]
+        assert o.analysis is not None and o.raw.startswith(o.analysis)

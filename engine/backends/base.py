@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Protocol, Sequence
 
+from ..render import PromptRenderer
 from ..requests import JudgeIdentity, JudgeRequest
 
 
@@ -79,3 +80,27 @@ class Backend(Protocol):
     def describe(self) -> dict: ...
 
     def close(self) -> None: ...
+
+
+class LocalBackend:
+    """What local-weights backends share: the judge's own prompt rendering and tokenizer."""
+
+    name: str
+    judge: "object"            # engine.models.ResolvedJudge
+    renderer: PromptRenderer
+    _max_len: int
+
+    def identity(self) -> JudgeIdentity:
+        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, self.name)
+
+    def tokenizer(self):
+        return self.renderer.tokenizer
+
+    def render(self, request: JudgeRequest) -> str:
+        return self.renderer.render(request.messages, request.prefill)
+
+    def encode(self, prompt: str) -> list[int]:
+        return self.renderer.encode(prompt)
+
+    def context_window(self) -> int:
+        return self._max_len

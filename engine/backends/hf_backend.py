@@ -16,11 +16,10 @@ from ..distribution import label_tokens, normalise
 from ..errors import BackendUnavailable
 from ..models import ResolvedJudge
 from ..render import PromptRenderer
-from ..requests import JudgeIdentity, JudgeRequest
-from .base import Generation, Prepared
+from .base import Generation, LocalBackend, Prepared
 
 
-class TransformersBackend:
+class TransformersBackend(LocalBackend):
     name = "transformers"
 
     def __init__(self, judge: ResolvedJudge, dtype: str = "bfloat16"):
@@ -39,21 +38,6 @@ class TransformersBackend:
         self._generators: dict[str, object] = {}
         self._max_len = int(getattr(getattr(self.model.config, "text_config", self.model.config),
                                     "max_position_embeddings", 4096))
-
-    def identity(self) -> JudgeIdentity:
-        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, "transformers")
-
-    def tokenizer(self):
-        return self.renderer.tokenizer
-
-    def render(self, request: JudgeRequest) -> str:
-        return self.renderer.render(request.messages, request.prefill)
-
-    def encode(self, prompt: str) -> list[int]:
-        return self.renderer.encode(prompt)
-
-    def context_window(self) -> int:
-        return self._max_len
 
     def describe(self) -> dict:
         import outlines

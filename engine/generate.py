@@ -1,0 +1,81 @@
+"""Candidate generation for the reference-based pipeline (plot -> story by the model under test ->
+reference-based judging), with the TTCW paper's length-matching loop (`story_generation` in the
+paper prompts): write from the plot, then expand until within `tolerance` words of the target
+length, at most `max_rounds` rounds. All plots advance together, one batched vLLM call per round.
+
+The output is a dataset in the generic reference format (one JSONL line per story; the group's
+reference is the dataset's story of `reference_source`), so it can be judged like any other.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .data.ttcw import load_ttcw
+from .errors import DataError
+from .paths import prompts_root
+from .requests import Message
+
+
+@dataclass
+class Draft:
+    group: int
+    plot: str
+    target_words: int
+    story: str = ""
+    rounds: int = 0
+
+    @property
+    def words(self) -> int:
+        return len(self.story.split())
+
+
+def generation_prompts() -> dict[str, str]:
+    path = prompts_root() / "paper_prompts.json"
+    if not path.exists():
+        raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
+    return json.loads(path.read_text(encoding="utf-8"))["story_generation"]
+
+
+def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_source: str = "GPT4",
+                        limit: int = 0, target_words: int = 0, tolerance: int = 200, max_rounds: int = 20,
+                        temperature: float = 0.7, seed: int = 0, max_tokens: int = 3000) -> list[Draft]:
+    """Generate one story per TTCW plot group with `backend` (a VLLMBackend) and write the dataset."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    prompts = generation_prompts()
+    data = load_ttcw(ttcw_folder, require_labels=False)
+    refs = {s.group: s for s in data.stories if s.source == reference_source and s.judgeable}
+    if not refs:
+        raise DataError(f"no stories of source {reference_source!r} with text", path=str(ttcw_folder))
+    drafts = [Draft(g, r.plot, target_words or len(r.text.split())) for g, r in sorted(refs.items())]
+    drafts = drafts[: limit or None]
+    for rnd in range(max_rounds + 1):
+        todo = [d for d in drafts if rnd == 0 or (d.words < d.target_words - tolerance and d.rounds < max_rounds)]
+        if not todo:
+            break
+        texts = []
+        for d in todo:
+            if rnd == 0:
+                ask = prompts["initial"].format(word_count=d.target_words, plot=d.plot)
+            else:
+                ask = prompts["expand"].format(word_count=d.target_words, current_word_count=d.words, story=d.story)
+            texts.append(backend.renderer.render([Message("user", ask)]))
+        params = SamplingParams(temperature=temperature, seed=seed + rnd, max_tokens=max_tokens)
+        outs = backend.llm.generate([TokensPrompt(prompt_token_ids=backend.encode(t)) for t in texts], params,
+                                    use_tqdm=False)
+        for d, o in zip(todo, outs, strict=True):
+            d.story, d.rounds = o.outputs[0].text.strip(), d.rounds + (rnd > 0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as fh:
+        for d in drafts:
+            ref = refs[d.group]
+            fh.write(json.dumps({"group": d.group, "item_id": ref.story_id, "text": ref.text, "human_score": 0.0,
+                                 "reference": True, "source": reference_source}, ensure_ascii=False) + "\n")
+            fh.write(json.dumps({"group": d.group, "item_id": f"{d.group}_generated", "text": d.story,
+                                 "human_score": 0.0, "reference": False, "source": "generated",
+                                 "rounds": d.rounds, "words": d.words, "target_words": d.target_words},
+                                ensure_ascii=False) + "\n")
+    return drafts

@@ -1,0 +1,197 @@
+"""Reference-based Likert (Li et al. 2025, "Automated Creativity Evaluation for Large Language
+Models: A Reference-Based Approach").
+
+Method:
+1. For every candidate story and every TTCW test, the judge compares the candidate with the
+   group's reference story on a symmetric Likert scale (5 points by default), twice:
+   - order `ref_first`: reference = Story A, candidate = Story B;
+   - order `cand_first`: candidate = Story A, reference = Story B.
+2. Sign convention (written once, here). The verdict language's value is always "how much better
+   Story A is" (`[[A>>B]]` = +2 ... `[[B>>A]]` = -2). Then
+       L+ = -value(ref_first)    how much the CANDIDATE is better   ([[B>>A]] -> +2)
+       L- = -value(cand_first)   how much the REFERENCE is better   ([[B>>A]] -> +2)
+   and the test passes when L+ - L- >= cutoff (range -4..4 on 5 points; the paper's best is -2,
+   "on average at most slightly worse than the reference"). Story score = tests passed (0..14).
+3. Within each group, candidates are ranked by score and compared with the human ranking:
+   Spearman, Kendall's tau and pairwise accuracy, per group and averaged, for every cutoff of the
+   sweep (no model call per cutoff: all from stored verdicts).
+4. Position bias: swap-flip rate (the two orders disagree on which story is better) and the
+   first-position win rate.
+Ablation `reference = false`: the binary TTCW test on the candidate alone (Yes = pass).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import polars as pl
+
+import grammars
+from engine.data.reference import StoryGroup, load_confederacy, load_reference_jsonl
+from engine.data.ttcw import load_ttcw
+from engine.errors import ConfigError, DataError
+from engine.paths import prompts_root
+from engine.requests import JudgeRequest, Message, RequestMeta
+
+from .base import Build, Context, Protocol
+from .metrics import kendall, pairwise_accuracy, spearman
+from .ttcw import TTCW
+
+ORDERS = ("ref_first", "cand_first")
+_STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly better"},
+             7: {1: "slightly better", 2: "clearly better", 3: "significantly better"}}
+
+
+@dataclass(frozen=True)
+class ReferenceLikertOptions:
+    points: int = 5
+    cutoff: int = -2                                  # the reported pass rule
+    cutoffs: list[int] = (-4, -3, -2, -1, 0, 1, 2, 3, 4)   # the sweep, from stored verdicts
+    tests: list[int] = ()                             # TTCW test ids; empty = all 14
+    reference: bool = True                            # False: no-reference ablation (binary test)
+    analysis_tokens: int = 256
+    marker: str = "Therefore:"                        # analyze mode, as in the paper's example output
+
+    def __post_init__(self) -> None:
+        if self.points not in (3, 5, 7):
+            raise ValueError(f"options.points must be 3, 5 or 7, got {self.points}")
+
+
+def paper_template(points: int) -> str:
+    """The paper's prompt (Appendix A.1); for 3 or 7 points its list of choices is regenerated."""
+    path = prompts_root() / "paper_prompts.json"
+    if not path.exists():
+        raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
+    template = json.loads(path.read_text(encoding="utf-8"))["reference_likert_5pt"]["template"]
+    if points == 5:
+        return template
+    labels = grammars.likert(points).labels()
+    lines = []
+    for i, label in enumerate(labels, start=1):
+        n = label.count(">")
+        who = "Tie, relatively the same" if "=" in label else \
+            f"Story {'A' if label.startswith('[[A') else 'B'} is {_STRENGTH[points][n]}"
+        lines.append(f"{i}. {who}: {label}")
+    head, rest = template.split("1. Story A", 1)
+    tail = rest.split("\n\n", 1)[1]
+    tail = tail.replace("[[A>>B]], [[A>B]], [[A=B]], [[B>A]], [[B>>A]]", ", ".join(labels))
+    return head + "\n".join(lines) + "\n\n" + tail
+
+
+class ReferenceLikert(Protocol):
+    name = "reference_likert"
+    version = "1"
+    Options = ReferenceLikertOptions
+    summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
+
+    def groups(self, ctx: Context) -> list[StoryGroup]:
+        loader = ctx.dataset_path
+        if loader.is_dir():
+            return load_confederacy(loader)
+        return load_reference_jsonl(loader)
+
+    def build(self, ctx: Context) -> Build:
+        opts: ReferenceLikertOptions = ctx.options
+        tests_data = load_ttcw(ctx.data_root / "ttcw", require_labels=False)
+        tests = [tests_data.test(i) for i in opts.tests] if opts.tests else tests_data.tests
+        groups = self.groups(ctx)[: ctx.config.limit or None]
+        mode = ctx.config.mode
+        if mode == "distribution":
+            raise ConfigError("reference_likert reads labels (label or analyze mode); distribution over "
+                              "multi-token Likert labels is available per request but not aggregated here",
+                              key="mode")
+        out = Build([])
+        if not opts.reference:
+            ttcw = TTCW()
+            lang = grammars.Analyzed(grammars.binary(), "Verdict:", opts.analysis_tokens) if mode == "analyze" \
+                else grammars.binary()
+            for g in groups:
+                for cand in g.candidates:
+                    for t in tests:
+                        for repeat in range(ctx.config.sampling.repeats):
+                            meta = self._meta(g, cand, t.idx, "alone", repeat)
+                            prompt = ttcw.prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
+                            out.requests.append(JudgeRequest((Message("user", prompt),), lang, mode,
+                                                             ctx.sampling(repeat), meta))
+            return out
+        template = paper_template(opts.points)
+        scale = grammars.likert(opts.points)
+        lang = grammars.Analyzed(scale, opts.marker, opts.analysis_tokens) if mode == "analyze" else scale
+        for g in groups:
+            for order in ORDERS:          # reference-first requests of a group share the longest prefix
+                for cand in g.candidates:
+                    a, b = (g.reference, cand) if order == "ref_first" else (cand, g.reference)
+                    for t in tests:
+                        body = (f"Story A:\n{a.text}\n\nStory B:\n{b.text}\n\nBackground:\n{t.background}\n\n"
+                                f"Question: {t.question}")
+                        if mode == "label":
+                            body += "\n\nAnswer with the label only."
+                        for repeat in range(ctx.config.sampling.repeats):
+                            out.requests.append(JudgeRequest(
+                                (Message("user", template.replace("{stories_and_question}", body)),), lang, mode,
+                                ctx.sampling(repeat), self._meta(g, cand, t.idx, order, repeat)))
+        return out
+
+    def _meta(self, g: StoryGroup, cand, test: int, order: str, repeat: int) -> RequestMeta:
+        return RequestMeta(self.name, f"{g.group}/{cand.item_id}/test{test}/{order}", (
+            ("group", g.group), ("candidate", cand.item_id), ("source", cand.source),
+            ("human_score", cand.human_score), ("test", test), ("order", order), ("repeat", repeat)))
+
+    # -- aggregation --------------------------------------------------------------------------
+    def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        opts: ReferenceLikertOptions = ctx.options
+        t = table.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64))
+                               .alias("v"))
+        keys = ["judge", "group", "candidate", "source", "human_score", "test", "repeat"]
+        if not opts.reference:
+            per = t.select(keys + [pl.col("v").alias("pass_value")])
+            scores = self._scores(per.with_columns((pl.col("pass_value") >= 1).alias("pass")), keys, [None])
+            return {"per_item": per, **scores}
+        wide = (t.pivot(on="order", index=keys, values="v", aggregate_function="first")
+                .with_columns((-pl.col("ref_first")).alias("L_plus"), (-pl.col("cand_first")).alias("L_minus"))
+                .with_columns((pl.col("L_plus") - pl.col("L_minus")).alias("diff")))
+        frames = [wide.with_columns(pl.lit(c).alias("cutoff"), (pl.col("diff") >= c).alias("pass"))
+                  for c in sorted(set(opts.cutoffs) | {opts.cutoff})]
+        swept = pl.concat(frames)
+        out = self._scores(swept, keys, sorted(set(opts.cutoffs) | {opts.cutoff}))
+        out["per_item"] = wide.sort(["judge", "group", "candidate", "test", "repeat"])
+        out["bias"] = self._bias(t, wide)
+        out["story_scores"] = out["story_scores_all"].filter(pl.col("cutoff") == opts.cutoff)
+        return out
+
+    @staticmethod
+    def _scores(per: pl.DataFrame, keys: list[str], cutoffs: list) -> dict[str, pl.DataFrame]:
+        group_keys = ["judge", "group", "candidate", "source", "human_score"] + (["cutoff"] if cutoffs != [None] else [])
+        scores = (per.filter(pl.col("pass").is_not_null())
+                  .group_by(group_keys).agg(pl.col("pass").cast(pl.Int64).sum().alias("score"),
+                                            pl.len().alias("tests_judged"))
+                  .sort(group_keys))
+        rank_rows = []
+        by = ["judge", "group"] + (["cutoff"] if cutoffs != [None] else [])
+        for key, g in scores.group_by(by, maintain_order=True):
+            human, judge = g["human_score"].to_list(), g["score"].cast(pl.Float64).to_list()
+            s, k, pa = spearman(human, judge), kendall(human, judge), pairwise_accuracy(human, judge)
+            rank_rows.append({**dict(zip(by, key)), "stories": g.height, "spearman": s.value, "kendall": k.value,
+                              "pairwise_accuracy": pa.value})
+        ranking = pl.DataFrame(rank_rows)
+        sweep_by = ["judge"] + (["cutoff"] if cutoffs != [None] else [])
+        sweep = (ranking.group_by(sweep_by).agg(pl.col("spearman").mean(), pl.col("kendall").mean(),
+                                               pl.col("pairwise_accuracy").mean(), pl.len().alias("groups"))
+                 .sort(sweep_by)) if ranking.height else ranking
+        return {"story_scores_all" if cutoffs != [None] else "story_scores": scores, "ranking": ranking,
+                "cutoff_sweep" if cutoffs != [None] else "ranking_mean": sweep}
+
+    @staticmethod
+    def _bias(t: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
+        rows = []
+        for (judge,), w in wide.group_by(["judge"], maintain_order=True):
+            both = w.filter(pl.col("L_plus").is_not_null() & pl.col("L_minus").is_not_null())
+            flips = both.filter(pl.col("L_plus").sign() != (-pl.col("L_minus")).sign()).height
+            v = t.filter((pl.col("judge") == judge) & pl.col("v").is_not_null())["v"]
+            rows.append({"judge": judge, "pairs_both_orders": both.height,
+                         "swap_flip_rate": flips / both.height if both.height else None,
+                         "first_position_win_rate": float((v > 0).mean()) if len(v) else None,
+                         "tie_rate": float((v == 0).mean()) if len(v) else None,
+                         "verdicts": len(v), "unparsed": t.filter((pl.col("judge") == judge) &
+                                                                   (pl.col("status") != "ok")).height})
+        return pl.DataFrame(rows)

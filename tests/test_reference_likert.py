@@ -1,0 +1,122 @@
+"""Reference-based Likert: the sign convention, the cutoff rule and rankings, by hand; a real run
+on the generic example with the default judge; the Confederacy loader on the real files."""
+import polars as pl
+import pytest
+
+import grammars as g
+from engine.cards import load_card
+from engine.config import RunConfig
+from engine.data.reference import load_confederacy, load_reference_jsonl
+from engine.errors import DataError
+from engine.paths import data_root
+from engine.runner import run
+from judges.base import Context
+from judges.reference_likert import ReferenceLikert, paper_template
+from tests.conftest import DATA, needs_data
+
+
+def ctx_for(**options):
+    cfg = RunConfig(name="t", protocol="reference_likert", dataset="reference-generic", options=options)
+    p = ReferenceLikert()
+    return p, Context(cfg, p.options(cfg), data_root(), load_card("reference-generic").folder())
+
+
+def verdict_rows(cases):
+    """cases: candidate -> (label with ref as A, label with cand as A)."""
+    lang, rows = g.likert(5), []
+    for i, (cand, (ref_first, cand_first)) in enumerate(cases.items()):
+        for order, label in (("ref_first", ref_first), ("cand_first", cand_first)):
+            rows.append({"judge": "j", "group": "g", "candidate": cand, "source": "s", "human_score": float(i),
+                         "test": 1, "repeat": 0, "order": order, "status": "ok", "label": label,
+                         "value": str(lang.value_of(label))})
+    return pl.DataFrame(rows)
+
+
+def test_sign_convention_and_cutoff_by_hand():
+    p, ctx = ctx_for(tests=[1])
+    table = verdict_rows({
+        "worse": ("[[A>>B]]", "[[B>>A]]"),        # ref much better both ways: L+ = -2, L- = +2, diff -4
+        "slightly": ("[[A>B]]", "[[A=B]]"),       # L+ = -1, L- = 0, diff -1
+        "better": ("[[B>>A]]", "[[A>>B]]"),       # candidate much better: L+ = +2, L- = -2, diff +4
+    })
+    out = p.aggregate(table, ctx)
+    per = {r["candidate"]: r for r in out["per_item"].iter_rows(named=True)}
+    assert (per["worse"]["L_plus"], per["worse"]["L_minus"], per["worse"]["diff"]) == (-2, 2, -4)
+    assert (per["slightly"]["L_plus"], per["slightly"]["L_minus"], per["slightly"]["diff"]) == (-1, 0, -1)
+    assert per["better"]["diff"] == 4
+    at = {r["candidate"]: r["score"] for r in out["story_scores"].iter_rows(named=True)}   # cutoff -2
+    assert at == {"worse": 0, "slightly": 1, "better": 1}
+    sweep = {r["cutoff"]: r["pairwise_accuracy"] for r in out["cutoff_sweep"].iter_rows(named=True)}
+    assert sweep[0] == pytest.approx(2.5 / 3)          # scores 0, 0, 1 vs human 0, 1, 2: one tied pair
+    assert sweep[-4] == 0.5                            # at -4 all pass: every pair tied -> half credit
+    bias = out["bias"].row(0, named=True)
+    assert bias["swap_flip_rate"] == pytest.approx(1 / 3)   # "slightly": -1 vs 0 disagree in direction
+    assert bias["first_position_win_rate"] == pytest.approx(3 / 6)
+
+
+def test_paper_template_scales():
+    assert "[[B>>A]]" in paper_template(5) and "{stories_and_question}" in paper_template(5)
+    assert "[[A>>>B]]" in paper_template(7) and "[[A>>B]]" not in paper_template(3)
+
+
+def test_generic_format_errors_name_file_and_line(tmp_path):
+    f = tmp_path / "r.jsonl"
+    f.write_text('{"group": 1, "item_id": "a", "text": "x", "human_score": 1, "reference": true}\n'
+                 '{"group": 1, "item_id": "a", "text": "y", "human_score": 2}\n')
+    with pytest.raises(DataError, match="r.jsonl:2: duplicate item_id 'a'"):
+        load_reference_jsonl(f)
+    f.write_text('{"group": 1, "item_id": "a", "text": "x", "human_score": 1}\n')
+    with pytest.raises(DataError, match="expected exactly one reference story, found 0"):
+        load_reference_jsonl(f)
+    f.write_text('{"group": 1, "item_id": "a", "text": "x"}\n')
+    with pytest.raises(DataError, match="r.jsonl:1: missing field 'human_score'"):
+        load_reference_jsonl(f)
+
+
+@needs_data
+def test_confederacy_groups_and_references():
+    groups = load_confederacy(DATA / "confederacy")
+    assert len(groups) == 5 and all(len(gr.candidates) == 12 for gr in groups)
+    assert {gr.reference.source for gr in groups} == {"chatgpt-gpt4"}
+    assert all(c.text and c.human_score > 0 for gr in groups for c in gr.candidates)
+
+
+@needs_data
+def test_reference_run_on_the_generic_example(smollm, runs_dir):
+    cfg = RunConfig(name="ref", protocol="reference_likert", dataset="reference-generic",
+                    options={"tests": [1, 11]})
+    out = run(cfg, progress=False, backends={"smollm2-135m": smollm})
+    assert out.manifest["verdicts"]["rows"] == 2 * 2 * 2 and out.manifest["verdicts"]["unparsed"] == 0
+    assert set(out.verdicts["label"]) <= set(g.likert(5).labels())
+    assert {"per_item", "story_scores", "ranking", "cutoff_sweep", "bias"} <= set(out.tables)
+    assert out.tables["cutoff_sweep"].height == 9
+
+
+@needs_data
+def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(smollm, tmp_path):
+    from engine.generate import generate_candidates
+
+    out = tmp_path / "gen.jsonl"
+    drafts = generate_candidates(smollm, DATA / "ttcw", out, limit=2, target_words=400, tolerance=100,
+                                 max_rounds=2, max_tokens=300)
+    assert len(drafts) == 2 and all(d.story for d in drafts)
+    assert all(d.rounds <= 2 for d in drafts)
+    groups = load_reference_jsonl(out)                  # reusable as a reference-format dataset
+    assert len(groups) == 2 and all(gr.reference.source == "GPT4" and len(gr.candidates) == 1 for gr in groups)
+
+
+@needs_data
+@pytest.mark.parametrize("points, mode, reference", [(3, "label", True), (7, "analyze", True), (5, "label", False)])
+def test_reference_options_run_end_to_end(smollm, runs_dir, points, mode, reference):
+    cfg = RunConfig(name=f"ref{points}{mode}{reference}", protocol="reference_likert", dataset="reference-generic",
+                    mode=mode, options={"tests": [1], "points": points, "reference": reference, "analysis_tokens": 24})
+    out = run(cfg, progress=False, backends={"smollm2-135m": smollm})
+    assert out.manifest["verdicts"]["unparsed"] == 0
+    if reference:
+        assert out.verdicts.height == 2 * 2 and set(out.verdicts["label"]) <= set(g.likert(points).labels())
+        assert out.tables["per_item"]["diff"].is_not_null().all()
+    else:
+        assert out.verdicts.height == 2 and set(out.verdicts["label"]) <= {"Yes", "No"}
+        assert "ranking" in out.tables
+    if mode == "analyze":
+        assert out.verdicts["analysis"].is_not_null().all()
