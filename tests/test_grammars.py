@@ -139,3 +139,16 @@ def test_upstream_rule_is_the_published_one():
     assert lang.parse("  YES.").label == "Yes"
     assert lang.parse("No, the ending").label == "No"
     assert lang.parse("The answer is yes").label == "No"   # upstream: only a leading yes counts
+
+
+def test_every_backend_constraint_comes_from_the_one_definition():
+    from grammars.compile import json_schema, max_verdict_tokens, outlines_output_type
+
+    five = g.likert(5)
+    assert json_schema(five)["properties"]["verdict"] == {"type": "string", "enum": list(five.labels())}
+    lw = g.Listwise(("a", "b"))
+    assert json_schema(lw)["properties"]["verdict"]["pattern"] == "^" + lw.regex() + "$"
+    an = json_schema(g.Analyzed(g.binary()))
+    assert an["required"] == ["analysis", "verdict"] and an["properties"]["verdict"]["enum"] == ["Yes", "No"]
+    assert re.fullmatch(outlines_output_type(five).pattern, "[[B>A]]")
+    assert max_verdict_tokens(g.likert(7)) >= len("[[A>>>B]]")     # any tokenization fits
