@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from grammars.language import VerdictLanguage
@@ -89,14 +89,13 @@ class JudgeIdentity:
     fingerprint: str
     template_hash: str
     backend_family: str = "vllm"    # backends differ numerically, so they never share a key
-    extra: tuple[tuple[str, Any], ...] = field(default=())
 
 
 def content_key(request: JudgeRequest, judge: JudgeIdentity) -> str:
     """The ONLY place a request key is computed (store, planner, replay and CLI all call it)."""
     body = {
         "k": KEY_VERSION,
-        "judge": [judge.fingerprint, judge.template_hash, judge.backend_family, list(map(list, judge.extra))],
+        "judge": [judge.fingerprint, judge.template_hash, judge.backend_family],
         "messages": [[m.role, m.content] for m in request.messages],
         "prefill": request.prefill,
         "language": request.language.spec(),

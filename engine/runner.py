@@ -209,22 +209,23 @@ def _run_judge(name: str, config: RunConfig, backend, requests, store: Store, pr
 
 
 def _reask(name: str, config: RunConfig, backend, plan: Plan, store: Store, writer: _Writer, run_id: str) -> int:
-    """Answers that a grammar cannot fully police (listwise uniqueness) are re-asked with a new
-    attempt index (a new seed), at most `config.reasks` times; plan entries move to the new key."""
+    """Listwise answers the parser rejects (a backend without slot-by-slot decoding can repeat or
+    drop ids) are re-asked with a new attempt index (a new seed), at most `config.reasks` times;
+    plan entries move to the new key. vLLM's slot decoding never needs this."""
     from .planner import make_plan as replan
 
     total = 0
     for attempt in range(1, config.reasks + 1):
         failed = {r.key for r in store.results([e.key for e in plan.entries]) if r.status == "unparsed"}
-        retry = [e for e in plan.entries if e.key in failed and e.request.language.labels() is None
-                 and e.request.mode == "label" and e.request.language.kind == "listwise"]
+        retry = [e for e in plan.entries if e.key in failed and e.request.language.kind == "listwise"]
         if not retry:
             break
         new = [dataclasses.replace(e.request, attempt=attempt) for e in retry]
         sub = replan(new, backend, "skip")
-        todo = [p for p in sub.unique if p.key not in store.finished_keys([p.key])]
-        for g in backend.generate(todo):
-            p = next(q for q in sub.unique if q.key == g.key)
+        done = store.finished_keys(p.key for p in sub.unique)
+        todo = {p.key: p for p in sub.unique if p.key not in done}
+        for g in backend.generate(list(todo.values())):
+            p = todo[g.key]
             writer.add(to_row(g, p.request.language, p.request.mode, name, backend.name))
         writer.flush()
         total += len(todo)

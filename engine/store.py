@@ -141,9 +141,6 @@ class Store:
         cur = self.db.execute("SELECT key, item_id, meta FROM plan WHERE run=? ORDER BY rowid", (run,))
         return [(k, i, json.loads(m)) for k, i, m in cur]
 
-    def runs(self) -> list[str]:
-        return [r for (r,) in self.db.execute("SELECT DISTINCT run FROM plan")]
-
 
 def _encode(r: ResultRow) -> tuple:
     return (r.key, r.judge, r.backend, r.mode, json.dumps(r.language, sort_keys=True), r.status, r.label,

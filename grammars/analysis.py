@@ -15,7 +15,7 @@ from typing import Any
 
 from engine.errors import GrammarError
 
-from .language import ParseResult, Unparsed, Verdict, VerdictLanguage, empty_reason
+from .language import ParseResult, Unparsed, VerdictLanguage, empty_reason
 
 
 @dataclass(frozen=True)

@@ -91,8 +91,11 @@ def load_reference_jsonl(path: Path) -> list[StoryGroup]:
         stories[story.group].append((story, is_ref))
     if not stories:
         raise DataError("no stories", path=str(path))
-    return [_split_reference([s for s, _ in items], lambda s, refs={s.item_id for s, r in items if r}: s.item_id in refs,
-                             str(path)) for _, items in sorted(stories.items())]
+    groups = []
+    for _, items in sorted(stories.items()):
+        refs = {story.item_id for story, is_ref in items if is_ref}
+        groups.append(_split_reference([story for story, _ in items], lambda s: s.item_id in refs, str(path)))
+    return groups
 
 
 def _split_reference(stories: list[GroupStory], is_reference, where: str) -> StoryGroup:
