@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .data.ttcw import load_ttcw
 from .errors import DataError
-from .paths import prompts_root
+from .paths import paper_prompt
 from .requests import Message
 
 
@@ -31,13 +31,6 @@ class Draft:
         return len(self.story.split())
 
 
-def generation_prompts() -> dict[str, str]:
-    path = prompts_root() / "paper_prompts.json"
-    if not path.exists():
-        raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
-    return json.loads(path.read_text(encoding="utf-8"))["story_generation"]
-
-
 def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_source: str = "GPT4",
                         limit: int = 0, target_words: int = 0, tolerance: int = 200, max_rounds: int = 20,
                         temperature: float = 0.7, seed: int = 0, max_tokens: int = 3000) -> list[Draft]:
@@ -45,7 +38,7 @@ def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_sour
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    prompts = generation_prompts()
+    prompts = paper_prompt("story_generation")
     data = load_ttcw(ttcw_folder, require_labels=False)
     refs = {s.group: s for s in data.stories if s.source == reference_source and s.judgeable}
     if not refs:

@@ -20,6 +20,18 @@ def prompts_root() -> Path:
     return Path(os.environ.get("LITJUDGE_PROMPTS_ROOT", data_root().parent / "prompts"))
 
 
+def paper_prompt(name: str) -> dict:
+    """One entry of the seed papers' prompts (`paper_prompts.json` under the prompts root)."""
+    import json
+
+    from .errors import DataError
+
+    path = prompts_root() / "paper_prompts.json"
+    if not path.exists():
+        raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
+    return json.loads(path.read_text(encoding="utf-8"))[name]
+
+
 def cache_dir() -> Path:
     """Converted model folders and downloaded wheels. `LITJUDGE_CACHE` overrides."""
     return Path(os.environ.get("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge"))

@@ -21,7 +21,6 @@ Ablation `reference = false`: the binary TTCW test on the candidate alone (Yes =
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import polars as pl
@@ -29,8 +28,8 @@ import polars as pl
 import grammars
 from engine.data.reference import StoryGroup, load_confederacy, load_reference_jsonl
 from engine.data.ttcw import load_ttcw
-from engine.errors import ConfigError, DataError
-from engine.paths import prompts_root
+from engine.errors import ConfigError
+from engine.paths import paper_prompt
 from engine.requests import JudgeRequest, Message, RequestMeta
 
 from .base import Build, Context, Protocol
@@ -59,10 +58,7 @@ class ReferenceLikertOptions:
 
 def paper_template(points: int) -> str:
     """The paper's prompt (Appendix A.1); for 3 or 7 points its list of choices is regenerated."""
-    path = prompts_root() / "paper_prompts.json"
-    if not path.exists():
-        raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
-    template = json.loads(path.read_text(encoding="utf-8"))["reference_likert_5pt"]["template"]
+    template = paper_prompt("reference_likert_5pt")["template"]
     if points == 5:
         return template
     labels = grammars.likert(points).labels()
@@ -85,10 +81,9 @@ class ReferenceLikert(Protocol):
     summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
 
     def groups(self, ctx: Context) -> list[StoryGroup]:
-        loader = ctx.dataset_path
-        if loader.is_dir():
-            return load_confederacy(loader)
-        return load_reference_jsonl(loader)
+        """A folder is the Confederacy layout; a file is the generic reference JSONL."""
+        path = ctx.dataset_path
+        return load_confederacy(path) if path.is_dir() else load_reference_jsonl(path)
 
     def build(self, ctx: Context) -> Build:
         opts: ReferenceLikertOptions = ctx.options
@@ -145,41 +140,41 @@ class ReferenceLikert(Protocol):
         keys = ["judge", "group", "candidate", "source", "human_score", "test", "repeat"]
         if not opts.reference:
             per = t.select(keys + [pl.col("v").alias("pass_value")])
-            scores = self._scores(per.with_columns((pl.col("pass_value") >= 1).alias("pass")), keys, [None])
-            return {"per_item": per, **scores}
+            scores, ranking, mean = self._rank(per.with_columns((pl.col("pass_value") >= 1).alias("pass")), [])
+            return {"per_item": per, "story_scores": scores, "ranking": ranking, "ranking_mean": mean}
         wide = (t.pivot(on="order", index=keys, values="v", aggregate_function="first")
                 .with_columns((-pl.col("ref_first")).alias("L_plus"), (-pl.col("cand_first")).alias("L_minus"))
                 .with_columns((pl.col("L_plus") - pl.col("L_minus")).alias("diff")))
-        frames = [wide.with_columns(pl.lit(c).alias("cutoff"), (pl.col("diff") >= c).alias("pass"))
-                  for c in sorted(set(opts.cutoffs) | {opts.cutoff})]
-        swept = pl.concat(frames)
-        out = self._scores(swept, keys, sorted(set(opts.cutoffs) | {opts.cutoff}))
-        out["per_item"] = wide.sort(["judge", "group", "candidate", "test", "repeat"])
-        out["bias"] = self._bias(t, wide)
-        out["story_scores"] = out["story_scores_all"].filter(pl.col("cutoff") == opts.cutoff)
-        return out
+        swept = pl.concat([wide.with_columns(pl.lit(c).alias("cutoff"), (pl.col("diff") >= c).alias("pass"))
+                           for c in sorted(set(opts.cutoffs) | {opts.cutoff})])
+        scores, ranking, sweep = self._rank(swept, ["cutoff"])
+        return {"per_item": wide.sort(["judge", "group", "candidate", "test", "repeat"]),
+                "story_scores": scores.filter(pl.col("cutoff") == opts.cutoff), "story_scores_all": scores,
+                "ranking": ranking, "cutoff_sweep": sweep, "bias": self._bias(t, wide)}
 
     @staticmethod
-    def _scores(per: pl.DataFrame, keys: list[str], cutoffs: list) -> dict[str, pl.DataFrame]:
-        group_keys = ["judge", "group", "candidate", "source", "human_score"] + (["cutoff"] if cutoffs != [None] else [])
+    def _rank(per: pl.DataFrame, extra: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+        """Per-test passes -> story scores, per-group rank agreement with humans, and its mean
+        over groups; `extra` adds a grouping column (the cutoff of a sweep)."""
         scores = (per.filter(pl.col("pass").is_not_null())
-                  .group_by(group_keys).agg(pl.col("pass").cast(pl.Int64).sum().alias("score"),
-                                            pl.len().alias("tests_judged"))
-                  .sort(group_keys))
-        rank_rows = []
-        by = ["judge", "group"] + (["cutoff"] if cutoffs != [None] else [])
+                  .group_by(["judge", "group", "candidate", "source", "human_score"] + extra)
+                  .agg(pl.col("pass").cast(pl.Int64).sum().alias("score"), pl.len().alias("tests_judged"))
+                  .sort(["judge", "group", "candidate"] + extra))
+        by = ["judge", "group"] + extra
+        rows = []
         for key, g in scores.group_by(by, maintain_order=True):
             human, judge = g["human_score"].to_list(), g["score"].cast(pl.Float64).to_list()
-            s, k, pa = spearman(human, judge), kendall(human, judge), pairwise_accuracy(human, judge)
-            rank_rows.append({**dict(zip(by, key)), "stories": g.height, "spearman": s.value, "kendall": k.value,
-                              "pairwise_accuracy": pa.value})
-        ranking = pl.DataFrame(rank_rows)
-        sweep_by = ["judge"] + (["cutoff"] if cutoffs != [None] else [])
-        sweep = (ranking.group_by(sweep_by).agg(pl.col("spearman").mean(), pl.col("kendall").mean(),
-                                               pl.col("pairwise_accuracy").mean(), pl.len().alias("groups"))
-                 .sort(sweep_by)) if ranking.height else ranking
-        return {"story_scores_all" if cutoffs != [None] else "story_scores": scores, "ranking": ranking,
-                "cutoff_sweep" if cutoffs != [None] else "ranking_mean": sweep}
+            rows.append({**dict(zip(by, key)), "stories": g.height, "spearman": spearman(human, judge).value,
+                         "kendall": kendall(human, judge).value,
+                         "pairwise_accuracy": pairwise_accuracy(human, judge).value})
+        ranking = pl.DataFrame(rows)
+        if not ranking.height:
+            return scores, ranking, ranking
+        mean = (ranking.group_by(["judge"] + extra)
+                .agg(pl.col("spearman").mean(), pl.col("kendall").mean(), pl.col("pairwise_accuracy").mean(),
+                     pl.len().alias("groups"))
+                .sort(["judge"] + extra))
+        return scores, ranking, mean
 
     @staticmethod
     def _bias(t: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
