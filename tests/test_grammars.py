@@ -18,8 +18,8 @@ def label_languages():
     return st.one_of(
         st.just(g.binary()),
         st.builds(lambda p, ab: g.likert(p, *ab), st.sampled_from([3, 5, 7]), codes),
-        st.builds(lambda ab, tie: g.preference(ab[0], ab[1], tie), codes, st.sampled_from([None, "tie", "C"]))
-        .filter(lambda lang: len(set(lang.labels())) == len(lang.labels())),
+        st.tuples(codes, st.sampled_from([None, "tie", "C"])).filter(lambda c: c[1] not in c[0])
+        .map(lambda c: g.preference(c[0][0], c[0][1], c[1])),
         st.builds(lambda lo, span: g.score(lo, lo + span), st.integers(0, 5), st.integers(1, 10)),
         st.builds(lambda labels: g.categorical(labels), st.lists(LABEL, min_size=2, max_size=5, unique=True)),
     )
