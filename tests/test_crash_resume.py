@@ -26,6 +26,9 @@ variant = "upstream"
 [engine]
 max_model_len = 4096
 kv_cache_gib = 2
+# At most 4 requests in flight: results arrive in small waves, so both kills land mid-run (with the
+# whole batch in flight, the last 19 results could all be stored between two polls).
+max_num_seqs = 4
 """
 
 
