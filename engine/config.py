@@ -33,6 +33,14 @@ class EngineConfig:
     max_num_batched_tokens: int = 0
     max_num_seqs: int = 0
     tensor_parallel_size: int = 1
+    dtype: str = "bfloat16"     # part of the judge's key when not bfloat16 (it changes outputs)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+
+
+DTYPES = ("bfloat16", "float16", "float32")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +76,8 @@ def make_backend(judge: str, config: RunConfig, data_root: Path):
         settings = EngineSettings(max_model_len=e.max_model_len or None, kv_cache_gib=e.kv_cache_gib,
                                   gpu_memory_utilization=e.gpu_memory_utilization, enforce_eager=e.enforce_eager,
                                   max_num_batched_tokens=e.max_num_batched_tokens or None,
-                                  max_num_seqs=e.max_num_seqs or None, tensor_parallel_size=e.tensor_parallel_size)
+                                  max_num_seqs=e.max_num_seqs or None, tensor_parallel_size=e.tensor_parallel_size,
+                                  dtype=e.dtype)
         return cls(resolved, settings)
     return cls(resolved)
 
@@ -98,10 +101,16 @@ def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, back
 
 
 class _Writer:
-    """Buffers finished rows and commits every few rows or seconds (WAL, one transaction each)."""
+    """Buffers finished rows and commits every few rows or seconds (WAL, one transaction each).
+
+    Fault injection for the crash tests: with LITJUDGE_FAULT_KILL_AFTER=N in the environment the
+    process SIGKILLs itself right after the commit that brings its own stored rows to N or more, so
+    a test can kill a real run mid-flight at a known point instead of racing it."""
 
     def __init__(self, store: Store):
         self.store, self.buf, self.last = store, [], time.monotonic()
+        self.committed = 0
+        self.kill_after = int(os.environ.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
 
     def add(self, row: ResultRow) -> None:
         self.buf.append(row)
@@ -111,7 +120,10 @@ class _Writer:
     def flush(self) -> None:
         if self.buf:
             self.store.put_results(self.buf)
+            self.committed += len(self.buf)
             self.buf = []
+            if self.kill_after and self.committed >= self.kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
         self.last = time.monotonic()
 
 

@@ -78,6 +78,7 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "/nonexistent/model/dir"\n', "unknown judge"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded outputs for judge 'replay:nobody'"),
     ('name = "x" protocol = "ttcw"\n', "not valid TOML"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine]\ndtype = "fp8"\n', "engine: dtype must be one of"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path, body, message):
     cfg = write_config(tmp_path / "bad.toml", body)

@@ -26,12 +26,14 @@ from ..distribution import label_tokens, normalise
 from ..errors import BackendUnavailable
 from ..models import ResolvedJudge
 from ..render import PromptRenderer
+from ..requests import JudgeIdentity
 from .base import Generation, LocalBackend, Prepared
 
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Runtime settings: they change speed and memory, never outputs, so they stay out of keys."""
+    """Runtime settings: they change speed and memory, not outputs, so they stay out of keys (but
+    dtype, which does change outputs, enters the key through `identity`)."""
 
     max_model_len: int | None = None        # None: the model's own, capped at 8192
     kv_cache_gib: float = 4.0               # CPU KV cache (VLLM_CPU_KVCACHE_SPACE)
@@ -93,12 +95,18 @@ class VLLMBackend(LocalBackend):
         self._serial = 0
 
     # -- planning helpers -------------------------------------------------------------------
+    def identity(self) -> JudgeIdentity:
+        """bfloat16 is the default and keeps the plain family; another dtype computes other numbers,
+        so its results get keys of their own."""
+        family = self.name if self.settings.dtype == "bfloat16" else f"{self.name}-{self.settings.dtype}"
+        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, family)
+
     def describe(self) -> dict:
         cfg = self.llm.llm_engine.vllm_config
         return {"backend": "vllm", "vllm_version": self.vllm_version,
                 "structured_output_backend": cfg.structured_outputs_config.backend,
                 "device": _device_name(self.on_gpu), "max_model_len": self._max_len,
-                "enforce_eager": self.settings.enforce_eager,
+                "enforce_eager": self.settings.enforce_eager, "dtype": self.settings.dtype,
                 "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
                 "prefix_caching": cfg.cache_config.enable_prefix_caching,
                 "kv_cache_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}
