@@ -20,8 +20,11 @@ def _print_table(df, title: str, max_rows: int = 60) -> None:
 def cmd_run(args) -> int:
     from .config import load_config
     from .runner import run
+    from .sweep import is_sweep
 
     overrides = {"limit": args.limit, "mode": args.mode, "data_root": args.data_root}
+    if is_sweep(args.config):
+        return run_sweep_cli(args, overrides)
     config = load_config(args.config, **overrides)
     outcome = run(config, judge=args.judge, progress=not args.quiet)
     from judges import PROTOCOLS
@@ -40,6 +43,68 @@ def cmd_run(args) -> int:
               f"(distinct prefill {plan['distinct_prefill_tokens']:,}); "
               f"cache hit {100 * (t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 0), 1)):.0f}%")
     print(f"Results: {outcome.run_dir}")
+    return 0
+
+
+def run_sweep_cli(args, overrides: dict) -> int:
+
+    from .sweep import load_sweep
+    from .sweep_run import run_sweep
+
+    if args.judge:
+        overrides["judge"] = args.judge
+    sweep = load_sweep(args.config, **overrides)
+    out = run_sweep(sweep, progress=not args.quiet)
+    cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "n"]
+    _print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]),
+                 f"Cells ranked by {sweep.rank_by} ({out.ranking['group'][0] if out.ranking.height else ''}; "
+                 f"95% cluster-bootstrap CI for the top rows)", max_rows=args.show)
+    sh = out.manifest["sharing"]
+    print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
+          f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
+          f"model calls, and the post settings saved {sh['model_calls_saved_by_post_settings']} more (evaluated "
+          f"from stored verdicts); {out.manifest['generated_now']} generated now")
+    print(f"Results: {out.run_dir} (sweep_metrics.parquet: one row per cell, setting, judge, metric, group)")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    import polars as pl
+
+    from judges import PROTOCOLS
+
+    from .calibrate import calibrate, cached, estimate_seconds
+    from .paths import data_root
+    from .sweep import load_sweep
+    from .sweep_run import plan_summary
+
+    sweep = load_sweep(args.config, limit=args.limit, data_root=args.data_root)
+    rows = plan_summary(sweep, PROTOCOLS.get(sweep.base.protocol)())
+    table, notes = [], []
+    for r in rows:
+        est, how = None, "replay: no model"
+        if not r["judge"].startswith("replay:"):
+            config = r["config"]
+            rec = cached(r["planner"], config.mode)
+            if rec is None and args.calibrate:
+                root = Path(config.data_root) if config.data_root else data_root()
+                rec = calibrate(r["judge"], config, root, r["plan"], r["planner"])
+            est = round(estimate_seconds(rec, r["plan"]) / 60, 1) if rec else None
+            how = (f"calibrated: {rec['sample_requests']} requests, "
+                   f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s"
+                   if rec else "not calibrated (run without --no-calibrate)")
+        table.append({k: r[k] for k in ("judge", "cells", "requests", "distinct_requests", "saved_by_sharing",
+                                          "prompt_tokens", "distinct_prefill_tokens")} | {"est_minutes": est})
+        notes.append(f"  {r['judge']}: {how}")
+    _print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
+                                      f"{len(sweep.post_settings())} post setting(s) (no model call each)")
+    print("Estimates (rough: distinct prefill tokens x the calibrated rate, plus engine start):")
+    print("\n".join(notes))
+    total, distinct = sum(r["requests"] for r in rows), sum(r["distinct_requests"] for r in rows)
+    saved = 100 * (total - distinct) / max(total, 1)
+    print(f"\n{total} requests, {distinct} distinct: sharing saves {total - distinct} model calls ({saved:.0f}%); "
+          f"prefix sharing leaves {sum(r['distinct_prefill_tokens'] for r in rows):,} of "
+          f"{sum(r['prompt_tokens'] for r in rows):,} prompt tokens to prefill")
     return 0
 
 
@@ -151,6 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--show", type=int, default=40, help="verdict rows to print")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_run)
+    pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")
+    pl_.add_argument("config")
+    pl_.add_argument("--limit", type=int, help="only the first N items (stories, pairs, groups)")
+    pl_.add_argument("--data-root")
+    pl_.add_argument("--no-calibrate", dest="calibrate", action="store_false",
+                     help="no calibration run (estimates only from an earlier calibration)")
+    pl_.set_defaults(fn=cmd_plan)
     rp = sub.add_parser("reparse", help="re-apply parsing and aggregation to stored raw outputs (no model)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_reparse)

@@ -35,6 +35,7 @@ class Plan:
     entries: list[PlanEntry]                      # one per (item, order, repeat, ...): what the protocol asked
     unique: list[Prepared]                        # one per key, in prefix order: what the backend runs
     too_long: list[tuple[str, int, int]] = field(default_factory=list)   # (item id, tokens, limit)
+    runs: list[str] = field(default_factory=list)  # the run (sweep cell) of each entry, by position
 
     @property
     def prompt_tokens(self) -> int:

@@ -60,6 +60,17 @@ def judges_of(config: RunConfig, override: str | None) -> list[str]:
     return [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
 
 
+def engine_settings(config: RunConfig):
+    from .backends.vllm_backend import EngineSettings
+
+    e = config.engine
+    return EngineSettings(max_model_len=e.max_model_len or None, kv_cache_gib=e.kv_cache_gib,
+                          gpu_memory_utilization=e.gpu_memory_utilization, enforce_eager=e.enforce_eager,
+                          max_num_batched_tokens=e.max_num_batched_tokens or None,
+                          max_num_seqs=e.max_num_seqs or None, tensor_parallel_size=e.tensor_parallel_size,
+                          dtype=e.dtype)
+
+
 def make_backend(judge: str, config: RunConfig, data_root: Path):
     """Judge name + config -> a backend instance (the replay backend for `replay:` judges)."""
     if judge.startswith("replay:"):
@@ -70,16 +81,18 @@ def make_backend(judge: str, config: RunConfig, data_root: Path):
     cls = BACKENDS.get(config.backend)
     resolved = resolve_judge(judge)
     if config.backend == "vllm":
-        from .backends.vllm_backend import EngineSettings
-
-        e = config.engine
-        settings = EngineSettings(max_model_len=e.max_model_len or None, kv_cache_gib=e.kv_cache_gib,
-                                  gpu_memory_utilization=e.gpu_memory_utilization, enforce_eager=e.enforce_eager,
-                                  max_num_batched_tokens=e.max_num_batched_tokens or None,
-                                  max_num_seqs=e.max_num_seqs or None, tensor_parallel_size=e.tensor_parallel_size,
-                                  dtype=e.dtype)
-        return cls(resolved, settings)
+        return cls(resolved, engine_settings(config))
     return cls(resolved)
+
+
+def make_planner(judge: str, config: RunConfig, data_root: Path):
+    """What plans a judge's requests before (or instead of) loading it: for vLLM judges a
+    tokenizer-only stand-in, so finished work resumes and `litjudge plan` runs without an engine."""
+    if config.backend == "vllm" and not judge.startswith("replay:"):
+        from .backends.vllm_backend import planner
+
+        return planner(resolve_judge(judge), engine_settings(config))
+    return make_backend(judge, config, data_root)
 
 
 def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
@@ -104,12 +117,13 @@ class _Writer:
     """Buffers finished rows and commits every few rows or seconds (WAL, one transaction each).
 
     Fault injection for the crash tests: with LITJUDGE_FAULT_KILL_AFTER=N in the environment the
-    process SIGKILLs itself right after the commit that brings its own stored rows to N or more, so
-    a test can kill a real run mid-flight at a known point instead of racing it."""
+    process SIGKILLs itself right after the commit that brings the rows it stored (all judges, all
+    cells) to N or more, so a test can kill a real run mid-flight at a known point instead of racing it."""
+
+    committed = 0          # per process
 
     def __init__(self, store: Store):
         self.store, self.buf, self.last = store, [], time.monotonic()
-        self.committed = 0
         self.kill_after = int(os.environ.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
 
     def add(self, row: ResultRow) -> None:
@@ -120,9 +134,9 @@ class _Writer:
     def flush(self) -> None:
         if self.buf:
             self.store.put_results(self.buf)
-            self.committed += len(self.buf)
+            _Writer.committed += len(self.buf)
             self.buf = []
-            if self.kill_after and self.committed >= self.kill_after:
+            if self.kill_after and _Writer.committed >= self.kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
         self.last = time.monotonic()
 
@@ -159,13 +173,8 @@ def run(config: RunConfig, *, judge: str | None = None, progress: bool = True,
             raise ConfigError("the protocol produced no requests (check options, limit and dataset)",
                               where=config.source)
         skipped_all += [{"judge": name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
-        owned = not (backends and name in backends)
-        backend = make_backend(name, config, root) if owned else backends[name]
-        try:
-            jr = _run_judge(name, config, backend, built.requests, store, progress, on_result)
-        finally:
-            if owned:
-                backend.close()
+        jr = run_judge(name, config, root, {f"{config.name}/{name}": built.requests}, store, progress,
+                       on_result, (backends or {}).get(name))
         judge_runs.append(jr)
         skipped_all += [{"judge": name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
                         for item, n, limit in jr.plan.too_long]
@@ -188,39 +197,91 @@ def aggregate_store(config: RunConfig, protocol, options, card, root: Path, stor
     return verdicts, protocol.aggregate(verdicts, ctx)
 
 
-def _run_judge(name: str, config: RunConfig, backend, requests, store: Store, progress: bool,
-               on_result) -> JudgeRun:
+class _LazyBackend:
+    """The judge's backend, created on first use: a run whose keys are all stored starts no engine."""
+
+    def __init__(self, name: str, config: RunConfig, root: Path, live=None):
+        self.name, self.config, self.root = name, config, root
+        self.live, self.owned = live, None
+
+    def get(self, planned_as):
+        if self.live is None:
+            self.live = self.owned = make_backend(self.name, self.config, self.root)
+        if self.live.identity() != planned_as:
+            raise RuntimeError(f"planner and engine disagree on the judge identity: {planned_as} vs {self.live.identity()}")
+        return self.live
+
+    def close(self) -> None:
+        if self.owned is not None:
+            self.owned.close()
+            self.owned = None
+
+
+def run_judge(name: str, config: RunConfig, root: Path, runs: dict[str, list], store: Store, progress: bool = True,
+              on_result=None, live=None) -> JudgeRun:
+    """Plan one judge's requests (`runs`: run id -> requests; a sweep passes one run per cell, and
+    a request shared by cells is one key, generated once), generate the keys not yet stored, store
+    them as they finish. `live` is an already started backend to reuse (not closed here); otherwise
+    an engine is started only if something is left to generate, and shut down (memory released)
+    before returning."""
     t0 = time.time()
-    plan = make_plan(requests, backend, config.truncation)
-    run_id = f"{config.name}/{name}"
-    store.put_plan(run_id, [(e.key, e.request.meta.item_id, e.request.meta.as_dict()) for e in plan.entries])
+    plan_with = live or make_planner(name, config, root)
+    run_of = {id(r): run_id for run_id, reqs in runs.items() for r in reqs}
+    plan = make_plan([r for reqs in runs.values() for r in reqs], plan_with, config.truncation)
+    plan.runs = [run_of[id(e.request)] for e in plan.entries]
+    _put_plans(store, plan)
+    identity = plan_with.identity()
     done = store.finished_keys(p.key for p in plan.unique)
     todo = [p for p in plan.unique if p.key not in done]
     by_key = {p.key: p for p in plan.unique}
+    lazy = _LazyBackend(name, config, root, live)
     writer = _Writer(store)
     bar = RunProgress(len(todo), f"{name}", enabled=progress)
     generated = reasked = 0
     try:
-        for g in backend.generate(todo):
-            p = by_key[g.key]
-            row = to_row(g, p.request.language, p.request.mode, name, backend.name)
-            writer.add(row)
-            bar.update(g)
-            generated += 1
-            if on_result:
-                on_result(row)
-        writer.flush()
-        reasked = _reask(name, config, backend, plan, store, writer, run_id)
+        if todo:
+            backend = lazy.get(identity)
+            for g in backend.generate(todo):
+                p = by_key[g.key]
+                row = to_row(g, p.request.language, p.request.mode, name, backend.name)
+                writer.add(row)
+                bar.update(g)
+                generated += 1
+                if on_result:
+                    on_result(row)
+            writer.flush()
+        reasked = _reask(name, config, plan_with, lambda: lazy.get(identity), plan, store, writer)
+        described = (lazy.live or plan_with).describe()
     finally:
         writer.flush()
         bar.close()
-    ident = backend.identity()
+        lazy.close()
     return JudgeRun(name, plan, generated, reasked, time.time() - t0,
-                    {**backend.describe(), "fingerprint": ident.fingerprint, "chat_template_hash": ident.template_hash,
-                     "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed})
+                    {**described, "fingerprint": identity.fingerprint, "chat_template_hash": identity.template_hash,
+                     "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
+                     "rss_mib_after_close": rss_mib()})
 
 
-def _reask(name: str, config: RunConfig, backend, plan: Plan, store: Store, writer: _Writer, run_id: str) -> int:
+def rss_mib() -> float | None:
+    """This process's resident memory (Linux), recorded after each judge's engine is shut down."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _put_plans(store: Store, plan: Plan) -> None:
+    for run_id in dict.fromkeys(plan.runs):
+        store.put_plan(run_id, [(e.key, e.request.meta.item_id, e.request.meta.as_dict())
+                                for e, r in zip(plan.entries, plan.runs) if r == run_id])
+
+
+def _reask(name: str, config: RunConfig, plan_with, engine: Callable[[], Any], plan: Plan, store: Store,
+           writer: _Writer) -> int:
     """Listwise answers the parser rejects (a backend without slot-by-slot decoding can repeat or
     drop ids) are re-asked with a new attempt index (a new seed), at most `config.reasks` times;
     plan entries move to the new key. vLLM's slot decoding never needs this."""
@@ -233,17 +294,18 @@ def _reask(name: str, config: RunConfig, backend, plan: Plan, store: Store, writ
         if not retry:
             break
         new = [dataclasses.replace(e.request, attempt=attempt) for e in retry]
-        sub = replan(new, backend, "skip")
+        sub = replan(new, plan_with, "skip")
         done = store.finished_keys(p.key for p in sub.unique)
         todo = {p.key: p for p in sub.unique if p.key not in done}
-        for g in backend.generate(list(todo.values())):
+        backend = engine() if todo else None
+        for g in backend.generate(list(todo.values())) if backend else ():
             p = todo[g.key]
             writer.add(to_row(g, p.request.language, p.request.mode, name, backend.name))
         writer.flush()
         total += len(todo)
         moved = {id(e): n for e, n in zip(retry, sub.entries)}
-        plan.entries = [moved.get(id(e), e) for e in plan.entries]
-        store.put_plan(run_id, [(e.key, e.request.meta.item_id, e.request.meta.as_dict()) for e in plan.entries])
+        plan.entries = [moved.get(id(e), e) for e in plan.entries]       # same positions, so plan.runs holds
+        _put_plans(store, plan)
     return total
 
 

@@ -47,6 +47,17 @@ class Protocol(ABC):
     version: ClassVar[str]
     Options: ClassVar[type]
     summary: ClassVar[tuple[str, ...]] = ()     # tables the CLI prints after a run, in order
+    # Options used only when aggregating (cutoffs, thresholds): a sweep varies them at no model cost.
+    post_options: ClassVar[tuple[str, ...]] = ()
+    # Tables holding agreement metrics, each with its grouping columns: what a sweep's tidy table
+    # (one row per cell, metric, group) is made of. Every float column of these tables is a metric.
+    metric_tables: ClassVar[dict[str, tuple[str, ...]]] = {}
+    default_rank_by: ClassVar[str] = ""          # "table.metric" a sweep ranks its cells by
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], rank_by: str):
+        """(metric function, frame of resampling units with columns cluster, truth, pred) behind
+        `rank_by`, for its bootstrap CI; None when the protocol has none for that metric."""
+        return None
 
     def options(self, config: RunConfig) -> Any:
         return build(self.Options, dict(config.options), config.source or "config", prefix="options.")

@@ -79,6 +79,8 @@ class ReferenceLikert(Protocol):
     version = "1"
     Options = ReferenceLikertOptions
     summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
+    metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
+    default_rank_by = "cutoff_sweep.spearman"
 
     def groups(self, ctx: Context) -> list[StoryGroup]:
         """A folder is the Confederacy layout; a file is the generic reference JSONL."""

@@ -14,6 +14,7 @@ Recorded proprietary judges are replayed through the same metrics with the upstr
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ class TTCWOptions:
     variant: str = "default"
     tests: list[int] = ()                 # empty: all 14
     threshold: float = 0.5                # distribution mode: pass when P(Yes) >= threshold
+    story_cutoff: float = 0.5             # a story "passes" when it passes this share of its tests
     analysis_tokens: int = 256            # analyze mode: bound on the free analysis
     include_unjudgeable: bool = False     # replay only: also the New Yorker items (no text)
 
@@ -50,6 +52,14 @@ class TTCWOptions:
             raise ValueError(f"options.variant must be one of {list(VARIANTS)}, got {self.variant!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"options.threshold must be in [0, 1], got {self.threshold}")
+        if not 0.0 <= self.story_cutoff <= 1.0:
+            raise ValueError(f"options.story_cutoff must be in [0, 1], got {self.story_cutoff}")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(dataset: Path, steps: Path | None) -> TTCWData:
+    """A sweep aggregates the same data hundreds of times (cells x post settings): read it once."""
+    return load_ttcw(dataset, steps, require_labels=False)
 
 
 def upstream_template(data_root: Path) -> str:
@@ -61,10 +71,23 @@ class TTCW(Protocol):
     version = "1"
     Options = TTCWOptions
     summary = ("verdict_grid", "per_test", "overall", "story_counts")
+    post_options = ("threshold", "story_cutoff")
+    metric_tables = {"overall": ("view",), "per_test": ("view", "test"), "story_counts": ("view",),
+                     "story_cutoff": ("view",)}
+    default_rank_by = "overall.kappa"
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], rank_by: str):
+        """Overall agreement resamples stories (a story's 14 verdicts move together)."""
+        metric = {"overall.kappa": cohen_kappa, "overall.balanced_accuracy": balanced_accuracy}.get(rank_by)
+        if metric is None or "overall" not in tables:
+            return None
+        return metric, (tables["per_item"].filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
+                .select(pl.col("story_id").alias("cluster"), pl.col("expert_pass").alias("truth"),
+                        pl.col("judge_pass").alias("pred")))
 
     def load(self, ctx: Context) -> TTCWData:
         steps = prompts_root() / "ttcw_llm_instructions.json"
-        return load_ttcw(ctx.dataset_path, steps if steps.exists() else None, require_labels=False)
+        return _load_cached(ctx.dataset_path, steps if steps.exists() else None)
 
     def language(self, ctx: Context):
         if ctx.replay:
@@ -137,7 +160,7 @@ class TTCW(Protocol):
         if d.filter(~pl.col("judgeable")).height:
             views = {"all": d, "judgeable": d.filter(pl.col("judgeable"))}
         fleiss = self._expert_fleiss(data)
-        per_test, overall, by_source, stories = [], [], [], []
+        per_test, overall, by_source, stories, cutoff = [], [], [], [], []
         for view, v in views.items():
             for judge, j in v.group_by("judge", maintain_order=True):
                 judge = judge[0]
@@ -149,6 +172,8 @@ class TTCW(Protocol):
                 by_source += [{"judge": judge, "view": view, "source": src, "test": test, **self._rates(g)}
                               for (src, test), g in j.group_by(["source", "test"], maintain_order=True)]
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
+                cutoff.append({"judge": judge, "view": view, "story_cutoff": ctx.options.story_cutoff,
+                               **self._story_cutoff(j, ctx.options.story_cutoff)})
         per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
                              "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"])
         tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,
@@ -158,7 +183,8 @@ class TTCW(Protocol):
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
             return tables
-        return {**tables, "overall": pl.DataFrame(overall), "story_counts": pl.DataFrame(stories)}
+        return {**tables, "overall": pl.DataFrame(overall), "story_counts": pl.DataFrame(stories),
+                "story_cutoff": pl.DataFrame(cutoff)}
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:
@@ -187,6 +213,19 @@ class TTCW(Protocol):
         p, s = pearson(x, y), spearman(x, y)
         return {"stories": counts.height, "pearson": p.value, "pearson_p": p.p_value,
                 "spearman": s.value, "spearman_p": s.p_value}
+
+    @staticmethod
+    def _story_cutoff(j: pl.DataFrame, cutoff: float) -> dict:
+        """Story-level verdict: a story passes when it passes at least `cutoff` of its judged tests,
+        by the judge and by the experts; their agreement over stories."""
+        share = (j.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
+                 .group_by("story_id").agg(pl.col("judge_pass").mean().alias("judge"),
+                                           pl.col("expert_pass").mean().alias("expert")))
+        jp, ep = (share["judge"] >= cutoff).to_list(), (share["expert"] >= cutoff).to_list()
+        return {"stories": share.height, "kappa": cohen_kappa(ep, jp).value,
+                "balanced_accuracy": balanced_accuracy(ep, jp).value,
+                "judge_pass_rate": sum(jp) / len(jp) if jp else None,
+                "expert_pass_rate": sum(ep) / len(ep) if ep else None}
 
     @staticmethod
     def _expert_fleiss(data: TTCWData) -> dict[int, float]:

@@ -46,6 +46,24 @@ class EngineSettings:
     in_process: bool = True                 # VLLM_ENABLE_V1_MULTIPROCESSING=0
 
 
+def vllm_family(dtype: str) -> str:
+    """The backend family in request keys: bfloat16 is the default and keeps the plain name; another
+    dtype computes other numbers, so its results get keys of their own."""
+    return "vllm" if dtype == "bfloat16" else f"vllm-{dtype}"
+
+
+def context_window(judge: ResolvedJudge, settings: EngineSettings) -> int:
+    """max_model_len as configured, else the model's own capped at 8192."""
+    return settings.max_model_len or min(_model_max_len(judge.path), 8192)
+
+
+def planner(judge: ResolvedJudge, settings: EngineSettings):
+    """The engine-free stand-in that renders, tokenizes and keys exactly as this backend will."""
+    from .tokenizer_only import TokenizerOnly
+
+    return TokenizerOnly(judge, vllm_family(settings.dtype), context_window(judge, settings))
+
+
 def _cuda_available() -> bool:
     try:
         import torch
@@ -72,10 +90,7 @@ class VLLMBackend(LocalBackend):
         self.vllm_version = vllm.__version__
         kwargs = dict(model=judge.path, dtype=settings.dtype, enforce_eager=settings.enforce_eager, seed=0,
                       tensor_parallel_size=settings.tensor_parallel_size, enable_prefix_caching=True)
-        if settings.max_model_len:
-            kwargs["max_model_len"] = settings.max_model_len
-        else:
-            kwargs["max_model_len"] = min(_model_max_len(judge.path), 8192)
+        kwargs["max_model_len"] = context_window(judge, settings)
         if settings.max_num_batched_tokens:
             kwargs["max_num_batched_tokens"] = settings.max_num_batched_tokens
         if settings.max_num_seqs:
@@ -96,17 +111,14 @@ class VLLMBackend(LocalBackend):
 
     # -- planning helpers -------------------------------------------------------------------
     def identity(self) -> JudgeIdentity:
-        """bfloat16 is the default and keeps the plain family; another dtype computes other numbers,
-        so its results get keys of their own."""
-        family = self.name if self.settings.dtype == "bfloat16" else f"{self.name}-{self.settings.dtype}"
-        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, family)
+        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, vllm_family(self.settings.dtype))
 
     def describe(self) -> dict:
         cfg = self.llm.llm_engine.vllm_config
         return {"backend": "vllm", "vllm_version": self.vllm_version,
                 "structured_output_backend": cfg.structured_outputs_config.backend,
                 "device": _device_name(self.on_gpu), "max_model_len": self._max_len,
-                "enforce_eager": self.settings.enforce_eager, "dtype": self.settings.dtype,
+                "engine_started": True, "enforce_eager": self.settings.enforce_eager, "dtype": self.settings.dtype,
                 "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
                 "prefix_caching": cfg.cache_config.enable_prefix_caching,
                 "kv_cache_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}

@@ -1,0 +1,151 @@
+"""Sweeps: one run config with a matrix; every distinct verdict computed once.
+
+    [matrix]                     # axes that need inference: every combination is a cell
+    judge = ["smollm2-135m", "gemma3-270m"]
+    "options.variant" = ["upstream", "default"]
+
+    [sweep]
+    rank_by = "overall.kappa"    # table.metric the cells are ranked by
+    [sweep.post]                 # axes evaluated from stored verdicts: no model call
+    "options.threshold" = [0.3, 0.5, 0.7]
+
+Matrix axes: `judge`, `mode`, `limit`, `options.NAME`, `sampling.NAME`. Post axes: the protocol
+options the protocol marks as aggregate-only (`Protocol.post_options`). Each cell is validated as a
+full run config before anything runs, so a bad value fails at once naming its axis.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import RunConfig, build
+from .errors import ConfigError
+
+MATRIX_TOP = ("judge", "mode", "limit")
+MATRIX_TABLES = ("options", "sampling")
+
+
+@dataclass(frozen=True)
+class Cell:
+    id: str
+    config: RunConfig
+    values: dict[str, Any]          # the cell's matrix coordinates, axis -> value
+
+
+@dataclass
+class Sweep:
+    name: str
+    source: str
+    base: RunConfig
+    cells: list[Cell]
+    post: dict[str, list] = field(default_factory=dict)     # "options.threshold" -> values
+    rank_by: str = ""
+    bootstrap: int = 1000
+
+    @property
+    def axes(self) -> list[str]:
+        return list(self.cells[0].values) if self.cells else []
+
+    def post_settings(self) -> list[dict[str, Any]]:
+        """Every combination of the post axes ({} when there are none)."""
+        keys = list(self.post)
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(self.post[k] for k in keys))] or [{}]
+
+
+def read_toml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("run config not found", where=str(path))
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", where=str(path)) from None
+
+
+def is_sweep(path: str | Path) -> bool:
+    return "matrix" in read_toml(path) or "sweep" in read_toml(path)
+
+
+def _slug(value: Any) -> str:
+    if isinstance(value, list):
+        text = "-".join(map(str, value)) or "all"
+    else:
+        text = value if isinstance(value, str) else repr(value)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name if "/" in text else text).strip("-") or "x"
+
+
+def _set(table: dict, axis: str, value: Any) -> None:
+    if "." in axis:
+        head, tail = axis.split(".", 1)
+        table.setdefault(head, {})[tail] = value
+    else:
+        table[axis] = value
+
+
+def load_sweep(path: str | Path, **overrides: Any) -> Sweep:
+    """A run config (with or without a matrix) -> a validated sweep of cells."""
+    from judges import PROTOCOLS
+
+    where = str(path)
+    table = read_toml(path)
+    matrix = table.pop("matrix", {})
+    spec = table.pop("sweep", {})
+    for k, v in overrides.items():
+        if v is not None:
+            table[k] = v
+    if not isinstance(matrix, dict) or not isinstance(spec, dict):
+        raise ConfigError("expected a table", where=where, key="matrix" if not isinstance(matrix, dict) else "sweep")
+    for axis, values in matrix.items():
+        head = axis.split(".", 1)[0]
+        if not (axis in MATRIX_TOP or (head in MATRIX_TABLES and "." in axis)):
+            raise ConfigError(f"not a matrix axis (use {', '.join(MATRIX_TOP)}, options.NAME or sampling.NAME)",
+                              where=where, key=f"matrix.{axis}")
+        if not isinstance(values, list) or not values:
+            raise ConfigError("expected a non-empty list of values", where=where, key=f"matrix.{axis}")
+        if axis in overrides and overrides[axis] is not None:
+            matrix[axis] = [overrides[axis]]          # a command-line override pins the axis
+    unknown = [k for k in spec if k not in ("rank_by", "bootstrap", "post")]
+    if unknown:
+        raise ConfigError("unknown key (known: rank_by, bootstrap, post)", where=where, key=f"sweep.{unknown[0]}")
+    base = build(RunConfig, copy.deepcopy(table), where, source=where)
+    protocol = PROTOCOLS.get(base.protocol)()
+    post = spec.get("post", {})
+    for axis, values in post.items():
+        name = axis.removeprefix("options.")
+        if not axis.startswith("options.") or name not in protocol.post_options:
+            raise ConfigError(f"not an aggregate-only option of protocol {base.protocol!r} "
+                              f"(those are: {', '.join('options.' + o for o in protocol.post_options) or 'none'})",
+                              where=where, key=f"sweep.post.{axis}")
+        if not isinstance(values, list) or not values:
+            raise ConfigError("expected a non-empty list of values", where=where, key=f"sweep.post.{axis}")
+        if axis in matrix:
+            raise ConfigError("needs no inference: list it under [sweep.post], not [matrix]", where=where,
+                              key=f"matrix.{axis}")
+    cells = []
+    axes = list(matrix)
+    for combo in itertools.product(*(matrix[a] for a in axes)):
+        cell_table = copy.deepcopy(table)
+        for axis, value in zip(axes, combo):
+            _set(cell_table, axis, value)
+        values = dict(zip(axes, combo))
+        config = build(RunConfig, cell_table, f"{where} (cell {values})" if values else where, source=where)
+        protocol.options(config)                   # options are checked now, not after hours of inference
+        for setting in itertools.product(*post.values()):
+            opts = dict(config.options)
+            opts.update({k.removeprefix("options."): v for k, v in zip(post, setting)})
+            protocol.options(dataclasses.replace(config, options=opts))
+        cell_id = "_".join(_slug(v) for v in combo) or "all"
+        cells.append(Cell(cell_id, config, values))
+    ids = [c.id for c in cells]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("two cells get the same id; make the matrix values distinct", where=where, key="matrix")
+    return Sweep(base.name, where, base, cells, post, str(spec.get("rank_by", protocol.default_rank_by)),
+                 int(spec.get("bootstrap", 1000)))

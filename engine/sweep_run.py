@@ -1,0 +1,222 @@
+"""Run a sweep: plan it, run each judge once over all its cells, evaluate every cell and post setting.
+
+1. Build every cell's requests. Per judge, all cells go into ONE plan: a request two cells share
+   has one content key and is generated once (and a key already stored is not generated again, so
+   an interrupted sweep resumes where it stopped).
+2. Judges run one after another, one engine each; it is shut down, its memory released, before the
+   next loads (resident memory after each shutdown is recorded in the manifest).
+3. Every cell x post setting is aggregated from the store (no model call) into one tidy table, one
+   row per (cell, setting, judge, metric, group), and the cells are ranked by the chosen metric with
+   cluster-bootstrap CIs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from judges.metrics import cluster_bootstrap
+
+from .cards import load_card
+from .manifest import config_dict, git_commit, machine
+from .paths import data_root as default_data_root
+from .paths import runs_output_dir
+from .planner import make_plan
+from .runner import JudgeRun, judges_of, make_planner, run_judge, verdict_frame
+from .store import Store
+from .sweep import Cell, Sweep
+
+CI_ROWS = 20        # bootstrap CIs for the top rows of the ranking (a few seconds each at 1,000 resamples)
+
+
+@dataclass
+class JudgeWork:
+    """One judge's share of a sweep: its (cell, run id, requests) and what sharing saves."""
+
+    judge: str
+    cells: list[tuple[Cell, str, list]]
+
+    @property
+    def runs(self) -> dict[str, list]:
+        return {run_id: reqs for _, run_id, reqs in self.cells}
+
+    @property
+    def requests(self) -> int:
+        return sum(len(reqs) for _, _, reqs in self.cells)
+
+
+@dataclass
+class SweepOutcome:
+    run_dir: Path
+    metrics: pl.DataFrame
+    ranking: pl.DataFrame
+    manifest: dict[str, Any]
+
+
+def run_id(sweep: Sweep, cell: Cell, judge: str) -> str:
+    return f"{sweep.name}/{cell.id}/{judge}"
+
+
+def _context(sweep: Sweep, cell: Cell, options, replay: bool = False):
+    from judges.base import Context
+
+    root = Path(cell.config.data_root) if cell.config.data_root else default_data_root()
+    card = load_card(cell.config.dataset)
+    return Context(cell.config, options, root, card.folder(cell.config.data_root), replay=replay)
+
+
+def _options(protocol, cell: Cell, setting: dict[str, Any]):
+    opts = {**cell.config.options, **{k.removeprefix("options."): v for k, v in setting.items()}}
+    return protocol.options(dataclasses.replace(cell.config, options=opts))
+
+
+def work(sweep: Sweep, protocol) -> list[JudgeWork]:
+    """Every cell's requests, grouped by judge (judges in first-seen order)."""
+    by_judge: dict[str, JudgeWork] = {}
+    for cell in sweep.cells:
+        for judge in judges_of(cell.config, None):
+            ctx = _context(sweep, cell, protocol.options(cell.config), replay=judge.startswith("replay:"))
+            built = protocol.build(ctx)
+            by_judge.setdefault(judge, JudgeWork(judge, [])).cells.append((cell, run_id(sweep, cell, judge),
+                                                                            built.requests))
+    return list(by_judge.values())
+
+
+def plan_summary(sweep: Sweep, protocol) -> list[dict[str, Any]]:
+    """Per judge, without loading any engine: requests, distinct requests, prompt tokens, distinct
+    prefill tokens after prefix sharing, and the plan itself (for an estimate)."""
+    rows = []
+    for w in work(sweep, protocol):
+        config = w.cells[0][0].config
+        root = Path(config.data_root) if config.data_root else default_data_root()
+        planner = make_planner(w.judge, config, root)
+        plan = make_plan([r for reqs in w.runs.values() for r in reqs], planner, config.truncation)
+        rows.append({"judge": w.judge, "cells": len(w.cells), "requests": w.requests,
+                     "distinct_requests": len(plan.unique), "saved_by_sharing": w.requests - len(plan.unique),
+                     "prompt_tokens": plan.prompt_tokens, "distinct_prefill_tokens": plan.distinct_prefill_tokens(),
+                     "plan": plan, "planner": planner, "config": config})
+    return rows
+
+
+def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
+    from judges import PROTOCOLS
+
+    t0 = time.time()
+    protocol = PROTOCOLS.get(sweep.base.protocol)()
+    run_dir = runs_output_dir() / sweep.name
+    store = Store(run_dir / "store.sqlite")
+    judge_runs: list[JudgeRun] = []
+    try:
+        for w in work(sweep, protocol):
+            config = w.cells[0][0].config
+            root = Path(config.data_root) if config.data_root else default_data_root()
+            judge_runs.append(run_judge(w.judge, config, root, w.runs, store, progress))
+        metrics = evaluate(sweep, protocol, store)
+    finally:
+        store.close()
+    ranking = rank(sweep, protocol, metrics)
+    model_calls_saved = sum(j.plan.summary()["requests"] - j.plan.summary()["distinct_requests"] for j in judge_runs)
+    settings = len(sweep.post_settings())
+    manifest = {
+        "kind": "sweep", "git_commit": git_commit(), "machine": machine(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 2),
+        "source": sweep.source, "config": config_dict(sweep.base), "axes": sweep.axes, "post": sweep.post,
+        "rank_by": sweep.rank_by, "cells": [{"id": c.id, **{k: v for k, v in c.values.items()}} for c in sweep.cells],
+        "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": round(j.seconds, 2),
+                    **{k: v for k, v in j.backend.items() if k != "throughput"}} for j in judge_runs],
+        "sharing": {"requests": sum(j.plan.summary()["requests"] for j in judge_runs),
+                    "distinct_requests": sum(j.plan.summary()["distinct_requests"] for j in judge_runs),
+                    "model_calls_saved_across_cells": model_calls_saved,
+                    "post_settings_per_cell": settings,
+                    "model_calls_saved_by_post_settings": (settings - 1) * sum(j.plan.summary()["distinct_requests"]
+                                                                               for j in judge_runs)},
+        "generated_now": sum(j.generated for j in judge_runs),
+    }
+    write_sweep(run_dir, metrics, ranking, manifest)
+    return SweepOutcome(run_dir, metrics, ranking, manifest)
+
+
+def evaluate(sweep: Sweep, protocol, store: Store) -> pl.DataFrame:
+    """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and group."""
+    rows: list[dict[str, Any]] = []
+    for cell in sweep.cells:
+        for judge in judges_of(cell.config, None):
+            verdicts = verdict_frame(store, run_id(sweep, cell, judge), judge)
+            for setting in sweep.post_settings():
+                ctx = _context(sweep, cell, _options(protocol, cell, setting), replay=judge.startswith("replay:"))
+                tables = protocol.aggregate(verdicts, ctx)
+                head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
+                        **{k: v for k, v in setting.items()}, "judge": judge}
+                rows += tidy(tables, protocol.metric_tables, head)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ...]],
+         head: dict[str, Any]) -> list[dict[str, Any]]:
+    """A protocol's metric tables -> rows of (head..., table, metric, group, value, n)."""
+    rows = []
+    for name, group_cols in metric_tables.items():
+        df = tables.get(name)
+        if df is None or not df.height:
+            continue
+        floats = [c for c, t in df.schema.items() if t.is_float() and c not in group_cols]
+        n_col = next((c for c in ("n", "stories", "pairs_both_orders", "groups") if c in df.columns), None)
+        for rec in df.iter_rows(named=True):
+            group = ",".join(f"{c}={rec[c]}" for c in group_cols) or "all"
+            for metric in floats:
+                value = rec[metric]
+                rows.append({**head, "table": name, "metric": metric, "group": group,
+                             "value": float(value) if value is not None else math.nan,
+                             "n": int(rec[n_col]) if n_col and rec[n_col] is not None else None})
+    return rows
+
+
+def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
+    """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first, with a
+    cluster-bootstrap 95% CI for the top rows, so that close cells are not over-read."""
+    if not metrics.height:
+        return pl.DataFrame()
+    table, _, metric = sweep.rank_by.partition(".")
+    chosen = metrics.filter((pl.col("table") == table) & (pl.col("metric") == metric))
+    if not chosen.height:
+        known = sorted(set(metrics.select(pl.format("{}.{}", "table", "metric")).to_series().to_list()))
+        from .errors import ConfigError
+        raise ConfigError(f"unknown rank metric {sweep.rank_by!r} (known: {', '.join(known)})",
+                          where=sweep.source, key="sweep.rank_by")
+    first_group = chosen["group"][0]
+    ranked = (chosen.filter(pl.col("group") == first_group).filter(pl.col("value").is_not_nan())
+              .sort("value", descending=True).with_row_index("rank", offset=1))
+    lows, highs = [], []
+    store = Store(runs_output_dir() / sweep.name / "store.sqlite")
+    try:
+        for i, row in enumerate(ranked.iter_rows(named=True)):
+            lo = hi = math.nan
+            if i < CI_ROWS:
+                cell = next(c for c in sweep.cells if c.id == row["cell"])
+                setting = {k: row[k] for k in sweep.post}
+                ctx = _context(sweep, cell, _options(protocol, cell, setting), replay=row["judge"].startswith("replay:"))
+                tables = protocol.aggregate(verdict_frame(store, run_id(sweep, cell, row["judge"]), row["judge"]), ctx)
+                units = protocol.rank_units(tables, sweep.rank_by)
+                if units is not None:
+                    fn, df = units
+                    lo, hi = cluster_bootstrap(df["cluster"].to_list(), df["truth"].to_list(), df["pred"].to_list(),
+                                               fn, resamples=sweep.bootstrap)
+            lows.append(lo)
+            highs.append(hi)
+    finally:
+        store.close()
+    return ranked.with_columns(pl.Series("ci_low", lows, dtype=pl.Float64), pl.Series("ci_high", highs, dtype=pl.Float64))
+
+
+def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    metrics.write_parquet(run_dir / "sweep_metrics.parquet")
+    ranking.write_parquet(run_dir / "sweep_ranking.parquet")
+    ranking.write_csv(run_dir / "sweep_ranking.csv")
+    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))

@@ -1,0 +1,122 @@
+"""Sweeps: matrix configs validated at the edge, `litjudge plan` without an engine, shared
+requests generated once, post settings from stored verdicts, resume after a kill, memory released
+between judges."""
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from engine.errors import ConfigError
+from engine.sweep import load_sweep
+from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
+
+COMMITTED = PROJECT_ROOT / "runs" / "sweep-ttcw.toml"
+
+HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n'
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[matrix]\ntemperature = [0.0, 1.0]\n', "matrix.temperature: not a matrix axis"),
+    ('[matrix]\n"options.variant" = []\n', "matrix.options.variant: expected a non-empty list"),
+    ('[matrix]\n"options.variant" = ["upstream", "cot"]\n', "options.variant must be one of"),
+    ('[sweep.post]\n"options.variant" = ["upstream"]\n', "sweep.post.options.variant: not an aggregate-only option"),
+    ('[matrix]\n"options.threshold" = [0.2]\n[sweep.post]\n"options.threshold" = [0.5]\n',
+     "matrix.options.threshold: needs no inference"),
+    ('[sweep.post]\n"options.threshold" = [0.5, 1.5]\n', "options.threshold must be in [0, 1]"),
+    ('[sweep]\nrankby = "overall.kappa"\n', "sweep.rankby: unknown key"),
+])
+def test_bad_sweeps_fail_before_any_inference(tmp_path, body, message):
+    cfg = write_config(tmp_path / "bad.toml", HEAD + body)
+    with pytest.raises(ConfigError, match="bad.toml"):
+        load_sweep(cfg)
+    r = litjudge("plan", str(cfg), "--no-calibrate", timeout=120)
+    assert r.returncode == 2 and message in r.stderr, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+
+
+def test_committed_sweep_expands_to_validated_cells():
+    sweep = load_sweep(COMMITTED)
+    assert len(sweep.cells) == 8 and len(sweep.post_settings()) == 19 * 3
+    assert {c.config.judge for c in sweep.cells} == {"smollm2-135m", "gemma3-270m"}
+    assert len({c.id for c in sweep.cells}) == 8
+    assert sweep.rank_by == "overall.kappa"
+
+
+@needs_data
+def test_plan_counts_sharing_without_an_engine():
+    r = litjudge("plan", str(COMMITTED), "--limit", "1", "--no-calibrate", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    # 1 story: per judge 2 variants x (14 + 3) requests, of which the 3 originality tests are shared
+    assert "68 requests, 56 distinct: sharing saves 12 model calls" in r.stdout
+    assert "smollm2-135m" in r.stdout and "gemma3-270m" in r.stdout
+
+
+@needs_data
+@pytest.mark.slow
+def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_path):
+    # The committed sweep, one story, at most 4 sequences in flight so results arrive in waves.
+    text = COMMITTED.read_text().replace("kv_cache_gib = 4", "kv_cache_gib = 2\nmax_num_seqs = 4")
+    cfg = write_config(tmp_path / "sweep-ttcw.toml", text)
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    # SmolLM2 has 28 distinct requests; the runner kills itself at its first commit after them,
+    # i.e. while Gemma (the second judge) is generating.
+    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env={**env, "LITJUDGE_FAULT_KILL_AFTER": "29"})
+    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+    db = tmp_path / "runs" / "sweep-ttcw" / "store.sqlite"
+    con = sqlite3.connect(db)
+    before = dict(con.execute("SELECT judge, count(*) FROM results GROUP BY judge").fetchall())
+    con.close()
+    assert before["smollm2-135m"] == 28 and 1 <= before.get("gemma3-270m", 0) < 28, before
+
+    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((tmp_path / "runs" / "sweep-ttcw" / "manifest.json").read_text())
+    smol, gemma = m["judges"]
+    assert smol["judge"] == "smollm2-135m" and smol["generated"] == 0 and smol["engine_started"] is False
+    assert gemma["generated"] == 28 - before["gemma3-270m"] and gemma["engine_started"] is True
+    assert m["sharing"]["model_calls_saved_across_cells"] == 12
+    assert m["sharing"]["model_calls_saved_by_post_settings"] == 56 * 56
+    assert "sharing across cells saved 12 model calls" in r.stdout
+
+    metrics = pl.read_parquet(tmp_path / "runs" / "sweep-ttcw" / "sweep_metrics.parquet")
+    assert metrics.select(["cell", "options.threshold", "options.story_cutoff"]).unique().height == 8 * 57
+    assert {"cell", "judge", "table", "metric", "group", "value", "n"} <= set(metrics.columns)
+    # thresholds change the verdicts without a model call: pass rates fall as the threshold rises
+    rates = (metrics.filter((pl.col("table") == "overall") & (pl.col("metric") == "judge_pass_rate")
+                            & (pl.col("cell") == "smollm2-135m_upstream_all") & (pl.col("options.story_cutoff") == 0.5))
+             .sort("options.threshold")["value"].to_list())
+    assert len(rates) == 19 and all(a >= b for a, b in zip(rates, rates[1:])) and rates[0] > rates[-1]
+    ranking = pl.read_parquet(tmp_path / "runs" / "sweep-ttcw" / "sweep_ranking.parquet")
+    assert ranking["value"].to_list() == sorted(ranking["value"].to_list(), reverse=True)
+    assert {"ci_low", "ci_high", "rank"} <= set(ranking.columns)
+
+
+RSS_PROBE = """
+import os
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+from engine.backends.vllm_backend import EngineSettings, VLLMBackend
+from engine.models import resolve_judge
+from engine.runner import rss_mib
+judge = resolve_judge("smollm2-135m")
+for _ in range(3):
+    b = VLLMBackend(judge, EngineSettings(max_model_len=2048, kv_cache_gib=2))
+    print("OPEN", rss_mib(), flush=True)
+    b.close()
+    print("RSS", rss_mib(), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_engines_started_one_after_another_release_their_memory():
+    r = subprocess.run([sys.executable, "-c", RSS_PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rss = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("RSS")]
+    held = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("OPEN")]
+    assert len(rss) == 3 and len(held) == 3
+    assert all(h - c > 1024 for h, c in zip(held, rss)), (held, rss)   # the KV cache was resident, then freed
+    # a leaked engine would keep its 2 GiB KV cache (and the weights): allow 256 MiB of allocator noise
+    assert rss[2] - rss[0] < 256, rss
