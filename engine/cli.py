@@ -56,9 +56,9 @@ def run_sweep_cli(args, overrides: dict) -> int:
     sweep = load_sweep(args.config, **overrides)
     out = run_sweep(sweep, progress=not args.quiet)
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "n"]
-    _print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]),
-                 f"Cells ranked by {sweep.rank_by} ({out.ranking['group'][0] if out.ranking.height else ''}; "
-                 f"95% cluster-bootstrap CI for the top rows)", max_rows=args.show)
+    _print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
+                 f"Top {args.show} cells x settings by {sweep.rank_by} "
+                 f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% cluster-bootstrap CI)", max_rows=args.show)
     sh = out.manifest["sharing"]
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, help="only the first N items (stories, pairs, groups)")
     r.add_argument("--mode", choices=["label", "analyze", "distribution"], help="override the verdict mode")
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
-    r.add_argument("--show", type=int, default=40, help="verdict rows to print")
+    r.add_argument("--show", type=int, default=20, help="table rows to print")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_run)
     pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")

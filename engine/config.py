@@ -44,6 +44,29 @@ DTYPES = ("bfloat16", "float16", "float32")
 
 
 @dataclass(frozen=True)
+class ApiConfig:
+    """API judges (openai:, openai-compatible:, anthropic:). Keys come only from the environment."""
+
+    concurrency: int = 8            # requests in flight
+    max_retries: int = 6            # per request, on 429 / 5xx / timeouts / connection errors
+    backoff_s: float = 0.5          # first wait; doubles each retry, full jitter
+    timeout_s: float = 60.0         # per attempt
+    max_tokens_total: int = 0       # budget: prompt + completion tokens of the run (0: no cap)
+    max_cost_usd: float = 0.0       # budget: estimated cost (0: no cap)
+    price_in_per_mtok: float = 0.0  # USD per million prompt tokens (for the estimate)
+    price_out_per_mtok: float = 0.0
+    key_env: str = ""               # "": OPENAI_API_KEY or ANTHROPIC_API_KEY
+    base_url: str = ""              # override the provider's endpoint (proxies, local test servers)
+    structured: str = "auto"        # auto | vllm | json_schema | none (openai backends)
+
+    def __post_init__(self) -> None:
+        if self.structured not in ("auto", "vllm", "json_schema", "none"):
+            raise ValueError(f"structured must be auto, vllm, json_schema or none, got {self.structured!r}")
+        if self.concurrency < 1 or self.max_retries < 0:
+            raise ValueError("concurrency must be >= 1 and max_retries >= 0")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     name: str
     protocol: str
@@ -58,6 +81,7 @@ class RunConfig:
     options: dict[str, Any] = field(default_factory=dict)   # protocol options, checked by the protocol
     sampling: SamplingConfig = SamplingConfig()
     engine: EngineConfig = EngineConfig()
+    api: ApiConfig = ApiConfig()
     source: str = ""            # the file it came from
 
     def __post_init__(self) -> None:

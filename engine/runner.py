@@ -73,9 +73,13 @@ def engine_settings(config: RunConfig):
 
 def make_backend(judge: str, config: RunConfig, data_root: Path):
     """Judge name + config -> a backend instance (the replay backend for `replay:` judges)."""
+    from .backends.api import ApiBackend, is_api_judge
+
     if judge.startswith("replay:"):
         from .backends.replay import ReplayBackend
         return ReplayBackend(judge, data_root)
+    if is_api_judge(judge):
+        return ApiBackend(judge, config.api)
     from .backends import BACKENDS
 
     cls = BACKENDS.get(config.backend)
@@ -88,7 +92,9 @@ def make_backend(judge: str, config: RunConfig, data_root: Path):
 def make_planner(judge: str, config: RunConfig, data_root: Path):
     """What plans a judge's requests before (or instead of) loading it: for vLLM judges a
     tokenizer-only stand-in, so finished work resumes and `litjudge plan` runs without an engine."""
-    if config.backend == "vllm" and not judge.startswith("replay:"):
+    from .backends.api import is_api_judge
+
+    if config.backend == "vllm" and not judge.startswith("replay:") and not is_api_judge(judge):
         from .backends.vllm_backend import planner
 
         return planner(resolve_judge(judge), engine_settings(config))

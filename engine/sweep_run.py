@@ -190,7 +190,12 @@ def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
         raise ConfigError(f"unknown rank metric {sweep.rank_by!r} (known: {', '.join(known)})",
                           where=sweep.source, key="sweep.rank_by")
     first_group = chosen["group"][0]
-    ranked = (chosen.filter(pl.col("group") == first_group).filter(pl.col("value").is_not_nan())
+    chosen = chosen.filter(pl.col("group") == first_group)
+    for axis in list(sweep.post):                   # a post axis the metric ignores only repeats rows
+        others = ["cell", "judge"] + [a for a in sweep.post if a != axis and a in chosen.columns]
+        if chosen.group_by(others).agg(pl.col("value").n_unique().alias("k"))["k"].max() <= 1:
+            chosen = chosen.filter(pl.col(axis) == sweep.post[axis][0]).drop(axis)
+    ranked = (chosen.filter(pl.col("value").is_not_nan())
               .sort("value", descending=True).with_row_index("rank", offset=1))
     lows, highs = [], []
     store = Store(runs_output_dir() / sweep.name / "store.sqlite")
@@ -199,7 +204,7 @@ def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
             lo = hi = math.nan
             if i < CI_ROWS:
                 cell = next(c for c in sweep.cells if c.id == row["cell"])
-                setting = {k: row[k] for k in sweep.post}
+                setting = {k: row.get(k, sweep.post[k][0]) for k in sweep.post}
                 ctx = _context(sweep, cell, _options(protocol, cell, setting), replay=row["judge"].startswith("replay:"))
                 tables = protocol.aggregate(verdict_frame(store, run_id(sweep, cell, row["judge"]), row["judge"]), ctx)
                 units = protocol.rank_units(tables, sweep.rank_by)

@@ -20,14 +20,18 @@ def _constrained(language: VerdictLanguage) -> VerdictLanguage:
     return language.inner if isinstance(language, Analyzed) else language
 
 
+def vllm_structured_fields(language: VerdictLanguage) -> dict[str, Any]:
+    """vLLM's structured-output fields for a verdict: a choice of labels, else the EBNF grammar.
+    Offline they become StructuredOutputsParams; a `vllm serve` takes them as `structured_outputs`."""
+    lang = _constrained(language)
+    labels = lang.labels()
+    return {"choice": list(labels)} if labels else {"grammar": lang.ebnf()}
+
+
 def vllm_constraint(language: VerdictLanguage):
     from vllm.sampling_params import StructuredOutputsParams
 
-    lang = _constrained(language)
-    labels = lang.labels()
-    if labels:
-        return StructuredOutputsParams(choice=list(labels))
-    return StructuredOutputsParams(grammar=lang.ebnf())
+    return StructuredOutputsParams(**vllm_structured_fields(language))
 
 
 def outlines_output_type(language: VerdictLanguage):

@@ -61,6 +61,16 @@ class Throughput:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
+class WordTokenizer:
+    """For backends without a local tokenizer (replay, APIs): whitespace words as token ids, so
+    counts are estimates and shared leading words still sort together."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        import zlib
+
+        return [zlib.crc32(w.encode()) for w in text.split()]
+
+
 class Backend(Protocol):
     name: str
 

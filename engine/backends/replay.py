@@ -14,14 +14,7 @@ from ..data.ttcw import load_recorded
 from ..errors import JudgeNotFound
 from ..render import plain_layout
 from ..requests import JudgeIdentity, JudgeRequest
-from .base import Generation, Prepared
-
-
-class _WordTokenizer:
-    """Replay needs no real tokenizer; token counts are whitespace words."""
-
-    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        return [len(w) for w in text.split()]
+from .base import Generation, Prepared, WordTokenizer
 
 
 def replay_source(name: str, data_root: Path) -> Path:
@@ -42,7 +35,7 @@ class ReplayBackend:
         self.path = replay_source(judge_name, data_root)
         self.records = load_recorded(self.path)
         self.checksum = hashlib.sha256(self.path.read_bytes()).hexdigest()
-        self._tok = _WordTokenizer()
+        self._tok = WordTokenizer()
 
     def identity(self) -> JudgeIdentity:
         return JudgeIdentity(f"replay:{self.path.stem}:sha256:{self.checksum[:16]}", "none", "replay")

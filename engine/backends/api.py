@@ -1,0 +1,294 @@
+"""API judges behind the same request interface, store and metrics as local ones.
+
+Judge names: `openai:MODEL`, `openai-compatible:URL:MODEL` (vLLM's `vllm serve`, SGLang, llama.cpp
+server...), `anthropic:MODEL`.
+
+How a verdict is constrained (every answer then goes through the same exact parser; what does not
+parse is stored as unparsed and counted):
+- openai-compatible: vLLM's `structured_outputs` extra body (a choice of labels, or the verdict
+  grammar): the very constraint the offline backend applies. `api.structured = "json_schema"` sends a
+  JSON-schema response format instead; "none" sends no constraint.
+- openai: a JSON-schema response format ({"verdict": ...}).
+- anthropic: tool use: one tool `verdict` whose input schema is the verdict language's JSON schema,
+  forced with tool_choice, so the verdict arrives as structured tool input. (A prefilled assistant
+  turn would constrain nothing: the model could still write anything after it.)
+Distribution mode asks for the top log-probabilities of the first answer token where the server
+gives them (OpenAI-style `logprobs`), with no constraint, so they are not renormalised.
+
+Reliability: at most `api.concurrency` requests in flight; retries with exponential backoff and
+full jitter on 429, 5xx, timeouts and connection errors (counted); a budget cap on tokens and
+estimated cost (requests past the cap are not sent, stay unstored, and a re-run resumes them).
+Keys are read from the environment only and scrubbed from every error text this backend returns.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Callable, Iterator, Sequence
+
+from grammars.analysis import Analyzed
+from grammars.compile import json_schema, vllm_structured_fields
+
+from ..config import ApiConfig
+from ..errors import BackendUnavailable, ConfigError
+from ..render import plain_layout
+from ..requests import JudgeIdentity, JudgeRequest
+from .base import Generation, Prepared, WordTokenizer
+
+PROVIDERS = ("openai", "openai-compatible", "anthropic")
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+def is_api_judge(name: str) -> bool:
+    return name.split(":", 1)[0] in PROVIDERS and ":" in name
+
+
+def parse_judge(name: str) -> tuple[str, str, str]:
+    """`provider:...` -> (provider, base_url or "", model)."""
+    provider, _, rest = name.partition(":")
+    if provider == "openai-compatible":
+        url, _, model = rest.rpartition(":")
+        if not url.startswith(("http://", "https://")) or not model:
+            raise ConfigError(f"expected openai-compatible:URL:MODEL (e.g. openai-compatible:http://127.0.0.1:8000/v1:"
+                              f"my-model), got {name!r}", key="judge")
+        return provider, url, model
+    if not rest:
+        raise ConfigError(f"expected {provider}:MODEL, got {name!r}", key="judge")
+    return provider, "", rest
+
+
+class _Accounting:
+    """Tokens, estimated cost and retries, shared by the worker threads."""
+
+    def __init__(self, cfg: ApiConfig):
+        self.cfg, self.lock = cfg, threading.Lock()
+        self.prompt_tokens = self.completion_tokens = self.requests = self.retries = self.errors = 0
+        self.skipped_for_budget = 0
+
+    @property
+    def cost_usd(self) -> float:
+        return (self.prompt_tokens * self.cfg.price_in_per_mtok + self.completion_tokens * self.cfg.price_out_per_mtok) / 1e6
+
+    def over_budget(self) -> bool:
+        with self.lock:
+            tokens = self.prompt_tokens + self.completion_tokens
+            return bool((self.cfg.max_tokens_total and tokens >= self.cfg.max_tokens_total)
+                        or (self.cfg.max_cost_usd and self.cost_usd >= self.cfg.max_cost_usd))
+
+    def add(self, prompt: int, completion: int) -> None:
+        with self.lock:
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+            self.requests += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "estimated_cost_usd": round(self.cost_usd, 6),
+                "retries": self.retries, "failed_after_retries": self.errors,
+                "not_sent_over_budget": self.skipped_for_budget,
+                "budget": {"max_tokens_total": self.cfg.max_tokens_total, "max_cost_usd": self.cfg.max_cost_usd}}
+
+
+class ApiBackend:
+    def __init__(self, judge_name: str, cfg: ApiConfig = ApiConfig()):
+        self.judge_name, self.cfg = judge_name, cfg
+        self.provider, url, self.model = parse_judge(judge_name)
+        self.base_url = cfg.base_url or url or None
+        self.name = self.provider
+        key_env = cfg.key_env or DEFAULT_KEY_ENV[self.provider]
+        key = os.environ.get(key_env)
+        if not key:
+            if self.provider != "openai-compatible":
+                raise BackendUnavailable(f"judge {judge_name!r} needs an API key in the environment variable {key_env}")
+            key = "EMPTY"                    # local servers (vllm serve) accept any key
+        self._key = key
+        self.structured = cfg.structured if cfg.structured != "auto" else \
+            {"openai": "json_schema", "openai-compatible": "vllm", "anthropic": "tool"}[self.provider]
+        self.account = _Accounting(cfg)
+        self._tok = WordTokenizer()
+        try:
+            if self.provider == "anthropic":
+                import anthropic
+                self.client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_s)
+                self._retryable = (anthropic.RateLimitError, anthropic.InternalServerError, anthropic.APITimeoutError,
+                                   anthropic.APIConnectionError)
+                self._status_error = anthropic.APIStatusError
+            else:
+                import openai
+                self.client = openai.OpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_s)
+                self._retryable = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                                   openai.APIConnectionError)
+                self._status_error = openai.APIStatusError
+        except ImportError as exc:
+            raise BackendUnavailable(f"the {self.provider} SDK is not installed ({exc}); pip install 'litjudge[api]'") from None
+
+    # -- planning ---------------------------------------------------------------------------
+    def identity(self) -> JudgeIdentity:
+        """An API model is known only by name (and server): the provider may change it underneath."""
+        where = self.base_url or "default"
+        return JudgeIdentity(f"api:{self.provider}:{where}:{self.model}", "server-side", f"api-{self.provider}")
+
+    def tokenizer(self):
+        return self._tok
+
+    def render(self, request: JudgeRequest) -> str:
+        return plain_layout(request.messages) + (request.prefill or "")
+
+    def encode(self, prompt: str) -> list[int]:
+        return self._tok.encode(prompt)
+
+    def context_window(self) -> int:
+        return 10**9                         # the server checks its own window
+
+    def describe(self) -> dict:
+        return {"backend": self.provider, "model": self.model, "base_url": self.base_url,
+                "structured_outputs": self.structured, "concurrency": self.cfg.concurrency,
+                "sampling": "server defaults (the SDK sends none)" if self.provider == "anthropic" else "as configured",
+                "api": self.account.as_dict()}
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- generation -------------------------------------------------------------------------
+    def generate(self, batch: Sequence[Prepared], on_done: Callable[[Generation], None] | None = None
+                 ) -> Iterator[Generation]:
+        with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as pool:
+            futures = [pool.submit(self._one, p) for p in batch]
+            for f in as_completed(futures):
+                g = f.result()
+                if g is None:                # over budget: not sent, not stored
+                    continue
+                if on_done:
+                    on_done(g)
+                yield g
+
+    def _one(self, p: Prepared) -> Generation | None:
+        if self.account.over_budget():
+            with self.account.lock:
+                self.account.skipped_for_budget += 1
+            return None
+        delay = self.cfg.backoff_s
+        for attempt in range(self.cfg.max_retries + 1):
+            try:
+                return self._call(p)
+            except self._retryable as exc:
+                if attempt == self.cfg.max_retries:
+                    with self.account.lock:
+                        self.account.errors += 1
+                    return Generation(p.key, "", error=self._scrub(f"gave up after {attempt + 1} attempts: "
+                                                                   f"{_describe(exc)}"))
+                with self.account.lock:
+                    self.account.retries += 1
+                time.sleep(random.uniform(0, delay))          # full jitter
+                delay *= 2
+            except self._status_error as exc:                 # 4xx other than 429: not retried
+                return Generation(p.key, "", error=self._scrub(_describe(exc)))
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key and self._key != "EMPTY" else text
+
+    def _messages(self, r: JudgeRequest) -> list[dict[str, str]]:
+        msgs = [{"role": m.role, "content": m.content} for m in r.messages]
+        if r.prefill:
+            msgs.append({"role": "assistant", "content": r.prefill})
+        return msgs
+
+    def _call(self, p: Prepared) -> Generation:
+        if self.provider == "anthropic":
+            return self._anthropic(p)
+        return self._openai(p)
+
+    def _openai(self, p: Prepared) -> Generation:
+        r, s = p.request, p.request.sampling
+        args: dict[str, Any] = {"model": self.model, "messages": self._messages(r), "temperature": s.temperature,
+                                "max_tokens": p.max_tokens}
+        if not s.greedy:
+            args.update(top_p=s.top_p, seed=(s.seed or 0) + 7919 * r.attempt)
+        extra: dict[str, Any] = {}
+        if r.prefill and self.provider == "openai-compatible":
+            extra.update(add_generation_prompt=False, continue_final_message=True)
+        if r.mode == "distribution":
+            args.update(max_tokens=1, logprobs=True, top_logprobs=20)
+        elif self.structured == "vllm":
+            extra["structured_outputs"] = vllm_structured_fields(r.language)
+        elif self.structured == "json_schema":
+            args["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "verdict", "schema": json_schema(r.language), "strict": True}}
+        if extra:
+            args["extra_body"] = extra
+        resp = self.client.chat.completions.create(**args)
+        usage = resp.usage
+        self.account.add(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
+        choice = resp.choices[0]
+        text = choice.message.content or ""
+        common = dict(prompt_tokens=usage.prompt_tokens if usage else 0,
+                      output_tokens=usage.completion_tokens if usage else 0, finish_reason=choice.finish_reason)
+        if r.mode == "distribution":
+            return _distribution(p.key, r, choice, text, common)
+        if self.structured == "json_schema":
+            return _from_json(p.key, r, text, common)
+        return Generation(p.key, text, **common)
+
+    def _anthropic(self, p: Prepared) -> Generation:
+        r = p.request
+        if r.mode == "distribution":
+            raise ConfigError("the Anthropic API gives no log-probabilities: use label or analyze mode", key="mode")
+        system = "\n\n".join(m.content for m in r.messages if m.role == "system")
+        msgs = [m for m in self._messages(r) if m["role"] != "system"]
+        # The Messages API of the current SDK (anthropic 2.x) takes no sampling parameters: the
+        # server's defaults apply, so repeated requests may differ (the manifest says so).
+        args: dict[str, Any] = {"model": self.model, "messages": msgs, "max_tokens": max(p.max_tokens, 16),
+                                "tools": [{"name": "verdict", "description": "Record the verdict.",
+                                           "input_schema": json_schema(r.language)}],
+                                "tool_choice": {"type": "tool", "name": "verdict"}}
+        if system:
+            args["system"] = system
+        resp = self.client.messages.create(**args)
+        self.account.add(resp.usage.input_tokens, resp.usage.output_tokens)
+        common = dict(prompt_tokens=resp.usage.input_tokens, output_tokens=resp.usage.output_tokens,
+                      finish_reason="length" if resp.stop_reason == "max_tokens" else "stop")
+        block = next((b for b in resp.content if getattr(b, "type", "") == "tool_use"), None)
+        if block is None:
+            text = "".join(getattr(b, "text", "") for b in resp.content)
+            return Generation(p.key, text, **common)
+        return _from_json(p.key, r, json.dumps(block.input), common)
+
+
+def _from_json(key: str, r: JudgeRequest, text: str, common: dict) -> Generation:
+    """{"verdict": ..., "analysis"?: ...} -> the raw text the exact parser reads (unparsable JSON stays raw)."""
+    try:
+        obj = json.loads(text)
+        verdict = str(obj["verdict"])
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return Generation(key, text, **common)
+    if isinstance(r.language, Analyzed):
+        analysis = str(obj.get("analysis", ""))
+        return Generation(key, f"{analysis}\n{r.language.marker} {verdict}", analysis=analysis, **common)
+    return Generation(key, verdict, **common)
+
+
+def _distribution(key: str, r: JudgeRequest, choice, text: str, common: dict) -> Generation:
+    """Label probabilities from the first answer token's top log-probabilities (labels that are
+    not among them get 0; label_mass says how much of the mass the labels held)."""
+    content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
+    if not content:
+        return Generation(key, text, error="the server returned no log-probabilities", **common)
+    top = {t.token.strip(): math.exp(t.logprob) for t in content[0].top_logprobs}
+    labels = r.language.labels()
+    probs = {lab: top.get(lab, 0.0) for lab in labels}
+    mass = sum(probs.values())
+    if mass <= 0:
+        return Generation(key, text, error="no label among the top log-probabilities", label_mass=0.0, **common)
+    dist = {lab: v / mass for lab, v in probs.items()}
+    return Generation(key, max(dist, key=dist.get), distribution=dist, label_mass=mass, **common)
+
+
+def _describe(exc: Exception) -> str:
+    """An SDK error as one line, without request headers (where keys live)."""
+    status = getattr(exc, "status_code", None)
+    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")

@@ -1,0 +1,88 @@
+"""Small loopback servers speaking the subsets of the OpenAI Chat Completions and Anthropic
+Messages APIs that litjudge's API backends use, driven by the real SDKs in the tests. They answer
+deterministically (the first allowed label, or "Yes"), record what they received, and can inject
+faults: HTTP 429, HTTP 500, or a reply slower than the client's timeout, on chosen request numbers."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeAPI:
+    def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None):
+        self.faults = faults or {}          # request number (1-based) -> 429 | 500 | "timeout"
+        self.answer = answer
+        self.received: list[dict] = []
+        self.headers: list[dict] = []
+        self.lock = threading.Lock()
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with api.lock:
+                    api.received.append(body)
+                    api.headers.append(dict(self.headers))
+                    n = len(api.received)
+                fault = api.faults.get(n)
+                if fault == "timeout":
+                    time.sleep(3)
+                elif fault in (429, 500):
+                    return self._send(fault, {"error": {"message": "injected", "type": "fault"}})
+                if self.path.endswith("/chat/completions"):
+                    return self._send(200, api.chat(body))
+                if self.path.endswith("/messages"):
+                    return self._send(200, api.messages(body))
+                self._send(404, {"error": {"message": "no such route"}})
+
+            def _send(self, code, obj):
+                data = json.dumps(obj).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass                     # the client timed out and left
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _label(self, allowed: list[str] | None) -> str:
+        return self.answer or (allowed[0] if allowed else "Yes")
+
+    def chat(self, body: dict) -> dict:
+        allowed = (body.get("structured_outputs") or {}).get("choice")
+        text = self._label(allowed)
+        prompt = sum(len(m["content"].split()) for m in body["messages"])
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1}}
+
+    def messages(self, body: dict) -> dict:
+        tool = body["tools"][0]
+        allowed = tool["input_schema"]["properties"]["verdict"].get("enum")
+        prompt = sum(len(m["content"].split()) for m in body["messages"])
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"],
+                "content": [{"type": "tool_use", "id": "toolu_fake", "name": tool["name"],
+                             "input": {"verdict": self._label(allowed)}}],
+                "stop_reason": "tool_use", "stop_sequence": None,
+                "usage": {"input_tokens": prompt, "output_tokens": 5}}

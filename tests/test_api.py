@@ -1,0 +1,179 @@
+"""API backends through the real SDKs: the OpenAI-compatible backend against a real `vllm serve`
+of the default judge on loopback, the Anthropic backend against a loopback Messages server, and
+fault injection (429, 500, timeouts), budgets and key hygiene."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import polars as pl
+import pytest
+
+from engine.models import resolve_judge
+from tests.conftest import PROJECT_ROOT, litjudge, write_config
+from tests.fake_api import FakeAPI
+
+DEMO = """
+name = "{name}"
+protocol = "ttcw"
+dataset = "ttcw-demo"
+judge = "{judge}"
+mode = "label"
+
+[options]
+variant = "default"
+
+[engine]
+max_model_len = 2048
+kv_cache_gib = 2
+{engine}
+[api]
+{api}
+"""
+
+SECRET = "sk-litjudge-test-DO-NOT-LEAK-7f3a9c"
+
+
+def demo_config(tmp_path, name, judge, api="", engine=""):
+    return write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api=api, engine=engine))
+
+
+def files_written(run_dir):
+    return [p for p in run_dir.rglob("*") if p.is_file()]
+
+
+def assert_key_never_written(run_dir, key=SECRET):
+    for path in files_written(run_dir):
+        assert key.encode() not in path.read_bytes(), f"API key found in {path}"
+
+
+def verdicts(run_dir):
+    return pl.read_parquet(run_dir / "verdicts.parquet").select(["item_id", "status", "label"]).sort("item_id")
+
+
+def test_anthropic_backend_uses_forced_tool_use_and_never_writes_the_key(tmp_path):
+    runs = tmp_path / "runs"
+    with FakeAPI() as server:
+        cfg = demo_config(tmp_path, "anthropic-demo", "anthropic:claude-test", api=f'base_url = "{server.url}"')
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs), "ANTHROPIC_API_KEY": SECRET})
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "12 verdicts (0 unparsed)" in r.stdout
+        body = server.received[0]
+        assert body["tool_choice"] == {"type": "tool", "name": "verdict"}
+        assert body["tools"][0]["input_schema"]["properties"]["verdict"]["enum"] == ["Yes", "No"]
+        sent = [{k.lower(): v for k, v in h.items()} for h in server.headers]
+        assert all(SECRET in (h.get("x-api-key", "") + h.get("authorization", "")) for h in sent), sent[0].keys()
+    v = verdicts(runs / "anthropic-demo")
+    assert v.height == 12 and set(v["label"]) == {"Yes"} and set(v["status"]) == {"ok"}
+    m = json.loads((runs / "anthropic-demo" / "manifest.json").read_text())
+    assert m["judges"][0]["api"]["requests"] == 12 and m["judges"][0]["api"]["prompt_tokens"] > 0
+    assert_key_never_written(runs / "anthropic-demo")
+    assert SECRET not in r.stdout + r.stderr
+
+
+def test_missing_key_is_one_clear_line(tmp_path):
+    cfg = demo_config(tmp_path, "nokey", "anthropic:claude-test")
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(cfg), "--quiet"], cwd=PROJECT_ROOT,
+                       env={**env, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}, capture_output=True, text=True)
+    assert r.returncode == 2 and "needs an API key in the environment variable ANTHROPIC_API_KEY" in r.stderr
+
+
+def test_faults_are_retried_and_counted_and_the_run_completes(tmp_path):
+    runs = tmp_path / "runs"
+    faults = {1: 429, 2: 500, 4: "timeout", 6: 429, 9: 500}
+    with FakeAPI(faults=faults) as server:
+        cfg = demo_config(tmp_path, "faults", f"openai-compatible:{server.url}/v1:fake-judge",
+                          api="concurrency = 2\ntimeout_s = 1.0\nbackoff_s = 0.05\nmax_tokens_total = 100000\n"
+                              "price_in_per_mtok = 1.0\nprice_out_per_mtok = 2.0")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs), "OPENAI_API_KEY": SECRET})
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "12 verdicts (0 unparsed)" in r.stdout
+        assert len(server.received) == 12 + len(faults)
+        assert server.received[0]["structured_outputs"] == {"choice": ["Yes", "No"]}
+    api = json.loads((runs / "faults" / "manifest.json").read_text())["judges"][0]["api"]
+    assert api["retries"] == len(faults) and api["failed_after_retries"] == 0
+    assert api["requests"] == 12 and 0 < api["prompt_tokens"] + api["completion_tokens"] <= 100000
+    assert api["estimated_cost_usd"] == pytest.approx((api["prompt_tokens"] * 1.0 + api["completion_tokens"] * 2.0) / 1e6)
+    assert_key_never_written(runs / "faults")
+
+
+def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
+    runs = tmp_path / "runs"
+    with FakeAPI() as server:
+        judge = f"openai-compatible:{server.url}/v1:fake-judge"
+        cfg = demo_config(tmp_path, "budget", judge, api="concurrency = 1\nmax_tokens_total = 1500")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 0, r.stderr[-3000:]
+        first = len(server.received)
+        api = json.loads((runs / "budget" / "manifest.json").read_text())["judges"][0]["api"]
+        assert 1 <= first < 12 and api["not_sent_over_budget"] == 12 - first
+        v = verdicts(runs / "budget")
+        assert v.filter(pl.col("status") == "ok").height == first and v.filter(pl.col("status") == "missing").height == 12 - first
+        cfg = demo_config(tmp_path, "budget", judge, api="concurrency = 1")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 0 and "12 verdicts (0 unparsed)" in r.stdout
+        assert len(server.received) == 12              # nothing answered before was asked again
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """A real `vllm serve` of the default judge on loopback (float32, so that batching cannot flip
+    a greedy near-tie between the server and the offline engine). Bounded: 300 s to start."""
+    judge = resolve_judge("smollm2-135m")
+    port = _free_port()
+    log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    with log.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", judge.path,
+                                 "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2",
+                                 "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager",
+                                 "--max-num-seqs", "16"], stdout=fh, stderr=subprocess.STDOUT, env=env)
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"vllm serve exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                break
+            except OSError:
+                time.sleep(2)
+        else:
+            pytest.fail(f"vllm serve did not start in 300 s:\n{log.read_text()[-3000:]}")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.slow
+def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(tmp_path, vllm_server):
+    runs = tmp_path / "runs"
+    cfg = demo_config(tmp_path, "served", f"openai-compatible:{vllm_server}:smollm2", api="concurrency = 4")
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "12 verdicts (0 unparsed)" in r.stdout
+    cfg = demo_config(tmp_path, "offline", "smollm2-135m", engine='dtype = "float32"')
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    served, offline = verdicts(runs / "served"), verdicts(runs / "offline")
+    assert served.equals(offline), (served, offline)
+    log = [json.loads(line) for line in (runs / "served" / "log.jsonl").read_text().splitlines()]
+    assert {rec["language"] for rec in log} == {json.loads(line)["language"] for line in
+                                               (runs / "offline" / "log.jsonl").read_text().splitlines()}
+    m = json.loads((runs / "served" / "manifest.json").read_text())["judges"][0]
+    assert m["structured_outputs"] == "vllm" and m["api"]["retries"] == 0 and m["api"]["prompt_tokens"] > 0
