@@ -82,8 +82,17 @@ def cmd_plan(args) -> int:
     rows = plan_summary(sweep, PROTOCOLS.get(sweep.base.protocol)())
     table, notes = [], []
     for r in rows:
-        est, how = None, "replay: no model"
-        if not r["judge"].startswith("replay:"):
+        est, how, cost = None, "replay: no model", None
+        from .backends.api import is_api_judge
+
+        if is_api_judge(r["judge"]):
+            api = r["config"].api
+            tokens_in = 1.3 * r["prompt_tokens"]          # words -> tokens, roughly (no tokenizer for APIs)
+            tokens_out = sum(p.max_tokens for p in r["plan"].unique)
+            cost = round((tokens_in * api.price_in_per_mtok + tokens_out * api.price_out_per_mtok) / 1e6, 4)
+            how = (f"API: ~{tokens_in:,.0f} prompt tokens (1.3 x words), at most {tokens_out:,} output tokens; "
+                   f"cost from api.price_in_per_mtok / price_out_per_mtok; time depends on the server")
+        elif not r["judge"].startswith("replay:"):
             config = r["config"]
             rec = cached(r["planner"], config.mode)
             if rec is None and args.calibrate:
@@ -94,7 +103,8 @@ def cmd_plan(args) -> int:
                    f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s"
                    if rec else "not calibrated (run without --no-calibrate)")
         table.append({k: r[k] for k in ("judge", "cells", "requests", "distinct_requests", "saved_by_sharing",
-                                          "prompt_tokens", "distinct_prefill_tokens")} | {"est_minutes": est})
+                                          "prompt_tokens", "distinct_prefill_tokens")}
+                     | {"est_minutes": est, "est_cost_usd": cost})
         notes.append(f"  {r['judge']}: {how}")
     _print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
                                       f"{len(sweep.post_settings())} post setting(s) (no model call each)")

@@ -92,9 +92,11 @@ def make_backend(judge: str, config: RunConfig, data_root: Path):
 def make_planner(judge: str, config: RunConfig, data_root: Path):
     """What plans a judge's requests before (or instead of) loading it: for vLLM judges a
     tokenizer-only stand-in, so finished work resumes and `litjudge plan` runs without an engine."""
-    from .backends.api import is_api_judge
+    from .backends.api import ApiBackend, is_api_judge
 
-    if config.backend == "vllm" and not judge.startswith("replay:") and not is_api_judge(judge):
+    if is_api_judge(judge):
+        return ApiBackend(judge, config.api, planning=True)
+    if config.backend == "vllm" and not judge.startswith("replay:"):
         from .backends.vllm_backend import planner
 
         return planner(resolve_judge(judge), engine_settings(config))

@@ -95,7 +95,8 @@ class _Accounting:
 
 
 class ApiBackend:
-    def __init__(self, judge_name: str, cfg: ApiConfig = ApiConfig()):
+    def __init__(self, judge_name: str, cfg: ApiConfig = ApiConfig(), planning: bool = False):
+        """`planning`: only plan (render, key, count); no API key needed, nothing is sent."""
         self.judge_name, self.cfg = judge_name, cfg
         self.provider, url, self.model = parse_judge(judge_name)
         self.base_url = cfg.base_url or url or None
@@ -103,9 +104,9 @@ class ApiBackend:
         key_env = cfg.key_env or DEFAULT_KEY_ENV[self.provider]
         key = os.environ.get(key_env)
         if not key:
-            if self.provider != "openai-compatible":
+            if self.provider != "openai-compatible" and not planning:
                 raise BackendUnavailable(f"judge {judge_name!r} needs an API key in the environment variable {key_env}")
-            key = "EMPTY"                    # local servers (vllm serve) accept any key
+            key = "EMPTY"                    # local servers (vllm serve) accept any key; planning sends nothing
         self._key = key
         self.structured = cfg.structured if cfg.structured != "auto" else \
             {"openai": "json_schema", "openai-compatible": "vllm", "anthropic": "tool"}[self.provider]
