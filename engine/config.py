@@ -32,8 +32,19 @@ class EngineConfig:
     enforce_eager: bool = True
     max_num_batched_tokens: int = 0
     max_num_seqs: int = 0
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = 1   # GPUs per engine (multi-GPU boxes; untested here)
+    data_parallel_size: int = 1     # engine replicas (multi-GPU boxes; untested here)
     dtype: str = "bfloat16"     # part of the judge's key when not bfloat16 (it changes outputs)
+    # Per-judge overrides, e.g. [engine.judges."Qwen/Qwen2.5-72B-Instruct"] tensor_parallel_size = 4
+    judges: dict[str, Any] = field(default_factory=dict)
+
+    def for_judge(self, judge: str, where: str = "config") -> "EngineConfig":
+        """These settings with the judge's own overrides applied (checked like any config table)."""
+        table = self.judges.get(judge)
+        if not table:
+            return self
+        base = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "judges"}
+        return build(EngineConfig, {**base, **table}, where, prefix=f"engine.judges.{judge}.")
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -86,6 +97,8 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         where = self.source or "config"
+        for judge in self.engine.judges:
+            self.engine.for_judge(judge, where)
         if self.mode not in MODES:
             raise ConfigError(f"must be one of {list(MODES)}, got {self.mode!r}", where=where, key="mode")
         if self.truncation not in ("error", "skip"):
@@ -145,7 +158,7 @@ def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extr
     if unknown:
         k = unknown[0]
         close = difflib.get_close_matches(k, names, n=1)
-        hint = f" (did you mean {prefix}{close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+        hint = f" (did you mean {prefix + close[0]!r}?)" if close else f" (known: {', '.join(names)})"
         raise ConfigError(f"unknown key{hint}", where=where, key=prefix + k)
     kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
     required = [f.name for f in dataclasses.fields(cls)

@@ -60,15 +60,15 @@ def judges_of(config: RunConfig, override: str | None) -> list[str]:
     return [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
 
 
-def engine_settings(config: RunConfig):
+def engine_settings(config: RunConfig, judge: str = ""):
     from .backends.vllm_backend import EngineSettings
 
-    e = config.engine
+    e = config.engine.for_judge(judge, config.source or "config")
     return EngineSettings(max_model_len=e.max_model_len or None, kv_cache_gib=e.kv_cache_gib,
                           gpu_memory_utilization=e.gpu_memory_utilization, enforce_eager=e.enforce_eager,
                           max_num_batched_tokens=e.max_num_batched_tokens or None,
                           max_num_seqs=e.max_num_seqs or None, tensor_parallel_size=e.tensor_parallel_size,
-                          dtype=e.dtype)
+                          data_parallel_size=e.data_parallel_size, dtype=e.dtype)
 
 
 def make_backend(judge: str, config: RunConfig, data_root: Path):
@@ -85,7 +85,7 @@ def make_backend(judge: str, config: RunConfig, data_root: Path):
     cls = BACKENDS.get(config.backend)
     resolved = resolve_judge(judge)
     if config.backend == "vllm":
-        return cls(resolved, engine_settings(config))
+        return cls(resolved, engine_settings(config, judge))
     return cls(resolved)
 
 
@@ -99,7 +99,7 @@ def make_planner(judge: str, config: RunConfig, data_root: Path):
     if config.backend == "vllm" and not judge.startswith("replay:"):
         from .backends.vllm_backend import planner
 
-        return planner(resolve_judge(judge), engine_settings(config))
+        return planner(resolve_judge(judge), engine_settings(config, judge))
     return make_backend(judge, config, data_root)
 
 

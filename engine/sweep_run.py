@@ -32,7 +32,7 @@ from .runner import JudgeRun, judges_of, make_planner, run_judge, verdict_frame
 from .store import Store
 from .sweep import Cell, Sweep
 
-CI_ROWS = 20        # bootstrap CIs for the top rows of the ranking (a few seconds each at 1,000 resamples)
+CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~0.1 s each at 1,000 resamples)
 
 
 @dataclass
@@ -179,7 +179,8 @@ def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ..
 
 def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
     """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first, with a
-    cluster-bootstrap 95% CI for the top rows, so that close cells are not over-read."""
+    cluster-bootstrap 95% CI for the top rows and for each cell's best row, so that close cells are
+    not over-read. (A cell's best post setting is chosen on the same data: an optimistic pick.)"""
     if not metrics.height:
         return pl.DataFrame()
     table, _, metric = sweep.rank_by.partition(".")
@@ -198,11 +199,14 @@ def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
     ranked = (chosen.filter(pl.col("value").is_not_nan())
               .sort("value", descending=True).with_row_index("rank", offset=1))
     lows, highs = [], []
+    seen_cells: set[tuple[str, str]] = set()
     store = Store(runs_output_dir() / sweep.name / "store.sqlite")
     try:
         for i, row in enumerate(ranked.iter_rows(named=True)):
             lo = hi = math.nan
-            if i < CI_ROWS:
+            best_of_cell = (row["cell"], row["judge"]) not in seen_cells
+            seen_cells.add((row["cell"], row["judge"]))
+            if i < CI_ROWS or best_of_cell:
                 cell = next(c for c in sweep.cells if c.id == row["cell"])
                 setting = {k: row.get(k, sweep.post[k][0]) for k in sweep.post}
                 ctx = _context(sweep, cell, _options(protocol, cell, setting), replay=row["judge"].startswith("replay:"))

@@ -79,6 +79,10 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded outputs for judge 'replay:nobody'"),
     ('name = "x" protocol = "ttcw"\n', "not valid TOML"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine]\ndtype = "fp8"\n', "engine: dtype must be one of"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine.judges.smollm2-135m]\ntensor_paralel_size = 2\n',
+     "engine.judges.smollm2-135m.tensor_paralel_size: unknown key (did you mean 'engine.judges.smollm2-135m.tensor_parallel_size'?)"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[api]\nstructured = "xml"\n', "api: structured must be"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "openai-compatible:localhost:m"\n', "expected openai-compatible:URL:MODEL"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path, body, message):
     cfg = write_config(tmp_path / "bad.toml", body)

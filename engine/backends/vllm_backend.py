@@ -42,6 +42,7 @@ class EngineSettings:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
     dtype: str = "bfloat16"
     in_process: bool = True                 # VLLM_ENABLE_V1_MULTIPROCESSING=0
 
@@ -91,6 +92,8 @@ class VLLMBackend(LocalBackend):
         kwargs = dict(model=judge.path, dtype=settings.dtype, enforce_eager=settings.enforce_eager, seed=0,
                       tensor_parallel_size=settings.tensor_parallel_size, enable_prefix_caching=True)
         kwargs["max_model_len"] = context_window(judge, settings)
+        if settings.data_parallel_size > 1:
+            kwargs["data_parallel_size"] = settings.data_parallel_size
         if settings.max_num_batched_tokens:
             kwargs["max_num_batched_tokens"] = settings.max_num_batched_tokens
         if settings.max_num_seqs:
