@@ -25,6 +25,7 @@ class DatasetCard:
     protocols: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)      # file -> what it holds
     fields: dict[str, str] = field(default_factory=dict)     # litjudge field -> dataset field
+    category_order: list[str] = field(default_factory=list)  # ground-truth categories, worst first
     notes: str = ""
 
     def folder(self, root_override: str = "") -> Path:

@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
     r.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
     r.add_argument("--limit", type=int, help="only the first N items (stories, pairs, groups)")
-    r.add_argument("--mode", choices=["label", "analyze", "distribution"], help="override the verdict mode")
+    r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     r.add_argument("--show", type=int, default=20, help="table rows to print")
     r.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -33,9 +33,12 @@ class PromptRenderer:
     def render(self, messages: Sequence[Message], prefill: str = "") -> str:
         if not self.chat:
             return plain_layout(messages) + prefill
+        # A conversation that ends with the assistant's turn is complete (a reward model scores it
+        # as is); otherwise the judge's generation prompt follows.
+        complete = bool(messages) and messages[-1].role == "assistant" and not prefill
         text = self.tokenizer.apply_chat_template(
             [{"role": m.role, "content": m.content} for m in messages],
-            tokenize=False, add_generation_prompt=True)
+            tokenize=False, add_generation_prompt=not complete)
         return text + prefill
 
     def encode(self, text: str) -> list[int]:

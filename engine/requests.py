@@ -17,7 +17,7 @@ from grammars.language import VerdictLanguage
 
 KEY_VERSION = 1
 Mode = Literal["label", "analyze", "distribution"]
-MODES: tuple[str, ...] = ("label", "analyze", "distribution")
+MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,11 @@ class JudgeRequest:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not self.messages or self.messages[-1].role != "user":
+        last = self.messages[-1].role if self.messages else None
+        if self.mode == "reward":
+            if last != "assistant":
+                raise ValueError("a reward request scores a finished conversation: it must end with the assistant's text")
+        elif last != "user":
             raise ValueError("a judge request's messages must end with a user message")
 
 

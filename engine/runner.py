@@ -75,11 +75,15 @@ def make_backend(judge: str, config: RunConfig, data_root: Path):
     """Judge name + config -> a backend instance (the replay backend for `replay:` judges)."""
     from .backends.api import ApiBackend, is_api_judge
 
+    _check_reward(judge, config)
     if judge.startswith("replay:"):
         from .backends.replay import ReplayBackend
         return ReplayBackend(judge, data_root)
     if is_api_judge(judge):
         return ApiBackend(judge, config.api)
+    if judge.startswith("reward:"):
+        from .backends.reward import RewardBackend
+        return RewardBackend(resolve_judge(judge.removeprefix("reward:")), engine_settings(config, judge))
     from .backends import BACKENDS
 
     cls = BACKENDS.get(config.backend)
@@ -94,13 +98,31 @@ def make_planner(judge: str, config: RunConfig, data_root: Path):
     tokenizer-only stand-in, so finished work resumes and `litjudge plan` runs without an engine."""
     from .backends.api import ApiBackend, is_api_judge
 
+    _check_reward(judge, config)
     if is_api_judge(judge):
         return ApiBackend(judge, config.api, planning=True)
+    if judge.startswith("reward:"):
+        from .backends.reward import reward_family
+        from .backends.tokenizer_only import TokenizerOnly
+        from .backends.vllm_backend import context_window
+
+        resolved, settings = resolve_judge(judge.removeprefix("reward:")), engine_settings(config, judge)
+        return TokenizerOnly(resolved, reward_family(settings.dtype), context_window(resolved, settings))
     if config.backend == "vllm" and not judge.startswith("replay:"):
         from .backends.vllm_backend import planner
 
         return planner(resolve_judge(judge), engine_settings(config, judge))
     return make_backend(judge, config, data_root)
+
+
+def _check_reward(judge: str, config: RunConfig) -> None:
+    """Reward models (`reward:`) only score texts, and only they do: mode "reward" pairs with them."""
+    if judge.startswith("reward:") and config.mode != "reward":
+        raise ConfigError(f"judge {judge!r} is a reward model: it scores texts; set mode = \"reward\"",
+                          where=config.source or "config", key="mode")
+    if config.mode == "reward" and not judge.startswith("reward:"):
+        raise ConfigError(f"mode \"reward\" needs a reward-model judge (reward:MODEL), got {judge!r}",
+                          where=config.source or "config", key="judge")
 
 
 def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
@@ -168,6 +190,9 @@ def run(config: RunConfig, *, judge: str | None = None, progress: bool = True,
     if config.protocol not in card.protocols:
         raise ConfigError(f"dataset {card.name!r} does not feed protocol {config.protocol!r} "
                           f"(it feeds {card.protocols})", where=config.source, key="dataset")
+    if config.mode == "reward" and config.protocol != "pairwise":
+        raise ConfigError("reward mode (a reward model scores each text) serves the pairwise protocol",
+                          where=config.source, key="mode")
     root = Path(config.data_root) if config.data_root else default_data_root()
     run_dir = run_dir or run_dir_for(config)
     store = Store(run_dir / "store.sqlite")

@@ -8,6 +8,7 @@ Config names -> factories:
     categorical(labels)         a configured label set, best first
     listwise(ids, lo, hi)       N lines `position. id : score`, every id once, sorted by score
 Any of them in analysis form: Analyzed(language, marker="Verdict:").
+RewardScore(): a reward model's real-valued score per text (pooling models, no decoding).
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from .analysis import Analyzed
 from .labels import LabelSet, binary, categorical, likert, ordinal, preference, score
 from .language import ParseResult, Unparsed, Verdict, VerdictLanguage
 from .listwise import Listwise, position_scores
+from .reward import RewardScore
 from .upstream import UpstreamYesNo
 
-__all__ = ["Analyzed", "LabelSet", "Listwise", "ParseResult", "Unparsed", "Verdict", "VerdictLanguage",
+__all__ = ["Analyzed", "LabelSet", "Listwise", "RewardScore", "ParseResult", "Unparsed", "Verdict", "VerdictLanguage",
            "UpstreamYesNo", "binary", "categorical", "likert", "ordinal", "preference", "score", "position_scores",
            "language_from_spec"]
 
@@ -33,6 +35,8 @@ def language_from_spec(spec: dict[str, Any]) -> VerdictLanguage:
         return LabelSet(spec["name"], tuple((k, v) for k, v in spec["pairs"]))
     if kind == "listwise":
         return Listwise(tuple(spec["ids"]), spec["lo"], spec["hi"])
+    if kind == "reward":
+        return RewardScore()
     if kind == "upstream_yes_no":
         return UpstreamYesNo()
     if kind == "analyzed":

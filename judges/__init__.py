@@ -4,3 +4,6 @@ from engine.registry import Registry
 PROTOCOLS: Registry = Registry("protocol")
 PROTOCOLS.add("ttcw", "judges.ttcw:TTCW")
 PROTOCOLS.add("reference_likert", "judges.reference_likert:ReferenceLikert")
+PROTOCOLS.add("listwise", "judges.listwise:Listwise")
+PROTOCOLS.add("pairwise", "judges.pairwise:Pairwise")
+PROTOCOLS.add("classification", "judges.classification:Classification")

@@ -233,18 +233,21 @@ class VLLMBackend(LocalBackend):
             line = comp.text
             lines = state["lines"] + [line.rstrip("\n")]
             out_n, cached_n = state["out"] + len(comp.token_ids), state["cached"] + cached
+            # every slot step is a prompt of its own (mostly served from the cache): count them all
+            prompted = state.get("prompted", 0) + len(state["tokens"])
             if len(lines) == len(lang.ids) or comp.finish_reason != "stop" or not line.endswith("\n"):
                 # complete, or a slot that did not finish (truncated): report what was produced
                 body = "\n".join(lines)
                 analysis = state.get("analysis")
                 raw = body if analysis is None else analysis + p.request.language.tail_prefix + body
-                return Generation(p.key, raw, analysis=analysis, prompt_tokens=p.prompt_tokens,
+                return Generation(p.key, raw, analysis=analysis, prompt_tokens=prompted,
                                   cached_tokens=cached_n, output_tokens=out_n, finish_reason=comp.finish_reason)
             eos = self.renderer.tokenizer.eos_token_id
             new_ids = [t for t in comp.token_ids if t != eos]
             cap = int(lines[-1].rsplit(" ", 1)[1])
             self._submit_slot(p, state["tokens"] + new_ids,
-                              {**state, "lines": lines, "out": out_n, "cached": cached_n, "cap": cap}, submit)
+                              {**state, "lines": lines, "out": out_n, "cached": cached_n, "cap": cap,
+                               "prompted": prompted}, submit)
             return None
         if phase == "analysis":
             lang: Analyzed = p.request.language  # type: ignore[assignment]
@@ -253,7 +256,8 @@ class VLLMBackend(LocalBackend):
             tail_prompt = cont.extend(p.token_ids, analysis + lang.tail_prefix)
             if isinstance(lang.inner, Listwise):
                 self._submit_slot(p, tail_prompt, {"lines": [], "out": len(comp.token_ids), "cached": cached,
-                                                   "cap": lang.inner.hi, "analysis": analysis}, submit)
+                                                   "cap": lang.inner.hi, "analysis": analysis,
+                                                   "prompted": p.prompt_tokens}, submit)
                 return None
             room = self._max_len - len(tail_prompt)
             params = self._params(p, structured_outputs=vllm_constraint(lang), max_tokens=max(1, min(p.max_tokens, room)))

@@ -30,6 +30,15 @@ def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> MetricResult:
     return MetricResult((po - pe) / (1 - pe), n)
 
 
+def accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> MetricResult:
+    """Share of items where the prediction equals the truth (also any rate: truth all True)."""
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"accuracy needs equal lengths, got {len(y_true)} and {len(y_pred)}")
+    if not y_true:
+        return MetricResult(NAN, 0)
+    return MetricResult(sum(a == b for a, b in zip(y_true, y_pred)) / len(y_true), len(y_true))
+
+
 def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> MetricResult:
     """Mean per-class recall over the classes present in `y_true`."""
     if len(y_true) != len(y_pred):

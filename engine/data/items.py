@@ -1,0 +1,123 @@
+"""Rated items for the listwise and classification protocols: short texts grouped (by object,
+prompt or story set), each with an optional ground-truth category, human score and source.
+
+Readers, each failing with the file and line of a bad row:
+- `rated_items_jsonl`: the generic format, one JSON object per line: `group`, `item_id`, `text`,
+  optional `category`, `human_score` (number) and `source`.
+- `aut_ocsai`: the AUT originality set; group = object, human score = mean rating (1-5), category =
+  the rating tertile within the object (low / mid / high), the oracle order of the AUT paper.
+- `confederacy`: the 65 stories in their 5 groups of 13; human score = mean rubric total.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DataError
+from .readers import read_jsonl, require
+from .reference import load_confederacy
+
+TERTILES = ("low", "mid", "high")
+_AUT = re.compile(r"AUT Prompt:(?P<object>.*?)\nResponse:(?P<response>.*?)\nScore:\n?$", re.S)
+
+
+@dataclass(frozen=True)
+class RatedItem:
+    item_id: str
+    group: str
+    text: str
+    category: str | None = None
+    human_score: float | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ItemSet:
+    items: tuple[RatedItem, ...]
+    categories: tuple[str, ...] = ()      # ground-truth categories, worst first ("" order unknown)
+
+    def groups(self) -> dict[str, list[RatedItem]]:
+        out: dict[str, list[RatedItem]] = {}
+        for item in self.items:
+            out.setdefault(item.group, []).append(item)
+        return out
+
+    def category_rank(self, category: str | None) -> float:
+        return float(self.categories.index(category) + 1) if category in self.categories else float("nan")
+
+
+def select_groups(data: ItemSet, wanted: list[str]) -> list[tuple[str, list[RatedItem]]]:
+    """The groups to judge, in order: the named ones (an unknown name is an error), else all, sorted."""
+    groups = data.groups()
+    unknown = [g for g in wanted if g not in groups]
+    if unknown:
+        from ..errors import ConfigError
+        raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})", key="options.groups")
+    return [(g, groups[g]) for g in wanted] if wanted else sorted(groups.items())
+
+
+def load_rated_jsonl(path: Path, category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
+    path = Path(path)
+    items, seen = [], set()
+    for n, rec in read_jsonl(path):
+        require(rec, {"group": (str, int), "item_id": (str, int), "text": str}, path, n)
+        item = str(rec["item_id"])
+        if item in seen:
+            raise DataError(f"duplicate item_id {item!r}", path=str(path), row=n)
+        seen.add(item)
+        score = rec.get("human_score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise DataError(f"field 'human_score' should be a number, got {score!r:.40}", path=str(path), row=n)
+        category = rec.get("category")
+        if category is not None:
+            category = str(category)
+            if category_order and category not in category_order:
+                raise DataError(f"category {category!r} is not one of {list(category_order)}", path=str(path), row=n)
+        items.append(RatedItem(item, str(rec["group"]), rec["text"], category,
+                               float(score) if score is not None else None, str(rec.get("source", ""))))
+    if not items:
+        raise DataError("no items", path=str(path))
+    categories = tuple(category_order) or tuple(sorted({i.category for i in items if i.category}))
+    return ItemSet(tuple(items), categories)
+
+
+def load_aut(path: Path) -> ItemSet:
+    path = Path(path)
+    raw: dict[str, list[tuple[int, str, float]]] = {}
+    for n, rec in read_jsonl(path):
+        require(rec, {"prompt": str, "completion": str}, path, n)
+        m = _AUT.match(rec["prompt"])
+        if not m:
+            raise DataError("prompt is not 'AUT Prompt:OBJECT\\nResponse:TEXT\\nScore:'", path=str(path), row=n)
+        try:
+            score = float(rec["completion"]) / 10
+        except ValueError:
+            raise DataError(f"completion should be a number, got {rec['completion']!r:.40}", path=str(path), row=n) from None
+        raw.setdefault(m["object"].strip(), []).append((n, m["response"].strip(), score))
+    items = []
+    for obj, rows in sorted(raw.items()):
+        ranked = sorted(rows, key=lambda r: (r[2], r[0]))
+        for rank, (n, text, score) in enumerate(ranked):
+            tertile = TERTILES[min(2, 3 * rank // len(ranked))]
+            items.append(RatedItem(f"{obj}-{n:04d}", obj, text, tertile, score, ""))
+    return ItemSet(tuple(sorted(items, key=lambda i: i.item_id)), TERTILES)
+
+
+def load_confederacy_items(folder: Path) -> ItemSet:
+    items = []
+    for g in load_confederacy(folder):
+        for s in (g.reference, *g.candidates):
+            items.append(RatedItem(s.item_id, s.group, s.text, None, s.human_score, s.source))
+    return ItemSet(tuple(items))
+
+
+def load_items(loader: str, location: Path, category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
+    """The dataset card's `loader` -> its reader."""
+    if loader == "aut_ocsai":
+        return load_aut(Path(location) / "test.jsonl" if Path(location).is_dir() else location)
+    if loader == "confederacy":
+        return load_confederacy_items(location)
+    if loader == "rated_items_jsonl":
+        return load_rated_jsonl(location, category_order)
+    raise DataError(f"dataset loader {loader!r} gives no rated items", path=str(location))

@@ -1,0 +1,117 @@
+"""Pairs of texts answering the same prompt, with the human preference, for the pairwise protocol.
+
+Readers (each failing with the file and line of a bad row):
+- `pairs_jsonl`: the generic format: `prompt`, `text_a`, `text_b`, `label` in {a, b, tie}; optional
+  `pair_id`, `source_a`, `source_b`.
+- `litbench_csv`: LitBench's rehydrated CSV (`prompt, chosen_story, rejected_story, ...`); the
+  chosen story is `text_a` (the protocol shows both orders anyway). Users rehydrate the texts from
+  Reddit with LitBench's own script; they are not redistributed.
+- `ttcw`: pairs of stories on the same plot, ordered by the experts' pass count (ties dropped).
+- `confederacy`: pairs within a group of 13, ordered by mean rubric total (ties dropped).
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+from ..errors import DataError
+from .readers import read_jsonl, read_text, require
+from .reference import load_confederacy
+from .ttcw import load_ttcw
+
+LABELS = ("a", "b", "tie")
+
+
+@dataclass(frozen=True)
+class Pair:
+    pair_id: str
+    prompt: str
+    text_a: str
+    text_b: str
+    label: str                    # which text humans preferred: a, b or tie
+    source_a: str = ""
+    source_b: str = ""
+    group: str = ""
+
+
+def load_pairs_jsonl(path: Path) -> list[Pair]:
+    path = Path(path)
+    pairs, seen = [], set()
+    for n, rec in read_jsonl(path):
+        require(rec, {"prompt": str, "text_a": str, "text_b": str, "label": str}, path, n)
+        if rec["label"] not in LABELS:
+            raise DataError(f"label must be one of {list(LABELS)}, got {rec['label']!r:.40}", path=str(path), row=n)
+        pid = str(rec.get("pair_id", f"line{n}"))
+        if pid in seen:
+            raise DataError(f"duplicate pair_id {pid!r}", path=str(path), row=n)
+        seen.add(pid)
+        pairs.append(Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], rec["label"],
+                          str(rec.get("source_a", "")), str(rec.get("source_b", "")), str(rec.get("group", ""))))
+    if not pairs:
+        raise DataError("no pairs", path=str(path))
+    return pairs
+
+
+def load_litbench_csv(path: Path) -> list[Pair]:
+    path = Path(path)
+    reader = csv.DictReader(read_text(path).splitlines(keepends=True))
+    missing = [c for c in ("prompt", "chosen_story", "rejected_story") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DataError(f"missing column(s) {missing} (LitBench's rehydrated layout: prompt, chosen_story, "
+                        f"rejected_story, ...)", path=str(path), row=1)
+    pairs = []
+    for n, rec in enumerate(reader, start=2):
+        for col in ("prompt", "chosen_story", "rejected_story"):
+            if not (rec.get(col) or "").strip():
+                raise DataError(f"empty {col!r} (texts not rehydrated yet?)", path=str(path), row=n)
+        pid = rec.get("chosen_comment_id") and f"{rec['chosen_comment_id']}-{rec.get('rejected_comment_id', '')}"
+        pairs.append(Pair(pid or f"row{n}", rec["prompt"], rec["chosen_story"], rec["rejected_story"], "a"))
+    if not pairs:
+        raise DataError("no rows", path=str(path))
+    return pairs
+
+
+def _ordered(pid: str, prompt: str, a, b, score_a: float, score_b: float, group: str) -> Pair | None:
+    if score_a == score_b:
+        return None
+    return Pair(pid, prompt, a.text, b.text, "a" if score_a > score_b else "b", a.source, b.source, group)
+
+
+def pairs_from_ttcw(folder: Path) -> list[Pair]:
+    data = load_ttcw(folder, require_labels=True)
+    passes = {s.story_id: sum(data.majority.get((s.story_id, t.idx)) == "Yes" for t in data.tests) for s in data.stories}
+    by_group: dict[int, list] = {}
+    for s in data.stories:
+        if s.judgeable:
+            by_group.setdefault(s.group, []).append(s)
+    pairs = []
+    for group, stories in sorted(by_group.items()):
+        for a, b in combinations(sorted(stories, key=lambda s: s.story_id), 2):
+            p = _ordered(f"ttcw{group}/{a.story_id}-{b.story_id}", a.plot, a, b, passes[a.story_id],
+                         passes[b.story_id], str(group))
+            if p:
+                pairs.append(p)
+    return pairs
+
+
+def pairs_from_confederacy(folder: Path) -> list[Pair]:
+    prompt = ("Write an epic narration of a single combat between Ignatius J. Reilly and a pterodactyl, "
+              "in the style of John Kennedy Toole.")
+    pairs = []
+    for g in load_confederacy(folder):
+        stories = sorted((g.reference, *g.candidates), key=lambda s: s.item_id)
+        for a, b in combinations(stories, 2):
+            p = _ordered(f"{g.group}/{a.item_id}-{b.item_id}", prompt, a, b, a.human_score, b.human_score, g.group)
+            if p:
+                pairs.append(p)
+    return pairs
+
+
+def load_pairs(loader: str, location: Path) -> list[Pair]:
+    readers = {"pairs_jsonl": load_pairs_jsonl, "litbench_csv": load_litbench_csv, "ttcw": pairs_from_ttcw,
+               "confederacy": pairs_from_confederacy}
+    if loader not in readers:
+        raise DataError(f"dataset loader {loader!r} gives no pairs", path=str(location))
+    return readers[loader](Path(location))

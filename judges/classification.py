@@ -1,0 +1,127 @@
+"""No-context classification (Sawicki et al. 2025, experiment 1): one item per prompt, reasoning
+then a category from a configured label set (e.g. Good / Medium / Bad).
+
+Method:
+1. Each item alone, with the paper's prompt (or the project's); in analyze mode the judge reasons,
+   then ends with `Category: <label>` (constrained); in label mode it gives the label only.
+2. The dataset's ground-truth categories map onto the labels (`category_map`, e.g. AUT rating
+   tertiles high/mid/low -> Good/Medium/Bad); items without a category are skipped.
+3. Accuracy, the confusion matrix, per-class counts (the papers saw judges pile into the middle
+   class), and Spearman of the predicted vs true ordinal category (labels are listed best first).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import polars as pl
+
+import grammars
+from engine.cards import load_card
+from engine.data.items import ItemSet, load_items, select_groups
+from engine.errors import ConfigError
+from engine.paths import paper_prompt
+from engine.requests import JudgeRequest, Message, RequestMeta
+
+from .base import Build, Context, Protocol, Skip
+from .metrics import accuracy, spearman
+
+DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst.\n\n<{kind}>\n{text}\n</{kind}>")
+
+
+@dataclass(frozen=True)
+class ClassificationOptions:
+    labels: list[str] = ("Good", "Medium", "Bad")     # best first
+    category_map: dict[str, str] = field(default_factory=dict)   # dataset category -> label ({}: identical)
+    template: str = "paper"                            # "paper" (Sawicki et al.) or "default"
+    item_kind: str = "poem"
+    groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
+    per_category: int = 0                              # items per category per group (0: all)
+    seed: int = 0
+    analysis_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):
+            raise ValueError(f"options.labels needs at least 2 distinct labels, got {list(self.labels)}")
+        bad = [v for v in self.category_map.values() if v not in self.labels]
+        if bad:
+            raise ValueError(f"options.category_map maps to {bad}, which are not in options.labels {list(self.labels)}")
+        if self.template not in ("paper", "default"):
+            raise ValueError(f"options.template must be 'paper' or 'default', got {self.template!r}")
+
+
+class Classification(Protocol):
+    name = "classification"
+    version = "1"
+    Options = ClassificationOptions
+    summary = ("metrics", "confusion", "class_counts")
+    metric_tables = {"metrics": ()}
+    default_rank_by = "metrics.accuracy"
+
+    def load(self, ctx: Context) -> ItemSet:
+        card = load_card(ctx.config.dataset)
+        return load_items(card.loader, ctx.dataset_path, card.category_order)
+
+    def language(self, ctx: Context):
+        lang = grammars.categorical(list(ctx.options.labels))
+        return grammars.Analyzed(lang, "Category:", ctx.options.analysis_tokens) if ctx.config.mode == "analyze" else lang
+
+    def prompt(self, opts: ClassificationOptions, mode: str, text: str) -> str:
+        labels = ", ".join(f'"{lab}"' for lab in opts.labels)
+        if opts.template == "paper":
+            body = paper_prompt("poetry_without_context")["template"].replace("{text}", text.strip())
+            body = body.replace("poems", f"{opts.item_kind}s").replace("poem", opts.item_kind)
+            body = body.split("Write your reasoning")[0].rstrip()
+        else:
+            body = DEFAULT_TEMPLATE.format(kind=opts.item_kind, labels=labels, text=text.strip())
+        if mode == "analyze":
+            return body + f"\n\nWrite your reasoning, then end with a last line 'Category: X' where X is one of {labels}."
+        return body + f"\n\nAnswer with the category only: one of {labels}."
+
+    def build(self, ctx: Context) -> Build:
+        opts: ClassificationOptions = ctx.options
+        data = self.load(ctx)
+        lang, out = self.language(ctx), Build([])
+        groups = select_groups(data, list(ctx.options.groups))
+        if ctx.config.limit:
+            groups = groups[:ctx.config.limit]
+        for group, items in groups:
+            if opts.per_category:
+                rng, by_cat = random.Random(f"{opts.seed}/{group}"), {}
+                for item in items:
+                    by_cat.setdefault(item.category, []).append(item)
+                items = [x for c in sorted(by_cat, key=str) for x in rng.sample(by_cat[c], min(opts.per_category, len(by_cat[c])))]
+            for item in items:
+                truth = opts.category_map.get(item.category, item.category) if item.category else None
+                if truth is None:
+                    out.skipped.append(Skip(item.item_id, "no ground-truth category"))
+                    continue
+                if truth not in opts.labels:
+                    raise ConfigError(f"item {item.item_id}: category {item.category!r} maps to no label in "
+                                      f"{list(opts.labels)} (set options.category_map)", key="options.category_map")
+                for repeat in range(ctx.config.sampling.repeats):
+                    meta = RequestMeta(self.name, item.item_id, (("group", group), ("truth", truth),
+                                                                 ("source", item.source), ("repeat", repeat)))
+                    out.requests.append(JudgeRequest((Message("user", self.prompt(opts, ctx.config.mode, item.text)),),
+                                                     lang, ctx.config.mode, ctx.sampling(repeat), meta))
+        return out
+
+    def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        labels = list(ctx.options.labels)
+        rank = {lab: len(labels) - i for i, lab in enumerate(labels)}     # best = highest
+        metrics, confusion, counts = [], [], []
+        for (judge,), j in table.group_by(["judge"], maintain_order=True):
+            ok = j.filter(pl.col("status") == "ok")
+            truth, pred = ok["truth"].to_list(), ok["label"].to_list()
+            rho = spearman([rank[t] for t in truth], [rank[p] for p in pred])
+            metrics.append({"judge": judge, "items": j.height, "unparsed": j.height - ok.height,
+                            "accuracy": accuracy(truth, pred).value, "spearman_ordinal": rho.value, "p": rho.p_value})
+            for t in labels:
+                row = {"judge": judge, "true": t}
+                row.update({f"pred_{p}": sum(1 for a, b in zip(truth, pred) if a == t and b == p) for p in labels})
+                confusion.append(row)
+            counts += [{"judge": judge, "label": lab, "true": truth.count(lab), "predicted": pred.count(lab)}
+                       for lab in labels]
+        return {"metrics": pl.DataFrame(metrics), "confusion": pl.DataFrame(confusion),
+                "class_counts": pl.DataFrame(counts),
+                "per_item": table.select(["judge", "item_id", "group", "truth", "status", "label", "repeat"])}

@@ -1,0 +1,247 @@
+"""In-context listwise scoring and ranking (Sawicki et al. 2025 on poems; Al Rabeyah et al. 2024 on
+alternative uses).
+
+Method:
+1. Items of a group (an AUT object, a story set) are shown N at a time (N from 12 to 90), each under
+   an opaque id; the judge scores each 1..5 for a criterion and lists them from highest to lowest.
+   The verdict language fixes the format; vLLM decodes it slot by slot, so every id appears once.
+2. Designs: `comprehensive` (the group's pool in one prompt, shuffled), `segmented` (the pool split
+   into `segments` lists, each (source, category) cell spread evenly over them: 60 AUT uses of 4
+   generators x 3 categories make 5 lists of 12, one use per cell), `subsets` (`subsets` random
+   subsets of `subset_size` items with equal numbers per category, shuffled, seeded).
+   The pool is the whole group, or `per_category` items drawn per ground-truth category.
+3. Two scorings of one output: the 1..5 score, and the position score (first listed = N, last = 1).
+4. Per item: mean over every list that contains it. Then per (source, category) means; Spearman
+   of item means against the ground truth (category rank, and human score when present); one-way
+   ANOVA across categories; ICC1/2/3 and ICC1k/2k/3k across repeats of the same list; the parse
+   success rate per N; an inter-judge Spearman matrix; self-preference where a judge's own family
+   wrote some items (`self_sources`).
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+
+import polars as pl
+
+import grammars
+from engine.cards import load_card
+from engine.data.items import ItemSet, RatedItem, load_items, select_groups
+from engine.errors import ConfigError
+from engine.paths import paper_prompt
+from engine.requests import JudgeRequest, Message, RequestMeta
+from grammars.listwise import position_scores
+
+from .base import Build, Context, Protocol
+from .metrics import ICC_KINDS, icc, one_way_anova, spearman
+
+DESIGNS = ("comprehensive", "segmented", "subsets")
+POETRY_CRITERIA = ("creativity", "quality", "innovativeness", "similarity", "poeticness")
+FORMAT = ("\n\nList every id exactly once, one per line, from the highest score to the lowest, in this "
+          "format:\n\n[position on the list]. [id] : [score]\n\nFor example:\n\n1. kqzv : 5\n2. mxtb : 4\n\n")
+
+
+@dataclass(frozen=True)
+class ListwiseOptions:
+    criterion: str = "creativity"      # a paper criterion, "aut" (the AUT scoring prompt), or your own text
+    item_kind: str = "items"           # what the prompt calls the items ("poems", "alternative uses", ...)
+    design: str = "comprehensive"
+    groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
+    per_category: int = 0              # pool: this many items per category per group (0: the whole group)
+    segments: int = 5                  # segmented: each (source, category) cell spread over this many lists
+    subset_size: int = 15
+    subsets: int = 10
+    seed: int = 0
+    max_items: int = 90
+    self_sources: dict[str, str] = field(default_factory=dict)   # judge -> the item source it belongs to
+
+    def __post_init__(self) -> None:
+        if self.design not in DESIGNS:
+            raise ValueError(f"options.design must be one of {list(DESIGNS)}, got {self.design!r}")
+        if not 2 <= self.subset_size <= self.max_items:
+            raise ValueError(f"options.subset_size must be in [2, {self.max_items}], got {self.subset_size}")
+        if self.subsets < 1 or self.per_category < 0:
+            raise ValueError("options.subsets must be >= 1 and options.per_category >= 0")
+
+
+class Listwise(Protocol):
+    name = "listwise"
+    version = "1"
+    Options = ListwiseOptions
+    summary = ("agreement", "anova", "category_means", "icc", "success")
+    metric_tables = {"agreement": ("score",), "anova": ("score",), "icc": ("score", "list"), "success": ("n_items",)}
+    default_rank_by = "agreement.spearman_category"
+
+    def load(self, ctx: Context) -> ItemSet:
+        card = load_card(ctx.config.dataset)
+        return load_items(card.loader, ctx.dataset_path, card.category_order)
+
+    # -- prompts ------------------------------------------------------------------------------
+    def instruction(self, opts: ListwiseOptions, group: str, n: int) -> str:
+        if opts.criterion == "aut":
+            return paper_prompt("aut_scoring")["template"].replace("[an object]", group)
+        if opts.criterion in POETRY_CRITERIA:
+            text = paper_prompt("poetry_incontext")["criteria"][opts.criterion].replace("{n}", str(n))
+            text = text.replace("poems", opts.item_kind).replace("poem", opts.item_kind.rstrip("s"))
+            return text.split(" Print out the filenames")[0]
+        return opts.criterion.replace("{n}", str(n))
+
+    def prompt(self, opts: ListwiseOptions, group: str, listed: list[tuple[str, RatedItem]]) -> str:
+        body = "\n\n".join(f"[{code}]\n{item.text.strip()}" for code, item in listed)
+        return (self.instruction(opts, group, len(listed)) + FORMAT + f"{opts.item_kind.upper()}:\n\n{body}")
+
+    # -- designs ------------------------------------------------------------------------------
+    def pool(self, items: list[RatedItem], opts: ListwiseOptions, rng: random.Random) -> list[RatedItem]:
+        if not opts.per_category:
+            return list(items)
+        by_cat: dict[str | None, list[RatedItem]] = {}
+        for item in items:
+            by_cat.setdefault(item.category, []).append(item)
+        out = []
+        for cat in sorted(by_cat, key=str):
+            out += rng.sample(by_cat[cat], min(opts.per_category, len(by_cat[cat])))
+        return out
+
+    def lists(self, pool: list[RatedItem], opts: ListwiseOptions, rng: random.Random) -> list[list[RatedItem]]:
+        if opts.design == "comprehensive":
+            chosen = rng.sample(pool, len(pool))
+            return [chosen]
+        cells: dict[tuple[str, str | None], list[RatedItem]] = {}
+        for item in rng.sample(pool, len(pool)):
+            cells.setdefault((item.source, item.category), []).append(item)
+        if opts.design == "segmented":
+            segments = [[x for v in cells.values() for x in v[k::opts.segments]] for k in range(opts.segments)]
+            return [rng.sample(s, len(s)) for s in segments if len(s) >= 2]
+        by_cat: dict[str | None, list[RatedItem]] = {}
+        for item in pool:
+            by_cat.setdefault(item.category, []).append(item)
+        per = max(1, opts.subset_size // len(by_cat))
+        out = []
+        for _ in range(opts.subsets):
+            subset = [x for cat in sorted(by_cat, key=str) for x in rng.sample(by_cat[cat], min(per, len(by_cat[cat])))]
+            out.append(rng.sample(subset, len(subset)))
+        return out
+
+    def build(self, ctx: Context) -> Build:
+        opts: ListwiseOptions = ctx.options
+        data = self.load(ctx)
+        groups = select_groups(data, list(ctx.options.groups))
+        if ctx.config.limit:
+            groups = groups[:ctx.config.limit]
+        out = Build([])
+        for group, items in groups:
+            rng = random.Random(f"{opts.seed}/{group}")
+            for k, listed in enumerate(self.lists(self.pool(items, opts, rng), opts, rng)):
+                if len(listed) > opts.max_items:
+                    raise ConfigError(f"group {group!r}: a list of {len(listed)} items exceeds options.max_items "
+                                      f"({opts.max_items}); use per_category or another design", key="options.design")
+                codes = _codes(len(listed), rng)
+                lang = grammars.Listwise(tuple(codes))
+                prompt = self.prompt(opts, group, list(zip(codes, listed)))
+                for repeat in range(ctx.config.sampling.repeats):
+                    meta = RequestMeta(self.name, f"{group}/list{k}", (
+                        ("group", group), ("list", k), ("n_items", len(listed)), ("repeat", repeat),
+                        ("codes", json.dumps(dict(zip(codes, (i.item_id for i in listed)))))))
+                    out.requests.append(JudgeRequest((Message("user", prompt),), lang, ctx.config.mode,
+                                                     ctx.sampling(repeat), meta))
+        return out
+
+    # -- aggregation --------------------------------------------------------------------------
+    def scores(self, table: pl.DataFrame) -> pl.DataFrame:
+        """One row per (judge, list, repeat, item): its 1..5 score and position score."""
+        rows = []
+        for r in table.filter(pl.col("status") == "ok").iter_rows(named=True):
+            ranking = tuple((i, s) for i, s in json.loads(r["value"]))
+            codes = json.loads(r["codes"])
+            pos = position_scores(ranking)
+            for code, score in ranking:
+                rows.append({"judge": r["judge"], "group": r["group"], "list": r["list"], "repeat": r["repeat"],
+                             "n_items": r["n_items"], "item_id": codes[code], "score": float(score),
+                             "position": float(pos[code])})
+        return pl.DataFrame(rows, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "repeat": pl.Int64,
+                                          "n_items": pl.Int64, "item_id": pl.Utf8, "score": pl.Float64,
+                                          "position": pl.Float64})
+
+    def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        opts: ListwiseOptions = ctx.options
+        data = self.load(ctx)
+        info = pl.DataFrame([{"item_id": i.item_id, "category": i.category, "human_score": i.human_score,
+                              "source": i.source, "category_rank": data.category_rank(i.category)} for i in data.items],
+                            schema={"item_id": pl.Utf8, "category": pl.Utf8, "human_score": pl.Float64,
+                                    "source": pl.Utf8, "category_rank": pl.Float64})
+        s = self.scores(table)
+        items = (s.group_by(["judge", "group", "item_id"]).agg(pl.col("score").mean().alias("mean_score"),
+                                                                pl.col("position").mean().alias("mean_position"),
+                                                                pl.len().alias("lists"))
+                 .join(info, on="item_id", how="left").sort(["judge", "group", "item_id"]))
+        agreement, anova, cells, iccs = [], [], [], []
+        for (judge,), j in items.group_by(["judge"], maintain_order=True):
+            for col in ("mean_score", "mean_position"):
+                name = col.removeprefix("mean_")
+                cat = spearman(j["category_rank"].to_list(), j[col].to_list())
+                hum = spearman(j["human_score"].fill_null(float("nan")).to_list(), j[col].to_list())
+                agreement.append({"judge": judge, "score": name, "items": j.height,
+                                  "spearman_category": cat.value, "p_category": cat.p_value,
+                                  "spearman_human": hum.value, "p_human": hum.p_value})
+                by_cat = [g[col].to_list() for _, g in j.filter(pl.col("category").is_not_null())
+                          .group_by("category", maintain_order=True)]
+                a = one_way_anova(by_cat)
+                anova.append({"judge": judge, "score": name, "items": a.n, "categories": len(by_cat),
+                              "F": a.value, "p": a.p_value})
+            cells += (j.group_by(["source", "category"]).agg(pl.col("mean_score").mean(), pl.col("mean_position").mean(),
+                                                            pl.len().alias("items"))
+                      .with_columns(pl.lit(judge).alias("judge")).to_dicts())
+        for (judge, group, lst), g in s.group_by(["judge", "group", "list"], maintain_order=True):
+            for col in ("score", "position"):
+                wide = g.pivot(on="repeat", index="item_id", values=col, aggregate_function="first").drop("item_id")
+                if wide.width >= 2:
+                    iccs.append({"judge": judge, "group": group, "list": f"{group}/list{lst}", "score": col,
+                                 "items": wide.height, "repeats": wide.width, **icc(wide.drop_nulls().to_numpy())})
+        success = (table.group_by(["judge", "n_items"]).agg(pl.len().alias("lists"),
+                                                            (pl.col("status") == "ok").sum().alias("parsed"))
+                   .with_columns((pl.col("parsed") / pl.col("lists")).alias("success_rate")).sort(["judge", "n_items"]))
+        return {"item_scores": items, "agreement": pl.DataFrame(agreement), "anova": pl.DataFrame(anova),
+                "category_means": pl.DataFrame(cells).sort(["judge", "source", "category"]) if cells else pl.DataFrame(),
+                "icc": pl.DataFrame(iccs, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Utf8, "score": pl.Utf8,
+                                                  "items": pl.Int64, "repeats": pl.Int64,
+                                                  **{k: pl.Float64 for k in ICC_KINDS}}),
+                "success": success, "inter_judge": self._inter_judge(items),
+                "self_preference": self._self_preference(items, opts)}
+
+    @staticmethod
+    def _inter_judge(items: pl.DataFrame) -> pl.DataFrame:
+        judges = items["judge"].unique(maintain_order=True).to_list()
+        wide = items.pivot(on="judge", index="item_id", values="mean_score", aggregate_function="first")
+        rows = []
+        for a in judges:
+            row = {"judge": a}
+            for b in judges:
+                both = wide.select([a, b]).drop_nulls() if a != b else wide.select([a]).drop_nulls()
+                row[b] = 1.0 if a == b else spearman(both[a].to_list(), both[b].to_list()).value
+            rows.append(row)
+        return pl.DataFrame(rows)
+
+    @staticmethod
+    def _self_preference(items: pl.DataFrame, opts: ListwiseOptions) -> pl.DataFrame:
+        rows = []
+        for judge, source in opts.self_sources.items():
+            j = items.filter(pl.col("judge") == judge)
+            own, other = j.filter(pl.col("source") == source), j.filter(pl.col("source") != source)
+            rows.append({"judge": judge, "own_source": source, "own_items": own.height,
+                         "own_mean_score": own["mean_score"].mean(), "other_mean_score": other["mean_score"].mean()})
+        return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "own_items": pl.Int64,
+                                          "own_mean_score": pl.Float64, "other_mean_score": pl.Float64})
+
+
+def _codes(n: int, rng: random.Random) -> list[str]:
+    """Opaque 4-letter ids, distinct, with no relation to the items or their order."""
+    letters = "bcdfghjkmnpqrstvwxz"
+    out: list[str] = []
+    while len(out) < n:
+        code = "".join(rng.choice(letters) for _ in range(4))
+        if code not in out:
+            out.append(code)
+    return out
+
+

@@ -1,0 +1,57 @@
+"""Reliability across repeated judgements, and differences between categories.
+
+ICC follows Shrout & Fleiss (1979) from the two-way ANOVA mean squares of an n targets x k raters
+matrix (here: items x repeats of the same prompt), as the poetry paper reports them:
+ICC1 (one-way random), ICC2 (two-way random, absolute agreement), ICC3 (two-way mixed,
+consistency), and their k-rater averages ICC1k, ICC2k, ICC3k.
+
+>>> icc([[1, 2], [3, 4], [5, 6], [2, 3]])["ICC3"]
+1.0
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from .base import NAN, MetricResult
+
+ICC_KINDS = ("ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k")
+
+
+def icc(ratings: Sequence[Sequence[float]]) -> dict[str, float]:
+    """`ratings[i][j]`: target i rated by rater (repeat) j; complete rows only. NaN when undefined
+    (fewer than 2 targets or raters, or no variance at all)."""
+    x = np.asarray(ratings, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2 or np.isnan(x).any():
+        return {k: NAN for k in ICC_KINDS}
+    n, k = x.shape
+    grand = x.mean()
+    ss_rows = k * ((x.mean(axis=1) - grand) ** 2).sum()
+    ss_cols = n * ((x.mean(axis=0) - grand) ** 2).sum()
+    ss_total = ((x - grand) ** 2).sum()
+    ss_err = ss_total - ss_rows - ss_cols
+    msr, msc = ss_rows / (n - 1), ss_cols / (k - 1)
+    mse = ss_err / ((n - 1) * (k - 1))
+    msw = (ss_cols + ss_err) / (n * (k - 1))
+
+    def ratio(num: float, den: float) -> float:
+        return float(num / den) if den != 0 else NAN
+
+    return {"ICC1": ratio(msr - msw, msr + (k - 1) * msw),
+            "ICC2": ratio(msr - mse, msr + (k - 1) * mse + k * (msc - mse) / n),
+            "ICC3": ratio(msr - mse, msr + (k - 1) * mse),
+            "ICC1k": ratio(msr - msw, msr),
+            "ICC2k": ratio(msr - mse, msr + (msc - mse) / n),
+            "ICC3k": ratio(msr - mse, msr)}
+
+
+def one_way_anova(groups: Sequence[Sequence[float]]) -> MetricResult:
+    """F statistic (value) and p-value of scipy's one-way ANOVA across groups (empty groups dropped)."""
+    groups = [list(g) for g in groups if len(g)]
+    n = sum(len(g) for g in groups)
+    if len(groups) < 2 or n <= len(groups):
+        return MetricResult(NAN, n)
+    res = stats.f_oneway(*groups)
+    return MetricResult(float(res.statistic), n, float(res.pvalue))

@@ -1,0 +1,311 @@
+"""Listwise, pairwise and classification protocols: designs, metrics against pingouin / scipy /
+statsmodels or hand-computed cases, data formats with file-and-line errors, and every committed
+run config end to end with the default judge (with --limit, as the configs say)."""
+import json
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+
+from engine.config import load_config
+from engine.data.items import RatedItem, load_aut, load_rated_jsonl
+from engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
+from engine.errors import DataError
+from engine.paths import PROJECT_ROOT
+from engine.runner import run
+from judges.classification import Classification
+from judges.listwise import Listwise, ListwiseOptions
+from judges.metrics import cluster_bootstrap, icc, one_way_anova
+from judges.pairwise import Pairwise
+from tests.conftest import DATA, litjudge, needs_data, write_config
+
+RUNS = PROJECT_ROOT / "runs"
+DEMO = PROJECT_ROOT / "datasets" / "demo"
+
+
+# -- metrics ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(4))
+def test_icc_matches_pingouin(seed):
+    pg = pytest.importorskip("pingouin")
+    import pandas as pd
+
+    x = np.random.default_rng(seed).integers(1, 6, (12, 3 + seed)).astype(float)
+    df = pd.DataFrame([(i, j, x[i, j]) for i in range(x.shape[0]) for j in range(x.shape[1])], columns=["t", "r", "s"])
+    ref = pg.intraclass_corr(df, targets="t", raters="r", ratings="s").set_index("Type")["ICC"]
+    ours = icc(x)
+    names = {"ICC1": "ICC(1,1)", "ICC2": "ICC(A,1)", "ICC3": "ICC(C,1)", "ICC1k": "ICC(1,k)", "ICC2k": "ICC(A,k)",
+             "ICC3k": "ICC(C,k)"}
+    for ours_name, pg_name in names.items():
+        assert ours[ours_name] == pytest.approx(ref[pg_name], abs=1e-9), ours_name
+
+
+def test_anova_matches_statsmodels():
+    sm = pytest.importorskip("statsmodels.formula.api")
+    from statsmodels.stats.anova import anova_lm
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    groups = [list(rng.normal(m, 1.0, 15)) for m in (1.0, 1.4, 2.0)]
+    res = one_way_anova(groups)
+    df = pd.DataFrame([(v, f"g{i}") for i, g in enumerate(groups) for v in g], columns=["y", "g"])
+    table = anova_lm(sm.ols("y ~ C(g)", data=df).fit())
+    assert res.value == pytest.approx(table["F"].iloc[0]) and res.p_value == pytest.approx(table["PR(>F)"].iloc[0])
+    assert np.isnan(one_way_anova([[1.0, 2.0]]).value)
+
+
+def test_cluster_bootstrap_of_a_mean_matches_scipy_for_single_item_clusters():
+    from scipy import stats
+
+    from judges.metrics import accuracy
+
+    rng = np.random.default_rng(0)
+    flags = list(rng.random(200) < 0.3)
+    lo, hi = cluster_bootstrap(range(200), [True] * 200, flags, accuracy, resamples=2000)
+    ref = stats.bootstrap((np.array(flags, dtype=float),), np.mean, n_resamples=2000, method="percentile",
+                          random_state=1).confidence_interval
+    assert lo == pytest.approx(ref.low, abs=0.02) and hi == pytest.approx(ref.high, abs=0.02)
+
+
+# -- designs ----------------------------------------------------------------------------------
+def _items(n_per_cat=20, sources=("m1", "m2")):
+    return [RatedItem(f"{s}-{c}-{k}", "g", f"text {s} {c} {k}", c, None, s)
+            for s in sources for c in ("low", "mid", "high") for k in range(n_per_cat)]
+
+
+def test_designs_balance_categories_and_are_seeded():
+    proto = Listwise()
+    items = _items(10)
+    seg = proto.lists(items, ListwiseOptions(design="segmented", segments=5), random.Random(0))
+    assert len(seg) == 5 and all(len(s) == 12 for s in seg)          # 60 items, one per cell twice
+    for s in seg:
+        cells = [(i.source, i.category) for i in s]
+        assert all(cells.count(c) == 2 for c in set(cells))
+    sub = proto.lists(items, ListwiseOptions(design="subsets", subset_size=15, subsets=7), random.Random(1))
+    assert len(sub) == 7 and all(len(s) == 15 for s in sub)
+    assert all(sum(i.category == c for i in s) == 5 for s in sub for c in ("low", "mid", "high"))
+    again = proto.lists(items, ListwiseOptions(design="subsets", subset_size=15, subsets=7), random.Random(1))
+    assert [[i.item_id for i in s] for s in sub] == [[i.item_id for i in s] for s in again]
+    comp = proto.lists(items, ListwiseOptions(), random.Random(2))
+    assert len(comp) == 1 and sorted(i.item_id for i in comp[0]) == sorted(i.item_id for i in items)
+    pool = proto.pool(items, ListwiseOptions(per_category=3), random.Random(0))
+    assert len(pool) == 9 and {i.category for i in pool} == {"low", "mid", "high"}
+
+
+# -- pairwise aggregation by hand ---------------------------------------------------------------
+def test_pairwise_decisions_by_hand():
+    rows = [  # pair p1: human a; judge says A in both orders -> picks a then b: inconsistent
+        ("p1", "ab", "a", "A"), ("p1", "ba", "a", "A"),
+        # p2: human b; judge consistent for b (B first, then A)
+        ("p2", "ab", "b", "B"), ("p2", "ba", "b", "A"),
+        # p3: human a; consistent for a
+        ("p3", "ab", "a", "A"), ("p3", "ba", "a", "B")]
+    table = pl.DataFrame([{"judge": "j", "pair_id": p, "order": o, "human": h, "label": lab, "status": "ok",
+                           "distribution": None, "repeat": 0, "words_a": 10 if p != "p2" else 5, "words_b": 5 if p != "p2" else 10}
+                          for p, o, h, lab in rows])
+    from judges.base import Context
+    from judges.pairwise import PairwiseOptions
+
+    ctx = Context(load_config(RUNS / "pairwise-ttcw.toml"), PairwiseOptions(resamples=200), DATA, DATA)
+    out = Pairwise().aggregate(table, ctx)
+    acc = {r["order"]: r["accuracy"] for r in out["accuracy"].iter_rows(named=True)}
+    assert acc["ab"] == 1.0 and acc["ba"] == pytest.approx(2 / 3) and acc["mean of both"] == pytest.approx(5 / 6)
+    assert acc["combined (inconsistent; tie = 0.5)"] == pytest.approx((0.5 + 1 + 1) / 3)
+    bias = {r["metric"]: r["value"] for r in out["bias"].iter_rows(named=True)}
+    assert bias["swap_flip_rate"] == pytest.approx(1 / 3)
+    assert bias["first_position_win_rate"] == pytest.approx(4 / 6)
+    assert bias["longer_text_win_rate"] == pytest.approx(5 / 6)     # every pick but p1/ba is the longer text
+
+
+def test_classification_confusion_by_hand():
+    from judges.base import Context
+    from judges.classification import ClassificationOptions
+
+    table = pl.DataFrame([{"judge": "j", "item_id": f"i{k}", "group": "g", "truth": t, "status": "ok", "label": p,
+                           "repeat": 0} for k, (t, p) in enumerate([("Good", "Good"), ("Good", "Medium"),
+                                                                      ("Bad", "Medium"), ("Medium", "Medium")])])
+    ctx = Context(load_config(RUNS / "classification-aut.toml"), ClassificationOptions(), DATA, DATA)
+    out = Classification().aggregate(table, ctx)
+    m = out["metrics"].row(0, named=True)
+    assert m["accuracy"] == 0.5 and m["items"] == 4
+    conf = {r["true"]: r for r in out["confusion"].iter_rows(named=True)}
+    assert conf["Good"]["pred_Good"] == 1 and conf["Good"]["pred_Medium"] == 1 and conf["Bad"]["pred_Medium"] == 1
+    counts = {r["label"]: r["predicted"] for r in out["class_counts"].iter_rows(named=True)}
+    assert counts == {"Good": 1, "Medium": 3, "Bad": 0}
+
+
+# -- data formats -----------------------------------------------------------------------------
+@pytest.mark.parametrize("line, message", [
+    ('{"group": "g", "text": "x"}', ":2: missing field 'item_id'"),
+    ('{"group": "g", "item_id": "p1", "text": "x"}', ":2: duplicate item_id 'p1'"),
+    ('{"group": "g", "item_id": "p9", "text": "x", "category": "Superb"}', ":2: category 'Superb' is not one of"),
+    ('{"group": "g", "item_id": "p9", "text": "x", "human_score": "high"}', ":2: field 'human_score' should be a number"),
+])
+def test_rated_items_bad_rows_name_file_and_line(tmp_path, line, message):
+    path = tmp_path / "items.jsonl"
+    path.write_text('{"group": "g", "item_id": "p1", "text": "a poem", "category": "Good"}\n' + line + "\n")
+    with pytest.raises(DataError, match="items.jsonl") as err:
+        load_rated_jsonl(path, ["Bad", "Medium", "Good"])
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"prompt": "p", "text_a": "x", "label": "a"}', ":2: missing field 'text_b'"),
+    ('{"prompt": "p", "text_a": "x", "text_b": "y", "label": "A"}', ":2: label must be one of ['a', 'b', 'tie']"),
+    ('{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "a"}', ":2: duplicate pair_id 'd1'"),
+])
+def test_pairs_bad_rows_name_file_and_line(tmp_path, line, message):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "b"}\n' + line + "\n")
+    with pytest.raises(DataError, match="pairs.jsonl") as err:
+        load_pairs_jsonl(path)
+    assert message in str(err.value)
+
+
+def test_examples_and_litbench_layout(tmp_path):
+    items = load_rated_jsonl(DEMO / "rated-items-example.jsonl", ["Bad", "Medium", "Good"])
+    assert len(items.items) == 6 and items.category_rank("Good") == 3.0
+    assert [p.label for p in load_pairs_jsonl(DEMO / "pairs-example.jsonl")] == ["a", "b", "tie"]
+    lit = load_litbench_csv(DEMO / "litbench-example.csv")
+    assert len(lit) == 2 and all(p.label == "a" for p in lit) and lit[0].pair_id == "c1-r1"
+    bad = tmp_path / "lb.csv"
+    bad.write_text("prompt,chosen_story,rejected_story\nwrite,,a story\n")
+    with pytest.raises(DataError, match=r"lb.csv:2: empty 'chosen_story'"):
+        load_litbench_csv(bad)
+    bad.write_text("prompt,chosen,rejected\nwrite,a,b\n")
+    with pytest.raises(DataError, match="missing column"):
+        load_litbench_csv(bad)
+
+
+@needs_data
+def test_derived_datasets():
+    aut = load_aut(DATA / "aut-ocsai" / "test.jsonl")
+    assert len(aut.items) == 3030 and aut.categories == ("low", "mid", "high")
+    brick = [i for i in aut.items if i.group == "brick"]
+    low = [i.human_score for i in brick if i.category == "low"]
+    high = [i.human_score for i in brick if i.category == "high"]
+    assert max(low) <= min(high) and abs(len(low) - len(brick) / 3) <= 1
+    ttcw = pairs_from_ttcw(DATA / "ttcw")
+    assert len(ttcw) == 32 and all(p.label in ("a", "b") for p in ttcw)
+    conf = pairs_from_confederacy(DATA / "confederacy")
+    assert len(conf) == 386 and len({p.group for p in conf}) == 5
+
+
+# -- the committed run configs, end to end ------------------------------------------------------------
+@needs_data
+@pytest.mark.slow
+@pytest.mark.parametrize("name, limit, expect", [
+    ("listwise-aut-comprehensive", 2, {"agreement", "anova", "category_means", "success"}),
+    ("listwise-aut-segmented", 1, {"agreement", "anova", "success"}),
+    ("listwise-confederacy-subsets", 1, {"agreement", "icc", "success"}),
+    ("classification-aut", 1, {"metrics", "confusion", "class_counts"}),
+    ("pairwise-confederacy", 6, {"accuracy", "bias", "pairs"}),
+])
+def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect):
+    config = load_config(RUNS / f"{name}.toml", limit=limit)
+    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    assert out.verdicts.height > 0 and out.manifest["verdicts"]["unparsed"] == 0
+    for table in expect:
+        assert out.tables[table].height > 0, table
+        assert (runs_dir / name / "tables" / f"{table}.parquet").exists()
+    if name == "listwise-confederacy-subsets":
+        icc_rows = out.tables["icc"].filter(pl.col("score") == "score")
+        assert icc_rows.height == 4 and set(icc_rows["repeats"]) == {3}
+        assert {"ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k"} <= set(icc_rows.columns)
+        agree = out.tables["agreement"].filter(pl.col("score") == "score").row(0, named=True)
+        assert agree["items"] <= 13 and "spearman_human" in agree
+    if name == "pairwise-confederacy":
+        assert out.verdicts.height == 12                       # 6 pairs x 2 orders
+        assert set(out.verdicts["order"]) == {"ab", "ba"}
+        assert out.verdicts["distribution"].is_not_null().all()
+    if name.startswith("listwise"):
+        assert out.tables["success"]["success_rate"].min() == 1.0   # slot decoding: every list complete
+
+
+@needs_data
+@pytest.mark.slow
+def test_pairwise_ttcw_config_through_the_cli(tmp_path):
+    r = litjudge("run", str(RUNS / "pairwise-ttcw.toml"), "--limit", "2", "--quiet",
+                 env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "verdicts (0 unparsed)" in r.stdout and "Bias" in r.stdout
+    acc = pl.read_parquet(tmp_path / "pairwise-ttcw" / "tables" / "accuracy.parquet")
+    assert "mean of both" in acc["order"].to_list()
+    m = json.loads((tmp_path / "pairwise-ttcw" / "manifest.json").read_text())
+    assert m["judges"][0]["plan"]["requests"] == 4
+
+
+def test_bad_protocol_options_fail_with_one_line(tmp_path):
+    cfg = write_config(tmp_path / "bad.toml", 'name = "x"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
+                                              '[options]\ndesign = "tournament"\n')
+    r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 2 and "options.design must be one of" in r.stderr
+    cfg = write_config(tmp_path / "bad2.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "ttcw-demo"\n')
+    r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 2 and "does not feed protocol 'pairwise'" in r.stderr
+    cfg = write_config(tmp_path / "bad3.toml", 'name = "x"\nprotocol = "classification"\ndataset = "aut-ocsai"\n'
+                                               '[options]\ngroups = ["spaceship"]\n')
+    r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 2 and "unknown group(s) ['spaceship']" in r.stderr
+
+
+# -- reward-model judges ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_reward_model(tmp_path_factory):
+    """A tiny Bradley-Terry reward model (Llama sequence classification, one logit, random weights)
+    with the default judge's tokenizer, built here: plumbing only, its preferences mean nothing."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    from engine.models import resolve_judge
+
+    tok = AutoTokenizer.from_pretrained(resolve_judge("smollm2-135m").path)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, num_labels=1,
+                      pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id,
+                      tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = LlamaForSequenceClassification(cfg).eval()
+    path = tmp_path_factory.mktemp("tiny-rm") / "tiny-rm"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path, model, tok
+
+
+@pytest.mark.slow
+def test_reward_model_judge_scores_each_text_and_the_higher_wins(tiny_reward_model, tmp_path):
+    import torch
+
+    path, model, tok = tiny_reward_model
+    cfg = write_config(tmp_path / "rm.toml", f'name = "rm"\nprotocol = "pairwise"\ndataset = "pairs-generic"\n'
+                                             f'judge = "reward:{path}"\nmode = "reward"\n'
+                                             f'[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n')
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "6 verdicts (0 unparsed)" in r.stdout
+    v = pl.read_parquet(tmp_path / "runs" / "rm" / "verdicts.parquet")
+    log = {json.loads(line)["key"]: json.loads(line) for line in (tmp_path / "runs" / "rm" / "log.jsonl").open()}
+    pairs = {p.pair_id: p for p in load_pairs_jsonl(DEMO / "pairs-example.jsonl")}
+    for row in v.iter_rows(named=True):
+        pair = pairs[row["pair_id"]]
+        text = pair.text_a if row["side"] == "a" else pair.text_b
+        rendered = tok.apply_chat_template([{"role": "user", "content": pair.prompt},
+                                            {"role": "assistant", "content": text}], tokenize=False)
+        assert log[row["key"]]["prompt"] == rendered
+        with torch.no_grad():
+            ids = tok(rendered, add_special_tokens=False, return_tensors="pt")
+            expected = model(**ids).logits.item()
+        assert float(row["value"]) == pytest.approx(expected, abs=1e-3)
+    decided = pl.read_parquet(tmp_path / "runs" / "rm" / "tables" / "pairs.parquet")
+    wide = v.pivot(on="side", index="pair_id", values="value", aggregate_function="first")
+    for r_ in wide.iter_rows(named=True):
+        want = "a" if float(r_["a"]) > float(r_["b"]) else "b"
+        assert decided.filter(pl.col("pair_id") == r_["pair_id"])["combined"][0] == want
+    acc = pl.read_parquet(tmp_path / "runs" / "rm" / "tables" / "accuracy.parquet")
+    assert acc["order"][0] == "reward" and acc["n"][0] == 2          # the tie pair has no right answer
+
+
+def test_reward_mode_needs_a_reward_judge(tmp_path):
+    cfg = write_config(tmp_path / "bad.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "pairs-generic"\nmode = "reward"\n')
+    r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 2 and "mode \"reward\" needs a reward-model judge" in r.stderr
