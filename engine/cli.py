@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -127,28 +126,37 @@ def cmd_reparse(args) -> int:
 
 
 def cmd_report(args) -> int:
-    import polars as pl
+    """Text summary of each run, then the HTML / Markdown / CSV report."""
 
-    run_dir = Path(args.run_dir)
-    manifest_path = run_dir / "manifest.json"
-    if not manifest_path.exists():
-        from .errors import ConfigError
-        raise ConfigError("not a run directory (no manifest.json)", where=str(run_dir))
-    m = json.loads(manifest_path.read_text())
-    print(f"# litjudge run {m['config']['name']}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
-    print(f"git {m['git_commit']}, vLLM {m['vllm']}, machine {m['machine'].get('gpu') or m['machine'].get('cpu')}")
-    for j in m["judges"]:
-        t = j.get("throughput", {})
-        secs = max(j.get("seconds", 0), 1e-9)
-        print(f"- {j['judge']} [{j.get('backend')}]: {j['plan']['requests']} requests "
-              f"({j['plan']['distinct_requests']} distinct), {t.get('requests', 0) / secs:.2f} verdicts/s, "
-              f"cache hit {100 * t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 1), 1):.0f}%, "
-              f"re-asked {j['reasked']}")
-    print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
-    for table in sorted((run_dir / "tables").glob("*.parquet")):
-        if table.stem in ("per_item",):
-            continue
-        _print_table(pl.read_parquet(table), f"## {table.stem}")
+    from .report import load_run, write_report
+
+    for path in args.run_dirs:
+        run = load_run(Path(path))
+        m = run.manifest
+        print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
+        print(f"git {m['git_commit']}, vLLM {m['vllm']}, machine {m['machine'].get('gpu') or m['machine'].get('cpu')}")
+        for j in m["judges"]:
+            t = j.get("throughput", {})
+            secs = max(j.get("seconds", 0), 1e-9)
+            print(f"- {j['judge']} [{j.get('backend')}]: {j['plan']['requests']} requests "
+                  f"({j['plan']['distinct_requests']} distinct), {t.get('requests', 0) / secs:.2f} verdicts/s, "
+                  f"cache hit {100 * t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 1), 1):.0f}%, "
+                  f"re-asked {j.get('reasked', 0)}")
+        print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
+        if args.text:
+            for name, table in run.tables.items():
+                if name not in ("per_item", "per_verdict", "verdict_grid"):
+                    _print_table(table, f"## {name}")
+    page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
+    print(f"Report: {page} (+ report.md, tables/*.csv)")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .report import write_report
+
+    page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
+    print(f"Comparison report: {page} (+ report.md, tables/*.csv)")
     return 0
 
 
@@ -236,9 +244,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reparse", help="re-apply parsing and aggregation to stored raw outputs (no model)")
     rp.add_argument("run_dir")
     rp.set_defaults(fn=cmd_reparse)
-    rep = sub.add_parser("report", help="a text report of a finished run")
-    rep.add_argument("run_dir")
+    rep = sub.add_parser("report", help="report of finished runs: HTML (plots embedded), Markdown and CSV tables")
+    rep.add_argument("run_dirs", nargs="+", metavar="RUN")
+    rep.add_argument("--out", help="folder to write (default: RUN/report)")
+    rep.add_argument("--text", action="store_true", help="also print every table")
     rep.set_defaults(fn=cmd_report)
+    cmp_ = sub.add_parser("compare", help="the report's panels side by side across runs (judges, prompt variants)")
+    cmp_.add_argument("run_dirs", nargs="+", metavar="RUN")
+    cmp_.add_argument("--out", help="folder to write (default: runs/out/compare-A-vs-B)")
+    cmp_.set_defaults(fn=cmd_compare)
     j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")

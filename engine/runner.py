@@ -395,7 +395,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
     out.mkdir(parents=True, exist_ok=True)
     for name, df in tables.items():
         df.write_parquet(out / f"{name}.parquet")
-        _csv_safe(df).write_csv(out / f"{name}.csv")
+        csv_safe(df).write_csv(out / f"{name}.csv")
     verdicts.write_parquet(run_dir / "verdicts.parquet")
     with (run_dir / "log.jsonl").open("w", encoding="utf-8") as fh:
         for r in store.results(set(verdicts["key"].to_list())):
@@ -406,7 +406,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
 
 
-def _csv_safe(df: pl.DataFrame) -> pl.DataFrame:
+def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
     nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Struct, pl.Object))]
     return df.with_columns([pl.col(c).cast(pl.Utf8, strict=False) for c in nested]) if nested else df
 

@@ -1,0 +1,164 @@
+"""`litjudge report RUN...` / `litjudge compare RUN_A RUN_B ...`: one self-contained HTML page
+(plots embedded as PNG data), the same content as Markdown (plots as PNG files beside it), and
+every table as CSV. Tables come from the runs' stored tables, so the report shows exactly the
+numbers the run wrote."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from .errors import ConfigError
+from .report_panels import PANELS, Panel
+from .runner import csv_safe
+
+# The page marks itself once every plot has decoded (the browser test reads this attribute).
+_CHECK = """<script>
+window.addEventListener('load', () => {
+  const imgs = [...document.querySelectorAll('img.plot')];
+  document.body.dataset.plots = imgs.length;
+  document.body.dataset.plotsRendered = imgs.filter(i => i.complete && i.naturalWidth > 0).length;
+});
+</script>"""
+_STYLE = """<style>
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f2f2f2}
+td.s{text-align:left}.note{color:#555;font-size:13px}img.plot{max-width:100%;margin:.3em 0}
+section{border-top:2px solid #eee;padding-top:.5em}
+</style>"""
+
+
+@dataclass
+class LoadedRun:
+    name: str
+    path: Path
+    manifest: dict
+    tables: dict[str, pl.DataFrame]
+
+
+def load_run(path: Path) -> LoadedRun:
+    path = Path(path)
+    manifest_path = path / "manifest.json"
+    if not manifest_path.exists():
+        raise ConfigError("not a run directory (no manifest.json)", where=str(path))
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("kind") == "sweep":
+        raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
+    tables = {p.stem: pl.read_parquet(p) for p in sorted((path / "tables").glob("*.parquet"))}
+    return LoadedRun(path.name, path, manifest, tables)
+
+
+def header(runs: list[LoadedRun]) -> pl.DataFrame:
+    rows = []
+    for r in runs:
+        m = r.manifest
+        for j in m["judges"]:
+            t = j.get("throughput", {})
+            secs = max(float(j.get("seconds") or 0), 1e-9)
+            rows.append({"run": r.name, "judge": j["judge"], "protocol": m["config"]["protocol"],
+                         "dataset": m["dataset"]["card"], "mode": m["config"]["mode"], "backend": j.get("backend"),
+                         "requests": j["plan"]["requests"], "distinct": j["plan"]["distinct_requests"],
+                         "generated": j.get("generated"),
+                         "verdicts_per_s": round(t.get("requests", 0) / secs, 3),
+                         "prefix_cache_hit": round(t.get("cached_tokens", 0) / max(t.get("prompt_tokens", 0), 1), 3),
+                         "unparsed": m["verdicts"]["unparsed"], "verdicts": m["verdicts"]["rows"],
+                         "vllm": m.get("vllm"), "git": (m.get("git_commit") or "")[:12],
+                         "machine": (m.get("machine") or {}).get("gpu") or (m.get("machine") or {}).get("cpu")})
+    return pl.DataFrame(rows)
+
+
+def combined_tables(runs: list[LoadedRun]) -> dict[str, pl.DataFrame]:
+    """Each table name across runs, with a `run` column (several runs: `litjudge compare`)."""
+    names = sorted({n for r in runs for n in r.tables})
+    out = {}
+    for name in names:
+        frames = [r.tables[name].with_columns(pl.lit(r.name).alias("run")) if len(runs) > 1 else r.tables[name]
+                  for r in runs if name in r.tables]
+        out[name] = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    return out
+
+
+def build_panels(runs: list[LoadedRun]) -> list[Panel]:
+    protocols = {r.manifest["config"]["protocol"] for r in runs}
+    if len(protocols) > 1:
+        raise ConfigError(f"runs of different protocols cannot be compared panel by panel: {sorted(protocols)}")
+    protocol = protocols.pop()
+    panels = [Panel("Runs", "One row per judge of each run (from the manifests).", [("runs", header(runs))])]
+    tables = combined_tables(runs)
+    panels += PANELS.get(protocol, lambda t: [])(tables)
+    if "skipped" in tables and tables["skipped"].height:
+        panels.append(Panel("Skipped items", "Items not judged, and why.", [("skipped", tables["skipped"])]))
+    return panels
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "" if v != v else f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    body = []
+    for row in df.head(max_rows).iter_rows():
+        cells = "".join(f"<td class='s'>{html.escape(_fmt(v))}</td>" if isinstance(v, str) else f"<td>{html.escape(_fmt(v))}</td>"
+                        for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    more = f"<p class='note'>{df.height - max_rows} more rows in the CSV.</p>" if df.height > max_rows else ""
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
+
+
+def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * df.width]
+    lines += ["| " + " | ".join(_fmt(v).replace("|", "/") for v in row) + " |" for row in df.head(max_rows).iter_rows()]
+    return "\n".join(lines)
+
+
+def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
+    """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path."""
+    runs = [load_run(Path(d)) for d in run_dirs]
+    out = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else runs[0].path.parent / "compare-"
+                                 + "-vs-".join(r.name for r in runs))
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
+             "litjudge compare: " + ", ".join(r.name for r in runs))
+    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
+            f"<h1>{html.escape(title)}</h1>"]
+    md = [f"# {title}", ""]
+    for panel in build_panels(runs):
+        page.append(f"<section><h2>{html.escape(panel.title)}</h2>")
+        md += [f"## {panel.title}", ""]
+        if panel.note:
+            page.append(f"<p class='note'>{html.escape(panel.note)}</p>")
+            md += [panel.note, ""]
+        for name, fig in panel.figures:
+            data = _png(fig)
+            (out / f"{name}.png").write_bytes(data)
+            page.append(f"<img class='plot' alt='{html.escape(name)}' src='data:image/png;base64,"
+                        f"{base64.b64encode(data).decode()}'>")
+            md += [f"![{name}]({name}.png)", ""]
+        for name, df in panel.tables:
+            csv_safe(df).write_csv(out / "tables" / f"{name}.csv")
+            page.append(f"<h3>{html.escape(name)}</h3>{_html_table(df)}")
+            md += [f"### {name}", "", _md_table(df), ""]
+        page.append("</section>")
+    page.append(_CHECK + "</body></html>")
+    (out / "report.html").write_text("\n".join(page), encoding="utf-8")
+    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    return out / "report.html"
+

@@ -1,0 +1,294 @@
+"""The report's panels, one function per protocol: tables from the runs' stored outputs (never
+recomputed differently) and matplotlib figures of them. Several runs (`litjudge compare`) are
+concatenated with a `run` column, and judges are labelled `run: judge` so they sit side by side."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from judges.metrics import corrected_pass_rate  # noqa: E402
+
+CATEGORY_COLOURS = ["#d73027", "#fdae61", "#a6d96a", "#1a9850", "#4575b4", "#762a83"]
+
+
+@dataclass
+class Panel:
+    title: str
+    note: str = ""
+    tables: list[tuple[str, pl.DataFrame]] = field(default_factory=list)
+    figures: list[tuple[str, object]] = field(default_factory=list)     # (name, matplotlib Figure)
+
+
+def _who(df: pl.DataFrame) -> pl.DataFrame:
+    """A `who` column: the judge, prefixed by the run when several runs are compared."""
+    if "run" in df.columns and df["run"].n_unique() > 1:
+        return df.with_columns(pl.format("{}: {}", "run", "judge").alias("who"))
+    return df.with_columns(pl.col("judge").alias("who"))
+
+
+def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo: str | None = None,
+                  hi: str | None = None, ylim: tuple[float, float] | None = None):
+    df = _who(df)
+    xs = df[x].unique(maintain_order=True).to_list()
+    whos = df["who"].unique(maintain_order=True).to_list()
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.35 * len(xs) * max(1, len(whos)) + 2)), 3.8))
+    width = 0.8 / max(1, len(whos))
+    for k, who in enumerate(whos):
+        sub = df.filter(pl.col("who") == who)
+        vals = {r[x]: r for r in sub.iter_rows(named=True)}
+        heights = [vals[v][y] if v in vals and vals[v][y] is not None else np.nan for v in xs]
+        pos = np.arange(len(xs)) + (k - (len(whos) - 1) / 2) * width
+        err = None
+        if lo and hi:
+            err = np.array([[h - vals[v][lo] if v in vals and vals[v][lo] is not None else 0 for v, h in zip(xs, heights)],
+                            [vals[v][hi] - h if v in vals and vals[v][hi] is not None else 0 for v, h in zip(xs, heights)]])
+            err = np.nan_to_num(np.clip(err, 0, None))
+        ax.bar(pos, heights, width, label=str(who), yerr=err, capsize=2 if err is not None else 0)
+    ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=45 if len(xs) > 6 else 0, ha="right" if len(xs) > 6 else "center")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if ylim:
+        ax.set_ylim(*ylim)
+    ax.axhline(0, color="black", linewidth=0.6)
+    if len(whos) > 1:
+        ax.legend(fontsize=7, ncols=min(4, len(whos)))
+    fig.tight_layout()
+    return fig
+
+
+def _comparable_view(df: pl.DataFrame) -> pl.DataFrame:
+    """TTCW tables come in views: `all` and, for replayed judges that also answered on stories
+    without text, `judgeable`. Judges compared side by side should stand on the same stories: the
+    `judgeable` view where a judge has one, else `all` (which then holds only judgeable stories)."""
+    keys = [c for c in ("run", "judge") if c in df.columns]
+    has = df.filter(pl.col("view") == "judgeable").select(keys).unique()
+    return pl.concat([df.filter(pl.col("view") == "judgeable"),
+                      df.filter(pl.col("view") == "all").join(has, on=keys, how="anti")], how="diagonal_relaxed")
+
+
+# -- TTCW ---------------------------------------------------------------------------------------
+def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    per_test = t.get("per_test")
+    if per_test is not None and "kappa" in per_test.columns:
+        view = _comparable_view(per_test)
+        wide = _who(view).pivot(on="who", index="test", values="kappa", aggregate_function="first")
+        fleiss = view.group_by("test", maintain_order=True).agg(pl.col("expert_fleiss_kappa").first())
+        p = Panel("Agreement with the expert majority, per TTCW test",
+                  "Cohen's kappa and balanced accuracy of each judge against the 2-of-3 expert majority; "
+                  "the experts' own Fleiss' kappa per test is a ceiling of sorts.",
+                  [("kappa_per_test", wide.join(fleiss, on="test")), ("per_test", per_test)])
+        p.figures.append(("kappa_per_test", _grouped_bars(view, "test", "kappa", "Cohen's kappa per test", "kappa")))
+        p.figures.append(("bacc_per_test", _grouped_bars(view, "test", "balanced_accuracy", "Balanced accuracy per test",
+                                                         "balanced accuracy", ylim=(0, 1))))
+        out.append(p)
+    if "overall" in t:
+        out.append(Panel("Overall agreement", "", [("overall", t["overall"])]))
+    if "pass_rates" in t:
+        rates = t["pass_rates"]
+        by_source = (rates.group_by([c for c in ("run", "judge", "view", "source") if c in rates.columns], maintain_order=True)
+                     .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean()))
+        view = _comparable_view(by_source)
+        fig = _grouped_bars(view, "source", "judge_pass_rate", "Judge pass rate per story source (mean over tests)",
+                            "pass rate", ylim=(0, 1))
+        ax = fig.axes[0]
+        experts = view.unique("source", maintain_order=True)
+        ax.scatter(np.arange(experts.height), experts["expert_pass_rate"].to_list(), color="black", marker="D",
+                   zorder=5, label="experts")
+        ax.legend(fontsize=7)
+        out.append(Panel("Pass rates per story source", "", [("pass_rates_by_source", by_source)],
+                         [("pass_rates_by_source", fig)]))
+    if "story_counts" in t:
+        out.append(Panel("Per-story pass counts vs the experts'", "", [("story_counts", t["story_counts"])]))
+    if "per_item" in t and "expert_pass" in t["per_item"].columns:
+        cp = corrected_ttcw(t["per_item"])
+        if cp.height:
+            p = Panel("Corrected pass rates (Rogan-Gladen)",
+                      "The raw pass rate is biased by the judge's errors; with its sensitivity and specificity "
+                      "measured on the human-labelled items, (p + Sp - 1) / (Se + Sp - 1) estimates the true rate "
+                      "(95% bootstrap CI; undefined when Se + Sp <= 1, i.e. the judge is no better than chance).",
+                      [("corrected_pass_rates", cp)])
+            p.figures.append(("corrected_pass_rates", _grouped_bars(cp.filter(pl.col("test") != "all"), "test",
+                                                                    "corrected_pass_rate", "Corrected pass rate per test",
+                                                                    "pass rate", "ci_low", "ci_high", (0, 1))))
+            out.append(p)
+        out.append(_label_distribution(t["per_item"].with_columns(
+            pl.when(pl.col("judge_pass")).then(pl.lit("Yes")).when(pl.col("judge_pass").is_not_null())
+            .then(pl.lit("No")).otherwise(pl.lit("unparsed")).alias("label"))))
+    return out
+
+
+def corrected_ttcw(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame:
+    """Per judge and test (and over all tests): raw and corrected pass rates of the judged items."""
+    rows = []
+    keys = [c for c in ("run", "judge") if c in per_item.columns]
+    for key, g in per_item.filter(pl.col("judge_pass").is_not_null()).group_by(keys, maintain_order=True):
+        tests = [("all", g)] + [(str(tst), g.filter(pl.col("test") == tst)) for tst in sorted(g["test"].unique().to_list())]
+        for name, sub in tests:
+            lab = sub.filter(pl.col("expert_pass").is_not_null())
+            if not lab.height:
+                continue
+            res = corrected_pass_rate(lab["expert_pass"].to_list(), lab["judge_pass"].to_list(),
+                                      sub["judge_pass"].to_list(), resamples=resamples)
+            rows.append({**dict(zip(keys, key)), "test": name, **res})
+    return pl.DataFrame(rows)
+
+
+def _label_distribution(df: pl.DataFrame) -> Panel:
+    counts = (_who(df).group_by(["who", "label"]).agg(pl.len().alias("n"))
+              .with_columns((pl.col("n") / pl.col("n").sum().over("who")).alias("share")).sort(["who", "label"]))
+    fig = _grouped_bars(counts.rename({"who": "judge"}).with_columns(pl.col("judge")), "label", "share",
+                        "Label distribution", "share of verdicts", ylim=(0, 1))
+    return Panel("Label distribution", "A judge that says one label almost always carries little information.",
+                 [("label_distribution", counts)], [("label_distribution", fig)])
+
+
+# -- reference-based Likert -------------------------------------------------------------------------
+def reference_likert_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    sweep = t.get("cutoff_sweep")
+    if sweep is not None and sweep.height:
+        sweep = _who(sweep)
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        for who, g in sweep.group_by("who", maintain_order=True):
+            g = g.sort("cutoff")
+            for metric, style in (("spearman", "-o"), ("kendall", "--s"), ("pairwise_accuracy", ":^")):
+                ax.plot(g["cutoff"].to_list(), g[metric].to_list(), style, label=f"{who[0]} {metric}")
+        ax.set_xlabel("cutoff (L+ - L- >= cutoff passes)")
+        ax.set_ylabel("agreement with human ranking")
+        ax.set_title("Cutoff sweep (mean over groups)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        out.append(Panel("Cutoff sweep", "Computed from stored verdicts: no model call per cutoff.",
+                         [("cutoff_sweep", t["cutoff_sweep"])], [("cutoff_sweep", fig)]))
+    if "ranking" in t:
+        out.append(Panel("Rank agreement per group", "", [("ranking", t["ranking"])]))
+    if "bias" in t:
+        out.append(Panel("Bias", "Swap-flip rate: the two orders disagree; first-position win rate: the story shown "
+                                 "first is preferred.", [("bias", t["bias"])]))
+    return out
+
+
+# -- listwise -------------------------------------------------------------------------------
+def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    cm = t.get("category_means")
+    if cm is not None and cm.height:
+        cm2 = cm.with_columns(pl.format("{} / {}", pl.col("source").fill_null(""), pl.col("category").fill_null("")).alias("cell"))
+        out.append(Panel("Mean score per (source, category)", "The AUT paper's bars.", [("category_means", cm)],
+                         [("category_means", _grouped_bars(cm2, "cell", "mean_score", "Mean 1-5 score", "score", ylim=(0, 5)))]))
+    items = t.get("item_scores")
+    if items is not None and items.height and items["category"].is_not_null().any():
+        out.append(Panel("Ordering strips", "Each cell is an item, ordered by the judge's mean score (best left), "
+                                            "coloured by its ground-truth category: a perfect judge shows sorted colours.",
+                         [], [("ordering_strips", _strips(items))]))
+    if "agreement" in t:
+        out.append(Panel("Agreement with the ground truth", "Spearman of item mean scores against the category rank and "
+                                                           "the human score.", [("agreement", t["agreement"])]))
+    for name, title in (("anova", "One-way ANOVA across categories"), ("icc", "ICC across repeats"),
+                        ("success", "Complete lists per N")):
+        if name in t and t[name].height:
+            out.append(Panel(title, "", [(name, t[name])]))
+    inter = t.get("inter_judge")
+    if inter is not None and inter.width > 2:
+        out.append(Panel("Inter-judge Spearman", "", [("inter_judge", inter)], [("inter_judge", _heatmap(inter))]))
+    return out
+
+
+def _strips(items: pl.DataFrame):
+    items = _who(items)
+    keys = items.select(["who", "group"]).unique(maintain_order=True).rows()[:12]
+    cats = [c for c in items["category"].unique(maintain_order=True).to_list() if c is not None]
+    colour = {c: CATEGORY_COLOURS[i % len(CATEGORY_COLOURS)] for i, c in enumerate(sorted(cats))}
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(keys) + 1.2))
+    for row, (who, group) in enumerate(keys):
+        g = items.filter((pl.col("who") == who) & (pl.col("group") == group)).sort("mean_score", descending=True)
+        for col, cat in enumerate(g["category"].to_list()):
+            ax.add_patch(plt.Rectangle((col, row), 0.95, 0.8, color=colour.get(cat, "#bbbbbb")))
+    ax.set_xlim(0, max(1, items.group_by(["who", "group"]).len()["len"].max()))
+    ax.set_ylim(0, len(keys))
+    ax.set_yticks(np.arange(len(keys)) + 0.4, [f"{w} | {g}" for w, g in keys], fontsize=7)
+    ax.set_xlabel("items, highest judge score first")
+    ax.invert_yaxis()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour[c]) for c in sorted(cats)]
+    ax.legend(handles, sorted(cats), fontsize=7, loc="upper right", bbox_to_anchor=(1.0, 1.25), ncols=len(cats))
+    fig.tight_layout()
+    return fig
+
+
+def _heatmap(matrix: pl.DataFrame):
+    names = matrix["judge"].to_list()
+    values = matrix.select(names).to_numpy().astype(float)
+    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 1.0 * len(names) + 1.5))
+    im = ax.imshow(values, vmin=-1, vmax=1, cmap="RdBu")
+    ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    for i in range(len(names)):
+        for j in range(len(names)):
+            ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+# -- pairwise -------------------------------------------------------------------------------
+def pairwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    acc = t.get("accuracy")
+    if acc is not None and acc.height:
+        out.append(Panel("Accuracy against the human preference",
+                         "Per order, averaged over the two orders, and the pair-level combined verdict (95% bootstrap CI "
+                         "over pairs).", [("accuracy", acc)],
+                         [("accuracy", _grouped_bars(acc, "order", "accuracy", "Accuracy", "accuracy", "ci_low", "ci_high",
+                                                     (0, 1)))]))
+    bias = t.get("bias")
+    if bias is not None and bias.height:
+        shown = bias.filter(pl.col("metric") != "unparsed")
+        out.append(Panel("Bias panel", "Swap-flip rate (orders disagree), first-position win rate, longer-text win rate "
+                                       "and tie rate, each with a 95% bootstrap CI over pairs. Unbiased: 0, 0.5, 0.5.",
+                         [("bias", bias)],
+                         [("bias", _grouped_bars(shown, "metric", "value", "Bias", "rate", "ci_low", "ci_high", (0, 1)))]))
+    per = t.get("per_verdict")
+    if per is not None and per.height:
+        out.append(_label_distribution(per.with_columns(pl.col("label").fill_null("unparsed"))))
+    return out
+
+
+# -- classification -----------------------------------------------------------------------------
+def classification_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    if "metrics" in t:
+        out.append(Panel("Accuracy and ordinal agreement", "", [("metrics", t["metrics"])]))
+    conf = t.get("confusion")
+    if conf is not None and conf.height:
+        first = conf.filter(pl.col("judge") == conf["judge"][0])
+        preds = [c for c in first.columns if c.startswith("pred_")]
+        values = first.select(preds).to_numpy().astype(float)
+        fig, ax = plt.subplots(figsize=(4.5, 3.6))
+        ax.imshow(values, cmap="Blues")
+        ax.set_xticks(range(len(preds)), [p.removeprefix("pred_") for p in preds])
+        ax.set_yticks(range(first.height), first["true"].to_list())
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        for i in range(values.shape[0]):
+            for j in range(values.shape[1]):
+                ax.text(j, i, f"{int(values[i, j])}", ha="center", va="center")
+        ax.set_title(f"Confusion matrix: {first['judge'][0]}")
+        fig.tight_layout()
+        out.append(Panel("Confusion matrix", "", [("confusion", conf)], [("confusion", fig)]))
+    counts = t.get("class_counts")
+    if counts is not None and counts.height:
+        out.append(Panel("Per-class counts", "The papers saw judges pile into the middle class.",
+                         [("class_counts", counts)],
+                         [("class_counts", _grouped_bars(counts, "label", "predicted", "Predicted per class", "items"))]))
+    return out
+
+
+PANELS = {"ttcw": ttcw_panels, "reference_likert": reference_likert_panels, "listwise": listwise_panels,
+          "pairwise": pairwise_panels, "classification": classification_panels}

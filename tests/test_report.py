@@ -1,0 +1,142 @@
+"""The judge-reliability report: tables equal the run's stored numbers, plots render in a real
+browser (headless Chromium from Debian's packages), and `litjudge compare` puts runs side by side."""
+import dataclasses
+import math
+import shutil
+import subprocess
+
+import polars as pl
+import pytest
+
+from engine.config import load_config
+from engine.report import write_report
+from engine.runner import run
+from judges.metrics import rogan_gladen
+from tests.conftest import PROJECT_ROOT, litjudge, needs_data
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+def rendered(page, tmp_path) -> tuple[int, int]:
+    """(plots on the page, plots the browser decoded), read from the DOM after load."""
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'dom'}", "--virtual-time-budget=5000",
+                        "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    import re
+    m = re.search(r'<body data-plots="(\d+)" data-plots-rendered="(\d+)"', r.stdout)
+    assert m, r.stdout[:500] + r.stderr[-1000:]
+    return int(m.group(1)), int(m.group(2))
+
+
+def screenshot(page, png, tmp_path) -> None:
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", "--window-size=1280,2000",
+                        f"--screenshot={png}", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert png.exists(), r.stderr[-1000:]
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(png)[..., :3]
+    ink = (pixels < 0.9).any(axis=2).mean()
+    colours = len({tuple((p * 8).astype(int)) for p in pixels.reshape(-1, 3)[::97]})
+    assert ink > 0.05 and colours >= 6, (ink, colours)        # text, tables and coloured bars, not a blank page
+
+
+def csv_equals(report_dir, name, stored: pl.DataFrame) -> None:
+    got = pl.read_csv(report_dir / "tables" / f"{name}.csv")
+    assert got.columns == stored.columns and got.height == stored.height
+    for col in stored.columns:
+        if stored[col].dtype.is_float():
+            for a, b in zip(got[col].to_list(), stored[col].to_list()):
+                assert (a is None and (b is None or math.isnan(b))) or a == pytest.approx(b, rel=1e-9, abs=1e-12)
+        else:
+            assert got[col].cast(pl.Utf8).to_list() == stored[col].cast(pl.Utf8).to_list(), col
+
+
+@pytest.fixture(scope="module")
+def replay_run(tmp_path_factory):
+    import os
+    runs = tmp_path_factory.mktemp("runs")
+    os.environ["LITJUDGE_RUNS_DIR"] = str(runs)
+    try:
+        out = run(load_config(PROJECT_ROOT / "runs" / "ttcw-replay.toml"), progress=False)
+    finally:
+        del os.environ["LITJUDGE_RUNS_DIR"]
+    return out.run_dir
+
+
+@needs_data
+def test_ttcw_report_tables_are_the_stored_numbers(replay_run):
+    page = write_report([replay_run])
+    report = page.parent
+    stored = {p.stem: pl.read_parquet(p) for p in (replay_run / "tables").glob("*.parquet")}
+    for name in ("per_test", "overall", "story_counts"):
+        csv_equals(report, name, stored[name])
+    wide = pl.read_csv(report / "tables" / "kappa_per_test.csv")
+    gpt4 = stored["per_test"].filter((pl.col("judge") == "replay:gpt4") & (pl.col("view") == "judgeable")).sort("test")
+    assert wide.sort("test")["replay:gpt4"].to_list() == pytest.approx(gpt4["kappa"].to_list())
+    html = page.read_text()
+    assert html.count("<img class='plot'") >= 5 and "data:image/png;base64," in html
+    assert (report / "report.md").read_text().count("![") >= 5
+
+
+@needs_data
+def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
+    report = write_report([replay_run]).parent
+    cp = pl.read_csv(report / "tables" / "corrected_pass_rates.csv")
+    per_item = pl.read_parquet(replay_run / "tables" / "per_item.parquet")
+    row = cp.filter((pl.col("judge") == "replay:claude3-opus") & (pl.col("test") == "all")).row(0, named=True)
+    items = per_item.filter((pl.col("judge") == "replay:claude3-opus") & pl.col("judge_pass").is_not_null())
+    lab = items.filter(pl.col("expert_pass").is_not_null())
+    tp = lab.filter(pl.col("expert_pass") & pl.col("judge_pass")).height
+    tn = lab.filter(~pl.col("expert_pass") & ~pl.col("judge_pass")).height
+    se, sp = tp / lab.filter(pl.col("expert_pass")).height, tn / lab.filter(~pl.col("expert_pass")).height
+    raw = items["judge_pass"].mean()
+    assert row["raw_pass_rate"] == pytest.approx(raw) and row["sensitivity"] == pytest.approx(se)
+    assert row["corrected_pass_rate"] == pytest.approx(rogan_gladen(raw, se, sp))
+    assert row["ci_low"] <= row["corrected_pass_rate"] <= row["ci_high"]
+    assert math.isnan(rogan_gladen(0.5, 0.4, 0.5))                  # no better than chance: undefined
+
+
+@needs_data
+@needs_chromium
+def test_ttcw_report_renders_in_chromium(replay_run, tmp_path):
+    page = write_report([replay_run])
+    plots, ok = rendered(page, tmp_path)
+    assert plots >= 5 and ok == plots
+    screenshot(page, tmp_path / "ttcw.png", tmp_path)
+
+
+@needs_chromium
+def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path):
+    config = dataclasses.replace(load_config(PROJECT_ROOT / "runs" / "pairwise-ttcw.toml"), dataset="pairs-generic",
+                                 name="pairwise-demo")
+    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    page = write_report([out.run_dir])
+    for name in ("accuracy", "bias"):
+        csv_equals(page.parent, name, pl.read_parquet(out.run_dir / "tables" / f"{name}.parquet"))
+    plots, ok = rendered(page, tmp_path)
+    assert plots >= 3 and ok == plots
+    screenshot(page, tmp_path / "pairwise.png", tmp_path)
+
+
+@needs_data
+def test_compare_puts_judges_side_by_side(tmp_path):
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "a")}
+    assert litjudge("run", str(PROJECT_ROOT / "runs" / "ttcw-replay.toml"), "--judge", "replay:gpt4", "--quiet", env=env).returncode == 0
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "b")}
+    assert litjudge("run", str(PROJECT_ROOT / "runs" / "ttcw-replay.toml"), "--judge", "replay:claude3-opus",
+                    "--quiet", env=env).returncode == 0
+    (tmp_path / "a" / "ttcw-replay").rename(tmp_path / "gpt4-run")
+    (tmp_path / "b" / "ttcw-replay").rename(tmp_path / "claude-run")
+    r = litjudge("compare", str(tmp_path / "gpt4-run"), str(tmp_path / "claude-run"), "--out", str(tmp_path / "cmp"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    wide = pl.read_csv(tmp_path / "cmp" / "tables" / "kappa_per_test.csv")
+    assert {"gpt4-run: replay:gpt4", "claude-run: replay:claude3-opus"} <= set(wide.columns)
+    runs_table = pl.read_csv(tmp_path / "cmp" / "tables" / "runs.csv")
+    assert runs_table["run"].to_list() == ["gpt4-run", "claude-run"]
+
+
+def test_report_of_a_non_run_is_one_clear_line(tmp_path):
+    r = litjudge("report", str(tmp_path))
+    assert r.returncode == 2 and "not a run directory (no manifest.json)" in r.stderr
