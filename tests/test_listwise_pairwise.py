@@ -135,30 +135,26 @@ def test_classification_confusion_by_hand():
 
 
 # -- data formats -----------------------------------------------------------------------------
-@pytest.mark.parametrize("line, message", [
-    ('{"group": "g", "text": "x"}', ":2: missing field 'item_id'"),
-    ('{"group": "g", "item_id": "p1", "text": "x"}', ":2: duplicate item_id 'p1'"),
-    ('{"group": "g", "item_id": "p9", "text": "x", "category": "Superb"}', ":2: category 'Superb' is not one of"),
-    ('{"group": "g", "item_id": "p9", "text": "x", "human_score": "high"}', ":2: field 'human_score' should be a number"),
-])
-def test_rated_items_bad_rows_name_file_and_line(tmp_path, line, message):
-    path = tmp_path / "items.jsonl"
-    path.write_text('{"group": "g", "item_id": "p1", "text": "a poem", "category": "Good"}\n' + line + "\n")
-    with pytest.raises(DataError, match="items.jsonl") as err:
-        load_rated_jsonl(path, ["Bad", "Medium", "Good"])
-    assert message in str(err.value)
+GOOD_ITEM = '{"group": "g", "item_id": "p1", "text": "a poem", "category": "Good"}'
+GOOD_PAIR = '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "b"}'
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"prompt": "p", "text_a": "x", "label": "a"}', ":2: missing field 'text_b'"),
-    ('{"prompt": "p", "text_a": "x", "text_b": "y", "label": "A"}', ":2: label must be one of ['a', 'b', 'tie']"),
-    ('{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "a"}', ":2: duplicate pair_id 'd1'"),
+@pytest.mark.parametrize("good, line, message", [
+    (GOOD_ITEM, '{"group": "g", "text": "x"}', ":2: missing field 'item_id'"),
+    (GOOD_ITEM, '{"group": "g", "item_id": "p1", "text": "x"}', ":2: duplicate item_id 'p1'"),
+    (GOOD_ITEM, '{"group": "g", "item_id": "p9", "text": "x", "category": "Superb"}', ":2: category 'Superb' is not one of"),
+    (GOOD_ITEM, '{"group": "g", "item_id": "p9", "text": "x", "human_score": "high"}',
+     ":2: field 'human_score' should be a number"),
+    (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "label": "a"}', ":2: missing field 'text_b'"),
+    (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "text_b": "y", "label": "A"}', ":2: label must be one of ['a', 'b', 'tie']"),
+    (GOOD_PAIR, '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "a"}', ":2: duplicate pair_id 'd1'"),
 ])
-def test_pairs_bad_rows_name_file_and_line(tmp_path, line, message):
-    path = tmp_path / "pairs.jsonl"
-    path.write_text('{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "b"}\n' + line + "\n")
-    with pytest.raises(DataError, match="pairs.jsonl") as err:
-        load_pairs_jsonl(path)
+def test_bad_rows_name_file_and_line(tmp_path, good, line, message):
+    path = tmp_path / "data.jsonl"
+    path.write_text(good + "\n" + line + "\n")
+    load = (lambda p: load_rated_jsonl(p, ["Bad", "Medium", "Good"])) if good is GOOD_ITEM else load_pairs_jsonl
+    with pytest.raises(DataError, match="data.jsonl") as err:
+        load(path)
     assert message in str(err.value)
 
 

@@ -36,8 +36,10 @@ def icc(ratings: Sequence[Sequence[float]]) -> dict[str, float]:
     mse = ss_err / ((n - 1) * (k - 1))
     msw = (ss_cols + ss_err) / (n * (k - 1))
 
+    scale = max(abs(msr), abs(msc), abs(mse), abs(msw), 1e-300)
+
     def ratio(num: float, den: float) -> float:
-        return float(num / den) if den != 0 else NAN
+        return float(num / den) if abs(den) > 1e-9 * scale else NAN      # 0/0 up to rounding: undefined
 
     return {"ICC1": ratio(msr - msw, msr + (k - 1) * msw),
             "ICC2": ratio(msr - mse, msr + (k - 1) * mse + k * (msc - mse) / n),
