@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from judges.metrics import corrected_pass_rate  # noqa: E402
+from judges.metrics import accuracy, cluster_bootstrap, corrected_pass_rate  # noqa: E402
 
 CATEGORY_COLOURS = ["#d73027", "#fdae61", "#a6d96a", "#1a9850", "#4575b4", "#762a83"]
 
@@ -140,13 +140,19 @@ def corrected_ttcw(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame
     return pl.DataFrame(rows)
 
 
-def _label_distribution(df: pl.DataFrame) -> Panel:
-    counts = (_who(df).group_by(["who", "label"]).agg(pl.len().alias("n"))
-              .with_columns((pl.col("n") / pl.col("n").sum().over("who")).alias("share")).sort(["who", "label"]))
-    fig = _grouped_bars(counts.rename({"who": "judge"}).with_columns(pl.col("judge")), "label", "share",
-                        "Label distribution", "share of verdicts", ylim=(0, 1))
-    return Panel("Label distribution", "A judge that says one label almost always carries little information.",
-                 [("label_distribution", counts)], [("label_distribution", fig)])
+def _label_distribution(df: pl.DataFrame, resamples: int = 500) -> Panel:
+    """Share of each label per judge, with a 95% bootstrap CI (verdicts resampled)."""
+    rows = []
+    for (who,), g in _who(df).group_by(["who"], maintain_order=True):
+        labels = g["label"].to_list()
+        for lab in sorted(set(labels), key=str):
+            lo, hi = cluster_bootstrap(range(len(labels)), [lab] * len(labels), labels, accuracy, resamples=resamples)
+            rows.append({"judge": who, "label": lab, "n": labels.count(lab), "share": labels.count(lab) / len(labels),
+                         "ci_low": lo, "ci_high": hi})
+    counts = pl.DataFrame(rows)
+    fig = _grouped_bars(counts, "label", "share", "Label distribution", "share of verdicts", "ci_low", "ci_high", (0, 1))
+    return Panel("Label distribution", "A judge that says one label almost always carries little information "
+                                       "(95% bootstrap CI).", [("label_distribution", counts)], [("label_distribution", fig)])
 
 
 # -- reference-based Likert -------------------------------------------------------------------------

@@ -71,7 +71,11 @@ class FakeAPI:
 
     def chat(self, body: dict) -> dict:
         allowed = (body.get("structured_outputs") or {}).get("choice")
-        text = self._label(allowed)
+        schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+        if schema:
+            text = json.dumps({"verdict": self._label(schema["properties"]["verdict"].get("enum"))})
+        else:
+            text = self._label(allowed)
         prompt = sum(len(m["content"].split()) for m in body["messages"])
         return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],

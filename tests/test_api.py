@@ -74,6 +74,21 @@ def test_anthropic_backend_uses_forced_tool_use_and_never_writes_the_key(tmp_pat
     assert SECRET not in r.stdout + r.stderr
 
 
+def test_openai_backend_sends_a_strict_json_schema_and_parses_the_verdict(tmp_path):
+    runs = tmp_path / "runs"
+    with FakeAPI() as server:
+        cfg = demo_config(tmp_path, "openai-demo", "openai:gpt-test", api=f'base_url = "{server.url}/v1"')
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs), "OPENAI_API_KEY": SECRET})
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert "12 verdicts (0 unparsed)" in r.stdout
+        fmt = server.received[0]["response_format"]
+        assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        assert fmt["json_schema"]["schema"]["properties"]["verdict"]["enum"] == ["Yes", "No"]
+    log = [json.loads(line) for line in (runs / "openai-demo" / "log.jsonl").read_text().splitlines()]
+    assert {rec["raw"] for rec in log} == {"Yes"}
+    assert_key_never_written(runs / "openai-demo")
+
+
 def test_missing_key_is_one_clear_line(tmp_path):
     cfg = demo_config(tmp_path, "nokey", "anthropic:claude-test")
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
@@ -183,3 +198,17 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
     assert languages("served") == languages("offline")
     m = json.loads((runs / "served" / "manifest.json").read_text())["judges"][0]
     assert m["structured_outputs"] == "vllm" and m["api"]["retries"] == 0 and m["api"]["prompt_tokens"] > 0
+
+    # distribution mode: the server's top log-probabilities of the first answer token
+    for name, judge, engine in (("served-dist", f"openai-compatible:{vllm_server}:smollm2", ""),
+                                ("offline-dist", "smollm2-135m", 'dtype = "float32"')):
+        cfg = write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api="", engine=engine)
+                           .replace('mode = "label"', 'mode = "distribution"'))
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 0, r.stderr[-3000:]
+    a = pl.read_parquet(runs / "served-dist" / "verdicts.parquet").sort("item_id")
+    b = pl.read_parquet(runs / "offline-dist" / "verdicts.parquet").sort("item_id")
+    assert a["label"].to_list() == b["label"].to_list()
+    p_served = [json.loads(d)["Yes"] for d in a["distribution"]]
+    p_offline = [json.loads(d)["Yes"] for d in b["distribution"]]
+    assert max(abs(x - y) for x, y in zip(p_served, p_offline)) < 0.02

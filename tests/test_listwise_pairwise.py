@@ -305,3 +305,26 @@ def test_reward_mode_needs_a_reward_judge(tmp_path):
     cfg = write_config(tmp_path / "bad.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "pairs-generic"\nmode = "reward"\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 2 and "mode \"reward\" needs a reward-model judge" in r.stderr
+
+
+def test_inter_judge_matrix_and_self_preference_by_hand():
+    items = pl.DataFrame({"judge": ["j1"] * 4 + ["j2"] * 4, "item_id": ["a", "b", "c", "d"] * 2,
+                          "mean_score": [1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0],
+                          "source": ["m1", "m1", "m2", "m2"] * 2})
+    matrix = Listwise._inter_judge(items)
+    assert matrix.filter(pl.col("judge") == "j1")["j2"][0] == pytest.approx(-1.0)
+    assert matrix.filter(pl.col("judge") == "j2")["j2"][0] == 1.0
+    pref = Listwise._self_preference(items, ListwiseOptions(self_sources={"j1": "m2"}))
+    row = pref.row(0, named=True)
+    assert row["own_items"] == 2 and row["own_mean_score"] == 3.5 and row["other_mean_score"] == 1.5
+
+
+@pytest.mark.slow
+def test_pairwise_analysis_then_verdict(smollm, runs_dir, tmp_path):
+    cfg = write_config(tmp_path / "pa.toml", 'name = "pa"\nprotocol = "pairwise"\ndataset = "pairs-generic"\n'
+                                             'mode = "analyze"\n[options]\ntemplate = "writerly_criteria"\n'
+                                             'analysis_tokens = 48\n')
+    out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
+    v = out.verdicts
+    assert v.height == 6 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"A", "B"}
+    assert all("\nPreferred: " in raw for raw in v["raw"]) and v["analysis"].is_not_null().all()
