@@ -113,8 +113,9 @@ def test_failed_run_leaves_the_store_consistent_and_report_reads_it(smollm, runs
     db = sqlite3.connect(outcome.run_dir / "store.sqlite")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert db.execute("SELECT count(*) FROM results").fetchone() == (12,)
-    rep = litjudge("report", str(outcome.run_dir))
+    rep = litjudge("report", str(outcome.run_dir), "--text")
     assert rep.returncode == 0 and "verdicts/s" in rep.stdout and "per_test" in rep.stdout
+    assert (outcome.run_dir / "report" / "report.html").exists()
 
 
 @needs_data
