@@ -71,7 +71,8 @@ def read_toml(path: str | Path) -> dict:
 
 
 def is_sweep(path: str | Path) -> bool:
-    return "matrix" in read_toml(path) or "sweep" in read_toml(path)
+    table = read_toml(path)
+    return "matrix" in table or "sweep" in table
 
 
 def _slug(value: Any) -> str:

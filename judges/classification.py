@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import grammars
-from engine.cards import load_card
-from engine.data.items import ItemSet, load_items, select_groups
+from engine.data.items import ItemSet, items_of, sample_per_category, select_groups
 from engine.errors import ConfigError
 from engine.paths import paper_prompt
 from engine.requests import JudgeRequest, Message, RequestMeta
@@ -59,8 +58,7 @@ class Classification(Protocol):
     default_rank_by = "metrics.accuracy"
 
     def load(self, ctx: Context) -> ItemSet:
-        card = load_card(ctx.config.dataset)
-        return load_items(card.loader, ctx.dataset_path, card.category_order)
+        return items_of(ctx.config.dataset, ctx.dataset_path)
 
     def language(self, ctx: Context):
         lang = grammars.categorical(list(ctx.options.labels))
@@ -82,16 +80,8 @@ class Classification(Protocol):
         opts: ClassificationOptions = ctx.options
         data = self.load(ctx)
         lang, out = self.language(ctx), Build([])
-        groups = select_groups(data, list(ctx.options.groups))
-        if ctx.config.limit:
-            groups = groups[:ctx.config.limit]
-        for group, items in groups:
-            if opts.per_category:
-                rng, by_cat = random.Random(f"{opts.seed}/{group}"), {}
-                for item in items:
-                    by_cat.setdefault(item.category, []).append(item)
-                items = [x for c in sorted(by_cat, key=str) for x in rng.sample(by_cat[c], min(opts.per_category, len(by_cat[c])))]
-            for item in items:
+        for group, items in select_groups(data, list(opts.groups), ctx.config.limit):
+            for item in sample_per_category(items, opts.per_category, random.Random(f"{opts.seed}/{group}")):
                 truth = opts.category_map.get(item.category, item.category) if item.category else None
                 if truth is None:
                     out.skipped.append(Skip(item.item_id, "no ground-truth category"))

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import grammars
-from engine.cards import load_card
-from engine.data.items import ItemSet, RatedItem, load_items, select_groups
+from engine.data.items import ItemSet, RatedItem, items_of, sample_per_category, select_groups
 from engine.errors import ConfigError
 from engine.paths import paper_prompt
 from engine.requests import JudgeRequest, Message, RequestMeta
@@ -74,8 +73,7 @@ class Listwise(Protocol):
     default_rank_by = "agreement.spearman_category"
 
     def load(self, ctx: Context) -> ItemSet:
-        card = load_card(ctx.config.dataset)
-        return load_items(card.loader, ctx.dataset_path, card.category_order)
+        return items_of(ctx.config.dataset, ctx.dataset_path)
 
     # -- prompts ------------------------------------------------------------------------------
     def instruction(self, opts: ListwiseOptions, group: str, n: int) -> str:
@@ -93,15 +91,7 @@ class Listwise(Protocol):
 
     # -- designs ------------------------------------------------------------------------------
     def pool(self, items: list[RatedItem], opts: ListwiseOptions, rng: random.Random) -> list[RatedItem]:
-        if not opts.per_category:
-            return list(items)
-        by_cat: dict[str | None, list[RatedItem]] = {}
-        for item in items:
-            by_cat.setdefault(item.category, []).append(item)
-        out = []
-        for cat in sorted(by_cat, key=str):
-            out += rng.sample(by_cat[cat], min(opts.per_category, len(by_cat[cat])))
-        return out
+        return sample_per_category(items, opts.per_category, rng)
 
     def lists(self, pool: list[RatedItem], opts: ListwiseOptions, rng: random.Random) -> list[list[RatedItem]]:
         if opts.design == "comprehensive":
@@ -126,9 +116,7 @@ class Listwise(Protocol):
     def build(self, ctx: Context) -> Build:
         opts: ListwiseOptions = ctx.options
         data = self.load(ctx)
-        groups = select_groups(data, list(ctx.options.groups))
-        if ctx.config.limit:
-            groups = groups[:ctx.config.limit]
+        groups = select_groups(data, list(opts.groups), ctx.config.limit)
         out = Build([])
         for group, items in groups:
             rng = random.Random(f"{opts.seed}/{group}")

@@ -47,14 +47,27 @@ class ItemSet:
         return float(self.categories.index(category) + 1) if category in self.categories else float("nan")
 
 
-def select_groups(data: ItemSet, wanted: list[str]) -> list[tuple[str, list[RatedItem]]]:
-    """The groups to judge, in order: the named ones (an unknown name is an error), else all, sorted."""
+def select_groups(data: ItemSet, wanted: list[str], limit: int = 0) -> list[tuple[str, list[RatedItem]]]:
+    """The groups to judge, in order: the named ones (an unknown name is an error), else all, sorted;
+    the first `limit` of them when a limit is set."""
     groups = data.groups()
     unknown = [g for g in wanted if g not in groups]
     if unknown:
         from ..errors import ConfigError
         raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})", key="options.groups")
-    return [(g, groups[g]) for g in wanted] if wanted else sorted(groups.items())
+    chosen = [(g, groups[g]) for g in wanted] if wanted else sorted(groups.items())
+    return chosen[:limit] if limit else chosen
+
+
+def sample_per_category(items: list[RatedItem], per_category: int, rng) -> list[RatedItem]:
+    """Up to `per_category` items of each ground-truth category (categories in sorted order), drawn
+    with `rng`; all items when per_category is 0."""
+    if not per_category:
+        return list(items)
+    by_cat: dict[str | None, list[RatedItem]] = {}
+    for item in items:
+        by_cat.setdefault(item.category, []).append(item)
+    return [x for cat in sorted(by_cat, key=str) for x in rng.sample(by_cat[cat], min(per_category, len(by_cat[cat])))]
 
 
 def load_rated_jsonl(path: Path, category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
@@ -110,6 +123,14 @@ def load_confederacy_items(folder: Path) -> ItemSet:
         for s in (g.reference, *g.candidates):
             items.append(RatedItem(s.item_id, s.group, s.text, None, s.human_score, s.source))
     return ItemSet(tuple(items))
+
+
+def items_of(dataset: str, location: Path) -> ItemSet:
+    """The rated items of a dataset card (its loader and category order) found at `location`."""
+    from ..cards import load_card
+
+    card = load_card(dataset)
+    return load_items(card.loader, location, card.category_order)
 
 
 def load_items(loader: str, location: Path, category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
