@@ -158,7 +158,8 @@ class ApiBackend:
     # -- generation -------------------------------------------------------------------------
     def generate(self, batch: Sequence[Prepared], on_done: Callable[[Generation], None] | None = None
                  ) -> Iterator[Generation]:
-        with ThreadPoolExecutor(max_workers=self.cfg.concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency)
+        try:
             futures = [pool.submit(self._one, p) for p in batch]
             for f in as_completed(futures):
                 g = f.result()
@@ -167,6 +168,9 @@ class ApiBackend:
                 if on_done:
                     on_done(g)
                 yield g
+        finally:
+            # Ctrl-C or a crash: requests not yet sent are dropped (a re-run resumes them), not waited on.
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _one(self, p: Prepared) -> Generation | None:
         if self.account.over_budget():
