@@ -101,17 +101,13 @@ def make_planner(judge: str, config: RunConfig, data_root: Path):
     _check_reward(judge, config)
     if is_api_judge(judge):
         return ApiBackend(judge, config.api, planning=True)
-    if judge.startswith("reward:"):
-        from .backends.reward import reward_family
-        from .backends.tokenizer_only import TokenizerOnly
-        from .backends.vllm_backend import context_window
-
-        resolved, settings = resolve_judge(judge.removeprefix("reward:")), engine_settings(config, judge)
-        return TokenizerOnly(resolved, reward_family(settings.dtype), context_window(resolved, settings))
-    if config.backend == "vllm" and not judge.startswith("replay:"):
+    if judge.startswith("reward:") or (config.backend == "vllm" and not judge.startswith("replay:")):
+        from .backends.reward import RewardBackend
         from .backends.vllm_backend import planner
 
-        return planner(resolve_judge(judge), engine_settings(config, judge))
+        reward = judge.startswith("reward:")
+        return planner(resolve_judge(judge.removeprefix("reward:")), engine_settings(config, judge),
+                       RewardBackend.name if reward else "vllm")
     return make_backend(judge, config, data_root)
 
 

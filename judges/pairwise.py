@@ -30,6 +30,9 @@ from .base import Build, Context, Protocol
 from .metrics import accuracy, cluster_bootstrap
 
 ORDERS = ("ab", "ba")
+# which text is longer in words (None when equal): the longer-text bias is measured against it
+LONGER = (pl.when(pl.col("words_a") > pl.col("words_b")).then(pl.lit("a"))
+          .when(pl.col("words_b") > pl.col("words_a")).then(pl.lit("b")).otherwise(None))
 LITBENCH = ("writerly_criteria", "minimal", "reddit_minimal", "reddit_verbose", "reddit_verbose_permuted")
 DEFAULT_TEMPLATE = ("You are comparing two creative writing responses (A and B) to the same writing prompt. "
                     "Decide which one is the better piece of writing: more original, engaging, vivid and "
@@ -118,9 +121,7 @@ class Pairwise(Protocol):
         diff = pl.col("r_a") - pl.col("r_b")
         pick = pl.when(pl.col("r_a").is_null() | pl.col("r_b").is_null()).then(None) \
             .when(diff > 0).then(pl.lit("a")).when(diff < 0).then(pl.lit("b")).otherwise(pl.lit("tie"))
-        longer = pl.when(pl.col("words_a") > pl.col("words_b")).then(pl.lit("a")) \
-            .when(pl.col("words_b") > pl.col("words_a")).then(pl.lit("b")).otherwise(None)
-        return wide.with_columns(pick.alias("pick"), (1 / (1 + (-diff).exp())).alias("p_a"), longer.alias("longer"),
+        return wide.with_columns(pick.alias("pick"), (1 / (1 + (-diff).exp())).alias("p_a"), LONGER.alias("longer"),
                                  pl.lit("reward").alias("order"), pl.lit(0).alias("repeat"),
                                  pl.when(pick.is_null()).then(pl.lit("unparsed")).otherwise(pl.lit("ok")).alias("status"),
                                  pl.lit(None, dtype=pl.Utf8).alias("label"), pl.lit(None, dtype=pl.Boolean).alias("first_won"))
@@ -141,9 +142,7 @@ class Pairwise(Protocol):
                 .when(pl.col("label") == "tie").then(pl.lit("tie"))
                 .when((pl.col("label") == "A") == (pl.col("order") == "ab")).then(pl.lit("a"))
                 .otherwise(pl.lit("b")))
-        longer = pl.when(pl.col("words_a") > pl.col("words_b")).then(pl.lit("a")) \
-            .when(pl.col("words_b") > pl.col("words_a")).then(pl.lit("b")).otherwise(None)
-        return t.with_columns(pick.alias("pick"), longer.alias("longer"),
+        return t.with_columns(pick.alias("pick"), LONGER.alias("longer"),
                               (pl.col("label") == "A").alias("first_won"))
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:

@@ -12,13 +12,9 @@ from ..models import ResolvedJudge
 from ..render import PromptRenderer
 from ..requests import JudgeIdentity
 from .base import Generation, LocalBackend, Prepared
-from .vllm_backend import EngineSettings, context_window
+from .vllm_backend import EngineSettings, context_window, vllm_family
 
 CHUNK = 32          # texts per classify call: results are stored after each chunk
-
-
-def reward_family(dtype: str) -> str:
-    return "vllm-reward" if dtype == "bfloat16" else f"vllm-reward-{dtype}"
 
 
 class RewardBackend(LocalBackend):
@@ -38,7 +34,7 @@ class RewardBackend(LocalBackend):
         self.renderer = PromptRenderer(self.llm.get_tokenizer(), judge.chat)
 
     def identity(self) -> JudgeIdentity:
-        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, reward_family(self.settings.dtype))
+        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, vllm_family(self.settings.dtype, self.name))
 
     def describe(self) -> dict:
         return {"backend": self.name, "engine_started": True, "dtype": self.settings.dtype,

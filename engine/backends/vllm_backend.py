@@ -47,10 +47,10 @@ class EngineSettings:
     in_process: bool = True                 # VLLM_ENABLE_V1_MULTIPROCESSING=0
 
 
-def vllm_family(dtype: str) -> str:
+def vllm_family(dtype: str, base: str = "vllm") -> str:
     """The backend family in request keys: bfloat16 is the default and keeps the plain name; another
     dtype computes other numbers, so its results get keys of their own."""
-    return "vllm" if dtype == "bfloat16" else f"vllm-{dtype}"
+    return base if dtype == "bfloat16" else f"{base}-{dtype}"
 
 
 def context_window(judge: ResolvedJudge, settings: EngineSettings) -> int:
@@ -58,11 +58,12 @@ def context_window(judge: ResolvedJudge, settings: EngineSettings) -> int:
     return settings.max_model_len or min(_model_max_len(judge.path), 8192)
 
 
-def planner(judge: ResolvedJudge, settings: EngineSettings):
-    """The engine-free stand-in that renders, tokenizes and keys exactly as this backend will."""
+def planner(judge: ResolvedJudge, settings: EngineSettings, base: str = "vllm"):
+    """The engine-free stand-in that renders, tokenizes and keys exactly as this backend (or the
+    pooling backend, base "vllm-reward") will."""
     from .tokenizer_only import TokenizerOnly
 
-    return TokenizerOnly(judge, vllm_family(settings.dtype), context_window(judge, settings))
+    return TokenizerOnly(judge, vllm_family(settings.dtype, base), context_window(judge, settings))
 
 
 def _cuda_available() -> bool:
