@@ -8,8 +8,10 @@ side in one invocation on one engine:
     subset, extrapolated and labelled as such.
 
 Usable verdicts/s counts only outputs that parse. The prefix cache is reset between (a) and (b).
-Prefill FLOP/s uses 2 x parameters x non-cached prompt tokens (attention FLOPs left out) and is
-compared with this machine's bf16 matmul rate, measured in the same run.
+Prefill FLOP/s counts the work of the prompt tokens each setup computes, weights and attention
+(`engine.flops`), and is compared with this machine's bf16 matmul rate, measured in the same run.
+From the same count: the least time (a) could take if all its prefill ran at that matmul rate, and
+so the largest ratio over (c) this machine allows.
 """
 from __future__ import annotations
 
@@ -30,31 +32,36 @@ class Row:
     prompt_tokens: int
     uncached_tokens: int
     parse_failures: int
+    prefill_flops: float = 0.0
     extrapolated: bool = False
 
     @property
     def usable_per_s(self) -> float:
         return (self.requests - self.parse_failures) / self.seconds
 
-    def line(self, params: float, matmul: float) -> str:
-        prefill_flops = 2 * params * self.uncached_tokens / self.seconds
+    def line(self, matmul: float) -> str:
         hit = 1 - self.uncached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         tag = " (extrapolated)" if self.extrapolated else ""
         return (f"| {self.name}{tag} | {self.requests} | {self.seconds:,.1f} | {self.requests / self.seconds:.2f} | "
                 f"{self.usable_per_s:.2f} | {self.prompt_tokens / self.seconds:,.0f} | "
                 f"{self.uncached_tokens / self.seconds:,.0f} | {100 * hit:.0f}% | {self.parse_failures} | "
-                f"{100 * prefill_flops / matmul:.1f}% |")
+                f"{100 * self.prefill_flops / self.seconds / matmul:.1f}% |")
 
 
-def matmul_flops(n: int = 1536, repeats: int = 6) -> float:
+def matmul_flops(sizes: tuple[int, ...] = (1024, 1536, 2048, 3072), repeats: int = 4) -> float:
+    """The best bf16 matmul rate over a few square sizes: the machine's attainable peak (the
+    highest seen, so the bound derived from it is conservative)."""
     import torch
 
-    a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
-    torch.matmul(a, b)
-    t = time.perf_counter()
-    for _ in range(repeats):
+    best = 0.0
+    for n in sizes:
+        a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
         torch.matmul(a, b)
-    return 2 * n ** 3 * repeats / (time.perf_counter() - t)
+        t = time.perf_counter()
+        for _ in range(repeats):
+            torch.matmul(a, b)
+        best = max(best, 2 * n ** 3 * repeats / (time.perf_counter() - t))
+    return best
 
 
 def main(args) -> int:
@@ -67,6 +74,7 @@ def main(args) -> int:
     from .backends.vllm_backend import EngineSettings, VLLMBackend
     from .cards import load_card
     from .config import RunConfig
+    from .flops import DecoderShape
     from .models import resolve_judge
     from .paths import data_root
     from .planner import make_plan
@@ -80,8 +88,12 @@ def main(args) -> int:
     print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "
           f"judge {args.judge}, {os.cpu_count()} CPU cores")
     rows: list[Row] = []
-    engine = VLLMBackend(judge, EngineSettings(max_model_len=8192, kv_cache_gib=4))
-    params = sum(p.numel() for p in _hf_params(judge.path))
+    t = time.perf_counter()
+    engine = VLLMBackend(judge, EngineSettings(max_model_len=8192, kv_cache_gib=4, block_size=args.block_size or None,
+                                               enforce_eager=not args.compile))
+    print(f"vLLM engine up in {time.perf_counter() - t:.1f} s (block size {engine.block_size}, "
+          f"{'torch.compile' if args.compile else 'eager'}; start-up is outside every timing below)")
+    shape = DecoderShape.from_config(judge.path)
 
     # (a) litjudge as planned
     engine.llm.reset_prefix_cache()
@@ -91,7 +103,8 @@ def main(args) -> int:
     secs = time.perf_counter() - t
     fails = sum(o.raw not in ("Yes", "No") for o in outs)
     rows.append(Row("(a) litjudge: planned, prefix-ordered, constrained", len(requests), secs,
-                    sum(o.prompt_tokens for o in outs), sum(o.prompt_tokens - o.cached_tokens for o in outs), fails))
+                    sum(o.prompt_tokens for o in outs), sum(o.prompt_tokens - o.cached_tokens for o in outs), fails,
+                    sum(shape.prefill_flops(o.prompt_tokens, o.cached_tokens) for o in outs)))
     print(f"(a) done in {secs:.1f} s, {fails} unparsed")
 
     # (b) peer practice: dataset order, free-form 512 tokens, regex afterwards
@@ -109,7 +122,8 @@ def main(args) -> int:
         fails = sum(UPSTREAM_RULE.match(r.outputs[0].text) is None for r in res)
         rows.append(Row("(b) one LLM.generate, dataset order, free-form + regex", len(ordered), secs,
                         sum(len(r.prompt_token_ids) for r in res),
-                        sum(len(r.prompt_token_ids) - (r.num_cached_tokens or 0) for r in res), fails))
+                        sum(len(r.prompt_token_ids) - (r.num_cached_tokens or 0) for r in res), fails,
+                        sum(shape.prefill_flops(len(r.prompt_token_ids), r.num_cached_tokens or 0) for r in res)))
         print(f"(b) done in {secs:.1f} s, {fails} outputs without a leading Yes/No")
     engine.close()
 
@@ -125,30 +139,33 @@ def main(args) -> int:
         toks = sum(p.prompt_tokens for p in subset)
         rows.append(Row("(c) transformers+outlines, one at a time", len(requests), secs * scale,
                         int(toks * scale), int(toks * scale),
-                        int(round(sum(o.raw not in ("Yes", "No") for o in outs) * scale)), extrapolated=True))
+                        int(round(sum(o.raw not in ("Yes", "No") for o in outs) * scale)),
+                        sum(shape.prefill_flops(p.prompt_tokens) for p in subset) * scale, extrapolated=True))
         print(f"(c) {len(subset)} requests in {secs:.1f} s, extrapolated to {len(requests)}")
 
     mm = matmul_flops()
     header = ("| setup | requests | seconds | requests/s | usable verdicts/s | prompt tok/s | uncached prefill tok/s "
               "| prefix-cache hit | parse failures | prefill FLOP/s vs bf16 matmul |\n|---|---|---|---|---|---|---|---|---|---|")
-    print(f"\nbf16 matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge parameters: {params / 1e6:.1f} M\n")
+    print(f"\nbf16 matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge: {shape.layers} layers, "
+          f"{shape.matmul_flops_per_token / 2e6:.1f} M non-embedding parameters\n")
     print(header)
     for r in rows:
-        print(r.line(params, mm))
+        print(r.line(mm))
     a = rows[0]
     for r in rows[1:]:
         print(f"\n(a) vs {r.name.split(' ')[0]}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s")
+    bounds = {}
+    if a.prefill_flops:
+        floor = a.prefill_flops / mm
+        print(f"\n(a)'s prefill work: {a.prefill_flops / 1e12:.2f} TFLOP (weights and attention of its "
+              f"{a.uncached_tokens:,} computed tokens); at the bf16 matmul rate that takes at least {floor:.1f} s.")
+        for r in rows[1:]:
+            usable = r.requests - r.parse_failures
+            bounds[r.name.split(" ")[0]] = r.seconds / floor * r.requests / usable if usable else float("inf")
+            print(f"bound: (a) vs {r.name.split(' ')[0]} cannot exceed {bounds[r.name.split(' ')[0]]:.1f}x on this "
+                  f"machine with this workload, even with every (a) FLOP at the matmul rate")
     if args.out:
-        Path(args.out).write_text(json.dumps({"matmul_flops": mm, "params": params,
+        Path(args.out).write_text(json.dumps({"matmul_flops": mm, "shape": asdict(shape), "bounds": bounds,
                                               "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 
-
-def _hf_params(path: str):
-    import torch
-    from safetensors import safe_open
-
-    for f in sorted(Path(path).glob("*.safetensors")):
-        with safe_open(str(f), framework="pt") as fh:
-            for k in fh.keys():
-                yield torch.empty(fh.get_slice(k).get_shape(), device="meta")

@@ -278,6 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--skip-hf", action="store_true")
     b.add_argument("--skip-naive", action="store_true")
     b.add_argument("--judge", default="smollm2-135m")
+    b.add_argument("--block-size", type=int, default=0, help="vLLM KV block size (0: vLLM's default; CPU: 128)")
+    b.add_argument("--compile", action="store_true", help="torch.compile the vLLM model (slower start-up)")
     b.add_argument("--out", default="", help="write the results table (JSON) here")
     b.set_defaults(fn=cmd_bench)
     return p

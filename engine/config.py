@@ -32,6 +32,7 @@ class EngineConfig:
     enforce_eager: bool = True
     max_num_batched_tokens: int = 0
     max_num_seqs: int = 0
+    block_size: int = 0         # KV block, the prefix cache's granule (0: vLLM's default; CPU 128)
     tensor_parallel_size: int = 1   # GPUs per engine (multi-GPU boxes; untested here)
     data_parallel_size: int = 1     # engine replicas (multi-GPU boxes; untested here)
     dtype: str = "bfloat16"     # part of the judge's key when not bfloat16 (it changes outputs)

@@ -1,6 +1,8 @@
 """Where things live: the data root (shared datasets and paper prompts), the model cache, run outputs.
 
-Each can be overridden by an environment variable (and the data root by `--data-root`).
+Each can be overridden by an environment variable (and the data root by `--data-root`); a variable
+set to the empty string counts as unset (`LITJUDGE_CACHE= make run` must not write models into the
+current folder).
 """
 from __future__ import annotations
 
@@ -10,14 +12,18 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _env_path(name: str, default: Path) -> Path:
+    return Path(os.environ.get(name) or default)
+
+
 def data_root() -> Path:
     """Human-labelled datasets (never copied into the project). `LITJUDGE_DATA_ROOT` overrides."""
-    return Path(os.environ.get("LITJUDGE_DATA_ROOT", PROJECT_ROOT.parent / "shared" / "datasets"))
+    return _env_path("LITJUDGE_DATA_ROOT", PROJECT_ROOT.parent / "shared" / "datasets")
 
 
 def prompts_root() -> Path:
     """The seed papers' prompts. `LITJUDGE_PROMPTS_ROOT` overrides."""
-    return Path(os.environ.get("LITJUDGE_PROMPTS_ROOT", data_root().parent / "prompts"))
+    return _env_path("LITJUDGE_PROMPTS_ROOT", data_root().parent / "prompts")
 
 
 def paper_prompt(name: str) -> dict:
@@ -34,7 +40,7 @@ def paper_prompt(name: str) -> dict:
 
 def cache_dir() -> Path:
     """Converted model folders and downloaded wheels. `LITJUDGE_CACHE` overrides."""
-    return Path(os.environ.get("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge"))
+    return _env_path("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge")
 
 
 def cards_dir() -> Path:
@@ -43,4 +49,4 @@ def cards_dir() -> Path:
 
 def runs_output_dir() -> Path:
     """Run outputs (git-ignored). `LITJUDGE_RUNS_DIR` overrides."""
-    return Path(os.environ.get("LITJUDGE_RUNS_DIR", PROJECT_ROOT / "runs" / "out"))
+    return _env_path("LITJUDGE_RUNS_DIR", PROJECT_ROOT / "runs" / "out")

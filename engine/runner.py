@@ -67,7 +67,8 @@ def engine_settings(config: RunConfig, judge: str = ""):
     return EngineSettings(max_model_len=e.max_model_len or None, kv_cache_gib=e.kv_cache_gib,
                           gpu_memory_utilization=e.gpu_memory_utilization, enforce_eager=e.enforce_eager,
                           max_num_batched_tokens=e.max_num_batched_tokens or None,
-                          max_num_seqs=e.max_num_seqs or None, tensor_parallel_size=e.tensor_parallel_size,
+                          max_num_seqs=e.max_num_seqs or None, block_size=e.block_size or None,
+                          tensor_parallel_size=e.tensor_parallel_size,
                           data_parallel_size=e.data_parallel_size, dtype=e.dtype)
 
 

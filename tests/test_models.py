@@ -72,3 +72,16 @@ def test_gemma_base_judge_converts_and_runs_with_the_plain_layout(tmp_path):
     assert v.height == 12 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"Yes", "No"}
     log = [json.loads(line) for line in (runs / "demo" / "log.jsonl").open()]
     assert all(rec["prompt"].endswith("Answer: ") for rec in log)   # the plain-prompt path
+
+
+@pytest.mark.parametrize("var,fn", [("LITJUDGE_CACHE", "cache_dir"), ("LITJUDGE_DATA_ROOT", "data_root"),
+                                    ("LITJUDGE_RUNS_DIR", "runs_output_dir"), ("LITJUDGE_PROMPTS_ROOT", "prompts_root")])
+def test_an_empty_path_variable_means_the_default(monkeypatch, tmp_path, var, fn):
+    from engine import paths
+
+    monkeypatch.delenv(var, raising=False)
+    default = getattr(paths, fn)()
+    monkeypatch.setenv(var, "")                    # `LITJUDGE_CACHE= make run`: not the current folder
+    assert getattr(paths, fn)() == default and str(default) not in ("", ".")
+    monkeypatch.setenv(var, str(tmp_path))
+    assert getattr(paths, fn)() == tmp_path

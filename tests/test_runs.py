@@ -98,6 +98,18 @@ def test_missing_config_file_names_the_path(tmp_path):
     assert r.returncode == 2 and "nope.toml: run config not found" in r.stderr
 
 
+def test_engine_settings_apply_per_judge_overrides(tmp_path):
+    from engine.runner import engine_settings
+
+    cfg = load_config(write_config(tmp_path / "e.toml", 'name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
+                                   '[engine]\nblock_size = 64\nkv_cache_gib = 2\n'
+                                   '[engine.judges.gemma3-270m]\nblock_size = 32\nenforce_eager = false\n'))
+    base, gemma = engine_settings(cfg, "smollm2-135m"), engine_settings(cfg, "gemma3-270m")
+    assert (base.block_size, base.enforce_eager, base.kv_cache_gib) == (64, True, 2)
+    assert (gemma.block_size, gemma.enforce_eager, gemma.kv_cache_gib) == (32, False, 2)
+    assert engine_settings(load_config(PROJECT_ROOT / "runs" / "demo.toml")).block_size is None
+
+
 def test_config_errors_name_the_file(tmp_path):
     cfg = write_config(tmp_path / "c.toml", 'name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nreasks = -1\n')
     with pytest.raises(ConfigError, match="c.toml"):

@@ -41,6 +41,7 @@ class EngineSettings:
     enforce_eager: bool = True              # CPU: ~30 s start instead of ~80 s
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    block_size: int | None = None           # KV block (prefix-cache granule); CPU default 128
     tensor_parallel_size: int = 1
     data_parallel_size: int = 1
     dtype: str = "bfloat16"
@@ -99,6 +100,8 @@ class VLLMBackend(LocalBackend):
             kwargs["max_num_batched_tokens"] = settings.max_num_batched_tokens
         if settings.max_num_seqs:
             kwargs["max_num_seqs"] = settings.max_num_seqs
+        if settings.block_size:
+            kwargs["block_size"] = settings.block_size
         if on_gpu:
             kwargs["gpu_memory_utilization"] = settings.gpu_memory_utilization
         else:
@@ -117,6 +120,11 @@ class VLLMBackend(LocalBackend):
     def identity(self) -> JudgeIdentity:
         return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, vllm_family(self.settings.dtype))
 
+    @property
+    def block_size(self) -> int:
+        """The KV block in tokens: the prefix cache reuses whole blocks only."""
+        return self.llm.llm_engine.vllm_config.cache_config.block_size
+
     def describe(self) -> dict:
         cfg = self.llm.llm_engine.vllm_config
         return {"backend": "vllm", "vllm_version": self.vllm_version,
@@ -124,7 +132,7 @@ class VLLMBackend(LocalBackend):
                 "device": _device_name(self.on_gpu), "max_model_len": self._max_len,
                 "engine_started": True, "enforce_eager": self.settings.enforce_eager, "dtype": self.settings.dtype,
                 "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
-                "prefix_caching": cfg.cache_config.enable_prefix_caching,
+                "prefix_caching": cfg.cache_config.enable_prefix_caching, "block_size": self.block_size,
                 "kv_cache_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}
 
     def close(self) -> None:

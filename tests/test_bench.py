@@ -1,0 +1,28 @@
+"""`litjudge bench` end to end on one story: it runs all three setups side by side and its printed
+bound follows from its own numbers (the README's table comes from the full-size run)."""
+import json
+
+import pytest
+
+from tests.conftest import litjudge, needs_data
+
+
+@needs_data
+@pytest.mark.slow
+def test_bench_one_story(tmp_path):
+    out = tmp_path / "bench.json"
+    res = litjudge("bench", "--stories", "1", "--hf-subset", "2", "--block-size", "32", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(out.read_text())
+    a, b, c = got["rows"]
+    assert a["requests"] == b["requests"] == c["requests"] == 14
+    assert a["parse_failures"] == 0 and c["extrapolated"]
+    # the planned run reuses the story's prefix: it computes fewer tokens and less work than (c)
+    assert a["uncached_tokens"] < 0.5 * a["prompt_tokens"] and a["prefill_flops"] < 0.5 * c["prefill_flops"]
+    assert "block size 32" in res.stdout
+    # the bound: (c)'s time over (a)'s least possible time at the matmul rate, and it is printed
+    floor = a["prefill_flops"] / got["matmul_flops"]
+    assert got["bounds"]["(c)"] == pytest.approx(c["seconds"] / floor * c["requests"] / (c["requests"] - c["parse_failures"]))
+    assert f"cannot exceed {got['bounds']['(c)']:.1f}x" in res.stdout
+    # no setup can beat its own bound: (a) measured never runs faster than all work at the matmul rate
+    assert a["seconds"] >= floor
