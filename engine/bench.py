@@ -160,10 +160,10 @@ def main(args) -> int:
         print(f"\n(a)'s prefill work: {a.prefill_flops / 1e12:.2f} TFLOP (weights and attention of its "
               f"{a.uncached_tokens:,} computed tokens); at the bf16 matmul rate that takes at least {floor:.1f} s.")
         for r in rows[1:]:
-            usable = r.requests - r.parse_failures
-            bounds[r.name.split(" ")[0]] = r.seconds / floor * r.requests / usable if usable else float("inf")
-            print(f"bound: (a) vs {r.name.split(' ')[0]} cannot exceed {bounds[r.name.split(' ')[0]]:.1f}x on this "
-                  f"machine with this workload, even with every (a) FLOP at the matmul rate")
+            tag, usable = r.name.split(" ")[0], r.requests - r.parse_failures
+            bounds[tag] = r.seconds / floor * r.requests / usable if usable else float("inf")
+            print(f"bound: (a) vs {tag} cannot exceed {bounds[tag]:.1f}x on this machine with this workload, "
+                  f"even with every (a) FLOP at the matmul rate")
     if args.out:
         Path(args.out).write_text(json.dumps({"matmul_flops": mm, "shape": asdict(shape), "bounds": bounds,
                                               "rows": [asdict(r) for r in rows]}, indent=2))
