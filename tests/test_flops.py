@@ -18,8 +18,7 @@ def test_matches_torch_flop_counter(tmp_path):
 
     (tmp_path / "config.json").write_text(json.dumps(TINY))
     shape = DecoderShape.from_config(tmp_path)
-    model = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in TINY.items() if k != "architectures"}),
-                             ).eval().to(torch.float32)
+    model = LlamaForCausalLM(LlamaConfig(**{k: v for k, v in TINY.items() if k != "architectures"})).eval()
     model.config._attn_implementation = "eager"      # plain matmuls: every FLOP visible to the counter
     n = 37
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
