@@ -12,7 +12,6 @@ so every FLOP/s derived from this is a slight underestimate.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,18 +25,19 @@ class DecoderShape:
     kv_heads: int
     intermediate: int
     vocab: int
-    tied_embeddings: bool
 
     @classmethod
     def from_config(cls, folder: str | Path) -> "DecoderShape":
-        """Read a Llama-style `config.json` (text config of multimodal checkpoints included)."""
-        cfg = json.loads((Path(folder) / "config.json").read_text())
-        cfg = cfg.get("text_config", cfg)
-        heads = cfg["num_attention_heads"]
-        return cls(layers=cfg["num_hidden_layers"], hidden=cfg["hidden_size"], heads=heads,
-                   head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-                   kv_heads=cfg.get("num_key_value_heads", heads), intermediate=cfg["intermediate_size"],
-                   vocab=cfg["vocab_size"], tied_embeddings=bool(cfg.get("tie_word_embeddings", False)))
+        """Read a model folder's config through transformers (its defaults, and the text config of
+        multimodal checkpoints)."""
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.from_pretrained(str(folder)).get_text_config()
+        heads = cfg.num_attention_heads
+        return cls(layers=cfg.num_hidden_layers, hidden=cfg.hidden_size, heads=heads,
+                   head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
+                   kv_heads=getattr(cfg, "num_key_value_heads", None) or heads,
+                   intermediate=cfg.intermediate_size, vocab=cfg.vocab_size)
 
     @property
     def layer_params(self) -> int:

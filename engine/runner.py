@@ -102,11 +102,11 @@ def make_planner(judge: str, config: RunConfig, data_root: Path):
     _check_reward(judge, config)
     if is_api_judge(judge):
         return ApiBackend(judge, config.api, planning=True)
-    if judge.startswith("reward:") or (config.backend == "vllm" and not judge.startswith("replay:")):
+    reward = judge.startswith("reward:")
+    if reward or (config.backend == "vllm" and not judge.startswith("replay:")):
         from .backends.reward import RewardBackend
         from .backends.vllm_backend import planner
 
-        reward = judge.startswith("reward:")
         return planner(resolve_judge(judge.removeprefix("reward:")), engine_settings(config, judge),
                        RewardBackend.name if reward else "vllm")
     return make_backend(judge, config, data_root)

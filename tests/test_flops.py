@@ -32,8 +32,7 @@ def test_matches_torch_flop_counter(tmp_path):
 
 
 def test_prefix_cache_only_removes_the_cached_positions():
-    shape = DecoderShape(layers=3, hidden=8, heads=2, head_dim=4, kv_heads=1, intermediate=16, vocab=10,
-                         tied_embeddings=True)
+    shape = DecoderShape(layers=3, hidden=8, heads=2, head_dim=4, kv_heads=1, intermediate=16, vocab=10)
     whole = shape.prefill_flops(100)
     # 60 cached tokens: the remaining 40 still attend to everything before them
     tail = shape.prefill_flops(100, 60)
