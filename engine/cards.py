@@ -26,6 +26,7 @@ class DatasetCard:
     files: dict[str, str] = field(default_factory=dict)      # file -> what it holds
     fields: dict[str, str] = field(default_factory=dict)     # litjudge field -> dataset field
     category_order: list[str] = field(default_factory=list)  # ground-truth categories, worst first
+    labels: bool = True               # the data carries human labels (a missing label file is then worth a warning)
     notes: str = ""
 
     def folder(self, root_override: str = "") -> Path:

@@ -41,6 +41,8 @@ def cmd_run(args) -> int:
               f"{j['generated']} generated now; prompt tokens {plan['prompt_tokens']:,} "
               f"(distinct prefill {plan['distinct_prefill_tokens']:,}); "
               f"cache hit {100 * (t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 0), 1)):.0f}%")
+    for warning in m.get("warnings", []):
+        print(f"litjudge: warning: {warning}", file=sys.stderr)
     print(f"Results: {outcome.run_dir}")
     return 0
 

@@ -79,6 +79,26 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class MissingPolicy:
+    """What agreement with humans does with a verdict the judge did not give (unparsed, or no
+    answer recorded): `drop` it (n shrinks), count it as a `label` (the TTCW notebook counts a
+    missing answer as "No"), or count it as `wrong`. Bias and label-distribution tables read only
+    real answers whatever the policy."""
+
+    kind: str = "drop"              # drop | label | wrong
+    label: str | None = None        # for kind "label"
+
+    @classmethod
+    def parse(cls, text: str) -> "MissingPolicy":
+        kind, sep, label = text.partition(":")
+        if kind in ("drop", "wrong") and not sep:
+            return cls(kind)
+        if kind == "label" and label.strip():
+            return cls("label", label.strip())
+        raise ValueError(f'must be "drop", "wrong" or "label:LABEL" (e.g. "label:No"), got {text!r}')
+
+
+@dataclass(frozen=True)
 class RunConfig:
     name: str
     protocol: str
@@ -89,6 +109,7 @@ class RunConfig:
     limit: int = 0              # items (stories, pairs, groups); 0 = all
     truncation: str = "error"   # "error" or "skip" for prompts over the context window
     reasks: int = 2             # bounded re-asks of answers the exact parser rejects (listwise)
+    missing: str = "drop"       # missing-answer policy: "drop", "wrong" or "label:LABEL" (see MissingPolicy)
     data_root: str = ""         # "" = default (../shared/datasets or LITJUDGE_DATA_ROOT)
     options: dict[str, Any] = field(default_factory=dict)   # protocol options, checked by the protocol
     sampling: SamplingConfig = SamplingConfig()
@@ -102,6 +123,10 @@ class RunConfig:
             self.engine.for_judge(judge, where)
         if self.mode not in MODES:
             raise ConfigError(f"must be one of {list(MODES)}, got {self.mode!r}", where=where, key="mode")
+        try:
+            MissingPolicy.parse(self.missing)
+        except ValueError as exc:
+            raise ConfigError(str(exc), where=where, key="missing") from None
         if self.truncation not in ("error", "skip"):
             raise ConfigError(f"must be 'error' or 'skip', got {self.truncation!r}", where=where, key="truncation")
         if self.limit < 0 or self.reasks < 0 or self.sampling.repeats < 1:
@@ -111,6 +136,10 @@ class RunConfig:
                               key="sampling.temperature")
         if not self.name.replace("-", "").replace("_", "").isalnum():
             raise ConfigError(f"use letters, digits, '-' and '_' only, got {self.name!r}", where=where, key="name")
+
+    @property
+    def missing_policy(self) -> MissingPolicy:
+        return MissingPolicy.parse(self.missing)
 
 
 def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:

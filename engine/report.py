@@ -61,13 +61,15 @@ def header(runs: list[LoadedRun]) -> pl.DataFrame:
         for j in m["judges"]:
             t = j.get("throughput", {})
             secs = max(float(j.get("seconds") or 0), 1e-9)
+            counts = m.get("verdicts_by_judge", {}).get(j["judge"], {})
             rows.append({"run": r.name, "judge": j["judge"], "protocol": m["config"]["protocol"],
                          "dataset": m["dataset"]["card"], "mode": m["config"]["mode"], "backend": j.get("backend"),
                          "requests": j["plan"]["requests"], "distinct": j["plan"]["distinct_requests"],
                          "generated": j.get("generated"),
                          "verdicts_per_s": round(t.get("requests", 0) / secs, 3),
                          "prefix_cache_hit": round(t.get("cached_tokens", 0) / max(t.get("prompt_tokens", 0), 1), 3),
-                         "unparsed": m["verdicts"]["unparsed"], "verdicts": m["verdicts"]["rows"],
+                         "verdicts": counts.get("rows"), "unparsed": counts.get("unparsed"),
+                         "missing": counts.get("missing"), "missing_policy": m.get("missing_policy", "drop"),
                          "vllm": m.get("vllm"), "git": (m.get("git_commit") or "")[:12],
                          "machine": (m.get("machine") or {}).get("gpu") or (m.get("machine") or {}).get("cpu")})
     return pl.DataFrame(rows)

@@ -12,7 +12,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from judges.metrics import accuracy, cluster_bootstrap, corrected_pass_rate  # noqa: E402
 
 CATEGORY_COLOURS = ["#d73027", "#fdae61", "#a6d96a", "#1a9850", "#4575b4", "#762a83"]
 
@@ -50,7 +49,9 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
                             [vals[v][hi] - h if v in vals and vals[v][hi] is not None else 0 for v, h in zip(xs, heights)]])
             err = np.nan_to_num(np.clip(err, 0, None))
         ax.bar(pos, heights, width, label=str(who), yerr=err, capsize=2 if err is not None else 0)
-    ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=45 if len(xs) > 6 else 0, ha="right" if len(xs) > 6 else "center")
+    crowded = len(xs) > 6 or max((len(str(v)) for v in xs), default=0) * len(xs) > 60
+    ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30 if crowded else 0,
+                  ha="right" if crowded else "center")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if ylim:
@@ -90,10 +91,8 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
         out.append(p)
     if "overall" in t:
         out.append(Panel("Overall agreement", "", [("overall", t["overall"])]))
-    if "pass_rates" in t:
-        rates = t["pass_rates"]
-        by_source = (rates.group_by([c for c in ("run", "judge", "view", "source") if c in rates.columns], maintain_order=True)
-                     .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean()))
+    if "pass_rates_by_source" in t:
+        by_source = t["pass_rates_by_source"]
         view = _comparable_view(by_source)
         fig = _grouped_bars(view, "source", "judge_pass_rate", "Judge pass rate per story source (mean over tests)",
                             "pass rate", ylim=(0, 1))
@@ -106,53 +105,57 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          [("pass_rates_by_source", fig)]))
     if "story_counts" in t:
         out.append(Panel("Per-story pass counts vs the experts'", "", [("story_counts", t["story_counts"])]))
-    if "per_item" in t and "expert_pass" in t["per_item"].columns:
-        cp = corrected_ttcw(t["per_item"])
-        if cp.height:
-            p = Panel("Corrected pass rates (Rogan-Gladen)",
-                      "The raw pass rate is biased by the judge's errors; with its sensitivity and specificity "
-                      "measured on the human-labelled items, (p + Sp - 1) / (Se + Sp - 1) estimates the true rate "
-                      "(95% bootstrap CI; undefined when Se + Sp <= 1, i.e. the judge is no better than chance).",
-                      [("corrected_pass_rates", cp)])
-            p.figures.append(("corrected_pass_rates", _grouped_bars(cp.filter(pl.col("test") != "all"), "test",
-                                                                    "corrected_pass_rate", "Corrected pass rate per test",
-                                                                    "pass rate", "ci_low", "ci_high", (0, 1))))
-            out.append(p)
-        out.append(_label_distribution(t["per_item"].with_columns(
-            pl.when(pl.col("judge_pass")).then(pl.lit("Yes")).when(pl.col("judge_pass").is_not_null())
-            .then(pl.lit("No")).otherwise(pl.lit("unparsed")).alias("label"))))
+    cp = t.get("corrected_pass_rates")
+    if cp is not None and cp.height:
+        p = Panel("Corrected pass rates (Rogan-Gladen)",
+                  "The raw pass rate is biased by the judge's errors; with its sensitivity and specificity "
+                  "measured on the human-labelled items, (p + Sp - 1) / (Se + Sp - 1) estimates the true rate "
+                  "(95% bootstrap CI; undefined when Se + Sp <= 1, i.e. the judge is no better than chance).",
+                  [("corrected_pass_rates", cp)])
+        p.figures.append(("corrected_pass_rates", _grouped_bars(cp.filter(pl.col("test") != "all"), "test",
+                                                                "corrected_pass_rate", "Corrected pass rate per test",
+                                                                "pass rate", "ci_low", "ci_high", (0, 1))))
+        out.append(p)
+    out += _calibration_panels(t)
+    out += _label_distribution(t)
     return out
 
 
-def corrected_ttcw(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame:
-    """Per judge and test (and over all tests): raw and corrected pass rates of the judged items."""
-    rows = []
-    keys = [c for c in ("run", "judge") if c in per_item.columns]
-    for key, g in per_item.filter(pl.col("judge_pass").is_not_null()).group_by(keys, maintain_order=True):
-        tests = [("all", g)] + [(str(tst), g.filter(pl.col("test") == tst)) for tst in sorted(g["test"].unique().to_list())]
-        for name, sub in tests:
-            lab = sub.filter(pl.col("expert_pass").is_not_null())
-            if not lab.height:
-                continue
-            res = corrected_pass_rate(lab["expert_pass"].to_list(), lab["judge_pass"].to_list(),
-                                      sub["judge_pass"].to_list(), resamples=resamples)
-            rows.append({**dict(zip(keys, key)), "test": name, **res})
-    return pl.DataFrame(rows)
-
-
-def _label_distribution(df: pl.DataFrame, resamples: int = 500) -> Panel:
-    """Share of each label per judge, with a 95% bootstrap CI (verdicts resampled)."""
-    rows = []
-    for (who,), g in _who(df).group_by(["who"], maintain_order=True):
-        labels = g["label"].to_list()
-        for lab in sorted(set(labels), key=str):
-            lo, hi = cluster_bootstrap(range(len(labels)), [lab] * len(labels), labels, accuracy, resamples=resamples)
-            rows.append({"judge": who, "label": lab, "n": labels.count(lab), "share": labels.count(lab) / len(labels),
-                         "ci_low": lo, "ci_high": hi})
-    counts = pl.DataFrame(rows)
+def _label_distribution(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    counts = t.get("label_distribution")
+    if counts is None or not counts.height:
+        return []
     fig = _grouped_bars(counts, "label", "share", "Label distribution", "share of verdicts", "ci_low", "ci_high", (0, 1))
-    return Panel("Label distribution", "A judge that says one label almost always carries little information "
-                                       "(95% bootstrap CI).", [("label_distribution", counts)], [("label_distribution", fig)])
+    return [Panel("Label distribution", "A judge that says one label almost always carries little information "
+                                        "(95% bootstrap CI over verdicts).", [("label_distribution", counts)],
+                  [("label_distribution", fig)])]
+
+
+def _calibration_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    """Reliability diagram and ECE of the judge's label probabilities (distribution mode)."""
+    bins, summary = t.get("calibration"), t.get("calibration_summary")
+    if bins is None or summary is None or not bins.height:
+        return []
+    bins = _who(bins)
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--", label="perfectly calibrated")
+    for (who,), g in bins.group_by(["who"], maintain_order=True):
+        ax.plot(g["mean_prediction"].to_list(), g["observed_frequency"].to_list(), "-o", label=str(who))
+        for x, y, n in zip(g["mean_prediction"].to_list(), g["observed_frequency"].to_list(), g["n"].to_list()):
+            ax.annotate(str(n), (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("judge's predicted probability (bin mean)")
+    ax.set_ylabel("observed frequency (human label)")
+    ax.set_title("Reliability diagram")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return [Panel("Calibration of the judge's probabilities",
+                  "Distribution mode: predictions binned by the probability of the positive label (TTCW: Yes; "
+                  "pairwise: text a better), against how often humans said so; numbers are verdicts per bin. "
+                  "ECE = sum of (bin share x |mean prediction - observed frequency|), 95% bootstrap CI; Brier = "
+                  "mean squared error.", [("calibration_summary", summary), ("calibration", t["calibration"])],
+                  [("reliability_diagram", fig)])]
 
 
 # -- reference-based Likert -------------------------------------------------------------------------
@@ -256,13 +259,27 @@ def pairwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     bias = t.get("bias")
     if bias is not None and bias.height:
         shown = bias.filter(pl.col("metric") != "unparsed")
-        out.append(Panel("Bias panel", "Swap-flip rate (orders disagree), first-position win rate, longer-text win rate "
-                                       "and tie rate, each with a 95% bootstrap CI over pairs. Unbiased: 0, 0.5, 0.5.",
-                         [("bias", bias)],
+        out.append(Panel("Bias panel", "Swap-flip rate (orders disagree), first-position win rate (of verdicts that "
+                                       "prefer a side; ties left out), longer-text win rate and tie rate, each with a "
+                                       "95% bootstrap CI over pairs, from the judge's real answers. Unbiased: 0, 0.5, "
+                                       "0.5.", [("bias", bias)],
                          [("bias", _grouped_bars(shown, "metric", "value", "Bias", "rate", "ci_low", "ci_high", (0, 1)))]))
-    per = t.get("per_verdict")
-    if per is not None and per.height:
-        out.append(_label_distribution(per.with_columns(pl.col("label").fill_null("unparsed"))))
+    lc = t.get("length_control")
+    if lc is not None and lc.height:
+        who = [c for c in ("run", "judge") if c in lc.columns]
+        bars = pl.concat([lc.select(*who, pl.lit("raw").alias("kind"), pl.col("accuracy").alias("value")),
+                          lc.select(*who, pl.lit("at equal length").alias("kind"), pl.col("lc_accuracy").alias("value"),
+                                    "ci_low", "ci_high")], how="diagonal_relaxed")
+        out.append(Panel("Length-controlled accuracy",
+                         "Logistic regression of agreement with humans on the log length ratio of the human-preferred "
+                         "text to the other (and markdown style differences when style_control is on), read at zero "
+                         "difference: the accuracy the judge would have if both texts were equally long. A positive "
+                         "length coefficient: the judge agrees with humans more when their choice is the longer text. "
+                         "95% CI from refits on resampled pairs; tie picks left out.", [("length_control", lc)],
+                         [("length_control", _grouped_bars(bars, "kind", "value", "Accuracy, raw vs length-controlled",
+                                                           "accuracy", "ci_low", "ci_high", (0, 1)))]))
+    out += _calibration_panels(t)
+    out += _label_distribution(t)
     return out
 
 

@@ -197,7 +197,7 @@ def run(config: RunConfig, *, judge: str | None = None, progress: bool = True,
     skipped_all: list[dict] = []
     for name in judges_of(config, judge):
         replay = name.startswith("replay:")
-        ctx = Context(config, options, root, card.folder(config.data_root), replay=replay)
+        ctx = Context(config, options, root, card.folder(config.data_root), replay=replay, expects_labels=card.labels)
         built = protocol.build(ctx)
         if not built.requests:
             raise ConfigError("the protocol produced no requests (check options, limit and dataset)",
@@ -208,9 +208,10 @@ def run(config: RunConfig, *, judge: str | None = None, progress: bool = True,
         judge_runs.append(jr)
         skipped_all += [{"judge": name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
                         for item, n, limit in jr.plan.too_long]
-    verdicts, tables = aggregate_store(config, protocol, options, card, root, store, judges_of(config, judge))
+    verdicts, tables, warnings = aggregate_store(config, protocol, options, card, root, store, judges_of(config, judge))
     tables["skipped"] = pl.DataFrame(skipped_all, schema={"judge": pl.Utf8, "item_id": pl.Utf8, "reason": pl.Utf8})
     manifest = _manifest(config, judge_runs, verdicts, time.time() - t0, card)
+    manifest["warnings"] = warnings
     prompts = {p.key: p.prompt for j in judge_runs for p in j.plan.unique}
     write_outputs(run_dir, tables, verdicts, manifest, store, prompts)
     store.close()
@@ -218,13 +219,14 @@ def run(config: RunConfig, *, judge: str | None = None, progress: bool = True,
 
 
 def aggregate_store(config: RunConfig, protocol, options, card, root: Path, store: Store, judges: list[str]):
-    """Stored plan + results -> the verdict frame and the protocol's tables (no model involved)."""
+    """Stored plan + results -> the verdict frame, the protocol's tables and its warnings (no model
+    involved)."""
     from judges.base import Context
 
     verdicts = pl.concat([verdict_frame(store, f"{config.name}/{name}", name) for name in judges],
                          how="diagonal_relaxed")
-    ctx = Context(config, options, root, card.folder(config.data_root))
-    return verdicts, protocol.aggregate(verdicts, ctx)
+    ctx = Context(config, options, root, card.folder(config.data_root), expects_labels=card.labels)
+    return verdicts, protocol.aggregate(verdicts, ctx), ctx.warnings
 
 
 class _LazyBackend:
@@ -372,10 +374,15 @@ def _manifest(config: RunConfig, judge_runs: list[JudgeRun], verdicts: pl.DataFr
         "seconds": round(seconds, 2),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
                     "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
-        "verdicts": {"rows": verdicts.height,
-                     "unparsed": verdicts.filter(pl.col("status") == "unparsed").height,
-                     "missing": verdicts.filter(pl.col("status") == "missing").height},
+        "missing_policy": config.missing,
+        "verdicts": verdict_counts(verdicts),
+        "verdicts_by_judge": {name: verdict_counts(g) for (name,), g in verdicts.group_by(["judge"], maintain_order=True)},
     }
+
+
+def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
+    return {"rows": verdicts.height, "unparsed": verdicts.filter(pl.col("status") == "unparsed").height,
+            "missing": verdicts.filter(pl.col("status") == "missing").height}
 
 
 def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.DataFrame, manifest: dict,
@@ -440,13 +447,14 @@ def reparse(run_dir: Path) -> dict[str, int]:
     card = load_card(config.dataset)
     root = Path(config.data_root) if config.data_root else default_data_root()
     judge_names = [j["judge"] for j in manifest["judges"]]
-    verdicts, tables = aggregate_store(config, protocol, protocol.options(config), card, root, store, judge_names)
+    verdicts, tables, warnings = aggregate_store(config, protocol, protocol.options(config), card, root, store,
+                                                 judge_names)
     skipped = run_dir / "tables" / "skipped.parquet"
     if skipped.exists():
         tables["skipped"] = pl.read_parquet(skipped)
-    manifest["verdicts"] = {"rows": verdicts.height,
-                            "unparsed": verdicts.filter(pl.col("status") == "unparsed").height,
-                            "missing": verdicts.filter(pl.col("status") == "missing").height}
+    manifest["verdicts"] = verdict_counts(verdicts)
+    manifest["verdicts_by_judge"] = {n: verdict_counts(g) for (n,), g in verdicts.group_by(["judge"], maintain_order=True)}
+    manifest["warnings"] = warnings
     manifest["reparsed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     write_outputs(run_dir, tables, verdicts, manifest, store)
     store.close()

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from engine.config import RunConfig, build
+from engine.errors import ConfigError
 from engine.requests import JudgeRequest, Sampling
 
 
@@ -28,13 +29,21 @@ class Build:
 
 @dataclass(frozen=True)
 class Context:
-    """What a protocol may read: the validated run config, its options, the data location."""
+    """What a protocol may read: the validated run config, its options, the data location. A
+    protocol reports what the user must know but that is no error (ground truth absent, items left
+    out) with `warn`: the runner prints each once and records them in the manifest."""
 
     config: RunConfig
     options: Any
     data_root: Path
     dataset_path: Path
     replay: bool = False          # recorded responses are served; items without text are allowed
+    expects_labels: bool = True   # the dataset card promises human labels (the demo sample has none)
+    warnings: list[str] = field(default_factory=list, compare=False)
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
 
     def sampling(self, repeat: int = 0) -> Sampling:
         s = self.config.sampling
@@ -53,6 +62,13 @@ class Protocol(ABC):
     # (one row per cell, metric, group) is made of. Every float column of these tables is a metric.
     metric_tables: ClassVar[dict[str, tuple[str, ...]]] = {}
     default_rank_by: ClassVar[str] = ""          # "table.metric" a sweep ranks its cells by
+    # Missing-answer policies the protocol can honour (config key `missing`): "drop" always; "label"
+    # where a non-answer can stand for one of `missing_labels`; "wrong" where each verdict has a truth.
+    missing_policies: ClassVar[tuple[str, ...]] = ("drop",)
+
+    def missing_labels(self, options: Any) -> tuple[str, ...]:
+        """The labels `missing = "label:X"` may name."""
+        return ()
 
     def rank_units(self, tables: dict[str, pl.DataFrame], rank_by: str):
         """(metric function, frame of resampling units with columns cluster, truth, pred) behind
@@ -60,7 +76,21 @@ class Protocol(ABC):
         return None
 
     def options(self, config: RunConfig) -> Any:
-        return build(self.Options, dict(config.options), config.source or "config", prefix="options.")
+        """The protocol's options, validated; also checks the run's missing-answer policy fits."""
+        options = build(self.Options, dict(config.options), config.source or "config", prefix="options.")
+        policy = config.missing_policy
+        where = config.source or "config"
+        if policy.kind not in self.missing_policies:
+            raise ConfigError(f"protocol {self.name!r} supports missing = {' | '.join(self._policy_forms(options))}, "
+                              f"got {config.missing!r}", where=where, key="missing")
+        if policy.kind == "label" and policy.label not in self.missing_labels(options):
+            raise ConfigError(f"{policy.label!r} is not a verdict label of protocol {self.name!r} "
+                              f"(labels: {', '.join(self.missing_labels(options))})", where=where, key="missing")
+        return options
+
+    def _policy_forms(self, options: Any) -> list[str]:
+        return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.missing_policies
+                for lab in (self.missing_labels(options) if kind == "label" else ("",))]
 
     @abstractmethod
     def build(self, ctx: Context) -> Build:

@@ -25,6 +25,7 @@ from engine.requests import JudgeRequest, Message, RequestMeta
 from .base import Build, Context, Protocol, Skip
 from .metrics import accuracy, spearman
 
+WRONG = "(missing: counted wrong)"     # the stand-in prediction of missing = "wrong": equals no truth
 DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst.\n\n<{kind}>\n{text}\n</{kind}>")
 
 
@@ -56,6 +57,10 @@ class Classification(Protocol):
     summary = ("metrics", "confusion", "class_counts")
     metric_tables = {"metrics": ()}
     default_rank_by = "metrics.accuracy"
+    missing_policies = ("drop", "label", "wrong")
+
+    def missing_labels(self, options: ClassificationOptions) -> tuple[str, ...]:
+        return tuple(options.labels)
 
     def load(self, ctx: Context) -> ItemSet:
         return items_of(ctx.config.dataset, ctx.dataset_path)
@@ -97,15 +102,24 @@ class Classification(Protocol):
         return out
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        """Accuracy and ordinal Spearman over the verdicts the missing-answer policy keeps (a
+        non-answer counted as wrong is a prediction no label matches); the confusion matrix and
+        the class counts show the judge's real answers."""
         labels = list(ctx.options.labels)
+        policy = ctx.config.missing_policy
+        stand_in = {"label": policy.label, "wrong": WRONG}.get(policy.kind)
         rank = {lab: len(labels) - i for i, lab in enumerate(labels)}     # best = highest
         metrics, confusion, counts = [], [], []
         for (judge,), j in table.group_by(["judge"], maintain_order=True):
             ok = j.filter(pl.col("status") == "ok")
+            scored = j.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("label"))
+                                    .otherwise(pl.lit(stand_in, dtype=pl.Utf8)).alias("pred")).filter(pl.col("pred").is_not_null())
+            t_all, p_all = scored["truth"].to_list(), scored["pred"].to_list()
+            rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],
+                           [rank[p] for p in p_all if p in rank])
+            metrics.append({"judge": judge, "items": j.height, "n": scored.height, "unparsed": j.height - ok.height,
+                            "accuracy": accuracy(t_all, p_all).value, "spearman_ordinal": rho.value, "p": rho.p_value})
             truth, pred = ok["truth"].to_list(), ok["label"].to_list()
-            rho = spearman([rank[t] for t in truth], [rank[p] for p in pred])
-            metrics.append({"judge": judge, "items": j.height, "unparsed": j.height - ok.height,
-                            "accuracy": accuracy(truth, pred).value, "spearman_ordinal": rho.value, "p": rho.p_value})
             for t in labels:
                 row = {"judge": judge, "true": t}
                 row.update({f"pred_{p}": sum(1 for a, b in zip(truth, pred) if a == t and b == p) for p in labels})

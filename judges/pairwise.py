@@ -16,20 +16,30 @@ Method:
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 import grammars
 from engine.cards import load_card
+from engine.config import MissingPolicy
 from engine.data.pairs import Pair, load_pairs
+from engine.errors import ConfigError
 from engine.paths import paper_prompt
 from engine.requests import JudgeRequest, Message, RequestMeta
 
 from .base import Build, Context, Protocol
-from .metrics import accuracy, cluster_bootstrap
+from .metrics import MetricResult, accuracy, cluster_bootstrap, first_position_win_rate
+from .metrics.logistic import fit_logistic, sigmoid
+from .tables import calibration_tables, label_distribution
 
 ORDERS = ("ab", "ba")
+STYLE = {"headers": re.compile(r"^\s{0,3}#{1,6}\s", re.M), "lists": re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.M),
+         "bold": re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")}
+FEATURE_COLUMNS = ("words_a", "words_b", *(f"{k}_{side}" for k in STYLE for side in "ab"))
 # which text is longer in words (None when equal): the longer-text bias is measured against it
 LONGER = (pl.when(pl.col("words_a") > pl.col("words_b")).then(pl.lit("a"))
           .when(pl.col("words_b") > pl.col("words_a")).then(pl.lit("b")).otherwise(None))
@@ -46,6 +56,7 @@ class PairwiseOptions:
     tie_rule: str = "inconsistent"       # combined verdict: "inconsistent" or "probability" (distribution mode)
     analysis_tokens: int = 256
     resamples: int = 1000                # bootstrap resamples for the CIs
+    style_control: bool = False          # length control also holds markdown headers, lists and bold equal
 
     def __post_init__(self) -> None:
         if self.template not in ("default", *LITBENCH):
@@ -60,8 +71,12 @@ class Pairwise(Protocol):
     Options = PairwiseOptions
     summary = ("accuracy", "bias")
     post_options = ("tie_rule",)
-    metric_tables = {"accuracy": ("order",), "bias": ("metric",)}
+    metric_tables = {"accuracy": ("order",), "bias": ("metric",), "length_control": (), "calibration_summary": ()}
     default_rank_by = "accuracy.accuracy"
+    missing_policies = ("drop", "label", "wrong")
+
+    def missing_labels(self, options: PairwiseOptions) -> tuple[str, ...]:
+        return ("A", "B", "tie") if options.tie else ("A", "B")
 
     def load(self, ctx: Context) -> list[Pair]:
         return load_pairs(load_card(ctx.config.dataset).loader, ctx.dataset_path)
@@ -86,14 +101,14 @@ class Pairwise(Protocol):
             return self._build_reward(ctx, pairs)
         lang, out = self.language(ctx), Build([])
         for pair in pairs:
-            words_a, words_b = len(pair.text_a.split()), len(pair.text_b.split())
+            features = text_features(pair)
             for order in ORDERS:
                 first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
                 prompt = self.prompt(opts, ctx.config.mode, pair, first, second)
                 for repeat in range(ctx.config.sampling.repeats):
                     meta = RequestMeta(self.name, f"{pair.pair_id}/{order}", (
                         ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
-                        ("words_a", words_a), ("words_b", words_b), ("repeat", repeat)))
+                        *features, ("repeat", repeat)))
                     out.requests.append(JudgeRequest((Message("user", prompt),), lang, ctx.config.mode,
                                                      ctx.sampling(repeat), meta))
         return out
@@ -106,29 +121,34 @@ class Pairwise(Protocol):
             for side, text in (("a", pair.text_a), ("b", pair.text_b)):
                 meta = RequestMeta(self.name, f"{pair.pair_id}/{side}", (
                     ("pair_id", pair.pair_id), ("order", "reward"), ("side", side), ("human", pair.label),
-                    ("group", pair.group), ("words_a", len(pair.text_a.split())),
-                    ("words_b", len(pair.text_b.split())), ("repeat", 0)))
+                    ("group", pair.group), *text_features(pair), ("repeat", 0)))
                 out.requests.append(JudgeRequest((Message("user", pair.prompt), Message("assistant", text)),
                                                  grammars.RewardScore(), "reward", ctx.sampling(0), meta))
         return out
 
-    def reward_decisions(self, table: pl.DataFrame) -> pl.DataFrame:
+    def reward_decisions(self, table: pl.DataFrame, policy: MissingPolicy) -> pl.DataFrame:
         """Per pair: the two texts' rewards -> the pick (higher wins) and P(a) = sigmoid(r_a - r_b)."""
+        if policy.kind == "label":
+            raise ConfigError("a reward model gives no labels: use missing = \"drop\" or \"wrong\"", key="missing")
         scores = table.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64)).alias("r"))
-        wide = (scores.pivot(on="side", index=["judge", "pair_id", "human", "words_a", "words_b"], values="r",
-                             aggregate_function="first")
+        index = ["judge", "pair_id", "human", *[c for c in FEATURE_COLUMNS if c in table.columns]]
+        wide = (scores.pivot(on="side", index=index, values="r", aggregate_function="first")
                 .rename({"a": "r_a", "b": "r_b"}))
         diff = pl.col("r_a") - pl.col("r_b")
-        pick = pl.when(pl.col("r_a").is_null() | pl.col("r_b").is_null()).then(None) \
+        answer = pl.when(pl.col("r_a").is_null() | pl.col("r_b").is_null()).then(None) \
             .when(diff > 0).then(pl.lit("a")).when(diff < 0).then(pl.lit("b")).otherwise(pl.lit("tie"))
-        return wide.with_columns(pick.alias("pick"), (1 / (1 + (-diff).exp())).alias("p_a"), LONGER.alias("longer"),
-                                 pl.lit("reward").alias("order"), pl.lit(0).alias("repeat"),
-                                 pl.when(pick.is_null()).then(pl.lit("unparsed")).otherwise(pl.lit("ok")).alias("status"),
+        wide = wide.with_columns(answer.alias("answer"), (1 / (1 + (-diff).exp())).alias("p_a"),
+                                 LONGER.alias("longer"), pl.lit("reward").alias("order"), pl.lit(0).alias("repeat"),
+                                 pl.when(answer.is_null()).then(pl.lit("unparsed")).otherwise(pl.lit("ok")).alias("status"),
                                  pl.lit(None, dtype=pl.Utf8).alias("label"), pl.lit(None, dtype=pl.Boolean).alias("first_won"))
+        return wide.with_columns(_imputed(policy).alias("pick"))
 
     # -- aggregation --------------------------------------------------------------------------
-    def decisions(self, table: pl.DataFrame) -> pl.DataFrame:
-        """One row per verdict: which text it picked (a / b / tie), and P(text a) when known."""
+    def decisions(self, table: pl.DataFrame, policy: MissingPolicy) -> pl.DataFrame:
+        """One row per verdict: the text it picked (`answer`: a / b / tie from the judge's real answer,
+        None when it gave none), the pick agreement is scored on (`pick`: the answer, or what the
+        missing-answer policy puts in its place), P(text a) when known, and whether the text shown
+        first won (real answers that prefer a side)."""
         def p_text_a(dist: str | None, order: str) -> float | None:
             if not dist:
                 return None
@@ -138,87 +158,181 @@ class Pairwise(Protocol):
         t = table.with_columns(
             pl.struct(["distribution", "order"]).map_elements(lambda r: p_text_a(r["distribution"], r["order"]),
                                                               return_dtype=pl.Float64).alias("p_a"))
-        pick = (pl.when(pl.col("status") != "ok").then(None)
-                .when(pl.col("label") == "tie").then(pl.lit("tie"))
-                .when((pl.col("label") == "A") == (pl.col("order") == "ab")).then(pl.lit("a"))
-                .otherwise(pl.lit("b")))
-        return t.with_columns(pick.alias("pick"), LONGER.alias("longer"),
-                              (pl.col("label") == "A").alias("first_won"))
+        answer = (pl.when(pl.col("status") != "ok").then(None)
+                  .when(pl.col("label") == "tie").then(pl.lit("tie"))
+                  .when((pl.col("label") == "A") == (pl.col("order") == "ab")).then(pl.lit("a"))
+                  .otherwise(pl.lit("b")))
+        t = t.with_columns(answer.alias("answer"), LONGER.alias("longer"),
+                           pl.when(answer.is_in(["a", "b"])).then(pl.col("label") == "A").alias("first_won"))
+        return t.with_columns(_imputed(policy).alias("pick"))
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        """Agreement is computed per judgement unit: a pair at one repeat (its two orders); CIs
+        resample whole pairs. Bias tables read the judge's real answers only."""
         opts: PairwiseOptions = ctx.options
+        policy = ctx.config.missing_policy
         reward = "side" in table.columns
-        d = self.reward_decisions(table) if reward else self.decisions(table)
-        acc_rows, bias_rows, combined = [], [], []
+        d = self.reward_decisions(table, policy) if reward else self.decisions(table, policy)
+        acc_rows, bias_rows, combined, lc_rows = [], [], [], []
         for (judge,), j in d.group_by(["judge"], maintain_order=True):
-            ok = j.filter(pl.col("pick").is_not_null())
-            labelled = ok.filter(pl.col("human") != "tie")
+            labelled = j.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             per_order = {}
             for order in (("reward",) if reward else ORDERS):
-                o = labelled.filter(pl.col("order") == order)
-                per_order[order] = self._rate(o, "human", "pick", opts.resamples)
+                per_order[order] = _rate(labelled.filter(pl.col("order") == order), "human", "pick", opts.resamples)
                 acc_rows.append({"judge": judge, "order": order, **per_order[order]})
             both = [per_order[o]["accuracy"] for o in per_order if per_order[o]["n"]]
             acc_rows.append({"judge": judge, "order": "mean of both", "accuracy": sum(both) / len(both) if both else None,
-                             "n": labelled.height, **self._ci(labelled, "human", "pick", opts.resamples)})
-            pairs = self._combine(j, opts.tie_rule)
-            comb_lab = pairs.filter(pl.col("human") != "tie")
-            credit = comb_lab.select(pl.when(pl.col("combined") == pl.col("human")).then(1.0)
-                                     .when(pl.col("combined") == "tie").then(0.5).otherwise(0.0)).to_series()
-            acc_rows.append({"judge": judge, "order": f"combined ({opts.tie_rule}; tie = 0.5)",
-                             "accuracy": float(credit.mean()) if len(credit) else None, "n": comb_lab.height,
-                             "ci_low": None, "ci_high": None})
-            combined.append(pairs.with_columns(pl.lit(judge).alias("judge")))
-            both_orders = pairs.filter(pl.col("picks") == 2)
-            flips = both_orders.with_columns(pl.lit(True).alias("t"), pl.col("inconsistent").alias("f"))
-            bias_rows.append({"judge": judge, "metric": "swap_flip_rate", **self._rate(flips, "t", "f", opts.resamples)})
-            firsts = ok.filter((pl.col("label") != "tie") & pl.col("first_won").is_not_null()).with_columns(
-                pl.lit(True).alias("t"))
-            bias_rows.append({"judge": judge, "metric": "first_position_win_rate",
-                              **self._rate(firsts, "t", "first_won", opts.resamples)})
-            longer = ok.filter(pl.col("longer").is_not_null() & (pl.col("pick") != "tie"))
-            bias_rows.append({"judge": judge, "metric": "longer_text_win_rate",
-                              **self._rate(longer, "longer", "pick", opts.resamples)})
-            ties = ok.with_columns(pl.lit(True).alias("t"), (pl.col("pick") == "tie").alias("is_tie"))
-            bias_rows.append({"judge": judge, "metric": "tie_rate", **self._rate(ties, "t", "is_tie", opts.resamples)})
-            bias_rows.append({"judge": judge, "metric": "unparsed", "accuracy": float(j.height - ok.height),
-                              "n": j.height, "ci_low": None, "ci_high": None})
+                             "n": labelled.height, **_ci(labelled, "human", "pick", opts.resamples)})
+            units = combine(j, opts.tie_rule)
+            comb_lab = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie"))
+            credit = half_credit(comb_lab["human"].to_list(), comb_lab["combined"].to_list())
+            acc_rows.append({"judge": judge, "order": f"combined ({opts.tie_rule}; tie = 0.5)", "accuracy": credit.value
+                             if credit.n else None, "n": credit.n, **_ci(comb_lab, "human", "combined", opts.resamples,
+                                                                          half_credit)})
+            combined.append(units.with_columns(pl.lit(judge).alias("judge")))
+            bias_rows += self._bias(judge, j, units, opts.resamples)
+            if not reward:
+                lc_rows.append({"judge": judge, **length_controlled(labelled, opts.style_control, opts.resamples)})
         bias = pl.DataFrame(bias_rows).rename({"accuracy": "value"}) if bias_rows else pl.DataFrame()
-        return {"accuracy": pl.DataFrame(acc_rows), "bias": bias,
-                "pairs": pl.concat(combined, how="diagonal_relaxed") if combined else pl.DataFrame(),
-                "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "pick",
-                                         "p_a", "words_a", "words_b"])}
+        answered = d.filter(pl.col("status") == "ok").with_columns((pl.col("human") == "a").alias("human_a"))
+        tables = {"accuracy": pl.DataFrame(acc_rows), "bias": bias,
+                  "pairs": pl.concat(combined, how="diagonal_relaxed") if combined else pl.DataFrame(),
+                  "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "answer",
+                                           "pick", "p_a", "words_a", "words_b"]),
+                  "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"))
+                  if not reward else pl.DataFrame(),
+                  **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a")}
+        if lc_rows:
+            tables["length_control"] = pl.DataFrame(lc_rows)
+        return tables
 
     @staticmethod
-    def _combine(j: pl.DataFrame, rule: str) -> pl.DataFrame:
-        """One row per pair: the verdicts of its two orders combined by the tie rule."""
-        g = j.group_by("pair_id", maintain_order=True).agg(
-            pl.col("human").first(), pl.col("pick").drop_nulls().alias("picks_list"), pl.col("p_a").mean().alias("p_a"))
-        rows = []
-        for r in g.iter_rows(named=True):
-            picks = r["picks_list"]
-            if rule == "probability" and r["p_a"] is not None:
-                combined = "a" if r["p_a"] > 0.5 else "b" if r["p_a"] < 0.5 else "tie"
-            elif not picks:
-                combined = None
-            else:
-                combined = picks[0] if len(set(picks)) == 1 else "tie"
-            rows.append({"pair_id": r["pair_id"], "human": r["human"], "picks": len(picks),
-                         "inconsistent": len(set(picks)) > 1, "p_a": r["p_a"], "combined": combined})
-        return pl.DataFrame(rows, schema={"pair_id": pl.Utf8, "human": pl.Utf8, "picks": pl.Int64,
-                                          "inconsistent": pl.Boolean, "p_a": pl.Float64, "combined": pl.Utf8})
+    def _bias(judge: str, j: pl.DataFrame, units: pl.DataFrame, resamples: int) -> list[dict]:
+        """Swap-flip, first-position win, longer-text win and tie rates of the judge's real answers,
+        each with a 95% bootstrap CI over pairs, and the count of non-answers."""
+        real = j.filter(pl.col("answer").is_not_null())
+        flips = units.filter(pl.col("answers") == 2).with_columns(pl.lit(True).alias("t"),
+                                                                   pl.col("inconsistent").alias("f"))
+        firsts = real.filter(pl.col("first_won").is_not_null()).with_columns(pl.lit(True).alias("t"))
+        longer = real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie"))
+        ties = real.with_columns(pl.lit(True).alias("t"), (pl.col("answer") == "tie").alias("is_tie"))
+        rows = [{"judge": judge, "metric": "swap_flip_rate", **_rate(flips, "t", "f", resamples)},
+                {"judge": judge, "metric": "first_position_win_rate",
+                 **_rate(firsts, "t", "first_won", resamples, lambda _t, won: first_position_win_rate(won))},
+                {"judge": judge, "metric": "longer_text_win_rate", **_rate(longer, "longer", "answer", resamples)},
+                {"judge": judge, "metric": "tie_rate", **_rate(ties, "t", "is_tie", resamples)},
+                {"judge": judge, "metric": "unparsed", "accuracy": float(j.height - real.height), "n": j.height,
+                 "ci_low": None, "ci_high": None}]
+        if units["order"].to_list()[:1] == ["reward"]:
+            rows = [r for r in rows if r["metric"] not in ("swap_flip_rate", "first_position_win_rate")]
+        return rows
 
-    @staticmethod
-    def _ci(df: pl.DataFrame, truth: str, pred: str, resamples: int) -> dict:
-        if not df.height:
-            return {"ci_low": None, "ci_high": None}
-        lo, hi = cluster_bootstrap(df["pair_id"].to_list(), df[truth].to_list(), df[pred].to_list(), accuracy,
-                                   resamples=resamples)
-        return {"ci_low": lo, "ci_high": hi}
 
-    def _rate(self, df: pl.DataFrame, truth: str, pred: str, resamples: int) -> dict:
-        """Share of rows where pred == truth, with its pair-bootstrap CI."""
-        if not df.height:
-            return {"accuracy": None, "n": 0, "ci_low": None, "ci_high": None}
-        return {"accuracy": accuracy(df[truth].to_list(), df[pred].to_list()).value, "n": df.height,
-                **self._ci(df, truth, pred, resamples)}
+def _imputed(policy: MissingPolicy) -> pl.Expr:
+    """The pick agreement is scored on: the real answer, else what the missing-answer policy says."""
+    if policy.kind == "label":
+        label = policy.label
+        stand_in = (pl.lit("tie") if label == "tie" else
+                    pl.when((pl.lit(label) == "A") == (pl.col("order") == "ab")).then(pl.lit("a")).otherwise(pl.lit("b")))
+    elif policy.kind == "wrong":
+        stand_in = pl.when(pl.col("human") == "a").then(pl.lit("b")).otherwise(pl.lit("a"))
+    else:
+        stand_in = pl.lit(None, dtype=pl.Utf8)
+    return pl.when(pl.col("answer").is_not_null()).then(pl.col("answer")).otherwise(stand_in)
+
+
+def combine(j: pl.DataFrame, rule: str) -> pl.DataFrame:
+    """One row per judgement unit (pair, repeat): its orders' picks combined by the tie rule.
+    `answers` counts the real answers (2: both orders answered, the swap-flip test applies)."""
+    g = j.group_by(["pair_id", "repeat"], maintain_order=True).agg(
+        pl.col("human").first(), pl.col("order").first(), pl.col("pick").drop_nulls().alias("picks"),
+        pl.col("answer").drop_nulls().alias("answer_list"), pl.col("p_a").mean().alias("p_a"))
+    rows = []
+    for r in g.iter_rows(named=True):
+        picks, answers = r["picks"], r["answer_list"]
+        if rule == "probability" and r["p_a"] is not None:
+            combined = "a" if r["p_a"] > 0.5 else "b" if r["p_a"] < 0.5 else "tie"
+        elif not picks:
+            combined = None
+        else:
+            combined = picks[0] if len(set(picks)) == 1 else "tie"
+        rows.append({"pair_id": r["pair_id"], "repeat": r["repeat"], "order": r["order"], "human": r["human"],
+                     "picks": len(picks), "answers": len(answers), "inconsistent": len(set(answers)) > 1,
+                     "p_a": r["p_a"], "combined": combined})
+    return pl.DataFrame(rows, schema={"pair_id": pl.Utf8, "repeat": pl.Int64, "order": pl.Utf8, "human": pl.Utf8,
+                                      "picks": pl.Int64, "answers": pl.Int64, "inconsistent": pl.Boolean,
+                                      "p_a": pl.Float64, "combined": pl.Utf8})
+
+
+def half_credit(truth: list, pred: list) -> MetricResult:
+    """Accuracy where a predicted tie earns half credit (the combined verdict of two orders)."""
+    if not truth:
+        return MetricResult(float("nan"), 0)
+    return MetricResult(sum(1.0 if p == t else 0.5 if p == "tie" else 0.0 for t, p in zip(truth, pred)) / len(truth),
+                        len(truth))
+
+
+def _ci(df: pl.DataFrame, truth: str, pred: str, resamples: int, metric=accuracy) -> dict:
+    if not df.height:
+        return {"ci_low": None, "ci_high": None}
+    lo, hi = cluster_bootstrap(df["pair_id"].to_list(), df[truth].to_list(), df[pred].to_list(), metric,
+                               resamples=resamples)
+    return {"ci_low": lo, "ci_high": hi}
+
+
+def _rate(df: pl.DataFrame, truth: str, pred: str, resamples: int, metric=accuracy) -> dict:
+    """`metric(truth, pred)` (default: the share of rows where pred == truth), with its pair-bootstrap CI."""
+    if not df.height:
+        return {"accuracy": None, "n": 0, "ci_low": None, "ci_high": None}
+    result = metric(df[truth].to_list(), df[pred].to_list())
+    return {"accuracy": result.value, "n": result.n, **_ci(df, truth, pred, resamples, metric)}
+
+
+def text_features(pair: Pair) -> tuple[tuple[str, int], ...]:
+    """Words and markdown style counts of both texts (request metadata, not part of any key)."""
+    out = [("words_a", len(pair.text_a.split())), ("words_b", len(pair.text_b.split()))]
+    for name, pattern in STYLE.items():
+        out += [(f"{name}_a", len(pattern.findall(pair.text_a))), (f"{name}_b", len(pattern.findall(pair.text_b)))]
+    return tuple(out)
+
+
+def _control_features(rows: pl.DataFrame, style: bool) -> list[list[float]]:
+    """Per verdict: log length ratio of the human-preferred text to the other, and (style) each
+    style count's normalised difference (pref - other) / (pref + other + 1)."""
+    out = []
+    for r in rows.iter_rows(named=True):
+        pref, other = ("a", "b") if r["human"] == "a" else ("b", "a")
+        x = [math.log((r[f"words_{pref}"] + 1) / (r[f"words_{other}"] + 1))]
+        if style:
+            x += [(r[f"{k}_{pref}"] - r[f"{k}_{other}"]) / (r[f"{k}_{pref}"] + r[f"{k}_{other}"] + 1) for k in STYLE]
+        out.append(x)
+    return out
+
+
+def length_controlled(labelled: pl.DataFrame, style: bool, resamples: int) -> dict:
+    """Agreement with humans at equal length (and style): logistic regression of "the judge picked
+    the human-preferred text" on the log length ratio of that text to the other (and the style
+    differences), read at zero difference, sigmoid(intercept); 95% CI by refitting on pairs
+    resampled with replacement. Verdicts that picked a tie are left out."""
+    style = style and all(f"{k}_a" in labelled.columns for k in STYLE)
+    rows = labelled.filter(pl.col("pick") != "tie")
+    names = ["length"] + (list(STYLE) if style else [])
+    if not rows.height:
+        return {"features": "+".join(names), "n": 0, "accuracy": None, "lc_accuracy": None, "ci_low": None,
+                "ci_high": None, **{f"coef_{n}": None for n in names}}
+    x = _control_features(rows, style)
+    y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
+    beta = fit_logistic(x, y)
+    pairs = rows["pair_id"].to_list()
+    members: dict[str, list[int]] = {}
+    for i, pid in enumerate(pairs):
+        members.setdefault(pid, []).append(i)
+    groups = list(members.values())
+    rng = np.random.default_rng(0)
+    stats = []
+    for _ in range(resamples):
+        idx = [i for g in rng.integers(0, len(groups), len(groups)) for i in groups[g]]
+        stats.append(sigmoid(fit_logistic([x[i] for i in idx], [y[i] for i in idx])[0]))
+    lo, hi = (float(v) for v in np.quantile(stats, [0.025, 0.975]))
+    return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
+            "ci_low": lo, "ci_high": hi, **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}

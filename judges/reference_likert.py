@@ -33,7 +33,7 @@ from engine.paths import paper_prompt
 from engine.requests import JudgeRequest, Message, RequestMeta
 
 from .base import Build, Context, Protocol
-from .metrics import kendall, pairwise_accuracy, spearman
+from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .ttcw import TTCW
 
 ORDERS = ("ref_first", "cand_first")
@@ -81,6 +81,14 @@ class ReferenceLikert(Protocol):
     summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
     metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
     default_rank_by = "cutoff_sweep.spearman"
+    missing_policies = ("drop", "label")
+
+    def missing_labels(self, options: ReferenceLikertOptions) -> tuple[str, ...]:
+        return self._language(options).labels()
+
+    @staticmethod
+    def _language(options: ReferenceLikertOptions):
+        return grammars.likert(options.points) if options.reference else grammars.binary()
 
     def groups(self, ctx: Context) -> list[StoryGroup]:
         """A folder is the Confederacy layout; a file is the generic reference JSONL."""
@@ -137,22 +145,31 @@ class ReferenceLikert(Protocol):
     # -- aggregation --------------------------------------------------------------------------
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         opts: ReferenceLikertOptions = ctx.options
+        policy = ctx.config.missing_policy
+        stand_in = (pl.lit(float(self._language(opts).value_of(policy.label)))
+                    if policy.kind == "label" else pl.lit(None, dtype=pl.Float64))
         t = table.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64))
-                               .alias("v"))
+                               .otherwise(stand_in).alias("v"),
+                               pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64)).alias("answer"))
         keys = ["judge", "group", "candidate", "source", "human_score", "test", "repeat"]
         if not opts.reference:
             per = t.select(keys + [pl.col("v").alias("pass_value")])
             scores, ranking, mean = self._rank(per.with_columns((pl.col("pass_value") >= 1).alias("pass")), [])
             return {"per_item": per, "story_scores": scores, "ranking": ranking, "ranking_mean": mean}
-        wide = (t.pivot(on="order", index=keys, values="v", aggregate_function="first")
-                .with_columns((-pl.col("ref_first")).alias("L_plus"), (-pl.col("cand_first")).alias("L_minus"))
-                .with_columns((pl.col("L_plus") - pl.col("L_minus")).alias("diff")))
+        wide = self._orders(t, keys, "v")
         swept = pl.concat([wide.with_columns(pl.lit(c).alias("cutoff"), (pl.col("diff") >= c).alias("pass"))
                            for c in sorted(set(opts.cutoffs) | {opts.cutoff})])
         scores, ranking, sweep = self._rank(swept, ["cutoff"])
         return {"per_item": wide.sort(["judge", "group", "candidate", "test", "repeat"]),
                 "story_scores": scores.filter(pl.col("cutoff") == opts.cutoff), "story_scores_all": scores,
-                "ranking": ranking, "cutoff_sweep": sweep, "bias": self._bias(t, wide)}
+                "ranking": ranking, "cutoff_sweep": sweep, "bias": self._bias(t, self._orders(t, keys, "answer"))}
+
+    @staticmethod
+    def _orders(t: pl.DataFrame, keys: list[str], column: str) -> pl.DataFrame:
+        """One row per (candidate, test, repeat): the two orders' values as L+ and L-, and L+ - L-."""
+        return (t.pivot(on="order", index=keys, values=column, aggregate_function="first")
+                .with_columns((-pl.col("ref_first")).alias("L_plus"), (-pl.col("cand_first")).alias("L_minus"))
+                .with_columns((pl.col("L_plus") - pl.col("L_minus")).alias("diff")))
 
     @staticmethod
     def _rank(per: pl.DataFrame, extra: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
@@ -172,23 +189,30 @@ class ReferenceLikert(Protocol):
         ranking = pl.DataFrame(rows)
         if not ranking.height:
             return scores, ranking, ranking
-        mean = (ranking.group_by(["judge"] + extra)
-                .agg(pl.col("spearman").mean(), pl.col("kendall").mean(), pl.col("pairwise_accuracy").mean(),
-                     pl.len().alias("groups"))
+        # A group whose metric is undefined (all candidates scored alike: no ranking to correlate)
+        # is left out of that metric's mean, not allowed to turn it into NaN; `groups` counts all,
+        # `groups_defined` the groups behind the Spearman mean.
+        metrics = ("spearman", "kendall", "pairwise_accuracy")
+        mean = (ranking.with_columns([pl.col(m).fill_nan(None) for m in metrics])
+                .group_by(["judge"] + extra)
+                .agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("groups"),
+                     pl.col("spearman").is_not_null().sum().alias("groups_defined"))
                 .sort(["judge"] + extra))
         return scores, ranking, mean
 
     @staticmethod
     def _bias(t: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
+        """Position bias of the judge's real answers (the missing-answer policy does not apply)."""
         rows = []
         for (judge,), w in wide.group_by(["judge"], maintain_order=True):
             both = w.filter(pl.col("L_plus").is_not_null() & pl.col("L_minus").is_not_null())
             flips = both.filter(pl.col("L_plus").sign() != (-pl.col("L_minus")).sign()).height
-            v = t.filter((pl.col("judge") == judge) & pl.col("v").is_not_null())["v"]
+            v = t.filter((pl.col("judge") == judge) & pl.col("answer").is_not_null())["answer"].to_list()
+            first = first_position_win_rate([None if x == 0 else x > 0 for x in v])
             rows.append({"judge": judge, "pairs_both_orders": both.height,
                          "swap_flip_rate": flips / both.height if both.height else None,
-                         "first_position_win_rate": float((v > 0).mean()) if len(v) else None,
-                         "tie_rate": float((v == 0).mean()) if len(v) else None,
+                         "first_position_win_rate": first.value if first.n else None,
+                         "tie_rate": sum(x == 0 for x in v) / len(v) if v else None,
                          "verdicts": len(v), "unparsed": t.filter((pl.col("judge") == judge) &
                                                                    (pl.col("status") != "ok")).height})
         return pl.DataFrame(rows)

@@ -30,6 +30,7 @@ from grammars.upstream import UpstreamYesNo
 
 from .base import Build, Context, Protocol, Skip
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
+from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
 
@@ -72,9 +73,13 @@ class TTCW(Protocol):
     Options = TTCWOptions
     summary = ("verdict_grid", "per_test", "overall", "story_counts")
     post_options = ("threshold", "story_cutoff")
+    missing_policies = ("drop", "label", "wrong")
     metric_tables = {"overall": ("view",), "per_test": ("view", "test"), "story_counts": ("view",),
-                     "story_cutoff": ("view",)}
+                     "story_cutoff": ("view",), "calibration_summary": ()}
     default_rank_by = "overall.kappa"
+
+    def missing_labels(self, options) -> tuple[str, ...]:
+        return ("Yes", "No")
 
     def rank_units(self, tables: dict[str, pl.DataFrame], rank_by: str):
         """Overall agreement resamples stories (a story's 14 verdicts move together)."""
@@ -137,25 +142,35 @@ class TTCW(Protocol):
         return out
 
     # -- aggregation --------------------------------------------------------------------------
-    def decisions(self, table: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        """One row per (judge, item, repeat): the pass decision (None when unparsed)."""
+    def decisions(self, table: pl.DataFrame, ctx: Context, expert: pl.DataFrame) -> pl.DataFrame:
+        """One row per (judge, item, repeat): the experts' majority and the judge's pass decision.
+        A verdict that is not ok (unparsed, or missing) follows the run's missing-answer policy:
+        dropped (None), counted as a label (Yes passes), or counted as wrong (the opposite of the
+        experts, where they have a label)."""
         thr = ctx.options.threshold
+        policy = ctx.config.missing_policy
 
         def p_yes(dist: str | None) -> float | None:
             return json.loads(dist).get("Yes") if dist else None
 
-        t = table.with_columns(pl.col("distribution").map_elements(p_yes, return_dtype=pl.Float64).alias("p_yes"))
-        passed = (pl.when(pl.col("status") != "ok").then(None)
+        t = (table.with_columns(pl.col("distribution").map_elements(p_yes, return_dtype=pl.Float64).alias("p_yes"))
+             .join(expert, on=["story_id", "test"], how="left"))
+        if policy.kind == "label":
+            absent = pl.lit(policy.label == "Yes")
+        elif policy.kind == "wrong":
+            absent = ~pl.col("expert_pass")
+        else:
+            absent = pl.lit(None, dtype=pl.Boolean)
+        passed = (pl.when(pl.col("status") != "ok").then(absent)
                   .when(pl.col("p_yes").is_not_null()).then(pl.col("p_yes") >= thr)
                   .otherwise(pl.col("label") == "Yes"))
         return t.with_columns(passed.alias("judge_pass"))
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         data = self.load(ctx)
-        d = self.decisions(table, ctx)
         expert = pl.DataFrame([{"story_id": s, "test": t, "expert_pass": v == "Yes"} for (s, t), v in data.majority.items()],
                               schema={"story_id": pl.Utf8, "test": pl.Int64, "expert_pass": pl.Boolean})
-        d = d.join(expert, on=["story_id", "test"], how="left")
+        d = self.decisions(table, ctx, expert)
         views = {"all": d}
         if d.filter(~pl.col("judgeable")).height:
             views = {"all": d, "judgeable": d.filter(pl.col("judgeable"))}
@@ -176,23 +191,36 @@ class TTCW(Protocol):
                                **self._story_cutoff(j, ctx.options.story_cutoff)})
         per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
                              "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"])
+        answers = per_item.with_columns(pl.when(pl.col("status") != "ok").then(pl.lit("unparsed"))
+                                        .when(pl.col("judge_pass")).then(pl.lit("Yes")).otherwise(pl.lit("No")).alias("label"))
         tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,
-                  "per_test": pl.DataFrame(per_test),
+                  "per_test": pl.DataFrame(per_test), "label_distribution": label_distribution(answers),
                   "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"])}
+        tables["pass_rates_by_source"] = (tables["pass_rates"].group_by(["judge", "view", "source"], maintain_order=True)
+                                          .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
+                                               pl.len().alias("tests")))
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
-            tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
+            tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "n", "unparsed", "judge_pass_rate"])
+            if ctx.expects_labels:
+                ctx.warn(f"no expert labels found in {ctx.dataset_path} (expert_majority.json): agreement tables "
+                         "(overall, story counts, calibration) were not computed")
             return tables
+        answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
         return {**tables, "overall": pl.DataFrame(overall), "story_counts": pl.DataFrame(stories),
-                "story_cutoff": pl.DataFrame(cutoff)}
+                "story_cutoff": pl.DataFrame(cutoff),
+                "corrected_pass_rates": corrected_pass_rates(per_item),
+                **calibration_tables(answered, "p_yes", "expert_pass")}
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:
+        """Agreement over the verdicts the missing-answer policy keeps: `n` counts them, `unparsed`
+        counts the judge's non-answers (dropped, or imputed by the policy and then inside n)."""
         ok = g.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
         jp, ep = ok["judge_pass"].to_list(), ok["expert_pass"].to_list()
         k, ba = cohen_kappa(ep, jp), balanced_accuracy(ep, jp)
         judged = g["judge_pass"].drop_nulls().to_list()
-        return {"n": ok.height, "unparsed": g.filter(pl.col("judge_pass").is_null()).height,
+        return {"n": ok.height, "unparsed": g.filter(pl.col("status") != "ok").height,
                 "kappa": k.value, "balanced_accuracy": ba.value,
                 "judge_pass_rate": sum(judged) / len(judged) if judged else None,
                 "expert_pass_rate": sum(ep) / len(ep) if ep else None}
@@ -206,10 +234,15 @@ class TTCW(Protocol):
 
     @staticmethod
     def _story_correlation(j: pl.DataFrame) -> dict:
-        counts = (j.group_by("story_id").agg(pl.col("judge_pass").cast(pl.Int64).sum().alias("judge"),
-                                              pl.col("expert_pass").cast(pl.Int64).sum().alias("expert"))
-                  .drop_nulls())
-        x, y = counts["judge"].cast(pl.Float64).to_list(), counts["expert"].cast(pl.Float64).to_list()
+        """Per story, the judge's pass count against the experts' over the SAME tests: those with a
+        judge decision (mean over repeats) and an expert label. A story with none is left out, so a
+        non-answer is never counted as a fail (unless the missing-answer policy says so)."""
+        counts = (j.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
+                  .group_by(["story_id", "test"]).agg(pl.col("judge_pass").cast(pl.Float64).mean(),
+                                                       pl.col("expert_pass").first().cast(pl.Float64))
+                  .group_by("story_id").agg(pl.col("judge_pass").sum().alias("judge"),
+                                            pl.col("expert_pass").sum().alias("expert"), pl.len().alias("tests")))
+        x, y = counts["judge"].to_list(), counts["expert"].to_list()
         p, s = pearson(x, y), spearman(x, y)
         return {"stories": counts.height, "pearson": p.value, "pearson_p": p.p_value,
                 "spearman": s.value, "spearman_p": s.p_value}

@@ -109,15 +109,37 @@ def test_ttcw_report_renders_in_chromium(replay_run, tmp_path):
 
 @needs_chromium
 def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path):
+    """Distribution mode (P(A) at the decision point): the bias, length-control and calibration
+    panels, every table equal to the stored one, every plot decoded by the browser."""
     config = dataclasses.replace(load_config(PROJECT_ROOT / "runs" / "pairwise-ttcw.toml"), dataset="pairs-generic",
-                                 name="pairwise-demo")
+                                 name="pairwise-demo", mode="distribution")
     out = run(config, progress=False, backends={"smollm2-135m": smollm})
     page = write_report([out.run_dir])
-    for name in ("accuracy", "bias"):
+    for name in ("accuracy", "bias", "length_control", "calibration_summary", "calibration"):
         csv_equals(page.parent, name, pl.read_parquet(out.run_dir / "tables" / f"{name}.parquet"))
+    html = page.read_text()
+    assert "Length-controlled accuracy" in html and "Calibration of the judge" in html and "reliability_diagram" in html
     plots, ok = rendered(page, tmp_path)
-    assert plots >= 3 and ok == plots
+    assert plots >= 5 and ok == plots
     screenshot(page, tmp_path / "pairwise.png", tmp_path)
+
+
+@needs_data
+@needs_chromium
+def test_ttcw_distribution_report_shows_calibration(smollm, runs_dir, tmp_path):
+    config = dataclasses.replace(load_config(PROJECT_ROOT / "runs" / "ttcw-binary.toml"), name="ttcw-calibration",
+                                 mode="distribution", limit=1, options={"variant": "default", "tests": [1, 2, 3, 4, 5, 6]})
+    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    summary = out.tables["calibration_summary"].row(0, named=True)
+    per_item = out.tables["per_item"].filter(pl.col("p_yes").is_not_null() & pl.col("expert_pass").is_not_null())
+    p, y = per_item["p_yes"].to_list(), [float(v) for v in per_item["expert_pass"].to_list()]
+    assert summary["n"] == len(p) == 6
+    assert summary["brier"] == pytest.approx(sum((a - b) ** 2 for a, b in zip(p, y)) / len(p))
+    page = write_report([out.run_dir])
+    csv_equals(page.parent, "calibration", out.tables["calibration"])
+    assert "Reliability diagram" in (page.parent / "report.md").read_text() or "reliability_diagram" in page.read_text()
+    plots, ok = rendered(page, tmp_path)
+    assert ok == plots >= 5
 
 
 @needs_data

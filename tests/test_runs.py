@@ -59,7 +59,7 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     assert gpt4["n"] == 672 and gpt4["unparsed"] == 0
     assert 0.5 < gpt4["balanced_accuracy"] < 0.6
     gem = overall.filter((pl.col("judge") == "replay:gemini-pro") & (pl.col("view") == "all")).row(0, named=True)
-    assert gem["n"] == 658 and gem["unparsed"] == 14         # 14 items have no recorded response
+    assert gem["n"] == 672 and gem["unparsed"] == 14         # 14 items have no recorded response: "No" (notebook)
     judgeable = overall.filter((pl.col("view") == "judgeable"))
     assert set(judgeable["n"]) == {504}
 

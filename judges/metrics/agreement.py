@@ -1,5 +1,8 @@
 """Chance-corrected agreement for categorical verdicts.
 
+A missing label (None or a float NaN) on either side is not a category: the pair is left out and
+`n` counts the pairs kept (the protocols decide, by their missing-answer policy, what reaches here).
+
 >>> cohen_kappa(["Yes", "No", "Yes", "No"], ["Yes", "No", "No", "No"]).value
 0.5
 >>> round(balanced_accuracy(["Yes", "No", "Yes", "No"], ["Yes", "No", "No", "No"]).value, 3)
@@ -12,13 +15,14 @@ from typing import Hashable, Sequence
 
 import numpy as np
 
-from .base import NAN, MetricResult
+from .base import NAN, MetricResult, is_missing, known_pairs
 
 
 def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> MetricResult:
     """Cohen's kappa of two raters over the same items: (p_o - p_e) / (1 - p_e)."""
     if len(a) != len(b):
         raise ValueError(f"cohen_kappa needs equal lengths, got {len(a)} and {len(b)}")
+    a, b = known_pairs(a, b)
     n = len(a)
     if n == 0:
         return MetricResult(NAN, 0)
@@ -34,6 +38,7 @@ def accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> MetricRe
     """Share of items where the prediction equals the truth (also any rate: truth all True)."""
     if len(y_true) != len(y_pred):
         raise ValueError(f"accuracy needs equal lengths, got {len(y_true)} and {len(y_pred)}")
+    y_true, y_pred = known_pairs(y_true, y_pred)
     if not y_true:
         return MetricResult(NAN, 0)
     return MetricResult(sum(a == b for a, b in zip(y_true, y_pred)) / len(y_true), len(y_true))
@@ -43,6 +48,7 @@ def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) ->
     """Mean per-class recall over the classes present in `y_true`."""
     if len(y_true) != len(y_pred):
         raise ValueError(f"balanced_accuracy needs equal lengths, got {len(y_true)} and {len(y_pred)}")
+    y_true, y_pred = known_pairs(y_true, y_pred)
     if not y_true:
         return MetricResult(NAN, 0)
     recalls = []
@@ -53,7 +59,9 @@ def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) ->
 
 
 def fleiss_kappa(ratings: Sequence[Sequence[Hashable]]) -> MetricResult:
-    """Fleiss' kappa; `ratings[i]` are the labels the raters gave item i (same count per item)."""
+    """Fleiss' kappa; `ratings[i]` are the labels the raters gave item i (same count per item).
+    Items with a missing rating are left out (n counts the items kept)."""
+    ratings = [r for r in ratings if not any(is_missing(x) for x in r)]
     if not ratings:
         return MetricResult(NAN, 0)
     m = len(ratings[0])

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -16,3 +17,14 @@ class MetricResult:
 
 
 NAN = float("nan")
+
+
+def is_missing(x: Any) -> bool:
+    """None or a float NaN: no value (never a category, never a number)."""
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def known_pairs(a: Sequence[Any], b: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """The pairs (a[i], b[i]) where neither side is missing, as two lists."""
+    kept = [(x, y) for x, y in zip(a, b) if not (is_missing(x) or is_missing(y))]
+    return [x for x, _ in kept], [y for _, y in kept]

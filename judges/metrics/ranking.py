@@ -5,20 +5,18 @@
 """
 from __future__ import annotations
 
-import math
 from itertools import combinations
 from typing import Sequence
 
 from scipy import stats
 
-from .base import NAN, MetricResult
+from .base import NAN, MetricResult, known_pairs
 
 
 def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[float]]:
     if len(x) != len(y):
         raise ValueError(f"need equal lengths, got {len(x)} and {len(y)}")
-    pairs = [(a, b) for a, b in zip(x, y) if not (math.isnan(a) or math.isnan(b))]
-    return [a for a, _ in pairs], [b for _, b in pairs]
+    return known_pairs(x, y)
 
 
 def _corr(fn, x, y) -> MetricResult:

@@ -22,31 +22,36 @@ ICC_KINDS = ("ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k")
 
 def icc(ratings: Sequence[Sequence[float]]) -> dict[str, float]:
     """`ratings[i][j]`: target i rated by rater (repeat) j; complete rows only. NaN when undefined
-    (fewer than 2 targets or raters, or no variance at all)."""
+    (fewer than 2 targets or raters, or a denominator that is 0 up to rounding).
+
+    Every sum of squares is computed from deviations (row and column effects, residuals), not as a
+    difference of large totals, so a rater offset far larger than the differences between targets
+    does not swamp them. A denominator counts as 0 when it is below the rounding noise of the data:
+    (64 x machine epsilon x the largest |rating|) squared, per mean square it sums."""
     x = np.asarray(ratings, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2 or np.isnan(x).any():
         return {k: NAN for k in ICC_KINDS}
     n, k = x.shape
     grand = x.mean()
-    ss_rows = k * ((x.mean(axis=1) - grand) ** 2).sum()
-    ss_cols = n * ((x.mean(axis=0) - grand) ** 2).sum()
-    ss_total = ((x - grand) ** 2).sum()
-    ss_err = ss_total - ss_rows - ss_cols
+    row_eff = x.mean(axis=1) - grand
+    col_eff = x.mean(axis=0) - grand
+    resid = x - grand - row_eff[:, None] - col_eff[None, :]
+    ss_rows, ss_cols = k * (row_eff ** 2).sum(), n * (col_eff ** 2).sum()
+    ss_err = (resid ** 2).sum()
     msr, msc = ss_rows / (n - 1), ss_cols / (k - 1)
     mse = ss_err / ((n - 1) * (k - 1))
     msw = (ss_cols + ss_err) / (n * (k - 1))
+    noise = (64 * np.finfo(float).eps * max(np.abs(x).max(), 1e-300)) ** 2
 
-    scale = max(abs(msr), abs(msc), abs(mse), abs(msw), 1e-300)
+    def ratio(num: float, den: float, terms: float) -> float:
+        return float(num / den) if abs(den) > noise * terms else NAN      # 0/0 up to rounding: undefined
 
-    def ratio(num: float, den: float) -> float:
-        return float(num / den) if abs(den) > 1e-9 * scale else NAN      # 0/0 up to rounding: undefined
-
-    return {"ICC1": ratio(msr - msw, msr + (k - 1) * msw),
-            "ICC2": ratio(msr - mse, msr + (k - 1) * mse + k * (msc - mse) / n),
-            "ICC3": ratio(msr - mse, msr + (k - 1) * mse),
-            "ICC1k": ratio(msr - msw, msr),
-            "ICC2k": ratio(msr - mse, msr + (msc - mse) / n),
-            "ICC3k": ratio(msr - mse, msr)}
+    return {"ICC1": ratio(msr - msw, msr + (k - 1) * msw, k),
+            "ICC2": ratio(msr - mse, msr + (k - 1) * mse + k * (msc - mse) / n, 2 * k + 1),
+            "ICC3": ratio(msr - mse, msr + (k - 1) * mse, k),
+            "ICC1k": ratio(msr - msw, msr, 1),
+            "ICC2k": ratio(msr - mse, msr + (msc - mse) / n, 3),
+            "ICC3k": ratio(msr - mse, msr, 1)}
 
 
 def one_way_anova(groups: Sequence[Sequence[float]]) -> MetricResult:

@@ -1,0 +1,68 @@
+"""Tables several protocols publish, built once here: calibration of label probabilities, pass
+rates corrected for the judge's error, the label distribution. The report draws these tables; it
+never computes a number of its own."""
+from __future__ import annotations
+
+import polars as pl
+
+from .metrics import accuracy, cluster_bootstrap, corrected_pass_rate
+from .metrics.base import MetricResult
+from .metrics.calibration import brier_score, expected_calibration_error, reliability_bins
+
+CALIBRATION_BINS = 10
+
+
+def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALIBRATION_BINS,
+                       resamples: int = 500) -> dict[str, pl.DataFrame]:
+    """Per judge, from rows holding a probability of the positive label (`prob`, distribution
+    mode) and the human truth (`truth`, bool): the reliability diagram's bins (`calibration`) and
+    ECE / Brier with a 95% bootstrap CI of the ECE over verdicts (`calibration_summary`). Empty
+    when no row has a probability (label or analyze mode)."""
+    have = df.filter(pl.col(prob).is_not_null() & pl.col(truth).is_not_null())
+    if not have.height:
+        return {}
+    bin_rows, summary = [], []
+    for (judge,), g in have.group_by(["judge"], maintain_order=True):
+        p, y = g[prob].to_list(), [float(v) for v in g[truth].to_list()]
+        for b in reliability_bins(p, y, bins):
+            bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
+                             "mean_prediction": b.mean_prediction, "observed_frequency": b.observed_frequency})
+        lo, hi = cluster_bootstrap(range(len(p)), y, p, _ece_metric, resamples=resamples)
+        summary.append({"judge": judge, "n": len(p), "ece": expected_calibration_error(p, y, bins),
+                        "ece_ci_low": lo, "ece_ci_high": hi, "brier": brier_score(p, y).value,
+                        "positive_rate": sum(y) / len(y), "mean_prediction": sum(p) / len(p)})
+    return {"calibration": pl.DataFrame(bin_rows), "calibration_summary": pl.DataFrame(summary)}
+
+
+def _ece_metric(truth: list, pred: list) -> MetricResult:
+    return MetricResult(expected_calibration_error(pred, truth), len(truth))
+
+
+def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame:
+    """Per judge and test (and over all tests): the raw pass rate of the judged items and its
+    Rogan-Gladen correction by the judge's sensitivity and specificity on the labelled ones."""
+    rows = []
+    for (judge,), g in per_item.filter(pl.col("judge_pass").is_not_null()).group_by(["judge"], maintain_order=True):
+        tests = [("all", g)] + [(str(t), g.filter(pl.col("test") == t)) for t in sorted(g["test"].unique().to_list())]
+        for name, sub in tests:
+            lab = sub.filter(pl.col("expert_pass").is_not_null())
+            if not lab.height:
+                continue
+            res = corrected_pass_rate(lab["expert_pass"].to_list(), lab["judge_pass"].to_list(),
+                                      sub["judge_pass"].to_list(), resamples=resamples)
+            rows.append({"judge": judge, "test": name, **res})
+    return pl.DataFrame(rows)
+
+
+def label_distribution(df: pl.DataFrame, label: str = "label", resamples: int = 500) -> pl.DataFrame:
+    """Share of each label per judge among its real answers (unparsed ones counted as the label
+    "unparsed"), with a 95% bootstrap CI over verdicts."""
+    rows = []
+    for (judge,), g in df.group_by(["judge"], maintain_order=True):
+        labels = g[label].fill_null("unparsed").to_list()
+        for lab in sorted(set(labels), key=str):
+            lo, hi = cluster_bootstrap(range(len(labels)), [lab] * len(labels), labels, accuracy, resamples=resamples)
+            rows.append({"judge": judge, "label": lab, "n": labels.count(lab), "share": labels.count(lab) / len(labels),
+                         "ci_low": lo, "ci_high": hi})
+    return pl.DataFrame(rows, schema={"judge": pl.Utf8, "label": pl.Utf8, "n": pl.Int64, "share": pl.Float64,
+                                      "ci_low": pl.Float64, "ci_high": pl.Float64})
