@@ -12,11 +12,11 @@ RewardScore(): a reward model's real-valued score per text (pooling models, no d
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from engine.errors import GrammarError
-
 from .analysis import Analyzed
+from .errors import GrammarError
 from .labels import LabelSet, binary, categorical, likert, ordinal, preference, score
 from .language import ParseResult, Unparsed, Verdict, VerdictLanguage
 from .listwise import Listwise, position_scores
@@ -25,20 +25,23 @@ from .upstream import UpstreamYesNo
 
 __all__ = ["Analyzed", "LabelSet", "Listwise", "RewardScore", "ParseResult", "Unparsed", "Verdict", "VerdictLanguage",
            "UpstreamYesNo", "binary", "categorical", "likert", "ordinal", "preference", "score", "position_scores",
-           "language_from_spec"]
+           "language_from_spec", "LANGUAGES", "GrammarError"]
+
+
+# Every language kind, by the `kind` its spec records: how a stored spec becomes a language again
+# (`litjudge reparse`). A new language is one module plus one line here.
+LANGUAGES: dict[str, Callable[[dict[str, Any]], VerdictLanguage]] = {
+    "labels": lambda spec: LabelSet(spec["name"], tuple((k, v) for k, v in spec["pairs"])),
+    "listwise": lambda spec: Listwise(tuple(spec["ids"]), spec["lo"], spec["hi"]),
+    "reward": lambda spec: RewardScore(),
+    "upstream_yes_no": lambda spec: UpstreamYesNo(),
+    "analyzed": lambda spec: Analyzed(language_from_spec(spec["inner"]), spec["marker"], spec["max_analysis_tokens"]),
+}
 
 
 def language_from_spec(spec: dict[str, Any]) -> VerdictLanguage:
-    """Rebuild a language from its stored spec (used by `litjudge reparse`)."""
+    """Rebuild a language from its stored spec."""
     kind = spec.get("kind")
-    if kind == "labels":
-        return LabelSet(spec["name"], tuple((k, v) for k, v in spec["pairs"]))
-    if kind == "listwise":
-        return Listwise(tuple(spec["ids"]), spec["lo"], spec["hi"])
-    if kind == "reward":
-        return RewardScore()
-    if kind == "upstream_yes_no":
-        return UpstreamYesNo()
-    if kind == "analyzed":
-        return Analyzed(language_from_spec(spec["inner"]), spec["marker"], spec["max_analysis_tokens"])
-    raise GrammarError(f"unknown verdict language kind {kind!r}")
+    if kind not in LANGUAGES:
+        raise GrammarError(f"unknown verdict language kind {kind!r} (known: {', '.join(sorted(LANGUAGES))})")
+    return LANGUAGES[kind](spec)

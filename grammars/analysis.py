@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import GrammarError
-
+from .errors import GrammarError
 from .language import ParseResult, Unparsed, VerdictLanguage, empty_reason
 
 

@@ -10,8 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import GrammarError
-
+from .errors import GrammarError
 from .language import ParseResult, Unparsed, Verdict, VerdictLanguage, empty_reason
 
 

@@ -12,7 +12,7 @@ import json
 import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Unparsed:
     raw: str
 
 
-ParseResult = Union[Verdict, Unparsed]
+ParseResult = Verdict | Unparsed
 
 
 class VerdictLanguage(ABC):

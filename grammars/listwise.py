@@ -14,8 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import GrammarError
-
+from .errors import GrammarError
 from .language import ParseResult, Unparsed, Verdict, VerdictLanguage, empty_reason
 
 _ID = re.compile(r"[A-Za-z0-9_\-]+")
@@ -57,7 +56,7 @@ class Listwise(VerdictLanguage):
 
     def ebnf(self) -> str:
         n, scores = len(self.ids), range(self.hi, self.lo - 1, -1)
-        rules = ["root ::= p1s%d" % self.hi, "id ::= " + " | ".join(f'"{i}"' for i in self.ids)]
+        rules = [f"root ::= p1s{self.hi}", "id ::= " + " | ".join(f'"{i}"' for i in self.ids)]
         for pos in range(1, n + 1):
             for cap in scores:
                 alts = []

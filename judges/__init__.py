@@ -1,5 +1,5 @@
 """Protocols of the seed papers: items -> prompts -> verdicts -> aggregates -> agreement with humans."""
-from engine.registry import Registry
+from engine.core.registry import Registry
 
 PROTOCOLS: Registry = Registry("protocol")
 PROTOCOLS.add("ttcw", "judges.ttcw:TTCW")

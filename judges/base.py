@@ -8,9 +8,11 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from engine.config import RunConfig, build
-from engine.errors import ConfigError
-from engine.requests import JudgeRequest, Sampling
+from engine.core.config import RunConfig, Sampling, build
+from engine.core.errors import ConfigError
+from engine.core.requests import JudgeRequest
+from engine.data.cards import DatasetCard, load_card
+from engine.data.loaders import load_dataset
 
 
 @dataclass(frozen=True)
@@ -29,26 +31,45 @@ class Build:
 
 @dataclass(frozen=True)
 class Context:
-    """What a protocol may read: the validated run config, its options, the data location. A
-    protocol reports what the user must know but that is no error (ground truth absent, items left
-    out) with `warn`: the runner prints each once and records them in the manifest."""
+    """What a protocol may read: the validated run config, its options, its dataset card (data is
+    read through the card's loader). A protocol reports what the user must know but that is no
+    error (ground truth absent, items left out) with `warn`: the runner prints each once and
+    records them in the manifest."""
 
     config: RunConfig
     options: Any
-    data_root: Path
-    dataset_path: Path
+    card: DatasetCard
     replay: bool = False          # recorded responses are served; items without text are allowed
-    expects_labels: bool = True   # the dataset card promises human labels (the demo sample has none)
     warnings: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def data_root(self) -> Path:
+        return self.config.data_root_path
+
+    @property
+    def dataset_path(self) -> Path:
+        return self.card.folder(self.config.data_root)
+
+    @property
+    def expects_labels(self) -> bool:
+        """The card promises human labels (the demo sample has none): their absence is worth a warning."""
+        return self.card.labels
+
+    def load(self, kind: str) -> Any:
+        """The dataset, as `kind` (ttcw, pairs, items, groups), through the card's registered loader."""
+        return load_dataset(self.card, kind, self.dataset_path)
+
+    def load_from(self, card_name: str, kind: str) -> Any:
+        """Another dataset this protocol reads beside its own (reference-based Likert reads the TTCW tests)."""
+        other = load_card(card_name)
+        return load_dataset(other, kind, other.folder(self.config.data_root))
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
 
     def sampling(self, repeat: int = 0) -> Sampling:
-        s = self.config.sampling
-        return Sampling(temperature=s.temperature, top_p=s.top_p, seed=s.seed + repeat,
-                        max_tokens=s.max_tokens or None)
+        return self.config.sampling.for_repeat(repeat)
 
 
 class Protocol(ABC):
@@ -65,6 +86,7 @@ class Protocol(ABC):
     # Missing-answer policies the protocol can honour (config key `missing`): "drop" always; "label"
     # where a non-answer can stand for one of `missing_labels`; "wrong" where each verdict has a truth.
     missing_policies: ClassVar[tuple[str, ...]] = ("drop",)
+    modes: ClassVar[tuple[str, ...]] = ("label", "analyze", "distribution")   # verdict modes it aggregates
 
     def missing_labels(self, options: Any) -> tuple[str, ...]:
         """The labels `missing = "label:X"` may name."""
@@ -80,6 +102,9 @@ class Protocol(ABC):
         options = build(self.Options, dict(config.options), config.source or "config", prefix="options.")
         policy = config.missing_policy
         where = config.source or "config"
+        if config.mode not in self.modes:
+            raise ConfigError(f"protocol {self.name!r} aggregates mode {' | '.join(self.modes)}, not {config.mode!r}",
+                              where=where, key="mode")
         if policy.kind not in self.missing_policies:
             raise ConfigError(f"protocol {self.name!r} supports missing = {' | '.join(self._policy_forms(options))}, "
                               f"got {config.missing!r}", where=where, key="missing")

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import grammars
-from engine.data.items import ItemSet, items_of, sample_per_category, select_groups
-from engine.errors import ConfigError
-from engine.paths import paper_prompt
-from engine.requests import JudgeRequest, Message, RequestMeta
+from engine.core.errors import ConfigError
+from engine.core.paths import paper_prompt
+from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.data.items import ItemSet, sample_per_category, select_groups
 
 from .base import Build, Context, Protocol, Skip
 from .metrics import accuracy, spearman
@@ -63,7 +63,7 @@ class Classification(Protocol):
         return tuple(options.labels)
 
     def load(self, ctx: Context) -> ItemSet:
-        return items_of(ctx.config.dataset, ctx.dataset_path)
+        return ctx.load("items")
 
     def language(self, ctx: Context):
         lang = grammars.categorical(list(ctx.options.labels))

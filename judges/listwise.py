@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 import polars as pl
 
 import grammars
-from engine.data.items import ItemSet, RatedItem, items_of, sample_per_category, select_groups
-from engine.errors import ConfigError
-from engine.paths import paper_prompt
-from engine.requests import JudgeRequest, Message, RequestMeta
+from engine.core.errors import ConfigError
+from engine.core.paths import paper_prompt
+from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
 from grammars.listwise import position_scores
 
 from .base import Build, Context, Protocol
@@ -73,7 +73,7 @@ class Listwise(Protocol):
     default_rank_by = "agreement.spearman_category"
 
     def load(self, ctx: Context) -> ItemSet:
-        return items_of(ctx.config.dataset, ctx.dataset_path)
+        return ctx.load("items")
 
     # -- prompts ------------------------------------------------------------------------------
     def instruction(self, opts: ListwiseOptions, group: str, n: int) -> str:

@@ -24,12 +24,11 @@ import numpy as np
 import polars as pl
 
 import grammars
-from engine.cards import load_card
-from engine.config import MissingPolicy
-from engine.data.pairs import Pair, load_pairs
-from engine.errors import ConfigError
-from engine.paths import paper_prompt
-from engine.requests import JudgeRequest, Message, RequestMeta
+from engine.core.config import MissingPolicy
+from engine.core.errors import ConfigError
+from engine.core.paths import paper_prompt
+from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.data.pairs import Pair
 
 from .base import Build, Context, Protocol
 from .metrics import MetricResult, accuracy, cluster_bootstrap, first_position_win_rate
@@ -74,12 +73,13 @@ class Pairwise(Protocol):
     metric_tables = {"accuracy": ("order",), "bias": ("metric",), "length_control": (), "calibration_summary": ()}
     default_rank_by = "accuracy.accuracy"
     missing_policies = ("drop", "label", "wrong")
+    modes = ("label", "analyze", "distribution", "reward")
 
     def missing_labels(self, options: PairwiseOptions) -> tuple[str, ...]:
         return ("A", "B", "tie") if options.tie else ("A", "B")
 
     def load(self, ctx: Context) -> list[Pair]:
-        return load_pairs(load_card(ctx.config.dataset).loader, ctx.dataset_path)
+        return ctx.load("pairs")
 
     def language(self, ctx: Context):
         opts: PairwiseOptions = ctx.options

@@ -26,11 +26,9 @@ from dataclasses import dataclass
 import polars as pl
 
 import grammars
-from engine.data.reference import StoryGroup, load_confederacy, load_reference_jsonl
-from engine.data.ttcw import load_ttcw
-from engine.errors import ConfigError
-from engine.paths import paper_prompt
-from engine.requests import JudgeRequest, Message, RequestMeta
+from engine.core.paths import paper_prompt
+from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.data.reference import StoryGroup
 
 from .base import Build, Context, Protocol
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
@@ -82,6 +80,7 @@ class ReferenceLikert(Protocol):
     metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
     default_rank_by = "cutoff_sweep.spearman"
     missing_policies = ("drop", "label")
+    modes = ("label", "analyze")        # distribution over multi-token Likert labels is not aggregated
 
     def missing_labels(self, options: ReferenceLikertOptions) -> tuple[str, ...]:
         return self._language(options).labels()
@@ -91,20 +90,14 @@ class ReferenceLikert(Protocol):
         return grammars.likert(options.points) if options.reference else grammars.binary()
 
     def groups(self, ctx: Context) -> list[StoryGroup]:
-        """A folder is the Confederacy layout; a file is the generic reference JSONL."""
-        path = ctx.dataset_path
-        return load_confederacy(path) if path.is_dir() else load_reference_jsonl(path)
+        return ctx.load("groups")
 
     def build(self, ctx: Context) -> Build:
         opts: ReferenceLikertOptions = ctx.options
-        tests_data = load_ttcw(ctx.data_root / "ttcw", require_labels=False)
+        tests_data = ctx.load_from("ttcw", "ttcw")              # the 14 TTCW tests judge every candidate
         tests = [tests_data.test(i) for i in opts.tests] if opts.tests else tests_data.tests
-        groups = self.groups(ctx)[: ctx.config.limit or None]
+        groups = self.groups(ctx)[: ctx.config.limit]
         mode = ctx.config.mode
-        if mode == "distribution":
-            raise ConfigError("reference_likert reads labels (label or analyze mode); distribution over "
-                              "multi-token Likert labels is available per request but not aggregated here",
-                              key="mode")
         out = Build([])
         if not opts.reference:
             ttcw = TTCW()

@@ -14,18 +14,15 @@ Recorded proprietary judges are replayed through the same metrics with the upstr
 """
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
 import grammars
-from engine.data.ttcw import TTCWData, item_id, load_ttcw
-from engine.errors import ConfigError
-from engine.paths import prompts_root
-from engine.requests import JudgeRequest, Message, RequestMeta
+from engine.core.errors import ConfigError
+from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.data.ttcw import TTCWData, item_id
 from grammars.upstream import UpstreamYesNo
 
 from .base import Build, Context, Protocol, Skip
@@ -57,16 +54,6 @@ class TTCWOptions:
             raise ValueError(f"options.story_cutoff must be in [0, 1], got {self.story_cutoff}")
 
 
-@functools.lru_cache(maxsize=4)
-def _load_cached(dataset: Path, steps: Path | None) -> TTCWData:
-    """A sweep aggregates the same data hundreds of times (cells x post settings): read it once."""
-    return load_ttcw(dataset, steps, require_labels=False)
-
-
-def upstream_template(data_root: Path) -> str:
-    return (data_root / "ttcw" / "prompt_with_background.txt").read_text(encoding="utf-8")
-
-
 class TTCW(Protocol):
     name = "ttcw"
     version = "1"
@@ -91,8 +78,7 @@ class TTCW(Protocol):
                         pl.col("judge_pass").alias("pred")))
 
     def load(self, ctx: Context) -> TTCWData:
-        steps = prompts_root() / "ttcw_llm_instructions.json"
-        return _load_cached(ctx.dataset_path, steps if steps.exists() else None)
+        return ctx.load("ttcw")
 
     def language(self, ctx: Context):
         if ctx.replay:
@@ -102,8 +88,7 @@ class TTCW(Protocol):
         return grammars.binary()
 
     def prompt(self, story: str, test, variant: str, template: str | None) -> str:
-        if variant == "upstream":
-            assert template is not None
+        if variant == "upstream" and template is not None:
             return (template.replace("[STORY]", story).replace("[BACKGROUND]", test.background)
                     .replace("[QUESTION]", test.question))
         if variant == "analyze":
@@ -116,7 +101,10 @@ class TTCW(Protocol):
         opts: TTCWOptions = ctx.options
         data = self.load(ctx)
         tests = [data.test(i) for i in opts.tests] if opts.tests else data.tests
-        template = upstream_template(ctx.data_root) if opts.variant == "upstream" else None
+        template = data.upstream_template if opts.variant == "upstream" else None
+        if opts.variant == "upstream" and template is None:
+            raise ConfigError(f"variant 'upstream' needs prompt_with_background.txt in {ctx.dataset_path}",
+                              key="options.variant")
         if opts.include_unjudgeable and not ctx.replay:
             raise ConfigError("include_unjudgeable needs recorded responses (a replay judge): "
                               "New Yorker stories have no text", key="options.include_unjudgeable")
@@ -201,7 +189,7 @@ class TTCW(Protocol):
                                                pl.len().alias("tests")))
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
-            tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "n", "unparsed", "judge_pass_rate"])
+            tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
             if ctx.expects_labels:
                 ctx.warn(f"no expert labels found in {ctx.dataset_path} (expert_majority.json): agreement tables "
                          "(overall, story counts, calibration) were not computed")

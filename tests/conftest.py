@@ -8,7 +8,7 @@ import pytest
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
-from engine.paths import PROJECT_ROOT, data_root  # noqa: E402
+from engine.core.paths import PROJECT_ROOT, data_root
 
 DATA = data_root()
 needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),
@@ -19,10 +19,9 @@ needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),
 def smollm():
     """ONE in-process vLLM engine on the default judge for the whole session (engines are
     expensive; other judges run in subprocesses through the CLI)."""
-    from engine.backends.vllm_backend import EngineSettings, VLLMBackend
-    from engine.models import resolve_judge
+    from engine import backends
 
-    backend = VLLMBackend(resolve_judge("smollm2-135m"), EngineSettings(max_model_len=4096, kv_cache_gib=2))
+    backend = backends.create(backends.model_spec("smollm2-135m", max_model_len=4096, kv_cache_gib=2))
     yield backend
 
 
@@ -35,7 +34,7 @@ def runs_dir(tmp_path, monkeypatch):
 def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=PROJECT_ROOT, env=full_env,
+    return subprocess.run([sys.executable, "-m", "engine.app.cli", *args], cwd=PROJECT_ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -12,7 +12,7 @@ import urllib.request
 import polars as pl
 import pytest
 
-from engine.models import resolve_judge
+from engine.core.models import resolve_judge
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 from tests.fake_api import FakeAPI
 
@@ -92,7 +92,7 @@ def test_openai_backend_sends_a_strict_json_schema_and_parses_the_verdict(tmp_pa
 def test_missing_key_is_one_clear_line(tmp_path):
     cfg = demo_config(tmp_path, "nokey", "anthropic:claude-test")
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    r = subprocess.run([sys.executable, "-m", "engine.cli", "run", str(cfg), "--quiet"], cwd=PROJECT_ROOT,
+    r = subprocess.run([sys.executable, "-m", "engine.app.cli", "run", str(cfg), "--quiet"], cwd=PROJECT_ROOT,
                        env={**env, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}, capture_output=True, text=True)
     assert r.returncode == 2 and "needs an API key in the environment variable ANTHROPIC_API_KEY" in r.stderr
 

@@ -7,10 +7,10 @@ import pytest
 
 import grammars as g
 from engine.backends.base import Prepared
-from engine.backends.hf_backend import TransformersBackend
-from engine.models import resolve_judge
-from engine.planner import make_plan
-from engine.requests import JudgeRequest, Message, RequestMeta, Sampling
+from engine.backends.transformers_backend import TransformersBackend
+from engine.core.models import resolve_judge
+from engine.core.planner import make_plan
+from engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 from tests.conftest import DATA, needs_data
 
 N_LABEL, N_DIST = 300, 60

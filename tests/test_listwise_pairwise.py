@@ -8,12 +8,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine.config import load_config
+from engine.app.run import run
+from engine.core.config import load_config
+from engine.core.errors import DataError
+from engine.core.paths import PROJECT_ROOT
+from engine.data.cards import load_card
 from engine.data.items import RatedItem, load_aut, load_rated_jsonl
 from engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
-from engine.errors import DataError
-from engine.paths import PROJECT_ROOT
-from engine.runner import run
 from judges.classification import Classification
 from judges.listwise import Listwise, ListwiseOptions
 from judges.metrics import cluster_bootstrap, icc, one_way_anova
@@ -42,8 +43,8 @@ def test_icc_matches_pingouin(seed):
 
 def test_anova_matches_statsmodels():
     sm = pytest.importorskip("statsmodels.formula.api")
-    from statsmodels.stats.anova import anova_lm
     import pandas as pd
+    from statsmodels.stats.anova import anova_lm
 
     rng = np.random.default_rng(3)
     groups = [list(rng.normal(m, 1.0, 15)) for m in (1.0, 1.4, 2.0)]
@@ -106,7 +107,7 @@ def test_pairwise_decisions_by_hand():
     from judges.base import Context
     from judges.pairwise import PairwiseOptions
 
-    ctx = Context(load_config(RUNS / "pairwise-ttcw.toml"), PairwiseOptions(resamples=200), DATA, DATA)
+    ctx = Context(load_config(RUNS / "pairwise-ttcw.toml"), PairwiseOptions(resamples=200), load_card("ttcw"))
     out = Pairwise().aggregate(table, ctx)
     acc = {r["order"]: r["accuracy"] for r in out["accuracy"].iter_rows(named=True)}
     assert acc["ab"] == 1.0 and acc["ba"] == pytest.approx(2 / 3) and acc["mean of both"] == pytest.approx(5 / 6)
@@ -124,7 +125,7 @@ def test_classification_confusion_by_hand():
     table = pl.DataFrame([{"judge": "j", "item_id": f"i{k}", "group": "g", "truth": t, "status": "ok", "label": p,
                            "repeat": 0} for k, (t, p) in enumerate([("Good", "Good"), ("Good", "Medium"),
                                                                       ("Bad", "Medium"), ("Medium", "Medium")])])
-    ctx = Context(load_config(RUNS / "classification-aut.toml"), ClassificationOptions(), DATA, DATA)
+    ctx = Context(load_config(RUNS / "classification-aut.toml"), ClassificationOptions(), load_card("aut-ocsai"))
     out = Classification().aggregate(table, ctx)
     m = out["metrics"].row(0, named=True)
     assert m["accuracy"] == 0.5 and m["items"] == 4
@@ -253,7 +254,7 @@ def tiny_reward_model(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-    from engine.models import resolve_judge
+    from engine.core.models import resolve_judge
 
     tok = AutoTokenizer.from_pretrained(resolve_judge("smollm2-135m").path)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
@@ -304,7 +305,7 @@ def test_reward_model_judge_scores_each_text_and_the_higher_wins(tiny_reward_mod
 def test_reward_mode_needs_a_reward_judge(tmp_path):
     cfg = write_config(tmp_path / "bad.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "pairs-generic"\nmode = "reward"\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
-    assert r.returncode == 2 and "mode \"reward\" needs a reward-model judge" in r.stderr
+    assert r.returncode == 2 and "reward mode needs a reward-model judge, reward:MODEL" in r.stderr
 
 
 def test_inter_judge_matrix_and_self_preference_by_hand():

@@ -12,8 +12,19 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from judges.metrics import (accuracy, balanced_accuracy, cluster_bootstrap, cohen_kappa, fleiss_kappa, icc, kendall,
-                            one_way_anova, pairwise_accuracy, pearson, spearman)
+from judges.metrics import (
+    accuracy,
+    balanced_accuracy,
+    cluster_bootstrap,
+    cohen_kappa,
+    fleiss_kappa,
+    icc,
+    kendall,
+    one_way_anova,
+    pairwise_accuracy,
+    pearson,
+    spearman,
+)
 from judges.metrics.calibration import brier_score, expected_calibration_error, reliability_bins
 from judges.metrics.logistic import fit_logistic
 
@@ -226,8 +237,8 @@ verdict = st.sampled_from(["A", "B", "tie", None])
 @given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.lists(st.tuples(verdict, verdict), min_size=1, max_size=3)),
                 min_size=1, max_size=8))
 def test_pairwise_aggregate_brute_force(pairs):
-    from tests.test_statistics import pairwise_ctx
     from judges.pairwise import Pairwise
+    from tests.test_statistics import pairwise_ctx
 
     rows = []
     for p, (human, repeats) in enumerate(pairs):
@@ -280,7 +291,7 @@ def test_likert_group_means_brute_force(groups):
                         for t in range(passes + 1)])
     _, ranking, mean = ReferenceLikert._rank(per, [])
     per_group = []
-    for g, cands in enumerate(groups):
+    for cands in groups:
         scores = [sum(bool((c + t) % 2) for t in range(passes + 1)) for c, (_, passes) in enumerate(cands)]
         per_group.append(spearman([float(h) for h, _ in cands], [float(s) for s in scores]).value)
     defined = [v for v in per_group if not math.isnan(v)]

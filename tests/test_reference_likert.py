@@ -4,12 +4,11 @@ import polars as pl
 import pytest
 
 import grammars as g
-from engine.cards import load_card
-from engine.config import RunConfig
+from engine.app.run import run
+from engine.core.config import RunConfig
+from engine.core.errors import DataError
+from engine.data.cards import load_card
 from engine.data.reference import load_confederacy, load_reference_jsonl
-from engine.errors import DataError
-from engine.paths import data_root
-from engine.runner import run
 from judges.base import Context
 from judges.reference_likert import ReferenceLikert, paper_template
 from tests.conftest import DATA, needs_data
@@ -18,7 +17,7 @@ from tests.conftest import DATA, needs_data
 def ctx_for(**options):
     cfg = RunConfig(name="t", protocol="reference_likert", dataset="reference-generic", options=options)
     p = ReferenceLikert()
-    return p, Context(cfg, p.options(cfg), data_root(), load_card("reference-generic").folder())
+    return p, Context(cfg, p.options(cfg), load_card("reference-generic"))
 
 
 def verdict_rows(cases):
@@ -94,7 +93,7 @@ def test_reference_run_on_the_generic_example(smollm, runs_dir):
 
 @needs_data
 def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(smollm, tmp_path):
-    from engine.generate import generate_candidates
+    from engine.app.generate import generate_candidates
 
     out = tmp_path / "gen.jsonl"
     drafts = generate_candidates(smollm, DATA / "ttcw", out, limit=2, target_words=400, tolerance=100,

@@ -8,9 +8,9 @@ import subprocess
 import polars as pl
 import pytest
 
-from engine.config import load_config
-from engine.report import write_report
-from engine.runner import run
+from engine.app.report import write_report
+from engine.app.run import run
+from engine.core.config import load_config
 from judges.metrics import rogan_gladen
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 

@@ -6,9 +6,9 @@ import sqlite3
 import polars as pl
 import pytest
 
-from engine.config import load_config
-from engine.errors import ConfigError
-from engine.runner import reparse, run
+from engine.app.run import reparse, run
+from engine.core.config import load_config
+from engine.core.errors import ConfigError
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
 
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
@@ -60,7 +60,7 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     assert 0.5 < gpt4["balanced_accuracy"] < 0.6
     gem = overall.filter((pl.col("judge") == "replay:gemini-pro") & (pl.col("view") == "all")).row(0, named=True)
     assert gem["n"] == 672 and gem["unparsed"] == 14         # 14 items have no recorded response: "No" (notebook)
-    judgeable = overall.filter((pl.col("view") == "judgeable"))
+    judgeable = overall.filter(pl.col("view") == "judgeable")
     assert set(judgeable["n"]) == {504}
 
 
@@ -78,10 +78,10 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "/nonexistent/model/dir"\n', "unknown judge"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded outputs for judge 'replay:nobody'"),
     ('name = "x" protocol = "ttcw"\n', "not valid TOML"),
-    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine]\ndtype = "fp8"\n', "engine: dtype must be one of"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine]\ndtype = "fp8"\n', "engine.dtype: must be one of"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine.judges.smollm2-135m]\ntensor_paralel_size = 2\n',
      "engine.judges.smollm2-135m.tensor_paralel_size: unknown key (did you mean 'engine.judges.smollm2-135m.tensor_parallel_size'?)"),
-    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[api]\nstructured = "xml"\n', "api: structured must be"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[api]\nstructured = "xml"\n', "api.structured: must be"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "openai-compatible:localhost:m"\n', "expected openai-compatible:URL:MODEL"),
 ])
 def test_bad_configs_fail_with_one_clear_line(tmp_path, body, message):
@@ -99,15 +99,13 @@ def test_missing_config_file_names_the_path(tmp_path):
 
 
 def test_engine_settings_apply_per_judge_overrides(tmp_path):
-    from engine.runner import engine_settings
-
     cfg = load_config(write_config(tmp_path / "e.toml", 'name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
                                    '[engine]\nblock_size = 64\nkv_cache_gib = 2\n'
                                    '[engine.judges.gemma3-270m]\nblock_size = 32\nenforce_eager = false\n'))
-    base, gemma = engine_settings(cfg, "smollm2-135m"), engine_settings(cfg, "gemma3-270m")
+    base, gemma = cfg.engine.for_judge("smollm2-135m"), cfg.engine.for_judge("gemma3-270m")
     assert (base.block_size, base.enforce_eager, base.kv_cache_gib) == (64, True, 2)
     assert (gemma.block_size, gemma.enforce_eager, gemma.kv_cache_gib) == (32, False, 2)
-    assert engine_settings(load_config(PROJECT_ROOT / "runs" / "demo.toml")).block_size is None
+    assert load_config(PROJECT_ROOT / "runs" / "demo.toml").engine.block_size is None
 
 
 def test_config_errors_name_the_file(tmp_path):

@@ -7,10 +7,11 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from engine.config import MissingPolicy, load_config
-from engine.errors import ConfigError
-from engine.runner import aggregate_store, run
-from engine.store import Store
+from engine.app.run import aggregate_store, prepare, run
+from engine.core.config import MissingPolicy, load_config
+from engine.core.errors import ConfigError
+from engine.core.store import Store
+from engine.data.cards import load_card
 from judges.base import Context
 from judges.metrics import balanced_accuracy, cohen_kappa, icc, spearman
 from judges.pairwise import Pairwise, PairwiseOptions
@@ -26,7 +27,7 @@ def pairwise_ctx(missing: str = "drop", **options) -> Context:
     import dataclasses
 
     config = dataclasses.replace(load_config(RUNS / "pairwise-ttcw.toml"), missing=missing)
-    return Context(config, PairwiseOptions(resamples=50, **options), DATA, DATA)
+    return Context(config, PairwiseOptions(resamples=50, **options), load_card("ttcw"))
 
 
 def pairwise_table(verdicts: dict[str, tuple[str | None, str | None]], repeats: int = 1, human: str = "a"):
@@ -74,15 +75,10 @@ def reaggregate(outcome, missing: str):
     """The same stored verdicts, aggregated under another missing-answer policy (no model)."""
     import dataclasses
 
-    from engine.cards import load_card
-    from judges import PROTOCOLS
-
     config = dataclasses.replace(load_config(RUNS / "ttcw-replay.toml"), missing=missing)
-    protocol = PROTOCOLS.get("ttcw")()
-    store = Store(outcome.run_dir / "store.sqlite")
+    store = Store.open(outcome.run_dir / "store.sqlite")
     try:
-        _, tables, _ = aggregate_store(config, protocol, protocol.options(config), load_card("ttcw"), DATA, store,
-                                       [j.judge for j in outcome.judges])
+        _, tables, _ = aggregate_store(prepare(config), store)
     finally:
         store.close()
     return tables
@@ -184,7 +180,7 @@ def test_first_position_win_rate_has_one_definition():
 # -- defect 7: the report's run table is per judge -------------------------------------------
 @needs_data
 def test_report_run_table_counts_each_judge(replay):
-    from engine.report import header, load_run
+    from engine.app.report import header, load_run
 
     rows = {r["judge"]: r for r in header([load_run(replay.run_dir)]).iter_rows(named=True)}
     assert all(r["verdicts"] == 672 for r in rows.values())

@@ -10,8 +10,8 @@ import sys
 import polars as pl
 import pytest
 
-from engine.errors import ConfigError
-from engine.sweep import load_sweep
+from engine.app.sweep import load_sweep
+from engine.core.errors import ConfigError
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
 
 COMMITTED = PROJECT_ROOT / "runs" / "sweep-ttcw.toml"
@@ -98,11 +98,10 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
 RSS_PROBE = """
 import os
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-from engine.backends.vllm_backend import EngineSettings, VLLMBackend
-from engine.models import resolve_judge
-from engine.runner import rss_mib
+from engine import backends
+from engine.app.run import rss_mib
 for name in ["smollm2-135m", "gemma3-270m", "smollm2-135m", "gemma3-270m"]:
-    b = VLLMBackend(resolve_judge(name), EngineSettings(max_model_len=2048, kv_cache_gib=2))
+    b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=2))
     print("OPEN", rss_mib(), flush=True)
     b.close()
     print("RSS", rss_mib(), flush=True)

@@ -5,10 +5,10 @@ from collections import Counter
 import pytest
 
 import grammars as g
-from engine.distribution import check_language
-from engine.errors import PreflightError
-from engine.planner import make_plan
-from engine.requests import JudgeRequest, Message, RequestMeta, Sampling
+from engine.core.distribution import check_language
+from engine.core.errors import PreflightError
+from engine.core.planner import make_plan
+from engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 
 PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Judge them.",
            "Rate this poem: 'The sea is grey, the gulls are loud, I walk alone beneath a cloud.'",

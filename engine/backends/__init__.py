@@ -1,9 +1,90 @@
-"""Backends, registered lazily by name ("module:attr"), so importing litjudge never imports vLLM."""
+"""Every backend, in one registry: name -> class (lazy "module:Class", so importing litjudge never
+imports vLLM or torch), with the judge-name prefix that selects it. Choosing a backend is a lookup
+here and nowhere else; a new backend is one file plus one line below.
+
+Each registered class has the same factory shape: `resolve(name, config) -> JudgeSpec` (once, at
+the edge), `create(spec)` (start it for generation), `plan(spec)` (an engine-free planner), and
+`capabilities` (the verdict modes it serves, checked before anything runs).
+"""
 from __future__ import annotations
 
-from ..registry import Registry
+import difflib
+from typing import Any
+
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.config import EngineConfig, RunConfig
+from ..core.errors import ConfigError
+from ..core.registry import Registry
 
 BACKENDS: Registry = Registry("backend")
 BACKENDS.add("vllm", "engine.backends.vllm_backend:VLLMBackend")
-BACKENDS.add("transformers", "engine.backends.hf_backend:TransformersBackend")
-BACKENDS.add("replay", "engine.backends.replay:ReplayBackend")
+BACKENDS.add("transformers", "engine.backends.transformers_backend:TransformersBackend")
+BACKENDS.add("vllm-reward", "engine.backends.vllm_pooling:RewardBackend", prefix="reward:")
+BACKENDS.add("replay", "engine.backends.replay:ReplayBackend", prefix="replay:")
+BACKENDS.add("openai", "engine.backends.api:ApiBackend", prefix="openai:")
+BACKENDS.add("openai-compatible", "engine.backends.api:OpenAICompatibleBackend", prefix="openai-compatible:")
+BACKENDS.add("anthropic", "engine.backends.api:AnthropicBackend", prefix="anthropic:")
+BACKENDS.add("tokenizer-only", "engine.backends.tokenizer_only:TokenizerOnly")
+
+# Backends a judge without a prefix may name through `backend = ...` (the others need their prefix).
+PLAIN = ("vllm", "transformers")
+
+
+def backend_of(name: str, config: RunConfig) -> str:
+    """The backend of judge `name`: the one whose prefix it carries, else the config's `backend`."""
+    for entry in BACKENDS.names():
+        prefix = BACKENDS.meta(entry).get("prefix")
+        if prefix and name.startswith(prefix):
+            return entry
+    if config.backend not in PLAIN:
+        if config.backend in BACKENDS:
+            prefix = BACKENDS.meta(config.backend).get("prefix")
+            raise ConfigError(f"backend {config.backend!r} serves judges named {prefix}NAME; judge {name!r} has no "
+                              f"such prefix", where=config.source or "config", key="judge")
+        close = difflib.get_close_matches(config.backend, PLAIN, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown backend {config.backend!r}{hint}; plain judge names run on {' or '.join(PLAIN)}; "
+                          f"others by prefix: {', '.join(BACKENDS.meta(n)['prefix'] for n in BACKENDS.names() if BACKENDS.meta(n).get('prefix'))}",
+                          where=config.source or "config", key="backend")
+    return config.backend
+
+
+_SPECS: dict[tuple, JudgeSpec] = {}
+
+
+def resolve(name: str, config: RunConfig) -> JudgeSpec:
+    """Judge name + config -> its spec, its mode checked. Resolved once per process (weights are
+    hashed here and nowhere else; a sweep's cells share the judge's spec)."""
+    backend = backend_of(name, config)
+    cls = BACKENDS.get(backend)
+    check_mode(cls.capabilities, backend, name, config)
+    key = (name, backend, config.data_root, repr(config.engine.for_judge(name, config.source or "config")),
+           repr(config.api))
+    if key not in _SPECS:
+        _SPECS[key] = cls.resolve(name, config, BACKENDS.meta(backend).get("prefix", ""))
+    return _SPECS[key]
+
+
+def check_mode(caps: Capabilities, backend: str, name: str, config: RunConfig) -> None:
+    if config.mode not in caps.modes:
+        why = caps.notes.get(config.mode, "")
+        raise ConfigError(f"judge {name!r} runs on the {backend} backend, which serves mode "
+                          f"{' | '.join(sorted(caps.modes)) or 'none'}, not {config.mode!r}" + (f" ({why})" if why else ""),
+                          where=config.source or "config", key="mode")
+
+
+def create(spec: JudgeSpec):
+    """Start the judge's backend for generation."""
+    return BACKENDS.get(spec.backend).create(spec)
+
+
+def planner(spec: JudgeSpec):
+    """An engine-free planner that keys requests exactly as the backend will."""
+    return BACKENDS.get(spec.backend).plan(spec)
+
+
+def model_spec(model: str, backend: str = "vllm", **engine: Any) -> JudgeSpec:
+    """The spec of a local model outside a judging run (generation, the benchmark)."""
+    config = RunConfig(name="local", protocol="-", dataset="-", judge=model, backend=backend,
+                       engine=EngineConfig(**engine))
+    return resolve(model, config)

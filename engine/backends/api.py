@@ -28,24 +28,21 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from grammars.analysis import Analyzed
 from grammars.compile import json_schema, vllm_structured_fields
 
-from ..config import ApiConfig
-from ..errors import BackendUnavailable, ConfigError
-from ..render import plain_layout
-from ..requests import JudgeIdentity, JudgeRequest
-from .base import Generation, Prepared, WordTokenizer
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.config import ApiConfig, RunConfig
+from ..core.errors import BackendUnavailable, ConfigError
+from ..core.render import plain_layout
+from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from .base import BackendBase, WordTokenizer
 
-PROVIDERS = ("openai", "openai-compatible", "anthropic")
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-
-
-def is_api_judge(name: str) -> bool:
-    return name.split(":", 1)[0] in PROVIDERS and ":" in name
 
 
 def parse_judge(name: str) -> tuple[str, str, str]:
@@ -94,18 +91,34 @@ class _Accounting:
                 "budget": {"max_tokens_total": self.cfg.max_tokens_total, "max_cost_usd": self.cfg.max_cost_usd}}
 
 
-class ApiBackend:
-    def __init__(self, judge_name: str, cfg: ApiConfig = ApiConfig(), planning: bool = False):
+class ApiBackend(BackendBase):
+    """One class for the three providers; each registers under its own name (subclasses below)."""
+
+    name = "openai"
+    capabilities = Capabilities(frozenset({"label", "analyze", "distribution"}))
+
+    @classmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        """An API model is known only by name (and server): the provider may change it underneath."""
+        provider, url, model = parse_judge(name)
+        base_url = config.api.base_url or url or None
+        return JudgeSpec(name, cls.name, model, f"api:{provider}:{base_url or 'default'}:{model}", f"api-{provider}",
+                         True, config.engine, config.api, (("provider", provider), ("base_url", base_url)))
+
+    @classmethod
+    def plan(cls, spec: JudgeSpec) -> ApiBackend:
+        return cls(spec, planning=True)
+
+    def __init__(self, spec: JudgeSpec, planning: bool = False):
         """`planning`: only plan (render, key, count); no API key needed, nothing is sent."""
-        self.judge_name, self.cfg = judge_name, cfg
-        self.provider, url, self.model = parse_judge(judge_name)
-        self.base_url = cfg.base_url or url or None
-        self.name = self.provider
+        self.spec, self.cfg = spec, spec.api
+        self.provider, self.model, self.base_url = spec.detail("provider"), spec.target, spec.detail("base_url")
+        cfg = self.cfg
         key_env = cfg.key_env or DEFAULT_KEY_ENV[self.provider]
         key = os.environ.get(key_env)
         if not key:
             if self.provider != "openai-compatible" and not planning:
-                raise BackendUnavailable(f"judge {judge_name!r} needs an API key in the environment variable {key_env}")
+                raise BackendUnavailable(f"judge {spec.name!r} needs an API key in the environment variable {key_env}")
             key = "EMPTY"                    # local servers (vllm serve) accept any key; planning sends nothing
         self._key = key
         self.structured = cfg.structured if cfg.structured != "auto" else \
@@ -130,9 +143,7 @@ class ApiBackend:
 
     # -- planning ---------------------------------------------------------------------------
     def identity(self) -> JudgeIdentity:
-        """An API model is known only by name (and server): the provider may change it underneath."""
-        where = self.base_url or "default"
-        return JudgeIdentity(f"api:{self.provider}:{where}:{self.model}", "server-side", f"api-{self.provider}")
+        return JudgeIdentity(self.spec.fingerprint, "server-side", self.spec.family)
 
     def tokenizer(self):
         return self._tok
@@ -156,8 +167,7 @@ class ApiBackend:
         self.client.close()
 
     # -- generation -------------------------------------------------------------------------
-    def generate(self, batch: Sequence[Prepared], on_done: Callable[[Generation], None] | None = None
-                 ) -> Iterator[Generation]:
+    def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
         pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency)
         try:
             futures = [pool.submit(self._one, p) for p in batch]
@@ -165,8 +175,6 @@ class ApiBackend:
                 g = f.result()
                 if g is None:                # over budget: not sent, not stored
                     continue
-                if on_done:
-                    on_done(g)
                 yield g
         finally:
             # Ctrl-C or a crash: requests not yet sent are dropped (a re-run resumes them), not waited on.
@@ -241,8 +249,6 @@ class ApiBackend:
 
     def _anthropic(self, p: Prepared) -> Generation:
         r = p.request
-        if r.mode == "distribution":
-            raise ConfigError("the Anthropic API gives no log-probabilities: use label or analyze mode", key="mode")
         system = "\n\n".join(m.content for m in r.messages if m.role == "system")
         msgs = [m for m in self._messages(r) if m["role"] != "system"]
         # The Messages API of the current SDK (anthropic 2.x) takes no sampling parameters: the
@@ -297,3 +303,13 @@ def _describe(exc: Exception) -> str:
     """An SDK error as one line, without request headers (where keys live)."""
     status = getattr(exc, "status_code", None)
     return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
+
+
+class OpenAICompatibleBackend(ApiBackend):
+    name = "openai-compatible"
+
+
+class AnthropicBackend(ApiBackend):
+    name = "anthropic"
+    capabilities = Capabilities(frozenset({"label", "analyze"}),
+                                notes={"distribution": "the Anthropic API gives no log-probabilities"})

@@ -1,64 +1,19 @@
-"""What every backend takes and gives back. Backends only translate; the runner owns the rest."""
+"""What backends share: planning through the judge's own renderer and tokenizer (`LocalBackend`),
+decoding through the modes written once in `engine.core.modes` (`StepBackend`), and the spec of a
+local-weights judge. Backends only translate; the runner owns the rest."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, Protocol, Sequence
+import zlib
+from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
-from ..render import PromptRenderer
-from ..requests import JudgeIdentity, JudgeRequest
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A planned request, rendered for one judge: key, exact prompt text and its token ids."""
-
-    key: str
-    request: JudgeRequest
-    prompt: str
-    token_ids: tuple[int, ...]
-    max_tokens: int
-
-    @property
-    def prompt_tokens(self) -> int:
-        return len(self.token_ids)
-
-
-@dataclass(frozen=True)
-class Generation:
-    """What a backend produced for one key. `raw` is the verdict text to parse (for analyze mode:
-    analysis + marker + constrained tail). Distribution mode fills `distribution` instead."""
-
-    key: str
-    raw: str
-    analysis: str | None = None
-    distribution: dict[str, float] | None = None
-    label_mass: float | None = None
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    error: str | None = None      # the backend could not produce an answer (stored as unparsed)
-    finish_reason: str | None = None   # "stop", or "length" when cut at max_tokens
-
-
-@dataclass
-class Throughput:
-    """Running counters the progress bar and the manifest read."""
-
-    requests: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
-
-    def add(self, g: Generation) -> None:
-        self.requests += 1
-        self.prompt_tokens += g.prompt_tokens
-        self.cached_tokens += g.cached_tokens
-        self.output_tokens += g.output_tokens
-
-    @property
-    def cache_hit_rate(self) -> float:
-        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.config import RunConfig
+from ..core.models import ResolvedJudge, model_max_len, resolve_judge
+from ..core.modes import ModeContext, drive
+from ..core.render import PromptRenderer
+from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from ..core.steps import Step, StepResult
 
 
 class WordTokenizer:
@@ -66,42 +21,63 @@ class WordTokenizer:
     counts are estimates and shared leading words still sort together."""
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        import zlib
-
         return [zlib.crc32(w.encode()) for w in text.split()]
 
 
-class Backend(Protocol):
-    name: str
-
-    def identity(self) -> JudgeIdentity: ...
-
-    def tokenizer(self): ...
-
-    def render(self, request: JudgeRequest) -> str: ...
-
-    def encode(self, prompt: str) -> list[int]: ...
-
-    def context_window(self) -> int: ...
-
-    def generate(self, batch: Sequence[Prepared], on_done: Callable[[Generation], None] | None = None
-                 ) -> Iterator[Generation]: ...
-
-    def describe(self) -> dict: ...
-
-    def close(self) -> None: ...
+def key_family(base: str, dtype: str) -> str:
+    """The backend family in request keys: bfloat16 is the default and keeps the plain name; another
+    dtype computes other numbers, so its results get keys of their own."""
+    return base if dtype == "bfloat16" else f"{base}-{dtype}"
 
 
-class LocalBackend:
-    """What local-weights backends share: the judge's own prompt rendering and tokenizer."""
+def local_spec(name: str, config: RunConfig, backend: str, family_base: str, prefix: str = "") -> JudgeSpec:
+    """A local-weights judge (alias, model folder, hub id), its weights resolved and hashed once."""
+    engine = config.engine.for_judge(name, config.source or "config")
+    resolved: ResolvedJudge = resolve_judge(name.removeprefix(prefix))
+    return JudgeSpec(name, backend, resolved.path, resolved.fingerprint, key_family(family_base, engine.dtype),
+                     resolved.chat, engine, config.api)
 
-    name: str
-    judge: "object"            # engine.models.ResolvedJudge
+
+def context_window(spec: JudgeSpec) -> int:
+    """max_model_len as configured, else the model's own capped at 8192."""
+    return spec.engine.max_model_len or min(model_max_len(spec.target), 8192)
+
+
+class BackendBase:
+    """Defaults of the registry's factory shape: `create(spec)` starts the backend for generation;
+    each backend also says how it plans (`plan(spec)`, an engine-free planner)."""
+
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    @classmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        raise NotImplementedError
+
+    @classmethod
+    def create(cls, spec: JudgeSpec):
+        return cls(spec)  # type: ignore[call-arg]
+
+    def describe(self) -> dict:
+        return {"backend": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+class LocalBackend(BackendBase):
+    """Local weights: the judge's own prompt rendering, tokenizer and context window."""
+
+    spec: JudgeSpec
     renderer: PromptRenderer
     _max_len: int
 
+    @classmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        return local_spec(name, config, cls.name, cls.name, prefix)
+
     def identity(self) -> JudgeIdentity:
-        return JudgeIdentity(self.judge.fingerprint, self.renderer.template_hash, self.name)
+        return JudgeIdentity(self.spec.fingerprint, self.renderer.template_hash, self.spec.family)
 
     def tokenizer(self):
         return self.renderer.tokenizer
@@ -114,3 +90,17 @@ class LocalBackend:
 
     def context_window(self) -> int:
         return self._max_len
+
+
+class StepBackend(LocalBackend):
+    """A local engine that runs steps (`submit` / `poll`); the verdict modes come from the core."""
+
+    def submit(self, step: Step) -> int:
+        raise NotImplementedError
+
+    def poll(self) -> Iterator[tuple[int, StepResult]]:
+        raise NotImplementedError
+
+    def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
+        ctx = ModeContext(self.encode, self.renderer.tokenizer.eos_token_id, self._max_len)
+        return drive(batch, self, ctx)

@@ -1,44 +1,61 @@
 """Replay of recorded judge outputs, served by item id: recomputes published LLM-vs-human agreement
 with no model, through the same planner, store, parsing and metrics as live judges.
 
-Judge names: `replay:NAME` reads `<data root>/ttcw/judge_outputs/NAME.jsonl`; `replay:PATH`
-reads a JSONL file of `{"id": item_id, "response": text}`.
+Judge names: `replay:NAME` reads `<TTCW folder>/judge_outputs/NAME.jsonl` (the TTCW card's folder
+under the data root); `replay:PATH.jsonl` reads any JSONL of `{"id": item_id, "response": text}`.
+Recorded text is all there is: label mode only (the recorded text is parsed as the verdict).
 """
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.config import RunConfig
+from ..core.errors import JudgeNotFound
+from ..core.render import plain_layout
+from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from ..data.cards import load_card
 from ..data.ttcw import load_recorded
-from ..errors import JudgeNotFound
-from ..render import plain_layout
-from ..requests import JudgeIdentity, JudgeRequest
-from .base import Generation, Prepared, WordTokenizer
+from .base import BackendBase, WordTokenizer
+
+NO_MODEL = "recorded responses are text: there is no model to ask for probabilities or an analysis"
 
 
-def replay_source(name: str, data_root: Path) -> Path:
+def replay_source(name: str, config: RunConfig) -> Path:
     ref = name.removeprefix("replay:")
     path = Path(ref)
     if path.suffix != ".jsonl":
-        path = Path(data_root) / "ttcw" / "judge_outputs" / f"{ref}.jsonl"
+        path = load_card("ttcw").folder(config.data_root) / "judge_outputs" / f"{ref}.jsonl"
     if not path.exists():
         raise JudgeNotFound(f"no recorded outputs for judge {name!r} at {path}")
     return path
 
 
-class ReplayBackend:
+class ReplayBackend(BackendBase):
     name = "replay"
+    capabilities = Capabilities(frozenset({"label"}), recorded=True,
+                                notes={"distribution": NO_MODEL, "analyze": NO_MODEL, "reward": NO_MODEL})
 
-    def __init__(self, judge_name: str, data_root: Path):
-        self.judge_name = judge_name
-        self.path = replay_source(judge_name, data_root)
-        self.records = load_recorded(self.path)
-        self.checksum = hashlib.sha256(self.path.read_bytes()).hexdigest()
+    @classmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        path = replay_source(name, config)
+        checksum = hashlib.sha256(path.read_bytes()).hexdigest()
+        return JudgeSpec(name, cls.name, str(path), f"replay:{path.stem}:sha256:{checksum[:16]}", "replay", False,
+                         config.engine, config.api, (("sha256", checksum),))
+
+    @classmethod
+    def plan(cls, spec: JudgeSpec) -> ReplayBackend:
+        return cls(spec)
+
+    def __init__(self, spec: JudgeSpec):
+        self.spec = spec
+        self.records = load_recorded(Path(spec.target))
         self._tok = WordTokenizer()
 
     def identity(self) -> JudgeIdentity:
-        return JudgeIdentity(f"replay:{self.path.stem}:sha256:{self.checksum[:16]}", "none", "replay")
+        return JudgeIdentity(self.spec.fingerprint, "none", "replay")
 
     def tokenizer(self):
         return self._tok
@@ -53,19 +70,13 @@ class ReplayBackend:
         return 1 << 30
 
     def describe(self) -> dict:
-        return {"backend": "replay", "source": str(self.path), "sha256": self.checksum, "records": len(self.records)}
+        return {"backend": "replay", "source": self.spec.target, "sha256": self.spec.detail("sha256"),
+                "records": len(self.records)}
 
-    def generate(self, batch: Sequence[Prepared], on_done: Callable[[Generation], None] | None = None
-                 ) -> Iterator[Generation]:
+    def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
         for p in batch:
             item = p.request.meta.item_id
             if item in self.records:
-                g = Generation(p.key, self.records[item], prompt_tokens=p.prompt_tokens)
+                yield Generation(p.key, self.records[item], prompt_tokens=p.prompt_tokens)
             else:
-                g = Generation(p.key, "", error=f"no recorded response for {item}")
-            if on_done:
-                on_done(g)
-            yield g
-
-    def close(self) -> None:
-        pass
+                yield Generation(p.key, "", error=f"no recorded response for {item}")

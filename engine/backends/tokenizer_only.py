@@ -1,23 +1,24 @@
 """A backend that plans without an engine: it renders, tokenizes and keys requests exactly as the
-vLLM backend will, so a finished run or sweep resumes without loading weights, and `litjudge plan`
-counts tokens in seconds. It cannot generate."""
+local backend of its judge will, so a finished run or sweep resumes without loading weights, and
+`litjudge plan` counts tokens in seconds. It cannot generate."""
 from __future__ import annotations
 
-from ..models import ResolvedJudge
-from ..render import load_renderer
-from .base import LocalBackend
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.render import load_renderer
+from .base import LocalBackend, context_window
 
 
 class TokenizerOnly(LocalBackend):
-    def __init__(self, judge: ResolvedJudge, family: str, max_len: int):
-        self.judge, self.name, self._max_len = judge, family, max_len
-        self.renderer = load_renderer(judge.path, judge.chat)
+    name = "tokenizer-only"
+    capabilities = Capabilities(frozenset(), generates=False)
+
+    def __init__(self, spec: JudgeSpec):
+        self.spec = spec
+        self.renderer = load_renderer(spec.target, spec.chat)
+        self._max_len = context_window(spec)
 
     def describe(self) -> dict:
-        return {"backend": self.name, "engine_started": False}
+        return {"backend": self.spec.backend, "engine_started": False}
 
-    def generate(self, batch, on_done=None):
+    def generate(self, batch):
         raise RuntimeError("TokenizerOnly plans requests; it cannot generate")
-
-    def close(self) -> None:
-        pass

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError
+from ..core.errors import ConfigError, DataError
 from .readers import read_jsonl, require
 from .reference import load_confederacy
 
@@ -47,13 +47,12 @@ class ItemSet:
         return float(self.categories.index(category) + 1) if category in self.categories else float("nan")
 
 
-def select_groups(data: ItemSet, wanted: list[str], limit: int = 0) -> list[tuple[str, list[RatedItem]]]:
+def select_groups(data: ItemSet, wanted: list[str], limit: int | None = None) -> list[tuple[str, list[RatedItem]]]:
     """The groups to judge, in order: the named ones (an unknown name is an error), else all, sorted;
     the first `limit` of them when a limit is set."""
     groups = data.groups()
     unknown = [g for g in wanted if g not in groups]
     if unknown:
-        from ..errors import ConfigError
         raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})", key="options.groups")
     chosen = [(g, groups[g]) for g in wanted] if wanted else sorted(groups.items())
     return chosen[:limit] if limit else chosen
@@ -123,22 +122,3 @@ def load_confederacy_items(folder: Path) -> ItemSet:
         for s in (g.reference, *g.candidates):
             items.append(RatedItem(s.item_id, s.group, s.text, None, s.human_score, s.source))
     return ItemSet(tuple(items))
-
-
-def items_of(dataset: str, location: Path) -> ItemSet:
-    """The rated items of a dataset card (its loader and category order) found at `location`."""
-    from ..cards import load_card
-
-    card = load_card(dataset)
-    return load_items(card.loader, location, card.category_order)
-
-
-def load_items(loader: str, location: Path, category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
-    """The dataset card's `loader` -> its reader."""
-    if loader == "aut_ocsai":
-        return load_aut(Path(location) / "test.jsonl" if Path(location).is_dir() else location)
-    if loader == "confederacy":
-        return load_confederacy_items(location)
-    if loader == "rated_items_jsonl":
-        return load_rated_jsonl(location, category_order)
-    raise DataError(f"dataset loader {loader!r} gives no rated items", path=str(location))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from ..errors import DataError
+from ..core.errors import DataError
 from .readers import read_jsonl, read_text, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
@@ -107,11 +107,3 @@ def pairs_from_confederacy(folder: Path) -> list[Pair]:
             if p:
                 pairs.append(p)
     return pairs
-
-
-def load_pairs(loader: str, location: Path) -> list[Pair]:
-    readers = {"pairs_jsonl": load_pairs_jsonl, "litbench_csv": load_litbench_csv, "ttcw": pairs_from_ttcw,
-               "confederacy": pairs_from_confederacy}
-    if loader not in readers:
-        raise DataError(f"dataset loader {loader!r} gives no pairs", path=str(location))
-    return readers[loader](Path(location))

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..errors import DataError
+from ..core.errors import DataError
 
 
 def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8",)) -> str:

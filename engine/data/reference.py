@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DataError
+from ..core.errors import DataError
 from .readers import read_jsonl, read_text, require
 
 RUBRIC = ("Readability", "Narrative elts.", "Structural elts.", "Plot logic", "Creativity", "JKT style",
@@ -63,7 +63,7 @@ def load_confederacy(folder: Path, reference_source: str = "chatgpt-gpt4") -> li
     for code, users in raters.items():
         by_raters[frozenset(users)].append(code)
     groups = []
-    for n, (users, codes) in enumerate(sorted(by_raters.items(), key=lambda kv: sorted(kv[0])), start=1):
+    for n, (_users, codes) in enumerate(sorted(by_raters.items(), key=lambda kv: sorted(kv[0])), start=1):
         stories = []
         for code in sorted(codes):
             text = read_text(folder / "stories" / code_to_file[code], ("utf-8", "cp1252")).strip()
@@ -94,7 +94,7 @@ def load_reference_jsonl(path: Path) -> list[StoryGroup]:
     groups = []
     for _, items in sorted(stories.items()):
         refs = {story.item_id for story, is_ref in items if is_ref}
-        groups.append(_split_reference([story for story, _ in items], lambda s: s.item_id in refs, str(path)))
+        groups.append(_split_reference([story for story, _ in items], lambda s, refs=refs: s.item_id in refs, str(path)))
     return groups
 
 

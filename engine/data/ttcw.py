@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DataError
+from ..core.errors import DataError
 from .readers import read_json_list, read_jsonl, require
 
 
@@ -56,6 +56,7 @@ class TTCWData:
     majority: dict[tuple[str, int], str] = field(default_factory=dict)       # (story, test) -> Yes/No
     annotations: list[tuple[str, int, int, str]] = field(default_factory=list)  # story, expert, test, verdict
     folder: Path | None = None
+    upstream_template: str | None = None     # prompt_with_background.txt: [STORY], [BACKGROUND], [QUESTION]
 
     def test(self, idx: int) -> TTCWTest:
         for t in self.tests:
@@ -95,7 +96,9 @@ def load_ttcw(folder: Path, instructions: Path | None = None, require_labels: bo
         source = sid.split("_", 1)[1] if "_" in sid else "unknown"
         stories.append(Story(sid, rec["story_idx"], source, rec.get("story_name", ""), rec.get("plot", ""),
                              None if is_url else content))
-    data = TTCWData(stories, tests, folder=folder)
+    template = folder / "prompt_with_background.txt"
+    data = TTCWData(stories, tests, folder=folder,
+                    upstream_template=template.read_text(encoding="utf-8") if template.exists() else None)
     known_tests, known_stories = {t.idx for t in tests}, {s.story_id for s in stories}
     maj = folder / "expert_majority.json"
     if maj.exists():

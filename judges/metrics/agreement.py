@@ -11,7 +11,7 @@ A missing label (None or a float NaN) on either side is not a category: the pair
 from __future__ import annotations
 
 from collections import Counter
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 

@@ -8,7 +8,7 @@ True
 from __future__ import annotations
 
 import math
-from typing import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 

@@ -17,8 +17,8 @@ belongs to the bin above it, and p = 1 falls in the last bin.)
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

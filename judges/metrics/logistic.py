@@ -12,7 +12,7 @@ the intercept) keeps the fit finite when a feature separates the outcomes perfec
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -9,7 +9,7 @@ neither side and is left out (the tie rate is reported on its own), so an unbias
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .base import NAN, MetricResult, is_missing
 

@@ -12,7 +12,7 @@ The CI resamples both: the labelled items (for Se, Sp) and the scored items (for
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -5,8 +5,8 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
-from typing import Sequence
 
 from scipy import stats
 

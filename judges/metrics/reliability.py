@@ -10,7 +10,7 @@ consistency), and their k-rater averages ICC1k, ICC2k, ICC3k.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import stats

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .errors import ConfigError
 
@@ -17,12 +17,23 @@ class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, T | str] = {}
+        self._meta: dict[str, dict[str, Any]] = {}
 
-    def add(self, name: str, entry: T | str) -> None:
-        """Register `entry` (an object, or a lazy "module:attr" string) under `name`."""
+    def add(self, name: str, entry: T | str, **meta: Any) -> None:
+        """Register `entry` (an object, or a lazy "module:attr" string) under `name`, with facts
+        about it (`meta`, e.g. a backend's judge-name prefix) kept in the same record."""
         if name in self._entries and self._entries[name] is not entry:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = entry
+        self._meta[name] = meta
+
+    def remove(self, name: str) -> None:
+        """Take an entry out again (tests that register a toy entry clean up after themselves)."""
+        self._entries.pop(name, None)
+        self._meta.pop(name, None)
+
+    def meta(self, name: str) -> dict[str, Any]:
+        return self._meta.get(name, {})
 
     def register(self, name: str):
         """Decorator form of `add`."""

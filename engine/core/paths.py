@@ -6,10 +6,13 @@ current folder).
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from .errors import DataError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def _env_path(name: str, default: Path) -> Path:
@@ -28,10 +31,6 @@ def prompts_root() -> Path:
 
 def paper_prompt(name: str) -> dict:
     """One entry of the seed papers' prompts (`paper_prompts.json` under the prompts root)."""
-    import json
-
-    from .errors import DataError
-
     path = prompts_root() / "paper_prompts.json"
     if not path.exists():
         raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))

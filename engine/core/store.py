@@ -6,14 +6,19 @@ and a verdict is never computed twice. The `plan` table maps (run, item, order, 
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sqlite3
+import sys
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from .errors import StoreError
+from .errors import StoreError, SystemFault
 
 LAYOUT_VERSION = "1"
 
@@ -74,28 +79,75 @@ class ResultRow:
     created: float = 0.0
 
 
+LOCK_WAIT_S = 60.0       # how long a run waits for another process's write lock before giving up
+
+
 class Store:
-    def __init__(self, path: Path):
+    """Every operation translates SQLite's failures into one line: locked (after waiting, with a
+    message), corrupt (with the recovery), disk full or not writable (nothing stored is lost)."""
+
+    def __init__(self, path: Path, create: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(self.path, timeout=30)
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
+        with self._guard():
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=1.0)
+
+        def setup():
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(_SCHEMA)
-            row = self.db.execute("SELECT v FROM meta WHERE k='layout'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a litjudge store ({exc})") from None
-        if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT_VERSION,))
-            self.db.commit()
-        elif row[0] != LAYOUT_VERSION:
+            found = self.db.execute("SELECT v FROM meta WHERE k='layout'").fetchone()
+            if found is None:
+                self.db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT_VERSION,))
+                self.db.commit()
+            return found
+        row = self._write(setup)
+        if row is not None and row[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {row[0]}, this litjudge reads {LAYOUT_VERSION}")
+
+    @classmethod
+    def open(cls, path: Path, create: bool = True) -> Store:
+        return cls(path, create)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            raise _translate(exc, self.path) from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: corrupt ({exc}); `litjudge run CONFIG --rebuild-store` moves it aside "
+                             "(kept, renamed) and recomputes every verdict") from None
+        except OSError as exc:
+            raise _translate(exc, self.path) from None
+
+    def _write(self, fn):
+        """Run a write, waiting for another process's lock (saying so once) up to LOCK_WAIT_S."""
+        deadline, told = time.monotonic() + _lock_wait(), False
+        while True:
+            try:
+                with self._guard():
+                    return fn()
+            except StoreError as exc:
+                if "locked by another" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                if not told:
+                    print(f"litjudge: {self.path} is locked by another process; waiting up to {_lock_wait():.0f} s",
+                          file=sys.stderr)
+                    told = True
+                time.sleep(0.5)
 
     def close(self) -> None:
         self.db.close()
 
     def finished_keys(self, keys: Iterable[str] | None = None) -> set[str]:
+        with self._guard():
+            return self._finished_keys(keys)
+
+    def _finished_keys(self, keys: Iterable[str] | None) -> set[str]:
         if keys is None:
             return {k for (k,) in self.db.execute("SELECT key FROM results")}
         wanted = list(keys)
@@ -109,24 +161,33 @@ class Store:
     def put_results(self, rows: Iterable[ResultRow]) -> int:
         """Insert finished results in one transaction; keys already stored are left untouched."""
         values = [_encode(r) for r in rows]
-        with self.db:
-            cur = self.db.executemany(
-                f"INSERT OR IGNORE INTO results ({','.join(RESULT_COLUMNS)}) "
-                f"VALUES ({','.join('?' * len(RESULT_COLUMNS))})", values)
-        return cur.rowcount
+
+        def insert() -> int:
+            with self.db:
+                return self.db.executemany(f"INSERT OR IGNORE INTO results ({','.join(RESULT_COLUMNS)}) "
+                                           f"VALUES ({','.join('?' * len(RESULT_COLUMNS))})", values).rowcount
+        return self._write(insert)
 
     def replace_parse(self, key: str, status: str, label: str | None, value: Any, reason: str | None) -> None:
         """Used by `reparse`: update the parsed fields of a stored raw output, nothing else."""
-        self.db.execute("UPDATE results SET status=?, label=?, value=?, reason=? WHERE key=?",
-                        (status, label, json.dumps(value), reason, key))
+        with self._guard():
+            self.db.execute("UPDATE results SET status=?, label=?, value=?, reason=? WHERE key=?",
+                            (status, label, json.dumps(value), reason, key))
 
     def put_plan(self, run: str, entries: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
-        with self.db:
-            self.db.execute("DELETE FROM plan WHERE run=?", (run,))
-            self.db.executemany("INSERT OR REPLACE INTO plan VALUES (?, ?, ?, ?)",
-                                [(run, key, item, json.dumps(meta, sort_keys=True)) for key, item, meta in entries])
+        rows = [(run, key, item, json.dumps(meta, sort_keys=True)) for key, item, meta in entries]
+
+        def replace() -> None:
+            with self.db:
+                self.db.execute("DELETE FROM plan WHERE run=?", (run,))
+                self.db.executemany("INSERT OR REPLACE INTO plan VALUES (?, ?, ?, ?)", rows)
+        self._write(replace)
 
     def results(self, keys: Iterable[str] | None = None) -> Iterator[ResultRow]:
+        with self._guard():
+            yield from self._results(keys)
+
+    def _results(self, keys: Iterable[str] | None) -> Iterator[ResultRow]:
         if keys is None:
             cur = self.db.execute(f"SELECT {','.join(RESULT_COLUMNS)} FROM results ORDER BY key")
             yield from (_decode(r) for r in cur)
@@ -138,8 +199,28 @@ class Store:
             yield from (_decode(r) for r in self.db.execute(q, chunk))
 
     def plan(self, run: str) -> list[tuple[str, str, dict[str, Any]]]:
-        cur = self.db.execute("SELECT key, item_id, meta FROM plan WHERE run=? ORDER BY rowid", (run,))
-        return [(k, i, json.loads(m)) for k, i, m in cur]
+        with self._guard():
+            cur = self.db.execute("SELECT key, item_id, meta FROM plan WHERE run=? ORDER BY rowid", (run,))
+            return [(k, i, json.loads(m)) for k, i, m in cur]
+
+
+def _lock_wait() -> float:
+    return float(os.environ.get("LITJUDGE_LOCK_WAIT_S") or LOCK_WAIT_S)
+
+
+def _translate(exc: Exception, path: Path) -> Exception:
+    """SQLite's and the OS's refusals as one line each; what was committed stays committed."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        return StoreError(f"{path}: locked by another litjudge process for {_lock_wait():.0f} s; let it finish "
+                          "(or stop it), then run again: nothing stored is lost")
+    if "full" in text or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG):
+        return SystemFault(f"{path}: the disk is full (or a file-size limit was hit); free space and run again: "
+                           "finished verdicts are stored and a re-run resumes")
+    if "readonly" in text or "read-only" in text or "unable to open" in text or \
+            getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return SystemFault(f"{path}: not writable; give write permission or point LITJUDGE_RUNS_DIR elsewhere")
+    return StoreError(f"{path}: {exc}")
 
 
 def _encode(r: ResultRow) -> tuple:

@@ -27,7 +27,7 @@ class DecoderShape:
     vocab: int
 
     @classmethod
-    def from_config(cls, folder: str | Path) -> "DecoderShape":
+    def from_config(cls, folder: str | Path) -> DecoderShape:
         """Read a model folder's config through transformers (its defaults, and the text config of
         multimodal checkpoints)."""
         from transformers import AutoConfig

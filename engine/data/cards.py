@@ -3,13 +3,14 @@ are (relative to the data root, or inside the project for the demo sample), the 
 source, which loader reads it, and which protocols it feeds."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import build
-from .errors import ConfigError
-from .paths import cards_dir, data_root
+import tomllib
+
+from ..core.config import build
+from ..core.errors import ConfigError
+from ..core.paths import cards_dir, data_root
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class DatasetCard:
     title: str
     loader: str                       # which loader reads it (e.g. "ttcw")
     path: str                         # folder, relative to `root`
-    root: str = "data"                # "data": the data root; "project": this repository
+    root: str = "data"                # "data": the data root; "project": shipped samples; "card": beside the card
     source: str = ""
     license: str = ""
     citation: str = ""
@@ -29,22 +30,42 @@ class DatasetCard:
     labels: bool = True               # the data carries human labels (a missing label file is then worth a warning)
     notes: str = ""
 
+    base: str = ""                    # set by the loader: the folder of the card file ("card" roots)
+
     def folder(self, root_override: str = "") -> Path:
+        """Where the data is: `path` under the data root, the shipped samples, or the card's folder."""
+        if Path(self.path).is_absolute():
+            return Path(self.path)
         if self.root == "project":
             return cards_dir() / self.path
+        if self.root == "card":
+            return Path(self.base) / self.path
         return Path(root_override or data_root()) / self.path
 
 
+ROOTS = ("data", "project", "card")
+
+
 def load_card(name: str) -> DatasetCard:
-    path = cards_dir() / f"{name}.toml"
+    """A shipped card by name (`datasets/NAME.toml`), or a card file anywhere (a path ending in .toml,
+    whose data paths are then relative to the card file unless it says `root`)."""
+    by_path = name.endswith(".toml") or "/" in name
+    path = Path(name).expanduser() if by_path else cards_dir() / f"{name}.toml"
     if not path.exists():
+        if by_path:
+            raise ConfigError(f"dataset card {str(path)!r} not found", key="dataset")
         known = sorted(p.stem for p in cards_dir().glob("*.toml"))
-        raise ConfigError(f"unknown dataset {name!r} (cards: {', '.join(known)})", key="dataset")
+        raise ConfigError(f"unknown dataset {name!r} (cards: {', '.join(known)}; or give a card file's path)",
+                          key="dataset")
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
-    card = build(DatasetCard, table, str(path))
-    if card.root not in ("data", "project"):
-        raise ConfigError("must be 'data' or 'project'", where=str(path), key="root")
+    except (UnicodeDecodeError, IsADirectoryError):
+        raise ConfigError("not a TOML card file", where=str(path)) from None
+    if by_path:
+        table.setdefault("root", "card")
+    card = build(DatasetCard, table, str(path), base=str(path.resolve().parent))
+    if card.root not in ROOTS:
+        raise ConfigError(f"must be one of {list(ROOTS)}, got {card.root!r}", where=str(path), key="root")
     return card

@@ -7,15 +7,14 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from .errors import ConfigError
+from ..core.errors import ConfigError
+from .outputs import csv_safe, guarded, read_manifest, write_text
 from .report_panels import PANELS, Panel
-from .runner import csv_safe
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
 _CHECK = """<script>
@@ -44,10 +43,9 @@ class LoadedRun:
 
 def load_run(path: Path) -> LoadedRun:
     path = Path(path)
-    manifest_path = path / "manifest.json"
-    if not manifest_path.exists():
-        raise ConfigError("not a run directory (no manifest.json)", where=str(path))
-    manifest = json.loads(manifest_path.read_text())
+    if not path.is_dir():
+        raise ConfigError("not a run directory (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
+    manifest = read_manifest(path)
     if manifest.get("kind") == "sweep":
         raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
     tables = {p.stem: pl.read_parquet(p) for p in sorted((path / "tables").glob("*.parquet"))}
@@ -136,7 +134,7 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     runs = [load_run(Path(d)) for d in run_dirs]
     out = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else runs[0].path.parent / "compare-"
                                  + "-vs-".join(r.name for r in runs))
-    (out / "tables").mkdir(parents=True, exist_ok=True)
+    guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out)
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
@@ -160,7 +158,7 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
             md += [f"### {name}", "", _md_table(df), ""]
         page.append("</section>")
     page.append(_CHECK + "</body></html>")
-    (out / "report.html").write_text("\n".join(page), encoding="utf-8")
-    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    write_text(out / "report.html", "\n".join(page))
+    write_text(out / "report.md", "\n".join(md))
     return out / "report.html"
 

@@ -21,15 +21,20 @@ from typing import Any
 
 import polars as pl
 
+from judges import PROTOCOLS
+from judges.base import Context
 from judges.metrics import cluster_bootstrap
 
-from .cards import load_card
-from .manifest import config_dict, git_commit, machine
-from .paths import data_root as default_data_root
-from .paths import runs_output_dir
-from .planner import make_plan
-from .runner import JudgeRun, judges_of, make_planner, run_judge, verdict_frame
-from .store import Store
+from .. import backends as registry
+from ..core.backend import JudgeSpec
+from ..core.errors import ConfigError
+from ..core.manifest import config_dict, git_commit, machine
+from ..core.paths import runs_output_dir
+from ..core.planner import make_plan
+from ..core.runner import JudgeRun, run_judge
+from ..core.store import Store
+from .outputs import write_file, write_text
+from .run import Prepared, prepare, verdict_frame
 from .sweep import Cell, Sweep
 
 CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~0.1 s each at 1,000 resamples)
@@ -39,8 +44,12 @@ CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~
 class JudgeWork:
     """One judge's share of a sweep: its (cell, run id, requests) and what sharing saves."""
 
-    judge: str
+    spec: JudgeSpec
     cells: list[tuple[Cell, str, list]]
+
+    @property
+    def judge(self) -> str:
+        return self.spec.name
 
     @property
     def runs(self) -> dict[str, list]:
@@ -63,64 +72,60 @@ def run_id(sweep: Sweep, cell: Cell, judge: str) -> str:
     return f"{sweep.name}/{cell.id}/{judge}"
 
 
-def _context(sweep: Sweep, cell: Cell, options, replay: bool = False):
-    from judges.base import Context
-
-    root = Path(cell.config.data_root) if cell.config.data_root else default_data_root()
-    card = load_card(cell.config.dataset)
-    return Context(cell.config, options, root, card.folder(cell.config.data_root), replay=replay)
-
-
 def _options(protocol, cell: Cell, setting: dict[str, Any]):
     opts = {**cell.config.options, **{k.removeprefix("options."): v for k, v in setting.items()}}
     return protocol.options(dataclasses.replace(cell.config, options=opts))
 
 
-def work(sweep: Sweep, protocol) -> list[JudgeWork]:
+def prepared_cells(sweep: Sweep) -> list[tuple[Cell, Prepared]]:
+    """Every cell validated and its judges resolved (each judge once: `backends.resolve` caches)."""
+    return [(cell, prepare(cell.config)) for cell in sweep.cells]
+
+
+def work(sweep: Sweep, cells: list[tuple[Cell, Prepared]]) -> list[JudgeWork]:
     """Every cell's requests, grouped by judge (judges in first-seen order)."""
     by_judge: dict[str, JudgeWork] = {}
-    for cell in sweep.cells:
-        for judge in judges_of(cell.config, None):
-            ctx = _context(sweep, cell, protocol.options(cell.config), replay=judge.startswith("replay:"))
-            built = protocol.build(ctx)
-            by_judge.setdefault(judge, JudgeWork(judge, [])).cells.append((cell, run_id(sweep, cell, judge),
-                                                                            built.requests))
+    for cell, prep in cells:
+        for spec in prep.specs:
+            built = prep.protocol.build(prep.context(spec))
+            by_judge.setdefault(spec.name, JudgeWork(spec, [])).cells.append((cell, run_id(sweep, cell, spec.name),
+                                                                               built.requests))
     return list(by_judge.values())
 
 
-def plan_summary(sweep: Sweep, protocol) -> list[dict[str, Any]]:
+def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
     """Per judge, without loading any engine: requests, distinct requests, prompt tokens, distinct
-    prefill tokens after prefix sharing, and the plan itself (for an estimate)."""
+    prefill tokens after prefix sharing, what was left out as too long, and the plan itself."""
     rows = []
-    for w in work(sweep, protocol):
+    for w in work(sweep, prepared_cells(sweep)):
         config = w.cells[0][0].config
-        root = Path(config.data_root) if config.data_root else default_data_root()
-        planner = make_planner(w.judge, config, root)
+        planner = registry.planner(w.spec)
         plan = make_plan([r for reqs in w.runs.values() for r in reqs], planner, config.truncation)
-        rows.append({"judge": w.judge, "cells": len(w.cells), "requests": w.requests,
-                     "distinct_requests": len(plan.unique), "saved_by_sharing": w.requests - len(plan.unique),
+        rows.append({"judge": w.judge, "cells": len(w.cells), "requests": w.requests, "too_long": len(plan.too_long),
+                     "distinct_requests": len(plan.unique),
+                     "saved_by_sharing": w.requests - len(plan.too_long) - len(plan.unique),
                      "prompt_tokens": plan.prompt_tokens, "distinct_prefill_tokens": plan.distinct_prefill_tokens(),
-                     "plan": plan, "planner": planner, "config": config})
+                     "plan": plan, "planner": planner, "config": config, "spec": w.spec})
     return rows
 
 
 def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
-    from judges import PROTOCOLS
-
     t0 = time.time()
     protocol = PROTOCOLS.get(sweep.base.protocol)()
+    cells = prepared_cells(sweep)
     run_dir = runs_output_dir() / sweep.name
-    store = Store(run_dir / "store.sqlite")
+    store = Store.open(run_dir / "store.sqlite")
     judge_runs: list[JudgeRun] = []
     try:
-        for w in work(sweep, protocol):
+        for w in work(sweep, cells):
             config = w.cells[0][0].config
-            root = Path(config.data_root) if config.data_root else default_data_root()
-            judge_runs.append(run_judge(w.judge, config, root, w.runs, store, progress))
-        metrics = evaluate(sweep, protocol, store)
+            judge_runs.append(run_judge(w.spec, registry.planner(w.spec), lambda s=w.spec: registry.create(s),
+                                        w.runs, store, truncation=config.truncation,  # type: ignore[arg-type]
+                                        reasks=config.reasks, progress=progress))
+        metrics = evaluate(sweep, protocol, cells, store)
     finally:
         store.close()
-    ranking = rank(sweep, protocol, metrics)
+    ranking = rank(sweep, protocol, cells, metrics)
     model_calls_saved = sum(j.plan.summary()["requests"] - j.plan.summary()["distinct_requests"] for j in judge_runs)
     settings = len(sweep.post_settings())
     manifest = {
@@ -142,17 +147,20 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     return SweepOutcome(run_dir, metrics, ranking, manifest)
 
 
-def evaluate(sweep: Sweep, protocol, store: Store) -> pl.DataFrame:
+def _context(prep: Prepared, cell: Cell, setting: dict[str, Any], spec: JudgeSpec) -> Context:
+    return Context(cell.config, _options(prep.protocol, cell, setting), prep.card, replay=prep.context(spec).replay)
+
+
+def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], store: Store) -> pl.DataFrame:
     """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and group."""
     rows: list[dict[str, Any]] = []
-    for cell in sweep.cells:
-        for judge in judges_of(cell.config, None):
-            verdicts = verdict_frame(store, run_id(sweep, cell, judge), judge)
+    for cell, prep in cells:
+        for spec in prep.specs:
+            verdicts = verdict_frame(store, run_id(sweep, cell, spec.name), spec.name)
             for setting in sweep.post_settings():
-                ctx = _context(sweep, cell, _options(protocol, cell, setting), replay=judge.startswith("replay:"))
-                tables = protocol.aggregate(verdicts, ctx)
+                tables = protocol.aggregate(verdicts, _context(prep, cell, setting, spec))
                 head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
-                        **{k: v for k, v in setting.items()}, "judge": judge}
+                        **{k: v for k, v in setting.items()}, "judge": spec.name}
                 rows += tidy(tables, protocol.metric_tables, head)
     return pl.DataFrame(rows, infer_schema_length=None)
 
@@ -177,7 +185,7 @@ def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ..
     return rows
 
 
-def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
+def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl.DataFrame) -> pl.DataFrame:
     """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first, with a
     cluster-bootstrap 95% CI for the top rows and for each cell's best row, so that close cells are
     not over-read. (A cell's best post setting is chosen on the same data: an optimistic pick.)"""
@@ -187,7 +195,6 @@ def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
     chosen = metrics.filter((pl.col("table") == table) & (pl.col("metric") == metric))
     if not chosen.height:
         known = sorted(set(metrics.select(pl.format("{}.{}", "table", "metric")).to_series().to_list()))
-        from .errors import ConfigError
         raise ConfigError(f"unknown rank metric {sweep.rank_by!r} (known: {', '.join(known)})",
                           where=sweep.source, key="sweep.rank_by")
     first_group = chosen["group"][0]
@@ -200,17 +207,19 @@ def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
               .sort("value", descending=True).with_row_index("rank", offset=1))
     lows, highs = [], []
     seen_cells: set[tuple[str, str]] = set()
-    store = Store(runs_output_dir() / sweep.name / "store.sqlite")
+    store = Store.open(runs_output_dir() / sweep.name / "store.sqlite")
+    prepared = {cell.id: (cell, prep) for cell, prep in cells}
     try:
         for i, row in enumerate(ranked.iter_rows(named=True)):
             lo = hi = math.nan
             best_of_cell = (row["cell"], row["judge"]) not in seen_cells
             seen_cells.add((row["cell"], row["judge"]))
             if i < CI_ROWS or best_of_cell:
-                cell = next(c for c in sweep.cells if c.id == row["cell"])
+                cell, prep = prepared[row["cell"]]
+                spec = next(s for s in prep.specs if s.name == row["judge"])
                 setting = {k: row.get(k, sweep.post[k][0]) for k in sweep.post}
-                ctx = _context(sweep, cell, _options(protocol, cell, setting), replay=row["judge"].startswith("replay:"))
-                tables = protocol.aggregate(verdict_frame(store, run_id(sweep, cell, row["judge"]), row["judge"]), ctx)
+                tables = protocol.aggregate(verdict_frame(store, run_id(sweep, cell, spec.name), spec.name),
+                                            _context(prep, cell, setting, spec))
                 units = protocol.rank_units(tables, sweep.rank_by)
                 if units is not None:
                     fn, df = units
@@ -225,7 +234,7 @@ def rank(sweep: Sweep, protocol, metrics: pl.DataFrame) -> pl.DataFrame:
 
 def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
-    metrics.write_parquet(run_dir / "sweep_metrics.parquet")
-    ranking.write_parquet(run_dir / "sweep_ranking.parquet")
-    ranking.write_csv(run_dir / "sweep_ranking.csv")
-    (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+    write_file(run_dir / "sweep_metrics.parquet", lambda tmp: metrics.write_parquet(tmp))
+    write_file(run_dir / "sweep_ranking.parquet", lambda tmp: ranking.write_parquet(tmp))
+    write_file(run_dir / "sweep_ranking.csv", lambda tmp: ranking.write_csv(tmp))
+    write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))

@@ -11,15 +11,16 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from grammars.analysis import Analyzed
 from grammars.compile import max_verdict_tokens
 
-from .backends.base import Backend, Prepared
+from .backend import Planner
 from .errors import PreflightError
-from .requests import JudgeRequest, content_key
+from .requests import JudgeRequest, Prepared, content_key
 
 Truncation = Literal["error", "skip"]   # skip: leave too-long prompts out, reported
 
@@ -75,7 +76,7 @@ def budget_tokens(request: JudgeRequest) -> int:
     return n
 
 
-def make_plan(requests: Sequence[JudgeRequest], backend: Backend, truncation: Truncation = "error") -> Plan:
+def make_plan(requests: Sequence[JudgeRequest], backend: Planner, truncation: Truncation = "error") -> Plan:
     identity = backend.identity()
     window = backend.context_window()
     entries: list[PlanEntry] = []

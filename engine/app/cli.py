@@ -1,33 +1,76 @@
-"""The `litjudge` command line. Errors a user can cause print as one line and exit 2."""
+"""The `litjudge` command line. Errors a user can cause, and faults of the machine (disk full, a
+read-only folder, a locked store), print as one line and exit 2; a bug prints a one-line summary
+and the path of a crash log with the traceback, and exits 1."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import time
+import traceback
 from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+import grammars as g
+from judges import PROTOCOLS
+
+from .. import backends as registry
+from ..core.config import load_config, read_toml
+from ..core.distribution import check_language
+from ..core.errors import ConfigError, GrammarError, LitjudgeError, StoreError
+from ..core.models import ALIASES, resolve_judge
+from ..core.paths import cache_dir
+from ..core.render import load_renderer
+from ..core.requests import Message
+from ..data.cards import load_card
+from .bench import main as bench_main
+from .calibrate import cached, calibrate, estimate_seconds
+from .generate import generate_candidates
+from .outputs import fault, rebuild_store
+from .report import load_run, write_report
+from .run import reparse, run, run_dir_for
+from .sweep import load_sweep
+from .sweep_run import plan_summary, run_sweep
 
 
-def _print_table(df, title: str, max_rows: int = 60) -> None:
-    import polars as pl
-
+def _print_table(df: pl.DataFrame, title: str, max_rows: int = 60) -> None:
     with pl.Config(tbl_rows=max_rows, tbl_cols=20, tbl_width_chars=160, fmt_str_lengths=40,
                    tbl_hide_dataframe_shape=True, float_precision=3):
         print(f"\n{title}")
         print(df)
 
 
-def cmd_run(args) -> int:
-    from .config import load_config
-    from .runner import run
-    from .sweep import is_sweep
+def _overrides(args) -> dict[str, Any]:
+    """Command-line settings that replace the config's; `--judge a,b` names several judges."""
+    out: dict[str, Any] = {"limit": args.limit, "mode": args.mode, "data_root": args.data_root}
+    if getattr(args, "judge", None) is not None:
+        names = [n.strip() for n in args.judge.split(",")]
+        if not all(names):
+            raise ConfigError(f"--judge {args.judge!r}: an empty judge name (give names separated by commas)")
+        out["judge"] = names if len(names) > 1 else names[0]
+    if getattr(args, "missing", None) is not None:
+        out["missing"] = args.missing
+    return out
 
-    overrides = {"limit": args.limit, "mode": args.mode, "data_root": args.data_root}
+
+def is_sweep(path: str | Path) -> bool:
+    table = read_toml(path)
+    return "matrix" in table or "sweep" in table
+
+
+def cmd_run(args) -> int:
+
+    overrides = _overrides(args)
     if is_sweep(args.config):
         return run_sweep_cli(args, overrides)
     config = load_config(args.config, **overrides)
-    outcome = run(config, judge=args.judge, progress=not args.quiet)
-    from judges import PROTOCOLS
-
+    if args.rebuild_store:
+        moved = rebuild_store(run_dir_for(config))
+        if moved:
+            print(f"litjudge: the old store is kept as {moved}; every verdict is computed again", file=sys.stderr)
+    outcome = run(config, progress=not args.quiet)
     for name in PROTOCOLS.get(config.protocol).summary:
         table = outcome.tables.get(name)
         if table is not None and table.height:
@@ -49,11 +92,6 @@ def cmd_run(args) -> int:
 
 def run_sweep_cli(args, overrides: dict) -> int:
 
-    from .sweep import load_sweep
-    from .sweep_run import run_sweep
-
-    if args.judge:
-        overrides["judge"] = args.judge
     sweep = load_sweep(args.config, **overrides)
     out = run_sweep(sweep, progress=not args.quiet)
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "n"]
@@ -70,41 +108,31 @@ def run_sweep_cli(args, overrides: dict) -> int:
 
 
 def cmd_plan(args) -> int:
-    import polars as pl
-
-    from judges import PROTOCOLS
-
-    from .calibrate import calibrate, cached, estimate_seconds
-    from .paths import data_root
-    from .sweep import load_sweep
-    from .sweep_run import plan_summary
-
-    sweep = load_sweep(args.config, limit=args.limit, data_root=args.data_root)
-    rows = plan_summary(sweep, PROTOCOLS.get(sweep.base.protocol)())
+    sweep = load_sweep(args.config, **_overrides(args))
+    rows = plan_summary(sweep)
     table, notes = [], []
     for r in rows:
         est, how, cost = None, "replay: no model", None
-        from .backends.api import is_api_judge
-
-        if is_api_judge(r["judge"]):
+        spec = r["spec"]
+        caps = registry.BACKENDS.get(spec.backend).capabilities
+        if spec.family.startswith("api-"):
             api = r["config"].api
             tokens_in = 1.3 * r["prompt_tokens"]          # words -> tokens, roughly (no tokenizer for APIs)
             tokens_out = sum(p.max_tokens for p in r["plan"].unique)
             cost = round((tokens_in * api.price_in_per_mtok + tokens_out * api.price_out_per_mtok) / 1e6, 4)
             how = (f"API: ~{tokens_in:,.0f} prompt tokens (1.3 x words), at most {tokens_out:,} output tokens; "
                    f"cost from api.price_in_per_mtok / price_out_per_mtok; time depends on the server")
-        elif not r["judge"].startswith("replay:"):
+        elif not caps.recorded:
             config = r["config"]
             rec = cached(r["planner"], config.mode)
             if rec is None and args.calibrate:
-                root = Path(config.data_root) if config.data_root else data_root()
-                rec = calibrate(r["judge"], config, root, r["plan"], r["planner"])
+                rec = calibrate(spec, config, r["plan"], r["planner"])
             est = round(estimate_seconds(rec, r["plan"]) / 60, 1) if rec else None
             how = (f"calibrated: {rec['sample_requests']} requests, "
                    f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s"
                    if rec else "not calibrated (run without --no-calibrate)")
-        table.append({k: r[k] for k in ("judge", "cells", "requests", "distinct_requests", "saved_by_sharing",
-                                          "prompt_tokens", "distinct_prefill_tokens")}
+        table.append({k: r[k] for k in ("judge", "cells", "requests", "too_long", "distinct_requests",
+                                          "saved_by_sharing", "prompt_tokens", "distinct_prefill_tokens")}
                      | {"est_minutes": est, "est_cost_usd": cost})
         notes.append(f"  {r['judge']}: {how}")
     _print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
@@ -112,31 +140,35 @@ def cmd_plan(args) -> int:
     print("Estimates (rough: distinct prefill tokens x the calibrated rate, plus engine start):")
     print("\n".join(notes))
     total, distinct = sum(r["requests"] for r in rows), sum(r["distinct_requests"] for r in rows)
-    saved = 100 * (total - distinct) / max(total, 1)
-    print(f"\n{total} requests, {distinct} distinct: sharing saves {total - distinct} model calls ({saved:.0f}%); "
-          f"prefix sharing leaves {sum(r['distinct_prefill_tokens'] for r in rows):,} of "
-          f"{sum(r['prompt_tokens'] for r in rows):,} prompt tokens to prefill")
+    too_long = sum(r["too_long"] for r in rows)
+    saved = total - too_long - distinct
+    print(f"\n{total} requests, {distinct} distinct: sharing saves {saved} model calls "
+          f"({100 * saved / max(total, 1):.0f}%); prefix sharing leaves "
+          f"{sum(r['distinct_prefill_tokens'] for r in rows):,} of {sum(r['prompt_tokens'] for r in rows):,} "
+          "prompt tokens to prefill")
+    if too_long:
+        print(f"{too_long} request(s) are left out: their prompts do not fit the context window "
+              "(truncation = \"skip\"); raise max_model_len to keep them")
     return 0
 
 
 def cmd_reparse(args) -> int:
-    from .runner import reparse
-
-    counts = reparse(Path(args.run_dir))
+    path = Path(args.run_dir)
+    if not path.is_dir():
+        raise StoreError(f"{path}: not a run folder (give the folder a run wrote, e.g. runs/out/demo)")
+    counts = reparse(path)
     print(f"reparsed {counts['results']} stored outputs, {counts['changed']} changed; tables rebuilt in {args.run_dir}")
     return 0
 
 
 def cmd_report(args) -> int:
     """Text summary of each run, then the HTML / Markdown / CSV report."""
-
-    from .report import load_run, write_report
-
     for path in args.run_dirs:
         run = load_run(Path(path))
         m = run.manifest
         print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
-        print(f"git {m['git_commit']}, vLLM {m['vllm']}, machine {m['machine'].get('gpu') or m['machine'].get('cpu')}")
+        print(f"git {m.get('git_commit')}, vLLM {m.get('vllm')}, machine "
+              f"{(m.get('machine') or {}).get('gpu') or (m.get('machine') or {}).get('cpu')}")
         for j in m["judges"]:
             t = j.get("throughput", {})
             secs = max(j.get("seconds", 0), 1e-9)
@@ -155,46 +187,33 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .report import write_report
-
     page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
     print(f"Comparison report: {page} (+ report.md, tables/*.csv)")
     return 0
 
 
 def cmd_judges(args) -> int:
-    from .models import ALIASES, resolve_judge
-
     for name, m in ALIASES.items():
         if args.names and name not in args.names:
             continue
         line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
         if args.prepare:
-            j = resolve_judge(name)
-            line += f"  {j.path}"
+            line += f"  {resolve_judge(name).path}"
         print(line)
     return 0
 
 
 def cmd_check_labels(args) -> int:
     """Can each label be scored as one next token at the decision point? (distribution mode)"""
-    import grammars as g
-
-    from .models import resolve_judge
-    from .render import load_renderer
-
     languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
                  "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
+    unknown = [n for n in args.languages if n not in languages]
+    if unknown:
+        raise ConfigError(f"unknown language {unknown[0]!r} (known: {', '.join(languages)})")
     judge = resolve_judge(args.judge)
     renderer = load_renderer(judge.path, judge.chat)
-    from .distribution import check_language
-    from .requests import Message
-
     prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
     for name in args.languages or list(languages):
-        if name not in languages:
-            from .errors import ConfigError
-            raise ConfigError(f"unknown language {name!r} (known: {', '.join(languages)})")
         report = check_language(renderer.encode, prompt, languages[name].labels())
         print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
     return 0
@@ -202,16 +221,13 @@ def cmd_check_labels(args) -> int:
 
 def cmd_generate(args) -> int:
     """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
-    from .backends.vllm_backend import EngineSettings, VLLMBackend
-    from .generate import generate_candidates
-    from .models import resolve_judge
-    from .paths import data_root
-
-    root = Path(args.data_root) if args.data_root else data_root()
-    backend = VLLMBackend(resolve_judge(args.model), EngineSettings(max_model_len=args.max_model_len))
-    drafts = generate_candidates(backend, root / "ttcw", Path(args.out), limit=args.limit,
-                                 target_words=args.target_words, tolerance=args.tolerance,
-                                 max_rounds=args.max_rounds)
+    backend = registry.create(registry.model_spec(args.model, max_model_len=args.max_model_len))
+    try:
+        drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
+                                     limit=args.limit, target_words=args.target_words, tolerance=args.tolerance,
+                                     max_rounds=args.max_rounds)
+    finally:
+        backend.close()
     for d in drafts:
         print(f"plot group {d.group}: {d.words} words (target {d.target_words}) after {d.rounds} expansion round(s)")
     print(f"Dataset (generic reference format): {args.out}")
@@ -219,26 +235,47 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import main as bench_main
-
     return bench_main(args)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (leave it out to judge every item), got {value}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line too (and exit 2, as argparse does)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"litjudge: error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="litjudge", description="Offline batch LLM-as-a-judge for creative writing.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="litjudge", description="Offline batch LLM-as-a-judge for creative writing.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a config: plan, judge (resuming), aggregate, write tables")
     r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
     r.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
-    r.add_argument("--limit", type=int, help="only the first N items (stories, pairs, groups)")
+    r.add_argument("--limit", type=_positive, help="only the first N items (stories, pairs, groups); default: all")
     r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
+    r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     r.add_argument("--show", type=int, default=20, help="table rows to print")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--rebuild-store", action="store_true",
+                   help="move a corrupt store.sqlite aside (kept) and compute every verdict again")
     r.set_defaults(fn=cmd_run)
     pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")
     pl_.add_argument("config")
-    pl_.add_argument("--limit", type=int, help="only the first N items (stories, pairs, groups)")
+    pl_.add_argument("--judge", help="override the judge(s), comma-separated")
+    pl_.add_argument("--limit", type=_positive, help="only the first N items (stories, pairs, groups)")
+    pl_.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"])
     pl_.add_argument("--data-root")
     pl_.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                      help="no calibration run (estimates only from an earlier calibration)")
@@ -287,9 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .errors import LitjudgeError
+def crash_log(exc: BaseException) -> Path:
+    """The traceback of an unexpected error, kept for a bug report."""
+    folder = cache_dir() / "crash"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    path.write_text(f"litjudge {' '.join(sys.argv[1:])}\n\n" + "".join(traceback.format_exception(exc)))
+    return path
 
+
+def main(argv: list[str] | None = None) -> int:
     # vLLM's INFO lines drown the progress bar; users can set VLLM_LOGGING_LEVEL=INFO to see them.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
@@ -297,12 +341,23 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except LitjudgeError as exc:
+    except (LitjudgeError, GrammarError) as exc:
         print(f"litjudge: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=sys.stderr)
         return 130
+    except OSError as exc:
+        print(f"litjudge: error: {fault(exc, exc.filename or 'a file')}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001  (a bug: one line here, the traceback in a file)
+        try:
+            where = f"; the traceback is in {crash_log(exc)}"
+        except OSError:
+            where = ""
+        print(f"litjudge: internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug, please report it{where})",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,42 +15,16 @@ from typing import Any, Literal
 
 from grammars.language import VerdictLanguage
 
+from .config import MODES, Sampling
+
 KEY_VERSION = 1
-Mode = Literal["label", "analyze", "distribution"]
-MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
+Mode = Literal["label", "analyze", "distribution", "reward"]
 
 
 @dataclass(frozen=True)
 class Message:
     role: Literal["system", "user", "assistant"]
     content: str
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Decoding settings. temperature 0 is greedy; the seed then cannot matter and is dropped
-    from the key (normalised before hashing, so greedy repeats share one verdict)."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int | None = 0
-    max_tokens: int | None = None   # None: derived from the verdict language
-
-    def __post_init__(self) -> None:
-        if not (0.0 <= self.temperature <= 5.0):
-            raise ValueError(f"temperature must be in [0, 5], got {self.temperature}")
-        if not (0.0 < self.top_p <= 1.0):
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
-
-    def key_fields(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p if not self.greedy else 1.0,
-                "seed": None if self.greedy else self.seed, "max_tokens": self.max_tokens}
 
 
 @dataclass(frozen=True)
@@ -109,3 +83,35 @@ def content_key(request: JudgeRequest, judge: JudgeIdentity) -> str:
     }
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A planned request, rendered for one judge: key, exact prompt text and its token ids."""
+
+    key: str
+    request: JudgeRequest
+    prompt: str
+    token_ids: tuple[int, ...]
+    max_tokens: int
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What a backend produced for one key. `raw` is the verdict text to parse (for analyze mode:
+    analysis + marker + constrained tail). Distribution mode fills `distribution` instead."""
+
+    key: str
+    raw: str
+    analysis: str | None = None
+    distribution: dict[str, float] | None = None
+    label_mass: float | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None           # the backend could not produce an answer (stored as unparsed)
+    finish_reason: str | None = None   # "stop", or "length" when cut at max_tokens

@@ -1,5 +1,8 @@
-"""One error hierarchy. Every error a user can hit prints as one clear line (see `cli.main`)."""
+"""One error hierarchy. Every error a user can hit prints as one clear line and exit status 2
+(see `engine.app.cli`): what is wrong, where (file, line, key), and the fix."""
 from __future__ import annotations
+
+from grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
 
 
 class LitjudgeError(Exception):
@@ -34,13 +37,14 @@ class BackendUnavailable(LitjudgeError):
     """A backend's library is not installed or cannot run here; says what to install."""
 
 
-class GrammarError(LitjudgeError):
-    """A verdict language was declared wrongly (empty label set, duplicate ids, bad range)."""
-
-
 class PreflightError(LitjudgeError):
     """Prompts do not fit the judge's context window; lists the offending items."""
 
 
 class StoreError(LitjudgeError):
-    """The result store is unreadable or belongs to another layout version."""
+    """The result store is unreadable, locked, corrupt or of another layout; says how to recover."""
+
+
+class SystemFault(LitjudgeError):
+    """The machine refused: disk full, a read-only folder, a file we may not write. Nothing stored
+    is lost; the message names the path and what to do."""

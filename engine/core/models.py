@@ -184,7 +184,19 @@ def _resolve_hub(repo: str) -> ResolvedJudge:
     try:
         from huggingface_hub import HfApi
         info = HfApi().model_info(repo)
-    except Exception as exc:  # the hub library raises many types; all mean "not usable here"
+    except Exception as exc:  # noqa: BLE001  (the hub library raises many types; all mean "not usable here")
         raise JudgeNotFound(f"hub repo {repo!r} is not reachable from here ({type(exc).__name__}); "
                             "use an alias or a local model folder") from None
     return ResolvedJudge(repo, repo, f"hub:{repo}@{info.sha}", True)
+
+
+def model_max_len(path: str) -> int:
+    """The model's own context length (its config's max_position_embeddings; 4096 when unknown)."""
+    try:
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.from_pretrained(path)
+        cfg = getattr(cfg, "text_config", cfg)
+        return int(getattr(cfg, "max_position_embeddings", 4096))
+    except (OSError, ValueError, KeyError):  # a folder transformers cannot read: vLLM will say why
+        return 4096

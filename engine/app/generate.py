@@ -12,10 +12,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.ttcw import load_ttcw
-from .errors import DataError
-from .paths import paper_prompt
-from .requests import Message
+from ..core.errors import DataError
+from ..core.modes import run_steps
+from ..core.paths import paper_prompt
+from ..core.requests import Message
+from ..core.steps import Decoding, FreeText, Prompt
+from ..data.ttcw import load_ttcw
 
 
 @dataclass
@@ -34,10 +36,7 @@ class Draft:
 def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_source: str = "GPT4",
                         limit: int = 0, target_words: int = 0, tolerance: int = 200, max_rounds: int = 20,
                         temperature: float = 0.7, seed: int = 0, max_tokens: int = 3000) -> list[Draft]:
-    """Generate one story per TTCW plot group with `backend` (a VLLMBackend) and write the dataset."""
-    from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
-
+    """Generate one story per TTCW plot group with `backend` (a local step engine) and write the dataset."""
     prompts = paper_prompt("story_generation")
     data = load_ttcw(ttcw_folder, require_labels=False)
     refs = {s.group: s for s in data.stories if s.source == reference_source and s.judgeable}
@@ -56,11 +55,10 @@ def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_sour
             else:
                 ask = prompts["expand"].format(word_count=d.target_words, current_word_count=d.words, story=d.story)
             texts.append(backend.renderer.render([Message("user", ask)]))
-        params = SamplingParams(temperature=temperature, seed=seed + rnd, max_tokens=max_tokens)
-        outs = backend.llm.generate([TokensPrompt(prompt_token_ids=backend.encode(t)) for t in texts], params,
-                                    use_tqdm=False)
+        decoding = Decoding(temperature, 1.0, seed + rnd)
+        outs = run_steps(backend, [FreeText(Prompt(tuple(backend.encode(t)), t), max_tokens, decoding) for t in texts])
         for d, o in zip(todo, outs, strict=True):
-            d.story, d.rounds = o.outputs[0].text.strip(), d.rounds + (rnd > 0)
+            d.story, d.rounds = o.text.strip(), d.rounds + (rnd > 0)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as fh:
         for d in drafts:

@@ -6,8 +6,9 @@ Chat judges always get their own chat template with the generation prompt added;
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from .requests import Message
 

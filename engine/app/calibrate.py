@@ -8,9 +8,11 @@ import json
 import time
 from pathlib import Path
 
-from .manifest import machine
-from .paths import cache_dir
-from .planner import Plan, common_prefix
+from .. import backends as registry
+from ..core.backend import JudgeSpec
+from ..core.manifest import machine
+from ..core.paths import cache_dir
+from ..core.planner import Plan, common_prefix
 
 SAMPLE = 8
 
@@ -33,15 +35,13 @@ def cached(planner, mode: str) -> dict | None:
     return json.loads(path.read_text()).get(calibration_key(planner, mode))
 
 
-def calibrate(judge: str, config, root: Path, plan: Plan, planner) -> dict:
+def calibrate(spec: JudgeSpec, config, plan: Plan, planner) -> dict:
     """Run SAMPLE distinct requests of `plan` on a fresh engine; record start-up and speed."""
-    from .runner import make_backend
-
     found = cached(planner, config.mode)
     if found:
         return found
     t0 = time.perf_counter()
-    backend = make_backend(judge, config, root)
+    backend = registry.create(spec)
     start = time.perf_counter() - t0
     sample = plan.unique[:SAMPLE]
     try:

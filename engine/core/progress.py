@@ -3,8 +3,30 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
 
-from .backends.base import Generation, Throughput
+from .requests import Generation
+
+
+@dataclass
+class Throughput:
+    """Running counters the progress bar and the manifest read."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def add(self, g: Generation) -> None:
+        self.requests += 1
+        self.prompt_tokens += g.prompt_tokens
+        self.cached_tokens += g.cached_tokens
+        self.output_tokens += g.output_tokens
+
+    @property
+    def cache_hit_rate(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 class RunProgress:

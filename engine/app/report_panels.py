@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-
+import matplotlib.pyplot as plt
+import numpy as np
+import polars as pl
 
 CATEGORY_COLOURS = ["#d73027", "#fdae61", "#a6d96a", "#1a9850", "#4575b4", "#762a83"]
 

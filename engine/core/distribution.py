@@ -10,8 +10,8 @@ and sums their logprobs. The total raw probability on the labels is kept as an o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 _TAIL_CHARS = 256  # tokenization is local: the prompt's tail decides how a label attaches
 

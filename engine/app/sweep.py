@@ -19,13 +19,14 @@ import copy
 import dataclasses
 import itertools
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import RunConfig, build
-from .errors import ConfigError
+from judges import PROTOCOLS
+
+from ..core.config import RunConfig, build, read_toml
+from ..core.errors import ConfigError
 
 MATRIX_TOP = ("judge", "mode", "limit")
 MATRIX_TABLES = ("options", "sampling")
@@ -58,18 +59,6 @@ class Sweep:
         return [dict(zip(keys, combo)) for combo in itertools.product(*(self.post[k] for k in keys))] or [{}]
 
 
-def read_toml(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError("run config not found", where=str(path))
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not UTF-8 text", where=str(path)) from None
-
-
 def is_sweep(path: str | Path) -> bool:
     table = read_toml(path)
     return "matrix" in table or "sweep" in table
@@ -93,8 +82,6 @@ def _set(table: dict, axis: str, value: Any) -> None:
 
 def load_sweep(path: str | Path, **overrides: Any) -> Sweep:
     """A run config (with or without a matrix) -> a validated sweep of cells."""
-    from judges import PROTOCOLS
-
     where = str(path)
     table = read_toml(path)
     matrix = table.pop("matrix", {})

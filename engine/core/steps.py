@@ -1,0 +1,98 @@
+"""The small primitive a local engine offers the verdict modes: run one decoding step on a token
+prompt and report it. Four kinds of step cover every mode:
+
+- `Constrained`: decode exactly one string of a verdict language, or one of a list of choices;
+- `FreeText`: decode freely up to `max_tokens` or a stop string (an analysis);
+- `NextTokenLogprobs`: one unconstrained step, the log-probabilities of some candidate tokens;
+- `ContinuationLogprob`: the summed log-probability of the prompt's last n tokens.
+
+An engine (`StepEngine`) accepts steps and reports each result when it finishes; the modes
+(`engine.core.modes`) decide which steps to take. Engines never know about modes.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from grammars.language import VerdictLanguage
+
+from .config import Sampling
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The prompt so far, as token ids (what engines run) and as text (what text-level
+    constraint libraries read); both always describe the same string."""
+
+    tokens: tuple[int, ...]
+    text: str
+
+    def extend(self, tokens: list[int] | tuple[int, ...], text: str) -> Prompt:
+        return Prompt(self.tokens + tuple(tokens), self.text + text)
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Sampling of one step: greedy unless temperature > 0; the seed follows `Sampling.engine_seed`."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    @classmethod
+    def of(cls, sampling: Sampling, attempt: int = 0) -> Decoding:
+        return cls(sampling.temperature, sampling.top_p if not sampling.greedy else 1.0, sampling.engine_seed(attempt))
+
+
+@dataclass(frozen=True)
+class Constrained:
+    prompt: Prompt
+    max_tokens: int
+    decoding: Decoding
+    language: VerdictLanguage | None = None      # a finite label set or a grammar
+    choices: tuple[str, ...] = ()                # or exactly one of these strings
+
+
+@dataclass(frozen=True)
+class FreeText:
+    prompt: Prompt
+    max_tokens: int
+    decoding: Decoding
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NextTokenLogprobs:
+    prompt: Prompt
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ContinuationLogprob:
+    prompt: Prompt
+    continuation: int                            # score the prompt's last n tokens
+
+
+Step = Constrained | FreeText | NextTokenLogprobs | ContinuationLogprob
+
+
+@dataclass(frozen=True)
+class StepResult:
+    text: str = ""
+    token_ids: tuple[int, ...] = ()
+    finish_reason: str | None = None             # "stop", or "length" when cut at max_tokens
+    cached_tokens: int = 0                       # prompt tokens served from the prefix cache
+    logprobs: dict[int, float] = field(default_factory=dict)   # NextTokenLogprobs: token id -> logprob
+    continuation_logprob: float = math.nan       # ContinuationLogprob
+
+
+class StepEngine(Protocol):
+    """A local engine as the modes see it."""
+
+    def submit(self, step: Step) -> int:
+        """Queue a step; returns its handle."""
+
+    def poll(self) -> Iterator[tuple[int, StepResult]]:
+        """Advance the engine; yield (handle, result) for the steps that finished."""

@@ -1,0 +1,76 @@
+"""Dataset loading goes through one registry: a card names its `loader`, a protocol asks for the
+kind of data it reads, and `load_dataset(card, kind)` finds the reader registered for that pair.
+
+Kinds: `ttcw` (stories, tests, expert verdicts), `pairs` (two texts and the human preference),
+`items` (rated items in groups), `groups` (story groups with one reference each). A new format is
+one reader (a function `(location, card) -> data`) plus one `LOADERS.add` line.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ConfigError
+from ..core.paths import prompts_root
+from ..core.registry import Registry
+from .cards import DatasetCard
+from .items import load_aut, load_confederacy_items, load_rated_jsonl
+from .pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
+from .reference import load_confederacy, load_reference_jsonl
+from .ttcw import load_ttcw
+
+Reader = Callable[[Path, DatasetCard], Any]
+LOADERS: Registry[Reader] = Registry("dataset loader")
+
+
+def _ttcw(location: Path, card: DatasetCard):
+    steps = prompts_root() / "ttcw_llm_instructions.json"
+    return load_ttcw(location, steps if steps.exists() else None, require_labels=False)
+
+
+def _file(location: Path, name: str) -> Path:
+    return location / name if location.is_dir() else location
+
+
+LOADERS.add("ttcw.ttcw", _ttcw)
+LOADERS.add("ttcw.pairs", lambda loc, card: pairs_from_ttcw(loc))
+LOADERS.add("confederacy.groups", lambda loc, card: load_confederacy(loc))
+LOADERS.add("confederacy.items", lambda loc, card: load_confederacy_items(loc))
+LOADERS.add("confederacy.pairs", lambda loc, card: pairs_from_confederacy(loc))
+LOADERS.add("aut_ocsai.items", lambda loc, card: load_aut(_file(loc, "test.jsonl")))
+LOADERS.add("rated_items_jsonl.items", lambda loc, card: load_rated_jsonl(loc, card.category_order))
+LOADERS.add("pairs_jsonl.pairs", lambda loc, card: load_pairs_jsonl(loc))
+LOADERS.add("litbench_csv.pairs", lambda loc, card: load_litbench_csv(loc))
+LOADERS.add("reference_jsonl.groups", lambda loc, card: load_reference_jsonl(loc))
+
+_CACHE: dict[tuple, Any] = {}
+
+
+def _stamp(location: Path) -> tuple:
+    """What the cache compares: every file's path, size and modification time."""
+    if location.is_file():
+        st = location.stat()
+        return ((str(location), st.st_size, st.st_mtime_ns),)
+    out = []
+    for root, _, files in os.walk(location):
+        for f in files:
+            st = os.stat(os.path.join(root, f))
+            out.append((os.path.join(root, f), st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
+def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
+    """The card's data of `kind`, read once per content (a sweep aggregates the same data many times)."""
+    name = f"{card.loader}.{kind}"
+    if name not in LOADERS:
+        kinds = sorted(n.split(".", 1)[1] for n in LOADERS.names() if n.startswith(card.loader + "."))
+        raise ConfigError(f"dataset {card.name!r} (loader {card.loader!r}) gives no {kind}; it gives "
+                          f"{', '.join(kinds) or 'nothing (unknown loader)'}", key="dataset")
+    key = (name, str(location), _stamp(location) if location.exists() else ())
+    if key not in _CACHE:
+        if len(_CACHE) > 16:
+            _CACHE.clear()
+        _CACHE[key] = LOADERS.get(name)(location, card)
+    return _CACHE[key]

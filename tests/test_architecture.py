@@ -1,0 +1,178 @@
+"""The redesign's promises, checked: keys of every committed config unchanged, imports that run one
+way through the layers, and an extension (a backend, a dataset format) added in one file plus one
+registration line, run end to end."""
+import ast
+import hashlib
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from engine import backends
+from engine.app.run import run
+from engine.app.sweep import load_sweep
+from engine.app.sweep_run import prepared_cells, work
+from engine.core.backend import Capabilities, JudgeSpec
+from engine.core.config import RunConfig, load_config
+from engine.core.planner import make_plan
+from engine.core.render import plain_layout
+from engine.core.requests import Generation, JudgeIdentity
+from engine.data.loaders import LOADERS
+from engine.data.pairs import Pair
+from tests.conftest import PROJECT_ROOT, needs_data, write_config
+
+GOLDEN = json.loads((PROJECT_ROOT / "tests" / "golden" / "committed_keys.json").read_text())
+
+# Layers, bottom up: a module may import its own layer and those below, never above.
+LAYERS = [("grammars", 0), ("engine.core", 1), ("engine.data", 2), ("engine.backends", 3), ("judges", 3),
+          ("engine.app", 4)]
+SIBLINGS_APART = {("engine.backends", "judges"), ("judges", "engine.backends")}
+
+
+def layer(module: str) -> tuple[str, int] | None:
+    for prefix, level in LAYERS:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, level
+    return None
+
+
+def imports(path: Path, module: str) -> list[tuple[str, bool]]:
+    """(imported module, at module level?) for every import of a litjudge module in a file."""
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        out += [(n, id(node) in top) for n in names if layer(n)]
+    return out
+
+
+def modules():
+    for pkg in ("grammars", "engine", "judges"):
+        for path in sorted((PROJECT_ROOT / pkg).rglob("*.py")):
+            rel = path.relative_to(PROJECT_ROOT).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            yield path, name
+
+
+def test_imports_run_one_way_through_the_layers():
+    upward, hidden = [], []
+    for path, name in modules():
+        own = layer(name)
+        if own is None:
+            continue
+        for target, at_top in imports(path, name):
+            theirs = layer(target)
+            if theirs[1] > own[1] or (own[0], theirs[0]) in SIBLINGS_APART:
+                upward.append(f"{name} -> {target}")
+            if not at_top:
+                hidden.append(f"{name} -> {target} (inside a function)")
+    assert upward == [], upward
+    assert hidden == [], hidden
+
+
+def test_no_module_over_400_lines():
+    long = [f"{p.relative_to(PROJECT_ROOT)}: {n}" for p, _ in modules()
+            if (n := len(p.read_text().splitlines())) > 400]
+    assert long == [], long
+
+
+@needs_data
+def test_stored_keys_of_every_committed_config_are_unchanged():
+    """The keys each committed config plans (tokenizer-only planner, no engine) equal the ones
+    recorded before the redesign (tests/golden/committed_keys.json)."""
+    seen = {}
+    for cfg in sorted((PROJECT_ROOT / "runs").glob("*.toml")):
+        sweep = load_sweep(cfg)
+        for w in work(sweep, prepared_cells(sweep)):
+            config = w.cells[0][0].config
+            plan = make_plan([r for reqs in w.runs.values() for r in reqs], backends.planner(w.spec), config.truncation)
+            keys = sorted(e.key for e in plan.entries)
+            seen[f"{cfg.name}|{w.judge}"] = {"entries": len(keys), "distinct": len(set(keys)),
+                                             "sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest()}
+    assert seen == GOLDEN
+
+
+# -- extending: a toy backend and a toy dataset format, each one file's worth plus one line ------
+class AlwaysFirst:
+    """A toy backend: prefers whichever text is shown first (the file a new backend would be)."""
+
+    name = "toy"
+    capabilities = Capabilities(frozenset({"label"}))
+
+    @classmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        return JudgeSpec(name, cls.name, name.removeprefix(prefix), f"toy:{name}", "toy")
+
+    @classmethod
+    def create(cls, spec: JudgeSpec) -> "AlwaysFirst":
+        return cls(spec)
+
+    plan = create
+
+    def __init__(self, spec: JudgeSpec):
+        self.spec = spec
+
+    def identity(self) -> JudgeIdentity:
+        return JudgeIdentity(self.spec.fingerprint, "plain", self.spec.family)
+
+    def render(self, request) -> str:
+        return plain_layout(request.messages)
+
+    def encode(self, prompt: str) -> list[int]:
+        return [len(w) for w in prompt.split()]
+
+    def context_window(self) -> int:
+        return 1 << 20
+
+    def generate(self, batch):
+        return (Generation(p.key, "A", prompt_tokens=p.prompt_tokens) for p in batch)
+
+    def describe(self) -> dict:
+        return {"backend": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+def read_tsv_pairs(location: Path, card) -> list[Pair]:
+    """A toy format: prompt<TAB>better<TAB>worse per line (the file a new format would be)."""
+    pairs = []
+    for n, line in enumerate(location.read_text().splitlines(), start=1):
+        prompt, better, worse = line.split("\t")
+        pairs.append(Pair(f"row{n}", prompt, better, worse, "a"))
+    return pairs
+
+
+@pytest.fixture
+def toy_extensions():
+    backends.BACKENDS.add("toy", AlwaysFirst, prefix="toy:")         # the one registration line
+    LOADERS.add("tsv_pairs.pairs", read_tsv_pairs)                  # the one registration line
+    yield
+    backends.BACKENDS.remove("toy")
+    LOADERS.remove("tsv_pairs.pairs")
+
+
+def test_a_toy_backend_and_dataset_format_run_end_to_end(toy_extensions, tmp_path, runs_dir):
+    (tmp_path / "pairs.tsv").write_text("Write a haiku.\tsnow on the cedar\tcedar\n"
+                                        "Write a limerick.\ta man from Peru\tPeru\n")
+    write_config(tmp_path / "card.toml", 'name = "toy-pairs"\ntitle = "toy"\nloader = "tsv_pairs"\n'
+                                         'path = "pairs.tsv"\nprotocols = ["pairwise"]\n')
+    cfg = write_config(tmp_path / "run.toml", f'name = "toy"\nprotocol = "pairwise"\ndataset = "{tmp_path / "card.toml"}"\n'
+                                              'judge = "toy:first"\n')
+    out = run(load_config(cfg), progress=False)
+    acc = {r["order"]: r["accuracy"] for r in out.tables["accuracy"].iter_rows(named=True)}
+    assert acc["ab"] == 1.0 and acc["ba"] == 0.0                    # it always picks the first-shown text
+    bias = out.tables["bias"].filter(pl.col("metric") == "first_position_win_rate")["value"][0]
+    assert bias == 1.0 and out.manifest["judges"][0]["backend"] == "toy"
