@@ -34,6 +34,13 @@ class Analyzed(VerdictLanguage):
         return {"kind": self.kind, "inner": self.inner.spec(), "marker": self.marker,
                 "max_analysis_tokens": self.max_analysis_tokens}
 
+    @staticmethod
+    def tail_prefix_of(language: VerdictLanguage) -> str:
+        """The separator of an analysis-form language (`language` must be one)."""
+        if not isinstance(language, Analyzed):
+            raise TypeError(f"not an analysis-form language: {language.kind}")
+        return language.tail_prefix
+
     @property
     def tail_prefix(self) -> str:
         """What separates the analysis from the verdict; the decision point of the second pass."""

@@ -72,7 +72,8 @@ class Listwise(VerdictLanguage):
         lines = text.split("\n")
         if len(lines) != len(self.ids):
             return Unparsed(f"expected {len(self.ids)} lines, got {len(lines)}", text)
-        known, seen, ranking, last = set(self.ids), set(), [], self.hi
+        known, seen, last = set(self.ids), set(), self.hi
+        ranking: list[tuple[str, int]] = []
         line_re = re.compile(r"(\d+)\. (" + _ID.pattern + r") : (\d)")
         for pos, line in enumerate(lines, start=1):
             m = line_re.fullmatch(line)

@@ -112,8 +112,8 @@ class Classification(Protocol):
         metrics, confusion, counts = [], [], []
         for (judge,), j in table.group_by(["judge"], maintain_order=True):
             ok = j.filter(pl.col("status") == "ok")
-            scored = j.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("label"))
-                                    .otherwise(pl.lit(stand_in, dtype=pl.Utf8)).alias("pred")).filter(pl.col("pred").is_not_null())
+            pred = pl.when(pl.col("status") == "ok").then(pl.col("label")).otherwise(pl.lit(stand_in, dtype=pl.Utf8))
+            scored = j.with_columns(pred.alias("pred")).filter(pl.col("pred").is_not_null())
             t_all, p_all = scored["truth"].to_list(), scored["pred"].to_list()
             rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],
                            [rank[p] for p in p_all if p in rank])

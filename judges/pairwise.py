@@ -87,9 +87,11 @@ class Pairwise(Protocol):
         return grammars.Analyzed(lang, "Preferred:", opts.analysis_tokens) if ctx.config.mode == "analyze" else lang
 
     def prompt(self, opts: PairwiseOptions, mode: str, pair: Pair, first: str, second: str) -> str:
-        head = DEFAULT_TEMPLATE if opts.template == "default" else paper_prompt("pairwise_litbench")["templates"][opts.template]
+        head = (DEFAULT_TEMPLATE if opts.template == "default"
+                else paper_prompt("pairwise_litbench")["templates"][opts.template])
         ask = ("Write a brief comparison, then end with a last line 'Preferred: A' or 'Preferred: B'."
-               if mode == "analyze" else "Answer with A or B only." + (" Answer tie if they are equally good." if opts.tie else ""))
+               if mode == "analyze" else
+               "Answer with A or B only." + (" Answer tie if they are equally good." if opts.tie else ""))
         return f"{head}\n\nWriting prompt:\n{pair.prompt}\n\nResponse A:\n{first}\n\nResponse B:\n{second}\n\n{ask}"
 
     def build(self, ctx: Context) -> Build:
@@ -140,7 +142,8 @@ class Pairwise(Protocol):
         wide = wide.with_columns(answer.alias("answer"), (1 / (1 + (-diff).exp())).alias("p_a"),
                                  LONGER.alias("longer"), pl.lit("reward").alias("order"), pl.lit(0).alias("repeat"),
                                  pl.when(answer.is_null()).then(pl.lit("unparsed")).otherwise(pl.lit("ok")).alias("status"),
-                                 pl.lit(None, dtype=pl.Utf8).alias("label"), pl.lit(None, dtype=pl.Boolean).alias("first_won"))
+                                 pl.lit(None, dtype=pl.Utf8).alias("label"),
+                                 pl.lit(None, dtype=pl.Boolean).alias("first_won"))
         return wide.with_columns(_imputed(policy).alias("pick"))
 
     # -- aggregation --------------------------------------------------------------------------

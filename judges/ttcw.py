@@ -95,7 +95,8 @@ class TTCW(Protocol):
             steps = test.instruction or "Explain your reasoning step by step, then answer Yes or No."
             return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n{steps}\n\n"
                     f"Q) {test.question}\n\nEnd with a last line that says 'Verdict: Yes' or 'Verdict: No'.")
-        return f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\nQuestion: {test.question}\nAnswer Yes or No."
+        return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n"
+                f"Question: {test.question}\nAnswer Yes or No.")
 
     def build(self, ctx: Context) -> Build:
         opts: TTCWOptions = ctx.options

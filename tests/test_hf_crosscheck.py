@@ -6,9 +6,8 @@ import json
 import pytest
 
 import grammars as g
+from engine import backends
 from engine.backends.base import Prepared
-from engine.backends.transformers_backend import TransformersBackend
-from engine.core.models import resolve_judge
 from engine.core.planner import make_plan
 from engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 from tests.conftest import DATA, needs_data
@@ -32,7 +31,7 @@ def aut_requests(n: int, mode: str):
 
 @pytest.fixture(scope="module")
 def hf():
-    return TransformersBackend(resolve_judge("smollm2-135m"))
+    return backends.create(backends.model_spec("smollm2-135m", backend="transformers"))
 
 
 def same_prompts(plan, hf_backend):

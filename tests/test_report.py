@@ -161,4 +161,4 @@ def test_compare_puts_judges_side_by_side(tmp_path):
 
 def test_report_of_a_non_run_is_one_clear_line(tmp_path):
     r = litjudge("report", str(tmp_path))
-    assert r.returncode == 2 and "not a run directory (no manifest.json)" in r.stderr
+    assert r.returncode == 2 and "not a finished run (no manifest.json)" in r.stderr

@@ -99,7 +99,7 @@ RSS_PROBE = """
 import os
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 from engine import backends
-from engine.app.run import rss_mib
+from engine.core.runner import rss_mib
 for name in ["smollm2-135m", "gemma3-270m", "smollm2-135m", "gemma3-270m"]:
     b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=2))
     print("OPEN", rss_mib(), flush=True)

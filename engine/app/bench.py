@@ -148,7 +148,7 @@ def main(args) -> int:
 
     mm = matmul_flops()
     header = ("| setup | requests | seconds | requests/s | usable verdicts/s | prompt tok/s | uncached prefill tok/s "
-              "| prefix-cache hit | parse failures | prefill FLOP/s vs bf16 matmul |\n|---|---|---|---|---|---|---|---|---|---|")
+              "| prefix-cache hit | parse failures | prefill FLOP/s vs bf16 matmul |\n" + "|---" * 10 + "|")
     print(f"\nbf16 matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge: {shape.layers} layers, "
           f"{shape.matmul_flops_per_token / 2e6:.1f} M non-embedding parameters\n")
     print(header)

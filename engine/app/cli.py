@@ -52,6 +52,7 @@ def _overrides(args) -> dict[str, Any]:
         out["judge"] = names if len(names) > 1 else names[0]
     if getattr(args, "missing", None) is not None:
         out["missing"] = args.missing
+    out["cluster"] = {"replicas": getattr(args, "replicas", None), "address": getattr(args, "address", None)}
     return out
 
 
@@ -266,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
     r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
+    r.add_argument("--replicas", type=_positive, help="engines per judge, each a Ray actor (overrides [cluster])")
+    r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--rebuild-store", action="store_true",

@@ -116,7 +116,8 @@ def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
-        cells = "".join(f"<td class='s'>{html.escape(_fmt(v))}</td>" if isinstance(v, str) else f"<td>{html.escape(_fmt(v))}</td>"
+        cells = "".join(f"<td class='s'>{html.escape(_fmt(v))}</td>" if isinstance(v, str)
+                        else f"<td>{html.escape(_fmt(v))}</td>"
                         for v in row)
         body.append(f"<tr>{cells}</tr>")
     more = f"<p class='note'>{df.height - max_rows} more rows in the CSV.</p>" if df.height > max_rows else ""

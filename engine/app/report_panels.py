@@ -188,9 +188,11 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     out = []
     cm = t.get("category_means")
     if cm is not None and cm.height:
-        cm2 = cm.with_columns(pl.format("{} / {}", pl.col("source").fill_null(""), pl.col("category").fill_null("")).alias("cell"))
+        cm2 = cm.with_columns(pl.format("{} / {}", pl.col("source").fill_null(""),
+                                        pl.col("category").fill_null("")).alias("cell"))
         out.append(Panel("Mean score per (source, category)", "The AUT paper's bars.", [("category_means", cm)],
-                         [("category_means", _grouped_bars(cm2, "cell", "mean_score", "Mean 1-5 score", "score", ylim=(0, 5)))]))
+                         [("category_means", _grouped_bars(cm2, "cell", "mean_score", "Mean 1-5 score", "score",
+                                                           ylim=(0, 5)))]))
     items = t.get("item_scores")
     if items is not None and items.height and items["category"].is_not_null().any():
         out.append(Panel("Ordering strips", "Each cell is an item, ordered by the judge's mean score (best left), "

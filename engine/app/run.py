@@ -86,7 +86,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                 raise ConfigError("the protocol produced no requests (check options, limit and dataset)",
                                   where=config.source)
             skipped_all += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
-            jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s),
+            jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s, config.cluster),
                            {f"{config.name}/{spec.name}": built.requests}, store, truncation=config.truncation,  # type: ignore[arg-type]
                            reasks=config.reasks, progress=progress, on_result=on_result,
                            live=(backends or {}).get(spec.name))
@@ -157,8 +157,12 @@ def build_manifest(prep: Prepared, judge_runs: list[JudgeRun], verdicts: pl.Data
                     "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
         "missing_policy": config.missing,
         "verdicts": verdict_counts(verdicts),
-        "verdicts_by_judge": {name: verdict_counts(g) for (name,), g in verdicts.group_by(["judge"], maintain_order=True)},
+        "verdicts_by_judge": by_judge(verdicts),
     }
+
+
+def by_judge(verdicts: pl.DataFrame) -> dict[str, dict[str, int]]:
+    return {name: verdict_counts(g) for (name,), g in verdicts.group_by(["judge"], maintain_order=True)}
 
 
 def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
@@ -196,7 +200,7 @@ def reparse(run_dir: Path) -> dict[str, int]:
         if skipped.exists():
             tables["skipped"] = pl.read_parquet(skipped)
         manifest["verdicts"] = verdict_counts(verdicts)
-        manifest["verdicts_by_judge"] = {n: verdict_counts(g) for (n,), g in verdicts.group_by(["judge"], maintain_order=True)}
+        manifest["verdicts_by_judge"] = by_judge(verdicts)
         manifest["warnings"] = warnings
         manifest["reparsed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         write_outputs(run_dir, tables, verdicts, manifest, store)

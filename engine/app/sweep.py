@@ -25,7 +25,7 @@ from typing import Any
 
 from judges import PROTOCOLS
 
-from ..core.config import RunConfig, build, read_toml
+from ..core.config import RunConfig, apply_overrides, build, read_toml
 from ..core.errors import ConfigError
 
 MATRIX_TOP = ("judge", "mode", "limit")
@@ -86,9 +86,7 @@ def load_sweep(path: str | Path, **overrides: Any) -> Sweep:
     table = read_toml(path)
     matrix = table.pop("matrix", {})
     spec = table.pop("sweep", {})
-    for k, v in overrides.items():
-        if v is not None:
-            table[k] = v
+    apply_overrides(table, overrides)
     if not isinstance(matrix, dict) or not isinstance(spec, dict):
         raise ConfigError("expected a table", where=where, key="matrix" if not isinstance(matrix, dict) else "sweep")
     for axis, values in matrix.items():

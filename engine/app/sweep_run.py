@@ -119,7 +119,8 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     try:
         for w in work(sweep, cells):
             config = w.cells[0][0].config
-            judge_runs.append(run_judge(w.spec, registry.planner(w.spec), lambda s=w.spec: registry.create(s),
+            start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
+            judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
                                         w.runs, store, truncation=config.truncation,  # type: ignore[arg-type]
                                         reasks=config.reasks, progress=progress))
         metrics = evaluate(sweep, protocol, cells, store)

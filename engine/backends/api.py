@@ -126,6 +126,9 @@ class ApiBackend(BackendBase):
         self.account = _Accounting(cfg)
         self._tok = WordTokenizer()
         try:
+            self.client: Any
+            self._retryable: tuple[type[Exception], ...]
+            self._status_error: type[Exception]
             if self.provider == "anthropic":
                 import anthropic
                 self.client = anthropic.Anthropic(api_key=key, base_url=self.base_url, max_retries=0, timeout=cfg.timeout_s)
@@ -139,7 +142,8 @@ class ApiBackend(BackendBase):
                                    openai.APIConnectionError)
                 self._status_error = openai.APIStatusError
         except ImportError as exc:
-            raise BackendUnavailable(f"the {self.provider} SDK is not installed ({exc}); pip install 'litjudge[api]'") from None
+            raise BackendUnavailable(f"the {self.provider} SDK is not installed ({exc}); "
+                                     "pip install 'litjudge[api]'") from None
 
     # -- planning ---------------------------------------------------------------------------
     def identity(self) -> JudgeIdentity:
@@ -185,8 +189,9 @@ class ApiBackend(BackendBase):
             with self.account.lock:
                 self.account.skipped_for_budget += 1
             return None
-        delay = self.cfg.backoff_s
-        for attempt in range(self.cfg.max_retries + 1):
+        delay, attempt = self.cfg.backoff_s, -1
+        while True:
+            attempt += 1
             try:
                 return self._call(p)
             except self._retryable as exc:
@@ -290,13 +295,13 @@ def _distribution(key: str, r: JudgeRequest, choice, text: str, common: dict) ->
     if not content:
         return Generation(key, text, error="the server returned no log-probabilities", **common)
     top = {t.token.strip(): math.exp(t.logprob) for t in content[0].top_logprobs}
-    labels = r.language.labels()
+    labels = r.language.labels() or ()
     probs = {lab: top.get(lab, 0.0) for lab in labels}
     mass = sum(probs.values())
     if mass <= 0:
         return Generation(key, text, error="no label among the top log-probabilities", label_mass=0.0, **common)
     dist = {lab: v / mass for lab, v in probs.items()}
-    return Generation(key, max(dist, key=dist.get), distribution=dist, label_mass=mass, **common)
+    return Generation(key, max(dist, key=lambda lab: dist[lab]), distribution=dist, label_mass=mass, **common)
 
 
 def _describe(exc: Exception) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from grammars.compile import outlines_output_type
 
@@ -39,9 +40,9 @@ class TransformersBackend(StepBackend):
         self.torch, self.outlines, self.spec = torch, outlines, spec
         tok = AutoTokenizer.from_pretrained(spec.target)
         self.model = AutoModelForCausalLM.from_pretrained(spec.target, dtype=getattr(torch, spec.engine.dtype)).eval()
-        self.outlines_model = outlines.from_transformers(self.model, tok)
+        self.outlines_model = outlines.from_transformers(self.model, tok)  # type: ignore[arg-type]
         self.renderer = PromptRenderer(tok, spec.chat)
-        self._generators: dict[str, object] = {}
+        self._generators: dict[str, Any] = {}
         self._max_len = context_window(spec)
         self._queue: list[tuple[int, Step]] = []
         self._serial = 0
@@ -95,6 +96,7 @@ class TransformersBackend(StepBackend):
             key, output_type = "choices:" + "\x00".join(step.choices), \
                 Regex("(?:" + "|".join(re.escape(c) for c in step.choices) + ")")
         else:
+            assert step.language is not None, "a constrained step names choices or a language"
             key, output_type = step.language.fingerprint(), outlines_output_type(step.language)
         if key not in self._generators:
             self._generators[key] = self.outlines.Generator(self.outlines_model, output_type)

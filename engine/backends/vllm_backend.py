@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Iterator
+from typing import Any
 
 from grammars.compile import vllm_structured_fields
 
@@ -119,7 +120,12 @@ class VLLMBackend(StepBackend):
 
         greedy = Decoding()
         if isinstance(step, Constrained):
-            fields = {"choice": list(step.choices)} if step.choices else vllm_structured_fields(step.language)
+            fields: dict[str, Any]
+            if step.choices:
+                fields = {"choice": list(step.choices)}
+            else:
+                assert step.language is not None, "a constrained step names choices or a language"
+                fields = vllm_structured_fields(step.language)
             params = _params(step.decoding, step.max_tokens, structured_outputs=StructuredOutputsParams(**fields))
         elif isinstance(step, FreeText):
             params = _params(step.decoding, step.max_tokens, stop=list(step.stop) or None)

@@ -162,6 +162,36 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class ClusterConfig:
+    """`[cluster]`: run a judge on several engines (replicas), each a Ray actor. Off by default:
+    one engine in this process. On one node N replicas are data parallelism; across nodes, Ray
+    places them where the resources are."""
+
+    replicas: int = 1               # engines; > 1 starts Ray (address "local" unless set)
+    gpus_per_replica: int = 0       # 0: CPU engines; k > 0: k GPUs each (k > 1: tensor parallel inside it)
+    cpus_per_replica: float = 1.0   # Ray CPUs each replica reserves (on CPU, the cores its engine may bind)
+    address: str = ""               # "": Ray only when replicas > 1, then "local"; "local": start Ray here;
+                                    # "auto": join the running cluster; "ray://HOST:PORT" or "HOST:PORT": that one
+    local_cpus: int = 0             # "local": CPUs Ray may use (0: all)
+    chunk_requests: int = 64        # requests per dispatch to a replica (whole prefix groups)
+
+    def __post_init__(self) -> None:
+        _check(self.replicas >= 1, "replicas", f"must be >= 1, got {self.replicas}")
+        _check(self.gpus_per_replica >= 0, "gpus_per_replica", f"must be >= 0, got {self.gpus_per_replica}")
+        _check(_finite(self.cpus_per_replica) and self.cpus_per_replica > 0, "cpus_per_replica",
+               f"must be > 0, got {self.cpus_per_replica}")
+        _check(self.address in ("", "local", "auto") or self.address.startswith("ray://")
+               or (":" in self.address and self.address.rsplit(":", 1)[1].isdigit()), "address",
+               f'must be "local", "auto", "ray://HOST:PORT" or "HOST:PORT", got {self.address!r}')
+        _check(self.local_cpus >= 0, "local_cpus", f"must be >= 0, got {self.local_cpus}")
+        _check(self.chunk_requests >= 1, "chunk_requests", f"must be >= 1, got {self.chunk_requests}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.replicas > 1 or self.address != ""
+
+
+@dataclass(frozen=True)
 class MissingPolicy:
     """What agreement with humans does with a verdict the judge did not give (unparsed, or no
     answer recorded): `drop` it (n shrinks), count it as a `label` (the TTCW notebook counts a
@@ -200,6 +230,7 @@ class RunConfig:
     sampling: SamplingConfig = SamplingConfig()
     engine: EngineConfig = EngineConfig()
     api: ApiConfig = ApiConfig()
+    cluster: ClusterConfig = ClusterConfig()
     source: str = ""            # the file it came from
 
     def __post_init__(self) -> None:
@@ -326,7 +357,18 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     path = Path(path)
     table = read_toml(path)
+    return build(RunConfig, apply_overrides(table, overrides), str(path), source=str(path))
+
+
+def apply_overrides(table: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Command-line settings over a config table: a value replaces the key, a table (e.g. `cluster`)
+    is merged key by key; None means "not given"."""
     for k, v in overrides.items():
-        if v is not None:
+        if isinstance(v, dict) and isinstance(table.get(k), dict):
+            table[k] = {**table[k], **{a: b for a, b in v.items() if b is not None}}
+        elif isinstance(v, dict):
+            if any(b is not None for b in v.values()):
+                table[k] = {a: b for a, b in v.items() if b is not None}
+        elif v is not None:
             table[k] = v
-    return build(RunConfig, table, str(path), source=str(path))
+    return table

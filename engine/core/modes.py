@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from grammars.analysis import Analyzed
 from grammars.compile import slot_lines
@@ -37,7 +38,8 @@ from .steps import (
     StepResult,
 )
 
-Program = Generator[Step | tuple[Step, ...], StepResult | tuple[StepResult, ...], Generation]
+Single = Generator[Step, StepResult, Generation]                 # one step at a time
+Program = Generator[Step | tuple[Step, ...], Any, Generation]   # a tuple of steps receives a tuple of results
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def program(p: Prepared, ctx: ModeContext) -> Program:
     return label(p)
 
 
-def label(p: Prepared) -> Program:
+def label(p: Prepared) -> Single:
     r = yield Constrained(Prompt(p.token_ids, p.prompt), p.max_tokens, Decoding.of(p.request.sampling, p.request.attempt),
                           language=p.request.language)
     return Generation(p.key, r.text, prompt_tokens=p.prompt_tokens, cached_tokens=r.cached_tokens,
@@ -74,7 +76,7 @@ def label(p: Prepared) -> Program:
 
 
 def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, analysis: str | None = None,
-             output_tokens: int = 0, cached: int = 0, prompted: int = 0) -> Program:
+             output_tokens: int = 0, cached: int = 0, prompted: int = 0) -> Single:
     decoding = Decoding.of(p.request.sampling, p.request.attempt)
     lines: list[str] = []
     cap = lang.hi
@@ -88,14 +90,14 @@ def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, anal
         prompted += len(prompt.tokens)            # every slot is a prompt of its own (mostly cached)
         if len(lines) == len(lang.ids) or r.finish_reason != "stop" or not r.text.endswith("\n"):
             body = "\n".join(lines)               # complete, or a slot that did not finish (truncated)
-            raw = body if analysis is None else analysis + p.request.language.tail_prefix + body   # type: ignore[attr-defined]
+            raw = body if analysis is None else analysis + Analyzed.tail_prefix_of(p.request.language) + body
             return Generation(p.key, raw, analysis=analysis, prompt_tokens=prompted, cached_tokens=cached,
                               output_tokens=output_tokens, finish_reason=r.finish_reason)
         prompt = prompt.extend([t for t in r.token_ids if t != ctx.eos_token_id], r.text)
         cap = int(lines[-1].rsplit(" ", 1)[1])
 
 
-def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
+def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Single:
     decoding = Decoding.of(p.request.sampling, p.request.attempt)
     first = yield FreeText(Prompt(p.token_ids, p.prompt), lang.max_analysis_tokens, decoding, stop=(lang.marker,))
     analysis = first.text.rstrip()
@@ -124,7 +126,7 @@ def distribution(p: Prepared, ctx: ModeContext) -> Program:
         dist, mass = normalise({label: r.logprobs.get(i, float("-inf")) for label, i in zip(labels, ids)})
         return Generation(p.key, "", distribution=dist, label_mass=mass, prompt_tokens=p.prompt_tokens,
                           cached_tokens=r.cached_tokens, output_tokens=1)
-    results = yield tuple(ContinuationLogprob(Prompt(tuple(lt.extend(p.token_ids, label)), ""),
+    results: tuple[StepResult, ...] = yield tuple(ContinuationLogprob(Prompt(tuple(lt.extend(p.token_ids, label)), ""),
                                               len(lt.continuations[label])) for label in labels)
     dist, mass = normalise({label: r.continuation_logprob for label, r in zip(labels, results)})
     return Generation(p.key, "", distribution=dist, label_mass=mass, prompt_tokens=p.prompt_tokens,

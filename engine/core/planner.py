@@ -44,7 +44,8 @@ class Plan:
 
     def distinct_prefill_tokens(self) -> int:
         """Tokens left to prefill if every shared leading token were served from the cache."""
-        total, prev = 0, ()
+        total = 0
+        prev: tuple[int, ...] = ()
         for p in self.unique:
             total += p.prompt_tokens - common_prefix(prev, p.token_ids)
             prev = p.token_ids

@@ -38,11 +38,12 @@ class RunProgress:
         self.bar = tqdm(total=total, desc=label, unit="req", dynamic_ncols=True, file=sys.stderr,
                         disable=not enabled or total == 0, mininterval=0.5)
 
-    def update(self, g: Generation) -> None:
+    def update(self, g: Generation, note: str = "") -> None:
         self.stats.add(g)
         dt = max(time.perf_counter() - self.start, 1e-9)
         self.bar.set_postfix_str(f"{self.stats.requests / dt:.2f} req/s, {self.stats.prompt_tokens / dt:,.0f} "
-                                 f"prompt tok/s, cache hit {100 * self.stats.cache_hit_rate:.0f}%", refresh=False)
+                                 f"prompt tok/s, cache hit {100 * self.stats.cache_hit_rate:.0f}%"
+                                 + (f"; {note}" if note else ""), refresh=False)
         self.bar.update(1)
 
     @property

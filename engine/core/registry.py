@@ -58,4 +58,4 @@ class Registry(Generic[T]):
             module, _, attr = entry.partition(":")
             entry = getattr(importlib.import_module(module), attr)
             self._entries[name] = entry
-        return entry  # type: ignore[return-value]
+        return entry

@@ -40,7 +40,7 @@ class JudgeRun:
 
 def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
     """Parse one generation into a store row. Failures are values: status 'unparsed' + reason."""
-    common = dict(key=g.key, judge=judge, backend=backend, mode=mode, language=language.spec(), raw=g.raw,
+    common: dict[str, Any] = dict(key=g.key, judge=judge, backend=backend, mode=mode, language=language.spec(), raw=g.raw,
                   analysis=g.analysis, distribution=g.distribution, label_mass=g.label_mass,
                   prompt_tokens=g.prompt_tokens, cached_tokens=g.cached_tokens, output_tokens=g.output_tokens,
                   created=time.time())
@@ -66,7 +66,8 @@ class Writer:
     committed = 0          # per process
 
     def __init__(self, store: Store):
-        self.store, self.buf, self.last = store, [], time.monotonic()
+        self.store, self.last = store, time.monotonic()
+        self.buf: list[ResultRow] = []
         self.kill_after = int(os.environ.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
 
     def add(self, row: ResultRow) -> None:
@@ -88,7 +89,8 @@ class LazyBackend:
     """The judge's backend, created on first use: a run whose keys are all stored starts no engine."""
 
     def __init__(self, start: Callable[[], Backend], live: Backend | None = None):
-        self.start, self.live, self.owned = start, live, None
+        self.start, self.live = start, live
+        self.owned: Backend | None = None
 
     def get(self, planned_as) -> Backend:
         if self.live is None:
@@ -131,7 +133,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend], r
                 p = by_key[g.key]
                 row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
                 writer.add(row)
-                bar.update(g)
+                bar.update(g, getattr(backend, "progress_note", str)())
                 generated += 1
                 if on_result:
                     on_result(row)
@@ -181,10 +183,11 @@ def reask(spec: JudgeSpec, plan_with: Planner, engine: Callable[[], Backend], pl
         sub = make_plan(new, plan_with, "skip")
         done = store.finished_keys(p.key for p in sub.unique)
         todo = {p.key: p for p in sub.unique if p.key not in done}
-        backend = engine() if todo else None
-        for g in backend.generate(list(todo.values())) if backend else ():
-            p = todo[g.key]
-            writer.add(to_row(g, p.request.language, p.request.mode, spec.name, backend.name))
+        if todo:
+            backend = engine()
+            for g in backend.generate(list(todo.values())):
+                p = todo[g.key]
+                writer.add(to_row(g, p.request.language, p.request.mode, spec.name, backend.name))
         writer.flush()
         total += len(todo)
         moved = {id(e): n for e, n in zip(retry, sub.entries)}

@@ -73,8 +73,9 @@ def load_litbench_csv(path: Path) -> list[Pair]:
     return pairs
 
 
-def _ordered(pid: str, prompt: str, a, b, score_a: float, score_b: float, group: str) -> Pair | None:
-    if score_a == score_b:
+def _ordered(pid: str, prompt: str, a, b, score_a: float | None, score_b: float | None, group: str) -> Pair | None:
+    """The pair with the human preference by score; None when tied or either score is missing."""
+    if score_a is None or score_b is None or score_a == score_b:
         return None
     return Pair(pid, prompt, a.text, b.text, "a" if score_a > score_b else "b", a.source, b.source, group)
 

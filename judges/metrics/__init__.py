@@ -8,5 +8,6 @@ from .prevalence import corrected_pass_rate, rogan_gladen
 from .ranking import kendall, pairwise_accuracy, pearson, spearman
 from .reliability import ICC_KINDS, icc, one_way_anova
 
-__all__ = ["ICC_KINDS", "MetricResult", "accuracy", "icc", "one_way_anova", "balanced_accuracy", "cluster_bootstrap", "corrected_pass_rate", "rogan_gladen", "cohen_kappa", "first_position_win_rate", "fleiss_kappa", "kendall",
+__all__ = ["ICC_KINDS", "MetricResult", "accuracy", "icc", "one_way_anova", "balanced_accuracy", "cluster_bootstrap",
+           "corrected_pass_rate", "rogan_gladen", "cohen_kappa", "first_position_win_rate", "fleiss_kappa", "kendall",
            "pairwise_accuracy", "pearson", "spearman"]

@@ -1,0 +1,184 @@
+"""Many engines on a Ray cluster: each replica is a Ray actor running litjudge's own backend (the
+same `backends.create(spec)` the single-engine path uses, so grammars, listwise slot decoding and
+every mode behave exactly as there), and this driver-side backend spreads a plan over them.
+
+- Prefix affinity: prefix groups go whole to one replica, balanced by prompt tokens; an idle
+  replica steals unstarted groups from the most loaded one (`engine.core.sharding`).
+- Streaming: a replica's `generate` is a Ray generator, so verdicts come back one by one as they
+  finish; the driver (the runner) is the only writer of the store.
+- Nothing lost: when a replica dies (process killed, node lost) its unfinished requests are dealt
+  again to the living replicas and counted (`requeued`); the run ends with every verdict once.
+- One node, N replicas = data parallelism; `gpus_per_replica` > 1 = tensor parallelism inside a
+  replica (the actor holds its GPUs on one node; vLLM splits the model over them).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..core.backend import JudgeSpec
+from ..core.config import ClusterConfig
+from ..core.errors import BackendUnavailable
+from ..core.progress import Throughput
+from ..core.requests import Generation, JudgeIdentity, Prepared
+from ..core.sharding import Shards, prefix_groups
+from .registry import BACKENDS
+
+try:
+    import ray
+    from ray.exceptions import RayActorError
+except ImportError as exc:  # the optional extra
+    raise BackendUnavailable(f"running replicas needs Ray: pip install 'litjudge[ray]' ({exc})") from None
+
+FAULT_ENV = "LITJUDGE_FAULT_KILL_REPLICA"   # "INDEX:N": replica INDEX kills its own process after N verdicts
+
+
+class Replica:
+    """One engine in a Ray actor: litjudge's backend for the judge, started in the actor's process."""
+
+    def __init__(self, spec: JudgeSpec, index: int, env: dict[str, str]):
+        os.environ.update(env)
+        self.index, self.backend, self.served = index, BACKENDS.get(spec.backend).create(spec), 0
+        who, _, after = env.get(FAULT_ENV, "").partition(":")
+        self.kill_after = int(after) if who == str(index) and after else 0
+
+    def identity(self) -> JudgeIdentity:
+        return self.backend.identity()
+
+    def describe(self) -> dict:
+        return {**self.backend.describe(), "node": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
+
+    def generate(self, chunk: list[Prepared]):
+        for g in self.backend.generate(chunk):
+            yield g
+            self.served += 1
+            if self.kill_after and self.served >= self.kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)       # fault injection for the tests: a real death
+
+
+def connect(cluster: ClusterConfig) -> None:
+    """`local`: start Ray on this machine; `auto` or `ray://host:port`: join a running cluster."""
+    if ray.is_initialized():
+        return
+    if cluster.address in ("", "local"):
+        ray.init(num_cpus=cluster.local_cpus or None, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)
+    else:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+
+
+class ClusterBackend:
+    """A Backend (identity, generate, describe, close) whose engines are Ray actors."""
+
+    name = "cluster"
+
+    def __init__(self, spec: JudgeSpec, cluster: ClusterConfig):
+        connect(cluster)
+        self.spec, self.cluster = spec, cluster
+        if cluster.gpus_per_replica > 1:
+            spec = dataclasses.replace(spec, engine=dataclasses.replace(spec.engine,
+                                                                        tensor_parallel_size=cluster.gpus_per_replica))
+        actor = ray.remote(Replica)
+        cores = os.cpu_count() or 1
+        self.replicas = {}
+        for i in range(cluster.replicas):
+            env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                   "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
+            if not cluster.gpus_per_replica:
+                env["VLLM_CPU_OMP_THREADS_BIND"] = str(i % cores)   # one core per CPU replica on a shared node
+            if os.environ.get(FAULT_ENV):
+                env[FAULT_ENV] = os.environ[FAULT_ENV]
+            self.replicas[i] = actor.options(num_cpus=cluster.cpus_per_replica, num_gpus=cluster.gpus_per_replica,
+                                             max_restarts=0, max_task_retries=0).remote(spec, i, env)
+        t0 = time.perf_counter()
+        identities = ray.get([r.identity.remote() for r in self.replicas.values()])
+        self.start_seconds = round(time.perf_counter() - t0, 1)
+        if len(set(identities)) != 1:
+            raise BackendUnavailable(f"replicas disagree on the judge's identity: {set(identities)}")
+        self._identity = identities[0]
+        self.described = ray.get([r.describe.remote() for r in self.replicas.values()])
+        self.stats = {i: Throughput() for i in self.replicas}
+        self.requeued = 0
+        self.deaths: list[int] = []
+
+    def identity(self) -> JudgeIdentity:
+        return self._identity
+
+    def describe(self) -> dict:
+        per = []
+        for i, s in self.stats.items():
+            d = self.described[i]
+            per.append({"replica": i, "node": d.get("node"), "alive": i in self.replicas, "requests": s.requests,
+                        "prompt_tokens": s.prompt_tokens, "cached_tokens": s.cached_tokens,
+                        "cache_hit_rate": round(s.cache_hit_rate, 4)})
+        total = Throughput()
+        for s in self.stats.values():
+            total.prompt_tokens += s.prompt_tokens
+            total.cached_tokens += s.cached_tokens
+        return {**{k: v for k, v in self.described[0].items() if k not in ("node", "pid")},
+                "engine_started": True, "engine_starts": len(self.described), "replicas": per,
+                "cluster": {"address": self.cluster.address or "local", "replicas": self.cluster.replicas,
+                            "gpus_per_replica": self.cluster.gpus_per_replica, "start_seconds": self.start_seconds,
+                            "requeued": self.requeued, "replica_deaths": self.deaths,
+                            "cache_hit_rate": round(total.cache_hit_rate, 4)}}
+
+    def close(self) -> None:
+        for r in self.replicas.values():
+            ray.kill(r)
+        self.replicas = {}
+
+    # -- the plan over the replicas --------------------------------------------------------------
+    def progress_note(self) -> str:
+        """Per replica: verdicts so far and prefix-cache hit rate (the progress bar shows it)."""
+        return " ".join(f"r{i}:{s.requests}/{100 * s.cache_hit_rate:.0f}%" + ("" if i in self.replicas else "(dead)")
+                        for i, s in self.stats.items())
+
+    def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
+        shards = Shards.deal(prefix_groups(batch), list(self.replicas))
+        inflight: dict[Any, tuple[int, dict[str, Prepared]]] = {}
+
+        def dispatch(i: int) -> None:
+            chunk = shards.take(i, self.cluster.chunk_requests)
+            if chunk:
+                inflight[self.replicas[i].generate.remote(chunk)] = (i, {p.key: p for p in chunk})
+
+        def lost(i: int) -> None:
+            """Replica i died: its unfinished requests go back to the living replicas."""
+            self.replicas.pop(i, None)
+            if i not in self.deaths:
+                self.deaths.append(i)
+            back = shards.drop(i)
+            for gen in [g for g, (j, _) in inflight.items() if j == i]:
+                back.append(list(inflight.pop(gen)[1].values()))
+            self.requeued += sum(len(g) for g in back)
+            if not self.replicas:
+                raise BackendUnavailable(f"every replica died ({self.deaths}); finished verdicts are stored, "
+                                         "a re-run resumes")
+            shards.give_back([g for g in back if g], list(self.replicas))
+            for j in self.replicas:                 # a replica that was idle may now have work
+                if sum(1 for _, (k, _) in inflight.items() if k == j) < 2:
+                    dispatch(j)
+
+        for i in list(self.replicas):
+            dispatch(i)
+            dispatch(i)                           # two chunks queued per replica: no gap between chunks
+        while inflight:
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            gen = ready[0]
+            i, pending = inflight[gen]
+            try:
+                g = ray.get(next(gen))
+            except StopIteration:
+                inflight.pop(gen)
+                dispatch(i)
+                continue
+            except RayActorError:
+                lost(i)
+                continue
+            pending.pop(g.key, None)
+            self.stats[i].add(g)
+            yield g

@@ -1,0 +1,82 @@
+"""Choosing and building backends: the one place a judge name becomes a backend (by the prefix
+its registry entry declares, or the config's `backend`), resolved once into a `JudgeSpec`."""
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from ..core.backend import Capabilities, JudgeSpec
+from ..core.config import ClusterConfig, EngineConfig, RunConfig
+from ..core.errors import BackendUnavailable, ConfigError
+from .registry import BACKENDS, PLAIN
+
+
+def backend_of(name: str, config: RunConfig) -> str:
+    """The backend of judge `name`: the one whose prefix it carries, else the config's `backend`."""
+    for entry in BACKENDS.names():
+        prefix = BACKENDS.meta(entry).get("prefix")
+        if prefix and name.startswith(prefix):
+            return entry
+    if config.backend not in PLAIN:
+        if config.backend in BACKENDS:
+            prefix = BACKENDS.meta(config.backend).get("prefix")
+            raise ConfigError(f"backend {config.backend!r} serves judges named {prefix}NAME; judge {name!r} has no "
+                              f"such prefix", where=config.source or "config", key="judge")
+        close = difflib.get_close_matches(config.backend, PLAIN, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown backend {config.backend!r}{hint}; plain judge names run on {' or '.join(PLAIN)}; "
+                          f"others by prefix: {', '.join(prefixes())}",
+                          where=config.source or "config", key="backend")
+    return config.backend
+
+
+_SPECS: dict[tuple, JudgeSpec] = {}
+
+
+def prefixes() -> list[str]:
+    return [p for n in BACKENDS.names() if (p := BACKENDS.meta(n).get("prefix"))]
+
+
+def resolve(name: str, config: RunConfig) -> JudgeSpec:
+    """Judge name + config -> its spec, its mode checked. Resolved once per process (weights are
+    hashed here and nowhere else; a sweep's cells share the judge's spec)."""
+    backend = backend_of(name, config)
+    cls = BACKENDS.get(backend)
+    check_mode(cls.capabilities, backend, name, config)
+    key = (name, backend, config.data_root, repr(config.engine.for_judge(name, config.source or "config")),
+           repr(config.api))
+    if key not in _SPECS:
+        _SPECS[key] = cls.resolve(name, config, BACKENDS.meta(backend).get("prefix", ""))
+    return _SPECS[key]
+
+
+def check_mode(caps: Capabilities, backend: str, name: str, config: RunConfig) -> None:
+    if config.mode not in caps.modes:
+        why = caps.notes.get(config.mode, "")
+        raise ConfigError(f"judge {name!r} runs on the {backend} backend, which serves mode "
+                          f"{' | '.join(sorted(caps.modes)) or 'none'}, not {config.mode!r}" + (f" ({why})" if why else ""),
+                          where=config.source or "config", key="mode")
+
+
+def create(spec: JudgeSpec, cluster: ClusterConfig | None = None):
+    """Start the judge's backend for generation: one engine here, or (with `[cluster]` replicas or
+    an address) replicas on a Ray cluster, each running this same backend."""
+    if cluster is None or not cluster.enabled:
+        return BACKENDS.get(spec.backend).create(spec)
+    try:
+        cls = BACKENDS.get("cluster")
+    except ImportError as exc:
+        raise BackendUnavailable(f"[cluster] needs Ray: pip install 'litjudge[ray]' ({exc})") from None
+    return cls(spec, cluster)
+
+
+def planner(spec: JudgeSpec):
+    """An engine-free planner that keys requests exactly as the backend will."""
+    return BACKENDS.get(spec.backend).plan(spec)
+
+
+def model_spec(model: str, backend: str = "vllm", **engine: Any) -> JudgeSpec:
+    """The spec of a local model outside a judging run (generation, the benchmark)."""
+    config = RunConfig(name="local", protocol="-", dataset="-", judge=model, backend=backend,
+                       engine=EngineConfig(**engine))
+    return resolve(model, config)
