@@ -7,6 +7,8 @@ import pytest
 
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+# Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 from engine.core.paths import PROJECT_ROOT, data_root
 

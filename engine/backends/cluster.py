@@ -28,6 +28,9 @@ from ..core.requests import Generation, JudgeIdentity, Prepared
 from ..core.sharding import Shards, prefix_groups
 from .registry import BACKENDS
 
+if not os.environ.get("RAY_ADDRESS"):
+    # Read by Ray at import: a Ray started on this machine ("local") takes 127.0.0.1 as its address.
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 try:
     import ray
     from ray.exceptions import RayActorError
