@@ -28,9 +28,6 @@ from ..core.requests import Generation, JudgeIdentity, Prepared
 from ..core.sharding import Shards, prefix_groups
 from .registry import BACKENDS
 
-if not os.environ.get("RAY_ADDRESS"):
-    # Read by Ray at import: a Ray started on this machine ("local") takes 127.0.0.1 as its address.
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 try:
     import ray
     from ray.exceptions import RayActorError
@@ -69,7 +66,7 @@ def connect(cluster: ClusterConfig) -> None:
         return
     if cluster.address in ("", "local"):
         ray.init(num_cpus=cluster.local_cpus or None, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+                 configure_logging=False, _node_ip_address="127.0.0.1")      # a one-machine Ray stays on loopback
     else:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
 
