@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
 
-from engine.core.config import RunConfig, Sampling, build
+from engine.core.config import RunConfig, Sampling
 from engine.core.errors import ConfigError
 from engine.core.requests import JudgeRequest
+from engine.core.schema import build
 from engine.data.cards import DatasetCard, load_card
 from engine.data.loaders import load_dataset
 
@@ -25,7 +27,10 @@ class Skip:
 
 @dataclass
 class Build:
-    requests: list[JudgeRequest]
+    """A protocol's requests (a list, or an iterator the plan consumes as it streams) and the items
+    it could not judge; `skipped` is complete once `requests` has been consumed."""
+
+    requests: Iterable[JudgeRequest]
     skipped: list[Skip] = field(default_factory=list)
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 import polars as pl
@@ -95,38 +97,38 @@ class Pairwise(Protocol):
         return f"{head}\n\nWriting prompt:\n{pair.prompt}\n\nResponse A:\n{first}\n\nResponse B:\n{second}\n\n{ask}"
 
     def build(self, ctx: Context) -> Build:
-        opts: PairwiseOptions = ctx.options
-        pairs = self.load(ctx)
-        if ctx.config.limit:
-            pairs = pairs[:ctx.config.limit]
+        """Both orders of every pair (each pair's two orders adjacent, so they plan together),
+        streamed: the pairs are read as the plan consumes them."""
+        pairs = islice(self.load(ctx), ctx.config.limit)
         if ctx.config.mode == "reward":
-            return self._build_reward(ctx, pairs)
-        lang, out = self.language(ctx), Build([])
+            return Build(self._reward_requests(ctx, pairs))
+        return Build(self._requests(ctx, pairs))
+
+    def _requests(self, ctx: Context, pairs: Iterable[Pair]) -> Iterator[JudgeRequest]:
+        opts: PairwiseOptions = ctx.options
+        lang = self.language(ctx)
+        samplings = [ctx.sampling(repeat) for repeat in range(ctx.config.sampling.repeats)]
         for pair in pairs:
             features = text_features(pair)
             for order in ORDERS:
                 first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
-                prompt = self.prompt(opts, ctx.config.mode, pair, first, second)
-                for repeat in range(ctx.config.sampling.repeats):
+                messages = (Message("user", self.prompt(opts, ctx.config.mode, pair, first, second)),)
+                for repeat, sampling in enumerate(samplings):
                     meta = RequestMeta(self.name, f"{pair.pair_id}/{order}", (
                         ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
                         *features, ("repeat", repeat)))
-                    out.requests.append(JudgeRequest((Message("user", prompt),), lang, ctx.config.mode,
-                                                     ctx.sampling(repeat), meta))
-        return out
+                    yield JudgeRequest(messages, lang, ctx.config.mode, sampling, meta)
 
-    def _build_reward(self, ctx: Context, pairs: list[Pair]) -> Build:
+    def _reward_requests(self, ctx: Context, pairs: Iterable[Pair]) -> Iterator[JudgeRequest]:
         """Reward models: one request per text, the conversation (prompt, text) scored as is; no
         order to swap. A text shared by several pairs is one key, scored once."""
-        out = Build([])
         for pair in pairs:
             for side, text in (("a", pair.text_a), ("b", pair.text_b)):
                 meta = RequestMeta(self.name, f"{pair.pair_id}/{side}", (
                     ("pair_id", pair.pair_id), ("order", "reward"), ("side", side), ("human", pair.label),
                     ("group", pair.group), *text_features(pair), ("repeat", 0)))
-                out.requests.append(JudgeRequest((Message("user", pair.prompt), Message("assistant", text)),
-                                                 grammars.RewardScore(), "reward", ctx.sampling(0), meta))
-        return out
+                yield JudgeRequest((Message("user", pair.prompt), Message("assistant", text)),
+                                   grammars.RewardScore(), "reward", ctx.sampling(0), meta)
 
     def reward_decisions(self, table: pl.DataFrame, policy: MissingPolicy) -> pl.DataFrame:
         """Per pair: the two texts' rewards -> the pick (higher wins) and P(a) = sigmoid(r_a - r_b)."""

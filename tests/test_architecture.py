@@ -97,7 +97,7 @@ def test_stored_keys_of_every_committed_config_are_unchanged():
         sweep = load_sweep(cfg)
         for w in work(sweep, prepared_cells(sweep)):
             config = w.cells[0][0].config
-            plan = make_plan([r for reqs in w.runs.values() for r in reqs], backends.planner(w.spec), config.truncation)
+            plan = make_plan([r for _, r in w.requests()], backends.planner(w.spec), config.truncation)
             keys = sorted(e.key for e in plan.entries)
             seen[f"{cfg.name}|{w.judge}"] = {"entries": len(keys), "distinct": len(set(keys)),
                                              "sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest()}

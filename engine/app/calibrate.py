@@ -12,7 +12,8 @@ from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.manifest import machine
 from ..core.paths import cache_dir
-from ..core.planner import Plan, common_prefix
+from ..core.planner import PlanStats, common_prefix
+from ..core.requests import Prepared
 
 SAMPLE = 8
 
@@ -35,15 +36,14 @@ def cached(planner, mode: str) -> dict | None:
     return json.loads(path.read_text()).get(calibration_key(planner, mode))
 
 
-def calibrate(spec: JudgeSpec, config, plan: Plan, planner) -> dict:
-    """Run SAMPLE distinct requests of `plan` on a fresh engine; record start-up and speed."""
+def calibrate(spec: JudgeSpec, config, sample: list[Prepared], planner) -> dict:
+    """Run a sample of a plan's distinct requests on a fresh engine; record start-up and speed."""
     found = cached(planner, config.mode)
     if found:
         return found
     t0 = time.perf_counter()
     backend = registry.create(spec)
     start = time.perf_counter() - t0
-    sample = plan.unique[:SAMPLE]
     try:
         t1 = time.perf_counter()
         for _ in backend.generate(sample):
@@ -66,5 +66,5 @@ def calibrate(spec: JudgeSpec, config, plan: Plan, planner) -> dict:
     return record
 
 
-def estimate_seconds(record: dict, plan: Plan) -> float:
-    return record["engine_start_s"] + record["seconds_per_token"] * plan.distinct_prefill_tokens()
+def estimate_seconds(record: dict, stats: PlanStats) -> float:
+    return record["engine_start_s"] + record["seconds_per_token"] * stats.distinct_prefill_tokens

@@ -119,16 +119,16 @@ def cmd_plan(args) -> int:
         if spec.family.startswith("api-"):
             api = r["config"].api
             tokens_in = 1.3 * r["prompt_tokens"]          # words -> tokens, roughly (no tokenizer for APIs)
-            tokens_out = sum(p.max_tokens for p in r["plan"].unique)
+            tokens_out = r["distinct_requests"] * max((p.max_tokens for p in r["sample"]), default=0)
             cost = round((tokens_in * api.price_in_per_mtok + tokens_out * api.price_out_per_mtok) / 1e6, 4)
-            how = (f"API: ~{tokens_in:,.0f} prompt tokens (1.3 x words), at most {tokens_out:,} output tokens; "
+            how = (f"API: ~{tokens_in:,.0f} prompt tokens (1.3 x words), about {tokens_out:,} output tokens at most; "
                    f"cost from api.price_in_per_mtok / price_out_per_mtok; time depends on the server")
         elif not caps.recorded:
             config = r["config"]
             rec = cached(r["planner"], config.mode)
             if rec is None and args.calibrate:
-                rec = calibrate(spec, config, r["plan"], r["planner"])
-            est = round(estimate_seconds(rec, r["plan"]) / 60, 1) if rec else None
+                rec = calibrate(spec, config, r["sample"], r["planner"])
+            est = round(estimate_seconds(rec, r["stats"]) / 60, 1) if rec else None
             how = (f"calibrated: {rec['sample_requests']} requests, "
                    f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s"
                    if rec else "not calibrated (run without --no-calibrate)")

@@ -18,14 +18,15 @@ from judges.base import Context, Protocol
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.config import RunConfig, build
+from ..core.config import RunConfig
 from ..core.errors import ConfigError
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
 from ..core.runner import JudgeRun, run_judge
+from ..core.schema import build
 from ..core.store import ResultRow, Store
 from ..data.cards import DatasetCard, load_card
-from .outputs import read_manifest, write_outputs
+from .outputs import read_manifest, write_outputs, write_text
 
 
 @dataclass
@@ -35,6 +36,7 @@ class RunOutcome:
     verdicts: pl.DataFrame
     manifest: dict[str, Any]
     judges: list[JudgeRun] = field(default_factory=list)
+    tasks: list[RunOutcome] = field(default_factory=list)     # every task's outcome (a multi-task run)
 
 
 @dataclass(frozen=True)
@@ -69,43 +71,76 @@ def run_dir_for(config: RunConfig) -> Path:
     return runs_output_dir() / config.name
 
 
+def run_id(config: RunConfig, task: str, judge: str) -> str:
+    """The plan's run id of one task and judge (a single-task run keeps `name/judge`)."""
+    return f"{config.name}/{task}/{judge}" if task else f"{config.name}/{judge}"
+
+
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
         run_dir: Path | None = None, backends: dict[str, Any] | None = None) -> RunOutcome:
-    """Run a config end to end. `backends` maps judge names to live backends to reuse (one engine
-    kept across runs, as the benchmark and the tests do); those are not closed here."""
+    """Run a config end to end: each judge's engine starts once for every task of the run (one
+    plan streams over all of them). `backends` maps judge names to live backends to reuse (one
+    engine kept across runs, as the benchmark and the tests do); those are not closed here.
+    Several tasks write their outputs to RUN/<task>/ and a shared manifest to RUN/manifest.json;
+    the outcome returned is the first task's (all of them in `outcome.tasks`)."""
     t0 = time.time()
-    prep = prepare(config)
+    tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()]
     run_dir = run_dir or run_dir_for(config)
     store = Store.open(run_dir / "store.sqlite")
     judge_runs: list[JudgeRun] = []
-    skipped_all: list[dict] = []
+    skipped: dict[str, list[dict]] = {name: [] for name, _ in tasks}
+    outcomes: list[RunOutcome] = []
     try:
-        for spec in prep.specs:
-            built = prep.protocol.build(prep.context(spec))
-            if not built.requests:
-                raise ConfigError("the protocol produced no requests (check options, limit and dataset)",
-                                  where=config.source)
-            skipped_all += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
-            jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s, config.cluster),
-                           {f"{config.name}/{spec.name}": built.requests}, store, truncation=config.truncation,  # type: ignore[arg-type]
-                           reasks=config.reasks, progress=progress, on_result=on_result,
-                           live=(backends or {}).get(spec.name))
+        for spec in tasks[0][1].specs:
+            builds: list[tuple[str, Any]] = []
+
+            def requests(spec: JudgeSpec = spec, builds: list = builds):
+                for name, prep in tasks:
+                    built = prep.protocol.build(prep.context(spec))
+                    builds.append((name, built))
+                    for r in built.requests:
+                        yield run_id(config, name, spec.name), r
+
+            jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s, config.cluster), requests(),
+                           store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
+                           progress=progress, on_result=on_result, live=(backends or {}).get(spec.name))
             judge_runs.append(jr)
-            skipped_all += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
-                            for item, n, limit in jr.plan.too_long]
-        verdicts, tables, warnings = aggregate_store(prep, store)
-        tables["skipped"] = pl.DataFrame(skipped_all, schema={"judge": pl.Utf8, "item_id": pl.Utf8, "reason": pl.Utf8})
-        too_long = sum(len(j.plan.too_long) for j in judge_runs)
-        if too_long:
-            warnings.append(f"{too_long} request(s) left out: their prompts do not fit the context window "
-                            "(truncation = \"skip\"; listed in tables/skipped)")
-        manifest = build_manifest(prep, judge_runs, verdicts, time.time() - t0)
-        manifest["warnings"] = warnings
-        prompts = {p.key: p.prompt for j in judge_runs for p in j.plan.unique}
-        write_outputs(run_dir, tables, verdicts, manifest, store, prompts)
+            if not jr.plan.requests:
+                raise ConfigError("the protocol produced no requests to judge" + (
+                    f": all {len(jr.plan.too_long)} prompts are longer than the context window" if jr.plan.too_long
+                    else " (check options, limit and dataset)"), where=config.source)
+            for name, built in builds:
+                skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
+            for name, _ in tasks:
+                skipped[name] += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
+                                  for item, n, limit, run in jr.plan.too_long if run == run_id(config, name, spec.name)]
+        prompts = None if any(j.prompts is None for j in judge_runs) else \
+            {k: v for j in judge_runs for k, v in (j.prompts or {}).items()}
+        for name, prep in tasks:
+            out_dir = run_dir / name if name else run_dir
+            ids = {s.name: run_id(config, name, s.name) for s in prep.specs}
+            verdicts, tables, warnings = aggregate_store(prep, store, ids)
+            tables["skipped"] = pl.DataFrame(skipped[name], schema={"judge": pl.Utf8, "item_id": pl.Utf8,
+                                                                     "reason": pl.Utf8})
+            too_long_n = sum(len(j.plan.too_long) for j in judge_runs)
+            if too_long_n:
+                warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
+                                "(truncation = \"skip\"; listed in tables/skipped)")
+            manifest = build_manifest(prep, judge_runs, verdicts, time.time() - t0)
+            manifest.update(warnings=warnings, task=name or None, log_prompts=prompts is not None)
+            write_outputs(out_dir, tables, verdicts, manifest, store, prompts or {})
+            outcomes.append(RunOutcome(out_dir, tables, verdicts, manifest, judge_runs))
+        if len(tasks) > 1:
+            shared = build_manifest(tasks[0][1], judge_runs, pl.concat([o.verdicts for o in outcomes],
+                                                                       how="diagonal_relaxed"), time.time() - t0)
+            shared.update(kind="tasks", tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
+                                               "folder": str(run_dir / n)} for n, p in tasks])
+            write_text(run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
     finally:
         store.close()
-    return RunOutcome(run_dir, tables, verdicts, manifest, judge_runs)
+    first = outcomes[0]
+    first.tasks = outcomes
+    return first
 
 
 def aggregate_store(prep: Prepared, store: Store, run_ids: dict[str, str] | None = None
@@ -119,21 +154,29 @@ def aggregate_store(prep: Prepared, store: Store, run_ids: dict[str, str] | None
     return verdicts, prep.protocol.aggregate(verdicts, ctx), ctx.warnings
 
 
+VERDICT_QUERY = """
+SELECT p.key, p.item_id, p.meta, r.status, r.label, r.value, r.reason, r.distribution, r.label_mass, r.analysis, r.raw
+FROM plan p LEFT JOIN results r ON p.key = r.key WHERE p.run = ? ORDER BY p.rowid"""
+
+
 def verdict_frame(store: Store, run_id: str, judge: str) -> pl.DataFrame:
-    """Plan entries of one run joined with their results: one row per (item, order, repeat...)."""
-    entries = store.plan(run_id)
-    results = {r.key: r for r in store.results({k for k, _, _ in entries})}
-    rows = []
-    for key, item, meta in entries:
-        r = results.get(key)
-        rows.append({**meta, "judge": judge, "key": key, "item_id": item,
-                     "status": r.status if r else "missing", "label": r.label if r else None,
-                     "value": json.dumps(r.value) if r and r.value is not None else None,
-                     "reason": r.reason if r else "not generated",
-                     "distribution": json.dumps(r.distribution) if r and r.distribution else None,
-                     "label_mass": r.label_mass if r else None,
-                     "analysis": r.analysis if r else None, "raw": r.raw if r else None})
-    return pl.DataFrame(rows, infer_schema_length=None)
+    """Plan entries of one run joined with their results: one row per (item, order, repeat...),
+    the request metadata as columns. Built column-wise from the store (a million rows fit)."""
+    cols = ["key", "item_id", "meta", "status", "label", "value", "reason", "distribution", "label_mass", "analysis",
+            "raw"]
+    schema = {c: (pl.Float64 if c == "label_mass" else pl.Utf8) for c in cols}
+    parts = [pl.DataFrame(rows, schema=schema, orient="row") for rows in store.query_batches(VERDICT_QUERY, (run_id,))]
+    frame = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    if not frame.height:
+        return frame.drop("meta").with_columns(pl.lit(judge).alias("judge"))
+    meta = frame["meta"].str.json_decode(infer_schema_length=None).struct.unnest()
+    frame = pl.concat([meta.drop([c for c in meta.columns if c in cols]), frame.drop("meta")], how="horizontal")
+    return frame.with_columns(
+        pl.lit(judge).alias("judge"),
+        pl.col("status").fill_null("missing"),
+        pl.when(pl.col("reason").is_null() & pl.col("status").is_null()).then(pl.lit("not generated"))
+        .otherwise(pl.col("reason")).alias("reason"),
+        pl.when(pl.col("value") == "null").then(None).otherwise(pl.col("value")).alias("value"))
 
 
 def package_version(pkg: str) -> str | None:

@@ -25,8 +25,9 @@ from typing import Any
 
 from judges import PROTOCOLS
 
-from ..core.config import RunConfig, apply_overrides, build, read_toml
+from ..core.config import RunConfig, apply_overrides, read_toml
 from ..core.errors import ConfigError
+from ..core.schema import build
 
 MATRIX_TOP = ("judge", "mode", "limit")
 MATRIX_TABLES = ("options", "sampling")

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,11 @@ from ..core.backend import JudgeSpec
 from ..core.errors import ConfigError
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
-from ..core.planner import make_plan
+from ..core.planner import StreamPlanner
+from ..core.requests import JudgeRequest
 from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
+from .calibrate import SAMPLE
 from .outputs import write_file, write_text
 from .run import Prepared, prepare, verdict_frame
 from .sweep import Cell, Sweep
@@ -42,22 +45,20 @@ CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~
 
 @dataclass
 class JudgeWork:
-    """One judge's share of a sweep: its (cell, run id, requests) and what sharing saves."""
+    """One judge's share of a sweep: its cells, whose requests are built as the plan streams."""
 
     spec: JudgeSpec
-    cells: list[tuple[Cell, str, list]]
+    cells: list[tuple[Cell, str, Prepared]]
 
     @property
     def judge(self) -> str:
         return self.spec.name
 
-    @property
-    def runs(self) -> dict[str, list]:
-        return {run_id: reqs for _, run_id, reqs in self.cells}
-
-    @property
-    def requests(self) -> int:
-        return sum(len(reqs) for _, _, reqs in self.cells)
+    def requests(self) -> Iterator[tuple[str, JudgeRequest]]:
+        """(run id, request) of every cell, cell after cell: a request two cells share is one key."""
+        for _, run, prep in self.cells:
+            for r in prep.protocol.build(prep.context(self.spec)).requests:
+                yield run, r
 
 
 @dataclass
@@ -83,29 +84,32 @@ def prepared_cells(sweep: Sweep) -> list[tuple[Cell, Prepared]]:
 
 
 def work(sweep: Sweep, cells: list[tuple[Cell, Prepared]]) -> list[JudgeWork]:
-    """Every cell's requests, grouped by judge (judges in first-seen order)."""
+    """Every cell, grouped by judge (judges in first-seen order)."""
     by_judge: dict[str, JudgeWork] = {}
     for cell, prep in cells:
         for spec in prep.specs:
-            built = prep.protocol.build(prep.context(spec))
-            by_judge.setdefault(spec.name, JudgeWork(spec, [])).cells.append((cell, run_id(sweep, cell, spec.name),
-                                                                               built.requests))
+            by_judge.setdefault(spec.name, JudgeWork(spec, [])).cells.append((cell, run_id(sweep, cell, spec.name), prep))
     return list(by_judge.values())
 
 
 def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
     """Per judge, without loading any engine: requests, distinct requests, prompt tokens, distinct
-    prefill tokens after prefix sharing, what was left out as too long, and the plan itself."""
+    prefill tokens after prefix sharing, what was left out as too long, and a sample of distinct
+    requests (for a calibration). Streams: the plan is never held whole."""
     rows = []
     for w in work(sweep, prepared_cells(sweep)):
         config = w.cells[0][0].config
         planner = registry.planner(w.spec)
-        plan = make_plan([r for reqs in w.runs.values() for r in reqs], planner, config.truncation)
-        rows.append({"judge": w.judge, "cells": len(w.cells), "requests": w.requests, "too_long": len(plan.too_long),
-                     "distinct_requests": len(plan.unique),
-                     "saved_by_sharing": w.requests - len(plan.too_long) - len(plan.unique),
-                     "prompt_tokens": plan.prompt_tokens, "distinct_prefill_tokens": plan.distinct_prefill_tokens(),
-                     "plan": plan, "planner": planner, "config": config, "spec": w.spec})
+        stream = StreamPlanner(planner, config.truncation)
+        sample: list = []
+        for part in stream.chunks(w.requests()):
+            sample = sample or part.unique[:SAMPLE]
+        st = stream.stats
+        rows.append({"judge": w.judge, "cells": len(w.cells), "requests": st.requests + len(st.too_long),
+                     "too_long": len(st.too_long), "distinct_requests": st.distinct_requests,
+                     "saved_by_sharing": st.requests - st.distinct_requests, "prompt_tokens": st.prompt_tokens,
+                     "distinct_prefill_tokens": st.distinct_prefill_tokens, "stats": st, "sample": sample,
+                     "planner": planner, "config": config, "spec": w.spec})
     return rows
 
 
@@ -121,7 +125,7 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
             judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
-                                        w.runs, store, truncation=config.truncation,  # type: ignore[arg-type]
+                                        w.requests(), store, truncation=config.truncation,  # type: ignore[arg-type]
                                         reasks=config.reasks, progress=progress))
         metrics = evaluate(sweep, protocol, cells, store)
     finally:

@@ -82,9 +82,9 @@ class ClusterBackend:
         if cluster.gpus_per_replica > 1:
             spec = dataclasses.replace(spec, engine=dataclasses.replace(spec.engine,
                                                                         tensor_parallel_size=cluster.gpus_per_replica))
-        actor = ray.remote(Replica)
+        actor: Any = ray.remote(Replica)
         cores = os.cpu_count() or 1
-        self.replicas = {}
+        self.replicas: dict[int, Any] = {}       # Ray actor handles
         for i in range(cluster.replicas):
             env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                    "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
@@ -129,7 +129,7 @@ class ClusterBackend:
     def close(self) -> None:
         for r in self.replicas.values():
             ray.kill(r)
-        self.replicas = {}
+        self.replicas.clear()
 
     # -- the plan over the replicas --------------------------------------------------------------
     def progress_note(self) -> str:
@@ -168,7 +168,7 @@ class ClusterBackend:
             dispatch(i)                           # two chunks queued per replica: no gap between chunks
         while inflight:
             ready, _ = ray.wait(list(inflight), num_returns=1)
-            gen = ready[0]
+            gen: Any = ready[0]                       # a Ray ObjectRefGenerator
             i, pending = inflight[gen]
             try:
                 g = ray.get(next(gen))

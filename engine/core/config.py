@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,22 +11,11 @@ import tomllib
 
 from .errors import ConfigError
 from .paths import data_root
+from .schema import FieldError, build
+from .schema import check_field as _check
 
 MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
 DTYPES = ("bfloat16", "float16", "float32")
-
-
-class FieldError(ValueError):
-    """A value out of its range, raised by a config type's checks; `build` names the full key."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(message)
-
-
-def _check(ok: bool, field: str, message: str) -> None:
-    if not ok:
-        raise FieldError(field, message)
 
 
 def _finite(x: float) -> bool:
@@ -216,8 +202,8 @@ class RunConfig:
     """A run: which protocol on which dataset with which judges, how, and where its data lives."""
 
     name: str                   # the output folder's name: letters, digits, '-' and '_'
-    protocol: str
-    dataset: str
+    protocol: str = ""          # required, unless [[tasks]] name one per task
+    dataset: str = ""           # a card name, or a card file's path
     judge: str | list[str] = "smollm2-135m"   # one judge or several (distinct), run one after another
     backend: str = "vllm"       # the backend of judges named without a prefix (vllm, transformers)
     mode: str = "label"
@@ -231,6 +217,9 @@ class RunConfig:
     engine: EngineConfig = EngineConfig()
     api: ApiConfig = ApiConfig()
     cluster: ClusterConfig = ClusterConfig()
+    # Several tasks in one run: [[tasks]] tables, each `name` plus any of TASK_KEYS (protocol, dataset,
+    # options...); the rest (judges, engine, cluster) is shared, so each judge's engine starts once.
+    tasks: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""            # the file it came from
 
     def __post_init__(self) -> None:
@@ -245,11 +234,40 @@ class RunConfig:
         _check(self.limit is None or self.limit >= 1, "limit",
                f"must be >= 1 (leave it out to judge every item), got {self.limit}")
         _check(self.reasks >= 0, "reasks", f"must be >= 0, got {self.reasks}")
+        if not self.tasks:
+            _check(bool(self.protocol), "protocol", "missing required key (or list [[tasks]])")
+            _check(bool(self.dataset), "dataset", "missing required key (or list [[tasks]])")
+        for task in self.tasks:
+            self._task(task)                     # every task validated now, not after hours of inference
         names = self.judges
         _check(bool(names), "judge", "names no judge (give one name, or a list of names)")
         _check(all(n.strip() == n and n for n in names), "judge", f"judge names must be non-empty, got {names}")
         dup = sorted({n for n in names if names.count(n) > 1})
         _check(not dup, "judge", f"lists {dup} more than once: each judge's verdicts would be counted twice")
+
+    def task_configs(self) -> list[tuple[str, RunConfig]]:
+        """(task name, its full config) for each task; one unnamed task when there are no [[tasks]]."""
+        return [(t["name"], self._task(t)) for t in self.tasks] if self.tasks else [("", self)]
+
+    def _task(self, task: dict[str, Any]) -> RunConfig:
+        where = self.source or "config"
+        name = task.get("name")
+        if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+            raise ConfigError(f"each task needs a name of letters, digits, '-' and '_', got {name!r}", where=where,
+                              key="tasks")
+        names = [t.get("name") for t in self.tasks]
+        if names.count(name) > 1:
+            raise ConfigError(f"task name {name!r} is used twice", where=where, key="tasks")
+        unknown = [k for k in task if k not in TASK_KEYS and k != "name"]
+        if unknown:
+            raise ConfigError(f"a task may set {', '.join(TASK_KEYS)}; {unknown[0]!r} is shared by every task "
+                              "(set it at the top of the config)" if unknown[0] in RUN_KEYS else
+                              f"unknown key (known: {', '.join(TASK_KEYS)})", where=where,
+                              key=f"tasks.{name}.{unknown[0]}")
+        base = {k: getattr(self, k) for k in RUN_KEYS if k not in ("tasks", "source")}
+        table = {k: _as_table(v) for k, v in base.items()}
+        table.update({k: v for k, v in task.items() if k != "name"})
+        return build(RunConfig, table, f"{where} (task {name})", source=self.source)
 
     @property
     def judges(self) -> list[str]:
@@ -265,76 +283,16 @@ class RunConfig:
         return Path(self.data_root) if self.data_root else data_root()
 
 
-def _describe(annotation: Any) -> str:
-    """A type as a TOML user reads it: `int`, `str or a list of str` (TOML has no null)."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return " or ".join(_describe(a) for a in typing.get_args(annotation) if a is not type(None))
-    if typing.get_origin(annotation) in (list, tuple):
-        (inner, *_) = typing.get_args(annotation) or (Any,)
-        return f"a list of {_describe(inner)}"
-    return getattr(annotation, "__name__", str(annotation))
+TASK_KEYS = ("protocol", "dataset", "mode", "limit", "truncation", "reasks", "missing", "options", "sampling")
+RUN_KEYS = ("name", "protocol", "dataset", "judge", "backend", "mode", "limit", "truncation", "reasks", "missing",
+            "data_root", "options", "sampling", "engine", "api", "cluster", "tasks", "source")
 
 
-def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
-    origin = typing.get_origin(annotation)
-    if annotation is Any:
-        return value
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            try:
-                return _check_type(value, arg, where, key)
-            except ConfigError:
-                continue
-        raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, key=key)
-    if origin in (list, tuple):
-        if not isinstance(value, list):
-            raise ConfigError(f"expected a list, got {type(value).__name__} {value!r}", where=where, key=key)
-        (inner, *_) = typing.get_args(annotation) or (Any,)
-        items = [_check_type(v, inner, where, f"{key}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
-        return value
-    if annotation is type(None):
-        if value is not None:
-            raise ConfigError("expected nothing", where=where, key=key)
-        return value
-    if isinstance(annotation, type):
-        if dataclasses.is_dataclass(annotation):
-            if not isinstance(value, dict):
-                raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
-            return build(annotation, value, where, prefix=f"{key}.")
-        if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
-            raise ConfigError(f"expected {annotation.__name__}, got {type(value).__name__} {value!r}",
-                              where=where, key=key)
+def _as_table(value: Any) -> Any:
+    """A config value back as the TOML table it came from (for building a task's config)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _as_table(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value
-
-
-def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extra: Any):
-    """Build dataclass `cls` from a TOML table: unknown keys and wrong types fail, naming the key."""
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in extra]
-    unknown = [k for k in table if k not in names]
-    if unknown:
-        k = unknown[0]
-        close = difflib.get_close_matches(k, names, n=1)
-        hint = f" (did you mean {prefix + close[0]!r}?)" if close else f" (known: {', '.join(names)})"
-        raise ConfigError(f"unknown key{hint}", where=where, key=prefix + k)
-    kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
-    required = [f.name for f in dataclasses.fields(cls)
-                if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-                and f.name not in kwargs and f.name not in extra]
-    if required:
-        raise ConfigError("missing required key", where=where, key=prefix + required[0])
-    try:
-        return cls(**kwargs, **extra)
-    except FieldError as exc:
-        raise ConfigError(str(exc), where=where, key=prefix + exc.field) from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), where=where, key=prefix.rstrip(".") or None) from None
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

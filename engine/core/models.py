@@ -121,7 +121,7 @@ def convert_registry_model(model: RegistryModel, folder: Path) -> None:
     lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
     # folder saves (and loads in vLLM) as a plain checkpoint.
-    lm.hf_quantizer = None
+    lm.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(lm.config, "quantization_config"):
         del lm.config.quantization_config
     lm.config.dtype = torch.bfloat16

@@ -1,18 +1,24 @@
-"""Expand -> deduplicate -> pre-flight -> order by shared prefix.
+"""Expand -> key -> deduplicate -> pre-flight -> order by shared prefix, in bounded memory.
 
-- Deduplicate: requests with the same content key are generated once; every plan entry
-  (item, order, repeat...) points at its key.
-- Pre-flight: every prompt is tokenized with the judge's tokenizer before any model time is spent;
-  prompts whose length plus max_tokens exceed the context window are reported by item id with
-  their token counts. Nothing is ever truncated silently: the policy is "error" (default) or
-  "skip" (leave those requests out; they are listed in the results and the manifest).
+- Streaming: requests arrive as an iterator and are planned in chunks (`CHUNK` requests); only a
+  chunk's prompts and token ids are ever held, so a million-request run plans in bounded memory.
+  Protocols emit related requests together (a story's tests, a pair's two orders), so prefix
+  groups stay inside a chunk. A plan that fits one chunk is planned exactly as a whole.
+- Deduplicate: requests with the same content key are generated once; every plan entry (item,
+  order, repeat...) points at its key. Keys seen in earlier chunks are remembered (32-byte digests).
+- Pre-flight: every prompt is tokenized with the judge's tokenizer before its chunk spends model
+  time; prompts whose length plus the verdict budget exceed the context window are reported by
+  item id. Nothing is truncated silently: the policy is "error" (default) or "skip" (left out and
+  listed). A plan of one chunk fails before any model time; a larger one fails at the chunk that
+  holds the first prompt too long (what came before stays stored).
 - Order: sorting by token ids puts requests that share leading tokens next to each other, which
   is what vLLM's prefix cache needs (templates put the most-shared text first).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Literal
 
 from grammars.analysis import Analyzed
@@ -23,38 +29,59 @@ from .errors import PreflightError
 from .requests import JudgeRequest, Prepared, content_key
 
 Truncation = Literal["error", "skip"]   # skip: leave too-long prompts out, reported
+CHUNK = 20_000                          # requests planned (rendered, tokenized, sorted) at a time
 
 
 @dataclass(frozen=True)
 class PlanEntry:
     key: str
     request: JudgeRequest
+    run: str = ""                        # the run (sweep cell, task) the entry belongs to
+
+
+@dataclass
+class PlanStats:
+    """What a plan amounts to, counted as it streams."""
+
+    requests: int = 0
+    distinct_requests: int = 0
+    prompt_tokens: int = 0
+    distinct_prefill_tokens: int = 0
+    too_long: list[tuple[str, int, int, str]] = field(default_factory=list)   # (item id, tokens, limit, run)
+
+    def summary(self) -> dict[str, int]:
+        return {"requests": self.requests, "distinct_requests": self.distinct_requests,
+                "prompt_tokens": self.prompt_tokens, "distinct_prefill_tokens": self.distinct_prefill_tokens,
+                "too_long_skipped": len(self.too_long)}
+
+
+@dataclass
+class PlanChunk:
+    entries: list[PlanEntry]             # every (item, order, repeat...) of the chunk, too-long ones left out
+    unique: list[Prepared]               # the keys first seen in this chunk, prefix-sorted
 
 
 @dataclass
 class Plan:
-    entries: list[PlanEntry]                      # one per (item, order, repeat, ...): what the protocol asked
-    unique: list[Prepared]                        # one per key, in prefix order: what the backend runs
-    too_long: list[tuple[str, int, int]] = field(default_factory=list)   # (item id, tokens, limit)
-    runs: list[str] = field(default_factory=list)  # the run (sweep cell) of each entry, by position
+    """A whole plan in memory (small runs, tests, the benchmark): one chunk."""
+
+    entries: list[PlanEntry]
+    unique: list[Prepared]
+    stats: PlanStats
+
+    @property
+    def too_long(self) -> list[tuple[str, int, int, str]]:
+        return self.stats.too_long
 
     @property
     def prompt_tokens(self) -> int:
-        return sum(p.prompt_tokens for p in self.unique)
+        return self.stats.prompt_tokens
 
     def distinct_prefill_tokens(self) -> int:
-        """Tokens left to prefill if every shared leading token were served from the cache."""
-        total = 0
-        prev: tuple[int, ...] = ()
-        for p in self.unique:
-            total += p.prompt_tokens - common_prefix(prev, p.token_ids)
-            prev = p.token_ids
-        return total
+        return self.stats.distinct_prefill_tokens
 
     def summary(self) -> dict[str, int]:
-        return {"requests": len(self.entries), "distinct_requests": len(self.unique),
-                "prompt_tokens": self.prompt_tokens, "distinct_prefill_tokens": self.distinct_prefill_tokens(),
-                "too_long_skipped": len(self.too_long)}
+        return self.stats.summary()
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -69,6 +96,8 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def budget_tokens(request: JudgeRequest) -> int:
     """Output tokens a request may need: the verdict, plus the analysis in analyze mode."""
+    if request.mode == "distribution":
+        return 1
     if request.sampling.max_tokens:
         return request.sampling.max_tokens
     n = max_verdict_tokens(request.language)
@@ -77,40 +106,68 @@ def budget_tokens(request: JudgeRequest) -> int:
     return n
 
 
-def make_plan(requests: Sequence[JudgeRequest], backend: Planner, truncation: Truncation = "error") -> Plan:
-    identity = backend.identity()
-    window = backend.context_window()
-    entries: list[PlanEntry] = []
-    by_key: dict[str, JudgeRequest] = {}
-    for r in requests:
-        key = content_key(r, identity)
-        entries.append(PlanEntry(key, r))
-        by_key.setdefault(key, r)
+class StreamPlanner:
+    """Plans chunk after chunk, remembering which keys earlier chunks already planned."""
 
-    prepared: list[Prepared] = []
-    plan = Plan(entries, prepared)
-    budget_cache: dict[str, int] = {}
-    for key, r in by_key.items():
-        prompt = backend.render(r)
-        ids = backend.encode(prompt)
-        lang_fp = r.language.fingerprint() + r.mode + str(r.sampling.max_tokens)
-        if lang_fp not in budget_cache:
-            budget_cache[lang_fp] = budget_tokens(r)
-        budget = budget_cache[lang_fp]
-        if r.mode == "distribution":
-            budget = 1
-        if len(ids) + budget > window:
-            plan.too_long.append((r.meta.item_id, len(ids), window - budget))
-            continue
-        prepared.append(Prepared(key, r, prompt, tuple(ids), budget))
+    def __init__(self, planner: Planner, truncation: Truncation = "error", chunk: int = CHUNK):
+        self.planner, self.truncation, self.chunk = planner, truncation, chunk
+        self.identity = planner.identity()
+        self.window = planner.context_window()
+        self.stats = PlanStats()
+        self._seen: set[bytes] = set()
+        self._skipped: set[bytes] = set()
+        self._prev: tuple[int, ...] = ()
+        self._budgets: dict[tuple, int] = {}
 
-    if plan.too_long and truncation == "error":
-        worst = sorted(plan.too_long, key=lambda t: -t[1])[:5]
-        shown = "; ".join(f"{item}: {n} tokens > {limit}" for item, n, limit in worst)
-        raise PreflightError(f"{len(plan.too_long)} prompt(s) do not fit the context window ({window} tokens "
-                             f"incl. the verdict budget): {shown}. Shorten the items, raise max_model_len, "
-                             f"or set truncation = \"skip\" to leave them out (reported).")
-    prepared.sort(key=lambda p: p.token_ids)
-    skipped = {k for k in by_key if k not in {p.key for p in prepared}}
-    plan.entries = [e for e in entries if e.key not in skipped]
-    return plan
+    def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Iterator[PlanChunk]:
+        it = iter(requests)
+        while batch := list(islice(it, self.chunk)):
+            yield self._plan(batch)
+
+    def _budget(self, r: JudgeRequest) -> int:
+        fp = (id(r.language), r.mode, r.sampling.max_tokens)
+        if fp not in self._budgets:
+            self._budgets[fp] = budget_tokens(r)
+        return self._budgets[fp]
+
+    def _plan(self, batch: list[tuple[str, JudgeRequest]]) -> PlanChunk:
+        entries, new = [], {}
+        for run, r in batch:
+            key = content_key(r, self.identity)
+            entries.append(PlanEntry(key, r, run))
+            if key not in new and bytes.fromhex(key) not in self._seen:
+                new[key] = (run, r)
+        prepared, too_long = [], []
+        for key, (run, r) in new.items():
+            self._seen.add(bytes.fromhex(key))
+            prompt = self.planner.render(r)
+            ids = self.planner.encode(prompt)
+            budget = self._budget(r)
+            if len(ids) + budget > self.window:
+                too_long.append((r.meta.item_id, len(ids), self.window - budget, run))
+                self._skipped.add(bytes.fromhex(key))
+                continue
+            prepared.append(Prepared(key, r, prompt, tuple(ids), budget))
+        if too_long and self.truncation == "error":
+            worst = sorted(too_long, key=lambda t: -t[1])[:5]
+            shown = "; ".join(f"{item}: {n} tokens > {limit}" for item, n, limit, _ in worst)
+            raise PreflightError(f"{len(too_long)} prompt(s) do not fit the context window ({self.window} tokens "
+                                 f"incl. the verdict budget): {shown}. Shorten the items, raise max_model_len, "
+                                 f"or set truncation = \"skip\" to leave them out (reported).")
+        self.stats.too_long += too_long
+        prepared.sort(key=lambda p: p.token_ids)
+        for p in prepared:
+            self.stats.prompt_tokens += p.prompt_tokens
+            self.stats.distinct_prefill_tokens += p.prompt_tokens - common_prefix(self._prev, p.token_ids)
+            self._prev = p.token_ids
+        self.stats.distinct_requests += len(prepared)
+        kept = [e for e in entries if not self._skipped or bytes.fromhex(e.key) not in self._skipped]
+        self.stats.requests += len(kept)
+        return PlanChunk(kept, prepared)
+
+
+def make_plan(requests: Sequence[JudgeRequest], planner: Planner, truncation: Truncation = "error") -> Plan:
+    """A whole plan at once (one chunk): small runs, the benchmark, the tests."""
+    stream = StreamPlanner(planner, truncation, chunk=max(1, len(requests)))
+    chunks = list(stream.chunks(("", r) for r in requests))
+    return Plan([e for c in chunks for e in c.entries], [p for c in chunks for p in c.unique], stream.stats)

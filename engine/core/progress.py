@@ -5,6 +5,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from tqdm import tqdm
+
 from .requests import Generation
 
 
@@ -30,16 +32,30 @@ class Throughput:
 
 
 class RunProgress:
-    def __init__(self, total: int, label: str, enabled: bool = True):
-        from tqdm import tqdm
+    """The bar appears once there is work (a run whose verdicts are all stored prints none); a
+    streamed plan adds to its total chunk by chunk."""
 
+    def __init__(self, total: int, label: str, enabled: bool = True):
         self.stats = Throughput()
         self.start = time.perf_counter()
-        self.bar = tqdm(total=total, desc=label, unit="req", dynamic_ncols=True, file=sys.stderr,
-                        disable=not enabled or total == 0, mininterval=0.5)
+        self.label, self.enabled = label, enabled
+        self.bar: tqdm | None = None
+        if total:
+            self.grow(total)
+
+    def grow(self, n: int) -> None:
+        if not self.enabled or n <= 0:
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=n, desc=self.label, unit="req", dynamic_ncols=True, file=sys.stderr, mininterval=0.5)
+        else:
+            self.bar.total += n
+            self.bar.refresh()
 
     def update(self, g: Generation, note: str = "") -> None:
         self.stats.add(g)
+        if self.bar is None:
+            return
         dt = max(time.perf_counter() - self.start, 1e-9)
         self.bar.set_postfix_str(f"{self.stats.requests / dt:.2f} req/s, {self.stats.prompt_tokens / dt:,.0f} "
                                  f"prompt tok/s, cache hit {100 * self.stats.cache_hit_rate:.0f}%"
@@ -51,4 +67,5 @@ class RunProgress:
         return time.perf_counter() - self.start
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()

@@ -10,7 +10,7 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from grammars.language import VerdictLanguage
 
 from .backend import Backend, JudgeSpec, Planner
 from .distribution import argmax_label
-from .planner import Plan, Truncation, make_plan
+from .planner import CHUNK, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan
 from .progress import RunProgress
 from .requests import Generation, JudgeRequest
 from .store import ResultRow, Store
@@ -31,11 +31,12 @@ COMMIT_SECONDS = 2.0
 @dataclass
 class JudgeRun:
     judge: str
-    plan: Plan
+    plan: PlanStats
     generated: int
     reasked: int
     seconds: float
     backend: dict[str, Any]
+    prompts: dict[str, str] | None = None       # key -> prompt for the log (None: too many to keep)
 
 
 def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
@@ -105,30 +106,45 @@ class LazyBackend:
             self.owned = None
 
 
-def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend], runs: dict[str, list[JudgeRequest]],
-              store: Store, *, truncation: Truncation = "error", reasks: int = 0, progress: bool = True,
-              on_result: Callable[[ResultRow], None] | None = None, live: Backend | None = None) -> JudgeRun:
-    """Plan one judge's requests (`runs`: run id -> requests; a sweep passes one run per cell, and
-    a request shared by cells is one key, generated once), generate the keys not yet stored, store
-    them as they finish. `live` is an already started backend to reuse (not closed here);
-    otherwise `start()` is called only if something is left to generate."""
+LOG_PROMPTS_MAX = 50_000  # distinct prompts kept in memory for log.jsonl; beyond that the log omits them
+
+
+def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
+              requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, truncation: Truncation = "error",
+              reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
+              live: Backend | None = None, chunk: int = CHUNK) -> JudgeRun:
+    """Plan one judge's requests (`requests`: (run id, request) pairs, e.g. one run per sweep cell;
+    a request shared by runs is one key, generated once) chunk by chunk, generate the keys not yet
+    stored, store them as they finish. `live` is an already started backend to reuse (not closed
+    here); otherwise `start()` is called only when something is left to generate."""
     t0 = time.time()
     plan_with = live or planner
-    run_of = {id(r): run_id for run_id, reqs in runs.items() for r in reqs}
-    plan = make_plan([r for reqs in runs.values() for r in reqs], plan_with, truncation)
-    plan.runs = [run_of[id(e.request)] for e in plan.entries]
-    put_plans(store, plan)
-    identity = plan_with.identity()
-    done = store.finished_keys(p.key for p in plan.unique)
-    todo = [p for p in plan.unique if p.key not in done]
-    by_key = {p.key: p for p in plan.unique}
+    stream = StreamPlanner(plan_with, truncation, chunk)
     lazy = LazyBackend(start, live)
     writer = Writer(store)
-    bar = RunProgress(len(todo), spec.name, enabled=progress)
+    bar = RunProgress(0, spec.name, enabled=progress)
+    prompts: dict[str, str] | None = {}
+    listwise: list[PlanEntry] = []
+    cleared: set[str] = set()
     generated = reasked = 0
     try:
-        if todo:
-            backend = lazy.get(identity)
+        for part in stream.chunks(requests):
+            for run in {e.run for e in part.entries} - cleared:
+                store.clear_plan(run)
+                cleared.add(run)
+            store.add_plan([(e.run, e.key, e.request.meta.item_id, e.request.meta.as_dict()) for e in part.entries])
+            listwise += [e for e in part.entries if e.request.language.kind == "listwise"]
+            if prompts is not None:
+                prompts.update((p.key, p.prompt) for p in part.unique)
+                if len(prompts) > LOG_PROMPTS_MAX:
+                    prompts = None
+            done = store.finished_keys(p.key for p in part.unique)
+            todo = [p for p in part.unique if p.key not in done]
+            if not todo:
+                continue
+            bar.grow(len(todo))
+            by_key = {p.key: p for p in todo}
+            backend = lazy.get(stream.identity)
             for g in backend.generate(todo):
                 p = by_key[g.key]
                 row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
@@ -138,16 +154,17 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend], r
                 if on_result:
                     on_result(row)
             writer.flush()
-        reasked = reask(spec, plan_with, lambda: lazy.get(identity), plan, store, writer, reasks)
+        reasked = reask(spec, plan_with, lambda: lazy.get(stream.identity), listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
     finally:
         writer.flush()
         bar.close()
         lazy.close()
-    return JudgeRun(spec.name, plan, generated, reasked, time.time() - t0,
+    identity = stream.identity
+    return JudgeRun(spec.name, stream.stats, generated, reasked, time.time() - t0,
                     {**described, "fingerprint": identity.fingerprint, "chat_template_hash": identity.template_hash,
                      "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
-                     "rss_mib_after_close": rss_mib()})
+                     "rss_mib_after_close": rss_mib()}, prompts)
 
 
 def rss_mib() -> float | None:
@@ -162,25 +179,19 @@ def rss_mib() -> float | None:
     return None
 
 
-def put_plans(store: Store, plan: Plan) -> None:
-    for run_id in dict.fromkeys(plan.runs):
-        store.put_plan(run_id, [(e.key, e.request.meta.item_id, e.request.meta.as_dict())
-                                for e, r in zip(plan.entries, plan.runs) if r == run_id])
-
-
-def reask(spec: JudgeSpec, plan_with: Planner, engine: Callable[[], Backend], plan: Plan, store: Store,
-          writer: Writer, limit: int) -> int:
+def reask(spec: JudgeSpec, plan_with: Planner, engine: Callable[[], Backend], entries: list[PlanEntry],
+          store: Store, writer: Writer, limit: int) -> int:
     """Listwise answers the parser rejects (a backend without slot-by-slot decoding can repeat or
-    drop ids) are re-asked with a new attempt index (a new seed), at most `limit` times; plan
-    entries move to the new key. Slot-by-slot decoding never needs this."""
+    drop ids) are re-asked with a new attempt index (a new seed), at most `limit` times; their plan
+    rows move to the new key. Slot-by-slot decoding never needs this."""
     total = 0
     for attempt in range(1, limit + 1):
-        failed = {r.key for r in store.results([e.key for e in plan.entries]) if r.status == "unparsed"}
-        retry = [e for e in plan.entries if e.key in failed and e.request.language.kind == "listwise"]
+        failed = {r.key for r in store.results({e.key for e in entries}) if r.status == "unparsed"}
+        retry = [e for e in entries if e.key in failed]
         if not retry:
             break
-        new = [dataclasses.replace(e.request, attempt=attempt) for e in retry]
-        sub = make_plan(new, plan_with, "skip")
+        new = {id(e): dataclasses.replace(e.request, attempt=attempt) for e in retry}
+        sub = make_plan(list(new.values()), plan_with, "skip")
         done = store.finished_keys(p.key for p in sub.unique)
         todo = {p.key: p for p in sub.unique if p.key not in done}
         if todo:
@@ -190,7 +201,9 @@ def reask(spec: JudgeSpec, plan_with: Planner, engine: Callable[[], Backend], pl
                 writer.add(to_row(g, p.request.language, p.request.mode, spec.name, backend.name))
         writer.flush()
         total += len(todo)
-        moved = {id(e): n for e, n in zip(retry, sub.entries)}
-        plan.entries = [moved.get(id(e), e) for e in plan.entries]       # same positions, so plan.runs holds
-        put_plans(store, plan)
+        key_of = {id(e.request): e.key for e in sub.entries}
+        moved = {id(e): PlanEntry(key_of[id(new[id(e)])], new[id(e)], e.run) for e in retry if id(new[id(e)]) in key_of}
+        store.move_plan([(e.run, e.request.meta.item_id, e.request.meta.as_dict(), moved[id(e)].key)
+                         for e in retry if id(e) in moved])
+        entries = [moved.get(id(e), e) for e in entries]
     return total

@@ -174,14 +174,30 @@ class Store:
             self.db.execute("UPDATE results SET status=?, label=?, value=?, reason=? WHERE key=?",
                             (status, label, json.dumps(value), reason, key))
 
-    def put_plan(self, run: str, entries: Iterable[tuple[str, str, dict[str, Any]]]) -> None:
-        rows = [(run, key, item, json.dumps(meta, sort_keys=True)) for key, item, meta in entries]
-
-        def replace() -> None:
+    def clear_plan(self, run: str) -> None:
+        """Forget a run's plan rows (a re-run plans again; results stay)."""
+        def clear() -> None:
             with self.db:
                 self.db.execute("DELETE FROM plan WHERE run=?", (run,))
+        self._write(clear)
+
+    def add_plan(self, entries: Iterable[tuple[str, str, str, dict[str, Any]]]) -> None:
+        """(run, key, item id, meta) rows, one transaction."""
+        rows = [(run, key, item, json.dumps(meta, sort_keys=True)) for run, key, item, meta in entries]
+
+        def insert() -> None:
+            with self.db:
                 self.db.executemany("INSERT OR REPLACE INTO plan VALUES (?, ?, ?, ?)", rows)
-        self._write(replace)
+        self._write(insert)
+
+    def move_plan(self, moves: Iterable[tuple[str, str, dict[str, Any], str]]) -> None:
+        """Point plan rows (run, item id, meta) at a new key (a re-asked request)."""
+        rows = [(key, run, item, json.dumps(meta, sort_keys=True)) for run, item, meta, key in moves]
+
+        def update() -> None:
+            with self.db:
+                self.db.executemany("UPDATE plan SET key=? WHERE run=? AND item_id=? AND meta=?", rows)
+        self._write(update)
 
     def results(self, keys: Iterable[str] | None = None) -> Iterator[ResultRow]:
         with self._guard():
@@ -197,6 +213,13 @@ class Store:
             chunk = wanted[i:i + 500]
             q = f"SELECT {','.join(RESULT_COLUMNS)} FROM results WHERE key IN ({','.join('?' * len(chunk))})"
             yield from (_decode(r) for r in self.db.execute(q, chunk))
+
+    def query_batches(self, sql: str, params: tuple = (), size: int = 50_000) -> Iterator[list[tuple]]:
+        """Rows of a read query, a batch at a time (the app layer joins plan and results this way)."""
+        with self._guard():
+            cur = self.db.execute(sql, params)
+            while rows := cur.fetchmany(size):
+                yield rows
 
     def plan(self, run: str) -> list[tuple[str, str, dict[str, Any]]]:
         with self._guard():

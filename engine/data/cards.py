@@ -8,9 +8,9 @@ from pathlib import Path
 
 import tomllib
 
-from ..core.config import build
 from ..core.errors import ConfigError
 from ..core.paths import cards_dir, data_root
+from ..core.schema import build
 
 
 @dataclass(frozen=True)

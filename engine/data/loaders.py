@@ -17,7 +17,7 @@ from ..core.paths import prompts_root
 from ..core.registry import Registry
 from .cards import DatasetCard
 from .items import load_aut, load_confederacy_items, load_rated_jsonl
-from .pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
+from .pairs import PairsFile, load_litbench_csv, pairs_from_confederacy, pairs_from_ttcw
 from .reference import load_confederacy, load_reference_jsonl
 from .ttcw import load_ttcw
 
@@ -41,7 +41,7 @@ LOADERS.add("confederacy.items", lambda loc, card: load_confederacy_items(loc))
 LOADERS.add("confederacy.pairs", lambda loc, card: pairs_from_confederacy(loc))
 LOADERS.add("aut_ocsai.items", lambda loc, card: load_aut(_file(loc, "test.jsonl")))
 LOADERS.add("rated_items_jsonl.items", lambda loc, card: load_rated_jsonl(loc, card.category_order))
-LOADERS.add("pairs_jsonl.pairs", lambda loc, card: load_pairs_jsonl(loc))
+LOADERS.add("pairs_jsonl.pairs", lambda loc, card: PairsFile(loc))                # streamed as read
 LOADERS.add("litbench_csv.pairs", lambda loc, card: load_litbench_csv(loc))
 LOADERS.add("reference_jsonl.groups", lambda loc, card: load_reference_jsonl(loc))
 

@@ -12,6 +12,7 @@ Readers (each failing with the file and line of a bad row):
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -36,9 +37,24 @@ class Pair:
     group: str = ""
 
 
+@dataclass(frozen=True)
+class PairsFile:
+    """The generic pairs JSONL, read as it is iterated (each time): a million pairs never sit in
+    memory at once. Every bad row fails naming its line, when iteration reaches it."""
+
+    path: Path
+
+    def __iter__(self) -> Iterator[Pair]:
+        return iter_pairs_jsonl(self.path)
+
+
 def load_pairs_jsonl(path: Path) -> list[Pair]:
-    path = Path(path)
-    pairs, seen = [], set()
+    return list(iter_pairs_jsonl(Path(path)))
+
+
+def iter_pairs_jsonl(path: Path) -> Iterator[Pair]:
+    seen: set[str] = set()
+    count = 0
     for n, rec in read_jsonl(path):
         require(rec, {"prompt": str, "text_a": str, "text_b": str, "label": str}, path, n)
         if rec["label"] not in LABELS:
@@ -47,16 +63,17 @@ def load_pairs_jsonl(path: Path) -> list[Pair]:
         if pid in seen:
             raise DataError(f"duplicate pair_id {pid!r}", path=str(path), row=n)
         seen.add(pid)
-        pairs.append(Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], rec["label"],
-                          str(rec.get("source_a", "")), str(rec.get("source_b", "")), str(rec.get("group", ""))))
-    if not pairs:
+        count += 1
+        yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], rec["label"],
+                   str(rec.get("source_a", "")), str(rec.get("source_b", "")), str(rec.get("group", "")))
+    if not count:
         raise DataError("no pairs", path=str(path))
-    return pairs
 
 
 def load_litbench_csv(path: Path) -> list[Pair]:
     path = Path(path)
     reader = csv.DictReader(read_text(path).splitlines(keepends=True))
+    seen: set[str] = set()
     missing = [c for c in ("prompt", "chosen_story", "rejected_story") if c not in (reader.fieldnames or [])]
     if missing:
         raise DataError(f"missing column(s) {missing} (LitBench's rehydrated layout: prompt, chosen_story, "
@@ -67,6 +84,10 @@ def load_litbench_csv(path: Path) -> list[Pair]:
             if not (rec.get(col) or "").strip():
                 raise DataError(f"empty {col!r} (texts not rehydrated yet?)", path=str(path), row=n)
         pid = rec.get("chosen_comment_id") and f"{rec['chosen_comment_id']}-{rec.get('rejected_comment_id', '')}"
+        if pid and pid in seen:
+            raise DataError(f"duplicate pair (comment ids {pid}): each pair once, or its verdicts would merge",
+                            path=str(path), row=n)
+        seen.add(str(pid))
         pairs.append(Pair(pid or f"row{n}", rec["prompt"], rec["chosen_story"], rec["rejected_story"], "a"))
     if not pairs:
         raise DataError("no rows", path=str(path))

@@ -9,17 +9,23 @@ from typing import Any
 from ..core.errors import DataError
 
 
-def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8",)) -> str:
-    """Decode with the first encoding that works; the card says which fallbacks a dataset needs."""
+def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8-sig",)) -> str:
+    """Decode with the first encoding that works (UTF-8 with or without Excel's byte-order mark by
+    default; a card may name fallbacks). What none decodes fails naming the first bad line."""
     if not path.exists():
         raise DataError("file not found", path=str(path))
+    if path.is_dir():
+        raise DataError("is a folder, not a data file", path=str(path))
     data = path.read_bytes()
+    first: UnicodeDecodeError | None = None
     for enc in encodings:
         try:
             return data.decode(enc)
-        except UnicodeDecodeError:
-            continue
-    raise DataError(f"not decodable as {' or '.join(encodings)}", path=str(path))
+        except UnicodeDecodeError as exc:
+            first = first or exc
+    line = data[: first.start].count(b"\n") + 1 if first else None
+    raise DataError(f"not {' or '.join(e.replace('-sig', '') for e in encodings)} text (byte {first.start if first else 0} "
+                    f"of this line)", path=str(path), row=line)
 
 
 def read_json_list(path: Path) -> list[dict[str, Any]]:
@@ -33,17 +39,29 @@ def read_json_list(path: Path) -> list[dict[str, Any]]:
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) for every non-blank line."""
-    for n, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=n) from None
-        if not isinstance(rec, dict):
-            raise DataError("expected a JSON object", path=str(path), row=n)
-        yield n, rec
+    """(line number, record) for every non-blank line, read as consumed (a file larger than memory
+    streams); a line that is not UTF-8 or not a JSON object fails naming its number."""
+    if not path.exists():
+        raise DataError("file not found", path=str(path))
+    if path.is_dir():
+        raise DataError("is a folder, not a JSONL file", path=str(path))
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(f"not UTF-8 text (byte {exc.start} of this line)", path=str(path), row=n) from None
+            if n == 1:
+                line = line.removeprefix("\ufeff")
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=n) from None
+            if not isinstance(rec, dict):
+                raise DataError("expected a JSON object", path=str(path), row=n)
+            yield n, rec
 
 
 def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], path: Path, row: int) -> None:
