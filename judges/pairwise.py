@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 
-import numpy as np
 import polars as pl
 
 import grammars
@@ -33,8 +32,9 @@ from engine.core.requests import JudgeRequest, Message, RequestMeta
 from engine.data.pairs import Pair
 
 from .base import Build, Context, Protocol
-from .metrics import MetricResult, accuracy, cluster_bootstrap, first_position_win_rate
-from .metrics.logistic import fit_logistic, sigmoid
+from .metrics import MetricResult, first_position_win_rate
+from .metrics.bootstrap import mean_bootstrap
+from .metrics.logistic import cluster_robust_cov, fit_logistic, sigmoid
 from .tables import calibration_tables, label_distribution
 
 ORDERS = ("ab", "ba")
@@ -109,7 +109,7 @@ class Pairwise(Protocol):
         lang = self.language(ctx)
         samplings = [ctx.sampling(repeat) for repeat in range(ctx.config.sampling.repeats)]
         for pair in pairs:
-            features = text_features(pair)
+            features = text_features(pair, opts.style_control)
             for order in ORDERS:
                 first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
                 messages = (Message("user", self.prompt(opts, ctx.config.mode, pair, first, second)),)
@@ -126,7 +126,7 @@ class Pairwise(Protocol):
             for side, text in (("a", pair.text_a), ("b", pair.text_b)):
                 meta = RequestMeta(self.name, f"{pair.pair_id}/{side}", (
                     ("pair_id", pair.pair_id), ("order", "reward"), ("side", side), ("human", pair.label),
-                    ("group", pair.group), *text_features(pair), ("repeat", 0)))
+                    ("group", pair.group), *text_features(pair, ctx.options.style_control), ("repeat", 0)))
                 yield JudgeRequest((Message("user", pair.prompt), Message("assistant", text)),
                                    grammars.RewardScore(), "reward", ctx.sampling(0), meta)
 
@@ -183,21 +183,19 @@ class Pairwise(Protocol):
             labelled = j.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             per_order = {}
             for order in (("reward",) if reward else ORDERS):
-                per_order[order] = _rate(labelled.filter(pl.col("order") == order), "human", "pick", opts.resamples)
+                per_order[order] = _rate(labelled.filter(pl.col("order") == order), AGREES, opts.resamples)
                 acc_rows.append({"judge": judge, "order": order, **per_order[order]})
             both = [per_order[o]["accuracy"] for o in per_order if per_order[o]["n"]]
             acc_rows.append({"judge": judge, "order": "mean of both", "accuracy": sum(both) / len(both) if both else None,
-                             "n": labelled.height, **_ci(labelled, "human", "pick", opts.resamples)})
+                             "n": labelled.height, **_ci(labelled, AGREES, opts.resamples)})
             units = combine(j, opts.tie_rule)
             comb_lab = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie"))
-            credit = half_credit(comb_lab["human"].to_list(), comb_lab["combined"].to_list())
-            acc_rows.append({"judge": judge, "order": f"combined ({opts.tie_rule}; tie = 0.5)", "accuracy": credit.value
-                             if credit.n else None, "n": credit.n, **_ci(comb_lab, "human", "combined", opts.resamples,
-                                                                          half_credit)})
+            acc_rows.append({"judge": judge, "order": f"combined ({opts.tie_rule}; tie = 0.5)",
+                             **_rate(comb_lab, HALF_CREDIT, opts.resamples)})
             combined.append(units.with_columns(pl.lit(judge).alias("judge")))
             bias_rows += self._bias(judge, j, units, opts.resamples)
             if not reward:
-                lc_rows.append({"judge": judge, **length_controlled(labelled, opts.style_control, opts.resamples)})
+                lc_rows.append({"judge": judge, **length_controlled(labelled, opts.style_control)})
         bias = pl.DataFrame(bias_rows).rename({"accuracy": "value"}) if bias_rows else pl.DataFrame()
         answered = d.filter(pl.col("status") == "ok").with_columns((pl.col("human") == "a").alias("human_a"))
         tables = {"accuracy": pl.DataFrame(acc_rows), "bias": bias,
@@ -216,16 +214,14 @@ class Pairwise(Protocol):
         """Swap-flip, first-position win, longer-text win and tie rates of the judge's real answers,
         each with a 95% bootstrap CI over pairs, and the count of non-answers."""
         real = j.filter(pl.col("answer").is_not_null())
-        flips = units.filter(pl.col("answers") == 2).with_columns(pl.lit(True).alias("t"),
-                                                                   pl.col("inconsistent").alias("f"))
-        firsts = real.filter(pl.col("first_won").is_not_null()).with_columns(pl.lit(True).alias("t"))
+        flips = units.filter(pl.col("answers") == 2)
         longer = real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie"))
-        ties = real.with_columns(pl.lit(True).alias("t"), (pl.col("answer") == "tie").alias("is_tie"))
-        rows = [{"judge": judge, "metric": "swap_flip_rate", **_rate(flips, "t", "f", resamples)},
+        rows = [{"judge": judge, "metric": "swap_flip_rate", **_rate(flips, pl.col("inconsistent"), resamples)},
                 {"judge": judge, "metric": "first_position_win_rate",
-                 **_rate(firsts, "t", "first_won", resamples, lambda _t, won: first_position_win_rate(won))},
-                {"judge": judge, "metric": "longer_text_win_rate", **_rate(longer, "longer", "answer", resamples)},
-                {"judge": judge, "metric": "tie_rate", **_rate(ties, "t", "is_tie", resamples)},
+                 **_rate(real, pl.col("first_won"), resamples, first_position_win_rate)},
+                {"judge": judge, "metric": "longer_text_win_rate",
+                 **_rate(longer, pl.col("longer") == pl.col("answer"), resamples)},
+                {"judge": judge, "metric": "tie_rate", **_rate(real, pl.col("answer") == "tie", resamples)},
                 {"judge": judge, "metric": "unparsed", "accuracy": float(j.height - real.height), "n": j.height,
                  "ci_low": None, "ci_high": None}]
         if units["order"].to_list()[:1] == ["reward"]:
@@ -269,34 +265,44 @@ def combine(j: pl.DataFrame, rule: str) -> pl.DataFrame:
                                       "p_a": pl.Float64, "combined": pl.Utf8})
 
 
-def half_credit(truth: list, pred: list) -> MetricResult:
-    """Accuracy where a predicted tie earns half credit (the combined verdict of two orders)."""
-    if not truth:
-        return MetricResult(float("nan"), 0)
-    return MetricResult(sum(1.0 if p == t else 0.5 if p == "tie" else 0.0 for t, p in zip(truth, pred)) / len(truth),
-                        len(truth))
+# Per-row values whose mean is a published rate (nulls left out): agreement with the human pick,
+# and the half credit of a combined verdict (a tie earns 0.5).
+AGREES = pl.col("human") == pl.col("pick")
+HALF_CREDIT = (pl.when(pl.col("combined") == pl.col("human")).then(1.0)
+               .when(pl.col("combined") == "tie").then(0.5).otherwise(0.0))
 
 
-def _ci(df: pl.DataFrame, truth: str, pred: str, resamples: int, metric=accuracy) -> dict:
-    if not df.height:
+def _values(df: pl.DataFrame, values: pl.Expr) -> pl.DataFrame:
+    return df.select(pl.col("pair_id"), values.cast(pl.Float64).alias("v")).drop_nulls("v")
+
+
+def _ci(df: pl.DataFrame, values: pl.Expr, resamples: int) -> dict:
+    """95% CI of the mean of `values`, resampling whole pairs."""
+    v = _values(df, values)
+    if not v.height:
         return {"ci_low": None, "ci_high": None}
-    lo, hi = cluster_bootstrap(df["pair_id"].to_list(), df[truth].to_list(), df[pred].to_list(), metric,
-                               resamples=resamples)
+    lo, hi = mean_bootstrap(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples)
     return {"ci_low": lo, "ci_high": hi}
 
 
-def _rate(df: pl.DataFrame, truth: str, pred: str, resamples: int, metric=accuracy) -> dict:
-    """`metric(truth, pred)` (default: the share of rows where pred == truth), with its pair-bootstrap CI."""
-    if not df.height:
+def _rate(df: pl.DataFrame, values: pl.Expr, resamples: int,
+          metric: Callable[[list], MetricResult] | None = None) -> dict:
+    """The mean of per-row `values` (or `metric` of them, where a metric module defines the rate),
+    its n, and its pair-bootstrap CI."""
+    v = _values(df, values)
+    if not v.height:
         return {"accuracy": None, "n": 0, "ci_low": None, "ci_high": None}
-    result = metric(df[truth].to_list(), df[pred].to_list())
-    return {"accuracy": result.value, "n": result.n, **_ci(df, truth, pred, resamples, metric)}
+    hits = v["v"].to_list()
+    value = metric(hits).value if metric else sum(hits) / len(hits)
+    lo, hi = mean_bootstrap(v["pair_id"].to_list(), hits, resamples=resamples)
+    return {"accuracy": value, "n": len(hits), "ci_low": lo, "ci_high": hi}
 
 
-def text_features(pair: Pair) -> tuple[tuple[str, int], ...]:
-    """Words and markdown style counts of both texts (request metadata, not part of any key)."""
+def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]:
+    """Words (and, for style control, markdown style counts) of both texts: request metadata, not
+    part of any key."""
     out = [("words_a", len(pair.text_a.split())), ("words_b", len(pair.text_b.split()))]
-    for name, pattern in STYLE.items():
+    for name, pattern in STYLE.items() if style else ():
         out += [(f"{name}_a", len(pattern.findall(pair.text_a))), (f"{name}_b", len(pattern.findall(pair.text_b)))]
     return tuple(out)
 
@@ -314,11 +320,11 @@ def _control_features(rows: pl.DataFrame, style: bool) -> list[list[float]]:
     return out
 
 
-def length_controlled(labelled: pl.DataFrame, style: bool, resamples: int) -> dict:
+def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     """Agreement with humans at equal length (and style): logistic regression of "the judge picked
     the human-preferred text" on the log length ratio of that text to the other (and the style
-    differences), read at zero difference, sigmoid(intercept); 95% CI by refitting on pairs
-    resampled with replacement. Verdicts that picked a tie are left out."""
+    differences), read at zero difference, sigmoid(intercept); 95% CI from the intercept's
+    cluster-robust standard error (pairs as clusters). Verdicts that picked a tie are left out."""
     style = style and all(f"{k}_a" in labelled.columns for k in STYLE)
     rows = labelled.filter(pl.col("pick") != "tie")
     names = ["length"] + (list(STYLE) if style else [])
@@ -328,16 +334,7 @@ def length_controlled(labelled: pl.DataFrame, style: bool, resamples: int) -> di
     x = _control_features(rows, style)
     y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
     beta = fit_logistic(x, y)
-    pairs = rows["pair_id"].to_list()
-    members: dict[str, list[int]] = {}
-    for i, pid in enumerate(pairs):
-        members.setdefault(pid, []).append(i)
-    groups = list(members.values())
-    rng = np.random.default_rng(0)
-    stats = []
-    for _ in range(resamples):
-        idx = [i for g in rng.integers(0, len(groups), len(groups)) for i in groups[g]]
-        stats.append(sigmoid(fit_logistic([x[i] for i in idx], [y[i] for i in idx])[0]))
-    lo, hi = (float(v) for v in np.quantile(stats, [0.025, 0.975]))
+    se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
+    lo, hi = sigmoid(beta[0] - 1.959964 * se), sigmoid(beta[0] + 1.959964 * se)
     return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
             "ci_low": lo, "ci_high": hi, **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from .metrics import accuracy, cluster_bootstrap, corrected_pass_rate
-from .metrics.base import MetricResult
-from .metrics.calibration import brier_score, expected_calibration_error, reliability_bins
+from .metrics import corrected_pass_rate
+from .metrics.bootstrap import mean_bootstrap
+from .metrics.calibration import brier_score, ece_bootstrap, expected_calibration_error, reliability_bins
 
 CALIBRATION_BINS = 10
 
@@ -27,15 +27,11 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
         for b in reliability_bins(p, y, bins):
             bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
                              "mean_prediction": b.mean_prediction, "observed_frequency": b.observed_frequency})
-        lo, hi = cluster_bootstrap(range(len(p)), y, p, _ece_metric, resamples=resamples)
+        lo, hi = ece_bootstrap(p, y, bins, resamples=resamples)
         summary.append({"judge": judge, "n": len(p), "ece": expected_calibration_error(p, y, bins),
                         "ece_ci_low": lo, "ece_ci_high": hi, "brier": brier_score(p, y).value,
                         "positive_rate": sum(y) / len(y), "mean_prediction": sum(p) / len(p)})
     return {"calibration": pl.DataFrame(bin_rows), "calibration_summary": pl.DataFrame(summary)}
-
-
-def _ece_metric(truth: list, pred: list) -> MetricResult:
-    return MetricResult(expected_calibration_error(pred, truth), len(truth))
 
 
 def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame:
@@ -61,7 +57,7 @@ def label_distribution(df: pl.DataFrame, label: str = "label", resamples: int = 
     for (judge,), g in df.group_by(["judge"], maintain_order=True):
         labels = g[label].fill_null("unparsed").to_list()
         for lab in sorted(set(labels), key=str):
-            lo, hi = cluster_bootstrap(range(len(labels)), [lab] * len(labels), labels, accuracy, resamples=resamples)
+            lo, hi = mean_bootstrap(range(len(labels)), [float(x == lab) for x in labels], resamples=resamples)
             rows.append({"judge": judge, "label": lab, "n": labels.count(lab), "share": labels.count(lab) / len(labels),
                          "ci_low": lo, "ci_high": hi})
     return pl.DataFrame(rows, schema={"judge": pl.Utf8, "label": pl.Utf8, "n": pl.Int64, "share": pl.Float64,

@@ -176,3 +176,23 @@ def test_a_toy_backend_and_dataset_format_run_end_to_end(toy_extensions, tmp_pat
     assert acc["ab"] == 1.0 and acc["ba"] == 0.0                    # it always picks the first-shown text
     bias = out.tables["bias"].filter(pl.col("metric") == "first_position_win_rate")["value"][0]
     assert bias == 1.0 and out.manifest["judges"][0]["backend"] == "toy"
+
+
+def test_content_key_is_the_canonical_json_of_its_fields():
+    """The fast key equals sha256 of json.dumps(body, sort_keys=True) for assorted requests."""
+    import grammars as g
+    from engine.core.config import Sampling
+    from engine.core.requests import JudgeRequest as R
+    from engine.core.requests import Message, RequestMeta, content_key
+
+    ident = JudgeIdentity("sha256:abc", "t\u00e9mplate", "vllm")
+    for lang in (g.binary(), g.likert(7, "1", "2"), g.Listwise(("ab", "cd", "ef")), g.Analyzed(g.preference(tie="tie"))):
+        for sampling in (Sampling(), Sampling(temperature=0.7, top_p=0.9, seed=3, max_tokens=9)):
+            r = R((Message("system", "Be fair. \u201cquotes\u201d"), Message("user", 'A "story"\n\ttab')), lang,
+                  "analyze" if isinstance(lang, g.Analyzed) else "label", sampling, RequestMeta("p", "i"),
+                  prefill="Answer: ", attempt=2)
+            body = {"k": 1, "judge": [ident.fingerprint, ident.template_hash, ident.backend_family],
+                    "messages": [[m.role, m.content] for m in r.messages], "prefill": r.prefill,
+                    "language": lang.spec(), "mode": r.mode, "sampling": sampling.key_fields(), "attempt": 2}
+            text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            assert content_key(r, ident) == hashlib.sha256(text.encode()).hexdigest()

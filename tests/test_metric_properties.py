@@ -302,3 +302,36 @@ def test_likert_group_means_brute_force(groups):
         assert row["spearman"] == pytest.approx(sum(defined) / len(defined))
     else:
         assert row["spearman"] is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(40, 300), st.integers(0, 10_000))
+def test_cluster_robust_covariance_matches_statsmodels(n, seed):
+    """The length-controlled accuracy's CI: cluster-robust (sandwich) standard errors as statsmodels."""
+    import statsmodels.api as sm
+
+    from judges.metrics.logistic import cluster_robust_cov
+
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n // 2 + 1), 2)[:n]                 # pairs: two verdicts each
+    x = rng.normal(size=(n, 1))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(0.4 + 0.9 * x[:, 0])))).astype(float)
+    assume(0 < y.sum() < n)
+    ref = sm.Logit(y, sm.add_constant(x)).fit(disp=0, cov_type="cluster", cov_kwds={"groups": groups})
+    assume(ref.mle_retvals["converged"] and np.abs(ref.params).max() < 8)
+    beta = fit_logistic(x, y, ridge=0.0)
+    assert cluster_robust_cov(x, y, beta, groups.tolist()) == pytest.approx(ref.cov_params(), rel=1e-5, abs=1e-9)
+
+
+def test_ece_bootstrap_matches_the_generic_bootstrap():
+    from judges.metrics import cluster_bootstrap
+    from judges.metrics.base import MetricResult
+    from judges.metrics.calibration import ece_bootstrap
+
+    rng = np.random.default_rng(3)
+    p = rng.random(300).tolist()
+    y = [float(rng.random() < v) for v in p]
+    fast = ece_bootstrap(p, y, 10, resamples=300)
+    slow = cluster_bootstrap([f"{i:05d}" for i in range(300)], y, p, lambda t, q: MetricResult(expected_calibration_error(q, t), len(t)),
+                             resamples=300)
+    assert fast == pytest.approx(slow, abs=1e-12)

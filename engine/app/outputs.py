@@ -4,7 +4,6 @@ written to a temporary name and renamed over the old one. A failed write leaves 
 outputs whole and says why in one line."""
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -15,10 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 
 from ..core.errors import StoreError, SystemFault
-from ..core.store import Store
+from ..core.store import RESULT_COLUMNS, Store
 
 
 def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
@@ -99,14 +99,24 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
     write_file(run_dir / "verdicts.parquet", lambda tmp: verdicts.write_parquet(tmp))
 
     def log(tmp: Path) -> None:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for r in store.results(set(verdicts["key"].to_list())):
-                rec = dataclasses.asdict(r)
-                if prompts and r.key in prompts:
-                    rec["prompt"] = prompts[r.key]
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        with tmp.open("wb") as fh:
+            for row in store.raw_results(set(verdicts["key"].to_list())):
+                fh.write(log_line(row, prompts.get(row[0]) if prompts else None))
     write_file(log_path, log)
     write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
+
+
+JSON_COLUMNS = {"language", "value", "distribution"}      # stored as JSON text: written through as is
+
+
+def log_line(row: tuple, prompt: str | None) -> bytes:
+    """One stored result as a JSON line (the store's own JSON columns copied, not re-encoded)."""
+    rec = dict(zip(RESULT_COLUMNS, row))
+    for name in JSON_COLUMNS:
+        rec[name] = orjson.Fragment(rec[name] or b"null")
+    if prompt is not None:
+        rec["prompt"] = prompt
+    return orjson.dumps(rec) + b"\n"
 
 
 def read_manifest(run_dir: Path) -> dict:

@@ -276,7 +276,8 @@ def pairwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          "text to the other (and markdown style differences when style_control is on), read at zero "
                          "difference: the accuracy the judge would have if both texts were equally long. A positive "
                          "length coefficient: the judge agrees with humans more when their choice is the longer text. "
-                         "95% CI from refits on resampled pairs; tie picks left out.", [("length_control", lc)],
+                         "95% CI from the cluster-robust standard error (pairs as clusters); tie picks left out.",
+                         [("length_control", lc)],
                          [("length_control", _grouped_bars(bars, "kind", "value", "Accuracy, raw vs length-controlled",
                                                            "accuracy", "ci_low", "ci_high", (0, 1)))]))
     out += _calibration_panels(t)

@@ -4,6 +4,7 @@ Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no mode
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     t0 = time.time()
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()]
     run_dir = run_dir or run_dir_for(config)
+    notes = lost_store_note(run_dir)
     store = Store.open(run_dir / "store.sqlite")
     judge_runs: list[JudgeRun] = []
     skipped: dict[str, list[dict]] = {name: [] for name, _ in tasks}
@@ -119,7 +121,9 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         for name, prep in tasks:
             out_dir = run_dir / name if name else run_dir
             ids = {s.name: run_id(config, name, s.name) for s in prep.specs}
+            t = time.perf_counter()
             verdicts, tables, warnings = aggregate_store(prep, store, ids)
+            aggregate_s = time.perf_counter() - t
             tables["skipped"] = pl.DataFrame(skipped[name], schema={"judge": pl.Utf8, "item_id": pl.Utf8,
                                                                      "reason": pl.Utf8})
             too_long_n = sum(len(j.plan.too_long) for j in judge_runs)
@@ -127,7 +131,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                 warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
                                 "(truncation = \"skip\"; listed in tables/skipped)")
             manifest = build_manifest(prep, judge_runs, verdicts, time.time() - t0)
-            manifest.update(warnings=warnings, task=name or None, log_prompts=prompts is not None)
+            manifest.update(warnings=notes + warnings, task=name or None, log_prompts=prompts is not None,
+                            stage_seconds={"aggregate": round(aggregate_s, 3)})
             write_outputs(out_dir, tables, verdicts, manifest, store, prompts or {})
             outcomes.append(RunOutcome(out_dir, tables, verdicts, manifest, judge_runs))
         if len(tasks) > 1:
@@ -141,6 +146,24 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     first = outcomes[0]
     first.tasks = outcomes
     return first
+
+
+def lost_store_note(run_dir: Path) -> list[str]:
+    """A store emptied (0 bytes) although the last manifest lists finished verdicts: say so now,
+    before everything is computed again, rather than quietly starting over."""
+    store, manifest = run_dir / "store.sqlite", run_dir / "manifest.json"
+    if not (store.exists() and store.stat().st_size == 0 and manifest.exists()):
+        return []
+    try:
+        rows = json.loads(manifest.read_text()).get("verdicts", {}).get("rows", 0)
+    except (json.JSONDecodeError, OSError, AttributeError):
+        return []
+    if not rows:
+        return []
+    note = (f"{store} is empty although {manifest.name} lists {rows} finished verdicts: the store was lost, "
+            "so every verdict is computed again")
+    print(f"litjudge: warning: {note}", file=sys.stderr)
+    return [note]
 
 
 def aggregate_store(prep: Prepared, store: Store, run_ids: dict[str, str] | None = None

@@ -16,10 +16,11 @@
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Literal
+from typing import Any, Literal
 
 from grammars.analysis import Analyzed
 from grammars.compile import max_verdict_tokens
@@ -48,11 +49,13 @@ class PlanStats:
     prompt_tokens: int = 0
     distinct_prefill_tokens: int = 0
     too_long: list[tuple[str, int, int, str]] = field(default_factory=list)   # (item id, tokens, limit, run)
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("build_and_key", "render", "tokenize",
+                                                                               "order"), 0.0))
 
-    def summary(self) -> dict[str, int]:
+    def summary(self) -> dict[str, Any]:
         return {"requests": self.requests, "distinct_requests": self.distinct_requests,
                 "prompt_tokens": self.prompt_tokens, "distinct_prefill_tokens": self.distinct_prefill_tokens,
-                "too_long_skipped": len(self.too_long)}
+                "too_long_skipped": len(self.too_long), "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
 
 
 @dataclass
@@ -121,7 +124,12 @@ class StreamPlanner:
 
     def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Iterator[PlanChunk]:
         it = iter(requests)
-        while batch := list(islice(it, self.chunk)):
+        while True:
+            t = time.perf_counter()
+            batch = list(islice(it, self.chunk))          # the protocol builds its requests here
+            self.stats.seconds["build_and_key"] += time.perf_counter() - t
+            if not batch:
+                return
             yield self._plan(batch)
 
     def _budget(self, r: JudgeRequest) -> int:
@@ -131,6 +139,7 @@ class StreamPlanner:
         return self._budgets[fp]
 
     def _plan(self, batch: list[tuple[str, JudgeRequest]]) -> PlanChunk:
+        seconds, t = self.stats.seconds, time.perf_counter()
         entries, new = [], {}
         for run, r in batch:
             key = content_key(r, self.identity)
@@ -138,10 +147,15 @@ class StreamPlanner:
             if key not in new and bytes.fromhex(key) not in self._seen:
                 new[key] = (run, r)
         prepared, too_long = [], []
+        seconds["build_and_key"] += time.perf_counter() - t
         for key, (run, r) in new.items():
             self._seen.add(bytes.fromhex(key))
+            t = time.perf_counter()
             prompt = self.planner.render(r)
+            t2 = time.perf_counter()
             ids = self.planner.encode(prompt)
+            seconds["render"] += t2 - t
+            seconds["tokenize"] += time.perf_counter() - t2
             budget = self._budget(r)
             if len(ids) + budget > self.window:
                 too_long.append((r.meta.item_id, len(ids), self.window - budget, run))
@@ -155,12 +169,14 @@ class StreamPlanner:
                                  f"incl. the verdict budget): {shown}. Shorten the items, raise max_model_len, "
                                  f"or set truncation = \"skip\" to leave them out (reported).")
         self.stats.too_long += too_long
+        t = time.perf_counter()
         prepared.sort(key=lambda p: p.token_ids)
         for p in prepared:
             self.stats.prompt_tokens += p.prompt_tokens
             self.stats.distinct_prefill_tokens += p.prompt_tokens - common_prefix(self._prev, p.token_ids)
             self._prev = p.token_ids
         self.stats.distinct_requests += len(prepared)
+        seconds["order"] += time.perf_counter() - t
         kept = [e for e in entries if not self._skipped or bytes.fromhex(e.key) not in self._skipped]
         self.stats.requests += len(kept)
         return PlanChunk(kept, prepared)

@@ -8,6 +8,7 @@ share one verdict. Runtime settings (batch size, KV-cache size, threads) are not
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -69,19 +70,31 @@ class JudgeIdentity:
     backend_family: str = "vllm"    # backends differ numerically, so they never share a key
 
 
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _part(obj: VerdictLanguage | Sampling | JudgeIdentity) -> str:
+    """The canonical JSON of a key part shared by many requests (frozen, so cacheable)."""
+    if isinstance(obj, VerdictLanguage):
+        return _canonical(obj.spec())
+    if isinstance(obj, Sampling):
+        return _canonical(obj.key_fields())
+    return _canonical([obj.fingerprint, obj.template_hash, obj.backend_family])
+
+
 def content_key(request: JudgeRequest, judge: JudgeIdentity) -> str:
-    """The ONLY place a request key is computed (store, planner, replay and CLI all call it)."""
-    body = {
-        "k": KEY_VERSION,
-        "judge": [judge.fingerprint, judge.template_hash, judge.backend_family],
-        "messages": [[m.role, m.content] for m in request.messages],
-        "prefill": request.prefill,
-        "language": request.language.spec(),
-        "mode": request.mode,
-        "sampling": request.sampling.key_fields(),
-        "attempt": request.attempt,
-    }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The ONLY place a request key is computed (store, planner, replay and CLI all call it).
+
+    sha256 of the canonical JSON (sorted keys, no spaces) of {k, judge, messages, prefill, language,
+    mode, sampling, attempt}; the parts many requests share are encoded once (`_part`), and the
+    text is exactly `json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`."""
+    text = (f'{{"attempt":{request.attempt},"judge":{_part(judge)},"k":{KEY_VERSION},'
+            f'"language":{_part(request.language)},'
+            f'"messages":{_canonical([[m.role, m.content] for m in request.messages])},'
+            f'"mode":{_canonical(request.mode)},"prefill":{_canonical(request.prefill)},'
+            f'"sampling":{_part(request.sampling)}}}')
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

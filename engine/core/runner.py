@@ -7,6 +7,7 @@ generate, and is shut down (memory released) before the next judge loads.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import signal
 import time
@@ -24,8 +25,9 @@ from .progress import RunProgress
 from .requests import Generation, JudgeRequest
 from .store import ResultRow, Store
 
-COMMIT_EVERY = 8          # results per transaction: a crash loses at most this many
-COMMIT_SECONDS = 2.0
+# A transaction every 8 results (slow engines) or 0.25 s (fast ones), at most 4,096 results or 2 s
+# apart: a crash loses at most the last 8 results or quarter second of them.
+COMMIT_EVERY, COMMIT_MIN_SECONDS, COMMIT_MAX_ROWS, COMMIT_SECONDS = 8, 0.25, 4096, 2.0
 
 
 @dataclass
@@ -39,9 +41,15 @@ class JudgeRun:
     prompts: dict[str, str] | None = None       # key -> prompt for the log (None: too many to keep)
 
 
+@functools.lru_cache(maxsize=1024)
+def spec_of(language: VerdictLanguage) -> dict[str, Any]:
+    """A language's spec, built once per language (stored with every result; never mutated)."""
+    return language.spec()
+
+
 def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
     """Parse one generation into a store row. Failures are values: status 'unparsed' + reason."""
-    common: dict[str, Any] = dict(key=g.key, judge=judge, backend=backend, mode=mode, language=language.spec(), raw=g.raw,
+    common: dict[str, Any] = dict(key=g.key, judge=judge, backend=backend, mode=mode, language=spec_of(language), raw=g.raw,
                   analysis=g.analysis, distribution=g.distribution, label_mass=g.label_mass,
                   prompt_tokens=g.prompt_tokens, cached_tokens=g.cached_tokens, output_tokens=g.output_tokens,
                   created=time.time())
@@ -73,7 +81,9 @@ class Writer:
 
     def add(self, row: ResultRow) -> None:
         self.buf.append(row)
-        if len(self.buf) >= COMMIT_EVERY or time.monotonic() - self.last > COMMIT_SECONDS:
+        waited = time.monotonic() - self.last
+        if (len(self.buf) >= COMMIT_EVERY and waited >= COMMIT_MIN_SECONDS) or len(self.buf) >= COMMIT_MAX_ROWS \
+                or waited > COMMIT_SECONDS:
             self.flush()
 
     def flush(self) -> None:
@@ -92,10 +102,12 @@ class LazyBackend:
     def __init__(self, start: Callable[[], Backend], live: Backend | None = None):
         self.start, self.live = start, live
         self.owned: Backend | None = None
+        self.starts = 0                          # engines started for this judge (the manifest says how many)
 
     def get(self, planned_as) -> Backend:
         if self.live is None:
             self.live = self.owned = self.start()
+            self.starts += 1
         if self.live.identity() != planned_as:
             raise RuntimeError(f"planner and engine disagree on the judge identity: {planned_as} vs {self.live.identity()}")
         return self.live
@@ -127,8 +139,10 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     listwise: list[PlanEntry] = []
     cleared: set[str] = set()
     generated = reasked = 0
+    stage = dict.fromkeys(("store_plan", "backend", "parse_and_store"), 0.0)
     try:
         for part in stream.chunks(requests):
+            t = time.perf_counter()
             for run in {e.run for e in part.entries} - cleared:
                 store.clear_plan(run)
                 cleared.add(run)
@@ -140,12 +154,20 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                     prompts = None
             done = store.finished_keys(p.key for p in part.unique)
             todo = [p for p in part.unique if p.key not in done]
+            stage["store_plan"] += time.perf_counter() - t
             if not todo:
                 continue
             bar.grow(len(todo))
             by_key = {p.key: p for p in todo}
             backend = lazy.get(stream.identity)
-            for g in backend.generate(todo):
+            outputs = iter(backend.generate(todo))
+            while True:
+                t = time.perf_counter()
+                g = next(outputs, None)
+                t2 = time.perf_counter()
+                stage["backend"] += t2 - t
+                if g is None:
+                    break
                 p = by_key[g.key]
                 row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
                 writer.add(row)
@@ -153,7 +175,10 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                 generated += 1
                 if on_result:
                     on_result(row)
+                stage["parse_and_store"] += time.perf_counter() - t2
+            t = time.perf_counter()
             writer.flush()
+            stage["parse_and_store"] += time.perf_counter() - t
         reasked = reask(spec, plan_with, lambda: lazy.get(stream.identity), listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
     finally:
@@ -162,8 +187,10 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
         lazy.close()
     identity = stream.identity
     return JudgeRun(spec.name, stream.stats, generated, reasked, time.time() - t0,
-                    {**described, "fingerprint": identity.fingerprint, "chat_template_hash": identity.template_hash,
+                    {"engine_starts": lazy.starts, **described, "fingerprint": identity.fingerprint,
+                     "chat_template_hash": identity.template_hash,
                      "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
+                     "stage_seconds": {**stream.stats.seconds, **{k: round(v, 3) for k, v in stage.items()}},
                      "rss_mib_after_close": rss_mib()}, prompts)
 
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .errors import StoreError, SystemFault
 
-LAYOUT_VERSION = "1"
+LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -43,14 +45,13 @@ CREATE TABLE IF NOT EXISTS results (
     output_tokens INTEGER,
     created REAL NOT NULL
 );
-CREATE TABLE IF NOT EXISTS plan (
+CREATE TABLE IF NOT EXISTS plan (  -- derived: every run writes its own plan rows again
     run TEXT NOT NULL,
     key TEXT NOT NULL,
     item_id TEXT NOT NULL,
-    meta TEXT NOT NULL,              -- JSON of RequestMeta.as_dict()
-    PRIMARY KEY (run, item_id, meta)
+    meta TEXT NOT NULL               -- JSON of RequestMeta.as_dict()
 );
-CREATE INDEX IF NOT EXISTS plan_key ON plan(key);
+CREATE INDEX IF NOT EXISTS plan_run ON plan(run);
 """
 
 RESULT_COLUMNS = ("key", "judge", "backend", "mode", "language", "status", "label", "value", "reason", "raw",
@@ -98,8 +99,15 @@ class Store:
         def setup():
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
+            self.db.execute("PRAGMA cache_size=-262144")          # 256 MiB of pages: a million keys insert fast
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
             found = self.db.execute("SELECT v FROM meta WHERE k='layout'").fetchone()
+            if found is not None and found[0] == "1":               # the plan is derived: rebuild its table
+                with self.db:
+                    self.db.execute("DROP TABLE IF EXISTS plan")
+                    self.db.execute("UPDATE meta SET v=? WHERE k='layout'", (LAYOUT_VERSION,))
+                found = (LAYOUT_VERSION,)
+            self.db.executescript(_SCHEMA)
             if found is None:
                 self.db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT_VERSION,))
                 self.db.commit()
@@ -152,8 +160,8 @@ class Store:
             return {k for (k,) in self.db.execute("SELECT key FROM results")}
         wanted = list(keys)
         found: set[str] = set()
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
+        for i in range(0, len(wanted), 5000):
+            chunk = wanted[i:i + 5000]
             q = f"SELECT key FROM results WHERE key IN ({','.join('?' * len(chunk))})"
             found.update(k for (k,) in self.db.execute(q, chunk))
         return found
@@ -183,16 +191,16 @@ class Store:
 
     def add_plan(self, entries: Iterable[tuple[str, str, str, dict[str, Any]]]) -> None:
         """(run, key, item id, meta) rows, one transaction."""
-        rows = [(run, key, item, json.dumps(meta, sort_keys=True)) for run, key, item, meta in entries]
+        rows = [(run, key, item, meta_json(meta)) for run, key, item, meta in entries]
 
         def insert() -> None:
             with self.db:
-                self.db.executemany("INSERT OR REPLACE INTO plan VALUES (?, ?, ?, ?)", rows)
+                self.db.executemany("INSERT INTO plan VALUES (?, ?, ?, ?)", rows)
         self._write(insert)
 
     def move_plan(self, moves: Iterable[tuple[str, str, dict[str, Any], str]]) -> None:
         """Point plan rows (run, item id, meta) at a new key (a re-asked request)."""
-        rows = [(key, run, item, json.dumps(meta, sort_keys=True)) for run, item, meta, key in moves]
+        rows = [(key, run, item, meta_json(meta)) for run, item, meta, key in moves]
 
         def update() -> None:
             with self.db:
@@ -202,6 +210,16 @@ class Store:
     def results(self, keys: Iterable[str] | None = None) -> Iterator[ResultRow]:
         with self._guard():
             yield from self._results(keys)
+
+    def raw_results(self, keys: Iterable[str]) -> Iterator[tuple]:
+        """Stored rows as tuples in RESULT_COLUMNS order, JSON columns left as their JSON text (the
+        log writes them through without decoding)."""
+        wanted = list(keys)
+        with self._guard():
+            for i in range(0, len(wanted), 900):
+                chunk = wanted[i:i + 900]
+                q = f"SELECT {','.join(RESULT_COLUMNS)} FROM results WHERE key IN ({','.join('?' * len(chunk))})"
+                yield from self.db.execute(q, chunk)
 
     def _results(self, keys: Iterable[str] | None) -> Iterator[ResultRow]:
         if keys is None:
@@ -227,6 +245,11 @@ class Store:
             return [(k, i, json.loads(m)) for k, i, m in cur]
 
 
+def meta_json(meta: dict[str, Any]) -> str:
+    """A plan row's metadata as canonical JSON (sorted keys; the plan's primary key includes it)."""
+    return orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode()
+
+
 def _lock_wait() -> float:
     return float(os.environ.get("LITJUDGE_LOCK_WAIT_S") or LOCK_WAIT_S)
 
@@ -246,8 +269,21 @@ def _translate(exc: Exception, path: Path) -> Exception:
     return StoreError(f"{path}: {exc}")
 
 
+_SPEC_JSON: dict[int, tuple[dict, str]] = {}      # id -> (the spec dict, kept alive; its JSON)
+
+
+def _spec_json(spec: dict[str, Any]) -> str:
+    """A language spec's JSON, encoded once per spec object (a run stores the same one many times)."""
+    hit = _SPEC_JSON.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        if len(_SPEC_JSON) > 10_000:
+            _SPEC_JSON.clear()
+        hit = _SPEC_JSON[id(spec)] = (spec, json.dumps(spec, sort_keys=True))
+    return hit[1]
+
+
 def _encode(r: ResultRow) -> tuple:
-    return (r.key, r.judge, r.backend, r.mode, json.dumps(r.language, sort_keys=True), r.status, r.label,
+    return (r.key, r.judge, r.backend, r.mode, _spec_json(r.language), r.status, r.label,
             json.dumps(r.value), r.reason, r.raw, r.analysis,
             json.dumps(r.distribution) if r.distribution is not None else None, r.label_mass,
             r.prompt_tokens, r.cached_tokens, r.output_tokens, r.created or time.time())

@@ -22,7 +22,7 @@ NAN = float("nan")
 
 def is_missing(x: Any) -> bool:
     """None or a float NaN: no value (never a category, never a number)."""
-    return x is None or (isinstance(x, float) and math.isnan(x))
+    return x is None or x != x          # NaN is the one value unequal to itself
 
 
 def known_pairs(a: Sequence[Any], b: Sequence[Any]) -> tuple[list[Any], list[Any]]:

@@ -4,6 +4,14 @@ a pair's two orders) so that correlated items do not make an interval look narro
 >>> lo, hi = cluster_bootstrap([1, 2, 3, 4], [1, 1, 0, 0], [1, 0, 0, 0], cohen_kappa, resamples=200)
 >>> lo <= hi
 True
+
+`mean_bootstrap` is the same resampling for a mean of per-row values (an accuracy, a rate, half
+credit), computed from per-cluster sums in numpy: the same draws as `cluster_bootstrap` with
+`accuracy`, fast enough for a million verdicts.
+
+>>> mean_bootstrap([1, 1, 2, 2], [1.0, 1.0, 0.0, 0.0], resamples=200) == cluster_bootstrap(
+...     [1, 1, 2, 2], [True] * 4, [True, True, False, False], accuracy, resamples=200)
+True
 """
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
-from .agreement import cohen_kappa  # noqa: F401  (used by the doctest)
+from .agreement import accuracy, cohen_kappa  # noqa: F401  (used by the doctests)
 from .base import MetricResult
 
 
@@ -36,4 +44,24 @@ def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Seque
     if not stats:
         return math.nan, math.nan
     low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamples: int = 1000, seed: int = 0,
+                   alpha: float = 0.05, batch_cells: int = 4_000_000) -> tuple[float, float]:
+    """(low, high) of mean(values) over `resamples` cluster resamples: each resample draws whole
+    clusters with replacement and takes sum(values) / count over them. (nan, nan) with no values."""
+    if not len(values):
+        return math.nan, math.nan
+    _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+    sums = np.bincount(inverse, weights=np.asarray(values, dtype=float))
+    counts = np.bincount(inverse).astype(float)
+    g = len(sums)
+    rng = np.random.default_rng(seed)
+    stats: list[np.ndarray] = []
+    step = max(1, batch_cells // g)
+    for start in range(0, resamples, step):
+        idx = rng.integers(0, g, (min(step, resamples - start), g))
+        stats.append(sums[idx].sum(axis=1) / counts[idx].sum(axis=1))
+    low, high = np.quantile(np.concatenate(stats), [alpha / 2, 1 - alpha / 2])
     return float(low), float(high)

@@ -70,3 +70,23 @@ def brier_score(p: Sequence[float], y: Sequence[float | bool]) -> MetricResult:
     if not len(pa):
         return MetricResult(NAN, 0)
     return MetricResult(float(((pa - ya) ** 2).mean()), len(pa))
+
+
+def ece_bootstrap(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = 500, seed: int = 0,
+                  alpha: float = 0.05) -> tuple[float, float]:
+    """Percentile CI of the ECE over verdicts resampled with replacement (numpy, per-bin sums)."""
+    pa, ya = _arrays(p, y)
+    n = len(pa)
+    if not n:
+        return NAN, NAN
+    index = np.minimum((pa * bins).astype(int), bins - 1)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(resamples)
+    for r in range(resamples):
+        pick = rng.integers(0, n, n)
+        counts = np.bincount(index[pick], minlength=bins)
+        gap = np.abs(np.bincount(index[pick], weights=pa[pick], minlength=bins)
+                     - np.bincount(index[pick], weights=ya[pick], minlength=bins))
+        stats[r] = gap.sum() / n if counts.sum() else NAN
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)

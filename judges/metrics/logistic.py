@@ -42,3 +42,22 @@ def fit_logistic(features: Sequence[Sequence[float]], outcome: Sequence[float | 
         if np.abs(step).max() < tol:
             break
     return beta
+
+
+def cluster_robust_cov(features: Sequence[Sequence[float]], outcome: Sequence[float | bool], beta: np.ndarray,
+                       clusters: Sequence[object]) -> np.ndarray:
+    """Covariance of the fitted coefficients, robust to correlation within clusters (a pair's two
+    orders): the sandwich H^-1 (sum over clusters of s_g s_g^T) H^-1, with the small-sample factor
+    G/(G-1) * (N-1)/(N-K) that statsmodels applies."""
+    x = np.asarray(features, dtype=float).reshape(len(outcome), -1)
+    y = np.asarray(outcome, dtype=float)
+    design = np.hstack([np.ones((len(y), 1)), x])
+    p = 1.0 / (1.0 + np.exp(-np.clip(design @ beta, -35, 35)))
+    hess = design.T @ (design * (p * (1 - p))[:, None])
+    _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+    scores = np.zeros((inverse.max() + 1, design.shape[1]))
+    np.add.at(scores, inverse, design * (y - p)[:, None])
+    bread = np.linalg.pinv(hess)
+    g, n, k = len(scores), len(y), design.shape[1]
+    factor = g / (g - 1) * (n - 1) / (n - k) if g > 1 and n > k else 1.0
+    return factor * bread @ (scores.T @ scores) @ bread

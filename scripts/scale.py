@@ -1,0 +1,144 @@
+"""How litjudge's own work grows with the run: 10k, 100k and 1M pairwise requests on synthetic data.
+
+For each size, in a fresh process each (so peak memory is that stage's own):
+  plan     the whole plan streamed with the tokenizer-only planner of the default judge (render,
+           key, deduplicate, tokenize, order, in chunks): seconds, peak RSS, the tokenizer's rate;
+  judge    a full `litjudge run` with a replayed judge (recorded answers by item id, no model):
+           plan + store + parse + aggregate + outputs. litjudge's own rate is requests per second
+           of everything but the (word) tokenizer the replay backend plans with.
+
+    .venv/bin/python scripts/scale.py --sizes 10000 100000 1000000 --out scale.json
+
+Texts are short (prompt ~15 words, texts ~40 words each) so the tokenizer's share stays visible
+next to litjudge's; the structure is the pairwise protocol's (both orders of every pair).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = ("the a night river voice old garden letter window silver quiet storm city winter train mother "
+         "door secret lamp road bird paper fire dream morning stone song shadow house sea glass field").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def write_data(folder: Path, pairs: int, seed: int = 0) -> tuple[Path, Path]:
+    """pairs.jsonl + a card beside it, and the replayed judge's answers for every request."""
+    rng = random.Random(seed)
+    data, answers = folder / "pairs.jsonl", folder / "answers.jsonl"
+    with data.open("w") as d, answers.open("w") as a:
+        for i in range(pairs):
+            d.write(json.dumps({"pair_id": f"p{i}", "prompt": sentence(rng, 15), "text_a": sentence(rng, 40),
+                                "text_b": sentence(rng, 40), "label": rng.choice("ab")}) + "\n")
+            for order in ("ab", "ba"):
+                a.write(json.dumps({"id": f"p{i}/{order}", "response": rng.choice("AB")}) + "\n")
+    (folder / "card.toml").write_text('name = "synthetic-pairs"\ntitle = "synthetic"\nloader = "pairs_jsonl"\n'
+                                      'path = "pairs.jsonl"\nprotocols = ["pairwise"]\n')
+    return folder / "card.toml", answers
+
+
+def config(folder: Path, judge: str) -> Path:
+    path = folder / f"run-{judge.split(':')[0]}.toml"
+    path.write_text(f'name = "scale"\nprotocol = "pairwise"\ndataset = "{folder / "card.toml"}"\njudge = "{judge}"\n'
+                    'mode = "label"\n[options]\nresamples = 200\n')
+    return path
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+
+
+def stage_plan(folder: Path) -> dict:
+    """Plan every request with the default judge's tokenizer-only planner; nothing is generated."""
+    from engine import backends
+    from engine.app.run import prepare
+    from engine.core.config import load_config
+    from engine.core.planner import StreamPlanner
+
+    prep = prepare(load_config(config(folder, "smollm2-135m")))
+    spec = prep.specs[0]
+    stream = StreamPlanner(backends.planner(spec), prep.config.truncation)
+    t = time.perf_counter()
+    built = prep.protocol.build(prep.context(spec))
+    for _ in stream.chunks(("plan", r) for r in built.requests):
+        pass
+    seconds = time.perf_counter() - t
+    st = stream.stats
+    return {"requests": st.requests, "distinct": st.distinct_requests, "seconds": round(seconds, 2),
+            "peak_rss_gib": round(peak_rss_gib(), 3), "prompt_tokens": st.prompt_tokens,
+            "tokenizer_tokens_per_s": round(st.prompt_tokens / max(st.seconds["tokenize"], 1e-9)),
+            "stage_seconds": {k: round(v, 2) for k, v in st.seconds.items()}}
+
+
+def stage_judge(folder: Path, answers: Path) -> dict:
+    """A whole run with the replayed judge, outputs written."""
+    os.environ["LITJUDGE_RUNS_DIR"] = str(folder / "runs")
+    from engine.app.run import run
+    from engine.core.config import load_config
+
+    t = time.perf_counter()
+    out = run(load_config(config(folder, f"replay:{answers}")), progress=False)
+    seconds = time.perf_counter() - t
+    j = out.manifest["judges"][0]
+    stages = {**j["stage_seconds"], **out.manifest["stage_seconds"]}
+    own = seconds - stages["tokenize"]
+    return {"requests": j["plan"]["requests"], "seconds": round(seconds, 2), "peak_rss_gib": round(peak_rss_gib(), 3),
+            "word_tokenizer_seconds": round(stages["tokenize"], 2), "litjudge_seconds": round(own, 2),
+            "litjudge_requests_per_s": round(j["plan"]["requests"] / own), "stage_seconds": stages,
+            "outputs_and_rest_seconds": round(seconds - sum(stages.values()), 2)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], help="requests")
+    ap.add_argument("--out", default="", help="write the figures (JSON) here")
+    ap.add_argument("--stage", choices=["plan", "judge"], help=argparse.SUPPRESS)
+    ap.add_argument("--folder", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.stage:                                    # one measurement, in its own process
+        folder = Path(args.folder)
+        result = stage_plan(folder) if args.stage == "plan" else stage_judge(folder, folder / "answers.jsonl")
+        print(json.dumps(result))
+        return 0
+    rows = []
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="litjudge-scale-") as tmp:
+            folder = Path(tmp)
+            t = time.perf_counter()
+            write_data(folder, size // 2)
+            print(f"{size:,} requests: data written in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+            row = {"requests": size}
+            for stage in ("plan", "judge"):
+                r = subprocess.run([sys.executable, __file__, "--stage", stage, "--folder", str(folder)], cwd=ROOT,
+                                   capture_output=True, text=True)
+                if r.returncode:
+                    print(r.stderr[-3000:], file=sys.stderr)
+                    return r.returncode
+                row[stage] = json.loads(r.stdout.strip().splitlines()[-1])
+                print(f"  {stage}: {json.dumps(row[stage])}", file=sys.stderr)
+            rows.append(row)
+    print("| requests | plan s | plan peak RSS GiB | tokenizer tok/s | run s (replay) | run peak RSS GiB "
+          "| word-tokenizer s | litjudge req/s |\n|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        p, j = r["plan"], r["judge"]
+        print(f"| {r['requests']:,} | {p['seconds']} | {p['peak_rss_gib']} | {p['tokenizer_tokens_per_s']:,} | "
+              f"{j['seconds']} | {j['peak_rss_gib']} | {j['word_tokenizer_seconds']} | {j['litjudge_requests_per_s']:,} |")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
