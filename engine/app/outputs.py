@@ -88,6 +88,7 @@ def write_tables(run_dir: Path, tables: dict[str, pl.DataFrame]) -> None:
 def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.DataFrame, manifest: dict,
                   store: Store, prompts: dict[str, str] | None = None) -> None:
     """Tables (Parquet + CSV), the verdicts, the request/response log (JSONL) and the manifest."""
+    guarded(lambda: run_dir.mkdir(parents=True, exist_ok=True), run_dir)
     log_path = run_dir / "log.jsonl"
     if prompts is None and log_path.exists():      # reparse: keep the prompts logged by the run
         prompts = {}

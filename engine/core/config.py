@@ -267,7 +267,7 @@ class RunConfig:
         base = {k: getattr(self, k) for k in RUN_KEYS if k not in ("tasks", "source")}
         table = {k: _as_table(v) for k, v in base.items()}
         table.update({k: v for k, v in task.items() if k != "name"})
-        return build(RunConfig, table, f"{where} (task {name})", source=self.source)
+        return build(RunConfig, table, f"{where} (task {name})", source=f"{where} (task {name})")
 
     @property
     def judges(self) -> list[str]:
