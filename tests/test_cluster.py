@@ -4,6 +4,8 @@ config runs on them with the same verdicts as one engine, every key stored once,
 working; a replica killed mid-run (a real SIGKILL of its process) loses nothing. float32 engines:
 bfloat16 numbers on vLLM-CPU depend on which requests share a batch."""
 import dataclasses
+import json
+from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -12,7 +14,7 @@ from engine.app.run import run
 from engine.core.config import ClusterConfig, EngineConfig, load_config
 from engine.core.sharding import Shards, prefix_groups
 from engine.core.store import Store
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, litjudge, write_config
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
 
@@ -39,8 +41,15 @@ def two_nodes():
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
-    """The demo on one in-process engine (float32): the reference."""
-    return run(demo(), progress=False, run_dir=tmp_path_factory.mktemp("single") / "demo")
+    """The demo on one engine (float32): the reference. Run through the CLI in its own process:
+    an in-process engine closed here would tear down the test session's shared one."""
+    folder = tmp_path_factory.mktemp("single")
+    cfg = write_config(folder / "demo.toml", DEMO.read_text().split("[engine]")[0] +
+                       '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n')
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return SimpleNamespace(verdicts=pl.read_parquet(folder / "demo" / "verdicts.parquet"),
+                           manifest=json.loads((folder / "demo" / "manifest.json").read_text()))
 
 
 def verdicts(outcome) -> pl.DataFrame:

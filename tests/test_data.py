@@ -38,7 +38,7 @@ def test_bad_rows_name_file_and_row(tmp_path, stories, tests, majority, message)
 def test_non_utf8_and_invalid_json_are_named(tmp_path):
     folder = make(tmp_path)
     (folder / "stories.json").write_bytes('[{"content": "caf\xe9"}]'.encode("cp1252"))
-    with pytest.raises(DataError, match="stories.json: not decodable as utf-8"):
+    with pytest.raises(DataError, match="stories.json:1: not utf-8 text"):
         load_ttcw(folder, require_labels=False)
     (folder / "stories.json").write_text('[{"a": 1,}]')
     with pytest.raises(DataError, match=r"stories.json:1: invalid JSON"):

@@ -6,31 +6,42 @@ import polars as pl
 import pytest
 
 from engine.app.run import run
-from engine.core.config import EngineConfig, RunConfig, load_config
+from engine.core.config import load_config
 from engine.core.errors import ConfigError
-from tests.conftest import write_config
+from tests.conftest import litjudge, write_config
 
-ENGINE = EngineConfig(max_model_len=2048, kv_cache_gib=1, dtype="float32")     # float32: batch-independent numbers
-TASKS = [{"name": "ttcw", "protocol": "ttcw", "dataset": "ttcw-demo", "options": {"variant": "default"}},
-         {"name": "pairs", "protocol": "pairwise", "dataset": "pairs-generic", "options": {"resamples": 100}}]
+# float32: numbers that do not depend on batch composition. Runs go through the CLI in their own
+# processes: an in-process engine closed here would tear down the test session's shared one.
+ENGINE = '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n'
+TTCW = 'protocol = "ttcw"\ndataset = "ttcw-demo"\n'
+PAIRS = 'protocol = "pairwise"\ndataset = "pairs-generic"\n'
+TASKS = ('[[tasks]]\nname = "ttcw"\n' + TTCW + '[tasks.options]\nvariant = "default"\n'
+         '[[tasks]]\nname = "pairs"\n' + PAIRS + '[tasks.options]\nresamples = 100\n')
+
+
+def tables(folder) -> dict[str, pl.DataFrame]:
+    return {p.stem: pl.read_parquet(p) for p in (folder / "tables").glob("*.parquet")}
 
 
 @pytest.mark.slow
 def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path):
-    combined = run(RunConfig(name="both", judge="smollm2-135m", engine=ENGINE, tasks=TASKS), progress=False,
-                   run_dir=tmp_path / "both")
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
+    both = write_config(tmp_path / "both.toml", 'name = "both"\njudge = "smollm2-135m"\n' + ENGINE + TASKS)
+    r = litjudge("run", str(both), "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
     shared = json.loads((tmp_path / "both" / "manifest.json").read_text())
     assert shared["kind"] == "tasks" and [t["task"] for t in shared["tasks"]] == ["ttcw", "pairs"]
     assert [j["engine_starts"] for j in shared["judges"]] == [1]
     assert shared["judges"][0]["plan"]["requests"] == 12 + 6
-    for task, outcome in zip(TASKS, combined.tasks):
-        alone = run(RunConfig(name=task["name"], protocol=task["protocol"], dataset=task["dataset"], judge="smollm2-135m",
-                              engine=ENGINE, options=task["options"]), progress=False, run_dir=tmp_path / task["name"])
-        assert outcome.run_dir == tmp_path / "both" / task["name"]
-        assert set(outcome.tables) == set(alone.tables)
-        for name, table in alone.tables.items():
-            assert outcome.tables[name].equals(table), (task["name"], name)
-        assert pl.read_parquet(outcome.run_dir / "verdicts.parquet").height == alone.verdicts.height
+    for name, task, options in (("ttcw", TTCW, '[options]\nvariant = "default"\n'),
+                                ("pairs", PAIRS, "[options]\nresamples = 100\n")):
+        alone = write_config(tmp_path / f"{name}.toml", f'name = "{name}"\njudge = "smollm2-135m"\n' + task + options + ENGINE)
+        r = litjudge("run", str(alone), "--quiet", env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        separate, combined = tables(tmp_path / name), tables(tmp_path / "both" / name)
+        assert set(separate) == set(combined)
+        for table, frame in separate.items():
+            assert combined[table].equals(frame), (name, table)
 
 
 def test_task_errors_name_the_task(tmp_path):

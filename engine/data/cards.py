@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -30,6 +31,9 @@ class DatasetCard:
     labels: bool = True               # the data carries human labels (a missing label file is then worth a warning)
     notes: str = ""
 
+    # The public source, for `litjudge data fetch`: repository, pinned commit, and per local file its
+    # upstream path and sha256 (`files`), or the converter that derives it from another (`derived`).
+    upstream: dict[str, Any] = field(default_factory=dict)
     base: str = ""                    # set by the loader: the folder of the card file ("card" roots)
 
     def folder(self, root_override: str = "") -> Path:

@@ -1,0 +1,163 @@
+"""Several judges on the same binary items, computed from their stored verdicts (no model call):
+
+- a cascade with an agreement guarantee (`[cascade]`): cheap judges first, each answering only
+  above a threshold certified on a calibration split (`metrics.selective`), the rest escalating,
+  the remainder abstained; reported on the held-out split with CIs;
+- a jury (`[jury]`): the judges' probabilities pooled by majority vote, plain average and logistic
+  stacking fitted on the calibration split; each judge and each pooling scored on the held-out
+  split, with the jury's calibration.
+
+The input is a decision frame, one row per (judge, item): item, cluster (what moves together in
+resampling and splitting, e.g. the story), truth and pred (bools), p (P(positive), None for a
+judge without probabilities: one-hot), tokens and cost (per verdict, for the cascade's shares).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .metrics import balanced_accuracy, cohen_kappa
+from .metrics.bootstrap import mean_bootstrap
+from .metrics.jury import average, fit_stacking, majority, stacked
+from .metrics.selective import Level, cascade
+from .tables import calibration_tables
+
+
+@dataclass(frozen=True)
+class CascadeOptions:
+    judges: list[str] = field(default_factory=list)   # cheapest first; each must be a judge of the run
+    target: float = 0.8                                # agreement with humans on the answered items
+    delta: float = 0.1                                 # the guarantee fails with probability at most delta
+    calibration_fraction: float = 0.5                  # clusters (stories) used to set the thresholds
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.target < 1 or not 0 < self.delta < 1 or not 0 < self.calibration_fraction < 1:
+            raise ValueError("cascade target, delta and calibration_fraction must each be in (0, 1)")
+        if len(self.judges) < 1 or len(set(self.judges)) != len(self.judges):
+            raise ValueError("cascade judges must name at least one judge, each once")
+
+
+@dataclass(frozen=True)
+class JuryOptions:
+    judges: list[str] = field(default_factory=list)   # empty: every judge of the run
+    calibration_fraction: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.calibration_fraction < 1:
+            raise ValueError("jury calibration_fraction must be in (0, 1)")
+
+
+def split(clusters: list[str], fraction: float, seed: int) -> set[str]:
+    """The calibration clusters: a seeded random share of them."""
+    unique = sorted(set(clusters))
+    rng = random.Random(seed)
+    rng.shuffle(unique)
+    return set(unique[: max(1, round(fraction * len(unique)))])
+
+
+def _wide(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
+    """One row per item holding every named judge's (pred, p, tokens, cost); items a judge lacks
+    are kept (its columns null)."""
+    base = frame.select("item", "cluster", "truth").unique("item", keep="first").sort("item")
+    for j in judges:
+        part = frame.filter(pl.col("judge") == j).unique("item", keep="first").select(
+            "item", pl.col("pred").alias(f"pred|{j}"), pl.col("p").alias(f"p|{j}"),
+            pl.col("tokens").alias(f"tokens|{j}"), pl.col("cost").alias(f"cost|{j}"))
+        base = base.join(part, on="item", how="left")
+    return base.filter(pl.col("truth").is_not_null())
+
+
+def _prob(pred: bool | None, p: float | None) -> float | None:
+    """P(positive): the judge's own, else one-hot from its label."""
+    if p is not None:
+        return p
+    return None if pred is None else float(pred)
+
+
+def _interval(clusters: list[str], hits: list[float], resamples: int) -> dict:
+    if not hits:
+        return {"agreement": None, "n": 0, "ci_low": None, "ci_high": None}
+    lo, hi = mean_bootstrap(clusters, hits, resamples=resamples)
+    return {"agreement": sum(hits) / len(hits), "n": len(hits), "ci_low": lo, "ci_high": hi}
+
+
+def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1000) -> dict[str, pl.DataFrame]:
+    missing = [j for j in opts.judges if j not in set(frame["judge"].to_list())]
+    if missing:
+        raise ValueError(f"cascade judges {missing} are not judges of this run")
+    w = _wide(frame, opts.judges)
+    items, clusters, truth = w["item"].to_list(), w["cluster"].to_list(), w["truth"].to_list()
+    calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
+    calibration = [i for i, c in enumerate(clusters) if c in calib_clusters]
+    test = [i for i, c in enumerate(clusters) if c not in calib_clusters]
+    levels = []
+    for j in opts.judges:
+        preds, probs = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
+        conf = [max(q, 1 - q) if (q := _prob(a, b)) is not None else 0.0 for a, b in zip(preds, probs)]
+        levels.append(Level(j, preds, conf))
+    result = cascade(levels, truth, calibration, opts.target, opts.delta)
+    rows, answered_hits, answered_clusters = [], [], []
+    total_tokens = sum(sum(w[f"tokens|{j}"][i] or 0 for j in opts.judges) for i in test) or 1
+    total_cost = sum(sum(w[f"cost|{j}"][i] or 0.0 for j in opts.judges) for i in test)
+    for k, (lv, t) in enumerate(zip(levels, result.thresholds)):
+        mine = [i for i in test if result.answered_by[i] == k]
+        reached = [i for i in test if result.answered_by[i] is None or result.answered_by[i] >= k]
+        hits = [float(lv.answers[i] == truth[i]) for i in mine]
+        answered_hits += hits
+        answered_clusters += [clusters[i] for i in mine]
+        tokens = sum(w[f"tokens|{lv.judge}"][i] or 0 for i in reached)      # every item that reached it was asked
+        cost = sum(w[f"cost|{lv.judge}"][i] or 0.0 for i in reached)
+        rows.append({"level": k + 1, "judge": lv.judge, "threshold": t, "reached": len(reached), "answered": len(mine),
+                     "coverage": len(mine) / len(test) if test else None,
+                     **_interval([clusters[i] for i in mine], hits, resamples),
+                     "token_share": tokens / total_tokens, "cost_usd": cost,
+                     "cost_share": cost / total_cost if total_cost else None})
+    overall = _interval(answered_clusters, answered_hits, resamples)
+    summary = {"target": opts.target, "delta": opts.delta, "calibration_items": len(calibration),
+               "test_items": len(test), "answered": overall["n"],
+               "coverage": overall["n"] / len(test) if test else None, "abstained": len(test) - overall["n"],
+               "agreement": overall["agreement"], "ci_low": overall["ci_low"], "ci_high": overall["ci_high"],
+               "guarantee_held": None if overall["agreement"] is None else overall["agreement"] >= opts.target,
+               "items": len(items)}
+    return {"cascade": pl.DataFrame(rows), "cascade_summary": pl.DataFrame([summary])}
+
+
+def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 1000) -> dict[str, pl.DataFrame]:
+    judges = opts.judges or sorted(set(frame["judge"].to_list()), key=frame["judge"].to_list().index)
+    w = _wide(frame, judges)
+    probs_cols = []
+    for j in judges:
+        probs_cols.append([_prob(a, b) for a, b in zip(w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list())])
+    keep = [i for i in range(w.height) if all(col[i] is not None for col in probs_cols)]   # items every judge judged
+    probs = [[col[i] for col in probs_cols] for i in keep]
+    truth = [w["truth"][i] for i in keep]
+    clusters = [w["cluster"][i] for i in keep]
+    calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
+    cal = [k for k, c in enumerate(clusters) if c in calib_clusters]
+    test = [k for k, c in enumerate(clusters) if c not in calib_clusters]
+    weights = fit_stacking([probs[k] for k in cal], [truth[k] for k in cal])
+    pooled = {"majority vote": majority(probs), "average": average(probs), "stacked": stacked(weights, probs)}
+    members = {f"judge: {j}": [row[n] for row in probs] for n, j in enumerate(judges)}
+    rows, cal_rows = [], []
+    for name, p in {**members, **pooled}.items():
+        pred = [q > 0.5 if q != 0.5 else None for q in (p[k] for k in test)]
+        t = [truth[k] for k in test]
+        hits = [float(a == b) for a, b in zip(pred, t) if a is not None]
+        kept = [truth_k for truth_k, a in zip(t, pred) if a is not None]
+        kp = cohen_kappa(kept, [a for a in pred if a is not None])
+        ba = balanced_accuracy(kept, [a for a in pred if a is not None])
+        rows.append({"member": name, **_interval([clusters[k] for k, a in zip(test, pred) if a is not None], hits,
+                                                 resamples), "kappa": kp.value, "balanced_accuracy": ba.value})
+        if name in ("stacked", "average"):
+            cal_rows += [{"judge": f"jury ({name})", "p": p[k], "truth": truth[k]} for k in test]
+    weight_rows = [{"member": "intercept", "weight": weights[0]}] + [{"member": j, "weight": wt}
+                                                                      for j, wt in zip(judges, weights[1:])]
+    out = {"jury": pl.DataFrame(rows), "jury_weights": pl.DataFrame(weight_rows)}
+    if cal_rows:
+        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=min(resamples, 500))
+        out.update({f"jury_{name}": table for name, table in calib.items()})
+    return out

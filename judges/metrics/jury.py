@@ -1,0 +1,48 @@
+"""Juries of judges on binary verdicts: several judges' probabilities of the positive label pooled
+into one. Three poolings: majority vote (of each judge's label), the plain average of the
+probabilities, and logistic stacking (weights per judge fitted on human-labelled items over the
+log-odds of each judge's probability). A judge without probabilities (a replayed one) takes part
+one-hot, clipped to [EPS, 1 - EPS] so its log-odds stay finite.
+
+>>> round(average([[0.9, 0.2], [0.7, 0.4]])[0], 2)
+0.55
+>>> majority([[0.9, 0.8, 0.2]])
+[1.0]
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .logistic import fit_logistic, sigmoid
+
+EPS = 0.02
+
+
+def logit(p: float) -> float:
+    p = min(max(p, EPS), 1 - EPS)
+    return math.log(p / (1 - p))
+
+
+def average(probs: Sequence[Sequence[float]]) -> list[float]:
+    """Per item: the mean of the judges' probabilities."""
+    return [sum(row) / len(row) for row in probs]
+
+
+def majority(probs: Sequence[Sequence[float]]) -> list[float]:
+    """Per item: 1 when most judges say positive (p >= 0.5), 0.5 on a tie, else 0."""
+    out = []
+    for row in probs:
+        yes = sum(p >= 0.5 for p in row)
+        out.append(1.0 if 2 * yes > len(row) else 0.5 if 2 * yes == len(row) else 0.0)
+    return out
+
+
+def fit_stacking(probs: Sequence[Sequence[float]], truth: Sequence[bool], ridge: float = 1.0) -> list[float]:
+    """[intercept, weight per judge] of a logistic regression of the truth on the judges' log-odds
+    (a ridge penalty keeps a judge that is always right or always the same from taking over)."""
+    return [float(b) for b in fit_logistic([[logit(p) for p in row] for row in probs], [float(t) for t in truth], ridge)]
+
+
+def stacked(weights: Sequence[float], probs: Sequence[Sequence[float]]) -> list[float]:
+    return [sigmoid(weights[0] + sum(w * logit(p) for w, p in zip(weights[1:], row))) for row in probs]
