@@ -1,10 +1,10 @@
 # The two commands: `make run` (install, obtain the default judge, run the demo end to end)
-# and `make test` (install dev extras, run the whole suite). Both reuse .venv and the model cache.
+# and `make test` (install dev extras, lint and type-check, run the whole suite). Both reuse .venv and the model cache.
 VENV := .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test install install-dev bench clean
+.PHONY: run test lint install install-dev bench clean
 
 install:
 	@bash scripts/install.sh
@@ -16,9 +16,14 @@ run: install
 	@$(VENV)/bin/litjudge judges --prepare smollm2-135m >/dev/null
 	@$(VENV)/bin/litjudge run runs/demo.toml
 
-test: install-dev
+test: install-dev lint
 	@$(PY) -m pytest -q tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+# Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars.
+lint: install-dev
+	@$(VENV)/bin/ruff check --quiet .
+	@$(VENV)/bin/mypy --no-error-summary
 
 bench: install
 	@$(VENV)/bin/litjudge bench

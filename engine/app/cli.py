@@ -4,6 +4,7 @@ and the path of a crash log with the traceback, and exits 1."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -13,33 +14,21 @@ from typing import Any
 
 import polars as pl
 
-import grammars as g
 from judges import PROTOCOLS
 
 from .. import backends as registry
 from ..core.config import load_config, read_toml
-from ..core.distribution import check_language
+from ..core.console import prepare_environment, quiet, terminal
 from ..core.errors import ConfigError, GrammarError, LitjudgeError, StoreError
-from ..core.models import ALIASES, resolve_judge
 from ..core.paths import cache_dir
-from ..core.render import load_renderer
-from ..core.requests import Message
-from ..data.cards import load_card
-from .bench import main as bench_main
+from ..data.cards import dataset_card, with_data
 from .calibrate import cached, calibrate, estimate_seconds
-from .generate import generate_candidates
+from .commands import cmd_bench, cmd_check_labels, cmd_compare, cmd_data, cmd_generate, cmd_judges, cmd_report
 from .outputs import fault, rebuild_store
-from .report import load_run, write_report
 from .run import reparse, run, run_dir_for
 from .sweep import load_sweep
 from .sweep_run import plan_summary, run_sweep
-
-
-def _print_table(df: pl.DataFrame, title: str, max_rows: int = 60) -> None:
-    with pl.Config(tbl_rows=max_rows, tbl_cols=20, tbl_width_chars=160, fmt_str_lengths=40,
-                   tbl_hide_dataframe_shape=True, float_precision=3):
-        print(f"\n{title}")
-        print(df)
+from .tables import print_table
 
 
 def _overrides(args) -> dict[str, Any]:
@@ -67,15 +56,20 @@ def cmd_run(args) -> int:
     if is_sweep(args.config):
         return run_sweep_cli(args, overrides)
     config = load_config(args.config, **overrides)
+    if args.data:
+        config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,
+                                                                            config.protocol), args.data))
     if args.rebuild_store:
         moved = rebuild_store(run_dir_for(config))
         if moved:
-            print(f"litjudge: the old store is kept as {moved}; every verdict is computed again", file=sys.stderr)
+            print(f"litjudge: the old store is kept as {moved}; every verdict is computed again", file=terminal())
     outcome = run(config, progress=not args.quiet)
-    for name in PROTOCOLS.get(config.protocol).summary:
-        table = outcome.tables.get(name)
-        if table is not None and table.height:
-            _print_table(table, name.replace("_", " ").capitalize(), max_rows=args.show)
+    for (task, task_config), task_outcome in zip(config.task_configs(), outcome.tasks or [outcome], strict=True):
+        for name in PROTOCOLS.get(task_config.protocol).summary:
+            table = task_outcome.tables.get(name)
+            if table is not None and table.height:
+                title = name.replace("_", " ").capitalize()
+                print_table(table, f"{task}: {title}" if task else title, max_rows=args.show)
     m = outcome.manifest
     print(f"\n{m['verdicts']['rows']} verdicts ({m['verdicts']['unparsed']} unparsed) in {m['seconds']:.1f} s")
     for j in m["judges"]:
@@ -86,17 +80,26 @@ def cmd_run(args) -> int:
               f"(distinct prefill {plan['distinct_prefill_tokens']:,}); "
               f"cache hit {100 * (t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 0), 1)):.0f}%")
     for warning in m.get("warnings", []):
-        print(f"litjudge: warning: {warning}", file=sys.stderr)
+        print(f"litjudge: warning: {warning}", file=terminal())
+    keep_log(args, outcome.run_dir)
     print(f"Results: {outcome.run_dir}")
     return 0
 
 
+def keep_log(args, run_dir: Path) -> None:
+    """The third-party messages of this command, kept as RUN/engine.log (appended)."""
+    log = getattr(args, "console_log", None)
+    if log is not None and log.exists() and log.stat().st_size:
+        with open(run_dir / "engine.log", "ab") as out:
+            out.write(log.read_bytes())
+
+
 def run_sweep_cli(args, overrides: dict) -> int:
 
-    sweep = load_sweep(args.config, **overrides)
+    sweep = load_sweep(args.config, data=args.data, **overrides)
     out = run_sweep(sweep, progress=not args.quiet)
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "n"]
-    _print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
+    print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                  f"Top {args.show} cells x settings by {sweep.rank_by} "
                  f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% cluster-bootstrap CI)", max_rows=args.show)
     sh = out.manifest["sharing"]
@@ -104,12 +107,13 @@ def run_sweep_cli(args, overrides: dict) -> int:
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
           f"model calls, and the post settings saved {sh['model_calls_saved_by_post_settings']} more (evaluated "
           f"from stored verdicts); {out.manifest['generated_now']} generated now")
+    keep_log(args, out.run_dir)
     print(f"Results: {out.run_dir} (sweep_metrics.parquet: one row per cell, setting, judge, metric, group)")
     return 0
 
 
 def cmd_plan(args) -> int:
-    sweep = load_sweep(args.config, **_overrides(args))
+    sweep = load_sweep(args.config, data=args.data, **_overrides(args))
     rows = plan_summary(sweep)
     table, notes = [], []
     for r in rows:
@@ -136,7 +140,7 @@ def cmd_plan(args) -> int:
                                           "saved_by_sharing", "prompt_tokens", "distinct_prefill_tokens")}
                      | {"est_minutes": est, "est_cost_usd": cost})
         notes.append(f"  {r['judge']}: {how}")
-    _print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
+    print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
                                       f"{len(sweep.post_settings())} post setting(s) (no model call each)")
     print("Estimates (rough: distinct prefill tokens x the calibrated rate, plus engine start):")
     print("\n".join(notes))
@@ -162,83 +166,6 @@ def cmd_reparse(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
-    """Text summary of each run, then the HTML / Markdown / CSV report."""
-    for path in args.run_dirs:
-        run = load_run(Path(path))
-        m = run.manifest
-        print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
-        print(f"git {m.get('git_commit')}, vLLM {m.get('vllm')}, machine "
-              f"{(m.get('machine') or {}).get('gpu') or (m.get('machine') or {}).get('cpu')}")
-        for j in m["judges"]:
-            t = j.get("throughput", {})
-            secs = max(j.get("seconds", 0), 1e-9)
-            print(f"- {j['judge']} [{j.get('backend')}]: {j['plan']['requests']} requests "
-                  f"({j['plan']['distinct_requests']} distinct), {t.get('requests', 0) / secs:.2f} verdicts/s, "
-                  f"cache hit {100 * t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 1), 1):.0f}%, "
-                  f"re-asked {j.get('reasked', 0)}")
-        print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
-        if args.text:
-            for name, table in run.tables.items():
-                if name not in ("per_item", "per_verdict", "verdict_grid"):
-                    _print_table(table, f"## {name}")
-    page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
-    print(f"Report: {page} (+ report.md, tables/*.csv)")
-    return 0
-
-
-def cmd_compare(args) -> int:
-    page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
-    print(f"Comparison report: {page} (+ report.md, tables/*.csv)")
-    return 0
-
-
-def cmd_judges(args) -> int:
-    for name, m in ALIASES.items():
-        if args.names and name not in args.names:
-            continue
-        line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
-        if args.prepare:
-            line += f"  {resolve_judge(name).path}"
-        print(line)
-    return 0
-
-
-def cmd_check_labels(args) -> int:
-    """Can each label be scored as one next token at the decision point? (distribution mode)"""
-    languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
-                 "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
-    unknown = [n for n in args.languages if n not in languages]
-    if unknown:
-        raise ConfigError(f"unknown language {unknown[0]!r} (known: {', '.join(languages)})")
-    judge = resolve_judge(args.judge)
-    renderer = load_renderer(judge.path, judge.chat)
-    prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
-    for name in args.languages or list(languages):
-        report = check_language(renderer.encode, prompt, languages[name].labels())
-        print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
-    return 0
-
-
-def cmd_generate(args) -> int:
-    """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
-    backend = registry.create(registry.model_spec(args.model, max_model_len=args.max_model_len))
-    try:
-        drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
-                                     limit=args.limit, target_words=args.target_words, tolerance=args.tolerance,
-                                     max_rounds=args.max_rounds)
-    finally:
-        backend.close()
-    for d in drafts:
-        print(f"plot group {d.group}: {d.words} words (target {d.target_words}) after {d.rounds} expansion round(s)")
-    print(f"Dataset (generic reference format): {args.out}")
-    return 0
-
-
-def cmd_bench(args) -> int:
-    return bench_main(args)
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -253,12 +180,14 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too (and exit 2, as argparse does)."""
 
     def error(self, message: str):  # type: ignore[override]
-        print(f"litjudge: error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"litjudge: error: {self.prog}: {message} (see {self.prog} --help)", file=terminal())
         raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="litjudge", description="Offline batch LLM-as-a-judge for creative writing.")
+    p.add_argument("--verbose", action="store_true", help="show vLLM's, torch's and transformers' own messages "
+                                                          "(by default they go to the run's engine.log)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a config: plan, judge (resuming), aggregate, write tables")
     r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
@@ -267,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
     r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
+    r.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
     r.add_argument("--replicas", type=_positive, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
@@ -280,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl_.add_argument("--limit", type=_positive, help="only the first N items (stories, pairs, groups)")
     pl_.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"])
     pl_.add_argument("--data-root")
+    pl_.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
     pl_.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                      help="no calibration run (estimates only from an earlier calibration)")
     pl_.set_defaults(fn=cmd_plan)
@@ -314,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-model-len", type=int, default=8192)
     gen.add_argument("--data-root")
     gen.set_defaults(fn=cmd_generate)
+    d = sub.add_parser("data", help="datasets: `data list`, `data fetch NAME` (from the pinned public source, verified)")
+    d.add_argument("action", choices=["list", "fetch"])
+    d.add_argument("names", nargs="*")
+    d.add_argument("--data-root", help="where the data goes (default: LITJUDGE_DATA_ROOT, ../shared/datasets beside a "
+                                       "checkout, else ~/.cache/litjudge/data)")
+    d.set_defaults(fn=cmd_data)
     b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (see README)")
     b.add_argument("--stories", type=int, default=36)
     b.add_argument("--hf-subset", type=int, default=8, help="requests for the one-at-a-time transformers baseline")
@@ -337,21 +274,23 @@ def crash_log(exc: BaseException) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # vLLM's INFO lines drown the progress bar; users can set VLLM_LOGGING_LEVEL=INFO to see them.
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    args = build_parser().parse_args(argv)
+    prepare_environment(args.verbose)
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    args = build_parser().parse_args(argv)
+    log = cache_dir() / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    args.console_log = log
     try:
-        return args.fn(args)
+        with quiet(log, enabled=not args.verbose):
+            return args.fn(args)
     except (LitjudgeError, GrammarError) as exc:
-        print(f"litjudge: error: {exc}", file=sys.stderr)
+        print(f"litjudge: error: {exc}", file=terminal())
         return 2
     except KeyboardInterrupt:
-        print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=sys.stderr)
+        print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=terminal())
         return 130
     except OSError as exc:
-        print(f"litjudge: error: {fault(exc, exc.filename or 'a file')}", file=sys.stderr)
+        print(f"litjudge: error: {fault(exc, exc.filename or 'a file')}", file=terminal())
         return 2
     except Exception as exc:  # noqa: BLE001  (a bug: one line here, the traceback in a file)
         try:
@@ -359,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             where = ""
         print(f"litjudge: internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug, please report it{where})",
-              file=sys.stderr)
+              file=terminal())
         return 1
 
 

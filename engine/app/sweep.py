@@ -25,9 +25,10 @@ from typing import Any
 
 from judges import PROTOCOLS
 
-from ..core.config import RunConfig, apply_overrides, read_toml
+from ..core.config import RunConfig, apply_overrides, config_path, read_toml
 from ..core.errors import ConfigError
 from ..core.schema import build
+from ..data.cards import dataset_card, with_data
 
 MATRIX_TOP = ("judge", "mode", "limit")
 MATRIX_TABLES = ("options", "sampling")
@@ -81,10 +82,14 @@ def _set(table: dict, axis: str, value: Any) -> None:
         table[axis] = value
 
 
-def load_sweep(path: str | Path, **overrides: Any) -> Sweep:
-    """A run config (with or without a matrix) -> a validated sweep of cells."""
+def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> Sweep:
+    """A run config (with or without a matrix) -> a validated sweep of cells; `data` is a file read
+    in the config's dataset layout instead of the card's own (`--data`)."""
+    path = config_path(path)
     where = str(path)
     table = read_toml(path)
+    if data:
+        table["dataset"] = with_data(dataset_card(table.get("dataset", ""), where, str(table.get("protocol", ""))), data)
     matrix = table.pop("matrix", {})
     spec = table.pop("sweep", {})
     apply_overrides(table, overrides)

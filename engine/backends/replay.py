@@ -29,7 +29,8 @@ def replay_source(name: str, config: RunConfig) -> Path:
     if path.suffix != ".jsonl":
         path = load_card("ttcw").folder(config.data_root) / "judge_outputs" / f"{ref}.jsonl"
     if not path.exists():
-        raise JudgeNotFound(f"no recorded outputs for judge {name!r} at {path}")
+        hint = "; run `litjudge data fetch ttcw`" if path.suffix == ".jsonl" and not Path(ref).suffix else ""
+        raise JudgeNotFound(f"no recorded outputs for judge {name!r} at {path}{hint}")
     return path
 
 

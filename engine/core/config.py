@@ -10,7 +10,7 @@ from typing import Any
 import tomllib
 
 from .errors import ConfigError
-from .paths import data_root
+from .paths import configs_dir, data_root
 from .schema import FieldError, build
 from .schema import check_field as _check
 
@@ -203,7 +203,7 @@ class RunConfig:
 
     name: str                   # the output folder's name: letters, digits, '-' and '_'
     protocol: str = ""          # required, unless [[tasks]] name one per task
-    dataset: str = ""           # a card name, or a card file's path
+    dataset: str | dict[str, Any] = ""   # a card name, a card file's path, or an inline [dataset] table
     judge: str | list[str] = "smollm2-135m"   # one judge or several (distinct), run one after another
     backend: str = "vllm"       # the backend of judges named without a prefix (vllm, transformers)
     mode: str = "label"
@@ -295,11 +295,22 @@ def _as_table(value: Any) -> Any:
     return value
 
 
+def config_path(name: str | Path) -> Path:
+    """A config file's path, or a committed config by name (`litjudge run demo`: runs/demo.toml,
+    shipped with the package)."""
+    path = Path(name)
+    if path.exists() or len(path.parts) > 1:
+        return path
+    shipped = configs_dir() / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
+    return shipped if shipped.exists() else path
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A config file's table, or one line saying why it cannot be read."""
-    path = Path(path)
+    path = config_path(path)
     if not path.exists():
-        raise ConfigError("run config not found", where=str(path))
+        known = ", ".join(sorted(p.stem for p in configs_dir().glob("*.toml")))
+        raise ConfigError(f"run config not found (a file, or a committed config: {known})", where=str(path))
     if path.is_dir():
         raise ConfigError("is a folder, not a run config (give the .toml file)", where=str(path))
     try:
@@ -313,7 +324,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(path: str | Path, **overrides: Any) -> RunConfig:
-    path = Path(path)
+    path = config_path(path)
     table = read_toml(path)
     return build(RunConfig, apply_overrides(table, overrides), str(path), source=str(path))
 

@@ -22,7 +22,7 @@ class DataError(LitjudgeError):
     """A dataset file or row is unusable. Names the file and the row (line) number."""
 
     def __init__(self, message: str, *, path: str | None = None, row: int | None = None):
-        self.path, self.row = path, row
+        self.path, self.row, self.message = path, row, message
         where = path or ""
         if row is not None:
             where = f"{where}:{row}" if where else f"row {row}"

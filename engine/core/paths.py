@@ -1,11 +1,15 @@
-"""Where things live: the data root (shared datasets and paper prompts), the model cache, run outputs.
+"""Where things live: the data root (human-labelled datasets, paper prompts beside it), the cache
+(models, fetched data), run outputs, and what ships with the package (dataset cards, the demo
+sample, the committed run configs).
 
-Each can be overridden by an environment variable (and the data root by `--data-root`); a variable
-set to the empty string counts as unset (`LITJUDGE_CACHE= make run` must not write models into the
-current folder).
+Nothing depends on where the source tree is: in a checkout the cards and configs are read from it,
+in an installed wheel from its package data. Each location can be overridden by an environment
+variable (and the data root by `--data-root`); a variable set to the empty string counts as unset
+(`LITJUDGE_CACHE= make run` must not write models into the current folder).
 """
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 from pathlib import Path
@@ -19,9 +23,15 @@ def _env_path(name: str, default: Path) -> Path:
     return Path(os.environ.get(name) or default)
 
 
+CHECKOUT_DATA = PROJECT_ROOT.parent / "shared" / "datasets"     # beside a development checkout
+
+
 def data_root() -> Path:
-    """Human-labelled datasets (never copied into the project). `LITJUDGE_DATA_ROOT` overrides."""
-    return _env_path("LITJUDGE_DATA_ROOT", PROJECT_ROOT.parent / "shared" / "datasets")
+    """Human-labelled datasets (never copied into the project): `LITJUDGE_DATA_ROOT`, else the
+    shared folder beside a checkout, else the cache that `litjudge data fetch` fills."""
+    if os.environ.get("LITJUDGE_DATA_ROOT"):
+        return Path(os.environ["LITJUDGE_DATA_ROOT"])
+    return CHECKOUT_DATA if CHECKOUT_DATA.is_dir() else cache_dir() / "data"
 
 
 def prompts_root() -> Path:
@@ -42,10 +52,23 @@ def cache_dir() -> Path:
     return _env_path("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge")
 
 
+def _shipped(folder: str, package: str) -> Path:
+    """A folder the package ships: the checkout's own, else the installed package data."""
+    if (PROJECT_ROOT / "pyproject.toml").exists():         # a checkout (editable or not installed)
+        return PROJECT_ROOT / folder
+    return Path(str(importlib.resources.files(package)))
+
+
 def cards_dir() -> Path:
-    return PROJECT_ROOT / "datasets"
+    """Dataset cards and the demo samples (`datasets/` of the project)."""
+    return _shipped("datasets", "litjudge_datasets")
+
+
+def configs_dir() -> Path:
+    """The committed run configs (`runs/` of the project): `litjudge run demo` finds demo.toml here."""
+    return _shipped("runs", "litjudge_runs")
 
 
 def runs_output_dir() -> Path:
-    """Run outputs (git-ignored). `LITJUDGE_RUNS_DIR` overrides."""
-    return _env_path("LITJUDGE_RUNS_DIR", PROJECT_ROOT / "runs" / "out")
+    """Run outputs: ./runs/out under the current folder; `LITJUDGE_RUNS_DIR` overrides."""
+    return _env_path("LITJUDGE_RUNS_DIR", Path.cwd() / "runs" / "out")

@@ -1,12 +1,12 @@
 """A progress bar for long work: requests/s, prompt tokens/s, prefix-cache hit rate, ETA."""
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from .console import terminal
 from .requests import Generation
 
 
@@ -47,7 +47,8 @@ class RunProgress:
         if not self.enabled or n <= 0:
             return
         if self.bar is None:
-            self.bar = tqdm(total=n, desc=self.label, unit="req", dynamic_ncols=True, file=sys.stderr, mininterval=0.5)
+            self.bar = tqdm(total=n, desc=self.label, unit="req", dynamic_ncols=True, file=terminal(), mininterval=0.5,
+                            disable=False)
         else:
             self.bar.total += n
             self.bar.refresh()

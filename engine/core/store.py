@@ -10,7 +10,6 @@ import errno
 import json
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from .console import terminal
 from .errors import StoreError, SystemFault
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
@@ -144,7 +144,7 @@ class Store:
                     raise
                 if not told:
                     print(f"litjudge: {self.path} is locked by another process; waiting up to {_lock_wait():.0f} s",
-                          file=sys.stderr)
+                          file=terminal())
                     told = True
                 time.sleep(0.5)
 

@@ -26,7 +26,7 @@ class DatasetCard:
     citation: str = ""
     protocols: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)      # file -> what it holds
-    fields: dict[str, str] = field(default_factory=dict)     # litjudge field -> dataset field
+    fields: dict[str, str] = field(default_factory=dict)     # documentation: litjudge field -> where it comes from
     category_order: list[str] = field(default_factory=list)  # ground-truth categories, worst first
     labels: bool = True               # the data carries human labels (a missing label file is then worth a warning)
     notes: str = ""
@@ -34,6 +34,14 @@ class DatasetCard:
     # The public source, for `litjudge data fetch`: repository, pinned commit, and per local file its
     # upstream path and sha256 (`files`), or the converter that derives it from another (`derived`).
     upstream: dict[str, Any] = field(default_factory=dict)
+    # The `table` loader (your own data): the format (jsonl, csv, parquet, arrow; by default from the
+    # file), a hub dataset {id, revision}, the split, and value renames per field ({label: {model_a: a}}).
+    format: str = ""
+    hub: dict[str, str] = field(default_factory=dict)
+    split: str = ""
+    values: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The `table` loader's renames: litjudge field -> the user's column (or "=constant").
+    columns: dict[str, str] = field(default_factory=dict)
     base: str = ""                    # set by the loader: the folder of the card file ("card" roots)
 
     def folder(self, root_override: str = "") -> Path:
@@ -48,6 +56,29 @@ class DatasetCard:
 
 
 ROOTS = ("data", "project", "card")
+GENERIC = ("pairs_jsonl", "rated_items_jsonl", "reference_jsonl")    # the `table` loader reads these layouts too
+
+
+def dataset_card(dataset: str | dict[str, Any], source: str = "", protocol: str = "") -> DatasetCard:
+    """A run config's dataset: a shipped card by name, a card file (relative to the config file),
+    or an inline [dataset] table (loader `table` by default; paths relative to the config file)."""
+    config_dir = Path(source).resolve().parent if source and Path(source).is_file() else Path.cwd()
+    if isinstance(dataset, dict):
+        table = {"name": "inline", "title": "inline dataset", "loader": "table", "root": "card",
+                 "protocols": [protocol] if protocol else [], **dataset}
+        return build(DatasetCard, table, f"{source or 'config'} [dataset]", prefix="dataset.", base=str(config_dir))
+    if dataset.endswith(".toml") and not Path(dataset).is_absolute() and (config_dir / dataset).exists():
+        return load_card(str(config_dir / dataset))
+    return load_card(dataset)
+
+
+def with_data(card: DatasetCard, file: str) -> dict[str, Any]:
+    """The card's layout (fields, values, categories) over another file (`litjudge run --data FILE`),
+    as an inline dataset table."""
+    loader = "table" if card.loader in GENERIC else card.loader
+    keep = ("title", "protocols", "category_order", "columns", "values", "labels", "split")
+    return {"name": card.name, **{k: getattr(card, k) for k in keep}, "loader": loader,
+            "path": str(Path(file).resolve()), "root": "card"}
 
 
 def load_card(name: str) -> DatasetCard:

@@ -44,7 +44,7 @@ def base_url() -> str:
 
 def download(url: str) -> bytes:
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:   # noqa: S310 (https or the test's loopback)
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
             return response.read()
     except urllib.error.HTTPError as exc:
         raise DataError(f"{url}: HTTP {exc.code} ({exc.reason})") from None
@@ -71,7 +71,7 @@ def confederacy_ratings(sheet: bytes) -> bytes:
     """The raters' spreadsheet ("Rater's Sheet Unsorted": per story its code, system and group, then
     each of the group's two raters' 10 rubric scores) as `;`-separated rows, one per story and
     rater: the first rater of group g is user(2g-1), the second user(2g)."""
-    import openpyxl                       # the `data` dependency: read only here
+    import openpyxl  # the `data` dependency: read only here
 
     ws = openpyxl.load_workbook(io.BytesIO(sheet), data_only=True, read_only=True)["Rater's Sheet Unsorted"]
     groups: dict[int, list[tuple]] = {}

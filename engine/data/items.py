@@ -11,6 +11,7 @@ Readers, each failing with the file and line of a bad row:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,9 +71,14 @@ def sample_per_category(items: list[RatedItem], per_category: int, rng) -> list[
 
 
 def load_rated_jsonl(path: Path, category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
-    path = Path(path)
+    return items_from_records(read_jsonl(Path(path)), Path(path), category_order)
+
+
+def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
+                       category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
+    """Rated items from (row number, record) rows in the generic fields; bad rows name their row."""
     items, seen = [], set()
-    for n, rec in read_jsonl(path):
+    for n, rec in records:
         require(rec, {"group": (str, int), "item_id": (str, int), "text": str}, path, n)
         item = str(rec["item_id"])
         if item in seen:

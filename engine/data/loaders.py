@@ -12,13 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, DataError
 from ..core.paths import prompts_root
 from ..core.registry import Registry
 from .cards import DatasetCard
-from .items import load_aut, load_confederacy_items, load_rated_jsonl
-from .pairs import PairsFile, load_litbench_csv, pairs_from_confederacy, pairs_from_ttcw
-from .reference import load_confederacy, load_reference_jsonl
+from .items import items_from_records, load_aut, load_confederacy_items, load_rated_jsonl
+from .pairs import PairsFile, load_litbench_csv, pairs_from_confederacy, pairs_from_records, pairs_from_ttcw
+from .reference import groups_from_records, load_confederacy, load_reference_jsonl
+from .table import checked, in_columns, mapped
 from .ttcw import load_ttcw
 
 Reader = Callable[[Path, DatasetCard], Any]
@@ -44,6 +45,27 @@ LOADERS.add("rated_items_jsonl.items", lambda loc, card: load_rated_jsonl(loc, c
 LOADERS.add("pairs_jsonl.pairs", lambda loc, card: PairsFile(loc))                # streamed as read
 LOADERS.add("litbench_csv.pairs", lambda loc, card: load_litbench_csv(loc))
 LOADERS.add("reference_jsonl.groups", lambda loc, card: load_reference_jsonl(loc))
+LOADERS.add("table.pairs", lambda loc, card: TablePairs(card, loc))                        # streamed as read
+LOADERS.add("table.items", lambda loc, card: _named(card, lambda: items_from_records(
+    mapped(card, loc, "items"), loc, card.category_order)))
+LOADERS.add("table.groups", lambda loc, card: _named(card, lambda: groups_from_records(mapped(card, loc, "groups"), loc)))
+
+
+def _named(card: DatasetCard, read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except DataError as exc:
+        raise in_columns(card, exc) from None
+
+
+class TablePairs:
+    """Pairs of a table, read (and checked) each time they are iterated."""
+
+    def __init__(self, card: DatasetCard, location: Path):
+        self.card, self.location = card, location
+
+    def __iter__(self):
+        return checked(self.card, pairs_from_records(mapped(self.card, self.location, "pairs"), self.location))
 
 _CACHE: dict[tuple, Any] = {}
 
@@ -68,6 +90,12 @@ def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
         kinds = sorted(n.split(".", 1)[1] for n in LOADERS.names() if n.startswith(card.loader + "."))
         raise ConfigError(f"dataset {card.name!r} (loader {card.loader!r}) gives no {kind}; it gives "
                           f"{', '.join(kinds) or 'nothing (unknown loader)'}", key="dataset")
+    if not location.exists() and not card.hub:
+        if card.name == "inline":
+            raise DataError("the [dataset] path does not exist", path=str(location))
+        raise DataError(f"dataset {card.name!r} is not at {location}" + (
+            f": run `litjudge data fetch {card.name}` (from {card.upstream['repository']}, verified)" if card.upstream
+            else " (set --data-root or LITJUDGE_DATA_ROOT)"))
     key = (name, str(location), _stamp(location) if location.exists() else ())
     if key not in _CACHE:
         if len(_CACHE) > 16:

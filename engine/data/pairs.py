@@ -12,7 +12,7 @@ Readers (each failing with the file and line of a bad row):
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -53,12 +53,17 @@ def load_pairs_jsonl(path: Path) -> list[Pair]:
 
 
 def iter_pairs_jsonl(path: Path) -> Iterator[Pair]:
+    return pairs_from_records(read_jsonl(path), path)
+
+
+def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Iterator[Pair]:
+    """Pairs from (row number, record) rows in the generic fields; each bad row fails naming its row."""
     seen: set[str] = set()
     count = 0
-    for n, rec in read_jsonl(path):
+    for n, rec in records:
         require(rec, {"prompt": str, "text_a": str, "text_b": str, "label": str}, path, n)
         if rec["label"] not in LABELS:
-            raise DataError(f"label must be one of {list(LABELS)}, got {rec['label']!r:.40}", path=str(path), row=n)
+            raise DataError(f"field 'label' must be one of {list(LABELS)}, got {rec['label']!r:.40}", path=str(path), row=n)
         pid = str(rec.get("pair_id", f"line{n}"))
         if pid in seen:
             raise DataError(f"duplicate pair_id {pid!r}", path=str(path), row=n)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,10 +76,14 @@ def load_confederacy(folder: Path, reference_source: str = "chatgpt-gpt4") -> li
 
 
 def load_reference_jsonl(path: Path) -> list[StoryGroup]:
-    path = Path(path)
+    return groups_from_records(read_jsonl(Path(path)), Path(path))
+
+
+def groups_from_records(records: Iterable[tuple[int, dict]], path: Path) -> list[StoryGroup]:
+    """Story groups (one reference each) from (row number, record) rows; bad rows name their row."""
     stories: dict[str, list[tuple[GroupStory, bool]]] = defaultdict(list)
     seen: set[str] = set()
-    for n, rec in read_jsonl(path):
+    for n, rec in records:
         require(rec, {"group": (str, int), "item_id": (str, int), "text": str, "human_score": (int, float)}, path, n)
         item = str(rec["item_id"])
         if item in seen:

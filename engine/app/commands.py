@@ -1,0 +1,119 @@
+"""The commands around a run: its report and comparison, the judges and their labels, generated
+candidates, the data cards, the benchmark. (`run`, `plan` and `reparse` live in cli.py.)"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import grammars as g
+
+from .. import backends as registry
+from ..core.distribution import check_language
+from ..core.errors import ConfigError
+from ..core.models import ALIASES, resolve_judge
+from ..core.paths import cards_dir, data_root
+from ..core.render import load_renderer
+from ..core.requests import Message
+from ..data.cards import load_card
+from ..data.fetch import fetch
+from .bench import main as bench_main
+from .generate import generate_candidates
+from .report import load_run, write_report
+from .tables import print_table
+
+
+def cmd_report(args) -> int:
+    """Text summary of each run, then the HTML / Markdown / CSV report."""
+    for path in args.run_dirs:
+        run = load_run(Path(path))
+        m = run.manifest
+        print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
+        print(f"git {m.get('git_commit')}, vLLM {m.get('vllm')}, machine "
+              f"{(m.get('machine') or {}).get('gpu') or (m.get('machine') or {}).get('cpu')}")
+        for j in m["judges"]:
+            t = j.get("throughput", {})
+            secs = max(j.get("seconds", 0), 1e-9)
+            print(f"- {j['judge']} [{j.get('backend')}]: {j['plan']['requests']} requests "
+                  f"({j['plan']['distinct_requests']} distinct), {t.get('requests', 0) / secs:.2f} verdicts/s, "
+                  f"cache hit {100 * t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 1), 1):.0f}%, "
+                  f"re-asked {j.get('reasked', 0)}")
+        print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
+        if args.text:
+            for name, table in run.tables.items():
+                if name not in ("per_item", "per_verdict", "verdict_grid"):
+                    print_table(table, f"## {name}")
+    page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
+    print(f"Report: {page} (+ report.md, tables/*.csv)")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
+    print(f"Comparison report: {page} (+ report.md, tables/*.csv)")
+    return 0
+
+
+def cmd_judges(args) -> int:
+    for name, m in ALIASES.items():
+        if args.names and name not in args.names:
+            continue
+        line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
+        if args.prepare:
+            line += f"  {resolve_judge(name).path}"
+        print(line)
+    return 0
+
+
+def cmd_check_labels(args) -> int:
+    """Can each label be scored as one next token at the decision point? (distribution mode)"""
+    languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
+                 "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
+    unknown = [n for n in args.languages if n not in languages]
+    if unknown:
+        raise ConfigError(f"unknown language {unknown[0]!r} (known: {', '.join(languages)})")
+    judge = resolve_judge(args.judge)
+    renderer = load_renderer(judge.path, judge.chat)
+    prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
+    for name in args.languages or list(languages):
+        report = check_language(renderer.encode, prompt, languages[name].labels())
+        print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
+    backend = registry.create(registry.model_spec(args.model, max_model_len=args.max_model_len))
+    try:
+        drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
+                                     limit=args.limit, target_words=args.target_words, tolerance=args.tolerance,
+                                     max_rounds=args.max_rounds)
+    finally:
+        backend.close()
+    for d in drafts:
+        print(f"plot group {d.group}: {d.words} words (target {d.target_words}) after {d.rounds} expansion round(s)")
+    print(f"Dataset (generic reference format): {args.out}")
+    return 0
+
+
+def cmd_data(args) -> int:
+    """`data list`: every card, where its data is, whether it is there; `data fetch NAME`: get it."""
+    root = Path(args.data_root) if args.data_root else data_root()
+    if args.action == "list":
+        for path in sorted(cards_dir().glob("*.toml")):
+            card = load_card(path.stem)
+            where = card.folder(str(root))
+            source = card.upstream.get("repository", "") if card.upstream else "(your data, or shipped)"
+            print(f"{card.name:22s} {'present' if where.exists() else 'missing':8s} {where}  {source}")
+        return 0
+    if not args.names:
+        raise ConfigError("data fetch needs dataset names (see `litjudge data list`)")
+    for name in args.names:
+        card = load_card(name)
+        done = fetch(card, root)
+        counts = {a: sum(f.action == a for f in done) for a in ("downloaded", "derived", "kept")}
+        print(f"{name}: {len(done)} files verified in {root / card.path} "
+              f"({counts['downloaded']} downloaded, {counts['derived']} derived, {counts['kept']} already there)")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    return bench_main(args)

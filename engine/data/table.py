@@ -1,0 +1,130 @@
+"""Your own data in any common layout: the `table` loader reads a file (JSONL, CSV, Parquet), a
+saved Hugging Face dataset folder, or a hub dataset, and renames its columns to litjudge's fields
+by the card's mapping, so nothing has to be converted by hand first.
+
+    [dataset]                       # inline in a run config, or a card file anywhere
+    loader = "table"
+    path = "prefs.csv"              # relative to the config (or card) file
+    protocols = ["pairwise"]
+    [dataset.columns]               # litjudge field = your column ("=value" for a constant)
+    prompt = "instruction"
+    text_a = "response_a"
+    text_b = "response_b"
+    label = "winner"
+    [dataset.values.label]          # your values -> litjudge's
+    model_a = "a"
+    model_b = "b"
+
+CSV, Parquet, saved folders and hub datasets go through Hugging Face `datasets` (Arrow-backed,
+streamed, so a file larger than memory is read as consumed); JSONL is read line by line by
+litjudge's own reader, so an error names the file's true line (blank lines included). A bad row
+fails naming the file and its row: the line for JSONL and CSV (the header is line 1), the row
+number for Parquet and datasets.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import DataError
+from .cards import DatasetCard
+from .readers import read_jsonl
+
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+# litjudge's fields per kind of data (a card's mapping renames columns to these)
+FIELDS = {"pairs": ("pair_id", "prompt", "text_a", "text_b", "label", "source_a", "source_b", "group"),
+          "items": ("group", "item_id", "text", "category", "human_score", "source"),
+          "groups": ("group", "item_id", "text", "human_score", "reference", "source")}
+
+
+def data_format(card: DatasetCard, location: Path) -> str:
+    if card.format:
+        return card.format
+    if card.hub:
+        return "hub"
+    if location.is_dir():
+        return "arrow"
+    fmt = FORMATS.get(location.suffix.lower())
+    if fmt is None:
+        raise DataError(f"cannot tell the format of {location.name}: set format = \"jsonl\", \"csv\", \"parquet\" or "
+                        "\"arrow\" in the dataset table", path=str(location))
+    return fmt
+
+
+def rows(card: DatasetCard, location: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, record) of the data as stored, streamed."""
+    fmt = data_format(card, location)
+    if fmt == "jsonl":
+        yield from read_jsonl(location)
+        return
+    import datasets  # heavy: imported only when a table is read
+
+    try:
+        if fmt == "hub":
+            ds = datasets.load_dataset(card.hub["id"], revision=card.hub.get("revision"), split=card.split or "train",
+                                       streaming=True)
+        elif fmt == "arrow":
+            ds = datasets.load_from_disk(str(location))
+            if isinstance(ds, datasets.DatasetDict):
+                ds = ds[card.split or "train"]
+        else:
+            if not location.exists():
+                raise DataError("file not found", path=str(location))
+            ds = datasets.load_dataset(fmt, data_files=str(location), split="train", streaming=True)
+        first = 2 if fmt == "csv" else 1
+        for i, rec in enumerate(ds):
+            yield i + first, dict(rec)
+    except DataError:
+        raise
+    except (ValueError, KeyError, OSError, FileNotFoundError) as exc:
+        raise DataError(f"cannot be read as {fmt}: {str(exc).splitlines()[0][:200]}", path=str(location)) from None
+
+
+def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Rows renamed to litjudge's fields by the card's `columns` (and `values`) mapping. A mapped
+    column the data lacks fails on the first row, naming the columns it has."""
+    unknown = [f for f in card.columns if f not in FIELDS[kind]]
+    if unknown:
+        raise DataError(f"[dataset.columns] maps {unknown[0]!r}, which {kind} data does not have "
+                        f"(fields: {', '.join(FIELDS[kind])})", path=str(location))
+    for i, (n, rec) in enumerate(rows(card, location)):
+        if i == 0:
+            absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in rec]
+            if absent:
+                field, column = absent[0]
+                raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have "
+                                f"(columns: {', '.join(map(str, rec))[:300]})", path=str(location))
+        out: dict[str, Any] = {}
+        for name in FIELDS[kind]:
+            source = card.columns.get(name, name)
+            if isinstance(source, str) and source.startswith("="):
+                out[name] = source[1:]
+            elif source in rec:
+                out[name] = rec[source]
+            else:
+                continue
+            table = card.values.get(name)
+            if table and out[name] is not None:
+                out[name] = table.get(str(out[name]), out[name])
+        yield n, out
+
+
+def in_columns(card: DatasetCard, exc: DataError) -> DataError:
+    """The error of a mapped row, naming the user's column beside litjudge's field."""
+    message = exc.message
+    for name, column in card.columns.items():
+        if not str(column).startswith("=") and f"field {name!r}" in message:
+            message = message.replace(f"field {name!r}", f"field {name!r} (column {column!r})", 1)
+            if card.values.get(name):
+                message += f" ([dataset.values.{name}] renames {', '.join(map(repr, card.values[name]))})"
+            break
+    return DataError(message, path=exc.path, row=exc.row)
+
+
+def checked(card: DatasetCard, records: Iterator[Any]) -> Iterator[Any]:
+    """`records`, with a bad row's error naming the user's column."""
+    try:
+        yield from records
+    except DataError as exc:
+        raise in_columns(card, exc) from None

@@ -1,0 +1,70 @@
+"""`litjudge data fetch`: the datasets from their pinned public sources, verified, tested without a
+network: a loopback HTTP server started here serves a mirror with GitHub's raw-file layout
+(OWNER/REPO/COMMIT/PATH), built from the shared copies; one file is corrupted on purpose."""
+import shutil
+import threading
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from engine.data.cards import load_card
+from tests.conftest import DATA, litjudge, needs_data
+
+
+class Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """Every upstream file of the three cards, where GitHub would serve it, on 127.0.0.1."""
+    root = tmp_path / "mirror"
+    for name in ("ttcw", "confederacy", "aut-ocsai"):
+        card = load_card(name)
+        up = card.upstream
+        for local, entry in up["files"].items():
+            target = root / up["repository"] / up["commit"] / entry["upstream"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(DATA / card.path / local, target)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+@needs_data
+def test_fetch_verifies_every_file_and_the_run_works(mirror, tmp_path):
+    _, url = mirror
+    data = tmp_path / "data"
+    env = {"LITJUDGE_DATA_BASE_URL": url, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    cfg = "runs/ttcw-replay.toml"
+    r = litjudge("run", cfg, "--judge", "replay:gpt4", "--quiet", "--data-root", str(data), env=env)
+    assert r.returncode == 2 and "run `litjudge data fetch ttcw`" in r.stderr          # missing: one line, the fix
+    r = litjudge("data", "fetch", "ttcw", "confederacy", "--data-root", str(data), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ttcw: 13 files verified" in r.stdout and "(13 downloaded" in r.stdout
+    assert "confederacy: 70 files verified" in r.stdout and "1 derived" in r.stdout
+    for f in ("ttcw/stories.json", "ttcw/judge_outputs/gemini-pro.jsonl", "confederacy/user_ratings.csv"):
+        assert (data / f).read_bytes() == (DATA / f).read_bytes(), f              # byte-identical, the ratings too
+    again = litjudge("data", "fetch", "ttcw", "--data-root", str(data), env=env)
+    assert "13 already there" in again.stdout                                    # nothing is fetched twice
+    r = litjudge("run", cfg, "--judge", "replay:gpt4", "--quiet", "--data-root", str(data), env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+@needs_data
+def test_a_corrupted_file_is_refused_and_never_lands(mirror, tmp_path):
+    root, url = mirror
+    up = load_card("aut-ocsai").upstream
+    served = root / up["repository"] / up["commit"] / up["files"]["test.jsonl"]["upstream"]
+    served.write_bytes(served.read_bytes().replace(b"paperclip", b"paperclap", 1))
+    data = tmp_path / "data"
+    r = litjudge("data", "fetch", "aut-ocsai", "--data-root", str(data), env={"LITJUDGE_DATA_BASE_URL": url})
+    assert r.returncode == 2 and r.stderr.count("litjudge: error:") == 1
+    assert "checksum mismatch for test.jsonl" in r.stderr and "refused, nothing written" in r.stderr
+    assert not (data / "aut-ocsai" / "test.jsonl").exists()
+    r = litjudge("data", "fetch", "aut-ocsai", "--data-root", str(data),
+                 env={"LITJUDGE_DATA_BASE_URL": "http://127.0.0.1:9"})                 # nothing listens there
+    assert r.returncode == 2 and "not reachable" in r.stderr

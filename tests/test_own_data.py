@@ -1,0 +1,174 @@
+"""The user's own data from any folder, with their own column names: an inline [dataset] table
+(or `--data FILE` over a card's layout) read as JSONL, CSV, Parquet or a saved Hugging Face
+dataset, renamed by the card's mapping; a bad row fails naming the file, its line and the user's
+column."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import polars as pl
+import pytest
+
+from engine.app.run import run
+from engine.core.config import load_config
+from engine.core.errors import DataError, LitjudgeError
+from engine.data.cards import dataset_card, load_card, with_data
+from engine.data.loaders import load_dataset
+from tests.conftest import litjudge, write_config
+
+ROWS = [("p1", "Write about rain", "Rain fell, soft, on the tin roof.", "It rained.", "model_a"),
+        ("p2", "Write about a cat", "The cat sat.", "The cat, a grey ghost, slid under the gate.", "model_b"),
+        ("p3", "Write about snow", 'Snow, like "salt", on the road.', "Snow.", "model_a")]
+COLUMNS = ["id", "instruction", "response_a", "response_b", "winner"]
+MAPPING = """
+[dataset.columns]
+pair_id = "id"
+prompt = "instruction"
+text_a = "response_a"
+text_b = "response_b"
+label = "winner"
+[dataset.values.label]
+model_a = "a"
+model_b = "b"
+"""
+
+
+def config_text(path: str, extra: str = "") -> str:
+    return (f'name = "own"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n'
+            f'[engine]\nmax_model_len = 4096\nkv_cache_gib = 2\n[dataset]\npath = "{path}"\n{extra}{MAPPING}')
+
+
+def write_rows(folder, fmt: str):
+    frame = pl.DataFrame([dict(zip(COLUMNS, r, strict=True)) for r in ROWS])
+    if fmt == "csv":
+        frame.write_csv(folder / "prefs.csv")
+        return "prefs.csv"
+    if fmt == "jsonl":
+        (folder / "prefs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in frame.to_dicts()))
+        return "prefs.jsonl"
+    if fmt == "parquet":
+        frame.write_parquet(folder / "prefs.parquet")
+        return "prefs.parquet"
+    import datasets
+
+    datasets.Dataset.from_list(frame.to_dicts()).save_to_disk(str(folder / "prefs_ds"))
+    return "prefs_ds"
+
+
+def pairs_of(config_path):
+    config = load_config(config_path)
+    card = dataset_card(config.dataset, str(config_path), config.protocol)
+    return list(load_dataset(card, "pairs", card.folder()))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "arrow"])
+def test_inline_dataset_renames_columns_and_values(tmp_path, fmt):
+    elsewhere = tmp_path / "my data"
+    elsewhere.mkdir()
+    name = write_rows(elsewhere, fmt)
+    cfg = write_config(elsewhere / "own.toml", config_text(name))
+    pairs = pairs_of(cfg)
+    assert [(p.pair_id, p.prompt, p.text_a, p.text_b, p.label) for p in pairs] == [
+        (i, prompt, a, b, {"model_a": "a", "model_b": "b"}[w]) for i, prompt, a, b, w in ROWS]
+
+
+def test_a_card_file_anywhere_and_data_over_a_shipped_layout(tmp_path):
+    name = write_rows(tmp_path, "csv")
+    card_file = tmp_path / "mine.toml"
+    card_file.write_text(f'name = "mine"\ntitle = "my prefs"\nloader = "table"\nroot = "card"\npath = "{name}"\n'
+                         f'protocols = ["pairwise"]\n' + MAPPING.replace("dataset.", ""))
+    card = load_card(str(card_file))
+    assert [p.label for p in load_dataset(card, "pairs", card.folder())] == ["a", "b", "a"]
+    # `--data FILE`: the generic pairs layout (litjudge's own field names) over a file elsewhere
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"pair_id": i, "prompt": p, "text_a": a, "text_b": b, "label": "tie"}) + "\n"
+                             for i, p, a, b, _ in ROWS))
+    over = dataset_card(with_data(load_card("pairs-generic"), str(plain)), "", "pairwise")
+    assert [p.pair_id for p in load_dataset(over, "pairs", over.folder())] == ["p1", "p2", "p3"]
+
+
+BAD = [  # (how the CSV is broken, the one line expected)
+    (lambda rows: rows[:1] + [("p2", "Write", "", "b", "model_b")] + rows[2:],
+     "prefs.csv:3: missing field 'text_a' (column 'response_a')"),
+    (lambda rows: rows[:2] + [("p3", "Write", "a", "b", "maybe")],
+     "prefs.csv:4: field 'label' (column 'winner') must be one of ['a', 'b', 'tie'], got 'maybe' "
+     "([dataset.values.label] renames 'model_a', 'model_b')"),
+    (lambda rows: rows + [("p1", "Again", "a", "b", "model_a")], "prefs.csv:5:"),
+]
+
+
+@pytest.mark.parametrize(("breaking", "expected"), BAD)
+def test_a_bad_row_names_the_file_line_and_column(tmp_path, breaking, expected):
+    pl.DataFrame([dict(zip(COLUMNS, r, strict=True)) for r in breaking(ROWS)]).write_csv(tmp_path / "prefs.csv")
+    cfg = write_config(tmp_path / "own.toml", config_text("prefs.csv"))
+    with pytest.raises(DataError) as err:
+        pairs_of(cfg)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda t: t.replace('pair_id = "id"', 'pair_id = "ident"'),
+     "maps pair_id to column 'ident', which the data does not have (columns: id, instruction, response_a"),
+    (lambda t: t.replace('pair_id = "id"', 'story = "id"'), "[dataset.columns] maps 'story', which pairs data"),
+    (lambda t: t.replace('path = "prefs.csv"', 'path = "nope.csv"'), "nope.csv: the [dataset] path does not exist"),
+    (lambda t: t.replace('path = "prefs.csv"', 'path = "prefs.txt"'), "cannot tell the format of prefs.txt"),
+])
+def test_mapping_mistakes_are_one_line(tmp_path, change, expected):
+    write_rows(tmp_path, "csv")
+    (tmp_path / "prefs.txt").write_text("x")
+    cfg = write_config(tmp_path / "own.toml", change(config_text("prefs.csv")))
+    with pytest.raises(LitjudgeError) as err:
+        pairs_of(cfg)
+    assert expected in str(err.value)
+
+
+def test_an_unreadable_parquet_is_one_line(tmp_path):
+    (tmp_path / "prefs.parquet").write_text("a,b\n1,2\n")
+    cfg = write_config(tmp_path / "own.toml", config_text("prefs.parquet"))
+    with pytest.raises(DataError, match=r"prefs.parquet: cannot be read as parquet: "):
+        pairs_of(cfg)
+
+
+def test_rated_items_from_parquet_with_their_own_names(tmp_path):
+    pl.DataFrame({"uid": ["i1", "i2", "i3"], "prompt_id": ["brick", "brick", "cup"],
+                  "answer": ["a wall", "a doorstop", "a hat"], "rating": [1.5, 3.0, 2.5]}
+                 ).write_parquet(tmp_path / "ideas.parquet")
+    cfg = write_config(tmp_path / "own.toml", (
+        'name = "ideas"\nprotocol = "classification"\njudge = "smollm2-135m"\n[dataset]\npath = "ideas.parquet"\n'
+        '[dataset.columns]\nitem_id = "uid"\ngroup = "prompt_id"\ntext = "answer"\nhuman_score = "rating"\n'
+        'category = "=idea"\n'))
+    config = load_config(cfg)
+    card = dataset_card(config.dataset, str(cfg), config.protocol)
+    items = load_dataset(card, "items", card.folder())
+    got = [(i.item_id, i.group, i.text, i.human_score) for i in items.items]
+    assert got == [("i1", "brick", "a wall", 1.5), ("i2", "brick", "a doorstop", 3.0), ("i3", "cup", "a hat", 2.5)]
+
+
+def test_own_csv_judged_end_to_end_from_any_folder(smollm, tmp_path, monkeypatch):
+    """A CSV in a folder of its own, judged with both orders; the run's manifest names the file."""
+    monkeypatch.chdir(tmp_path)
+    name = write_rows(tmp_path, "csv")
+    cfg = write_config(tmp_path / "own.toml", config_text(name))
+    config = load_config(cfg)
+    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    assert out.run_dir == tmp_path / "runs" / "out" / "own"
+    verdicts = pl.read_parquet(out.run_dir / "verdicts.parquet")
+    assert verdicts.height == 6 and set(verdicts["pair_id"]) == {"p1", "p2", "p3"}
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    data = manifest["dataset"]["data"]
+    assert data["path"] == str(tmp_path / "prefs.csv")
+    assert data["sha256"] == hashlib.sha256((tmp_path / "prefs.csv").read_bytes()).hexdigest()
+
+
+def test_data_flag_over_the_cli(tmp_path):
+    """`litjudge plan CONFIG --data FILE` reads the file with the config's dataset layout."""
+    write_rows(tmp_path, "csv")
+    cfg = write_config(tmp_path / "own.toml", config_text("prefs.csv"))
+    other = tmp_path / "other.csv"
+    pl.DataFrame([dict(zip(COLUMNS, r, strict=True)) for r in ROWS[:2]]).write_csv(other)
+    r = litjudge("plan", str(cfg), "--no-calibrate", "--data", str(other),
+                 env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), **os.environ})
+    assert r.returncode == 0, r.stderr
+    assert "4 requests" in r.stdout
