@@ -32,6 +32,7 @@ from engine.data.reference import StoryGroup
 
 from .base import Build, Context, Protocol
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
+from .metrics.bootstrap import mean_bootstrap
 from .ttcw import TTCW
 
 ORDERS = ("ref_first", "cand_first")
@@ -191,7 +192,8 @@ class ReferenceLikert(Protocol):
                 .agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("groups"),
                      pl.col("spearman").is_not_null().sum().alias("groups_defined"))
                 .sort(["judge"] + extra))
-        return scores, ranking, mean
+        return scores, ranking, mean.join(_group_intervals(ranking, ["judge"] + extra, metrics), on=["judge"] + extra,
+                                          how="left", nulls_equal=True)
 
     @staticmethod
     def _bias(t: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
@@ -209,3 +211,16 @@ class ReferenceLikert(Protocol):
                          "verdicts": len(v), "unparsed": t.filter((pl.col("judge") == judge) &
                                                                    (pl.col("status") != "ok")).height})
         return pl.DataFrame(rows)
+
+
+def _group_intervals(ranking: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl.DataFrame:
+    """95% CI of each metric's mean over groups, resampling groups (the unit the mean is over)."""
+    rows = []
+    for key, g in ranking.group_by(by, maintain_order=True):
+        row = dict(zip(by, key))
+        for m in metrics:
+            values = [v for v in g[m].to_list() if v is not None and v == v]
+            low, high = mean_bootstrap(list(range(len(values))), values) if values else (None, None)
+            row |= {f"{m}_low": low, f"{m}_high": high}
+        rows.append(row)
+    return pl.DataFrame(rows)

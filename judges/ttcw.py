@@ -27,6 +27,7 @@ from grammars.upstream import UpstreamYesNo
 
 from .base import Build, Context, Protocol, Skip
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
+from .metrics.bootstrap import balanced_accuracy_bootstrap
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
@@ -172,7 +173,7 @@ class TTCW(Protocol):
                     per_test.append({"judge": judge, "view": view, "test": test,
                                      **self._agreement(j.filter(pl.col("test") == test)),
                                      "expert_fleiss_kappa": fleiss.get(test)})
-                overall.append({"judge": judge, "view": view, **self._agreement(j)})
+                overall.append({"judge": judge, "view": view, **self._agreement(j), **self._interval(j)})
                 by_source += [{"judge": judge, "view": view, "source": src, "test": test, **self._rates(g)}
                               for (src, test), g in j.group_by(["source", "test"], maintain_order=True)]
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
@@ -213,6 +214,14 @@ class TTCW(Protocol):
                 "kappa": k.value, "balanced_accuracy": ba.value,
                 "judge_pass_rate": sum(judged) / len(judged) if judged else None,
                 "expert_pass_rate": sum(ep) / len(ep) if ep else None}
+
+    @staticmethod
+    def _interval(g: pl.DataFrame) -> dict:
+        """95% CI of the balanced accuracy, resampling whole stories (a story's verdicts move together)."""
+        ok = g.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
+        low, high = balanced_accuracy_bootstrap(ok["story_id"].to_list(), ok["expert_pass"].to_list(),
+                                                ok["judge_pass"].to_list())
+        return {"balanced_accuracy_low": low, "balanced_accuracy_high": high}
 
     @staticmethod
     def _rates(g: pl.DataFrame) -> dict:

@@ -118,3 +118,23 @@ def test_installed_demo_and_own_data_run_from_any_folder(installed, tmp_path):
     out = work / "runs" / "out" / "own"
     assert (out / "verdicts.parquet").exists() and (out / "manifest.json").exists()
     assert "4 verdicts" in own.stdout
+
+
+def test_a_missing_extra_is_one_line_before_any_work(tmp_path):
+    """A backend whose optional dependency is absent fails at resolve time (before planning or
+    loading anything), naming the install command."""
+    from engine.backends import resolve
+    from engine.backends.registry import BACKENDS
+    from engine.core.config import load_config
+    from engine.core.errors import BackendUnavailable
+
+    BACKENDS.add("needs-test", "engine.backends.no_such_module:Nothing", prefix="needs-test:",
+                 needs=(("litjudge_no_such_dependency",), "api"))
+    try:
+        cfg = tmp_path / "c.toml"
+        cfg.write_text('name = "c"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "needs-test:x"\n')
+        with pytest.raises(BackendUnavailable, match=r"the needs-test backend needs litjudge_no_such_dependency, "
+                                                     r"which is not installed: pip install 'litjudge\[api\]'"):
+            resolve("needs-test:x", load_config(cfg))
+    finally:
+        BACKENDS.remove("needs-test")

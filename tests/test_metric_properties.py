@@ -184,6 +184,19 @@ def test_pairwise_accuracy_brute_force(pairs):
     assert r.n == total and (math.isnan(r.value) if not total else r.value == pytest.approx(correct / total))
 
 
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 12), maybe_missing, maybe_missing), min_size=0, max_size=80), st.integers(0, 5))
+def test_vectorized_balanced_accuracy_bootstrap_is_the_reference_bootstrap(rows, seed):
+    """The numpy balanced-accuracy bootstrap draws the same clusters and gets the same interval as
+    the plain resampling loop over the metric."""
+    from judges.metrics.bootstrap import balanced_accuracy_bootstrap
+
+    clusters, truth, pred = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+    fast = balanced_accuracy_bootstrap(clusters, truth, pred, resamples=120, seed=seed)
+    slow = cluster_bootstrap(clusters, truth, pred, balanced_accuracy, resamples=120, seed=seed)
+    assert (math.isnan(fast[0]) and math.isnan(slow[0])) or fast == pytest.approx(slow, abs=1e-12)
+
+
 def test_bootstrap_ci_coverage_on_simulated_data():
     """95% percentile intervals of a proportion, resampling clusters of 3 correlated items: the
     true rate falls inside about 95% of the time (binomial 99% band for 300 simulations)."""

@@ -197,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     r.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
+    r.add_argument("--out", help="folder for the run's outputs, written to OUT/NAME (default ./runs/out; "
+                                 "also LITJUDGE_RUNS_DIR)")
     r.add_argument("--replicas", type=_positive, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
@@ -225,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = sub.add_parser("compare", help="the report's panels side by side across runs (judges, prompt variants)")
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN")
     cmp_.add_argument("--out", help="folder to write (default: runs/out/compare-A-vs-B)")
+    cmp_.add_argument("--published", metavar="NAME",
+                      help="the paper's numbers beside the run's, with its 95%% CI (ttcw-notebook, litbench, li2025)")
     cmp_.set_defaults(fn=cmd_compare)
     j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
     j.add_argument("names", nargs="*", help="only these aliases")
@@ -276,6 +280,9 @@ def crash_log(exc: BaseException) -> Path:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     prepare_environment(args.verbose)
+    if getattr(args, "out", None) and args.command == "run":
+        # the one place outputs are found (runs_output_dir), for this process and the workers it starts
+        os.environ["LITJUDGE_RUNS_DIR"] = str(Path(args.out).resolve())
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     log = cache_dir() / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"

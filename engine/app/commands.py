@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+
 import grammars as g
+from judges.published import beside, published
 
 from .. import backends as registry
 from ..core.distribution import check_language
@@ -47,8 +50,33 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    if args.published:
+        return compare_published(args)
     page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
     print(f"Comparison report: {page} (+ report.md, tables/*.csv)")
+    return 0
+
+
+def compare_published(args) -> int:
+    """Each run's numbers beside the paper's (`--published NAME`), with the run's 95% CI."""
+    baseline = published(args.published)
+    print(f"{baseline.title}\n{baseline.paper}: {baseline.source}")
+    if not baseline.tested:
+        print("(these rows are not reproduced on this project's test machines: they need the model; see runs/repro/)")
+    for path in args.run_dirs:
+        run = load_run(Path(path))
+        table = beside(baseline, run.manifest["config"].get("protocol", ""), run.tables, where=str(path))
+        if not table.height:
+            judges = ", ".join(j["judge"] for j in run.manifest["judges"])
+            wanted = ", ".join(j for r in baseline.rows for j in r.run_judges)
+            raise ConfigError(f"no judge of the run is a published row of {baseline.name!r} (run: {judges}; "
+                              f"published as: {wanted})", where=str(path))
+        print_table(table.with_columns(pl.when(pl.col("inside")).then(pl.lit("inside"))
+                                       .when(pl.col("inside").not_()).then(pl.lit("OUTSIDE"))
+                                       .otherwise(pl.lit("no CI")).alias("paper in run's 95% CI")).drop("inside"),
+                    f"{run.name} beside {baseline.name}", max_rows=200)
+        inside = table["inside"].drop_nulls()
+        print(f"{int(inside.sum())} of {inside.len()} published numbers inside the run's 95% CI")
     return 0
 
 

@@ -3,6 +3,7 @@ its registry entry declares, or the config's `backend`), resolved once into a `J
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from typing import Any
 
 from ..core.backend import Capabilities, JudgeSpec
@@ -41,6 +42,9 @@ def resolve(name: str, config: RunConfig) -> JudgeSpec:
     """Judge name + config -> its spec, its mode checked. Resolved once per process (weights are
     hashed here and nowhere else; a sweep's cells share the judge's spec)."""
     backend = backend_of(name, config)
+    check_installed(backend)
+    if config.cluster.enabled:
+        check_installed("cluster")
     cls = BACKENDS.get(backend)
     check_mode(cls.capabilities, backend, name, config)
     key = (name, backend, config.data_root, repr(config.engine.for_judge(name, config.source or "config")),
@@ -48,6 +52,16 @@ def resolve(name: str, config: RunConfig) -> JudgeSpec:
     if key not in _SPECS:
         _SPECS[key] = cls.resolve(name, config, BACKENDS.meta(backend).get("prefix", ""))
     return _SPECS[key]
+
+
+def check_installed(backend: str) -> None:
+    """The backend's optional dependencies are importable, or one line with the install command,
+    before any planning or loading (not minutes into a run)."""
+    modules, extra = BACKENDS.meta(backend).get("needs", ((), ""))
+    absent = [m for m in modules if importlib.util.find_spec(m) is None]
+    if absent:
+        how = "bash scripts/install.sh (make install)" if extra.endswith(".sh") else f"pip install 'litjudge[{extra}]'"
+        raise BackendUnavailable(f"the {backend} backend needs {', '.join(absent)}, which is not installed: {how}")
 
 
 def check_mode(caps: Capabilities, backend: str, name: str, config: RunConfig) -> None:

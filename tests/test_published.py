@@ -1,0 +1,65 @@
+"""The seed papers' published numbers beside a run's: the data as the papers print them, every
+reproduction config valid, and `litjudge compare RUN --published NAME` on the TTCW replay run,
+whose CIs are recomputed here from the stored per-item verdicts."""
+from __future__ import annotations
+
+import os
+
+import polars as pl
+import pytest
+
+from engine.app.report import load_run
+from engine.core.config import load_config
+from engine.core.errors import ConfigError
+from judges.metrics import balanced_accuracy, cluster_bootstrap
+from judges.published import baselines, beside, published
+from tests.conftest import PROJECT_ROOT, litjudge
+
+needs_data = pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()
+                                and not os.environ.get("LITJUDGE_DATA_ROOT"),
+                                reason="TTCW data absent (litjudge data fetch ttcw, or set LITJUDGE_DATA_ROOT)")
+
+
+def test_the_published_numbers_as_the_papers_print_them():
+    got = {(b.name, r.judge, m): v for b in baselines().values() for r in b.rows for m, v in r.values.items()}
+    assert got[("litbench", "gemma-3-12b-it", "accuracy")] == 0.657
+    assert got[("litbench", "claude-3-7-sonnet", "accuracy")] == 0.731
+    assert got[("li2025", "qwen2-72b-chat (baseline)", "kendall")] == -0.11
+    assert got[("li2025", "claude35 (method)", "pairwise_accuracy")] == 0.75
+    assert got[("ttcw-notebook", "claude3-opus", "balanced_accuracy")] == 0.58
+    assert all(b.source and b.paper for b in baselines().values())
+
+
+def test_every_reproduction_config_is_valid_and_names_its_row():
+    for b in baselines().values():
+        for path in {row.config for row in b.rows if row.config}:
+            config = load_config(PROJECT_ROOT / path)
+            assert config.protocol == b.protocol, path
+            assert set(config.judges) <= {j for row in b.rows if row.config == path for j in row.run_judges}, path
+
+
+def test_unknown_baseline_and_wrong_protocol_are_one_line():
+    with pytest.raises(ConfigError, match="no published baseline 'x' \\(known: ttcw-notebook"):
+        published("x")
+    with pytest.raises(ConfigError, match="the run's protocol is 'ttcw'; baseline 'litbench' is for 'pairwise'"):
+        beside(published("litbench"), "ttcw", {})
+
+
+@needs_data
+def test_compare_puts_the_notebook_beside_the_replay_run(tmp_path):
+    made = litjudge("run", "ttcw-replay", "--quiet", "--out", str(tmp_path / "elsewhere"))
+    assert made.returncode == 0, made.stderr
+    run_dir = tmp_path / "elsewhere" / "ttcw-replay"             # --out: outputs under OUT/NAME
+    r = litjudge("compare", str(run_dir), "--published", "ttcw-notebook")
+    assert r.returncode == 0, r.stderr
+    assert "paper" in r.stdout and "7 of 7 published numbers inside the run's 95% CI" in r.stdout
+    # each CI, recomputed from the stored per-item verdicts (stories resampled)
+    table = beside(published("ttcw-notebook"), "ttcw", load_run(run_dir).tables)
+    per_item = pl.read_parquet(run_dir / "tables" / "per_item.parquet")
+    for row in table.iter_rows(named=True):
+        j = per_item.filter((pl.col("judge") == row["run_judge"]) & pl.col("judge_pass").is_not_null())
+        truth, pred = j["expert_pass"].to_list(), j["judge_pass"].to_list()
+        assert row["run"] == pytest.approx(balanced_accuracy(truth, pred).value, abs=1e-12)
+        low, high = cluster_bootstrap(j["story_id"].to_list(), truth, pred, balanced_accuracy)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), abs=1e-12)
+        assert round(row["run"], 2) == row["paper"]
