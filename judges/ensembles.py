@@ -161,3 +161,24 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 1000) -
         calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=min(resamples, 500))
         out.update({f"jury_{name}": table for name, table in calib.items()})
     return out
+
+
+def decision_frame(protocol: str, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """A run's binary decisions as the ensembles' input, from its stored tables: TTCW items (story
+    resampled; truth = the expert majority) or pairwise verdicts (pair resampled; truth = the human
+    pick of text a). Judges without probabilities have p = None (one-hot)."""
+    if protocol == "ttcw" and "per_item" in tables:
+        t = tables["per_item"].filter(pl.col("expert_pass").is_not_null())
+        frame = t.select("judge", pl.concat_str("item_id", pl.col("repeat").cast(pl.Utf8), separator="#").alias("item"),
+                         pl.col("story_id").alias("cluster"), pl.col("expert_pass").alias("truth"),
+                         pl.col("judge_pass").alias("pred"), pl.col("p_yes").alias("p"))
+    elif protocol == "pairwise" and "per_verdict" in tables:
+        t = tables["per_verdict"].filter(pl.col("human").is_in(["a", "b"]))
+        frame = t.select("judge", pl.concat_str("pair_id", "order", pl.col("repeat").cast(pl.Utf8), separator="#")
+                         .alias("item"), pl.col("pair_id").cast(pl.Utf8).alias("cluster"),
+                         (pl.col("human") == "a").alias("truth"),
+                         pl.when(pl.col("pick").is_null()).then(None).otherwise(pl.col("pick") == "a").alias("pred"),
+                         pl.col("p_a").alias("p"))
+    else:
+        raise ValueError(f"juries and cascades take binary decisions of a ttcw or pairwise run, not {protocol!r}")
+    return frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"), pl.lit(None, dtype=pl.Float64).alias("cost"))

@@ -23,7 +23,7 @@ from ..core.errors import ConfigError, GrammarError, LitjudgeError, StoreError
 from ..core.paths import cache_dir
 from ..data.cards import dataset_card, with_data
 from .calibrate import cached, calibrate, estimate_seconds
-from .commands import cmd_bench, cmd_check_labels, cmd_compare, cmd_data, cmd_generate, cmd_judges, cmd_report
+from .commands import cmd_bench, cmd_check_labels, cmd_compare, cmd_data, cmd_ensemble, cmd_generate, cmd_judges, cmd_report
 from .outputs import fault, rebuild_store
 from .run import reparse, run, run_dir_for
 from .sweep import load_sweep
@@ -230,6 +230,17 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--published", metavar="NAME",
                       help="the paper's numbers beside the run's, with its 95%% CI (ttcw-notebook, litbench, li2025)")
     cmp_.set_defaults(fn=cmd_compare)
+    en = sub.add_parser("ensemble", help="a cascade with an agreement guarantee, or a calibrated jury, over finished "
+                                         "runs' judges (from stored verdicts)")
+    en.add_argument("run_dirs", nargs="+", metavar="RUN")
+    en.add_argument("--cascade", metavar="J1,J2", help="judges cheapest first; each answers above its certified threshold")
+    en.add_argument("--jury", nargs="?", const="", metavar="J1,J2", help="pool these judges (default: all)")
+    en.add_argument("--target", type=float, default=0.8, help="agreement with humans on answered items (cascade)")
+    en.add_argument("--delta", type=float, default=0.1, help="the guarantee fails with probability <= delta")
+    en.add_argument("--calibration-fraction", type=float, default=0.5, help="clusters used to fit/certify")
+    en.add_argument("--seed", type=int, default=0)
+    en.add_argument("--name", default="ensemble", help="output folder name under runs/out (default: ensemble)")
+    en.set_defaults(fn=cmd_ensemble)
     j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")

@@ -19,6 +19,7 @@ from ..core.requests import Message
 from ..data.cards import load_card
 from ..data.fetch import fetch
 from .bench import main as bench_main
+from .ensemble import ensemble
 from .generate import generate_candidates
 from .report import load_run, write_report
 from .tables import print_table
@@ -77,6 +78,24 @@ def compare_published(args) -> int:
                     f"{run.name} beside {baseline.name}", max_rows=200)
         inside = table["inside"].drop_nulls()
         print(f"{int(inside.sum())} of {inside.len()} published numbers inside the run's 95% CI")
+    return 0
+
+
+def _names(text: str | None) -> list[str] | None:
+    """A comma-separated option: None when not given, [] when given empty (a jury of every judge)."""
+    return None if text is None else [j.strip() for j in text.split(",") if j.strip()]
+
+
+def cmd_ensemble(args) -> int:
+    """A cascade (`--cascade J1,J2`) and/or a jury (`--jury [J1,J2]`) over finished runs' judges."""
+    if args.cascade is None and args.jury is None:
+        raise ConfigError("ensemble needs --cascade JUDGE,JUDGE... and/or --jury [JUDGE,...]")
+    out, tables = ensemble(args.run_dirs, args.name, _names(args.cascade), _names(args.jury), args.target, args.delta,
+                           args.calibration_fraction, args.seed)
+    for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
+        if name in tables:
+            print_table(tables[name], name.replace("_", " ").capitalize())
+    print(f"Results: {out}")
     return 0
 
 

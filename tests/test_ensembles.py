@@ -1,0 +1,198 @@
+"""The metric modules behind cascades, juries and permutation self-consistency, against their
+guarantees and brute-force recomputations: the cascade's threshold keeps its promise on simulated
+judges (failure rate of the guarantee <= delta over 1,000 draws), the jury's poolings equal their
+definitions, Kemeny is the brute-force optimum for small lists."""
+from __future__ import annotations
+
+import math
+import os
+from itertools import permutations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, jury_tables
+from judges.metrics import balanced_accuracy
+from judges.metrics.jury import average, fit_stacking, logit, majority, stacked
+from judges.metrics.kemeny import EXACT_MAX, disagreements, kemeny, pairwise_wins
+from judges.metrics.logistic import sigmoid
+from judges.metrics.selective import Level, cascade, choose_threshold
+from tests.conftest import PROJECT_ROOT, litjudge
+
+
+def overconfident(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A judge whose stated confidence c ~ U(0.5, 1) is right with probability c**2 (overconfident):
+    among items with c >= t its true agreement is (1 + t + t**2) / 3."""
+    c = rng.uniform(0.5, 1.0, n)
+    return c, rng.random(n) < c ** 2
+
+
+def true_agreement(t: float) -> float:
+    return (1 + t + t * t) / 3
+
+
+@pytest.mark.parametrize(("target", "delta"), [(0.8, 0.1), (0.85, 0.05)])
+def test_the_threshold_keeps_its_guarantee_over_1000_draws(target, delta):
+    rng = np.random.default_rng(0)
+    failures, certified = 0, 0
+    for _ in range(1000):
+        c, ok = overconfident(rng, 300)
+        t = choose_threshold(c.tolist(), ok.tolist(), target, delta)
+        if t is None:
+            continue
+        certified += 1
+        failures += true_agreement(t) < target
+    assert certified >= 500                        # the test has power: most draws certify a threshold
+    assert failures / 1000 <= delta, (failures, certified)
+
+
+def test_a_two_level_cascade_keeps_its_guarantee_over_1000_draws():
+    """Level 1 overconfident, level 2 a better judge; the agreement on all answered items (true
+    rates, from a large fresh sample) stays >= target in all but <= delta of the draws."""
+    target, delta = 0.8, 0.1
+    rng = np.random.default_rng(1)
+    failures = 0
+    for _ in range(1000):
+        n = 400
+        truth = rng.random(n) < 0.5
+        c1, ok1 = overconfident(rng, n)
+        c2 = rng.uniform(0.5, 1.0, n)
+        ok2 = rng.random(n) < np.sqrt(c2)
+        levels = [Level("cheap", np.where(ok1, truth, ~truth).tolist(), c1.tolist()),
+                  Level("strong", np.where(ok2, truth, ~truth).tolist(), c2.tolist())]
+        result = cascade(levels, truth.tolist(), list(range(n)), target, delta)
+        t1, t2 = result.thresholds
+        # the answered items' true agreement: level 1 answers c1 >= t1, level 2 the rest with c2 >= t2
+        m = 200_000
+        f1, f2 = rng.uniform(0.5, 1.0, m), rng.uniform(0.5, 1.0, m)
+        a1 = f1 >= t1 if t1 is not None else np.zeros(m, bool)
+        a2 = ~a1 & (f2 >= t2) if t2 is not None else np.zeros(m, bool)
+        answered = a1.sum() + a2.sum()
+        if answered:
+            agreement = ((f1[a1] ** 2).sum() + np.sqrt(f2[a2]).sum()) / answered
+            failures += agreement < target
+    assert failures / 1000 <= delta, failures
+
+
+def test_threshold_edge_cases():
+    assert choose_threshold([0.9] * 10, [True] * 10, 0.8, 0.1) is None          # fewer than 30: no certificate
+    assert choose_threshold([0.9] * 40, [False] * 40, 0.8, 0.1) is None          # always wrong: never certified
+    with pytest.raises(ValueError, match="equal lengths"):
+        choose_threshold([0.9], [True, False], 0.8, 0.1)
+
+
+def test_jury_poolings_by_their_definitions():
+    probs = [[0.9, 0.2, 0.6], [0.1, 0.4, 0.5], [0.5, 0.5, 0.3], [1.0, 0.0, 0.5]]
+    assert average(probs) == pytest.approx([sum(r) / 3 for r in probs])
+    assert majority(probs) == [1.0, 0.0, 1.0, 1.0]     # p >= 0.5 counts as positive
+    assert majority([[0.9, 0.1]]) == [0.5]
+    weights = [0.3, 1.0, -0.5, 2.0]
+    assert stacked(weights, probs) == pytest.approx(
+        [1 / (1 + math.exp(-(0.3 + sum(w * logit(p) for w, p in zip(weights[1:], r, strict=True))))) for r in probs])
+    # stacking on a judge that is right and one that is noise: the right one gets the weight
+    rng = np.random.default_rng(3)
+    truth = rng.random(400) < 0.5
+    good = np.where(truth, 0.8, 0.2)
+    noise = rng.uniform(0, 1, 400)
+    w = fit_stacking(np.column_stack([good, noise]).tolist(), truth.tolist())
+    assert w[1] > 1.0 and abs(w[2]) < 0.5
+    assert sigmoid(0.0) == 0.5
+
+
+def decision_frame(rng: np.random.Generator, items: int = 240) -> pl.DataFrame:
+    """Two judges on binary items in clusters of 4: `prob` gives probabilities, `oneh` only labels."""
+    rows = []
+    for i in range(items):
+        truth = bool(rng.random() < 0.4)
+        p = float(np.clip(0.5 + (0.3 if truth else -0.3) + rng.normal(0, 0.25), 0.01, 0.99))
+        label = truth if rng.random() < 0.7 else not truth
+        rows.append({"judge": "prob", "item": f"i{i:03d}", "cluster": f"c{i // 4}", "truth": truth, "pred": p >= 0.5,
+                     "p": p, "tokens": 100, "cost": 0.0})
+        rows.append({"judge": "oneh", "item": f"i{i:03d}", "cluster": f"c{i // 4}", "truth": truth, "pred": label,
+                     "p": None, "tokens": 100, "cost": 0.001})
+    return pl.DataFrame(rows)
+
+
+def test_jury_tables_recomputed_by_brute_force():
+    frame = decision_frame(np.random.default_rng(5))
+    out = jury_tables(frame, JuryOptions(calibration_fraction=0.5, seed=2), resamples=200)
+    jury = {r["member"]: r for r in out["jury"].iter_rows(named=True)}
+    # the held-out split, recomputed: the clusters not drawn for calibration
+    from judges.ensembles import split
+
+    items = frame.filter(pl.col("judge") == "prob").sort("item")
+    calib = split(items["cluster"].to_list(), 0.5, 2)
+    test = items.filter(~pl.col("cluster").is_in(list(calib)))
+    t = test["truth"].to_list()
+    pred = [p >= 0.5 for p in test["p"].to_list()]
+    assert jury["judge: prob"]["agreement"] == pytest.approx(sum(a == b for a, b in zip(pred, t, strict=True)) / len(t))
+    assert jury["judge: prob"]["balanced_accuracy"] == pytest.approx(balanced_accuracy(t, pred).value)
+    oneh = frame.filter(pl.col("judge") == "oneh").join(test.select("item"), on="item")
+    assert jury["judge: oneh"]["agreement"] == pytest.approx((oneh["pred"] == oneh["truth"]).mean())
+    assert set(jury) == {"judge: prob", "judge: oneh", "majority vote", "average", "stacked"}
+    assert out["jury_weights"].height == 3
+
+
+def test_cascade_tables_route_every_held_out_item_once():
+    frame = decision_frame(np.random.default_rng(6), items=400)
+    out = cascade_tables(frame, CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1), resamples=200)
+    summary = out["cascade_summary"].row(0, named=True)
+    levels = out["cascade"]
+    assert int(levels["answered"].sum()) + summary["abstained"] == summary["test_items"]
+    assert summary["calibration_items"] + summary["test_items"] == 400
+    with pytest.raises(ValueError, match="not judges of this run"):
+        cascade_tables(frame, CascadeOptions(judges=["prob", "nobody"]))
+
+
+@pytest.mark.parametrize("n", [3, 5, 6])
+def test_kemeny_is_the_brute_force_optimum(n):
+    rng = np.random.default_rng(n)
+    items = [f"x{i}" for i in range(n)]
+    rankings = [list(rng.permutation(items)) for _ in range(5)]
+    wins = pairwise_wins(rankings)
+    best = min(disagreements(list(p), wins) for p in permutations(items))
+    assert disagreements(kemeny(rankings), wins) == best
+    assert n <= EXACT_MAX
+
+
+def test_kemeny_beyond_exact_is_a_ranking_no_worse_than_borda():
+    rng = np.random.default_rng(9)
+    items = [f"x{i}" for i in range(12)]
+    base = list(rng.permutation(items))
+    rankings = [base[:]]
+    for _ in range(6):
+        r = base[:]
+        i, j = rng.integers(0, 12, 2)
+        r[i], r[j] = r[j], r[i]
+        rankings.append(r)
+    central = kemeny(rankings)
+    assert sorted(central) == sorted(items)
+    wins = pairwise_wins(rankings)
+    borda = sorted(items, key=lambda x: sum(r.index(x) for r in rankings))
+    assert disagreements(central, wins) <= disagreements(borda, wins)
+
+
+@pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()
+                    and not os.environ.get("LITJUDGE_DATA_ROOT"), reason="TTCW data absent (litjudge data fetch ttcw)")
+def test_ensemble_command_over_a_finished_run(tmp_path):
+    """`litjudge ensemble` pools the replayed judges of a finished TTCW run from its stored tables;
+    a member's held-out agreement is recomputed from the run's per-item verdicts."""
+    made = litjudge("run", "ttcw-replay", "--quiet", "--out", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    run_dir = tmp_path / "ttcw-replay"
+    r = litjudge("ensemble", str(run_dir), "--jury", "replay:gpt4,replay:claude3-opus", "--cascade",
+                 "replay:claude3-opus,replay:gpt4", "--target", "0.65", "--name", "ens", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    jury = pl.read_parquet(tmp_path / "ens" / "tables" / "jury.parquet")
+    from judges.ensembles import split
+
+    items = pl.read_parquet(run_dir / "tables" / "per_item.parquet").filter(pl.col("judge") == "replay:gpt4")
+    calib = split(items["story_id"].to_list(), 0.5, 0)
+    test = items.filter(~pl.col("story_id").is_in(list(calib)))
+    row = jury.filter(pl.col("member") == "judge: replay:gpt4").row(0, named=True)
+    assert row["agreement"] == pytest.approx((test["judge_pass"] == test["expert_pass"]).mean())
+    summary = pl.read_parquet(tmp_path / "ens" / "tables" / "cascade_summary.parquet").row(0, named=True)
+    assert summary["items"] == 672 and summary["calibration_items"] + summary["test_items"] == 672
+    bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
