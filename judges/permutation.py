@@ -1,0 +1,77 @@
+"""Permutation self-consistency for listwise ranking (Tang et al. 2023): a list judged in several
+shuffled orders is aggregated to its central ranking, the Kemeny ranking of the orders' rankings
+(exact up to 8 items, a documented local search beyond: `metrics.kemeny`), and to the mean score
+over orders.
+
+Reported, per judge, each as a mean over lists with a 95% CI (lists resampled):
+- agreement with the ground truth (Spearman with the category rank) of the single order as drawn,
+  of the central ranking, and of the mean score over orders;
+- position bias before and after: Spearman between where an item was shown in the prompt and the
+  judge's rank of it, for the single order (before) and for the central ranking against the same
+  shown positions (after). A judge that echoes the prompt order has -1 before and about 0 after.
+"""
+from __future__ import annotations
+
+import math
+
+import polars as pl
+
+from .metrics import spearman
+from .metrics.bootstrap import mean_bootstrap
+from .metrics.kemeny import kemeny
+
+UNIT = ["judge", "group", "list", "repeat"]
+
+
+def central_rankings(s: pl.DataFrame) -> pl.DataFrame:
+    """One row per (judge, group, list, repeat, item): its position score (N..1) in the order as
+    drawn, in the central ranking of all orders, its mean score over orders, where it was shown in
+    the order as drawn, and how many orders were judged."""
+    rows = []
+    for key, g in s.group_by(UNIT, maintain_order=True):
+        rankings, first = [], None
+        for (order,), o in g.group_by(["order"], maintain_order=True):
+            ranking = o.sort("position", descending=True)["item_id"].to_list()
+            rankings.append(ranking)
+            if order == 0:
+                first = o
+        central = kemeny(rankings)
+        n = len(central)
+        mean_score = g.group_by("item_id").agg(pl.col("score").mean())
+        means = dict(zip(mean_score["item_id"].to_list(), mean_score["score"].to_list(), strict=True))
+        single = dict(zip(first["item_id"].to_list(), first["position"].to_list(), strict=True)) if first is not None else {}
+        shown = dict(zip(first["item_id"].to_list(), first["shown_at"].to_list(), strict=True)) if first is not None else {}
+        for rank, item in enumerate(central):
+            rows.append({**dict(zip(UNIT, key, strict=True)), "item_id": item, "orders": len(rankings),
+                         "single_position": single.get(item), "central_position": float(n - rank),
+                         "mean_score": means.get(item), "shown_at": shown.get(item)})
+    return pl.DataFrame(rows, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "repeat": pl.Int64,
+                                      "item_id": pl.Utf8, "orders": pl.Int64, "single_position": pl.Float64,
+                                      "central_position": pl.Float64, "mean_score": pl.Float64, "shown_at": pl.Int64})
+
+
+def _mean_ci(lists: list[str], values: list[float]) -> dict:
+    kept = [(k, v) for k, v in zip(lists, values, strict=True) if v is not None and not math.isnan(v)]
+    if not kept:
+        return {"lists": 0, "spearman": None, "ci_low": None, "ci_high": None}
+    low, high = mean_bootstrap([k for k, _ in kept], [v for _, v in kept])
+    return {"lists": len(kept), "spearman": sum(v for _, v in kept) / len(kept), "ci_low": low, "ci_high": high}
+
+
+def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:
+    ranks = central_rankings(s).join(info.select("item_id", "category_rank"), on="item_id", how="left")
+    agreement, bias = [], []
+    for (judge,), j in ranks.group_by(["judge"], maintain_order=True):
+        per_list = [(f"{g}/{lst}/{rep}", u) for (g, lst, rep), u in j.group_by(["group", "list", "repeat"],
+                                                                                 maintain_order=True)]
+        names = [n for n, _ in per_list]
+        for label, column in (("single order", "single_position"), ("central (Kemeny)", "central_position"),
+                              ("mean score over orders", "mean_score")):
+            values = [spearman(u["category_rank"].fill_null(math.nan).to_list(),
+                               u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
+            agreement.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(names, values)})
+        for label, column in (("before: single order", "single_position"), ("after: central (Kemeny)", "central_position")):
+            values = [spearman(u["shown_at"].cast(pl.Float64).fill_null(math.nan).to_list(),
+                               u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
+            bias.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(names, values)})
+    return {"psc_rankings": ranks, "psc_agreement": pl.DataFrame(agreement), "psc_position_bias": pl.DataFrame(bias)}

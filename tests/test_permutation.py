@@ -1,0 +1,58 @@
+"""Permutation self-consistency on listwise ranking: each list judged in several seeded orders,
+the central (Kemeny) ranking and the position bias before and after, recomputed here by brute
+force from the stored verdicts; raising the number of orders generates only the new ones."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from itertools import permutations
+
+import polars as pl
+
+from engine.app.run import run
+from engine.core.config import load_config
+from judges.listwise import ListwiseOptions, shown_orders
+from judges.metrics import spearman
+from judges.metrics.kemeny import disagreements, pairwise_wins
+from tests.conftest import PROJECT_ROOT, needs_data
+
+CONFIG = PROJECT_ROOT / "runs" / "listwise-aut-psc.toml"
+
+
+def test_orders_are_seeded_per_list_and_order_and_extend_without_change():
+    listed = [(f"c{i}", object()) for i in range(6)]
+    three = shown_orders(listed, ListwiseOptions(orders=3), "brick/0")
+    five = shown_orders(listed, ListwiseOptions(orders=5), "brick/0")
+    assert three[0] == listed and five[:3] == three              # adding orders keeps the first ones
+    assert len({tuple(c for c, _ in o) for o in five}) == 5
+    assert all(sorted(c for c, _ in o) == sorted(c for c, _ in listed) for o in five)
+
+
+@needs_data
+def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
+    config = load_config(CONFIG, limit=1)
+    config = dataclasses.replace(config, options={**config.options, "orders": 3})
+    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    assert out.verdicts.height == 3 and out.manifest["verdicts"]["unparsed"] == 0
+    v = out.verdicts.sort("order")
+    rankings = []
+    for r in v.iter_rows(named=True):
+        codes = json.loads(r["codes"])
+        rankings.append([codes[c] for c, _ in json.loads(r["value"])])   # best first
+    wins = pairwise_wins(rankings)
+    best = min(disagreements(list(p), wins) for p in permutations(rankings[0]))
+    central = out.tables["psc_rankings"].sort("central_position", descending=True)["item_id"].to_list()
+    assert disagreements(central, wins) == best                     # the Kemeny optimum (6 items: exact)
+    # position bias before: where order 0 showed each item vs its rank in order 0
+    shown = {json.loads(v["codes"][0])[c]: n + 1 for n, c in enumerate(json.loads(v["shown"][0]))}
+    ranks = {item: len(rankings[0]) - i for i, item in enumerate(rankings[0])}
+    items = sorted(shown)
+    before = spearman([shown[i] for i in items], [ranks[i] for i in items]).value
+    row = out.tables["psc_position_bias"].filter(pl.col("ranking").str.starts_with("before")).row(0, named=True)
+    assert math.isclose(row["spearman"], before, abs_tol=1e-12) or (math.isnan(before) and row["spearman"] is None)
+    assert set(out.tables["psc_agreement"]["ranking"]) == {"single order", "central (Kemeny)", "mean score over orders"}
+    # one more order later: only it is generated
+    more = dataclasses.replace(config, options={**config.options, "orders": 4})
+    again = run(more, progress=False, backends={"smollm2-135m": smollm})
+    assert again.verdicts.height == 4 and [j["generated"] for j in again.manifest["judges"]] == [1]
