@@ -23,7 +23,17 @@ from ..core.errors import ConfigError, GrammarError, LitjudgeError, StoreError
 from ..core.paths import cache_dir
 from ..data.cards import dataset_card, with_data
 from .calibrate import cached, calibrate, estimate_seconds
-from .commands import cmd_bench, cmd_check_labels, cmd_compare, cmd_data, cmd_ensemble, cmd_generate, cmd_judges, cmd_report
+from .commands import (
+    cmd_bench,
+    cmd_budgets,
+    cmd_check_labels,
+    cmd_compare,
+    cmd_data,
+    cmd_ensemble,
+    cmd_generate,
+    cmd_judges,
+    cmd_report,
+)
 from .outputs import fault, rebuild_store
 from .run import reparse, run, run_dir_for
 from .sweep import load_sweep
@@ -241,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     en.add_argument("--seed", type=int, default=0)
     en.add_argument("--name", default="ensemble", help="output folder name under runs/out (default: ensemble)")
     en.set_defaults(fn=cmd_ensemble)
+    bu = sub.add_parser("budgets", help="verdicts at several reasoning budgets from an analyze-mode run's stored "
+                                        "analyses (one generation, the tails only)")
+    bu.add_argument("run_dir", metavar="RUN")
+    bu.add_argument("--budgets", default="0,32,64,128,full", help="token budgets and 'full', comma-separated")
+    bu.add_argument("--quiet", action="store_true", help="no progress bar")
+    bu.set_defaults(fn=cmd_budgets)
     j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")

@@ -19,6 +19,7 @@ from ..core.requests import Message
 from ..data.cards import load_card
 from ..data.fetch import fetch
 from .bench import main as bench_main
+from .budgets import budgets, parse_budgets
 from .ensemble import ensemble
 from .generate import generate_candidates
 from .report import load_run, write_report
@@ -95,6 +96,14 @@ def cmd_ensemble(args) -> int:
     for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
         if name in tables:
             print_table(tables[name], name.replace("_", " ").capitalize())
+    print(f"Results: {out}")
+    return 0
+
+
+def cmd_budgets(args) -> int:
+    """Verdicts at several reasoning budgets from each stored analysis of an analyze-mode run."""
+    out, table = budgets(Path(args.run_dir), parse_budgets(args.budgets), progress=not args.quiet)
+    print_table(table, "Agreement against thinking tokens")
     print(f"Results: {out}")
     return 0
 

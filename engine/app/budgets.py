@@ -1,0 +1,119 @@
+"""`litjudge budgets RUN --budgets 0,32,64,full`: verdicts at several reasoning budgets from one
+analysis trace. For every stored analysis of an analyze-mode run, the analysis is cut after each
+budget of tokens and the verdict's label distribution is read right after the cut and the marker
+(distribution mode, unconstrained at the decision point). The prompt up to the cut is the trace's
+own prefix, so the prefix cache serves all but the tail. Each budget is aggregated by the
+protocol like a run of its own; the table shows agreement against thinking tokens per judge:
+where more reasoning stops helping, from one generation.
+
+The budget requests are ordinary requests (content-keyed, in the run's own store): a re-run
+generates nothing, an interrupted one resumes."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import polars as pl
+
+from grammars.analysis import Analyzed
+
+from .. import backends as registry
+from ..core.config import RunConfig
+from ..core.errors import ConfigError
+from ..core.requests import JudgeRequest, RequestMeta, content_key
+from ..core.runner import run_judge
+from ..core.schema import build
+from ..core.store import Store
+from .outputs import read_manifest, write_tables
+from .run import prepare, verdict_frame
+
+FULL = -1
+
+
+def parse_budgets(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "full":
+            out.append(FULL)
+        elif part.isdigit():
+            out.append(int(part))
+        else:
+            raise ConfigError(f"--budgets takes token counts and 'full', comma-separated; got {part!r}")
+    return sorted(set(out), key=lambda b: (b == FULL, b))
+
+
+def _cutter(spec):
+    """analysis -> (its first n tokens as text, tokens kept) with the judge's own tokenizer."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(spec.target)
+
+    def cut(analysis: str, n: int) -> tuple[str, int]:
+        ids = tok(analysis, add_special_tokens=False)["input_ids"]
+        if n == FULL or n >= len(ids):
+            return analysis, len(ids)
+        return tok.decode(ids[:n]), n
+    return cut
+
+
+def budget_requests(request: JudgeRequest, analysis: str, budgets: list[int], cut) -> list[tuple[int, int, JudgeRequest]]:
+    """(budget, thinking tokens, the request reading the verdict after the cut)."""
+    lang = request.language
+    if not isinstance(lang, Analyzed):
+        raise ConfigError("budgets need an analyze-mode run (its verdicts follow an analysis)")
+    out = []
+    for b in budgets:
+        text, kept = cut(analysis, b)
+        meta = RequestMeta(request.meta.protocol, request.meta.item_id,
+                           request.meta.fields + (("budget", b), ("thinking_tokens", kept)))
+        out.append((b, kept, dataclasses.replace(request, language=lang.inner, mode="distribution", meta=meta,
+                                                 prefill=request.prefill + text + lang.tail_prefix, attempt=0)))
+    return out
+
+
+def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[Path, pl.DataFrame]:
+    manifest = read_manifest(run_dir)
+    cfg = dict(manifest["config"])
+    source = cfg.pop("source", "")
+    config = build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)
+    if config.mode != "analyze":
+        raise ConfigError(f"budgets need an analyze-mode run; this run's mode is {config.mode!r}", where=str(run_dir))
+    prep = prepare(config)
+    dist = prepare(dataclasses.replace(config, mode="distribution"))
+    store = Store.open(run_dir / "store.sqlite", create=False)
+    rows = []
+    try:
+        for spec in prep.specs:
+            planner = registry.planner(spec)
+            stored = verdict_frame(store, f"{config.name}/{spec.name}", spec.name)
+            analyses = dict(zip(stored["key"].to_list(), stored["analysis"].to_list(), strict=True))
+            cut = _cutter(spec)
+            requests = []
+            for r in prep.protocol.build(prep.context(spec)).requests:
+                analysis = analyses.get(content_key(r, planner.identity()))
+                if analysis is not None:
+                    requests += [(f"{config.name}/budgets/{spec.name}", q) for _, _, q in
+                                 budget_requests(r, analysis, budgets_, cut)]
+            if not requests:
+                raise ConfigError(f"judge {spec.name!r}: no stored analyses in this run", where=str(run_dir))
+            run_judge(spec, planner, lambda s=spec: registry.create(s, config.cluster), iter(requests), store,
+                      truncation="skip", progress=progress)
+            frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
+            rank_table, _, metric = dist.protocol.default_rank_by.partition(".")
+            for (b,), part in frame.group_by(["budget"], maintain_order=True):
+                ctx = dist.context(spec)
+                table = dist.protocol.aggregate(part.drop("budget", "thinking_tokens"), ctx).get(rank_table)
+                if table is None or not table.height:
+                    continue
+                first = table.filter(pl.col("judge") == spec.name).row(0, named=True)
+                rows.append({"judge": spec.name, "budget": "full" if b == FULL else str(b),
+                             "thinking_tokens": float(part["thinking_tokens"].cast(pl.Float64).mean()),
+                             "verdicts": part.height, "unparsed": int((part["status"] != "ok").sum()),
+                             "metric": f"{rank_table}.{metric}", "value": first.get(metric)})
+    finally:
+        store.close()
+    table = pl.DataFrame(rows)
+    (run_dir / "budgets").mkdir(exist_ok=True)
+    write_tables(run_dir / "budgets", {"budgets": table})
+    return run_dir / "budgets", table

@@ -1,0 +1,69 @@
+"""Verdicts at several reasoning budgets from one analysis trace (`litjudge budgets`): the full
+budget reproduces the run's own verdicts, each budget's agreement is recomputed from the stored
+budget verdicts, a re-run generates nothing. Runs go through the CLI in their own processes."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import polars as pl
+import pytest
+
+from engine.app.budgets import FULL, parse_budgets
+from engine.core.errors import ConfigError
+from judges.metrics import cohen_kappa
+from tests.conftest import DATA, litjudge, needs_data, write_config
+
+CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "smollm2-135m"\nmode = "analyze"\nlimit = 1\n'
+          '[options]\nvariant = "analyze"\nanalysis_tokens = 48\ntests = [1, 2, 3, 4, 5, 6]\n'
+          '[engine]\nmax_model_len = 8192\nkv_cache_gib = 2\ndtype = "float32"\n')
+
+
+def test_budgets_are_parsed_at_the_edge():
+    assert parse_budgets("64, 0,full,16") == [0, 16, 64, FULL]
+    with pytest.raises(ConfigError, match="--budgets takes token counts and 'full'"):
+        parse_budgets("10,all")
+
+
+def results(run_dir) -> int:
+    with sqlite3.connect(run_dir / "store.sqlite") as db:
+        return db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+
+@needs_data
+@pytest.mark.slow
+def test_budgets_from_one_trace(tmp_path):
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "LITJUDGE_DATA_ROOT": str(DATA)}
+    cfg = write_config(tmp_path / "analyzed.toml", CONFIG)
+    r = litjudge("run", str(cfg), "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = tmp_path / "analyzed"
+    b = litjudge("budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
+    assert b.returncode == 0, b.stderr[-3000:]
+    table = pl.read_parquet(run_dir / "budgets" / "tables" / "budgets.parquet")
+    assert table["budget"].to_list() == ["0", "8", "full"] and set(table["verdicts"]) == {6}
+    assert table.filter(pl.col("budget") == "8")["thinking_tokens"].max() <= 8
+    assert table.filter(pl.col("budget") == "0")["thinking_tokens"].max() == 0
+    # the stored budget verdicts, by budget: P(Yes) at the decision point after each cut
+    with sqlite3.connect(run_dir / "store.sqlite") as db:
+        rows = db.execute("SELECT p.meta, r.distribution FROM plan p JOIN results r ON p.key = r.key "
+                          "WHERE p.run = 'analyzed/budgets/smollm2-135m'").fetchall()
+    by_budget: dict[int, dict[str, bool]] = {}
+    for meta, dist in rows:
+        m, d = json.loads(meta), json.loads(dist)
+        by_budget.setdefault(m["budget"], {})[m["item_id"]] = d["Yes"] >= d["No"]
+    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    original = dict(zip(verdicts["item_id"].to_list(), (verdicts["label"] == "Yes").to_list(), strict=True))
+    assert by_budget[FULL] == original                                  # the full trace: the run's own verdicts
+    expert = pl.read_parquet(run_dir / "tables" / "per_item.parquet")
+    truth = dict(zip(expert["item_id"].to_list(), expert["expert_pass"].to_list(), strict=True))
+    for budget, name in ((0, "0"), (8, "8"), (FULL, "full")):
+        items = sorted(by_budget[budget])
+        kappa = cohen_kappa([truth[i] for i in items], [by_budget[budget][i] for i in items]).value
+        got = table.filter(pl.col("budget") == name)["value"][0]
+        assert (got is None and kappa != kappa) or got == pytest.approx(kappa, abs=1e-12), name
+    before = results(run_dir)
+    again = litjudge("budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
+    assert again.returncode == 0 and results(run_dir) == before          # nothing generated again
+    wrong = litjudge("budgets", str(tmp_path / "nope"), env=env)
+    assert wrong.returncode == 2
