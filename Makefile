@@ -17,7 +17,7 @@ run: install
 	@$(VENV)/bin/litjudge run runs/demo.toml
 
 test: install-dev lint
-	@$(PY) -m pytest -q tests judges/metrics --doctest-modules; rc=$$?; \
+	@$(PY) -m pytest -q --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 # Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars.

@@ -65,5 +65,7 @@ def test_budgets_from_one_trace(tmp_path):
     before = results(run_dir)
     again = litjudge("budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
     assert again.returncode == 0 and results(run_dir) == before          # nothing generated again
+    rep = litjudge("report", str(run_dir), env=env)
+    assert rep.returncode == 0 and "## Agreement against thinking tokens" in (run_dir / "report" / "report.md").read_text()
     wrong = litjudge("budgets", str(tmp_path / "nope"), env=env)
     assert wrong.returncode == 2

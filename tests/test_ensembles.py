@@ -196,3 +196,22 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     assert summary["items"] == 672 and summary["calibration_items"] + summary["test_items"] == 672
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()
+                    and not os.environ.get("LITJUDGE_DATA_ROOT"), reason="TTCW data absent (litjudge data fetch ttcw)")
+def test_ensemble_config_runs_its_members_and_reports(tmp_path):
+    """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
+    as member runs, then the cascade and the jury; the report renders both panels."""
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
+    r = litjudge("run", "runs/ensemble-ttcw.toml", "--limit", "1", "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = pl.read_parquet(tmp_path / "ttcw-binary-p" / "verdicts.parquet")
+    assert p.height == 14 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
+    jury = pl.read_parquet(tmp_path / "ensemble-ttcw" / "tables" / "jury.parquet")
+    assert "judge: smollm2-135m" in jury["member"].to_list() and "stacked" in jury["member"].to_list()
+    rep = litjudge("report", str(tmp_path / "ensemble-ttcw"), env=env)
+    assert rep.returncode == 0, rep.stderr
+    md = (tmp_path / "ensemble-ttcw" / "report" / "report.md").read_text()
+    assert "## Cascade with an agreement guarantee" in md and "## Jury: each judge and each pooling" in md

@@ -34,6 +34,7 @@ from .commands import (
     cmd_judges,
     cmd_report,
 )
+from .ensemble import is_ensemble, load_ensemble, run_ensemble
 from .outputs import fault, rebuild_store
 from .run import reparse, run, run_dir_for
 from .sweep import load_sweep
@@ -65,6 +66,13 @@ def cmd_run(args) -> int:
     overrides = _overrides(args)
     if is_sweep(args.config):
         return run_sweep_cli(args, overrides)
+    if is_ensemble(args.config):
+        out, tables = run_ensemble(load_ensemble(args.config), args.limit, progress=not args.quiet)
+        for name in ("cascade", "cascade_summary", "jury"):
+            if name in tables:
+                print_table(tables[name], name.replace("_", " ").capitalize())
+        print(f"Results: {out}")
+        return 0
     config = load_config(args.config, **overrides)
     if args.data:
         config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,

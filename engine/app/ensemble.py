@@ -1,18 +1,40 @@
-"""`litjudge ensemble RUN...`: a cascade or a jury over the judges of finished runs, from their
-stored tables (no model call): judges of different runs (a distribution-mode open judge and a
-replayed one, say) meet on the same items. Writes runs/out/NAME/tables and prints them."""
+"""Cascades and juries over the judges of several runs, from their stored tables (no model call):
+judges of different runs (a distribution-mode open judge and a replayed one, say) meet on the same
+items. `litjudge ensemble RUN...` over finished runs, or `litjudge run ENSEMBLE.toml`, a config
+naming its member runs (run first, resuming) and the [cascade] / [jury] to compute:
+
+    name = "cascade-ttcw"
+    [[runs]]
+    config = "ttcw-binary.toml"        # relative to this file, or a committed config's name
+    mode = "distribution"              # any run-config key overrides the member's
+    name = "ttcw-binary-p"
+    [[runs]]
+    config = "ttcw-replay.toml"
+    [cascade]
+    judges = ["smollm2-135m", "replay:claude3-opus"]
+    target = 0.8
+    [jury]                             # judges = [] (default): every judge of the runs
+
+Writes runs/out/NAME/ (tables and a manifest, so `litjudge report` renders its panels)."""
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, jury_tables
 
+from ..core.config import config_path, load_config, read_toml
 from ..core.errors import ConfigError
+from ..core.manifest import git_commit, machine
 from ..core.paths import runs_output_dir
-from .outputs import write_tables
+from .outputs import write_tables, write_text
 from .report import load_run
+from .run import run
 
 
 def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
@@ -54,4 +76,54 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
     out = runs_output_dir() / name
     out.mkdir(parents=True, exist_ok=True)
     write_tables(out, tables)
+    manifest = {"kind": "ensemble", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(),
+                "machine": machine(), "runs": [str(Path(d).resolve()) for d in run_dirs], "judges": [],
+                "config": {"protocol": "ensemble", "mode": "-", "cascade": cascade, "jury": jury, "target": target,
+                           "delta": delta, "calibration_fraction": calibration_fraction, "seed": seed},
+                "dataset": {"card": "-"}, "verdicts": {"rows": int(frame.height), "unparsed": 0}}
+    write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str))
     return out, tables
+
+
+@dataclass(frozen=True)
+class EnsembleConfig:
+    name: str
+    runs: list[dict[str, Any]]
+    cascade: dict[str, Any] = field(default_factory=dict)
+    jury: dict[str, Any] | None = None
+    source: str = ""
+
+
+def is_ensemble(path: str | Path) -> bool:
+    table = read_toml(path)
+    return "runs" in table and ("cascade" in table or "jury" in table)
+
+
+def load_ensemble(path: str | Path) -> EnsembleConfig:
+    where = str(config_path(path))
+    table = read_toml(path)
+    unknown = [k for k in table if k not in ("name", "runs", "cascade", "jury")]
+    if unknown:
+        raise ConfigError("unknown key (known: name, runs, cascade, jury)", where=where, key=unknown[0])
+    runs = table.get("runs")
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) and "config" in r for r in runs):
+        raise ConfigError("runs must be [[runs]] tables, each with a `config`", where=where, key="runs")
+    return EnsembleConfig(str(table.get("name", Path(where).stem)), runs, table.get("cascade", {}),
+                          table.get("jury"), where)
+
+
+def run_ensemble(cfg: EnsembleConfig, limit: int | None = None, progress: bool = True) -> tuple[Path, dict]:
+    """Each member run (resuming: stored verdicts are not generated again), then the ensemble."""
+    base = Path(cfg.source).parent
+    run_dirs = []
+    for member in cfg.runs:
+        overrides = {k: v for k, v in member.items() if k != "config"}
+        if limit is not None:
+            overrides["limit"] = limit
+        path = base / member["config"] if (base / member["config"]).exists() else member["config"]
+        run_dirs.append(str(run(load_config(path, **overrides), progress=progress).run_dir))
+    c = cfg.cascade
+    j = cfg.jury
+    return ensemble(run_dirs, cfg.name, c.get("judges") if c else None, (j.get("judges", []) if j is not None else None),
+                    float(c.get("target", 0.8)), float(c.get("delta", 0.1)),
+                    float((c or j or {}).get("calibration_fraction", 0.5)), int((c or j or {}).get("seed", 0)))

@@ -14,6 +14,7 @@ import polars as pl
 
 from ..core.errors import ConfigError
 from .outputs import csv_safe, guarded, read_manifest, write_text
+from .report_extras import extra_panels
 from .report_panels import PANELS, Panel
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
@@ -49,6 +50,9 @@ def load_run(path: Path) -> LoadedRun:
     if manifest.get("kind") == "sweep":
         raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
     tables = {p.stem: pl.read_parquet(p) for p in sorted((path / "tables").glob("*.parquet"))}
+    budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
+    if budgets.exists():
+        tables["budgets"] = pl.read_parquet(budgets)
     return LoadedRun(path.name, path, manifest, tables)
 
 
@@ -92,6 +96,7 @@ def build_panels(runs: list[LoadedRun]) -> list[Panel]:
     panels = [Panel("Runs", "One row per judge of each run (from the manifests).", [("runs", header(runs))])]
     tables = combined_tables(runs)
     panels += PANELS.get(protocol, lambda t: [])(tables)
+    panels += extra_panels(tables)
     if "skipped" in tables and tables["skipped"].height:
         panels.append(Panel("Skipped items", "Items not judged, and why.", [("skipped", tables["skipped"])]))
     return panels

@@ -1,0 +1,41 @@
+"""Report panels for tables any protocol's run may carry: an ensemble's cascade and jury
+(`litjudge ensemble`, ensemble configs) and the reasoning-budget curve (`litjudge budgets`)."""
+from __future__ import annotations
+
+import polars as pl
+
+from .report_panels import Panel, _grouped_bars, plt  # plt: with report_panels' headless backend
+
+
+def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    if "cascade" in t and t["cascade"].height:
+        out.append(Panel("Cascade with an agreement guarantee",
+                         "Per level: the certified threshold, the held-out items it answered, their agreement with "
+                         "humans (95% CI) and its share of tokens; the summary says whether the target held.",
+                         [("cascade", t["cascade"]), ("cascade_summary", t.get("cascade_summary", pl.DataFrame()))]))
+    if "jury" in t and t["jury"].height:
+        jury = t["jury"].with_columns(pl.lit("held-out split").alias("judge"))
+        out.append(Panel("Jury: each judge and each pooling on the held-out split",
+                         "Agreement with humans with 95% CIs (clusters resampled); stacking weights fitted on the "
+                         "calibration split.",
+                         [("jury", t["jury"]), ("jury_weights", t.get("jury_weights", pl.DataFrame()))],
+                         [("jury", _grouped_bars(jury, "member", "agreement", "Agreement with humans", "agreement",
+                                                 "ci_low", "ci_high", ylim=(0, 1)))]))
+    if "budgets" in t and t["budgets"].height:
+        out.append(Panel("Agreement against thinking tokens", "The verdict read after each budget of one analysis "
+                                                              "trace (litjudge budgets).",
+                         [("budgets", t["budgets"])], [("budgets", _budget_curve(t["budgets"]))]))
+    return out
+
+
+def _budget_curve(df: pl.DataFrame):
+    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    for (judge,), g in df.group_by(["judge"], maintain_order=True):
+        ax.plot(g["thinking_tokens"].to_list(), g["value"].to_list(), marker="o", label=str(judge))
+    ax.set_xlabel("thinking tokens (mean per verdict)")
+    ax.set_ylabel(str(df["metric"][0]))
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
