@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -67,8 +68,12 @@ def installed(tmp_path_factory) -> Path:
     from this environment's site-packages by path (its editable litjudge is not on that path)."""
     root = tmp_path_factory.mktemp("wheel")
     wheels = root / "dist"
+    # Built from a copy of the source (no stale build/ of an earlier build can slip into the wheel).
+    source = root / "source"
+    shutil.copytree(PROJECT_ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "out",
+                                                                       "__pycache__", ".pytest_cache", ".hypothesis"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(PROJECT_ROOT)], check=True, capture_output=True, timeout=300)
+                    str(source)], check=True, capture_output=True, timeout=300)
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     purelib = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
