@@ -101,6 +101,9 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
         levels.append(Level(j, preds, conf))
     result = cascade(levels, truth, calibration, opts.target, opts.delta)
     rows, answered_hits, answered_clusters = [], [], []
+    # Token and cost shares only where the decisions carry them (None, not 0, when they are unknown).
+    known_tokens = any(w[f"tokens|{j}"].is_not_null().any() for j in opts.judges)
+    known_cost = any(w[f"cost|{j}"].is_not_null().any() for j in opts.judges)
     total_tokens = sum(sum(w[f"tokens|{j}"][i] or 0 for j in opts.judges) for i in test) or 1
     total_cost = sum(sum(w[f"cost|{j}"][i] or 0.0 for j in opts.judges) for i in test)
     for k, (lv, t) in enumerate(zip(levels, result.thresholds)):
@@ -114,8 +117,9 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
         rows.append({"level": k + 1, "judge": lv.judge, "threshold": t, "reached": len(reached), "answered": len(mine),
                      "coverage": len(mine) / len(test) if test else None,
                      **_interval([clusters[i] for i in mine], hits, resamples),
-                     "token_share": tokens / total_tokens, "cost_usd": cost,
-                     "cost_share": cost / total_cost if total_cost else None})
+                     "token_share": tokens / total_tokens if known_tokens else None,
+                     "cost_usd": cost if known_cost else None,
+                     "cost_share": cost / total_cost if known_cost and total_cost else None})
     overall = _interval(answered_clusters, answered_hits, resamples)
     summary = {"target": opts.target, "delta": opts.delta, "calibration_items": len(calibration),
                "test_items": len(test), "answered": overall["n"],
