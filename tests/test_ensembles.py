@@ -197,6 +197,8 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     test = items.filter(~pl.col("story_id").is_in(list(calib)))
     row = jury.filter(pl.col("member") == "judge: replay:gpt4").row(0, named=True)
     assert row["agreement"] == pytest.approx((test["judge_pass"] == test["expert_pass"]).mean())
+    levels = pl.read_parquet(tmp_path / "ens" / "tables" / "cascade.parquet")
+    assert levels["token_share"].is_not_null().all() and levels["token_share"][0] > 0   # from the stored counts
     summary = pl.read_parquet(tmp_path / "ens" / "tables" / "cascade_summary.parquet").row(0, named=True)
     assert summary["items"] == 672 and summary["calibration_items"] + summary["test_items"] == 672
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})

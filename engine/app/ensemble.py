@@ -19,6 +19,7 @@ Writes runs/out/NAME/ (tables and a manifest, so `litjudge report` renders its p
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,19 @@ from .report import load_run
 from .run import run
 
 
+def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
+    """(judge, item, tokens): each stored verdict's prompt + output tokens, keyed as the decision
+    frame keys items, so a cascade can say what share of the work each level did."""
+    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    with sqlite3.connect(f"file:{run_dir / 'store.sqlite'}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT key, prompt_tokens, output_tokens FROM results").fetchall()
+    counts = pl.DataFrame(rows, schema={"key": pl.Utf8, "p": pl.Int64, "o": pl.Int64}, orient="row").select(
+        "key", (pl.col("p").fill_null(0) + pl.col("o").fill_null(0)).alias("tokens"))
+    parts = (["item_id", "repeat"] if protocol == "ttcw" else ["pair_id", "order", "repeat"])
+    item = pl.concat_str([pl.col(c).cast(pl.Utf8) for c in parts], separator="#").alias("item")
+    return verdicts.select("judge", "key", item).join(counts, on="key", how="left").select("judge", "item", "tokens")
+
+
 def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
     frames, protocols = [], set()
     for path in run_dirs:
@@ -44,9 +58,10 @@ def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
         protocol = run.manifest["config"].get("protocol", "")
         protocols.add(protocol)
         try:
-            frames.append(decision_frame(protocol, run.tables))
+            frame = decision_frame(protocol, run.tables)
         except ValueError as exc:
             raise ConfigError(str(exc), where=str(path)) from None
+        frames.append(frame.drop("tokens").join(verdict_tokens(Path(path), protocol), on=["judge", "item"], how="left"))
     if len(protocols) > 1:
         raise ConfigError(f"the runs are of different protocols ({', '.join(sorted(protocols))}): an ensemble "
                           "pools judges on the same items")
