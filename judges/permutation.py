@@ -7,8 +7,9 @@ Reported, per judge, each as a mean over lists with a 95% CI (lists resampled):
 - agreement with the ground truth (Spearman with the category rank) of the single order as drawn,
   of the central ranking, and of the mean score over orders;
 - position bias before and after: Spearman between where an item was shown in the prompt and the
-  judge's rank of it, for the single order (before) and for the central ranking against the same
-  shown positions (after). A judge that echoes the prompt order has -1 before and about 0 after.
+  judge's rank of it (and its 1-5 score), for the single order (before) and for the central ranking
+  (the mean score over orders) against the same shown positions (after). A judge that ranks by
+  prompt order has -1 before and about 0 after.
 """
 from __future__ import annotations
 
@@ -39,15 +40,23 @@ def central_rankings(s: pl.DataFrame) -> pl.DataFrame:
         n = len(central)
         mean_score = g.group_by("item_id").agg(pl.col("score").mean())
         means = dict(zip(mean_score["item_id"].to_list(), mean_score["score"].to_list(), strict=True))
-        single = dict(zip(first["item_id"].to_list(), first["position"].to_list(), strict=True)) if first is not None else {}
-        shown = dict(zip(first["item_id"].to_list(), first["shown_at"].to_list(), strict=True)) if first is not None else {}
+        single, single_score, shown = (_by_item(first, c) for c in ("position", "score", "shown_at"))
         for rank, item in enumerate(central):
             rows.append({**dict(zip(UNIT, key, strict=True)), "item_id": item, "orders": len(rankings),
                          "single_position": single.get(item), "central_position": float(n - rank),
-                         "mean_score": means.get(item), "shown_at": shown.get(item)})
+                         "single_score": single_score.get(item), "mean_score": means.get(item),
+                         "shown_at": shown.get(item)})
     return pl.DataFrame(rows, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "repeat": pl.Int64,
                                       "item_id": pl.Utf8, "orders": pl.Int64, "single_position": pl.Float64,
-                                      "central_position": pl.Float64, "mean_score": pl.Float64, "shown_at": pl.Int64})
+                                      "central_position": pl.Float64, "single_score": pl.Float64,
+                                      "mean_score": pl.Float64, "shown_at": pl.Int64})
+
+
+def _by_item(frame: pl.DataFrame | None, column: str) -> dict:
+    """item -> its `column` in the order as drawn (empty when that order was not judged)."""
+    if frame is None:
+        return {}
+    return dict(zip(frame["item_id"].to_list(), frame[column].to_list(), strict=True))
 
 
 def _mean_ci(lists: list[str], values: list[float]) -> dict:
@@ -70,7 +79,9 @@ def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict
             values = [spearman(u["category_rank"].fill_null(math.nan).to_list(),
                                u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
             agreement.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(names, values)})
-        for label, column in (("before: single order", "single_position"), ("after: central (Kemeny)", "central_position")):
+        for label, column in (("before: single order", "single_position"), ("after: central (Kemeny)", "central_position"),
+                              ("before: single order's score", "single_score"),
+                              ("after: mean score over orders", "mean_score")):
             values = [spearman(u["shown_at"].cast(pl.Float64).fill_null(math.nan).to_list(),
                                u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
             bias.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(names, values)})

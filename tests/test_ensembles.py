@@ -212,13 +212,14 @@ def test_ensemble_config_runs_its_members_and_reports(tmp_path):
     """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
     as member runs, then the cascade and the jury; the report renders both panels."""
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
-    r = litjudge("run", "runs/ensemble-ttcw.toml", "--limit", "1", "--quiet", env=env)
+    r = litjudge("run", "runs/ensemble-ttcw.toml", "--limit", "2", "--quiet", env=env)     # 1 story calibrates, 1 held out
     assert r.returncode == 0, r.stderr[-3000:]
     p = pl.read_parquet(tmp_path / "ttcw-binary-p" / "verdicts.parquet")
-    assert p.height == 14 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
+    assert p.height == 28 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
     jury = pl.read_parquet(tmp_path / "ensemble-ttcw" / "tables" / "jury.parquet")
     assert "judge: smollm2-135m" in jury["member"].to_list() and "stacked" in jury["member"].to_list()
     rep = litjudge("report", str(tmp_path / "ensemble-ttcw"), env=env)
     assert rep.returncode == 0, rep.stderr
     md = (tmp_path / "ensemble-ttcw" / "report" / "report.md").read_text()
     assert "## Cascade with an agreement guarantee" in md and "## Jury: each judge and each pooling" in md
+    assert "![reliability_diagram](reliability_diagram.png)" in md                  # the jury's calibration

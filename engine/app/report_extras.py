@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .report_panels import Panel, _grouped_bars, plt  # plt: with report_panels' headless backend
+from .report_panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with report_panels' headless backend
 
 
 def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
@@ -22,6 +22,9 @@ def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          [("jury", t["jury"]), ("jury_weights", t.get("jury_weights", pl.DataFrame()))],
                          [("jury", _grouped_bars(jury, "member", "agreement", "Agreement with humans", "agreement",
                                                  "ci_low", "ci_high", ylim=(0, 1)))]))
+    if "jury_calibration" in t:       # the jury's reliability diagram and ECE (pooled probabilities)
+        out += _calibration_panels({"calibration": t["jury_calibration"],
+                                    "calibration_summary": t.get("jury_calibration_summary")})
     if "budgets" in t and t["budgets"].height:
         out.append(Panel("Agreement against thinking tokens", "The verdict read after each budget of one analysis "
                                                               "trace (litjudge budgets).",
