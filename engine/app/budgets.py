@@ -18,14 +18,12 @@ import polars as pl
 from grammars.analysis import Analyzed
 
 from .. import backends as registry
-from ..core.config import RunConfig
 from ..core.errors import ConfigError
 from ..core.requests import JudgeRequest, RequestMeta, content_key
 from ..core.runner import run_judge
-from ..core.schema import build
 from ..core.store import Store
 from .outputs import read_manifest, write_tables
-from .run import prepare, verdict_frame
+from .run import prepare, recorded_config, verdict_frame
 
 FULL = -1
 
@@ -73,10 +71,7 @@ def budget_requests(request: JudgeRequest, analysis: str, budgets: list[int], cu
 
 
 def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[Path, pl.DataFrame]:
-    manifest = read_manifest(run_dir)
-    cfg = dict(manifest["config"])
-    source = cfg.pop("source", "")
-    config = build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)
+    config = recorded_config(run_dir, read_manifest(run_dir))
     if config.mode != "analyze":
         raise ConfigError(f"budgets need an analyze-mode run; this run's mode is {config.mode!r}", where=str(run_dir))
     prep = prepare(config)

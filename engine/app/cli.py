@@ -33,6 +33,7 @@ from .commands import (
     cmd_generate,
     cmd_judges,
     cmd_report,
+    print_ensemble,
 )
 from .ensemble import is_ensemble, load_ensemble, run_ensemble
 from .outputs import fault, rebuild_store
@@ -67,12 +68,7 @@ def cmd_run(args) -> int:
     if is_sweep(args.config):
         return run_sweep_cli(args, overrides)
     if is_ensemble(args.config):
-        out, tables = run_ensemble(load_ensemble(args.config), args.limit, progress=not args.quiet)
-        for name in ("cascade", "cascade_summary", "jury"):
-            if name in tables:
-                print_table(tables[name], name.replace("_", " ").capitalize())
-        print(f"Results: {out}")
-        return 0
+        return print_ensemble(*run_ensemble(load_ensemble(args.config), args.limit, progress=not args.quiet))
     config = load_config(args.config, **overrides)
     if args.data:
         config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,

@@ -93,6 +93,11 @@ def cmd_ensemble(args) -> int:
         raise ConfigError("ensemble needs --cascade JUDGE,JUDGE... and/or --jury [JUDGE,...]")
     out, tables = ensemble(args.run_dirs, args.name, _names(args.cascade), _names(args.jury), args.target, args.delta,
                            args.calibration_fraction, args.seed)
+    return print_ensemble(out, tables)
+
+
+def print_ensemble(out: Path, tables: dict) -> int:
+    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
     for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
         if name in tables:
             print_table(tables[name], name.replace("_", " ").capitalize())

@@ -19,7 +19,6 @@ Writes runs/out/NAME/ (tables and a manifest, so `litjudge report` renders its p
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from ..core.config import config_path, load_config, read_toml
 from ..core.errors import ConfigError
 from ..core.manifest import git_commit, machine
 from ..core.paths import runs_output_dir
+from ..core.store import Store
 from .outputs import write_tables, write_text
 from .report import load_run
 from .run import run
@@ -42,8 +42,11 @@ def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
     """(judge, item, tokens): each stored verdict's prompt + output tokens, keyed as the decision
     frame keys items, so a cascade can say what share of the work each level did."""
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
-    with sqlite3.connect(f"file:{run_dir / 'store.sqlite'}?mode=ro", uri=True) as db:
-        rows = db.execute("SELECT key, prompt_tokens, output_tokens FROM results").fetchall()
+    store = Store.open(run_dir / "store.sqlite", create=False)
+    try:
+        rows = [r for batch in store.query_batches("SELECT key, prompt_tokens, output_tokens FROM results") for r in batch]
+    finally:
+        store.close()
     counts = pl.DataFrame(rows, schema={"key": pl.Utf8, "p": pl.Int64, "o": pl.Int64}, orient="row").select(
         "key", (pl.col("p").fill_null(0) + pl.col("o").fill_null(0)).alias("tokens"))
     parts = (["item_id", "repeat"] if protocol == "ttcw" else ["pair_id", "order", "repeat"])

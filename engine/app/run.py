@@ -237,6 +237,13 @@ def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
             "missing": verdicts.filter(pl.col("status") == "missing").height}
 
 
+def recorded_config(run_dir: Path, manifest: dict) -> RunConfig:
+    """The run config a finished run recorded in its manifest, validated again."""
+    cfg = dict(manifest["config"])
+    source = cfg.pop("source", "")
+    return build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)
+
+
 def reparse(run_dir: Path) -> dict[str, int]:
     """Re-apply the exact parsers to every stored raw output, then rebuild the tables from the
     store with the run's own config (from its manifest). No model is touched."""
@@ -255,9 +262,7 @@ def reparse(run_dir: Path) -> dict[str, int]:
                 if (status, label, reason) != (r.status, r.label, r.reason):
                     changed += 1
                 store.replace_parse(r.key, status, label, value, reason)
-        cfg = dict(manifest["config"])
-        source = cfg.pop("source", "")
-        config = build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)
+        config = recorded_config(run_dir, manifest)
         protocol = PROTOCOLS.get(config.protocol)()
         specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
                       for j in manifest["judges"])
