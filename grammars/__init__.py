@@ -7,6 +7,7 @@ Config names -> factories:
     score(lo, hi)               integers lo..hi
     categorical(labels)         a configured label set, best first
     listwise(ids, lo, hi)       N lines `position. id : score`, every id once, sorted by score
+    UseList(n, max_words)       N lines `k. use` of 1..max_words words (a generation turn of the AUT study)
 Any of them in analysis form: Analyzed(language, marker="Verdict:").
 RewardScore(): a reward model's real-valued score per text (pooling models, no decoding).
 """
@@ -22,10 +23,11 @@ from .language import ParseResult, Unparsed, Verdict, VerdictLanguage
 from .listwise import Listwise, position_scores
 from .reward import RewardScore
 from .upstream import UpstreamYesNo
+from .uselist import UseList
 
 __all__ = ["Analyzed", "LabelSet", "Listwise", "RewardScore", "ParseResult", "Unparsed", "Verdict", "VerdictLanguage",
-           "UpstreamYesNo", "binary", "categorical", "likert", "ordinal", "preference", "score", "position_scores",
-           "language_from_spec", "LANGUAGES", "GrammarError"]
+           "UpstreamYesNo", "UseList", "binary", "categorical", "likert", "ordinal", "preference", "score",
+           "position_scores", "language_from_spec", "LANGUAGES", "GrammarError"]
 
 
 # Every language kind, by the `kind` its spec records: how a stored spec becomes a language again
@@ -35,6 +37,7 @@ LANGUAGES: dict[str, Callable[[dict[str, Any]], VerdictLanguage]] = {
     "listwise": lambda spec: Listwise(tuple(spec["ids"]), spec["lo"], spec["hi"]),
     "reward": lambda spec: RewardScore(),
     "upstream_yes_no": lambda spec: UpstreamYesNo(),
+    "use_list": lambda spec: UseList(spec["n"], spec["max_words"], spec["max_word_chars"]),
     "analyzed": lambda spec: Analyzed(language_from_spec(spec["inner"]), spec["marker"], spec["max_analysis_tokens"]),
 }
 

@@ -15,7 +15,7 @@ Method:
    of item means against the ground truth (category rank, and human score when present); one-way
    ANOVA across categories; ICC1/2/3 and ICC1k/2k/3k across repeats of the same list; the parse
    success rate per N; an inter-judge Spearman matrix; self-preference where a judge's own family
-   wrote some items (`self_sources`).
+   wrote some items (`self_sources`): own minus others' mean, with a bootstrap CI.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from grammars.listwise import position_scores
 
 from .base import Build, Context, Protocol
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
+from .metrics.bootstrap import difference_of_means_ci
 from .permutation import permutation_tables
 
 DESIGNS = ("comprehensive", "segmented", "subsets")
@@ -188,7 +189,7 @@ class Listwise(Protocol):
                 anova.append({"judge": judge, "score": name, "items": a.n, "categories": len(by_cat),
                               "F": a.value, "p": a.p_value})
             cells += (j.group_by(["source", "category"]).agg(pl.col("mean_score").mean(), pl.col("mean_position").mean(),
-                                                            pl.len().alias("items"))
+                                                            pl.len().alias("items"), pl.col("category_rank").first())
                       .with_columns(pl.lit(judge).alias("judge")).to_dicts())
         for (judge, group, lst, order), g in s.group_by(["judge", "group", "list", "order"], maintain_order=True):
             for col in ("score", "position"):
@@ -201,7 +202,8 @@ class Listwise(Protocol):
                                                             (pl.col("status") == "ok").sum().alias("parsed"))
                    .with_columns((pl.col("parsed") / pl.col("lists")).alias("success_rate")).sort(["judge", "n_items"]))
         return {"item_scores": items, "agreement": pl.DataFrame(agreement), "anova": pl.DataFrame(anova),
-                "category_means": pl.DataFrame(cells).sort(["judge", "source", "category"]) if cells else pl.DataFrame(),
+                "category_means": pl.DataFrame(cells).sort(["judge", "source", "category_rank", "category"],
+                                                           nulls_last=True) if cells else pl.DataFrame(),
                 "icc": pl.DataFrame(iccs, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Utf8, "score": pl.Utf8,
                                                   "items": pl.Int64, "repeats": pl.Int64,
                                                   **{k: pl.Float64 for k in ICC_KINDS}}),
@@ -224,14 +226,23 @@ class Listwise(Protocol):
 
     @staticmethod
     def _self_preference(items: pl.DataFrame, opts: ListwiseOptions) -> pl.DataFrame:
+        """Does a judge favour its own family's items? Its mean item score for them minus for the
+        others', with a 95% percentile-bootstrap interval (items resampled on each side); for the
+        1..5 score and for the rank position."""
         rows = []
         for judge, source in opts.self_sources.items():
             j = items.filter(pl.col("judge") == judge)
             own, other = j.filter(pl.col("source") == source), j.filter(pl.col("source") != source)
-            rows.append({"judge": judge, "own_source": source, "own_items": own.height,
-                         "own_mean_score": own["mean_score"].mean(), "other_mean_score": other["mean_score"].mean()})
-        return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "own_items": pl.Int64,
-                                          "own_mean_score": pl.Float64, "other_mean_score": pl.Float64})
+            for col in ("mean_score", "mean_position"):
+                diff, low, high = difference_of_means_ci(own[col].to_list(), other[col].to_list())
+                rows.append({"judge": judge, "own_source": source, "score": col.removeprefix("mean_"),
+                             "own_items": own.height, "other_items": other.height,
+                             "own_mean": own[col].mean(), "other_mean": other[col].mean(),
+                             "difference": diff, "ci_low": low, "ci_high": high})
+        return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "score": pl.Utf8,
+                                          "own_items": pl.Int64, "other_items": pl.Int64, "own_mean": pl.Float64,
+                                          "other_mean": pl.Float64, "difference": pl.Float64, "ci_low": pl.Float64,
+                                          "ci_high": pl.Float64})
 
 
 def shown_orders(listed: list[tuple[str, RatedItem]], opts: ListwiseOptions, where: str

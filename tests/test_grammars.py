@@ -152,3 +152,53 @@ def test_every_backend_constraint_comes_from_the_one_definition():
     assert an["required"] == ["analysis", "verdict"] and an["properties"]["verdict"]["enum"] == ["Yes", "No"]
     assert re.fullmatch(outlines_output_type(five).pattern, "[[B>A]]")
     assert max_verdict_tokens(g.likert(7)) >= len("[[A>>>B]]")     # any tokenization fits
+
+
+USE_LISTS = st.builds(g.UseList, st.integers(1, 9), st.integers(1, 6), st.integers(2, 16))
+
+
+@settings(max_examples=200, deadline=None)
+@given(USE_LISTS, st.integers(0, 2**32))
+def test_use_lists_parse_to_their_uses(lang, seed):
+    text, uses = lang.sample(random.Random(seed))
+    assert lang.parse(text) == g.Verdict("uses", uses)
+    assert re.fullmatch(lang.regex(), text) and len(text) <= lang.max_chars()
+    assert g.language_from_spec(lang.spec()) == lang
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="12345. abXY'-\n9", max_size=40))
+def test_use_list_parse_agrees_with_its_regex(text):
+    lang = g.UseList(2, 3, 4)
+    assert isinstance(lang.parse(text), g.Verdict) == (re.fullmatch(lang.regex(), text) is not None)
+
+
+def test_use_list_rejects_what_the_aut_prompt_forbids():
+    lang = g.UseList()                         # 5 uses of at most 5 words
+    good = "1. Stir a pot of soup\n2. Comb hair\n3. Prop open a door\n4. Dig small holes\n5. Pierce fruit"
+    assert lang.parse(good).value[2] == "Prop open a door"
+    for bad, why in ((good.replace("Comb hair", "Comb very long tangled doll hair"), "line 2"),
+                     (good.rsplit("\n", 1)[0], "expected 5"), (good + "\n6. More", "expected 5"),
+                     (good.replace("3. ", "4. "), "line 3"), (good.replace("Dig", "Dig 2"), "line 4"),
+                     ("Sure! " + good, "line 1"), (good.replace("soup", "soup."), "line 1")):
+        parsed = lang.parse(bad)
+        assert isinstance(parsed, g.Unparsed) and why in parsed.reason, (bad, parsed)
+
+
+def test_use_list_grammar_admits_exactly_the_parsers_answers():
+    """The EBNF vLLM decodes with (xgrammar) accepts the admitted strings and rejects the others."""
+    xgr = pytest.importorskip("xgrammar")
+    lang = g.UseList(3, 2, 5)
+    info = xgr.TokenizerInfo([chr(c) for c in range(32, 127)] + ["\n"])
+    compiled = xgr.GrammarCompiler(info).compile_grammar(lang.ebnf())
+
+    def accepts(text: str) -> bool:
+        m = xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+        return all(m.accept_string(ch) for ch in text) and m.is_terminated()
+
+    rng = random.Random(0)
+    for _ in range(50):
+        text, _ = lang.sample(rng)
+        assert accepts(text), text
+    for bad in ("1. ab\n2. cd\n3. ef gh ij", "1. abcdef\n2. c\n3. d", "1. a1\n2. c\n3. d", "1. a\n2. c\n3. d\n"):
+        assert isinstance(lang.parse(bad), g.Unparsed) and not accepts(bad), bad

@@ -18,6 +18,7 @@ from engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_co
 from judges.classification import Classification
 from judges.listwise import Listwise, ListwiseOptions
 from judges.metrics import cluster_bootstrap, icc, one_way_anova
+from judges.metrics.bootstrap import difference_of_means_ci
 from judges.pairwise import Pairwise
 from tests.conftest import DATA, litjudge, needs_data, write_config
 
@@ -311,13 +312,31 @@ def test_reward_mode_needs_a_reward_judge(tmp_path):
 def test_inter_judge_matrix_and_self_preference_by_hand():
     items = pl.DataFrame({"judge": ["j1"] * 4 + ["j2"] * 4, "item_id": ["a", "b", "c", "d"] * 2,
                           "mean_score": [1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0],
+                          "mean_position": [4.0, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0],
                           "source": ["m1", "m1", "m2", "m2"] * 2})
     matrix = Listwise._inter_judge(items)
     assert matrix.filter(pl.col("judge") == "j1")["j2"][0] == pytest.approx(-1.0)
     assert matrix.filter(pl.col("judge") == "j2")["j2"][0] == 1.0
     pref = Listwise._self_preference(items, ListwiseOptions(self_sources={"j1": "m2"}))
-    row = pref.row(0, named=True)
-    assert row["own_items"] == 2 and row["own_mean_score"] == 3.5 and row["other_mean_score"] == 1.5
+    row = pref.filter(pl.col("score") == "score").row(0, named=True)
+    assert row["own_items"] == 2 and row["own_mean"] == 3.5 and row["other_mean"] == 1.5 and row["difference"] == 2.0
+    assert row["ci_low"] <= 2.0 <= row["ci_high"]
+    pos = pref.filter(pl.col("score") == "position").row(0, named=True)
+    assert pos["difference"] == -2.0
+
+
+def test_self_preference_interval_matches_a_brute_force_bootstrap():
+    """The interval of own minus others' mean equals a hand-written two-sample percentile bootstrap."""
+    rng = np.random.default_rng(3)
+    own, other = rng.integers(1, 6, 15).astype(float), rng.integers(1, 6, 45).astype(float)
+    diff, low, high = difference_of_means_ci(own, other, resamples=4000)
+    draws = np.random.default_rng(11)
+    stats = [draws.choice(own, own.size).mean() - draws.choice(other, other.size).mean() for _ in range(4000)]
+    ref_low, ref_high = np.quantile(stats, [0.025, 0.975])
+    assert diff == pytest.approx(own.mean() - other.mean())
+    assert low == pytest.approx(ref_low, abs=0.08) and high == pytest.approx(ref_high, abs=0.08)
+    assert all(np.isnan(difference_of_means_ci([], [1.0])))                          # nothing to compare
+    assert np.isnan(difference_of_means_ci([2.0], [1.0, 3.0])[1])                     # one own item: no interval
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ LANGUAGES = {
     "preference-tie": (g.preference(tie="tie"), 500),
     "score1-10": (g.score(1, 10), 500),
     "categorical": (g.categorical(["Good", "Medium", "Bad"]), 500),
-    "listwise4": (g.Listwise(("P1", "P2", "P3", "P4")), 500),
+    "listwise4": (g.Listwise(("P1", "P2", "P3", "P4")), 150),     # slot by slot: 4 steps each
     "listwise15": (g.Listwise(tuple(f"item{i:02d}" for i in range(15))), 40),
 }
 

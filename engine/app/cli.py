@@ -77,7 +77,16 @@ def cmd_run(args) -> int:
         moved = rebuild_store(run_dir_for(config))
         if moved:
             print(f"litjudge: the old store is kept as {moved}; every verdict is computed again", file=terminal())
-    outcome = run(config, progress=not args.quiet)
+    outcome = run(config, progress=not args.quiet, generate_only=args.generate_only)
+    if "generation" in outcome.tables:
+        print_table(outcome.tables["generation"], "Generation (turns constrained to a numbered list)", max_rows=args.show)
+        for g in outcome.manifest.get("generation", []):
+            print(f"  {g['generator']}: {g['generated']} turns generated now, engine started {g['engine_starts']}x")
+    if outcome.manifest.get("kind") == "generation":
+        for warning in outcome.manifest.get("warnings", []):
+            print(f"litjudge: warning: {warning}", file=terminal())
+        print(f"Items: {outcome.manifest['items']['path']}\nResults: {outcome.run_dir}")
+        return 0
     for (task, task_config), task_outcome in zip(config.task_configs(), outcome.tasks or [outcome], strict=True):
         for name in PROTOCOLS.get(task_config.protocol).summary:
             table = task_outcome.tables.get(name)
@@ -216,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--replicas", type=_positive, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
+    r.add_argument("--generate-only", action="store_true",
+                   help="with [generate]: write the items (RUN/generated/items.jsonl) and stop before judging")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--rebuild-store", action="store_true",
                    help="move a corrupt store.sqlite aside (kept) and compute every verdict again")

@@ -57,7 +57,8 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
         ax.set_ylim(*ylim)
     ax.axhline(0, color="black", linewidth=0.6)
     if len(whos) > 1:
-        ax.legend(fontsize=7, ncols=min(4, len(whos)))
+        wide = max(len(str(w)) for w in whos) > 18
+        ax.legend(fontsize=7, ncols=min(2 if wide else 4, len(whos)))
     fig.tight_layout()
     return fig
 
@@ -190,26 +191,58 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     if cm is not None and cm.height:
         cm2 = cm.with_columns(pl.format("{} / {}", pl.col("source").fill_null(""),
                                         pl.col("category").fill_null("")).alias("cell"))
-        out.append(Panel("Mean score per (source, category)", "The AUT paper's bars.", [("category_means", cm)],
+        out.append(Panel("Mean score per (source, category)", "The AUT paper's bars: per generator, its levels in "
+                                                                 "the oracle order (worst first).", [("category_means", cm)],
                          [("category_means", _grouped_bars(cm2, "cell", "mean_score", "Mean 1-5 score", "score",
-                                                           ylim=(0, 5)))]))
+                                                           ylim=(0, 5))),
+                          ("category_positions", _grouped_bars(cm2, "cell", "mean_position",
+                                                               "Mean rank position (first listed = N)", "position"))]))
     items = t.get("item_scores")
     if items is not None and items.height and items["category"].is_not_null().any():
         out.append(Panel("Ordering strips", "Each cell is an item, ordered by the judge's mean score (best left), "
                                             "coloured by its ground-truth category: a perfect judge shows sorted colours.",
                          [], [("ordering_strips", _strips(items))]))
     if "agreement" in t:
-        out.append(Panel("Agreement with the ground truth", "Spearman of item mean scores against the category rank and "
-                                                           "the human score.", [("agreement", t["agreement"])]))
+        ag = t["agreement"]
+        plots = [("oracle_spearman", _grouped_bars(ag, "score", "spearman_category", "Spearman with the category order",
+                                                   "Spearman", ylim=(-1, 1)))] if ag.height else []
+        out.append(Panel("Agreement with the ground truth", "Spearman of item mean scores (1-5 score and rank "
+                                                           "position) against the category rank (the oracle) and "
+                                                           "the human score.", [("agreement", ag)], plots))
+    sp = t.get("self_preference")
+    if sp is not None and sp.height:
+        out.append(Panel("Self-preference", "A judge's mean for the items its own family wrote minus its mean for the "
+                                            "others' items (95% bootstrap CI, items resampled): above 0, it favours "
+                                            "its own.", [("self_preference", sp)],
+                         [("self_preference", _grouped_bars(sp.filter(pl.col("score") == "score"), "own_source",
+                                                            "difference", "Own minus others' mean 1-5 score",
+                                                            "difference", "ci_low", "ci_high"))]))
+    gen, dup = _once(t.get("generation")), _once(t.get("generation_duplicates"))
+    if gen is not None and gen.height:
+        out.append(Panel("Generation", "Turns per generator and level, each constrained to a numbered list; uses "
+                                       "written twice for one object (across levels: the oracle levels overlap).",
+                         [("generation", gen)] + ([("generation_duplicates", dup)] if dup is not None and dup.height
+                                                  else [])))
     for name, title in (("anova", "One-way ANOVA across categories"), ("icc", "ICC across repeats"),
                         ("success", "Complete lists per N")):
         if name in t and t[name].height:
             out.append(Panel(title, "", [(name, t[name])]))
     out += _permutation_panels(t)
     inter = t.get("inter_judge")
-    if inter is not None and inter.width > 2:
-        out.append(Panel("Inter-judge Spearman", "", [("inter_judge", inter)], [("inter_judge", _heatmap(inter))]))
+    if inter is not None and inter.width > 2 + ("run" in inter.columns):
+        runs = inter["run"].unique(maintain_order=True).to_list() if "run" in inter.columns else [None]
+        maps = [(f"inter_judge_{run}" if run else "inter_judge",
+                 _heatmap(inter.filter(pl.col("run") == run).drop("run") if run else inter, run)) for run in runs]
+        out.append(Panel("Inter-judge Spearman", "Spearman between judges' item mean scores.",
+                         [("inter_judge", inter)], maps))
     return out
+
+
+def _once(table: pl.DataFrame | None) -> pl.DataFrame | None:
+    """A table every run of a report holds alike (the tasks of one run share its generation): once."""
+    if table is None or "run" not in table.columns:
+        return table
+    return table.drop("run").unique(maintain_order=True)
 
 
 def _permutation_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
@@ -252,7 +285,7 @@ def _strips(items: pl.DataFrame):
     return fig
 
 
-def _heatmap(matrix: pl.DataFrame):
+def _heatmap(matrix: pl.DataFrame, title: str | None = None):
     names = matrix["judge"].to_list()
     values = matrix.select(names).to_numpy().astype(float)
     fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 1.0 * len(names) + 1.5))
@@ -263,6 +296,8 @@ def _heatmap(matrix: pl.DataFrame):
         for j in range(len(names)):
             ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=7)
     fig.colorbar(im, ax=ax)
+    if title:
+        ax.set_title(title, fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -27,7 +27,8 @@ from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.store import ResultRow, Store
 from ..data.cards import DatasetCard, dataset_card
-from .outputs import read_manifest, write_outputs, write_text
+from .generate_stage import GenerationOutcome, generate, with_generated_dataset
+from .outputs import read_manifest, write_outputs, write_tables, write_text
 
 
 @dataclass
@@ -78,21 +79,34 @@ def run_id(config: RunConfig, task: str, judge: str) -> str:
 
 
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
-        run_dir: Path | None = None, backends: dict[str, Any] | None = None) -> RunOutcome:
+        run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False) -> RunOutcome:
     """Run a config end to end: each judge's engine starts once for every task of the run (one
     plan streams over all of them). `backends` maps judge names to live backends to reuse (one
     engine kept across runs, as the benchmark and the tests do); those are not closed here.
     Several tasks write their outputs to RUN/<task>/ and a shared manifest to RUN/manifest.json;
-    the outcome returned is the first task's (all of them in `outcome.tasks`)."""
+    the outcome returned is the first task's (all of them in `outcome.tasks`).
+    With `[generate]`, the generators first write the items the tasks judge (`generate_stage`);
+    `generate_only` (or a config without protocol or tasks) stops after that stage."""
     t0 = time.time()
-    tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()]
     run_dir = run_dir or run_dir_for(config)
+    if config.generate.enabled:
+        config = with_generated_dataset(config, run_dir)
+    judging = not generate_only and bool(config.protocol or config.tasks)
+    tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     notes = lost_store_note(run_dir)
     store = Store.open(run_dir / "store.sqlite")
     judge_runs: list[JudgeRun] = []
     skipped: dict[str, list[dict]] = {name: [] for name, _ in tasks}
     outcomes: list[RunOutcome] = []
+    live = dict(backends or {})
+    generation: GenerationOutcome | None = None
     try:
+        if config.generate.enabled:
+            generation = generate(config, run_dir, store, progress=progress,
+                                  keep=tasks[0][1].specs[0].name if tasks else None)
+            live.update(generation.engines)
+            if not tasks:
+                return generation_outcome(config, run_dir, generation, time.time() - t0)
         for spec in tasks[0][1].specs:
             builds: list[tuple[str, Any]] = []
 
@@ -105,7 +119,9 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
 
             jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s, config.cluster), requests(),
                            store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
-                           progress=progress, on_result=on_result, live=(backends or {}).get(spec.name))
+                           progress=progress, on_result=on_result, live=live.get(spec.name))
+            if generation is not None and spec.name in generation.engines:
+                generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
             judge_runs.append(jr)
             if not jr.plan.requests:
                 raise ConfigError("the protocol produced no requests to judge" + (
@@ -126,13 +142,17 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
             aggregate_s = time.perf_counter() - t
             tables["skipped"] = pl.DataFrame(skipped[name], schema={"judge": pl.Utf8, "item_id": pl.Utf8,
                                                                      "reason": pl.Utf8})
+            if generation is not None:
+                tables.update(generation.tables)
             too_long_n = sum(len(j.plan.too_long) for j in judge_runs)
             if too_long_n:
                 warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
                                 "(truncation = \"skip\"; listed in tables/skipped)")
             manifest = build_manifest(prep, judge_runs, verdicts, time.time() - t0)
-            manifest.update(warnings=notes + warnings, task=name or None, log_prompts=prompts is not None,
-                            stage_seconds={"aggregate": round(aggregate_s, 3)})
+            manifest.update(warnings=notes + warnings + generation_warnings(generation), task=name or None,
+                            log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
+            if generation is not None:
+                manifest["generation"] = generation.summary
             write_outputs(out_dir, tables, verdicts, manifest, store, prompts or {})
             outcomes.append(RunOutcome(out_dir, tables, verdicts, manifest, judge_runs))
         if len(tasks) > 1:
@@ -143,9 +163,38 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
             write_text(run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
     finally:
         store.close()
+        for engine in (generation.engines.values() if generation else ()):
+            engine.close()
     first = outcomes[0]
     first.tasks = outcomes
     return first
+
+
+def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
+    """What the user must know of the generated items: malformed turns, uses in two levels."""
+    if generation is None:
+        return []
+    t, d = generation.tables["generation"], generation.tables["generation_duplicates"]
+    out = []
+    if t["malformed"].sum():
+        out.append(f"{t['malformed'].sum()} generation turn(s) did not parse: their conversations wrote no items "
+                   "(tables/generation)")
+    across = d.filter(pl.col("across_levels")).height
+    if across:
+        out.append(f"{across} use(s) were written at two or more levels of one object: the oracle levels overlap "
+                   "(tables/generation_duplicates)")
+    return out
+
+
+def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationOutcome, seconds: float) -> RunOutcome:
+    """A run that only generates: its tables and manifest, no verdicts."""
+    manifest = {"kind": "generation", "litjudge": package_version("litjudge"), "git_commit": git_commit(),
+                "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config_dict(config),
+                "generation": generation.summary, "items": data_identity(generation.items_file),
+                "warnings": generation_warnings(generation), "seconds": round(seconds, 2)}
+    write_tables(run_dir, generation.tables)
+    write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
+    return RunOutcome(run_dir, generation.tables, pl.DataFrame(), manifest)
 
 
 def lost_store_note(run_dir: Path) -> list[str]:

@@ -108,6 +108,10 @@ def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> S
     if unknown:
         raise ConfigError("unknown key (known: rank_by, bootstrap, post)", where=where, key=f"sweep.{unknown[0]}")
     base = build(RunConfig, copy.deepcopy(table), where, source=where)
+    if base.generate.enabled:
+        raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
+                          "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,
+                          key="generate")
     protocol = PROTOCOLS.get(base.protocol)()
     post = spec.get("post", {})
     for axis, values in post.items():

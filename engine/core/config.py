@@ -14,6 +14,7 @@ from .paths import configs_dir, data_root
 from .schema import FieldError, build
 from .schema import check_field as _check
 
+GENERATED = "generated"    # the dataset name of the items a run's [generate] stage wrote
 MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
 DTYPES = ("bfloat16", "float16", "float32")
 
@@ -178,6 +179,47 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
+class GenerateConfig:
+    """`[generate]`: a generation stage before judging. The generators (judge names: aliases, model
+    folders, hub ids) write the items with a generation protocol; the items become the dataset of
+    the run's judging tasks (`source` = generator, `category` = level). Turns are requests like
+    verdicts: keyed by content, stored, resumed, deduplicated."""
+
+    protocol: str = "aut"           # the generation protocol (judges/generation.py)
+    generators: list[str] = field(default_factory=list)    # empty: no generation stage
+    objects: list[str] = field(default_factory=list)       # AUT objects; `--limit N`: the first N
+    levels: list[str] = field(default_factory=lambda: ["common", "creative", "highly_creative"])  # worst first
+    uses: int = 5                   # uses per turn (a numbered list, constrained)
+    max_words: int = 5              # words per use, at most
+    followups: int = 4              # forceful follow-up turns after the highly creative prompt (0..4)
+    temperature: float = 0.7
+    top_p: float = 1.0
+    seed: int = 0
+    phrases: dict[str, str] = field(default_factory=dict)  # object -> how the prompt names it ("soap": "a bar of soap")
+
+    def __post_init__(self) -> None:
+        _check(len(set(self.generators)) == len(self.generators), "generators",
+               f"lists a generator twice: {self.generators}")
+        _check(not self.generators or bool(self.objects), "objects", "list the objects to generate uses for")
+        _check(len(set(self.objects)) == len(self.objects), "objects", f"lists an object twice: {self.objects}")
+        _check(bool(self.levels) and len(set(self.levels)) == len(self.levels), "levels",
+               f"must list distinct levels, got {self.levels}")
+        _check(1 <= self.uses <= 9, "uses", f"must be in 1..9, got {self.uses}")
+        _check(1 <= self.max_words <= 12, "max_words", f"must be in 1..12, got {self.max_words}")
+        _check(0 <= self.followups <= 4, "followups", f"must be in 0..4 (the paper's four follow-ups), got {self.followups}")
+        Sampling(self.temperature, self.top_p, self.seed)       # the same range checks as [sampling]
+        unknown = [k for k in self.phrases if k not in self.objects]
+        _check(not unknown, "phrases", f"names objects not in `objects`: {unknown}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.generators)
+
+    def sampling(self) -> Sampling:
+        return Sampling(self.temperature, self.top_p, self.seed)
+
+
+@dataclass(frozen=True)
 class MissingPolicy:
     """What agreement with humans does with a verdict the judge did not give (unparsed, or no
     answer recorded): `drop` it (n shrinks), count it as a `label` (the TTCW notebook counts a
@@ -217,6 +259,7 @@ class RunConfig:
     engine: EngineConfig = EngineConfig()
     api: ApiConfig = ApiConfig()
     cluster: ClusterConfig = ClusterConfig()
+    generate: GenerateConfig = GenerateConfig()   # a generation stage whose items the tasks judge
     # Several tasks in one run: [[tasks]] tables, each `name` plus any of TASK_KEYS (protocol, dataset,
     # options...); the rest (judges, engine, cluster) is shared, so each judge's engine starts once.
     tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -234,9 +277,14 @@ class RunConfig:
         _check(self.limit is None or self.limit >= 1, "limit",
                f"must be >= 1 (leave it out to judge every item), got {self.limit}")
         _check(self.reasks >= 0, "reasks", f"must be >= 0, got {self.reasks}")
-        if not self.tasks:
+        if not self.tasks and not self.generate.enabled:
             _check(bool(self.protocol), "protocol", "missing required key (or list [[tasks]])")
             _check(bool(self.dataset), "dataset", "missing required key (or list [[tasks]])")
+        if self.generate.enabled:
+            given = [("dataset", self.dataset)] + [(f"tasks.{t.get('name')}.dataset", t.get("dataset")) for t in self.tasks]
+            for key, ds in given:
+                _check(not ds or (isinstance(ds, dict) and ds.get("name") == GENERATED), key,
+                       "a run with [generate] judges the items it generates: leave `dataset` out")
         for task in self.tasks:
             self._task(task)                     # every task validated now, not after hours of inference
         names = self.judges
@@ -285,7 +333,7 @@ class RunConfig:
 
 TASK_KEYS = ("protocol", "dataset", "mode", "limit", "truncation", "reasks", "missing", "options", "sampling")
 RUN_KEYS = ("name", "protocol", "dataset", "judge", "backend", "mode", "limit", "truncation", "reasks", "missing",
-            "data_root", "options", "sampling", "engine", "api", "cluster", "tasks", "source")
+            "data_root", "options", "sampling", "engine", "api", "cluster", "generate", "tasks", "source")
 
 
 def _as_table(value: Any) -> Any:

@@ -124,15 +124,17 @@ LOG_PROMPTS_MAX = 50_000  # distinct prompts kept in memory for log.jsonl; beyon
 def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
               requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, truncation: Truncation = "error",
               reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
-              live: Backend | None = None, chunk: int = CHUNK) -> JudgeRun:
+              live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None) -> JudgeRun:
     """Plan one judge's requests (`requests`: (run id, request) pairs, e.g. one run per sweep cell;
     a request shared by runs is one key, generated once) chunk by chunk, generate the keys not yet
     stored, store them as they finish. `live` is an already started backend to reuse (not closed
-    here); otherwise `start()` is called only when something is left to generate."""
+    here); otherwise `start()` is called only when something is left to generate. `engine` is a
+    lazily started engine the caller keeps across several calls (the turns of a conversation) and
+    closes itself."""
     t0 = time.time()
-    plan_with = live or planner
+    lazy = engine or LazyBackend(start, live)
+    plan_with = lazy.live or planner
     stream = StreamPlanner(plan_with, truncation, chunk)
-    lazy = LazyBackend(start, live)
     writer = Writer(store)
     bar = RunProgress(0, spec.name, enabled=progress)
     prompts: dict[str, str] | None = {}
@@ -184,7 +186,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     finally:
         writer.flush()
         bar.close()
-        lazy.close()
+        if engine is None:
+            lazy.close()
     identity = stream.identity
     return JudgeRun(spec.name, stream.stats, generated, reasked, time.time() - t0,
                     {"engine_starts": lazy.starts, **described, "fingerprint": identity.fingerprint,

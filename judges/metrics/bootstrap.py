@@ -102,3 +102,23 @@ def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, p
         return math.nan, math.nan
     low, high = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return float(low), float(high)
+
+
+def difference_of_means_ci(a: Sequence[float], b: Sequence[float], resamples: int = 2000, seed: int = 0,
+                           alpha: float = 0.05) -> tuple[float, float, float]:
+    """mean(a) - mean(b) and its percentile-bootstrap interval, the two samples resampled
+    independently (scipy.stats.bootstrap): a judge's own items vs the others' (self-preference).
+    (nan, nan, nan) when either side is empty; the interval is nan with fewer than 2 on a side."""
+    from scipy.stats import bootstrap
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not len(x) or not len(y):
+        return math.nan, math.nan, math.nan
+    diff = float(x.mean() - y.mean())
+    if len(x) < 2 or len(y) < 2:
+        return diff, math.nan, math.nan
+    if np.ptp(x) == 0 and np.ptp(y) == 0:
+        return diff, diff, diff                  # every resample gives the same difference
+    res = bootstrap((x, y), lambda u, v, axis=-1: u.mean(axis=axis) - v.mean(axis=axis), n_resamples=resamples,
+                    confidence_level=1 - alpha, method="percentile", rng=np.random.default_rng(seed), vectorized=True)
+    return diff, float(res.confidence_interval.low), float(res.confidence_interval.high)

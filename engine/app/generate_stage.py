@@ -1,0 +1,159 @@
+"""A run's generation stage (`[generate]`): generators write the items, then the run's tasks judge
+them, in one resumable run.
+
+Each generator's engine starts once (only if some turn is not stored yet) and serves all its
+turns: turn 1 of every conversation, then turn 2 of the conversations that go on (the answer so
+far is part of the next prompt), and so on. Every turn is a request like a verdict: keyed by
+content (so a re-run, or a run killed midway, generates only what is missing), stored in the
+run's store, its answer constrained and parsed exactly. The generator that judges first keeps
+its engine for the judging stage, so no model loads twice.
+
+Outputs: RUN/generated/items.jsonl (generic rated-items layout; the tasks' dataset), and the
+tables `generation` (per generator x level: turns asked, parsed, malformed, uses) and
+`generation_duplicates` (uses written twice for one object).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from judges.generation import GENERATION, Conversation, duplicates
+
+from .. import backends as registry
+from ..core.backend import Backend
+from ..core.config import GENERATED, RunConfig
+from ..core.requests import JudgeRequest, Message, RequestMeta
+from ..core.runner import JudgeRun, LazyBackend, run_judge
+from ..core.store import Store
+from .outputs import write_text
+
+ITEMS_FILE = "items.jsonl"
+GENERATION_SCHEMA = {"generator": pl.Utf8, "level": pl.Utf8, "conversations": pl.Int64, "turns": pl.Int64,
+                     "parsed": pl.Int64, "malformed": pl.Int64, "uses": pl.Int64, "duplicates_across_levels": pl.Int64}
+DUPLICATE_SCHEMA = {"group": pl.Utf8, "use": pl.Utf8, "count": pl.Int64, "levels": pl.Utf8, "across_levels": pl.Boolean,
+                    "generators": pl.Utf8, "item_ids": pl.Utf8}
+
+
+@dataclass
+class GenerationOutcome:
+    items_file: Path
+    tables: dict[str, pl.DataFrame]
+    runs: list[JudgeRun] = field(default_factory=list)
+    engines: dict[str, Backend] = field(default_factory=dict)     # live engines handed to the judging stage
+    summary: list[dict[str, Any]] = field(default_factory=list)   # per generator, for the manifest
+
+
+def items_path(run_dir: Path) -> Path:
+    return run_dir / "generated" / ITEMS_FILE
+
+
+def with_generated_dataset(config: RunConfig, run_dir: Path) -> RunConfig:
+    """The run's config with its tasks reading the items the stage writes (an inline card), and,
+    for listwise tasks, each judge that also generated matched to its own items (self-preference)."""
+    gen = config.generate
+    card = {"name": GENERATED, "title": f"items written by {', '.join(gen.generators)} ({gen.protocol})",
+            "loader": "rated_items_jsonl", "path": str(items_path(run_dir).resolve()),
+            "protocols": ["listwise", "classification"], "category_order": list(gen.levels), "labels": False,
+            "source": f"litjudge [generate] of run {config.name}"}
+    own = {j: j for j in config.judges if j in gen.generators}
+
+    def options(protocol: str, opts: dict[str, Any]) -> dict[str, Any]:
+        return {"self_sources": own, **opts} if protocol == "listwise" and own else opts
+
+    tasks = [{**t, "dataset": card, "options": options(t.get("protocol", config.protocol),
+                                                           dict(t.get("options", config.options)))}
+             for t in config.tasks]
+    top = {"dataset": card, "options": options(config.protocol, dict(config.options))} if config.protocol else {}
+    return replace(config, tasks=tasks, **top)
+
+
+def turn_request(conv: Conversation, turn: int, answers: list[str], generator: str, config: RunConfig,
+                 language) -> JudgeRequest:
+    """Turn `turn` of a conversation: its user turns so far, each answered by the generator's own
+    earlier (stored) answer."""
+    messages: list[Message] = []
+    for k in range(turn):
+        messages += [Message("user", conv.turns[k]), Message("assistant", answers[k])]
+    messages.append(Message("user", conv.turns[turn]))
+    meta = RequestMeta(f"generate:{config.generate.protocol}", conv.conv_id, (
+        ("group", conv.group), ("category", conv.category), ("turn", turn), ("generator", generator)))
+    return JudgeRequest(tuple(messages), language, "label", config.generate.sampling(), meta)
+
+
+def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool = True,
+             keep: str | None = None) -> GenerationOutcome:
+    """Run every generator's conversations turn by turn, store every turn, write the items.
+    `keep`: the generator whose engine the judging stage reuses (it runs last and stays open)."""
+    gen = config.generate
+    protocol = GENERATION.get(gen.protocol)()
+    convs = protocol.conversations(gen, config.limit)
+    language = protocol.language(gen)
+    order = [g for g in gen.generators if g != keep] + [g for g in gen.generators if g == keep]
+    specs = {name: registry.resolve(name, config) for name in order}      # every generator checked before any work
+    outcome = GenerationOutcome(items_path(run_dir), {})
+    items: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for name in order:
+        spec = specs[name]
+        engine = LazyBackend(lambda s=spec: registry.create(s, config.cluster))
+        planner = registry.planner(spec)            # tokenizer loaded once for every turn
+        answers: dict[str, list[str]] = {c.conv_id: [] for c in convs}
+        malformed: dict[str, int] = {c.conv_id: 0 for c in convs}
+        generated = 0
+        try:
+            for turn in range(max(len(c.turns) for c in convs)):
+                todo = [c for c in convs if len(c.turns) > turn and len(answers[c.conv_id]) == turn]
+                if not todo:
+                    break
+                run = f"{config.name}/generate/{name}/turn{turn + 1}"
+                requests = ((run, turn_request(c, turn, answers[c.conv_id], name, config, language)) for c in todo)
+                jr = run_judge(spec, planner, engine.start, requests, store, truncation="error",
+                               progress=progress, engine=engine)
+                outcome.runs.append(jr)
+                generated += jr.generated
+                for conv_id, status, raw in _answers(store, run):
+                    if status == "ok":
+                        answers[conv_id].append(raw)
+                    else:
+                        malformed[conv_id] += 1
+        finally:
+            if name == keep and engine.live is not None:
+                outcome.engines[name] = engine.live
+            else:
+                engine.close()
+        outcome.summary.append({"generator": name, "generated": generated, "engine_starts": engine.starts})
+        for c in convs:
+            done = len(answers[c.conv_id]) == len(c.turns)
+            if done:
+                parsed = language.parse(answers[c.conv_id][-1])
+                items += protocol.items(c, name, parsed.value)           # type: ignore[union-attr]
+        for level in gen.levels:
+            mine = [c for c in convs if c.category == level]
+            rows.append({"generator": name, "level": level, "conversations": len(mine),
+                         "turns": sum(len(answers[c.conv_id]) + malformed[c.conv_id] for c in mine),
+                         "parsed": sum(len(answers[c.conv_id]) for c in mine),
+                         "malformed": sum(malformed[c.conv_id] for c in mine),
+                         "uses": sum(1 for i in items if i["source"] == name and i["category"] == level)})
+    dups = duplicates(items)
+    across = {i for d in dups if d["across_levels"] for i in d["item_ids"].split(", ")}
+    for row in rows:
+        row["duplicates_across_levels"] = sum(1 for i in items if i["item_id"] in across and i["source"] == row["generator"]
+                                              and i["category"] == row["level"])
+    outcome.items_file.parent.mkdir(parents=True, exist_ok=True)
+    write_text(outcome.items_file, "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
+    outcome.tables = {"generation": pl.DataFrame(rows, schema=GENERATION_SCHEMA),
+                      "generation_duplicates": pl.DataFrame(dups, schema=DUPLICATE_SCHEMA)}
+    return outcome
+
+
+ANSWERS = """SELECT p.item_id, r.status, r.raw FROM plan p LEFT JOIN results r ON p.key = r.key
+WHERE p.run = ? ORDER BY p.rowid"""
+
+
+def _answers(store: Store, run: str) -> list[tuple[str, str | None, str | None]]:
+    """(conversation id, status, raw answer) of every request of one turn, from the store."""
+    return [tuple(r) for batch in store.query_batches(ANSWERS, (run,)) for r in batch]  # type: ignore[misc]

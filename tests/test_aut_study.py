@@ -1,0 +1,168 @@
+"""The AUT study (Al Rabeyah et al. 2024) as one resumable run: generators write the uses (every
+turn constrained to a numbered list), then the judges score and rank them in context.
+
+The model runs go through the real CLI in subprocesses (their engines are created and closed
+there); the one slow test shares its store across a killed run, its resumption, a re-run and a
+judging run, so each generator's turns are generated once."""
+import json
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from engine.app.generate_stage import with_generated_dataset
+from engine.core.config import GenerateConfig, load_config
+from engine.core.paths import PROJECT_ROOT, prompts_root
+from judges.generation import AUTGeneration, duplicates
+from tests.conftest import litjudge, write_config
+
+needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").exists(),
+                                   reason=f"paper prompts not found at {prompts_root()} (set LITJUDGE_PROMPTS_ROOT)")
+OBJECTS = ["fork", "wallet", "soap", "cotton swab", "paperclip"]
+
+
+@needs_prompts
+def test_conversations_follow_the_papers_design():
+    prompts = json.loads((prompts_root() / "paper_prompts.json").read_text())["aut_generation"]
+    cfg = GenerateConfig(generators=["g"], objects=OBJECTS, phrases={"soap": "a bar of soap"})
+    convs = AUTGeneration().conversations(cfg, None)
+    assert [(c.group, c.category) for c in convs][:3] == [("fork", "common"), ("fork", "creative"),
+                                                          ("fork", "highly_creative")]
+    assert len(convs) == 15
+    hc = next(c for c in convs if c.conv_id == "cotton swab/highly_creative")
+    assert hc.turns[1:] == tuple(prompts["highly_creative_followups"])            # four forceful follow-ups, verbatim
+    assert hc.turns[0].startswith("Create a list of 5 creative alternative uses for a cotton swab. They should be 5 "
+                                  "words long.") and "[an object]" not in hc.turns[0]
+    assert "for a bar of soap." in next(c for c in convs if c.conv_id == "soap/common").turns[0]
+    assert all(len(c.turns) == 1 for c in convs if c.category != "highly_creative")
+    short = AUTGeneration().conversations(GenerateConfig(generators=["g"], objects=OBJECTS, followups=1, uses=3), 2)
+    assert {c.group for c in short} == {"fork", "wallet"} and max(len(c.turns) for c in short) == 2
+    assert "list of 3 creative" in short[1].turns[0]
+
+
+def test_uses_written_twice_are_reported_with_their_levels():
+    items = [{"group": "fork", "item_id": f"fork/{g}/{lv}/{k}", "text": t, "category": lv, "source": g}
+             for k, (g, lv, t) in enumerate([("a", "common", "Eat pasta"), ("a", "creative", "eat  pasta!"),
+                                             ("b", "common", "Eat pasta"), ("a", "common", "Comb hair"),
+                                             ("b", "common", "comb hair"), ("a", "creative", "Dig holes")])]
+    rows = {r["use"]: r for r in duplicates(items)}
+    assert set(rows) == {"eat pasta", "comb hair"}
+    assert rows["eat pasta"]["across_levels"] and rows["eat pasta"]["count"] == 3
+    assert rows["eat pasta"]["levels"] == "common, creative" and rows["eat pasta"]["generators"] == "a, b"
+    assert not rows["comb hair"]["across_levels"]
+
+
+def test_judging_tasks_read_the_generated_items(tmp_path):
+    config = load_config(PROJECT_ROOT / "runs" / "aut-study.toml")
+    out = with_generated_dataset(config, tmp_path / "aut-study")
+    for _, task in out.task_configs():
+        assert task.dataset["name"] == "generated" and task.dataset["category_order"] == config.generate.levels
+        assert Path(task.dataset["path"]) == (tmp_path / "aut-study" / "generated" / "items.jsonl").resolve()
+        # each judge that also generated is matched with its own items (self-preference)
+        assert task.options["self_sources"] == {"smollm2-135m": "smollm2-135m", "gemma3-270m": "gemma3-270m"}
+    assert {n for n, _ in out.task_configs()} == {"comprehensive", "segmented"}
+
+
+@pytest.mark.parametrize("extra, key, message", [
+    ('dataset = "aut-ocsai"\n', "dataset", "judges the items it generates"),
+    ('[generate]\ngenerators = ["smollm2-135m"]\nobjects = ["fork"]\nfollowups = 5\n', "generate.followups", "0..4"),
+    ('[generate]\ngenerators = ["smollm2-135m", "smollm2-135m"]\nobjects = ["fork"]\n', "generate.generators",
+     "twice"),
+    ('[generate]\ngenerators = ["smollm2-135m"]\n', "generate.objects", "list the objects"),
+    ('[generate]\ngenerators = ["no-such-model"]\nobjects = ["fork"]\n', None, "no-such-model"),
+])
+def test_bad_generation_settings_fail_before_any_work(tmp_path, extra, key, message):
+    base = 'name = "g"\njudge = "smollm2-135m"\n'
+    if "[generate]" not in extra:
+        base += extra
+        extra = '[generate]\ngenerators = ["smollm2-135m"]\nobjects = ["fork"]\n'
+    cfg = write_config(tmp_path / "g.toml", base + 'protocol = "listwise"\n' + extra)
+    r = litjudge("run", str(cfg), "--out", str(tmp_path / "out"), timeout=120)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert message in line and (key is None or key in line), line
+    assert not (tmp_path / "out" / "g" / "generated").exists()        # nothing generated
+
+
+STUDY = """
+name = "study"
+judge = "smollm2-135m"
+mode = "label"
+
+[generate]
+generators = ["smollm2-135m", "gemma3-270m"]
+objects = ["fork", "wallet", "soap", "cotton swab", "paperclip"]
+max_words = 4
+temperature = 0.7
+
+[[tasks]]
+name = "segmented"
+protocol = "listwise"
+options = { criterion = "aut", item_kind = "alternative uses", design = "segmented", segments = 5 }
+
+[engine]
+max_model_len = 2048
+kv_cache_gib = 1
+"""
+
+
+def _generation(run_dir: Path) -> pl.DataFrame:
+    return pl.read_csv(run_dir / "tables" / "generation.csv")
+
+
+@needs_prompts
+@pytest.mark.slow
+def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
+    cfg = write_config(tmp_path / "study.toml", STUDY)
+    out, run_dir = tmp_path / "out", tmp_path / "out" / "study"
+    # 1. Killed (SIGKILL) during generation once 16 turns are stored: the first generator's 15
+    #    opening turns and some of its follow-ups.
+    killed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out),
+                      env={"LITJUDGE_FAULT_KILL_AFTER": "16"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    con = sqlite3.connect(run_dir / "store.sqlite")
+    stored = con.execute("SELECT count(*) FROM results").fetchone()[0]
+    con.close()
+    assert 16 <= stored < 70
+    # 2. Resumed: only the missing turns are generated; all 2 x 5 x 3 lists parse (70 turns).
+    resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert sum(g["generated"] for g in manifest["generation"]) == 70 - stored
+    gen = _generation(run_dir)
+    assert gen.height == 6 and gen["malformed"].sum() == 0 and gen["parsed"].sum() == 70
+    assert gen["uses"].to_list() == [25] * 6                                # 5 objects x 5 uses per cell
+    items = [json.loads(line) for line in (run_dir / "generated" / "items.jsonl").open()]
+    assert len(items) == 150 and len({i["item_id"] for i in items}) == 150
+    assert all(1 <= len(i["text"].split()) <= 4 for i in items)
+    assert {(i["source"], i["category"]) for i in items} == {(g, lv) for g in ("smollm2-135m", "gemma3-270m")
+                                                             for lv in ("common", "creative", "highly_creative")}
+    # 3. Judge the first object in the same run folder: its generation is stored, so the run
+    #    only judges (and the judge's engine starts once).
+    judged = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out))
+    assert judged.returncode == 0, judged.stderr[-3000:]
+    task = run_dir / "segmented"
+    m = json.loads((task / "manifest.json").read_text())
+    assert [g["generated"] for g in m["generation"]] == [0, 0]
+    assert m["judges"][0]["generated"] == 5 and m["judges"][0]["engine_starts"] == 1
+    means = pl.read_parquet(task / "tables" / "category_means.parquet")
+    assert means.height == 6 and set(means["items"]) == {5}
+    sp = pl.read_parquet(task / "tables" / "self_preference.parquet").filter(pl.col("score") == "score").row(0, named=True)
+    assert sp["own_items"] == 15 and sp["other_items"] == 15
+    assert sp["ci_low"] <= sp["difference"] <= sp["ci_high"]
+    # 4. A re-run generates and judges nothing, and starts no engine.
+    again = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out))
+    assert again.returncode == 0
+    m2 = json.loads((task / "manifest.json").read_text())
+    assert [g["engine_starts"] for g in m2["generation"]] == [0, 0]
+    assert m2["judges"][0]["generated"] == 0 and m2["judges"][0]["engine_starts"] == 0
+    # 5. The report shows the study's bars, the oracle correlations and self-preference.
+    report = litjudge("report", str(task), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr[-2000:]
+    page = (tmp_path / "report" / "report.html").read_text()
+    for title in ("Mean score per (source, category)", "Agreement with the ground truth", "Self-preference",
+                  "Generation"):
+        assert title in page
+    for png in ("category_means", "category_positions", "oracle_spearman", "self_preference"):
+        assert (tmp_path / "report" / f"{png}.png").stat().st_size > 1000
