@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from .metrics import balanced_accuracy, cohen_kappa
-from .metrics.bootstrap import mean_bootstrap
+from .metrics.bootstrap import mean_with_ci
 from .metrics.jury import average, fit_stacking, majority, stacked
 from .metrics.selective import Level, cascade
 from .tables import calibration_tables
@@ -79,10 +79,7 @@ def _prob(pred: bool | None, p: float | None) -> float | None:
 
 
 def _interval(clusters: list[str], hits: list[float], resamples: int) -> dict:
-    if not hits:
-        return {"agreement": None, "n": 0, "ci_low": None, "ci_high": None}
-    lo, hi = mean_bootstrap(clusters, hits, resamples=resamples)
-    return {"agreement": sum(hits) / len(hits), "n": len(hits), "ci_low": lo, "ci_high": hi}
+    return mean_with_ci(clusters, hits, resamples=resamples).row("agreement")
 
 
 def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1000) -> dict[str, pl.DataFrame]:

@@ -19,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 
 import polars as pl
@@ -33,7 +33,7 @@ from engine.data.pairs import Pair
 
 from .base import Build, Context, Protocol
 from .metrics import MetricResult, first_position_win_rate
-from .metrics.bootstrap import mean_bootstrap
+from .metrics.bootstrap import mean_with_ci
 from .metrics.logistic import cluster_robust_cov, fit_logistic, sigmoid
 from .tables import calibration_tables, label_distribution
 
@@ -279,10 +279,8 @@ def _values(df: pl.DataFrame, values: pl.Expr) -> pl.DataFrame:
 def _ci(df: pl.DataFrame, values: pl.Expr, resamples: int) -> dict:
     """95% CI of the mean of `values`, resampling whole pairs."""
     v = _values(df, values)
-    if not v.height:
-        return {"ci_low": None, "ci_high": None}
-    lo, hi = mean_bootstrap(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples)
-    return {"ci_low": lo, "ci_high": hi}
+    mean = mean_with_ci(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples)
+    return {"ci_low": mean.ci_low, "ci_high": mean.ci_high}
 
 
 def _rate(df: pl.DataFrame, values: pl.Expr, resamples: int,
@@ -290,12 +288,10 @@ def _rate(df: pl.DataFrame, values: pl.Expr, resamples: int,
     """The mean of per-row `values` (or `metric` of them, where a metric module defines the rate),
     its n, and its pair-bootstrap CI."""
     v = _values(df, values)
-    if not v.height:
-        return {"accuracy": None, "n": 0, "ci_low": None, "ci_high": None}
-    hits = v["v"].to_list()
-    value = metric(hits).value if metric else sum(hits) / len(hits)
-    lo, hi = mean_bootstrap(v["pair_id"].to_list(), hits, resamples=resamples)
-    return {"accuracy": value, "n": len(hits), "ci_low": lo, "ci_high": hi}
+    rate = mean_with_ci(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples)
+    if metric and rate.n:
+        rate = replace(rate, value=metric(v["v"].to_list()).value)
+    return rate.row("accuracy")
 
 
 def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]:

@@ -18,7 +18,7 @@ import math
 import polars as pl
 
 from .metrics import spearman
-from .metrics.bootstrap import mean_bootstrap
+from .metrics.bootstrap import mean_with_ci
 from .metrics.kemeny import kemeny
 
 UNIT = ["judge", "group", "list", "repeat"]
@@ -60,11 +60,7 @@ def _by_item(frame: pl.DataFrame | None, column: str) -> dict:
 
 
 def _mean_ci(lists: list[str], values: list[float]) -> dict:
-    kept = [(k, v) for k, v in zip(lists, values, strict=True) if v is not None and not math.isnan(v)]
-    if not kept:
-        return {"lists": 0, "spearman": None, "ci_low": None, "ci_high": None}
-    low, high = mean_bootstrap([k for k, _ in kept], [v for _, v in kept])
-    return {"lists": len(kept), "spearman": sum(v for _, v in kept) / len(kept), "ci_low": low, "ci_high": high}
+    return mean_with_ci(lists, values).row("spearman", n="lists")
 
 
 def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:

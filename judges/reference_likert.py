@@ -32,7 +32,7 @@ from engine.data.reference import StoryGroup
 
 from .base import Build, Context, Protocol
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
-from .metrics.bootstrap import mean_bootstrap
+from .metrics.bootstrap import mean_with_ci
 from .ttcw import TTCW
 
 ORDERS = ("ref_first", "cand_first")
@@ -219,8 +219,8 @@ def _group_intervals(ranking: pl.DataFrame, by: list[str], metrics: tuple[str, .
     for key, g in ranking.group_by(by, maintain_order=True):
         row = dict(zip(by, key))
         for m in metrics:
-            values = [v for v in g[m].to_list() if v is not None and v == v]
-            low, high = mean_bootstrap(list(range(len(values))), values) if values else (None, None)
-            row |= {f"{m}_low": low, f"{m}_high": high}
+            values = g[m].to_list()
+            mean = mean_with_ci(list(range(len(values))), values)
+            row |= {f"{m}_low": mean.ci_low, f"{m}_high": mean.ci_high}
         rows.append(row)
     return pl.DataFrame(rows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -122,3 +123,30 @@ def difference_of_means_ci(a: Sequence[float], b: Sequence[float], resamples: in
     res = bootstrap((x, y), lambda u, v, axis=-1: u.mean(axis=axis) - v.mean(axis=axis), n_resamples=resamples,
                     confidence_level=1 - alpha, method="percentile", rng=np.random.default_rng(seed), vectorized=True)
     return diff, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    """A mean over units, how many units, and its 95% cluster-bootstrap interval (None when empty)."""
+
+    value: float | None
+    n: int
+    ci_low: float | None
+    ci_high: float | None
+
+    def row(self, value: str, n: str = "n") -> dict[str, float | int | None]:
+        """As table columns: the mean under its table's name, n, ci_low, ci_high."""
+        return {value: self.value, n: self.n, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+def mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None], resamples: int = 1000,
+                 seed: int = 0) -> MeanCI:
+    """THE mean of per-unit values with its cluster-bootstrap 95% CI (`mean_bootstrap`), missing
+    values (None, NaN) left out first: a rate over pairs, an agreement over items, a Spearman over
+    lists, a metric over groups."""
+    kept = [(c, float(v)) for c, v in zip(clusters, values, strict=True) if not is_missing(v)]
+    if not kept:
+        return MeanCI(None, 0, None, None)
+    low, high = mean_bootstrap([c for c, _ in kept], [v for _, v in kept], resamples=resamples, seed=seed)
+    return MeanCI(sum(v for _, v in kept) / len(kept), len(kept), low, high)

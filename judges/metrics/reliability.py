@@ -26,8 +26,9 @@ def icc(ratings: Sequence[Sequence[float]]) -> dict[str, float]:
 
     Every sum of squares is computed from deviations (row and column effects, residuals), not as a
     difference of large totals, so a rater offset far larger than the differences between targets
-    does not swamp them. A denominator counts as 0 when it is below the rounding noise of the data:
-    (64 x machine epsilon x the largest |rating|) squared, per mean square it sums."""
+    does not swamp them. A denominator counts as 0 when it is within its rounding noise: 64 machine
+    epsilons of the magnitude of its terms, plus what the deviations' own rounding (64 eps x the
+    largest |rating| each) can add to every mean square it sums."""
     x = np.asarray(ratings, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2 or np.isnan(x).any():
         return {k: NAN for k in ICC_KINDS}
@@ -41,17 +42,21 @@ def icc(ratings: Sequence[Sequence[float]]) -> dict[str, float]:
     msr, msc = ss_rows / (n - 1), ss_cols / (k - 1)
     mse = ss_err / ((n - 1) * (k - 1))
     msw = (ss_cols + ss_err) / (n * (k - 1))
-    noise = (64 * np.finfo(float).eps * max(np.abs(x).max(), 1e-300)) ** 2
+    eps = 64 * np.finfo(float).eps
+    dev = eps * max(np.abs(x).max(), 1e-300)          # rounding of one deviation from a mean
 
-    def ratio(num: float, den: float, terms: float) -> float:
-        return float(num / den) if abs(den) > noise * terms else NAN      # 0/0 up to rounding: undefined
+    def ratio(num: float, den: float, *terms: float) -> float:
+        size = sum(abs(t) for t in terms)
+        noise = eps * size + len(terms) * (2 * np.sqrt(size) * dev + dev * dev)
+        return float(num / den) if abs(den) > noise else NAN      # 0/0 up to rounding: undefined
 
-    return {"ICC1": ratio(msr - msw, msr + (k - 1) * msw, k),
-            "ICC2": ratio(msr - mse, msr + (k - 1) * mse + k * (msc - mse) / n, 2 * k + 1),
-            "ICC3": ratio(msr - mse, msr + (k - 1) * mse, k),
-            "ICC1k": ratio(msr - msw, msr, 1),
-            "ICC2k": ratio(msr - mse, msr + (msc - mse) / n, 3),
-            "ICC3k": ratio(msr - mse, msr, 1)}
+    return {"ICC1": ratio(msr - msw, msr + (k - 1) * msw, msr, (k - 1) * msw),
+            "ICC2": ratio(msr - mse, msr + (k - 1) * mse + k * (msc - mse) / n, msr, (k - 1) * mse, k * msc / n,
+                          k * mse / n),
+            "ICC3": ratio(msr - mse, msr + (k - 1) * mse, msr, (k - 1) * mse),
+            "ICC1k": ratio(msr - msw, msr, msr),
+            "ICC2k": ratio(msr - mse, msr + (msc - mse) / n, msr, msc / n, mse / n),
+            "ICC3k": ratio(msr - mse, msr, msr)}
 
 
 def one_way_anova(groups: Sequence[Sequence[float]]) -> MetricResult:
