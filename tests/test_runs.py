@@ -6,7 +6,8 @@ import sqlite3
 import polars as pl
 import pytest
 
-from engine.app.run import reparse, run
+from engine.app.reparse import reparse
+from engine.app.run import run
 from engine.core.config import load_config
 from engine.core.errors import ConfigError
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config

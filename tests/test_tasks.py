@@ -42,6 +42,13 @@ def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path):
         assert set(separate) == set(combined)
         for table, frame in separate.items():
             assert combined[table].equals(frame), (name, table)
+    # `reparse` rebuilds every task's tables from the shared store, the same tables again
+    before = {name: tables(tmp_path / "both" / name) for name in ("ttcw", "pairs")}
+    r = litjudge("reparse", str(tmp_path / "both"), env=env)
+    assert r.returncode == 0 and " 0 changed" in r.stdout, r.stderr[-3000:]
+    for name, old in before.items():
+        new = tables(tmp_path / "both" / name)
+        assert set(new) == set(old) and all(new[t].equals(old[t]) for t in old), name
 
 
 def test_task_errors_name_the_task(tmp_path):

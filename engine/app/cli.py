@@ -37,7 +37,8 @@ from .commands import (
 )
 from .ensemble import is_ensemble, load_ensemble, run_ensemble
 from .outputs import fault, rebuild_store
-from .run import reparse, run, run_dir_for
+from .reparse import reparse
+from .run import run, run_dir_for
 from .sweep import load_sweep
 from .sweep_run import plan_summary, run_sweep
 from .tables import print_table

@@ -12,7 +12,6 @@ from typing import Any
 
 import polars as pl
 
-from grammars import Unparsed, language_from_spec
 from judges import PROTOCOLS
 from judges.base import Context, Protocol
 
@@ -28,7 +27,7 @@ from ..core.schema import build
 from ..core.store import ResultRow, Store
 from ..data.cards import DatasetCard, dataset_card
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
-from .outputs import read_manifest, write_outputs, write_tables, write_text
+from .outputs import write_outputs, write_tables, write_text
 
 
 @dataclass
@@ -291,41 +290,3 @@ def recorded_config(run_dir: Path, manifest: dict) -> RunConfig:
     cfg = dict(manifest["config"])
     source = cfg.pop("source", "")
     return build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)
-
-
-def reparse(run_dir: Path) -> dict[str, int]:
-    """Re-apply the exact parsers to every stored raw output, then rebuild the tables from the
-    store with the run's own config (from its manifest). No model is touched."""
-    manifest = read_manifest(run_dir)
-    store = Store.open(run_dir / "store.sqlite", create=False)
-    changed = total = 0
-    try:
-        with store.db:
-            for r in list(store.results()):
-                total += 1
-                if r.distribution is not None or r.reason and r.reason.startswith("no recorded"):
-                    continue
-                parsed = language_from_spec(r.language).parse(r.raw)
-                status, label, value, reason = (("unparsed", None, None, parsed.reason) if isinstance(parsed, Unparsed)
-                                                else ("ok", parsed.label, parsed.value, None))
-                if (status, label, reason) != (r.status, r.label, r.reason):
-                    changed += 1
-                store.replace_parse(r.key, status, label, value, reason)
-        config = recorded_config(run_dir, manifest)
-        protocol = PROTOCOLS.get(config.protocol)()
-        specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
-                      for j in manifest["judges"])
-        prep = Prepared(config, protocol, protocol.options(config),
-                        dataset_card(config.dataset, config.source, config.protocol), specs)
-        verdicts, tables, warnings = aggregate_store(prep, store)
-        skipped = run_dir / "tables" / "skipped.parquet"
-        if skipped.exists():
-            tables["skipped"] = pl.read_parquet(skipped)
-        manifest["verdicts"] = verdict_counts(verdicts)
-        manifest["verdicts_by_judge"] = by_judge(verdicts)
-        manifest["warnings"] = warnings
-        manifest["reparsed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        write_outputs(run_dir, tables, verdicts, manifest, store)
-    finally:
-        store.close()
-    return {"results": total, "changed": changed}

@@ -1,0 +1,74 @@
+"""`litjudge reparse RUN`: the exact parsers applied again to every stored raw output, then the
+tables rebuilt from the store with the run's own recorded config. No model is touched. A run of
+several tasks is rebuilt task by task (its store is shared, each task has its own folder)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from grammars import Unparsed, language_from_spec
+from judges import PROTOCOLS
+
+from ..core.backend import JudgeSpec
+from ..core.store import Store
+from ..data.cards import dataset_card
+from .outputs import read_manifest, write_outputs
+from .run import Prepared, aggregate_store, by_judge, recorded_config, run_id, verdict_counts
+
+
+def reparse(run_dir: Path) -> dict[str, int]:
+    """Re-parse every stored output, then rebuild the tables of the run (or of each of its tasks)."""
+    manifest = read_manifest(run_dir)
+    store = Store.open(run_dir / "store.sqlite", create=False)
+    try:
+        counts = reparse_store(store)
+        if manifest.get("kind") == "tasks":
+            for task in manifest["tasks"]:
+                folder = run_dir / task["task"]
+                rebuild(folder, read_manifest(folder), store,
+                        lambda config, judge, name=task["task"]: run_id(config, name, judge))
+        elif manifest.get("kind") != "generation":       # a generation-only run has no tables to rebuild
+            rebuild(run_dir, manifest, store)
+    finally:
+        store.close()
+    return counts
+
+
+def reparse_store(store: Store) -> dict[str, int]:
+    changed = total = 0
+    with store.db:
+        for r in list(store.results()):
+            total += 1
+            if r.distribution is not None or r.reason and r.reason.startswith("no recorded"):
+                continue
+            parsed = language_from_spec(r.language).parse(r.raw)
+            status, label, value, reason = (("unparsed", None, None, parsed.reason) if isinstance(parsed, Unparsed)
+                                            else ("ok", parsed.label, parsed.value, None))
+            if (status, label, reason) != (r.status, r.label, r.reason):
+                changed += 1
+            store.replace_parse(r.key, status, label, value, reason)
+    return {"results": total, "changed": changed}
+
+
+def rebuild(folder: Path, manifest: dict, store: Store, run_of: Callable | None = None) -> None:
+    """One run's (or task's) tables from the store. Tables the protocol does not compute (items
+    skipped before planning, the generation stage's) are kept as they were."""
+    config = recorded_config(folder, manifest)
+    protocol = PROTOCOLS.get(config.protocol)()
+    specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
+                  for j in manifest["judges"])
+    prep = Prepared(config, protocol, protocol.options(config),
+                    dataset_card(config.dataset, config.source, config.protocol), specs)
+    ids = {s.name: run_of(config, s.name) for s in specs} if run_of else None
+    verdicts, tables, warnings = aggregate_store(prep, store, ids)
+    for path in sorted((folder / "tables").glob("*.parquet")):
+        if path.stem not in tables:
+            tables[path.stem] = pl.read_parquet(path)
+    manifest["verdicts"] = verdict_counts(verdicts)
+    manifest["verdicts_by_judge"] = by_judge(verdicts)
+    manifest["warnings"] = warnings
+    manifest["reparsed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    write_outputs(folder, tables, verdicts, manifest, store)
