@@ -157,8 +157,9 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
     m2 = json.loads((task / "manifest.json").read_text())
     assert [g["engine_starts"] for g in m2["generation"]] == [0, 0]
     assert m2["judges"][0]["generated"] == 0 and m2["judges"][0]["engine_starts"] == 0
-    # 5. The report shows the study's bars, the oracle correlations and self-preference.
-    report = litjudge("report", str(task), "--out", str(tmp_path / "report"))
+    # 5. The report (of the run: its task folders side by side) shows the study's bars, the oracle
+    #    correlations and self-preference.
+    report = litjudge("report", str(run_dir), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr[-2000:]
     page = (tmp_path / "report" / "report.html").read_text()
     for title in ("Mean score per (source, category)", "Agreement with the ground truth", "Self-preference",

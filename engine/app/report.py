@@ -56,6 +56,15 @@ def load_run(path: Path) -> LoadedRun:
     return LoadedRun(path.name, path, manifest, tables)
 
 
+def task_folders(run_dirs: list[Path]) -> list[Path]:
+    """Each run folder, or for a run of several tasks, the folder of each task."""
+    out = []
+    for d in run_dirs:
+        manifest = read_manifest(d) if (d / "manifest.json").exists() else {}
+        out += [d / t["task"] for t in manifest["tasks"]] if manifest.get("kind") == "tasks" else [d]
+    return out
+
+
 def header(runs: list[LoadedRun]) -> pl.DataFrame:
     rows = []
     for r in runs:
@@ -136,10 +145,11 @@ def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
 
 
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
-    """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path."""
-    runs = [load_run(Path(d)) for d in run_dirs]
-    out = Path(out) if out else (runs[0].path / "report" if len(runs) == 1 else runs[0].path.parent / "compare-"
-                                 + "-vs-".join(r.name for r in runs))
+    """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path. A run of
+    several tasks stands for its task folders, side by side (the AUT study's two designs)."""
+    runs = [load_run(d) for d in task_folders([Path(d) for d in run_dirs])]
+    out = Path(out) if out else (Path(run_dirs[0]) / "report" if len(run_dirs) == 1 else
+                                 runs[0].path.parent / ("compare-" + "-vs-".join(r.name for r in runs)))
     guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out)
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
