@@ -138,6 +138,8 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
     assert all(1 <= len(i["text"].split()) <= 4 for i in items)
     assert {(i["source"], i["category"]) for i in items} == {(g, lv) for g in ("smollm2-135m", "gemma3-270m")
                                                              for lv in ("common", "creative", "highly_creative")}
+    nothing_to_report = litjudge("report", str(run_dir))
+    assert nothing_to_report.returncode == 2 and "a generation-only run" in nothing_to_report.stderr
     # 3. Judge the first object in the same run folder: its generation is stored, so the run
     #    only judges (and the judge's engine starts once).
     judged = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out))

@@ -22,14 +22,14 @@ from .bench import main as bench_main
 from .budgets import budgets, parse_budgets
 from .ensemble import ensemble
 from .generate import generate_candidates
-from .report import load_run, write_report
+from .report import load_run, task_folders, write_report
 from .tables import print_table
 
 
 def cmd_report(args) -> int:
     """Text summary of each run, then the HTML / Markdown / CSV report."""
-    for path in args.run_dirs:
-        run = load_run(Path(path))
+    for path in task_folders([Path(p) for p in args.run_dirs]):
+        run = load_run(path)
         m = run.manifest
         print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
         print(f"git {m.get('git_commit')}, vLLM {m.get('vllm')}, machine "

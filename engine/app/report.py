@@ -49,6 +49,10 @@ def load_run(path: Path) -> LoadedRun:
     manifest = read_manifest(path)
     if manifest.get("kind") == "sweep":
         raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
+    if manifest.get("kind") == "generation":
+        raise ConfigError("a generation-only run (--generate-only): its items are generated/items.jsonl and its "
+                          "tables tables/generation*.csv; run the config without --generate-only to judge them",
+                          where=str(path))
     tables = {p.stem: pl.read_parquet(p) for p in sorted((path / "tables").glob("*.parquet"))}
     budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
     if budgets.exists():

@@ -154,7 +154,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                 manifest["generation"] = generation.summary
             write_outputs(out_dir, tables, verdicts, manifest, store, prompts or {})
             outcomes.append(RunOutcome(out_dir, tables, verdicts, manifest, judge_runs))
-        if len(tasks) > 1:
+        if config.tasks:
             shared = build_manifest(tasks[0][1], judge_runs, pl.concat([o.verdicts for o in outcomes],
                                                                        how="diagonal_relaxed"), time.time() - t0)
             shared.update(kind="tasks", tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
