@@ -23,7 +23,8 @@ from ..core.requests import JudgeRequest, RequestMeta, content_key
 from ..core.runner import run_judge
 from ..core.store import Store
 from .outputs import read_manifest, write_tables
-from .run import prepare, recorded_config, verdict_frame
+from .run import prepare, recorded_config, run_id
+from .verdicts import verdict_frame
 
 FULL = -1
 
@@ -81,7 +82,7 @@ def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[
     try:
         for spec in prep.specs:
             planner = registry.planner(spec)
-            stored = verdict_frame(store, f"{config.name}/{spec.name}", spec.name)
+            stored = verdict_frame(store, run_id(config, "", spec.name), spec.name)
             analyses = dict(zip(stored["key"].to_list(), stored["analysis"].to_list(), strict=True))
             cut = _cutter(spec)
             requests = []

@@ -27,9 +27,10 @@ from .. import backends as registry
 from ..core.backend import Backend
 from ..core.config import GENERATED, RunConfig
 from ..core.requests import JudgeRequest, Message, RequestMeta
-from ..core.runner import JudgeRun, LazyBackend, run_judge
+from ..core.runner import LazyBackend, run_judge
 from ..core.store import Store
 from .outputs import write_text
+from .verdicts import verdict_frame
 
 ITEMS_FILE = "items.jsonl"
 GENERATION_SCHEMA = {"generator": pl.Utf8, "level": pl.Utf8, "conversations": pl.Int64, "turns": pl.Int64,
@@ -42,7 +43,6 @@ DUPLICATE_SCHEMA = {"group": pl.Utf8, "use": pl.Utf8, "count": pl.Int64, "levels
 class GenerationOutcome:
     items_file: Path
     tables: dict[str, pl.DataFrame]
-    runs: list[JudgeRun] = field(default_factory=list)
     engines: dict[str, Backend] = field(default_factory=dict)     # live engines handed to the judging stage
     summary: list[dict[str, Any]] = field(default_factory=list)   # per generator, for the manifest
 
@@ -113,9 +113,8 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool =
                 requests = ((run, turn_request(c, turn, answers[c.conv_id], name, config, language)) for c in todo)
                 jr = run_judge(spec, planner, engine.start, requests, store, truncation="error",
                                progress=progress, engine=engine)
-                outcome.runs.append(jr)
                 generated += jr.generated
-                for conv_id, status, raw in _answers(store, run):
+                for conv_id, status, raw in verdict_frame(store, run, name).select("item_id", "status", "raw").iter_rows():
                     if status == "ok":
                         answers[conv_id].append(raw)
                     else:
@@ -149,11 +148,3 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool =
                       "generation_duplicates": pl.DataFrame(dups, schema=DUPLICATE_SCHEMA)}
     return outcome
 
-
-ANSWERS = """SELECT p.item_id, r.status, r.raw FROM plan p LEFT JOIN results r ON p.key = r.key
-WHERE p.run = ? ORDER BY p.rowid"""
-
-
-def _answers(store: Store, run: str) -> list[tuple[str, str | None, str | None]]:
-    """(conversation id, status, raw answer) of every request of one turn, from the store."""
-    return [tuple(r) for batch in store.query_batches(ANSWERS, (run,)) for r in batch]  # type: ignore[misc]

@@ -4,7 +4,6 @@ several tasks is rebuilt task by task (its store is shared, each task has its ow
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -28,8 +27,7 @@ def reparse(run_dir: Path) -> dict[str, int]:
         if manifest.get("kind") == "tasks":
             for task in manifest["tasks"]:
                 folder = run_dir / task["task"]
-                rebuild(folder, read_manifest(folder), store,
-                        lambda config, judge, name=task["task"]: run_id(config, name, judge))
+                rebuild(folder, read_manifest(folder), store, task["task"])
         elif manifest.get("kind") != "generation":       # a generation-only run has no tables to rebuild
             rebuild(run_dir, manifest, store)
     finally:
@@ -53,7 +51,7 @@ def reparse_store(store: Store) -> dict[str, int]:
     return {"results": total, "changed": changed}
 
 
-def rebuild(folder: Path, manifest: dict, store: Store, run_of: Callable | None = None) -> None:
+def rebuild(folder: Path, manifest: dict, store: Store, task: str = "") -> None:
     """One run's (or task's) tables from the store. Tables the protocol does not compute (items
     skipped before planning, the generation stage's) are kept as they were."""
     config = recorded_config(folder, manifest)
@@ -62,8 +60,7 @@ def rebuild(folder: Path, manifest: dict, store: Store, run_of: Callable | None 
                   for j in manifest["judges"])
     prep = Prepared(config, protocol, protocol.options(config),
                     dataset_card(config.dataset, config.source, config.protocol), specs)
-    ids = {s.name: run_of(config, s.name) for s in specs} if run_of else None
-    verdicts, tables, warnings = aggregate_store(prep, store, ids)
+    verdicts, tables, warnings = aggregate_store(prep, store, {s.name: run_id(config, task, s.name) for s in specs})
     for path in sorted((folder / "tables").glob("*.parquet")):
         if path.stem not in tables:
             tables[path.stem] = pl.read_parquet(path)

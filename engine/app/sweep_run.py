@@ -37,8 +37,9 @@ from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
 from .calibrate import SAMPLE
 from .outputs import write_file, write_text
-from .run import Prepared, prepare, verdict_frame
+from .run import Prepared, prepare
 from .sweep import Cell, Sweep
+from .verdicts import verdict_frame
 
 CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~0.1 s each at 1,000 resamples)
 

@@ -207,7 +207,7 @@ class GenerateConfig:
         _check(1 <= self.uses <= 9, "uses", f"must be in 1..9, got {self.uses}")
         _check(1 <= self.max_words <= 12, "max_words", f"must be in 1..12, got {self.max_words}")
         _check(0 <= self.followups <= 4, "followups", f"must be in 0..4 (the paper's four follow-ups), got {self.followups}")
-        Sampling(self.temperature, self.top_p, self.seed)       # the same range checks as [sampling]
+        self.sampling()                                         # the same range checks as [sampling]
         unknown = [k for k in self.phrases if k not in self.objects]
         _check(not unknown, "phrases", f"names objects not in `objects`: {unknown}")
 
