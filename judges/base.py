@@ -88,6 +88,9 @@ class Protocol(ABC):
     # (one row per cell, metric, group) is made of. Every float column of these tables is a metric.
     metric_tables: ClassVar[dict[str, tuple[str, ...]]] = {}
     default_rank_by: ClassVar[str] = ""          # "table.metric" a sweep ranks its cells by
+    # The "table.metric" names a sweep may rank by: each metric has a direction in
+    # metrics.direction (higher or lower is better), checked when the sweep config loads.
+    rank_metrics: ClassVar[tuple[str, ...]] = ()
     # Missing-answer policies the protocol can honour (config key `missing`): "drop" always; "label"
     # where a non-answer can stand for one of `missing_labels`; "wrong" where each verdict has a truth.
     missing_policies: ClassVar[tuple[str, ...]] = ("drop",)

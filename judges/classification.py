@@ -57,6 +57,7 @@ class Classification(Protocol):
     summary = ("metrics", "confusion", "class_counts")
     metric_tables = {"metrics": ()}
     default_rank_by = "metrics.accuracy"
+    rank_metrics = ("metrics.accuracy", "metrics.spearman_ordinal")
     missing_policies = ("drop", "label", "wrong")
 
     def missing_labels(self, options: ClassificationOptions) -> tuple[str, ...]:
@@ -72,7 +73,7 @@ class Classification(Protocol):
     def prompt(self, opts: ClassificationOptions, mode: str, text: str) -> str:
         labels = ", ".join(f'"{lab}"' for lab in opts.labels)
         if opts.template == "paper":
-            body = paper_prompt("poetry_without_context")["template"].replace("{text}", text.strip())
+            body = paper_prompt("poetry_without_context", "template").replace("{text}", text.strip())
             body = body.replace("poems", f"{opts.item_kind}s").replace("poem", opts.item_kind)
             body = body.split("Write your reasoning")[0].rstrip()
         else:

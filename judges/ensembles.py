@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .metrics import balanced_accuracy, cohen_kappa
+from .metrics.agreement import binary_agreement_with_ties, tie_credit
 from .metrics.bootstrap import mean_with_ci
 from .metrics.jury import average, fit_stacking, majority, stacked
 from .metrics.selective import Level, cascade
@@ -78,6 +78,18 @@ def _prob(pred: bool | None, p: float | None) -> float | None:
     return None if pred is None else float(pred)
 
 
+def shared_items(w: pl.DataFrame, judges: list[str], what: str) -> int:
+    """How many items every judge answered; none is refused (the members were run on different
+    items: nothing to pool or escalate)."""
+    have = w.filter(pl.all_horizontal([pl.col(f"pred|{j}").is_not_null() | pl.col(f"p|{j}").is_not_null()
+                                       for j in judges]))
+    if not have.height:
+        counts = ", ".join(f"{j}: {w[f'pred|{j}'].is_not_null().sum()}" for j in judges)
+        raise ValueError(f"the {what}'s judges share no human-labelled item ({counts} items each): run them on "
+                         "the same data")
+    return have.height
+
+
 def _interval(clusters: list[str], hits: list[float], resamples: int) -> dict:
     return mean_with_ci(clusters, hits, resamples=resamples).row("agreement")
 
@@ -87,6 +99,7 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
     if missing:
         raise ValueError(f"cascade judges {missing} are not judges of this run")
     w = _wide(frame, opts.judges)
+    shared = shared_items(w, opts.judges, "cascade")
     items, clusters, truth = w["item"].to_list(), w["cluster"].to_list(), w["truth"].to_list()
     calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
     calibration = [i for i, c in enumerate(clusters) if c in calib_clusters]
@@ -96,7 +109,9 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
         preds, probs = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
         conf = [max(q, 1 - q) if (q := _prob(a, b)) is not None else 0.0 for a, b in zip(preds, probs)]
         levels.append(Level(j, preds, conf))
-    result = cascade(levels, truth, calibration, opts.target, opts.delta)
+    # Items of one cluster (a story's tests, a pair's orders, repeats) are not independent: the
+    # thresholds are certified with the cluster as the unit (metrics.selective).
+    result = cascade(levels, truth, calibration, opts.target, opts.delta, clusters=clusters)
     rows, answered_hits, answered_clusters = [], [], []
     # Token and cost shares only where the decisions carry them (None, not 0, when they are unknown).
     known_tokens = any(w[f"tokens|{j}"].is_not_null().any() for j in opts.judges)
@@ -122,44 +137,54 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
                "test_items": len(test), "answered": overall["n"],
                "coverage": overall["n"] / len(test) if test else None, "abstained": len(test) - overall["n"],
                "agreement": overall["agreement"], "ci_low": overall["ci_low"], "ci_high": overall["ci_high"],
-               "guarantee_held": None if overall["agreement"] is None else overall["agreement"] >= opts.target,
-               "items": len(items)}
+               "ci_note": overall["ci_note"],
+               # a point estimate on the held-out split, not the guarantee (that is a property of the
+               # threshold rule over calibration draws, certified at 1 - delta)
+               "held_out_agreement_reaches_target": None if overall["agreement"] is None
+               else overall["agreement"] >= opts.target,
+               "items": len(items), "shared_items": shared}
     return {"cascade": pl.DataFrame(rows), "cascade_summary": pl.DataFrame([summary])}
 
 
 def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 1000) -> dict[str, pl.DataFrame]:
+    """Each judge and each pooling on the held-out split. Tie rule: a pooled probability of exactly
+    0.5 (two judges split, or an average of 0.5) is a fair coin: half credit in agreement, half of
+    each label in kappa and balanced accuracy; `n` counts every held-out item, `ties` the ties."""
     judges = opts.judges or sorted(set(frame["judge"].to_list()), key=frame["judge"].to_list().index)
     w = _wide(frame, judges)
-    probs_cols = []
+    shared_items(w, judges, "jury")
+    probs_cols, hot_cols = [], []
     for j in judges:
-        probs_cols.append([_prob(a, b) for a, b in zip(w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list())])
+        preds, ps = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
+        probs_cols.append([_prob(a, b) for a, b in zip(preds, ps)])
+        hot_cols.append([b is None for b in ps])
     keep = [i for i in range(w.height) if all(col[i] is not None for col in probs_cols)]   # items every judge judged
     probs = [[col[i] for col in probs_cols] for i in keep]
+    one_hot = [[col[i] for col in hot_cols] for i in keep]
     truth = [w["truth"][i] for i in keep]
     clusters = [w["cluster"][i] for i in keep]
     calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
     cal = [k for k, c in enumerate(clusters) if c in calib_clusters]
     test = [k for k, c in enumerate(clusters) if c not in calib_clusters]
-    weights = fit_stacking([probs[k] for k in cal], [truth[k] for k in cal])
-    pooled = {"majority vote": majority(probs), "average": average(probs), "stacked": stacked(weights, probs)}
+    weights = fit_stacking([probs[k] for k in cal], [truth[k] for k in cal], one_hot=[one_hot[k] for k in cal])
+    pooled = {"majority vote": majority(probs), "average": average(probs), "stacked": stacked(weights, probs, one_hot)}
     members = {f"judge: {j}": [row[n] for row in probs] for n, j in enumerate(judges)}
     rows, cal_rows = [], []
+    t = [truth[k] for k in test]
     for name, p in {**members, **pooled}.items():
-        pred = [q > 0.5 if q != 0.5 else None for q in (p[k] for k in test)]
-        t = [truth[k] for k in test]
-        hits = [float(a == b) for a, b in zip(pred, t) if a is not None]
-        kept = [truth_k for truth_k, a in zip(t, pred) if a is not None]
-        kp = cohen_kappa(kept, [a for a in pred if a is not None])
-        ba = balanced_accuracy(kept, [a for a in pred if a is not None])
-        rows.append({"member": name, **_interval([clusters[k] for k, a in zip(test, pred) if a is not None], hits,
-                                                 resamples), "kappa": kp.value, "balanced_accuracy": ba.value})
+        said = [tie_credit(p[k]) for k in test]
+        credit = [q if truth_k else 1.0 - q for q, truth_k in zip(said, t)]
+        scores = binary_agreement_with_ties(t, said)
+        rows.append({"member": name, **_interval([clusters[k] for k in test], credit, resamples),
+                     "ties": sum(q == 0.5 for q in said), "kappa": scores["kappa"].value,
+                     "balanced_accuracy": scores["balanced_accuracy"].value})
         if name in ("stacked", "average"):
-            cal_rows += [{"judge": f"jury ({name})", "p": p[k], "truth": truth[k]} for k in test]
+            cal_rows += [{"judge": f"jury ({name})", "p": p[k], "truth": truth[k], "cluster": clusters[k]} for k in test]
     weight_rows = [{"member": "intercept", "weight": weights[0]}] + [{"member": j, "weight": wt}
                                                                       for j, wt in zip(judges, weights[1:])]
     out = {"jury": pl.DataFrame(rows), "jury_weights": pl.DataFrame(weight_rows)}
     if cal_rows:
-        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=min(resamples, 500))
+        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=min(resamples, 500), cluster="cluster")
         out.update({f"jury_{name}": table for name, table in calib.items()})
     return out
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.config import GenerateConfig
+from engine.core.errors import ConfigError
 from engine.core.paths import paper_prompt
 from engine.core.registry import Registry
 from grammars import UseList, VerdictLanguage
@@ -58,13 +59,13 @@ class AUTGeneration(GenerationProtocol):
 
     def conversations(self, cfg: GenerateConfig, limit: int | None) -> list[Conversation]:
         prompts = paper_prompt("aut_generation")
-        followups = tuple(prompts["highly_creative_followups"][: cfg.followups])
+        followups = tuple(paper_prompt("aut_generation", "highly_creative_followups")[: cfg.followups])
         out = []
         for obj in cfg.objects[: limit or None]:
             for level in cfg.levels:
                 if level not in prompts:
-                    raise ValueError(f"generate.levels: no AUT prompt for level {level!r} "
-                                     "(known: common, creative, highly_creative)")
+                    raise ConfigError(f"no AUT prompt for level {level!r} (known: common, creative, highly_creative)",
+                                      key="generate.levels")
                 first = (prompts[level].replace("[an object]", self.phrase(obj, cfg))
                          .replace("[this object]", "this object")
                          .replace("list of 5", f"list of {cfg.uses}").replace("5 words", f"{cfg.max_words} words"))

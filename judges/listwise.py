@@ -34,7 +34,7 @@ from grammars.listwise import position_scores
 
 from .base import Build, Context, Protocol
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
-from .metrics.bootstrap import difference_of_means_ci
+from .metrics.bootstrap import difference_of_means_ci, interval_note
 from .permutation import permutation_tables
 
 DESIGNS = ("comprehensive", "segmented", "subsets")
@@ -72,6 +72,13 @@ class ListwiseOptions:
             raise ValueError("options.subsets must be >= 1 and options.per_category >= 0")
         if self.orders < 1:
             raise ValueError(f"options.orders must be >= 1 (1: the list as drawn), got {self.orders}")
+        if not self.criterion.strip():
+            raise ValueError("options.criterion is empty: name a paper criterion "
+                             f"({', '.join(POETRY_CRITERIA)}), \"aut\", or write your own instruction")
+        if not self.item_kind.strip():
+            raise ValueError("options.item_kind is empty: say what the items are (\"poems\", \"stories\", ...)")
+        if self.segments < 1:
+            raise ValueError(f"options.segments must be >= 1, got {self.segments}")
 
 
 class Listwise(Protocol):
@@ -81,6 +88,8 @@ class Listwise(Protocol):
     summary = ("agreement", "anova", "category_means", "icc", "success")
     metric_tables = {"agreement": ("score",), "anova": ("score",), "icc": ("score", "list"), "success": ("n_items",)}
     default_rank_by = "agreement.spearman_category"
+    rank_metrics = ("agreement.spearman_category", "agreement.spearman_human", "anova.F",
+                    *(f"icc.{k}" for k in ICC_KINDS), "success.success_rate")
 
     def load(self, ctx: Context) -> ItemSet:
         return ctx.load("items")
@@ -88,9 +97,9 @@ class Listwise(Protocol):
     # -- prompts ------------------------------------------------------------------------------
     def instruction(self, opts: ListwiseOptions, group: str, n: int) -> str:
         if opts.criterion == "aut":
-            return paper_prompt("aut_scoring")["template"].replace("[an object]", group)
+            return paper_prompt("aut_scoring", "template").replace("[an object]", group)
         if opts.criterion in POETRY_CRITERIA:
-            text = paper_prompt("poetry_incontext")["criteria"][opts.criterion].replace("{n}", str(n))
+            text = paper_prompt("poetry_incontext", "criteria", opts.criterion).replace("{n}", str(n))
             text = text.replace("poems", opts.item_kind).replace("poem", opts.item_kind.rstrip("s"))
             return text.split(" Print out the filenames")[0]
         return opts.criterion.replace("{n}", str(n))
@@ -112,7 +121,7 @@ class Listwise(Protocol):
             cells.setdefault((item.source, item.category), []).append(item)
         if opts.design == "segmented":
             segments = [[x for v in cells.values() for x in v[k::opts.segments]] for k in range(opts.segments)]
-            return [rng.sample(s, len(s)) for s in segments if len(s) >= 2]
+            return [rng.sample(s, len(s)) for s in segments if s]
         by_cat: dict[str | None, list[RatedItem]] = {}
         for item in pool:
             by_cat.setdefault(item.category, []).append(item)
@@ -131,6 +140,11 @@ class Listwise(Protocol):
         for group, items in groups:
             rng = random.Random(f"{opts.seed}/{group}")
             for k, listed in enumerate(self.lists(self.pool(items, opts, rng), opts, rng)):
+                if len(listed) < 2:
+                    raise ConfigError(f"group {group!r} of {ctx.dataset_path}: list {k + 1} holds {len(listed)} item(s), "
+                                      "and a ranking needs at least 2 (the group has too few items for this design: "
+                                      "more per_category, fewer segments, a larger subset_size, or another group)",
+                                      key="options.design")
                 if len(listed) > opts.max_items:
                     raise ConfigError(f"group {group!r}: a list of {len(listed)} items exceeds options.max_items "
                                       f"({opts.max_items}); use per_category or another design", key="options.design")
@@ -238,11 +252,12 @@ class Listwise(Protocol):
                 rows.append({"judge": judge, "own_source": source, "score": col.removeprefix("mean_"),
                              "own_items": own.height, "other_items": other.height,
                              "own_mean": own[col].mean(), "other_mean": other[col].mean(),
-                             "difference": diff, "ci_low": low, "ci_high": high})
+                             "difference": diff, "ci_low": low, "ci_high": high,
+                             "ci_note": interval_note(min(own.height, other.height), low)})
         return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "score": pl.Utf8,
                                           "own_items": pl.Int64, "other_items": pl.Int64, "own_mean": pl.Float64,
                                           "other_mean": pl.Float64, "difference": pl.Float64, "ci_low": pl.Float64,
-                                          "ci_high": pl.Float64})
+                                          "ci_high": pl.Float64, "ci_note": pl.Utf8})
 
 
 def shown_orders(listed: list[tuple[str, RatedItem]], opts: ListwiseOptions, where: str

@@ -33,8 +33,8 @@ from engine.data.pairs import Pair
 
 from .base import Build, Context, Protocol
 from .metrics import MetricResult, first_position_win_rate
-from .metrics.bootstrap import mean_with_ci
-from .metrics.logistic import cluster_robust_cov, fit_logistic, sigmoid
+from .metrics.bootstrap import NO_CLUSTERS, mean_of_means_with_ci, mean_with_ci
+from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
 from .tables import calibration_tables, label_distribution
 
 ORDERS = ("ab", "ba")
@@ -74,6 +74,8 @@ class Pairwise(Protocol):
     post_options = ("tie_rule",)
     metric_tables = {"accuracy": ("order",), "bias": ("metric",), "length_control": (), "calibration_summary": ()}
     default_rank_by = "accuracy.accuracy"
+    rank_metrics = ("accuracy.accuracy", "length_control.lc_accuracy", "length_control.accuracy",
+                    "calibration_summary.ece", "calibration_summary.brier")
     missing_policies = ("drop", "label", "wrong")
     modes = ("label", "analyze", "distribution", "reward")
 
@@ -90,7 +92,7 @@ class Pairwise(Protocol):
 
     def prompt(self, opts: PairwiseOptions, mode: str, pair: Pair, first: str, second: str) -> str:
         head = (DEFAULT_TEMPLATE if opts.template == "default"
-                else paper_prompt("pairwise_litbench")["templates"][opts.template])
+                else paper_prompt("pairwise_litbench", "templates", opts.template))
         ask = ("Write a brief comparison, then end with a last line 'Preferred: A' or 'Preferred: B'."
                if mode == "analyze" else
                "Answer with A or B only." + (" Answer tie if they are equally good." if opts.tie else ""))
@@ -181,13 +183,14 @@ class Pairwise(Protocol):
         acc_rows, bias_rows, combined, lc_rows = [], [], [], []
         for (judge,), j in d.group_by(["judge"], maintain_order=True):
             labelled = j.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
-            per_order = {}
             for order in (("reward",) if reward else ORDERS):
-                per_order[order] = _rate(labelled.filter(pl.col("order") == order), AGREES, opts.resamples)
-                acc_rows.append({"judge": judge, "order": order, **per_order[order]})
-            both = [per_order[o]["accuracy"] for o in per_order if per_order[o]["n"]]
-            acc_rows.append({"judge": judge, "order": "mean of both", "accuracy": sum(both) / len(both) if both else None,
-                             "n": labelled.height, **_ci(labelled, AGREES, opts.resamples)})
+                acc_rows.append({"judge": judge, "order": order,
+                                 **_rate(labelled.filter(pl.col("order") == order), AGREES, opts.resamples)})
+            # the mean of the per-order accuracies, and the CI of that same statistic (pairs resampled)
+            v = labelled.select("pair_id", "order", AGREES.cast(pl.Float64).alias("v")).drop_nulls("v")
+            both = mean_of_means_with_ci(v["pair_id"].to_list(), v["order"].to_list(), v["v"].to_list(),
+                                         resamples=opts.resamples)
+            acc_rows.append({"judge": judge, "order": "mean of both", **both.row("accuracy")})
             units = combine(j, opts.tie_rule)
             comb_lab = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie"))
             acc_rows.append({"judge": judge, "order": f"combined ({opts.tie_rule}; tie = 0.5)",
@@ -202,9 +205,9 @@ class Pairwise(Protocol):
                   "pairs": pl.concat(combined, how="diagonal_relaxed") if combined else pl.DataFrame(),
                   "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "answer",
                                            "pick", "p_a", "words_a", "words_b"]),
-                  "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"))
+                  "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"), "pair_id")
                   if not reward else pl.DataFrame(),
-                  **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a")}
+                  **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a", cluster="pair_id")}
         if lc_rows:
             tables["length_control"] = pl.DataFrame(lc_rows)
         return tables
@@ -276,13 +279,6 @@ def _values(df: pl.DataFrame, values: pl.Expr) -> pl.DataFrame:
     return df.select(pl.col("pair_id"), values.cast(pl.Float64).alias("v")).drop_nulls("v")
 
 
-def _ci(df: pl.DataFrame, values: pl.Expr, resamples: int) -> dict:
-    """95% CI of the mean of `values`, resampling whole pairs."""
-    v = _values(df, values)
-    mean = mean_with_ci(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples)
-    return {"ci_low": mean.ci_low, "ci_high": mean.ci_high}
-
-
 def _rate(df: pl.DataFrame, values: pl.Expr, resamples: int,
           metric: Callable[[list], MetricResult] | None = None) -> dict:
     """The mean of per-row `values` (or `metric` of them, where a metric module defines the rate),
@@ -320,17 +316,29 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     """Agreement with humans at equal length (and style): logistic regression of "the judge picked
     the human-preferred text" on the log length ratio of that text to the other (and the style
     differences), read at zero difference, sigmoid(intercept); 95% CI from the intercept's
-    cluster-robust standard error (pairs as clusters). Verdicts that picked a tie are left out."""
+    cluster-robust standard error (pairs as clusters). Verdicts that picked a tie are left out.
+    No interval with fewer than 2 pairs; under perfect separation (the judge always right, or
+    right exactly on one side of a length ratio) the fit is set by its ridge penalty, not the data:
+    `separated` flags it and the interval is left out."""
     style = style and all(f"{k}_a" in labelled.columns for k in STYLE)
     rows = labelled.filter(pl.col("pick") != "tie")
     names = ["length"] + (list(STYLE) if style else [])
     if not rows.height:
         return {"features": "+".join(names), "n": 0, "accuracy": None, "lc_accuracy": None, "ci_low": None,
-                "ci_high": None, **{f"coef_{n}": None for n in names}}
+                "ci_high": None, "separated": None, "ci_note": None, **{f"coef_{n}": None for n in names}}
     x = _control_features(rows, style)
     y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
     beta = fit_logistic(x, y)
-    se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
-    lo, hi = sigmoid(beta[0] - 1.959964 * se), sigmoid(beta[0] + 1.959964 * se)
+    pairs = rows["pair_id"].n_unique()
+    split = separated(x, y)
+    lo = hi = None
+    note = NO_CLUSTERS if pairs < 2 else SEPARATED if split else None
+    if note is None:
+        se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
+        lo, hi = sigmoid(beta[0] - 1.959964 * se), sigmoid(beta[0] + 1.959964 * se)
     return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
-            "ci_low": lo, "ci_high": hi, **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
+            "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,
+            **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
+
+
+SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"

@@ -7,9 +7,16 @@ Reported, per judge, each as a mean over lists with a 95% CI (lists resampled):
 - agreement with the ground truth (Spearman with the category rank) of the single order as drawn,
   of the central ranking, and of the mean score over orders;
 - position bias before and after: Spearman between where an item was shown in the prompt and the
-  judge's rank of it (and its 1-5 score), for the single order (before) and for the central ranking
-  (the mean score over orders) against the same shown positions (after). A judge that ranks by
-  prompt order has -1 before and about 0 after.
+  judge's rank of it (and its 1-5 score). Before: each order's own ranking against that order's
+  shown positions, averaged over the orders. After: each order's shown positions against the
+  aggregate of the OTHER orders (their Kemeny ranking, their mean score), averaged over the
+  orders; leaving the order out matters, since an aggregate that includes the order it is compared
+  with inherits that order's bias (a purely positional judge read -0.68 / -0.48 / -0.34 after with
+  2 / 4 / 8 orders that way). A judge that ranks by prompt order has -1 before and about 0 after;
+  with one order there is no after.
+
+Lists are the resampling unit of every interval: a list's repeats are not independent of each
+other (the same items, the same prompt), so a repeat is averaged into its list's value first.
 """
 from __future__ import annotations
 
@@ -60,25 +67,59 @@ def _by_item(frame: pl.DataFrame | None, column: str) -> dict:
 
 
 def _mean_ci(lists: list[str], values: list[float]) -> dict:
-    return mean_with_ci(lists, values).row("spearman", n="lists")
+    """Mean over (list, repeat) values with a CI that resamples lists."""
+    return mean_with_ci(lists, values).row("spearman", n="units") | {"lists": len(set(lists))}
+
+
+def _spearman(x: list, y: list) -> float:
+    return spearman([math.nan if v is None else v for v in x], [math.nan if v is None else v for v in y]).value
+
+
+def order_bias(unit: pl.DataFrame) -> dict[str, float]:
+    """Position bias of one list at one repeat, from all its orders (rows: order, item_id,
+    position, score, shown_at): each order's ranking / score against its own shown positions
+    (before) and the other orders' Kemeny ranking / mean score against them (after, leave one
+    out), each averaged over the orders. NaN where undefined (one order has no after)."""
+    orders = {o: g for (o,), g in unit.group_by(["order"], maintain_order=True)}
+    ranking = {o: g.sort("position", descending=True)["item_id"].to_list() for o, g in orders.items()}
+    sums: dict[str, list[float]] = {"before_rank": [], "after_rank": [], "before_score": [], "after_score": []}
+    for o, g in orders.items():
+        items, shown = g["item_id"].to_list(), g["shown_at"].to_list()
+        sums["before_rank"].append(_spearman(shown, g["position"].to_list()))
+        sums["before_score"].append(_spearman(shown, g["score"].to_list()))
+        others = [ranking[k] for k in orders if k != o]
+        if not others:
+            continue
+        central = kemeny(others)
+        rank_of = {item: float(len(central) - r) for r, item in enumerate(central)}
+        rest = unit.filter(pl.col("order") != o).group_by("item_id").agg(pl.col("score").mean())
+        mean_of = dict(zip(rest["item_id"].to_list(), rest["score"].to_list(), strict=True))
+        sums["after_rank"].append(_spearman(shown, [rank_of.get(i) for i in items]))
+        sums["after_score"].append(_spearman(shown, [mean_of.get(i) for i in items]))
+    out = {}
+    for name, values in sums.items():
+        kept = [v for v in values if not math.isnan(v)]
+        out[name] = sum(kept) / len(kept) if kept else math.nan
+    return out
 
 
 def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:
     ranks = central_rankings(s).join(info.select("item_id", "category_rank"), on="item_id", how="left")
     agreement, bias = [], []
     for (judge,), j in ranks.group_by(["judge"], maintain_order=True):
-        per_list = [(f"{g}/{lst}/{rep}", u) for (g, lst, rep), u in j.group_by(["group", "list", "repeat"],
-                                                                                 maintain_order=True)]
-        names = [n for n, _ in per_list]
+        per_list = [(f"{g}/{lst}", u) for (g, lst, _rep), u in j.group_by(["group", "list", "repeat"],
+                                                                           maintain_order=True)]
+        lists = [n for n, _ in per_list]
         for label, column in (("single order", "single_position"), ("central (Kemeny)", "central_position"),
                               ("mean score over orders", "mean_score")):
             values = [spearman(u["category_rank"].fill_null(math.nan).to_list(),
                                u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
-            agreement.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(names, values)})
-        for label, column in (("before: single order", "single_position"), ("after: central (Kemeny)", "central_position"),
-                              ("before: single order's score", "single_score"),
-                              ("after: mean score over orders", "mean_score")):
-            values = [spearman(u["shown_at"].cast(pl.Float64).fill_null(math.nan).to_list(),
-                               u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
-            bias.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(names, values)})
+            agreement.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(lists, values)})
+        units = [(f"{g}/{lst}", order_bias(u)) for (g, lst, _rep), u in
+                 s.filter(pl.col("judge") == judge).group_by(["group", "list", "repeat"], maintain_order=True)]
+        for label, key in (("before: single order", "before_rank"), ("after: central (Kemeny)", "after_rank"),
+                           ("before: single order's score", "before_score"),
+                           ("after: mean score over orders", "after_score")):
+            bias.append({"judge": judge, "ranking": label, "orders": orders,
+                         **_mean_ci([n for n, _ in units], [b[key] for _, b in units])})
     return {"psc_rankings": ranks, "psc_agreement": pl.DataFrame(agreement), "psc_position_bias": pl.DataFrame(bias)}

@@ -57,7 +57,7 @@ class ReferenceLikertOptions:
 
 def paper_template(points: int) -> str:
     """The paper's prompt (Appendix A.1); for 3 or 7 points its list of choices is regenerated."""
-    template = paper_prompt("reference_likert_5pt")["template"]
+    template = paper_prompt("reference_likert_5pt", "template")
     if points == 5:
         return template
     labels = grammars.likert(points).labels()
@@ -80,6 +80,7 @@ class ReferenceLikert(Protocol):
     summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
     metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
     default_rank_by = "cutoff_sweep.spearman"
+    rank_metrics = ("cutoff_sweep.spearman", "cutoff_sweep.kendall", "cutoff_sweep.pairwise_accuracy")
     missing_policies = ("drop", "label")
     modes = ("label", "analyze")        # distribution over multi-token Likert labels is not aggregated
 

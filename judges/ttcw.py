@@ -27,7 +27,7 @@ from grammars.upstream import UpstreamYesNo
 
 from .base import Build, Context, Protocol, Skip
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
-from .metrics.bootstrap import balanced_accuracy_bootstrap
+from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
@@ -65,6 +65,9 @@ class TTCW(Protocol):
     metric_tables = {"overall": ("view",), "per_test": ("view", "test"), "story_counts": ("view",),
                      "story_cutoff": ("view",), "calibration_summary": ()}
     default_rank_by = "overall.kappa"
+    rank_metrics = ("overall.kappa", "overall.balanced_accuracy", "per_test.kappa", "per_test.balanced_accuracy",
+                    "story_counts.pearson", "story_counts.spearman", "story_cutoff.kappa",
+                    "story_cutoff.balanced_accuracy", "calibration_summary.ece", "calibration_summary.brier")
 
     def missing_labels(self, options) -> tuple[str, ...]:
         return ("Yes", "No")
@@ -184,7 +187,7 @@ class TTCW(Protocol):
         answers = per_item.with_columns(pl.when(pl.col("status") != "ok").then(pl.lit("unparsed"))
                                         .when(pl.col("judge_pass")).then(pl.lit("Yes")).otherwise(pl.lit("No")).alias("label"))
         tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,
-                  "per_test": pl.DataFrame(per_test), "label_distribution": label_distribution(answers),
+                  "per_test": pl.DataFrame(per_test), "label_distribution": label_distribution(answers, "story_id"),
                   "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"])}
         tables["pass_rates_by_source"] = (tables["pass_rates"].group_by(["judge", "view", "source"], maintain_order=True)
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
@@ -200,7 +203,7 @@ class TTCW(Protocol):
         return {**tables, "overall": pl.DataFrame(overall), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
-                **calibration_tables(answered, "p_yes", "expert_pass")}
+                **calibration_tables(answered, "p_yes", "expert_pass", cluster="story_id")}
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:
@@ -221,7 +224,8 @@ class TTCW(Protocol):
         ok = g.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
         low, high = balanced_accuracy_bootstrap(ok["story_id"].to_list(), ok["expert_pass"].to_list(),
                                                 ok["judge_pass"].to_list())
-        return {"balanced_accuracy_low": low, "balanced_accuracy_high": high}
+        return {"balanced_accuracy_low": low, "balanced_accuracy_high": high,
+                "ci_note": interval_note(ok["story_id"].n_unique(), low) if ok.height else None}
 
     @staticmethod
     def _rates(g: pl.DataFrame) -> dict:

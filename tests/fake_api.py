@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeAPI:
-    def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None):
+    def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0):
         self.faults = faults or {}          # request number (1-based) -> 429 | 500 | "timeout"
         self.answer = answer
         self.received: list[dict] = []
@@ -51,7 +51,7 @@ class FakeAPI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass                     # the client timed out and left
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

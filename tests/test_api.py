@@ -122,8 +122,10 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         judge = f"openai-compatible:{server.url}/v1:fake-judge"
         cfg = demo_config(tmp_path, "budget", judge, api="concurrency = 1\nmax_tokens_total = 1500")
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
-        assert r.returncode == 0, r.stderr[-3000:]
         first = len(server.received)
+        # the cap held requests back: the run says how many and exits 3 (incomplete), not 0
+        assert r.returncode == 3, r.stderr[-3000:]
+        assert f"{12 - first} request(s) were left without an answer" in r.stderr and "held back by the budget cap" in r.stderr
         api = json.loads((runs / "budget" / "manifest.json").read_text())["judges"][0]["api"]
         assert 1 <= first < 12 and api["not_sent_over_budget"] == 12 - first
         v = verdicts(runs / "budget")
@@ -132,6 +134,25 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
         assert r.returncode == 0 and "12 verdicts (0 unparsed)" in r.stdout
         assert len(server.received) == 12              # nothing answered before was asked again
+
+
+def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):
+    """A judge at a closed port: nothing is stored (transport failures are not verdicts), the run
+    exits 3 saying how many requests are unanswered; once the server is up, the same command
+    asks them again and stores 12 verdicts."""
+    runs = tmp_path / "runs"
+    port = _free_port()
+    judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
+    cfg = demo_config(tmp_path, "outage", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "12 request(s) were left without an answer" in r.stderr
+    v = verdicts(runs / "outage")
+    assert v.filter(pl.col("status") == "unparsed").height == 0 and v.filter(pl.col("status") == "missing").height == 12
+    with FakeAPI(port=port) as server:                  # the server is up now, at the same address
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "12 verdicts (0 unparsed)" in r.stdout and len(server.received) == 12
 
 
 def _free_port() -> int:

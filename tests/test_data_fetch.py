@@ -68,3 +68,30 @@ def test_a_corrupted_file_is_refused_and_never_lands(mirror, tmp_path):
     r = litjudge("data", "fetch", "aut-ocsai", "--data-root", str(data),
                  env={"LITJUDGE_DATA_BASE_URL": "http://127.0.0.1:9"})                 # nothing listens there
     assert r.returncode == 2 and "not reachable" in r.stderr
+
+
+@needs_data
+def test_a_write_refused_midway_leaves_no_partial_file_and_says_how_to_resume(mirror, tmp_path):
+    """A file-size limit (as a full disk would) refuses a write in the middle of a fetch: one line
+    naming the file, the count already verified, how to resume; no temporary file is left, and
+    `data list` says the dataset is partial."""
+    import resource
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    _, url = mirror
+    data = tmp_path / "data"
+
+    def limit():                  # stories.json (352 kB) and tests.json fit; expert_annotations.json (1.1 MB) does not
+        resource.setrlimit(resource.RLIMIT_FSIZE, (500_000, 500_000))
+    r = subprocess.run([sys.executable, "-m", "engine.app.cli", "data", "fetch", "ttcw", "--data-root", str(data)],
+                       cwd=PROJECT_ROOT, env={**__import__("os").environ, "LITJUDGE_DATA_BASE_URL": url},
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert r.returncode == 2 and r.stderr.count("litjudge: error:") == 1, r.stderr[-2000:]
+    assert "file-size limit" in r.stderr and "run `litjudge data fetch ttcw` again" in r.stderr
+    assert not [p for p in (data / "ttcw").rglob(".*") if p.is_file()]          # no partial temporary file
+    listed = litjudge("data", "list", "--data-root", str(data))
+    assert "ttcw" in listed.stdout and "partial (" in next(ln for ln in listed.stdout.splitlines()
+                                                           if ln.startswith("ttcw "))

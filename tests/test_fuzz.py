@@ -203,3 +203,139 @@ def test_generated_data_rows_plan_or_fail_in_one_line(lines):
             assert m and int(m.group(1)) == 2 * pairs, out                 # and no good row was dropped
         else:
             assert False in verdicts or pairs == 0, (lines, err)           # a refusal has a reason in the data
+
+
+# -- the other commands' inputs: ensembles, budgets, generate, data ------------------------------
+def cli_in_process(args: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(args)
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+    return rc, out.getvalue(), err.getvalue()
+
+
+ANSWERS = "".join(json.dumps({"id": f"p{i}/{o}", "response": "AB"[(i + (o == "ba")) % 2]}) + "\n"
+                  for i in range(3) for o in ("ab", "ba"))
+
+
+def member(folder: Path, name: str) -> Path:
+    """A finished-in-seconds member run: our pairs, a recording that answers for every item."""
+    (folder / "pairs.jsonl").write_bytes(b"".join(GOOD))
+    (folder / f"{name}.jsonl").write_text(ANSWERS)
+    cfg = folder / f"{name}.toml"
+    cfg.write_text(f'name = "{name}"\nprotocol = "pairwise"\ndataset = "{folder / "card.toml"}"\n'
+                   f'judge = "replay:{folder / (name + ".jsonl")}"\n')
+    (folder / "card.toml").write_text('name = "fuzz"\ntitle = "fuzz"\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n'
+                                      'protocols = ["pairwise"]\n')
+    return cfg
+
+
+ensemble_tables = st.fixed_dictionaries({}, optional={
+    "name": st.one_of(st.just("ens"), st.text(max_size=8), st.just("../../escape")),
+    "cascade": st.dictionaries(st.sampled_from(["judges", "target", "delta", "calibration_fraction", "seed", "nope"]),
+                               values, max_size=3),
+    "jury": st.dictionaries(st.sampled_from(["judges", "calibration_fraction", "seed", "nope"]), values, max_size=2),
+    "extra": values})
+
+
+plausible_ensembles = st.fixed_dictionaries({"name": st.just("ens"), "jury": st.fixed_dictionaries(
+    {}, optional={"calibration_fraction": st.floats(0.1, 0.9), "seed": st.integers(0, 5)})})
+
+
+@fuzz(120)
+@given(st.one_of(ensemble_tables, plausible_ensembles), st.lists(st.tuples(st.sampled_from(["mode", "limit", "name", "mdoe", "options"]), values),
+                                 max_size=2))
+def test_generated_ensemble_configs_run_or_fail_in_one_line(table, overrides):
+    """Ensemble configs with random sections, values and member overrides: they run (members are
+    replay runs) or fail in one line; a refused one runs no member and writes nothing outside."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        member(folder, "m1")
+        cfg = {k: v for k, v in table.items() if k != "extra"}
+        runs = [{"config": "m1.toml", **dict(overrides)}]
+        text = toml({k: v for k, v in cfg.items() if not isinstance(v, dict)})
+        text += "".join("[[runs]]\n" + "".join(f"{json.dumps(k)} = {toml_value(v)}\n" for k, v in r.items()) for r in runs)
+        for section in ("cascade", "jury"):
+            if isinstance(cfg.get(section), dict):
+                text += f"[{section}]\n" + "".join(f"{json.dumps(k)} = {toml_value(v)}\n" for k, v in cfg[section].items())
+        (folder / "ens.toml").write_text(text)
+        before = set(Path(tmp).parent.iterdir())
+        import os
+        old = os.environ.get("LITJUDGE_RUNS_DIR")
+        os.environ["LITJUDGE_RUNS_DIR"] = str(folder / "out")
+        try:
+            rc, _, err = cli_in_process(["run", str(folder / "ens.toml"), "--quiet"])
+        finally:
+            if old is None:
+                os.environ.pop("LITJUDGE_RUNS_DIR")
+            else:
+                os.environ["LITJUDGE_RUNS_DIR"] = old
+        check_one_line(rc, err)
+        event(f"exit {rc}")
+        assert set(Path(tmp).parent.iterdir()) == before | {folder} or set(Path(tmp).parent.iterdir()) <= before | {folder}
+
+
+@fuzz(150)
+@given(st.one_of(st.text(max_size=20), st.lists(st.sampled_from(["0", "16", "full", "-3", "x", "", "1e3"]), max_size=4)
+                 .map(",".join)), st.sampled_from(["run", "missing", "ensemble"]))
+def test_generated_budgets_arguments_fail_in_one_line(budgets, target):
+    """`litjudge budgets` with random --budgets on a label-mode run, a missing folder, an
+    ensemble folder: one line each (budgets need an analyze-mode run)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = folder / target
+        if target != "missing":
+            path.mkdir()
+            manifest = {"config": {"protocol": "pairwise" if target == "run" else "ensemble", "name": "x"}, "judges": []}
+            if target == "ensemble":
+                manifest["kind"] = "ensemble"
+            (path / "manifest.json").write_text(json.dumps(manifest))
+        rc, _, err = cli_in_process(["budgets", str(path), "--budgets", budgets])
+        check_one_line(rc, err)
+        assert rc == 2
+
+
+generate_tables = st.dictionaries(
+    st.sampled_from(["generators", "objects", "levels", "uses", "max_words", "followups", "temperature", "top_p",
+                     "seed", "phrases", "protocol", "nope"]),
+    st.one_of(values, st.lists(st.sampled_from(["smollm2-135m", "fork", "common", "creative", "x"]), max_size=3)),
+    max_size=5)
+
+
+@fuzz(200)
+@given(generate_tables)
+def test_generated_generate_sections_fail_in_one_line_without_an_engine(section):
+    """`[generate]` tables with random keys and values: `plan` refuses every one in one line (a
+    run that generates cannot be planned ahead), whether the section is valid or not; no engine."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        text = 'name = "g"\njudge = "smollm2-135m"\n[generate]\n' + "".join(
+            f"{json.dumps(k)} = {toml_value(v)}\n" for k, v in section.items())
+        (folder / "g.toml").write_text(text)
+        rc, _, err = cli_in_process(["plan", str(folder / "g.toml"), "--no-calibrate"])
+        check_one_line(rc, err)
+        event(f"exit {rc}")
+
+
+@fuzz(100)
+@given(st.sampled_from(["list", "fetch"]), st.lists(st.one_of(st.sampled_from(["ttcw", "aut-ocsai", "confederacy"]),
+                                                             st.text(max_size=10)), max_size=3))
+def test_generated_data_commands_fail_in_one_line(action, names):
+    """`litjudge data list|fetch NAMES` into an empty data root, with no server to fetch from
+    (LITJUDGE_DATA_BASE_URL at a closed loopback port): listed, or refused in one line."""
+    import os
+    with tempfile.TemporaryDirectory() as tmp:
+        old = os.environ.get("LITJUDGE_DATA_BASE_URL")
+        os.environ["LITJUDGE_DATA_BASE_URL"] = "http://127.0.0.1:9"
+        try:
+            rc, out, err = cli_in_process(["data", action, *names, "--data-root", tmp])
+        finally:
+            if old is None:
+                os.environ.pop("LITJUDGE_DATA_BASE_URL")
+            else:
+                os.environ["LITJUDGE_DATA_BASE_URL"] = old
+        check_one_line(rc, err)
+        if action == "fetch":
+            assert rc == 2                              # nothing can be fetched: refused, never "0 files verified"

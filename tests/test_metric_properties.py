@@ -206,16 +206,22 @@ def test_vectorized_balanced_accuracy_bootstrap_is_the_reference_bootstrap(rows,
 def test_mean_with_ci_is_the_mean_of_the_known_values_and_their_cluster_bootstrap(rows):
     """The one mean-plus-interval helper every table uses: missing values out, then the plain mean
     and exactly `mean_bootstrap`'s interval over the rest."""
-    from judges.metrics.bootstrap import mean_bootstrap, mean_with_ci
+    from judges.metrics.bootstrap import NO_CLUSTERS, mean_bootstrap, mean_with_ci
 
     kept = [(c, v) for c, v in rows if v is not None and not math.isnan(v)]
     m = mean_with_ci([c for c, _ in rows], [v for _, v in rows], resamples=200)
     assert m.n == len(kept)
     if not kept:
-        assert m.value is None and m.ci_low is None and m.row("x") == {"x": None, "n": 0, "ci_low": None, "ci_high": None}
+        assert m.value is None and m.ci_low is None and m.row("x") == {"x": None, "n": 0, "ci_low": None, "ci_high": None,
+                                                                       "ci_note": None}
         return
     assert m.value == pytest.approx(sum(v for _, v in kept) / len(kept))
-    assert (m.ci_low, m.ci_high) == mean_bootstrap([c for c, _ in kept], [v for _, v in kept], resamples=200)
+    low, high = mean_bootstrap([c for c, _ in kept], [v for _, v in kept], resamples=200)
+    if math.isnan(low):       # one cluster, or no spread: no interval, and the note says why
+        assert m.ci_low is None and m.ci_high is None and m.note is not None
+        assert (len({c for c, _ in kept}) < 2) == (m.note == NO_CLUSTERS)
+    else:
+        assert (m.ci_low, m.ci_high) == (low, high) and m.note is None and low < high
 
 
 def test_bootstrap_ci_coverage_on_simulated_data():
@@ -367,5 +373,11 @@ def test_ece_bootstrap_matches_the_generic_bootstrap():
     y = [float(rng.random() < v) for v in p]
     fast = ece_bootstrap(p, y, 10, resamples=300)
     slow = cluster_bootstrap([f"{i:05d}" for i in range(300)], y, p, lambda t, q: MetricResult(expected_calibration_error(q, t), len(t)),
+                             resamples=300)
+    assert fast == pytest.approx(slow, abs=1e-12)
+    # with clusters (a story's verdicts move together): the same draws as the generic cluster bootstrap
+    stories = [f"s{i // 7:03d}" for i in range(300)]
+    fast = ece_bootstrap(p, y, 10, resamples=300, clusters=stories)
+    slow = cluster_bootstrap(stories, y, p, lambda t, q: MetricResult(expected_calibration_error(q, t), len(t)),
                              resamples=300)
     assert fast == pytest.approx(slow, abs=1e-12)

@@ -28,6 +28,8 @@ HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n
      "matrix.options.threshold: needs no inference"),
     ('[sweep.post]\n"options.threshold" = [0.5, 1.5]\n', "options.threshold must be in [0, 1]"),
     ('[sweep]\nrankby = "overall.kappa"\n', "sweep.rankby: unknown key"),
+    ('[sweep]\nrank_by = "overall.judge_pass_rate"\n', "sweep.rank_by: protocol 'ttcw' cannot rank by"),
+    ('[sweep]\nrank_by = "bias.value"\n', "sweep.rank_by: protocol 'ttcw' cannot rank by"),
 ])
 def test_bad_sweeps_fail_before_any_inference(tmp_path, body, message):
     cfg = write_config(tmp_path / "bad.toml", HEAD + body)

@@ -5,43 +5,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
-from judges import PROTOCOLS
-
-from .. import backends as registry
 from ..core.config import load_config, read_toml
 from ..core.console import prepare_environment, quiet, terminal
 from ..core.errors import ConfigError, GrammarError, LitjudgeError, StoreError
 from ..core.paths import cache_dir
-from ..data.cards import dataset_card, with_data
-from .calibrate import cached, calibrate, estimate_seconds
-from .commands import (
-    cmd_bench,
-    cmd_budgets,
-    cmd_check_labels,
-    cmd_compare,
-    cmd_data,
-    cmd_ensemble,
-    cmd_generate,
-    cmd_judges,
-    cmd_report,
-    print_ensemble,
-)
-from .ensemble import is_ensemble, load_ensemble, run_ensemble
-from .outputs import fault, rebuild_store
-from .reparse import reparse
-from .run import run, run_dir_for
-from .sweep import load_sweep
-from .sweep_run import plan_summary, run_sweep
-from .tables import print_table
+
+# Commands import what they need when they run: `litjudge --help`, `data list`, `judges` and every
+# one-line config error answer without loading polars' plotting, scipy, torch or vLLM.
+
+
+def lazy(target: str) -> Callable[[Any], int]:
+    """A command implemented in `.module:function`, imported when the command runs."""
+    module, _, name = target.partition(":")
+
+    def command(args) -> int:
+        return getattr(importlib.import_module(module, __package__), name)(args)
+    return command
 
 
 def _overrides(args) -> dict[str, Any]:
@@ -64,14 +52,31 @@ def is_sweep(path: str | Path) -> bool:
 
 
 def cmd_run(args) -> int:
-
     overrides = _overrides(args)
     if is_sweep(args.config):
         return run_sweep_cli(args, overrides)
-    if is_ensemble(args.config):
+    table = read_toml(args.config)
+    if "runs" in table and ("cascade" in table or "jury" in table):        # an ensemble config
+        from .commands import print_ensemble
+        from .ensemble import load_ensemble, run_ensemble
+
         return print_ensemble(*run_ensemble(load_ensemble(args.config), args.limit, progress=not args.quiet))
-    config = load_config(args.config, **overrides)
+    config = load_config(args.config, **overrides)          # a config error is one line before any heavy import
+    from judges import PROTOCOLS
+
+    from ..data.cards import dataset_card, with_data
+    from .outputs import rebuild_store
+    from .run import run, run_dir_for
+    from .tables import print_table
+
+    if args.generate_only and not config.generate.enabled:
+        raise ConfigError("--generate-only runs a [generate] stage, and this config has none", where=config.source)
     if args.data:
+        if config.generate.enabled or config.tasks:
+            raise ConfigError("--data reads your file in the layout of the config's one dataset; this config "
+                              + ("generates its items ([generate])" if config.generate.enabled
+                                 else "has several tasks ([[tasks]]), each with its own dataset")
+                              + ": give the data in the config instead", where=config.source)
         config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,
                                                                             config.protocol), args.data))
     if args.rebuild_store:
@@ -107,7 +112,23 @@ def cmd_run(args) -> int:
         print(f"litjudge: warning: {warning}", file=terminal())
     keep_log(args, outcome.run_dir)
     print(f"Results: {outcome.run_dir}")
-    return 0
+    return unanswered_exit(m)
+
+
+UNANSWERED = 3      # exit status of a run that left requests without an answer (a re-run asks them again)
+
+
+def unanswered_exit(manifest: dict) -> int:
+    """0, or UNANSWERED with one line saying how many requests have no stored answer and why."""
+    left = manifest.get("unanswered", 0)
+    if not left:
+        return 0
+    per = "; ".join(f"{j['judge']}: {j['unanswered']}" + (
+        f" ({j['api']['not_sent_over_budget']} held back by the budget cap)"
+        if j.get("api", {}).get("not_sent_over_budget") else "") for j in manifest["judges"] if j.get("unanswered"))
+    print(f"litjudge: {left} request(s) were left without an answer ({per}): they are not verdicts and were not "
+          "stored; the tables cover the rest. Run the same command again to ask them again.", file=terminal())
+    return UNANSWERED
 
 
 def keep_log(args, run_dir: Path) -> None:
@@ -119,6 +140,9 @@ def keep_log(args, run_dir: Path) -> None:
 
 
 def run_sweep_cli(args, overrides: dict) -> int:
+    from .sweep import load_sweep
+    from .sweep_run import run_sweep
+    from .tables import print_table
 
     sweep = load_sweep(args.config, data=args.data, **overrides)
     out = run_sweep(sweep, progress=not args.quiet)
@@ -137,6 +161,18 @@ def run_sweep_cli(args, overrides: dict) -> int:
 
 
 def cmd_plan(args) -> int:
+    import polars as pl
+
+    from .. import backends as registry
+    from .calibrate import cached, calibrate, estimate_seconds
+    from .ensemble import is_ensemble
+    from .sweep import load_sweep
+    from .sweep_run import plan_summary
+    from .tables import print_table
+
+    if is_ensemble(args.config):
+        raise ConfigError("an ensemble config pools finished runs' verdicts and costs no model call itself: plan each "
+                          "of its member configs ([[runs]] config = ...)", where=str(args.config))
     sweep = load_sweep(args.config, data=args.data, **_overrides(args))
     rows = plan_summary(sweep)
     table, notes = [], []
@@ -182,6 +218,8 @@ def cmd_plan(args) -> int:
 
 
 def cmd_reparse(args) -> int:
+    from .reparse import reparse
+
     path = Path(args.run_dir)
     if not path.is_dir():
         raise StoreError(f"{path}: not a run folder (give the folder a run wrote, e.g. runs/out/demo)")
@@ -190,14 +228,21 @@ def cmd_reparse(args) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (leave it out to judge every item), got {value}")
-    return value
+def _whole(least: int, hint: str = ""):
+    """An argparse type: a whole number >= `least`, refused in one line with `hint`."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be >= {least}{f' ({hint})' if hint else ''}, got {value}")
+        return value
+    return parse
+
+
+_limit = _whole(1, "leave it out to judge every item")
+_replicas = _whole(1, "1 is one engine in this process; leave it out to use the config's [cluster]")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -216,14 +261,14 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a config: plan, judge (resuming), aggregate, write tables")
     r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
     r.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
-    r.add_argument("--limit", type=_positive, help="only the first N items (stories, pairs, groups); default: all")
+    r.add_argument("--limit", type=_limit, help="only the first N items (stories, pairs, groups); default: all")
     r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
     r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     r.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
     r.add_argument("--out", help="folder for the run's outputs, written to OUT/NAME (default ./runs/out; "
                                  "also LITJUDGE_RUNS_DIR)")
-    r.add_argument("--replicas", type=_positive, help="engines per judge, each a Ray actor (overrides [cluster])")
+    r.add_argument("--replicas", type=_replicas, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
     r.add_argument("--generate-only", action="store_true",
@@ -235,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")
     pl_.add_argument("config")
     pl_.add_argument("--judge", help="override the judge(s), comma-separated")
-    pl_.add_argument("--limit", type=_positive, help="only the first N items (stories, pairs, groups)")
+    pl_.add_argument("--limit", type=_limit, help="only the first N items (stories, pairs, groups)")
     pl_.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"])
     pl_.add_argument("--data-root")
     pl_.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
@@ -249,13 +294,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dirs", nargs="+", metavar="RUN")
     rep.add_argument("--out", help="folder to write (default: RUN/report)")
     rep.add_argument("--text", action="store_true", help="also print every table")
-    rep.set_defaults(fn=cmd_report)
+    rep.set_defaults(fn=lazy(".commands:cmd_report"))
     cmp_ = sub.add_parser("compare", help="the report's panels side by side across runs (judges, prompt variants)")
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN")
     cmp_.add_argument("--out", help="folder to write (default: runs/out/compare-A-vs-B)")
     cmp_.add_argument("--published", metavar="NAME",
                       help="the paper's numbers beside the run's, with its 95%% CI (ttcw-notebook, litbench, li2025)")
-    cmp_.set_defaults(fn=cmd_compare)
+    cmp_.set_defaults(fn=lazy(".commands:cmd_compare"))
     en = sub.add_parser("ensemble", help="a cascade with an agreement guarantee, or a calibrated jury, over finished "
                                          "runs' judges (from stored verdicts)")
     en.add_argument("run_dirs", nargs="+", metavar="RUN")
@@ -266,48 +311,50 @@ def build_parser() -> argparse.ArgumentParser:
     en.add_argument("--calibration-fraction", type=float, default=0.5, help="clusters used to fit/certify")
     en.add_argument("--seed", type=int, default=0)
     en.add_argument("--name", default="ensemble", help="output folder name under runs/out (default: ensemble)")
-    en.set_defaults(fn=cmd_ensemble)
+    en.set_defaults(fn=lazy(".commands:cmd_ensemble"))
     bu = sub.add_parser("budgets", help="verdicts at several reasoning budgets from an analyze-mode run's stored "
                                         "analyses (one generation, the tails only)")
     bu.add_argument("run_dir", metavar="RUN")
     bu.add_argument("--budgets", default="0,32,64,128,full", help="token budgets and 'full', comma-separated")
     bu.add_argument("--quiet", action="store_true", help="no progress bar")
-    bu.set_defaults(fn=cmd_budgets)
+    bu.set_defaults(fn=lazy(".commands:cmd_budgets"))
     j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")
-    j.set_defaults(fn=cmd_judges)
+    j.set_defaults(fn=lazy(".commands:cmd_judges"))
     c = sub.add_parser("check-labels", help="which verdict languages a judge can score in one token (distribution mode)")
     c.add_argument("judge")
     c.add_argument("languages", nargs="*")
     c.add_argument("--prefill", default="", help="assistant text before the label (the decision point)")
-    c.set_defaults(fn=cmd_check_labels)
+    c.set_defaults(fn=lazy(".commands:cmd_check_labels"))
     gen = sub.add_parser("generate", help="generate candidate stories from the TTCW plots (length-matched)")
     gen.add_argument("--model", default="smollm2-135m")
     gen.add_argument("--out", required=True, help="JSONL to write (generic reference format)")
-    gen.add_argument("--limit", type=int, default=0, help="only the first N plot groups")
-    gen.add_argument("--target-words", type=int, default=0, help="0: the reference story's length")
-    gen.add_argument("--tolerance", type=int, default=200)
-    gen.add_argument("--max-rounds", type=int, default=20)
-    gen.add_argument("--max-model-len", type=int, default=8192)
+    gen.add_argument("--limit", type=_whole(0, "0: every plot group"), default=0, help="only the first N plot groups")
+    gen.add_argument("--target-words", type=_whole(0, "0: the reference story's length"), default=0,
+                     help="0: the reference story's length")
+    gen.add_argument("--tolerance", type=_whole(0), default=200)
+    gen.add_argument("--max-rounds", type=_whole(0), default=20)
+    gen.add_argument("--max-model-len", type=_whole(32), default=8192)
     gen.add_argument("--data-root")
-    gen.set_defaults(fn=cmd_generate)
+    gen.set_defaults(fn=lazy(".commands:cmd_generate"))
     d = sub.add_parser("data", help="datasets: `data list`, `data fetch NAME` (from the pinned public source, verified)")
     d.add_argument("action", choices=["list", "fetch"])
     d.add_argument("names", nargs="*")
     d.add_argument("--data-root", help="where the data goes (default: LITJUDGE_DATA_ROOT, ../shared/datasets beside a "
                                        "checkout, else ~/.cache/litjudge/data)")
-    d.set_defaults(fn=cmd_data)
+    d.set_defaults(fn=lazy(".commands:cmd_data"))
     b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (see README)")
-    b.add_argument("--stories", type=int, default=36)
-    b.add_argument("--hf-subset", type=int, default=8, help="requests for the one-at-a-time transformers baseline")
+    b.add_argument("--stories", type=_whole(1, "the TTCW stories with text to judge"), default=36)
+    b.add_argument("--hf-subset", type=_whole(1), default=8, help="requests for the one-at-a-time transformers baseline")
     b.add_argument("--skip-hf", action="store_true")
     b.add_argument("--skip-naive", action="store_true")
     b.add_argument("--judge", default="smollm2-135m")
-    b.add_argument("--block-size", type=int, default=0, help="vLLM KV block size (0: vLLM's default; CPU: 128)")
+    b.add_argument("--block-size", type=_whole(0, "0: vLLM's default"), default=0,
+                   help="vLLM KV block size (0: vLLM's default; CPU: 128)")
     b.add_argument("--compile", action="store_true", help="torch.compile the vLLM model (slower start-up)")
     b.add_argument("--out", default="", help="write the results table (JSON) here")
-    b.set_defaults(fn=cmd_bench)
+    b.set_defaults(fn=lazy(".commands:cmd_bench"))
     return p
 
 
@@ -340,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=terminal())
         return 130
     except OSError as exc:
+        from .outputs import fault
+
         print(f"litjudge: error: {fault(exc, exc.filename or 'a file')}", file=terminal())
         return 2
     except Exception as exc:  # noqa: BLE001  (a bug: one line here, the traceback in a file)

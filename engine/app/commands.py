@@ -4,30 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
-
-import grammars as g
-from judges.published import beside, published
-
-from .. import backends as registry
-from ..core.distribution import check_language
 from ..core.errors import ConfigError
 from ..core.models import ALIASES, resolve_judge
 from ..core.paths import cards_dir, data_root
-from ..core.render import load_renderer
-from ..core.requests import Message
 from ..data.cards import load_card
-from ..data.fetch import fetch
-from .bench import main as bench_main
-from .budgets import budgets, parse_budgets
-from .ensemble import ensemble
-from .generate import generate_candidates
-from .report import load_run, task_folders, write_report
-from .tables import print_table
+from ..data.fetch import fetch, presence
+
+# Each command imports what only it needs (polars, the report's plotting, vLLM) when it runs.
 
 
 def cmd_report(args) -> int:
     """Text summary of each run, then the HTML / Markdown / CSV report."""
+    from .report import load_run, task_folders, write_report
+    from .tables import print_table
+
     for path in task_folders([Path(p) for p in args.run_dirs]):
         run = load_run(path)
         m = run.manifest
@@ -52,6 +42,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from .report import write_report
+
     if args.published:
         return compare_published(args)
     page = write_report([Path(p) for p in args.run_dirs], Path(args.out) if args.out else None)
@@ -61,6 +53,13 @@ def cmd_compare(args) -> int:
 
 def compare_published(args) -> int:
     """Each run's numbers beside the paper's (`--published NAME`), with the run's 95% CI."""
+    import polars as pl
+
+    from judges.published import beside, published
+
+    from .report import load_run
+    from .tables import print_table
+
     baseline = published(args.published)
     print(f"{baseline.title}\n{baseline.paper}: {baseline.source}")
     if not baseline.tested:
@@ -89,6 +88,8 @@ def _names(text: str | None) -> list[str] | None:
 
 def cmd_ensemble(args) -> int:
     """A cascade (`--cascade J1,J2`) and/or a jury (`--jury [J1,J2]`) over finished runs' judges."""
+    from .ensemble import ensemble
+
     if args.cascade is None and args.jury is None:
         raise ConfigError("ensemble needs --cascade JUDGE,JUDGE... and/or --jury [JUDGE,...]")
     out, tables = ensemble(args.run_dirs, args.name, _names(args.cascade), _names(args.jury), args.target, args.delta,
@@ -98,6 +99,8 @@ def cmd_ensemble(args) -> int:
 
 def print_ensemble(out: Path, tables: dict) -> int:
     """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
+    from .tables import print_table
+
     for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
         if name in tables:
             print_table(tables[name], name.replace("_", " ").capitalize())
@@ -107,6 +110,9 @@ def print_ensemble(out: Path, tables: dict) -> int:
 
 def cmd_budgets(args) -> int:
     """Verdicts at several reasoning budgets from each stored analysis of an analyze-mode run."""
+    from .budgets import budgets, parse_budgets
+    from .tables import print_table
+
     out, table = budgets(Path(args.run_dir), parse_budgets(args.budgets), progress=not args.quiet)
     print_table(table, "Agreement against thinking tokens")
     print(f"Results: {out}")
@@ -114,6 +120,10 @@ def cmd_budgets(args) -> int:
 
 
 def cmd_judges(args) -> int:
+    unknown = [n for n in args.names if n not in ALIASES]
+    if unknown:
+        raise ConfigError(f"unknown judge alias {unknown[0]!r} (aliases: {', '.join(ALIASES)}); a model folder or hub "
+                          "id needs no preparing")
     for name, m in ALIASES.items():
         if args.names and name not in args.names:
             continue
@@ -126,6 +136,12 @@ def cmd_judges(args) -> int:
 
 def cmd_check_labels(args) -> int:
     """Can each label be scored as one next token at the decision point? (distribution mode)"""
+    import grammars as g
+
+    from ..core.distribution import check_language
+    from ..core.render import load_renderer
+    from ..core.requests import Message
+
     languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
                  "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
     unknown = [n for n in args.languages if n not in languages]
@@ -142,6 +158,9 @@ def cmd_check_labels(args) -> int:
 
 def cmd_generate(args) -> int:
     """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
+    from .. import backends as registry
+    from .generate import generate_candidates
+
     backend = registry.create(registry.model_spec(args.model, max_model_len=args.max_model_len))
     try:
         drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
@@ -163,7 +182,7 @@ def cmd_data(args) -> int:
             card = load_card(path.stem)
             where = card.folder(str(root))
             source = card.upstream.get("repository", "") if card.upstream else "(your data, or shipped)"
-            print(f"{card.name:22s} {'present' if where.exists() else 'missing':8s} {where}  {source}")
+            print(f"{card.name:22s} {presence(card, root):8s} {where}  {source}")
         return 0
     if not args.names:
         raise ConfigError("data fetch needs dataset names (see `litjudge data list`)")
@@ -177,4 +196,6 @@ def cmd_data(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    from .bench import main as bench_main
+
     return bench_main(args)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +28,11 @@ import polars as pl
 
 from judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, jury_tables
 
-from ..core.config import config_path, load_config, read_toml
+from ..core.config import config_path, load_config, read_toml, valid_name
 from ..core.errors import ConfigError
 from ..core.manifest import git_commit, machine
 from ..core.paths import runs_output_dir
+from ..core.schema import build
 from ..core.store import Store
 from .outputs import write_tables, write_text
 from .report import load_run
@@ -76,16 +77,36 @@ def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
     return frame
 
 
+def check_ensemble(name: str, cascade: list[str] | None, jury: list[str] | None, target: float, delta: float,
+                   calibration_fraction: float, seed: int, where: str = "") -> None:
+    """Every setting of an ensemble checked before anything runs or is written."""
+    if not valid_name(name):
+        raise ConfigError(f"an ensemble's name is one folder under the outputs: letters, digits, '-' and '_' only, "
+                          f"got {name!r}", where=where or None, key="name" if where else None)
+    if cascade is None and jury is None:
+        raise ConfigError("an ensemble needs a cascade (--cascade JUDGE,JUDGE... / [cascade]) and/or a jury "
+                          "(--jury [JUDGE,...] / [jury])", where=where or None)
+    try:
+        if cascade is not None:
+            CascadeOptions(cascade, target, delta, calibration_fraction, seed)
+        if jury is not None:
+            JuryOptions(jury, calibration_fraction, seed)
+    except ValueError as exc:
+        raise ConfigError(str(exc), where=where or None) from None
+
+
 def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: list[str] | None, target: float,
              delta: float, calibration_fraction: float, seed: int) -> tuple[Path, dict[str, pl.DataFrame]]:
+    check_ensemble(name, cascade, jury, target, delta, calibration_fraction, seed)
     frame = combined_frame(run_dirs)
     judges = sorted(set(frame["judge"].to_list()))
     tables: dict[str, pl.DataFrame] = {}
+    for option, named in (("--cascade", cascade), ("--jury", jury)):
+        unknown = [j for j in named or [] if j not in judges]
+        if unknown:
+            raise ConfigError(f"{option} names {unknown[0]!r}, not a judge of these runs (judges: {', '.join(judges)})")
     try:
         if cascade is not None:
-            unknown = [j for j in cascade if j not in judges]
-            if unknown:
-                raise ConfigError(f"--cascade names {unknown[0]!r}, not a judge of these runs (judges: {', '.join(judges)})")
             tables |= cascade_tables(frame, CascadeOptions(cascade, target, delta, calibration_fraction, seed))
         if jury is not None:
             tables |= jury_tables(frame, JuryOptions(jury, calibration_fraction, seed))
@@ -107,9 +128,16 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
 class EnsembleConfig:
     name: str
     runs: list[dict[str, Any]]
-    cascade: dict[str, Any] = field(default_factory=dict)
-    jury: dict[str, Any] | None = None
+    cascade: CascadeOptions | None = None
+    jury: JuryOptions | None = None
     source: str = ""
+
+    def settings(self) -> tuple:
+        """(cascade judges, jury judges, target, delta, calibration_fraction, seed) as `ensemble` takes them."""
+        c, j = self.cascade, self.jury
+        first = c or j
+        return (c.judges if c else None, j.judges if j else None, c.target if c else 0.8, c.delta if c else 0.1,
+                first.calibration_fraction if first else 0.5, first.seed if first else 0)
 
 
 def is_ensemble(path: str | Path) -> bool:
@@ -118,6 +146,9 @@ def is_ensemble(path: str | Path) -> bool:
 
 
 def load_ensemble(path: str | Path) -> EnsembleConfig:
+    """An ensemble config, checked whole before any member runs: its own keys and values (the
+    [cascade] and [jury] tables through the same schema builder as run configs), and each member's
+    config with its overrides (an error names the ensemble file and `runs[k]`)."""
     where = str(config_path(path))
     table = read_toml(path)
     unknown = [k for k in table if k not in ("name", "runs", "cascade", "jury")]
@@ -126,22 +157,38 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
     runs = table.get("runs")
     if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) and "config" in r for r in runs):
         raise ConfigError("runs must be [[runs]] tables, each with a `config`", where=where, key="runs")
-    return EnsembleConfig(str(table.get("name", Path(where).stem)), runs, table.get("cascade", {}),
-                          table.get("jury"), where)
+    sections = {}
+    for section, cls in (("cascade", CascadeOptions), ("jury", JuryOptions)):
+        value = table.get(section)
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError("expected a table", where=where, key=section)
+        sections[section] = None if value is None else build(cls, value, where, prefix=f"{section}.")
+    cfg = EnsembleConfig(table.get("name", Path(where).stem), runs, sections["cascade"], sections["jury"], where)
+    check_ensemble(cfg.name, *cfg.settings(), where=where)
+    for k, member in enumerate(runs):
+        member_config(cfg, member, None, where=f"{where} runs[{k}]")
+    return cfg
+
+
+def member_config(cfg: EnsembleConfig, member: dict[str, Any], limit: int | None, where: str):
+    """A member run's config with the ensemble's overrides; an override it refuses names the
+    ensemble file and the member, not the member's own file."""
+    base = Path(cfg.source).parent
+    overrides = {k: v for k, v in member.items() if k != "config"}
+    if limit is not None:
+        overrides["limit"] = limit
+    path = base / member["config"] if (base / member["config"]).exists() else member["config"]
+    load_config(path)                             # the member file alone: its own errors name it
+    try:
+        return load_config(path, **overrides)
+    except ConfigError as exc:                    # then an error is the override's
+        if exc.where == str(config_path(path)) and (exc.key or "").split(".")[0] in overrides:
+            raise ConfigError(exc.message, where=where, key=exc.key) from None
+        raise
 
 
 def run_ensemble(cfg: EnsembleConfig, limit: int | None = None, progress: bool = True) -> tuple[Path, dict]:
     """Each member run (resuming: stored verdicts are not generated again), then the ensemble."""
-    base = Path(cfg.source).parent
-    run_dirs = []
-    for member in cfg.runs:
-        overrides = {k: v for k, v in member.items() if k != "config"}
-        if limit is not None:
-            overrides["limit"] = limit
-        path = base / member["config"] if (base / member["config"]).exists() else member["config"]
-        run_dirs.append(str(run(load_config(path, **overrides), progress=progress).run_dir))
-    c = cfg.cascade
-    j = cfg.jury
-    return ensemble(run_dirs, cfg.name, c.get("judges") if c else None, (j.get("judges", []) if j is not None else None),
-                    float(c.get("target", 0.8)), float(c.get("delta", 0.1)),
-                    float((c or j or {}).get("calibration_fraction", 0.5)), int((c or j or {}).get("seed", 0)))
+    configs = [member_config(cfg, m, limit, where=f"{cfg.source} runs[{k}]") for k, m in enumerate(cfg.runs)]
+    run_dirs = [str(run(config, progress=progress).run_dir) for config in configs]
+    return ensemble(run_dirs, cfg.name, *cfg.settings())

@@ -5,6 +5,7 @@ outputs whole and says why in one line."""
 from __future__ import annotations
 
 import errno
+import html
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from ..core.console import terminal
 from ..core.errors import StoreError, SystemFault
 from ..core.store import RESULT_COLUMNS, Store
 
@@ -34,6 +36,10 @@ def fault(exc: OSError, path: Path | str) -> SystemFault:
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "is not writable"
         fix = "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
+    elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        path = exc.filename or path
+        what = "is in the way: a file stands where a folder is needed"
+        fix = "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file"
     else:
         what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
     return SystemFault(f"{path}: {what}; {fix}")
@@ -91,11 +97,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
     guarded(lambda: run_dir.mkdir(parents=True, exist_ok=True), run_dir)
     log_path = run_dir / "log.jsonl"
     if prompts is None and log_path.exists():      # reparse: keep the prompts logged by the run
-        prompts = {}
-        for line in log_path.open(encoding="utf-8"):
-            rec = json.loads(line)
-            if "prompt" in rec:
-                prompts[rec["key"]] = rec["prompt"]
+        prompts = read_logged_prompts(log_path)
     write_tables(run_dir, tables)
     write_file(run_dir / "verdicts.parquet", lambda tmp: verdicts.write_parquet(tmp))
 
@@ -105,6 +107,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
                 fh.write(log_line(row, prompts.get(row[0]) if prompts else None))
     write_file(log_path, log)
     write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
+    mark_report_stale(run_dir)
 
 
 JSON_COLUMNS = {"language", "value", "distribution"}      # stored as JSON text: written through as is
@@ -134,9 +137,63 @@ def read_manifest(run_dir: Path) -> dict:
                          "from the store") from None
     except OSError as exc:
         raise fault(exc, path) from None
-    if not isinstance(manifest, dict) or "config" not in manifest:
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
         raise StoreError(f"{path}: not a litjudge manifest; run the config again to rewrite it")
+    if manifest.get("kind") in (None, "ensemble"):          # a run's (or an ensemble's) own manifest
+        missing = [k for k, ok in (("config.protocol", manifest["config"].get("protocol")),
+                                   ("judges", isinstance(manifest.get("judges"), list))) if not ok]
+        if missing:
+            raise StoreError(f"{path}: damaged (no {missing[0]}); run the config again (`litjudge run`) to rewrite it "
+                             "from the store")
     return manifest
+
+
+def read_table(path: Path) -> pl.DataFrame:
+    """One of a run's stored tables, or one line saying it is unreadable and how to rebuild it."""
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        run_dir = path.parent.parent
+        raise StoreError(f"{path}: unreadable ({type(exc).__name__}); `litjudge reparse {run_dir}` rebuilds the "
+                         "tables from the store") from None
+
+
+def read_logged_prompts(log_path: Path) -> dict[str, str]:
+    """The prompts a run logged (log.jsonl), kept when its tables are rebuilt; a damaged line is
+    skipped with a warning (the log is derived from the store; only that prompt is lost)."""
+    prompts: dict[str, str] = {}
+    with log_path.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                print(f"litjudge: warning: {log_path}:{n} is not valid JSON: its logged prompt is not kept",
+                      file=terminal())
+                continue
+            if isinstance(rec, dict) and "prompt" in rec and "key" in rec:
+                prompts[rec["key"]] = rec["prompt"]
+    return prompts
+
+
+STALE = "STALE.txt"
+
+
+def mark_report_stale(run_dir: Path) -> None:
+    """A run whose outputs were just rewritten makes its old report (RUN/report/) out of date:
+    say so on the page itself and in a file beside it, until `litjudge report RUN` rewrites it."""
+    report = run_dir / "report"
+    if not (report / "report.html").exists():
+        return
+    note = (f"This report is out of date: the run was written again at {time.strftime('%Y-%m-%d %H:%M:%S')}. "
+            f"Run `litjudge report {run_dir}` to rebuild it.")
+    write_text(report / STALE, note + "\n")
+    page = (report / "report.html").read_text(encoding="utf-8")
+    if "id='stale'" not in page:
+        banner = f"<p id='stale' style='background:#fdd;padding:.5em;font-weight:bold'>{html.escape(note)}</p>"
+        write_text(report / "report.html", page.replace("<body>", "<body>" + banner, 1))
+    md = report / "report.md"
+    if md.exists() and not md.read_text(encoding="utf-8").startswith("> **Out of date"):
+        write_text(md, f"> **Out of date.** {note}\n\n" + md.read_text(encoding="utf-8"))
 
 
 def rebuild_store(run_dir: Path) -> Path | None:

@@ -12,6 +12,8 @@ from grammars import Unparsed, language_from_spec
 from judges import PROTOCOLS
 
 from ..core.backend import JudgeSpec
+from ..core.console import terminal
+from ..core.errors import StoreError
 from ..core.store import Store
 from ..data.cards import dataset_card
 from .outputs import read_manifest, write_outputs
@@ -21,6 +23,11 @@ from .run import Prepared, aggregate_store, by_judge, recorded_config, run_id, v
 def reparse(run_dir: Path) -> dict[str, int]:
     """Re-parse every stored output, then rebuild the tables of the run (or of each of its tasks)."""
     manifest = read_manifest(run_dir)
+    if manifest.get("kind") in ("sweep", "ensemble"):
+        raise StoreError(f"{run_dir}: a {manifest['kind']}, not a run: "
+                         + ("its cells' tables are built from the store by `litjudge run` of the sweep config again "
+                            "(nothing is generated twice)" if manifest["kind"] == "sweep" else
+                            "rebuild it with `litjudge ensemble` (or run its config again)"))
     store = Store.open(run_dir / "store.sqlite", create=False)
     try:
         counts = reparse_store(store)
@@ -63,7 +70,10 @@ def rebuild(folder: Path, manifest: dict, store: Store, task: str = "") -> None:
     verdicts, tables, warnings = aggregate_store(prep, store, {s.name: run_id(config, task, s.name) for s in specs})
     for path in sorted((folder / "tables").glob("*.parquet")):
         if path.stem not in tables:
-            tables[path.stem] = pl.read_parquet(path)
+            try:
+                tables[path.stem] = pl.read_parquet(path)
+            except (pl.exceptions.PolarsError, OSError):     # damaged, and not the protocol's to rebuild
+                print(f"litjudge: warning: {path} is unreadable and not rebuilt by the protocol: dropped", file=terminal())
     manifest["verdicts"] = verdict_counts(verdicts)
     manifest["verdicts_by_judge"] = by_judge(verdicts)
     manifest["warnings"] = warnings

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ..core.errors import ConfigError
-from .outputs import csv_safe, guarded, read_manifest, write_text
+from ..core.errors import ConfigError, StoreError
+from .outputs import STALE, csv_safe, guarded, read_manifest, read_table, write_text
 from .report_extras import extra_panels
 from .report_panels import PANELS, Panel
 
@@ -53,11 +53,29 @@ def load_run(path: Path) -> LoadedRun:
         raise ConfigError("a generation-only run (--generate-only): its items are generated/items.jsonl and its "
                           "tables tables/generation*.csv; run the config without --generate-only to judge them",
                           where=str(path))
-    tables = {p.stem: pl.read_parquet(p) for p in sorted((path / "tables").glob("*.parquet"))}
+    tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
+    if not tables:
+        raise StoreError(f"{path}: the run has no tables (tables/*.parquet); `litjudge reparse {path}` rebuilds them "
+                         "from the store")
     budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
     if budgets.exists():
-        tables["budgets"] = pl.read_parquet(budgets)
+        tables["budgets"] = read_table(budgets)
     return LoadedRun(path.name, path, manifest, tables)
+
+
+def unique_labels(runs: list[LoadedRun]) -> list[LoadedRun]:
+    """Runs labelled by their folder: the name, or as many parent folders as it takes to tell two
+    runs of the same name apart (`out/r1`, `out2/r1`); the same run twice is refused."""
+    paths = [r.path.resolve() for r in runs]
+    twice = sorted({str(p) for p in paths if paths.count(p) > 1})
+    if twice:
+        raise ConfigError(f"the same run is given twice: {twice[0]}")
+    depth = 1
+    while True:
+        labels = ["/".join(p.parts[-depth:]) for p in paths]
+        if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
+            return [LoadedRun(label, r.path, r.manifest, r.tables) for label, r in zip(labels, runs, strict=True)]
+        depth += 1
 
 
 def task_folders(run_dirs: list[Path]) -> list[Path]:
@@ -85,6 +103,8 @@ def header(runs: list[LoadedRun]) -> pl.DataFrame:
                          "prefix_cache_hit": round(t.get("cached_tokens", 0) / max(t.get("prompt_tokens", 0), 1), 3),
                          "verdicts": counts.get("rows"), "unparsed": counts.get("unparsed"),
                          "missing": counts.get("missing"), "missing_policy": m.get("missing_policy", "drop"),
+                         "dtype": j.get("dtype"), "dtype_why": j.get("dtype_reason"),
+                         "onednn_fallback": j.get("onednn_fallback"),
                          "vllm": m.get("vllm"), "git": (m.get("git_commit") or "")[:12],
                          "machine": (m.get("machine") or {}).get("gpu") or (m.get("machine") or {}).get("cpu")})
     return pl.DataFrame(rows)
@@ -151,16 +171,17 @@ def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path. A run of
     several tasks stands for its task folders, side by side (the AUT study's two designs)."""
-    runs = [load_run(d) for d in task_folders([Path(d) for d in run_dirs])]
+    runs = unique_labels([load_run(d) for d in task_folders([Path(d) for d in run_dirs])])
     out = Path(out) if out else (Path(run_dirs[0]) / "report" if len(run_dirs) == 1 else
-                                 runs[0].path.parent / ("compare-" + "-vs-".join(r.name for r in runs)))
+                                 runs[0].path.parent / ("compare-" + "-vs-".join(r.path.name for r in runs)))
+    panels = build_panels(runs)                  # every check (same protocol...) before anything is written
     guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out)
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
             f"<h1>{html.escape(title)}</h1>"]
     md = [f"# {title}", ""]
-    for panel in build_panels(runs):
+    for panel in panels:
         page.append(f"<section><h2>{html.escape(panel.title)}</h2>")
         md += [f"## {panel.title}", ""]
         if panel.note:
@@ -180,5 +201,6 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     page.append(_CHECK + "</body></html>")
     write_text(out / "report.html", "\n".join(page))
     write_text(out / "report.md", "\n".join(md))
+    (out / STALE).unlink(missing_ok=True)
     return out / "report.html"
 

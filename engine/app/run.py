@@ -4,6 +4,7 @@ Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no mode
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.config import RunConfig
 from ..core.console import terminal
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, machine
 from ..core.paths import runs_output_dir
 from ..core.runner import JudgeRun, run_judge
@@ -94,7 +95,9 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     notes = lost_store_note(run_dir)
+    created = not run_dir.exists()
     store = Store.open(run_dir / "store.sqlite")
+    refused = False
     judge_runs: list[JudgeRun] = []
     skipped: dict[str, list[dict]] = {name: [] for name, _ in tasks}
     outcomes: list[RunOutcome] = []
@@ -161,10 +164,17 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
             shared.update(kind="tasks", tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                                                "folder": str(run_dir / n)} for n, p in tasks])
             write_text(run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
+    except LitjudgeError:
+        # refused (a config or data error met while planning) before any verdict was stored: a new
+        # run folder is taken away again, so nothing is left that looks like an interrupted run
+        refused = created and not store.has_results()
+        raise
     finally:
         store.close()
         for engine in (generation.engines.values() if generation else ()):
             engine.close()
+        if refused:
+            shutil.rmtree(run_dir, ignore_errors=True)
     first = outcomes[0]
     first.tasks = outcomes
     return first
@@ -245,7 +255,8 @@ def build_manifest(prep: Prepared, judge_runs: list[JudgeRun], verdicts: pl.Data
                     **({"data": data_identity(card.folder())} if not card.hub else {"hub": card.hub})},
         "seconds": round(seconds, 2),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
-                    "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
+                    "unanswered": j.unanswered, "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
+        "unanswered": sum(j.unanswered for j in judge_runs),
         "missing_policy": config.missing,
         "verdicts": verdict_counts(verdicts),
         "verdicts_by_judge": by_judge(verdicts),

@@ -25,7 +25,7 @@ from typing import Any
 
 from judges import PROTOCOLS
 
-from ..core.config import RunConfig, apply_overrides, config_path, read_toml
+from ..core.config import RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
 from ..core.errors import ConfigError
 from ..core.schema import build
 from ..data.cards import dataset_card, with_data
@@ -88,10 +88,16 @@ def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> S
     path = config_path(path)
     where = str(path)
     table = read_toml(path)
+    if data and ("generate" in table or "tasks" in table):
+        raise ConfigError("--data reads your file in the layout of the config's one dataset; this config "
+                          + ("generates its items ([generate])" if "generate" in table else
+                             "has several tasks ([[tasks]]), each with its own dataset") + ": give the data in the "
+                          "config instead", where=where)
     if data:
         table["dataset"] = with_data(dataset_card(table.get("dataset", ""), where, str(table.get("protocol", ""))), data)
     matrix = table.pop("matrix", {})
     spec = table.pop("sweep", {})
+    named = judges_named(table)                   # before a --judge override replaces them
     apply_overrides(table, overrides)
     if not isinstance(matrix, dict) or not isinstance(spec, dict):
         raise ConfigError("expected a table", where=where, key="matrix" if not isinstance(matrix, dict) else "sweep")
@@ -108,6 +114,8 @@ def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> S
     if unknown:
         raise ConfigError("unknown key (known: rank_by, bootstrap, post)", where=where, key=f"sweep.{unknown[0]}")
     base = build(RunConfig, copy.deepcopy(table), where, source=where)
+    check_engine_judges(base.engine, named + base.judges + [j for v in matrix.get("judge", [])
+                                                            for j in judges_named({"judge": v})], where)
     if base.generate.enabled:
         raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
                           "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,
@@ -125,6 +133,11 @@ def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> S
         if axis in matrix:
             raise ConfigError("needs no inference: list it under [sweep.post], not [matrix]", where=where,
                               key=f"matrix.{axis}")
+    rank_by = str(spec.get("rank_by", protocol.default_rank_by))
+    if rank_by not in protocol.rank_metrics:
+        raise ConfigError(f"protocol {base.protocol!r} cannot rank by {rank_by!r}: a sweep ranks by one of "
+                          f"{', '.join(protocol.rank_metrics)} (each has a direction: higher or lower is better)",
+                          where=where, key="sweep.rank_by")
     cells = []
     axes = list(matrix)
     for combo in itertools.product(*(matrix[a] for a in axes)):
@@ -143,5 +156,4 @@ def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> S
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigError("two cells get the same id; make the matrix values distinct", where=where, key="matrix")
-    return Sweep(base.name, where, base, cells, post, str(spec.get("rank_by", protocol.default_rank_by)),
-                 int(spec.get("bootstrap", 1000)))
+    return Sweep(base.name, where, base, cells, post, rank_by, int(spec.get("bootstrap", 1000)))

@@ -25,6 +25,7 @@ import polars as pl
 from judges import PROTOCOLS
 from judges.base import Context
 from judges.metrics import cluster_bootstrap
+from judges.metrics.direction import higher_is_better
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -187,12 +188,14 @@ def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ..
                 value = rec[metric]
                 rows.append({**head, "table": name, "metric": metric, "group": group,
                              "value": float(value) if value is not None else math.nan,
-                             "n": int(rec[n_col]) if n_col and rec[n_col] is not None else None})
+                             "n": int(rec[n_col]) if n_col and rec[n_col] is not None else None,
+                             "higher_is_better": higher_is_better(metric)})
     return rows
 
 
 def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl.DataFrame) -> pl.DataFrame:
-    """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first, with a
+    """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first (by the
+    metric's direction: ascending for an error such as ECE), with a
     cluster-bootstrap 95% CI for the top rows and for each cell's best row, so that close cells are
     not over-read. (A cell's best post setting is chosen on the same data: an optimistic pick.)"""
     if not metrics.height:
@@ -209,8 +212,7 @@ def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl
         others = ["cell", "judge"] + [a for a in sweep.post if a != axis and a in chosen.columns]
         if chosen.group_by(others).agg(pl.col("value").n_unique().alias("k"))["k"].max() <= 1:
             chosen = chosen.filter(pl.col(axis) == sweep.post[axis][0]).drop(axis)
-    ranked = (chosen.filter(pl.col("value").is_not_nan())
-              .sort("value", descending=True).with_row_index("rank", offset=1))
+    ranked = best_first(chosen, metric)
     lows, highs = [], []
     seen_cells: set[tuple[str, str]] = set()
     store = Store.open(runs_output_dir() / sweep.name / "store.sqlite")
@@ -236,6 +238,13 @@ def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl
     finally:
         store.close()
     return ranked.with_columns(pl.Series("ci_low", lows, dtype=pl.Float64), pl.Series("ci_high", highs, dtype=pl.Float64))
+
+
+def best_first(rows: pl.DataFrame, metric: str) -> pl.DataFrame:
+    """Rows of one metric ranked best first by its direction (an error such as ECE ascending);
+    undefined values (NaN) are left out."""
+    return (rows.filter(pl.col("value").is_not_nan())
+            .sort("value", descending=higher_is_better(metric) is not False).with_row_index("rank", offset=1))
 
 
 def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:

@@ -18,6 +18,10 @@ gives them (OpenAI-style `logprobs`), with no constraint, so they are not renorm
 Reliability: at most `api.concurrency` requests in flight; retries with exponential backoff and
 full jitter on 429, 5xx, timeouts and connection errors (counted); a budget cap on tokens and
 estimated cost (requests past the cap are not sent, stay unstored, and a re-run resumes them).
+A request that still has no answer after its retries (or is refused for the key, the model or the
+account: 401, 403, 404) is not a verdict: it is not stored, the run reports it unanswered and
+exits non-zero, and a re-run sends it again. Only a request the server rejects as invalid (400,
+413, 422) is stored, as a failure with the server's reason.
 Keys are read from the environment only and scrubbed from every error text this backend returns.
 """
 from __future__ import annotations
@@ -199,13 +203,20 @@ class ApiBackend(BackendBase):
                     with self.account.lock:
                         self.account.errors += 1
                     return Generation(p.key, "", error=self._scrub(f"gave up after {attempt + 1} attempts: "
-                                                                   f"{_describe(exc)}"))
+                                                                   f"{_describe(exc)}"), retryable=True)
                 with self.account.lock:
                     self.account.retries += 1
                 time.sleep(random.uniform(0, delay))          # full jitter
                 delay *= 2
-            except self._status_error as exc:                 # 4xx other than 429: not retried
-                return Generation(p.key, "", error=self._scrub(_describe(exc)))
+            except self._status_error as exc:                 # 4xx other than 429: not retried here
+                # A refused key, a missing model or a conflict is the service's state, not the
+                # model's answer: left unstored for a re-run. A request the server rejects as
+                # invalid (400, 422) would be rejected again: stored as a failure, with the reason.
+                status = getattr(exc, "status_code", None)
+                with self.account.lock:
+                    self.account.errors += 1
+                return Generation(p.key, "", error=self._scrub(_describe(exc)),
+                                  retryable=status not in (400, 413, 422))
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key and self._key != "EMPTY" else text

@@ -3,17 +3,20 @@ decoding through the modes written once in `engine.core.modes` (`StepBackend`), 
 local-weights judge. Backends only translate; the runner owns the rest."""
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
+from ..core.errors import ConfigError
 from ..core.models import ResolvedJudge, model_max_len, resolve_judge
 from ..core.modes import ModeContext, drive
 from ..core.render import PromptRenderer
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..core.steps import Step, StepResult
+from .hardware import choose_dtype
 
 
 class WordTokenizer:
@@ -31,16 +34,24 @@ def key_family(base: str, dtype: str) -> str:
 
 
 def local_spec(name: str, config: RunConfig, backend: str, family_base: str, prefix: str = "") -> JudgeSpec:
-    """A local-weights judge (alias, model folder, hub id), its weights resolved and hashed once."""
+    """A local-weights judge (alias, model folder, hub id), its weights resolved and hashed once;
+    `dtype = "auto"` resolved by the hardware here, so the key family names the dtype that runs."""
     engine = config.engine.for_judge(name, config.source or "config")
+    choice = choose_dtype(engine.dtype)
+    engine = dataclasses.replace(engine, dtype=choice.dtype)
     resolved: ResolvedJudge = resolve_judge(name.removeprefix(prefix))
     return JudgeSpec(name, backend, resolved.path, resolved.fingerprint, key_family(family_base, engine.dtype),
-                     resolved.chat, engine, config.api)
+                     resolved.chat, engine, config.api, (("dtype_reason", choice.reason),))
 
 
 def context_window(spec: JudgeSpec) -> int:
-    """max_model_len as configured, else the model's own capped at 8192."""
-    return spec.engine.max_model_len or min(model_max_len(spec.target), 8192)
+    """max_model_len as configured (never past the model's own: vLLM would refuse it only once its
+    engine starts), else the model's own capped at 8192."""
+    own = model_max_len(spec.target)
+    if spec.engine.max_model_len and spec.engine.max_model_len > own:
+        raise ConfigError(f"max_model_len {spec.engine.max_model_len} is longer than judge {spec.name!r}'s own context "
+                          f"({own} tokens: its config's max_position_embeddings)", key="engine.max_model_len")
+    return spec.engine.max_model_len or min(own, 8192)
 
 
 class BackendBase:

@@ -13,7 +13,14 @@ from .registry import BACKENDS, PLAIN
 
 
 def backend_of(name: str, config: RunConfig) -> str:
-    """The backend of judge `name`: the one whose prefix it carries, else the config's `backend`."""
+    """The backend of judge `name`: the one whose prefix it carries, else the config's `backend`
+    (checked even when every judge carries a prefix: a typo there must not pass unnoticed)."""
+    if config.backend not in BACKENDS or (config.backend not in PLAIN and not BACKENDS.meta(config.backend).get("prefix")):
+        close = difflib.get_close_matches(config.backend, PLAIN, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown backend {config.backend!r}{hint}; plain judge names run on {' or '.join(PLAIN)}; "
+                          f"others by prefix: {', '.join(prefixes())}",
+                          where=config.source or "config", key="backend")
     for entry in BACKENDS.names():
         prefix = BACKENDS.meta(entry).get("prefix")
         if prefix and name.startswith(prefix):

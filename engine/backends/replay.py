@@ -24,14 +24,26 @@ NO_MODEL = "recorded responses are text: there is no model to ask for probabilit
 
 
 def replay_source(name: str, config: RunConfig) -> Path:
+    """The recorded outputs of `replay:NAME` (the TTCW data's judge_outputs/NAME.jsonl) or
+    `replay:FILE.jsonl`; a missing one says which of the three it is: an unknown name (the known
+    ones listed), the TTCW data absent from the data root, or a missing file."""
     ref = name.removeprefix("replay:")
     path = Path(ref)
-    if path.suffix != ".jsonl":
-        path = load_card("ttcw").folder(config.data_root) / "judge_outputs" / f"{ref}.jsonl"
-    if not path.exists():
-        hint = "; run `litjudge data fetch ttcw`" if path.suffix == ".jsonl" and not Path(ref).suffix else ""
-        raise JudgeNotFound(f"no recorded outputs for judge {name!r} at {path}{hint}")
-    return path
+    if path.suffix == ".jsonl":
+        if not path.exists():
+            raise JudgeNotFound(f"no recorded outputs for judge {name!r}: {path} does not exist")
+        return path
+    folder = load_card("ttcw").folder(config.data_root)
+    path = folder / "judge_outputs" / f"{ref}.jsonl"
+    if path.exists():
+        return path
+    if (folder / "judge_outputs").is_dir():
+        known = sorted(p.stem for p in (folder / "judge_outputs").glob("*.jsonl"))
+        raise JudgeNotFound(f"no recorded judge {ref!r} in {folder / 'judge_outputs'} (recorded: "
+                            f"{', '.join(known) or 'none'}; or replay:FILE.jsonl for your own)")
+    where = "--data-root / data_root" if config.data_root else "the data root"
+    raise JudgeNotFound(f"judge {name!r} replays the TTCW data's recorded outputs, which are not at {folder} "
+                        f"({where}): run `litjudge data fetch ttcw`, or point {where} at the folder holding ttcw/")
 
 
 class ReplayBackend(BackendBase):

@@ -15,10 +15,12 @@ from typing import Any
 from grammars.compile import vllm_structured_fields
 
 from ..core.backend import Capabilities, JudgeSpec
+from ..core.console import captured_log
 from ..core.errors import BackendUnavailable, ConfigError
 from ..core.render import PromptRenderer
 from ..core.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .base import StepBackend, context_window
+from .hardware import onednn_fell_back, vector_flags
 from .tokenizer_only import TokenizerOnly
 
 
@@ -52,7 +54,26 @@ def engine_kwargs(spec: JudgeSpec, on_gpu: bool, runner: str | None = None) -> d
         # request's prefill is split across steps, so prompts are never split on CPU.
         kwargs["enable_chunked_prefill"] = False
         kwargs.setdefault("max_num_batched_tokens", max(kwargs["max_model_len"], 4096))
+        if kwargs["max_num_batched_tokens"] < kwargs["max_model_len"]:
+            raise ConfigError(f"on CPU a prompt is never split across steps, so max_num_batched_tokens "
+                              f"({kwargs['max_num_batched_tokens']}) must be at least the context window "
+                              f"(max_model_len {kwargs['max_model_len']})", key="engine.max_num_batched_tokens")
+    if not on_gpu and e.kv_cache_gib > (memory := total_memory_gib()):
+        raise ConfigError(f"kv_cache_gib = {e.kv_cache_gib:g} is more than this machine's memory ({memory:.0f} GiB)",
+                          key="engine.kv_cache_gib")
     return kwargs
+
+
+def total_memory_gib() -> float:
+    """The machine's memory (MemTotal), for the CPU KV-cache check; infinite where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return float("inf")
 
 
 def start_llm(spec: JudgeSpec, runner: str | None = None):
@@ -66,7 +87,13 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
         import vllm
     except ImportError as exc:
         raise BackendUnavailable(f"vLLM is not installed ({exc}); run `make install` (scripts/install.sh)") from None
-    return vllm, vllm.LLM(**kwargs), on_gpu, kwargs
+    try:
+        llm = vllm.LLM(**kwargs)
+    except (ValueError, TypeError) as exc:       # vLLM's own checks of the settings (pydantic, asserts in config)
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        raise BackendUnavailable(f"vLLM refused the engine settings for {spec.name!r}: {first[:300]} "
+                                 "(see [engine] in the config)") from None
+    return vllm, llm, on_gpu, kwargs
 
 
 class VLLMBackend(StepBackend):
@@ -102,6 +129,9 @@ class VLLMBackend(StepBackend):
                 "structured_output_backend": cfg.structured_outputs_config.backend,
                 "device": device_name(self.on_gpu), "max_model_len": self._max_len,
                 "engine_started": True, "enforce_eager": self.spec.engine.enforce_eager, "dtype": self.spec.engine.dtype,
+                "dtype_reason": self.spec.detail("dtype_reason", "set in the config"),
+                **({} if self.on_gpu else {"cpu_flags": vector_flags(),
+                                           "onednn_fallback": onednn_fell_back(captured_log())}),
                 "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
                 "prefix_caching": cfg.cache_config.enable_prefix_caching, "block_size": self.block_size,
                 "kv_cache_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}

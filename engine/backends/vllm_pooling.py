@@ -38,6 +38,7 @@ class RewardBackend(LocalBackend):
 
     def describe(self) -> dict:
         return {"backend": self.name, "engine_started": True, "dtype": self.spec.engine.dtype,
+                "dtype_reason": self.spec.detail("dtype_reason", "set in the config"),
                 "max_model_len": self._max_len, "runner": "pooling (classify, raw logits)"}
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,13 @@ from .schema import check_field as _check
 
 GENERATED = "generated"    # the dataset name of the items a run's [generate] stage wrote
 MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
-DTYPES = ("bfloat16", "float16", "float32")
+DTYPES = ("auto", "bfloat16", "float16", "float32")   # auto: by the hardware (engine/backends/hardware.py)
+
+
+def valid_name(name: object) -> bool:
+    """A run (or ensemble, or task) name: letters, digits, '-' and '_' only, so it is one folder
+    under the outputs and never a path elsewhere (`../x`)."""
+    return isinstance(name, str) and bool(name) and name.isascii() and name.replace("-", "").replace("_", "").isalnum()
 
 
 def _finite(x: float) -> bool:
@@ -74,7 +81,8 @@ class SamplingConfig(Sampling):
 @dataclass(frozen=True)
 class EngineConfig:
     """`[engine]`: runtime settings of local engines. They change speed and memory, not outputs, so
-    they stay out of keys, except dtype (part of the key when not bfloat16). Unset (absent, or 0 in
+    they stay out of keys, except dtype (part of the key when not bfloat16; "auto" is bfloat16 on a GPU
+    or a CPU with bf16 instructions, float32 otherwise, and keyed as chosen). Unset (absent, or 0 in
     older configs) means vLLM's own default. Checked here against vLLM's limits, before any engine
     starts."""
 
@@ -87,7 +95,7 @@ class EngineConfig:
     block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32; default 128)
     tensor_parallel_size: int = 1           # GPUs per engine
     data_parallel_size: int = 1             # refused above 1: use [cluster] replicas
-    dtype: str = "bfloat16"
+    dtype: str = "auto"
     # Per-judge overrides, e.g. [engine.judges."Qwen/Qwen2.5-72B-Instruct"] tensor_parallel_size = 4
     judges: dict[str, Any] = field(default_factory=dict)
 
@@ -269,8 +277,7 @@ class RunConfig:
         where = self.source or "config"
         for judge in self.engine.judges:
             self.engine.for_judge(judge, where)
-        _check(bool(self.name) and self.name.replace("-", "").replace("_", "").isalnum() and self.name.isascii(),
-               "name", f"use letters, digits, '-' and '_' only, got {self.name!r}")
+        _check(valid_name(self.name), "name", f"use letters, digits, '-' and '_' only, got {self.name!r}")
         _check(self.mode in MODES, "mode", f"must be one of {list(MODES)}, got {self.mode!r}")
         MissingPolicy.parse(self.missing)
         _check(self.truncation in ("error", "skip"), "truncation", f"must be 'error' or 'skip', got {self.truncation!r}")
@@ -300,7 +307,7 @@ class RunConfig:
     def _task(self, task: dict[str, Any]) -> RunConfig:
         where = self.source or "config"
         name = task.get("name")
-        if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        if not valid_name(name):
             raise ConfigError(f"each task needs a name of letters, digits, '-' and '_', got {name!r}", where=where,
                               key="tasks")
         names = [t.get("name") for t in self.tasks]
@@ -362,7 +369,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     if path.is_dir():
         raise ConfigError("is a folder, not a run config (give the .toml file)", where=str(path))
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the TOML
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
     except UnicodeDecodeError:
@@ -374,7 +382,26 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 def load_config(path: str | Path, **overrides: Any) -> RunConfig:
     path = config_path(path)
     table = read_toml(path)
-    return build(RunConfig, apply_overrides(table, overrides), str(path), source=str(path))
+    named = judges_named(table)                   # before a --judge override replaces them
+    config = build(RunConfig, apply_overrides(table, overrides), str(path), source=str(path))
+    check_engine_judges(config.engine, named + config.judges, str(path))
+    return config
+
+
+def judges_named(table: dict[str, Any]) -> list[str]:
+    """The judge names a config table gives (`judge`, one or a list), for checks made before it is built."""
+    judge = table.get("judge", [])
+    return [judge] if isinstance(judge, str) else [j for j in judge if isinstance(j, str)] if isinstance(judge, list) else []
+
+
+def check_engine_judges(engine: EngineConfig, judges: list[str], where: str) -> None:
+    """`[engine.judges."NAME"]` must name a judge of the run: a typo would leave its settings unused."""
+    for name in engine.judges:
+        if name not in judges:
+            close = difflib.get_close_matches(name, judges, n=1)
+            raise ConfigError("names no judge of this run" + (f" (did you mean {close[0]!r}?)" if close else "")
+                              + f"; the judges are {', '.join(dict.fromkeys(judges))}", where=where,
+                              key=f"engine.judges.{name}")
 
 
 def apply_overrides(table: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import TextIO
 
 _terminal: TextIO | None = None
+_log: Path | None = None
+
+
+def captured_log() -> Path | None:
+    """The file third-party messages go to during this command (None with --verbose)."""
+    return _log
 
 
 def terminal() -> TextIO:
@@ -36,7 +42,7 @@ def prepare_environment(verbose: bool) -> None:
 @contextmanager
 def quiet(log_path: Path, enabled: bool = True) -> Iterator[Path | None]:
     """Inside the block, stderr (fd 2) is `log_path` (appended) and `terminal()` the real stderr."""
-    global _terminal
+    global _terminal, _log
     if not enabled or _terminal is not None:
         yield None
         return
@@ -46,6 +52,7 @@ def quiet(log_path: Path, enabled: bool = True) -> Iterator[Path | None]:
     _terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
     with open(log_path, "ab") as log:
         os.dup2(log.fileno(), 2)
+    _log = log_path
     try:
         yield log_path
     finally:
@@ -53,4 +60,4 @@ def quiet(log_path: Path, enabled: bool = True) -> Iterator[Path | None]:
         os.dup2(saved, 2)
         os.close(saved)
         _terminal.close()
-        _terminal = None
+        _terminal = _log = None

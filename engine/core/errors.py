@@ -13,7 +13,7 @@ class ConfigError(LitjudgeError):
     """A run config, card or option is wrong. Names where (file, key) and what was received."""
 
     def __init__(self, message: str, *, where: str | None = None, key: str | None = None):
-        self.where, self.key = where, key
+        self.where, self.key, self.message = where, key, message
         prefix = ": ".join(p for p in (where, key) if p)
         super().__init__(f"{prefix}: {message}" if prefix else message)
 

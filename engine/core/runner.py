@@ -39,6 +39,9 @@ class JudgeRun:
     seconds: float
     backend: dict[str, Any]
     prompts: dict[str, str] | None = None       # key -> prompt for the log (None: too many to keep)
+    # Requests sent without an answer to store (the server unreachable after retries, a budget
+    # cap): not verdicts, so not stored; a re-run asks again.
+    unanswered: int = 0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -140,7 +143,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     prompts: dict[str, str] | None = {}
     listwise: list[PlanEntry] = []
     cleared: set[str] = set()
-    generated = reasked = 0
+    generated = reasked = unanswered = 0
     stage = dict.fromkeys(("store_plan", "backend", "parse_and_store"), 0.0)
     try:
         for part in stream.chunks(requests):
@@ -163,6 +166,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
             by_key = {p.key: p for p in todo}
             backend = lazy.get(stream.identity)
             outputs = iter(backend.generate(todo))
+            answered = 0
             while True:
                 t = time.perf_counter()
                 g = next(outputs, None)
@@ -170,6 +174,9 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                 stage["backend"] += t2 - t
                 if g is None:
                     break
+                if g.retryable:                  # no answer this time: not a verdict, left for a re-run
+                    continue
+                answered += 1
                 p = by_key[g.key]
                 row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
                 writer.add(row)
@@ -178,6 +185,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                 if on_result:
                     on_result(row)
                 stage["parse_and_store"] += time.perf_counter() - t2
+            unanswered += len(todo) - answered
             t = time.perf_counter()
             writer.flush()
             stage["parse_and_store"] += time.perf_counter() - t
@@ -194,7 +202,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                      "chat_template_hash": identity.template_hash,
                      "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
                      "stage_seconds": {**stream.stats.seconds, **{k: round(v, 3) for k, v in stage.items()}},
-                     "rss_mib_after_close": rss_mib()}, prompts)
+                     "rss_mib_after_close": rss_mib()}, prompts, unanswered)
 
 
 def rss_mib() -> float | None:
@@ -227,6 +235,8 @@ def reask(spec: JudgeSpec, plan_with: Planner, engine: Callable[[], Backend], en
         if todo:
             backend = engine()
             for g in backend.generate(list(todo.values())):
+                if g.retryable:
+                    continue
                 p = todo[g.key]
                 writer.add(to_row(g, p.request.language, p.request.mode, spec.name, backend.name))
         writer.flush()

@@ -151,6 +151,11 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
+    def has_results(self) -> bool:
+        """Whether any verdict is stored (a run refused before its first one leaves no folder)."""
+        with self._guard():
+            return self.db.execute("SELECT 1 FROM results LIMIT 1").fetchone() is not None
+
     def finished_keys(self, keys: Iterable[str] | None = None) -> set[str]:
         with self._guard():
             return self._finished_keys(keys)
@@ -263,6 +268,13 @@ def _translate(exc: Exception, path: Path) -> Exception:
     if "full" in text or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG):
         return SystemFault(f"{path}: the disk is full (or a file-size limit was hit); free space and run again: "
                            "finished verdicts are stored and a re-run resumes")
+    if getattr(exc, "errno", None) in (errno.EEXIST, errno.ENOTDIR):
+        return SystemFault(f"{getattr(exc, 'filename', None) or path.parent}: a file stands where a folder is needed; "
+                           "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file")
+    if "disk i/o error" in text:        # SQLite's word for a write the OS refused (ulimit -f, a failing disk)
+        return SystemFault(f"{path}: a write was refused by the system (a file-size limit such as `ulimit -f`, a full "
+                           "or failing disk); lift the limit or free space and run again: finished verdicts are "
+                           "stored and a re-run resumes")
     if "readonly" in text or "read-only" in text or "unable to open" in text or \
             getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
         return SystemFault(f"{path}: not writable; give write permission or point LITJUDGE_RUNS_DIR elsewhere")

@@ -11,7 +11,7 @@ import tomllib
 
 from ..core.errors import ConfigError
 from ..core.paths import cards_dir, data_root
-from ..core.schema import build
+from ..core.schema import build, check_field
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,11 @@ class DatasetCard:
     columns: dict[str, str] = field(default_factory=dict)
     base: str = ""                    # set by the loader: the folder of the card file ("card" roots)
 
+    def __post_init__(self) -> None:
+        check_field(self.root in ROOTS, "root", f"must be one of {list(ROOTS)}, got {self.root!r}")
+        check_field(self.format in FORMATS, "format", f"must be one of {[f for f in FORMATS if f]} (or left out: "
+                    f"from the file's extension), got {self.format!r}")
+
     def folder(self, root_override: str = "") -> Path:
         """Where the data is: `path` under the data root, the shipped samples, or the card's folder."""
         if Path(self.path).is_absolute():
@@ -56,6 +61,7 @@ class DatasetCard:
 
 
 ROOTS = ("data", "project", "card")
+FORMATS = ("", "jsonl", "csv", "parquet", "arrow")
 GENERIC = ("pairs_jsonl", "rated_items_jsonl", "reference_jsonl")    # the `table` loader reads these layouts too
 
 
@@ -93,14 +99,11 @@ def load_card(name: str) -> DatasetCard:
         raise ConfigError(f"unknown dataset {name!r} (cards: {', '.join(known)}; or give a card file's path)",
                           key="dataset")
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))
+        table = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
     except (UnicodeDecodeError, IsADirectoryError):
         raise ConfigError("not a TOML card file", where=str(path)) from None
     if by_path:
         table.setdefault("root", "card")
-    card = build(DatasetCard, table, str(path), base=str(path.resolve().parent))
-    if card.root not in ROOTS:
-        raise ConfigError(f"must be one of {list(ROOTS)}, got {card.root!r}", where=str(path), key="root")
-    return card
+    return build(DatasetCard, table, str(path), base=str(path.resolve().parent))

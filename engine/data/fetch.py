@@ -10,6 +10,7 @@ same way. Nothing is fetched twice: files already in place with the right checks
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -62,9 +63,13 @@ def place(target: Path, data: bytes, expected: str, origin: str) -> None:
                         f"{expected[:16]}...): refused, nothing written")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, target)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:                       # disk full, a signal: no partial file is left behind
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def confederacy_ratings(sheet: bytes) -> bytes:
@@ -99,22 +104,41 @@ def fetch(card: DatasetCard, data_root: Path) -> list[Fetched]:
     folder = data_root / card.path
     url = f"{base_url()}/{up['repository']}/{up['commit']}"
     done: list[Fetched] = []
-    for local, entry in up.get("files", {}).items():
-        target = folder / local
-        if target.exists() and sha256(target.read_bytes()) == entry["sha256"]:
-            done.append(Fetched(target, "kept"))
-            continue
-        place(target, download(f"{url}/{entry['upstream']}"), entry["sha256"], f"{url}/{entry['upstream']}")
-        done.append(Fetched(target, "downloaded"))
-    for local, entry in up.get("derived", {}).items():
-        target = folder / local
-        if target.exists() and sha256(target.read_bytes()) == entry["sha256"]:
-            done.append(Fetched(target, "kept"))
-            continue
-        source = folder / entry["from"]
-        place(target, CONVERTERS[entry["converter"]](source.read_bytes()), entry["sha256"], str(source))
-        done.append(Fetched(target, "derived"))
+    try:
+        for local, entry in up.get("files", {}).items():
+            target = folder / local
+            if target.exists() and sha256(target.read_bytes()) == entry["sha256"]:
+                done.append(Fetched(target, "kept"))
+                continue
+            place(target, download(f"{url}/{entry['upstream']}"), entry["sha256"], f"{url}/{entry['upstream']}")
+            done.append(Fetched(target, "downloaded"))
+        for local, entry in up.get("derived", {}).items():
+            target = folder / local
+            if target.exists() and sha256(target.read_bytes()) == entry["sha256"]:
+                done.append(Fetched(target, "kept"))
+                continue
+            source = folder / entry["from"]
+            place(target, CONVERTERS[entry["converter"]](source.read_bytes()), entry["sha256"], str(source))
+            done.append(Fetched(target, "derived"))
+    except OSError as exc:
+        what = ("the disk is full (or a file-size limit was hit)" if exc.errno in (errno.ENOSPC, errno.EFBIG)
+                else "not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else exc.strerror)
+        total = len(up.get("files", {})) + len(up.get("derived", {}))
+        raise DataError(f"{exc.filename or folder}: {what}; {len(done)} of {total} "
+                        f"files are in place and verified, nothing partial was left: fix that and run `litjudge data "
+                        f"fetch {card.name}` again (it fetches only the rest)") from None
     return done
+
+
+def presence(card: DatasetCard, data_root: Path) -> str:
+    """What `data list` says of a card's data: present, missing, or partial (k of n files) when the
+    card lists its files and only some are there (an interrupted fetch)."""
+    folder = card.folder(str(data_root))
+    files = [*card.upstream.get("files", {}), *card.upstream.get("derived", {})] if card.upstream else []
+    if not files:
+        return "present" if folder.exists() else "missing"
+    there = sum((folder / f).is_file() for f in files)
+    return "present" if there == len(files) else "missing" if not there else f"partial ({there} of {len(files)} files)"
 
 
 def missing_hint(card: DatasetCard) -> str:

@@ -85,8 +85,8 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
             raise DataError(f"duplicate item_id {item!r}", path=str(path), row=n)
         seen.add(item)
         score = rec.get("human_score")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-            raise DataError(f"field 'human_score' should be a number, got {score!r:.40}", path=str(path), row=n)
+        if score is not None:
+            require(rec, {"human_score": (int, float)}, path, n)
         category = rec.get("category")
         if category is not None:
             category = str(category)

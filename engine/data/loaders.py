@@ -67,6 +67,10 @@ class TablePairs:
     def __iter__(self):
         return checked(self.card, pairs_from_records(mapped(self.card, self.location, "pairs"), self.location))
 
+
+# Loaders that read a folder of several files (what the folder holds), not one file.
+FOLDER_LOADERS = {"ttcw": "stories.json, tests.json, expert_majority.json, ...",
+                  "confederacy": "stories/, user_ratings.csv, mapping-grouped.csv"}
 _CACHE: dict[tuple, Any] = {}
 
 
@@ -96,6 +100,11 @@ def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
         raise DataError(f"dataset {card.name!r} is not at {location}" + (
             f": run `litjudge data fetch {card.name}` (from {card.upstream['repository']}, verified)" if card.upstream
             else " (set --data-root or LITJUDGE_DATA_ROOT)"))
+    if card.loader in FOLDER_LOADERS and location.is_file():
+        raise DataError(f"dataset {card.name!r} (loader {card.loader!r}) reads a folder ({FOLDER_LOADERS[card.loader]}), "
+                        "not a file: give the folder, or a config whose dataset layout reads files (e.g. "
+                        "pairs-generic, rated-items-generic, reference-generic, or an inline [dataset])",
+                        path=str(location))
     key = (name, str(location), _stamp(location) if location.exists() else ())
     if key not in _CACHE:
         if len(_CACHE) > 16:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,13 +65,28 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield n, rec
 
 
+TYPE_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false", list: "a list",
+              dict: "a table"}
+
+
+def type_name(typ: type | tuple[type, ...]) -> str:
+    """`(int, float)` -> "a number": how a user reads a type."""
+    if isinstance(typ, tuple):
+        if set(typ) == {int, float}:
+            return "a number"
+        return " or ".join(type_name(t) for t in typ)
+    return TYPE_NAMES.get(typ, typ.__name__)
+
+
 def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], path: Path, row: int) -> None:
-    """Every field present with the right type; strings non-empty."""
+    """Every field present with the right type; strings non-empty; numbers finite."""
     for name, typ in fields.items():
         if name not in rec or rec[name] is None:
             raise DataError(f"missing field {name!r}", path=str(path), row=row)
-        if not isinstance(rec[name], typ) or isinstance(rec[name], bool) and typ is int:
-            raise DataError(f"field {name!r} should be {getattr(typ, '__name__', typ)}, got {rec[name]!r:.60}",
+        if not isinstance(rec[name], typ) or isinstance(rec[name], bool) and typ is not bool:
+            raise DataError(f"field {name!r} should be {type_name(typ)}, got {rec[name]!r:.60}",
                             path=str(path), row=row)
         if isinstance(rec[name], str) and not rec[name].strip():
             raise DataError(f"field {name!r} is empty", path=str(path), row=row)
+        if isinstance(rec[name], float) and not math.isfinite(rec[name]):
+            raise DataError(f"field {name!r} must be a finite number, got {rec[name]!r}", path=str(path), row=row)

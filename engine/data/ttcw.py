@@ -102,17 +102,30 @@ def load_ttcw(folder: Path, instructions: Path | None = None, require_labels: bo
     known_tests, known_stories = {t.idx for t in tests}, {s.story_id for s in stories}
     maj = folder / "expert_majority.json"
     if maj.exists():
+        first: dict[tuple[str, int], int] = {}
         for row, rec in enumerate(read_json_list(maj), start=1):
             require(rec, {"story_id": str, "ttcw_idx": int, "binary_verdict": str}, maj, row)
             _check_ids(rec, known_stories, known_tests, maj, row)
-            data.majority[(rec["story_id"], rec["ttcw_idx"])] = rec["binary_verdict"]
+            key = (rec["story_id"], rec["ttcw_idx"])
+            if key in first:
+                same = "the same verdict" if data.majority[key] == rec["binary_verdict"] else "a different verdict"
+                raise DataError(f"story_id {key[0]!r}, ttcw_idx {key[1]} is labelled twice (rows {first[key]} and "
+                                f"{row}, {same}): keep one row per item", path=str(maj), row=row)
+            first[key] = row
+            data.majority[key] = rec["binary_verdict"]
     elif require_labels:
         raise DataError("expert_majority.json not found", path=str(maj))
     ann = folder / "expert_annotations.json"
     if ann.exists():
+        rows: dict[tuple[str, int, int], int] = {}
         for row, rec in enumerate(read_json_list(ann), start=1):
             require(rec, {"story_id": str, "expert_idx": int, "ttcw_idx": int, "binary_verdict": str}, ann, row)
             _check_ids(rec, known_stories, known_tests, ann, row)
+            key3 = (rec["story_id"], rec["expert_idx"], rec["ttcw_idx"])
+            if key3 in rows:
+                raise DataError(f"expert {key3[1]} labels story_id {key3[0]!r}, ttcw_idx {key3[2]} twice (rows "
+                                f"{rows[key3]} and {row})", path=str(ann), row=row)
+            rows[key3] = row
             data.annotations.append((rec["story_id"], rec["expert_idx"], rec["ttcw_idx"], rec["binary_verdict"]))
     return data
 
@@ -148,5 +161,9 @@ def load_recorded(path: Path) -> dict[str, str]:
         require(rec, {"id": str}, path, n)
         if rec["id"] in out:
             raise DataError(f"duplicate id {rec['id']!r}", path=str(path), row=n)
-        out[rec["id"]] = rec.get("response") or ""
+        response = rec.get("response")
+        if response is not None and not isinstance(response, str):
+            raise DataError(f"field 'response' must be text (a string), got {type(response).__name__}", path=str(path),
+                            row=n)
+        out[rec["id"]] = response or ""
     return out

@@ -58,6 +58,36 @@ def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) ->
     return MetricResult(float(np.mean(recalls)), len(y_true))
 
 
+def tie_credit(pred: float | None) -> float | None:
+    """A pooled probability as the share of a positive vote: 1 above 0.5, 0 below, and 0.5 for an
+    exact tie (a fair coin: the tie rule of juries)."""
+    if pred is None:
+        return None
+    return 1.0 if pred > 0.5 else 0.0 if pred < 0.5 else 0.5
+
+
+def binary_agreement_with_ties(truth: Sequence[bool], said: Sequence[float]) -> dict[str, MetricResult]:
+    """Accuracy, balanced accuracy and Cohen's kappa of binary verdicts where `said` is the share
+    of a positive vote per item (1, 0, or 0.5 for a tie): the expected values over a fair coin
+    breaking every tie, i.e. each tie counted half as each label (sklearn's metrics with sample
+    weights 0.5 give the same numbers). Every item counts; hard verdicts give the usual metrics."""
+    if len(truth) != len(said):
+        raise ValueError(f"need equal lengths, got {len(truth)} and {len(said)}")
+    t = np.asarray(truth, dtype=bool)
+    q = np.asarray(said, dtype=float)
+    n = len(t)
+    if not n:
+        return {m: MetricResult(NAN, 0) for m in ("accuracy", "balanced_accuracy", "kappa")}
+    credit = np.where(t, q, 1.0 - q)
+    po = float(credit.mean())
+    recalls = [float(credit[t == c].mean()) for c in (False, True) if (t == c).any()]
+    pos_truth, pos_said = float(t.mean()), float(q.mean())
+    pe = pos_truth * pos_said + (1 - pos_truth) * (1 - pos_said)
+    kappa = NAN if pe >= 1.0 - 1e-15 else (po - pe) / (1 - pe)
+    return {"accuracy": MetricResult(po, n), "balanced_accuracy": MetricResult(float(np.mean(recalls)), n),
+            "kappa": MetricResult(kappa, n)}
+
+
 def fleiss_kappa(ratings: Sequence[Sequence[Hashable]]) -> MetricResult:
     """Fleiss' kappa; `ratings[i]` are the labels the raters gave item i (same count per item).
     Items with a missing rating are left out (n counts the items kept)."""

@@ -29,3 +29,11 @@ def known_pairs(a: Sequence[Any], b: Sequence[Any]) -> tuple[list[Any], list[Any
     """The pairs (a[i], b[i]) where neither side is missing, as two lists."""
     kept = [(x, y) for x, y in zip(a, b) if not (is_missing(x) or is_missing(y))]
     return [x for x, _ in kept], [y for _, y in kept]
+
+
+def scipy_stats():
+    """scipy.stats, imported on first use: a protocol module loads (and a config error reports)
+    without waiting the half second scipy.stats takes to import."""
+    from scipy import stats
+
+    return stats

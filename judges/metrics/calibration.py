@@ -17,12 +17,13 @@ belongs to the bin above it, and p = 1 falls in the last bin.)
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .base import NAN, MetricResult, known_pairs
+from .base import NAN, MetricResult, is_missing, known_pairs
+from .bootstrap import percentile_interval
 
 
 @dataclass(frozen=True)
@@ -73,20 +74,31 @@ def brier_score(p: Sequence[float], y: Sequence[float | bool]) -> MetricResult:
 
 
 def ece_bootstrap(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = 500, seed: int = 0,
-                  alpha: float = 0.05) -> tuple[float, float]:
-    """Percentile CI of the ECE over verdicts resampled with replacement (numpy, per-bin sums)."""
-    pa, ya = _arrays(p, y)
-    n = len(pa)
-    if not n:
+                  alpha: float = 0.05, clusters: Sequence[Hashable] | None = None) -> tuple[float, float]:
+    """Percentile CI of the ECE over cluster resamples (a story's verdicts, a pair's orders move
+    together; each verdict its own cluster when `clusters` is None), from per-cluster, per-bin sums
+    in numpy. (nan, nan) with fewer than 2 clusters or no spread."""
+    if clusters is not None and len(clusters) != len(p):
+        raise ValueError(f"need one cluster per prediction, got {len(clusters)} and {len(p)}")
+    kept = [i for i in range(len(p)) if not (is_missing(p[i]) or is_missing(y[i]))]
+    pa, ya = _arrays([p[i] for i in kept], [y[i] for i in kept])
+    if not len(pa):
         return NAN, NAN
+    if clusters is None:
+        inverse = np.arange(len(pa))
+    else:
+        _, inverse = np.unique(np.asarray([str(clusters[i]) for i in kept]), return_inverse=True)
+    g = int(inverse.max()) + 1
     index = np.minimum((pa * bins).astype(int), bins - 1)
+    counts, sum_p, sum_y = (np.zeros((g, bins)) for _ in range(3))
+    np.add.at(counts, (inverse, index), 1.0)
+    np.add.at(sum_p, (inverse, index), pa)
+    np.add.at(sum_y, (inverse, index), ya)
     rng = np.random.default_rng(seed)
-    stats = np.empty(resamples)
-    for r in range(resamples):
-        pick = rng.integers(0, n, n)
-        counts = np.bincount(index[pick], minlength=bins)
-        gap = np.abs(np.bincount(index[pick], weights=pa[pick], minlength=bins)
-                     - np.bincount(index[pick], weights=ya[pick], minlength=bins))
-        stats[r] = gap.sum() / n if counts.sum() else NAN
-    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
-    return float(low), float(high)
+    stats = []
+    step = max(1, 4_000_000 // (g * bins))
+    for start in range(0, resamples, step):
+        idx = rng.integers(0, g, (min(step, resamples - start), g))
+        gap = np.abs(sum_p[idx].sum(axis=1) - sum_y[idx].sum(axis=1)).sum(axis=1)
+        stats.append(gap / counts[idx].sum(axis=(1, 2)))
+    return percentile_interval(np.concatenate(stats), g, alpha)

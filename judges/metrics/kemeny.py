@@ -2,9 +2,13 @@
 2023): the Kemeny ranking minimises the total number of pairwise disagreements (Kendall tau
 distance) with the input rankings.
 
-Exact by enumeration up to `EXACT_MAX` items (8! = 40,320 orders); beyond that, a documented
-approximation: the Borda ranking (mean position), improved by swapping adjacent items while that
-lowers the total distance (a local optimum; Kemeny is NP-hard in general).
+Exact up to `EXACT_MAX` items by dynamic programming over the subsets of items placed first (the
+cost of placing x next is how often the rankings put a not-yet-placed item before x: 2^n n^2
+steps, where enumerating the n! orders took a second per 8-item list); among equally good orders
+the first in the Borda order's lexicographic order is returned (what enumerating the Borda
+order's permutations would return). Beyond that, a documented approximation: the Borda ranking
+(mean position), improved by swapping adjacent items while that lowers the total distance (a
+local optimum; Kemeny is NP-hard in general).
 
 >>> kemeny([["a", "b", "c"], ["a", "c", "b"], ["b", "a", "c"]])
 ['a', 'b', 'c']
@@ -12,9 +16,9 @@ lowers the total distance (a local optimum; Kemeny is NP-hard in general).
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from itertools import combinations, permutations
+from itertools import combinations
 
-EXACT_MAX = 8
+EXACT_MAX = 10
 
 
 def pairwise_wins(rankings: Sequence[Sequence[Hashable]]) -> dict[tuple[Hashable, Hashable], int]:
@@ -33,6 +37,36 @@ def disagreements(order: Sequence[Hashable], wins: dict[tuple[Hashable, Hashable
     return sum(wins.get((y, x), 0) for i, x in enumerate(order) for y in order[i + 1:])
 
 
+def _exact(borda: list[Hashable], wins: dict[tuple[Hashable, Hashable], int]) -> list[Hashable]:
+    """The optimal order by DP over placed subsets; ties go to the lexicographically first order
+    in Borda positions."""
+    n = len(borda)
+    before = [[wins.get((borda[y], borda[x]), 0) for y in range(n)] for x in range(n)]   # y placed before x
+    full = (1 << n) - 1
+    # rest[S]: the least disagreements of ordering the items outside S after those in S
+    rest = [0] * (1 << n)
+    step = [[0] * n for _ in range(1 << n)]
+    for placed in range(full - 1, -1, -1):
+        best = None
+        for x in range(n):
+            if placed >> x & 1:
+                continue
+            # x goes next: every remaining item y (not placed, not x) comes after x
+            cost = sum(before[x][y] for y in range(n) if not (placed >> y & 1) and y != x)
+            step[placed][x] = cost
+            total = cost + rest[placed | 1 << x]
+            if best is None or total < best:
+                best = total
+        rest[placed] = best or 0
+    order, placed = [], 0
+    while placed != full:
+        x = next(x for x in range(n) if not (placed >> x & 1)
+                 and step[placed][x] + rest[placed | 1 << x] == rest[placed])
+        order.append(borda[x])
+        placed |= 1 << x
+    return order
+
+
 def kemeny(rankings: Sequence[Sequence[Hashable]]) -> list[Hashable]:
     """The central ranking (ties between equally good orders broken by the Borda order)."""
     if not rankings:
@@ -43,7 +77,7 @@ def kemeny(rankings: Sequence[Sequence[Hashable]]) -> list[Hashable]:
     wins = pairwise_wins(rankings)
     borda = sorted(items, key=lambda x: (sum(r.index(x) for r in map(list, rankings)), str(x)))
     if len(items) <= EXACT_MAX:
-        return list(min(permutations(borda), key=lambda order: disagreements(order, wins)))
+        return _exact(borda, wins)
     order, improved = borda, True
     while improved:
         improved = False

@@ -25,10 +25,11 @@ def fit_logistic(features: Sequence[Sequence[float]], outcome: Sequence[float | 
                  iterations: int = 100, tol: float = 1e-10) -> np.ndarray:
     """Coefficients [intercept, b_1 .. b_k] maximising the log-likelihood of P(y=1) =
     sigmoid(b0 + x.b) minus ridge/2 |b_1..k|^2. NaN coefficients when there are no rows."""
-    x = np.asarray(features, dtype=float).reshape(len(outcome), -1)
     y = np.asarray(outcome, dtype=float)
     if not len(y):
-        return np.full(x.shape[1] + 1, np.nan)
+        width = np.shape(features)[1] if np.ndim(features) == 2 else 0
+        return np.full(width + 1, np.nan)
+    x = np.asarray(features, dtype=float).reshape(len(outcome), -1)
     design = np.hstack([np.ones((len(y), 1)), x])
     penalty = np.eye(design.shape[1]) * ridge
     penalty[0, 0] = 0.0
@@ -42,6 +43,24 @@ def fit_logistic(features: Sequence[Sequence[float]], outcome: Sequence[float | 
         if np.abs(step).max() < tol:
             break
     return beta
+
+
+def separated(features: Sequence[Sequence[float]], outcome: Sequence[float | bool]) -> bool:
+    """Whether the outcomes are (completely or quasi-completely) separated by a hyperplane in the
+    features plus an intercept, so that the logistic MLE does not exist and a ridge-penalised fit
+    is set by its penalty (Konis 2007: a linear program finds b != 0 with s_i x_i.b >= 0 for all
+    rows, s_i = +1/-1 for outcome 1/0). All outcomes equal counts as separated (the intercept
+    alone runs off to infinity)."""
+    from scipy.optimize import linprog
+
+    y = np.asarray(outcome, dtype=float)
+    if not len(y):
+        return False
+    x = np.hstack([np.ones((len(y), 1)), np.asarray(features, dtype=float).reshape(len(y), -1)])
+    signed = x * np.where(y > 0.5, 1.0, -1.0)[:, None]
+    res = linprog(-signed.sum(axis=0), A_ub=-signed, b_ub=np.zeros(len(y)), bounds=[(-1, 1)] * x.shape[1],
+                  method="highs")
+    return bool(res.status == 0 and -res.fun > 1e-7 * max(1.0, float(np.abs(signed).sum())))
 
 
 def cluster_robust_cov(features: Sequence[Sequence[float]], outcome: Sequence[float | bool], beta: np.ndarray,

@@ -4,7 +4,9 @@ A judge that says Yes with sensitivity Se (on items the experts passed) and spec
 items they failed) reports a raw pass rate p that is biased; the true rate is estimated by
     pi = (p + Sp - 1) / (Se + Sp - 1),  clipped to [0, 1].
 Se and Sp come from the human-labelled items; p from the items being scored (labelled or not).
-The CI resamples both: the labelled items (for Se, Sp) and the scored items (for p).
+The CI resamples clusters (stories: a story's tests move together), each drawn cluster bringing
+its labelled items (for Se, Sp) and its scored items (for p); without clusters, every item is its
+own cluster and the two sets are resampled independently.
 
 >>> round(rogan_gladen(0.5, 0.8, 0.9), 4)
 0.5714
@@ -12,9 +14,11 @@ The CI resamples both: the labelled items (for Se, Sp) and the scored items (for
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
+
+from .bootstrap import percentile_interval
 
 NAN = float("nan")
 
@@ -35,21 +39,54 @@ def sensitivity_specificity(truth: Sequence[bool], pred: Sequence[bool]) -> tupl
 
 
 def corrected_pass_rate(truth: Sequence[bool], pred_labelled: Sequence[bool], pred_scored: Sequence[bool],
-                        resamples: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict[str, float]:
+                        resamples: int = 1000, seed: int = 0, alpha: float = 0.05,
+                        clusters_labelled: Sequence[Hashable] | None = None,
+                        clusters_scored: Sequence[Hashable] | None = None) -> dict[str, float]:
     """Raw and Rogan-Gladen corrected pass rate of `pred_scored`, with the judge's Se/Sp measured on
-    (`truth`, `pred_labelled`), and a percentile bootstrap CI of the corrected rate."""
+    (`truth`, `pred_labelled`), and a percentile cluster-bootstrap CI of the corrected rate."""
     truth_a, lab_a, scored = (np.asarray(x, dtype=bool) for x in (truth, pred_labelled, pred_scored))
     raw = float(scored.mean()) if len(scored) else NAN
     se, sp = sensitivity_specificity(truth_a, lab_a)
     point = rogan_gladen(raw, se, sp)
-    rng, stats = np.random.default_rng(seed), []
-    if len(truth_a) and len(scored):
-        for _ in range(resamples):
-            i = rng.integers(0, len(truth_a), len(truth_a))
-            j = rng.integers(0, len(scored), len(scored))
-            value = rogan_gladen(float(scored[j].mean()), *sensitivity_specificity(truth_a[i], lab_a[i]))
-            if not math.isnan(value):
-                stats.append(value)
-    lo, hi = (np.quantile(stats, [alpha / 2, 1 - alpha / 2]) if stats else (NAN, NAN))
-    return {"raw_pass_rate": raw, "sensitivity": se, "specificity": sp, "corrected_pass_rate": point,
-            "ci_low": float(lo), "ci_high": float(hi), "labelled": int(len(truth_a)), "scored": int(len(scored))}
+    out = {"raw_pass_rate": raw, "sensitivity": se, "specificity": sp, "corrected_pass_rate": point,
+           "ci_low": NAN, "ci_high": NAN, "labelled": int(len(truth_a)), "scored": int(len(scored))}
+    if not len(truth_a) or not len(scored):
+        return out
+    if clusters_labelled is None or clusters_scored is None:   # every item its own cluster, each set on its own
+        draws = [([f"l{i}" for i in range(len(truth_a))], None), (None, [f"s{i}" for i in range(len(scored))])]
+        groups = min(len(truth_a), len(scored))
+    else:
+        draws = [([str(c) for c in clusters_labelled], [str(c) for c in clusters_scored])]
+        groups = len(set(draws[0][0]) | set(draws[0][1]))
+    rng = np.random.default_rng(seed)
+    sums = _cluster_sums(truth_a, lab_a, scored, draws, rng, resamples)
+    tp, pos, tn, neg, yes, n = sums
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se_b, sp_b, p_b = tp / pos, tn / neg, yes / n
+        denom = se_b + sp_b - 1
+        stats = np.where(denom > 0, np.clip((p_b + sp_b - 1) / denom, 0.0, 1.0), np.nan)
+    out["ci_low"], out["ci_high"] = percentile_interval(stats, groups, alpha)
+    return out
+
+
+def _cluster_sums(truth: np.ndarray, lab: np.ndarray, scored: np.ndarray, draws, rng, resamples: int):
+    """Per resample: true positives, positives, true negatives, negatives among the labelled
+    items, and passes and count among the scored items, summed over the drawn clusters. `draws`
+    lists (labelled ids, scored ids) resampled together; a None side is not resampled by it."""
+    totals = np.zeros((6, resamples))
+    for lab_ids, sco_ids in draws:
+        names = sorted(set(lab_ids or []) | set(sco_ids or []))
+        where = {c: i for i, c in enumerate(names)}
+        g = len(names)
+        per = np.zeros((6, g))
+        if lab_ids is not None:
+            li = np.asarray([where[c] for c in lab_ids], dtype=int)
+            for row, values in enumerate((truth & lab, truth, ~truth & ~lab, ~truth)):
+                per[row] += np.bincount(li, weights=values.astype(float), minlength=g)
+        if sco_ids is not None:
+            si = np.asarray([where[c] for c in sco_ids], dtype=int)
+            per[4] += np.bincount(si, weights=scored.astype(float), minlength=g)
+            per[5] += np.bincount(si, minlength=g)
+        idx = rng.integers(0, g, (resamples, g))
+        totals += per[:, idx].sum(axis=2)
+    return totals

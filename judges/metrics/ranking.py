@@ -8,9 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
-from scipy import stats
-
-from .base import NAN, MetricResult, known_pairs
+from .base import NAN, MetricResult, known_pairs, scipy_stats
 
 
 def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[float]]:
@@ -28,16 +26,16 @@ def _corr(fn, x, y) -> MetricResult:
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> MetricResult:
-    return _corr(stats.pearsonr, x, y)
+    return _corr(scipy_stats().pearsonr, x, y)
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> MetricResult:
-    return _corr(stats.spearmanr, x, y)
+    return _corr(scipy_stats().spearmanr, x, y)
 
 
 def kendall(x: Sequence[float], y: Sequence[float]) -> MetricResult:
     """Kendall's tau-b (ties handled)."""
-    return _corr(stats.kendalltau, x, y)
+    return _corr(scipy_stats().kendalltau, x, y)
 
 
 def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> MetricResult:

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
-from .base import NAN, MetricResult
+from .base import NAN, MetricResult, scipy_stats
 
 ICC_KINDS = ("ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k")
 
@@ -65,5 +64,5 @@ def one_way_anova(groups: Sequence[Sequence[float]]) -> MetricResult:
     n = sum(len(g) for g in groups)
     if len(groups) < 2 or n <= len(groups):
         return MetricResult(NAN, n)
-    res = stats.f_oneway(*groups)
+    res = scipy_stats().f_oneway(*groups)
     return MetricResult(float(res.statistic), n, float(res.pvalue))
