@@ -49,6 +49,7 @@ FORMAT = ("\n\nList every id exactly once, one per line, from the highest score 
 class ListwiseOptions:
     criterion: str = "creativity"      # a paper criterion, "aut" (the AUT scoring prompt), or your own text
     item_kind: str = "items"           # what the prompt calls the items ("poems", "alternative uses", ...)
+    item_one: str = ""                 # one of them ("poem", "story"); "": from item_kind (stories -> story)
     design: str = "comprehensive"
     groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0              # pool: this many items per category per group (0: the whole group)
@@ -100,7 +101,7 @@ class Listwise(Protocol):
             return paper_prompt("aut_scoring", "template").replace("[an object]", group)
         if opts.criterion in POETRY_CRITERIA:
             text = paper_prompt("poetry_incontext", "criteria", opts.criterion).replace("{n}", str(n))
-            text = text.replace("poems", opts.item_kind).replace("poem", opts.item_kind.rstrip("s"))
+            text = text.replace("poems", opts.item_kind).replace("poem", opts.item_one or singular(opts.item_kind))
             return text.split(" Print out the filenames")[0]
         return opts.criterion.replace("{n}", str(n))
 
@@ -194,9 +195,13 @@ class Listwise(Protocol):
                 name = col.removeprefix("mean_")
                 cat = spearman(j["category_rank"].to_list(), j[col].to_list())
                 hum = spearman(j["human_score"].fill_null(float("nan")).to_list(), j[col].to_list())
+                why = ("the judge gave every item the same value: no ranking to correlate"
+                       if j[col].drop_nulls().n_unique() <= 1 else
+                       "the items have one category" if j["category_rank"].drop_nans().n_unique() <= 1 else None)
                 agreement.append({"judge": judge, "score": name, "items": j.height,
                                   "spearman_category": cat.value, "p_category": cat.p_value,
-                                  "spearman_human": hum.value, "p_human": hum.p_value})
+                                  "spearman_human": hum.value, "p_human": hum.p_value,
+                                  "note": why if cat.value != cat.value else None})
                 by_cat = [g[col].to_list() for _, g in j.filter(pl.col("category").is_not_null())
                           .group_by("category", maintain_order=True)]
                 a = one_way_anova(by_cat)
@@ -258,6 +263,20 @@ class Listwise(Protocol):
                                           "own_items": pl.Int64, "other_items": pl.Int64, "own_mean": pl.Float64,
                                           "other_mean": pl.Float64, "difference": pl.Float64, "ci_low": pl.Float64,
                                           "ci_high": pl.Float64, "ci_note": pl.Utf8})
+
+
+def singular(plural: str) -> str:
+    """One of `plural` for the prompt: stories -> story, boxes -> box, uses -> use, poems -> poem
+    (English rules for the usual item words; `item_one` says it where they fail)."""
+    words = plural.rsplit(" ", 1)
+    last = words[-1]
+    if last.endswith("ies") and len(last) > 4:
+        last = last[:-3] + "y"
+    elif last.endswith(("ches", "shes", "xes", "sses")):
+        last = last[:-2]
+    elif last.endswith("s") and not last.endswith("ss"):
+        last = last[:-1]
+    return " ".join([*words[:-1], last])
 
 
 def shown_orders(listed: list[tuple[str, RatedItem]], opts: ListwiseOptions, where: str

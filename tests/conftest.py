@@ -9,6 +9,9 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# The verdict cache shared by a user's runs is off in tests (each test counts what it generates);
+# the tests of the cache itself switch it on with a path of their own.
+os.environ.setdefault("LITJUDGE_VERDICT_CACHE", "off")
 
 from engine.core.paths import PROJECT_ROOT, data_root
 

@@ -32,6 +32,10 @@ def test_demo_run_resumes_and_is_deterministic(smollm, runs_dir):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["judges"][0]["structured_output_backend"] in ("auto", "xgrammar")
     assert manifest["judges"][0]["plan"]["distinct_requests"] == 12
+    # the dtype that ran and why (dtype = "auto": by the CPU's bf16 instructions), and oneDNN's word on it
+    assert manifest["judges"][0]["dtype"] in ("bfloat16", "float32")
+    assert manifest["judges"][0]["dtype_reason"].startswith("auto: ")
+    assert "cpu_flags" in manifest["judges"][0] and "onednn_fallback" in manifest["judges"][0]
     assert pl.read_parquet(out / "tables" / "verdict_grid.parquet").height == 3
     assert sum(1 for _ in (out / "log.jsonl").open()) == 12
 

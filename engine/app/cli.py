@@ -67,6 +67,7 @@ def cmd_run(args) -> int:
     from ..data.cards import dataset_card, with_data
     from .outputs import rebuild_store
     from .run import run, run_dir_for
+    from .summary import figures
     from .tables import print_table
 
     if args.generate_only and not config.generate.enabled:
@@ -101,13 +102,11 @@ def cmd_run(args) -> int:
                 print_table(table, f"{task}: {title}" if task else title, max_rows=args.show)
     m = outcome.manifest
     print(f"\n{m['verdicts']['rows']} verdicts ({m['verdicts']['unparsed']} unparsed) in {m['seconds']:.1f} s")
-    for j in m["judges"]:
-        t = j.get("throughput", {})
+    for f, j in zip(figures(m), m["judges"], strict=True):
         plan = j["plan"]
-        print(f"  {j['judge']}: {plan['requests']} requests, {plan['distinct_requests']} distinct, "
-              f"{j['generated']} generated now; prompt tokens {plan['prompt_tokens']:,} "
-              f"(distinct prefill {plan['distinct_prefill_tokens']:,}); "
-              f"cache hit {100 * (t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 0), 1)):.0f}%")
+        shared = f", {j['from_cache']} from the shared verdict cache" if j.get("from_cache") else ""
+        print(f"  {f.judge}: {f.line()}{shared}; prompt tokens {plan['prompt_tokens']:,} "
+              f"(distinct prefill {plan['distinct_prefill_tokens']:,})")
     for warning in m.get("warnings", []):
         print(f"litjudge: warning: {warning}", file=terminal())
     keep_log(args, outcome.run_dir)
@@ -132,8 +131,13 @@ def unanswered_exit(manifest: dict) -> int:
 
 
 def keep_log(args, run_dir: Path) -> None:
-    """The third-party messages of this command, kept as RUN/engine.log (appended)."""
+    """The third-party messages of this command, kept as RUN/engine.log (appended), unless the run
+    already wrote them there as they came."""
+    from ..core.console import captured_log
+
     log = getattr(args, "console_log", None)
+    if captured_log() == run_dir / "engine.log":
+        return
     if log is not None and log.exists() and log.stat().st_size:
         with open(run_dir / "engine.log", "ab") as out:
             out.write(log.read_bytes())
@@ -182,35 +186,47 @@ def cmd_plan(args) -> int:
         caps = registry.BACKENDS.get(spec.backend).capabilities
         if spec.family.startswith("api-"):
             api = r["config"].api
-            tokens_in = 1.3 * r["prompt_tokens"]          # words -> tokens, roughly (no tokenizer for APIs)
-            tokens_out = r["distinct_requests"] * max((p.max_tokens for p in r["sample"]), default=0)
+            tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)
+            tokens_out = r["to_generate"] * max((p.max_tokens for p in r["sample"]), default=0)
             cost = round((tokens_in * api.price_in_per_mtok + tokens_out * api.price_out_per_mtok) / 1e6, 4)
-            how = (f"API: ~{tokens_in:,.0f} prompt tokens (1.3 x words), about {tokens_out:,} output tokens at most; "
-                   f"cost from api.price_in_per_mtok / price_out_per_mtok; time depends on the server")
+            how = (f"API: ~{tokens_in:,.0f} prompt tokens to send (1.3 x words), about {tokens_out:,} output tokens "
+                   f"at most; cost from api.price_in_per_mtok / price_out_per_mtok; time depends on the server")
         elif not caps.recorded:
             config = r["config"]
-            rec = cached(r["planner"], config.mode)
-            if rec is None and args.calibrate:
-                rec = calibrate(spec, config, r["sample"], r["planner"])
-            est = round(estimate_seconds(rec, r["stats"]) / 60, 1) if rec else None
-            how = (f"calibrated: {rec['sample_requests']} requests, "
-                   f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s"
-                   if rec else "not calibrated (run without --no-calibrate)")
+            rec = None
+            if args.calibrate and r["sample"]:
+                rec = calibrate(spec, config, r["sample"], r["planner"], progress=True)
+            elif args.calibrate:
+                how = "nothing left to generate: no calibration needed"
+            rec = rec or cached(r["planner"], spec, config.mode)
+            if not r["to_generate"]:
+                est, how = 0.0, "every distinct request is stored already: nothing to generate"
+            elif rec:
+                est = round(estimate_seconds(rec, r["to_prefill_tokens"]) / 60, 1)
+                how = (f"calibrated {rec['measured']}: {rec['sample_requests']} requests, "
+                       f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s")
+            else:
+                how = ("not calibrated for this judge, dtype and CPU: `litjudge plan CONFIG --calibrate` measures "
+                       "it (starts the engine once)")
         table.append({k: r[k] for k in ("judge", "cells", "requests", "too_long", "distinct_requests",
-                                          "saved_by_sharing", "prompt_tokens", "distinct_prefill_tokens")}
+                                          "saved_by_sharing", "stored", "to_generate", "prompt_tokens",
+                                          "distinct_prefill_tokens", "to_prefill_tokens")}
                      | {"est_minutes": est, "est_cost_usd": cost})
         notes.append(f"  {r['judge']}: {how}")
     print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
                                       f"{len(sweep.post_settings())} post setting(s) (no model call each)")
-    print("Estimates (rough: distinct prefill tokens x the calibrated rate, plus engine start):")
+    print("Estimates (rough: distinct prefill tokens left to generate x the calibrated rate, plus engine start):")
     print("\n".join(notes))
     total, distinct = sum(r["requests"] for r in rows), sum(r["distinct_requests"] for r in rows)
     too_long = sum(r["too_long"] for r in rows)
     saved = total - too_long - distinct
+    stored = sum(r["stored"] for r in rows)
     print(f"\n{total} requests, {distinct} distinct: sharing saves {saved} model calls "
           f"({100 * saved / max(total, 1):.0f}%); prefix sharing leaves "
           f"{sum(r['distinct_prefill_tokens'] for r in rows):,} of {sum(r['prompt_tokens'] for r in rows):,} "
           "prompt tokens to prefill")
+    print(f"{stored} of {distinct} distinct requests are stored already (this run's folder or the shared verdict "
+          f"cache): {distinct - stored} to generate")
     if too_long:
         print(f"{too_long} request(s) are left out: their prompts do not fit the context window "
               "(truncation = \"skip\"); raise max_model_len to keep them")
@@ -242,6 +258,9 @@ def _whole(least: int, hint: str = ""):
 
 
 _limit = _whole(1, "leave it out to judge every item")
+LIMIT_HELP = ("only the first N units, in the data's own order: stories (ttcw), pairs (pairwise), groups "
+              "(reference_likert; listwise and classification: objects or sets, or the listed options.groups); "
+              "default: all")
 _replicas = _whole(1, "1 is one engine in this process; leave it out to use the config's [cluster]")
 
 
@@ -261,13 +280,16 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a config: plan, judge (resuming), aggregate, write tables")
     r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
     r.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
-    r.add_argument("--limit", type=_limit, help="only the first N items (stories, pairs, groups); default: all")
+    r.add_argument("--limit", type=_limit, help=LIMIT_HELP)
     r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
     r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     r.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
     r.add_argument("--out", help="folder for the run's outputs, written to OUT/NAME (default ./runs/out; "
                                  "also LITJUDGE_RUNS_DIR)")
+    r.add_argument("--cache", metavar="PATH", help="the verdict cache shared by every run (default "
+                   "~/.cache/litjudge/verdicts.sqlite; also LITJUDGE_VERDICT_CACHE)")
+    r.add_argument("--no-cache", action="store_true", help="neither read nor write the shared verdict cache")
     r.add_argument("--replicas", type=_replicas, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
@@ -280,12 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
     pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")
     pl_.add_argument("config")
     pl_.add_argument("--judge", help="override the judge(s), comma-separated")
-    pl_.add_argument("--limit", type=_limit, help="only the first N items (stories, pairs, groups)")
+    pl_.add_argument("--limit", type=_limit, help=LIMIT_HELP)
     pl_.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"])
     pl_.add_argument("--data-root")
     pl_.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
+    pl_.add_argument("--calibrate", action="store_true",
+                     help="measure this judge's speed here first (starts its engine on a few requests, shows "
+                          "progress; stored per judge, dtype and CPU model, replacing an older measurement)")
     pl_.add_argument("--no-calibrate", dest="calibrate", action="store_false",
-                     help="no calibration run (estimates only from an earlier calibration)")
+                     help="the default: estimates only from a stored calibration")
     pl_.set_defaults(fn=cmd_plan)
     rp = sub.add_parser("reparse", help="re-apply parsing and aggregation to stored raw outputs (no model)")
     rp.add_argument("run_dir")
@@ -368,11 +393,19 @@ def crash_log(exc: BaseException) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:                     # the command line (not a test calling main): maybe under tcmalloc
+        from .preload import reexec_with_tcmalloc
+
+        reexec_with_tcmalloc(sys.argv[1:])
     args = build_parser().parse_args(argv)
     prepare_environment(args.verbose)
     if getattr(args, "out", None) and args.command == "run":
         # the one place outputs are found (runs_output_dir), for this process and the workers it starts
         os.environ["LITJUDGE_RUNS_DIR"] = str(Path(args.out).resolve())
+    if getattr(args, "no_cache", False):
+        os.environ["LITJUDGE_VERDICT_CACHE"] = "off"
+    elif getattr(args, "cache", None):
+        os.environ["LITJUDGE_VERDICT_CACHE"] = str(Path(args.cache).expanduser().resolve())
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     log = cache_dir() / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"

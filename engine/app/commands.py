@@ -16,6 +16,7 @@ from ..data.fetch import fetch, presence
 def cmd_report(args) -> int:
     """Text summary of each run, then the HTML / Markdown / CSV report."""
     from .report import load_run, task_folders, write_report
+    from .summary import figures, history, totals
     from .tables import print_table
 
     for path in task_folders([Path(p) for p in args.run_dirs]):
@@ -24,13 +25,11 @@ def cmd_report(args) -> int:
         print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
         print(f"git {m.get('git_commit')}, vLLM {m.get('vllm')}, machine "
               f"{(m.get('machine') or {}).get('gpu') or (m.get('machine') or {}).get('cpu')}")
-        for j in m["judges"]:
-            t = j.get("throughput", {})
-            secs = max(j.get("seconds", 0), 1e-9)
-            print(f"- {j['judge']} [{j.get('backend')}]: {j['plan']['requests']} requests "
-                  f"({j['plan']['distinct_requests']} distinct), {t.get('requests', 0) / secs:.2f} verdicts/s, "
-                  f"cache hit {100 * t.get('cached_tokens', 0) / max(t.get('prompt_tokens', 1), 1):.0f}%, "
-                  f"re-asked {j.get('reasked', 0)}")
+        total = totals(path)
+        for f, j in zip(figures(m), m["judges"], strict=True):
+            print(f"- {f.judge} [{j.get('backend')}], latest: {f.line()}, re-asked {j.get('reasked', 0)}")
+            if f.judge in total and len(history(path)) > 1:
+                print(f"  all {len(history(path))} invocations: {total[f.judge].line()}")
         print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
         if args.text:
             for name, table in run.tables.items():

@@ -52,10 +52,20 @@ def guarded(action: Callable[[], Any], path: Path | str) -> Any:
         raise fault(exc, path) from None
 
 
+def file_mode(folder: bool = False) -> int:
+    """The mode a new file (or folder) gets under the user's umask; temporary ones are made 0600
+    (0700), so what is written through them is given this mode before it is renamed into place."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if folder else 0o666) & ~mask
+
+
 def write_file(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` then rename tmp over `path` (atomic on one filesystem)."""
+    """`write(tmp)` then rename tmp over `path` (atomic on one filesystem), with the mode any new
+    file of the user's gets (their umask), not the temporary file's 0600."""
     def go() -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        os.fchmod(fd, file_mode())
         os.close(fd)
         try:
             write(Path(tmp))
@@ -76,6 +86,7 @@ def write_tables(run_dir: Path, tables: dict[str, pl.DataFrame]) -> None:
 
     def go() -> None:
         fresh = Path(tempfile.mkdtemp(prefix=".tables.", dir=run_dir))
+        os.chmod(fresh, file_mode(folder=True))
         try:
             for name, df in tables.items():
                 df.write_parquet(fresh / f"{name}.parquet")

@@ -16,6 +16,7 @@ from ..core.errors import ConfigError, StoreError
 from .outputs import STALE, csv_safe, guarded, read_manifest, read_table, write_text
 from .report_extras import extra_panels
 from .report_panels import PANELS, Panel
+from .summary import figures, history, totals
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
 _CHECK = """<script>
@@ -88,19 +89,24 @@ def task_folders(run_dirs: list[Path]) -> list[Path]:
 
 
 def header(runs: list[LoadedRun]) -> pl.DataFrame:
+    """One row per judge of each run: the latest invocation's figures and, where the run folder was
+    run more than once, the totals of all its invocations (RUN/history.jsonl)."""
     rows = []
     for r in runs:
         m = r.manifest
-        for j in m["judges"]:
-            t = j.get("throughput", {})
-            secs = max(float(j.get("seconds") or 0), 1e-9)
+        total = totals(r.path)
+        invocations = len(history(r.path))
+        for f, j in zip(figures(m), m["judges"], strict=True):
             counts = m.get("verdicts_by_judge", {}).get(j["judge"], {})
+            every = total.get(f.judge)
             rows.append({"run": r.name, "judge": j["judge"], "protocol": m["config"]["protocol"],
                          "dataset": m["dataset"]["card"], "mode": m["config"]["mode"], "backend": j.get("backend"),
-                         "requests": j["plan"]["requests"], "distinct": j["plan"]["distinct_requests"],
-                         "generated": j.get("generated"),
-                         "verdicts_per_s": round(t.get("requests", 0) / secs, 3),
-                         "prefix_cache_hit": round(t.get("cached_tokens", 0) / max(t.get("prompt_tokens", 0), 1), 3),
+                         "requests": f.requests, "distinct": f.distinct, "generated": f.generated,
+                         "verdicts_per_s": f.verdicts_per_s, "prefix_cache_hit": f.cache_hit,
+                         "invocations": invocations or 1,
+                         "generated_all": every.generated if every else f.generated,
+                         "verdicts_per_s_all": every.verdicts_per_s if every else f.verdicts_per_s,
+                         "prefix_cache_hit_all": every.cache_hit if every else f.cache_hit,
                          "verdicts": counts.get("rows"), "unparsed": counts.get("unparsed"),
                          "missing": counts.get("missing"), "missing_policy": m.get("missing_policy", "drop"),
                          "dtype": j.get("dtype"), "dtype_why": j.get("dtype_reason"),
@@ -126,7 +132,10 @@ def build_panels(runs: list[LoadedRun]) -> list[Panel]:
     if len(protocols) > 1:
         raise ConfigError(f"runs of different protocols cannot be compared panel by panel: {sorted(protocols)}")
     protocol = protocols.pop()
-    panels = [Panel("Runs", "One row per judge of each run (from the manifests).", [("runs", header(runs))])]
+    panels = [Panel("Runs", "One row per judge of each run: the latest invocation's figures (from its manifest) and, "
+                            "with *_all, the totals of every invocation of the run folder (history.jsonl): a re-run "
+                            "that found every verdict stored generates nothing and does not hide the run that did.",
+                    [("runs", header(runs))])]
     tables = combined_tables(runs)
     panels += PANELS.get(protocol, lambda t: [])(tables)
     panels += extra_panels(tables)

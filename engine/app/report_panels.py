@@ -191,8 +191,11 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     if cm is not None and cm.height:
         cm2 = cm.with_columns(pl.format("{} / {}", pl.col("source").fill_null(""),
                                         pl.col("category").fill_null("")).alias("cell"))
-        out.append(Panel("Mean score per (source, category)", "The AUT paper's bars: per generator, its levels in "
-                                                                 "the oracle order (worst first).", [("category_means", cm)],
+        out.append(Panel("Mean score per (source, category)", "Per item source (a generator, a writer), the mean "
+                                                                 "score of its items in each ground-truth category, "
+                                                                 "categories in the card's order, worst first (with "
+                                                                 "AUT data: the AUT paper's bars).",
+                         [("category_means", cm)],
                          [("category_means", _grouped_bars(cm2, "cell", "mean_score", "Mean 1-5 score", "score",
                                                            ylim=(0, 5))),
                           ("category_positions", _grouped_bars(cm2, "cell", "mean_position",
@@ -208,7 +211,10 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                                                    "Spearman", ylim=(-1, 1)))] if ag.height else []
         out.append(Panel("Agreement with the ground truth", "Spearman of item mean scores (1-5 score and rank "
                                                            "position) against the category rank (the oracle) and "
-                                                           "the human score.", [("agreement", ag)], plots))
+                                                           "the human score. An empty Spearman is undefined: the "
+                                                           "judge gave every item the same score (or the items have "
+                                                           "one category), so there is no ranking to correlate.",
+                         [("agreement", ag)], plots))
     sp = t.get("self_preference")
     if sp is not None and sp.height:
         out.append(Panel("Self-preference", "A judge's mean for the items its own family wrote minus its mean for the "

@@ -18,8 +18,9 @@ from judges.base import Context, Protocol
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
+from ..core.cache import open_verdict_cache
 from ..core.config import RunConfig
-from ..core.console import terminal
+from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, machine
 from ..core.paths import runs_output_dir
@@ -29,6 +30,7 @@ from ..core.store import ResultRow, Store
 from ..data.cards import DatasetCard, dataset_card
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .outputs import write_outputs, write_tables, write_text
+from .summary import append_history
 from .verdicts import verdict_frame
 
 
@@ -97,6 +99,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     notes = lost_store_note(run_dir)
     created = not run_dir.exists()
     store = Store.open(run_dir / "store.sqlite")
+    log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
+    cache = open_verdict_cache()
     refused = False
     judge_runs: list[JudgeRun] = []
     skipped: dict[str, list[dict]] = {name: [] for name, _ in tasks}
@@ -122,7 +126,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
 
             jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s, config.cluster), requests(),
                            store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
-                           progress=progress, on_result=on_result, live=live.get(spec.name))
+                           progress=progress, on_result=on_result, live=live.get(spec.name),
+                           cache=None if registry.BACKENDS.get(spec.backend).capabilities.recorded else cache)
             if generation is not None and spec.name in generation.engines:
                 generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
             judge_runs.append(jr)
@@ -157,6 +162,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
             if generation is not None:
                 manifest["generation"] = generation.summary
             write_outputs(out_dir, tables, verdicts, manifest, store, prompts or {})
+            append_history(out_dir, manifest)
             outcomes.append(RunOutcome(out_dir, tables, verdicts, manifest, judge_runs))
         if config.tasks:
             shared = build_manifest(tasks[0][1], judge_runs, pl.concat([o.verdicts for o in outcomes],
@@ -171,6 +177,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         raise
     finally:
         store.close()
+        if cache is not None:
+            cache.close()
         for engine in (generation.engines.values() if generation else ()):
             engine.close()
         if refused:
@@ -255,7 +263,8 @@ def build_manifest(prep: Prepared, judge_runs: list[JudgeRun], verdicts: pl.Data
                     **({"data": data_identity(card.folder())} if not card.hub else {"hub": card.hub})},
         "seconds": round(seconds, 2),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
-                    "unanswered": j.unanswered, "seconds": round(j.seconds, 2), **j.backend} for j in judge_runs],
+                    "unanswered": j.unanswered, "from_cache": j.from_cache, "seconds": round(j.seconds, 2), **j.backend}
+                   for j in judge_runs],
         "unanswered": sum(j.unanswered for j in judge_runs),
         "missing_policy": config.missing,
         "verdicts": verdict_counts(verdicts),

@@ -116,6 +116,11 @@ def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> S
     base = build(RunConfig, copy.deepcopy(table), where, source=where)
     check_engine_judges(base.engine, named + base.judges + [j for v in matrix.get("judge", [])
                                                             for j in judges_named({"judge": v})], where)
+    if base.tasks and not base.generate.enabled:   # several tasks: planned task by task (not a sweep)
+        if matrix or spec:
+            raise ConfigError("a config with [[tasks]] cannot also be a sweep ([matrix] / [sweep])", where=where,
+                              key="matrix" if matrix else "sweep")
+        return Sweep(base.name, where, base, [Cell(name, cfg, {"task": name}) for name, cfg in base.task_configs()])
     if base.generate.enabled:
         raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
                           "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,

@@ -29,10 +29,12 @@ from judges.metrics.direction import higher_is_better
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
+from ..core.cache import open_verdict_cache, verdict_cache_path
+from ..core.console import log_to
 from ..core.errors import ConfigError
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
-from ..core.planner import StreamPlanner
+from ..core.planner import StreamPlanner, common_prefix
 from ..core.requests import JudgeRequest
 from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
@@ -96,23 +98,49 @@ def work(sweep: Sweep, cells: list[tuple[Cell, Prepared]]) -> list[JudgeWork]:
 
 def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
     """Per judge, without loading any engine: requests, distinct requests, prompt tokens, distinct
-    prefill tokens after prefix sharing, what was left out as too long, and a sample of distinct
-    requests (for a calibration). Streams: the plan is never held whole."""
+    prefill tokens after prefix sharing, what was left out as too long, how many distinct requests
+    are already stored (in the run's folder or the shared verdict cache) and what is left to
+    generate and prefill, and a sample of distinct requests left to generate (for a calibration).
+    Streams: the plan is never held whole."""
     rows = []
-    for w in work(sweep, prepared_cells(sweep)):
-        config = w.cells[0][0].config
-        planner = registry.planner(w.spec)
-        stream = StreamPlanner(planner, config.truncation)
-        sample: list = []
-        for part in stream.chunks(w.requests()):
-            sample = sample or part.unique[:SAMPLE]
-        st = stream.stats
-        rows.append({"judge": w.judge, "cells": len(w.cells), "requests": st.requests + len(st.too_long),
-                     "too_long": len(st.too_long), "distinct_requests": st.distinct_requests,
-                     "saved_by_sharing": st.requests - st.distinct_requests, "prompt_tokens": st.prompt_tokens,
-                     "distinct_prefill_tokens": st.distinct_prefill_tokens, "stats": st, "sample": sample,
-                     "planner": planner, "config": config, "spec": w.spec})
+    stores = [s for s in (_existing(runs_output_dir() / sweep.name / "store.sqlite"), _existing(verdict_cache_path()))
+              if s is not None]
+    try:
+        for w in work(sweep, prepared_cells(sweep)):
+            config = w.cells[0][0].config
+            planner = registry.planner(w.spec)
+            stream = StreamPlanner(planner, config.truncation)
+            sample: list = []
+            stored = left_prefill = 0
+            prev: tuple[int, ...] = ()
+            recorded = registry.BACKENDS.get(w.spec.backend).capabilities.recorded
+            for part in stream.chunks(w.requests()):
+                keys = [p.key for p in part.unique]
+                done: set[str] = set()
+                for s in (stores if not recorded else stores[:1]):
+                    done |= s.finished_keys(k for k in keys if k not in done)
+                stored += len(done)
+                todo = [p for p in part.unique if p.key not in done]
+                for p in todo:
+                    left_prefill += p.prompt_tokens - common_prefix(prev, p.token_ids)
+                    prev = p.token_ids
+                sample = sample or todo[:SAMPLE]
+            st = stream.stats
+            rows.append({"judge": w.judge, "cells": len(w.cells), "requests": st.requests + len(st.too_long),
+                         "too_long": len(st.too_long), "distinct_requests": st.distinct_requests,
+                         "saved_by_sharing": st.requests - st.distinct_requests, "prompt_tokens": st.prompt_tokens,
+                         "distinct_prefill_tokens": st.distinct_prefill_tokens, "stored": stored,
+                         "to_generate": st.distinct_requests - stored, "to_prefill_tokens": left_prefill,
+                         "stats": st, "sample": sample, "planner": planner, "config": config, "spec": w.spec})
+    finally:
+        for s in stores:
+            s.close()
     return rows
+
+
+def _existing(path: Path | None) -> Store | None:
+    """A store to read, only where one already is (planning never creates a run folder)."""
+    return Store.open(path, create=False) if path is not None and path.exists() else None
 
 
 def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
@@ -121,17 +149,22 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     cells = prepared_cells(sweep)
     run_dir = runs_output_dir() / sweep.name
     store = Store.open(run_dir / "store.sqlite")
+    log_to(run_dir / "engine.log")
+    cache = open_verdict_cache()
     judge_runs: list[JudgeRun] = []
     try:
         for w in work(sweep, cells):
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
+            recorded = registry.BACKENDS.get(w.spec.backend).capabilities.recorded
             judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
                                         w.requests(), store, truncation=config.truncation,  # type: ignore[arg-type]
-                                        reasks=config.reasks, progress=progress))
+                                        reasks=config.reasks, progress=progress, cache=None if recorded else cache))
         metrics = evaluate(sweep, protocol, cells, store)
     finally:
         store.close()
+        if cache is not None:
+            cache.close()
     ranking = rank(sweep, protocol, cells, metrics)
     model_calls_saved = sum(j.plan.summary()["requests"] - j.plan.summary()["distinct_requests"] for j in judge_runs)
     settings = len(sweep.post_settings())

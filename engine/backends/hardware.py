@@ -93,3 +93,13 @@ def onednn_fell_back(log: Path | None) -> bool | None:
         return None
     with log.open("rb") as fh:
         return any(ONEDNN_FALLBACK.encode() in line for line in fh)
+
+
+def preloaded_libraries() -> list[str]:
+    """The allocator and OpenMP libraries this process runs with (tcmalloc, libiomp), for the manifest."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    return sorted({Path(line.split()[-1]).name for line in maps.splitlines()
+                   if ("tcmalloc" in line or "libiomp" in line) and "/" in line})

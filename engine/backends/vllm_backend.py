@@ -20,7 +20,7 @@ from ..core.errors import BackendUnavailable, ConfigError
 from ..core.render import PromptRenderer
 from ..core.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .base import StepBackend, context_window
-from .hardware import onednn_fell_back, vector_flags
+from .hardware import onednn_fell_back, preloaded_libraries, vector_flags
 from .tokenizer_only import TokenizerOnly
 
 
@@ -130,7 +130,7 @@ class VLLMBackend(StepBackend):
                 "device": device_name(self.on_gpu), "max_model_len": self._max_len,
                 "engine_started": True, "enforce_eager": self.spec.engine.enforce_eager, "dtype": self.spec.engine.dtype,
                 "dtype_reason": self.spec.detail("dtype_reason", "set in the config"),
-                **({} if self.on_gpu else {"cpu_flags": vector_flags(),
+                **({} if self.on_gpu else {"cpu_flags": vector_flags(), "preloaded": preloaded_libraries(),
                                            "onednn_fallback": onednn_fell_back(captured_log())}),
                 "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
                 "prefix_caching": cfg.cache_config.enable_prefix_caching, "block_size": self.block_size,

@@ -30,6 +30,22 @@ def say(message: str) -> None:
     print(message, file=terminal(), flush=True)
 
 
+def log_to(path: Path) -> None:
+    """From now on, third-party messages go to `path` (a run folder's engine.log, appended, live),
+    with what was captured so far moved there; nothing changes with --verbose or outside `quiet`."""
+    global _log
+    if _log is None or _terminal is None or Path(path) == _log:
+        return
+    sys.stderr.flush()
+    path = Path(path)
+    with open(path, "ab") as new:
+        if _log.exists():
+            new.write(_log.read_bytes())
+        os.dup2(new.fileno(), 2)
+    old, _log = _log, path
+    old.unlink(missing_ok=True)
+
+
 def prepare_environment(verbose: bool) -> None:
     """Before vLLM is imported: its log level (INFO only with --verbose) and stream (stderr, so stdout
     carries only litjudge's tables)."""

@@ -16,6 +16,8 @@
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -184,6 +186,52 @@ class StreamPlanner:
         kept = [e for e in entries if not self._skipped or bytes.fromhex(e.key) not in self._skipped]
         self.stats.requests += len(kept)
         return PlanChunk(kept, prepared)
+
+
+def planned_ahead(chunks: Iterator[PlanChunk], depth: int = 2) -> Iterator[PlanChunk]:
+    """The chunks of a plan, planned in a background thread up to `depth` chunks ahead of the one
+    being judged, so a large run takes about max(planning, inference), not their sum: the engine
+    starts on the first chunk while the planner goes on (tokenizers and hashing release the GIL for
+    most of their work). Order is kept; an error while planning is raised here, at the chunk it
+    would have been; closing this generator stops the planner."""
+    out: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def produce() -> None:
+        try:
+            for part in chunks:
+                while not stop.is_set():
+                    try:
+                        out.put(part, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            item: object = done
+        except BaseException as exc:  # noqa: BLE001  (handed to the consumer, raised there)
+            item = exc
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    worker = threading.Thread(target=produce, name="litjudge-planner", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = out.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
 
 
 def make_plan(requests: Sequence[JudgeRequest], planner: Planner, truncation: Truncation = "error") -> Plan:

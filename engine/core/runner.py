@@ -19,8 +19,10 @@ from grammars import Unparsed
 from grammars.language import VerdictLanguage
 
 from .backend import Backend, JudgeSpec, Planner
+from .console import terminal
 from .distribution import argmax_label
-from .planner import CHUNK, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan
+from .errors import LitjudgeError
+from .planner import CHUNK, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
 from .progress import RunProgress
 from .requests import Generation, JudgeRequest
 from .store import ResultRow, Store
@@ -42,6 +44,7 @@ class JudgeRun:
     # Requests sent without an answer to store (the server unreachable after retries, a budget
     # cap): not verdicts, so not stored; a re-run asks again.
     unanswered: int = 0
+    from_cache: int = 0                         # verdicts copied from the shared verdict cache, not generated
 
 
 @functools.lru_cache(maxsize=1024)
@@ -77,8 +80,8 @@ class Writer:
 
     committed = 0          # per process
 
-    def __init__(self, store: Store):
-        self.store, self.last = store, time.monotonic()
+    def __init__(self, store: Store, cache: Store | None = None):
+        self.store, self.cache, self.last = store, cache, time.monotonic()
         self.buf: list[ResultRow] = []
         self.kill_after = int(os.environ.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
 
@@ -92,11 +95,23 @@ class Writer:
     def flush(self) -> None:
         if self.buf:
             self.store.put_results(self.buf)
+            if self.cache is not None:
+                self._share(self.buf)
             Writer.committed += len(self.buf)
             self.buf = []
             if self.kill_after and Writer.committed >= self.kill_after:
                 os.kill(os.getpid(), signal.SIGKILL)
         self.last = time.monotonic()
+
+
+    def _share(self, rows: list[ResultRow]) -> None:
+        """Into the shared verdict cache too; a cache that cannot be written (locked past the wait,
+        read-only, full) is left aside with one warning: the run's own store has every verdict."""
+        try:
+            self.cache.put_results(rows)  # type: ignore[union-attr]
+        except LitjudgeError as exc:
+            print(f"litjudge: warning: the shared verdict cache is left aside for this run: {exc}", file=terminal())
+            self.cache = None
 
 
 class LazyBackend:
@@ -127,26 +142,31 @@ LOG_PROMPTS_MAX = 50_000  # distinct prompts kept in memory for log.jsonl; beyon
 def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
               requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, truncation: Truncation = "error",
               reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
-              live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None) -> JudgeRun:
+              live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None,
+              cache: Store | None = None) -> JudgeRun:
     """Plan one judge's requests (`requests`: (run id, request) pairs, e.g. one run per sweep cell;
     a request shared by runs is one key, generated once) chunk by chunk, generate the keys not yet
     stored, store them as they finish. `live` is an already started backend to reuse (not closed
     here); otherwise `start()` is called only when something is left to generate. `engine` is a
     lazily started engine the caller keeps across several calls (the turns of a conversation) and
-    closes itself."""
+    closes itself. `cache`: the shared verdict cache (engine.core.cache), read before generating and
+    written with every stored verdict."""
     t0 = time.time()
     lazy = engine or LazyBackend(start, live)
     plan_with = lazy.live or planner
     stream = StreamPlanner(plan_with, truncation, chunk)
-    writer = Writer(store)
+    writer = Writer(store, cache)
     bar = RunProgress(0, spec.name, enabled=progress)
     prompts: dict[str, str] | None = {}
     listwise: list[PlanEntry] = []
     cleared: set[str] = set()
-    generated = reasked = unanswered = 0
+    generated = reasked = unanswered = from_cache = 0
     stage = dict.fromkeys(("store_plan", "backend", "parse_and_store"), 0.0)
+    # Planned ahead in a thread when the planner is not the live engine itself (an engine's own
+    # tokenizer must not be used from two threads at once).
+    chunks = stream.chunks(requests) if lazy.live is not None else planned_ahead(stream.chunks(requests))
     try:
-        for part in stream.chunks(requests):
+        for part in chunks:
             t = time.perf_counter()
             for run in {e.run for e in part.entries} - cleared:
                 store.clear_plan(run)
@@ -159,6 +179,13 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                     prompts = None
             done = store.finished_keys(p.key for p in part.unique)
             todo = [p for p in part.unique if p.key not in done]
+            if todo and writer.cache is not None:          # generated by another run: copied, not generated
+                hits = list(writer.cache.results(p.key for p in todo))
+                if hits:
+                    store.put_results(hits)
+                    from_cache += len(hits)
+                    got = {r.key for r in hits}
+                    todo = [p for p in todo if p.key not in got]
             stage["store_plan"] += time.perf_counter() - t
             if not todo:
                 continue
@@ -192,6 +219,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
         reasked = reask(spec, plan_with, lambda: lazy.get(stream.identity), listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
     finally:
+        if hasattr(chunks, "close"):
+            chunks.close()                      # stops the planner thread where the loop ended early
         writer.flush()
         bar.close()
         if engine is None:
@@ -202,7 +231,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                      "chat_template_hash": identity.template_hash,
                      "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
                      "stage_seconds": {**stream.stats.seconds, **{k: round(v, 3) for k, v in stage.items()}},
-                     "rss_mib_after_close": rss_mib()}, prompts, unanswered)
+                     "rss_mib_after_close": rss_mib()}, prompts, unanswered, from_cache)
 
 
 def rss_mib() -> float | None:

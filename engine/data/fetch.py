@@ -63,6 +63,9 @@ def place(target: Path, data: bytes, expected: str, origin: str) -> None:
                         f"{expected[:16]}...): refused, nothing written")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)                # the user's umask, not the temporary file's 0600
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

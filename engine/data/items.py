@@ -49,13 +49,13 @@ class ItemSet:
 
 
 def select_groups(data: ItemSet, wanted: list[str], limit: int | None = None) -> list[tuple[str, list[RatedItem]]]:
-    """The groups to judge, in order: the named ones (an unknown name is an error), else all, sorted;
-    the first `limit` of them when a limit is set."""
+    """The groups to judge, in order: the named ones (an unknown name is an error), else all in the
+    order they first appear in the data (`--limit N`: the first N, as for every protocol)."""
     groups = data.groups()
     unknown = [g for g in wanted if g not in groups]
     if unknown:
         raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})", key="options.groups")
-    chosen = [(g, groups[g]) for g in wanted] if wanted else sorted(groups.items())
+    chosen = [(g, groups[g]) for g in wanted] if wanted else list(groups.items())
     return chosen[:limit] if limit else chosen
 
 

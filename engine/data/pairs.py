@@ -62,14 +62,17 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
     count = 0
     for n, rec in records:
         require(rec, {"prompt": str, "text_a": str, "text_b": str, "label": str}, path, n)
-        if rec["label"] not in LABELS:
-            raise DataError(f"field 'label' must be one of {list(LABELS)}, got {rec['label']!r:.40}", path=str(path), row=n)
+        label = rec["label"].strip().lower()         # "A", " Tie": the same labels in another case
+        if label not in LABELS:
+            raise DataError(f"field 'label' must be one of {list(LABELS)} (any case), got {rec['label']!r:.40}; "
+                            f"[dataset.values.label] renames your values (e.g. {rec['label'][:20]!r} = \"a\")",
+                            path=str(path), row=n)
         pid = str(rec.get("pair_id", f"line{n}"))
         if pid in seen:
             raise DataError(f"duplicate pair_id {pid!r}", path=str(path), row=n)
         seen.add(pid)
         count += 1
-        yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], rec["label"],
+        yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], label,
                    str(rec.get("source_a", "")), str(rec.get("source_b", "")), str(rec.get("group", "")))
     if not count:
         raise DataError("no pairs", path=str(path))

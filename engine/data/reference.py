@@ -97,7 +97,7 @@ def groups_from_records(records: Iterable[tuple[int, dict]], path: Path) -> list
     if not stories:
         raise DataError("no stories", path=str(path))
     groups = []
-    for _, items in sorted(stories.items()):
+    for _, items in stories.items():                 # file order: `--limit N` takes the first N groups
         refs = {story.item_id for story, is_ref in items if is_ref}
         groups.append(_split_reference([story for story, _ in items], lambda s, refs=refs: s.item_id in refs, str(path)))
     return groups

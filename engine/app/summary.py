@@ -1,0 +1,107 @@
+"""One typed summary of what a run's judges did, read from its manifest, with the one formula for
+verdicts per second and the prefix-cache hit rate (the console, `report`'s text and the report's
+header all print these), and the run folder's history: every invocation appends its figures to
+RUN/history.jsonl, so a re-run that generated nothing does not hide the figures of the one that
+did (the manifest is the latest invocation's; the history keeps them all).
+
+>>> rate(0.0023)
+'0.0023'
+>>> rate(12.345)
+'12.3'
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+HISTORY = "history.jsonl"
+
+
+def rate(value: float | None) -> str:
+    """A rate with 3 significant digits (0.0023, 0.512, 12.3, 1,234), never a misleading 0.00."""
+    if value is None:
+        return "n/a"
+    if value == 0:
+        return "0"
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class JudgeFigures:
+    """One judge of one invocation: what was planned, generated, how long, how much the prefix
+    cache served."""
+
+    judge: str
+    requests: int
+    distinct: int
+    generated: int
+    seconds: float
+    prompt_tokens: int
+    cached_tokens: int
+
+    @property
+    def verdicts_per_s(self) -> float | None:
+        """Verdicts generated per second of this judge's work (None when it generated none)."""
+        return self.generated / self.seconds if self.generated and self.seconds > 0 else None
+
+    @property
+    def cache_hit(self) -> float | None:
+        """Share of the prompt tokens the prefix cache served (None when nothing was prefilled)."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
+
+    @classmethod
+    def from_manifest(cls, j: dict[str, Any]) -> JudgeFigures:
+        t, plan = j.get("throughput") or {}, j.get("plan") or {}
+        return cls(j["judge"], int(plan.get("requests", 0)), int(plan.get("distinct_requests", 0)),
+                   int(j.get("generated") or 0), float(j.get("seconds") or 0.0), int(t.get("prompt_tokens") or 0),
+                   int(t.get("cached_tokens") or 0))
+
+    def line(self) -> str:
+        hit = "n/a" if self.cache_hit is None else f"{100 * self.cache_hit:.0f}%"
+        return (f"{self.requests} requests ({self.distinct} distinct), {self.generated} generated, "
+                f"{rate(self.verdicts_per_s)} verdicts/s, cache hit {hit}")
+
+
+def figures(manifest: dict[str, Any]) -> list[JudgeFigures]:
+    return [JudgeFigures.from_manifest(j) for j in manifest.get("judges", [])]
+
+
+def append_history(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """One line per invocation: when, how long, and each judge's figures."""
+    record = {"created": manifest.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "seconds": manifest.get("seconds"), "git_commit": manifest.get("git_commit"),
+              "judges": [asdict(f) for f in figures(manifest)]}
+    with (run_dir / HISTORY).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    """The run folder's invocations, oldest first (a damaged line is skipped)."""
+    path = run_dir / HISTORY
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def totals(run_dir: Path) -> dict[str, JudgeFigures]:
+    """Per judge, summed over every invocation of the run folder: the work it took in all."""
+    out: dict[str, JudgeFigures] = {}
+    for record in history(run_dir):
+        for j in record.get("judges", []):
+            f = JudgeFigures(**j)
+            prev = out.get(f.judge)
+            out[f.judge] = f if prev is None else JudgeFigures(
+                f.judge, f.requests, f.distinct, prev.generated + f.generated, prev.seconds + f.seconds,
+                prev.prompt_tokens + f.prompt_tokens, prev.cached_tokens + f.cached_tokens)
+    return out

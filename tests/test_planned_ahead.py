@@ -1,0 +1,75 @@
+"""Planning overlaps inference: the plan's next chunks are planned in a thread while the engine
+judges the current one, so a large run takes about max(planning, inference). Shown without timing:
+a backend that, while judging the first chunk, waits to see the planner reach the third."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine.core.planner import planned_ahead
+from engine.core.runner import run_judge
+from engine.core.store import Store
+from tests.test_architecture import AlwaysFirst
+
+
+def toy_request(i: int):
+    import grammars
+    from engine.core.config import Sampling
+    from engine.core.requests import JudgeRequest, Message, RequestMeta
+
+    return JudgeRequest((Message("user", f"Which is better? pair {i}"),), grammars.preference(), "label", Sampling(),
+                        RequestMeta("pairwise", f"p{i}", (("pair_id", f"p{i}"),)))
+
+
+def test_the_first_verdict_is_stored_before_planning_finishes(tmp_path):
+    from engine.core.backend import JudgeSpec
+
+    reached_third_chunk = threading.Event()
+    planned = []
+    overlapped = []
+    stored_at = []
+
+    def requests():
+        for i in range(40):                      # 10 chunks of 4
+            planned.append(i)
+            if i == 8:
+                reached_third_chunk.set()
+            yield "run", toy_request(i)
+
+    class Waiting(AlwaysFirst):
+        calls = 0
+
+        def generate(self, batch):
+            Waiting.calls += 1
+            if Waiting.calls == 1:               # judging chunk 1: does the planner go on meanwhile?
+                overlapped.append(reached_third_chunk.wait(timeout=10))
+            yield from AlwaysFirst.generate(self, batch)
+
+    spec = JudgeSpec("toy", "toy", "x", "toy:x", "toy")
+    store = Store.open(tmp_path / "store.sqlite")
+    try:
+        jr = run_judge(spec, Waiting(spec), lambda: Waiting(spec), requests(), store, progress=False, chunk=4,
+                       on_result=lambda row: stored_at.append(len(planned)))
+    finally:
+        store.close()
+    assert overlapped == [True]                  # the planner reached chunk 3 while chunk 1 was judged
+    assert stored_at[0] < 40                     # the first verdict was stored before planning finished
+    assert jr.generated == 40 and jr.plan.requests == 40
+
+
+def test_an_error_while_planning_is_raised_at_its_chunk_and_the_planner_stops():
+    def chunks():
+        yield 1
+        yield 2
+        raise ValueError("bad row")
+
+    got = []
+    with pytest.raises(ValueError, match="bad row"):
+        for c in planned_ahead(chunks()):
+            got.append(c)
+    assert got == [1, 2]
+    endless = planned_ahead(iter(range(10**9)))
+    assert next(endless) == 0
+    endless.close()                              # the planner thread is stopped, not left running
+    assert not any(t.name == "litjudge-planner" and t.is_alive() for t in threading.enumerate())
