@@ -8,10 +8,11 @@ side in one invocation on one engine:
     subset, extrapolated and labelled as such.
 
 Usable verdicts/s counts only outputs that parse. The prefix cache is reset between (a) and (b).
-Prefill FLOP/s counts the work of the prompt tokens each setup computes, weights and attention
-(`engine.flops`), and is compared with this machine's bf16 matmul rate, measured in the same run.
-From the same count: the least time (a) could take if all its prefill ran at that matmul rate, and
-so the largest ratio over (c) this machine allows.
+Any registry judge (`--judge`), in the dtype this CPU runs best (`dtype = "auto"`: bfloat16 with
+AMX or AVX-512 BF16, float32 otherwise). Prefill FLOP/s counts the work of the prompt tokens each
+setup computes, weights and attention (`engine.flops`), and is compared with this machine's matmul
+rate in that dtype, measured in the same run. From the same count: the least time (a) could take
+if all its prefill ran at that matmul rate, and so the largest ratio over (c) this machine allows.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from judges.base import Context
 from judges.ttcw import TTCW
 
 from .. import backends as registry
+from ..backends.hardware import SHOWN_FLAGS, cpu_model, preloaded_libraries, vector_flags
 from ..core.config import RunConfig
 from ..core.errors import BackendUnavailable
 from ..core.modes import run_steps
@@ -61,14 +63,15 @@ class Row:
                 f"{100 * self.prefill_flops / self.seconds / matmul:.1f}% |")
 
 
-def matmul_flops(sizes: tuple[int, ...] = (1024, 1536, 2048, 3072), repeats: int = 4) -> float:
-    """The best bf16 matmul rate over a few square sizes: the machine's attainable peak (the
+def matmul_flops(dtype: str = "bfloat16", sizes: tuple[int, ...] = (1024, 1536, 2048, 3072), repeats: int = 4) -> float:
+    """The best matmul rate in `dtype` over a few square sizes: the machine's attainable peak (the
     highest seen, so the bound derived from it is conservative)."""
     import torch
 
+    kind = getattr(torch, dtype)
     best = 0.0
     for n in sizes:
-        a, b = torch.randn(n, n, dtype=torch.bfloat16), torch.randn(n, n, dtype=torch.bfloat16)
+        a, b = torch.randn(n, n, dtype=kind), torch.randn(n, n, dtype=kind)
         torch.matmul(a, b)
         t = time.perf_counter()
         for _ in range(repeats):
@@ -94,6 +97,9 @@ def main(args) -> int:
                                enforce_eager=not args.compile)
     print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "
           f"judge {args.judge}, {os.cpu_count()} CPU cores")
+    print(f"CPU: {cpu_model()}; flags {', '.join(vector_flags()) or 'none of ' + ', '.join(SHOWN_FLAGS)}; dtype "
+          f"{spec.engine.dtype} ({spec.detail('dtype_reason', 'set in the config')}); preloaded: "
+          f"{', '.join(preloaded_libraries()) or 'nothing'}")
     rows: list[Row] = []
     t = time.perf_counter()
     engine = registry.create(spec)
@@ -146,10 +152,11 @@ def main(args) -> int:
                         sum(shape.prefill_flops(p.prompt_tokens) for p in subset) * scale, extrapolated=True))
         print(f"(c) {len(subset)} requests in {secs:.1f} s, extrapolated to {len(requests)}")
 
-    mm = matmul_flops()
+    dtype = spec.engine.dtype
+    mm = matmul_flops(dtype)
     header = ("| setup | requests | seconds | requests/s | usable verdicts/s | prompt tok/s | uncached prefill tok/s "
-              "| prefix-cache hit | parse failures | prefill FLOP/s vs bf16 matmul |\n" + "|---" * 10 + "|")
-    print(f"\nbf16 matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge: {shape.layers} layers, "
+              f"| prefix-cache hit | parse failures | prefill FLOP/s vs {dtype} matmul |\n" + "|---" * 10 + "|")
+    print(f"\n{dtype} matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge: {shape.layers} layers, "
           f"{shape.matmul_flops_per_token / 2e6:.1f} M non-embedding parameters\n")
     print(header)
     for r in rows:
@@ -161,14 +168,16 @@ def main(args) -> int:
     if a.prefill_flops:
         floor = a.prefill_flops / mm
         print(f"\n(a)'s prefill work: {a.prefill_flops / 1e12:.2f} TFLOP (weights and attention of its "
-              f"{a.uncached_tokens:,} computed tokens); at the bf16 matmul rate that takes at least {floor:.1f} s.")
+              f"{a.uncached_tokens:,} computed tokens); at the {dtype} matmul rate that takes at least {floor:.1f} s: "
+              f"(a) ran at {100 * floor / a.seconds:.0f}% of that rate.")
         for r in rows[1:]:
             tag, usable = r.name.split(" ")[0], r.requests - r.parse_failures
             bounds[tag] = r.seconds / floor * r.requests / usable if usable else float("inf")
             print(f"bound: (a) vs {tag} cannot exceed {bounds[tag]:.1f}x on this machine with this workload, "
                   f"even with every (a) FLOP at the matmul rate")
     if args.out:
-        Path(args.out).write_text(json.dumps({"matmul_flops": mm, "shape": asdict(shape), "bounds": bounds,
+        Path(args.out).write_text(json.dumps({"cpu": cpu_model(), "flags": vector_flags(), "dtype": dtype,
+                                              "matmul_flops": mm, "shape": asdict(shape), "bounds": bounds,
                                               "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 

@@ -161,7 +161,7 @@ def run_sweep_cli(args, overrides: dict) -> int:
           f"from stored verdicts); {out.manifest['generated_now']} generated now")
     keep_log(args, out.run_dir)
     print(f"Results: {out.run_dir} (sweep_metrics.parquet: one row per cell, setting, judge, metric, group)")
-    return 0
+    return unanswered_exit(out.manifest)
 
 
 def cmd_plan(args) -> int:
@@ -188,9 +188,15 @@ def cmd_plan(args) -> int:
             api = r["config"].api
             tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)
             tokens_out = r["to_generate"] * max((p.max_tokens for p in r["sample"]), default=0)
-            cost = round((tokens_in * api.price_in_per_mtok + tokens_out * api.price_out_per_mtok) / 1e6, 4)
+            from ..backends.prices import cost as price
+            from ..backends.prices import prices
+
+            cost = round(price(prices(spec.detail("provider"), api.price_in_per_mtok, api.price_out_per_mtok),
+                               tokens_in, tokens_out, batch=api.batch), 4)
             how = (f"API: ~{tokens_in:,.0f} prompt tokens to send (1.3 x words), about {tokens_out:,} output tokens "
-                   f"at most; cost from api.price_in_per_mtok / price_out_per_mtok; time depends on the server")
+                   f"at most; cost from api.price_in_per_mtok / price_out_per_mtok"
+                   + (" at the provider's batch rate; results within 24 h" if api.batch else
+                      "; time depends on the server"))
         elif not caps.recorded:
             config = r["config"]
             rec = None
@@ -337,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     en.add_argument("--seed", type=int, default=0)
     en.add_argument("--name", default="ensemble", help="output folder name under runs/out (default: ensemble)")
     en.set_defaults(fn=lazy(".commands:cmd_ensemble"))
+    st = sub.add_parser("status", help="a run folder's provider batches (API judges with [api] batch = true): "
+                                       "open ones with their size and age")
+    st.add_argument("run_dir", metavar="RUN")
+    st.add_argument("--cancel-batches", action="store_true", help="cancel the run's open provider batches")
+    st.set_defaults(fn=lazy(".commands:cmd_status"))
     bu = sub.add_parser("budgets", help="verdicts at several reasoning budgets from an analyze-mode run's stored "
                                         "analyses (one generation, the tails only)")
     bu.add_argument("run_dir", metavar="RUN")

@@ -118,6 +118,40 @@ def cmd_budgets(args) -> int:
     return 0
 
 
+def cmd_status(args) -> int:
+    """A run folder's provider batches: open ones (requests, age), and the ones collected or
+    cancelled; `--cancel-batches` cancels the open ones."""
+    import time
+
+    from ..core.errors import StoreError
+    from ..core.store import Store
+
+    path = Path(args.run_dir) / "store.sqlite"
+    if not path.exists():
+        raise StoreError(f"{args.run_dir}: not a run folder (no store.sqlite)")
+    store = Store.open(path, create=False)
+    try:
+        if args.cancel_batches:
+            from ..backends.api_batch import cancel_open
+
+            cancelled = cancel_open(store)
+            print(f"cancelled {len(cancelled)} open provider batch(es){': ' + ', '.join(cancelled) if cancelled else ''}")
+        records = store.batches(states=("submitting", "open", "collected", "cancelled"))
+    finally:
+        store.close()
+    if not records:
+        print(f"{args.run_dir}: no provider batches (an online or local run)")
+        return 0
+    now = time.time()
+    for r in records:
+        print(f"{r.batch_id or '(not accepted)':32s} {r.provider:10s} {r.status:10s} {len(r.keys):6d} requests  "
+              f"{(now - r.created) / 60:8.1f} min old")
+    still = sum(r.status in ("open", "submitting") for r in records)
+    print(f"{still} open: `litjudge run CONFIG` again collects them (nothing is submitted twice)" if still
+          else "none open")
+    return 0
+
+
 def cmd_judges(args) -> int:
     unknown = [n for n in args.names if n not in ALIASES]
     if unknown:

@@ -30,8 +30,7 @@ from judges.metrics.direction import higher_is_better
 from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import open_verdict_cache, verdict_cache_path
-from ..core.console import log_to
-from ..core.errors import ConfigError
+from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
 from ..core.planner import StreamPlanner, common_prefix
@@ -174,7 +173,9 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
         "source": sweep.source, "config": config_dict(sweep.base), "axes": sweep.axes, "post": sweep.post,
         "rank_by": sweep.rank_by, "cells": [{"id": c.id, **{k: v for k, v in c.values.items()}} for c in sweep.cells],
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": round(j.seconds, 2),
+                    "unanswered": j.unanswered, "from_cache": j.from_cache,
                     **{k: v for k, v in j.backend.items() if k != "throughput"}} for j in judge_runs],
+        "unanswered": sum(j.unanswered for j in judge_runs),
         "sharing": {"requests": sum(j.plan.summary()["requests"] for j in judge_runs),
                     "distinct_requests": sum(j.plan.summary()["distinct_requests"] for j in judge_runs),
                     "model_calls_saved_across_cells": model_calls_saved,
@@ -236,9 +237,11 @@ def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl
     table, _, metric = sweep.rank_by.partition(".")
     chosen = metrics.filter((pl.col("table") == table) & (pl.col("metric") == metric))
     if not chosen.height:
-        known = sorted(set(metrics.select(pl.format("{}.{}", "table", "metric")).to_series().to_list()))
-        raise ConfigError(f"unknown rank metric {sweep.rank_by!r} (known: {', '.join(known)})",
-                          where=sweep.source, key="sweep.rank_by")
+        # The metric is a valid one (checked when the sweep loaded), but these data give it no
+        # value (no human labels, say): the cells' tables are kept, the ranking is empty.
+        print(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
+              "metrics are written, its ranking is empty", file=terminal())
+        return pl.DataFrame()
     first_group = chosen["group"][0]
     chosen = chosen.filter(pl.col("group") == first_group)
     for axis in list(sweep.post):                   # a post axis the metric ignores only repeats rows

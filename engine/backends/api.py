@@ -45,6 +45,7 @@ from ..core.errors import BackendUnavailable, ConfigError
 from ..core.render import plain_layout
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from .base import BackendBase, WordTokenizer
+from .prices import BATCH_LIMIT, cost, prices
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
@@ -64,16 +65,17 @@ def parse_judge(name: str) -> tuple[str, str, str]:
 
 
 class _Accounting:
-    """Tokens, estimated cost and retries, shared by the worker threads."""
+    """Tokens, estimated cost (at batch prices in batch mode) and retries, shared by the worker threads."""
 
-    def __init__(self, cfg: ApiConfig):
+    def __init__(self, cfg: ApiConfig, provider: str = "openai"):
         self.cfg, self.lock = cfg, threading.Lock()
+        self.prices = prices(provider, cfg.price_in_per_mtok, cfg.price_out_per_mtok)
         self.prompt_tokens = self.completion_tokens = self.requests = self.retries = self.errors = 0
         self.skipped_for_budget = 0
 
     @property
     def cost_usd(self) -> float:
-        return (self.prompt_tokens * self.cfg.price_in_per_mtok + self.completion_tokens * self.cfg.price_out_per_mtok) / 1e6
+        return cost(self.prices, self.prompt_tokens, self.completion_tokens, batch=self.cfg.batch)
 
     def over_budget(self) -> bool:
         with self.lock:
@@ -105,6 +107,9 @@ class ApiBackend(BackendBase):
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
         """An API model is known only by name (and server): the provider may change it underneath."""
         provider, url, model = parse_judge(name)
+        if config.api.batch and provider not in BATCH_LIMIT:
+            raise ConfigError(f"api.batch: provider batches are OpenAI's and Anthropic's (openai:MODEL, anthropic:MODEL); "
+                              f"judge {name!r} is {provider}", key="api.batch")
         base_url = config.api.base_url or url or None
         return JudgeSpec(name, cls.name, model, f"api:{provider}:{base_url or 'default'}:{model}", f"api-{provider}",
                          True, config.engine, config.api, (("provider", provider), ("base_url", base_url)))
@@ -127,7 +132,7 @@ class ApiBackend(BackendBase):
         self._key = key
         self.structured = cfg.structured if cfg.structured != "auto" else \
             {"openai": "json_schema", "openai-compatible": "vllm", "anthropic": "tool"}[self.provider]
-        self.account = _Accounting(cfg)
+        self.account = _Accounting(cfg, self.provider)
         self._tok = WordTokenizer()
         try:
             self.client: Any
@@ -175,7 +180,26 @@ class ApiBackend(BackendBase):
         self.client.close()
 
     # -- generation -------------------------------------------------------------------------
+    ledger: Any = None                   # the run's store, for provider batches (use_ledger)
+    pending: dict[str, Prepared] = {}    # the requests of the batch being generated, by key
+    progress = ""
+
+    def use_ledger(self, store) -> None:
+        """The run's store: where provider batches are recorded (the runner hands it over)."""
+        self.ledger = store
+
+    def progress_note(self) -> str:
+        return self.progress
+
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
+        if self.cfg.batch:
+            if self.ledger is None:
+                raise BackendUnavailable("provider batches need the run's store to record them in")
+            from .api_batch import BatchRunner
+
+            self.pending = {p.key: p for p in batch}
+            yield from BatchRunner(self, self.ledger).generate(batch)
+            return
         pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency)
         try:
             futures = [pool.submit(self._one, p) for p in batch]
@@ -233,24 +257,33 @@ class ApiBackend(BackendBase):
         return self._openai(p)
 
     def _openai(self, p: Prepared) -> Generation:
+        args = self.openai_body(p)
+        extra = {k: args.pop(k) for k in EXTRA_BODY if k in args}
+        resp = self.client.chat.completions.create(**args, **({"extra_body": extra} if extra else {}))
+        return self.openai_read(p, resp)
+
+    def openai_body(self, p: Prepared) -> dict[str, Any]:
+        """The Chat Completions request of one prepared request (as sent online, or as one line of
+        a provider batch: the same body either way)."""
         r, s = p.request, p.request.sampling
         args: dict[str, Any] = {"model": self.model, "messages": self._messages(r), "temperature": s.temperature,
                                 "max_tokens": p.max_tokens}
         if not s.greedy:
-            args.update(top_p=s.top_p, seed=(s.seed or 0) + 7919 * r.attempt)
-        extra: dict[str, Any] = {}
+            args.update(top_p=s.top_p, seed=s.engine_seed(r.attempt))
         if r.prefill and self.provider == "openai-compatible":
-            extra.update(add_generation_prompt=False, continue_final_message=True)
+            args.update(add_generation_prompt=False, continue_final_message=True)
         if r.mode == "distribution":
             args.update(max_tokens=1, logprobs=True, top_logprobs=20)
         elif self.structured == "vllm":
-            extra["structured_outputs"] = vllm_structured_fields(r.language)
+            args["structured_outputs"] = vllm_structured_fields(r.language)
         elif self.structured == "json_schema":
             args["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "verdict", "schema": json_schema(r.language), "strict": True}}
-        if extra:
-            args["extra_body"] = extra
-        resp = self.client.chat.completions.create(**args)
+        return args
+
+    def openai_read(self, p: Prepared, resp) -> Generation:
+        """A ChatCompletion (online, or one line of a batch's results) as the Generation of `p`."""
+        r = p.request
         usage = resp.usage
         self.account.add(usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0)
         choice = resp.choices[0]
@@ -264,6 +297,10 @@ class ApiBackend(BackendBase):
         return Generation(p.key, text, **common)
 
     def _anthropic(self, p: Prepared) -> Generation:
+        return self.anthropic_read(p, self.client.messages.create(**self.anthropic_body(p)))
+
+    def anthropic_body(self, p: Prepared) -> dict[str, Any]:
+        """The Messages request of one prepared request (online, or a batch's `params`)."""
         r = p.request
         system = "\n\n".join(m.content for m in r.messages if m.role == "system")
         msgs = [m for m in self._messages(r) if m["role"] != "system"]
@@ -275,7 +312,10 @@ class ApiBackend(BackendBase):
                                 "tool_choice": {"type": "tool", "name": "verdict"}}
         if system:
             args["system"] = system
-        resp = self.client.messages.create(**args)
+        return args
+
+    def anthropic_read(self, p: Prepared, resp) -> Generation:
+        """A Message (online, or a succeeded batch result) as the Generation of `p`."""
         self.account.add(resp.usage.input_tokens, resp.usage.output_tokens)
         common = dict(prompt_tokens=resp.usage.input_tokens, output_tokens=resp.usage.output_tokens,
                       finish_reason="length" if resp.stop_reason == "max_tokens" else "stop")
@@ -283,7 +323,11 @@ class ApiBackend(BackendBase):
         if block is None:
             text = "".join(getattr(b, "text", "") for b in resp.content)
             return Generation(p.key, text, **common)
-        return _from_json(p.key, r, json.dumps(block.input), common)
+        return _from_json(p.key, p.request, json.dumps(block.input), common)
+
+
+# vLLM's server extensions: sent in the body beside OpenAI's fields (the SDK's `extra_body` online)
+EXTRA_BODY = ("structured_outputs", "add_generation_prompt", "continue_final_message")
 
 
 def _from_json(key: str, r: JudgeRequest, text: str, common: dict) -> Generation:

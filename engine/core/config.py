@@ -143,6 +143,11 @@ class ApiConfig:
     key_env: str = ""               # "": OPENAI_API_KEY or ANTHROPIC_API_KEY
     base_url: str = ""              # override the provider's endpoint (proxies, local test servers)
     structured: str = "auto"        # auto | vllm | json_schema | none (openai backends)
+    # Provider batches (OpenAI Batch API, Anthropic Message Batches): about half the price, results
+    # within 24 hours; submitted batches are recorded in the run's store, so a re-run polls them.
+    batch: bool = False
+    batch_poll_s: float = 30.0      # seconds between polls of the open batches
+    batch_max_requests: int = 0     # requests per batch (0: the provider's limit)
 
     def __post_init__(self) -> None:
         _check(self.structured in ("auto", "vllm", "json_schema", "none"), "structured",
@@ -154,6 +159,9 @@ class ApiConfig:
             _check(_finite(value) and value >= 0, name, f"must be >= 0, got {value}")
         _check(_finite(self.timeout_s) and self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
         _check(self.max_tokens_total >= 0, "max_tokens_total", f"must be >= 0, got {self.max_tokens_total}")
+        _check(_finite(self.batch_poll_s) and self.batch_poll_s > 0, "batch_poll_s",
+               f"must be > 0, got {self.batch_poll_s}")
+        _check(self.batch_max_requests >= 0, "batch_max_requests", f"must be >= 0, got {self.batch_max_requests}")
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,9 @@ def paper_prompt(name: str, *inner: str) -> Any:
     value inside it (`paper_prompt("aut_scoring", "template")`); a missing one is one line."""
     path = prompts_root() / "paper_prompts.json"
     if not path.exists():
-        raise DataError("paper prompts not found (set LITJUDGE_PROMPTS_ROOT)", path=str(path))
+        raise DataError(f"the seed papers' prompts are not here, and {name!r} needs them: set LITJUDGE_PROMPTS_ROOT "
+                        "to a folder holding paper_prompts.json (README: Installed use), or use the project's own "
+                        "template", path=str(path))
     try:
         prompts = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

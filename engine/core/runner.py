@@ -192,6 +192,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
             bar.grow(len(todo))
             by_key = {p.key: p for p in todo}
             backend = lazy.get(stream.identity)
+            if hasattr(backend, "use_ledger"):       # provider batches are recorded in the run's store
+                backend.use_ledger(store)
             outputs = iter(backend.generate(todo))
             answered = 0
             while True:

@@ -52,11 +52,33 @@ CREATE TABLE IF NOT EXISTS plan (  -- derived: every run writes its own plan row
     meta TEXT NOT NULL               -- JSON of RequestMeta.as_dict()
 );
 CREATE INDEX IF NOT EXISTS plan_run ON plan(run);
+CREATE TABLE IF NOT EXISTS batches (  -- provider batches: recorded before submission, so a restart polls, never resubmits
+    local_id TEXT PRIMARY KEY,
+    batch_id TEXT,                   -- the provider's id, once it accepted the batch
+    fingerprint TEXT NOT NULL,       -- the judge (API model and endpoint) whose requests it holds
+    provider TEXT NOT NULL,
+    status TEXT NOT NULL,            -- submitting | open | collected | cancelled
+    created REAL NOT NULL,
+    keys TEXT NOT NULL               -- JSON list of the content keys (the requests' custom_id)
+);
 """
 
 RESULT_COLUMNS = ("key", "judge", "backend", "mode", "language", "status", "label", "value", "reason", "raw",
                   "analysis", "distribution", "label_mass", "prompt_tokens", "cached_tokens", "output_tokens",
                   "created")
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """A provider batch of one judge's requests, as the store's ledger holds it."""
+
+    local_id: str
+    batch_id: str | None
+    fingerprint: str
+    provider: str
+    status: str
+    created: float
+    keys: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -211,6 +233,34 @@ class Store:
             with self.db:
                 self.db.executemany("UPDATE plan SET key=? WHERE run=? AND item_id=? AND meta=?", rows)
         self._write(update)
+
+    # -- the provider-batch ledger -------------------------------------------------------------
+    def record_batch(self, local_id: str, fingerprint: str, provider: str, keys: Iterable[str]) -> None:
+        """Before a batch is submitted: its keys, under an id of ours (status submitting)."""
+        row = (local_id, fingerprint, provider, time.time(), json.dumps(list(keys)))
+
+        def insert() -> None:
+            with self.db:
+                self.db.execute("INSERT INTO batches VALUES (?, NULL, ?, ?, 'submitting', ?, ?)", row)
+        self._write(insert)
+
+    def set_batch(self, local_id: str, status: str, batch_id: str | None = None) -> None:
+        """A batch accepted (open, with the provider's id), collected, or cancelled."""
+        def update() -> None:
+            with self.db:
+                self.db.execute("UPDATE batches SET status=?, batch_id=COALESCE(?, batch_id) WHERE local_id=?",
+                                (status, batch_id, local_id))
+        self._write(update)
+
+    def batches(self, fingerprint: str | None = None, states: tuple[str, ...] = ("submitting", "open")
+                ) -> list[BatchRecord]:
+        q = f"SELECT * FROM batches WHERE status IN ({','.join('?' * len(states))})"
+        args: tuple = states
+        if fingerprint is not None:
+            q, args = q + " AND fingerprint=?", (*states, fingerprint)
+        with self._guard():
+            rows = self.db.execute(q + " ORDER BY created", args).fetchall()
+        return [BatchRecord(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6]))) for r in rows]
 
     def results(self, keys: Iterable[str] | None = None) -> Iterator[ResultRow]:
         with self._guard():

@@ -1,0 +1,136 @@
+"""Provider batch APIs (`[api] batch = true`), through the real OpenAI and Anthropic SDKs against a
+loopback server implementing the documented batch endpoints (tests/fake_batch_api.py): a sweep in
+batch mode gives the same keys and verdicts as the same sweep online at half the price; a kill -9
+between submission and collection loses nothing and submits nothing twice; per-request errors
+follow the stated rule (invalid: stored failure; the rest: retried in a new batch); expiry; the
+`status` command and `--cancel-batches`. Real provider batches were not run (no network here)."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.fake_api import FakeAPI
+from tests.fake_batch_api import FakeBatchAPI
+from tests.test_api import SECRET, _free_port, assert_key_never_written
+from tests.test_cli_probe import cli
+
+SWEEP = """name = "{name}"
+protocol = "ttcw"
+dataset = "ttcw-demo"
+mode = "label"
+[matrix]
+judge = ["{provider}:judge-a", "{provider}:judge-b"]
+[api]
+base_url = "{url}"
+batch = {batch}
+batch_poll_s = 0.05
+price_in_per_mtok = 2.0
+price_out_per_mtok = 8.0
+"""
+
+ENV = {"OPENAI_API_KEY": SECRET, "ANTHROPIC_API_KEY": SECRET}
+
+
+def base(provider: str, url: str) -> str:
+    return f"{url}/v1" if provider == "openai" else url
+
+
+def stored(run_dir) -> dict[str, tuple]:
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    try:
+        return {k: (status, label) for k, status, label in db.execute("SELECT key, status, label FROM results")}
+    finally:
+        db.close()
+
+
+def sweep(tmp_path, name: str, provider: str, url: str, batch: bool, env=None):
+    cfg = tmp_path / f"{name}.toml"
+    cfg.write_text(SWEEP.format(name=name, provider=provider, url=base(provider, url), batch=str(batch).lower()))
+    return cli("run", str(cfg), "--quiet", cwd=tmp_path, env={**ENV, **(env or {})}), tmp_path / "runs" / "out" / name
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_batch_sweep_equals_the_online_sweep_at_half_price(tmp_path, provider):
+    port = _free_port()
+    with FakeAPI(port=port) as online:
+        r, online_dir = sweep(tmp_path, "online", provider, online.url, batch=False)
+        assert r.returncode == 0, r.stderr[-3000:]
+    with FakeBatchAPI(port=port) as server:
+        r, batch_dir = sweep(tmp_path, "batch", provider, server.url, batch=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+    a, b = stored(online_dir), stored(batch_dir)
+    assert len(a) == 24 and a == b                                   # same keys, same verdicts
+    assert len(server.created) == 2 and len(server.requests_seen) == 24   # one batch per judge, each request once
+    m_online = json.loads((online_dir / "manifest.json").read_text())["judges"]
+    m_batch = json.loads((batch_dir / "manifest.json").read_text())["judges"]
+    for j_on, j_b in zip(m_online, m_batch, strict=True):
+        on, ba = j_on["api"], j_b["api"]
+        assert (on["prompt_tokens"], on["completion_tokens"]) == (ba["prompt_tokens"], ba["completion_tokens"])
+        assert ba["estimated_cost_usd"] == pytest.approx(on["estimated_cost_usd"] / 2, rel=1e-6)
+    assert_key_never_written(batch_dir)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_kill_9_between_submission_and_collection(tmp_path, provider):
+    """The process dies right after its first batch is accepted (fault hook): the re-run polls that
+    batch instead of submitting again, collects it, submits the rest; each key stored once."""
+    with FakeBatchAPI(polls_to_finish=3) as server:
+        r, run_dir = sweep(tmp_path, "k", provider, server.url, batch=True,
+                           env={"LITJUDGE_FAULT_KILL_AFTER_SUBMIT": "1"})
+        assert r.returncode == -9, (r.returncode, r.stderr[-2000:])
+        assert len(server.created) == 1 and len(server.requests_seen) == 12
+        status = cli("status", str(run_dir), cwd=tmp_path, env=ENV)
+        assert status.returncode == 0 and " open " in status.stdout and "12 requests" in status.stdout
+        r, run_dir = sweep(tmp_path, "k", provider, server.url, batch=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert len(server.created) == 2 and len(server.requests_seen) == 24     # nothing submitted twice
+    assert len(set(server.requests_seen)) == 24 and len(stored(run_dir)) == 24
+    assert "none open" in cli("status", str(run_dir), cwd=tmp_path, env=ENV).stdout
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_per_request_errors_follow_the_rule(tmp_path, provider):
+    """In the first batch: request 0 invalid (stored as a failure with the provider's reason), 1 a
+    server error and 2 missing (not stored: unanswered, exit 3); the re-run sends those two in a
+    new batch and stores them."""
+    with FakeBatchAPI(faults={0: "invalid", 1: "server", 2: "missing"}) as server:
+        cfg = tmp_path / "e.toml"
+        cfg.write_text(SWEEP.format(name="e", provider=provider, url=base(provider, server.url), batch="true")
+                       .replace("[matrix]\n", "").replace(f'judge = ["{provider}:judge-a", "{provider}:judge-b"]',
+                                                           f'judge = "{provider}:judge-a"'))
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 3 and "2 request(s) were left without an answer" in r.stderr, r.stderr[-3000:]
+        rows = stored(tmp_path / "runs" / "out" / "e")
+        assert len(rows) == 10 and sum(s == "unparsed" for s, _ in rows.values()) == 1
+        db = sqlite3.connect(tmp_path / "runs" / "out" / "e" / "store.sqlite")
+        reason = db.execute("SELECT reason FROM results WHERE status = 'unparsed'").fetchone()[0]
+        assert "injected invalid" in reason
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert len(stored(tmp_path / "runs" / "out" / "e")) == 12
+    assert len(server.created) == 2 and len(server.batches[server.created[1]]["lines"]) == 2
+
+
+def test_expired_batches_are_retried_and_open_ones_can_be_cancelled(tmp_path):
+    port = _free_port()
+    with FakeBatchAPI(expire=True, port=port) as server:
+        r, run_dir = sweep(tmp_path, "x", "openai", server.url, batch=True)
+        assert r.returncode == 3 and "24 request(s) were left without an answer" in r.stderr
+        assert stored(run_dir) == {}
+    with FakeBatchAPI(polls_to_finish=10**6, port=port) as server:      # never ends on its own
+        r, run_dir = sweep(tmp_path, "c", "openai", server.url, batch=True, env={"LITJUDGE_FAULT_KILL_AFTER_SUBMIT": "1"})
+        assert r.returncode == -9
+        cancel = cli("status", str(run_dir), "--cancel-batches", cwd=tmp_path, env=ENV)
+        assert cancel.returncode == 0 and "cancelled 1 open provider batch" in cancel.stdout, cancel.stderr[-2000:]
+        assert server.batches[server.created[0]]["cancelled"]
+    assert "none open" in cli("status", str(run_dir), cwd=tmp_path, env=ENV).stdout
+
+
+def test_batch_mode_is_refused_for_other_servers(tmp_path):
+    cfg = tmp_path / "b.toml"
+    cfg.write_text('name = "b"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
+                   'judge = "openai-compatible:http://127.0.0.1:9/v1:m"\n[api]\nbatch = true\n')
+    r = cli("plan", str(cfg), cwd=tmp_path)
+    assert r.returncode == 2 and "api.batch: provider batches are OpenAI's and Anthropic's" in r.stderr
