@@ -24,7 +24,7 @@ def make(tmp_path, stories=None, tests=None, majority=None):
     ([{**STORY, "content": ""}], None, None, "stories.json:1: field 'content' is empty"),
     ([STORY, {k: v for k, v in STORY.items() if k != "story_id"}], None, None, "stories.json:2: missing field 'story_id'"),
     ([STORY, STORY], None, None, "stories.json:2: duplicate story_id '0_GPT4'"),
-    (None, [{**TEST, "ttcw_idx": "one"}], None, "tests.json:1: field 'ttcw_idx' should be int"),
+    (None, [{**TEST, "ttcw_idx": "one"}], None, "tests.json:1: field 'ttcw_idx' should be a whole number"),
     (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 7, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown test id 7"),
     (None, None, [{"story_id": "9_X", "ttcw_idx": 1, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown story_id '9_X'"),
     (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 1, "binary_verdict": "maybe"}], "binary_verdict must be Yes or No"),

@@ -148,7 +148,7 @@ GOOD_PAIR = '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "lab
     (GOOD_ITEM, '{"group": "g", "item_id": "p9", "text": "x", "human_score": "high"}',
      ":2: field 'human_score' should be a number"),
     (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "label": "a"}', ":2: missing field 'text_b'"),
-    (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "text_b": "y", "label": "A"}', ":2: field 'label' must be one of ['a', 'b', 'tie']"),
+    (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "text_b": "y", "label": "C"}', ":2: field 'label' must be one of ['a', 'b', 'tie']"),
     (GOOD_PAIR, '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "a"}', ":2: duplicate pair_id 'd1'"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, good, line, message):

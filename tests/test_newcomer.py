@@ -28,8 +28,9 @@ concurrency = 2
 
 
 def imported(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
-    """Run the CLI with -X importtime: its result and the modules it imported."""
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    """Run the CLI with -X importtime: its result and the modules it imported (in this process:
+    the tcmalloc re-execution, which would start a fresh one, is off)."""
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "LITJUDGE_PRELOAD": "off"}
     r = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine.app.cli", *args], cwd=cwd, env=env,
                        capture_output=True, text=True, timeout=300)
     modules = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}

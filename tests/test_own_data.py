@@ -93,8 +93,9 @@ BAD = [  # (how the CSV is broken, the one line expected)
     (lambda rows: rows[:1] + [("p2", "Write", "", "b", "model_b")] + rows[2:],
      "prefs.csv:3: missing field 'text_a' (column 'response_a')"),
     (lambda rows: rows[:2] + [("p3", "Write", "a", "b", "maybe")],
-     "prefs.csv:4: field 'label' (column 'winner') must be one of ['a', 'b', 'tie'], got 'maybe' "
-     "([dataset.values.label] renames 'model_a', 'model_b')"),
+     "prefs.csv:4: field 'label' (column 'winner') must be one of ['a', 'b', 'tie'] (any case), got 'maybe'; "
+     "[dataset.values.label] renames your values (e.g. 'maybe' = \"a\") ([dataset.values.label] renames "
+     "'model_a', 'model_b')"),
     (lambda rows: rows + [("p1", "Again", "a", "b", "model_a")], "prefs.csv:5:"),
 ]
 

@@ -81,7 +81,7 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\ntests = [99]\n', "unknown TTCW test id 99"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "no-such-judge"\n', "unknown judge 'no-such-judge'"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "/nonexistent/model/dir"\n', "unknown judge"),
-    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded outputs for judge 'replay:nobody'"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded judge 'nobody'"),
     ('name = "x" protocol = "ttcw"\n', "not valid TOML"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine]\ndtype = "fp8"\n', "engine.dtype: must be one of"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine.judges.smollm2-135m]\ntensor_paralel_size = 2\n',
@@ -105,6 +105,7 @@ def test_missing_config_file_names_the_path(tmp_path):
 
 def test_engine_settings_apply_per_judge_overrides(tmp_path):
     cfg = load_config(write_config(tmp_path / "e.toml", 'name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
+                                   'judge = ["smollm2-135m", "gemma3-270m"]\n'
                                    '[engine]\nblock_size = 64\nkv_cache_gib = 2\n'
                                    '[engine.judges.gemma3-270m]\nblock_size = 32\nenforce_eager = false\n'))
     base, gemma = cfg.engine.for_judge("smollm2-135m"), cfg.engine.for_judge("gemma3-270m")

@@ -1,24 +1,34 @@
-"""The commands around a run: its report and comparison, the judges and their labels, generated
-candidates, the data cards, the benchmark. (`run`, `plan` and `reparse` live in cli.py.)"""
+"""The commands around a run: its report and comparison, ensembles, reasoning budgets, a judge's
+labels, generated candidates, the benchmark. (`run`, `plan` and `reparse` are in run_commands.py;
+`judges`, `data` and `status` in light_commands.py.)"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.errors import ConfigError
-from ..core.models import ALIASES, resolve_judge
-from ..core.paths import cards_dir, data_root
-from ..data.cards import load_card
-from ..data.fetch import fetch, presence
+import polars as pl
 
-# Each command imports what only it needs (polars, the report's plotting, vLLM) when it runs.
+import grammars as g
+from judges.published import beside, published
+
+from .. import backends as registry
+from ..core.distribution import check_language
+from ..core.errors import ConfigError
+from ..core.models import resolve_judge
+from ..core.render import load_renderer
+from ..core.requests import Message
+from ..data.cards import load_card
+from .bench import main as bench_main
+from .budgets import budgets, parse_budgets
+from .ensemble import ensemble, print_ensemble
+from .generate import generate_candidates
+from .report import write_report
+from .runs import load_run, task_folders
+from .summary import figures, history, totals
+from .tables import print_table
 
 
 def cmd_report(args) -> int:
     """Text summary of each run, then the HTML / Markdown / CSV report."""
-    from .report import load_run, task_folders, write_report
-    from .summary import figures, history, totals
-    from .tables import print_table
-
     for path in task_folders([Path(p) for p in args.run_dirs]):
         run = load_run(path)
         m = run.manifest
@@ -41,7 +51,6 @@ def cmd_report(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .report import write_report
 
     if args.published:
         return compare_published(args)
@@ -52,12 +61,7 @@ def cmd_compare(args) -> int:
 
 def compare_published(args) -> int:
     """Each run's numbers beside the paper's (`--published NAME`), with the run's 95% CI."""
-    import polars as pl
 
-    from judges.published import beside, published
-
-    from .report import load_run
-    from .tables import print_table
 
     baseline = published(args.published)
     print(f"{baseline.title}\n{baseline.paper}: {baseline.source}")
@@ -87,8 +91,6 @@ def _names(text: str | None) -> list[str] | None:
 
 def cmd_ensemble(args) -> int:
     """A cascade (`--cascade J1,J2`) and/or a jury (`--jury [J1,J2]`) over finished runs' judges."""
-    from .ensemble import ensemble
-
     if args.cascade is None and args.jury is None:
         raise ConfigError("ensemble needs --cascade JUDGE,JUDGE... and/or --jury [JUDGE,...]")
     out, tables = ensemble(args.run_dirs, args.name, _names(args.cascade), _names(args.jury), args.target, args.delta,
@@ -96,84 +98,17 @@ def cmd_ensemble(args) -> int:
     return print_ensemble(out, tables)
 
 
-def print_ensemble(out: Path, tables: dict) -> int:
-    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
-    from .tables import print_table
-
-    for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
-        if name in tables:
-            print_table(tables[name], name.replace("_", " ").capitalize())
-    print(f"Results: {out}")
-    return 0
-
-
 def cmd_budgets(args) -> int:
     """Verdicts at several reasoning budgets from each stored analysis of an analyze-mode run."""
-    from .budgets import budgets, parse_budgets
-    from .tables import print_table
-
     out, table = budgets(Path(args.run_dir), parse_budgets(args.budgets), progress=not args.quiet)
     print_table(table, "Agreement against thinking tokens")
     print(f"Results: {out}")
     return 0
 
 
-def cmd_status(args) -> int:
-    """A run folder's provider batches: open ones (requests, age), and the ones collected or
-    cancelled; `--cancel-batches` cancels the open ones."""
-    import time
-
-    from ..core.errors import StoreError
-    from ..core.store import Store
-
-    path = Path(args.run_dir) / "store.sqlite"
-    if not path.exists():
-        raise StoreError(f"{args.run_dir}: not a run folder (no store.sqlite)")
-    store = Store.open(path, create=False)
-    try:
-        if args.cancel_batches:
-            from ..backends.api_batch import cancel_open
-
-            cancelled = cancel_open(store)
-            print(f"cancelled {len(cancelled)} open provider batch(es){': ' + ', '.join(cancelled) if cancelled else ''}")
-        records = store.batches(states=("submitting", "open", "collected", "cancelled"))
-    finally:
-        store.close()
-    if not records:
-        print(f"{args.run_dir}: no provider batches (an online or local run)")
-        return 0
-    now = time.time()
-    for r in records:
-        print(f"{r.batch_id or '(not accepted)':32s} {r.provider:10s} {r.status:10s} {len(r.keys):6d} requests  "
-              f"{(now - r.created) / 60:8.1f} min old")
-    still = sum(r.status in ("open", "submitting") for r in records)
-    print(f"{still} open: `litjudge run CONFIG` again collects them (nothing is submitted twice)" if still
-          else "none open")
-    return 0
-
-
-def cmd_judges(args) -> int:
-    unknown = [n for n in args.names if n not in ALIASES]
-    if unknown:
-        raise ConfigError(f"unknown judge alias {unknown[0]!r} (aliases: {', '.join(ALIASES)}); a model folder or hub "
-                          "id needs no preparing")
-    for name, m in ALIASES.items():
-        if args.names and name not in args.names:
-            continue
-        line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
-        if args.prepare:
-            line += f"  {resolve_judge(name).path}"
-        print(line)
-    return 0
-
-
 def cmd_check_labels(args) -> int:
     """Can each label be scored as one next token at the decision point? (distribution mode)"""
-    import grammars as g
 
-    from ..core.distribution import check_language
-    from ..core.render import load_renderer
-    from ..core.requests import Message
 
     languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
                  "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
@@ -191,9 +126,6 @@ def cmd_check_labels(args) -> int:
 
 def cmd_generate(args) -> int:
     """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
-    from .. import backends as registry
-    from .generate import generate_candidates
-
     backend = registry.create(registry.model_spec(args.model, max_model_len=args.max_model_len))
     try:
         drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
@@ -207,28 +139,6 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def cmd_data(args) -> int:
-    """`data list`: every card, where its data is, whether it is there; `data fetch NAME`: get it."""
-    root = Path(args.data_root) if args.data_root else data_root()
-    if args.action == "list":
-        for path in sorted(cards_dir().glob("*.toml")):
-            card = load_card(path.stem)
-            where = card.folder(str(root))
-            source = card.upstream.get("repository", "") if card.upstream else "(your data, or shipped)"
-            print(f"{card.name:22s} {presence(card, root):8s} {where}  {source}")
-        return 0
-    if not args.names:
-        raise ConfigError("data fetch needs dataset names (see `litjudge data list`)")
-    for name in args.names:
-        card = load_card(name)
-        done = fetch(card, root)
-        counts = {a: sum(f.action == a for f in done) for a in ("downloaded", "derived", "kept")}
-        print(f"{name}: {len(done)} files verified in {root / card.path} "
-              f"({counts['downloaded']} downloaded, {counts['derived']} derived, {counts['kept']} already there)")
-    return 0
-
-
 def cmd_bench(args) -> int:
-    from .bench import main as bench_main
 
     return bench_main(args)

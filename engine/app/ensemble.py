@@ -35,8 +35,9 @@ from ..core.paths import runs_output_dir
 from ..core.schema import build
 from ..core.store import Store
 from .outputs import write_tables, write_text
-from .report import load_run
 from .run import run
+from .runs import load_run
+from .tables import print_table
 
 
 def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
@@ -192,3 +193,12 @@ def run_ensemble(cfg: EnsembleConfig, limit: int | None = None, progress: bool =
     configs = [member_config(cfg, m, limit, where=f"{cfg.source} runs[{k}]") for k, m in enumerate(cfg.runs)]
     run_dirs = [str(run(config, progress=progress).run_dir) for config in configs]
     return ensemble(run_dirs, cfg.name, *cfg.settings())
+
+
+def print_ensemble(out: Path, tables: dict) -> int:
+    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
+    for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
+        if name in tables:
+            print_table(tables[name], name.replace("_", " ").capitalize())
+    print(f"Results: {out}")
+    return 0

@@ -4,7 +4,6 @@ written to a temporary name and renamed over the old one. A failed write leaves 
 outputs whole and says why in one line."""
 from __future__ import annotations
 
-import errno
 import html
 import json
 import os
@@ -19,30 +18,13 @@ import orjson
 import polars as pl
 
 from ..core.console import terminal
-from ..core.errors import StoreError, SystemFault
+from ..core.errors import StoreError, fault
 from ..core.store import RESULT_COLUMNS, Store
 
 
 def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
     nested = [c for c, t in df.schema.items() if isinstance(t, (pl.List, pl.Struct, pl.Object))]
     return df.with_columns([pl.col(c).cast(pl.Utf8, strict=False) for c in nested]) if nested else df
-
-
-def fault(exc: OSError, path: Path | str) -> SystemFault:
-    """An OS refusal as one line naming the path and what to do; nothing stored is lost."""
-    if exc.errno == errno.ENOSPC or exc.errno == errno.EFBIG:
-        what = "the disk is full (or a file-size limit was hit)"
-        fix = "free space and run again: finished verdicts are stored and a re-run resumes"
-    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        what = "is not writable"
-        fix = "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
-    elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
-        path = exc.filename or path
-        what = "is in the way: a file stands where a folder is needed"
-        fix = "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file"
-    else:
-        what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
-    return SystemFault(f"{path}: {what}; {fix}")
 
 
 def guarded(action: Callable[[], Any], path: Path | str) -> Any:

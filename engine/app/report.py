@@ -7,15 +7,15 @@ from __future__ import annotations
 import base64
 import html
 import io
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from ..core.errors import ConfigError, StoreError
-from .outputs import STALE, csv_safe, guarded, read_manifest, read_table, write_text
+from ..core.errors import ConfigError
+from .outputs import STALE, csv_safe, guarded, write_text
 from .report_extras import extra_panels
 from .report_panels import PANELS, Panel
+from .runs import LoadedRun, load_run, task_folders, unique_labels
 from .summary import figures, history, totals
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
@@ -33,59 +33,6 @@ th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f2f2
 td.s{text-align:left}.note{color:#555;font-size:13px}img.plot{max-width:100%;margin:.3em 0}
 section{border-top:2px solid #eee;padding-top:.5em}
 </style>"""
-
-
-@dataclass
-class LoadedRun:
-    name: str
-    path: Path
-    manifest: dict
-    tables: dict[str, pl.DataFrame]
-
-
-def load_run(path: Path) -> LoadedRun:
-    path = Path(path)
-    if not path.is_dir():
-        raise ConfigError("not a run directory (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
-    manifest = read_manifest(path)
-    if manifest.get("kind") == "sweep":
-        raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
-    if manifest.get("kind") == "generation":
-        raise ConfigError("a generation-only run (--generate-only): its items are generated/items.jsonl and its "
-                          "tables tables/generation*.csv; run the config without --generate-only to judge them",
-                          where=str(path))
-    tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
-    if not tables:
-        raise StoreError(f"{path}: the run has no tables (tables/*.parquet); `litjudge reparse {path}` rebuilds them "
-                         "from the store")
-    budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
-    if budgets.exists():
-        tables["budgets"] = read_table(budgets)
-    return LoadedRun(path.name, path, manifest, tables)
-
-
-def unique_labels(runs: list[LoadedRun]) -> list[LoadedRun]:
-    """Runs labelled by their folder: the name, or as many parent folders as it takes to tell two
-    runs of the same name apart (`out/r1`, `out2/r1`); the same run twice is refused."""
-    paths = [r.path.resolve() for r in runs]
-    twice = sorted({str(p) for p in paths if paths.count(p) > 1})
-    if twice:
-        raise ConfigError(f"the same run is given twice: {twice[0]}")
-    depth = 1
-    while True:
-        labels = ["/".join(p.parts[-depth:]) for p in paths]
-        if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
-            return [LoadedRun(label, r.path, r.manifest, r.tables) for label, r in zip(labels, runs, strict=True)]
-        depth += 1
-
-
-def task_folders(run_dirs: list[Path]) -> list[Path]:
-    """Each run folder, or for a run of several tasks, the folder of each task."""
-    out = []
-    for d in run_dirs:
-        manifest = read_manifest(d) if (d / "manifest.json").exists() else {}
-        out += [d / t["task"] for t in manifest["tasks"]] if manifest.get("kind") == "tasks" else [d]
-    return out
 
 
 def header(runs: list[LoadedRun]) -> pl.DataFrame:

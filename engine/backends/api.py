@@ -44,6 +44,7 @@ from ..core.config import ApiConfig, RunConfig
 from ..core.errors import BackendUnavailable, ConfigError
 from ..core.render import plain_layout
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from .api_batch import BatchRunner
 from .base import BackendBase, WordTokenizer
 from .prices import BATCH_LIMIT, cost, prices
 
@@ -195,8 +196,6 @@ class ApiBackend(BackendBase):
         if self.cfg.batch:
             if self.ledger is None:
                 raise BackendUnavailable("provider batches need the run's store to record them in")
-            from .api_batch import BatchRunner
-
             self.pending = {p.key: p for p in batch}
             yield from BatchRunner(self, self.ledger).generate(batch)
             return

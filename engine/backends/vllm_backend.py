@@ -88,12 +88,24 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
     except ImportError as exc:
         raise BackendUnavailable(f"vLLM is not installed ({exc}); run `make install` (scripts/install.sh)") from None
     try:
-        llm = vllm.LLM(**kwargs)
+        # returned directly, never held in a local: vLLM keeps a traceback of an exception it
+        # caught while starting, whose frames would then keep the engine (and its KV cache) alive
+        return vllm, vllm.LLM(**kwargs), on_gpu, kwargs
     except (ValueError, TypeError) as exc:       # vLLM's own checks of the settings (pydantic, asserts in config)
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise BackendUnavailable(f"vLLM refused the engine settings for {spec.name!r}: {first[:300]} "
                                  "(see [engine] in the config)") from None
-    return vllm, llm, on_gpu, kwargs
+
+
+def release_free_memory() -> None:
+    """Hand the freed engine's memory back to the system (glibc keeps freed heap pages otherwise, so
+    a sweep's next judge would start on top of the last one's KV cache); a no-op elsewhere."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class VLLMBackend(StepBackend):
@@ -142,6 +154,7 @@ class VLLMBackend(StepBackend):
         del self.engine
         del self.llm
         gc.collect()
+        release_free_memory()
 
     # -- the step primitive ---------------------------------------------------------------------
     def submit(self, step: Step) -> int:

@@ -12,8 +12,11 @@ import tomllib
 
 from .errors import ConfigError
 from .paths import configs_dir, data_root
+from .sampling import Sampling, SamplingConfig  # noqa: F401  (Sampling re-exported: every config table from one module)
 from .schema import FieldError, build
 from .schema import check_field as _check
+from .schema import finite as _finite
+from .settings import ApiConfig, ClusterConfig, GenerateConfig
 
 GENERATED = "generated"    # the dataset name of the items a run's [generate] stage wrote
 MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
@@ -24,58 +27,6 @@ def valid_name(name: object) -> bool:
     """A run (or ensemble, or task) name: letters, digits, '-' and '_' only, so it is one folder
     under the outputs and never a path elsewhere (`../x`)."""
     return isinstance(name, str) and bool(name) and name.isascii() and name.replace("-", "").replace("_", "").isalnum()
-
-
-def _finite(x: float) -> bool:
-    return x == x and x not in (float("inf"), float("-inf"))
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Decoding settings of a request. temperature 0 is greedy; the seed then cannot matter and is
-    dropped from the key (normalised before hashing, so greedy repeats share one verdict)."""
-
-    temperature: float = 0.0        # 0: greedy; at most 5
-    top_p: float = 1.0              # nucleus mass in (0, 1]
-    seed: int | None = 0            # >= 0; the engine seed of a re-ask adds 7919 x the attempt
-    max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
-
-    def __post_init__(self) -> None:
-        if self.max_tokens == 0:
-            object.__setattr__(self, "max_tokens", None)
-        _check(_finite(self.temperature) and 0.0 <= self.temperature <= 5.0, "temperature",
-               f"must be in [0, 5], got {self.temperature}")
-        _check(_finite(self.top_p) and 0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}")
-        _check(self.seed is None or self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
-        _check(self.max_tokens is None or self.max_tokens >= 1, "max_tokens",
-               f"must be >= 1 (or 0 / absent: derived from the verdict language), got {self.max_tokens}")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0
-
-    def key_fields(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p if not self.greedy else 1.0,
-                "seed": None if self.greedy else self.seed, "max_tokens": self.max_tokens}
-
-    def engine_seed(self, attempt: int = 0) -> int | None:
-        """THE seed rule every backend applies: none when greedy; a re-ask (attempt k) draws anew."""
-        return None if self.greedy else (self.seed or 0) + 7919 * attempt
-
-
-@dataclass(frozen=True)
-class SamplingConfig(Sampling):
-    """`[sampling]` of a run config: a request's decoding settings plus how many samples of each."""
-
-    repeats: int = 1                # independent samples per request (needs temperature > 0 to differ)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check(self.repeats >= 1, "repeats", f"must be >= 1, got {self.repeats}")
-
-    def for_repeat(self, repeat: int) -> Sampling:
-        """The request-level settings of sample number `repeat` (seed + repeat)."""
-        return Sampling(self.temperature, self.top_p, (self.seed or 0) + repeat, self.max_tokens)
 
 
 @dataclass(frozen=True)
@@ -126,113 +77,6 @@ class EngineConfig:
             return self
         base = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "judges"}
         return build(EngineConfig, {**base, **table}, where, prefix=f"engine.judges.{judge}.")
-
-
-@dataclass(frozen=True)
-class ApiConfig:
-    """`[api]`: API judges (openai:, openai-compatible:, anthropic:). Keys come only from the environment."""
-
-    concurrency: int = 8            # requests in flight, >= 1
-    max_retries: int = 6            # per request, on 429 / 5xx / timeouts / connection errors
-    backoff_s: float = 0.5          # first wait; doubles each retry, full jitter
-    timeout_s: float = 60.0         # per attempt
-    max_tokens_total: int = 0       # budget: prompt + completion tokens of the run (0: no cap)
-    max_cost_usd: float = 0.0       # budget: estimated cost (0: no cap)
-    price_in_per_mtok: float = 0.0  # USD per million prompt tokens (for the estimate)
-    price_out_per_mtok: float = 0.0
-    key_env: str = ""               # "": OPENAI_API_KEY or ANTHROPIC_API_KEY
-    base_url: str = ""              # override the provider's endpoint (proxies, local test servers)
-    structured: str = "auto"        # auto | vllm | json_schema | none (openai backends)
-    # Provider batches (OpenAI Batch API, Anthropic Message Batches): about half the price, results
-    # within 24 hours; submitted batches are recorded in the run's store, so a re-run polls them.
-    batch: bool = False
-    batch_poll_s: float = 30.0      # seconds between polls of the open batches
-    batch_max_requests: int = 0     # requests per batch (0: the provider's limit)
-
-    def __post_init__(self) -> None:
-        _check(self.structured in ("auto", "vllm", "json_schema", "none"), "structured",
-               f"must be auto, vllm, json_schema or none, got {self.structured!r}")
-        _check(self.concurrency >= 1, "concurrency", f"must be >= 1, got {self.concurrency}")
-        _check(self.max_retries >= 0, "max_retries", f"must be >= 0, got {self.max_retries}")
-        for name in ("backoff_s", "max_cost_usd", "price_in_per_mtok", "price_out_per_mtok"):
-            value = getattr(self, name)
-            _check(_finite(value) and value >= 0, name, f"must be >= 0, got {value}")
-        _check(_finite(self.timeout_s) and self.timeout_s > 0, "timeout_s", f"must be > 0, got {self.timeout_s}")
-        _check(self.max_tokens_total >= 0, "max_tokens_total", f"must be >= 0, got {self.max_tokens_total}")
-        _check(_finite(self.batch_poll_s) and self.batch_poll_s > 0, "batch_poll_s",
-               f"must be > 0, got {self.batch_poll_s}")
-        _check(self.batch_max_requests >= 0, "batch_max_requests", f"must be >= 0, got {self.batch_max_requests}")
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    """`[cluster]`: run a judge on several engines (replicas), each a Ray actor. Off by default:
-    one engine in this process. On one node N replicas are data parallelism; across nodes, Ray
-    places them where the resources are."""
-
-    replicas: int = 1               # engines; > 1 starts Ray (address "local" unless set)
-    gpus_per_replica: int = 0       # 0: CPU engines; k > 0: k GPUs each (k > 1: tensor parallel inside it)
-    cpus_per_replica: float = 1.0   # Ray CPUs each replica reserves (on CPU, the cores its engine may bind)
-    address: str = ""               # "": Ray only when replicas > 1, then "local"; "local": start Ray here;
-                                    # "auto": join the running cluster; "ray://HOST:PORT" or "HOST:PORT": that one
-    local_cpus: int = 0             # "local": CPUs Ray may use (0: all)
-    chunk_requests: int = 64        # requests per dispatch to a replica (whole prefix groups)
-
-    def __post_init__(self) -> None:
-        _check(self.replicas >= 1, "replicas", f"must be >= 1, got {self.replicas}")
-        _check(self.gpus_per_replica >= 0, "gpus_per_replica", f"must be >= 0, got {self.gpus_per_replica}")
-        _check(_finite(self.cpus_per_replica) and self.cpus_per_replica > 0, "cpus_per_replica",
-               f"must be > 0, got {self.cpus_per_replica}")
-        _check(self.address in ("", "local", "auto") or self.address.startswith("ray://")
-               or (":" in self.address and self.address.rsplit(":", 1)[1].isdigit()), "address",
-               f'must be "local", "auto", "ray://HOST:PORT" or "HOST:PORT", got {self.address!r}')
-        _check(self.local_cpus >= 0, "local_cpus", f"must be >= 0, got {self.local_cpus}")
-        _check(self.chunk_requests >= 1, "chunk_requests", f"must be >= 1, got {self.chunk_requests}")
-
-    @property
-    def enabled(self) -> bool:
-        return self.replicas > 1 or self.address != ""
-
-
-@dataclass(frozen=True)
-class GenerateConfig:
-    """`[generate]`: a generation stage before judging. The generators (judge names: aliases, model
-    folders, hub ids) write the items with a generation protocol; the items become the dataset of
-    the run's judging tasks (`source` = generator, `category` = level). Turns are requests like
-    verdicts: keyed by content, stored, resumed, deduplicated."""
-
-    protocol: str = "aut"           # the generation protocol (judges/generation.py)
-    generators: list[str] = field(default_factory=list)    # empty: no generation stage
-    objects: list[str] = field(default_factory=list)       # AUT objects; `--limit N`: the first N
-    levels: list[str] = field(default_factory=lambda: ["common", "creative", "highly_creative"])  # worst first
-    uses: int = 5                   # uses per turn (a numbered list, constrained)
-    max_words: int = 5              # words per use, at most
-    followups: int = 4              # forceful follow-up turns after the highly creative prompt (0..4)
-    temperature: float = 0.7
-    top_p: float = 1.0
-    seed: int = 0
-    phrases: dict[str, str] = field(default_factory=dict)  # object -> how the prompt names it ("soap": "a bar of soap")
-
-    def __post_init__(self) -> None:
-        _check(len(set(self.generators)) == len(self.generators), "generators",
-               f"lists a generator twice: {self.generators}")
-        _check(not self.generators or bool(self.objects), "objects", "list the objects to generate uses for")
-        _check(len(set(self.objects)) == len(self.objects), "objects", f"lists an object twice: {self.objects}")
-        _check(bool(self.levels) and len(set(self.levels)) == len(self.levels), "levels",
-               f"must list distinct levels, got {self.levels}")
-        _check(1 <= self.uses <= 9, "uses", f"must be in 1..9, got {self.uses}")
-        _check(1 <= self.max_words <= 12, "max_words", f"must be in 1..12, got {self.max_words}")
-        _check(0 <= self.followups <= 4, "followups", f"must be in 0..4 (the paper's four follow-ups), got {self.followups}")
-        self.sampling()                                         # the same range checks as [sampling]
-        unknown = [k for k in self.phrases if k not in self.objects]
-        _check(not unknown, "phrases", f"names objects not in `objects`: {unknown}")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.generators)
-
-    def sampling(self) -> Sampling:
-        return Sampling(self.temperature, self.top_p, self.seed)
 
 
 @dataclass(frozen=True)

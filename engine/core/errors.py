@@ -2,6 +2,8 @@
 (see `engine.app.cli`): what is wrong, where (file, line, key), and the fix."""
 from __future__ import annotations
 
+import errno
+
 from grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
 
 
@@ -48,3 +50,20 @@ class StoreError(LitjudgeError):
 class SystemFault(LitjudgeError):
     """The machine refused: disk full, a read-only folder, a file we may not write. Nothing stored
     is lost; the message names the path and what to do."""
+
+
+def fault(exc: OSError, path: object) -> SystemFault:
+    """An OS refusal as one line naming the path and what to do; nothing stored is lost."""
+    if exc.errno == errno.ENOSPC or exc.errno == errno.EFBIG:
+        what = "the disk is full (or a file-size limit was hit)"
+        fix = "free space and run again: finished verdicts are stored and a re-run resumes"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        what = "is not writable"
+        fix = "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
+    elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        path = exc.filename or path
+        what = "is in the way: a file stands where a folder is needed"
+        fix = "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file"
+    else:
+        what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
+    return SystemFault(f"{path}: {what}; {fix}")

@@ -20,6 +20,11 @@ class FieldError(ValueError):
         super().__init__(message)
 
 
+def finite(x: float) -> bool:
+    """Neither NaN nor infinite (TOML has both): every float setting's range check starts here."""
+    return x == x and x not in (float("inf"), float("-inf"))
+
+
 def check_field(ok: bool, field: str, message: str) -> None:
     if not ok:
         raise FieldError(field, message)

@@ -1,0 +1,78 @@
+"""The commands that answer at once, with no model, table library or plot: `judges` (the registry
+judges, `--prepare` to obtain and convert them), `data` (list the cards, fetch their data) and
+`status` (a run folder's provider batches)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..backends.api_batch import cancel_open
+from ..core.errors import ConfigError, StoreError
+from ..core.models import ALIASES, resolve_judge
+from ..core.paths import cards_dir, data_root
+from ..core.store import Store
+from ..data.cards import load_card
+from ..data.fetch import fetch, presence
+
+
+def cmd_judges(args) -> int:
+    unknown = [n for n in args.names if n not in ALIASES]
+    if unknown:
+        raise ConfigError(f"unknown judge alias {unknown[0]!r} (aliases: {', '.join(ALIASES)}); a model folder or hub "
+                          "id needs no preparing")
+    for name, m in ALIASES.items():
+        if args.names and name not in args.names:
+            continue
+        line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
+        if args.prepare:
+            line += f"  {resolve_judge(name).path}"
+        print(line)
+    return 0
+
+
+def cmd_data(args) -> int:
+    """`data list`: every card, where its data is, whether it is there; `data fetch NAME`: get it."""
+    root = Path(args.data_root) if args.data_root else data_root()
+    if args.action == "list":
+        for path in sorted(cards_dir().glob("*.toml")):
+            card = load_card(path.stem)
+            where = card.folder(str(root))
+            source = card.upstream.get("repository", "") if card.upstream else "(your data, or shipped)"
+            print(f"{card.name:22s} {presence(card, root):8s} {where}  {source}")
+        return 0
+    if not args.names:
+        raise ConfigError("data fetch needs dataset names (see `litjudge data list`)")
+    for name in args.names:
+        card = load_card(name)
+        done = fetch(card, root)
+        counts = {a: sum(f.action == a for f in done) for a in ("downloaded", "derived", "kept")}
+        print(f"{name}: {len(done)} files verified in {root / card.path} "
+              f"({counts['downloaded']} downloaded, {counts['derived']} derived, {counts['kept']} already there)")
+    return 0
+
+
+def cmd_status(args) -> int:
+    """A run folder's provider batches: open ones (requests, age), and the ones collected or
+    cancelled; `--cancel-batches` cancels the open ones."""
+    path = Path(args.run_dir) / "store.sqlite"
+    if not path.exists():
+        raise StoreError(f"{args.run_dir}: not a run folder (no store.sqlite)")
+    store = Store.open(path, create=False)
+    try:
+        if args.cancel_batches:
+            cancelled = cancel_open(store)
+            print(f"cancelled {len(cancelled)} open provider batch(es){': ' + ', '.join(cancelled) if cancelled else ''}")
+        records = store.batches(states=("submitting", "open", "collected", "cancelled"))
+    finally:
+        store.close()
+    if not records:
+        print(f"{args.run_dir}: no provider batches (an online or local run)")
+        return 0
+    now = time.time()
+    for r in records:
+        print(f"{r.batch_id or '(not accepted)':32s} {r.provider:10s} {r.status:10s} {len(r.keys):6d} requests  "
+              f"{(now - r.created) / 60:8.1f} min old")
+    still = sum(r.status in ("open", "submitting") for r in records)
+    print(f"{still} open: `litjudge run CONFIG` again collects them (nothing is submitted twice)" if still
+          else "none open")
+    return 0

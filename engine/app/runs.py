@@ -1,0 +1,64 @@
+"""A finished run folder, read back: its manifest and stored tables (the report, `compare`,
+ensembles and the text summary read runs through this, never through the plotting code)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from ..core.errors import ConfigError, StoreError
+from .outputs import read_manifest, read_table
+
+
+@dataclass
+class LoadedRun:
+    name: str
+    path: Path
+    manifest: dict
+    tables: dict[str, pl.DataFrame]
+
+
+def load_run(path: Path) -> LoadedRun:
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError("not a run directory (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
+    manifest = read_manifest(path)
+    if manifest.get("kind") == "sweep":
+        raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
+    if manifest.get("kind") == "generation":
+        raise ConfigError("a generation-only run (--generate-only): its items are generated/items.jsonl and its "
+                          "tables tables/generation*.csv; run the config without --generate-only to judge them",
+                          where=str(path))
+    tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
+    if not tables:
+        raise StoreError(f"{path}: the run has no tables (tables/*.parquet); `litjudge reparse {path}` rebuilds them "
+                         "from the store")
+    budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
+    if budgets.exists():
+        tables["budgets"] = read_table(budgets)
+    return LoadedRun(path.name, path, manifest, tables)
+
+
+def unique_labels(runs: list[LoadedRun]) -> list[LoadedRun]:
+    """Runs labelled by their folder: the name, or as many parent folders as it takes to tell two
+    runs of the same name apart (`out/r1`, `out2/r1`); the same run twice is refused."""
+    paths = [r.path.resolve() for r in runs]
+    twice = sorted({str(p) for p in paths if paths.count(p) > 1})
+    if twice:
+        raise ConfigError(f"the same run is given twice: {twice[0]}")
+    depth = 1
+    while True:
+        labels = ["/".join(p.parts[-depth:]) for p in paths]
+        if len(set(labels)) == len(labels) or depth >= max(len(p.parts) for p in paths):
+            return [LoadedRun(label, r.path, r.manifest, r.tables) for label, r in zip(labels, runs, strict=True)]
+        depth += 1
+
+
+def task_folders(run_dirs: list[Path]) -> list[Path]:
+    """Each run folder, or for a run of several tasks, the folder of each task."""
+    out = []
+    for d in run_dirs:
+        manifest = read_manifest(d) if (d / "manifest.json").exists() else {}
+        out += [d / t["task"] for t in manifest["tasks"]] if manifest.get("kind") == "tasks" else [d]
+    return out

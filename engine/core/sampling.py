@@ -1,0 +1,57 @@
+"""How a request is sampled: `Sampling` (a request's decoding settings, part of its key) and
+`SamplingConfig` (a run config's `[sampling]`: those plus the number of repeats)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .schema import check_field as _check
+from .schema import finite as _finite
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings of a request. temperature 0 is greedy; the seed then cannot matter and is
+    dropped from the key (normalised before hashing, so greedy repeats share one verdict)."""
+
+    temperature: float = 0.0        # 0: greedy; at most 5
+    top_p: float = 1.0              # nucleus mass in (0, 1]
+    seed: int | None = 0            # >= 0; the engine seed of a re-ask adds 7919 x the attempt
+    max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
+
+    def __post_init__(self) -> None:
+        if self.max_tokens == 0:
+            object.__setattr__(self, "max_tokens", None)
+        _check(_finite(self.temperature) and 0.0 <= self.temperature <= 5.0, "temperature",
+               f"must be in [0, 5], got {self.temperature}")
+        _check(_finite(self.top_p) and 0.0 < self.top_p <= 1.0, "top_p", f"must be in (0, 1], got {self.top_p}")
+        _check(self.seed is None or self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        _check(self.max_tokens is None or self.max_tokens >= 1, "max_tokens",
+               f"must be >= 1 (or 0 / absent: derived from the verdict language), got {self.max_tokens}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def key_fields(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p if not self.greedy else 1.0,
+                "seed": None if self.greedy else self.seed, "max_tokens": self.max_tokens}
+
+    def engine_seed(self, attempt: int = 0) -> int | None:
+        """THE seed rule every backend applies: none when greedy; a re-ask (attempt k) draws anew."""
+        return None if self.greedy else (self.seed or 0) + 7919 * attempt
+
+
+@dataclass(frozen=True)
+class SamplingConfig(Sampling):
+    """`[sampling]` of a run config: a request's decoding settings plus how many samples of each."""
+
+    repeats: int = 1                # independent samples per request (needs temperature > 0 to differ)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.repeats >= 1, "repeats", f"must be >= 1, got {self.repeats}")
+
+    def for_repeat(self, repeat: int) -> Sampling:
+        """The request-level settings of sample number `repeat` (seed + repeat)."""
+        return Sampling(self.temperature, self.top_p, (self.seed or 0) + repeat, self.max_tokens)
