@@ -4,6 +4,6 @@ from engine.core.registry import Registry
 PROTOCOLS: Registry = Registry("protocol")
 PROTOCOLS.add("ttcw", "judges.ttcw:TTCW")
 PROTOCOLS.add("reference_likert", "judges.reference_likert:ReferenceLikert")
-PROTOCOLS.add("listwise", "judges.listwise:Listwise")
+PROTOCOLS.add("listwise", "judges.listwise:ListwiseRanking")
 PROTOCOLS.add("pairwise", "judges.pairwise:Pairwise")
 PROTOCOLS.add("classification", "judges.classification:Classification")

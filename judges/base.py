@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
 
-from engine.core.config import RunConfig, Sampling
+from engine.core.config import MissingPolicy, RunConfig, Sampling
 from engine.core.errors import ConfigError
-from engine.core.requests import JudgeRequest
+from engine.core.requests import JudgeRequest, Message, RequestMeta
 from engine.core.schema import build
 from engine.data.cards import DatasetCard, load_card
 from engine.data.loaders import load_dataset
+from grammars import VerdictLanguage
+from grammars.analysis import Analyzed
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ class Protocol(ABC):
     # Tables holding agreement metrics, each with its grouping columns: what a sweep's tidy table
     # (one row per cell, metric, group) is made of. Every float column of these tables is a metric.
     metric_tables: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # The kind of data it reads (ttcw, pairs, items, groups): any dataset whose loader gives that
+    # kind feeds it, with no card to edit (engine.data.loaders).
+    data_kind: ClassVar[str] = ""
     default_rank_by: ClassVar[str] = ""          # "table.metric" a sweep ranks its cells by
     # The "table.metric" names a sweep may rank by: each metric has a direction in
     # metrics.direction (higher or lower is better), checked when the sweep config loads.
@@ -121,6 +126,22 @@ class Protocol(ABC):
                               f"(labels: {', '.join(self.missing_labels(options))})", where=where, key="missing")
         return options
 
+    # -- what every protocol shares (written once here) ----------------------------------------
+    def answer_language(self, ctx: Context, verdict: VerdictLanguage, marker: str) -> VerdictLanguage:
+        """The verdict language as asked in this run's mode: in analyze mode a free analysis
+        (bounded by `options.analysis_tokens`), then `marker`, then the constrained verdict."""
+        if ctx.config.mode != "analyze":
+            return verdict
+        return Analyzed(verdict, marker, getattr(ctx.options, "analysis_tokens", 256))
+
+    def repeated(self, ctx: Context, messages: tuple[Message, ...], language: VerdictLanguage,
+                 meta: RequestMeta) -> Iterator[JudgeRequest]:
+        """One request per sample of `[sampling] repeats` (each its own seed), its number the
+        metadata's last field, "repeat"."""
+        for repeat in range(ctx.config.sampling.repeats):
+            yield JudgeRequest(messages, language, ctx.config.mode, ctx.sampling(repeat),
+                               replace(meta, fields=(*meta.fields, ("repeat", repeat))))
+
     def _policy_forms(self, options: Any) -> list[str]:
         return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.missing_policies
                 for lab in (self.missing_labels(options) if kind == "label" else ("",))]
@@ -132,3 +153,18 @@ class Protocol(ABC):
     @abstractmethod
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         """One row per plan entry (meta + verdict columns) -> named result tables."""
+
+
+def imputed(policy: MissingPolicy, answer: pl.Expr, label: Callable[[str], pl.Expr] | None = None,
+            wrong: pl.Expr | None = None, dtype: pl.DataType = pl.Utf8) -> pl.Expr:
+    """THE missing-answer policy (config `missing`): a verdict's answer (null where the judge gave
+    none), or in its place what the policy says: nothing (`drop`: null, left out of agreement), the
+    named label (`label:X`: `label(X)` as the protocol reads a label), or a wrong answer (`wrong`).
+    Bias and label-distribution tables read the real answers only."""
+    if policy.kind == "label" and label is not None and policy.label is not None:
+        stand_in = label(policy.label)
+    elif policy.kind == "wrong" and wrong is not None:
+        stand_in = wrong
+    else:
+        stand_in = pl.lit(None, dtype=dtype)
+    return pl.when(answer.is_not_null()).then(answer).otherwise(stand_in)

@@ -19,10 +19,10 @@ import polars as pl
 import grammars
 from engine.core.errors import ConfigError
 from engine.core.paths import paper_prompt
-from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.core.requests import Message, RequestMeta
 from engine.data.items import ItemSet, sample_per_category, select_groups
 
-from .base import Build, Context, Protocol, Skip
+from .base import Build, Context, Protocol, Skip, imputed
 from .metrics import accuracy, spearman
 
 WRONG = "(missing: counted wrong)"     # the stand-in prediction of missing = "wrong": equals no truth
@@ -53,6 +53,7 @@ class ClassificationOptions:
 class Classification(Protocol):
     name = "classification"
     version = "1"
+    data_kind = "items"
     Options = ClassificationOptions
     summary = ("metrics", "confusion", "class_counts")
     metric_tables = {"metrics": ()}
@@ -67,8 +68,7 @@ class Classification(Protocol):
         return ctx.load("items")
 
     def language(self, ctx: Context):
-        lang = grammars.categorical(list(ctx.options.labels))
-        return grammars.Analyzed(lang, "Category:", ctx.options.analysis_tokens) if ctx.config.mode == "analyze" else lang
+        return self.answer_language(ctx, grammars.categorical(list(ctx.options.labels)), "Category:")
 
     def prompt(self, opts: ClassificationOptions, mode: str, text: str) -> str:
         labels = ", ".join(f'"{lab}"' for lab in opts.labels)
@@ -95,11 +95,9 @@ class Classification(Protocol):
                 if truth not in opts.labels:
                     raise ConfigError(f"item {item.item_id}: category {item.category!r} maps to no label in "
                                       f"{list(opts.labels)} (set options.category_map)", key="options.category_map")
-                for repeat in range(ctx.config.sampling.repeats):
-                    meta = RequestMeta(self.name, item.item_id, (("group", group), ("truth", truth),
-                                                                 ("source", item.source), ("repeat", repeat)))
-                    out.requests.append(JudgeRequest((Message("user", self.prompt(opts, ctx.config.mode, item.text)),),
-                                                     lang, ctx.config.mode, ctx.sampling(repeat), meta))
+                meta = RequestMeta(self.name, item.item_id, (("group", group), ("truth", truth), ("source", item.source)))
+                out.requests += self.repeated(ctx, (Message("user", self.prompt(opts, ctx.config.mode, item.text)),),
+                                              lang, meta)
         return out
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
@@ -108,12 +106,12 @@ class Classification(Protocol):
         the class counts show the judge's real answers."""
         labels = list(ctx.options.labels)
         policy = ctx.config.missing_policy
-        stand_in = {"label": policy.label, "wrong": WRONG}.get(policy.kind)
         rank = {lab: len(labels) - i for i, lab in enumerate(labels)}     # best = highest
         metrics, confusion, counts = [], [], []
         for (judge,), j in table.group_by(["judge"], maintain_order=True):
             ok = j.filter(pl.col("status") == "ok")
-            pred = pl.when(pl.col("status") == "ok").then(pl.col("label")).otherwise(pl.lit(stand_in, dtype=pl.Utf8))
+            pred = imputed(policy, pl.when(pl.col("status") == "ok").then(pl.col("label")), label=pl.lit,
+                           wrong=pl.lit(WRONG))
             scored = j.with_columns(pred.alias("pred")).filter(pl.col("pred").is_not_null())
             t_all, p_all = scored["truth"].to_list(), scored["pred"].to_list()
             rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],

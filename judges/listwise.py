@@ -28,7 +28,7 @@ import polars as pl
 import grammars
 from engine.core.errors import ConfigError
 from engine.core.paths import paper_prompt
-from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.core.requests import Message, RequestMeta
 from engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
 from grammars.listwise import position_scores
 
@@ -82,9 +82,10 @@ class ListwiseOptions:
             raise ValueError(f"options.segments must be >= 1, got {self.segments}")
 
 
-class Listwise(Protocol):
+class ListwiseRanking(Protocol):
     name = "listwise"
     version = "1"
+    data_kind = "items"
     Options = ListwiseOptions
     summary = ("agreement", "anova", "category_means", "icc", "success")
     metric_tables = {"agreement": ("score",), "anova": ("score",), "icc": ("score", "list"), "success": ("n_items",)}
@@ -153,13 +154,10 @@ class Listwise(Protocol):
                 lang = grammars.Listwise(tuple(codes))
                 ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))
                 for order, shown in enumerate(shown_orders(list(zip(codes, listed)), opts, f"{group}/{k}")):
-                    prompt = self.prompt(opts, group, shown)
-                    for repeat in range(ctx.config.sampling.repeats):
-                        meta = RequestMeta(self.name, f"{group}/list{k}", (
-                            ("group", group), ("list", k), ("n_items", len(listed)), ("repeat", repeat),
-                            ("codes", ids), ("order", order), ("shown", json.dumps([c for c, _ in shown]))))
-                        out.requests.append(JudgeRequest((Message("user", prompt),), lang, ctx.config.mode,
-                                                         ctx.sampling(repeat), meta))
+                    meta = RequestMeta(self.name, f"{group}/list{k}", (
+                        ("group", group), ("list", k), ("n_items", len(listed)), ("codes", ids), ("order", order),
+                        ("shown", json.dumps([c for c, _ in shown]))))
+                    out.requests += self.repeated(ctx, (Message("user", self.prompt(opts, group, shown)),), lang, meta)
         return out
 
     # -- aggregation --------------------------------------------------------------------------
@@ -167,7 +165,7 @@ class Listwise(Protocol):
         """One row per (judge, list, repeat, item): its 1..5 score and position score."""
         rows = []
         for r in table.filter(pl.col("status") == "ok").iter_rows(named=True):
-            ranking = tuple((i, s) for i, s in json.loads(r["value"]))
+            ranking = tuple((str(i), int(s)) for i, s in r["value"])
             codes = json.loads(r["codes"])
             pos = position_scores(ranking)
             shown = {c: n + 1 for n, c in enumerate(json.loads(r.get("shown") or "[]"))}

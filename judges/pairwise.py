@@ -15,7 +15,6 @@ Method:
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -29,9 +28,10 @@ from engine.core.config import MissingPolicy
 from engine.core.errors import ConfigError
 from engine.core.paths import paper_prompt
 from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.core.verdicts import probability
 from engine.data.pairs import Pair
 
-from .base import Build, Context, Protocol
+from .base import Build, Context, Protocol, imputed
 from .metrics import MetricResult, first_position_win_rate
 from .metrics.bootstrap import NO_CLUSTERS, mean_of_means_with_ci, mean_with_ci
 from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
@@ -69,6 +69,7 @@ class PairwiseOptions:
 class Pairwise(Protocol):
     name = "pairwise"
     version = "1"
+    data_kind = "pairs"
     Options = PairwiseOptions
     summary = ("accuracy", "bias")
     post_options = ("tie_rule",)
@@ -87,8 +88,7 @@ class Pairwise(Protocol):
 
     def language(self, ctx: Context):
         opts: PairwiseOptions = ctx.options
-        lang = grammars.preference("A", "B", "tie" if opts.tie else None)
-        return grammars.Analyzed(lang, "Preferred:", opts.analysis_tokens) if ctx.config.mode == "analyze" else lang
+        return self.answer_language(ctx, grammars.preference("A", "B", "tie" if opts.tie else None), "Preferred:")
 
     def prompt(self, opts: PairwiseOptions, mode: str, pair: Pair, first: str, second: str) -> str:
         head = (DEFAULT_TEMPLATE if opts.template == "default"
@@ -109,17 +109,14 @@ class Pairwise(Protocol):
     def _requests(self, ctx: Context, pairs: Iterable[Pair]) -> Iterator[JudgeRequest]:
         opts: PairwiseOptions = ctx.options
         lang = self.language(ctx)
-        samplings = [ctx.sampling(repeat) for repeat in range(ctx.config.sampling.repeats)]
         for pair in pairs:
             features = text_features(pair, opts.style_control)
             for order in ORDERS:
                 first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
                 messages = (Message("user", self.prompt(opts, ctx.config.mode, pair, first, second)),)
-                for repeat, sampling in enumerate(samplings):
-                    meta = RequestMeta(self.name, f"{pair.pair_id}/{order}", (
-                        ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
-                        *features, ("repeat", repeat)))
-                    yield JudgeRequest(messages, lang, ctx.config.mode, sampling, meta)
+                yield from self.repeated(ctx, messages, lang, RequestMeta(self.name, f"{pair.pair_id}/{order}", (
+                    ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
+                    *features)))
 
     def _reward_requests(self, ctx: Context, pairs: Iterable[Pair]) -> Iterator[JudgeRequest]:
         """Reward models: one request per text, the conversation (prompt, text) scored as is; no
@@ -156,15 +153,8 @@ class Pairwise(Protocol):
         None when it gave none), the pick agreement is scored on (`pick`: the answer, or what the
         missing-answer policy puts in its place), P(text a) when known, and whether the text shown
         first won (real answers that prefer a side)."""
-        def p_text_a(dist: str | None, order: str) -> float | None:
-            if not dist:
-                return None
-            d = json.loads(dist)
-            return d.get("A") if order == "ab" else d.get("B")
-
-        t = table.with_columns(
-            pl.struct(["distribution", "order"]).map_elements(lambda r: p_text_a(r["distribution"], r["order"]),
-                                                              return_dtype=pl.Float64).alias("p_a"))
+        t = table.with_columns(pl.when(pl.col("order") == "ab").then(probability(table, "A"))
+                               .otherwise(probability(table, "B")).cast(pl.Float64).alias("p_a"))
         answer = (pl.when(pl.col("status") != "ok").then(None)
                   .when(pl.col("label") == "tie").then(pl.lit("tie"))
                   .when((pl.col("label") == "A") == (pl.col("order") == "ab")).then(pl.lit("a"))
@@ -233,16 +223,12 @@ class Pairwise(Protocol):
 
 
 def _imputed(policy: MissingPolicy) -> pl.Expr:
-    """The pick agreement is scored on: the real answer, else what the missing-answer policy says."""
-    if policy.kind == "label":
-        label = policy.label
-        stand_in = (pl.lit("tie") if label == "tie" else
-                    pl.when((pl.lit(label) == "A") == (pl.col("order") == "ab")).then(pl.lit("a")).otherwise(pl.lit("b")))
-    elif policy.kind == "wrong":
-        stand_in = pl.when(pl.col("human") == "a").then(pl.lit("b")).otherwise(pl.lit("a"))
-    else:
-        stand_in = pl.lit(None, dtype=pl.Utf8)
-    return pl.when(pl.col("answer").is_not_null()).then(pl.col("answer")).otherwise(stand_in)
+    """The pick agreement is scored on: the real answer, else what the missing-answer policy says
+    (a label names a position, A or B, which this verdict's order maps to a text)."""
+    return imputed(policy, pl.col("answer"),
+                   label=lambda lab: pl.lit("tie") if lab == "tie" else
+                   pl.when((pl.lit(lab) == "A") == (pl.col("order") == "ab")).then(pl.lit("a")).otherwise(pl.lit("b")),
+                   wrong=pl.when(pl.col("human") == "a").then(pl.lit("b")).otherwise(pl.lit("a")))
 
 
 def combine(j: pl.DataFrame, rule: str) -> pl.DataFrame:

@@ -27,13 +27,13 @@ import polars as pl
 
 import grammars
 from engine.core.paths import paper_prompt
-from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.core.requests import Message, RequestMeta
 from engine.data.reference import StoryGroup
 
-from .base import Build, Context, Protocol
+from .base import Build, Context, Protocol, imputed
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .metrics.bootstrap import mean_with_ci
-from .ttcw import TTCW
+from .ttcw import prompt as ttcw_prompt
 
 ORDERS = ("ref_first", "cand_first")
 _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly better"},
@@ -76,6 +76,7 @@ def paper_template(points: int) -> str:
 class ReferenceLikert(Protocol):
     name = "reference_likert"
     version = "1"
+    data_kind = "groups"
     Options = ReferenceLikertOptions
     summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
     metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
@@ -102,21 +103,16 @@ class ReferenceLikert(Protocol):
         mode = ctx.config.mode
         out = Build([])
         if not opts.reference:
-            ttcw = TTCW()
-            lang = grammars.Analyzed(grammars.binary(), "Verdict:", opts.analysis_tokens) if mode == "analyze" \
-                else grammars.binary()
+            lang = self.answer_language(ctx, grammars.binary(), "Verdict:")
             for g in groups:
                 for cand in g.candidates:
                     for t in tests:
-                        for repeat in range(ctx.config.sampling.repeats):
-                            meta = self._meta(g, cand, t.idx, "alone", repeat)
-                            prompt = ttcw.prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
-                            out.requests.append(JudgeRequest((Message("user", prompt),), lang, mode,
-                                                             ctx.sampling(repeat), meta))
+                        prompt = ttcw_prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
+                        out.requests += self.repeated(ctx, (Message("user", prompt),), lang,
+                                                      self._meta(g, cand, t.idx, "alone"))
             return out
         template = paper_template(opts.points)
-        scale = grammars.likert(opts.points)
-        lang = grammars.Analyzed(scale, opts.marker, opts.analysis_tokens) if mode == "analyze" else scale
+        lang = self.answer_language(ctx, grammars.likert(opts.points), opts.marker)
         for g in groups:
             for order in ORDERS:          # reference-first requests of a group share the longest prefix
                 for cand in g.candidates:
@@ -126,26 +122,23 @@ class ReferenceLikert(Protocol):
                                 f"Question: {t.question}")
                         if mode == "label":
                             body += "\n\nAnswer with the label only."
-                        for repeat in range(ctx.config.sampling.repeats):
-                            out.requests.append(JudgeRequest(
-                                (Message("user", template.replace("{stories_and_question}", body)),), lang, mode,
-                                ctx.sampling(repeat), self._meta(g, cand, t.idx, order, repeat)))
+                        out.requests += self.repeated(
+                            ctx, (Message("user", template.replace("{stories_and_question}", body)),), lang,
+                            self._meta(g, cand, t.idx, order))
         return out
 
-    def _meta(self, g: StoryGroup, cand, test: int, order: str, repeat: int) -> RequestMeta:
+    def _meta(self, g: StoryGroup, cand, test: int, order: str) -> RequestMeta:
         return RequestMeta(self.name, f"{g.group}/{cand.item_id}/test{test}/{order}", (
             ("group", g.group), ("candidate", cand.item_id), ("source", cand.source),
-            ("human_score", cand.human_score), ("test", test), ("order", order), ("repeat", repeat)))
+            ("human_score", cand.human_score), ("test", test), ("order", order)))
 
     # -- aggregation --------------------------------------------------------------------------
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         opts: ReferenceLikertOptions = ctx.options
-        policy = ctx.config.missing_policy
-        stand_in = (pl.lit(float(self._language(opts).value_of(policy.label)))
-                    if policy.kind == "label" else pl.lit(None, dtype=pl.Float64))
-        t = table.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64))
-                               .otherwise(stand_in).alias("v"),
-                               pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64)).alias("answer"))
+        answer = pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64))
+        t = table.with_columns(imputed(ctx.config.missing_policy, answer, dtype=pl.Float64,
+                                       label=lambda lab: pl.lit(float(self._language(opts).value_of(lab)))).alias("v"),
+                               answer.alias("answer"))
         keys = ["judge", "group", "candidate", "source", "human_score", "test", "repeat"]
         if not opts.reference:
             per = t.select(keys + [pl.col("v").alias("pass_value")])

@@ -14,18 +14,18 @@ Recorded proprietary judges are replayed through the same metrics with the upstr
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import polars as pl
 
 import grammars
 from engine.core.errors import ConfigError
-from engine.core.requests import JudgeRequest, Message, RequestMeta
+from engine.core.requests import Message, RequestMeta
+from engine.core.verdicts import probability
 from engine.data.ttcw import TTCWData, item_id
 from grammars.upstream import UpstreamYesNo
 
-from .base import Build, Context, Protocol, Skip
+from .base import Build, Context, Protocol, Skip, imputed
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
@@ -35,6 +35,20 @@ VARIANTS = ("default", "upstream", "analyze")
 DEFAULT_INTRO = ("You are an expert reader judging a short story on one test of creative writing "
                  "from the Torrance Test of Creative Writing. Read the story, then the background on "
                  "the test, then answer the question with Yes or No.")
+
+
+def prompt(story: str, test, variant: str, template: str | None) -> str:
+    """One (story, test) question in a prompt variant: the story first, so a story's questions
+    share a prefix (reference-based Likert's no-reference ablation asks the same way)."""
+    if variant == "upstream" and template is not None:
+        return (template.replace("[STORY]", story).replace("[BACKGROUND]", test.background)
+                .replace("[QUESTION]", test.question))
+    if variant == "analyze":
+        steps = test.instruction or "Explain your reasoning step by step, then answer Yes or No."
+        return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n{steps}\n\n"
+                f"Q) {test.question}\n\nEnd with a last line that says 'Verdict: Yes' or 'Verdict: No'.")
+    return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n"
+            f"Question: {test.question}\nAnswer Yes or No.")
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,7 @@ class TTCWOptions:
 class TTCW(Protocol):
     name = "ttcw"
     version = "1"
+    data_kind = "ttcw"
     Options = TTCWOptions
     summary = ("verdict_grid", "per_test", "overall", "story_counts")
     post_options = ("threshold", "story_cutoff")
@@ -87,20 +102,10 @@ class TTCW(Protocol):
     def language(self, ctx: Context):
         if ctx.replay:
             return UpstreamYesNo()
-        if ctx.config.mode == "analyze":
-            return grammars.Analyzed(grammars.binary(), "Verdict:", ctx.options.analysis_tokens)
-        return grammars.binary()
+        return self.answer_language(ctx, grammars.binary(), "Verdict:")
 
     def prompt(self, story: str, test, variant: str, template: str | None) -> str:
-        if variant == "upstream" and template is not None:
-            return (template.replace("[STORY]", story).replace("[BACKGROUND]", test.background)
-                    .replace("[QUESTION]", test.question))
-        if variant == "analyze":
-            steps = test.instruction or "Explain your reasoning step by step, then answer Yes or No."
-            return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n{steps}\n\n"
-                    f"Q) {test.question}\n\nEnd with a last line that says 'Verdict: Yes' or 'Verdict: No'.")
-        return (f"{DEFAULT_INTRO}\n\nStory:\n{story}\n\nBackground:\n{test.background}\n\n"
-                f"Question: {test.question}\nAnswer Yes or No.")
+        return prompt(story, test, variant, template)
 
     def build(self, ctx: Context) -> Build:
         opts: TTCWOptions = ctx.options
@@ -125,13 +130,11 @@ class TTCW(Protocol):
                 continue
             text = story.text or f"(text not available: {story.story_id})"
             for t in tests:
-                for repeat in range(ctx.config.sampling.repeats):
-                    meta = RequestMeta(self.name, item_id(story.story_id, t.idx), (
-                        ("story_id", story.story_id), ("test", t.idx), ("source", story.source),
-                        ("group", story.group), ("judgeable", story.judgeable), ("repeat", repeat)))
-                    out.requests.append(JudgeRequest(
-                        messages=(Message("user", self.prompt(text, t, opts.variant, template)),),
-                        language=lang, mode=ctx.config.mode, sampling=ctx.sampling(repeat), meta=meta))
+                meta = RequestMeta(self.name, item_id(story.story_id, t.idx), (
+                    ("story_id", story.story_id), ("test", t.idx), ("source", story.source),
+                    ("group", story.group), ("judgeable", story.judgeable)))
+                out.requests += self.repeated(ctx, (Message("user", self.prompt(text, t, opts.variant, template)),),
+                                              lang, meta)
         return out
 
     # -- aggregation --------------------------------------------------------------------------
@@ -141,22 +144,14 @@ class TTCW(Protocol):
         dropped (None), counted as a label (Yes passes), or counted as wrong (the opposite of the
         experts, where they have a label)."""
         thr = ctx.options.threshold
-        policy = ctx.config.missing_policy
 
-        def p_yes(dist: str | None) -> float | None:
-            return json.loads(dist).get("Yes") if dist else None
-
-        t = (table.with_columns(pl.col("distribution").map_elements(p_yes, return_dtype=pl.Float64).alias("p_yes"))
+        t = (table.with_columns(probability(table, "Yes").cast(pl.Float64).alias("p_yes"))
              .join(expert, on=["story_id", "test"], how="left"))
-        if policy.kind == "label":
-            absent = pl.lit(policy.label == "Yes")
-        elif policy.kind == "wrong":
-            absent = ~pl.col("expert_pass")
-        else:
-            absent = pl.lit(None, dtype=pl.Boolean)
-        passed = (pl.when(pl.col("status") != "ok").then(absent)
+        answer = (pl.when(pl.col("status") != "ok").then(None)
                   .when(pl.col("p_yes").is_not_null()).then(pl.col("p_yes") >= thr)
                   .otherwise(pl.col("label") == "Yes"))
+        passed = imputed(ctx.config.missing_policy, answer, label=lambda lab: pl.lit(lab == "Yes"),
+                         wrong=~pl.col("expert_pass"), dtype=pl.Boolean)
         return t.with_columns(passed.alias("judge_pass"))
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:

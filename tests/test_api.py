@@ -12,7 +12,7 @@ import urllib.request
 import polars as pl
 import pytest
 
-from engine.core.models import resolve_judge
+from engine.backends.local.models import resolve_judge
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 from tests.fake_api import FakeAPI
 
@@ -230,6 +230,6 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
     a = pl.read_parquet(runs / "served-dist" / "verdicts.parquet").sort("item_id")
     b = pl.read_parquet(runs / "offline-dist" / "verdicts.parquet").sort("item_id")
     assert a["label"].to_list() == b["label"].to_list()
-    p_served = [json.loads(d)["Yes"] for d in a["distribution"]]
-    p_offline = [json.loads(d)["Yes"] for d in b["distribution"]]
+    p_served = [d["Yes"] for d in a["distribution"]]
+    p_offline = [d["Yes"] for d in b["distribution"]]
     assert max(abs(x - y) for x, y in zip(p_served, p_offline)) < 0.02

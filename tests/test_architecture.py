@@ -13,10 +13,10 @@ from engine import backends
 from engine.app.run import run
 from engine.app.sweep import load_sweep
 from engine.app.sweep_run import prepared_cells, work
+from engine.backends.local.render import plain_layout
 from engine.core.backend import Capabilities, JudgeSpec
 from engine.core.config import RunConfig, load_config
 from engine.core.planner import make_plan
-from engine.core.render import plain_layout
 from engine.core.requests import Generation, JudgeIdentity
 from engine.data.loaders import LOADERS
 from engine.data.pairs import Pair
@@ -206,3 +206,34 @@ def test_content_key_is_the_canonical_json_of_its_fields():
                     "language": lang.spec(), "mode": r.mode, "sampling": sampling.key_fields(), "attempt": 2}
             text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             assert content_key(r, ident) == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_new_protocol_is_one_file_and_one_line(smollm, runs_dir):
+    """tests/toy_protocol.py plus one registration line: it runs end to end on a shipped card
+    that does not name it (the card's loader gives the kind it reads) and gets a report panel."""
+    from engine.app.report import write_report
+    from judges import PROTOCOLS
+
+    PROTOCOLS.add("single", "tests.toy_protocol:SingleGrading")
+    try:
+        config = load_config(write_config(runs_dir.parent / "single.toml", 'name = "single"\nprotocol = "single"\n'
+                                          'dataset = "rated-items-generic"\n[engine]\nmax_model_len = 2048\n'))
+        out = run(config, progress=False, backends={"smollm2-135m": smollm})
+        assert out.verdicts.height == 6 and out.tables["agreement"]["items"][0] > 0
+        page = write_report([out.run_dir]).read_text()
+        assert "The single protocol&#x27;s agreement table." in page and "data:image/png;base64," in page
+    finally:
+        PROTOCOLS.remove("single")
+
+
+# The kernel every stage shares; what only local engines need lives in engine/backends/local.
+KERNEL = {"backend", "cache", "config", "console", "distribution", "errors", "manifest", "paths", "planner", "progress",
+          "registry", "requests", "runner", "sampling", "schema", "settings", "store", "verdicts"}
+SQL = __import__("re").compile(r"\b(SELECT .* FROM|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE|ALTER TABLE)\b")
+
+
+def test_core_holds_only_the_kernel_and_only_the_store_speaks_sql():
+    core = {p.stem for p in (PROJECT_ROOT / "engine" / "core").glob("*.py") if p.stem != "__init__"}
+    assert core <= KERNEL, sorted(core - KERNEL)
+    speaking = [name for path, name in modules() if name != "engine.core.store" and SQL.search(path.read_text())]
+    assert speaking == [], speaking

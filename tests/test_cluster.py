@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 from engine.app.run import run
+from engine.backends.local.sharding import Shards, prefix_groups
 from engine.core.config import ClusterConfig, EngineConfig, load_config
-from engine.core.sharding import Shards, prefix_groups
 from engine.core.store import Store
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 

@@ -66,6 +66,6 @@ def _numel(dims) -> int:
 def smollm_path():
     from pathlib import Path
 
-    from engine.core.models import resolve_judge
+    from engine.backends.local.models import resolve_judge
 
     return Path(resolve_judge("smollm2-135m").path)

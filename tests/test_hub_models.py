@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.models import resolve_judge
+from engine.backends.local.models import resolve_judge
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 
 REPO = "litjudge-test/smollm2-135m"
@@ -46,7 +46,7 @@ def offline(home: Path) -> dict[str, str]:
 
 def resolve_offline(home: Path, *names: str) -> list[dict]:
     """resolve_judge in a fresh process (the hub library reads HF_HOME and HF_HUB_OFFLINE at import)."""
-    code = ("import json, sys\nfrom engine.core.models import resolve_judge\nfrom engine.core.errors import LitjudgeError\n"
+    code = ("import json, sys\nfrom engine.backends.local.models import resolve_judge\nfrom engine.core.errors import LitjudgeError\n"
             "for name in sys.argv[1:]:\n    try:\n        r = resolve_judge(name)\n"
             "        print(json.dumps({'path': r.path, 'fingerprint': r.fingerprint, 'chat': r.chat}))\n"
             "    except LitjudgeError as exc:\n        print(json.dumps({'error': str(exc)}))\n")

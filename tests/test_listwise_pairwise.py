@@ -16,7 +16,7 @@ from engine.data.cards import load_card
 from engine.data.items import RatedItem, load_aut, load_rated_jsonl
 from engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
 from judges.classification import Classification
-from judges.listwise import Listwise, ListwiseOptions
+from judges.listwise import ListwiseOptions, ListwiseRanking
 from judges.metrics import cluster_bootstrap, icc, one_way_anova
 from judges.metrics.bootstrap import difference_of_means_ci
 from judges.pairwise import Pairwise
@@ -76,7 +76,7 @@ def _items(n_per_cat=20, sources=("m1", "m2")):
 
 
 def test_designs_balance_categories_and_are_seeded():
-    proto = Listwise()
+    proto = ListwiseRanking()
     items = _items(10)
     seg = proto.lists(items, ListwiseOptions(design="segmented", segments=5), random.Random(0))
     assert len(seg) == 5 and all(len(s) == 12 for s in seg)          # 60 items, one per cell twice
@@ -238,9 +238,10 @@ def test_bad_protocol_options_fail_with_one_line(tmp_path):
                                               '[options]\ndesign = "tournament"\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 2 and "options.design must be one of" in r.stderr
-    cfg = write_config(tmp_path / "bad2.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "ttcw-demo"\n')
+    cfg = write_config(tmp_path / "bad2.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "rated-items-generic"\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
-    assert r.returncode == 2 and "does not feed protocol 'pairwise'" in r.stderr
+    assert r.returncode == 2 and ("protocol 'pairwise' reads pairs data, and dataset 'rated-items-generic' (loader "
+                                  "'rated_items_jsonl') gives items") in r.stderr
     cfg = write_config(tmp_path / "bad3.toml", 'name = "x"\nprotocol = "classification"\ndataset = "aut-ocsai"\n'
                                                '[options]\ngroups = ["spaceship"]\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
@@ -255,7 +256,7 @@ def tiny_reward_model(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-    from engine.core.models import resolve_judge
+    from engine.backends.local.models import resolve_judge
 
     tok = AutoTokenizer.from_pretrained(resolve_judge("smollm2-135m").path)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
@@ -314,10 +315,10 @@ def test_inter_judge_matrix_and_self_preference_by_hand():
                           "mean_score": [1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0],
                           "mean_position": [4.0, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0],
                           "source": ["m1", "m1", "m2", "m2"] * 2})
-    matrix = Listwise._inter_judge(items)
+    matrix = ListwiseRanking._inter_judge(items)
     assert matrix.filter(pl.col("judge") == "j1")["j2"][0] == pytest.approx(-1.0)
     assert matrix.filter(pl.col("judge") == "j2")["j2"][0] == 1.0
-    pref = Listwise._self_preference(items, ListwiseOptions(self_sources={"j1": "m2"}))
+    pref = ListwiseRanking._self_preference(items, ListwiseOptions(self_sources={"j1": "m2"}))
     row = pref.filter(pl.col("score") == "score").row(0, named=True)
     assert row["own_items"] == 2 and row["own_mean"] == 3.5 and row["other_mean"] == 1.5 and row["difference"] == 2.0
     assert row["ci_low"] <= 2.0 <= row["ci_high"]

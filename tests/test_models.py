@@ -6,8 +6,8 @@ import shutil
 import polars as pl
 import pytest
 
+from engine.backends.local.models import MARKER, resolve_judge
 from engine.core.errors import JudgeNotFound
-from engine.core.models import MARKER, resolve_judge
 from tests.conftest import litjudge
 
 

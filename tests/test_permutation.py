@@ -37,7 +37,7 @@ def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
     rankings = []
     for r in v.iter_rows(named=True):
         codes = json.loads(r["codes"])
-        rankings.append([codes[c] for c, _ in json.loads(r["value"])])   # best first
+        rankings.append([codes[c] for c, _ in r["value"]])   # best first: the value arrives decoded
     wins = pairwise_wins(rankings)
     best = min(disagreements(list(p), wins) for p in permutations(rankings[0]))
     central = out.tables["psc_rankings"].sort("central_position", descending=True)["item_id"].to_list()

@@ -13,8 +13,8 @@ import zipfile
 import pytest
 
 from engine.app.cli import main
-from engine.core import models
-from engine.core.models import ALIASES, RegistryModel
+from engine.backends.local import models
+from engine.backends.local.models import ALIASES, RegistryModel
 
 CHUNKS = [bytes([i]) * 50_000 for i in range(1, 4)]
 

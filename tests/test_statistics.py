@@ -234,10 +234,10 @@ def test_missing_policy_is_checked_at_the_edge(tmp_path):
     with pytest.raises(ConfigError, match="'Maybe' is not a verdict label of protocol 'ttcw'"):
         TTCW().options(load_config(cfg))
     cfg.write_text('name = "x"\nprotocol = "listwise"\ndataset = "aut-ocsai"\nmissing = "wrong"\n')
-    from judges.listwise import Listwise
+    from judges.listwise import ListwiseRanking
 
     with pytest.raises(ConfigError, match='protocol \'listwise\' supports missing = "drop"'):
-        Listwise().options(load_config(cfg))
+        ListwiseRanking().options(load_config(cfg))
 
 
 @pytest.mark.parametrize("policy,expected", [("drop", (2 / 3, 3)), ("wrong", (2 / 4, 4)), ("label:B", (2 / 4, 4)),

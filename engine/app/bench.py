@@ -28,11 +28,11 @@ from judges.ttcw import TTCW
 
 from .. import backends as registry
 from ..backends.hardware import SHOWN_FLAGS, cpu_model, preloaded_libraries, vector_flags
+from ..backends.local.modes import run_steps
+from ..backends.local.steps import Decoding, FreeText, Prompt
 from ..core.config import RunConfig
 from ..core.errors import BackendUnavailable
-from ..core.modes import run_steps
 from ..core.planner import make_plan
-from ..core.steps import Decoding, FreeText, Prompt
 from ..data.cards import load_card
 from .flops import DecoderShape
 

@@ -22,9 +22,9 @@ from ..core.errors import ConfigError
 from ..core.requests import JudgeRequest, RequestMeta, content_key
 from ..core.runner import run_judge
 from ..core.store import Store
+from ..core.verdicts import verdict_frame
 from .outputs import read_manifest, write_tables
 from .run import prepare, recorded_config, run_id
-from .verdicts import verdict_frame
 
 FULL = -1
 

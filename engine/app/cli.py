@@ -59,24 +59,29 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def config_options(p: argparse.ArgumentParser) -> None:
+    """What `run` and `plan` both take: the config, and the settings that override its own."""
+    p.add_argument("config", help="run config (TOML), e.g. runs/demo.toml, or a committed config's name")
+    p.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
+    p.add_argument("--limit", type=_limit, help=LIMIT_HELP)
+    p.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
+    p.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
+    p.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
+    p.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
+    p.add_argument("--cache", metavar="PATH", help="the verdict cache shared by every run (default "
+                   "~/.cache/litjudge/verdicts.sqlite; also LITJUDGE_VERDICT_CACHE)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the shared verdict cache")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="litjudge", description="Offline batch LLM-as-a-judge for creative writing.")
     p.add_argument("--verbose", action="store_true", help="show vLLM's, torch's and transformers' own messages "
                                                           "(by default they go to the run's engine.log)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     r = sub.add_parser("run", help="run a config: plan, judge (resuming), aggregate, write tables")
-    r.add_argument("config", help="run config (TOML), e.g. runs/demo.toml")
-    r.add_argument("--judge", help="override the judge(s): alias, model folder, hub id, replay:NAME; comma-separated")
-    r.add_argument("--limit", type=_limit, help=LIMIT_HELP)
-    r.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"], help="override the verdict mode")
-    r.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
-    r.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
-    r.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
+    config_options(r)
     r.add_argument("--out", help="folder for the run's outputs, written to OUT/NAME (default ./runs/out; "
                                  "also LITJUDGE_RUNS_DIR)")
-    r.add_argument("--cache", metavar="PATH", help="the verdict cache shared by every run (default "
-                   "~/.cache/litjudge/verdicts.sqlite; also LITJUDGE_VERDICT_CACHE)")
-    r.add_argument("--no-cache", action="store_true", help="neither read nor write the shared verdict cache")
     r.add_argument("--replicas", type=_replicas, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
     r.add_argument("--show", type=int, default=20, help="table rows to print")
@@ -87,12 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="move a corrupt store.sqlite aside (kept) and compute every verdict again")
     r.set_defaults(fn=lazy(".run_commands:cmd_run"))
     pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")
-    pl_.add_argument("config")
-    pl_.add_argument("--judge", help="override the judge(s), comma-separated")
-    pl_.add_argument("--limit", type=_limit, help=LIMIT_HELP)
-    pl_.add_argument("--mode", choices=["label", "analyze", "distribution", "reward"])
-    pl_.add_argument("--data-root")
-    pl_.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
+    config_options(pl_)
     pl_.add_argument("--calibrate", action="store_true",
                      help="measure this judge's speed here first (starts its engine on a few requests, shows "
                           "progress; stored per judge, dtype and CPU model, replacing an older measurement)")

@@ -34,10 +34,10 @@ from ..core.manifest import git_commit, machine
 from ..core.paths import runs_output_dir
 from ..core.schema import build
 from ..core.store import Store
+from .console_tables import print_table
 from .outputs import write_tables, write_text
 from .run import run
 from .runs import load_run
-from .tables import print_table
 
 
 def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
@@ -46,7 +46,7 @@ def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
     store = Store.open(run_dir / "store.sqlite", create=False)
     try:
-        rows = [r for batch in store.query_batches("SELECT key, prompt_tokens, output_tokens FROM results") for r in batch]
+        rows = [r for batch in store.token_counts() for r in batch]
     finally:
         store.close()
     counts = pl.DataFrame(rows, schema={"key": pl.Utf8, "p": pl.Int64, "o": pl.Int64}, orient="row").select(
@@ -141,17 +141,12 @@ class EnsembleConfig:
                 first.calibration_fraction if first else 0.5, first.seed if first else 0)
 
 
-def is_ensemble(path: str | Path) -> bool:
-    table = read_toml(path)
-    return "runs" in table and ("cascade" in table or "jury" in table)
-
-
-def load_ensemble(path: str | Path) -> EnsembleConfig:
+def load_ensemble(path: str | Path, table: dict[str, Any] | None = None) -> EnsembleConfig:
     """An ensemble config, checked whole before any member runs: its own keys and values (the
     [cascade] and [jury] tables through the same schema builder as run configs), and each member's
     config with its overrides (an error names the ensemble file and `runs[k]`)."""
     where = str(config_path(path))
-    table = read_toml(path)
+    table = table if table is not None else read_toml(path)
     unknown = [k for k in table if k not in ("name", "runs", "cascade", "jury")]
     if unknown:
         raise ConfigError("unknown key (known: name, runs, cascade, jury)", where=where, key=unknown[0])

@@ -12,11 +12,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends.local.modes import run_steps
+from ..backends.local.steps import Decoding, FreeText, Prompt
 from ..core.errors import DataError
-from ..core.modes import run_steps
 from ..core.paths import paper_prompt
 from ..core.requests import Message
-from ..core.steps import Decoding, FreeText, Prompt
 from ..data.ttcw import load_ttcw
 
 

@@ -29,8 +29,8 @@ from ..core.config import GENERATED, RunConfig
 from ..core.requests import JudgeRequest, Message, RequestMeta
 from ..core.runner import LazyBackend, run_judge
 from ..core.store import Store
+from ..core.verdicts import verdict_frame
 from .outputs import write_text
-from .verdicts import verdict_frame
 
 ITEMS_FILE = "items.jsonl"
 GENERATION_SCHEMA = {"generator": pl.Utf8, "level": pl.Utf8, "conversations": pl.Int64, "turns": pl.Int64,

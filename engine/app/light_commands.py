@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from ..backends.api_batch import cancel_open
+from ..backends.local.models import ALIASES, resolve_judge
 from ..core.errors import ConfigError, StoreError
-from ..core.models import ALIASES, resolve_judge
 from ..core.paths import cards_dir, data_root
 from ..core.store import Store
 from ..data.cards import load_card

@@ -8,16 +8,17 @@ from pathlib import Path
 
 import polars as pl
 
-from grammars import Unparsed, language_from_spec
+from grammars import language_from_spec
 from judges import PROTOCOLS
 
 from ..core.backend import JudgeSpec
 from ..core.console import terminal
 from ..core.errors import StoreError
+from ..core.runner import parse_result
 from ..core.store import Store
 from ..data.cards import dataset_card
 from .outputs import read_manifest, write_outputs
-from .run import Prepared, aggregate_store, by_judge, recorded_config, run_id, verdict_counts
+from .run import PreparedRun, aggregate_store, by_judge, recorded_config, run_id, verdict_counts
 
 
 def reparse(run_dir: Path) -> dict[str, int]:
@@ -43,15 +44,15 @@ def reparse(run_dir: Path) -> dict[str, int]:
 
 
 def reparse_store(store: Store) -> dict[str, int]:
+    """Every stored output through the runner's own `parse_result`. A row stored before failures
+    had a column of their own (empty output, unparsed, with a reason) is read as a failure."""
     changed = total = 0
     with store.db:
         for r in list(store.results()):
             total += 1
-            if r.distribution is not None or r.reason and r.reason.startswith("no recorded"):
-                continue
-            parsed = language_from_spec(r.language).parse(r.raw)
-            status, label, value, reason = (("unparsed", None, None, parsed.reason) if isinstance(parsed, Unparsed)
-                                            else ("ok", parsed.label, parsed.value, None))
+            legacy = r.failure is None and r.raw == "" and r.status == "unparsed" and r.reason is not None
+            status, label, value, reason = parse_result(r.raw, r.distribution, language_from_spec(r.language),
+                                                        r.reason if legacy else r.failure, r.cut)
             if (status, label, reason) != (r.status, r.label, r.reason):
                 changed += 1
             store.replace_parse(r.key, status, label, value, reason)
@@ -65,7 +66,7 @@ def rebuild(folder: Path, manifest: dict, store: Store, task: str = "") -> None:
     protocol = PROTOCOLS.get(config.protocol)()
     specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
                   for j in manifest["judges"])
-    prep = Prepared(config, protocol, protocol.options(config),
+    prep = PreparedRun(config, protocol, protocol.options(config),
                     dataset_card(config.dataset, config.source, config.protocol), specs)
     verdicts, tables, warnings = aggregate_store(prep, store, {s.name: run_id(config, task, s.name) for s in specs})
     for path in sorted((folder / "tables").glob("*.parquet")):

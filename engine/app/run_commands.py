@@ -11,22 +11,21 @@ import polars as pl
 
 from judges import PROTOCOLS
 
-from .. import backends as registry
 from ..backends.prices import cost as price
 from ..backends.prices import prices
-from ..core.config import load_config, read_toml
+from ..core.config import config_kind, load_config, read_toml
 from ..core.console import captured_log, terminal
 from ..core.errors import ConfigError, StoreError
 from ..data.cards import dataset_card, with_data
 from .calibrate import cached, calibrate, estimate_seconds
-from .ensemble import is_ensemble, load_ensemble, print_ensemble, run_ensemble
+from .console_tables import print_table
+from .ensemble import load_ensemble, print_ensemble, run_ensemble
 from .outputs import rebuild_store
 from .reparse import reparse
 from .run import run, run_dir_for
 from .summary import figures
 from .sweep import load_sweep
 from .sweep_run import plan_summary, run_sweep
-from .tables import print_table
 
 
 def _overrides(args) -> dict[str, Any]:
@@ -43,20 +42,15 @@ def _overrides(args) -> dict[str, Any]:
     return out
 
 
-def is_sweep(path: str | Path) -> bool:
-    table = read_toml(path)
-    return "matrix" in table or "sweep" in table
-
-
 def cmd_run(args) -> int:
     overrides = _overrides(args)
-    if is_sweep(args.config):
-        return run_sweep_cli(args, overrides)
-    if is_ensemble(args.config):
-        return print_ensemble(*run_ensemble(load_ensemble(args.config), args.limit, progress=not args.quiet))
-    config = load_config(args.config, **overrides)
-
-
+    table = read_toml(args.config)                 # the file is read once; what it is decides the rest
+    kind = config_kind(table)
+    if kind == "sweep":
+        return run_sweep_cli(args, table, overrides)
+    if kind == "ensemble":
+        return print_ensemble(*run_ensemble(load_ensemble(args.config, table), args.limit, progress=not args.quiet))
+    config = load_config(args.config, table, **overrides)
     if args.generate_only and not config.generate.enabled:
         raise ConfigError("--generate-only runs a [generate] stage, and this config has none", where=config.source)
     if args.data:
@@ -129,9 +123,8 @@ def keep_log(args, run_dir: Path) -> None:
             out.write(log.read_bytes())
 
 
-def run_sweep_cli(args, overrides: dict) -> int:
-
-    sweep = load_sweep(args.config, data=args.data, **overrides)
+def run_sweep_cli(args, table: dict, overrides: dict) -> int:
+    sweep = load_sweep(args.config, data=args.data, table=table, **overrides)
     out = run_sweep(sweep, progress=not args.quiet)
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "n"]
     print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
@@ -150,16 +143,17 @@ def run_sweep_cli(args, overrides: dict) -> int:
 def cmd_plan(args) -> int:
 
 
-    if is_ensemble(args.config):
+    table = read_toml(args.config)
+    if config_kind(table) == "ensemble":
         raise ConfigError("an ensemble config pools finished runs' verdicts and costs no model call itself: plan each "
                           "of its member configs ([[runs]] config = ...)", where=str(args.config))
-    sweep = load_sweep(args.config, data=args.data, **_overrides(args))
+    sweep = load_sweep(args.config, data=args.data, table=table, **_overrides(args))
     rows = plan_summary(sweep)
     table, notes = [], []
     for r in rows:
         est, how, cost = None, "replay: no model", None
         spec = r["spec"]
-        caps = registry.BACKENDS.get(spec.backend).capabilities
+        caps = spec.capabilities
         if spec.family.startswith("api-"):
             api = r["config"].api
             tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)

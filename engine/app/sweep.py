@@ -61,11 +61,6 @@ class Sweep:
         return [dict(zip(keys, combo)) for combo in itertools.product(*(self.post[k] for k in keys))] or [{}]
 
 
-def is_sweep(path: str | Path) -> bool:
-    table = read_toml(path)
-    return "matrix" in table or "sweep" in table
-
-
 def _slug(value: Any) -> str:
     if isinstance(value, list):
         text = "-".join(map(str, value)) or "all"
@@ -82,12 +77,13 @@ def _set(table: dict, axis: str, value: Any) -> None:
         table[axis] = value
 
 
-def load_sweep(path: str | Path, data: str | None = None, **overrides: Any) -> Sweep:
+def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] | None = None,
+               **overrides: Any) -> Sweep:
     """A run config (with or without a matrix) -> a validated sweep of cells; `data` is a file read
-    in the config's dataset layout instead of the card's own (`--data`)."""
+    in the config's dataset layout instead of the card's own (`--data`); `table`: the file, already read."""
     path = config_path(path)
     where = str(path)
-    table = read_toml(path)
+    table = copy.deepcopy(table) if table is not None else read_toml(path)
     if data and ("generate" in table or "tasks" in table):
         raise ConfigError("--data reads your file in the layout of the config's one dataset; this config "
                           + ("generates its items ([generate])" if "generate" in table else

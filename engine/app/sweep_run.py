@@ -37,11 +37,11 @@ from ..core.planner import StreamPlanner, common_prefix
 from ..core.requests import JudgeRequest
 from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
+from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
 from .outputs import write_file, write_text
-from .run import Prepared, prepare
+from .run import PreparedRun, prepare
 from .sweep import Cell, Sweep
-from .verdicts import verdict_frame
 
 CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~0.1 s each at 1,000 resamples)
 
@@ -51,7 +51,7 @@ class JudgeWork:
     """One judge's share of a sweep: its cells, whose requests are built as the plan streams."""
 
     spec: JudgeSpec
-    cells: list[tuple[Cell, str, Prepared]]
+    cells: list[tuple[Cell, str, PreparedRun]]
 
     @property
     def judge(self) -> str:
@@ -72,7 +72,7 @@ class SweepOutcome:
     manifest: dict[str, Any]
 
 
-def run_id(sweep: Sweep, cell: Cell, judge: str) -> str:
+def cell_run_id(sweep: Sweep, cell: Cell, judge: str) -> str:
     return f"{sweep.name}/{cell.id}/{judge}"
 
 
@@ -81,17 +81,18 @@ def _options(protocol, cell: Cell, setting: dict[str, Any]):
     return protocol.options(dataclasses.replace(cell.config, options=opts))
 
 
-def prepared_cells(sweep: Sweep) -> list[tuple[Cell, Prepared]]:
+def prepared_cells(sweep: Sweep) -> list[tuple[Cell, PreparedRun]]:
     """Every cell validated and its judges resolved (each judge once: `backends.resolve` caches)."""
     return [(cell, prepare(cell.config)) for cell in sweep.cells]
 
 
-def work(sweep: Sweep, cells: list[tuple[Cell, Prepared]]) -> list[JudgeWork]:
+def work(sweep: Sweep, cells: list[tuple[Cell, PreparedRun]]) -> list[JudgeWork]:
     """Every cell, grouped by judge (judges in first-seen order)."""
     by_judge: dict[str, JudgeWork] = {}
     for cell, prep in cells:
         for spec in prep.specs:
-            by_judge.setdefault(spec.name, JudgeWork(spec, [])).cells.append((cell, run_id(sweep, cell, spec.name), prep))
+            run = cell_run_id(sweep, cell, spec.name)
+            by_judge.setdefault(spec.name, JudgeWork(spec, [])).cells.append((cell, run, prep))
     return list(by_judge.values())
 
 
@@ -112,7 +113,7 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
             sample: list = []
             stored = left_prefill = 0
             prev: tuple[int, ...] = ()
-            recorded = registry.BACKENDS.get(w.spec.backend).capabilities.recorded
+            recorded = w.spec.capabilities.recorded
             for part in stream.chunks(w.requests()):
                 keys = [p.key for p in part.unique]
                 done: set[str] = set()
@@ -155,7 +156,7 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
         for w in work(sweep, cells):
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
-            recorded = registry.BACKENDS.get(w.spec.backend).capabilities.recorded
+            recorded = w.spec.capabilities.recorded
             judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
                                         w.requests(), store, truncation=config.truncation,  # type: ignore[arg-type]
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache))
@@ -188,16 +189,16 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     return SweepOutcome(run_dir, metrics, ranking, manifest)
 
 
-def _context(prep: Prepared, cell: Cell, setting: dict[str, Any], spec: JudgeSpec) -> Context:
+def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: JudgeSpec) -> Context:
     return Context(cell.config, _options(prep.protocol, cell, setting), prep.card, replay=prep.context(spec).replay)
 
 
-def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], store: Store) -> pl.DataFrame:
+def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], store: Store) -> pl.DataFrame:
     """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and group."""
     rows: list[dict[str, Any]] = []
     for cell, prep in cells:
         for spec in prep.specs:
-            verdicts = verdict_frame(store, run_id(sweep, cell, spec.name), spec.name)
+            verdicts = verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name)
             for setting in sweep.post_settings():
                 tables = protocol.aggregate(verdicts, _context(prep, cell, setting, spec))
                 head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
@@ -227,7 +228,7 @@ def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ..
     return rows
 
 
-def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl.DataFrame) -> pl.DataFrame:
+def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], metrics: pl.DataFrame) -> pl.DataFrame:
     """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first (by the
     metric's direction: ascending for an error such as ECE), with a
     cluster-bootstrap 95% CI for the top rows and for each cell's best row, so that close cells are
@@ -262,7 +263,7 @@ def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, Prepared]], metrics: pl
                 cell, prep = prepared[row["cell"]]
                 spec = next(s for s in prep.specs if s.name == row["judge"])
                 setting = {k: row.get(k, sweep.post[k][0]) for k in sweep.post}
-                tables = protocol.aggregate(verdict_frame(store, run_id(sweep, cell, spec.name), spec.name),
+                tables = protocol.aggregate(verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name),
                                             _context(prep, cell, setting, spec))
                 units = protocol.rank_units(tables, sweep.rank_by)
                 if units is not None:

@@ -42,10 +42,10 @@ from grammars.compile import json_schema, vllm_structured_fields
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import ApiConfig, RunConfig
 from ..core.errors import BackendUnavailable, ConfigError
-from ..core.render import plain_layout
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from .api_batch import BatchRunner
 from .base import BackendBase, WordTokenizer
+from .local.render import plain_layout
 from .prices import BATCH_LIMIT, cost, prices
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

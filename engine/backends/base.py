@@ -1,5 +1,5 @@
 """What backends share: planning through the judge's own renderer and tokenizer (`LocalBackend`),
-decoding through the modes written once in `engine.core.modes` (`StepBackend`), and the spec of a
+decoding through the modes written once in `engine.backends.local.modes` (`StepBackend`), and the spec of a
 local-weights judge. Backends only translate; the runner owns the rest."""
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import ClassVar
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import ConfigError
-from ..core.models import ResolvedJudge, model_max_len, resolve_judge
-from ..core.modes import ModeContext, drive
-from ..core.render import PromptRenderer
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
-from ..core.steps import Step, StepResult
 from .hardware import choose_dtype
+from .local.models import ResolvedJudge, model_max_len, resolve_judge
+from .local.modes import ModeContext, drive
+from .local.render import PromptRenderer
+from .local.steps import Step, StepResult
 
 
 class WordTokenizer:

@@ -3,7 +3,7 @@ same `backends.create(spec)` the single-engine path uses, so grammars, listwise 
 every mode behave exactly as there), and this driver-side backend spreads a plan over them.
 
 - Prefix affinity: prefix groups go whole to one replica, balanced by prompt tokens; an idle
-  replica steals unstarted groups from the most loaded one (`engine.core.sharding`).
+  replica steals unstarted groups from the most loaded one (`engine.backends.local.sharding`).
 - Streaming: a replica's `generate` is a Ray generator, so verdicts come back one by one as they
   finish; the driver (the runner) is the only writer of the store.
 - Nothing lost: when a replica dies (process killed, node lost) its unfinished requests are dealt
@@ -25,7 +25,7 @@ from ..core.config import ClusterConfig
 from ..core.errors import BackendUnavailable
 from ..core.progress import Throughput
 from ..core.requests import Generation, JudgeIdentity, Prepared
-from ..core.sharding import Shards, prefix_groups
+from .local.sharding import Shards, prefix_groups
 from .registry import BACKENDS
 
 try:

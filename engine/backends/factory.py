@@ -2,6 +2,7 @@
 its registry entry declares, or the config's `backend`), resolved once into a `JudgeSpec`."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.util
 from typing import Any
@@ -57,7 +58,8 @@ def resolve(name: str, config: RunConfig) -> JudgeSpec:
     key = (name, backend, config.data_root, repr(config.engine.for_judge(name, config.source or "config")),
            repr(config.api))
     if key not in _SPECS:
-        _SPECS[key] = cls.resolve(name, config, BACKENDS.meta(backend).get("prefix", ""))
+        _SPECS[key] = dataclasses.replace(cls.resolve(name, config, BACKENDS.meta(backend).get("prefix", "")),
+                                          capabilities=cls.capabilities)
     return _SPECS[key]
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import JudgeNotFound
-from ..core.render import plain_layout
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..data.cards import load_card
 from ..data.ttcw import load_recorded
 from .base import BackendBase, WordTokenizer
+from .local.render import plain_layout
 
 NO_MODEL = "recorded responses are text: there is no model to ask for probabilities or an analysis"
 

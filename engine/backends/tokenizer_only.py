@@ -4,8 +4,8 @@ local backend of its judge will, so a finished run or sweep resumes without load
 from __future__ import annotations
 
 from ..core.backend import Capabilities, JudgeSpec
-from ..core.render import load_renderer
 from .base import LocalBackend, context_window
+from .local.render import load_renderer
 
 
 class TokenizerOnly(LocalBackend):

@@ -1,7 +1,7 @@
 """Hugging Face `transformers` + `outlines` backend: one step at a time.
 
 It serves models vLLM cannot run, cross-checks vLLM (same prompts, same verdict languages, same
-modes from `engine.core.modes`), and is the one-prompt-at-a-time baseline of the benchmark.
+modes from `engine.backends.local.modes`), and is the one-prompt-at-a-time baseline of the benchmark.
 Constrained steps go through an outlines `Generator` built once per constraint; log-probabilities
 are read from the next-token logits directly (no constraint, so no renormalisation).
 """
@@ -15,9 +15,9 @@ from grammars.compile import outlines_output_type
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.errors import BackendUnavailable
-from ..core.render import PromptRenderer
-from ..core.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .base import StepBackend, context_window
+from .local.render import PromptRenderer
+from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .tokenizer_only import TokenizerOnly
 
 

@@ -1,6 +1,6 @@
 """The vLLM offline backend: one in-process engine, every step enqueued at once in prefix order,
 results streamed out as each finishes (so the store can commit as it goes). It only translates
-steps into `SamplingParams`; the verdict modes are `engine.core.modes`.
+steps into `SamplingParams`; the verdict modes are `engine.backends.local.modes`.
 
 (vLLM V1 shares prefix blocks even between requests scheduled in the same step: measured 81.5%
 cache hits of a possible 83.4% on TTCW, so no further staging is needed.)
@@ -17,10 +17,10 @@ from grammars.compile import vllm_structured_fields
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.console import captured_log
 from ..core.errors import BackendUnavailable, ConfigError
-from ..core.render import PromptRenderer
-from ..core.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .base import StepBackend, context_window
 from .hardware import onednn_fell_back, preloaded_libraries, vector_flags
+from .local.render import PromptRenderer
+from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .tokenizer_only import TokenizerOnly
 
 

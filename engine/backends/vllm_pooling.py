@@ -8,9 +8,9 @@ from collections.abc import Iterator, Sequence
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
-from ..core.render import PromptRenderer
 from ..core.requests import Generation, Prepared
 from .base import LocalBackend, local_spec
+from .local.render import PromptRenderer
 from .tokenizer_only import TokenizerOnly
 from .vllm_backend import start_llm
 

@@ -12,6 +12,16 @@ from .requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """What a backend can honour; a run asking for more fails at config time with one line."""
+
+    modes: frozenset[str]                     # verdict modes it serves
+    generates: bool = True                    # False: it only plans (the tokenizer-only planner)
+    notes: dict[str, str] = field(default_factory=dict)   # mode -> why it is missing, for the error
+    recorded: bool = False                    # it serves recorded answers by item id (no prompt reaches a model)
+
+
+@dataclass(frozen=True)
 class JudgeSpec:
     """A judge resolved at the edge, once: which backend runs it, what it loads, what identifies it.
     Weights are hashed here and nowhere else; every later stage reads this record."""
@@ -25,19 +35,11 @@ class JudgeSpec:
     engine: EngineConfig = EngineConfig()   # this judge's engine settings (overrides applied)
     api: ApiConfig = ApiConfig()
     details: tuple[tuple[str, Any], ...] = ()   # backend-specific facts (API provider and endpoint...)
+    # what its backend can honour, resolved with it (so no later stage looks the backend up by name)
+    capabilities: Capabilities = Capabilities(frozenset())
 
     def detail(self, key: str, default: Any = None) -> Any:
         return dict(self.details).get(key, default)
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a backend can honour; a run asking for more fails at config time with one line."""
-
-    modes: frozenset[str]                     # verdict modes it serves
-    generates: bool = True                    # False: it only plans (the tokenizer-only planner)
-    notes: dict[str, str] = field(default_factory=dict)   # mode -> why it is missing, for the error
-    recorded: bool = False                    # it serves recorded answers by item id (no prompt reaches a model)
 
 
 class Planner(Protocol):

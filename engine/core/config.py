@@ -2,6 +2,7 @@
 (with "did you mean"), wrong types are errors naming file and key; nothing is coerced silently."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 from dataclasses import dataclass, field
@@ -231,9 +232,20 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot be read ({exc.strerror})", where=str(path)) from None
 
 
-def load_config(path: str | Path, **overrides: Any) -> RunConfig:
+def config_kind(table: dict[str, Any]) -> str:
+    """What a config file is: a sweep ([matrix] / [sweep]), an ensemble ([[runs]] with [cascade] or
+    [jury]), or a run; the commands read a file once and branch on this."""
+    if "matrix" in table or "sweep" in table:
+        return "sweep"
+    if "runs" in table and ("cascade" in table or "jury" in table):
+        return "ensemble"
+    return "run"
+
+
+def load_config(path: str | Path, table: dict[str, Any] | None = None, **overrides: Any) -> RunConfig:
+    """A run config from its file (or from its table, already read), with command-line overrides."""
     path = config_path(path)
-    table = read_toml(path)
+    table = copy.deepcopy(table) if table is not None else read_toml(path)
     named = judges_named(table)                   # before a --judge override replaces them
     config = build(RunConfig, apply_overrides(table, overrides), str(path), source=str(path))
     check_engine_judges(config.engine, named + config.judges, str(path))

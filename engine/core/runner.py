@@ -53,22 +53,32 @@ def spec_of(language: VerdictLanguage) -> dict[str, Any]:
     return language.spec()
 
 
-def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
-    """Parse one generation into a store row. Failures are values: status 'unparsed' + reason."""
-    common: dict[str, Any] = dict(key=g.key, judge=judge, backend=backend, mode=mode, language=spec_of(language), raw=g.raw,
-                  analysis=g.analysis, distribution=g.distribution, label_mass=g.label_mass,
-                  prompt_tokens=g.prompt_tokens, cached_tokens=g.cached_tokens, output_tokens=g.output_tokens,
-                  created=time.time())
-    if g.error:
-        return ResultRow(status="unparsed", label=None, value=None, reason=g.error, **common)
-    if g.distribution is not None:
-        label = argmax_label(g.distribution)
-        return ResultRow(status="ok", label=label, value=dict(language.pairs)[label], reason=None, **common)  # type: ignore[attr-defined]
-    parsed = language.parse(g.raw)
+def parse_result(raw: str, distribution: dict[str, float] | None, language: VerdictLanguage, failure: str | None,
+                 cut: bool) -> tuple[str, str | None, Any, str | None]:
+    """THE parse of a generation into (status, label, value, reason), for the runner as results
+    arrive and for `reparse` over stored rows alike. A backend failure is never parsed (its reason
+    is the failure); a label distribution gives its most likely label; otherwise the exact parser,
+    whose failures are values: status 'unparsed' with the reason (and whether the output was cut)."""
+    if failure is not None:
+        return "unparsed", None, None, failure
+    if distribution is not None:
+        label = argmax_label(distribution)
+        return "ok", label, dict(language.pairs)[label], None  # type: ignore[attr-defined]
+    parsed = language.parse(raw)
     if isinstance(parsed, Unparsed):
-        reason = parsed.reason + (" (output cut at max_tokens)" if g.finish_reason == "length" else "")
-        return ResultRow(status="unparsed", label=None, value=None, reason=reason, **common)
-    return ResultRow(status="ok", label=parsed.label, value=parsed.value, reason=None, **common)
+        return "unparsed", None, None, parsed.reason + (" (output cut at max_tokens)" if cut else "")
+    return "ok", parsed.label, parsed.value, None
+
+
+def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, backend: str) -> ResultRow:
+    """One generation as a store row, parsed by `parse_result`."""
+    cut = g.finish_reason == "length"
+    status, label, value, reason = parse_result(g.raw, g.distribution, language, g.error, cut)
+    return ResultRow(key=g.key, judge=judge, backend=backend, mode=mode, language=spec_of(language), status=status,
+                     label=label, value=value, reason=reason, raw=g.raw, analysis=g.analysis,
+                     distribution=g.distribution, label_mass=g.label_mass, prompt_tokens=g.prompt_tokens,
+                     cached_tokens=g.cached_tokens, output_tokens=g.output_tokens, created=time.time(),
+                     failure=g.error, cut=cut)
 
 
 class Writer:

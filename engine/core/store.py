@@ -43,7 +43,9 @@ CREATE TABLE IF NOT EXISTS results (
     prompt_tokens INTEGER,
     cached_tokens INTEGER,
     output_tokens INTEGER,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    failure TEXT,                    -- the backend's error where it gave no answer (never parsed)
+    cut INTEGER                      -- 1: the output was cut at max_tokens
 );
 CREATE TABLE IF NOT EXISTS plan (  -- derived: every run writes its own plan rows again
     run TEXT NOT NULL,
@@ -63,9 +65,16 @@ CREATE TABLE IF NOT EXISTS batches (  -- provider batches: recorded before submi
 );
 """
 
+PLAN_RESULTS = """
+SELECT p.key, p.item_id, p.meta, r.status, r.label, r.value, r.reason, r.distribution, r.label_mass, r.analysis, r.raw
+FROM plan p LEFT JOIN results r ON p.key = r.key WHERE p.run = ? ORDER BY p.rowid"""
+PLAN_RESULT_COLUMNS = ("key", "item_id", "meta", "status", "label", "value", "reason", "distribution", "label_mass",
+                       "analysis", "raw")
+
 RESULT_COLUMNS = ("key", "judge", "backend", "mode", "language", "status", "label", "value", "reason", "raw",
                   "analysis", "distribution", "label_mass", "prompt_tokens", "cached_tokens", "output_tokens",
-                  "created")
+                  "created", "failure", "cut")
+ADDED_COLUMNS = {"failure": "TEXT", "cut": "INTEGER"}      # columns added since layout 2: added in place
 
 
 @dataclass(frozen=True)
@@ -100,8 +109,11 @@ class ResultRow:
     cached_tokens: int | None = None
     output_tokens: int | None = None
     created: float = 0.0
+    failure: str | None = None      # the backend's error where it gave no answer
+    cut: bool = False               # the output was cut at max_tokens
 
 
+KEYS_PER_QUERY = 5000    # parameters of one `key IN (...)` query (SQLite allows 32,766)
 LOCK_WAIT_S = 60.0       # how long a run waits for another process's write lock before giving up
 
 
@@ -130,6 +142,10 @@ class Store:
                     self.db.execute("UPDATE meta SET v=? WHERE k='layout'", (LAYOUT_VERSION,))
                 found = (LAYOUT_VERSION,)
             self.db.executescript(_SCHEMA)
+            have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+            for name, kind in ADDED_COLUMNS.items():           # a store written before these columns
+                if name not in have:
+                    self.db.execute(f"ALTER TABLE results ADD COLUMN {name} {kind}")
             if found is None:
                 self.db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT_VERSION,))
                 self.db.commit()
@@ -185,13 +201,7 @@ class Store:
     def _finished_keys(self, keys: Iterable[str] | None) -> set[str]:
         if keys is None:
             return {k for (k,) in self.db.execute("SELECT key FROM results")}
-        wanted = list(keys)
-        found: set[str] = set()
-        for i in range(0, len(wanted), 5000):
-            chunk = wanted[i:i + 5000]
-            q = f"SELECT key FROM results WHERE key IN ({','.join('?' * len(chunk))})"
-            found.update(k for (k,) in self.db.execute(q, chunk))
-        return found
+        return {k for (k,) in self._where_key_in("key", keys)}
 
     def put_results(self, rows: Iterable[ResultRow]) -> int:
         """Insert finished results in one transaction; keys already stored are left untouched."""
@@ -269,25 +279,36 @@ class Store:
     def raw_results(self, keys: Iterable[str]) -> Iterator[tuple]:
         """Stored rows as tuples in RESULT_COLUMNS order, JSON columns left as their JSON text (the
         log writes them through without decoding)."""
-        wanted = list(keys)
         with self._guard():
-            for i in range(0, len(wanted), 900):
-                chunk = wanted[i:i + 900]
-                q = f"SELECT {','.join(RESULT_COLUMNS)} FROM results WHERE key IN ({','.join('?' * len(chunk))})"
-                yield from self.db.execute(q, chunk)
+            yield from self._where_key_in(",".join(RESULT_COLUMNS), keys)
 
     def _results(self, keys: Iterable[str] | None) -> Iterator[ResultRow]:
         if keys is None:
             cur = self.db.execute(f"SELECT {','.join(RESULT_COLUMNS)} FROM results ORDER BY key")
             yield from (_decode(r) for r in cur)
             return
-        wanted = list(keys)
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i:i + 500]
-            q = f"SELECT {','.join(RESULT_COLUMNS)} FROM results WHERE key IN ({','.join('?' * len(chunk))})"
-            yield from (_decode(r) for r in self.db.execute(q, chunk))
+        yield from (_decode(r) for r in self._where_key_in(",".join(RESULT_COLUMNS), keys))
 
-    def query_batches(self, sql: str, params: tuple = (), size: int = 50_000) -> Iterator[list[tuple]]:
+    def _where_key_in(self, columns: str, keys: Iterable[str]) -> Iterator[tuple]:
+        """`columns` of the stored results whose key is among `keys`, asked in chunks of KEYS_PER_QUERY
+        (SQLite bounds a statement's parameters)."""
+        wanted = list(keys)
+        for i in range(0, len(wanted), KEYS_PER_QUERY):
+            chunk = wanted[i:i + KEYS_PER_QUERY]
+            yield from self.db.execute(f"SELECT {columns} FROM results WHERE key IN ({','.join('?' * len(chunk))})",
+                                       chunk)
+
+    def plan_results(self, run: str) -> Iterator[list[tuple]]:
+        """One run's plan rows joined with their results (None where not stored yet), in plan order,
+        in batches: (key, item_id, meta JSON, status, label, value JSON, reason, distribution JSON,
+        label_mass, analysis, raw). The verdict frame (`engine.core.verdicts`) is built from these."""
+        return self._batches(PLAN_RESULTS, (run,))
+
+    def token_counts(self) -> Iterator[list[tuple]]:
+        """(key, prompt tokens, output tokens) of every stored result, in batches."""
+        return self._batches("SELECT key, prompt_tokens, output_tokens FROM results")
+
+    def _batches(self, sql: str, params: tuple = (), size: int = 50_000) -> Iterator[list[tuple]]:
         """Rows of a read query, a batch at a time (the app layer joins plan and results this way)."""
         with self._guard():
             cur = self.db.execute(sql, params)
@@ -348,7 +369,7 @@ def _encode(r: ResultRow) -> tuple:
     return (r.key, r.judge, r.backend, r.mode, _spec_json(r.language), r.status, r.label,
             json.dumps(r.value), r.reason, r.raw, r.analysis,
             json.dumps(r.distribution) if r.distribution is not None else None, r.label_mass,
-            r.prompt_tokens, r.cached_tokens, r.output_tokens, r.created or time.time())
+            r.prompt_tokens, r.cached_tokens, r.output_tokens, r.created or time.time(), r.failure, int(r.cut))
 
 
 def _decode(row: tuple) -> ResultRow:
@@ -356,4 +377,5 @@ def _decode(row: tuple) -> ResultRow:
     d["language"] = json.loads(d["language"])
     d["value"] = json.loads(d["value"]) if d["value"] is not None else None
     d["distribution"] = json.loads(d["distribution"]) if d["distribution"] else None
+    d["cut"] = bool(d["cut"])
     return ResultRow(**d)

@@ -1,6 +1,6 @@
 """Dataset cards (`datasets/*.toml`): declarative, validated at load. A card says where the files
 are (relative to the data root, or inside the project for the demo sample), the license and
-source, which loader reads it, and which protocols it feeds."""
+source, which loader reads it (and so which kinds of data it gives: a protocol reads a kind)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,7 +24,8 @@ class DatasetCard:
     source: str = ""
     license: str = ""
     citation: str = ""
-    protocols: list[str] = field(default_factory=list)
+    protocols: list[str] = field(default_factory=list)     # documentation: the protocols it was made for (any
+                                                           # protocol reading a kind its loader gives runs on it)
     files: dict[str, str] = field(default_factory=dict)      # file -> what it holds
     fields: dict[str, str] = field(default_factory=dict)     # documentation: litjudge field -> where it comes from
     category_order: list[str] = field(default_factory=list)  # ground-truth categories, worst first

@@ -87,11 +87,16 @@ def _stamp(location: Path) -> tuple:
     return tuple(sorted(out))
 
 
+def kinds_of(card: DatasetCard) -> list[str]:
+    """The kinds of data a card's loader gives (what protocols it can feed)."""
+    return sorted(n.split(".", 1)[1] for n in LOADERS.names() if n.startswith(card.loader + "."))
+
+
 def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
     """The card's data of `kind`, read once per content (a sweep aggregates the same data many times)."""
     name = f"{card.loader}.{kind}"
     if name not in LOADERS:
-        kinds = sorted(n.split(".", 1)[1] for n in LOADERS.names() if n.startswith(card.loader + "."))
+        kinds = kinds_of(card)
         raise ConfigError(f"dataset {card.name!r} (loader {card.loader!r}) gives no {kind}; it gives "
                           f"{', '.join(kinds) or 'nothing (unknown loader)'}", key="dataset")
     if not location.exists() and not card.hub:

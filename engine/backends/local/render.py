@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .requests import Message
+from ...core.requests import Message
 
 PLAIN_LAYOUT_VERSION = "plain-v1"
 

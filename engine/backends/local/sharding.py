@@ -12,8 +12,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .planner import common_prefix
-from .requests import Prepared
+from ...core.planner import common_prefix
+from ...core.requests import Prepared
 
 SHARED_FRACTION = 0.5     # a request joins the previous group when it shares half its prompt with it
 MIN_SHARED_TOKENS = 64    # ... and at least this many tokens (a shared chat header alone is not enough)

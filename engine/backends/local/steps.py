@@ -18,7 +18,7 @@ from typing import Protocol
 
 from grammars.language import VerdictLanguage
 
-from .config import Sampling
+from ...core.config import Sampling
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .console import terminal
-from .errors import JudgeNotFound
-from .paths import cache_dir
+from ...core.console import terminal
+from ...core.errors import JudgeNotFound
+from ...core.paths import cache_dir
 
 MARKER = "litjudge-model.json"
 

@@ -24,8 +24,8 @@ from grammars.analysis import Analyzed
 from grammars.compile import slot_lines
 from grammars.listwise import Listwise
 
-from .distribution import label_tokens, normalise
-from .requests import Generation, Prepared
+from ...core.distribution import label_tokens, normalise
+from ...core.requests import Generation, Prepared
 from .steps import (
     Constrained,
     ContinuationLogprob,

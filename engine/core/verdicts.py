@@ -1,0 +1,40 @@
+"""The verdict frame: one run id's plan entries joined with their stored results, the request
+metadata as columns, and every stored value decoded once, here: what aggregation, sweeps, budgets
+and the generation stage read. Protocols never parse JSON: `value` arrives typed (an int for a
+binary or Likert verdict, text for a preference or a category, a list of [id, score] pairs for a
+ranking, a list of uses), and `distribution` as a struct of label probabilities (`probability`
+reads one label's, null where the verdict had none)."""
+from __future__ import annotations
+
+import polars as pl
+
+from .store import PLAN_RESULT_COLUMNS, Store
+
+
+def verdict_frame(store: Store, run_id: str, judge: str) -> pl.DataFrame:
+    """Plan entries of one run joined with their results: one row per (item, order, repeat...),
+    the request metadata as columns. Built column-wise from the store (a million rows fit)."""
+    cols = list(PLAN_RESULT_COLUMNS)
+    schema = {c: (pl.Float64 if c == "label_mass" else pl.Utf8) for c in cols}
+    parts = [pl.DataFrame(rows, schema=schema, orient="row") for rows in store.plan_results(run_id)]
+    frame = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    if not frame.height:
+        return frame.drop("meta").with_columns(pl.lit(judge).alias("judge"))
+    meta = frame["meta"].str.json_decode(infer_schema_length=None).struct.unnest()
+    frame = pl.concat([meta.drop([c for c in meta.columns if c in cols]), frame.drop("meta")], how="horizontal")
+    value = frame["value"].replace("null", None)
+    return frame.with_columns(
+        pl.lit(judge).alias("judge"),
+        pl.col("status").fill_null("missing"),
+        pl.when(pl.col("reason").is_null() & pl.col("status").is_null()).then(pl.lit("not generated"))
+        .otherwise(pl.col("reason")).alias("reason"),
+        value.str.json_decode(infer_schema_length=None).alias("value"),
+        frame["distribution"].str.json_decode(infer_schema_length=None).alias("distribution"))
+
+
+def probability(frame: pl.DataFrame, label: str) -> pl.Expr:
+    """P(label) of each verdict read in distribution mode (null where there is none)."""
+    dtype = frame.schema.get("distribution")
+    if isinstance(dtype, pl.Struct) and label in [f.name for f in dtype.fields]:
+        return pl.col("distribution").struct.field(label)
+    return pl.lit(None, dtype=pl.Float64)
