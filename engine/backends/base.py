@@ -26,6 +26,9 @@ class WordTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [zlib.crc32(w.encode()) for w in text.split()]
 
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [[zlib.crc32(w.encode()) for w in t.split()] for t in texts]
+
 
 def key_family(base: str, dtype: str) -> str:
     """The backend family in request keys: bfloat16 is the default and keeps the plain name; another
@@ -98,6 +101,9 @@ class LocalBackend(BackendBase):
 
     def encode(self, prompt: str) -> list[int]:
         return self.renderer.encode(prompt)
+
+    def encode_batch(self, prompts: list[str]) -> list[list[int]]:
+        return self.renderer.encode_batch(prompts)
 
     def context_window(self) -> int:
         return self._max_len

@@ -79,6 +79,9 @@ class ReplayBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self._tok.encode(prompt)
 
+    def encode_batch(self, prompts: list[str]) -> list[list[int]]:
+        return self._tok.encode_batch(prompts)
+
     def context_window(self) -> int:
         return 1 << 30
 

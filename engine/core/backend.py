@@ -43,7 +43,9 @@ class JudgeSpec:
 
 
 class Planner(Protocol):
-    """Renders, tokenizes and keys requests exactly as its judge's backend will."""
+    """Renders, tokenizes and keys requests exactly as its judge's backend will. A planner may also
+    offer `encode_batch(prompts) -> list[list[int]]` (one call for a chunk; the planner uses it when
+    present, `encode` per prompt otherwise)."""
 
     name: str
 

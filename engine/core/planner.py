@@ -150,14 +150,15 @@ class StreamPlanner:
                 new[key] = (run, r)
         prepared, too_long = [], []
         seconds["build_and_key"] += time.perf_counter() - t
-        for key, (run, r) in new.items():
+        t = time.perf_counter()
+        prompts = [self.planner.render(r) for _, r in new.values()]
+        t2 = time.perf_counter()
+        encode_batch = getattr(self.planner, "encode_batch", None)
+        token_ids = encode_batch(prompts) if encode_batch else [self.planner.encode(x) for x in prompts]
+        seconds["render"] += t2 - t
+        seconds["tokenize"] += time.perf_counter() - t2
+        for (key, (run, r)), prompt, ids in zip(new.items(), prompts, token_ids, strict=True):
             self._seen.add(bytes.fromhex(key))
-            t = time.perf_counter()
-            prompt = self.planner.render(r)
-            t2 = time.perf_counter()
-            ids = self.planner.encode(prompt)
-            seconds["render"] += t2 - t
-            seconds["tokenize"] += time.perf_counter() - t2
             budget = self._budget(r)
             if budget >= self.window:
                 raise PreflightError(f"max_tokens = {budget:,} leaves no room for a prompt in the context window "

@@ -85,8 +85,9 @@ class Writer:
     """Buffers finished rows and commits every few rows or seconds (WAL, one transaction each).
 
     Fault injection for the crash tests: with LITJUDGE_FAULT_KILL_AFTER=N in the environment the
-    process SIGKILLs itself right after the commit that brings the rows it stored (all judges, all
-    cells) to N or more, so a test can kill a real run mid-flight at a known point instead of racing it."""
+    process commits and SIGKILLs itself as its N-th row (all judges, all cells) arrives, so a test
+    can kill a real run mid-flight at a known point instead of racing it (rows that arrive in one
+    burst would otherwise be committed together, past the point)."""
 
     committed = 0          # per process
 
@@ -98,8 +99,9 @@ class Writer:
     def add(self, row: ResultRow) -> None:
         self.buf.append(row)
         waited = time.monotonic() - self.last
+        due_to_die = self.kill_after and Writer.committed + len(self.buf) >= self.kill_after
         if (len(self.buf) >= COMMIT_EVERY and waited >= COMMIT_MIN_SECONDS) or len(self.buf) >= COMMIT_MAX_ROWS \
-                or waited > COMMIT_SECONDS:
+                or waited > COMMIT_SECONDS or due_to_die:
             self.flush()
 
     def flush(self) -> None:

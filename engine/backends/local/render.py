@@ -21,10 +21,22 @@ def plain_layout(messages: Sequence[Message]) -> str:
     return "\n\n".join(parts) + "\n\nAnswer: "
 
 
+SENTINEL = "\x00litjudge-content-{}\x00"
+CHECKS = 3            # a layout's first renders are compared with the template's own before it is trusted
+
+
 @dataclass
 class PromptRenderer:
+    """A judge's prompt layout. Rendering a chat template (Jinja) costs ~50-100 us a prompt, which
+    a million-request plan feels; so each message-role pattern is rendered once with placeholders
+    and then filled, after its first CHECKS renders came out identical to the template's own (a
+    template that transforms the text, by trimming it say, keeps being rendered in full)."""
+
     tokenizer: Any
     chat: bool
+
+    def __post_init__(self) -> None:
+        self._layouts: dict[tuple, tuple[list[str], int] | None] = {}
 
     @property
     def template_hash(self) -> str:
@@ -37,15 +49,46 @@ class PromptRenderer:
         # A conversation that ends with the assistant's turn is complete (a reward model scores it
         # as is); otherwise the judge's generation prompt follows.
         complete = bool(messages) and messages[-1].role == "assistant" and not prefill
-        text = self.tokenizer.apply_chat_template(
-            [{"role": m.role, "content": m.content} for m in messages],
-            tokenize=False, add_generation_prompt=not complete)
+        pattern = (tuple(m.role for m in messages), complete)
+        layout = self._layouts.get(pattern, ([], 0))
+        if layout is not None and layout[1] >= CHECKS:
+            parts = layout[0]
+            return "".join(p + m.content for p, m in zip(parts, messages)) + parts[-1] + prefill
+        text = self._template(messages, complete)
+        if layout is not None:
+            self._learn(pattern, messages, complete, text)
         return text + prefill
+
+    def _template(self, messages: Sequence[Message], complete: bool) -> str:
+        return self.tokenizer.apply_chat_template([{"role": m.role, "content": m.content} for m in messages],
+                                                  tokenize=False, add_generation_prompt=not complete)
+
+    def _learn(self, pattern: tuple, messages: Sequence[Message], complete: bool, text: str) -> None:
+        """Trust the filled layout of `pattern` once it matched the template's own render CHECKS times."""
+        parts, seen = self._layouts.get(pattern) or ([], 0)
+        if not parts:
+            marked = self._template([Message(m.role, SENTINEL.format(i)) for i, m in enumerate(messages)], complete)
+            pieces, rest = [], marked
+            for i in range(len(messages)):
+                head, found, rest = rest.partition(SENTINEL.format(i))
+                if not found:
+                    self._layouts[pattern] = None          # the template moves or drops a message: render in full
+                    return
+                pieces.append(head)
+            parts = [*pieces, rest]
+        filled = "".join(p + m.content for p, m in zip(parts, messages)) + parts[-1]
+        self._layouts[pattern] = (parts, seen + 1) if filled == text else None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a rendered prompt (the template already placed any special tokens)."""
         ids = self.tokenizer.encode(text, add_special_tokens=not self.chat)
         return list(ids)
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of many prompts in one call of the fast tokenizer (what a plan's chunk uses)."""
+        if not texts:
+            return []
+        return self.tokenizer(texts, add_special_tokens=not self.chat)["input_ids"]
 
 
 def load_renderer(path: str, chat: bool) -> PromptRenderer:
