@@ -126,6 +126,10 @@ class FakeBatchAPI:
             return 200, self.openai_batch(bid), None
         if path.startswith("/v1/files/") and path.endswith("/content"):
             return 200, None, self.files[path.split("/")[3]]
+        if path == "/v1/messages/batches":
+            data = [self.anthropic_batch(b) for b in reversed(self.batches) if self.batches[b]["kind"] == "anthropic"]
+            return 200, {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+                         "last_id": data[-1]["id"] if data else None}, None
         if path.startswith("/v1/messages/batches/") and path.endswith("/results"):
             bid = path.split("/")[4]
             return 200, None, self.anthropic_results(bid).encode()

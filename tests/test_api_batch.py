@@ -91,6 +91,23 @@ def test_kill_9_between_submission_and_collection(tmp_path, provider):
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_kill_9_after_the_provider_accepted_before_the_ledger_knew(tmp_path, provider):
+    """The process dies after the provider accepted its first batch but before the batch's id was
+    recorded (the ledger still says `submitting`): the re-run finds that batch among the provider's
+    (OpenAI: our id in its metadata; Anthropic: created just after the record, as many requests) and
+    collects it instead of submitting its keys again."""
+    with FakeBatchAPI(polls_to_finish=2) as server:
+        r, run_dir = sweep(tmp_path, "w", provider, server.url, batch=True,
+                           env={"LITJUDGE_FAULT_KILL_BEFORE_RECORD": "1"})
+        assert r.returncode == -9, (r.returncode, r.stderr[-2000:])
+        assert len(server.created) == 1
+        r, run_dir = sweep(tmp_path, "w", provider, server.url, batch=True)
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert len(server.created) == 2 and len(server.requests_seen) == 24     # nothing submitted twice
+    assert len(set(server.requests_seen)) == 24 and len(stored(run_dir)) == 24
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_per_request_errors_follow_the_rule(tmp_path, provider):
     """In the first batch: request 0 invalid (stored as a failure with the provider's reason), 1 a
     server error and 2 missing (not stored: unanswered, exit 3); the re-run sends those two in a

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import backends
 from engine.app.run import run
@@ -237,3 +239,14 @@ def test_core_holds_only_the_kernel_and_only_the_store_speaks_sql():
     assert core <= KERNEL, sorted(core - KERNEL)
     speaking = [name for path, name in modules() if name != "engine.core.store" and SQL.search(path.read_text())]
     assert speaking == [], speaking
+
+
+@given(st.lists(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",))), min_size=2, max_size=2),
+                max_size=4))
+@settings(max_examples=400, deadline=None)
+def test_fast_message_json_equals_json_dumps(rows):
+    """The key's messages part (orjson) is byte for byte json.dumps(ensure_ascii=False) for any text:
+    control characters, quotes, U+2028, astral planes (surrogates cannot come from UTF-8 files)."""
+    from engine.core.requests import _canonical, _canonical_texts
+
+    assert _canonical_texts(rows) == _canonical(rows)

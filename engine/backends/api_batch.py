@@ -9,9 +9,11 @@ status `submitting`, under an id of ours that OpenAI also receives as batch meta
 provider accepts it, its id (status `open`). A re-run (after Ctrl-C, kill -9, a reboot) polls the
 open batches instead of submitting their keys again and collects the finished ones; it submits only
 keys that are in no open batch. A `submitting` record (a crash between our record and the
-provider's answer) is looked up among the provider's batches by our id (OpenAI: metadata) and
-adopted if it was accepted, else dropped and its keys submitted again; Anthropic batches carry no
-metadata, so there such a crash (a window of milliseconds) can submit those keys twice.
+provider's answer) is looked up among the provider's batches and adopted if it was accepted, else
+dropped and its keys submitted again. OpenAI: by our id in the batch's metadata. Anthropic batches
+carry no metadata: the batch created within ADOPT_WINDOW_S after our record, with as many requests,
+that no record of this store names. If that guess were wrong, polling would find none of our keys
+in its results: they come back as gaps and the next run submits them (late, never twice).
 
 Per-request results. Succeeded: the model's answer, parsed as online. Rejected as invalid (HTTP
 400/413/422, `invalid_request_error`): stored as a failure with the provider's reason (it would be
@@ -38,6 +40,7 @@ from .prices import BATCH_LIMIT
 
 STORED_FAILURES = (400, 413, 422)          # the request itself is invalid: a failure, stored with its reason
 TERMINAL_OPENAI = ("completed", "failed", "expired", "cancelled")
+ADOPT_WINDOW_S = 600.0     # a crashed submission's Anthropic batch was created within this long of our record
 
 
 class BatchRunner:
@@ -76,6 +79,8 @@ class BatchRunner:
                                                 purpose="batch")
             made = self.b.client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
                                                 completion_window="24h", metadata={"litjudge_id": local})
+        if os.environ.get("LITJUDGE_FAULT_KILL_BEFORE_RECORD"):    # the provider accepted, our ledger not told
+            os.kill(os.getpid(), signal.SIGKILL)
         self.ledger.set_batch(local, "open", made.id)
         say(f"litjudge: {self.b.spec.name}: submitted provider batch {made.id} ({len(part)} requests)")
         if os.environ.get("LITJUDGE_FAULT_KILL_AFTER_SUBMIT"):     # fault injection for the restart test
@@ -84,11 +89,27 @@ class BatchRunner:
     def adopt_submitting(self) -> None:
         """Records left `submitting` by a crash: adopt the batch the provider accepted, or drop the record."""
         for rec in self.ledger.batches(self.fingerprint, ("submitting",)):
-            found = None
-            if self.b.provider != "anthropic":
+            if self.b.provider == "anthropic":
+                found = self.anthropic_batch_of(rec)
+            else:
                 found = next((b.id for b in self.b.client.batches.list(limit=100)
                               if (b.metadata or {}).get("litjudge_id") == rec.local_id), None)
             self.ledger.set_batch(rec.local_id, "open" if found else "cancelled", found)
+
+    def anthropic_batch_of(self, rec: BatchRecord) -> str | None:
+        """The Anthropic batch a crashed submission made: created within ADOPT_WINDOW_S after the
+        record (a minute of clock skew allowed), as many requests, named by no record of ours; the
+        earliest such."""
+        known = {r.batch_id for r in self.ledger.batches(None, ("submitting", "open", "collected", "cancelled"))}
+        candidates = []
+        for b in self.b.client.messages.batches.list(limit=100):
+            created = b.created_at.timestamp()
+            counts = b.request_counts
+            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+            if (b.id not in known and total == len(rec.keys)
+                    and rec.created - 60 <= created <= rec.created + ADOPT_WINDOW_S):
+                candidates.append((created, b.id))
+        return min(candidates)[1] if candidates else None
 
     def collect(self, wanted: dict[str, Prepared]) -> Iterator[Generation]:
         """Poll the open batches holding wanted keys until each has ended; yield their results."""
