@@ -71,6 +71,7 @@ def test_stale_tables_never_survive_and_missing_labels_warn(tmp_path, replay_cfg
     ("[engine]\nblock_size = 7", "engine.block_size: must be a positive multiple of 16"),
     ("[engine]\ndata_parallel_size = 2", "set [cluster] replicas = N instead"),
     ('[cluster]\naddress = "somewhere"', "cluster.address: must be"),
+    ('[cluster]\naddress = "head:\u00b9"', "cluster.address: must be"),     # a superscript port
 ])
 def test_bad_settings_are_one_line_before_anything_runs(tmp_path, body, message):
     base = REPLAY

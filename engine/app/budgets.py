@@ -35,7 +35,7 @@ def parse_budgets(text: str) -> list[int]:
         part = part.strip()
         if part == "full":
             out.append(FULL)
-        elif part.isdigit():
+        elif part.isascii() and part.isdigit():      # not "¹" or "٣": digits int() refuses or reads otherwise
             out.append(int(part))
         else:
             raise ConfigError(f"--budgets takes token counts and 'full', comma-separated; got {part!r}")

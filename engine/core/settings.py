@@ -67,7 +67,8 @@ class ClusterConfig:
         _check(_finite(self.cpus_per_replica) and self.cpus_per_replica > 0, "cpus_per_replica",
                f"must be > 0, got {self.cpus_per_replica}")
         _check(self.address in ("", "local", "auto") or self.address.startswith("ray://")
-               or (":" in self.address and self.address.rsplit(":", 1)[1].isdigit()), "address",
+               or (":" in self.address and self.address.rsplit(":", 1)[1].isascii()
+                   and self.address.rsplit(":", 1)[1].isdigit()), "address",
                f'must be "local", "auto", "ray://HOST:PORT" or "HOST:PORT", got {self.address!r}')
         _check(self.local_cpus >= 0, "local_cpus", f"must be >= 0, got {self.local_cpus}")
         _check(self.chunk_requests >= 1, "chunk_requests", f"must be >= 1, got {self.chunk_requests}")

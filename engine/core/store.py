@@ -217,7 +217,8 @@ class Store:
         """`head` + the rows, in one statement over one JSON array (json_each): SQLite steps once, so
         the GIL is released once. executemany steps per row and, while the planner thread computes,
         waits up to Python's switch interval (5 ms) for the GIL after every row: 200,000 plan rows
-        took 272 s that way and 0.6 s this way. Rows JSON cannot carry exactly go through executemany."""
+        took 272 s that way beside a busy thread and 0.96 s this way. Rows JSON cannot carry exactly go
+        through executemany."""
         payload = _json_rows(rows)
         if payload is None:
             return self.db.executemany(f"{head} VALUES ({','.join('?' * len(rows[0]))})", rows).rowcount if rows else 0
