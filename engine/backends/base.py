@@ -27,7 +27,7 @@ class WordTokenizer:
         return [zlib.crc32(w.encode()) for w in text.split()]
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [[zlib.crc32(w.encode()) for w in t.split()] for t in texts]
+        return [self.encode(t) for t in texts]
 
 
 def key_family(base: str, dtype: str) -> str:

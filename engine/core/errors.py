@@ -79,22 +79,20 @@ def lock_wait() -> float:
 
 
 def store_failure(exc: Exception, path: Path) -> Exception:
-    """SQLite's and the OS's refusals as one line each; what was committed stays committed."""
+    """SQLite's refusals (known by their message) and the OS's (by errno, worded by `fault`) as one
+    line each; what was committed stays committed."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return fault(exc, path)
     text = str(exc).lower()
     if "locked" in text or "busy" in text:
         return StoreError(f"{path}: locked by another litjudge process for {lock_wait():.0f} s; let it finish "
                           "(or stop it), then run again: nothing stored is lost")
-    if "full" in text or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG):
-        return SystemFault(f"{path}: the disk is full (or a file-size limit was hit); free space and run again: "
-                           "finished verdicts are stored and a re-run resumes")
-    if getattr(exc, "errno", None) in (errno.EEXIST, errno.ENOTDIR):
-        return SystemFault(f"{getattr(exc, 'filename', None) or path.parent}: a file stands where a folder is needed; "
-                           "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file")
+    if "full" in text:
+        return fault(OSError(errno.ENOSPC, text), path)
     if "disk i/o error" in text:        # SQLite's word for a write the OS refused (ulimit -f, a failing disk)
         return SystemFault(f"{path}: a write was refused by the system (a file-size limit such as `ulimit -f`, a full "
                            "or failing disk); lift the limit or free space and run again: finished verdicts are "
                            "stored and a re-run resumes")
-    if "readonly" in text or "read-only" in text or "unable to open" in text or \
-            getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return SystemFault(f"{path}: not writable; give write permission or point LITJUDGE_RUNS_DIR elsewhere")
+    if "readonly" in text or "read-only" in text or "unable to open" in text:
+        return fault(OSError(errno.EACCES, text), path)
     return StoreError(f"{path}: {exc}")

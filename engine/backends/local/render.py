@@ -52,8 +52,7 @@ class PromptRenderer:
         pattern = (tuple(m.role for m in messages), complete)
         layout = self._layouts.get(pattern, ([], 0))
         if layout is not None and layout[1] >= CHECKS:
-            parts = layout[0]
-            return "".join(p + m.content for p, m in zip(parts, messages)) + parts[-1] + prefill
+            return _fill(layout[0], messages) + prefill
         text = self._template(messages, complete)
         if layout is not None:
             self._learn(pattern, messages, complete, text)
@@ -76,8 +75,7 @@ class PromptRenderer:
                     return
                 pieces.append(head)
             parts = [*pieces, rest]
-        filled = "".join(p + m.content for p, m in zip(parts, messages)) + parts[-1]
-        self._layouts[pattern] = (parts, seen + 1) if filled == text else None
+        self._layouts[pattern] = (parts, seen + 1) if _fill(parts, messages) == text else None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a rendered prompt (the template already placed any special tokens)."""
@@ -89,6 +87,11 @@ class PromptRenderer:
         if not texts:
             return []
         return self.tokenizer(texts, add_special_tokens=not self.chat)["input_ids"]
+
+
+def _fill(parts: list[str], messages: Sequence[Message]) -> str:
+    """A learned layout filled: the text before each message, the message, and the layout's tail."""
+    return "".join(p + m.content for p, m in zip(parts, messages)) + parts[-1]
 
 
 def load_renderer(path: str, chat: bool) -> PromptRenderer:
