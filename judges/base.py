@@ -18,6 +18,8 @@ from engine.data.loaders import load_dataset
 from grammars import VerdictLanguage
 from grammars.analysis import Analyzed
 
+from .metrics.estimates import Units
+
 
 @dataclass(frozen=True)
 class Skip:
@@ -79,6 +81,39 @@ class Context:
         return self.config.sampling.for_repeat(repeat)
 
 
+@dataclass(frozen=True)
+class RankBy:
+    """What a sweep ranks by: a protocol's rankable estimate (`table.metric`) and, only when asked
+    explicitly, one group of its table (`col=value,...`; "" = the protocol's pooled row)."""
+
+    name: str
+    group: str = ""
+
+    @property
+    def table(self) -> str:
+        return self.name.partition(".")[0]
+
+    @property
+    def metric(self) -> str:
+        return self.name.partition(".")[2]
+
+    def where(self) -> dict[str, str]:
+        """The explicit group as column -> value ({} for the pooled estimate)."""
+        return dict(part.split("=", 1) for part in self.group.split(",")) if self.group else {}
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.group}" if self.group else self.name
+
+
+def units_where(frame: pl.DataFrame, rank: RankBy) -> pl.DataFrame | None:
+    """The rows of a unit frame in `rank`'s explicit group (None: a column it names is not there)."""
+    for column, value in rank.where().items():
+        if column not in frame.columns:
+            return None
+        frame = frame.filter(pl.col(column).cast(pl.Utf8) == value)
+    return frame
+
+
 class Protocol(ABC):
     name: ClassVar[str]
     version: ClassVar[str]
@@ -93,9 +128,11 @@ class Protocol(ABC):
     # kind feeds it, with no card to edit (engine.data.loaders).
     data_kind: ClassVar[str] = ""
     default_rank_by: ClassVar[str] = ""          # "table.metric" a sweep ranks its cells by
-    # The "table.metric" names a sweep may rank by: each metric has a direction in
-    # metrics.direction (higher or lower is better), checked when the sweep config loads.
-    rank_metrics: ClassVar[tuple[str, ...]] = ()
+    # The "table.metric" estimates a sweep may rank by, each with the group row that holds its
+    # pooled value ("order=mean of both", "all"; None: the table has no pooled row, so only an
+    # explicit `table.metric@column=value` ranks by it). Each metric has a direction in
+    # metrics.direction, and `rank_units` gives its resampling units (interval, paired test).
+    rank_metrics: ClassVar[dict[str, str | None]] = {}
     # Missing-answer policies the protocol can honour (config key `missing`): "drop" always; "label"
     # where a non-answer can stand for one of `missing_labels`; "wrong" where each verdict has a truth.
     missing_policies: ClassVar[tuple[str, ...]] = ("drop",)
@@ -105,10 +142,29 @@ class Protocol(ABC):
         """The labels `missing = "label:X"` may name."""
         return ()
 
-    def rank_units(self, tables: dict[str, pl.DataFrame], rank_by: str):
-        """(metric function, frame of resampling units with columns cluster, truth, pred) behind
-        `rank_by`, for its bootstrap CI; None when the protocol has none for that metric."""
+    def rank_group(self, rank: RankBy, options: Any) -> str:
+        """The tidy group (`col=value,...`) whose row holds the value ranked: the one asked
+        explicitly, else the protocol's pooled row."""
+        return rank.group or self.rank_metrics.get(rank.name) or "all"
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: Any) -> Units | None:
+        """The resampling units behind `rank` for one judge (its interval and the paired test
+        against the best cell); None when the protocol has none for it."""
         return None
+
+    def parse_rank_by(self, text: str) -> RankBy:
+        """`table.metric` (the pooled estimate) or `table.metric@col=value[,col=value]` (one group,
+        asked explicitly); ValueError naming what is rankable."""
+        name, _, group = text.partition("@")
+        if name not in self.rank_metrics:
+            raise ValueError(f"protocol {self.name!r} cannot rank by {name!r}: a sweep ranks by one of "
+                             f"{', '.join(self.rank_metrics)} (each has a direction: higher or lower is better)")
+        if not group and self.rank_metrics[name] is None:
+            raise ValueError(f"{name!r} has a value per group and no pooled one: name the group, e.g. "
+                             f"{name}@COLUMN=VALUE")
+        if group and not all(part.count("=") == 1 and part.split("=")[0] for part in group.split(",")):
+            raise ValueError(f"the group after '@' is COLUMN=VALUE[,COLUMN=VALUE], got {group!r}")
+        return RankBy(name, group)
 
     def options(self, config: RunConfig) -> Any:
         """The protocol's options, validated; also checks the run's missing-answer policy fits."""

@@ -22,8 +22,9 @@ from engine.core.paths import paper_prompt
 from engine.core.requests import Message, RequestMeta
 from engine.data.items import ItemSet, sample_per_category, select_groups
 
-from .base import Build, Context, Protocol, Skip, imputed
+from .base import Build, Context, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import accuracy, spearman
+from .metrics.estimates import Units, mean_of, spearman_of
 
 WRONG = "(missing: counted wrong)"     # the stand-in prediction of missing = "wrong": equals no truth
 DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst.\n\n<{kind}>\n{text}\n</{kind}>")
@@ -58,11 +59,27 @@ class Classification(Protocol):
     summary = ("metrics", "confusion", "class_counts")
     metric_tables = {"metrics": ()}
     default_rank_by = "metrics.accuracy"
-    rank_metrics = ("metrics.accuracy", "metrics.spearman_ordinal")
+    rank_metrics = {"metrics.accuracy": "all", "metrics.spearman_ordinal": "all"}
     missing_policies = ("drop", "label", "wrong")
 
     def missing_labels(self, options: ClassificationOptions) -> tuple[str, ...]:
         return tuple(options.labels)
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ClassificationOptions):
+        """Items are the clusters (an item's repeats move together)."""
+        scored = tables.get("per_item")
+        if scored is None or "pred" not in scored.columns:
+            return None
+        rows = units_where(scored.filter((pl.col("judge") == judge) & pl.col("pred").is_not_null()), rank)
+        if rows is None:
+            return None
+        if rank.metric == "accuracy":
+            return Units.of(rows["item_id"].to_list(), {"v": (rows["pred"] == rows["truth"]).cast(pl.Float64).to_numpy()},
+                            mean_of("v"), bounds=(0.0, 1.0))
+        order = {lab: len(options.labels) - i for i, lab in enumerate(options.labels)}
+        rows = rows.filter(pl.col("pred").is_in(list(order)))
+        return Units.of(rows["item_id"].to_list(), {"x": [order[t] for t in rows["truth"].to_list()],
+                                                    "y": [order[p] for p in rows["pred"].to_list()]}, spearman_of)
 
     def load(self, ctx: Context) -> ItemSet:
         return ctx.load("items")
@@ -107,7 +124,7 @@ class Classification(Protocol):
         labels = list(ctx.options.labels)
         policy = ctx.config.missing_policy
         rank = {lab: len(labels) - i for i, lab in enumerate(labels)}     # best = highest
-        metrics, confusion, counts = [], [], []
+        metrics, confusion, counts, scored_all = [], [], [], []
         for (judge,), j in table.group_by(["judge"], maintain_order=True):
             ok = j.filter(pl.col("status") == "ok")
             pred = imputed(policy, pl.when(pl.col("status") == "ok").then(pl.col("label")), label=pl.lit,
@@ -117,7 +134,9 @@ class Classification(Protocol):
             rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],
                            [rank[p] for p in p_all if p in rank])
             metrics.append({"judge": judge, "items": j.height, "n": scored.height, "unparsed": j.height - ok.height,
-                            "accuracy": accuracy(t_all, p_all).value, "spearman_ordinal": rho.value, "p": rho.p_value})
+                            "accuracy": accuracy(t_all, p_all).value, "spearman_ordinal": rho.value,
+                            "p": _item_p_value(scored.filter(pl.col("pred").is_in(list(rank))), rank)})
+            scored_all.append(scored.select("judge", "item_id", "group", "truth", "pred", "repeat"))
             truth, pred = ok["truth"].to_list(), ok["label"].to_list()
             for t in labels:
                 row = {"judge": judge, "true": t}
@@ -127,4 +146,17 @@ class Classification(Protocol):
                        for lab in labels]
         return {"metrics": pl.DataFrame(metrics), "confusion": pl.DataFrame(confusion),
                 "class_counts": pl.DataFrame(counts),
-                "per_item": table.select(["judge", "item_id", "group", "truth", "status", "label", "repeat"])}
+                "per_item": table.select(["judge", "item_id", "group", "truth", "status", "label", "repeat"]).join(
+                    pl.concat(scored_all).select("judge", "item_id", "repeat", "pred") if scored_all else
+                    pl.DataFrame(schema={"judge": pl.Utf8, "item_id": pl.Utf8, "repeat": pl.Int64, "pred": pl.Utf8}),
+                    on=["judge", "item_id", "repeat"], how="left")}
+
+
+def _item_p_value(scored: pl.DataFrame, rank: dict[str, int]) -> float | None:
+    """The Spearman test's p-value over ITEMS (each item's mean predicted rank over its repeats):
+    repeats of one item are not independent draws, and counting them shrank p from 1e-5 to 1e-23
+    with 5 repeats."""
+    per_item = (scored.with_columns(pl.col("truth").replace_strict(rank, return_dtype=pl.Float64).alias("t"),
+                                    pl.col("pred").replace_strict(rank, return_dtype=pl.Float64).alias("r"))
+                .group_by("item_id").agg(pl.col("t").first(), pl.col("r").mean()))
+    return spearman(per_item["t"].to_list(), per_item["r"].to_list()).p_value

@@ -13,13 +13,14 @@ judge without probabilities: one-hot), tokens and cost (per verdict, for the cas
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from .metrics.agreement import binary_agreement_with_ties, tie_credit
-from .metrics.bootstrap import mean_with_ci
+from .metrics.bootstrap import MIN_CLUSTERS, mean_with_ci
 from .metrics.jury import average, fit_stacking, majority, stacked
 from .metrics.selective import Level, cascade
 from .tables import calibration_tables
@@ -78,16 +79,25 @@ def _prob(pred: bool | None, p: float | None) -> float | None:
     return None if pred is None else float(pred)
 
 
-def shared_items(w: pl.DataFrame, judges: list[str], what: str) -> int:
-    """How many items every judge answered; none is refused (the members were run on different
-    items: nothing to pool or escalate)."""
+def shared_items(w: pl.DataFrame, judges: list[str], what: str) -> pl.DataFrame:
+    """The items every judge answered, the only ones an ensemble pools or escalates. Refused in one
+    line when they cannot make both a calibration and a held-out split (fewer than 2 clusters:
+    the held-out split would be empty and every figure NaN), saying how many there are."""
     have = w.filter(pl.all_horizontal([pl.col(f"pred|{j}").is_not_null() | pl.col(f"p|{j}").is_not_null()
                                        for j in judges]))
-    if not have.height:
+    clusters = have["cluster"].n_unique()
+    if clusters < 2:
         counts = ", ".join(f"{j}: {w[f'pred|{j}'].is_not_null().sum()}" for j in judges)
-        raise ValueError(f"the {what}'s judges share no human-labelled item ({counts} items each): run them on "
-                         "the same data")
-    return have.height
+        raise ValueError(f"the {what}'s judges share {have.height} human-labelled item(s) in {clusters} cluster(s) "
+                         f"(stories or pairs; items per judge: {counts}): a calibration and a held-out split need "
+                         f"at least 2 clusters, and {2 * MIN_CLUSTERS} for an interval on each: run the judges on "
+                         "the same, larger data")
+    return have
+
+
+def clusters_to_certify(target: float, delta: float) -> int:
+    """The fewest clusters with which an error-free level can be certified: (1 - risk)^k <= delta."""
+    return math.ceil(math.log(delta) / math.log(target))
 
 
 def _interval(clusters: list[str], hits: list[float], resamples: int) -> dict:
@@ -98,9 +108,10 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
     missing = [j for j in opts.judges if j not in set(frame["judge"].to_list())]
     if missing:
         raise ValueError(f"cascade judges {missing} are not judges of this run")
-    w = _wide(frame, opts.judges)
-    shared = shared_items(w, opts.judges, "cascade")
-    items, clusters, truth = w["item"].to_list(), w["cluster"].to_list(), w["truth"].to_list()
+    every = _wide(frame, opts.judges)
+    w = shared_items(every, opts.judges, "cascade")           # the items every level can answer
+    shared = w.height
+    clusters, truth = w["cluster"].to_list(), w["truth"].to_list()
     calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
     calibration = [i for i, c in enumerate(clusters) if c in calib_clusters]
     test = [i for i, c in enumerate(clusters) if c not in calib_clusters]
@@ -133,16 +144,30 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1
                      "cost_usd": cost if known_cost else None,
                      "cost_share": cost / total_cost if known_cost and total_cost else None})
     overall = _interval(answered_clusters, answered_hits, resamples)
+    # The certified estimand: each cluster's agreement among its answered items, averaged over
+    # clusters (every story weighs the same); item-level agreement can differ (80 clusters of one
+    # right verdict + 20 of ten half-wrong ones: 0.99 per cluster, 0.64 per item).
+    per_cluster = (pl.DataFrame({"c": answered_clusters, "h": answered_hits}, schema={"c": pl.Utf8, "h": pl.Float64})
+                   .group_by("c", maintain_order=True).agg(pl.col("h").mean()))
+    certified = mean_with_ci(per_cluster["c"].to_list(), per_cluster["h"].to_list(), resamples=resamples)
+    need = clusters_to_certify(opts.target, opts.delta / len(levels))
+    calib_n = len(calib_clusters)
     summary = {"target": opts.target, "delta": opts.delta, "calibration_items": len(calibration),
-               "test_items": len(test), "answered": overall["n"],
+               "calibration_clusters": calib_n, "test_items": len(test), "answered": overall["n"],
                "coverage": overall["n"] / len(test) if test else None, "abstained": len(test) - overall["n"],
+               "cluster_agreement": certified.value, "cluster_ci_low": certified.ci_low,
+               "cluster_ci_high": certified.ci_high,
                "agreement": overall["agreement"], "ci_low": overall["ci_low"], "ci_high": overall["ci_high"],
                "ci_note": overall["ci_note"],
-               # a point estimate on the held-out split, not the guarantee (that is a property of the
-               # threshold rule over calibration draws, certified at 1 - delta)
-               "held_out_agreement_reaches_target": None if overall["agreement"] is None
-               else overall["agreement"] >= opts.target,
-               "items": len(items), "shared_items": shared}
+               # a point estimate on the held-out split of the certified estimand, not the guarantee
+               # (that is a property of the threshold rule over calibration draws, at 1 - delta)
+               "held_out_agreement_reaches_target": None if certified.value is None
+               else certified.value >= opts.target,
+               "note": None if any(t is not None for t in result.thresholds) else
+               f"no threshold certified: {calib_n} calibration clusters; an error-free level needs at least "
+               f"{need} clusters at target {opts.target} and delta {opts.delta} over {len(levels)} levels, more "
+               "with any error",
+               "items": every.height, "shared_items": shared}
     return {"cascade": pl.DataFrame(rows), "cascade_summary": pl.DataFrame([summary])}
 
 
@@ -151,8 +176,7 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 1000) -
     0.5 (two judges split, or an average of 0.5) is a fair coin: half credit in agreement, half of
     each label in kappa and balanced accuracy; `n` counts every held-out item, `ties` the ties."""
     judges = opts.judges or sorted(set(frame["judge"].to_list()), key=frame["judge"].to_list().index)
-    w = _wide(frame, judges)
-    shared_items(w, judges, "jury")
+    w = shared_items(_wide(frame, judges), judges, "jury")
     probs_cols, hot_cols = [], []
     for j in judges:
         preds, ps = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()

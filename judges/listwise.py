@@ -32,9 +32,10 @@ from engine.core.requests import Message, RequestMeta
 from engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
 from grammars.listwise import position_scores
 
-from .base import Build, Context, Protocol
+from .base import Build, Context, Protocol, RankBy
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
-from .metrics.bootstrap import difference_of_means_ci, interval_note
+from .metrics.bootstrap import difference_of_means_ci, interval_note, or_none
+from .metrics.estimates import Units, spearman_of
 from .permutation import permutation_tables
 
 DESIGNS = ("comprehensive", "segmented", "subsets")
@@ -90,8 +91,21 @@ class ListwiseRanking(Protocol):
     summary = ("agreement", "anova", "category_means", "icc", "success")
     metric_tables = {"agreement": ("score",), "anova": ("score",), "icc": ("score", "list"), "success": ("n_items",)}
     default_rank_by = "agreement.spearman_category"
-    rank_metrics = ("agreement.spearman_category", "agreement.spearman_human", "anova.F",
-                    *(f"icc.{k}" for k in ICC_KINDS), "success.success_rate")
+    # One Spearman over the judge's items, pooled over lists (score = the 1-5 score). ICC is per
+    # list and F has no interval: neither is rankable (ranking by "the first list" ranked list 1).
+    rank_metrics = {"agreement.spearman_category": "score=score", "agreement.spearman_human": "score=score"}
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ListwiseOptions):
+        """The item groups (a prompt's lists and items) are the clusters: an item's score is
+        relative to the items it was listed with, so items of one group are not independent."""
+        items = tables.get("item_scores")
+        column = "mean_" + rank.where().get("score", "score")
+        if items is None or column not in items.columns:
+            return None
+        rows = items.filter(pl.col("judge") == judge)
+        truth = "category_rank" if rank.metric == "spearman_category" else "human_score"
+        rows = rows.filter(pl.col(truth).is_not_null() & pl.col(truth).is_not_nan() & pl.col(column).is_not_null())
+        return Units.of(rows["group"].to_list(), {"x": rows[truth].to_numpy(), "y": rows[column].to_numpy()}, spearman_of)
 
     def load(self, ctx: Context) -> ItemSet:
         return ctx.load("items")
@@ -196,9 +210,10 @@ class ListwiseRanking(Protocol):
                 why = ("the judge gave every item the same value: no ranking to correlate"
                        if j[col].drop_nulls().n_unique() <= 1 else
                        "the items have one category" if j["category_rank"].drop_nans().n_unique() <= 1 else None)
+                # no p-value: the items' scores are relative within their lists, not independent
+                # draws, so a test counting items overstates the evidence (rank_units resamples groups)
                 agreement.append({"judge": judge, "score": name, "items": j.height,
-                                  "spearman_category": cat.value, "p_category": cat.p_value,
-                                  "spearman_human": hum.value, "p_human": hum.p_value,
+                                  "spearman_category": cat.value, "spearman_human": hum.value,
                                   "note": why if cat.value != cat.value else None})
                 by_cat = [g[col].to_list() for _, g in j.filter(pl.col("category").is_not_null())
                           .group_by("category", maintain_order=True)]
@@ -255,7 +270,7 @@ class ListwiseRanking(Protocol):
                 rows.append({"judge": judge, "own_source": source, "score": col.removeprefix("mean_"),
                              "own_items": own.height, "other_items": other.height,
                              "own_mean": own[col].mean(), "other_mean": other[col].mean(),
-                             "difference": diff, "ci_low": low, "ci_high": high,
+                             "difference": diff, "ci_low": or_none(low), "ci_high": or_none(high),
                              "ci_note": interval_note(min(own.height, other.height), low)})
         return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "score": pl.Utf8,
                                           "own_items": pl.Int64, "other_items": pl.Int64, "own_mean": pl.Float64,

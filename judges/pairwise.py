@@ -31,9 +31,12 @@ from engine.core.requests import JudgeRequest, Message, RequestMeta
 from engine.core.verdicts import probability
 from engine.data.pairs import Pair
 
-from .base import Build, Context, Protocol, imputed
+from .base import Build, Context, Protocol, RankBy, imputed, units_where
 from .metrics import MetricResult, first_position_win_rate
-from .metrics.bootstrap import NO_CLUSTERS, mean_of_means_with_ci, mean_with_ci
+from .metrics.base import scipy_stats
+from .metrics.bootstrap import MIN_CLUSTERS, mean_of_means_with_ci, mean_with_ci, too_few
+from .metrics.calibration import brier_of, calibration_error_of
+from .metrics.estimates import Units, mean_of_stratum_means
 from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
 from .tables import calibration_tables, label_distribution
 
@@ -75,13 +78,39 @@ class Pairwise(Protocol):
     post_options = ("tie_rule",)
     metric_tables = {"accuracy": ("order",), "bias": ("metric",), "length_control": (), "calibration_summary": ()}
     default_rank_by = "accuracy.accuracy"
-    rank_metrics = ("accuracy.accuracy", "length_control.lc_accuracy", "length_control.accuracy",
-                    "calibration_summary.ece", "calibration_summary.brier")
+    # Pooled over both orders: a judge that always answers "A" is right on every pair whose
+    # better text is shown first, so one order's accuracy ranks position bias, not judgement.
+    rank_metrics = {"accuracy.accuracy": "order=mean of both", "length_control.lc_accuracy": "all",
+                    "calibration_summary.calibration_error": "all", "calibration_summary.brier": "all"}
     missing_policies = ("drop", "label", "wrong")
     modes = ("label", "analyze", "distribution", "reward")
 
     def missing_labels(self, options: PairwiseOptions) -> tuple[str, ...]:
         return ("A", "B", "tie") if options.tie else ("A", "B")
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: PairwiseOptions):
+        """Pairs are the clusters of every rankable estimate (a pair's orders and repeats move together)."""
+        verdicts = tables.get("per_verdict")
+        if verdicts is None:
+            return None
+        rows = units_where(verdicts.filter(pl.col("judge") == judge), rank)
+        if rows is None:
+            return None
+        if rank.table == "calibration_summary":
+            rows = rows.filter(pl.col("p_a").is_not_null() & pl.col("human").is_in(["a", "b"]) & (pl.col("status") == "ok"))
+            cols = {"p": rows["p_a"].to_numpy(), "y": (rows["human"] == "a").to_numpy()}
+            stat = calibration_error_of if rank.metric == "calibration_error" else brier_of
+            return Units.of(rows["pair_id"].to_list(), cols, stat)
+        labelled = rows.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
+        if rank.name == "length_control.lc_accuracy":
+            labelled = labelled.filter(pl.col("pick") != "tie")
+            x = _control_features(labelled, options.style_control and all(f"{k}_a" in labelled.columns for k in STYLE))
+            cols = {f"x{i}": [r[i] for r in x] for i in range(len(x[0]))} if x else {"x0": []}
+            return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
+                            lc_accuracy_of)
+        return Units.of(labelled["pair_id"].to_list(), {"v": (labelled["pick"] == labelled["human"]).cast(pl.Float64)
+                                                        .to_numpy(), "order": labelled["order"].to_numpy()},
+                        mean_of_stratum_means("v", "order"), bounds=(0.0, 1.0))
 
     def load(self, ctx: Context) -> list[Pair]:
         return ctx.load("pairs")
@@ -179,7 +208,7 @@ class Pairwise(Protocol):
             # the mean of the per-order accuracies, and the CI of that same statistic (pairs resampled)
             v = labelled.select("pair_id", "order", AGREES.cast(pl.Float64).alias("v")).drop_nulls("v")
             both = mean_of_means_with_ci(v["pair_id"].to_list(), v["order"].to_list(), v["v"].to_list(),
-                                         resamples=opts.resamples)
+                                         resamples=opts.resamples, bounds=(0.0, 1.0))
             acc_rows.append({"judge": judge, "order": "mean of both", **both.row("accuracy")})
             units = combine(j, opts.tie_rule)
             comb_lab = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie"))
@@ -194,7 +223,7 @@ class Pairwise(Protocol):
         tables = {"accuracy": pl.DataFrame(acc_rows), "bias": bias,
                   "pairs": pl.concat(combined, how="diagonal_relaxed") if combined else pl.DataFrame(),
                   "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "answer",
-                                           "pick", "p_a", "words_a", "words_b"]),
+                                           "pick", "p_a", *[c for c in FEATURE_COLUMNS if c in d.columns]]),
                   "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"), "pair_id")
                   if not reward else pl.DataFrame(),
                   **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a", cluster="pair_id")}
@@ -270,7 +299,7 @@ def _rate(df: pl.DataFrame, values: pl.Expr, resamples: int,
     """The mean of per-row `values` (or `metric` of them, where a metric module defines the rate),
     its n, and its pair-bootstrap CI."""
     v = _values(df, values)
-    rate = mean_with_ci(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples)
+    rate = mean_with_ci(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples, bounds=(0.0, 1.0))
     if metric and rate.n:
         rate = replace(rate, value=metric(v["v"].to_list()).value)
     return rate.row("accuracy")
@@ -303,9 +332,9 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     the human-preferred text" on the log length ratio of that text to the other (and the style
     differences), read at zero difference, sigmoid(intercept); 95% CI from the intercept's
     cluster-robust standard error (pairs as clusters). Verdicts that picked a tie are left out.
-    No interval with fewer than 2 pairs; under perfect separation (the judge always right, or
-    right exactly on one side of a length ratio) the fit is set by its ridge penalty, not the data:
-    `separated` flags it and the interval is left out."""
+    No interval with fewer than MIN_CLUSTERS pairs (else a t(G - 1) quantile); under perfect
+    separation (the judge always right, or right exactly on one side of a length ratio) the fit is
+    set by its ridge penalty, not the data: `separated` flags it and the interval is left out."""
     style = style and all(f"{k}_a" in labelled.columns for k in STYLE)
     rows = labelled.filter(pl.col("pick") != "tie")
     names = ["length"] + (list(STYLE) if style else [])
@@ -318,13 +347,22 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     pairs = rows["pair_id"].n_unique()
     split = separated(x, y)
     lo = hi = None
-    note = NO_CLUSTERS if pairs < 2 else SEPARATED if split else None
+    note = too_few(pairs) if pairs < MIN_CLUSTERS else SEPARATED if split else None
     if note is None:
         se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
-        lo, hi = sigmoid(beta[0] - 1.959964 * se), sigmoid(beta[0] + 1.959964 * se)
+        z = float(scipy_stats().t.ppf(0.975, pairs - 1))      # G - 1 degrees of freedom: few clusters
+        lo, hi = sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se)
     return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
             "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,
             **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
+
+
+def lc_accuracy_of(c) -> float:
+    """Length- (and style-) controlled agreement of rows with features x0.. and outcome y."""
+    x = [c[k] for k in sorted(k for k in c if k.startswith("x"))]
+    if not len(c["y"]):
+        return math.nan
+    return sigmoid(float(fit_logistic(list(zip(*x)), c["y"].astype(float).tolist())[0]))
 
 
 SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"

@@ -1,6 +1,6 @@
 """Permutation self-consistency for listwise ranking (Tang et al. 2023): a list judged in several
 shuffled orders is aggregated to its central ranking, the Kemeny ranking of the orders' rankings
-(exact up to 8 items, a documented local search beyond: `metrics.kemeny`), and to the mean score
+(exact up to 12 items by dynamic programming, a labelled local search beyond: `metrics.kemeny`), and to the mean score
 over orders.
 
 Reported, per judge, each as a mean over lists with a 95% CI (lists resampled):
@@ -8,12 +8,14 @@ Reported, per judge, each as a mean over lists with a 95% CI (lists resampled):
   of the central ranking, and of the mean score over orders;
 - position bias before and after: Spearman between where an item was shown in the prompt and the
   judge's rank of it (and its 1-5 score). Before: each order's own ranking against that order's
-  shown positions, averaged over the orders. After: each order's shown positions against the
-  aggregate of the OTHER orders (their Kemeny ranking, their mean score), averaged over the
-  orders; leaving the order out matters, since an aggregate that includes the order it is compared
-  with inherits that order's bias (a purely positional judge read -0.68 / -0.48 / -0.34 after with
-  2 / 4 / 8 orders that way). A judge that ranks by prompt order has -1 before and about 0 after;
-  with one order there is no after.
+  shown positions, averaged over the orders. After: what the aggregate inherits, the Spearman
+  between each item's MEAN shown position over the orders and its place in the aggregate (the
+  Kemeny ranking of all orders, the mean score over orders). A judge that ranks by prompt order
+  has -1 before and stays strongly negative after (its aggregate follows the items' mean shown
+  position: -0.8 to -1 with 3 orders); a judge blind to position is about 0 both ways. (An earlier
+  "after" compared each order's positions with the other orders' aggregate: about 0 for every
+  judge by construction, since the shuffles are independent; it could not see bias.) With one
+  order there is no after.
 
 Lists are the resampling unit of every interval: a list's repeats are not independent of each
 other (the same items, the same prompt), so a repeat is averaged into its list's value first.
@@ -78,29 +80,28 @@ def _spearman(x: list, y: list) -> float:
 def order_bias(unit: pl.DataFrame) -> dict[str, float]:
     """Position bias of one list at one repeat, from all its orders (rows: order, item_id,
     position, score, shown_at): each order's ranking / score against its own shown positions
-    (before) and the other orders' Kemeny ranking / mean score against them (after, leave one
-    out), each averaged over the orders. NaN where undefined (one order has no after)."""
+    (before, averaged over the orders), and the aggregate of all orders (Kemeny ranking, mean
+    score) against each item's mean shown position (after). NaN where undefined (one order has
+    no after)."""
     orders = {o: g for (o,), g in unit.group_by(["order"], maintain_order=True)}
-    ranking = {o: g.sort("position", descending=True)["item_id"].to_list() for o, g in orders.items()}
-    sums: dict[str, list[float]] = {"before_rank": [], "after_rank": [], "before_score": [], "after_score": []}
-    for o, g in orders.items():
-        items, shown = g["item_id"].to_list(), g["shown_at"].to_list()
-        sums["before_rank"].append(_spearman(shown, g["position"].to_list()))
-        sums["before_score"].append(_spearman(shown, g["score"].to_list()))
-        others = [ranking[k] for k in orders if k != o]
-        if not others:
-            continue
-        central = kemeny(others)
-        rank_of = {item: float(len(central) - r) for r, item in enumerate(central)}
-        rest = unit.filter(pl.col("order") != o).group_by("item_id").agg(pl.col("score").mean())
-        mean_of = dict(zip(rest["item_id"].to_list(), rest["score"].to_list(), strict=True))
-        sums["after_rank"].append(_spearman(shown, [rank_of.get(i) for i in items]))
-        sums["after_score"].append(_spearman(shown, [mean_of.get(i) for i in items]))
-    out = {}
-    for name, values in sums.items():
-        kept = [v for v in values if not math.isnan(v)]
-        out[name] = sum(kept) / len(kept) if kept else math.nan
+    before_rank = [_spearman(g["shown_at"].to_list(), g["position"].to_list()) for g in orders.values()]
+    before_score = [_spearman(g["shown_at"].to_list(), g["score"].to_list()) for g in orders.values()]
+    out = {"before_rank": _mean(before_rank), "before_score": _mean(before_score),
+           "after_rank": math.nan, "after_score": math.nan}
+    if len(orders) < 2:
+        return out
+    central = kemeny([g.sort("position", descending=True)["item_id"].to_list() for g in orders.values()])
+    place = {item: float(len(central) - r) for r, item in enumerate(central)}
+    per_item = unit.group_by("item_id").agg(pl.col("shown_at").cast(pl.Float64).mean(), pl.col("score").mean())
+    items, shown = per_item["item_id"].to_list(), per_item["shown_at"].to_list()
+    out["after_rank"] = _spearman(shown, [place.get(i) for i in items])
+    out["after_score"] = _spearman(shown, per_item["score"].to_list())
     return out
+
+
+def _mean(values: list[float]) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return sum(kept) / len(kept) if kept else math.nan
 
 
 def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:

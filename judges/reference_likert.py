@@ -30,9 +30,10 @@ from engine.core.paths import paper_prompt
 from engine.core.requests import Message, RequestMeta
 from engine.data.reference import StoryGroup
 
-from .base import Build, Context, Protocol, imputed
+from .base import Build, Context, Protocol, RankBy, imputed
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .metrics.bootstrap import mean_with_ci
+from .metrics.estimates import Units, mean_of
 from .ttcw import prompt as ttcw_prompt
 
 ORDERS = ("ref_first", "cand_first")
@@ -81,7 +82,24 @@ class ReferenceLikert(Protocol):
     summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
     metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
     default_rank_by = "cutoff_sweep.spearman"
-    rank_metrics = ("cutoff_sweep.spearman", "cutoff_sweep.kendall", "cutoff_sweep.pairwise_accuracy")
+    # At the run's declared cutoff (options.cutoff, -2 by default as in the paper), never the
+    # sweep's first row: at cutoff -4 every test passes and the Spearman is undefined.
+    rank_metrics = {"cutoff_sweep.spearman": "", "cutoff_sweep.kendall": "", "cutoff_sweep.pairwise_accuracy": ""}
+
+    def rank_group(self, rank: RankBy, options: ReferenceLikertOptions) -> str:
+        return rank.group or f"cutoff={options.cutoff}"
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ReferenceLikertOptions):
+        """The story groups are the clusters: the estimate is the mean over groups of each group's
+        rank agreement (groups where it is undefined left out, as in the table)."""
+        per_group = tables.get("ranking")
+        cutoff = rank.where().get("cutoff", str(options.cutoff))
+        if per_group is None or "cutoff" not in per_group.columns or set(rank.where()) - {"cutoff"}:
+            return None
+        rows = per_group.filter((pl.col("judge") == judge) & (pl.col("cutoff").cast(pl.Utf8) == cutoff))
+        rows = rows.filter(pl.col(rank.metric).is_not_null() & pl.col(rank.metric).is_not_nan())
+        return Units.of(rows["group"].to_list(), {"v": rows[rank.metric].to_numpy()}, mean_of("v"),
+                        bounds=(0.0, 1.0) if rank.metric == "pairwise_accuracy" else (-1.0, 1.0))
     missing_policies = ("drop", "label")
     modes = ("label", "analyze")        # distribution over multi-token Likert labels is not aggregated
 

@@ -7,7 +7,7 @@ import polars as pl
 
 from .metrics import corrected_pass_rate
 from .metrics.bootstrap import interval_note, mean_bootstrap, or_none
-from .metrics.calibration import brier_score, ece_bootstrap, expected_calibration_error, reliability_bins
+from .metrics.calibration import brier_score, calibration_error, expected_calibration_error, reliability_bins
 
 CALIBRATION_BINS = 10
 
@@ -16,7 +16,8 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
                        resamples: int = 500, cluster: str | None = None) -> dict[str, pl.DataFrame]:
     """Per judge, from rows holding a probability of the positive label (`prob`, distribution
     mode) and the human truth (`truth`, bool): the reliability diagram's bins (`calibration`) and
-    ECE / Brier with a 95% bootstrap CI of the ECE (`calibration_summary`), resampling the
+    the plug-in ECE (as published, biased upward: no interval), the debiased calibration error with
+    its 95% bootstrap CI, and Brier (`calibration_summary`), resampling the
     `cluster` column's units (stories, pairs; each verdict when None). Empty when no row has a
     probability (label or analyze mode)."""
     have = df.filter(pl.col(prob).is_not_null() & pl.col(truth).is_not_null())
@@ -28,9 +29,13 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
         for b in reliability_bins(p, y, bins):
             bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
                              "mean_prediction": b.mean_prediction, "observed_frequency": b.observed_frequency})
-        lo, hi = ece_bootstrap(p, y, bins, resamples=resamples, clusters=g[cluster].to_list() if cluster else None)
+        clusters = g[cluster].to_list() if cluster else None
+        ce, lo, hi = calibration_error(p, y, bins, resamples=resamples, clusters=clusters)
         summary.append({"judge": judge, "n": len(p), "ece": expected_calibration_error(p, y, bins),
-                        "ece_ci_low": lo, "ece_ci_high": hi, "brier": brier_score(p, y).value,
+                        "calibration_error": ce, "calibration_error_low": or_none(lo),
+                        "calibration_error_high": or_none(hi),
+                        "ci_note": interval_note(len(set(map(str, clusters or range(len(p))))), lo),
+                        "brier": brier_score(p, y).value,
                         "positive_rate": sum(y) / len(y), "mean_prediction": sum(p) / len(p)})
     return {"calibration": pl.DataFrame(bin_rows), "calibration_summary": pl.DataFrame(summary)}
 
@@ -38,7 +43,8 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
 def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame:
     """Per judge and test (and over all tests): the raw pass rate of the judged items and its
     Rogan-Gladen correction by the judge's sensitivity and specificity on the labelled ones; the CI
-    resamples stories (a story's labelled and scored items together)."""
+    resamples stories (a story's labelled and scored items together). No correction where every
+    scored item is labelled (`SELF_CORRECTED`)."""
     rows = []
     for (judge,), g in per_item.filter(pl.col("judge_pass").is_not_null()).group_by(["judge"], maintain_order=True):
         tests = [("all", g)] + [(str(t), g.filter(pl.col("test") == t)) for t in sorted(g["test"].unique().to_list())]
@@ -50,8 +56,17 @@ def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = 500) -> pl.Dat
                                       sub["judge_pass"].to_list(), resamples=resamples,
                                       clusters_labelled=lab["story_id"].to_list(),
                                       clusters_scored=sub["story_id"].to_list())
-            rows.append({"judge": judge, "test": name, **res})
-    return pl.DataFrame(rows)
+            if lab.height == sub.height:
+                # every scored item is labelled: Se and Sp measured on the same items make the
+                # correction return the experts' own rate exactly; it says nothing about the judge
+                res |= {"corrected_pass_rate": None, "ci_low": None, "ci_high": None,
+                        "note": SELF_CORRECTED}
+            rows.append({"judge": judge, "test": name, "note": None, **res})
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+SELF_CORRECTED = ("every scored item is labelled: the correction would return the experts' rate exactly (it "
+                  "corrects unlabelled items)")
 
 
 def label_distribution(df: pl.DataFrame, cluster: str, label: str = "label", resamples: int = 500) -> pl.DataFrame:

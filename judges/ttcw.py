@@ -25,9 +25,11 @@ from engine.core.verdicts import probability
 from engine.data.ttcw import TTCWData, item_id
 from grammars.upstream import UpstreamYesNo
 
-from .base import Build, Context, Protocol, Skip, imputed
+from .base import Build, Context, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
+from .metrics.calibration import brier_of, calibration_error_of
+from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
@@ -80,21 +82,48 @@ class TTCW(Protocol):
     metric_tables = {"overall": ("view",), "per_test": ("view", "test"), "story_counts": ("view",),
                      "story_cutoff": ("view",), "calibration_summary": ()}
     default_rank_by = "overall.kappa"
-    rank_metrics = ("overall.kappa", "overall.balanced_accuracy", "per_test.kappa", "per_test.balanced_accuracy",
-                    "story_counts.pearson", "story_counts.spearman", "story_cutoff.kappa",
-                    "story_cutoff.balanced_accuracy", "calibration_summary.ece", "calibration_summary.brier")
+    # Pooled over all 14 tests (view=all); a single test's row ranks only when named
+    # (per_test.kappa@test=3): ranking by "the first row" ranked test 1.
+    rank_metrics = {"overall.kappa": "view=all", "overall.balanced_accuracy": "view=all",
+                    "per_test.kappa": None, "per_test.balanced_accuracy": None,
+                    "story_counts.pearson": "view=all", "story_counts.spearman": "view=all",
+                    "story_cutoff.kappa": "view=all", "story_cutoff.balanced_accuracy": "view=all",
+                    "calibration_summary.calibration_error": "all", "calibration_summary.brier": "all"}
 
     def missing_labels(self, options) -> tuple[str, ...]:
         return ("Yes", "No")
 
-    def rank_units(self, tables: dict[str, pl.DataFrame], rank_by: str):
-        """Overall agreement resamples stories (a story's 14 verdicts move together)."""
-        metric = {"overall.kappa": cohen_kappa, "overall.balanced_accuracy": balanced_accuracy}.get(rank_by)
-        if metric is None or "overall" not in tables:
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: TTCWOptions):
+        """Stories are the clusters of every rankable estimate (a story's 14 verdicts move together)."""
+        items = tables.get("per_item")
+        if items is None or rank.where().get("view", "all") != "all":
             return None
-        return metric, (tables["per_item"].filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
-                .select(pl.col("story_id").alias("cluster"), pl.col("expert_pass").alias("truth"),
-                        pl.col("judge_pass").alias("pred")))
+        where = RankBy(rank.name, ",".join(f"{k}={v}" for k, v in rank.where().items() if k != "view"))
+        rows = units_where(items.filter((pl.col("judge") == judge) & pl.col("expert_pass").is_not_null()), where)
+        if rows is None:
+            return None
+        if rank.table == "calibration_summary":
+            rows = rows.filter(pl.col("p_yes").is_not_null() & (pl.col("status") == "ok"))
+            return Units.of(rows["story_id"].to_list(), {"p": rows["p_yes"].to_numpy(), "y": rows["expert_pass"].to_numpy()},
+                            calibration_error_of if rank.metric == "calibration_error" else brier_of)
+        rows = rows.filter(pl.col("judge_pass").is_not_null())
+        if rank.table in ("overall", "per_test"):
+            return Units.of(rows["story_id"].to_list(), {"truth": rows["expert_pass"].to_numpy(),
+                                                         "pred": rows["judge_pass"].to_numpy()},
+                            kappa_of if rank.metric == "kappa" else balanced_accuracy_of)
+        # story-level estimates: one row per story (its share of passes), the story its own cluster
+        share = (rows.group_by(["story_id", "test"]).agg(pl.col("judge_pass").cast(pl.Float64).mean(),
+                                                         pl.col("expert_pass").first().cast(pl.Float64))
+                 .group_by("story_id").agg(pl.col("judge_pass").sum().alias("judge"),
+                                           pl.col("expert_pass").sum().alias("expert"), pl.len().alias("tests")))
+        if rank.table == "story_counts":
+            return Units.of(share["story_id"].to_list(), {"x": share["judge"].to_numpy(), "y": share["expert"].to_numpy()},
+                            pearson_of if rank.metric == "pearson" else spearman_of)
+        cut = options.story_cutoff
+        tests = share["tests"].to_numpy()
+        return Units.of(share["story_id"].to_list(), {"truth": share["expert"].to_numpy() / tests >= cut,
+                                                      "pred": share["judge"].to_numpy() / tests >= cut},
+                        kappa_of if rank.metric == "kappa" else balanced_accuracy_of)
 
     def load(self, ctx: Context) -> TTCWData:
         return ctx.load("ttcw")
@@ -182,7 +211,8 @@ class TTCW(Protocol):
         answers = per_item.with_columns(pl.when(pl.col("status") != "ok").then(pl.lit("unparsed"))
                                         .when(pl.col("judge_pass")).then(pl.lit("Yes")).otherwise(pl.lit("No")).alias("label"))
         tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,
-                  "per_test": pl.DataFrame(per_test), "label_distribution": label_distribution(answers, "story_id"),
+                  "per_test": pl.DataFrame(per_test, infer_schema_length=None),
+                  "label_distribution": label_distribution(answers, "story_id"),
                   "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"])}
         tables["pass_rates_by_source"] = (tables["pass_rates"].group_by(["judge", "view", "source"], maintain_order=True)
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
@@ -195,7 +225,7 @@ class TTCW(Protocol):
                          "(overall, story counts, calibration) were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
-        return {**tables, "overall": pl.DataFrame(overall), "story_counts": pl.DataFrame(stories),
+        return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
                 **calibration_tables(answered, "p_yes", "expert_pass", cluster="story_id")}
@@ -210,6 +240,7 @@ class TTCW(Protocol):
         judged = g["judge_pass"].drop_nulls().to_list()
         return {"n": ok.height, "unparsed": g.filter(pl.col("status") != "ok").height,
                 "kappa": k.value, "balanced_accuracy": ba.value,
+                "note": "one expert class: balanced accuracy undefined" if ok.height and not ba.defined else None,
                 "judge_pass_rate": sum(judged) / len(judged) if judged else None,
                 "expert_pass_rate": sum(ep) / len(ep) if ep else None}
 

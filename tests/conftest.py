@@ -13,7 +13,18 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # the tests of the cache itself switch it on with a path of their own.
 os.environ.setdefault("LITJUDGE_VERDICT_CACHE", "off")
 
-from engine.core.paths import PROJECT_ROOT, data_root
+import tempfile
+
+from engine.core.paths import PROJECT_ROOT, cache_dir, data_root
+
+# A test run never reads or writes the user's own litjudge files (a calibration stored by an
+# earlier `plan --calibrate` made a test expecting "not calibrated" fail): everything litjudge keeps
+# outside run folders goes to a temporary folder for the session, except the converted judges,
+# which are read where `make run` put them, and the data root, kept where it is.
+os.environ.setdefault("LITJUDGE_MODEL_CACHE", str(cache_dir()))
+os.environ.setdefault("LITJUDGE_DATA_ROOT", str(data_root()))
+USER_CACHE = cache_dir()
+os.environ["LITJUDGE_CACHE"] = tempfile.mkdtemp(prefix="litjudge-test-cache-")
 
 DATA = data_root()
 needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),

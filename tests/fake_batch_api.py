@@ -5,7 +5,8 @@ completed over successive polls; output and error files), and Anthropic's Messag
 retrieve with processing_status in_progress -> ended and a results_url, results as JSONL, cancel,
 list). Answers are what tests/fake_api.py answers online (the first allowed label), so a batch run
 and an online run give the same verdicts. Faults per request (by its position in the batch):
-"invalid" (a 400 / invalid_request_error), "server" (a 500 / api_error), "missing" (no line at all);
+"invalid" (a 400 / invalid_request_error), "server" (a 500 / api_error), "missing" (no line at all),
+"malformed" (OpenAI: the output line cut short, not JSON);
 `expire=True` ends every batch expired with no results."""
 from __future__ import annotations
 
@@ -177,7 +178,9 @@ class FakeBatchAPI:
                 ok.append({"id": f"r{i}", "custom_id": line["custom_id"], "error": None,
                            "response": {"status_code": 200, "request_id": f"req{i}", "body": self.answers.chat(line["body"])}})
             fid_ok, fid_bad = f"file-{next(self.ids)}", f"file-{next(self.ids)}" if bad else None
-            self.files[fid_ok] = "".join(json.dumps(x) + "\n" for x in ok).encode()
+            garbled = [i for i, x in enumerate(ok) if self.fault(bid, int(x["id"][1:])) == "malformed"]
+            self.files[fid_ok] = "".join((json.dumps(x)[:40] if i in garbled else json.dumps(x)) + "\n"
+                                         for i, x in enumerate(ok)).encode()
             if fid_bad:
                 self.files[fid_bad] = "".join(json.dumps(x) + "\n" for x in bad).encode()
             b["files"] = (fid_ok, fid_bad)

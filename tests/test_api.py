@@ -233,3 +233,84 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
     p_served = [d["Yes"] for d in a["distribution"]]
     p_offline = [d["Yes"] for d in b["distribution"]]
     assert max(abs(x - y) for x, y in zip(p_served, p_offline)) < 0.02
+
+
+def test_the_structured_setting_is_part_of_every_key(tmp_path):
+    """`[api] structured` changes what the model may say: a run with `structured = "vllm"` is not
+    served the verdicts a `structured = "none"` run stored in the shared cache (it was: 6 unparsed
+    verdicts came back and nothing was sent); "auto" and the provider's default share keys."""
+    import grammars
+    from engine.backends import api
+    from engine.core.config import RunConfig, Sampling
+    from engine.core.requests import JudgeRequest, Message, RequestMeta, content_key
+    from engine.core.settings import ApiConfig
+
+    request = JudgeRequest((Message("user", "Is it original?"),), grammars.binary(), "label", Sampling(),
+                           RequestMeta("ttcw", "s1/1"))
+
+    def key(structured: str, provider: str = "openai-compatible:http://127.0.0.1:1/v1:m") -> str:
+        config = RunConfig(name="k", protocol="ttcw", dataset="ttcw-demo", judge=provider,
+                           api=ApiConfig(structured=structured))
+        backend = api.ApiBackend.plan(api.ApiBackend.resolve(provider, config))
+        return content_key(request, backend.identity())
+
+    assert key("auto") == key("vllm")                               # the provider's default: the keys it had
+    assert len({key("vllm"), key("none"), key("json_schema")}) == 3
+    cache = tmp_path / "cache.sqlite"
+    with FakeAPI() as server:
+        env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), "LITJUDGE_VERDICT_CACHE": str(cache)}
+        judge = f"openai-compatible:{server.url}/v1:m"
+        for name, structured in (("free", "none"), ("constrained", "vllm")):
+            cfg = demo_config(tmp_path, name, judge, api=f'structured = "{structured}"')
+            r = litjudge("run", str(cfg), "--quiet", env=env)
+            assert r.returncode == 0, r.stderr[-3000:]
+        assert len(server.received) == 24                           # the second run sent its own 12
+
+
+def test_an_ensemble_with_an_api_member_down_is_not_built(tmp_path):
+    """A member judged by an API at a closed port: the ensemble is not built from part of it (it was
+    built and exited 0; with no answer at all its outage was blamed on the data); exit 3 saying how
+    many requests are missing. Once the server answers, the same command builds it."""
+    runs = tmp_path / "runs"
+    port = _free_port()
+    judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
+    demo_config(tmp_path, "member", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
+    ens = tmp_path / "ens.toml"
+    ens.write_text(f'name = "ens"\n[[runs]]\nconfig = "member.toml"\n[[runs]]\nconfig = "member.toml"\nname = "twin"\n'
+                   f'judge = "replay:{tmp_path / "none.jsonl"}"\n[jury]\n')
+    (tmp_path / "none.jsonl").write_text("")
+    env = {"LITJUDGE_RUNS_DIR": str(runs)}
+    r = litjudge("run", str(ens), "--quiet", env=env)
+    assert r.returncode == 3, (r.returncode, r.stderr[-3000:])
+    assert "ensemble was not built" in r.stderr and "12 request(s) were left without an answer" in r.stderr
+    assert "share" not in r.stderr and not (runs / "ens").exists()
+
+
+def test_an_interrupted_run_is_in_the_history(tmp_path):
+    """Ctrl-C mid-run: the invocation is a line of history.jsonl (interrupted), and the next run
+    resumes; it used to leave no trace there."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    runs = tmp_path / "runs"
+    with FakeAPI(faults={n: "timeout" for n in range(2, 13)}) as server:    # each answer after the first: 3 s
+        judge = f"openai-compatible:{server.url}/v1:fake-judge"
+        cfg = demo_config(tmp_path, "ctrlc", judge, api="concurrency = 1\ntimeout_s = 30")
+        env = {**os.environ, "LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"}
+        proc = subprocess.Popen([sys.executable, "-m", "engine.app.cli", "run", str(cfg), "--quiet"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while len(server.received) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode != 0
+        lines = [json.loads(x) for x in (runs / "ctrlc" / "history.jsonl").read_text().splitlines()]
+        assert len(lines) == 1 and lines[0]["interrupted"] is True
+        server.faults = {}
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 0, r.stderr[-2000:]
+    lines = [json.loads(x) for x in (runs / "ctrlc" / "history.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and "interrupted" not in lines[1]

@@ -151,3 +151,90 @@ def test_batch_mode_is_refused_for_other_servers(tmp_path):
                    'judge = "openai-compatible:http://127.0.0.1:9/v1:m"\n[api]\nbatch = true\n')
     r = cli("plan", str(cfg), cwd=tmp_path)
     assert r.returncode == 2 and "api.batch: provider batches are OpenAI's and Anthropic's" in r.stderr
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_batch_mode_keeps_its_budget(tmp_path, provider):
+    """A batch is paid for once submitted: with a cap below any request's worst case nothing is
+    submitted and the run exits 3 (it used to submit all 12 and exit 0); with a cap for about 5
+    worst cases only those are submitted and the spend stays under it; without a cap all go."""
+    with FakeBatchAPI() as server:
+        cfg = tmp_path / "b.toml"
+        text = SWEEP.format(name="b", provider=provider, url=base(provider, server.url), batch="true")
+        text = text.replace(f'judge = ["{provider}:judge-a", "{provider}:judge-b"]', f'judge = ["{provider}:judge-a"]')
+        cfg.write_text(text + "max_cost_usd = 1e-9\n")
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 3, (r.returncode, r.stderr[-2000:])
+        assert not server.created and "held back by the budget cap" in r.stderr
+        api = json.loads((tmp_path / "runs" / "out" / "b" / "manifest.json").read_text())["judges"][0]["api"]
+        assert api["not_sent_over_budget"] == 12 and api["estimated_cost_usd"] == 0
+        # a cap for a few worst cases: only those are submitted, and what was spent stays under it
+        cfg.write_text(text + "max_tokens_total = 1500\n")
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 3, (r.returncode, r.stderr[-2000:])
+        api = json.loads((tmp_path / "runs" / "out" / "b" / "manifest.json").read_text())["judges"][0]["api"]
+        sent = len(server.requests_seen)
+        assert 1 <= sent < 12 and api["not_sent_over_budget"] == 12 - sent
+        assert api["prompt_tokens"] + api["completion_tokens"] <= 1500
+        cfg.write_text(text)                                     # no cap: the rest are submitted
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert len(server.requests_seen) == 12 and len(stored(tmp_path / "runs" / "out" / "b")) == 12
+
+
+def test_batch_mode_survives_its_provider(tmp_path):
+    """The hostile pass over batch mode: a closed port, the provider gone while polling, a malformed
+    output line, a cancel while the provider is down, and a crash before the ledger knew the batch
+    then --cancel-batches: each a one-line report and the right exit, never an internal error."""
+    port = _free_port()
+    r, run_dir = sweep(tmp_path, "down", "openai", f"http://127.0.0.1:{port}", batch=True)    # nobody listens
+    assert r.returncode == 3 and "did not answer while submitting" in r.stderr, r.stderr[-2000:]
+    assert "internal error" not in r.stderr and stored(run_dir) == {}
+    with FakeBatchAPI(polls_to_finish=10**6, port=port) as server:       # accepted, then gone mid-poll
+        r, run_dir = sweep(tmp_path, "gone", "openai", server.url, batch=True,
+                           env={"LITJUDGE_FAULT_KILL_AFTER_SUBMIT": "1"})
+        assert r.returncode == -9
+    r, run_dir = sweep(tmp_path, "gone", "openai", f"http://127.0.0.1:{port}", batch=True)
+    assert r.returncode == 3 and "did not answer while polling" in r.stderr, r.stderr[-2000:]
+    assert "internal error" not in r.stderr
+    cancel = cli("status", str(run_dir), "--cancel-batches", cwd=tmp_path, env=ENV)          # provider still down
+    assert cancel.returncode == 2 and "did not answer" in cancel.stderr and "internal error" not in cancel.stderr
+    with FakeBatchAPI(faults={0: "malformed"}) as server:
+        r, run_dir = sweep(tmp_path, "bad", "openai", server.url, batch=True)
+        assert r.returncode == 3 and "1 malformed line(s)" in r.stderr, r.stderr[-2000:]
+        assert len(stored(run_dir)) == 23
+        r, run_dir = sweep(tmp_path, "bad", "openai", server.url, batch=True)                 # asked again
+        assert r.returncode == 0 and len(stored(run_dir)) == 24
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_cancel_finds_the_batch_a_crash_left_unrecorded(tmp_path, provider):
+    """Killed after the provider accepted a batch, before the ledger recorded it: --cancel-batches
+    said "cancelled 0" while the batch ran on. It now adopts the batch first, then cancels it."""
+    with FakeBatchAPI(polls_to_finish=10**6) as server:
+        r, run_dir = sweep(tmp_path, "w", provider, server.url, batch=True, env={"LITJUDGE_FAULT_KILL_BEFORE_RECORD": "1"})
+        assert r.returncode == -9
+        cancel = cli("status", str(run_dir), "--cancel-batches", cwd=tmp_path, env=ENV)
+        assert cancel.returncode == 0 and "cancelled 1 open provider batch" in cancel.stdout, cancel.stderr[-2000:]
+        assert server.batches[server.created[0]]["cancelled"]
+
+
+def test_results_outside_a_smaller_limit_are_kept(tmp_path):
+    """Killed after submitting 12 requests; the re-run with --limit 1 wants 4 of them: it stores
+    those and leaves the batch open; the run without the limit collects the other 8 from the same
+    batch (they were dropped and submitted again: 12 submitted for 8 distinct)."""
+    with FakeBatchAPI(polls_to_finish=2) as server:
+        cfg = tmp_path / "l.toml"
+        cfg.write_text(SWEEP.format(name="l", provider="openai", url=base("openai", server.url), batch="true")
+                       .replace("[matrix]\n", "").replace('judge = ["openai:judge-a", "openai:judge-b"]',
+                                                           'judge = "openai:judge-a"'))
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env={**ENV, "LITJUDGE_FAULT_KILL_AFTER_SUBMIT": "1"})
+        assert r.returncode == -9 and len(server.requests_seen) == 12
+        r = cli("run", str(cfg), "--quiet", "--limit", "1", cwd=tmp_path, env=ENV)
+        assert r.returncode == 0, r.stderr[-2000:]
+        run_dir = tmp_path / "runs" / "out" / "l"
+        assert len(stored(run_dir)) == 4 and " open " in cli("status", str(run_dir), cwd=tmp_path, env=ENV).stdout
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert len(server.created) == 1 and len(server.requests_seen) == 12 and len(stored(run_dir)) == 12
+    assert "none open" in cli("status", str(run_dir), cwd=tmp_path, env=ENV).stdout

@@ -131,9 +131,9 @@ def test_an_ensemble_of_judges_without_shared_items_is_refused(tmp_path):
         assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
     out = tmp_path / "runs" / "out"
     judges = [f"replay:{tmp_path / 'one' / 'answers.jsonl'}", f"replay:{tmp_path / 'two' / 'answers.jsonl'}"]
-    one_line(cli("ensemble", str(out / "one"), str(out / "two"), "--jury", cwd=tmp_path), "share no human-labelled item")
+    one_line(cli("ensemble", str(out / "one"), str(out / "two"), "--jury", cwd=tmp_path), "share 0 human-labelled item(s)")
     one_line(cli("ensemble", str(out / "one"), str(out / "two"), "--cascade", ",".join(judges), cwd=tmp_path),
-             "share no human-labelled item")
+             "share 0 human-labelled item(s)")
     one_line(cli("ensemble", str(out / "one"), "--jury", "replay:nobody", cwd=tmp_path),
              "--jury names 'replay:nobody', not a judge of these runs")
 

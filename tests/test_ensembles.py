@@ -85,7 +85,7 @@ def test_threshold_edge_cases():
 def test_jury_poolings_by_their_definitions():
     probs = [[0.9, 0.2, 0.6], [0.1, 0.4, 0.5], [0.5, 0.5, 0.3], [1.0, 0.0, 0.5]]
     assert average(probs) == pytest.approx([sum(r) / 3 for r in probs])
-    assert majority(probs) == [1.0, 0.0, 1.0, 1.0]     # p >= 0.5 counts as positive
+    assert majority(probs) == [1.0, 0.0, 0.0, 0.5]     # p = 0.5 is half a vote each way (a fair coin)
     assert majority([[0.9, 0.1]]) == [0.5]
     weights = [0.3, 1.0, -0.5, 2.0]
     assert stacked(weights, probs) == pytest.approx(

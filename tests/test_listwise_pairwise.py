@@ -18,7 +18,7 @@ from engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_co
 from judges.classification import Classification
 from judges.listwise import ListwiseOptions, ListwiseRanking
 from judges.metrics import cluster_bootstrap, icc, one_way_anova
-from judges.metrics.bootstrap import difference_of_means_ci
+from judges.metrics.bootstrap import difference_of_means_ci, expanded_alpha, too_few
 from judges.pairwise import Pairwise
 from tests.conftest import DATA, litjudge, needs_data, write_config
 
@@ -321,23 +321,26 @@ def test_inter_judge_matrix_and_self_preference_by_hand():
     pref = ListwiseRanking._self_preference(items, ListwiseOptions(self_sources={"j1": "m2"}))
     row = pref.filter(pl.col("score") == "score").row(0, named=True)
     assert row["own_items"] == 2 and row["own_mean"] == 3.5 and row["other_mean"] == 1.5 and row["difference"] == 2.0
-    assert row["ci_low"] <= 2.0 <= row["ci_high"]
+    assert row["ci_low"] is None and row["ci_note"] == too_few(2)          # 2 items a side: no interval
     pos = pref.filter(pl.col("score") == "position").row(0, named=True)
     assert pos["difference"] == -2.0
 
 
 def test_self_preference_interval_matches_a_brute_force_bootstrap():
-    """The interval of own minus others' mean equals a hand-written two-sample percentile bootstrap."""
+    """The interval of own minus others' mean equals a hand-written two-sample bootstrap read at the
+    expanded percentile levels of the smaller side (the one interval rule)."""
     rng = np.random.default_rng(3)
     own, other = rng.integers(1, 6, 15).astype(float), rng.integers(1, 6, 45).astype(float)
     diff, low, high = difference_of_means_ci(own, other, resamples=4000)
     draws = np.random.default_rng(11)
     stats = [draws.choice(own, own.size).mean() - draws.choice(other, other.size).mean() for _ in range(4000)]
-    ref_low, ref_high = np.quantile(stats, [0.025, 0.975])
+    a = expanded_alpha(15)
+    ref_low, ref_high = np.quantile(stats, [a / 2, 1 - a / 2])
     assert diff == pytest.approx(own.mean() - other.mean())
     assert low == pytest.approx(ref_low, abs=0.08) and high == pytest.approx(ref_high, abs=0.08)
     assert all(np.isnan(difference_of_means_ci([], [1.0])))                          # nothing to compare
     assert np.isnan(difference_of_means_ci([2.0], [1.0, 3.0])[1])                     # one own item: no interval
+    assert np.isnan(difference_of_means_ci([2.0] * 8 + [3.0], [1.0, 3.0] * 10)[1])    # 9 own items: 10 needed
 
 
 @pytest.mark.slow

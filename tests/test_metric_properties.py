@@ -61,7 +61,10 @@ def test_kappa_and_balanced_accuracy_match_sklearn(pairs):
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            assert ba.value == pytest.approx(balanced_accuracy_score(ka, kb), abs=1e-12)
+            if len(set(ka)) < 2:                          # one truth class: undefined, not that class's recall
+                assert math.isnan(ba.value)
+            else:
+                assert ba.value == pytest.approx(balanced_accuracy_score(ka, kb), abs=1e-12)
 
 
 @SETTINGS
@@ -206,7 +209,7 @@ def test_vectorized_balanced_accuracy_bootstrap_is_the_reference_bootstrap(rows,
 def test_mean_with_ci_is_the_mean_of_the_known_values_and_their_cluster_bootstrap(rows):
     """The one mean-plus-interval helper every table uses: missing values out, then the plain mean
     and exactly `mean_bootstrap`'s interval over the rest."""
-    from judges.metrics.bootstrap import NO_CLUSTERS, mean_bootstrap, mean_with_ci
+    from judges.metrics.bootstrap import MIN_CLUSTERS, mean_bootstrap, mean_with_ci, too_few
 
     kept = [(c, v) for c, v in rows if v is not None and not math.isnan(v)]
     m = mean_with_ci([c for c, _ in rows], [v for _, v in rows], resamples=200)
@@ -217,9 +220,10 @@ def test_mean_with_ci_is_the_mean_of_the_known_values_and_their_cluster_bootstra
         return
     assert m.value == pytest.approx(sum(v for _, v in kept) / len(kept))
     low, high = mean_bootstrap([c for c, _ in kept], [v for _, v in kept], resamples=200)
-    if math.isnan(low):       # one cluster, or no spread: no interval, and the note says why
+    if math.isnan(low):       # too few clusters, or no spread: no interval, and the note says why
         assert m.ci_low is None and m.ci_high is None and m.note is not None
-        assert (len({c for c, _ in kept}) < 2) == (m.note == NO_CLUSTERS)
+        clusters = len({c for c, _ in kept})
+        assert (clusters < MIN_CLUSTERS) == (m.note == too_few(clusters))
     else:
         assert (m.ci_low, m.ci_high) == (low, high) and m.note is None and low < high
 

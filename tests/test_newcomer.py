@@ -80,6 +80,30 @@ def test_one_verdict_cache_across_output_folders(tmp_path):
         assert third.returncode == 0 and len(server.received) == 24 and "12 generated" in third.stdout
 
 
+def test_a_cache_hit_goes_through_the_current_parser(tmp_path):
+    """A verdict copied from the shared cache is parsed again under this run's verdict language:
+    a cached row whose label was edited (or parsed by an older parser) does not come through as is."""
+    import sqlite3
+
+    cache = tmp_path / "verdicts.sqlite"
+    env = {"LITJUDGE_VERDICT_CACHE": str(cache)}
+    with FakeAPI() as server:
+        cfg = tmp_path / "api.toml"
+        cfg.write_text(DEMO_API.format(name="api", url=server.url))
+        assert cli("run", str(cfg), "--quiet", cwd=tmp_path, env=env).returncode == 0
+    db = sqlite3.connect(cache)
+    with db:
+        db.execute("UPDATE results SET label = 'No', status = 'ok' WHERE raw = 'Yes'")       # a tampered cache
+        db.execute("UPDATE results SET raw = 'Maybe' WHERE rowid = (SELECT MIN(rowid) FROM results)")
+    db.close()
+    second = cli("run", str(cfg), "--quiet", "--out", str(tmp_path / "elsewhere"), cwd=tmp_path, env=env)
+    assert second.returncode == 0 and "12 from the shared verdict cache" in second.stdout, second.stderr[-2000:]
+    v = pl.read_parquet(tmp_path / "elsewhere" / "api" / "verdicts.parquet")
+    assert (v.filter(pl.col("raw") == "Yes")["label"] == "Yes").all()              # the raw text decides
+    maybe = v.filter(pl.col("raw") == "Maybe").row(0, named=True)
+    assert maybe["status"] == "unparsed" and maybe["label"] is None
+
+
 def test_a_run_folder_keeps_every_invocation(tmp_path):
     """A re-run that finds every verdict stored generates nothing; the report still shows what the
     first invocation did (history.jsonl), beside the latest."""

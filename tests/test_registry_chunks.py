@@ -39,6 +39,7 @@ def fake_model(wheels_dir, corrupt: int | None = None, drop_member: bool = False
 
 def prepare(monkeypatch, tmp_path, model: RegistryModel) -> tuple[int, str]:
     monkeypatch.setenv("LITJUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LITJUDGE_MODEL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setitem(ALIASES, model.alias, model)
     converted = []
     monkeypatch.setattr(models, "_convert", lambda *a: converted.append(a))
@@ -67,6 +68,7 @@ def test_a_damaged_chunk_is_one_line_and_nothing_is_converted(monkeypatch, tmp_p
 def test_intact_chunks_assemble_to_the_pinned_file(monkeypatch, tmp_path):
     model = fake_model(tmp_path / "cache" / "wheels")
     monkeypatch.setenv("LITJUDGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LITJUDGE_MODEL_CACHE", str(tmp_path / "cache"))
     out = models._assemble_gguf(model, tmp_path)
     assert out.name == "fake.gguf" and out.read_bytes() == b"".join(CHUNKS)
 

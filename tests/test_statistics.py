@@ -14,6 +14,7 @@ from engine.core.store import Store
 from engine.data.cards import load_card
 from judges.base import Context
 from judges.metrics import balanced_accuracy, cohen_kappa, icc, spearman
+from judges.metrics.bootstrap import too_few
 from judges.pairwise import Pairwise, PairwiseOptions
 from judges.reference_likert import ReferenceLikert
 from tests.conftest import DATA, PROJECT_ROOT, needs_data
@@ -55,7 +56,7 @@ def test_pairwise_repeats_keep_every_pair(repeats):
     assert acc["ba"]["accuracy"] == pytest.approx(1 / 3) and acc["ba"]["n"] == 3 * repeats
     combined = next(r for o, r in acc.items() if o.startswith("combined"))
     assert combined["accuracy"] == pytest.approx(2.5 / 4) and combined["n"] == 4 * repeats
-    assert combined["ci_low"] is not None
+    assert combined["ci_low"] is None and combined["ci_note"] == too_few(4)     # 4 pairs: no interval
 
 
 # -- defect 2: per-story counts never count a non-answer as a fail ---------------------------
@@ -156,8 +157,10 @@ def test_nan_labels_are_left_out():
     nan = float("nan")
     k = cohen_kappa([nan, 1, 2], [nan, 1, 2])
     assert k.value == 1.0 and k.n == 2
-    b = balanced_accuracy([nan, 1], [nan, 1])
-    assert b.value == 1.0 and b.n == 1
+    b = balanced_accuracy([nan, 1, 0], [nan, 1, 0])
+    assert b.value == 1.0 and b.n == 2
+    one_class = balanced_accuracy([nan, 1], [nan, 1])               # one truth class left: undefined
+    assert math.isnan(one_class.value) and one_class.n == 1
     assert balanced_accuracy([None, "Yes", "No"], ["Yes", "Yes", None]).n == 1
 
 

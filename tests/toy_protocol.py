@@ -26,7 +26,7 @@ class SingleGrading(Protocol):
     Options = SingleOptions
     summary = ("agreement",)
     metric_tables = {"agreement": ()}
-    rank_metrics = ("agreement.spearman",)
+    rank_metrics = {"agreement.spearman": "all"}
     default_rank_by = "agreement.spearman"
 
     def build(self, ctx: Context) -> Build:

@@ -25,6 +25,7 @@ from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .outputs import read_manifest, write_tables
 from .run import prepare, recorded_config, run_id
+from .sweep_run import tidy
 
 FULL = -1
 
@@ -100,17 +101,20 @@ def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[
             run_judge(spec, planner, lambda s=spec: registry.create(s, config.cluster), iter(requests), store,
                       truncation="skip", progress=progress)
             frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
-            rank_table, _, metric = dist.protocol.default_rank_by.partition(".")
+            rank = dist.protocol.parse_rank_by(dist.protocol.default_rank_by)
             for (b,), part in frame.group_by(["budget"], maintain_order=True):
                 ctx = dist.context(spec)
-                table = dist.protocol.aggregate(part.drop("budget", "thinking_tokens"), ctx).get(rank_table)
-                if table is None or not table.height:
+                tables = dist.protocol.aggregate(part.drop("budget", "thinking_tokens"), ctx)
+                group = dist.protocol.rank_group(rank, ctx.options)      # the pooled row, never the first
+                value = next((r["value"] for r in tidy(tables, dist.protocol.metric_tables, {"judge": spec.name})
+                              if r["table"] == rank.table and r["metric"] == rank.metric and r["group"] == group
+                              and r.get("judge") == spec.name), None)
+                if value is None:
                     continue
-                first = table.filter(pl.col("judge") == spec.name).row(0, named=True)
                 rows.append({"judge": spec.name, "budget": "full" if b == FULL else str(b),
                              "thinking_tokens": float(part["thinking_tokens"].cast(pl.Float64).mean()),
                              "verdicts": part.height, "unparsed": int((part["status"] != "ok").sum()),
-                             "metric": f"{rank_table}.{metric}", "value": first.get(metric)})
+                             "metric": f"{rank.name} ({group})", "value": value})
     finally:
         store.close()
     table = pl.DataFrame(rows)

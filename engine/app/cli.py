@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "progress; stored per judge, dtype and CPU model, replacing an older measurement)")
     pl_.add_argument("--no-calibrate", dest="calibrate", action="store_false",
                      help="the default: estimates only from a stored calibration")
+    pl_.add_argument("--out", help="the folder the run writes to (as `run --out`): its stored verdicts are counted")
     pl_.set_defaults(fn=lazy(".run_commands:cmd_plan"))
     rp = sub.add_parser("reparse", help="re-apply parsing and aggregation to stored raw outputs (no model)")
     rp.add_argument("run_dir")
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         reexec_with_tcmalloc(sys.argv[1:])
     args = build_parser().parse_args(argv)
     prepare_environment(args.verbose)
-    if getattr(args, "out", None) and args.command == "run":
+    if getattr(args, "out", None) and args.command in ("run", "plan"):
         # the one place outputs are found (runs_output_dir), for this process and the workers it starts
         os.environ["LITJUDGE_RUNS_DIR"] = str(Path(args.out).resolve())
     if getattr(args, "no_cache", False):

@@ -124,9 +124,17 @@ def cmd_check_labels(args) -> int:
     return 0
 
 
+LOCAL_BACKENDS = ("vllm", "transformers")
+
+
 def cmd_generate(args) -> int:
     """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
-    backend = registry.create(registry.model_spec(args.model, max_model_len=args.max_model_len))
+    spec = registry.model_spec(args.model, max_model_len=args.max_model_len)
+    if spec.backend not in LOCAL_BACKENDS:
+        raise ConfigError(f"`litjudge generate` writes stories with a local model (vLLM or transformers), and "
+                          f"{args.model!r} is not one (its backend: {spec.backend}): give a model name or folder",
+                          key="--model")
+    backend = registry.create(spec)
     try:
         drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
                                      limit=args.limit, target_words=args.target_words, tolerance=args.tolerance,

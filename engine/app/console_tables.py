@@ -5,7 +5,10 @@ import polars as pl
 
 
 def print_table(df: pl.DataFrame, title: str, max_rows: int = 60) -> None:
-    with pl.Config(tbl_rows=max_rows, tbl_cols=20, tbl_width_chars=160, fmt_str_lengths=40,
+    """A table as polars draws it, never wrapping a cell inside its column (a judge name split as
+    `replay:claude3-o` / `pus` over two lines misread as two rows): a wide table is as wide as it
+    needs to be, and the terminal folds the lines."""
+    with pl.Config(tbl_rows=max_rows, tbl_cols=20, tbl_width_chars=65_000, fmt_str_lengths=80,
                    tbl_hide_dataframe_shape=True, float_precision=3):
         print(f"\n{title}")
         print(df)

@@ -161,8 +161,13 @@ def load_ensemble(path: str | Path, table: dict[str, Any] | None = None) -> Ense
         sections[section] = None if value is None else build(cls, value, where, prefix=f"{section}.")
     cfg = EnsembleConfig(table.get("name", Path(where).stem), runs, sections["cascade"], sections["jury"], where)
     check_ensemble(cfg.name, *cfg.settings(), where=where)
-    for k, member in enumerate(runs):
-        member_config(cfg, member, None, where=f"{where} runs[{k}]")
+    judges = [j for k, member in enumerate(runs)
+              for j in member_config(cfg, member, None, where=f"{where} runs[{k}]").judges]
+    for section, options in (("cascade", cfg.cascade), ("jury", cfg.jury)):
+        unknown = [j for j in (options.judges if options else []) if j not in judges]
+        if unknown:                                # said before any member runs, not after
+            raise ConfigError(f"names {unknown[0]!r}, not a judge of the member runs (judges: {', '.join(judges)})",
+                              where=where, key=f"{section}.judges")
     return cfg
 
 
@@ -183,11 +188,19 @@ def member_config(cfg: EnsembleConfig, member: dict[str, Any], limit: int | None
         raise
 
 
-def run_ensemble(cfg: EnsembleConfig, limit: int | None = None, progress: bool = True) -> tuple[Path, dict]:
-    """Each member run (resuming: stored verdicts are not generated again), then the ensemble."""
+def run_ensemble(cfg: EnsembleConfig, limit: int | None = None,
+                 progress: bool = True) -> tuple[Path | None, dict, list[dict]]:
+    """Each member run (resuming: stored verdicts are not generated again), then the ensemble. A
+    member that left requests unanswered (an API outage) is incomplete: the ensemble is not built
+    from part of it (nor its outage blamed on the data); its manifest comes back, and the command
+    exits 3 as a run does: the same command again asks the missing requests and builds it."""
     configs = [member_config(cfg, m, limit, where=f"{cfg.source} runs[{k}]") for k, m in enumerate(cfg.runs)]
-    run_dirs = [str(run(config, progress=progress).run_dir) for config in configs]
-    return ensemble(run_dirs, cfg.name, *cfg.settings())
+    outcomes = [run(config, progress=progress) for config in configs]
+    unanswered = [o.manifest for o in outcomes if o.manifest.get("unanswered")]
+    if unanswered:
+        return None, {}, unanswered
+    out, tables = ensemble([str(o.run_dir) for o in outcomes], cfg.name, *cfg.settings())
+    return out, tables, []
 
 
 def print_ensemble(out: Path, tables: dict) -> int:

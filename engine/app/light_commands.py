@@ -3,6 +3,7 @@ judges, `--prepare` to obtain and convert them), `data` (list the cards, fetch t
 `status` (a run folder's provider batches)."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -51,6 +52,15 @@ def cmd_data(args) -> int:
     return 0
 
 
+def recorded_key_env(run_dir: Path) -> str:
+    """The run's `[api] key_env`, from its manifest (a sweep's or a run's), where one was written."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        return str(manifest.get("config", {}).get("api", {}).get("key_env", "") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def cmd_status(args) -> int:
     """A run folder's provider batches: open ones (requests, age), and the ones collected or
     cancelled; `--cancel-batches` cancels the open ones."""
@@ -60,7 +70,7 @@ def cmd_status(args) -> int:
     store = Store.open(path, create=False)
     try:
         if args.cancel_batches:
-            cancelled = cancel_open(store)
+            cancelled = cancel_open(store, recorded_key_env(Path(args.run_dir)))
             print(f"cancelled {len(cancelled)} open provider batch(es){': ' + ', '.join(cancelled) if cancelled else ''}")
         records = store.batches(states=("submitting", "open", "collected", "cancelled"))
     finally:

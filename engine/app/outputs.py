@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -56,6 +57,19 @@ def write_file(path: Path, write: Callable[[Path], None]) -> None:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     guarded(go, path)
+
+
+STALE_TEMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}$")      # a `write_file` temporary: .NAME.XXXXXXXX
+
+
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Temporaries a killed run left while writing its outputs (kill -9 between write and rename):
+    removed by the next run of the folder, which holds its lock, so no writer is using them."""
+    for folder in (run_dir, run_dir / "tables"):
+        if folder.is_dir():
+            for path in folder.iterdir():
+                if STALE_TEMP.match(path.name) and path.is_file():
+                    path.unlink(missing_ok=True)
 
 
 def write_text(path: Path, text: str) -> None:

@@ -14,6 +14,7 @@ from judges import PROTOCOLS
 from ..core.backend import JudgeSpec
 from ..core.console import terminal
 from ..core.errors import StoreError
+from ..core.manifest import data_identity
 from ..core.runner import parse_result
 from ..core.store import Store
 from ..data.cards import dataset_card
@@ -59,10 +60,25 @@ def reparse_store(store: Store) -> dict[str, int]:
     return {"results": total, "changed": changed}
 
 
+def data_changed_warning(folder: Path, manifest: dict) -> None:
+    """Say so when the run's data file is no longer the bytes it judged (its sha256 in the
+    manifest): the rebuilt tables read the labels from the file as it is now."""
+    recorded = manifest.get("dataset", {}).get("data", {})
+    if not recorded.get("sha256"):
+        return
+    path = Path(recorded["path"])
+    now = data_identity(path).get("sha256") if path.exists() else None
+    if now != recorded["sha256"]:
+        state = f"now {now[:12]}" if now else "it is gone"
+        print(f"litjudge: warning: {folder}: the data file {path} changed since the run (sha256 {recorded['sha256'][:12]} "
+              f"then, {state}): the rebuilt tables read its labels as they are now", file=terminal())
+
+
 def rebuild(folder: Path, manifest: dict, store: Store, task: str = "") -> None:
     """One run's (or task's) tables from the store. Tables the protocol does not compute (items
     skipped before planning, the generation stage's) are kept as they were."""
     config = recorded_config(folder, manifest)
+    data_changed_warning(folder, manifest)
     protocol = PROTOCOLS.get(config.protocol)()
     specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
                   for j in manifest["judges"])

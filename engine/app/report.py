@@ -124,6 +124,25 @@ def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
     return "\n".join(lines)
 
 
+def clear_report_folder(out: Path) -> None:
+    """A report folder holds only the current report: the files an earlier report wrote there
+    (another protocol's tables and plots, say) are removed first. A folder that is not a report's
+    (a run folder: `compare --out RUN_B` overwrote RUN_B's tables) is refused, and so is one with
+    other files in it."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise ConfigError(f"--out {out} is a file: give a folder for the report")
+    entries = [p for p in out.iterdir() if p.name != STALE]
+    if entries and not (out / "report.html").exists():
+        what = "a run folder" if (out / "manifest.json").exists() or (out / "store.sqlite").exists() else \
+            "a folder with other files"
+        raise ConfigError(f"--out {out} is {what}, not a report's: give a new or empty folder (a report folder is "
+                          "cleared and rewritten)")
+    for path in [*out.glob("*.png"), *out.glob("tables/*.csv"), out / "report.html", out / "report.md"]:
+        guarded(lambda p=path: p.unlink(missing_ok=True), path)
+
+
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path. A run of
     several tasks stands for its task folders, side by side (the AUT study's two designs)."""
@@ -131,6 +150,7 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     out = Path(out) if out else (Path(run_dirs[0]) / "report" if len(run_dirs) == 1 else
                                  runs[0].path.parent / ("compare-" + "-vs-".join(r.path.name for r in runs)))
     panels = build_panels(runs)                  # every check (same protocol...) before anything is written
+    clear_report_folder(out)
     guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out)
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))

@@ -3,6 +3,7 @@ runner (plan, store lookup, backend, store) -> aggregate from the store -> table
 Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no model involved."""
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 import time
@@ -24,14 +25,15 @@ from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, machine
 from ..core.paths import runs_output_dir
+from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.store import ResultRow, Store
 from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
-from ..data.loaders import kinds_of
+from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
-from .outputs import write_outputs, write_tables, write_text
+from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
 from .summary import append_history
 
 
@@ -66,6 +68,11 @@ def prepare(config: RunConfig) -> PreparedRun:
     protocol = PROTOCOLS.get(config.protocol)()
     options = protocol.options(config)
     card = dataset_card(config.dataset, config.source, config.protocol)
+    if not kinds_of(card):
+        known = sorted({n.split(".", 1)[0] for n in LOADERS.names()})
+        close = difflib.get_close_matches(card.loader, known, n=1)
+        raise ConfigError(f"unknown loader {card.loader!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                          + f"; loaders: {', '.join(known)}", where=config.source, key="dataset.loader")
     if protocol.data_kind not in kinds_of(card):
         raise ConfigError(f"protocol {config.protocol!r} reads {protocol.data_kind} data, and dataset {card.name!r} "
                           f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}",
@@ -120,9 +127,17 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     notes = lost_store_note(run_dir)
     created = not run_dir.exists()
-    store = Store.open(run_dir / "store.sqlite")
+    lock = RunLock(run_dir)                        # one run per folder at a time
+    remove_stale_temporaries(run_dir)
+    try:
+        store = Store.open(run_dir / "store.sqlite")
+    except BaseException:
+        lock.release()
+        raise
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
-    state = RunState(config, run_dir, tasks, store, open_verdict_cache(), dict(backends or {}), progress, on_result,
+    live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
+    cache = open_verdict_cache() if live_judges else None        # recorded judges never read it
+    state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
                      t0, notes, skipped={name: [] for name, _ in tasks})
     refused = False
     try:
@@ -144,12 +159,18 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         # run folder is taken away again, so nothing is left that looks like an interrupted run
         refused = created and not store.has_results()
         raise
+    except KeyboardInterrupt:                      # Ctrl-C: the invocation is kept in the history too
+        append_history(run_dir, {"seconds": round(time.time() - t0, 2), "git_commit": git_commit(), "interrupted": True,
+                                 "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated,
+                                             "seconds": j.seconds, **j.backend} for j in state.judge_runs]})
+        raise
     finally:
         store.close()
         if state.cache is not None:
             state.cache.close()
         for engine in (state.generation.engines.values() if state.generation else ()):
             engine.close()
+        lock.release()
         if refused:
             shutil.rmtree(run_dir, ignore_errors=True)
     first = outcomes[0]

@@ -4,6 +4,7 @@ unanswered). The command line (cli.py) imports this module only when one of them
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from .reparse import reparse
 from .run import run, run_dir_for
 from .summary import figures
 from .sweep import load_sweep
+from .sweep_rank import MULTIPLE_COMPARISONS
 from .sweep_run import plan_summary, run_sweep
 
 
@@ -46,10 +48,27 @@ def cmd_run(args) -> int:
     overrides = _overrides(args)
     table = read_toml(args.config)                 # the file is read once; what it is decides the rest
     kind = config_kind(table)
+    if kind in ("sweep", "ensemble") and args.generate_only:
+        if "generate" not in table:
+            raise ConfigError(f"--generate-only runs a [generate] stage, and this {kind} config has none",
+                              where=str(args.config))
+        table = {k: v for k, v in table.items() if k not in ("matrix", "sweep")}   # the stage alone, not swept
+        kind = "run"
     if kind == "sweep":
         return run_sweep_cli(args, table, overrides)
     if kind == "ensemble":
-        return print_ensemble(*run_ensemble(load_ensemble(args.config, table), args.limit, progress=not args.quiet))
+        given = [flag for flag, value in (("--judge", getattr(args, "judge", None)), ("--mode", args.mode),
+                                          ("--data", args.data), ("--missing", getattr(args, "missing", None)))
+                 if value is not None]
+        if given:
+            raise ConfigError(f"{given[0]} does not apply to an ensemble config: it pools its member runs' judges; "
+                              "set it in a member ([[runs]] judge = ..., mode = ...) instead", where=str(args.config))
+        out, tables, unanswered = run_ensemble(load_ensemble(args.config, table), args.limit, progress=not args.quiet)
+        if out is None:
+            print("litjudge: the ensemble was not built: a member run is incomplete", file=terminal())
+            return unanswered_exit({"unanswered": sum(m.get("unanswered", 0) for m in unanswered),
+                                    "judges": [j for m in unanswered for j in m["judges"]]})
+        return print_ensemble(out, tables)
     config = load_config(args.config, table, **overrides)
     if args.generate_only and not config.generate.enabled:
         raise ConfigError("--generate-only runs a [generate] stage, and this config has none", where=config.source)
@@ -64,7 +83,8 @@ def cmd_run(args) -> int:
     if args.rebuild_store:
         moved = rebuild_store(run_dir_for(config))
         if moved:
-            print(f"litjudge: the old store is kept as {moved}; every verdict is computed again", file=terminal())
+            print(f"litjudge: the old store is kept as {moved}; every verdict is taken again: from the shared verdict "
+                  "cache where it holds it, else generated (add --no-cache to generate them all)", file=terminal())
     outcome = run(config, progress=not args.quiet, generate_only=args.generate_only)
     if "generation" in outcome.tables:
         print_table(outcome.tables["generation"], "Generation (turns constrained to a numbered list)", max_rows=args.show)
@@ -92,10 +112,29 @@ def cmd_run(args) -> int:
         print(f"litjudge: warning: {warning}", file=terminal())
     keep_log(args, outcome.run_dir)
     print(f"Results: {outcome.run_dir}")
-    return unanswered_exit(m)
+    return unanswered_exit(m) or nothing_parsed_exit(m)
 
 
 UNANSWERED = 3      # exit status of a run that left requests without an answer (a re-run asks them again)
+NOTHING_PARSED = 4  # exit status of a run where some judge's every answer failed to parse: no result at all
+
+
+def nothing_parsed_exit(manifest: dict) -> int:
+    """0, or NOTHING_PARSED with one line naming each judge whose every answered verdict is
+    unparsed (a recording that matches no item, a grammar the model never follows): its tables
+    are computed from no verdict, which is no result."""
+    if not manifest.get("verdicts", {}).get("rows", 1):
+        print("litjudge: error: the run judged no item: every item was skipped or none was selected (the items left "
+              "out and why are in tables/skipped; `litjudge plan CONFIG` says the same before a run)", file=terminal())
+        return NOTHING_PARSED
+    failed = [(name, c["rows"] - c["missing"]) for name, c in manifest.get("verdicts_by_judge", {}).items()
+              if c["rows"] > c["missing"] and c["unparsed"] == c["rows"] - c["missing"]]
+    if not failed:
+        return 0
+    who = "; ".join(f"{name}: all {n} unparsed" for name, n in failed)
+    print(f"litjudge: error: no verdict could be read ({who}): the tables hold no result; see the reasons in "
+          "verdicts.parquet (column reason) or log.jsonl", file=terminal())
+    return NOTHING_PARSED
 
 
 def unanswered_exit(manifest: dict) -> int:
@@ -126,10 +165,13 @@ def keep_log(args, run_dir: Path) -> None:
 def run_sweep_cli(args, table: dict, overrides: dict) -> int:
     sweep = load_sweep(args.config, data=args.data, table=table, **overrides)
     out = run_sweep(sweep, progress=not args.quiet)
-    cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "n"]
+    cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "clusters", "same_as_best"]
     print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                  f"Top {args.show} cells x settings by {sweep.rank_by} "
                  f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% cluster-bootstrap CI)", max_rows=args.show)
+    if out.ranking.height:
+        notes = sorted({n for n in out.ranking["ci_note"].to_list() if n})
+        print("\n".join(["", *(f"no interval where: {n}" for n in notes), MULTIPLE_COMPARISONS]))
     sh = out.manifest["sharing"]
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
@@ -203,6 +245,12 @@ def cmd_plan(args) -> int:
     if too_long:
         print(f"{too_long} request(s) are left out: their prompts do not fit the context window "
               "(truncation = \"skip\"); raise max_model_len to keep them")
+    if not total:
+        skipped = [s for r in rows for s in r["skipped"]]
+        reasons = "; ".join(f"{n} x {why}" for why, n in Counter(s.reason for s in skipped).most_common(3))
+        print("litjudge: warning: the plan selects no item to judge" + (f": {len(skipped)} item(s) skipped ({reasons})"
+              if skipped else ": the dataset gave none this protocol reads (check --limit, the dataset and its "
+              "options)"), file=terminal())
     return 0
 
 

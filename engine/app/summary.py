@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -72,26 +72,38 @@ def figures(manifest: dict[str, Any]) -> list[JudgeFigures]:
 
 
 def append_history(run_dir: Path, manifest: dict[str, Any]) -> None:
-    """One line per invocation: when, how long, and each judge's figures."""
+    """One line per invocation: when, how long, and each judge's figures (an interrupted one is a
+    line too, `interrupted: true`, with the judges that finished before it)."""
     record = {"created": manifest.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "seconds": manifest.get("seconds"), "git_commit": manifest.get("git_commit"),
-              "judges": [asdict(f) for f in figures(manifest)]}
+              "judges": [asdict(f) for f in figures(manifest)],
+              **({"interrupted": True} if manifest.get("interrupted") else {})}
     with (run_dir / HISTORY).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
 
 
 def history(run_dir: Path) -> list[dict[str, Any]]:
-    """The run folder's invocations, oldest first (a damaged line is skipped)."""
+    """The run folder's invocations, oldest first (a damaged line, JSON or not, is skipped)."""
     path = run_dir / HISTORY
     if not path.exists():
         return []
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+            record = json.loads(line)
+            judges = record.get("judges", []) if isinstance(record, dict) else None
+            if isinstance(judges, list) and all(_figures_record(j) for j in judges):
+                out.append(record)
+        except (json.JSONDecodeError, RecursionError):
+            continue                            # a damaged line (a crash mid-write, a hand edit)
     return out
+
+
+def _figures_record(j: Any) -> bool:
+    """A history entry's judge: every JudgeFigures field, the judge a string, the rest numbers."""
+    names = [f.name for f in fields(JudgeFigures)]
+    return (isinstance(j, dict) and set(j) == set(names) and isinstance(j["judge"], str)
+            and all(isinstance(j[n], (int, float)) and not isinstance(j[n], bool) for n in names if n != "judge"))
 
 
 def totals(run_dir: Path) -> dict[str, JudgeFigures]:

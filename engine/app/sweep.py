@@ -135,10 +135,10 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
             raise ConfigError("needs no inference: list it under [sweep.post], not [matrix]", where=where,
                               key=f"matrix.{axis}")
     rank_by = str(spec.get("rank_by", protocol.default_rank_by))
-    if rank_by not in protocol.rank_metrics:
-        raise ConfigError(f"protocol {base.protocol!r} cannot rank by {rank_by!r}: a sweep ranks by one of "
-                          f"{', '.join(protocol.rank_metrics)} (each has a direction: higher or lower is better)",
-                          where=where, key="sweep.rank_by")
+    try:
+        protocol.parse_rank_by(rank_by)
+    except ValueError as e:
+        raise ConfigError(str(e), where=where, key="sweep.rank_by") from None
     cells = []
     axes = list(matrix)
     for combo in itertools.product(*(matrix[a] for a in axes)):

@@ -6,8 +6,9 @@
 2. Judges run one after another, one engine each; it is shut down, its memory released, before the
    next loads (resident memory after each shutdown is recorded in the manifest).
 3. Every cell x post setting is aggregated from the store (no model call) into one tidy table, one
-   row per (cell, setting, judge, metric, group), and the cells are ranked by the chosen metric with
-   cluster-bootstrap CIs.
+   row per (cell, setting, judge, metric, group), and the cells are ranked by the protocol's pooled
+   estimate of the chosen metric, each with its cluster-bootstrap CI and a paired test against the
+   best (`sweep_rank`).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,6 @@ import polars as pl
 
 from judges import PROTOCOLS
 from judges.base import Context
-from judges.metrics import cluster_bootstrap
 from judges.metrics.direction import higher_is_better
 
 from .. import backends as registry
@@ -35,15 +35,15 @@ from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
 from ..core.planner import StreamPlanner, common_prefix
 from ..core.requests import JudgeRequest
+from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
-from .outputs import write_file, write_text
+from .outputs import remove_stale_temporaries, write_file, write_text
 from .run import PreparedRun, prepare
 from .sweep import Cell, Sweep
-
-CI_ROWS = 20        # bootstrap CIs for the top rows and each cell's best row (~0.1 s each at 1,000 resamples)
+from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
 
 @dataclass
@@ -52,6 +52,7 @@ class JudgeWork:
 
     spec: JudgeSpec
     cells: list[tuple[Cell, str, PreparedRun]]
+    skipped: list = field(default_factory=list)     # the items the protocols could not judge, and why
 
     @property
     def judge(self) -> str:
@@ -60,8 +61,10 @@ class JudgeWork:
     def requests(self) -> Iterator[tuple[str, JudgeRequest]]:
         """(run id, request) of every cell, cell after cell: a request two cells share is one key."""
         for _, run, prep in self.cells:
-            for r in prep.protocol.build(prep.context(self.spec)).requests:
+            built = prep.protocol.build(prep.context(self.spec))
+            for r in built.requests:
                 yield run, r
+            self.skipped += built.skipped
 
 
 @dataclass
@@ -131,7 +134,8 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
                          "saved_by_sharing": st.requests - st.distinct_requests, "prompt_tokens": st.prompt_tokens,
                          "distinct_prefill_tokens": st.distinct_prefill_tokens, "stored": stored,
                          "to_generate": st.distinct_requests - stored, "to_prefill_tokens": left_prefill,
-                         "stats": st, "sample": sample, "planner": planner, "config": config, "spec": w.spec})
+                         "stats": st, "sample": sample, "planner": planner, "config": config, "spec": w.spec,
+                         "skipped": w.skipped})
     finally:
         for s in stores:
             s.close()
@@ -148,6 +152,16 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     protocol = PROTOCOLS.get(sweep.base.protocol)()
     cells = prepared_cells(sweep)
     run_dir = runs_output_dir() / sweep.name
+    lock = RunLock(run_dir)                        # one run per folder at a time
+    remove_stale_temporaries(run_dir)
+    try:
+        return _run_sweep(sweep, protocol, cells, run_dir, t0, progress)
+    finally:
+        lock.release()
+
+
+def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
+               progress: bool) -> SweepOutcome:
     store = Store.open(run_dir / "store.sqlite")
     log_to(run_dir / "engine.log")
     cache = open_verdict_cache()
@@ -160,19 +174,20 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
             judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
                                         w.requests(), store, truncation=config.truncation,  # type: ignore[arg-type]
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache))
-        metrics = evaluate(sweep, protocol, cells, store)
+        metrics, ranked = evaluate(sweep, protocol, cells, store)
     finally:
         store.close()
         if cache is not None:
             cache.close()
-    ranking = rank(sweep, protocol, cells, metrics)
+    ranking = rank(sweep, ranked)
     model_calls_saved = sum(j.plan.summary()["requests"] - j.plan.summary()["distinct_requests"] for j in judge_runs)
     settings = len(sweep.post_settings())
     manifest = {
         "kind": "sweep", "git_commit": git_commit(), "machine": machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 2),
         "source": sweep.source, "config": config_dict(sweep.base), "axes": sweep.axes, "post": sweep.post,
-        "rank_by": sweep.rank_by, "cells": [{"id": c.id, **{k: v for k, v in c.values.items()}} for c in sweep.cells],
+        "rank_by": sweep.rank_by, "multiple_comparisons": MULTIPLE_COMPARISONS,
+        "cells": [{"id": c.id, **{k: v for k, v in c.values.items()}} for c in sweep.cells],
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": round(j.seconds, 2),
                     "unanswered": j.unanswered, "from_cache": j.from_cache,
                     **{k: v for k, v in j.backend.items() if k != "throughput"}} for j in judge_runs],
@@ -193,18 +208,30 @@ def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: Judge
     return Context(cell.config, _options(prep.protocol, cell, setting), prep.card, replay=prep.context(spec).replay)
 
 
-def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], store: Store) -> pl.DataFrame:
-    """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and group."""
+def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
+             store: Store) -> tuple[pl.DataFrame, list[Ranked]]:
+    """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and
+    group, and per (cell, setting, judge) the ranked estimate with its resampling units."""
     rows: list[dict[str, Any]] = []
+    ranked: list[Ranked] = []
+    rank = protocol.parse_rank_by(sweep.rank_by)
     for cell, prep in cells:
         for spec in prep.specs:
             verdicts = verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name)
             for setting in sweep.post_settings():
-                tables = protocol.aggregate(verdicts, _context(prep, cell, setting, spec))
+                ctx = _context(prep, cell, setting, spec)
+                tables = protocol.aggregate(verdicts, ctx)
                 head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
                         **{k: v for k, v in setting.items()}, "judge": spec.name}
-                rows += tidy(tables, protocol.metric_tables, head)
-    return pl.DataFrame(rows, infer_schema_length=None)
+                tidied = tidy(tables, protocol.metric_tables, head)
+                rows += tidied
+                group = protocol.rank_group(rank, ctx.options)
+                row = next((r for r in tidied if r["table"] == rank.table and r["metric"] == rank.metric
+                            and r["group"] == group), None)
+                if row is not None:
+                    ranked.append(Ranked({**head, "group": group}, row["value"], row["n"],
+                                         protocol.rank_units(tables, spec.name, rank, ctx.options)))
+    return pl.DataFrame(rows, infer_schema_length=None), ranked
 
 
 def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ...]],
@@ -228,60 +255,30 @@ def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ..
     return rows
 
 
-def rank(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], metrics: pl.DataFrame) -> pl.DataFrame:
-    """Cells x settings ordered by the rank metric (first group, e.g. view=all), best first (by the
-    metric's direction: ascending for an error such as ECE), with a
-    cluster-bootstrap 95% CI for the top rows and for each cell's best row, so that close cells are
-    not over-read. (A cell's best post setting is chosen on the same data: an optimistic pick.)"""
-    if not metrics.height:
-        return pl.DataFrame()
-    table, _, metric = sweep.rank_by.partition(".")
-    chosen = metrics.filter((pl.col("table") == table) & (pl.col("metric") == metric))
-    if not chosen.height:
+def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
+    """Cells x settings x judges by the protocol's pooled estimate of `rank_by`, best first, each
+    with its interval and whether a paired test can tell it from the best (`sweep_rank`). A post
+    axis the estimate ignores only repeats rows: its first value is kept. (A cell's best post
+    setting is chosen on the same data: an optimistic pick, which same_as_best tempers.)"""
+    if not ranked:
         # The metric is a valid one (checked when the sweep loaded), but these data give it no
         # value (no human labels, say): the cells' tables are kept, the ranking is empty.
         print(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
               "metrics are written, its ranking is empty", file=terminal())
         return pl.DataFrame()
-    first_group = chosen["group"][0]
-    chosen = chosen.filter(pl.col("group") == first_group)
-    for axis in list(sweep.post):                   # a post axis the metric ignores only repeats rows
-        others = ["cell", "judge"] + [a for a in sweep.post if a != axis and a in chosen.columns]
-        if chosen.group_by(others).agg(pl.col("value").n_unique().alias("k"))["k"].max() <= 1:
-            chosen = chosen.filter(pl.col(axis) == sweep.post[axis][0]).drop(axis)
-    ranked = best_first(chosen, metric)
-    lows, highs = [], []
-    seen_cells: set[tuple[str, str]] = set()
-    store = Store.open(runs_output_dir() / sweep.name / "store.sqlite")
-    prepared = {cell.id: (cell, prep) for cell, prep in cells}
-    try:
-        for i, row in enumerate(ranked.iter_rows(named=True)):
-            lo = hi = math.nan
-            best_of_cell = (row["cell"], row["judge"]) not in seen_cells
-            seen_cells.add((row["cell"], row["judge"]))
-            if i < CI_ROWS or best_of_cell:
-                cell, prep = prepared[row["cell"]]
-                spec = next(s for s in prep.specs if s.name == row["judge"])
-                setting = {k: row.get(k, sweep.post[k][0]) for k in sweep.post}
-                tables = protocol.aggregate(verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name),
-                                            _context(prep, cell, setting, spec))
-                units = protocol.rank_units(tables, sweep.rank_by)
-                if units is not None:
-                    fn, df = units
-                    lo, hi = cluster_bootstrap(df["cluster"].to_list(), df["truth"].to_list(), df["pred"].to_list(),
-                                               fn, resamples=sweep.bootstrap)
-            lows.append(lo)
-            highs.append(hi)
-    finally:
-        store.close()
-    return ranked.with_columns(pl.Series("ci_low", lows, dtype=pl.Float64), pl.Series("ci_high", highs, dtype=pl.Float64))
-
-
-def best_first(rows: pl.DataFrame, metric: str) -> pl.DataFrame:
-    """Rows of one metric ranked best first by its direction (an error such as ECE ascending);
-    undefined values (NaN) are left out."""
-    return (rows.filter(pl.col("value").is_not_nan())
-            .sort("value", descending=higher_is_better(metric) is not False).with_row_index("rank", offset=1))
+    for axis in list(sweep.post):
+        values: dict[tuple, set] = {}
+        for r in ranked:
+            key = tuple((k, str(v)) for k, v in r.head.items() if k != axis)
+            values.setdefault(key, set()).add(r.value if not math.isnan(r.value) else "nan")
+        if all(len(v) <= 1 for v in values.values()):
+            ranked = [Ranked({k: v for k, v in r.head.items() if k != axis}, r.value, r.n, r.units)
+                      for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
+    table = ranking(ranked, sweep.rank_by.partition("@")[0].partition(".")[2], resamples=sweep.bootstrap)
+    if not table.height:
+        print(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
+              "class): the sweep's metrics are written, its ranking is empty", file=terminal())
+    return table
 
 
 def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:

@@ -65,6 +65,10 @@ def parse_judge(name: str) -> tuple[str, str, str]:
     return provider, "", rest
 
 
+# How each provider's answers are constrained under `[api] structured = "auto"`.
+DEFAULT_STRUCTURED = {"openai": "json_schema", "openai-compatible": "vllm", "anthropic": "tool"}
+
+
 class _Accounting:
     """Tokens, estimated cost (at batch prices in batch mode) and retries, shared by the worker threads."""
 
@@ -131,8 +135,7 @@ class ApiBackend(BackendBase):
                 raise BackendUnavailable(f"judge {spec.name!r} needs an API key in the environment variable {key_env}")
             key = "EMPTY"                    # local servers (vllm serve) accept any key; planning sends nothing
         self._key = key
-        self.structured = cfg.structured if cfg.structured != "auto" else \
-            {"openai": "json_schema", "openai-compatible": "vllm", "anthropic": "tool"}[self.provider]
+        self.structured = cfg.structured if cfg.structured != "auto" else DEFAULT_STRUCTURED[self.provider]
         self.account = _Accounting(cfg, self.provider)
         self._tok = WordTokenizer()
         try:
@@ -157,7 +160,12 @@ class ApiBackend(BackendBase):
 
     # -- planning ---------------------------------------------------------------------------
     def identity(self) -> JudgeIdentity:
-        return JudgeIdentity(self.spec.fingerprint, "server-side", self.spec.family)
+        """The model, its server and how its answer is constrained: `[api] structured` changes what
+        the model may say (a grammar, a JSON schema, a tool, or nothing), so a setting other than
+        the provider's default is part of every key (the default keeps the keys it always had)."""
+        template = "server-side" if self.structured == DEFAULT_STRUCTURED[self.provider] else \
+            f"server-side;structured={self.structured}"
+        return JudgeIdentity(self.spec.fingerprint, template, self.spec.family)
 
     def tokenizer(self):
         return self._tok

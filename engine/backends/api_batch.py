@@ -20,12 +20,18 @@ Per-request results. Succeeded: the model's answer, parsed as online. Rejected a
 rejected again). Anything else (expired after 24 h, cancelled, the provider's own errors, 429, 5xx):
 not a verdict, not stored: the run reports them unanswered, and the next run submits them in a new
 batch. Prices: the provider's batch rate (engine/backends/prices.py).
+
+Budgets. `max_cost_usd` and `max_tokens_total` hold before anything is sent: a request is
+submitted only if its worst case (prompt plus its full max_tokens, at the batch price) still fits
+beside what the run spent and the batches in flight; the rest are not sent, counted in the
+manifest, and the run exits 3 (unanswered), as online.
 """
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
 import signal
 import time
 import uuid
@@ -36,7 +42,7 @@ from ..core.console import say
 from ..core.errors import BackendUnavailable
 from ..core.requests import Generation, Prepared
 from ..core.store import BatchRecord, Store
-from .prices import BATCH_LIMIT
+from .prices import BATCH_LIMIT, cost
 
 STORED_FAILURES = (400, 413, 422)          # the request itself is invalid: a failure, stored with its reason
 TERMINAL_OPENAI = ("completed", "failed", "expired", "cancelled")
@@ -54,17 +60,61 @@ class BatchRunner:
 
     # -- the whole cycle --------------------------------------------------------------------
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
+        """Adopt, submit what is new and fits the budget, collect. The provider unreachable or
+        failing (down, a closed port, gone while polling) is no verdict and no crash: what was not
+        answered is reported unanswered (exit 3), the ledger keeps every accepted batch, and the
+        next run resumes from it."""
         wanted = {p.key: p for p in batch}
-        self.adopt_submitting()
+        try:
+            self.adopt_submitting()
+        except self.provider_faults as exc:
+            return self.unreachable("looking up a crashed submission", exc)
         in_flight = {k for rec in self.ledger.batches(self.fingerprint, ("open",)) for k in rec.keys}
         fresh = [p for p in batch if p.key not in in_flight]
-        for start in range(0, len(fresh), self.limit):
-            if self.b.account.over_budget():
-                with self.b.account.lock:
-                    self.b.account.skipped_for_budget += len(fresh) - start
+        affordable = self.within_budget(fresh, [p for p in batch if p.key in in_flight])
+        with self.b.account.lock:
+            self.b.account.skipped_for_budget += len(fresh) - len(affordable)
+        for start in range(0, len(affordable), self.limit):
+            try:
+                self.submit(affordable[start:start + self.limit])
+            except self.provider_faults as exc:
+                self.unreachable("submitting a batch", exc)
                 break
-            self.submit(fresh[start:start + self.limit])
         yield from self.collect(wanted)
+
+    @property
+    def provider_faults(self) -> tuple[type[BaseException], ...]:
+        """What the provider's SDK raises when it cannot answer (connection, timeout, HTTP errors)."""
+        return (*self.b._retryable, self.b._status_error, OSError)
+
+    def unreachable(self, doing: str, exc: BaseException) -> None:
+        say(f"litjudge: {self.b.spec.name}: the provider did not answer while {doing} ({type(exc).__name__}: "
+            f"{str(exc)[:160]}): its requests are left unanswered; run again to resume")
+
+    def within_budget(self, fresh: Sequence[Prepared], in_flight: Sequence[Prepared]) -> list[Prepared]:
+        """The first requests of `fresh` whose WORST-CASE spend fits the budget (`max_tokens_total`,
+        `max_cost_usd`): a batch is paid for once submitted, so each request counts its prompt and
+        its full `max_tokens` at the batch price, on top of what this run already spent and of the
+        batches already in flight. (Online, a request is sent only while the spend so far is under
+        the cap; a batch cannot be stopped halfway, so it is capped before it is sent.)"""
+        cfg, account = self.b.cfg, self.b.account
+        if not cfg.max_tokens_total and not cfg.max_cost_usd:
+            return list(fresh)
+
+        def worst(p: Prepared) -> tuple[int, float]:
+            return p.prompt_tokens + p.max_tokens, cost(account.prices, p.prompt_tokens, p.max_tokens, batch=True)
+
+        tokens = account.prompt_tokens + account.completion_tokens + sum(worst(p)[0] for p in in_flight)
+        dollars = account.cost_usd + sum(worst(p)[1] for p in in_flight)
+        kept = []
+        for p in fresh:
+            t, d = worst(p)
+            if (cfg.max_tokens_total and tokens + t > cfg.max_tokens_total) or (
+                    cfg.max_cost_usd and dollars + d > cfg.max_cost_usd):
+                break
+            tokens, dollars = tokens + t, dollars + d
+            kept.append(p)
+        return kept
 
     def submit(self, part: Sequence[Prepared]) -> None:
         local = f"litjudge-{uuid.uuid4().hex}"
@@ -112,21 +162,33 @@ class BatchRunner:
         return min(candidates)[1] if candidates else None
 
     def collect(self, wanted: dict[str, Prepared]) -> Iterator[Generation]:
-        """Poll the open batches holding wanted keys until each has ended; yield their results."""
+        """Poll the open batches holding wanted keys until each has ended; yield their results.
+        A batch that also holds keys this run does not want (a re-run with a smaller --limit) stays
+        open in the ledger until a run that wants them has stored them: results the provider
+        returned are never thrown away to be paid for again."""
+        handled: set[str] = set()
         while True:
             waiting = [rec for rec in self.ledger.batches(self.fingerprint, ("open",))
-                       if any(k in wanted for k in rec.keys)]
+                       if rec.local_id not in handled and any(k in wanted for k in rec.keys)]
             if not waiting:
                 return
             ended = 0
             for rec in waiting:
-                results = self.poll(rec)
+                try:
+                    results = self.poll(rec)
+                except self.provider_faults as exc:
+                    self.unreachable(f"polling batch {rec.batch_id}", exc)
+                    return
                 if results is None:
                     continue
                 ended += 1
+                handled.add(rec.local_id)
                 for g in results:
                     if g.key in wanted:
                         yield g
+                others = {k for k in rec.keys if k not in wanted}
+                if others and len(self.ledger.finished_keys(others)) < len(others):
+                    continue                     # kept open for the run that wants the rest
                 self.ledger.set_batch(rec.local_id, "collected")
             if ended < len(waiting):
                 ages = ", ".join(f"{r.batch_id} {time.time() - r.created:.0f} s" for r in waiting)
@@ -148,10 +210,18 @@ class BatchRunner:
             if batch.status not in TERMINAL_OPENAI:
                 return None
             out = []
+            malformed = 0
             for file_id in (batch.output_file_id, batch.error_file_id):
                 if file_id:
-                    text = self.b.client.files.content(file_id).text
-                    out += [self.openai_result(json.loads(line)) for line in text.splitlines() if line.strip()]
+                    for line in self.b.client.files.content(file_id).text.splitlines():
+                        try:
+                            record = json.loads(line) if line.strip() else None
+                            out.append(self.openai_result(record) if isinstance(record, dict) else None)
+                        except (json.JSONDecodeError, ValueError, TypeError, AttributeError, KeyError):
+                            malformed += 1
+            if malformed:
+                say(f"litjudge: {self.b.spec.name}: {malformed} malformed line(s) in the results of batch "
+                    f"{rec.batch_id}: their requests are asked again in a new batch")
         for g in out:
             if g is not None and g.key in by_key:
                 by_key[g.key] = g
@@ -189,17 +259,31 @@ class BatchRunner:
         return Generation(p.key, "", error=f"provider batch: {result.type}", retryable=True)
 
 
+FINGERPRINT = re.compile(r"^api:(?P<provider>[^:]+):(?P<url>default|[a-z][a-z0-9+.-]*://[^/:]+(?::\d+)?(?:/[^:]*)?)"
+                         r":(?P<model>.+)$")
+
+
 def judge_of(fingerprint: str) -> tuple[str, str | None, str]:
-    """(provider, base URL or None, model) from an API judge's fingerprint `api:PROVIDER:URL:MODEL`."""
-    _, provider, rest = fingerprint.split(":", 2)
-    url, _, model = rest.rpartition(":")
-    return provider, (None if url == "default" else url), model
+    """(provider, base URL or None, model) from an API judge's fingerprint `api:PROVIDER:URL:MODEL`:
+    the URL ends where a scheme://host[:port][/path] does, so a model id with colons (a fine-tune,
+    `ft:gpt-4o:org:id`) stays whole (splitting at the last colon sent it into the cancel URL).
+
+    >>> judge_of("api:openai:http://127.0.0.1:8000/v1:ft:gpt-4o:org:x1")
+    ('openai', 'http://127.0.0.1:8000/v1', 'ft:gpt-4o:org:x1')
+    >>> judge_of("api:anthropic:default:claude-x")
+    ('anthropic', None, 'claude-x')
+    """
+    m = FINGERPRINT.match(fingerprint)
+    if m is None:
+        raise BackendUnavailable(f"not an API judge's fingerprint: {fingerprint!r}")
+    return m["provider"], None if m["url"] == "default" else m["url"], m["model"]
 
 
-def client_for(fingerprint: str):
-    """An SDK client for the judge that owns a batch (its key from the provider's usual variable)."""
+def client_for(fingerprint: str, key_env: str = ""):
+    """An SDK client for the judge that owns a batch, its key from the run's `[api] key_env` (or
+    the provider's usual variable)."""
     provider, url, _ = judge_of(fingerprint)
-    key_env = {"anthropic": "ANTHROPIC_API_KEY"}.get(provider, "OPENAI_API_KEY")
+    key_env = key_env or {"anthropic": "ANTHROPIC_API_KEY"}.get(provider, "OPENAI_API_KEY")
     key = os.environ.get(key_env)
     if not key:
         raise BackendUnavailable(f"cancelling {provider} batches needs the API key in {key_env}")
@@ -210,15 +294,48 @@ def client_for(fingerprint: str):
     return openai.OpenAI(api_key=key, base_url=url, max_retries=2)
 
 
-def cancel_open(ledger: Store) -> list[str]:
-    """Cancel every open provider batch of a run (`litjudge status RUN --cancel-batches`)."""
+class _Adopter:
+    """What `BatchRunner.adopt_submitting` needs of a backend: its provider, client and name."""
+
+    def __init__(self, provider: str, client, name: str):
+        self.provider, self.client = provider, client
+        self.spec = type("Spec", (), {"name": name})()
+
+
+def sdk_faults() -> tuple[type[BaseException], ...]:
+    """The provider SDKs' own errors (connection, timeout, HTTP status: each SDK's APIError) and
+    the OS's, for the SDKs that are installed."""
+    faults: list[type[BaseException]] = [OSError]
+    for name in ("openai", "anthropic"):
+        try:
+            faults.append(__import__(name).APIError)
+        except ImportError:
+            continue
+    return tuple(faults)
+
+
+def cancel_open(ledger: Store, key_env: str = "") -> list[str]:
+    """Cancel every open provider batch of a run (`litjudge status RUN --cancel-batches`), after
+    adopting the batches a crash left `submitting` (the provider accepted them, our ledger was not
+    told: they run on, and are billed, unless found). The provider unreachable is one line."""
     done = []
-    for rec in ledger.batches(states=("open",)):
-        client = client_for(rec.fingerprint)
-        if rec.provider == "anthropic":
-            client.messages.batches.cancel(rec.batch_id)
-        else:
-            client.batches.cancel(rec.batch_id)
-        ledger.set_batch(rec.local_id, "cancelled")
-        done.append(str(rec.batch_id))
+    try:
+        for fingerprint in sorted({r.fingerprint for r in ledger.batches(states=("submitting",))}):
+            provider, _, model = judge_of(fingerprint)
+            runner = BatchRunner.__new__(BatchRunner)
+            runner.b, runner.ledger, runner.fingerprint = _Adopter(provider, client_for(fingerprint, key_env), model), \
+                ledger, fingerprint
+            runner.adopt_submitting()
+        for rec in ledger.batches(states=("open",)):
+            client = client_for(rec.fingerprint, key_env)
+            if rec.provider == "anthropic":
+                client.messages.batches.cancel(rec.batch_id)
+            else:
+                client.batches.cancel(rec.batch_id)
+            ledger.set_batch(rec.local_id, "cancelled")
+            done.append(str(rec.batch_id))
+    except sdk_faults() as exc:
+        raise BackendUnavailable(f"the provider did not answer ({type(exc).__name__}: {str(exc)[:160]}); cancelled "
+                                 f"{len(done)} batch(es) before that; the rest are still open: run the command "
+                                 "again when it answers") from None
     return done

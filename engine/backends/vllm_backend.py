@@ -115,6 +115,9 @@ class VLLMBackend(StepBackend):
 
     @classmethod
     def plan(cls, spec: JudgeSpec) -> TokenizerOnly:
+        """The tokenizer alone; the engine settings checked as a run would check them (a plan that
+        priced kv_cache_gib = 1e6 which the run then refused was misleading)."""
+        engine_kwargs(spec, _cuda_available())
         return TokenizerOnly(spec)
 
     def __init__(self, spec: JudgeSpec):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .console import terminal
+from .errors import LitjudgeError
 from .paths import cache_dir
 from .store import Store
 
@@ -29,5 +31,17 @@ def verdict_cache_path() -> Path | None:
 
 
 def open_verdict_cache() -> Store | None:
+    """The shared cache, or None when it is off or cannot be opened: a corrupt, unreadable, locked,
+    read-only or full cache is set aside for this run with one warning (naming the file, how to
+    move it aside, and --cache / --no-cache); the run's own store has every verdict it needs."""
     path = verdict_cache_path()
-    return None if path is None else Store.open(path)
+    if path is None:
+        return None
+    try:
+        return Store.open(path)
+    except LitjudgeError as exc:
+        reason = str(exc).split(";")[0]          # what is wrong, without a store's own remedies
+        print(f"litjudge: warning: the shared verdict cache is left aside for this run ({reason}); to start a new one, "
+              f"move {path} away (e.g. mv {path} {path}.bad), or choose another with --cache PATH, or run with "
+              "--no-cache", file=terminal())
+        return None

@@ -63,8 +63,17 @@ def paper_prompt(name: str, *inner: str) -> Any:
 
 
 def cache_dir() -> Path:
-    """Converted model folders and downloaded wheels. `LITJUDGE_CACHE` overrides."""
+    """litjudge's own files outside a run folder: the shared verdict cache, calibrations, console
+    logs, crash reports, fetched data. `LITJUDGE_CACHE` overrides (the tests point it at a
+    temporary folder: a test run never reads or writes a user's cache)."""
     return _env_path("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge")
+
+
+def model_cache_dir() -> Path:
+    """Where converted judges (models/) and their downloaded wheels (wheels/) live: the cache
+    folder unless `LITJUDGE_MODEL_CACHE` says otherwise (the tests keep the real judges while
+    everything else of theirs goes to a temporary folder)."""
+    return _env_path("LITJUDGE_MODEL_CACHE", cache_dir())
 
 
 def _shipped(folder: str, package: str) -> Path:

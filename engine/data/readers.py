@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,30 @@ def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8-sig",)) -> str:
                     f"of this line)", path=str(path), row=line)
 
 
-def read_json_list(path: Path) -> list[dict[str, Any]]:
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def parse_json(text: str, path: Path, row: int | None = None) -> Any:
+    """JSON text -> value, every way it can fail a DataError naming the file (and line): invalid
+    JSON, nesting too deep for the parser, or a lone surrogate escape (\\ud800 alone is JSON but
+    no character: it cannot be written, hashed or tokenized as UTF-8)."""
     try:
-        rows = json.loads(read_text(path))
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=exc.lineno) from None
+        raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=row or exc.lineno) from None
+    except RecursionError:
+        raise DataError("JSON nested too deeply to read", path=str(path), row=row) from None
+    if SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError("a lone surrogate escape (\\ud800-\\udfff without its pair): not a character",
+                            path=str(path), row=row) from None
+    return value
+
+
+def read_json_list(path: Path) -> list[dict[str, Any]]:
+    rows = parse_json(read_text(path), path)
     if not isinstance(rows, list):
         raise DataError("expected a JSON list of records", path=str(path))
     return rows
@@ -56,10 +76,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 line = line.removeprefix("\ufeff")
             if not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=n) from None
+            rec = parse_json(line, path, n)
             if not isinstance(rec, dict):
                 raise DataError("expected a JSON object", path=str(path), row=n)
             yield n, rec

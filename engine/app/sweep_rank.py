@@ -1,0 +1,65 @@
+"""A sweep's ranking: every cell x post setting x judge by the protocol's pooled estimate, each value
+with its cluster-bootstrap interval, and the cells a paired comparison cannot tell from the best.
+
+What is ranked is the estimate the protocol declares (`Protocol.rank_metrics`): pairwise accuracy
+over both orders, TTCW agreement over all tests, reference-Likert agreement at the run's cutoff.
+Never "the table's first row": that ranked pairwise judges by the order-ab row alone, where a judge
+that always answers "A" beats a good one on data whose better text is shown first.
+
+Ties with the best: every cell is compared with the best by one simultaneous paired cluster
+bootstrap over the clusters (stories, pairs, lists) all cells were judged on
+(`metrics.estimates.same_as_best`): the chance that any cell truly as good as the best is marked
+worse is about 5% at most, the best having been picked on the same data (tested in
+tests/test_conformance.py). `same_as_best` is True where the comparison cannot separate the cell
+from the best, False where it can, None where fewer than MIN_CLUSTERS clusters are shared by all. The top
+row's own value is optimistic when many cells are close (the winner's curse: with 20 equally good
+cells its interval covered the truth in 53% of sweeps): read the set marked same_as_best, not the
+winner alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from judges.metrics.direction import higher_is_better
+from judges.metrics.estimates import Units, same_as_best
+
+MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous paired cluster bootstrap of every cell against the best over the "
+                        "clusters all share (max pairwise error, 95%): a cell marked false is worse than the best with "
+                        "95% family-wise confidence; true cannot be told apart from it; read that set, not the winner")
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One candidate row of the ranking: where it stands (head), the published value and its units."""
+
+    head: dict[str, Any]
+    value: float
+    n: int | None
+    units: Units | None
+
+
+def ranking(rows: list[Ranked], metric: str, resamples: int = 1000) -> pl.DataFrame:
+    """The rows best first (by the metric's direction; undefined values left out), each with its
+    interval (ci_low, ci_high, ci_note: the one interval rule) and `same_as_best`."""
+    up = higher_is_better(metric) is not False
+    kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
+    if not kept:
+        return pl.DataFrame()
+    with_units = [i for i, r in enumerate(kept) if r.units is not None]
+    verdicts = same_as_best([kept[i].units for i in with_units], up, resamples)   # type: ignore[misc]
+    same_of = dict(zip(with_units, verdicts, strict=True))
+    out = []
+    for i, r in enumerate(kept):
+        lo, hi, note = math.nan, math.nan, "no resampling units for this estimate: no interval"
+        clusters = r.units.clusters if r.units is not None else 0
+        if r.units is not None:
+            lo, hi, note = r.units.interval_with_note(resamples)
+        same = same_of.get(i)
+        out.append({"rank": i + 1, **r.head, "value": r.value, "n": r.n, "clusters": clusters,
+                    "ci_low": None if math.isnan(lo) else lo, "ci_high": None if math.isnan(hi) else hi,
+                    "ci_note": note, "same_as_best": same})
+    return pl.DataFrame(out, infer_schema_length=None)

@@ -1,0 +1,37 @@
+"""One run per run folder at a time: two processes writing one folder left it holding the second's
+outputs while its store held both runs' plans. The lock is an advisory `flock` on RUN/.lock (freed
+by the kernel when its process dies, kill -9 included), with the holder's pid written inside so the
+refusal can name it."""
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from .errors import ConfigError
+
+LOCK_NAME = ".lock"
+
+
+class RunLock:
+    """Held while a run writes its folder; `release` (or process exit) frees it."""
+
+    def __init__(self, run_dir: Path):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / LOCK_NAME
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(self.fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(self.fd)
+            raise ConfigError(f"run folder {run_dir} is in use by another litjudge process (pid {holder}): wait for "
+                              "it to finish, or give this run another name (--name) or folder (--out)") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, str(os.getpid()).encode())
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = -1

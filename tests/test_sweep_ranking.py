@@ -1,0 +1,100 @@
+"""A sweep ranks the estimate the protocol declares, with an interval on every ranked value and the
+cells it cannot tell from the best. The audit's case: LitBench-shaped pairs (the preferred text is
+always text_a), a judge that always answers "A" and an unbiased judge right 75% of the time. Ranked
+by the order-ab row, the always-A judge won at 1.000 with NaN intervals; ranked by the pooled
+estimate (the mean of both orders) the unbiased judge wins. Replayed judges: no model is needed."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from judges.metrics.bootstrap import too_few
+from tests.conftest import PROJECT_ROOT, needs_data
+from tests.test_cli_probe import cli, one_line
+
+N_PAIRS = 40
+
+
+def litbench_sweep(folder: Path, rank_by: str | None = None) -> Path:
+    rng = np.random.default_rng(0)
+    pairs = [{"pair_id": f"p{i:02d}", "prompt": "Write a story.", "text_a": f"the better story {i}",
+              "text_b": f"the weaker story {i} with more words", "label": "a"} for i in range(N_PAIRS)]
+    (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    always_a = {f"{p['pair_id']}/{o}": "A" for p in pairs for o in ("ab", "ba")}
+    unbiased = {}
+    for p in pairs:
+        right = rng.random() < 0.75                     # the same pick in both orders
+        for order in ("ab", "ba"):
+            picks_first = right == (order == "ab")      # text a is shown first in order ab
+            unbiased[f"{p['pair_id']}/{order}"] = "A" if picks_first else "B"
+    for name, answers in (("always_a", always_a), ("unbiased", unbiased)):
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n"
+                                                      for k, v in answers.items()))
+    cfg = folder / "litbench-sweep.toml"
+    cfg.write_text('name = "litbench-sweep"\nprotocol = "pairwise"\n'
+                   f'[matrix]\njudge = ["replay:{folder / "always_a.jsonl"}", "replay:{folder / "unbiased.jsonl"}"]\n'
+                   + (f'[sweep]\nrank_by = "{rank_by}"\n' if rank_by else "")
+                   + '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    return cfg
+
+
+def ranking(folder: Path) -> list[dict]:
+    with open(folder / "runs" / "out" / "litbench-sweep" / "sweep_ranking.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_unbiased_judge_ranks_first_with_an_interval_on_every_value(tmp_path):
+    cfg = litbench_sweep(tmp_path)
+    r = cli("run", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = ranking(tmp_path)
+    assert [Path(row["judge"].removeprefix("replay:")).stem for row in rows] == ["unbiased", "always_a"]
+    assert {row["group"] for row in rows} == {"order=mean of both"}
+    assert float(rows[1]["value"]) == 0.5                         # always A: right in one order, wrong in the other
+    assert 0.6 < float(rows[0]["value"]) < 0.9
+    for row in rows:                                              # an interval on every ranked value
+        assert row["ci_low"] and row["ci_high"] and float(row["ci_low"]) < float(row["value"]) < float(row["ci_high"])
+        assert row["clusters"] == str(N_PAIRS)
+    assert rows[0]["same_as_best"] == "true" and rows[1]["same_as_best"] == "false"
+    assert "mean of both" in r.stdout and "same_as_best" in r.stdout and "family-wise" in r.stdout
+
+
+def test_one_order_ranks_only_when_asked_explicitly(tmp_path):
+    cfg = litbench_sweep(tmp_path, rank_by="accuracy.accuracy@order=ab")
+    r = cli("run", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = ranking(tmp_path)
+    assert [Path(row["judge"].removeprefix("replay:")).stem for row in rows] == ["always_a", "unbiased"]
+    assert {row["group"] for row in rows} == {"order=ab"}
+    # right on every pair: no resample varies, so the exact binomial bound over 40 pairs stands in
+    assert rows[0]["value"] == "1.0" and float(rows[0]["ci_low"]) == pytest.approx(0.025 ** (1 / N_PAIRS))
+    assert "exact binomial" in rows[0]["ci_note"]
+
+
+def test_a_rank_by_that_names_no_estimate_is_refused_in_one_line(tmp_path):
+    one_line(cli("run", str(litbench_sweep(tmp_path, rank_by="accuracy.kappa")), cwd=tmp_path),
+             "sweep.rank_by", "cannot rank by 'accuracy.kappa'", "accuracy.accuracy")
+    one_line(cli("run", str(litbench_sweep(tmp_path, rank_by="accuracy.accuracy@order")), cwd=tmp_path),
+             "sweep.rank_by", "COLUMN=VALUE")
+
+
+@needs_data
+def test_a_ttcw_run_of_two_stories_prints_no_interval(tmp_path):
+    """2 stories: a percentile interval would cover about half the time; none is printed, and the
+    tables say why."""
+    r = cli("run", str(PROJECT_ROOT / "runs" / "ttcw-replay.toml"), "--limit", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    run = tmp_path / "runs" / "out" / "ttcw-replay" / "tables"
+    overall = pl.read_parquet(run / "overall.parquet")
+    assert overall["balanced_accuracy_low"].is_null().all() or overall["balanced_accuracy_low"].is_nan().all()
+    notes = set(overall["ci_note"].to_list())
+    assert too_few(2) in notes and all(n.startswith("too few clusters (") for n in notes)
+    for name in ("label_distribution", "corrected_pass_rates"):
+        table = pl.read_parquet(run / f"{name}.parquet")
+        assert table["ci_low"].drop_nans().drop_nulls().is_empty(), name
+    assert "too few clusters (2" in r.stdout
