@@ -104,7 +104,7 @@ def lines(run: Path) -> tuple[list[str], list[str]]:
         lb = table(run, "listwise-aut", "psc_position_bias")
         if lb.height:
             for label, key in (("Spearman(shown position, rank), one order (0)", "before: single order"),
-                               ("the same against the other orders' Kemeny ranking (0)", "after: central (Kemeny)")):
+                               ("Kemeny ranking vs each use's mean shown position (0)", "after: central (Kemeny)")):
                 add(bias, "Listwise" if key.startswith("before") else "", label,
                     [fmt((r := row(lb, j, ranking=key)).get("spearman"), r.get("ci_low"), r.get("ci_high"))
                      for j in judges])

@@ -29,7 +29,7 @@ def test_unknown_judges_fail_clearly(name, message):
 
 
 def test_folder_without_config_is_rejected(tmp_path):
-    with pytest.raises(JudgeNotFound, match="no config.json"):
+    with pytest.raises(JudgeNotFound, match="lacks config.json"):
         resolve_judge(str(tmp_path))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.test_cli_probe import PAIRS, cli, pairs_run
 
 
@@ -296,3 +298,25 @@ def test_incomplete_judge_folders_are_named(tmp_path):
     cfg.write_text('name = "f"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "smollm2-135m"\n')
     one_line(cli("plan", str(cfg), "--no-calibrate", cwd=tmp_path, env={"LITJUDGE_MODEL_CACHE": str(cache)}),
              "litjudge-model.json is damaged", "delete the folder")
+
+
+def test_status_and_plan_read_a_read_only_run_folder(tmp_path):
+    """`status` and `plan` only read: a run folder on a read-only disk (a bind mount here, since
+    root's permissions are not enforced) is inspected, not refused."""
+    import subprocess
+
+    cfg = pairs_run(tmp_path)
+    assert cli("run", str(cfg), "--quiet", "--out", str(tmp_path / "src"), cwd=tmp_path).returncode == 0
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(tmp_path / "src"), str(ro)], capture_output=True)
+    if mounted.returncode:
+        pytest.skip(f"a read-only bind mount is not permitted here: {mounted.stderr.decode()[:200]}")
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(ro)], check=True, capture_output=True)
+        status = cli("status", str(ro / "p"), cwd=tmp_path)
+        assert status.returncode == 0 and "no provider batches" in status.stdout, status.stderr[-2000:]
+        plan = cli("plan", str(cfg), "--out", str(ro), cwd=tmp_path)
+        assert plan.returncode == 0 and "8 of 8 distinct requests are stored already" in plan.stdout, plan.stderr[-2000:]
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)

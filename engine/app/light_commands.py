@@ -67,7 +67,7 @@ def cmd_status(args) -> int:
     path = Path(args.run_dir) / "store.sqlite"
     if not path.exists():
         raise StoreError(f"{args.run_dir}: not a run folder (no store.sqlite)")
-    store = Store.open(path, create=False)
+    store = Store.open(path, create=False, readonly=not args.cancel_batches)     # listing writes nothing
     try:
         if args.cancel_batches:
             cancelled = cancel_open(store, recorded_key_env(Path(args.run_dir)))

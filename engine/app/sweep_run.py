@@ -144,7 +144,7 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
 
 def _existing(path: Path | None) -> Store | None:
     """A store to read, only where one already is (planning never creates a run folder)."""
-    return Store.open(path, create=False) if path is not None and path.exists() else None
+    return Store.open(path, create=False, readonly=True) if path is not None and path.exists() else None
 
 
 def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:

@@ -101,3 +101,12 @@ def configs_dir() -> Path:
 def runs_output_dir() -> Path:
     """Run outputs: ./runs/out under the current folder; `LITJUDGE_RUNS_DIR` overrides."""
     return _env_path("LITJUDGE_RUNS_DIR", Path.cwd() / "runs" / "out")
+
+
+def writable(folder: Path) -> bool:
+    """Whether a folder can be written: permissions, and a filesystem not mounted read-only (which
+    root's permissions do not see)."""
+    try:
+        return os.access(folder, os.W_OK) and not os.statvfs(folder).f_flag & os.ST_RDONLY
+    except OSError:
+        return False

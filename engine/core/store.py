@@ -15,11 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
 from .console import terminal
 from .errors import StoreError, lock_wait, store_failure
+from .paths import writable
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
 
@@ -119,10 +121,13 @@ class Store:
     """Every operation translates SQLite's failures into one line: locked (after waiting, with a
     message), corrupt (with the recovery), disk full or not writable (nothing stored is lost)."""
 
-    def __init__(self, path: Path, create: bool = True):
+    def __init__(self, path: Path, create: bool = True, readonly: bool = False):
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
+        if readonly:
+            self._open_readonly()
+            return
         with self._guard():
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -152,9 +157,20 @@ class Store:
         if row is not None and row[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {row[0]}, this litjudge reads {LAYOUT_VERSION}")
 
+    def _open_readonly(self) -> None:
+        """Read, writing nothing (status, plan): WAL wants its -shm file even to read, so a folder
+        that cannot be written is read immutable (no writer is expected on a read-only disk)."""
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro" + ("" if writable(self.path.parent) else "&immutable=1")
+        with self._guard():
+            self.db = sqlite3.connect(uri, uri=True, timeout=1.0)
+            found = self.db.execute("SELECT v FROM meta WHERE k='layout'").fetchone()
+        if found is None or found[0] != LAYOUT_VERSION:
+            raise StoreError(f"{self.path}: store layout {found[0] if found else 'unknown'}, this litjudge reads "
+                             f"{LAYOUT_VERSION} (a run of this version upgrades it; it cannot be read in place)")
+
     @classmethod
-    def open(cls, path: Path, create: bool = True) -> Store:
-        return cls(path, create)
+    def open(cls, path: Path, create: bool = True, readonly: bool = False) -> Store:
+        return cls(path, create, readonly)
 
     @contextmanager
     def _guard(self) -> Iterator[None]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bootstrap import CONSTANT, MIN_CLUSTERS, constant_interval, interval_note, percentile_interval
+from .ranking import pearson, spearman
 
 Columns = Mapping[str, np.ndarray]
 Statistic = Callable[[Columns], float]
@@ -159,13 +160,9 @@ def balanced_accuracy_of(c: Columns) -> float:
 
 def pearson_of(c: Columns) -> float:
     """Pearson's r of columns x and y; NaN with fewer than 3 rows or a constant side."""
-    from .ranking import pearson
-
     return pearson(c["x"].tolist(), c["y"].tolist()).value
 
 
 def spearman_of(c: Columns) -> float:
     """Spearman's rho of columns x and y; NaN with fewer than 3 rows or a constant side."""
-    from .ranking import spearman
-
     return spearman(c["x"].tolist(), c["y"].tolist()).value
