@@ -202,6 +202,20 @@ class Protocol(ABC):
         return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.missing_policies
                 for lab in (self.missing_labels(options) if kind == "label" else ("",))]
 
+    def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        """For the report's item viewer: the verdicts with `truth` (the humans' answer, as text) and
+        `agrees` (this verdict's answer is theirs; null for a verdict without an answer), and where
+        the stored value reads badly, `answer` (the verdict's answer as text). By default
+        the answer a request carries (`human`, `truth`); null where the data has no human answer to
+        set beside one verdict (a ranked list, a candidate rated on another scale)."""
+        for column in ("human", "truth"):
+            if column in verdicts.columns:
+                truth = pl.col(column).cast(pl.Utf8)
+                answered = (pl.col("status") == "ok") & truth.is_not_null()
+                return verdicts.with_columns(truth.alias("truth"), pl.when(answered).then(
+                    pl.col("value").cast(pl.Utf8) == truth).otherwise(None).alias("agrees"))
+        return verdicts.with_columns(pl.lit(None, pl.Utf8).alias("truth"), pl.lit(None, pl.Boolean).alias("agrees"))
+
     @abstractmethod
     def build(self, ctx: Context) -> Build:
         """Items -> requests (with metadata), plus the items skipped and why."""

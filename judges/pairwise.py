@@ -192,6 +192,16 @@ class Pairwise(Protocol):
                            pl.when(answer.is_in(["a", "b"])).then(pl.col("label") == "A").alias("first_won"))
         return t.with_columns(_imputed(policy).alias("pick"))
 
+    def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        """The text each verdict picked (a, b or tie, in whichever order it was shown) beside the
+        humans' pick; a reward model's score has no pick of its own (the default view)."""
+        if "side" in verdicts.columns:
+            return super().human_view(verdicts, tables)
+        d = self.decisions(verdicts, MissingPolicy.parse("drop"))
+        return d.with_columns(pl.col("human").cast(pl.Utf8).alias("truth"),
+                              pl.when(pl.col("answer").is_not_null() & pl.col("human").is_not_null())
+                              .then(pl.col("answer") == pl.col("human")).alias("agrees"))
+
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         """Agreement is computed per judgement unit: a pair at one repeat (its two orders); CIs
         resample whole pairs. Bias tables read the judge's real answers only."""

@@ -183,6 +183,22 @@ class TTCW(Protocol):
                          wrong=~pl.col("expert_pass"), dtype=pl.Boolean)
         return t.with_columns(passed.alias("judge_pass"))
 
+    def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        """The experts' majority on each story and test (per_item's expert_pass) beside each verdict,
+        both answers as Yes / No."""
+        per_item = tables.get("per_item")
+        if per_item is None or "expert_pass" not in per_item.columns:
+            return super().human_view(verdicts, tables)
+        on = ["judge", "item_id", "repeat"]
+        expert = per_item.select([*on, "expert_pass"]).unique(on, keep="first")
+        passed = pl.col("expert_pass")
+        return verdicts.join(expert, on=on, how="left").with_columns(
+            pl.when(passed).then(pl.lit("Yes")).when(~passed).then(pl.lit("No")).alias("truth"),
+            pl.when((pl.col("status") == "ok") & passed.is_not_null())
+            .then((pl.col("value").cast(pl.Int64) == 1) == passed).alias("agrees"),
+            pl.when(pl.col("value").cast(pl.Int64) == 1).then(pl.lit("Yes"))
+            .when(pl.col("value").cast(pl.Int64) == 0).then(pl.lit("No")).alias("answer")).drop("expert_pass")
+
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         data = self.load(ctx)
         expert = pl.DataFrame([{"story_id": s, "test": t, "expert_pass": v == "Yes"} for (s, t), v in data.majority.items()],

@@ -28,7 +28,7 @@ GOLDEN = json.loads((PROJECT_ROOT / "tests" / "golden" / "committed_keys.json").
 
 # Layers, bottom up: a module may import its own layer and those below, never above.
 LAYERS = [("grammars", 0), ("engine.core", 1), ("engine.data", 2), ("engine.backends", 3), ("judges", 3),
-          ("engine.app", 4)]
+          ("engine.app", 4), ("litjudge", 5)]
 SIBLINGS_APART = {("engine.backends", "judges"), ("judges", "engine.backends")}
 
 
@@ -61,7 +61,7 @@ def imports(path: Path, module: str) -> list[tuple[str, bool]]:
 
 
 def modules():
-    for pkg in ("grammars", "engine", "judges"):
+    for pkg in ("grammars", "engine", "judges", "litjudge"):
         for path in sorted((PROJECT_ROOT / pkg).rglob("*.py")):
             rel = path.relative_to(PROJECT_ROOT).with_suffix("")
             name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)

@@ -12,7 +12,7 @@ from engine.core.planner import make_plan
 from engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 from tests.conftest import DATA, needs_data
 
-N_LABEL, N_DIST = 300, 60
+N_LABEL, N_DIST = 150, 60     # 150 greedy labels: 8 flips fail the 0.95 bar
 # Measured on a 2-core CPU (bf16 weights in both): mean |P_vllm(Yes) - P_hf(Yes)| 0.014, max 0.063
 # over 60 requests. The test prints the numbers of each run.
 MAX_TOLERANCE, MEAN_TOLERANCE = 0.10, 0.03
@@ -43,7 +43,7 @@ def same_prompts(plan, hf_backend):
 @pytest.mark.slow
 def test_greedy_labels_agree_with_vllm(smollm, hf):
     plan = make_plan(aut_requests(N_LABEL, "label"), smollm)
-    assert len(plan.unique) >= 250
+    assert len(plan.unique) >= 125
     v = {o.key: o.raw for o in smollm.generate(plan.unique)}
     h = {o.key: o.raw for o in hf.generate(same_prompts(plan, hf))}
     assert set(v.values()) | set(h.values()) <= {"Yes", "No"}

@@ -91,14 +91,16 @@ def run_installed(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProc
 
 
 def test_the_wheel_is_what_runs(installed, tmp_path):
-    r = subprocess.run([str(installed / "bin" / "python"), "-c", "import engine, judges, grammars; "
-                        "print(engine.__file__); from engine.core.paths import cards_dir; print(cards_dir())"],
+    r = subprocess.run([str(installed / "bin" / "python"), "-c", "import engine, judges, grammars, litjudge; "
+                        "print(engine.__file__); from engine.core.paths import cards_dir; print(cards_dir()); "
+                        "print(litjudge.__file__)"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert r.returncode == 0, r.stderr
     for line in r.stdout.splitlines():
         assert str(installed) in line and str(PROJECT_ROOT) not in line, line
     assert (Path(r.stdout.splitlines()[1]) / "pairs-generic.toml").exists()
+    assert len(r.stdout.splitlines()) == 3                   # `import litjudge` works from the wheel
 
 
 @pytest.mark.slow
@@ -143,3 +145,22 @@ def test_a_missing_extra_is_one_line_before_any_work(tmp_path):
             resolve("needs-test:x", load_config(cfg))
     finally:
         BACKENDS.remove("needs-test")
+
+
+def test_the_wheel_judges_a_dataframe_from_python(installed, tmp_path):
+    """`litjudge.judge` from the installed wheel (no checkout on the path): a polars frame with the
+    user's own column names, judged by a recording, tables back as polars frames."""
+    script = (
+        "import json, polars as pl, litjudge\n"
+        "rows = [{'id': f'p{i}', 'ask': 'Write.', 'x': f'one {i}', 'y': f'two {i}', 'best': 'x'} for i in range(3)]\n"
+        "open('rec.jsonl', 'w').write(''.join(json.dumps({'id': f\"{r['id']}/{o}\", 'response': 'A'}) + '\\n'\n"
+        "                                     for r in rows for o in ('ab', 'ba')))\n"
+        "r = litjudge.judge(pl.DataFrame(rows), protocol='pairwise', judge='replay:rec.jsonl', progress=False,\n"
+        "                   columns={'pair_id': 'id', 'prompt': 'ask', 'text_a': 'x', 'text_b': 'y', 'label': 'best'},\n"
+        "                   values={'label': {'x': 'a', 'y': 'b'}})\n"
+        "print(litjudge.__file__, r.verdicts.height, type(r.tables['accuracy']).__name__)\n")
+    r = subprocess.run([str(installed / "bin" / "python"), "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITJUDGE_RUNS_DIR")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    where, verdicts, kind = r.stdout.split()
+    assert str(installed) in where and verdicts == "6" and kind == "DataFrame"

@@ -223,14 +223,14 @@ def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect)
 @needs_data
 @pytest.mark.slow
 def test_pairwise_ttcw_config_through_the_cli(tmp_path):
-    r = litjudge("run", str(RUNS / "pairwise-ttcw.toml"), "--limit", "2", "--quiet",
+    r = litjudge("run", str(RUNS / "pairwise-ttcw.toml"), "--limit", "1", "--quiet",      # two whole stories
                  env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "verdicts (0 unparsed)" in r.stdout and "Bias" in r.stdout
     acc = pl.read_parquet(tmp_path / "pairwise-ttcw" / "tables" / "accuracy.parquet")
     assert "mean of both" in acc["order"].to_list()
     m = json.loads((tmp_path / "pairwise-ttcw" / "manifest.json").read_text())
-    assert m["judges"][0]["plan"]["requests"] == 4
+    assert m["judges"][0]["plan"]["requests"] == 2                    # one pair, both orders
 
 
 def test_bad_protocol_options_fail_with_one_line(tmp_path):

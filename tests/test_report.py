@@ -1,6 +1,8 @@
 """The judge-reliability report: tables equal the run's stored numbers, plots render in a real
 browser (headless Chromium from Debian's packages), and `litjudge compare` puts runs side by side."""
 import dataclasses
+import html
+import json
 import math
 import shutil
 import subprocess
@@ -166,3 +168,104 @@ def test_compare_puts_judges_side_by_side(tmp_path):
 def test_report_of_a_non_run_is_one_clear_line(tmp_path):
     r = litjudge("report", str(tmp_path))
     assert r.returncode == 2 and "not a finished run (no manifest.json)" in r.stderr
+
+
+def clicks(page, script: str, tmp_path) -> dict:
+    """Drive the report's item viewer in headless Chromium: a page of ours loads the report in a
+    frame, runs `script` (real clicks on the viewer's controls: `box` is the viewer's section,
+    `out` what to report back) and the DOM it leaves is read."""
+    wrapper = tmp_path / "drive.html"
+    wrapper.write_text(f"""<!doctype html><html><body><iframe id="f" src="{page.as_uri()}"></iframe><script>
+document.getElementById('f').addEventListener('load', () => {{
+  const box = document.getElementById('f').contentDocument.querySelector('section.viewer');
+  const out = {{}};
+  const set = (sel, value) => {{ const x = box.querySelector(sel); x.value = value;
+    x.dispatchEvent(new Event(x.type === 'search' ? 'input' : 'change')); }};
+  try {{ {script} }} catch (e) {{ out.error = String(e); }}
+  document.body.dataset.result = JSON.stringify(out);
+}});
+</script></body></html>""")
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'drive'}", "--allow-file-access-from-files",
+                        "--virtual-time-budget=20000", "--dump-dom", wrapper.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    import json
+    import re
+    m = re.search(r'data-result="([^"]*)"', r.stdout)
+    assert m, r.stdout[-500:] + r.stderr[-1000:]
+    out = json.loads(html.unescape(m.group(1)))
+    assert "error" not in out, out
+    return out
+
+
+@needs_data
+@needs_chromium
+def test_item_viewer_filters_and_opens_a_row_in_chromium(replay_run, tmp_path):
+    """The viewer's counts after each click equal the same filters computed here from the run's
+    own tables; a clicked row opens its logged prompt and the raw output."""
+    page = write_report([replay_run])
+    verdicts = pl.read_parquet(replay_run / "verdicts.parquet")
+    per_item = pl.read_parquet(replay_run / "tables" / "per_item.parquet")
+    wrong = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null()
+                            & (pl.col("judge_pass") != pl.col("expert_pass")))
+    out = clicks(page, """
+      out.all = +box.dataset.shown; out.page = +box.dataset.rowsOnPage;
+      box.querySelector('input.disagree').click(); out.disagree = +box.dataset.shown;
+      set('select.judge', 'replay:gpt4'); out.gpt4 = +box.dataset.shown;
+      set('select.facet', 'test 3'); out.test3 = +box.dataset.shown;
+      box.querySelector('input.disagree').click(); set('select.judge', ''); set('select.facet', '');
+      set('input.search', 'cliche'); out.search = +box.dataset.shown; set('input.search', '');
+      box.querySelector('tbody tr.item').click();
+      const pres = box.querySelectorAll('tr.detail pre');
+      out.opened = box.querySelectorAll('tr.detail').length;
+      out.prompt = pres[0].textContent; out.raw = pres[1].textContent;
+      out.item = box.querySelector('tbody tr.item td:nth-child(2)').textContent;
+      box.querySelector('button.next').click(); out.page2 = box.querySelector('.count').textContent;
+    """, tmp_path)
+    assert out["all"] == verdicts.height and out["page"] == 50
+    assert out["disagree"] == wrong.height > 0
+    assert out["gpt4"] == wrong.filter(pl.col("judge") == "replay:gpt4").height
+    assert out["test3"] == wrong.filter((pl.col("judge") == "replay:gpt4") & (pl.col("test") == 3)).height
+    hay = [" ".join(str(x or "") for x in row).lower() for row in
+           verdicts.select("item_id", "label", "raw", "reason").iter_rows()]
+    assert out["search"] == sum("cliche" in h for h in hay) > 0
+    first = verdicts.row(0, named=True)
+    assert out["opened"] == 1 and out["item"] == first["item_id"] and out["raw"] == first["raw"]
+    logged = {json.loads(line)["key"]: json.loads(line).get("prompt") for line in
+              (replay_run / "log.jsonl").read_text().splitlines()}
+    assert out["prompt"] == logged[first["key"]]
+    assert "page 2 of" in out["page2"]
+
+
+@needs_chromium
+def test_item_viewer_shows_flips_and_caps_a_large_run(tmp_path):
+    """A judge that always picks the first text shown flips on every pair (a in order ab, b in ba):
+    the flipped filter keeps every verdict. 6,000 pairs (12,000 verdicts) embed the first 5,000
+    with a note, and the page still filters and pages."""
+    from engine.app.report_viewer import MAX_VERDICTS
+
+    n = 6000
+    pairs = [{"pair_id": f"p{i:05d}", "prompt": "Write.", "text_a": f"a {i}", "text_b": f"b {i}", "label": "a"}
+             for i in range(n)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    (tmp_path / "first.jsonl").write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "A"}) + "\n"
+                                                  for p in pairs for o in ("ab", "ba")))
+    cfg = tmp_path / "flip.toml"
+    cfg.write_text(f'name = "flip"\nprotocol = "pairwise"\njudge = "replay:{tmp_path / "first.jsonl"}"\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path / "out")})
+    assert r.returncode == 0, r.stderr[-2000:]
+    page = write_report([tmp_path / "out" / "flip"])
+    assert f"The first {MAX_VERDICTS:,} of {2 * n:,} verdicts are here" in page.read_text()
+    out = clicks(page, """
+      out.all = +box.dataset.shown;
+      box.querySelector('input.flipped').click(); out.flipped = +box.dataset.shown;
+      box.querySelector('input.disagree').click(); out.wrong = +box.dataset.shown;
+      box.querySelector('input.unparsed').click(); out.unparsed = +box.dataset.shown;
+      box.querySelector('input.unparsed').click(); box.querySelector('input.disagree').click();
+      box.querySelector('input.flipped').click();
+      box.querySelector('tbody tr.item').click();
+      out.other = box.querySelector('tr.detail').textContent;
+    """, tmp_path)
+    assert out["all"] == out["flipped"] == MAX_VERDICTS
+    assert out["wrong"] == MAX_VERDICTS // 2 and out["unparsed"] == 0      # order ba picks b: wrong
+    assert "Other orders: order ba: A → b (ok)" in out["other"]

@@ -60,36 +60,40 @@ def test_plan_counts_sharing_without_an_engine():
 @needs_data
 @pytest.mark.slow
 def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_path):
-    # The committed sweep, one story, at most 4 sequences in flight so results arrive in waves.
-    text = COMMITTED.read_text().replace("kv_cache_gib = 4", "kv_cache_gib = 2\nmax_num_seqs = 4")
+    # The committed sweep, one story, its test subsets cut to tests 1-4 and 2-3 (a long story's
+    # prefill is what costs here), at most 4 sequences in flight so results arrive in waves.
+    text = COMMITTED.read_text().replace("kv_cache_gib = 4", "kv_cache_gib = 2\nmax_num_seqs = 4").replace(
+        '"options.tests" = [[], [9, 10, 11]]', '"options.tests" = [[1, 2, 3, 4], [2, 3]]').replace(
+        "bootstrap = 1000", "bootstrap = 200")
+    assert "[[1, 2, 3, 4], [2, 3]]" in text
     cfg = write_config(tmp_path / "sweep-ttcw.toml", text)
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
-    # SmolLM2 has 28 distinct requests; the runner kills itself at its first commit after them,
-    # i.e. while Gemma (the second judge) is generating.
-    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env={**env, "LITJUDGE_FAULT_KILL_AFTER": "29"})
+    # SmolLM2 has 8 distinct requests (2 variants x 4 tests); the runner kills itself at its first
+    # commit after them, i.e. while Gemma (the second judge) is generating.
+    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env={**env, "LITJUDGE_FAULT_KILL_AFTER": "9"})
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
     db = tmp_path / "runs" / "sweep-ttcw" / "store.sqlite"
     con = sqlite3.connect(db)
     before = dict(con.execute("SELECT judge, count(*) FROM results GROUP BY judge").fetchall())
     con.close()
-    assert before["smollm2-135m"] == 28 and 1 <= before.get("gemma3-270m", 0) < 28, before
+    assert before["smollm2-135m"] == 8 and 1 <= before.get("gemma3-270m", 0) < 8, before
 
     r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "runs" / "sweep-ttcw" / "manifest.json").read_text())
     smol, gemma = m["judges"]
     assert smol["judge"] == "smollm2-135m" and smol["generated"] == 0 and smol["engine_started"] is False
-    assert gemma["generated"] == 28 - before["gemma3-270m"] and gemma["engine_started"] is True
-    assert m["sharing"]["model_calls_saved_across_cells"] == 12
-    assert m["sharing"]["model_calls_saved_by_post_settings"] == 56 * 56
-    assert "sharing across cells saved 12 model calls" in r.stdout
+    assert gemma["generated"] == 8 - before["gemma3-270m"] and gemma["engine_started"] is True
+    assert m["sharing"]["model_calls_saved_across_cells"] == 8       # tests 2-3 inside 1-4: 2 judges x 2 variants x 2
+    assert m["sharing"]["model_calls_saved_by_post_settings"] == 56 * 16   # 56 more settings x 16 distinct requests
+    assert "sharing across cells saved 8 model calls" in r.stdout
 
     metrics = pl.read_parquet(tmp_path / "runs" / "sweep-ttcw" / "sweep_metrics.parquet")
     assert metrics.select(["cell", "options.threshold", "options.story_cutoff"]).unique().height == 8 * 57
     assert {"cell", "judge", "table", "metric", "group", "value", "n"} <= set(metrics.columns)
     # thresholds change the verdicts without a model call: pass rates fall as the threshold rises
     rates = (metrics.filter((pl.col("table") == "overall") & (pl.col("metric") == "judge_pass_rate")
-                            & (pl.col("cell") == "smollm2-135m_upstream_all") & (pl.col("options.story_cutoff") == 0.5))
+                            & (pl.col("cell") == "smollm2-135m_upstream_1-2-3-4") & (pl.col("options.story_cutoff") == 0.5))
              .sort("options.threshold")["value"].to_list())
     assert len(rates) == 19 and all(a >= b for a, b in zip(rates, rates[1:])) and rates[0] > rates[-1]
     ranking = pl.read_parquet(tmp_path / "runs" / "sweep-ttcw" / "sweep_ranking.parquet")

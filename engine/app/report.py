@@ -15,6 +15,7 @@ from ..core.errors import ConfigError
 from .outputs import STALE, csv_safe, guarded, write_text
 from .report_extras import default_panels, extra_panels
 from .report_panels import PANELS, Panel
+from .report_viewer import viewer_html
 from .runs import LoadedRun, load_run, task_folders, unique_labels
 from .summary import figures, history, totals
 
@@ -124,6 +125,9 @@ def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
     return "\n".join(lines)
 
 
+REPORT_MARK = ".litjudge-report"
+
+
 def clear_report_folder(out: Path) -> None:
     """A report folder holds only the current report: the files an earlier report wrote there
     (another protocol's tables and plots, say) are removed first. A folder that is not a report's
@@ -134,7 +138,7 @@ def clear_report_folder(out: Path) -> None:
     if not out.is_dir():
         raise ConfigError(f"--out {out} is a file: give a folder for the report")
     entries = [p for p in out.iterdir() if p.name != STALE]
-    if entries and not (out / "report.html").exists():
+    if entries and not (out / "report.html").exists() and not (out / REPORT_MARK).exists():
         what = "a run folder" if (out / "manifest.json").exists() or (out / "store.sqlite").exists() else \
             "a folder with other files"
         raise ConfigError(f"--out {out} is {what}, not a report's: give a new or empty folder (a report folder is "
@@ -152,6 +156,7 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     panels = build_panels(runs)                  # every check (same protocol...) before anything is written
     clear_report_folder(out)
     guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out)
+    (out / REPORT_MARK).touch()                  # a report interrupted half-way is still known as one
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
@@ -174,6 +179,8 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
             page.append(f"<h3>{html.escape(name)}</h3>{_html_table(df)}")
             md += [f"### {name}", "", _md_table(df), ""]
         page.append("</section>")
+    page.append(viewer_html(runs))
+    md += ["## Items", "", "The item viewer (filters, prompts, raw outputs, both orders) is in report.html.", ""]
     page.append(_CHECK + "</body></html>")
     write_text(out / "report.html", "\n".join(page))
     write_text(out / "report.md", "\n".join(md))

@@ -111,14 +111,17 @@ class RunState:
 
 
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
-        run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False) -> RunOutcome:
+        run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False,
+        lock: RunLock | None = None) -> RunOutcome:
     """Run a config end to end, in named stages: (1) the generation stage of a `[generate]` config
     (`generate_stage`; `generate_only`, or a config without protocol or tasks, stops there); (2)
     each judge in turn, its engine started once for every task of the run (one plan streams over
     all of them; `judge`); (3) each task aggregated from the store and written (`write_task`:
     RUN/ or RUN/<task>/), and for several tasks a shared manifest. `backends` maps judge names to
     live backends to reuse (one engine kept across runs, as the benchmark and the tests do); those
-    are not closed here. The outcome returned is the first task's (all of them in `outcome.tasks`)."""
+    are not closed here. `lock`: the folder's RunLock when the caller took it first (to write into
+    the folder before the run starts); released here either way. The outcome returned is the first
+    task's (all of them in `outcome.tasks`)."""
     t0 = time.time()
     run_dir = run_dir or run_dir_for(config)
     if config.generate.enabled:
@@ -126,8 +129,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     notes = lost_store_note(run_dir)
-    created = not run_dir.exists()
-    lock = RunLock(run_dir)                        # one run per folder at a time
+    created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
+    lock = lock or RunLock(run_dir)                # one run per folder at a time
     remove_stale_temporaries(run_dir)
     try:
         store = Store.open(run_dir / "store.sqlite")

@@ -3,7 +3,6 @@
 unanswered). The command line (cli.py) imports this module only when one of them runs."""
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,20 +13,18 @@ from judges import PROTOCOLS
 
 from ..backends.prices import cost as price
 from ..backends.prices import prices
-from ..core.config import config_kind, load_config, read_toml
+from ..core.config import config_kind, read_toml
 from ..core.console import captured_log, terminal
 from ..core.errors import ConfigError, StoreError
-from ..data.cards import dataset_card, with_data
 from .calibrate import cached, calibrate, estimate_seconds
 from .console_tables import print_table
-from .ensemble import load_ensemble, print_ensemble, run_ensemble
-from .outputs import rebuild_store
+from .ensemble import print_ensemble
+from .execute import Executed, execute
 from .reparse import reparse
-from .run import run, run_dir_for
 from .summary import figures
 from .sweep import load_sweep
 from .sweep_rank import MULTIPLE_COMPARISONS
-from .sweep_run import plan_summary, run_sweep
+from .sweep_run import plan_summary
 
 
 def _overrides(args) -> dict[str, Any]:
@@ -45,47 +42,19 @@ def _overrides(args) -> dict[str, Any]:
 
 
 def cmd_run(args) -> int:
-    overrides = _overrides(args)
     table = read_toml(args.config)                 # the file is read once; what it is decides the rest
-    kind = config_kind(table)
-    if kind in ("sweep", "ensemble") and args.generate_only:
-        if "generate" not in table:
-            raise ConfigError(f"--generate-only runs a [generate] stage, and this {kind} config has none",
-                              where=str(args.config))
-        table = {k: v for k, v in table.items() if k not in ("matrix", "sweep")}   # the stage alone, not swept
-        kind = "run"
-    if kind == "sweep":
-        return run_sweep_cli(args, table, overrides)
-    if kind == "ensemble":
-        given = [flag for flag, value in (("--judge", getattr(args, "judge", None)), ("--mode", args.mode),
-                                          ("--data", args.data), ("--missing", getattr(args, "missing", None)))
-                 if value is not None]
-        if given:
-            raise ConfigError(f"{given[0]} does not apply to an ensemble config: it pools its member runs' judges; "
-                              "set it in a member ([[runs]] judge = ..., mode = ...) instead", where=str(args.config))
-        out, tables, unanswered = run_ensemble(load_ensemble(args.config, table), args.limit, progress=not args.quiet)
-        if out is None:
+    done = execute(table, str(args.config), _overrides(args), data=args.data, generate_only=args.generate_only,
+                   rebuild=args.rebuild_store, progress=not args.quiet)
+    if done.kind == "sweep":
+        return print_sweep(args, done)
+    if done.kind == "ensemble":
+        if done.ensemble is None:
             print("litjudge: the ensemble was not built: a member run is incomplete", file=terminal())
-            return unanswered_exit({"unanswered": sum(m.get("unanswered", 0) for m in unanswered),
-                                    "judges": [j for m in unanswered for j in m["judges"]]})
-        return print_ensemble(out, tables)
-    config = load_config(args.config, table, **overrides)
-    if args.generate_only and not config.generate.enabled:
-        raise ConfigError("--generate-only runs a [generate] stage, and this config has none", where=config.source)
-    if args.data:
-        if config.generate.enabled or config.tasks:
-            raise ConfigError("--data reads your file in the layout of the config's one dataset; this config "
-                              + ("generates its items ([generate])" if config.generate.enabled
-                                 else "has several tasks ([[tasks]]), each with its own dataset")
-                              + ": give the data in the config instead", where=config.source)
-        config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,
-                                                                            config.protocol), args.data))
-    if args.rebuild_store:
-        moved = rebuild_store(run_dir_for(config))
-        if moved:
-            print(f"litjudge: the old store is kept as {moved}; every verdict is taken again: from the shared verdict "
-                  "cache where it holds it, else generated (add --no-cache to generate them all)", file=terminal())
-    outcome = run(config, progress=not args.quiet, generate_only=args.generate_only)
+            return unanswered_exit({"unanswered": sum(m.get("unanswered", 0) for m in done.incomplete),
+                                    "judges": [j for m in done.incomplete for j in m["judges"]]})
+        return print_ensemble(*done.ensemble)
+    outcome = done.run
+    assert outcome is not None
     if "generation" in outcome.tables:
         print_table(outcome.tables["generation"], "Generation (turns constrained to a numbered list)", max_rows=args.show)
         for g in outcome.manifest.get("generation", []):
@@ -95,8 +64,10 @@ def cmd_run(args) -> int:
             print(f"litjudge: warning: {warning}", file=terminal())
         print(f"Items: {outcome.manifest['items']['path']}\nResults: {outcome.run_dir}")
         return 0
-    for (task, task_config), task_outcome in zip(config.task_configs(), outcome.tasks or [outcome], strict=True):
-        for name in PROTOCOLS.get(task_config.protocol).summary:
+    several = bool(table.get("tasks"))            # [[tasks]]: each task's tables under its name
+    for task_outcome in outcome.tasks or [outcome]:
+        task = task_outcome.run_dir.name if several else ""
+        for name in PROTOCOLS.get(task_outcome.manifest["protocol"]["name"]).summary:
             table = task_outcome.tables.get(name)
             if table is not None and table.height:
                 title = name.replace("_", " ").capitalize()
@@ -162,9 +133,9 @@ def keep_log(args, run_dir: Path) -> None:
             out.write(log.read_bytes())
 
 
-def run_sweep_cli(args, table: dict, overrides: dict) -> int:
-    sweep = load_sweep(args.config, data=args.data, table=table, **overrides)
-    out = run_sweep(sweep, progress=not args.quiet)
+def print_sweep(args, done: Executed) -> int:
+    sweep, out = done.swept, done.sweep
+    assert sweep is not None and out is not None
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "clusters", "same_as_best"]
     print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                  f"Top {args.show} cells x settings by {sweep.rank_by} "

@@ -1,10 +1,12 @@
 """A progress bar for long work: requests/s, prompt tokens/s, prefix-cache hit rate, ETA."""
 from __future__ import annotations
 
+import importlib.util
 import time
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
+from tqdm import tqdm as console_tqdm
+from tqdm.auto import tqdm as auto_tqdm
 
 from .console import terminal
 from .requests import Generation
@@ -31,6 +33,12 @@ class Throughput:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
+def bar_class() -> type[console_tqdm]:
+    """tqdm.auto's bar (a widget in a Jupyter notebook) where ipywidgets can draw it, else the
+    console's: tqdm's notebook bar fails at its first update when ipywidgets is absent."""
+    return auto_tqdm if importlib.util.find_spec("ipywidgets") else console_tqdm
+
+
 class RunProgress:
     """The bar appears once there is work (a run whose verdicts are all stored prints none); a
     streamed plan adds to its total chunk by chunk."""
@@ -39,7 +47,7 @@ class RunProgress:
         self.stats = Throughput()
         self.start = time.perf_counter()
         self.label, self.enabled = label, enabled
-        self.bar: tqdm | None = None
+        self.bar: console_tqdm | None = None
         if total:
             self.grow(total)
 
@@ -47,8 +55,8 @@ class RunProgress:
         if not self.enabled or n <= 0:
             return
         if self.bar is None:
-            self.bar = tqdm(total=n, desc=self.label, unit="req", dynamic_ncols=True, file=terminal(), mininterval=0.5,
-                            disable=False)
+            self.bar = bar_class()(total=n, desc=self.label, unit="req", dynamic_ncols=True, file=terminal(),
+                                   mininterval=0.5, disable=False)
         else:
             self.bar.total += n
             self.bar.refresh()

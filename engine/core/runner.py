@@ -92,9 +92,10 @@ class Writer:
     """Buffers finished rows and commits every few rows or seconds (WAL, one transaction each).
 
     Fault injection for the crash tests: with LITJUDGE_FAULT_KILL_AFTER=N in the environment the
-    process commits and SIGKILLs itself as its N-th row (all judges, all cells) arrives, so a test
-    can kill a real run mid-flight at a known point instead of racing it (rows that arrive in one
-    burst would otherwise be committed together, past the point)."""
+    process commits and SIGKILLs itself (LITJUDGE_FAULT_SIGNAL=INT: a Ctrl-C instead) as its N-th
+    row (all judges, all cells) arrives, so a test can kill a real run mid-flight at a known point
+    instead of racing it (rows that arrive in one burst would otherwise be committed together,
+    past the point)."""
 
     committed = 0          # per process
 
@@ -119,7 +120,8 @@ class Writer:
             Writer.committed += len(self.buf)
             self.buf = []
             if self.kill_after and Writer.committed >= self.kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)
+                # SIGKILL by default; LITJUDGE_FAULT_SIGNAL=INT is a Ctrl-C (KeyboardInterrupt) instead
+                os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("LITJUDGE_FAULT_SIGNAL", "KILL")))
         self.last = time.monotonic()
 
 

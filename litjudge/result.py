@@ -1,0 +1,104 @@
+"""What a run leaves, as Python objects: the verdicts and tables a run folder holds, its manifest,
+and the report one call away. `Result.open` reads a finished folder (a run, a run of several tasks
+a sweep or an ensemble); nothing here computes a number the run did not store."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.app.outputs import read_manifest, read_table
+from engine.app.report import write_report
+from engine.app.runs import load_run
+from engine.core.errors import ConfigError, StoreError
+from judges import PROTOCOLS
+
+
+class LitjudgeWarning(UserWarning):
+    """A run finished but its result is partial or empty (what the console's exit status 3 or 4 says)."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished run. `tables` are the run's tables (the files in RUN/tables, by name); `verdicts`
+    has one row per verdict; a run of several tasks keeps each task's Result in `tasks` (the first
+    task's tables stand at the top); a sweep's tables are `sweep_metrics` and `sweep_ranking`."""
+
+    run_dir: Path
+    kind: str                                   # "run", "tasks", "sweep" or "ensemble"
+    manifest: dict[str, Any]
+    tables: dict[str, pl.DataFrame]
+    verdicts: pl.DataFrame
+    tasks: tuple[Result, ...] = field(default=())
+
+    @classmethod
+    def open(cls, run_dir: str | Path) -> Result:
+        path = Path(run_dir).expanduser()
+        if not path.is_dir():
+            raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
+        manifest = read_manifest(path)
+        kind = manifest.get("kind") or "run"
+        if kind == "sweep":
+            tables = {name: read_table(path / f"{name}.parquet") for name in ("sweep_metrics", "sweep_ranking")}
+            return cls(path, "sweep", manifest, tables, pl.DataFrame())
+        if kind == "ensemble":
+            tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
+            return cls(path, "ensemble", manifest, tables, pl.DataFrame())
+        if kind == "tasks":
+            tasks = tuple(cls.open(path / t["task"]) for t in manifest["tasks"])
+            return cls(path, "tasks", manifest, tasks[0].tables, tasks[0].verdicts, tasks)
+        loaded = load_run(path)                 # refuses generation-only folders, names missing tables
+        verdicts_file = path / "verdicts.parquet"
+        if not verdicts_file.exists():
+            raise StoreError(f"{path}: no verdicts.parquet; `litjudge reparse {path}` rebuilds it from the store")
+        return cls(path, "run", loaded.manifest, loaded.tables, read_table(verdicts_file))
+
+    @property
+    def summary(self) -> dict[str, pl.DataFrame]:
+        """The tables `litjudge run` prints, in its order (the protocol's headline tables)."""
+        if self.kind == "sweep":
+            return {"sweep_ranking": self.tables["sweep_ranking"]}
+        if self.kind == "ensemble":
+            return self.tables
+        protocol = (self.manifest.get("protocol") or {}).get("name", "")
+        names = PROTOCOLS.get(protocol).summary if protocol in PROTOCOLS else ()
+        return {n: self.tables[n] for n in names if n in self.tables} or dict(list(self.tables.items())[:1])
+
+    def problems(self) -> list[str]:
+        """What makes this result partial or empty: requests left unanswered (a re-run asks them),
+        judges whose every answer failed to parse, and the run's own warnings."""
+        m = self.manifest
+        lines = list(m.get("warnings", []))
+        if m.get("unanswered"):
+            lines.append(f"{m['unanswered']} requests were left unanswered; the same call again asks them")
+        for name, c in (m.get("verdicts_by_judge") or {}).items():
+            answered = c["rows"] - c["missing"]
+            if answered and c["unparsed"] == answered:
+                lines.append(f"no verdict of {name} could be read (all {answered} unparsed): its tables hold no result")
+        return lines
+
+    def report(self, out: str | Path | None = None) -> Path:
+        """Write the HTML report (tables, plots and the per-item viewer) and return its path."""
+        if self.kind in ("sweep", "ensemble"):
+            raise ConfigError(f"a {self.kind} has no report of its own: report one of its cells' runs, or read "
+                              "`tables['sweep_ranking']`", where=str(self.run_dir))
+        return write_report([self.run_dir], Path(out) if out else None)
+
+    def _repr_html_(self) -> str:
+        """A notebook cell's view: what ran, how many verdicts, and the headline tables."""
+        m = self.manifest
+        counts = m.get("verdicts") or {}
+        head = (f"<b>litjudge</b> {html.escape(self.kind)} <code>{html.escape(str(self.run_dir))}</code>"
+                f" &middot; {counts.get('rows', self.verdicts.height)} verdicts"
+                + (f" ({counts['unparsed']} unparsed)" if "unparsed" in counts else ""))
+        parts = [f"<p>{head}</p>"] + [f"<p style='color:#b00020'>{html.escape(p)}</p>" for p in self.problems()]
+        for name, table in self.summary.items():
+            parts.append(f"<p><i>{html.escape(name)}</i></p>" + table.head(12)._repr_html_())
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return (f"Result(kind={self.kind!r}, run_dir={str(self.run_dir)!r}, verdicts={self.verdicts.height}, "
+                f"tables={sorted(self.tables)})")

@@ -1,0 +1,32 @@
+"""The quickstart notebook (runs/quickstart.ipynb), executed headless as a user would run it top to
+bottom: a real Jupyter kernel (ipykernel) driven by nbclient, the replay judge and the default local
+judge (smollm2-135m under vLLM), the report shown inline."""
+import os
+import shutil
+
+import nbformat
+from nbclient import NotebookClient
+
+from tests.conftest import PROJECT_ROOT
+
+
+def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
+    shutil.copy(PROJECT_ROOT / "runs" / "quickstart.ipynb", tmp_path / "quickstart.ipynb")
+    nb = nbformat.read(tmp_path / "quickstart.ipynb", as_version=4)
+    env = {**os.environ, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    saved = dict(os.environ)
+    os.environ.update(env)                       # the kernel inherits this environment
+    try:
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    outputs = {i: c.get("outputs", []) for i, c in enumerate(nb.cells) if c.cell_type == "code"}
+    errors = [o for out in outputs.values() for o in out if o.get("output_type") == "error"]
+    assert not errors, errors[0]["evalue"] if errors else ""
+    html = "\n".join(o.get("data", {}).get("text/html", "") for out in outputs.values() for o in out)
+    assert "8 verdicts (0 unparsed)" in html                  # the replay Result's own view
+    assert "<iframe srcdoc=" in html and "section class=&#x27;viewer&#x27;" in html
+    for name in ("quickstart-replay", "quickstart-local"):
+        assert (tmp_path / "runs" / name / "verdicts.parquet").exists()
+    assert (tmp_path / "runs" / "quickstart-replay" / "report" / "report.html").exists()

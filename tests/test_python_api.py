@@ -1,0 +1,218 @@
+"""`import litjudge` as a notebook user meets it: a DataFrame with their own column names in,
+polars verdicts and tables out, the run reopened by `load`, and every mistake a LitjudgeError with
+the console's one line. The judge is a recording (replay): no model is the point here; the live
+path is the same `engine.app.run.run` the console drives and tests elsewhere."""
+import json
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+import polars as pl
+import pytest
+
+import litjudge
+from engine.core.run_lock import RunLock
+from tests.conftest import PROJECT_ROOT
+
+COLUMNS = {"pair_id": "id", "prompt": "instruction", "text_a": "story_1", "text_b": "story_2", "label": "winner"}
+VALUES = {"label": {"first": "a", "second": "b"}}
+
+
+def pairs(n: int = 12) -> list[dict]:
+    return [{"id": f"p{i:02d}", "instruction": "Write a story.", "story_1": f"the better story {i}",
+             "story_2": f"the weaker story {i}", "winner": "first" if i % 3 else "second"} for i in range(n)]
+
+
+def recording(folder, rows) -> str:
+    """A judge that picks the first story shown: right on 'first' pairs in order ab, wrong in ba."""
+    path = folder / "picks_first.jsonl"
+    path.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "A"}) + "\n"
+                            for r in rows for o in ("ab", "ba")))
+    return f"replay:{path}"
+
+
+def judged(tmp_path, data, **kw):
+    kw = {"protocol": "pairwise", "judge": recording(tmp_path, pairs()), "columns": COLUMNS, "values": VALUES,
+          "out": tmp_path / "out", "progress": False, **kw}
+    return litjudge.judge(data, **kw)
+
+
+SCRIPT = """
+import json, sys
+import pandas as pd, polars as pl
+import litjudge
+rows = json.loads(sys.argv[1]); judge = sys.argv[2]
+cols = {"pair_id": "id", "prompt": "instruction", "text_a": "story_1", "text_b": "story_2", "label": "winner"}
+values = {"label": {"first": "a", "second": "b"}}
+out = {"where": litjudge.__file__}
+for kind, frame in (("pandas", pd.DataFrame(rows)), ("polars", pl.DataFrame(rows))):
+    r = litjudge.judge(frame, protocol="pairwise", judge=judge, columns=cols, values=values, name=kind, progress=False)
+    again = litjudge.load(r.run_dir)
+    out[kind] = {"verdicts": r.verdicts.height, "type": type(r.verdicts).__name__, "tables": sorted(r.tables),
+                 "same": again.verdicts.equals(r.verdicts), "run_dir": str(r.run_dir)}
+try:
+    litjudge.judge(rows, protocol="pairwise", judge=judge, columns=dict(cols, text_b="story_B"), name="bad",
+                   progress=False)
+except litjudge.LitjudgeError as e:
+    out["error"] = [type(e).__name__, str(e)]
+print(json.dumps(out))
+"""
+
+
+def test_judge_a_dataframe_from_outside_the_checkout(tmp_path):
+    """From a folder outside the checkout, with no PYTHONPATH: pandas and polars frames with the
+    user's column names give polars verdicts (both orders per pair) and the protocol's tables,
+    `load` reopens the same run, and a wrong column is one LitjudgeError naming it."""
+    rows = pairs()
+    judge = recording(tmp_path, rows)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT), json.dumps(rows), judge], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["where"].startswith(str(PROJECT_ROOT))              # the checkout's package, imported from elsewhere
+    for kind in ("pandas", "polars"):
+        got = out[kind]
+        assert got["verdicts"] == 2 * len(rows) and got["type"] == "DataFrame" and got["same"], got
+        assert {"accuracy", "bias", "per_verdict"} <= set(got["tables"])
+        assert got["run_dir"] == str(tmp_path / "runs" / "out" / kind)
+    kind, message = out["error"]
+    assert kind == "DataError" and "'story_B'" in message and "text_b" in message and "\n" not in message
+    assert not (tmp_path / "runs" / "out" / "bad").exists()         # a refusal leaves no folder
+
+
+def test_tables_are_the_run_folders_and_a_repeat_generates_nothing(tmp_path):
+    frame = pd.DataFrame(pairs())
+    first = judged(tmp_path, frame)
+    acc = first.tables["accuracy"]
+    pooled = acc.filter(pl.col("order") == "mean of both").row(0, named=True)
+    # picks the first shown: right in order ab on 'first' pairs (8 of 12), in order ba on 'second' ones (4)
+    assert pooled["accuracy"] == pytest.approx((8 / 12 + 4 / 12) / 2)
+    assert acc.equals(pl.read_parquet(first.run_dir / "tables" / "accuracy.parquet"))
+    db = first.run_dir / "store.sqlite"
+    before = sqlite3.connect(db).execute("SELECT key, raw FROM results ORDER BY key").fetchall()
+    second = judged(tmp_path, frame)                                 # same rows, same name: all from the store
+    after = sqlite3.connect(db).execute("SELECT key, raw FROM results ORDER BY key").fetchall()
+    assert after == before and second.verdicts.equals(first.verdicts)
+    html = first._repr_html_()
+    assert "24 verdicts" in html and "accuracy" in html
+    assert first.report().name == "report.html"
+
+
+def test_missing_values_and_hugging_face_datasets(tmp_path):
+    import datasets
+
+    rows = pairs()
+    frame = pd.DataFrame(rows)
+    frame["rater_score"] = [float("nan")] + [4.0] * (len(rows) - 1)   # pandas' NaN is a missing value, not "nan"
+    r = judged(tmp_path, frame, name="nan")
+    written = [json.loads(line) for line in (r.run_dir / "input" / "data.jsonl").read_text().splitlines()]
+    assert written[0]["rater_score"] is None and written[1]["rater_score"] == 4.0
+    hf = judged(tmp_path, datasets.Dataset.from_list(rows), name="hf")
+    assert hf.verdicts.height == 2 * len(rows)
+
+
+@pytest.mark.parametrize(("data", "kw", "kind", "words"), [
+    ("nope.jsonl", {}, "DataError", ["no such file"]),
+    ([], {}, "DataError", ["no rows"]),
+    ([{"id": "p0"}, "text"], {}, "DataError", ["row 1 is a str"]),
+    ([{"id": "p0", "story_1": math.inf}], {}, "DataError", ["row 0", "NaN or an infinite"]),
+    (42, {}, "DataError", ["int is not data"]),
+    (None, {"limt": 3}, "ConfigError", ["litjudge.judge(): limt: unknown key (did you mean 'limit'?)"]),
+    (None, {"name": "../x"}, "ConfigError", ["name", "letters, digits"]),
+    (None, {"protocol": "pairwize"}, "ConfigError", ["pairwize"]),
+    (None, {"mode": "labels"}, "ConfigError", ["mode"]),
+    (None, {"dataset": "ttcw"}, "ConfigError", ["give the rows as `data`"]),
+    (None, {"judge": "replay:missing.jsonl"}, "JudgeNotFound", ["missing.jsonl"]),
+    (None, {"columns": {"txt_a": "story_1"}}, "DataError", ["txt_a", "fields: pair_id"]),
+])
+def test_mistakes_raise_one_line_litjudge_errors(tmp_path, data, kw, kind, words):
+    with pytest.raises(litjudge.LitjudgeError) as caught:
+        judged(tmp_path, pairs() if data is None else data, **kw)
+    message = str(caught.value)
+    assert type(caught.value).__name__ == kind and "\n" not in message, message
+    assert all(w in message for w in words), message
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())   # nothing left behind
+
+
+def test_load_refuses_what_is_not_a_finished_run(tmp_path):
+    with pytest.raises(litjudge.ConfigError, match="not a run folder"):
+        litjudge.load(tmp_path / "nothing")
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "store.sqlite").write_bytes(b"")
+    with pytest.raises(litjudge.StoreError, match="an interrupted run"):
+        litjudge.load(tmp_path / "half")
+
+
+def test_a_folder_in_use_is_refused_and_left_as_it_was(tmp_path):
+    """Another run holding the folder: judge() refuses before writing anything into it."""
+    folder = tmp_path / "out" / "busy"
+    lock = RunLock(folder)
+    try:
+        with pytest.raises(litjudge.ConfigError, match=f"in use by another litjudge process \\(pid {os.getpid()}\\)"):
+            judged(tmp_path, pairs(), name="busy")
+    finally:
+        lock.release()
+    assert sorted(p.name for p in folder.iterdir()) == [".lock"]
+
+
+def test_ctrl_c_loses_nothing_and_a_second_call_finishes(tmp_path):
+    """A KeyboardInterrupt (real SIGINT, raised by the runner's fault hook after 5 stored verdicts):
+    the 5 stay stored unchanged and the same call again completes the run."""
+    rows = pairs()
+    judge = recording(tmp_path, rows)
+    script = textwrap.dedent("""
+        import json, sys, litjudge
+        cols = {"pair_id": "id", "prompt": "instruction", "text_a": "story_1", "text_b": "story_2", "label": "winner"}
+        try:
+            litjudge.judge(json.loads(sys.argv[1]), protocol="pairwise", judge=sys.argv[2], columns=cols,
+                           values={"label": {"first": "a", "second": "b"}}, name="ctrl-c", progress=False)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+    """)
+    args = [sys.executable, "-c", script, json.dumps(rows), judge]
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "LITJUDGE_FAULT_KILL_AFTER": "5", "LITJUDGE_FAULT_SIGNAL": "INT"})
+    assert r.stdout.strip() == "interrupted", r.stdout + r.stderr[-2000:]
+    db = tmp_path / "runs" / "out" / "ctrl-c" / "store.sqlite"
+    kept = sqlite3.connect(db).execute("SELECT key, raw FROM results").fetchall()
+    assert len(kept) >= 5
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.stdout.strip() == "finished", r.stderr[-2000:]
+    final = dict(sqlite3.connect(db).execute("SELECT key, raw FROM results").fetchall())
+    assert len(final) == 2 * len(rows) and all(final[k] == raw for k, raw in kept)
+
+
+def test_run_takes_a_config_file_or_a_dict_and_overrides(tmp_path):
+    rows = pairs()
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps({"pair_id": r["id"], "prompt": r["instruction"],
+                                                              "text_a": r["story_1"], "text_b": r["story_2"],
+                                                              "label": "a"}) + "\n" for r in rows))
+    table = {"name": "from-dict", "protocol": "pairwise", "judge": recording(tmp_path, rows),
+             "dataset": {"loader": "pairs_jsonl", "path": str(tmp_path / "pairs.jsonl")}}
+    r = litjudge.run(table, out=tmp_path / "out", limit=3, progress=False)
+    assert r.kind == "run" and r.verdicts.height == 6 and r.run_dir == tmp_path / "out" / "from-dict"
+    sweep = litjudge.run({**table, "name": "swept", "sweep": {"post": {"options.tie_rule": ["inconsistent"]}}}, out=tmp_path / "out",
+                         progress=False)
+    assert sweep.kind == "sweep" and sweep.tables["sweep_ranking"].height >= 1
+    assert litjudge.load(sweep.run_dir).kind == "sweep"
+    with pytest.raises(litjudge.ConfigError, match="run config not found"):
+        litjudge.run(tmp_path / "missing.toml")
+    with pytest.raises(litjudge.ConfigError, match=r"litjudge.run\(dict\): protocl: unknown key"):
+        litjudge.run({**table, "protocl": "x"}, out=tmp_path / "out")
+
+
+def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):
+    rows = pairs(4)
+    noise = tmp_path / "noise.jsonl"
+    noise.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "maybe"}) + "\n"
+                             for r in rows for o in ("ab", "ba")))
+    with pytest.warns(litjudge.LitjudgeWarning, match=r"no verdict of replay:.*noise.jsonl could be read \(all 8 unparsed\)"):
+        r = judged(tmp_path, rows, judge=f"replay:{noise}")
+    assert r.verdicts["status"].to_list() == ["unparsed"] * 8
+    assert "could be read" in r._repr_html_()
