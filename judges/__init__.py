@@ -1,9 +1,9 @@
 """Protocols of the seed papers: items -> prompts -> verdicts -> aggregates -> agreement with humans."""
-from engine.core.registry import Registry
+from litjudge.engine.core.registry import Registry
 
 PROTOCOLS: Registry = Registry("protocol")
-PROTOCOLS.add("ttcw", "judges.ttcw:TTCW")
-PROTOCOLS.add("reference_likert", "judges.reference_likert:ReferenceLikert")
-PROTOCOLS.add("listwise", "judges.listwise:ListwiseRanking")
-PROTOCOLS.add("pairwise", "judges.pairwise:Pairwise")
-PROTOCOLS.add("classification", "judges.classification:Classification")
+PROTOCOLS.add("ttcw", "litjudge.judges.ttcw:TTCW")
+PROTOCOLS.add("reference_likert", "litjudge.judges.reference_likert:ReferenceLikert")
+PROTOCOLS.add("listwise", "litjudge.judges.listwise:ListwiseRanking")
+PROTOCOLS.add("pairwise", "litjudge.judges.pairwise:Pairwise")
+PROTOCOLS.add("classification", "litjudge.judges.classification:Classification")

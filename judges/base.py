@@ -9,14 +9,14 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from engine.core.config import MissingPolicy, RunConfig, Sampling
-from engine.core.errors import ConfigError
-from engine.core.requests import JudgeRequest, Message, RequestMeta
-from engine.core.schema import build
-from engine.data.cards import DatasetCard, load_card
-from engine.data.loaders import load_dataset
-from grammars import VerdictLanguage
-from grammars.analysis import Analyzed
+from litjudge.engine.core.config import MissingPolicy, RunConfig, Sampling
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
+from litjudge.engine.core.schema import build
+from litjudge.engine.data.cards import DatasetCard, load_card
+from litjudge.engine.data.loaders import load_dataset
+from litjudge.grammars import VerdictLanguage
+from litjudge.grammars.analysis import Analyzed
 
 from .metrics.estimates import Units
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-import grammars
-from engine.core.errors import ConfigError
-from engine.core.paths import paper_prompt
-from engine.core.requests import Message, RequestMeta
-from engine.data.items import ItemSet, sample_per_category, select_groups
+import litjudge.grammars as grammars
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.requests import Message, RequestMeta
+from litjudge.engine.data.items import ItemSet, sample_per_category, select_groups
 
 from .base import Build, Context, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import accuracy, spearman

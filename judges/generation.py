@@ -16,11 +16,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from engine.core.config import GenerateConfig
-from engine.core.errors import ConfigError
-from engine.core.paths import paper_prompt
-from engine.core.registry import Registry
-from grammars import UseList, VerdictLanguage
+from litjudge.engine.core.config import GenerateConfig
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.registry import Registry
+from litjudge.grammars import UseList, VerdictLanguage
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-import grammars
-from engine.core.errors import ConfigError
-from engine.core.paths import paper_prompt
-from engine.core.requests import Message, RequestMeta
-from engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
-from grammars.listwise import position_scores
+import litjudge.grammars as grammars
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.requests import Message, RequestMeta
+from litjudge.engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
+from litjudge.grammars.listwise import position_scores
 
 from .base import Build, Context, Protocol, RankBy
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman

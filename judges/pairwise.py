@@ -23,13 +23,13 @@ from itertools import islice
 
 import polars as pl
 
-import grammars
-from engine.core.config import MissingPolicy
-from engine.core.errors import ConfigError
-from engine.core.paths import paper_prompt
-from engine.core.requests import JudgeRequest, Message, RequestMeta
-from engine.core.verdicts import probability
-from engine.data.pairs import Pair
+import litjudge.grammars as grammars
+from litjudge.engine.core.config import MissingPolicy
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
+from litjudge.engine.core.verdicts import probability
+from litjudge.engine.data.pairs import Pair
 
 from .base import Build, Context, Protocol, RankBy, imputed, units_where
 from .metrics import MetricResult, first_position_win_rate

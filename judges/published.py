@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 import tomllib
 
-from engine.core.errors import ConfigError
+from litjudge.engine.core.errors import ConfigError
 
 PUBLISHED_FILE = Path(__file__).with_name("published.toml")
 RESERVED = ("judge", "run_judges", "table", "where", "config", "note")

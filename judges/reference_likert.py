@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-import grammars
-from engine.core.paths import paper_prompt
-from engine.core.requests import Message, RequestMeta
-from engine.data.reference import StoryGroup
+import litjudge.grammars as grammars
+from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.requests import Message, RequestMeta
+from litjudge.engine.data.reference import StoryGroup
 
 from .base import Build, Context, Protocol, RankBy, imputed
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
-import grammars
-from engine.core.errors import ConfigError
-from engine.core.requests import Message, RequestMeta
-from engine.core.verdicts import probability
-from engine.data.ttcw import TTCWData, item_id
-from grammars.upstream import UpstreamYesNo
+import litjudge.grammars as grammars
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.requests import Message, RequestMeta
+from litjudge.engine.core.verdicts import probability
+from litjudge.engine.data.ttcw import TTCWData, item_id
+from litjudge.grammars.upstream import UpstreamYesNo
 
 from .base import Build, Context, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman

@@ -14,8 +14,14 @@
 The same store, shared verdict cache, resume and content keys as `litjudge run`: a call repeated on
 the same data generates nothing, and Ctrl-C loses no stored verdict. Every error a user can cause
 raises `LitjudgeError` (one of the subclasses below) with the console's one-line message.
+
+The code lives in `litjudge.engine` (core, data, backends, app), `litjudge.judges` (protocols and
+metrics) and `litjudge.grammars` (verdict languages); nothing else is installed at the top level but
+the packaged cards and configs (`litjudge_datasets`, `litjudge_runs`).
 """
-from engine.core.errors import (
+from typing import TYPE_CHECKING, Any
+
+from litjudge.engine.core.errors import (
     BackendUnavailable,
     ConfigError,
     DataError,
@@ -26,8 +32,22 @@ from engine.core.errors import (
     SystemFault,
 )
 
-from .api import judge, load, run
-from .result import LitjudgeWarning, Result
+if TYPE_CHECKING:
+    from .api import judge, load, run
+    from .result import LitjudgeWarning, Result
+
+_LAZY = {"judge": "api", "run": "api", "load": "api", "Result": "result", "LitjudgeWarning": "result"}
+
+
+def __getattr__(name: str) -> Any:
+    """The Python API loads on first use: `litjudge.engine.core` modules (the engine's own workers,
+    the planner) import this package and must not pull the whole application with it."""
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'litjudge' has no attribute {name!r}")
 
 __all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound",
            "BackendUnavailable", "PreflightError", "StoreError", "SystemFault"]

@@ -17,14 +17,14 @@ from typing import Any
 
 import polars as pl
 
-from engine.app.execute import execute
-from engine.app.outputs import write_file
-from engine.app.run import run as run_config
-from engine.core.config import load_config, read_toml, valid_name
-from engine.core.console import prepare_environment, quiet
-from engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, fault
-from engine.core.paths import cache_dir, runs_output_dir
-from engine.core.run_lock import RunLock
+from litjudge.engine.app.execute import execute
+from litjudge.engine.app.outputs import write_file
+from litjudge.engine.app.run import run as run_config
+from litjudge.engine.core.config import load_config, read_toml, valid_name
+from litjudge.engine.core.console import prepare_environment, quiet
+from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, fault
+from litjudge.engine.core.paths import cache_dir, runs_output_dir
+from litjudge.engine.core.run_lock import RunLock
 
 from .result import LitjudgeWarning, Result
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import polars as pl
 
-from engine.app.outputs import read_manifest, read_table
-from engine.app.report import write_report
-from engine.app.runs import load_run
-from engine.core.errors import ConfigError, StoreError
-from judges import PROTOCOLS
+from litjudge.engine.app.outputs import read_manifest, read_table
+from litjudge.engine.app.report import write_report
+from litjudge.engine.app.runs import load_run
+from litjudge.engine.core.errors import ConfigError, StoreError
+from litjudge.judges import PROTOCOLS
 
 
 class LitjudgeWarning(UserWarning):

@@ -62,10 +62,10 @@ def peak_rss_gib() -> float:
 
 def stage_plan(folder: Path) -> dict:
     """Plan every request with the default judge's tokenizer-only planner; nothing is generated."""
-    from engine import backends
-    from engine.app.run import prepare
-    from engine.core.config import load_config
-    from engine.core.planner import StreamPlanner
+    from litjudge.engine import backends
+    from litjudge.engine.app.run import prepare
+    from litjudge.engine.core.config import load_config
+    from litjudge.engine.core.planner import StreamPlanner
 
     prep = prepare(load_config(config(folder, "smollm2-135m")))
     spec = prep.specs[0]
@@ -85,8 +85,8 @@ def stage_plan(folder: Path) -> dict:
 def stage_judge(folder: Path, answers: Path) -> dict:
     """A whole run with the replayed judge, outputs written."""
     os.environ["LITJUDGE_RUNS_DIR"] = str(folder / "runs")
-    from engine.app.run import run
-    from engine.core.config import load_config
+    from litjudge.engine.app.run import run
+    from litjudge.engine.core.config import load_config
 
     t = time.perf_counter()
     out = run(load_config(config(folder, f"replay:{answers}")), progress=False)

@@ -15,7 +15,7 @@ os.environ.setdefault("LITJUDGE_VERDICT_CACHE", "off")
 
 import tempfile
 
-from engine.core.paths import PROJECT_ROOT, cache_dir, data_root
+from litjudge.engine.core.paths import PROJECT_ROOT, cache_dir, data_root
 
 # A test run never reads or writes the user's own litjudge files (a calibration stored by an
 # earlier `plan --calibrate` made a test expecting "not calibrated" fail): everything litjudge keeps
@@ -35,7 +35,7 @@ needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),
 def smollm():
     """ONE in-process vLLM engine on the default judge for the whole session (engines are
     expensive; other judges run in subprocesses through the CLI)."""
-    from engine import backends
+    from litjudge.engine import backends
 
     backend = backends.create(backends.model_spec("smollm2-135m", max_model_len=4096, kv_cache_gib=2))
     yield backend
@@ -50,7 +50,7 @@ def runs_dir(tmp_path, monkeypatch):
 def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "engine.app.cli", *args], cwd=PROJECT_ROOT, env=full_env,
+    return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=PROJECT_ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -12,7 +12,7 @@ import urllib.request
 import polars as pl
 import pytest
 
-from engine.backends.local.models import resolve_judge
+from litjudge.engine.backends.local.models import resolve_judge
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 from tests.fake_api import FakeAPI
 
@@ -92,7 +92,7 @@ def test_openai_backend_sends_a_strict_json_schema_and_parses_the_verdict(tmp_pa
 def test_missing_key_is_one_clear_line(tmp_path):
     cfg = demo_config(tmp_path, "nokey", "anthropic:claude-test")
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
-    r = subprocess.run([sys.executable, "-m", "engine.app.cli", "run", str(cfg), "--quiet"], cwd=PROJECT_ROOT,
+    r = subprocess.run([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], cwd=PROJECT_ROOT,
                        env={**env, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}, capture_output=True, text=True)
     assert r.returncode == 2 and "needs an API key in the environment variable ANTHROPIC_API_KEY" in r.stderr
 
@@ -239,11 +239,11 @@ def test_the_structured_setting_is_part_of_every_key(tmp_path):
     """`[api] structured` changes what the model may say: a run with `structured = "vllm"` is not
     served the verdicts a `structured = "none"` run stored in the shared cache (it was: 6 unparsed
     verdicts came back and nothing was sent); "auto" and the provider's default share keys."""
-    import grammars
-    from engine.backends import api
-    from engine.core.config import RunConfig, Sampling
-    from engine.core.requests import JudgeRequest, Message, RequestMeta, content_key
-    from engine.core.settings import ApiConfig
+    import litjudge.grammars as grammars
+    from litjudge.engine.backends import api
+    from litjudge.engine.core.config import RunConfig, Sampling
+    from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, content_key
+    from litjudge.engine.core.settings import ApiConfig
 
     request = JudgeRequest((Message("user", "Is it original?"),), grammars.binary(), "label", Sampling(),
                            RequestMeta("ttcw", "s1/1"))
@@ -299,7 +299,7 @@ def test_an_interrupted_run_is_in_the_history(tmp_path):
         judge = f"openai-compatible:{server.url}/v1:fake-judge"
         cfg = demo_config(tmp_path, "ctrlc", judge, api="concurrency = 1\ntimeout_s = 30")
         env = {**os.environ, "LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"}
-        proc = subprocess.Popen([sys.executable, "-m", "engine.app.cli", "run", str(cfg), "--quiet"], env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 120
         while len(server.received) < 2 and time.time() < deadline:

@@ -11,28 +11,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import backends
-from engine.app.run import run
-from engine.app.sweep import load_sweep
-from engine.app.sweep_run import prepared_cells, work
-from engine.backends.local.render import plain_layout
-from engine.core.backend import Capabilities, JudgeSpec
-from engine.core.config import RunConfig, load_config
-from engine.core.planner import make_plan
-from engine.core.requests import Generation, JudgeIdentity
-from engine.data.loaders import LOADERS
-from engine.data.pairs import Pair
+from litjudge.engine import backends
+from litjudge.engine.app.run import run
+from litjudge.engine.app.sweep import load_sweep
+from litjudge.engine.app.sweep_run import prepared_cells, work
+from litjudge.engine.backends.local.render import plain_layout
+from litjudge.engine.core.backend import Capabilities, JudgeSpec
+from litjudge.engine.core.config import RunConfig, load_config
+from litjudge.engine.core.planner import make_plan
+from litjudge.engine.core.requests import Generation, JudgeIdentity
+from litjudge.engine.data.loaders import LOADERS
+from litjudge.engine.data.pairs import Pair
 from tests.conftest import PROJECT_ROOT, needs_data, write_config
 
 GOLDEN = json.loads((PROJECT_ROOT / "tests" / "golden" / "committed_keys.json").read_text())
 
 # Layers, bottom up: a module may import its own layer and those below, never above.
-LAYERS = [("grammars", 0), ("engine.core", 1), ("engine.data", 2), ("engine.backends", 3), ("judges", 3),
-          ("engine.app", 4), ("litjudge", 5)]
-SIBLINGS_APART = {("engine.backends", "judges"), ("judges", "engine.backends")}
+LAYERS = [("litjudge.grammars", 0), ("litjudge.engine.core", 1), ("litjudge.engine.data", 2), ("litjudge.engine.backends", 3),
+          ("litjudge.judges", 3), ("litjudge.engine.app", 4), ("litjudge", 5)]
+SIBLINGS_APART = {("litjudge.engine.backends", "litjudge.judges"), ("litjudge.judges", "litjudge.engine.backends")}
 
 
 def layer(module: str) -> tuple[str, int] | None:
+    if module == "litjudge.engine":                        # the bare package: `from litjudge.engine import backends`
+        return None
     for prefix, level in LAYERS:
         if module == prefix or module.startswith(prefix + "."):
             return prefix, level
@@ -43,6 +45,8 @@ def imports(path: Path, module: str) -> list[tuple[str, bool]]:
     """(imported module, at module level?) for every import of a litjudge module in a file."""
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
+    top |= {id(n) for block in tree.body if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+            for n in block.body}                       # typed names only: `litjudge` loads its API lazily
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     out = []
     for node in ast.walk(tree):
@@ -63,9 +67,11 @@ def imports(path: Path, module: str) -> list[tuple[str, bool]]:
 def modules():
     for pkg in ("grammars", "engine", "judges", "litjudge"):
         for path in sorted((PROJECT_ROOT / pkg).rglob("*.py")):
+            if pkg == "litjudge" and path.relative_to(PROJECT_ROOT / pkg).parts[0] in ("grammars", "engine", "judges"):
+                continue                                   # the links to the top-level folders, read once above
             rel = path.relative_to(PROJECT_ROOT).with_suffix("")
-            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-            yield path, name
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            yield path, ".".join(parts if pkg == "litjudge" else ("litjudge", *parts))
 
 
 def test_imports_run_one_way_through_the_layers():
@@ -96,7 +102,7 @@ def test_stored_keys_of_every_committed_config_are_unchanged(monkeypatch):
     recorded before the redesign (tests/golden/committed_keys.json). They were recorded where
     `dtype = "auto"` is bfloat16 (a CPU with bf16 instructions): the CPU is pinned to one, since on
     an AVX2-only CPU auto runs float32, whose keys differ by design (tests/test_hardware.py)."""
-    from engine.backends import factory, hardware
+    from litjudge.engine.backends import factory, hardware
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
     monkeypatch.setattr(hardware, "gpu_present", lambda: False)
@@ -192,10 +198,10 @@ def test_a_toy_backend_and_dataset_format_run_end_to_end(toy_extensions, tmp_pat
 
 def test_content_key_is_the_canonical_json_of_its_fields():
     """The fast key equals sha256 of json.dumps(body, sort_keys=True) for assorted requests."""
-    import grammars as g
-    from engine.core.config import Sampling
-    from engine.core.requests import JudgeRequest as R
-    from engine.core.requests import Message, RequestMeta, content_key
+    import litjudge.grammars as g
+    from litjudge.engine.core.config import Sampling
+    from litjudge.engine.core.requests import JudgeRequest as R
+    from litjudge.engine.core.requests import Message, RequestMeta, content_key
 
     ident = JudgeIdentity("sha256:abc", "t\u00e9mplate", "vllm")
     for lang in (g.binary(), g.likert(7, "1", "2"), g.Listwise(("ab", "cd", "ef")), g.Analyzed(g.preference(tie="tie"))):
@@ -213,8 +219,8 @@ def test_content_key_is_the_canonical_json_of_its_fields():
 def test_a_new_protocol_is_one_file_and_one_line(smollm, runs_dir):
     """tests/toy_protocol.py plus one registration line: it runs end to end on a shipped card
     that does not name it (the card's loader gives the kind it reads) and gets a report panel."""
-    from engine.app.report import write_report
-    from judges import PROTOCOLS
+    from litjudge.engine.app.report import write_report
+    from litjudge.judges import PROTOCOLS
 
     PROTOCOLS.add("single", "tests.toy_protocol:SingleGrading")
     try:
@@ -237,7 +243,7 @@ SQL = __import__("re").compile(r"\b(SELECT .* FROM|INSERT (OR \w+ )?INTO|UPDATE 
 def test_core_holds_only_the_kernel_and_only_the_store_speaks_sql():
     core = {p.stem for p in (PROJECT_ROOT / "engine" / "core").glob("*.py") if p.stem != "__init__"}
     assert core <= KERNEL, sorted(core - KERNEL)
-    speaking = [name for path, name in modules() if name != "engine.core.store" and SQL.search(path.read_text())]
+    speaking = [name for path, name in modules() if name != "litjudge.engine.core.store" and SQL.search(path.read_text())]
     assert speaking == [], speaking
 
 
@@ -247,6 +253,6 @@ def test_core_holds_only_the_kernel_and_only_the_store_speaks_sql():
 def test_fast_message_json_equals_json_dumps(rows):
     """The key's messages part (orjson) is byte for byte json.dumps(ensure_ascii=False) for any text:
     control characters, quotes, U+2028, astral planes (surrogates cannot come from UTF-8 files)."""
-    from engine.core.requests import _canonical, _canonical_texts
+    from litjudge.engine.core.requests import _canonical, _canonical_texts
 
     assert _canonical_texts(rows) == _canonical(rows)

@@ -11,10 +11,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from engine.app.generate_stage import with_generated_dataset
-from engine.core.config import GenerateConfig, load_config
-from engine.core.paths import PROJECT_ROOT, prompts_root
-from judges.generation import AUTGeneration, duplicates
+from litjudge.engine.app.generate_stage import with_generated_dataset
+from litjudge.engine.core.config import GenerateConfig, load_config
+from litjudge.engine.core.paths import PROJECT_ROOT, prompts_root
+from litjudge.judges.generation import AUTGeneration, duplicates
 from tests.conftest import litjudge, write_config
 
 needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").exists(),
@@ -92,7 +92,7 @@ mode = "label"
 
 [generate]
 generators = ["smollm2-135m", "gemma3-270m"]
-objects = ["fork", "wallet", "soap", "cotton swab", "paperclip"]
+objects = ["fork", "wallet", "soap"]
 max_words = 4
 temperature = 0.7
 
@@ -116,25 +116,25 @@ def _generation(run_dir: Path) -> pl.DataFrame:
 def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
     cfg = write_config(tmp_path / "study.toml", STUDY)
     out, run_dir = tmp_path / "out", tmp_path / "out" / "study"
-    # 1. Killed (SIGKILL) during generation once 16 turns are stored: the first generator's 15
-    #    opening turns and some of its follow-ups.
+    # 1. Killed (SIGKILL) during generation once 16 turns are stored (the first generator's
+    #    opening turns... of 21: its 9 opening turns and some of its follow-ups.
     killed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out),
                       env={"LITJUDGE_FAULT_KILL_AFTER": "16"})
     assert killed.returncode == -9, killed.stderr[-2000:]
     con = sqlite3.connect(run_dir / "store.sqlite")
     stored = con.execute("SELECT count(*) FROM results").fetchone()[0]
     con.close()
-    assert 16 <= stored < 70
-    # 2. Resumed: only the missing turns are generated; all 2 x 5 x 3 lists parse (70 turns).
+    assert 16 <= stored < 42
+    # 2. Resumed: only the missing turns are generated; all 2 x 3 x 3 lists parse (42 turns).
     resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert sum(g["generated"] for g in manifest["generation"]) == 70 - stored
+    assert sum(g["generated"] for g in manifest["generation"]) == 42 - stored
     gen = _generation(run_dir)
-    assert gen.height == 6 and gen["malformed"].sum() == 0 and gen["parsed"].sum() == 70
-    assert gen["uses"].to_list() == [25] * 6                                # 5 objects x 5 uses per cell
+    assert gen.height == 6 and gen["malformed"].sum() == 0 and gen["parsed"].sum() == 42
+    assert gen["uses"].to_list() == [15] * 6                                # 3 objects x 5 uses per cell
     items = [json.loads(line) for line in (run_dir / "generated" / "items.jsonl").open()]
-    assert len(items) == 150 and len({i["item_id"] for i in items}) == 150
+    assert len(items) == 90 and len({i["item_id"] for i in items}) == 90
     assert all(1 <= len(i["text"].split()) <= 4 for i in items)
     assert {(i["source"], i["category"]) for i in items} == {(g, lv) for g in ("smollm2-135m", "gemma3-270m")
                                                              for lv in ("common", "creative", "highly_creative")}

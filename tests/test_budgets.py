@@ -9,9 +9,9 @@ import sqlite3
 import polars as pl
 import pytest
 
-from engine.app.budgets import FULL, parse_budgets
-from engine.core.errors import ConfigError
-from judges.metrics import cohen_kappa
+from litjudge.engine.app.budgets import FULL, parse_budgets
+from litjudge.engine.core.errors import ConfigError
+from litjudge.judges.metrics import cohen_kappa
 from tests.conftest import DATA, litjudge, needs_data, write_config
 
 CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "smollm2-135m"\nmode = "analyze"\nlimit = 1\n'

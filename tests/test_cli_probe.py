@@ -26,7 +26,7 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300,
         preexec=None) -> subprocess.CompletedProcess:
     """The real CLI in a subprocess, run from `cwd` (its runs/out is there)."""
     full = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "engine.app.cli", *args], cwd=cwd, env=full, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=timeout, preexec_fn=preexec)
 
 
@@ -336,7 +336,7 @@ def test_budgets_on_an_ensemble_folder(tmp_path, finished):
 
 
 def test_data_list_says_partial_after_an_interrupted_fetch(tmp_path):
-    from engine.data.cards import load_card
+    from litjudge.engine.data.cards import load_card
 
     card = load_card("ttcw")
     folder = tmp_path / "data" / card.path

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from engine.app.run import run
-from engine.backends.local.sharding import Shards, prefix_groups
-from engine.core.config import ClusterConfig, EngineConfig, load_config
-from engine.core.store import Store
+from litjudge.engine.app.run import run
+from litjudge.engine.backends.local.sharding import Shards, prefix_groups
+from litjudge.engine.core.config import ClusterConfig, EngineConfig, load_config
+from litjudge.engine.core.store import Store
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
@@ -93,7 +93,7 @@ def test_a_replica_killed_mid_run_loses_nothing(two_nodes, single, tmp_path, mon
 
 # -- sharding, by hand ---------------------------------------------------------------------------
 def test_prefix_groups_stay_whole_and_shards_balance_then_steal():
-    from engine.core.requests import Prepared
+    from litjudge.engine.core.requests import Prepared
 
     def p(key, tokens):
         return Prepared(key, None, "", tuple(tokens), 1)   # type: ignore[arg-type]

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from judges.metrics.bootstrap import (
+from litjudge.judges.metrics.bootstrap import (
     MIN_CLUSTERS,
     balanced_accuracy_bootstrap,
     difference_of_means_ci,
@@ -24,10 +24,10 @@ from judges.metrics.bootstrap import (
     mean_with_ci,
     too_few,
 )
-from judges.metrics.calibration import calibration_error
-from judges.metrics.estimates import Units, balanced_accuracy_of, kappa_of, mean_of, same_as_best
-from judges.metrics.prevalence import corrected_pass_rate
-from judges.pairwise import length_controlled
+from litjudge.judges.metrics.calibration import calibration_error
+from litjudge.judges.metrics.estimates import Units, balanced_accuracy_of, kappa_of, mean_of, same_as_best
+from litjudge.judges.metrics.prevalence import corrected_pass_rate
+from litjudge.judges.pairwise import length_controlled
 
 DRAWS = 1000
 RESAMPLES = 500
@@ -230,7 +230,7 @@ def test_the_debiased_squared_calibration_error_is_unbiased_and_its_interval_cov
     """A miscalibrated judge (it says p, the truth is p^1.5): CE^2 over 10 bins has a known value;
     the debiased estimate's mean is within 0.002 of it, the plug-in ECE^2 is well above, and the
     interval of the calibration error covers its truth at the minimum clusters."""
-    from judges.metrics.calibration import squared_calibration_error
+    from litjudge.judges.metrics.calibration import squared_calibration_error
 
     big = np.random.default_rng(11).beta(2, 2, 4_000_000)
     index = np.minimum((big * 10).astype(int), 9)

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from engine.core.errors import DataError
-from engine.data.ttcw import load_recorded, load_ttcw
+from litjudge.engine.core.errors import DataError
+from litjudge.engine.data.ttcw import load_recorded, load_ttcw
 from tests.conftest import DATA, needs_data
 
 STORY = {"story_idx": 0, "story_id": "0_GPT4", "story_name": "s", "plot": "p", "content": "A story."}

@@ -8,7 +8,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engine.data.cards import load_card
+from litjudge.engine.data.cards import load_card
 from tests.conftest import DATA, litjudge, needs_data
 
 
@@ -86,7 +86,7 @@ def test_a_write_refused_midway_leaves_no_partial_file_and_says_how_to_resume(mi
 
     def limit():                  # stories.json (352 kB) and tests.json fit; expert_annotations.json (1.1 MB) does not
         resource.setrlimit(resource.RLIMIT_FSIZE, (500_000, 500_000))
-    r = subprocess.run([sys.executable, "-m", "engine.app.cli", "data", "fetch", "ttcw", "--data-root", str(data)],
+    r = subprocess.run([sys.executable, "-m", "litjudge", "data", "fetch", "ttcw", "--data-root", str(data)],
                        cwd=PROJECT_ROOT, env={**__import__("os").environ, "LITJUDGE_DATA_BASE_URL": url},
                        capture_output=True, text=True, timeout=300, preexec_fn=limit)
     assert r.returncode == 2 and r.stderr.count("litjudge: error:") == 1, r.stderr[-2000:]

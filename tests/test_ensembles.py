@@ -12,12 +12,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, jury_tables
-from judges.metrics import balanced_accuracy
-from judges.metrics.jury import average, fit_stacking, logit, majority, stacked
-from judges.metrics.kemeny import EXACT_MAX, disagreements, kemeny, pairwise_wins
-from judges.metrics.logistic import sigmoid
-from judges.metrics.selective import Level, cascade, choose_threshold
+from litjudge.engine.app.ensemble import load_ensemble
+from litjudge.engine.core.errors import ConfigError
+from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, jury_tables
+from litjudge.judges.metrics import balanced_accuracy
+from litjudge.judges.metrics.jury import average, fit_stacking, logit, majority, stacked
+from litjudge.judges.metrics.kemeny import EXACT_MAX, disagreements, kemeny, pairwise_wins
+from litjudge.judges.metrics.logistic import sigmoid
+from litjudge.judges.metrics.selective import Level, cascade, choose_threshold
 from tests.conftest import PROJECT_ROOT, litjudge
 
 
@@ -119,7 +121,7 @@ def test_jury_tables_recomputed_by_brute_force():
     out = jury_tables(frame, JuryOptions(calibration_fraction=0.5, seed=2), resamples=200)
     jury = {r["member"]: r for r in out["jury"].iter_rows(named=True)}
     # the held-out split, recomputed: the clusters not drawn for calibration
-    from judges.ensembles import split
+    from litjudge.judges.ensembles import split
 
     items = frame.filter(pl.col("judge") == "prob").sort("item")
     calib = split(items["cluster"].to_list(), 0.5, 2)
@@ -190,7 +192,7 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
                  "replay:claude3-opus,replay:gpt4", "--target", "0.65", "--name", "ens", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     jury = pl.read_parquet(tmp_path / "ens" / "tables" / "jury.parquet")
-    from judges.ensembles import split
+    from litjudge.judges.ensembles import split
 
     items = pl.read_parquet(run_dir / "tables" / "per_item.parquet").filter(pl.col("judge") == "replay:gpt4")
     calib = split(items["story_id"].to_list(), 0.5, 0)
@@ -223,3 +225,22 @@ def test_ensemble_config_runs_its_members_and_reports(tmp_path):
     md = (tmp_path / "ensemble-ttcw" / "report" / "report.md").read_text()
     assert "## Cascade with an agreement guarantee" in md and "## Jury: each judge and each pooling" in md
     assert "![reliability_diagram](reliability_diagram.png)" in md                  # the jury's calibration
+
+
+@pytest.mark.parametrize("body, message", [
+    ('[[runs]]\nconfig = "a.toml"\n[jurry]\njudges = ["x"]\n', "jurry: unknown key (did you mean 'jury'?)"),
+    ('runs = []\n', "runs: runs must be [[runs]] tables"),
+    ('[[runs]]\njudge = "x"\n', "runs: runs must be [[runs]] tables, each with a `config`"),
+    ('runs = "a.toml"\n', "runs: expected a list"),
+    ('name = "e"\n', "runs: missing required key"),
+    ('[[runs]]\nconfig = "a.toml"\n[cascade]\njudges = ["x", "y"]\ntarget = "high"\n', "cascade.target: expected float"),
+    ('[[runs]]\nconfig = "a.toml"\n[jury]\njudgs = ["x"]\n', "jury.judgs: unknown key (did you mean 'jury.judges'?)"),
+    ('jury = 3\n[[runs]]\nconfig = "a.toml"\n', "jury: expected a table"),
+])
+def test_an_ensemble_config_goes_through_the_schema_of_run_configs(tmp_path, body, message):
+    """One wording for every config kind: file, key, did-you-mean; nothing runs before it is said."""
+    path = tmp_path / "ens.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError) as err:
+        load_ensemble(path)
+    assert str(path) in str(err.value) and message in str(err.value), str(err.value)

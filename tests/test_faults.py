@@ -84,8 +84,8 @@ def test_bad_settings_are_one_line_before_anything_runs(tmp_path, body, message)
 
 
 def test_duplicate_pairs_in_a_litbench_csv_are_refused(tmp_path):
-    from engine.core.errors import DataError
-    from engine.data.pairs import load_litbench_csv
+    from litjudge.engine.core.errors import DataError
+    from litjudge.engine.data.pairs import load_litbench_csv
 
     f = tmp_path / "t.csv"
     f.write_text("prompt,chosen_story,rejected_story,chosen_comment_id,rejected_comment_id\n"
@@ -95,8 +95,8 @@ def test_duplicate_pairs_in_a_litbench_csv_are_refused(tmp_path):
 
 
 def test_excel_bom_and_non_utf8_rows(tmp_path):
-    from engine.core.errors import DataError
-    from engine.data.pairs import load_litbench_csv, load_pairs_jsonl
+    from litjudge.engine.core.errors import DataError
+    from litjudge.engine.data.pairs import load_litbench_csv, load_pairs_jsonl
 
     f = tmp_path / "bom.csv"
     f.write_bytes("\ufeffprompt,chosen_story,rejected_story\np,a story,another\n".encode())
@@ -222,7 +222,7 @@ def test_disk_full_is_one_line_and_keeps_what_was_stored(tmp_path, replay_cfg):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
 
-    r = subprocess.run([sys.executable, "-m", "engine.app.cli", "run", str(cfg), "--quiet", "--judge", "replay:claudev2"],
+    r = subprocess.run([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet", "--judge", "replay:claudev2"],
                        cwd=PROJECT_ROOT, env={**os.environ, **env}, capture_output=True, text=True, preexec_fn=limit,
                        timeout=300)
     one_error_line(r, "full")

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from engine.app.flops import DecoderShape
+from litjudge.engine.app.flops import DecoderShape
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
         "num_attention_heads": 4, "head_dim": 16, "num_key_value_heads": 2, "intermediate_size": 96,
@@ -66,6 +66,6 @@ def _numel(dims) -> int:
 def smollm_path():
     from pathlib import Path
 
-    from engine.backends.local.models import resolve_judge
+    from litjudge.engine.backends.local.models import resolve_judge
 
     return Path(resolve_judge("smollm2-135m").path)

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import grammars as g
-from engine.core.errors import GrammarError
+import litjudge.grammars as g
+from litjudge.engine.core.errors import GrammarError
 
 ID = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=6)
 LABEL = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), min_size=1, max_size=8)
@@ -142,7 +142,7 @@ def test_upstream_rule_is_the_published_one():
 
 
 def test_every_backend_constraint_comes_from_the_one_definition():
-    from grammars.compile import json_schema, max_verdict_tokens, outlines_output_type
+    from litjudge.grammars.compile import json_schema, max_verdict_tokens, outlines_output_type
 
     five = g.likert(5)
     assert json_schema(five)["properties"]["verdict"] == {"type": "string", "enum": list(five.labels())}

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.backends import hardware
-from engine.backends.base import key_family
-from engine.backends.hardware import choose_dtype, onednn_fell_back
+from litjudge.engine.backends import hardware
+from litjudge.engine.backends.base import key_family
+from litjudge.engine.backends.hardware import choose_dtype, onednn_fell_back
 
 SAPPHIRE_RAPIDS = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})   # Intel Xeon with AMX
 GENOA = frozenset({"avx2", "avx512f", "avx512_bf16"})                                      # AMD EPYC Zen 4/5
@@ -38,10 +38,10 @@ def test_a_gpu_runs_bfloat16_and_an_explicit_dtype_wins():
 def test_the_chosen_dtype_names_the_key_family(monkeypatch):
     """The same config on an AVX2 machine and on an AMX machine plans different keys (float32 vs
     bfloat16): their verdicts are never mixed in one store."""
-    from engine import backends
-    from engine.backends import factory
-    from engine.core.config import RunConfig
-    from engine.core.schema import build
+    from litjudge.engine import backends
+    from litjudge.engine.backends import factory
+    from litjudge.engine.core.config import RunConfig
+    from litjudge.engine.core.schema import build
 
     config = build(RunConfig, {"name": "d", "protocol": "ttcw", "dataset": "ttcw-demo"}, "test")
     specs = {}

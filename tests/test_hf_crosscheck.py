@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-import grammars as g
-from engine import backends
-from engine.backends.base import Prepared
-from engine.core.planner import make_plan
-from engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
+import litjudge.grammars as g
+from litjudge.engine import backends
+from litjudge.engine.backends.base import Prepared
+from litjudge.engine.core.planner import make_plan
+from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 from tests.conftest import DATA, needs_data
 
 N_LABEL, N_DIST = 150, 60     # 150 greedy labels: 8 flips fail the 0.95 bar

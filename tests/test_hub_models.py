@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.local.models import resolve_judge
+from litjudge.engine.backends.local.models import resolve_judge
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 
 REPO = "litjudge-test/smollm2-135m"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.core.paths import PROJECT_ROOT
+from litjudge.engine.core.paths import PROJECT_ROOT
 
 # Lines a third-party library prints on its own (vLLM/torch/transformers log records, Python
 # warnings, tcmalloc hints). litjudge's own lines start with "litjudge:" or are tables.
@@ -71,7 +71,8 @@ def installed(tmp_path_factory) -> Path:
     # Built from a copy of the source (no stale build/ of an earlier build can slip into the wheel).
     source = root / "source"
     shutil.copytree(PROJECT_ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "out",
-                                                                       "__pycache__", ".pytest_cache", ".hypothesis"))
+                                                                       "__pycache__", ".pytest_cache", ".hypothesis"),
+                    symlinks=True)                       # litjudge/engine etc. stay links, as in a clone
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
                     str(source)], check=True, capture_output=True, timeout=300)
     venv = root / "venv"
@@ -86,21 +87,30 @@ def installed(tmp_path_factory) -> Path:
 
 def run_installed(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITJUDGE_RUNS_DIR")}
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "engine.app.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([str(venv / "bin" / "python"), "-m", "litjudge", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
 
 
 def test_the_wheel_is_what_runs(installed, tmp_path):
-    r = subprocess.run([str(installed / "bin" / "python"), "-c", "import engine, judges, grammars, litjudge; "
-                        "print(engine.__file__); from engine.core.paths import cards_dir; print(cards_dir()); "
-                        "print(litjudge.__file__)"],
+    """Everything installs under `litjudge`: a distribution of someone else's that claims the generic
+    top-level names (`engine`, `judges`, `grammars`) sits beside it and changes nothing."""
+    purelib = Path(sysconfig.get_paths(vars={"base": str(installed), "platbase": str(installed)})["purelib"])
+    tops = {p.name for p in purelib.iterdir() if not p.name.endswith((".pth", ".dist-info")) and p.name != "bin"}
+    assert tops == {"litjudge", "litjudge_datasets", "litjudge_runs"}, tops
+    for other in ("engine", "judges", "grammars"):
+        (purelib / other).mkdir(exist_ok=True)
+        (purelib / other / "__init__.py").write_text("raise ImportError('another distribution')\n")
+    r = subprocess.run([str(installed / "bin" / "python"), "-c", "import litjudge, litjudge.engine, litjudge.judges, "
+                        "litjudge.grammars; print(litjudge.engine.__file__); from litjudge.engine.core.paths import cards_dir; "
+                        "print(cards_dir()); print(litjudge.__file__); print(litjudge.judge.__module__)"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert r.returncode == 0, r.stderr
-    for line in r.stdout.splitlines():
+    lines = r.stdout.splitlines()
+    for line in lines[:3]:
         assert str(installed) in line and str(PROJECT_ROOT) not in line, line
-    assert (Path(r.stdout.splitlines()[1]) / "pairs-generic.toml").exists()
-    assert len(r.stdout.splitlines()) == 3                   # `import litjudge` works from the wheel
+    assert (Path(lines[1]) / "pairs-generic.toml").exists()
+    assert lines[3] == "litjudge.api"                     # `import litjudge` works from the wheel
 
 
 @pytest.mark.slow
@@ -130,12 +140,12 @@ def test_installed_demo_and_own_data_run_from_any_folder(installed, tmp_path):
 def test_a_missing_extra_is_one_line_before_any_work(tmp_path):
     """A backend whose optional dependency is absent fails at resolve time (before planning or
     loading anything), naming the install command."""
-    from engine.backends import resolve
-    from engine.backends.registry import BACKENDS
-    from engine.core.config import load_config
-    from engine.core.errors import BackendUnavailable
+    from litjudge.engine.backends import resolve
+    from litjudge.engine.backends.registry import BACKENDS
+    from litjudge.engine.core.config import load_config
+    from litjudge.engine.core.errors import BackendUnavailable
 
-    BACKENDS.add("needs-test", "engine.backends.no_such_module:Nothing", prefix="needs-test:",
+    BACKENDS.add("needs-test", "litjudge.engine.backends.no_such_module:Nothing", prefix="needs-test:",
                  needs=(("litjudge_no_such_dependency",), "api"))
     try:
         cfg = tmp_path / "c.toml"

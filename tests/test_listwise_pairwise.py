@@ -8,18 +8,18 @@ import numpy as np
 import polars as pl
 import pytest
 
-from engine.app.run import run
-from engine.core.config import load_config
-from engine.core.errors import DataError
-from engine.core.paths import PROJECT_ROOT
-from engine.data.cards import load_card
-from engine.data.items import RatedItem, load_aut, load_rated_jsonl
-from engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
-from judges.classification import Classification
-from judges.listwise import ListwiseOptions, ListwiseRanking
-from judges.metrics import cluster_bootstrap, icc, one_way_anova
-from judges.metrics.bootstrap import difference_of_means_ci, expanded_alpha, too_few
-from judges.pairwise import Pairwise
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import DataError
+from litjudge.engine.core.paths import PROJECT_ROOT
+from litjudge.engine.data.cards import load_card
+from litjudge.engine.data.items import RatedItem, load_aut, load_rated_jsonl
+from litjudge.engine.data.pairs import load_litbench_csv, load_pairs_jsonl, pairs_from_confederacy, pairs_from_ttcw
+from litjudge.judges.classification import Classification
+from litjudge.judges.listwise import ListwiseOptions, ListwiseRanking
+from litjudge.judges.metrics import cluster_bootstrap, icc, one_way_anova
+from litjudge.judges.metrics.bootstrap import difference_of_means_ci, expanded_alpha, too_few
+from litjudge.judges.pairwise import Pairwise
 from tests.conftest import DATA, litjudge, needs_data, write_config
 
 RUNS = PROJECT_ROOT / "runs"
@@ -59,7 +59,7 @@ def test_anova_matches_statsmodels():
 def test_cluster_bootstrap_of_a_mean_matches_scipy_for_single_item_clusters():
     from scipy import stats
 
-    from judges.metrics import accuracy
+    from litjudge.judges.metrics import accuracy
 
     rng = np.random.default_rng(0)
     flags = list(rng.random(200) < 0.3)
@@ -105,8 +105,8 @@ def test_pairwise_decisions_by_hand():
     table = pl.DataFrame([{"judge": "j", "pair_id": p, "order": o, "human": h, "label": lab, "status": "ok",
                            "distribution": None, "repeat": 0, "words_a": 10 if p != "p2" else 5, "words_b": 5 if p != "p2" else 10}
                           for p, o, h, lab in rows])
-    from judges.base import Context
-    from judges.pairwise import PairwiseOptions
+    from litjudge.judges.base import Context
+    from litjudge.judges.pairwise import PairwiseOptions
 
     ctx = Context(load_config(RUNS / "pairwise-ttcw.toml"), PairwiseOptions(resamples=200), load_card("ttcw"))
     out = Pairwise().aggregate(table, ctx)
@@ -120,8 +120,8 @@ def test_pairwise_decisions_by_hand():
 
 
 def test_classification_confusion_by_hand():
-    from judges.base import Context
-    from judges.classification import ClassificationOptions
+    from litjudge.judges.base import Context
+    from litjudge.judges.classification import ClassificationOptions
 
     table = pl.DataFrame([{"judge": "j", "item_id": f"i{k}", "group": "g", "truth": t, "status": "ok", "label": p,
                            "repeat": 0} for k, (t, p) in enumerate([("Good", "Good"), ("Good", "Medium"),
@@ -256,7 +256,7 @@ def tiny_reward_model(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-    from engine.backends.local.models import resolve_judge
+    from litjudge.engine.backends.local.models import resolve_judge
 
     tok = AutoTokenizer.from_pretrained(resolve_judge("smollm2-135m").path)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=2,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from judges.metrics import (
+from litjudge.judges.metrics import (
     accuracy,
     balanced_accuracy,
     cluster_bootstrap,
@@ -25,8 +25,8 @@ from judges.metrics import (
     pearson,
     spearman,
 )
-from judges.metrics.calibration import brier_score, expected_calibration_error, reliability_bins
-from judges.metrics.logistic import fit_logistic
+from litjudge.judges.metrics.calibration import brier_score, expected_calibration_error, reliability_bins
+from litjudge.judges.metrics.logistic import fit_logistic
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAN = float("nan")
@@ -196,7 +196,7 @@ def test_pairwise_accuracy_brute_force(pairs):
 def test_vectorized_balanced_accuracy_bootstrap_is_the_reference_bootstrap(rows, seed):
     """The numpy balanced-accuracy bootstrap draws the same clusters and gets the same interval as
     the plain resampling loop over the metric."""
-    from judges.metrics.bootstrap import balanced_accuracy_bootstrap
+    from litjudge.judges.metrics.bootstrap import balanced_accuracy_bootstrap
 
     clusters, truth, pred = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     fast = balanced_accuracy_bootstrap(clusters, truth, pred, resamples=120, seed=seed)
@@ -209,7 +209,7 @@ def test_vectorized_balanced_accuracy_bootstrap_is_the_reference_bootstrap(rows,
 def test_mean_with_ci_is_the_mean_of_the_known_values_and_their_cluster_bootstrap(rows):
     """The one mean-plus-interval helper every table uses: missing values out, then the plain mean
     and exactly `mean_bootstrap`'s interval over the rest."""
-    from judges.metrics.bootstrap import MIN_CLUSTERS, mean_bootstrap, mean_with_ci, too_few
+    from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, mean_bootstrap, mean_with_ci, too_few
 
     kept = [(c, v) for c, v in rows if v is not None and not math.isnan(v)]
     m = mean_with_ci([c for c, _ in rows], [v for _, v in rows], resamples=200)
@@ -282,7 +282,7 @@ verdict = st.sampled_from(["A", "B", "tie", None])
 @given(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.lists(st.tuples(verdict, verdict), min_size=1, max_size=3)),
                 min_size=1, max_size=8))
 def test_pairwise_aggregate_brute_force(pairs):
-    from judges.pairwise import Pairwise
+    from litjudge.judges.pairwise import Pairwise
     from tests.test_statistics import pairwise_ctx
 
     rows = []
@@ -328,7 +328,7 @@ def test_pairwise_aggregate_brute_force(pairs):
 @given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 14)), min_size=1, max_size=5), min_size=1,
                 max_size=5))
 def test_likert_group_means_brute_force(groups):
-    from judges.reference_likert import ReferenceLikert
+    from litjudge.judges.reference_likert import ReferenceLikert
 
     per = pl.DataFrame([{"judge": "j", "group": f"g{g}", "candidate": f"g{g}c{c}", "source": "s",
                          "human_score": float(h), "test": t, "pass": bool((c + t) % 2)}
@@ -354,7 +354,7 @@ def test_cluster_robust_covariance_matches_statsmodels(n, seed):
     """The length-controlled accuracy's CI: cluster-robust (sandwich) standard errors as statsmodels."""
     import statsmodels.api as sm
 
-    from judges.metrics.logistic import cluster_robust_cov
+    from litjudge.judges.metrics.logistic import cluster_robust_cov
 
     rng = np.random.default_rng(seed)
     groups = np.repeat(np.arange(n // 2 + 1), 2)[:n]                 # pairs: two verdicts each
@@ -368,9 +368,9 @@ def test_cluster_robust_covariance_matches_statsmodels(n, seed):
 
 
 def test_ece_bootstrap_matches_the_generic_bootstrap():
-    from judges.metrics import cluster_bootstrap
-    from judges.metrics.base import MetricResult
-    from judges.metrics.calibration import ece_bootstrap
+    from litjudge.judges.metrics import cluster_bootstrap
+    from litjudge.judges.metrics.base import MetricResult
+    from litjudge.judges.metrics.calibration import ece_bootstrap
 
     rng = np.random.default_rng(3)
     p = rng.random(300).tolist()

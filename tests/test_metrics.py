@@ -8,7 +8,15 @@ from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
-from judges.metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, kendall, pairwise_accuracy, pearson, spearman
+from litjudge.judges.metrics import (
+    balanced_accuracy,
+    cohen_kappa,
+    fleiss_kappa,
+    kendall,
+    pairwise_accuracy,
+    pearson,
+    spearman,
+)
 
 
 @pytest.mark.parametrize("seed", range(20))

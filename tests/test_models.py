@@ -6,8 +6,8 @@ import shutil
 import polars as pl
 import pytest
 
-from engine.backends.local.models import MARKER, resolve_judge
-from engine.core.errors import JudgeNotFound
+from litjudge.engine.backends.local.models import MARKER, resolve_judge
+from litjudge.engine.core.errors import JudgeNotFound
 from tests.conftest import litjudge
 
 
@@ -77,7 +77,7 @@ def test_gemma_base_judge_converts_and_runs_with_the_plain_layout(tmp_path):
 @pytest.mark.parametrize("var,fn", [("LITJUDGE_CACHE", "cache_dir"), ("LITJUDGE_DATA_ROOT", "data_root"),
                                     ("LITJUDGE_RUNS_DIR", "runs_output_dir"), ("LITJUDGE_PROMPTS_ROOT", "prompts_root")])
 def test_an_empty_path_variable_means_the_default(monkeypatch, tmp_path, var, fn):
-    from engine.core import paths
+    from litjudge.engine.core import paths
 
     monkeypatch.delenv(var, raising=False)
     default = getattr(paths, fn)()

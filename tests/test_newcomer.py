@@ -31,7 +31,7 @@ def imported(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, s
     """Run the CLI with -X importtime: its result and the modules it imported (in this process:
     the tcmalloc re-execution, which would start a fresh one, is off)."""
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "LITJUDGE_PRELOAD": "off"}
-    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "engine.app.cli", *args], cwd=cwd, env=env,
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "litjudge", *args], cwd=cwd, env=env,
                        capture_output=True, text=True, timeout=300)
     modules = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
     return r, modules
@@ -145,11 +145,11 @@ def test_labels_in_another_case_are_accepted_and_others_name_the_way_out(tmp_pat
 
 
 def test_words_of_prompts_reports_and_files(tmp_path):
-    from judges.listwise import singular
+    from litjudge.judges.listwise import singular
 
     assert [singular(w) for w in ("stories", "poems", "alternative uses", "boxes", "glasses")] == \
         ["story", "poem", "alternative use", "box", "glass"]
-    from engine.app.summary import rate
+    from litjudge.engine.app.summary import rate
 
     assert rate(0.002) == "0.002" and rate(0.0) == "0" and rate(None) == "n/a"
     # one file mode, the user's umask: the report and the run's files as its PNGs

@@ -31,7 +31,7 @@ def test_one_run_per_folder_at_a_time(tmp_path):
     line naming that process; once it is done (or dead: the kernel frees the lock), the run goes."""
     import os
 
-    from engine.core.run_lock import RunLock
+    from litjudge.engine.core.run_lock import RunLock
     from tests.test_cli_probe import one_line
 
     cfg = pairs_run(tmp_path)
@@ -108,7 +108,7 @@ def test_a_test_run_leaves_the_users_cache_alone(tmp_path):
     """Every litjudge path outside run folders points into the session's temporary folder: a real
     command (which writes a console log and may write calibrations, crash reports, the verdict
     cache) changes nothing under the user's cache folder."""
-    from engine.core.paths import cache_dir
+    from litjudge.engine.core.paths import cache_dir
     from tests.conftest import USER_CACHE
 
     assert cache_dir() != USER_CACHE and "litjudge-test-cache-" in str(cache_dir())
@@ -273,7 +273,7 @@ def test_plan_sees_a_run_written_with_out(tmp_path):
 def test_console_tables_never_split_a_judge_name(capsys):
     import polars as pl
 
-    from engine.app.console_tables import print_table
+    from litjudge.engine.app.console_tables import print_table
 
     names = ["replay:claude3-opus", "replay:gpt4-turbo-2024-04-09", "qwen2.5-coder-1.5b"]
     print_table(pl.DataFrame({"judge": names, **{f"metric_{i}": [0.123456] * 3 for i in range(14)}}), "t")

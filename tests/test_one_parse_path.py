@@ -36,8 +36,8 @@ def test_reparse_reproduces_every_stored_row(tmp_path):
 def test_values_reach_protocols_decoded(tmp_path):
     import polars as pl
 
-    from engine.core.store import Store
-    from engine.core.verdicts import probability, verdict_frame
+    from litjudge.engine.core.store import Store
+    from litjudge.engine.core.verdicts import probability, verdict_frame
 
     cfg = pairs_run(tmp_path)
     assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0

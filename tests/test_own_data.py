@@ -11,11 +11,11 @@ import os
 import polars as pl
 import pytest
 
-from engine.app.run import run
-from engine.core.config import load_config
-from engine.core.errors import DataError, LitjudgeError
-from engine.data.cards import dataset_card, load_card, with_data
-from engine.data.loaders import load_dataset
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import DataError, LitjudgeError
+from litjudge.engine.data.cards import dataset_card, load_card, with_data
+from litjudge.engine.data.loaders import load_dataset
 from tests.conftest import litjudge, write_config
 
 ROWS = [("p1", "Write about rain", "Rain fell, soft, on the tin roof.", "It rained.", "model_a"),

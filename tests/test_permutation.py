@@ -8,11 +8,11 @@ import json
 import math
 from itertools import permutations
 
-from engine.app.run import run
-from engine.core.config import load_config
-from judges.listwise import ListwiseOptions, shown_orders
-from judges.metrics import spearman
-from judges.metrics.kemeny import disagreements, pairwise_wins
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import load_config
+from litjudge.judges.listwise import ListwiseOptions, shown_orders
+from litjudge.judges.metrics import spearman
+from litjudge.judges.metrics.kemeny import disagreements, pairwise_wins
 from tests.conftest import PROJECT_ROOT, needs_data
 
 CONFIG = PROJECT_ROOT / "runs" / "listwise-aut-psc.toml"

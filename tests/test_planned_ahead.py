@@ -7,23 +7,23 @@ import threading
 
 import pytest
 
-from engine.core.planner import planned_ahead
-from engine.core.runner import run_judge
-from engine.core.store import Store
+from litjudge.engine.core.planner import planned_ahead
+from litjudge.engine.core.runner import run_judge
+from litjudge.engine.core.store import Store
 from tests.test_architecture import AlwaysFirst
 
 
 def toy_request(i: int):
-    import grammars
-    from engine.core.config import Sampling
-    from engine.core.requests import JudgeRequest, Message, RequestMeta
+    import litjudge.grammars as grammars
+    from litjudge.engine.core.config import Sampling
+    from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
 
     return JudgeRequest((Message("user", f"Which is better? pair {i}"),), grammars.preference(), "label", Sampling(),
                         RequestMeta("pairwise", f"p{i}", (("pair_id", f"p{i}"),)))
 
 
 def test_the_first_verdict_is_stored_before_planning_finishes(tmp_path):
-    from engine.core.backend import JudgeSpec
+    from litjudge.engine.core.backend import JudgeSpec
 
     reached_third_chunk = threading.Event()
     planned = []

@@ -8,11 +8,11 @@ import os
 import polars as pl
 import pytest
 
-from engine.app.report import load_run
-from engine.core.config import load_config
-from engine.core.errors import ConfigError
-from judges.metrics import balanced_accuracy, cluster_bootstrap
-from judges.published import baselines, beside, published
+from litjudge.engine.app.report import load_run
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import ConfigError
+from litjudge.judges.metrics import balanced_accuracy, cluster_bootstrap
+from litjudge.judges.published import baselines, beside, published
 from tests.conftest import PROJECT_ROOT, litjudge
 
 needs_data = pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 import litjudge
-from engine.core.run_lock import RunLock
+from litjudge.engine.core.run_lock import RunLock
 from tests.conftest import PROJECT_ROOT
 
 COLUMNS = {"pair_id": "id", "prompt": "instruction", "text_a": "story_1", "text_b": "story_2", "label": "winner"}

@@ -3,14 +3,14 @@ on the generic example with the default judge; the Confederacy loader on the rea
 import polars as pl
 import pytest
 
-import grammars as g
-from engine.app.run import run
-from engine.core.config import RunConfig
-from engine.core.errors import DataError
-from engine.data.cards import load_card
-from engine.data.reference import load_confederacy, load_reference_jsonl
-from judges.base import Context
-from judges.reference_likert import ReferenceLikert, paper_template
+import litjudge.grammars as g
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import RunConfig
+from litjudge.engine.core.errors import DataError
+from litjudge.engine.data.cards import load_card
+from litjudge.engine.data.reference import load_confederacy, load_reference_jsonl
+from litjudge.judges.base import Context
+from litjudge.judges.reference_likert import ReferenceLikert, paper_template
 from tests.conftest import DATA, needs_data
 
 
@@ -93,7 +93,7 @@ def test_reference_run_on_the_generic_example(smollm, runs_dir):
 
 @needs_data
 def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(smollm, tmp_path):
-    from engine.app.generate import generate_candidates
+    from litjudge.engine.app.generate import generate_candidates
 
     out = tmp_path / "gen.jsonl"
     drafts = generate_candidates(smollm, DATA / "ttcw", out, limit=2, target_words=400, tolerance=100,

@@ -12,9 +12,9 @@ import zipfile
 
 import pytest
 
-from engine.app.cli import main
-from engine.backends.local import models
-from engine.backends.local.models import ALIASES, RegistryModel
+from litjudge.engine.app.cli import main
+from litjudge.engine.backends.local import models
+from litjudge.engine.backends.local.models import ALIASES, RegistryModel
 
 CHUNKS = [bytes([i]) * 50_000 for i in range(1, 4)]
 

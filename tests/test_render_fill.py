@@ -4,8 +4,8 @@ the text as it is, one that trims it, and one that drops a message; the real jud
 agree with their full render on every prompt of a TTCW-like batch."""
 from __future__ import annotations
 
-from engine.backends.local.render import CHECKS, PromptRenderer
-from engine.core.requests import Message
+from litjudge.engine.backends.local.render import CHECKS, PromptRenderer
+from litjudge.engine.core.requests import Message
 
 
 class Template:
@@ -55,8 +55,8 @@ def test_a_template_that_changes_the_text_is_always_rendered_in_full():
 
 
 def test_the_real_judges_fill_exactly_what_they_render():
-    from engine.backends.local.models import resolve_judge
-    from engine.backends.local.render import load_renderer
+    from litjudge.engine.backends.local.models import resolve_judge
+    from litjudge.engine.backends.local.render import load_renderer
 
     for name in ("smollm2-135m",):
         j = resolve_judge(name)

@@ -10,11 +10,11 @@ import subprocess
 import polars as pl
 import pytest
 
-from engine.app.report import write_report
-from engine.app.run import run
-from engine.core.config import load_config
-from judges.metrics import rogan_gladen
-from judges.tables import SELF_CORRECTED
+from litjudge.engine.app.report import write_report
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import load_config
+from litjudge.judges.metrics import rogan_gladen
+from litjudge.judges.tables import SELF_CORRECTED
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -241,7 +241,7 @@ def test_item_viewer_shows_flips_and_caps_a_large_run(tmp_path):
     """A judge that always picks the first text shown flips on every pair (a in order ab, b in ba):
     the flipped filter keeps every verdict. 6,000 pairs (12,000 verdicts) embed the first 5,000
     with a note, and the page still filters and pages."""
-    from engine.app.report_viewer import MAX_VERDICTS
+    from litjudge.engine.app.report_viewer import MAX_VERDICTS
 
     n = 6000
     pairs = [{"pair_id": f"p{i:05d}", "prompt": "Write.", "text_a": f"a {i}", "text_b": f"b {i}", "label": "a"}

@@ -6,10 +6,10 @@ import sqlite3
 import polars as pl
 import pytest
 
-from engine.app.reparse import reparse
-from engine.app.run import run
-from engine.core.config import load_config
-from engine.core.errors import ConfigError
+from litjudge.engine.app.reparse import reparse
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import ConfigError
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
 
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"

@@ -7,16 +7,16 @@ from collections import Counter
 import polars as pl
 import pytest
 
-from engine.app.run import aggregate_store, prepare, run
-from engine.core.config import MissingPolicy, load_config
-from engine.core.errors import ConfigError
-from engine.core.store import Store
-from engine.data.cards import load_card
-from judges.base import Context
-from judges.metrics import balanced_accuracy, cohen_kappa, icc, spearman
-from judges.metrics.bootstrap import too_few
-from judges.pairwise import Pairwise, PairwiseOptions
-from judges.reference_likert import ReferenceLikert
+from litjudge.engine.app.run import aggregate_store, prepare, run
+from litjudge.engine.core.config import MissingPolicy, load_config
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.store import Store
+from litjudge.engine.data.cards import load_card
+from litjudge.judges.base import Context
+from litjudge.judges.metrics import balanced_accuracy, cohen_kappa, icc, spearman
+from litjudge.judges.metrics.bootstrap import too_few
+from litjudge.judges.pairwise import Pairwise, PairwiseOptions
+from litjudge.judges.reference_likert import ReferenceLikert
 from tests.conftest import DATA, PROJECT_ROOT, needs_data
 
 RUNS = PROJECT_ROOT / "runs"
@@ -183,7 +183,7 @@ def test_first_position_win_rate_has_one_definition():
 # -- defect 7: the report's run table is per judge -------------------------------------------
 @needs_data
 def test_report_run_table_counts_each_judge(replay):
-    from engine.app.report import header, load_run
+    from litjudge.engine.app.report import header, load_run
 
     rows = {r["judge"]: r for r in header([load_run(replay.run_dir)]).iter_rows(named=True)}
     assert all(r["verdicts"] == 672 for r in rows.values())
@@ -232,12 +232,12 @@ def test_missing_policy_is_checked_at_the_edge(tmp_path):
     with pytest.raises(ConfigError, match='c.toml: missing: must be "drop", "wrong" or "label:LABEL"'):
         load_config(cfg)
     cfg.write_text('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw"\nmissing = "label:Maybe"\n')
-    from judges.ttcw import TTCW
+    from litjudge.judges.ttcw import TTCW
 
     with pytest.raises(ConfigError, match="'Maybe' is not a verdict label of protocol 'ttcw'"):
         TTCW().options(load_config(cfg))
     cfg.write_text('name = "x"\nprotocol = "listwise"\ndataset = "aut-ocsai"\nmissing = "wrong"\n')
-    from judges.listwise import ListwiseRanking
+    from litjudge.judges.listwise import ListwiseRanking
 
     with pytest.raises(ConfigError, match='protocol \'listwise\' supports missing = "drop"'):
         ListwiseRanking().options(load_config(cfg))

@@ -11,15 +11,22 @@ import numpy as np
 import polars as pl
 import pytest
 
-from judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, jury_tables
-from judges.metrics.agreement import binary_agreement_with_ties, tie_credit
-from judges.metrics.bootstrap import NO_SPREAD, expanded_alpha, mean_bootstrap, mean_of_means_with_ci, mean_with_ci, too_few
-from judges.metrics.calibration import ece_bootstrap, expected_calibration_error
-from judges.metrics.direction import HIGHER_IS_BETTER, higher_is_better
-from judges.metrics.jury import EPS, logit, stacked
-from judges.metrics.logistic import fit_logistic, separated
-from judges.metrics.prevalence import corrected_pass_rate, rogan_gladen, sensitivity_specificity
-from judges.metrics.selective import choose_threshold, hb_p_value
+from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, jury_tables
+from litjudge.judges.metrics.agreement import binary_agreement_with_ties, tie_credit
+from litjudge.judges.metrics.bootstrap import (
+    NO_SPREAD,
+    expanded_alpha,
+    mean_bootstrap,
+    mean_of_means_with_ci,
+    mean_with_ci,
+    too_few,
+)
+from litjudge.judges.metrics.calibration import ece_bootstrap, expected_calibration_error
+from litjudge.judges.metrics.direction import HIGHER_IS_BETTER, higher_is_better
+from litjudge.judges.metrics.jury import EPS, logit, stacked
+from litjudge.judges.metrics.logistic import fit_logistic, separated
+from litjudge.judges.metrics.prevalence import corrected_pass_rate, rogan_gladen, sensitivity_specificity
+from litjudge.judges.metrics.selective import choose_threshold, hb_p_value
 
 TARGET, DELTA = 0.8, 0.1
 # Monte Carlo noise of a failure rate over 1,000 draws at delta = 0.1: 3 standard errors
@@ -174,7 +181,7 @@ def positional_scores(lists: int, items: int, orders: int, repeats: int = 1, see
                     rows.append({"judge": "pos", "group": "g", "list": lst, "order": order, "repeat": rep,
                                  "n_items": items, "item_id": f"{lst}-{item}", "score": float(5 - at * 4 // items),
                                  "position": float(items - at), "shown_at": at + 1})
-    from judges.listwise import SCORES
+    from litjudge.judges.listwise import SCORES
     return pl.DataFrame(rows, schema=SCORES)
 
 
@@ -187,7 +194,7 @@ def info_for(s: pl.DataFrame) -> pl.DataFrame:
 def test_a_purely_positional_judge_keeps_its_bias_after_aggregation(orders):
     """The aggregate of a judge that ranks by prompt order follows the items' mean shown position:
     "after" must see that (the earlier leave-one-out definition read about 0 here by construction)."""
-    from judges.permutation import permutation_tables
+    from litjudge.judges.permutation import permutation_tables
 
     s = positional_scores(lists=200, items=8, orders=orders)
     bias = {r["ranking"]: r for r in permutation_tables(s, info_for(s), orders)["psc_position_bias"].iter_rows(named=True)}
@@ -198,7 +205,7 @@ def test_a_purely_positional_judge_keeps_its_bias_after_aggregation(orders):
 
 def test_a_judge_blind_to_position_shows_no_bias_before_or_after():
     """Rankings drawn at random, whatever the shown order: before and after both about 0."""
-    from judges.permutation import permutation_tables
+    from litjudge.judges.permutation import permutation_tables
 
     s = positional_scores(lists=200, items=8, orders=3)
     rng = np.random.default_rng(1)
@@ -216,7 +223,7 @@ def test_a_judge_blind_to_position_shows_no_bias_before_or_after():
 
 def test_psc_intervals_resample_lists_not_repeats():
     """A copy of a repeat adds no information: the CI (lists resampled) does not narrow."""
-    from judges.permutation import permutation_tables
+    from litjudge.judges.permutation import permutation_tables
 
     one = positional_scores(lists=12, items=6, orders=3, repeats=1, seed=3)
     two = pl.concat([one, one.with_columns(pl.lit(1, dtype=pl.Int64).alias("repeat"))])
@@ -265,13 +272,13 @@ def test_no_interval_on_degenerate_input():
     perfect = mean_with_ci([f"s{i}" for i in range(20)], [1.0] * 20)
     assert perfect.value == 1.0 and perfect.ci_low is None and perfect.note == NO_SPREAD
     assert all(math.isnan(x) for x in mean_bootstrap(["a", "a"], [0.1, 0.9]))
-    from judges.metrics.bootstrap import difference_of_means_ci
+    from litjudge.judges.metrics.bootstrap import difference_of_means_ci
     diff, lo, hi = difference_of_means_ci([2.0, 2.0, 2.0], [1.0, 1.0])
     assert diff == 1.0 and math.isnan(lo) and math.isnan(hi)
 
 
 def test_length_control_on_one_pair_and_under_separation():
-    from judges.pairwise import SEPARATED, length_controlled
+    from litjudge.judges.pairwise import SEPARATED, length_controlled
 
     def frame(n_pairs, right):
         rows = []
@@ -328,7 +335,7 @@ def test_jury_of_judges_without_a_shared_item_is_refused():
 def test_ece_and_label_shares_resample_stories():
     """Copying every verdict of a story twice more (same story) adds no information: the
     story-resampled intervals stay as they were; a verdict-resampled one would narrow."""
-    from judges.tables import label_distribution
+    from litjudge.judges.tables import label_distribution
 
     rng = np.random.default_rng(8)
     p = rng.random(60)
@@ -377,8 +384,8 @@ def test_jury_logit_clips_only_one_hot_judges():
 
 # -- 8. metric directions ---------------------------------------------------------------------
 def test_every_rankable_metric_has_a_direction_and_ece_ranks_ascending():
-    from engine.app.sweep_rank import Ranked, ranking
-    from judges import PROTOCOLS
+    from litjudge.engine.app.sweep_rank import Ranked, ranking
+    from litjudge.judges import PROTOCOLS
 
     for name in PROTOCOLS.names():
         protocol = PROTOCOLS.get(name)()

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.core.store import ResultRow, Store
+from litjudge.engine.core.store import ResultRow, Store
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 rows = st.builds(

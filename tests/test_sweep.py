@@ -10,8 +10,8 @@ import sys
 import polars as pl
 import pytest
 
-from engine.app.sweep import load_sweep
-from engine.core.errors import ConfigError
+from litjudge.engine.app.sweep import load_sweep
+from litjudge.engine.core.errors import ConfigError
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
 
 COMMITTED = PROJECT_ROOT / "runs" / "sweep-ttcw.toml"
@@ -28,6 +28,9 @@ HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n
      "matrix.options.threshold: needs no inference"),
     ('[sweep.post]\n"options.threshold" = [0.5, 1.5]\n', "options.threshold must be in [0, 1]"),
     ('[sweep]\nrankby = "overall.kappa"\n', "sweep.rankby: unknown key"),
+    ('[sweep]\nbootstrp = 200\n', "sweep.bootstrp: unknown key (did you mean 'sweep.bootstrap'?)"),
+    ('[sweep]\nbootstrap = 0\n', "sweep.bootstrap: must be at least 1"),
+    ('[sweep]\nbootstrap = "many"\n', "sweep.bootstrap: expected int"),
     ('[sweep]\nrank_by = "overall.judge_pass_rate"\n', "sweep.rank_by: protocol 'ttcw' cannot rank by"),
     ('[sweep]\nrank_by = "bias.value"\n', "sweep.rank_by: protocol 'ttcw' cannot rank by"),
 ])
@@ -104,8 +107,8 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
 RSS_PROBE = """
 import os
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-from engine import backends
-from engine.core.runner import rss_mib
+from litjudge.engine import backends
+from litjudge.engine.core.runner import rss_mib
 for name in ["smollm2-135m", "gemma3-270m", "smollm2-135m", "gemma3-270m"]:
     b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=2))
     print("OPEN", rss_mib(), flush=True)

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from judges.metrics.bootstrap import too_few
+from litjudge.judges.metrics.bootstrap import too_few
 from tests.conftest import PROJECT_ROOT, needs_data
 from tests.test_cli_probe import cli, one_line
 

@@ -5,9 +5,9 @@ import json
 import polars as pl
 import pytest
 
-from engine.app.run import run
-from engine.core.config import load_config
-from engine.core.errors import ConfigError
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import ConfigError
 from tests.conftest import litjudge, write_config
 
 # float32: numbers that do not depend on batch composition. Runs go through the CLI in their own

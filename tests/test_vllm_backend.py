@@ -4,11 +4,11 @@ from collections import Counter
 
 import pytest
 
-import grammars as g
-from engine.core.distribution import check_language
-from engine.core.errors import PreflightError
-from engine.core.planner import make_plan
-from engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
+import litjudge.grammars as g
+from litjudge.engine.core.distribution import check_language
+from litjudge.engine.core.errors import PreflightError
+from litjudge.engine.core.planner import make_plan
+from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 
 PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Judge them.",
            "Rate this poem: 'The sea is grey, the gulls are loud, I walk alone beneath a cloud.'",

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import polars as pl
 
-import grammars
-from engine.core.requests import Message, RequestMeta
-from judges.base import Build, Context, Protocol
-from judges.metrics import spearman
+import litjudge.grammars as grammars
+from litjudge.engine.core.requests import Message, RequestMeta
+from litjudge.judges.base import Build, Context, Protocol
+from litjudge.judges.metrics import spearman
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from judges.base import Context
-from judges.ttcw import TTCW
+from litjudge.judges.base import Context
+from litjudge.judges.ttcw import TTCW
 
 from .. import backends as registry
 from ..backends.hardware import SHOWN_FLAGS, cpu_model, preloaded_libraries, vector_flags

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from grammars.analysis import Analyzed
+from litjudge.grammars.analysis import Analyzed
 
 from .. import backends as registry
 from ..core.errors import ConfigError

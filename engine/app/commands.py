@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-import grammars as g
-from judges.published import beside, published
+import litjudge.grammars as g
+from litjudge.judges.published import beside, published
 
 from .. import backends as registry
 from ..backends.local.models import resolve_judge

@@ -18,6 +18,7 @@ naming its member runs (run first, resuming) and the [cascade] / [jury] to compu
 Writes runs/out/NAME/ (tables and a manifest, so `litjudge report` renders its panels)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -26,13 +27,13 @@ from typing import Any
 
 import polars as pl
 
-from judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, jury_tables
+from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, jury_tables
 
 from ..core.config import config_path, load_config, read_toml, valid_name
 from ..core.errors import ConfigError
 from ..core.manifest import git_commit, machine
 from ..core.paths import runs_output_dir
-from ..core.schema import build
+from ..core.schema import build, check_field
 from ..core.store import Store
 from .console_tables import print_table
 from .outputs import write_tables, write_text
@@ -127,11 +128,18 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
 
 @dataclass(frozen=True)
 class EnsembleConfig:
-    name: str
+    """An ensemble config's top level, read through the schema as run configs are: its members
+    (`[[runs]]`, each a `config` with overrides) and the `[cascade]` and `[jury]` it builds."""
     runs: list[dict[str, Any]]
+    name: str = ""
     cascade: CascadeOptions | None = None
     jury: JuryOptions | None = None
     source: str = ""
+
+    def __post_init__(self) -> None:
+        check_field(bool(self.runs) and all("config" in r for r in self.runs if isinstance(r, dict))
+                    and all(isinstance(r, dict) for r in self.runs), "runs",
+                    "runs must be [[runs]] tables, each with a `config`")
 
     def settings(self) -> tuple:
         """(cascade judges, jury judges, target, delta, calibration_fraction, seed) as `ensemble` takes them."""
@@ -147,19 +155,10 @@ def load_ensemble(path: str | Path, table: dict[str, Any] | None = None) -> Ense
     config with its overrides (an error names the ensemble file and `runs[k]`)."""
     where = str(config_path(path))
     table = table if table is not None else read_toml(path)
-    unknown = [k for k in table if k not in ("name", "runs", "cascade", "jury")]
-    if unknown:
-        raise ConfigError("unknown key (known: name, runs, cascade, jury)", where=where, key=unknown[0])
-    runs = table.get("runs")
-    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) and "config" in r for r in runs):
-        raise ConfigError("runs must be [[runs]] tables, each with a `config`", where=where, key="runs")
-    sections = {}
-    for section, cls in (("cascade", CascadeOptions), ("jury", JuryOptions)):
-        value = table.get(section)
-        if value is not None and not isinstance(value, dict):
-            raise ConfigError("expected a table", where=where, key=section)
-        sections[section] = None if value is None else build(cls, value, where, prefix=f"{section}.")
-    cfg = EnsembleConfig(table.get("name", Path(where).stem), runs, sections["cascade"], sections["jury"], where)
+    cfg = build(EnsembleConfig, table, where, source=where)
+    if not cfg.name:
+        cfg = dataclasses.replace(cfg, name=Path(where).stem)
+    runs = cfg.runs
     check_ensemble(cfg.name, *cfg.settings(), where=where)
     judges = [j for k, member in enumerate(runs)
               for j in member_config(cfg, member, None, where=f"{where} runs[{k}]").judges]

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from judges.generation import GENERATION, Conversation, duplicates
+from litjudge.judges.generation import GENERATION, Conversation, duplicates
 
 from .. import backends as registry
 from ..core.backend import Backend

@@ -44,4 +44,4 @@ def reexec_with_tcmalloc(argv: list[str]) -> None:
     env = {**os.environ, "LD_PRELOAD": f"{lib}:{preload}" if preload else lib, "LITJUDGE_PRELOADED": "1"}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "engine.app.cli", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "litjudge", *argv], env)

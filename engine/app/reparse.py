@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 
-from grammars import language_from_spec
-from judges import PROTOCOLS
+from litjudge.grammars import language_from_spec
+from litjudge.judges import PROTOCOLS
 
 from ..core.backend import JudgeSpec
 from ..core.console import terminal

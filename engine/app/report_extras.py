@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from judges import PROTOCOLS
+from litjudge.judges import PROTOCOLS
 
 from .report_panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with report_panels' headless backend
 

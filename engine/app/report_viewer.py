@@ -12,7 +12,7 @@ import re
 
 import polars as pl
 
-from judges import PROTOCOLS
+from litjudge.judges import PROTOCOLS
 
 from .outputs import read_logged_prompts, read_table
 from .runs import LoadedRun

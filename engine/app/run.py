@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from judges import PROTOCOLS
-from judges.base import Context, Protocol
+from litjudge.judges import PROTOCOLS
+from litjudge.judges.base import Context, Protocol
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec

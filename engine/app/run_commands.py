@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from judges import PROTOCOLS
+from litjudge.judges import PROTOCOLS
 
 from ..backends.prices import cost as price
 from ..backends.prices import prices

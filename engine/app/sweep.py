@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judges import PROTOCOLS
+from litjudge.judges import PROTOCOLS
 
 from ..core.config import RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
 from ..core.errors import ConfigError
-from ..core.schema import build
+from ..core.schema import build, check_field
 from ..data.cards import dataset_card, with_data
 
 MATRIX_TOP = ("judge", "mode", "limit")
@@ -77,11 +77,21 @@ def _set(table: dict, axis: str, value: Any) -> None:
         table[axis] = value
 
 
-def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] | None = None,
-               **overrides: Any) -> Sweep:
-    """A run config (with or without a matrix) -> a validated sweep of cells; `data` is a file read
-    in the config's dataset layout instead of the card's own (`--data`); `table`: the file, already read."""
-    path = config_path(path)
+@dataclass(frozen=True)
+class SweepSpec:
+    """`[sweep]`, read through the schema like every other table: the estimate the cells are ranked
+    by (the protocol's pooled default when empty), the resamples of the ranking's intervals, and the
+    aggregate-only options tried on every cell's stored verdicts (`[sweep.post]`)."""
+    rank_by: str = ""
+    bootstrap: int = 1000
+    post: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_field(self.bootstrap >= 1, "bootstrap", f"must be at least 1, got {self.bootstrap}")
+
+
+def _read_table(path: Path, table: dict[str, Any] | None, data: str | None) -> dict[str, Any]:
+    """The config's table, with `--data` read in the layout of its one dataset."""
     where = str(path)
     table = copy.deepcopy(table) if table is not None else read_toml(path)
     if data and ("generate" in table or "tasks" in table):
@@ -91,12 +101,13 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
                           "config instead", where=where)
     if data:
         table["dataset"] = with_data(dataset_card(table.get("dataset", ""), where, str(table.get("protocol", ""))), data)
-    matrix = table.pop("matrix", {})
-    spec = table.pop("sweep", {})
-    named = judges_named(table)                   # before a --judge override replaces them
-    apply_overrides(table, overrides)
-    if not isinstance(matrix, dict) or not isinstance(spec, dict):
-        raise ConfigError("expected a table", where=where, key="matrix" if not isinstance(matrix, dict) else "sweep")
+    return table
+
+
+def _matrix(matrix: Any, overrides: dict[str, Any], where: str) -> dict[str, list]:
+    """`[matrix]` checked axis by axis; a command-line override pins its axis to one value."""
+    if not isinstance(matrix, dict):
+        raise ConfigError("expected a table", where=where, key="matrix")
     for axis, values in matrix.items():
         head = axis.split(".", 1)[0]
         if not (axis in MATRIX_TOP or (head in MATRIX_TABLES and "." in axis)):
@@ -104,28 +115,13 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
                               where=where, key=f"matrix.{axis}")
         if not isinstance(values, list) or not values:
             raise ConfigError("expected a non-empty list of values", where=where, key=f"matrix.{axis}")
-        if axis in overrides and overrides[axis] is not None:
-            matrix[axis] = [overrides[axis]]          # a command-line override pins the axis
-    unknown = [k for k in spec if k not in ("rank_by", "bootstrap", "post")]
-    if unknown:
-        raise ConfigError("unknown key (known: rank_by, bootstrap, post)", where=where, key=f"sweep.{unknown[0]}")
-    base = build(RunConfig, copy.deepcopy(table), where, source=where)
-    check_engine_judges(base.engine, named + base.judges + [j for v in matrix.get("judge", [])
-                                                            for j in judges_named({"judge": v})], where)
-    if base.tasks and not base.generate.enabled:   # several tasks: planned task by task (not a sweep)
-        if matrix or spec:
-            raise ConfigError("a config with [[tasks]] cannot also be a sweep ([matrix] / [sweep])", where=where,
-                              key="matrix" if matrix else "sweep")
-        return Sweep(base.name, where, base, [Cell(name, cfg, {"task": name}) for name, cfg in base.task_configs()])
-    if base.generate.enabled:
-        raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
-                          "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,
-                          key="generate")
-    protocol = PROTOCOLS.get(base.protocol)()
-    post = spec.get("post", {})
+    return {axis: [overrides[axis]] if overrides.get(axis) is not None else values for axis, values in matrix.items()}
+
+
+def _check_post(post: dict[str, Any], matrix: dict[str, list], protocol: Any, base: RunConfig, where: str) -> None:
+    """Every post axis is an aggregate-only option of the protocol, with values, and not also a matrix axis."""
     for axis, values in post.items():
-        name = axis.removeprefix("options.")
-        if not axis.startswith("options.") or name not in protocol.post_options:
+        if not axis.startswith("options.") or axis.removeprefix("options.") not in protocol.post_options:
             raise ConfigError(f"not an aggregate-only option of protocol {base.protocol!r} "
                               f"(those are: {', '.join('options.' + o for o in protocol.post_options) or 'none'})",
                               where=where, key=f"sweep.post.{axis}")
@@ -134,11 +130,11 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
         if axis in matrix:
             raise ConfigError("needs no inference: list it under [sweep.post], not [matrix]", where=where,
                               key=f"matrix.{axis}")
-    rank_by = str(spec.get("rank_by", protocol.default_rank_by))
-    try:
-        protocol.parse_rank_by(rank_by)
-    except ValueError as e:
-        raise ConfigError(str(e), where=where, key="sweep.rank_by") from None
+
+
+def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any], protocol: Any, where: str) -> list[Cell]:
+    """One validated run config per combination of the matrix; its options checked now under every
+    post setting, not after hours of inference."""
     cells = []
     axes = list(matrix)
     for combo in itertools.product(*(matrix[a] for a in axes)):
@@ -147,14 +143,49 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
             _set(cell_table, axis, value)
         values = dict(zip(axes, combo))
         config = build(RunConfig, cell_table, f"{where} (cell {values})" if values else where, source=where)
-        protocol.options(config)                   # options are checked now, not after hours of inference
+        protocol.options(config)
         for setting in itertools.product(*post.values()):
-            opts = dict(config.options)
-            opts.update({k.removeprefix("options."): v for k, v in zip(post, setting)})
+            opts = {**config.options, **{k.removeprefix("options."): v for k, v in zip(post, setting)}}
             protocol.options(dataclasses.replace(config, options=opts))
-        cell_id = "_".join(_slug(v) for v in combo) or "all"
-        cells.append(Cell(cell_id, config, values))
+        cells.append(Cell("_".join(_slug(v) for v in combo) or "all", config, values))
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigError("two cells get the same id; make the matrix values distinct", where=where, key="matrix")
-    return Sweep(base.name, where, base, cells, post, rank_by, int(spec.get("bootstrap", 1000)))
+    return cells
+
+
+def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] | None = None,
+               **overrides: Any) -> Sweep:
+    """A run config (with or without a matrix) -> a validated sweep of cells; `data` is a file read
+    in the config's dataset layout instead of the card's own (`--data`); `table`: the file, already read."""
+    path = config_path(path)
+    where = str(path)
+    table = _read_table(path, table, data)
+    raw_matrix, raw_spec = table.pop("matrix", {}), table.pop("sweep", {})
+    named = judges_named(table)                   # before a --judge override replaces them
+    apply_overrides(table, overrides)
+    matrix = _matrix(raw_matrix, overrides, where)
+    if not isinstance(raw_spec, dict):
+        raise ConfigError("expected a table", where=where, key="sweep")
+    spec = build(SweepSpec, raw_spec, where, prefix="sweep.")
+    base = build(RunConfig, copy.deepcopy(table), where, source=where)
+    check_engine_judges(base.engine, named + base.judges + [j for v in matrix.get("judge", [])
+                                                            for j in judges_named({"judge": v})], where)
+    if base.tasks and not base.generate.enabled:   # several tasks: planned task by task (not a sweep)
+        if matrix or raw_spec:
+            raise ConfigError("a config with [[tasks]] cannot also be a sweep ([matrix] / [sweep])", where=where,
+                              key="matrix" if matrix else "sweep")
+        return Sweep(base.name, where, base, [Cell(name, cfg, {"task": name}) for name, cfg in base.task_configs()])
+    if base.generate.enabled:
+        raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
+                          "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,
+                          key="generate")
+    protocol = PROTOCOLS.get(base.protocol)()
+    _check_post(spec.post, matrix, protocol, base, where)
+    rank_by = spec.rank_by or protocol.default_rank_by
+    try:
+        protocol.parse_rank_by(rank_by)
+    except ValueError as e:
+        raise ConfigError(str(e), where=where, key="sweep.rank_by") from None
+    return Sweep(base.name, where, base, _cells(table, matrix, spec.post, protocol, where), dict(spec.post), rank_by,
+                 spec.bootstrap)

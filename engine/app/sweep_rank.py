@@ -24,8 +24,8 @@ from typing import Any
 
 import polars as pl
 
-from judges.metrics.direction import higher_is_better
-from judges.metrics.estimates import Units, same_as_best
+from litjudge.judges.metrics.direction import higher_is_better
+from litjudge.judges.metrics.estimates import Units, same_as_best
 
 MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous paired cluster bootstrap of every cell against the best over the "
                         "clusters all share (max pairwise error, 95%): a cell marked false is worse than the best with "

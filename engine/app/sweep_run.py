@@ -23,9 +23,9 @@ from typing import Any
 
 import polars as pl
 
-from judges import PROTOCOLS
-from judges.base import Context
-from judges.metrics.direction import higher_is_better
+from litjudge.judges import PROTOCOLS
+from litjudge.judges.base import Context
+from litjudge.judges.metrics.direction import higher_is_better
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec

@@ -36,8 +36,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
-from grammars.analysis import Analyzed
-from grammars.compile import json_schema, vllm_structured_fields
+from litjudge.grammars.analysis import Analyzed
+from litjudge.grammars.compile import json_schema, vllm_structured_fields
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import ApiConfig, RunConfig

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from grammars.compile import outlines_output_type
+from litjudge.grammars.compile import outlines_output_type
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.errors import BackendUnavailable

@@ -12,7 +12,7 @@ import platform
 from collections.abc import Iterator
 from typing import Any
 
-from grammars.compile import vllm_structured_fields
+from litjudge.grammars.compile import vllm_structured_fields
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.console import captured_log

@@ -6,7 +6,7 @@ import errno
 import os
 from pathlib import Path
 
-from grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
+from litjudge.grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
 
 
 class LitjudgeError(Exception):

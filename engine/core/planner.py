@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal
 
-from grammars.analysis import Analyzed
-from grammars.compile import max_verdict_tokens
+from litjudge.grammars.analysis import Analyzed
+from litjudge.grammars.compile import max_verdict_tokens
 
 from .backend import Planner
 from .errors import PreflightError

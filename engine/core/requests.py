@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import orjson
 
-from grammars.language import VerdictLanguage
+from litjudge.grammars.language import VerdictLanguage
 
 from .config import MODES, Sampling
 

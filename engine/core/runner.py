@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from grammars import Unparsed
-from grammars.language import VerdictLanguage
+from litjudge.grammars import Unparsed
+from litjudge.grammars.language import VerdictLanguage
 
 from .backend import Backend, JudgeSpec, Planner
 from .console import terminal

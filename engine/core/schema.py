@@ -47,6 +47,9 @@ def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if origin in (typing.Union, types.UnionType):
+        present = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if value is not None and len(present) == 1:      # `X | None` given a value: X's own, precise error
+            return _check_type(value, present[0], where, key)
         for arg in typing.get_args(annotation):
             try:
                 return _check_type(value, arg, where, key)

@@ -20,9 +20,9 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grammars.analysis import Analyzed
-from grammars.compile import slot_lines
-from grammars.listwise import Listwise
+from litjudge.grammars.analysis import Analyzed
+from litjudge.grammars.compile import slot_lines
+from litjudge.grammars.listwise import Listwise
 
 from ...core.distribution import label_tokens, normalise
 from ...core.requests import Generation, Prepared

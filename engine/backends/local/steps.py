@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from grammars.language import VerdictLanguage
+from litjudge.grammars.language import VerdictLanguage
 
 from ...core.config import Sampling
 
