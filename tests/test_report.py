@@ -241,7 +241,7 @@ def test_item_viewer_shows_flips_and_caps_a_large_run(tmp_path):
     """A judge that always picks the first text shown flips on every pair (a in order ab, b in ba):
     the flipped filter keeps every verdict. 6,000 pairs (12,000 verdicts) embed the first 5,000
     with a note, and the page still filters and pages."""
-    from litjudge.engine.app.report_viewer import MAX_VERDICTS
+    from litjudge.engine.app.report.viewer import MAX_VERDICTS
 
     n = 6000
     pairs = [{"pair_id": f"p{i:05d}", "prompt": "Write.", "text_a": f"a {i}", "text_b": f"b {i}", "label": "a"}

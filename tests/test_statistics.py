@@ -183,7 +183,8 @@ def test_first_position_win_rate_has_one_definition():
 # -- defect 7: the report's run table is per judge -------------------------------------------
 @needs_data
 def test_report_run_table_counts_each_judge(replay):
-    from litjudge.engine.app.report import header, load_run
+    from litjudge.engine.app.report import header
+    from litjudge.engine.app.runs import load_run
 
     rows = {r["judge"]: r for r in header([load_run(replay.run_dir)]).iter_rows(named=True)}
     assert all(r["verdicts"] == 672 for r in rows.values())

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 import litjudge.grammars as g
-from litjudge.engine.core.distribution import check_language
+from litjudge.engine.backends.local.label_tokens import check_language
 from litjudge.engine.core.errors import PreflightError
 from litjudge.engine.core.planner import make_plan
 from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling

@@ -22,6 +22,7 @@ import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from litjudge.judges.base import Context
 from litjudge.judges.ttcw import TTCW
@@ -80,6 +81,79 @@ def matmul_flops(dtype: str = "bfloat16", sizes: tuple[int, ...] = (1024, 1536, 
     return best
 
 
+def _planned(engine: Any, requests: list, shape: DecoderShape) -> tuple[Row, Any]:
+    """(a) litjudge as planned: prefix-ordered, constrained; also the plan the other setups reuse."""
+    engine.reset_prefix_cache()
+    t = time.perf_counter()
+    plan = make_plan(requests, engine)
+    outs = list(engine.generate(plan.unique))
+    secs = time.perf_counter() - t
+    fails = sum(o.raw not in ("Yes", "No") for o in outs)
+    print(f"(a) done in {secs:.1f} s, {fails} unparsed")
+    return Row("(a) litjudge: planned, prefix-ordered, constrained", len(requests), secs,
+               sum(o.prompt_tokens for o in outs), sum(o.prompt_tokens - o.cached_tokens for o in outs), fails,
+               sum(shape.prefill_flops(o.prompt_tokens, o.cached_tokens) for o in outs)), plan
+
+
+def _naive(engine: Any, requests: list, plan: Any, shape: DecoderShape) -> Row:
+    """(b) peer practice: dataset order, free-form 512 tokens, regex afterwards (every prompt queued
+    at once, as one LLM.generate call does)."""
+    engine.reset_prefix_cache()
+    by_item = {p.request.meta.item_id: p for p in plan.unique}
+    ordered = [by_item[r.meta.item_id] for r in requests]
+    t = time.perf_counter()
+    res = run_steps(engine, [FreeText(Prompt(p.token_ids, p.prompt), 512, Decoding()) for p in ordered])
+    secs = time.perf_counter() - t
+    fails = sum(UPSTREAM_RULE.match(r.text) is None for r in res)
+    print(f"(b) done in {secs:.1f} s, {fails} outputs without a leading Yes/No")
+    return Row("(b) one LLM.generate, dataset order, free-form + regex", len(ordered), secs,
+               sum(p.prompt_tokens for p in ordered),
+               sum(p.prompt_tokens - r.cached_tokens for p, r in zip(ordered, res)), fails,
+               sum(shape.prefill_flops(p.prompt_tokens, r.cached_tokens) for p, r in zip(ordered, res)))
+
+
+def _one_at_a_time(args: Any, requests: list, plan: Any, shape: DecoderShape) -> Row:
+    """(c) transformers + outlines, one prompt at a time, on a subset, extrapolated to the workload."""
+    hf = registry.create(registry.model_spec(args.judge, backend="transformers", max_model_len=8192))
+    subset = plan.unique[:: max(1, len(plan.unique) // args.hf_subset)][:args.hf_subset]
+    list(hf.generate(subset[:1]))          # build the outlines index outside the timing
+    t = time.perf_counter()
+    outs = list(hf.generate(subset))
+    secs = time.perf_counter() - t
+    scale = len(requests) / len(subset)
+    toks = sum(p.prompt_tokens for p in subset)
+    print(f"(c) {len(subset)} requests in {secs:.1f} s, extrapolated to {len(requests)}")
+    return Row("(c) transformers+outlines, one at a time", len(requests), secs * scale,
+               int(toks * scale), int(toks * scale), int(round(sum(o.raw not in ("Yes", "No") for o in outs) * scale)),
+               sum(shape.prefill_flops(p.prompt_tokens) for p in subset) * scale, extrapolated=True)
+
+
+def _print_rows(rows: list[Row], dtype: str, mm: float, shape: DecoderShape) -> dict[str, float]:
+    """The table, the ratios against (a), and each setup's bound at the matmul rate (returned)."""
+    header = ("| setup | requests | seconds | requests/s | usable verdicts/s | prompt tok/s | uncached prefill tok/s "
+              f"| prefix-cache hit | parse failures | prefill FLOP/s vs {dtype} matmul |\n" + "|---" * 10 + "|")
+    print(f"\n{dtype} matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge: {shape.layers} layers, "
+          f"{shape.matmul_flops_per_token / 2e6:.1f} M non-embedding parameters\n")
+    print(header)
+    for r in rows:
+        print(r.line(mm))
+    a = rows[0]
+    for r in rows[1:]:
+        print(f"\n(a) vs {r.name.split(' ')[0]}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s")
+    bounds: dict[str, float] = {}
+    if a.prefill_flops:
+        floor = a.prefill_flops / mm
+        print(f"\n(a)'s prefill work: {a.prefill_flops / 1e12:.2f} TFLOP (weights and attention of its "
+              f"{a.uncached_tokens:,} computed tokens); at the {dtype} matmul rate that takes at least {floor:.1f} s: "
+              f"(a) ran at {100 * floor / a.seconds:.0f}% of that rate.")
+        for r in rows[1:]:
+            tag, usable = r.name.split(" ")[0], r.requests - r.parse_failures
+            bounds[tag] = r.seconds / floor * r.requests / usable if usable else float("inf")
+            print(f"bound: (a) vs {tag} cannot exceed {bounds[tag]:.1f}x on this machine with this workload, "
+                  f"even with every (a) FLOP at the matmul rate")
+    return bounds
+
+
 def main(args) -> int:
     outlines_needed = not args.skip_hf and args.hf_subset
     if outlines_needed:
@@ -100,84 +174,21 @@ def main(args) -> int:
     print(f"CPU: {cpu_model()}; flags {', '.join(vector_flags()) or 'none of ' + ', '.join(SHOWN_FLAGS)}; dtype "
           f"{spec.engine.dtype} ({spec.detail('dtype_reason', 'set in the config')}); preloaded: "
           f"{', '.join(preloaded_libraries()) or 'nothing'}")
-    rows: list[Row] = []
     t = time.perf_counter()
     engine = registry.create(spec)
     print(f"vLLM engine up in {time.perf_counter() - t:.1f} s (block size {engine.block_size}, "
           f"{'torch.compile' if args.compile else 'eager'}; start-up is outside every timing below)")
     shape = DecoderShape.from_config(spec.target)
-
-    # (a) litjudge as planned
-    engine.reset_prefix_cache()
-    t = time.perf_counter()
-    plan = make_plan(requests, engine)
-    outs = list(engine.generate(plan.unique))
-    secs = time.perf_counter() - t
-    fails = sum(o.raw not in ("Yes", "No") for o in outs)
-    rows.append(Row("(a) litjudge: planned, prefix-ordered, constrained", len(requests), secs,
-                    sum(o.prompt_tokens for o in outs), sum(o.prompt_tokens - o.cached_tokens for o in outs), fails,
-                    sum(shape.prefill_flops(o.prompt_tokens, o.cached_tokens) for o in outs)))
-    print(f"(a) done in {secs:.1f} s, {fails} unparsed")
-
-    # (b) peer practice: dataset order, free-form 512 tokens, regex afterwards (every prompt queued
-    # at once, as one LLM.generate call does)
-    if not args.skip_naive:
-        engine.reset_prefix_cache()
-        by_item = {p.request.meta.item_id: p for p in plan.unique}
-        ordered = [by_item[r.meta.item_id] for r in requests]
-        t = time.perf_counter()
-        res = run_steps(engine, [FreeText(Prompt(p.token_ids, p.prompt), 512, Decoding()) for p in ordered])
-        secs = time.perf_counter() - t
-        fails = sum(UPSTREAM_RULE.match(r.text) is None for r in res)
-        rows.append(Row("(b) one LLM.generate, dataset order, free-form + regex", len(ordered), secs,
-                        sum(p.prompt_tokens for p in ordered),
-                        sum(p.prompt_tokens - r.cached_tokens for p, r in zip(ordered, res)), fails,
-                        sum(shape.prefill_flops(p.prompt_tokens, r.cached_tokens) for p, r in zip(ordered, res))))
-        print(f"(b) done in {secs:.1f} s, {fails} outputs without a leading Yes/No")
+    planned, plan = _planned(engine, requests, shape)
+    rows = [planned] + ([] if args.skip_naive else [_naive(engine, requests, plan, shape)])
     engine.close()
-
-    # (c) transformers + outlines, one prompt at a time, on a subset
     if outlines_needed:
-        hf = registry.create(registry.model_spec(args.judge, backend="transformers", max_model_len=8192))
-        subset = plan.unique[:: max(1, len(plan.unique) // args.hf_subset)][:args.hf_subset]
-        list(hf.generate(subset[:1]))          # build the outlines index outside the timing
-        t = time.perf_counter()
-        outs = list(hf.generate(subset))
-        secs = time.perf_counter() - t
-        scale = len(requests) / len(subset)
-        toks = sum(p.prompt_tokens for p in subset)
-        rows.append(Row("(c) transformers+outlines, one at a time", len(requests), secs * scale,
-                        int(toks * scale), int(toks * scale),
-                        int(round(sum(o.raw not in ("Yes", "No") for o in outs) * scale)),
-                        sum(shape.prefill_flops(p.prompt_tokens) for p in subset) * scale, extrapolated=True))
-        print(f"(c) {len(subset)} requests in {secs:.1f} s, extrapolated to {len(requests)}")
-
+        rows.append(_one_at_a_time(args, requests, plan, shape))
     dtype = spec.engine.dtype
     mm = matmul_flops(dtype)
-    header = ("| setup | requests | seconds | requests/s | usable verdicts/s | prompt tok/s | uncached prefill tok/s "
-              f"| prefix-cache hit | parse failures | prefill FLOP/s vs {dtype} matmul |\n" + "|---" * 10 + "|")
-    print(f"\n{dtype} matmul on this machine: {mm / 1e9:.1f} GFLOP/s; judge: {shape.layers} layers, "
-          f"{shape.matmul_flops_per_token / 2e6:.1f} M non-embedding parameters\n")
-    print(header)
-    for r in rows:
-        print(r.line(mm))
-    a = rows[0]
-    for r in rows[1:]:
-        print(f"\n(a) vs {r.name.split(' ')[0]}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s")
-    bounds = {}
-    if a.prefill_flops:
-        floor = a.prefill_flops / mm
-        print(f"\n(a)'s prefill work: {a.prefill_flops / 1e12:.2f} TFLOP (weights and attention of its "
-              f"{a.uncached_tokens:,} computed tokens); at the {dtype} matmul rate that takes at least {floor:.1f} s: "
-              f"(a) ran at {100 * floor / a.seconds:.0f}% of that rate.")
-        for r in rows[1:]:
-            tag, usable = r.name.split(" ")[0], r.requests - r.parse_failures
-            bounds[tag] = r.seconds / floor * r.requests / usable if usable else float("inf")
-            print(f"bound: (a) vs {tag} cannot exceed {bounds[tag]:.1f}x on this machine with this workload, "
-                  f"even with every (a) FLOP at the matmul rate")
+    bounds = _print_rows(rows, dtype, mm, shape)
     if args.out:
         Path(args.out).write_text(json.dumps({"cpu": cpu_model(), "flags": vector_flags(), "dtype": dtype,
                                               "matmul_flops": mm, "shape": asdict(shape), "bounds": bounds,
                                               "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
-

@@ -84,6 +84,55 @@ def turn_request(conv: Conversation, turn: int, answers: list[str], generator: s
     return JudgeRequest(tuple(messages), language, "label", config.generate.sampling(), meta)
 
 
+@dataclass
+class _Turns:
+    """One generator's progress through the conversations: each one's answers so far (raw text, the
+    next turn's history), the decoded value of its latest parsed answer, and its malformed turns."""
+    answers: dict[str, list[str]]
+    values: dict[str, Any] = field(default_factory=dict)
+    malformed: dict[str, int] = field(default_factory=dict)
+    generated: int = 0
+
+    def finished(self, conv: Any) -> bool:
+        return len(self.answers[conv.conv_id]) == len(conv.turns)
+
+
+def _converse(name: str, spec: Any, convs: list, config: RunConfig, language: Any, store: Store, engine: LazyBackend,
+              progress: bool) -> _Turns:
+    """Every conversation of one generator, turn by turn: a turn is asked once the previous one parsed."""
+    planner = registry.planner(spec)            # tokenizer loaded once for every turn
+    state = _Turns({c.conv_id: [] for c in convs}, malformed={c.conv_id: 0 for c in convs})
+    for turn in range(max(len(c.turns) for c in convs)):
+        todo = [c for c in convs if len(c.turns) > turn and len(state.answers[c.conv_id]) == turn]
+        if not todo:
+            break
+        run = f"{config.name}/generate/{name}/turn{turn + 1}"
+        requests = ((run, turn_request(c, turn, state.answers[c.conv_id], name, config, language)) for c in todo)
+        state.generated += run_judge(spec, planner, engine.start, requests, store, truncation="error",
+                                     progress=progress, engine=engine).generated
+        frame = verdict_frame(store, run, name).select("item_id", "status", "raw", "value")
+        for conv_id, status, raw, value in frame.iter_rows():
+            if status == "ok":
+                state.answers[conv_id].append(raw)
+                state.values[conv_id] = value           # decoded once, by the store's reader
+            else:
+                state.malformed[conv_id] += 1
+    return state
+
+
+def _level_rows(name: str, levels: list[str], convs: list, state: _Turns, items: list[dict[str, Any]]) -> list[dict]:
+    """The generation table's rows of one generator: per level, conversations, turns, parsed, malformed, uses."""
+    rows = []
+    for level in levels:
+        mine = [c for c in convs if c.category == level]
+        rows.append({"generator": name, "level": level, "conversations": len(mine),
+                     "turns": sum(len(state.answers[c.conv_id]) + state.malformed[c.conv_id] for c in mine),
+                     "parsed": sum(len(state.answers[c.conv_id]) for c in mine),
+                     "malformed": sum(state.malformed[c.conv_id] for c in mine),
+                     "uses": sum(1 for i in items if i["source"] == name and i["category"] == level)})
+    return rows
+
+
 def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool = True,
              keep: str | None = None) -> GenerationOutcome:
     """Run every generator's conversations turn by turn, store every turn, write the items.
@@ -98,45 +147,17 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool =
     items: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     for name in order:
-        spec = specs[name]
-        engine = LazyBackend(lambda s=spec: registry.create(s, config.cluster))
-        planner = registry.planner(spec)            # tokenizer loaded once for every turn
-        answers: dict[str, list[str]] = {c.conv_id: [] for c in convs}
-        malformed: dict[str, int] = {c.conv_id: 0 for c in convs}
-        generated = 0
+        engine = LazyBackend(lambda s=specs[name]: registry.create(s, config.cluster))
         try:
-            for turn in range(max(len(c.turns) for c in convs)):
-                todo = [c for c in convs if len(c.turns) > turn and len(answers[c.conv_id]) == turn]
-                if not todo:
-                    break
-                run = f"{config.name}/generate/{name}/turn{turn + 1}"
-                requests = ((run, turn_request(c, turn, answers[c.conv_id], name, config, language)) for c in todo)
-                jr = run_judge(spec, planner, engine.start, requests, store, truncation="error",
-                               progress=progress, engine=engine)
-                generated += jr.generated
-                for conv_id, status, raw in verdict_frame(store, run, name).select("item_id", "status", "raw").iter_rows():
-                    if status == "ok":
-                        answers[conv_id].append(raw)
-                    else:
-                        malformed[conv_id] += 1
+            state = _converse(name, specs[name], convs, config, language, store, engine, progress)
         finally:
             if name == keep and engine.live is not None:
                 outcome.engines[name] = engine.live
             else:
                 engine.close()
-        outcome.summary.append({"generator": name, "generated": generated, "engine_starts": engine.starts})
-        for c in convs:
-            done = len(answers[c.conv_id]) == len(c.turns)
-            if done:
-                parsed = language.parse(answers[c.conv_id][-1])
-                items += protocol.items(c, name, parsed.value)           # type: ignore[union-attr]
-        for level in gen.levels:
-            mine = [c for c in convs if c.category == level]
-            rows.append({"generator": name, "level": level, "conversations": len(mine),
-                         "turns": sum(len(answers[c.conv_id]) + malformed[c.conv_id] for c in mine),
-                         "parsed": sum(len(answers[c.conv_id]) for c in mine),
-                         "malformed": sum(malformed[c.conv_id] for c in mine),
-                         "uses": sum(1 for i in items if i["source"] == name and i["category"] == level)})
+        outcome.summary.append({"generator": name, "generated": state.generated, "engine_starts": engine.starts})
+        items += [i for c in convs if state.finished(c) for i in protocol.items(c, name, state.values[c.conv_id])]
+        rows += _level_rows(name, gen.levels, convs, state, items)
     dups = duplicates(items)
     across = {i for d in dups if d["across_levels"] for i in d["item_ids"].split(", ")}
     for row in rows:

@@ -131,12 +131,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     notes = lost_store_note(run_dir)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     lock = lock or RunLock(run_dir)                # one run per folder at a time
-    remove_stale_temporaries(run_dir)
-    try:
-        store = Store.open(run_dir / "store.sqlite")
-    except BaseException:
-        lock.release()
-        raise
+    store = _open_store(run_dir, lock)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
     cache = open_verdict_cache() if live_judges else None        # recorded judges never read it
@@ -144,19 +139,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                      t0, notes, skipped={name: [] for name, _ in tasks})
     refused = False
     try:
-        if config.generate.enabled:
-            state.generation = generate(config, run_dir, store, progress=progress,
-                                        keep=tasks[0][1].specs[0].name if tasks else None)
-            state.live.update(state.generation.engines)
-            if not tasks:
-                return generation_outcome(config, run_dir, state.generation, time.time() - t0)
-        for spec in tasks[0][1].specs:
-            judge(state, spec)
-        prompts = None if any(j.prompts is None for j in state.judge_runs) else \
-            {k: v for j in state.judge_runs for k, v in (j.prompts or {}).items()}
-        outcomes = [write_task(state, name, prep, prompts) for name, prep in tasks]
-        if config.tasks:
-            write_shared_manifest(state, outcomes)
+        return _stages(state)
     except LitjudgeError:
         # refused (a config or data error met while planning) before any verdict was stored: a new
         # run folder is taken away again, so nothing is left that looks like an interrupted run
@@ -168,17 +151,51 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                                              "seconds": j.seconds, **j.backend} for j in state.judge_runs]})
         raise
     finally:
-        store.close()
-        if state.cache is not None:
-            state.cache.close()
-        for engine in (state.generation.engines.values() if state.generation else ()):
-            engine.close()
+        _close(state, lock, remove=refused)
+
+
+def _open_store(run_dir: Path, lock: RunLock) -> Store:
+    """The run folder's store, opened under its lock (released again if the store cannot open)."""
+    remove_stale_temporaries(run_dir)
+    try:
+        return Store.open(run_dir / "store.sqlite")
+    except BaseException:
         lock.release()
-        if refused:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _stages(state: RunState) -> RunOutcome:
+    """(1) generation, (2) each judge over every task, (3) each task written; the first task's outcome."""
+    config, run_dir, tasks = state.config, state.run_dir, state.tasks
+    if config.generate.enabled:
+        state.generation = generate(config, run_dir, state.store, progress=state.progress,
+                                    keep=tasks[0][1].specs[0].name if tasks else None)
+        state.live.update(state.generation.engines)
+        if not tasks:
+            return generation_outcome(config, run_dir, state.generation, time.time() - state.t0)
+    for spec in tasks[0][1].specs:
+        judge(state, spec)
+    prompts = None if any(j.prompts is None for j in state.judge_runs) else \
+        {k: v for j in state.judge_runs for k, v in (j.prompts or {}).items()}
+    outcomes = [write_task(state, name, prep, prompts) for name, prep in tasks]
+    if config.tasks:
+        write_shared_manifest(state, outcomes)
     first = outcomes[0]
     first.tasks = outcomes
     return first
+
+
+def _close(state: RunState, lock: RunLock, remove: bool) -> None:
+    """Whatever happened: the store, the cache and kept engines closed, the folder unlocked (and
+    removed when the run was refused before storing anything)."""
+    state.store.close()
+    if state.cache is not None:
+        state.cache.close()
+    for engine in (state.generation.engines.values() if state.generation else ()):
+        engine.close()
+    lock.release()
+    if remove:
+        shutil.rmtree(state.run_dir, ignore_errors=True)
 
 
 def judge(state: RunState, spec: JudgeSpec) -> None:

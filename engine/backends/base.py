@@ -110,7 +110,10 @@ class LocalBackend(BackendBase):
 
 
 class StepBackend(LocalBackend):
-    """A local engine that runs steps (`submit` / `poll`); the verdict modes come from the core."""
+    """A local engine that runs steps (`submit` / `poll`); the verdict modes come from the core, so
+    every step engine offers the same three."""
+    capabilities = Capabilities(frozenset({"label", "analyze", "distribution"}),
+                                notes={"reward": "reward mode needs a reward-model judge, reward:MODEL"})
 
     def submit(self, step: Step) -> int:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from typing import Any
 
 from litjudge.grammars.compile import outlines_output_type
 
-from ..core.backend import Capabilities, JudgeSpec
+from ..core.backend import JudgeSpec
 from ..core.errors import BackendUnavailable
 from .base import StepBackend, context_window
 from .local.render import PromptRenderer
@@ -23,8 +23,6 @@ from .tokenizer_only import TokenizerOnly
 
 class TransformersBackend(StepBackend):
     name = "transformers"
-    capabilities = Capabilities(frozenset({"label", "analyze", "distribution"}),
-                                notes={"reward": "reward mode needs a reward-model judge, reward:MODEL"})
 
     @classmethod
     def plan(cls, spec: JudgeSpec) -> TokenizerOnly:

@@ -14,7 +14,7 @@ from typing import Any
 
 from litjudge.grammars.compile import vllm_structured_fields
 
-from ..core.backend import Capabilities, JudgeSpec
+from ..core.backend import JudgeSpec
 from ..core.console import captured_log
 from ..core.errors import BackendUnavailable, ConfigError
 from .base import StepBackend, context_window
@@ -110,8 +110,6 @@ def release_free_memory() -> None:
 
 class VLLMBackend(StepBackend):
     name = "vllm"
-    capabilities = Capabilities(frozenset({"label", "analyze", "distribution"}),
-                                notes={"reward": "reward mode needs a reward-model judge, reward:MODEL"})
 
     @classmethod
     def plan(cls, spec: JudgeSpec) -> TokenizerOnly:

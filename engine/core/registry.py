@@ -35,13 +35,6 @@ class Registry(Generic[T]):
     def meta(self, name: str) -> dict[str, Any]:
         return self._meta.get(name, {})
 
-    def register(self, name: str):
-        """Decorator form of `add`."""
-        def deco(obj: T) -> T:
-            self.add(name, obj)
-            return obj
-        return deco
-
     def names(self) -> list[str]:
         return sorted(self._entries)
 

@@ -40,6 +40,19 @@ def _describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+def _check_union(value: Any, annotation: Any, where: str, key: str) -> Any:
+    """The first member type that accepts the value; `X | None` given a value gets X's own, precise error."""
+    present = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if value is not None and len(present) == 1:
+        return _check_type(value, present[0], where, key)
+    for arg in typing.get_args(annotation):
+        try:
+            return _check_type(value, arg, where, key)
+        except ConfigError:
+            continue
+    raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, key=key)
+
+
 def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
     origin = typing.get_origin(annotation)
     if annotation is Any:
@@ -47,15 +60,7 @@ def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if origin in (typing.Union, types.UnionType):
-        present = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if value is not None and len(present) == 1:      # `X | None` given a value: X's own, precise error
-            return _check_type(value, present[0], where, key)
-        for arg in typing.get_args(annotation):
-            try:
-                return _check_type(value, arg, where, key)
-            except ConfigError:
-                continue
-        raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, key=key)
+        return _check_union(value, annotation, where, key)
     if origin in (list, tuple):
         if not isinstance(value, list):
             raise ConfigError(f"expected a list, got {type(value).__name__} {value!r}", where=where, key=key)

@@ -24,8 +24,9 @@ from litjudge.grammars.analysis import Analyzed
 from litjudge.grammars.compile import slot_lines
 from litjudge.grammars.listwise import Listwise
 
-from ...core.distribution import label_tokens, normalise
+from ...core.distribution import normalise
 from ...core.requests import Generation, Prepared
+from .label_tokens import label_tokens
 from .steps import (
     Constrained,
     ContinuationLogprob,

@@ -10,21 +10,21 @@ import polars as pl
 import litjudge.grammars as g
 from litjudge.judges.published import beside, published
 
-from .. import backends as registry
-from ..backends.local.models import resolve_judge
-from ..backends.local.render import load_renderer
-from ..core.distribution import check_language
-from ..core.errors import ConfigError
-from ..core.requests import Message
-from ..data.cards import load_card
-from .bench import main as bench_main
-from .budgets import budgets, parse_budgets
-from .console_tables import print_table
-from .ensemble import ensemble, print_ensemble
-from .generate import generate_candidates
-from .report import write_report
-from .runs import load_run, task_folders
-from .summary import figures, history, totals
+from ... import backends as registry
+from ...backends.local.label_tokens import check_language
+from ...backends.local.models import resolve_judge
+from ...backends.local.render import load_renderer
+from ...core.errors import ConfigError
+from ...core.requests import Message
+from ...data.cards import load_card
+from ..bench import main as bench_main
+from ..budgets import budgets, parse_budgets
+from ..console_tables import print_table
+from ..ensemble import ensemble, print_ensemble
+from ..generate import generate_candidates
+from ..report import write_report
+from ..runs import load_run, task_folders
+from ..summary import figures, history, totals
 
 
 def cmd_report(args) -> int:

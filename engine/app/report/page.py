@@ -11,13 +11,13 @@ from pathlib import Path
 
 import polars as pl
 
-from ..core.errors import ConfigError
-from .outputs import STALE, csv_safe, guarded, write_text
-from .report_extras import default_panels, extra_panels
-from .report_panels import PANELS, Panel
-from .report_viewer import viewer_html
-from .runs import LoadedRun, load_run, task_folders, unique_labels
-from .summary import figures, history, totals
+from ...core.errors import ConfigError
+from ..outputs import STALE, csv_safe, guarded, write_text
+from ..runs import LoadedRun, load_run, task_folders, unique_labels
+from ..summary import figures, history, totals
+from .extras import default_panels, extra_panels
+from .panels import PANELS, Panel
+from .viewer import viewer_html
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
 _CHECK = """<script>

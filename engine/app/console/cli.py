@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.console import prepare_environment, quiet, terminal
-from ..core.errors import GrammarError, LitjudgeError, fault
-from ..core.paths import cache_dir
+from ...core.console import prepare_environment, quiet, terminal
+from ...core.errors import GrammarError, LitjudgeError, fault
+from ...core.paths import cache_dir
 from .preload import reexec_with_tcmalloc
 
 # Commands import what they need when they run: `litjudge --help`, `data list`, `judges` and every

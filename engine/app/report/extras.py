@@ -6,7 +6,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 
-from .report_panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with report_panels' headless backend
+from .panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with panels' headless backend
 
 
 def default_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:

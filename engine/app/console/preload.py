@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..backends.hardware import gpu_present
+from ...backends.hardware import gpu_present
 
 CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4",
               "/usr/lib64/libtcmalloc_minimal.so.4", "/usr/lib/libtcmalloc_minimal.so.4")

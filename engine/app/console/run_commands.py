@@ -11,20 +11,20 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 
-from ..backends.prices import cost as price
-from ..backends.prices import prices
-from ..core.config import config_kind, read_toml
-from ..core.console import captured_log, terminal
-from ..core.errors import ConfigError, StoreError
-from .calibrate import cached, calibrate, estimate_seconds
-from .console_tables import print_table
-from .ensemble import print_ensemble
-from .execute import Executed, execute
-from .reparse import reparse
-from .summary import figures
-from .sweep import load_sweep
-from .sweep_rank import MULTIPLE_COMPARISONS
-from .sweep_run import plan_summary
+from ...backends.prices import cost as price
+from ...backends.prices import prices
+from ...core.config import config_kind, read_toml
+from ...core.console import captured_log, terminal
+from ...core.errors import ConfigError, StoreError
+from ..calibrate import cached, calibrate, estimate_seconds
+from ..console_tables import print_table
+from ..ensemble import print_ensemble
+from ..execute import Executed, execute
+from ..reparse import reparse
+from ..summary import figures
+from ..sweep import load_sweep
+from ..sweep_rank import MULTIPLE_COMPARISONS
+from ..sweep_run import plan_summary
 
 
 def _overrides(args) -> dict[str, Any]:
@@ -153,6 +153,42 @@ def print_sweep(args, done: Executed) -> int:
     return unanswered_exit(out.manifest)
 
 
+def _estimate(r: dict[str, Any], calibrate_now: bool) -> tuple[float | None, str, float | None]:
+    """One judge's row of the plan: (minutes, how they were estimated, API cost in USD)."""
+    est, how, cost = None, "replay: no model", None
+    spec = r["spec"]
+    if spec.family.startswith("api-"):
+        api = r["config"].api
+        tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)
+        tokens_out = r["to_generate"] * max((p.max_tokens for p in r["sample"]), default=0)
+        cost = round(price(prices(spec.detail("provider"), api.price_in_per_mtok, api.price_out_per_mtok),
+                           tokens_in, tokens_out, batch=api.batch), 4)
+        how = (f"API: ~{tokens_in:,.0f} prompt tokens to send (1.3 x words), about {tokens_out:,} output tokens "
+               f"at most; cost from api.price_in_per_mtok / price_out_per_mtok"
+               + (" at the provider's batch rate; results within 24 h" if api.batch else
+                  "; time depends on the server"))
+        return est, how, cost
+    if spec.capabilities.recorded:
+        return est, how, cost
+    config = r["config"]
+    rec = None
+    if calibrate_now and r["sample"]:
+        rec = calibrate(spec, config, r["sample"], r["planner"], progress=True)
+    elif calibrate_now:
+        how = "nothing left to generate: no calibration needed"
+    rec = rec or cached(r["planner"], spec, config.mode)
+    if not r["to_generate"]:
+        est, how = 0.0, "every distinct request is stored already: nothing to generate"
+    elif rec:
+        est = round(estimate_seconds(rec, r["to_prefill_tokens"]) / 60, 1)
+        how = (f"calibrated {rec['measured']}: {rec['sample_requests']} requests, "
+               f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s")
+    else:
+        how = ("not calibrated for this judge, dtype and CPU: `litjudge plan CONFIG --calibrate` measures "
+               "it (starts the engine once)")
+    return est, how, cost
+
+
 def cmd_plan(args) -> int:
 
 
@@ -164,36 +200,7 @@ def cmd_plan(args) -> int:
     rows = plan_summary(sweep)
     table, notes = [], []
     for r in rows:
-        est, how, cost = None, "replay: no model", None
-        spec = r["spec"]
-        caps = spec.capabilities
-        if spec.family.startswith("api-"):
-            api = r["config"].api
-            tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)
-            tokens_out = r["to_generate"] * max((p.max_tokens for p in r["sample"]), default=0)
-            cost = round(price(prices(spec.detail("provider"), api.price_in_per_mtok, api.price_out_per_mtok),
-                               tokens_in, tokens_out, batch=api.batch), 4)
-            how = (f"API: ~{tokens_in:,.0f} prompt tokens to send (1.3 x words), about {tokens_out:,} output tokens "
-                   f"at most; cost from api.price_in_per_mtok / price_out_per_mtok"
-                   + (" at the provider's batch rate; results within 24 h" if api.batch else
-                      "; time depends on the server"))
-        elif not caps.recorded:
-            config = r["config"]
-            rec = None
-            if args.calibrate and r["sample"]:
-                rec = calibrate(spec, config, r["sample"], r["planner"], progress=True)
-            elif args.calibrate:
-                how = "nothing left to generate: no calibration needed"
-            rec = rec or cached(r["planner"], spec, config.mode)
-            if not r["to_generate"]:
-                est, how = 0.0, "every distinct request is stored already: nothing to generate"
-            elif rec:
-                est = round(estimate_seconds(rec, r["to_prefill_tokens"]) / 60, 1)
-                how = (f"calibrated {rec['measured']}: {rec['sample_requests']} requests, "
-                       f"{1 / rec['seconds_per_token']:,.0f} distinct prefill tok/s, start {rec['engine_start_s']} s")
-            else:
-                how = ("not calibrated for this judge, dtype and CPU: `litjudge plan CONFIG --calibrate` measures "
-                       "it (starts the engine once)")
+        est, how, cost = _estimate(r, args.calibrate)
         table.append({k: r[k] for k in ("judge", "cells", "requests", "too_long", "distinct_requests",
                                           "saved_by_sharing", "stored", "to_generate", "prompt_tokens",
                                           "distinct_prefill_tokens", "to_prefill_tokens")}

@@ -14,8 +14,8 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 
-from .outputs import read_logged_prompts, read_table
-from .runs import LoadedRun
+from ..outputs import read_logged_prompts, read_table
+from ..runs import LoadedRun
 
 MAX_VERDICTS = 5000         # embedded per run; the page says how many more the parquet file holds
 MAX_TEXT = 6000             # characters of one prompt or raw output shown; the rest is in log.jsonl

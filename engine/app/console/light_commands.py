@@ -7,13 +7,13 @@ import json
 import time
 from pathlib import Path
 
-from ..backends.api_batch import cancel_open
-from ..backends.local.models import ALIASES, resolve_judge
-from ..core.errors import ConfigError, StoreError
-from ..core.paths import cards_dir, data_root
-from ..core.store import Store
-from ..data.cards import load_card
-from ..data.fetch import fetch, presence
+from ...backends.api_batch import cancel_open
+from ...backends.local.models import ALIASES, resolve_judge
+from ...core.errors import ConfigError, StoreError
+from ...core.paths import cards_dir, data_root
+from ...core.store import Store
+from ...data.cards import load_card
+from ...data.fetch import fetch, presence
 
 
 def cmd_judges(args) -> int:
