@@ -98,7 +98,7 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
         done = execute(table, where, given, progress=progress)
     if done.kind == "ensemble" and done.ensemble is None:
         raise LitjudgeError(f"{where}: the ensemble was not built: a member run left "
-                            f"{sum(m.get('unanswered', 0) for m in done.incomplete)} requests unanswered; run it "
+                            f"{sum(m.unanswered for m in done.incomplete)} requests unanswered; run it "
                             "again to ask them")
     return _finished(done.run_dir)
 

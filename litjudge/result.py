@@ -6,10 +6,10 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
+from litjudge.engine.app.manifest import RunManifest
 from litjudge.engine.app.outputs import read_manifest, read_table
 from litjudge.engine.app.report import write_report
 from litjudge.engine.app.runs import load_run
@@ -29,7 +29,7 @@ class Result:
 
     run_dir: Path
     kind: str                                   # "run", "tasks", "sweep" or "ensemble"
-    manifest: dict[str, Any]
+    manifest: RunManifest                       # typed: .protocol, .judges, .verdicts, .warnings, ...
     tables: dict[str, pl.DataFrame]
     verdicts: pl.DataFrame
     tasks: tuple[Result, ...] = field(default=())
@@ -40,7 +40,7 @@ class Result:
         if not path.is_dir():
             raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
         manifest = read_manifest(path)
-        kind = manifest.get("kind") or "run"
+        kind = manifest.kind
         if kind == "sweep":
             tables = {name: read_table(path / f"{name}.parquet") for name in ("sweep_metrics", "sweep_ranking")}
             return cls(path, "sweep", manifest, tables, pl.DataFrame())
@@ -48,7 +48,7 @@ class Result:
             tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
             return cls(path, "ensemble", manifest, tables, pl.DataFrame())
         if kind == "tasks":
-            tasks = tuple(cls.open(path / t["task"]) for t in manifest["tasks"])
+            tasks = tuple(cls.open(path / t.task) for t in manifest.tasks)
             return cls(path, "tasks", manifest, tasks[0].tables, tasks[0].verdicts, tasks)
         loaded = load_run(path)                 # refuses generation-only folders, names missing tables
         verdicts_file = path / "verdicts.parquet"
@@ -63,7 +63,7 @@ class Result:
             return {"sweep_ranking": self.tables["sweep_ranking"]}
         if self.kind == "ensemble":
             return self.tables
-        protocol = (self.manifest.get("protocol") or {}).get("name", "")
+        protocol = self.manifest.protocol
         names = PROTOCOLS.get(protocol).summary if protocol in PROTOCOLS else ()
         return {n: self.tables[n] for n in names if n in self.tables} or dict(list(self.tables.items())[:1])
 
@@ -71,12 +71,12 @@ class Result:
         """What makes this result partial or empty: requests left unanswered (a re-run asks them),
         judges whose every answer failed to parse, and the run's own warnings."""
         m = self.manifest
-        lines = list(m.get("warnings", []))
-        if m.get("unanswered"):
-            lines.append(f"{m['unanswered']} requests were left unanswered; the same call again asks them")
-        for name, c in (m.get("verdicts_by_judge") or {}).items():
-            answered = c["rows"] - c["missing"]
-            if answered and c["unparsed"] == answered:
+        lines = list(m.warnings)
+        if m.unanswered:
+            lines.append(f"{m.unanswered} requests were left unanswered; the same call again asks them")
+        for name, c in m.verdicts_by_judge.items():
+            answered = c.rows - c.missing
+            if answered and c.unparsed == answered:
                 lines.append(f"no verdict of {name} could be read (all {answered} unparsed): its tables hold no result")
         return lines
 
@@ -90,10 +90,10 @@ class Result:
     def _repr_html_(self) -> str:
         """A notebook cell's view: what ran, how many verdicts, and the headline tables."""
         m = self.manifest
-        counts = m.get("verdicts") or {}
+        counts = m.verdicts if "verdicts" in m.raw else None
         head = (f"<b>litjudge</b> {html.escape(self.kind)} <code>{html.escape(str(self.run_dir))}</code>"
-                f" &middot; {counts.get('rows', self.verdicts.height)} verdicts"
-                + (f" ({counts['unparsed']} unparsed)" if "unparsed" in counts else ""))
+                f" &middot; {counts.rows if counts else self.verdicts.height} verdicts"
+                + (f" ({counts.unparsed} unparsed)" if counts else ""))
         parts = [f"<p>{head}</p>"] + [f"<p style='color:#b00020'>{html.escape(p)}</p>" for p in self.problems()]
         for name, table in self.summary.items():
             parts.append(f"<p><i>{html.escape(name)}</i></p>" + table.head(12)._repr_html_())

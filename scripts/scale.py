@@ -91,8 +91,8 @@ def stage_judge(folder: Path, answers: Path) -> dict:
     t = time.perf_counter()
     out = run(load_config(config(folder, f"replay:{answers}")), progress=False)
     seconds = time.perf_counter() - t
-    j = out.manifest["judges"][0]
-    stages = {**j["stage_seconds"], **out.manifest["stage_seconds"]}
+    j = out.manifest.judges[0]
+    stages = {**j["stage_seconds"], **out.manifest.stage_seconds}
     own = seconds - stages["tokenize"]
     return {"requests": j["plan"]["requests"], "seconds": round(seconds, 2), "peak_rss_gib": round(peak_rss_gib(), 3),
             "word_tokenizer_seconds": round(stages["tokenize"], 2), "litjudge_seconds": round(own, 2),

@@ -196,7 +196,7 @@ def test_a_toy_backend_and_dataset_format_run_end_to_end(toy_extensions, tmp_pat
     acc = {r["order"]: r["accuracy"] for r in out.tables["accuracy"].iter_rows(named=True)}
     assert acc["ab"] == 1.0 and acc["ba"] == 0.0                    # it always picks the first-shown text
     bias = out.tables["bias"].filter(pl.col("metric") == "first_position_win_rate")["value"][0]
-    assert bias == 1.0 and out.manifest["judges"][0]["backend"] == "toy"
+    assert bias == 1.0 and out.manifest.judges[0]["backend"] == "toy"
 
 
 def test_content_key_is_the_canonical_json_of_its_fields():

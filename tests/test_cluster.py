@@ -4,12 +4,12 @@ config runs on them with the same verdicts as one engine, every key stored once,
 working; a replica killed mid-run (a real SIGKILL of its process) loses nothing. float32 engines:
 bfloat16 numbers on vLLM-CPU depend on which requests share a batch."""
 import dataclasses
-import json
 from types import SimpleNamespace
 
 import polars as pl
 import pytest
 
+from litjudge.engine.app.outputs import read_manifest
 from litjudge.engine.app.run import run
 from litjudge.engine.backends.local.sharding import Shards, prefix_groups
 from litjudge.engine.core.config import ClusterConfig, EngineConfig, load_config
@@ -49,7 +49,7 @@ def single(tmp_path_factory):
     r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder)})
     assert r.returncode == 0, r.stderr[-3000:]
     return SimpleNamespace(verdicts=pl.read_parquet(folder / "demo" / "verdicts.parquet"),
-                           manifest=json.loads((folder / "demo" / "manifest.json").read_text()))
+                           manifest=read_manifest(folder / "demo"))
 
 
 def verdicts(outcome) -> pl.DataFrame:
@@ -71,12 +71,12 @@ def test_two_replicas_on_two_nodes_equal_one_engine(two_nodes, single, tmp_path)
               run_dir=tmp_path / "demo")
     assert verdicts(out).equals(verdicts(single))
     assert stored_once(out.run_dir)
-    judge = out.manifest["judges"][0]
+    judge = out.manifest.judges[0]
     replicas = judge["replicas"]
     assert len(replicas) == 2 and all(r["requests"] > 0 for r in replicas)          # both did work
     assert len({r["node"] for r in replicas}) == 2                                   # one per node
     assert sum(r["requests"] for r in replicas) == 12 and judge["cluster"]["requeued"] == 0
-    single_hit = single.manifest["judges"][0]["throughput"]
+    single_hit = single.manifest.judges[0]["throughput"]
     hit = single_hit["cached_tokens"] / single_hit["prompt_tokens"]
     assert abs(judge["cluster"]["cache_hit_rate"] - hit) <= 0.10, (judge["cluster"]["cache_hit_rate"], hit)
 
@@ -86,7 +86,7 @@ def test_a_replica_killed_mid_run_loses_nothing(two_nodes, single, tmp_path, mon
     monkeypatch.setenv("LITJUDGE_FAULT_KILL_REPLICA", "1:1")       # replica 1 dies after its first verdict
     out = run(demo(ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2)), progress=False,
               run_dir=tmp_path / "demo")
-    cluster = out.manifest["judges"][0]["cluster"]
+    cluster = out.manifest.judges[0]["cluster"]
     assert cluster["replica_deaths"] == [1] and cluster["requeued"] >= 1
     assert verdicts(out).equals(verdicts(single)) and stored_once(out.run_dir)
 

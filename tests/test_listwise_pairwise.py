@@ -202,7 +202,7 @@ def test_derived_datasets():
 def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect):
     config = load_config(RUNS / f"{name}.toml", limit=limit)
     out = run(config, progress=False, backends={"smollm2-135m": smollm})
-    assert out.verdicts.height > 0 and out.manifest["verdicts"]["unparsed"] == 0
+    assert out.verdicts.height > 0 and out.manifest.verdicts.unparsed == 0
     for table in expect:
         assert out.tables[table].height > 0, table
         assert (runs_dir / name / "tables" / f"{table}.parquet").exists()

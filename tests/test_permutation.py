@@ -32,7 +32,7 @@ def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
     config = load_config(CONFIG, limit=1)
     config = dataclasses.replace(config, options={**config.options, "orders": 3})
     out = run(config, progress=False, backends={"smollm2-135m": smollm})
-    assert out.verdicts.height == 3 and out.manifest["verdicts"]["unparsed"] == 0
+    assert out.verdicts.height == 3 and out.manifest.verdicts.unparsed == 0
     v = out.verdicts.sort("order")
     rankings = []
     for r in v.iter_rows(named=True):
@@ -65,4 +65,4 @@ def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
     # one more order later: only it is generated
     more = dataclasses.replace(config, options={**config.options, "orders": 4})
     again = run(more, progress=False, backends={"smollm2-135m": smollm})
-    assert again.verdicts.height == 4 and [j["generated"] for j in again.manifest["judges"]] == [1]
+    assert again.verdicts.height == 4 and [j["generated"] for j in again.manifest.judges] == [1]

@@ -98,6 +98,9 @@ def test_tables_are_the_run_folders_and_a_repeat_generates_nothing(tmp_path):
     second = judged(tmp_path, frame)                                 # same rows, same name: all from the store
     after = sqlite3.connect(db).execute("SELECT key, raw FROM results ORDER BY key").fetchall()
     assert after == before and second.verdicts.equals(first.verdicts)
+    m = second.manifest                                              # typed: fields, not keys
+    assert (m.kind, m.protocol, m.verdicts.rows, m.unanswered) == ("run", "pairwise", 24, 0)
+    assert [j["generated"] for j in m.judges] == [0] and m.judge_names == [second.verdicts["judge"][0]]
     html = first._repr_html_()
     assert "24 verdicts" in html and "accuracy" in html
     assert first.report().name == "report.html"

@@ -85,7 +85,7 @@ def test_reference_run_on_the_generic_example(smollm, runs_dir):
     cfg = RunConfig(name="ref", protocol="reference_likert", dataset="reference-generic",
                     options={"tests": [1, 11]})
     out = run(cfg, progress=False, backends={"smollm2-135m": smollm})
-    assert out.manifest["verdicts"]["rows"] == 2 * 2 * 2 and out.manifest["verdicts"]["unparsed"] == 0
+    assert out.manifest.verdicts.rows == 2 * 2 * 2 and out.manifest.verdicts.unparsed == 0
     assert set(out.verdicts["label"]) <= set(g.likert(5).labels())
     assert {"per_item", "story_scores", "ranking", "cutoff_sweep", "bias"} <= set(out.tables)
     assert out.tables["cutoff_sweep"].height == 9
@@ -110,7 +110,7 @@ def test_reference_options_run_end_to_end(smollm, runs_dir, points, mode, refere
     cfg = RunConfig(name=f"ref{points}{mode}{reference}", protocol="reference_likert", dataset="reference-generic",
                     mode=mode, options={"tests": [1], "points": points, "reference": reference, "analysis_tokens": 24})
     out = run(cfg, progress=False, backends={"smollm2-135m": smollm})
-    assert out.manifest["verdicts"]["unparsed"] == 0
+    assert out.manifest.verdicts.unparsed == 0
     if reference:
         assert out.verdicts.height == 2 * 2 and set(out.verdicts["label"]) <= set(g.likert(points).labels())
         assert out.tables["per_item"]["diff"].is_not_null().all()

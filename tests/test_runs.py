@@ -6,6 +6,7 @@ import sqlite3
 import polars as pl
 import pytest
 
+from litjudge.engine.app.manifest import VerdictCounts
 from litjudge.engine.app.reparse import reparse
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
@@ -18,7 +19,7 @@ DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 def test_demo_run_resumes_and_is_deterministic(smollm, runs_dir):
     config = load_config(DEMO)
     first = run(config, progress=False, backends={"smollm2-135m": smollm})
-    assert first.manifest["verdicts"] == {"rows": 12, "unparsed": 0, "missing": 0}
+    assert first.manifest.verdicts == VerdictCounts(rows=12, unparsed=0, missing=0)
     assert set(first.verdicts["label"]) <= {"Yes", "No"}
     assert first.judges[0].generated == 12
     again = run(config, progress=False, backends={"smollm2-135m": smollm})
@@ -142,7 +143,7 @@ def test_ttcw_variants_and_modes(smollm, runs_dir, tmp_path, variant, mode):
                                             f'tests = [1, 13]\nanalysis_tokens = 24\n')
     out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
     per_item = out.tables["per_item"]
-    assert per_item.height == 2 and out.manifest["verdicts"]["unparsed"] == 0
+    assert per_item.height == 2 and out.manifest.verdicts.unparsed == 0
     assert per_item["expert_pass"].is_not_null().all()              # joined with the expert majority
     if mode == "distribution":
         assert per_item["p_yes"].is_between(0, 1).all()

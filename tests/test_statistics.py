@@ -210,7 +210,7 @@ def notebook_bacc(model: str) -> float:
 
 @needs_data
 def test_replay_reproduces_the_notebook_under_its_policy_and_drop_differs(replay):
-    assert replay.manifest["missing_policy"] == "label:No"
+    assert replay.manifest.missing_policy == "label:No"
     overall = {r["judge"].removeprefix("replay:"): r
                for r in replay.tables["overall"].filter(pl.col("view") == "all").iter_rows(named=True)}
     for model, printed in NOTEBOOK_BACC.items():

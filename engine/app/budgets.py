@@ -74,8 +74,8 @@ def budget_requests(request: JudgeRequest, analysis: str, budgets: list[int], cu
 
 def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[Path, pl.DataFrame]:
     manifest = read_manifest(run_dir)
-    if manifest.get("kind") is not None:
-        raise ConfigError(f"budgets read the analyses of one analyze-mode run; this folder is a {manifest['kind']} "
+    if manifest.kind != "run":
+        raise ConfigError(f"budgets read the analyses of one analyze-mode run; this folder is a {manifest.kind} "
                           "(give the folder of a run, or of one task of a multi-task run)", where=str(run_dir))
     config = recorded_config(run_dir, manifest)
     if config.mode != "analyze":

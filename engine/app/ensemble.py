@@ -36,6 +36,7 @@ from ..core.paths import runs_output_dir
 from ..core.schema import build, check_field
 from ..core.store import Store
 from .console_tables import print_table
+from .manifest import RunManifest
 from .outputs import write_tables, write_text
 from .run import run
 from .runs import load_run
@@ -61,7 +62,7 @@ def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
     frames, protocols = [], set()
     for path in run_dirs:
         run = load_run(Path(path))
-        protocol = run.manifest["config"].get("protocol", "")
+        protocol = run.manifest.protocol
         protocols.add(protocol)
         try:
             frame = decision_frame(protocol, run.tables)
@@ -188,14 +189,14 @@ def member_config(cfg: EnsembleConfig, member: dict[str, Any], limit: int | None
 
 
 def run_ensemble(cfg: EnsembleConfig, limit: int | None = None,
-                 progress: bool = True) -> tuple[Path | None, dict, list[dict]]:
+                 progress: bool = True) -> tuple[Path | None, dict, list[RunManifest]]:
     """Each member run (resuming: stored verdicts are not generated again), then the ensemble. A
     member that left requests unanswered (an API outage) is incomplete: the ensemble is not built
     from part of it (nor its outage blamed on the data); its manifest comes back, and the command
     exits 3 as a run does: the same command again asks the missing requests and builds it."""
     configs = [member_config(cfg, m, limit, where=f"{cfg.source} runs[{k}]") for k, m in enumerate(cfg.runs)]
     outcomes = [run(config, progress=progress) for config in configs]
-    unanswered = [o.manifest for o in outcomes if o.manifest.get("unanswered")]
+    unanswered = [o.manifest for o in outcomes if o.manifest.unanswered]
     if unanswered:
         return None, {}, unanswered
     out, tables = ensemble([str(o.run_dir) for o in outcomes], cfg.name, *cfg.settings())

@@ -14,6 +14,7 @@ from ..core.console import say
 from ..core.errors import ConfigError
 from ..data.cards import dataset_card, with_data
 from .ensemble import load_ensemble, run_ensemble
+from .manifest import RunManifest
 from .outputs import rebuild_store
 from .run import RunOutcome, run, run_dir_for
 from .sweep import Sweep, load_sweep
@@ -30,7 +31,7 @@ class Executed:
     sweep: SweepOutcome | None = None
     swept: Sweep | None = None                         # the sweep's cells and settings (for printing)
     ensemble: tuple[Path, dict] | None = None          # (folder, tables)
-    incomplete: tuple[dict, ...] = ()                  # the member manifests that left requests unanswered
+    incomplete: tuple[RunManifest, ...] = ()           # the member manifests that left requests unanswered
 
     @property
     def run_dir(self) -> Path | None:

@@ -21,6 +21,7 @@ import polars as pl
 from ..core.console import terminal
 from ..core.errors import StoreError, fault
 from ..core.store import RESULT_COLUMNS, Store
+from .manifest import RunManifest
 
 
 def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
@@ -130,8 +131,8 @@ def log_line(row: tuple, prompt: str | None) -> bytes:
     return orjson.dumps(rec) + b"\n"
 
 
-def read_manifest(run_dir: Path) -> dict:
-    """A run's manifest, or one line saying what is wrong with it and what to do."""
+def read_manifest(run_dir: Path) -> RunManifest:
+    """A run's manifest, typed, or one line saying what is wrong with it and what to do."""
     path = run_dir / "manifest.json"
     if not path.exists():
         hint = (" (an interrupted run: run its config again to finish it)" if (run_dir / "store.sqlite").exists()
@@ -152,7 +153,7 @@ def read_manifest(run_dir: Path) -> dict:
         if missing:
             raise StoreError(f"{path}: damaged (no {missing[0]}); run the config again (`litjudge run`) to rewrite it "
                              "from the store")
-    return manifest
+    return RunManifest.of(manifest)
 
 
 def read_table(path: Path) -> pl.DataFrame:

@@ -18,6 +18,7 @@ from ..core.manifest import data_identity
 from ..core.runner import parse_result
 from ..core.store import Store
 from ..data.cards import dataset_card
+from .manifest import RunManifest
 from .outputs import read_manifest, write_outputs
 from .run import PreparedRun, aggregate_store, by_judge, recorded_config, run_id, verdict_counts
 
@@ -25,19 +26,19 @@ from .run import PreparedRun, aggregate_store, by_judge, recorded_config, run_id
 def reparse(run_dir: Path) -> dict[str, int]:
     """Re-parse every stored output, then rebuild the tables of the run (or of each of its tasks)."""
     manifest = read_manifest(run_dir)
-    if manifest.get("kind") in ("sweep", "ensemble"):
-        raise StoreError(f"{run_dir}: a {manifest['kind']}, not a run: "
+    if manifest.kind in ("sweep", "ensemble"):
+        raise StoreError(f"{run_dir}: a {manifest.kind}, not a run: "
                          + ("its cells' tables are built from the store by `litjudge run` of the sweep config again "
-                            "(nothing is generated twice)" if manifest["kind"] == "sweep" else
+                            "(nothing is generated twice)" if manifest.kind == "sweep" else
                             "rebuild it with `litjudge ensemble` (or run its config again)"))
     store = Store.open(run_dir / "store.sqlite", create=False)
     try:
         counts = reparse_store(store)
-        if manifest.get("kind") == "tasks":
-            for task in manifest["tasks"]:
-                folder = run_dir / task["task"]
-                rebuild(folder, read_manifest(folder), store, task["task"])
-        elif manifest.get("kind") != "generation":       # a generation-only run has no tables to rebuild
+        if manifest.kind == "tasks":
+            for task in manifest.tasks:
+                folder = run_dir / task.task
+                rebuild(folder, read_manifest(folder), store, task.task)
+        elif manifest.kind != "generation":       # a generation-only run has no tables to rebuild
             rebuild(run_dir, manifest, store)
     finally:
         store.close()
@@ -60,10 +61,10 @@ def reparse_store(store: Store) -> dict[str, int]:
     return {"results": total, "changed": changed}
 
 
-def data_changed_warning(folder: Path, manifest: dict) -> None:
+def data_changed_warning(folder: Path, manifest: RunManifest) -> None:
     """Say so when the run's data file is no longer the bytes it judged (its sha256 in the
     manifest): the rebuilt tables read the labels from the file as it is now."""
-    recorded = manifest.get("dataset", {}).get("data", {})
+    recorded = manifest.data
     if not recorded.get("sha256"):
         return
     path = Path(recorded["path"])
@@ -74,14 +75,14 @@ def data_changed_warning(folder: Path, manifest: dict) -> None:
               f"then, {state}): the rebuilt tables read its labels as they are now", file=terminal())
 
 
-def rebuild(folder: Path, manifest: dict, store: Store, task: str = "") -> None:
+def rebuild(folder: Path, manifest: RunManifest, store: Store, task: str = "") -> None:
     """One run's (or task's) tables from the store. Tables the protocol does not compute (items
     skipped before planning, the generation stage's) are kept as they were."""
     config = recorded_config(folder, manifest)
     data_changed_warning(folder, manifest)
     protocol = PROTOCOLS.get(config.protocol)()
     specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
-                  for j in manifest["judges"])
+                  for j in manifest.judges)
     prep = PreparedRun(config, protocol, protocol.options(config),
                     dataset_card(config.dataset, config.source, config.protocol), specs)
     verdicts, tables, warnings = aggregate_store(prep, store, {s.name: run_id(config, task, s.name) for s in specs})
@@ -91,8 +92,6 @@ def rebuild(folder: Path, manifest: dict, store: Store, task: str = "") -> None:
                 tables[path.stem] = pl.read_parquet(path)
             except (pl.exceptions.PolarsError, OSError):     # damaged, and not the protocol's to rebuild
                 print(f"litjudge: warning: {path} is unreadable and not rebuilt by the protocol: dropped", file=terminal())
-    manifest["verdicts"] = verdict_counts(verdicts)
-    manifest["verdicts_by_judge"] = by_judge(verdicts)
-    manifest["warnings"] = warnings
-    manifest["reparsed"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    write_outputs(folder, tables, verdicts, manifest, store)
+    record = {**manifest.raw, "verdicts": verdict_counts(verdicts), "verdicts_by_judge": by_judge(verdicts),
+              "warnings": warnings, "reparsed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    write_outputs(folder, tables, verdicts, record, store)

@@ -33,6 +33,7 @@ from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
+from .manifest import RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
 from .summary import append_history
 
@@ -42,7 +43,7 @@ class RunOutcome:
     run_dir: Path
     tables: dict[str, pl.DataFrame]
     verdicts: pl.DataFrame
-    manifest: dict[str, Any]
+    manifest: RunManifest
     judges: list[JudgeRun] = field(default_factory=list)
     tasks: list[RunOutcome] = field(default_factory=list)     # every task's outcome (a multi-task run)
 
@@ -146,9 +147,10 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         refused = created and not store.has_results()
         raise
     except KeyboardInterrupt:                      # Ctrl-C: the invocation is kept in the history too
-        append_history(run_dir, {"seconds": round(time.time() - t0, 2), "git_commit": git_commit(), "interrupted": True,
-                                 "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated,
-                                             "seconds": j.seconds, **j.backend} for j in state.judge_runs]})
+        append_history(run_dir, RunManifest.of({
+            "seconds": round(time.time() - t0, 2), "git_commit": git_commit(), "interrupted": True,
+            "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": j.seconds,
+                        **j.backend} for j in state.judge_runs]}))
         raise
     finally:
         _close(state, lock, remove=refused)
@@ -251,8 +253,9 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if generation is not None:
         manifest["generation"] = generation.summary
     write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
-    append_history(out_dir, manifest)
-    return RunOutcome(out_dir, tables, verdicts, manifest, state.judge_runs)
+    typed = RunManifest.of(manifest)
+    append_history(out_dir, typed)
+    return RunOutcome(out_dir, tables, verdicts, typed, state.judge_runs)
 
 
 def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
@@ -288,7 +291,7 @@ def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationO
                 "warnings": generation_warnings(generation), "seconds": round(seconds, 2)}
     write_tables(run_dir, generation.tables)
     write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
-    return RunOutcome(run_dir, generation.tables, pl.DataFrame(), manifest)
+    return RunOutcome(run_dir, generation.tables, pl.DataFrame(), RunManifest.of(manifest))
 
 
 def lost_store_note(run_dir: Path) -> list[str]:
@@ -357,8 +360,8 @@ def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
             "missing": verdicts.filter(pl.col("status") == "missing").height}
 
 
-def recorded_config(run_dir: Path, manifest: dict) -> RunConfig:
+def recorded_config(run_dir: Path, manifest: RunManifest) -> RunConfig:
     """The run config a finished run recorded in its manifest, validated again."""
-    cfg = dict(manifest["config"])
+    cfg = dict(manifest.config)
     source = cfg.pop("source", "")
     return build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)

@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from ..core.errors import ConfigError, StoreError
+from .manifest import RunManifest
 from .outputs import read_manifest, read_table
 
 
@@ -15,7 +16,7 @@ from .outputs import read_manifest, read_table
 class LoadedRun:
     name: str
     path: Path
-    manifest: dict
+    manifest: RunManifest
     tables: dict[str, pl.DataFrame]
 
 
@@ -24,9 +25,9 @@ def load_run(path: Path) -> LoadedRun:
     if not path.is_dir():
         raise ConfigError("not a run directory (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
     manifest = read_manifest(path)
-    if manifest.get("kind") == "sweep":
+    if manifest.kind == "sweep":
         raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))
-    if manifest.get("kind") == "generation":
+    if manifest.kind == "generation":
         raise ConfigError("a generation-only run (--generate-only): its items are generated/items.jsonl and its "
                           "tables tables/generation*.csv; run the config without --generate-only to judge them",
                           where=str(path))
@@ -59,6 +60,6 @@ def task_folders(run_dirs: list[Path]) -> list[Path]:
     """Each run folder, or for a run of several tasks, the folder of each task."""
     out = []
     for d in run_dirs:
-        manifest = read_manifest(d) if (d / "manifest.json").exists() else {}
-        out += [d / t["task"] for t in manifest["tasks"]] if manifest.get("kind") == "tasks" else [d]
+        manifest = read_manifest(d) if (d / "manifest.json").exists() else RunManifest()
+        out += [d / t.task for t in manifest.tasks] if manifest.kind == "tasks" else [d]
     return out

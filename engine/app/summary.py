@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .manifest import RunManifest
+
 HISTORY = "history.jsonl"
 
 
@@ -67,17 +69,17 @@ class JudgeFigures:
                 f"{rate(self.verdicts_per_s)} verdicts/s, cache hit {hit}")
 
 
-def figures(manifest: dict[str, Any]) -> list[JudgeFigures]:
-    return [JudgeFigures.from_manifest(j) for j in manifest.get("judges", [])]
+def figures(manifest: RunManifest) -> list[JudgeFigures]:
+    return [JudgeFigures.from_manifest(j) for j in manifest.judges]
 
 
-def append_history(run_dir: Path, manifest: dict[str, Any]) -> None:
+def append_history(run_dir: Path, manifest: RunManifest) -> None:
     """One line per invocation: when, how long, and each judge's figures (an interrupted one is a
     line too, `interrupted: true`, with the judges that finished before it)."""
-    record = {"created": manifest.get("created") or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-              "seconds": manifest.get("seconds"), "git_commit": manifest.get("git_commit"),
+    record = {"created": manifest.created or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+              "seconds": manifest.seconds, "git_commit": manifest.git_commit,
               "judges": [asdict(f) for f in figures(manifest)],
-              **({"interrupted": True} if manifest.get("interrupted") else {})}
+              **({"interrupted": True} if manifest.interrupted else {})}
     with (run_dir / HISTORY).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
 

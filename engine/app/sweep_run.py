@@ -40,6 +40,7 @@ from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
+from .manifest import RunManifest
 from .outputs import remove_stale_temporaries, write_file, write_text
 from .run import PreparedRun, prepare
 from .sweep import Cell, Sweep
@@ -72,7 +73,7 @@ class SweepOutcome:
     run_dir: Path
     metrics: pl.DataFrame
     ranking: pl.DataFrame
-    manifest: dict[str, Any]
+    manifest: RunManifest
 
 
 def cell_run_id(sweep: Sweep, cell: Cell, judge: str) -> str:
@@ -201,7 +202,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
         "generated_now": sum(j.generated for j in judge_runs),
     }
     write_sweep(run_dir, metrics, ranking, manifest)
-    return SweepOutcome(run_dir, metrics, ranking, manifest)
+    return SweepOutcome(run_dir, metrics, ranking, RunManifest.of(manifest))
 
 
 def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: JudgeSpec) -> Context:

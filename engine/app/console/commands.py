@@ -32,15 +32,14 @@ def cmd_report(args) -> int:
     for path in task_folders([Path(p) for p in args.run_dirs]):
         run = load_run(path)
         m = run.manifest
-        print(f"# litjudge run {run.name}: protocol {m['config']['protocol']}, dataset {m['dataset']['card']}")
-        print(f"git {m.get('git_commit')}, vLLM {m.get('vllm')}, machine "
-              f"{(m.get('machine') or {}).get('gpu') or (m.get('machine') or {}).get('cpu')}")
+        print(f"# litjudge run {run.name}: protocol {m.protocol}, dataset {m.dataset}")
+        print(f"git {m.git_commit}, vLLM {m.vllm}, machine {m.machine_name}")
         total = totals(path)
-        for f, j in zip(figures(m), m["judges"], strict=True):
+        for f, j in zip(figures(m), m.judges, strict=True):
             print(f"- {f.judge} [{j.get('backend')}], latest: {f.line()}, re-asked {j.get('reasked', 0)}")
             if f.judge in total and len(history(path)) > 1:
                 print(f"  all {len(history(path))} invocations: {total[f.judge].line()}")
-        print(f"unparsed {m['verdicts']['unparsed']} of {m['verdicts']['rows']}")
+        print(f"unparsed {m.verdicts.unparsed} of {m.verdicts.rows}")
         if args.text:
             for name, table in run.tables.items():
                 if name not in ("per_item", "per_verdict", "verdict_grid"):
@@ -69,9 +68,9 @@ def compare_published(args) -> int:
         print("(these rows are not reproduced on this project's test machines: they need the model; see runs/repro/)")
     for path in args.run_dirs:
         run = load_run(Path(path))
-        table = beside(baseline, run.manifest["config"].get("protocol", ""), run.tables, where=str(path))
+        table = beside(baseline, run.manifest.protocol, run.tables, where=str(path))
         if not table.height:
-            judges = ", ".join(j["judge"] for j in run.manifest["judges"])
+            judges = ", ".join(run.manifest.judge_names)
             wanted = ", ".join(j for r in baseline.rows for j in r.run_judges)
             raise ConfigError(f"no judge of the run is a published row of {baseline.name!r} (run: {judges}; "
                               f"published as: {wanted})", where=str(path))

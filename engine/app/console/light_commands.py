@@ -3,17 +3,17 @@ judges, `--prepare` to obtain and convert them), `data` (list the cards, fetch t
 `status` (a run folder's provider batches)."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from ...backends.api_batch import cancel_open
 from ...backends.local.models import ALIASES, resolve_judge
-from ...core.errors import ConfigError, StoreError
+from ...core.errors import ConfigError, LitjudgeError, StoreError
 from ...core.paths import cards_dir, data_root
 from ...core.store import Store
 from ...data.cards import load_card
 from ...data.fetch import fetch, presence
+from ..outputs import read_manifest
 
 
 def cmd_judges(args) -> int:
@@ -55,9 +55,8 @@ def cmd_data(args) -> int:
 def recorded_key_env(run_dir: Path) -> str:
     """The run's `[api] key_env`, from its manifest (a sweep's or a run's), where one was written."""
     try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        return str(manifest.get("config", {}).get("api", {}).get("key_env", "") or "")
-    except (OSError, ValueError, AttributeError):
+        return read_manifest(run_dir).api_key_env
+    except (LitjudgeError, AttributeError):
         return ""
 
 

@@ -4,6 +4,7 @@ unanswered). The command line (cli.py) imports this module only when one of them
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..calibrate import cached, calibrate, estimate_seconds
 from ..console_tables import print_table
 from ..ensemble import print_ensemble
 from ..execute import Executed, execute
+from ..manifest import RunManifest
 from ..reparse import reparse
 from ..summary import figures
 from ..sweep import load_sweep
@@ -50,56 +52,56 @@ def cmd_run(args) -> int:
     if done.kind == "ensemble":
         if done.ensemble is None:
             print("litjudge: the ensemble was not built: a member run is incomplete", file=terminal())
-            return unanswered_exit({"unanswered": sum(m.get("unanswered", 0) for m in done.incomplete),
-                                    "judges": [j for m in done.incomplete for j in m["judges"]]})
+            return unanswered_exit(sum(m.unanswered for m in done.incomplete),
+                                   [j for m in done.incomplete for j in m.judges])
         return print_ensemble(*done.ensemble)
     outcome = done.run
     assert outcome is not None
     if "generation" in outcome.tables:
         print_table(outcome.tables["generation"], "Generation (turns constrained to a numbered list)", max_rows=args.show)
-        for g in outcome.manifest.get("generation", []):
+        for g in outcome.manifest.generation:
             print(f"  {g['generator']}: {g['generated']} turns generated now, engine started {g['engine_starts']}x")
-    if outcome.manifest.get("kind") == "generation":
-        for warning in outcome.manifest.get("warnings", []):
+    if outcome.manifest.kind == "generation":
+        for warning in outcome.manifest.warnings:
             print(f"litjudge: warning: {warning}", file=terminal())
-        print(f"Items: {outcome.manifest['items']['path']}\nResults: {outcome.run_dir}")
+        print(f"Items: {outcome.manifest.items_path}\nResults: {outcome.run_dir}")
         return 0
     several = bool(table.get("tasks"))            # [[tasks]]: each task's tables under its name
     for task_outcome in outcome.tasks or [outcome]:
         task = task_outcome.run_dir.name if several else ""
-        for name in PROTOCOLS.get(task_outcome.manifest["protocol"]["name"]).summary:
+        for name in PROTOCOLS.get(task_outcome.manifest.protocol).summary:
             table = task_outcome.tables.get(name)
             if table is not None and table.height:
                 title = name.replace("_", " ").capitalize()
                 print_table(table, f"{task}: {title}" if task else title, max_rows=args.show)
     m = outcome.manifest
-    print(f"\n{m['verdicts']['rows']} verdicts ({m['verdicts']['unparsed']} unparsed) in {m['seconds']:.1f} s")
-    for f, j in zip(figures(m), m["judges"], strict=True):
+    print(f"\n{m.verdicts.rows} verdicts ({m.verdicts.unparsed} unparsed) in {m.seconds or 0.0:.1f} s")
+    for f, j in zip(figures(m), m.judges, strict=True):
         plan = j["plan"]
         shared = f", {j['from_cache']} from the shared verdict cache" if j.get("from_cache") else ""
         print(f"  {f.judge}: {f.line()}{shared}; prompt tokens {plan['prompt_tokens']:,} "
               f"(distinct prefill {plan['distinct_prefill_tokens']:,})")
-    for warning in m.get("warnings", []):
+    for warning in m.warnings:
         print(f"litjudge: warning: {warning}", file=terminal())
     keep_log(args, outcome.run_dir)
     print(f"Results: {outcome.run_dir}")
-    return unanswered_exit(m) or nothing_parsed_exit(m)
+    return unanswered_exit(m.unanswered, m.judges) or nothing_parsed_exit(m)
 
 
 UNANSWERED = 3      # exit status of a run that left requests without an answer (a re-run asks them again)
 NOTHING_PARSED = 4  # exit status of a run where some judge's every answer failed to parse: no result at all
 
 
-def nothing_parsed_exit(manifest: dict) -> int:
+def nothing_parsed_exit(manifest: RunManifest) -> int:
     """0, or NOTHING_PARSED with one line naming each judge whose every answered verdict is
     unparsed (a recording that matches no item, a grammar the model never follows): its tables
     are computed from no verdict, which is no result."""
-    if not manifest.get("verdicts", {}).get("rows", 1):
+    if not manifest.verdicts.rows:
         print("litjudge: error: the run judged no item: every item was skipped or none was selected (the items left "
               "out and why are in tables/skipped; `litjudge plan CONFIG` says the same before a run)", file=terminal())
         return NOTHING_PARSED
-    failed = [(name, c["rows"] - c["missing"]) for name, c in manifest.get("verdicts_by_judge", {}).items()
-              if c["rows"] > c["missing"] and c["unparsed"] == c["rows"] - c["missing"]]
+    failed = [(name, c.rows - c.missing) for name, c in manifest.verdicts_by_judge.items()
+              if c.rows > c.missing and c.unparsed == c.rows - c.missing]
     if not failed:
         return 0
     who = "; ".join(f"{name}: all {n} unparsed" for name, n in failed)
@@ -108,14 +110,13 @@ def nothing_parsed_exit(manifest: dict) -> int:
     return NOTHING_PARSED
 
 
-def unanswered_exit(manifest: dict) -> int:
-    """0, or UNANSWERED with one line saying how many requests have no stored answer and why."""
-    left = manifest.get("unanswered", 0)
+def unanswered_exit(left: int, judges: Iterable[dict[str, Any]]) -> int:
+    """0, or UNANSWERED with one line saying how many requests have no stored answer and why (per judge)."""
     if not left:
         return 0
     per = "; ".join(f"{j['judge']}: {j['unanswered']}" + (
         f" ({j['api']['not_sent_over_budget']} held back by the budget cap)"
-        if j.get("api", {}).get("not_sent_over_budget") else "") for j in manifest["judges"] if j.get("unanswered"))
+        if j.get("api", {}).get("not_sent_over_budget") else "") for j in judges if j.get("unanswered"))
     print(f"litjudge: {left} request(s) were left without an answer ({per}): they are not verdicts and were not "
           "stored; the tables cover the rest. Run the same command again to ask them again.", file=terminal())
     return UNANSWERED
@@ -143,14 +144,14 @@ def print_sweep(args, done: Executed) -> int:
     if out.ranking.height:
         notes = sorted({n for n in out.ranking["ci_note"].to_list() if n})
         print("\n".join(["", *(f"no interval where: {n}" for n in notes), MULTIPLE_COMPARISONS]))
-    sh = out.manifest["sharing"]
+    sh = out.manifest.sharing
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
           f"model calls, and the post settings saved {sh['model_calls_saved_by_post_settings']} more (evaluated "
-          f"from stored verdicts); {out.manifest['generated_now']} generated now")
+          f"from stored verdicts); {out.manifest.generated_now} generated now")
     keep_log(args, out.run_dir)
     print(f"Results: {out.run_dir} (sweep_metrics.parquet: one row per cell, setting, judge, metric, group)")
-    return unanswered_exit(out.manifest)
+    return unanswered_exit(out.manifest.unanswered, out.manifest.judges)
 
 
 def _estimate(r: dict[str, Any], calibrate_now: bool) -> tuple[float | None, str, float | None]:

@@ -44,23 +44,22 @@ def header(runs: list[LoadedRun]) -> pl.DataFrame:
         m = r.manifest
         total = totals(r.path)
         invocations = len(history(r.path))
-        for f, j in zip(figures(m), m["judges"], strict=True):
-            counts = m.get("verdicts_by_judge", {}).get(j["judge"], {})
+        for f, j in zip(figures(m), m.judges, strict=True):
+            counts = m.verdicts_by_judge.get(j["judge"])
             every = total.get(f.judge)
-            rows.append({"run": r.name, "judge": j["judge"], "protocol": m["config"]["protocol"],
-                         "dataset": m["dataset"]["card"], "mode": m["config"]["mode"], "backend": j.get("backend"),
+            rows.append({"run": r.name, "judge": j["judge"], "protocol": m.protocol,
+                         "dataset": m.dataset, "mode": m.mode, "backend": j.get("backend"),
                          "requests": f.requests, "distinct": f.distinct, "generated": f.generated,
                          "verdicts_per_s": f.verdicts_per_s, "prefix_cache_hit": f.cache_hit,
                          "invocations": invocations or 1,
                          "generated_all": every.generated if every else f.generated,
                          "verdicts_per_s_all": every.verdicts_per_s if every else f.verdicts_per_s,
                          "prefix_cache_hit_all": every.cache_hit if every else f.cache_hit,
-                         "verdicts": counts.get("rows"), "unparsed": counts.get("unparsed"),
-                         "missing": counts.get("missing"), "missing_policy": m.get("missing_policy", "drop"),
+                         "verdicts": counts.rows if counts else None, "unparsed": counts.unparsed if counts else None,
+                         "missing": counts.missing if counts else None, "missing_policy": m.missing_policy,
                          "dtype": j.get("dtype"), "dtype_why": j.get("dtype_reason"),
                          "onednn_fallback": j.get("onednn_fallback"),
-                         "vllm": m.get("vllm"), "git": (m.get("git_commit") or "")[:12],
-                         "machine": (m.get("machine") or {}).get("gpu") or (m.get("machine") or {}).get("cpu")})
+                         "vllm": m.vllm, "git": (m.git_commit or "")[:12], "machine": m.machine_name})
     return pl.DataFrame(rows)
 
 
@@ -76,7 +75,7 @@ def combined_tables(runs: list[LoadedRun]) -> dict[str, pl.DataFrame]:
 
 
 def build_panels(runs: list[LoadedRun]) -> list[Panel]:
-    protocols = {r.manifest["config"]["protocol"] for r in runs}
+    protocols = {r.manifest.protocol for r in runs}
     if len(protocols) > 1:
         raise ConfigError(f"runs of different protocols cannot be compared panel by panel: {sorted(protocols)}")
     protocol = protocols.pop()

@@ -106,7 +106,7 @@ def viewer_frame(run: LoadedRun) -> pl.DataFrame:
     (test or group), order, the answer, the humans' answer and agreement, flipped (another order
     of the same item, judge and repeat answered differently), the label's probability."""
     verdicts = read_table(run.path / "verdicts.parquet")
-    protocol = PROTOCOLS.get(run.manifest["protocol"]["name"])()
+    protocol = PROTOCOLS.get(run.manifest.protocol)()
     v = protocol.human_view(verdicts, run.tables)
     order = pl.col("order").cast(pl.Utf8) if "order" in v.columns else pl.lit("")
     facet = (pl.lit("test ") + pl.col("test").cast(pl.Utf8)) if "test" in v.columns else \
