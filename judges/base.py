@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -11,13 +11,13 @@ import polars as pl
 
 from litjudge.engine.core.config import MissingPolicy, RunConfig, Sampling
 from litjudge.engine.core.errors import ConfigError
-from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
+from litjudge.engine.core.requests import JudgeRequest, RequestMeta
 from litjudge.engine.core.schema import build
 from litjudge.engine.data.cards import DatasetCard, load_card
 from litjudge.engine.data.loaders import load_dataset
-from litjudge.grammars import VerdictLanguage
 from litjudge.grammars.analysis import Analyzed
 
+from .contract import Ask, Declaration, MetricTable  # noqa: F401  (a protocol imports its contract from here)
 from .metrics.estimates import Units
 
 
@@ -115,28 +115,18 @@ def units_where(frame: pl.DataFrame, rank: RankBy) -> pl.DataFrame | None:
 
 
 class Protocol(ABC):
-    name: ClassVar[str]
-    version: ClassVar[str]
-    Options: ClassVar[type]
-    summary: ClassVar[tuple[str, ...]] = ()     # tables the CLI prints after a run, in order
-    # Options used only when aggregating (cutoffs, thresholds): a sweep varies them at no model cost.
-    post_options: ClassVar[tuple[str, ...]] = ()
-    # Tables holding agreement metrics, each with its grouping columns: what a sweep's tidy table
-    # (one row per cell, metric, group) is made of. Every float column of these tables is a metric.
-    metric_tables: ClassVar[dict[str, tuple[str, ...]]] = {}
-    # The kind of data it reads (ttcw, pairs, items, groups): any dataset whose loader gives that
-    # kind feeds it, with no card to edit (engine.data.loaders).
-    data_kind: ClassVar[str] = ""
-    default_rank_by: ClassVar[str] = ""          # "table.metric" a sweep ranks its cells by
-    # The "table.metric" estimates a sweep may rank by, each with the group row that holds its
-    # pooled value ("order=mean of both", "all"; None: the table has no pooled row, so only an
-    # explicit `table.metric@column=value` ranks by it). Each metric has a direction in
-    # metrics.direction, and `rank_units` gives its resampling units (interval, paired test).
-    rank_metrics: ClassVar[dict[str, str | None]] = {}
-    # Missing-answer policies the protocol can honour (config key `missing`): "drop" always; "label"
-    # where a non-answer can stand for one of `missing_labels`; "wrong" where each verdict has a truth.
-    missing_policies: ClassVar[tuple[str, ...]] = ("drop",)
-    modes: ClassVar[tuple[str, ...]] = ("label", "analyze", "distribution")   # verdict modes it aggregates
+    """A protocol: one `declared = Declaration(...)` (judges.contract), the units `limit` counts,
+    what it asks about each unit, and how verdicts aggregate. Everything else is the framework's."""
+
+    declared: ClassVar[Declaration]
+
+    @property
+    def name(self) -> str:
+        return self.declared.name
+
+    @property
+    def version(self) -> str:
+        return self.declared.version
 
     def missing_labels(self, options: Any) -> tuple[str, ...]:
         """The labels `missing = "label:X"` may name."""
@@ -145,7 +135,7 @@ class Protocol(ABC):
     def rank_group(self, rank: RankBy, options: Any) -> str:
         """The tidy group (`col=value,...`) whose row holds the value ranked: the one asked
         explicitly, else the protocol's pooled row."""
-        return rank.group or self.rank_metrics.get(rank.name) or "all"
+        return rank.group or self.declared.rank_metrics.get(rank.name) or "all"
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: Any) -> Units | None:
         """The resampling units behind `rank` for one judge (its interval and the paired test
@@ -156,10 +146,11 @@ class Protocol(ABC):
         """`table.metric` (the pooled estimate) or `table.metric@col=value[,col=value]` (one group,
         asked explicitly); ValueError naming what is rankable."""
         name, _, group = text.partition("@")
-        if name not in self.rank_metrics:
+        rankable = self.declared.rank_metrics
+        if name not in rankable:
             raise ValueError(f"protocol {self.name!r} cannot rank by {name!r}: a sweep ranks by one of "
-                             f"{', '.join(self.rank_metrics)} (each has a direction: higher or lower is better)")
-        if not group and self.rank_metrics[name] is None:
+                             f"{', '.join(rankable)} (each has a direction: higher or lower is better)")
+        if not group and rankable[name] is None:
             raise ValueError(f"{name!r} has a value per group and no pooled one: name the group, e.g. "
                              f"{name}@COLUMN=VALUE")
         if group and not all(part.count("=") == 1 and part.split("=")[0] for part in group.split(",")):
@@ -168,13 +159,14 @@ class Protocol(ABC):
 
     def options(self, config: RunConfig) -> Any:
         """The protocol's options, validated; also checks the run's missing-answer policy fits."""
-        options = build(self.Options, dict(config.options), config.source or "config", prefix="options.")
+        options = build(self.declared.options, dict(config.options), config.source or "config", prefix="options.")
         policy = config.missing_policy
         where = config.source or "config"
-        if config.mode not in self.modes:
-            raise ConfigError(f"protocol {self.name!r} aggregates mode {' | '.join(self.modes)}, not {config.mode!r}",
+        if config.mode not in self.declared.modes:
+            modes = " | ".join(self.declared.modes)
+            raise ConfigError(f"protocol {self.name!r} aggregates mode {modes}, not {config.mode!r}",
                               where=where, key="mode")
-        if policy.kind not in self.missing_policies:
+        if policy.kind not in self.declared.missing:
             raise ConfigError(f"protocol {self.name!r} supports missing = {' | '.join(self._policy_forms(options))}, "
                               f"got {config.missing!r}", where=where, key="missing")
         if policy.kind == "label" and policy.label not in self.missing_labels(options):
@@ -182,24 +174,20 @@ class Protocol(ABC):
                               f"(labels: {', '.join(self.missing_labels(options))})", where=where, key="missing")
         return options
 
-    # -- what every protocol shares (written once here) ----------------------------------------
-    def answer_language(self, ctx: Context, verdict: VerdictLanguage, marker: str) -> VerdictLanguage:
-        """The verdict language as asked in this run's mode: in analyze mode a free analysis
-        (bounded by `options.analysis_tokens`), then `marker`, then the constrained verdict."""
-        if ctx.config.mode != "analyze":
-            return verdict
-        return Analyzed(verdict, marker, getattr(ctx.options, "analysis_tokens", 256))
-
-    def repeated(self, ctx: Context, messages: tuple[Message, ...], language: VerdictLanguage,
-                 meta: RequestMeta) -> Iterator[JudgeRequest]:
-        """One request per sample of `[sampling] repeats` (each its own seed), its number the
-        metadata's last field, "repeat"."""
-        for repeat in range(ctx.config.sampling.repeats):
-            yield JudgeRequest(messages, language, ctx.config.mode, ctx.sampling(repeat),
-                               replace(meta, fields=(*meta.fields, ("repeat", repeat))))
+    # -- the framework's part, the same for every protocol ---------------------------------------
+    def build(self, ctx: Context) -> Build:
+        """The first `limit` units (a `Skip` in their place is recorded, not counted), each unit's
+        asks, each ask as this run's mode asks it, once per repeat. Units given as a list are built
+        at once (their errors come before the run starts); an iterator (pairs read as they stream)
+        streams, and `skipped` is complete once the requests are consumed."""
+        skipped: list[Skip] = []
+        units = self.units(ctx)
+        requests = (request for unit in _counted(units, ctx.config.limit, skipped)
+                    for ask in self.asks(ctx, unit) for request in _requests(self, ctx, ask, skipped))
+        return Build(requests if isinstance(units, Iterator) else list(requests), skipped)
 
     def _policy_forms(self, options: Any) -> list[str]:
-        return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.missing_policies
+        return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.declared.missing
                 for lab in (self.missing_labels(options) if kind == "label" else ("",))]
 
     def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -217,12 +205,51 @@ class Protocol(ABC):
         return verdicts.with_columns(pl.lit(None, pl.Utf8).alias("truth"), pl.lit(None, pl.Boolean).alias("agrees"))
 
     @abstractmethod
-    def build(self, ctx: Context) -> Build:
-        """Items -> requests (with metadata), plus the items skipped and why."""
+    def units(self, ctx: Context) -> Iterable[Any]:
+        """What `limit` counts (`declared.limit_counts`), in order; a `Skip` for one that cannot be judged."""
+
+    @abstractmethod
+    def asks(self, ctx: Context, unit: Any) -> Iterable[Ask | Skip]:
+        """What the judge is asked about one unit; a `Skip` for an item of it that cannot be judged."""
+
+    def tables(self, verdicts: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        """The result tables of a verdict frame: its declared fields typed, then `aggregate`."""
+        return self.aggregate(self.declared.typed(verdicts), ctx)
 
     @abstractmethod
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         """One row per plan entry (meta + verdict columns) -> named result tables."""
+
+
+def _counted(units: Iterable[Any], limit: int | None, skipped: list[Skip]) -> Iterator[Any]:
+    """The first `limit` units (all when None); the skips met on the way are recorded."""
+    taken = 0
+    for unit in units:
+        if limit is not None and taken >= limit:
+            return
+        if isinstance(unit, Skip):
+            skipped.append(unit)
+            continue
+        taken += 1
+        yield unit
+
+
+def _requests(protocol: Protocol, ctx: Context, ask: Ask | Skip, skipped: list[Skip]) -> Iterator[JudgeRequest]:
+    """One ask as the run asks it: in analyze mode a free analysis (bounded by the protocol's
+    `analysis_tokens` option), the ask's marker, then the verdict; one request per sample of
+    `[sampling] repeats`, each its own seed, its number the metadata's last field ("repeat"). A
+    reward model scores once (its score is not sampled)."""
+    if isinstance(ask, Skip):
+        skipped.append(ask)
+        return
+    undeclared = [name for name, _ in ask.fields if name not in protocol.declared.fields]
+    if undeclared:
+        raise TypeError(f"protocol {protocol.name!r} asks with fields {undeclared} its Declaration.fields does not type")
+    mode = ctx.config.mode
+    language = Analyzed(ask.verdict, ask.marker, ctx.options.analysis_tokens) if mode == "analyze" else ask.verdict
+    for repeat in range(1 if mode == "reward" else ctx.config.sampling.repeats):
+        yield JudgeRequest(ask.messages, language, mode, ctx.sampling(repeat),
+                           RequestMeta(protocol.name, ask.item_id, (*ask.fields, ("repeat", repeat))))
 
 
 def imputed(policy: MissingPolicy, answer: pl.Expr, label: Callable[[str], pl.Expr] | None = None,

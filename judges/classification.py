@@ -12,6 +12,7 @@ Method:
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -19,10 +20,9 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
-from litjudge.engine.core.requests import Message, RequestMeta
 from litjudge.engine.data.items import ItemSet, sample_per_category, select_groups
 
-from .base import Build, Context, Protocol, RankBy, Skip, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import accuracy, spearman
 from .metrics.estimates import Units, mean_of, spearman_of
 
@@ -52,15 +52,12 @@ class ClassificationOptions:
 
 
 class Classification(Protocol):
-    name = "classification"
-    version = "1"
-    data_kind = "items"
-    Options = ClassificationOptions
-    summary = ("metrics", "confusion", "class_counts")
-    metric_tables = {"metrics": ()}
-    default_rank_by = "metrics.accuracy"
-    rank_metrics = {"metrics.accuracy": "all", "metrics.spearman_ordinal": "all"}
-    missing_policies = ("drop", "label", "wrong")
+    declared = Declaration(
+        name="classification", version="1", reads="items", options=ClassificationOptions, limit_counts="groups",
+        modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
+        summary=("metrics", "confusion", "class_counts"),
+        tables={"metrics": MetricTable(higher=("accuracy", "spearman_ordinal"), rank=("accuracy", "spearman_ordinal"))},
+        rank_by="metrics.accuracy", fields={"group": str, "truth": str, "source": str})
 
     def missing_labels(self, options: ClassificationOptions) -> tuple[str, ...]:
         return tuple(options.labels)
@@ -84,9 +81,6 @@ class Classification(Protocol):
     def load(self, ctx: Context) -> ItemSet:
         return ctx.load("items")
 
-    def language(self, ctx: Context):
-        return self.answer_language(ctx, grammars.categorical(list(ctx.options.labels)), "Category:")
-
     def prompt(self, opts: ClassificationOptions, mode: str, text: str) -> str:
         labels = ", ".join(f'"{lab}"' for lab in opts.labels)
         if opts.template == "paper":
@@ -99,23 +93,26 @@ class Classification(Protocol):
             return body + f"\n\nWrite your reasoning, then end with a last line 'Category: X' where X is one of {labels}."
         return body + f"\n\nAnswer with the category only: one of {labels}."
 
-    def build(self, ctx: Context) -> Build:
+    def units(self, ctx: Context) -> list[tuple[str, list]]:
+        """The groups (objects, story sets): the named ones, else all in the data's order."""
+        return select_groups(self.load(ctx), list(ctx.options.groups))
+
+    def asks(self, ctx: Context, unit: tuple[str, list]) -> Iterator[Ask | Skip]:
+        """Each item of the group (`per_category` of each category when set), asked for its category;
+        an item with no ground-truth category is skipped."""
         opts: ClassificationOptions = ctx.options
-        data = self.load(ctx)
-        lang, out = self.language(ctx), Build([])
-        for group, items in select_groups(data, list(opts.groups), ctx.config.limit):
-            for item in sample_per_category(items, opts.per_category, random.Random(f"{opts.seed}/{group}")):
-                truth = opts.category_map.get(item.category, item.category) if item.category else None
-                if truth is None:
-                    out.skipped.append(Skip(item.item_id, "no ground-truth category"))
-                    continue
-                if truth not in opts.labels:
-                    raise ConfigError(f"item {item.item_id}: category {item.category!r} maps to no label in "
-                                      f"{list(opts.labels)} (set options.category_map)", key="options.category_map")
-                meta = RequestMeta(self.name, item.item_id, (("group", group), ("truth", truth), ("source", item.source)))
-                out.requests += self.repeated(ctx, (Message("user", self.prompt(opts, ctx.config.mode, item.text)),),
-                                              lang, meta)
-        return out
+        group, items = unit
+        verdict = grammars.categorical(list(opts.labels))
+        for item in sample_per_category(items, opts.per_category, random.Random(f"{opts.seed}/{group}")):
+            truth = opts.category_map.get(item.category, item.category) if item.category else None
+            if truth is None:
+                yield Skip(item.item_id, "no ground-truth category")
+                continue
+            if truth not in opts.labels:
+                raise ConfigError(f"item {item.item_id}: category {item.category!r} maps to no label in "
+                                  f"{list(opts.labels)} (set options.category_map)", key="options.category_map")
+            yield Ask(item.item_id, self.prompt(opts, ctx.config.mode, item.text), verdict,
+                      (("group", group), ("truth", truth), ("source", item.source)), marker="Category:")
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         """Accuracy and ordinal Spearman over the verdicts the missing-answer policy keeps (a

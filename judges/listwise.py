@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -28,11 +29,10 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
-from litjudge.engine.core.requests import Message, RequestMeta
 from litjudge.engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
 from litjudge.grammars.listwise import position_scores
 
-from .base import Build, Context, Protocol, RankBy
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
 from .metrics.bootstrap import difference_of_means_ci, interval_note, or_none
 from .metrics.estimates import Units, spearman_of
@@ -41,6 +41,7 @@ from .permutation import permutation_tables
 DESIGNS = ("comprehensive", "segmented", "subsets")
 SCORES = {"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "order": pl.Int64, "repeat": pl.Int64,
           "n_items": pl.Int64, "item_id": pl.Utf8, "score": pl.Float64, "position": pl.Float64, "shown_at": pl.Int64}
+RANKABLE = ("spearman_category", "spearman_human")
 POETRY_CRITERIA = ("creativity", "quality", "innovativeness", "similarity", "poeticness")
 FORMAT = ("\n\nList every id exactly once, one per line, from the highest score to the lowest, in this "
           "format:\n\n[position on the list]. [id] : [score]\n\nFor example:\n\n1. kqzv : 5\n2. mxtb : 4\n\n")
@@ -84,16 +85,18 @@ class ListwiseOptions:
 
 
 class ListwiseRanking(Protocol):
-    name = "listwise"
-    version = "1"
-    data_kind = "items"
-    Options = ListwiseOptions
-    summary = ("agreement", "anova", "category_means", "icc", "success")
-    metric_tables = {"agreement": ("score",), "anova": ("score",), "icc": ("score", "list"), "success": ("n_items",)}
-    default_rank_by = "agreement.spearman_category"
     # One Spearman over the judge's items, pooled over lists (score = the 1-5 score). ICC is per
     # list and F has no interval: neither is rankable (ranking by "the first list" ranked list 1).
-    rank_metrics = {"agreement.spearman_category": "score=score", "agreement.spearman_human": "score=score"}
+    # Label mode only: a ranking is many tokens (no distribution), and no analyze layout is written.
+    declared = Declaration(
+        name="listwise", version="1", reads="items", options=ListwiseOptions, limit_counts="groups",
+        summary=("agreement", "anova", "category_means", "icc", "success"),
+        tables={"agreement": MetricTable(by=("score",), pooled="score=score", higher=RANKABLE, rank=RANKABLE),
+                "anova": MetricTable(by=("score",), higher=("F",)),
+                "icc": MetricTable(by=("score", "list"), higher=ICC_KINDS),
+                "success": MetricTable(by=("n_items",), higher=("success_rate",))},
+        rank_by="agreement.spearman_category",
+        fields={"group": str, "list": int, "n_items": int, "codes": str, "order": int, "shown": str})
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ListwiseOptions):
         """The item groups (a prompt's lists and items) are the clusters: an item's score is
@@ -148,31 +151,31 @@ class ListwiseRanking(Protocol):
             out.append(rng.sample(subset, len(subset)))
         return out
 
-    def build(self, ctx: Context) -> Build:
+    def units(self, ctx: Context) -> list[tuple[str, list[RatedItem]]]:
+        """The groups (objects, story sets): the named ones, else all in the data's order."""
+        return select_groups(self.load(ctx), list(ctx.options.groups))
+
+    def asks(self, ctx: Context, unit: tuple[str, list[RatedItem]]) -> Iterator[Ask]:
+        """The group's lists by the design, each under fresh codes, in each of its shown orders."""
         opts: ListwiseOptions = ctx.options
-        data = self.load(ctx)
-        groups = select_groups(data, list(opts.groups), ctx.config.limit)
-        out = Build([])
-        for group, items in groups:
-            rng = random.Random(f"{opts.seed}/{group}")
-            for k, listed in enumerate(self.lists(self.pool(items, opts, rng), opts, rng)):
-                if len(listed) < 2:
-                    raise ConfigError(f"group {group!r} of {ctx.dataset_path}: list {k + 1} holds {len(listed)} item(s), "
-                                      "and a ranking needs at least 2 (the group has too few items for this design: "
-                                      "more per_category, fewer segments, a larger subset_size, or another group)",
-                                      key="options.design")
-                if len(listed) > opts.max_items:
-                    raise ConfigError(f"group {group!r}: a list of {len(listed)} items exceeds options.max_items "
-                                      f"({opts.max_items}); use per_category or another design", key="options.design")
-                codes = _codes(len(listed), rng)
-                lang = grammars.Listwise(tuple(codes))
-                ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))
-                for order, shown in enumerate(shown_orders(list(zip(codes, listed)), opts, f"{group}/{k}")):
-                    meta = RequestMeta(self.name, f"{group}/list{k}", (
-                        ("group", group), ("list", k), ("n_items", len(listed)), ("codes", ids), ("order", order),
-                        ("shown", json.dumps([c for c, _ in shown]))))
-                    out.requests += self.repeated(ctx, (Message("user", self.prompt(opts, group, shown)),), lang, meta)
-        return out
+        group, items = unit
+        rng = random.Random(f"{opts.seed}/{group}")
+        for k, listed in enumerate(self.lists(self.pool(items, opts, rng), opts, rng)):
+            if len(listed) < 2:
+                raise ConfigError(f"group {group!r} of {ctx.dataset_path}: list {k + 1} holds {len(listed)} item(s), "
+                                  "and a ranking needs at least 2 (the group has too few items for this design: "
+                                  "more per_category, fewer segments, a larger subset_size, or another group)",
+                                  key="options.design")
+            if len(listed) > opts.max_items:
+                raise ConfigError(f"group {group!r}: a list of {len(listed)} items exceeds options.max_items "
+                                  f"({opts.max_items}); use per_category or another design", key="options.design")
+            codes = _codes(len(listed), rng)
+            verdict = grammars.Listwise(tuple(codes))
+            ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))
+            for order, shown in enumerate(shown_orders(list(zip(codes, listed)), opts, f"{group}/{k}")):
+                yield Ask(f"{group}/list{k}", self.prompt(opts, group, shown), verdict, (
+                    ("group", group), ("list", k), ("n_items", len(listed)), ("codes", ids), ("order", order),
+                    ("shown", json.dumps([c for c, _ in shown]))))
 
     # -- aggregation --------------------------------------------------------------------------
     def scores(self, table: pl.DataFrame) -> pl.DataFrame:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from itertools import islice
 
 import polars as pl
 
@@ -27,11 +26,11 @@ import litjudge.grammars as grammars
 from litjudge.engine.core.config import MissingPolicy
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
-from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
+from litjudge.engine.core.requests import Message
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
-from .base import Build, Context, Protocol, RankBy, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed, units_where
 from .metrics import MetricResult, first_position_win_rate
 from .metrics.base import scipy_stats
 from .metrics.bootstrap import MIN_CLUSTERS, mean_of_means_with_ci, mean_with_ci, too_few
@@ -70,20 +69,21 @@ class PairwiseOptions:
 
 
 class Pairwise(Protocol):
-    name = "pairwise"
-    version = "1"
-    data_kind = "pairs"
-    Options = PairwiseOptions
-    summary = ("accuracy", "bias")
-    post_options = ("tie_rule",)
-    metric_tables = {"accuracy": ("order",), "bias": ("metric",), "length_control": (), "calibration_summary": ()}
-    default_rank_by = "accuracy.accuracy"
-    # Pooled over both orders: a judge that always answers "A" is right on every pair whose
+    # Ranked pooled over both orders: a judge that always answers "A" is right on every pair whose
     # better text is shown first, so one order's accuracy ranks position bias, not judgement.
-    rank_metrics = {"accuracy.accuracy": "order=mean of both", "length_control.lc_accuracy": "all",
-                    "calibration_summary.calibration_error": "all", "calibration_summary.brier": "all"}
-    missing_policies = ("drop", "label", "wrong")
-    modes = ("label", "analyze", "distribution", "reward")
+    declared = Declaration(
+        name="pairwise", version="1", reads="pairs", options=PairwiseOptions, limit_counts="pairs",
+        modes=("label", "analyze", "distribution", "reward"), missing=("drop", "label", "wrong"),
+        summary=("accuracy", "bias"), post_options=("tie_rule",),
+        tables={"accuracy": MetricTable(by=("order",), pooled="order=mean of both", higher=("accuracy",),
+                                        rank=("accuracy",)),
+                "bias": MetricTable(by=("metric",)),
+                "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",)),
+                "calibration_summary": MetricTable(lower=("ece", "calibration_error", "brier"),
+                                                   rank=("calibration_error", "brier"))},
+        rank_by="accuracy.accuracy",
+        fields={"pair_id": str, "order": str, "side": str, "human": str, "group": str,
+                **dict.fromkeys(FEATURE_COLUMNS, int)})
 
     def missing_labels(self, options: PairwiseOptions) -> tuple[str, ...]:
         return ("A", "B", "tie") if options.tie else ("A", "B")
@@ -115,10 +115,6 @@ class Pairwise(Protocol):
     def load(self, ctx: Context) -> list[Pair]:
         return ctx.load("pairs")
 
-    def language(self, ctx: Context):
-        opts: PairwiseOptions = ctx.options
-        return self.answer_language(ctx, grammars.preference("A", "B", "tie" if opts.tie else None), "Preferred:")
-
     def prompt(self, opts: PairwiseOptions, mode: str, pair: Pair, first: str, second: str) -> str:
         head = (DEFAULT_TEMPLATE if opts.template == "default"
                 else paper_prompt("pairwise_litbench", "templates", opts.template))
@@ -127,36 +123,28 @@ class Pairwise(Protocol):
                "Answer with A or B only." + (" Answer tie if they are equally good." if opts.tie else ""))
         return f"{head}\n\nWriting prompt:\n{pair.prompt}\n\nResponse A:\n{first}\n\nResponse B:\n{second}\n\n{ask}"
 
-    def build(self, ctx: Context) -> Build:
-        """Both orders of every pair (each pair's two orders adjacent, so they plan together),
-        streamed: the pairs are read as the plan consumes them."""
-        pairs = islice(self.load(ctx), ctx.config.limit)
-        if ctx.config.mode == "reward":
-            return Build(self._reward_requests(ctx, pairs))
-        return Build(self._requests(ctx, pairs))
+    def units(self, ctx: Context) -> Iterator[Pair]:
+        """The pairs, read as the plan consumes them (a million pairs stream)."""
+        return iter(self.load(ctx))
 
-    def _requests(self, ctx: Context, pairs: Iterable[Pair]) -> Iterator[JudgeRequest]:
+    def asks(self, ctx: Context, pair: Pair) -> Iterator[Ask]:
+        """Both orders of the pair, adjacent (so they plan together); a reward model instead scores
+        each text on its own, the conversation (prompt, text) as is: no order to swap, and a text
+        shared by several pairs is one key, scored once."""
         opts: PairwiseOptions = ctx.options
-        lang = self.language(ctx)
-        for pair in pairs:
-            features = text_features(pair, opts.style_control)
-            for order in ORDERS:
-                first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
-                messages = (Message("user", self.prompt(opts, ctx.config.mode, pair, first, second)),)
-                yield from self.repeated(ctx, messages, lang, RequestMeta(self.name, f"{pair.pair_id}/{order}", (
-                    ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
-                    *features)))
-
-    def _reward_requests(self, ctx: Context, pairs: Iterable[Pair]) -> Iterator[JudgeRequest]:
-        """Reward models: one request per text, the conversation (prompt, text) scored as is; no
-        order to swap. A text shared by several pairs is one key, scored once."""
-        for pair in pairs:
+        features = text_features(pair, opts.style_control)
+        if ctx.config.mode == "reward":
             for side, text in (("a", pair.text_a), ("b", pair.text_b)):
-                meta = RequestMeta(self.name, f"{pair.pair_id}/{side}", (
-                    ("pair_id", pair.pair_id), ("order", "reward"), ("side", side), ("human", pair.label),
-                    ("group", pair.group), *text_features(pair, ctx.options.style_control), ("repeat", 0)))
-                yield JudgeRequest((Message("user", pair.prompt), Message("assistant", text)),
-                                   grammars.RewardScore(), "reward", ctx.sampling(0), meta)
+                yield Ask(f"{pair.pair_id}/{side}", (Message("user", pair.prompt), Message("assistant", text)),
+                          grammars.RewardScore(), (("pair_id", pair.pair_id), ("order", "reward"), ("side", side),
+                                                   ("human", pair.label), ("group", pair.group), *features))
+            return
+        verdict = grammars.preference("A", "B", "tie" if opts.tie else None)
+        for order in ORDERS:
+            first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
+            yield Ask(f"{pair.pair_id}/{order}", self.prompt(opts, ctx.config.mode, pair, first, second), verdict, (
+                ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
+                *features), marker="Preferred:")
 
     def reward_decisions(self, table: pl.DataFrame, policy: MissingPolicy) -> pl.DataFrame:
         """Per pair: the two texts' rewards -> the pick (higher wins) and P(a) = sigmoid(r_a - r_b)."""

@@ -21,22 +21,23 @@ Ablation `reference = false`: the binary TTCW test on the candidate alone (Yes =
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.paths import paper_prompt
-from litjudge.engine.core.requests import Message, RequestMeta
 from litjudge.engine.data.reference import StoryGroup
 
-from .base import Build, Context, Protocol, RankBy, imputed
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .metrics.bootstrap import mean_with_ci
 from .metrics.estimates import Units, mean_of
 from .ttcw import prompt as ttcw_prompt
 
 ORDERS = ("ref_first", "cand_first")
+RANKABLE = ("spearman", "kendall", "pairwise_accuracy")
 _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly better"},
              7: {1: "slightly better", 2: "clearly better", 3: "significantly better"}}
 
@@ -75,16 +76,17 @@ def paper_template(points: int) -> str:
 
 
 class ReferenceLikert(Protocol):
-    name = "reference_likert"
-    version = "1"
-    data_kind = "groups"
-    Options = ReferenceLikertOptions
-    summary = ("story_scores", "ranking", "cutoff_sweep", "bias")
-    metric_tables = {"cutoff_sweep": ("cutoff",), "bias": ()}      # every cutoff is in the sweep table
-    default_rank_by = "cutoff_sweep.spearman"
-    # At the run's declared cutoff (options.cutoff, -2 by default as in the paper), never the
-    # sweep's first row: at cutoff -4 every test passes and the Spearman is undefined.
-    rank_metrics = {"cutoff_sweep.spearman": "", "cutoff_sweep.kendall": "", "cutoff_sweep.pairwise_accuracy": ""}
+    # Ranked at the run's declared cutoff (options.cutoff, -2 by default as in the paper), never the
+    # sweep's first row: at cutoff -4 every test passes and the Spearman is undefined. Every cutoff
+    # is in the sweep table. Distribution over multi-token Likert labels is not aggregated.
+    declared = Declaration(
+        name="reference_likert", version="1", reads="groups", options=ReferenceLikertOptions,
+        limit_counts="story groups", modes=("label", "analyze"), missing=("drop", "label"),
+        summary=("story_scores", "ranking", "cutoff_sweep", "bias"),
+        tables={"cutoff_sweep": MetricTable(by=("cutoff",), pooled="", higher=RANKABLE, rank=RANKABLE),
+                "bias": MetricTable()},
+        rank_by="cutoff_sweep.spearman",
+        fields={"group": str, "candidate": str, "source": str, "human_score": float, "test": int, "order": str})
 
     def rank_group(self, rank: RankBy, options: ReferenceLikertOptions) -> str:
         return rank.group or f"cutoff={options.cutoff}"
@@ -100,8 +102,6 @@ class ReferenceLikert(Protocol):
         rows = rows.filter(pl.col(rank.metric).is_not_null() & pl.col(rank.metric).is_not_nan())
         return Units.of(rows["group"].to_list(), {"v": rows[rank.metric].to_numpy()}, mean_of("v"),
                         bounds=(0.0, 1.0) if rank.metric == "pairwise_accuracy" else (-1.0, 1.0))
-    missing_policies = ("drop", "label")
-    modes = ("label", "analyze")        # distribution over multi-token Likert labels is not aggregated
 
     def missing_labels(self, options: ReferenceLikertOptions) -> tuple[str, ...]:
         return self._language(options).labels()
@@ -113,42 +113,46 @@ class ReferenceLikert(Protocol):
     def groups(self, ctx: Context) -> list[StoryGroup]:
         return ctx.load("groups")
 
-    def build(self, ctx: Context) -> Build:
+    def units(self, ctx: Context) -> list[tuple[StoryGroup, list]]:
+        """The story groups (a reference and its candidates), each with the 14 TTCW tests that
+        judge every candidate."""
         opts: ReferenceLikertOptions = ctx.options
-        tests_data = ctx.load_from("ttcw", "ttcw")              # the 14 TTCW tests judge every candidate
+        tests_data = ctx.load_from("ttcw", "ttcw")
         tests = [tests_data.test(i) for i in opts.tests] if opts.tests else tests_data.tests
-        groups = self.groups(ctx)[: ctx.config.limit]
-        mode = ctx.config.mode
-        out = Build([])
-        if not opts.reference:
-            lang = self.answer_language(ctx, grammars.binary(), "Verdict:")
-            for g in groups:
-                for cand in g.candidates:
-                    for t in tests:
-                        prompt = ttcw_prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
-                        out.requests += self.repeated(ctx, (Message("user", prompt),), lang,
-                                                      self._meta(g, cand, t.idx, "alone"))
-            return out
-        template = paper_template(opts.points)
-        lang = self.answer_language(ctx, grammars.likert(opts.points), opts.marker)
-        for g in groups:
-            for order in ORDERS:          # reference-first requests of a group share the longest prefix
-                for cand in g.candidates:
-                    a, b = (g.reference, cand) if order == "ref_first" else (cand, g.reference)
-                    for t in tests:
-                        body = (f"Story A:\n{a.text}\n\nStory B:\n{b.text}\n\nBackground:\n{t.background}\n\n"
-                                f"Question: {t.question}")
-                        if mode == "label":
-                            body += "\n\nAnswer with the label only."
-                        out.requests += self.repeated(
-                            ctx, (Message("user", template.replace("{stories_and_question}", body)),), lang,
-                            self._meta(g, cand, t.idx, order))
-        return out
+        return [(g, tests) for g in self.groups(ctx)]
 
-    def _meta(self, g: StoryGroup, cand, test: int, order: str) -> RequestMeta:
-        return RequestMeta(self.name, f"{g.group}/{cand.item_id}/test{test}/{order}", (
+    def asks(self, ctx: Context, unit: tuple[StoryGroup, list]) -> Iterator[Ask]:
+        """With a reference: each candidate beside the reference in both orders (reference-first
+        requests of a group share the longest prefix), on each test, answered on the Likert scale.
+        Without (the ablation): each candidate alone, on each test, Yes or No."""
+        opts: ReferenceLikertOptions = ctx.options
+        g, tests = unit
+        mode = ctx.config.mode
+        if not opts.reference:
+            for cand in g.candidates:
+                for t in tests:
+                    prompt = ttcw_prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
+                    yield Ask(*self._item(g, cand, t.idx, "alone", prompt, grammars.binary()))
+            return
+        template = paper_template(opts.points)
+        verdict = grammars.likert(opts.points)
+        for order in ORDERS:
+            for cand in g.candidates:
+                a, b = (g.reference, cand) if order == "ref_first" else (cand, g.reference)
+                for t in tests:
+                    body = (f"Story A:\n{a.text}\n\nStory B:\n{b.text}\n\nBackground:\n{t.background}\n\n"
+                            f"Question: {t.question}")
+                    if mode == "label":
+                        body += "\n\nAnswer with the label only."
+                    yield Ask(*self._item(g, cand, t.idx, order, template.replace("{stories_and_question}", body),
+                                          verdict), marker=opts.marker)
+
+    def _item(self, g: StoryGroup, cand, test: int, order: str, prompt: str, verdict) -> tuple:
+        """A candidate's question on one test in one order: its item id, prompt, verdict language,
+        and what its verdict carries."""
+        return f"{g.group}/{cand.item_id}/test{test}/{order}", prompt, verdict, (
             ("group", g.group), ("candidate", cand.item_id), ("source", cand.source),
-            ("human_score", cand.human_score), ("test", test), ("order", order)))
+            ("human_score", cand.human_score), ("test", test), ("order", order))
 
     # -- aggregation --------------------------------------------------------------------------
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:

@@ -14,18 +14,18 @@ Recorded proprietary judges are replayed through the same metrics with the upstr
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
-from litjudge.engine.core.requests import Message, RequestMeta
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.ttcw import TTCWData, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
 
-from .base import Build, Context, Protocol, RankBy, Skip, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
 from .metrics.calibration import brier_of, calibration_error_of
@@ -33,6 +33,9 @@ from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
+AGREEMENT = ("kappa", "balanced_accuracy")
+CORRELATION = ("pearson", "spearman")
+CALIBRATION = ("ece", "calibration_error", "brier")
 
 DEFAULT_INTRO = ("You are an expert reader judging a short story on one test of creative writing "
                  "from the Torrance Test of Creative Writing. Read the story, then the background on "
@@ -72,23 +75,19 @@ class TTCWOptions:
 
 
 class TTCW(Protocol):
-    name = "ttcw"
-    version = "1"
-    data_kind = "ttcw"
-    Options = TTCWOptions
-    summary = ("verdict_grid", "per_test", "overall", "story_counts")
-    post_options = ("threshold", "story_cutoff")
-    missing_policies = ("drop", "label", "wrong")
-    metric_tables = {"overall": ("view",), "per_test": ("view", "test"), "story_counts": ("view",),
-                     "story_cutoff": ("view",), "calibration_summary": ()}
-    default_rank_by = "overall.kappa"
-    # Pooled over all 14 tests (view=all); a single test's row ranks only when named
+    # Ranked pooled over all 14 tests (view=all); a single test's row ranks only when named
     # (per_test.kappa@test=3): ranking by "the first row" ranked test 1.
-    rank_metrics = {"overall.kappa": "view=all", "overall.balanced_accuracy": "view=all",
-                    "per_test.kappa": None, "per_test.balanced_accuracy": None,
-                    "story_counts.pearson": "view=all", "story_counts.spearman": "view=all",
-                    "story_cutoff.kappa": "view=all", "story_cutoff.balanced_accuracy": "view=all",
-                    "calibration_summary.calibration_error": "all", "calibration_summary.brier": "all"}
+    declared = Declaration(
+        name="ttcw", version="1", reads="ttcw", options=TTCWOptions, limit_counts="stories with text",
+        modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
+        summary=("verdict_grid", "per_test", "overall", "story_counts"), post_options=("threshold", "story_cutoff"),
+        tables={"overall": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
+                "per_test": MetricTable(by=("view", "test"), pooled=None, higher=AGREEMENT, rank=AGREEMENT),
+                "story_counts": MetricTable(by=("view",), pooled="view=all", higher=CORRELATION, rank=CORRELATION),
+                "story_cutoff": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
+                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("calibration_error", "brier"))},
+        rank_by="overall.kappa",
+        fields={"story_id": str, "test": int, "source": str, "group": str, "judgeable": bool})
 
     def missing_labels(self, options) -> tuple[str, ...]:
         return ("Yes", "No")
@@ -128,43 +127,40 @@ class TTCW(Protocol):
     def load(self, ctx: Context) -> TTCWData:
         return ctx.load("ttcw")
 
-    def language(self, ctx: Context):
-        if ctx.replay:
-            return UpstreamYesNo()
-        return self.answer_language(ctx, grammars.binary(), "Verdict:")
-
     def prompt(self, story: str, test, variant: str, template: str | None) -> str:
         return prompt(story, test, variant, template)
 
-    def build(self, ctx: Context) -> Build:
+    def units(self, ctx: Context) -> list:
+        """The stories with text, in the dataset's order; a story without (New Yorker) is skipped,
+        one Skip per test, unless recorded responses are replayed with `include_unjudgeable`."""
         opts: TTCWOptions = ctx.options
         data = self.load(ctx)
-        tests = [data.test(i) for i in opts.tests] if opts.tests else data.tests
-        template = data.upstream_template if opts.variant == "upstream" else None
-        if opts.variant == "upstream" and template is None:
+        if opts.variant == "upstream" and data.upstream_template is None:
             raise ConfigError(f"variant 'upstream' needs prompt_with_background.txt in {ctx.dataset_path}",
                               key="options.variant")
         if opts.include_unjudgeable and not ctx.replay:
             raise ConfigError("include_unjudgeable needs recorded responses (a replay judge): "
                               "New Yorker stories have no text", key="options.include_unjudgeable")
-        lang = self.language(ctx)
-        out = Build([])
-        stories = data.stories
-        if ctx.config.limit:
-            stories = [s for s in stories if s.judgeable or opts.include_unjudgeable][:ctx.config.limit]
-        for story in stories:
-            if not story.judgeable and not opts.include_unjudgeable:
-                out.skipped += [Skip(item_id(story.story_id, t.idx), "story text not in the dataset (New Yorker URL)")
-                                for t in tests]
-                continue
-            text = story.text or f"(text not available: {story.story_id})"
-            for t in tests:
-                meta = RequestMeta(self.name, item_id(story.story_id, t.idx), (
-                    ("story_id", story.story_id), ("test", t.idx), ("source", story.source),
-                    ("group", story.group), ("judgeable", story.judgeable)))
-                out.requests += self.repeated(ctx, (Message("user", self.prompt(text, t, opts.variant, template)),),
-                                              lang, meta)
+        tests = [data.test(i) for i in opts.tests] if opts.tests else data.tests
+        template = data.upstream_template if opts.variant == "upstream" else None
+        out: list = []
+        for story in data.stories:
+            if story.judgeable or opts.include_unjudgeable:
+                out.append((story, tests, template))
+            else:
+                out += [Skip(item_id(story.story_id, t.idx), "story text not in the dataset (New Yorker URL)")
+                        for t in tests]
         return out
+
+    def asks(self, ctx: Context, unit) -> Iterator[Ask]:
+        """The story's questions, one per test, the story first (its questions share a prefix)."""
+        story, tests, template = unit
+        text = story.text or f"(text not available: {story.story_id})"
+        verdict = UpstreamYesNo() if ctx.replay else grammars.binary()
+        for t in tests:
+            yield Ask(item_id(story.story_id, t.idx), self.prompt(text, t, ctx.options.variant, template), verdict, (
+                ("story_id", story.story_id), ("test", t.idx), ("source", story.source),
+                ("group", story.group), ("judgeable", story.judgeable)))
 
     # -- aggregation --------------------------------------------------------------------------
     def decisions(self, table: pl.DataFrame, ctx: Context, expert: pl.DataFrame) -> pl.DataFrame:

@@ -64,7 +64,7 @@ class Result:
         if self.kind == "ensemble":
             return self.tables
         protocol = self.manifest.protocol
-        names = PROTOCOLS.get(protocol).summary if protocol in PROTOCOLS else ()
+        names = PROTOCOLS.get(protocol).declared.summary if protocol in PROTOCOLS else ()
         return {n: self.tables[n] for n in names if n in self.tables} or dict(list(self.tables.items())[:1])
 
     def problems(self) -> list[str]:

@@ -219,6 +219,27 @@ def test_content_key_is_the_canonical_json_of_its_fields():
             assert content_key(r, ident) == hashlib.sha256(text.encode()).hexdigest()
 
 
+def test_the_protocol_contract_is_one_declaration():
+    """The protocol base declares at most 6 fields (one: `declared`); every protocol says what it is
+    in its Declaration and nowhere else (no other class variable), and leaves `build` (limit, mode,
+    repeats) to the framework; the toy protocol is about 30 lines."""
+    import ast
+
+    from litjudge.judges import PROTOCOLS
+    from litjudge.judges.base import Protocol
+
+    tree = ast.parse((PROJECT_ROOT / "judges" / "base.py").read_text())
+    base = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Protocol")
+    assert len([n for n in base.body if isinstance(n, (ast.AnnAssign, ast.Assign))]) <= 6
+    for name in PROTOCOLS.names():
+        protocol = PROTOCOLS.get(name)
+        own = {k for k, v in vars(protocol).items() if not k.startswith("_")
+               and not callable(v) and not isinstance(v, (property, staticmethod, classmethod))}
+        assert own == {"declared"}, (name, own)
+        assert protocol.build is Protocol.build and protocol.declared.name == name
+    assert len((PROJECT_ROOT / "tests" / "toy_protocol.py").read_text().splitlines()) <= 40
+
+
 def test_a_new_protocol_is_one_file_and_one_line(smollm, runs_dir):
     """tests/toy_protocol.py plus one registration line: it runs end to end on a shipped card
     that does not name it (the card's loader gives the kind it reads) and gets a report panel."""

@@ -11,6 +11,8 @@ from litjudge.engine.app.reparse import reparse
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.data.cards import load_card
+from litjudge.engine.data.loaders import load_dataset
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
 
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
@@ -148,5 +150,11 @@ def test_ttcw_variants_and_modes(smollm, runs_dir, tmp_path, variant, mode):
     if mode == "distribution":
         assert per_item["p_yes"].is_between(0, 1).all()
         assert per_item["judge_pass"].to_list() == (per_item["p_yes"] >= 0.5).to_list()
+    # --limit counts judgeable stories: the ones without text met before it are listed as skipped
+    # (each with its 2 tests), none after it
+    card = load_card("ttcw")
+    stories = load_dataset(card, "ttcw", card.folder()).stories
+    before = next(i for i, s in enumerate(stories) if s.judgeable)
     skipped = out.tables["skipped"]
-    assert skipped.height == 0                                       # --limit counts judgeable stories
+    assert skipped.height == 2 * before
+    assert set(skipped["reason"].to_list()) <= {"story text not in the dataset (New Yorker URL)"}

@@ -22,7 +22,6 @@ from litjudge.judges.metrics.bootstrap import (
     too_few,
 )
 from litjudge.judges.metrics.calibration import ece_bootstrap, expected_calibration_error
-from litjudge.judges.metrics.direction import HIGHER_IS_BETTER, higher_is_better
 from litjudge.judges.metrics.jury import EPS, logit, stacked
 from litjudge.judges.metrics.logistic import fit_logistic, separated
 from litjudge.judges.metrics.prevalence import corrected_pass_rate, rogan_gladen, sensitivity_specificity
@@ -386,14 +385,19 @@ def test_jury_logit_clips_only_one_hot_judges():
 def test_every_rankable_metric_has_a_direction_and_ece_ranks_ascending():
     from litjudge.engine.app.sweep_rank import Ranked, ranking
     from litjudge.judges import PROTOCOLS
+    from litjudge.judges.contract import Declaration, MetricTable
 
     for name in PROTOCOLS.names():
-        protocol = PROTOCOLS.get(name)()
-        assert protocol.default_rank_by in protocol.rank_metrics
-        for metric in protocol.rank_metrics:
+        declared = PROTOCOLS.get(name).declared
+        assert declared.rank_by in declared.rank_metrics
+        for metric in declared.rank_metrics:
             table, _, column = metric.partition(".")
-            assert table in protocol.metric_tables and column in HIGHER_IS_BETTER, metric
+            assert declared.direction(table, column) is not None, metric
+    assert PROTOCOLS.get("ttcw").declared.direction("calibration_summary", "ece") is False
+    assert PROTOCOLS.get("ttcw").declared.direction("overall", "expert_pass_rate") is None
     rows = [Ranked({"cell": c}, v, None, None) for c, v in (("worst", 0.30), ("best", 0.02), ("mid", 0.10))]
-    assert ranking(rows, "ece")["cell"].to_list() == ["best", "mid", "worst"]
-    assert ranking(rows, "kappa")["cell"].to_list() == ["worst", "mid", "best"]
-    assert higher_is_better("ci_low") is None
+    assert ranking(rows, up=False)["cell"].to_list() == ["best", "mid", "worst"]
+    assert ranking(rows, up=True)["cell"].to_list() == ["worst", "mid", "best"]
+    # a rankable metric without a direction is refused where it is declared, naming it
+    with pytest.raises(TypeError, match="ranks by \\['kappa'\\] with no direction"):
+        Declaration("x", "1", "items", Ranked, "items", tables={"t": MetricTable(rank=("kappa",))})

@@ -1,7 +1,6 @@
-"""A new protocol in one file (the test registers it with one line): single-answer grading, each
-rated item scored 1-5 on its own, the score's Spearman with the human score. It reads `items`, so
-any dataset whose loader gives items feeds it (no card names it); its report is the default panel
-built from its metric table."""
+"""A new protocol in one file (the test registers it with one line): each rated item scored 1-5 on
+its own, the score's Spearman with the human score. It reads `items`, so any dataset whose loader
+gives items feeds it; its report is the default panel built from its metric table."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,8 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 import litjudge.grammars as grammars
-from litjudge.engine.core.requests import Message, RequestMeta
-from litjudge.judges.base import Build, Context, Protocol
+from litjudge.judges.base import Ask, Context, Declaration, MetricTable, Protocol
 from litjudge.judges.metrics import spearman
 
 
@@ -20,23 +18,17 @@ class SingleOptions:
 
 
 class SingleGrading(Protocol):
-    name = "single"
-    version = "1"
-    data_kind = "items"
-    Options = SingleOptions
-    summary = ("agreement",)
-    metric_tables = {"agreement": ()}
-    rank_metrics = {"agreement.spearman": "all"}
-    default_rank_by = "agreement.spearman"
+    declared = Declaration(name="single", version="1", reads="items", options=SingleOptions, limit_counts="items",
+                           tables={"agreement": MetricTable(higher=("spearman",), rank=("spearman",))},
+                           rank_by="agreement.spearman", summary=("agreement",),
+                           fields={"human_score": float})
 
-    def build(self, ctx: Context) -> Build:
-        lang = self.answer_language(ctx, grammars.score(1, 5), "Score:")
-        out = Build([])
-        for item in ctx.load("items").items[: ctx.config.limit]:
-            ask = f"Rate the {ctx.options.criterion} of this text from 1 to 5.\n\n{item.text}\n\nAnswer with the number only."
-            out.requests += self.repeated(ctx, (Message("user", ask),), lang,
-                                          RequestMeta(self.name, item.item_id, (("human_score", item.human_score),)))
-        return out
+    def units(self, ctx: Context):
+        return ctx.load("items").items
+
+    def asks(self, ctx: Context, item):
+        ask = f"Rate the {ctx.options.criterion} of this text from 1 to 5.\n\n{item.text}\n\nAnswer with the number only."
+        yield Ask(item.item_id, ask, grammars.score(1, 5), (("human_score", item.human_score),))
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         ok = table.filter(pl.col("status") == "ok")

@@ -101,12 +101,12 @@ def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[
             run_judge(spec, planner, lambda s=spec: registry.create(s, config.cluster), iter(requests), store,
                       truncation="skip", progress=progress)
             frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
-            rank = dist.protocol.parse_rank_by(dist.protocol.default_rank_by)
+            rank = dist.protocol.parse_rank_by(dist.protocol.declared.rank_by)
             for (b,), part in frame.group_by(["budget"], maintain_order=True):
                 ctx = dist.context(spec)
-                tables = dist.protocol.aggregate(part.drop("budget", "thinking_tokens"), ctx)
+                tables = dist.protocol.tables(part.drop("budget", "thinking_tokens"), ctx)
                 group = dist.protocol.rank_group(rank, ctx.options)      # the pooled row, never the first
-                value = next((r["value"] for r in tidy(tables, dist.protocol.metric_tables, {"judge": spec.name})
+                value = next((r["value"] for r in tidy(tables, dist.protocol.declared, {"judge": spec.name})
                               if r["table"] == rank.table and r["metric"] == rank.metric and r["group"] == group
                               and r.get("judge") == spec.name), None)
                 if value is None:

@@ -74,8 +74,8 @@ def prepare(config: RunConfig) -> PreparedRun:
         close = difflib.get_close_matches(card.loader, known, n=1)
         raise ConfigError(f"unknown loader {card.loader!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                           + f"; loaders: {', '.join(known)}", where=config.source, key="dataset.loader")
-    if protocol.data_kind not in kinds_of(card):
-        raise ConfigError(f"protocol {config.protocol!r} reads {protocol.data_kind} data, and dataset {card.name!r} "
+    if protocol.declared.reads not in kinds_of(card):
+        raise ConfigError(f"protocol {config.protocol!r} reads {protocol.declared.reads} data, and dataset {card.name!r} "
                           f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}",
                           where=config.source, key="dataset")
     specs = tuple(registry.resolve(name, config) for name in config.judges)
@@ -320,7 +320,7 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     ids = run_ids or {n: run_id(prep.config, "", n) for n in names}
     verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
     ctx = prep.context()
-    return verdicts, prep.protocol.aggregate(verdicts, ctx), ctx.warnings
+    return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings
 
 
 def package_version(pkg: str) -> str | None:

@@ -10,7 +10,7 @@
     "options.threshold" = [0.3, 0.5, 0.7]
 
 Matrix axes: `judge`, `mode`, `limit`, `options.NAME`, `sampling.NAME`. Post axes: the protocol
-options the protocol marks as aggregate-only (`Protocol.post_options`). Each cell is validated as a
+options the protocol marks as aggregate-only (`Declaration.post_options`). Each cell is validated as a
 full run config before anything runs, so a bad value fails at once naming its axis.
 """
 from __future__ import annotations
@@ -121,9 +121,9 @@ def _matrix(matrix: Any, overrides: dict[str, Any], where: str) -> dict[str, lis
 def _check_post(post: dict[str, Any], matrix: dict[str, list], protocol: Any, base: RunConfig, where: str) -> None:
     """Every post axis is an aggregate-only option of the protocol, with values, and not also a matrix axis."""
     for axis, values in post.items():
-        if not axis.startswith("options.") or axis.removeprefix("options.") not in protocol.post_options:
+        if not axis.startswith("options.") or axis.removeprefix("options.") not in protocol.declared.post_options:
             raise ConfigError(f"not an aggregate-only option of protocol {base.protocol!r} "
-                              f"(those are: {', '.join('options.' + o for o in protocol.post_options) or 'none'})",
+                              f"(those are: {', '.join('options.' + o for o in protocol.declared.post_options) or 'none'})",
                               where=where, key=f"sweep.post.{axis}")
         if not isinstance(values, list) or not values:
             raise ConfigError("expected a non-empty list of values", where=where, key=f"sweep.post.{axis}")
@@ -182,7 +182,7 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
                           key="generate")
     protocol = PROTOCOLS.get(base.protocol)()
     _check_post(spec.post, matrix, protocol, base, where)
-    rank_by = spec.rank_by or protocol.default_rank_by
+    rank_by = spec.rank_by or protocol.declared.rank_by
     try:
         protocol.parse_rank_by(rank_by)
     except ValueError as e:

@@ -1,8 +1,8 @@
 """A sweep's ranking: every cell x post setting x judge by the protocol's pooled estimate, each value
 with its cluster-bootstrap interval, and the cells a paired comparison cannot tell from the best.
 
-What is ranked is the estimate the protocol declares (`Protocol.rank_metrics`): pairwise accuracy
-over both orders, TTCW agreement over all tests, reference-Likert agreement at the run's cutoff.
+What is ranked is the estimate the protocol declares (`Declaration.tables`, with its direction):
+pairwise accuracy over both orders, TTCW agreement over all tests, reference-Likert agreement at the run's cutoff.
 Never "the table's first row": that ranked pairwise judges by the order-ab row alone, where a judge
 that always answers "A" beats a good one on data whose better text is shown first.
 
@@ -24,7 +24,6 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.judges.metrics.direction import higher_is_better
 from litjudge.judges.metrics.estimates import Units, same_as_best
 
 MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous paired cluster bootstrap of every cell against the best over the "
@@ -42,10 +41,10 @@ class Ranked:
     units: Units | None
 
 
-def ranking(rows: list[Ranked], metric: str, resamples: int = 1000) -> pl.DataFrame:
-    """The rows best first (by the metric's direction; undefined values left out), each with its
-    interval (ci_low, ci_high, ci_note: the one interval rule) and `same_as_best`."""
-    up = higher_is_better(metric) is not False
+def ranking(rows: list[Ranked], up: bool, resamples: int = 1000) -> pl.DataFrame:
+    """The rows best first (`up`: higher is better, as the protocol declares the metric; undefined
+    values left out), each with its interval (ci_low, ci_high, ci_note: the one interval rule) and
+    `same_as_best`."""
     kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
     if not kept:
         return pl.DataFrame()

@@ -25,7 +25,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context
-from litjudge.judges.metrics.direction import higher_is_better
+from litjudge.judges.contract import Declaration
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -221,10 +221,10 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
             verdicts = verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name)
             for setting in sweep.post_settings():
                 ctx = _context(prep, cell, setting, spec)
-                tables = protocol.aggregate(verdicts, ctx)
+                tables = protocol.tables(verdicts, ctx)
                 head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
                         **{k: v for k, v in setting.items()}, "judge": spec.name}
-                tidied = tidy(tables, protocol.metric_tables, head)
+                tidied = tidy(tables, protocol.declared, head)
                 rows += tidied
                 group = protocol.rank_group(rank, ctx.options)
                 row = next((r for r in tidied if r["table"] == rank.table and r["metric"] == rank.metric
@@ -235,11 +235,10 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
     return pl.DataFrame(rows, infer_schema_length=None), ranked
 
 
-def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ...]],
-         head: dict[str, Any]) -> list[dict[str, Any]]:
-    """A protocol's metric tables -> rows of (head..., table, metric, group, value, n)."""
+def tidy(tables: dict[str, pl.DataFrame], declared: Declaration, head: dict[str, Any]) -> list[dict[str, Any]]:
+    """A protocol's metric tables -> rows of (head..., table, metric, group, value, n, higher_is_better)."""
     rows = []
-    for name, group_cols in metric_tables.items():
+    for name, group_cols in declared.metric_tables.items():
         df = tables.get(name)
         if df is None or not df.height:
             continue
@@ -252,7 +251,7 @@ def tidy(tables: dict[str, pl.DataFrame], metric_tables: dict[str, tuple[str, ..
                 rows.append({**head, "table": name, "metric": metric, "group": group,
                              "value": float(value) if value is not None else math.nan,
                              "n": int(rec[n_col]) if n_col and rec[n_col] is not None else None,
-                             "higher_is_better": higher_is_better(metric)})
+                             "higher_is_better": declared.direction(name, metric)})
     return rows
 
 
@@ -275,7 +274,9 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
         if all(len(v) <= 1 for v in values.values()):
             ranked = [Ranked({k: v for k, v in r.head.items() if k != axis}, r.value, r.n, r.units)
                       for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
-    table = ranking(ranked, sweep.rank_by.partition("@")[0].partition(".")[2], resamples=sweep.bootstrap)
+    table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
+    up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
+    table = ranking(ranked, up, resamples=sweep.bootstrap)
     if not table.height:
         print(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
               "class): the sweep's metrics are written, its ranking is empty", file=terminal())

@@ -69,7 +69,7 @@ def cmd_run(args) -> int:
     several = bool(table.get("tasks"))            # [[tasks]]: each task's tables under its name
     for task_outcome in outcome.tasks or [outcome]:
         task = task_outcome.run_dir.name if several else ""
-        for name in PROTOCOLS.get(task_outcome.manifest.protocol).summary:
+        for name in PROTOCOLS.get(task_outcome.manifest.protocol).declared.summary:
             table = task_outcome.tables.get(name)
             if table is not None and table.height:
                 title = name.replace("_", " ").capitalize()

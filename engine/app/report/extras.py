@@ -11,17 +11,17 @@ from .panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with 
 
 def default_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:
     """A protocol without panels of its own: one panel per table it declares as a metric table
-    (`Protocol.metric_tables`), with a bar chart of its first rankable metric per judge, so a new
+    (`Declaration.tables`), with a bar chart of its first rankable metric per judge, so a new
     protocol's report shows its numbers with nothing written for the report."""
     if protocol not in PROTOCOLS:                 # an ensemble's run: its panels are the extra ones
         return []
-    proto = PROTOCOLS.get(protocol)
+    declared = PROTOCOLS.get(protocol).declared
     out = []
-    for name, groups in proto.metric_tables.items():
+    for name, groups in declared.metric_tables.items():
         df = t.get(name)
         if df is None or not df.height:
             continue
-        metric = next((m.partition(".")[2] for m in proto.rank_metrics if m.startswith(name + ".")
+        metric = next((m.partition(".")[2] for m in declared.rank_metrics if m.startswith(name + ".")
                        and m.partition(".")[2] in df.columns), None)
         figures = []
         if metric is not None and "judge" in df.columns:
