@@ -238,3 +238,57 @@ def test_results_outside_a_smaller_limit_are_kept(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     assert len(server.created) == 1 and len(server.requests_seen) == 12 and len(stored(run_dir)) == 12
     assert "none open" in cli("status", str(run_dir), cwd=tmp_path, env=ENV).stdout
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_one_cap_holds_for_every_judge_of_a_sweep(tmp_path, batch):
+    """Two API judges under one `max_cost_usd`: the cap is the sweep's, not each judge's (each judge
+    used to get the whole cap: all 24 requests sent for $0.0055 under a $0.003 cap, exit 0)."""
+    server_kind = FakeBatchAPI if batch else FakeAPI
+    with server_kind() as server:
+        cfg = tmp_path / "two.toml"
+        cfg.write_text(SWEEP.format(name="two", provider="openai", url=base("openai", server.url),
+                                    batch=str(batch).lower()) + "max_cost_usd = 0.003\nconcurrency = 1\n")
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 3 and "held back by the budget cap" in r.stderr, (r.returncode, r.stderr[-2000:])
+        judges = json.loads((tmp_path / "runs" / "out" / "two" / "manifest.json").read_text())["judges"]
+        spent = sum(j["api"]["estimated_cost_usd"] for j in judges)
+        sent = sum(j["api"]["requests"] for j in judges)
+        assert 0 < sent < 24, sent
+        # batch: nothing submitted whose worst case passes the cap; online (concurrency 1): a request
+        # is sent while the spend is under the cap, so only the last one sent may pass it
+        assert spent <= 0.003 if batch else spent - spent / sent < 0.003, (spent, sent)
+        assert judges[-1]["api"]["not_sent_over_budget"] > 0
+
+
+def test_a_cache_left_aside_stays_aside_for_the_next_judge(tmp_path):
+    """`--cache FOLDER` holds verdicts.sqlite there (a folder was opened as the database: "is not
+    writable"); a cache locked by another process is waited for once, then left aside for every
+    judge of the invocation (the sweep's second judge used to wait again), and every verdict is
+    still in the run's own store."""
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    env = {**ENV, "LITJUDGE_VERDICT_CACHE": "on", "LITJUDGE_LOCK_WAIT_S": "2"}
+    with FakeAPI() as server:
+        first = SWEEP.format(name="a", provider="openai", url=base("openai", server.url), batch="false")
+        (tmp_path / "a.toml").write_text(first)
+        r = cli("run", str(tmp_path / "a.toml"), "--quiet", "--cache", str(cache), cwd=tmp_path, env=env)
+        assert r.returncode == 0 and "left aside" not in r.stderr, r.stderr[-2000:]
+        db = cache / "verdicts.sqlite"
+        holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], "
+                                   "isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); "
+                                   "time.sleep(120)", str(db)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            (tmp_path / "b.toml").write_text(first.replace('name = "a"', 'name = "b"').replace("judge-", "other-"))
+            r = cli("run", str(tmp_path / "b.toml"), "--quiet", "--cache", str(cache), cwd=tmp_path, env=env)
+        finally:
+            holder.kill()
+            holder.wait()
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert r.stderr.count("is locked by another process; waiting") == 1, r.stderr[-2000:]
+        assert r.stderr.count("left aside for this run") == 1
+        assert len(stored(tmp_path / "runs" / "out" / "b")) == 24

@@ -259,7 +259,8 @@ def test_a_new_protocol_is_one_file_and_one_line(smollm, runs_dir):
 
 
 # The kernel every stage shares; what only local engines need lives in engine/backends/local.
-KERNEL = {"backend", "cache", "config", "console", "distribution", "errors", "manifest", "paths", "planner", "progress",
+KERNEL = {"backend", "cache", "config", "console", "distribution", "errors", "manifest", "paths", "planner",
+          "plan_process", "progress",
           "registry", "requests", "run_lock", "runner", "sampling", "schema", "settings", "store", "verdicts"}
 SQL = __import__("re").compile(r"\b(SELECT .* FROM|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE|ALTER TABLE)\b")
 
@@ -277,9 +278,10 @@ def test_core_holds_only_the_kernel_and_only_the_store_speaks_sql():
 def test_fast_message_json_equals_json_dumps(rows):
     """The key's messages part (orjson) is byte for byte json.dumps(ensure_ascii=False) for any text:
     control characters, quotes, U+2028, astral planes (surrogates cannot come from UTF-8 files)."""
-    from litjudge.engine.core.requests import _canonical, _canonical_texts
+    from litjudge.engine.core.requests import _canonical, _canonical_text, _canonical_texts
 
     assert _canonical_texts(rows) == _canonical(rows)
+    assert all(_canonical_text(text) == _canonical(text) for row in rows for text in row)   # mode and prefill
 
 
 def branches(fn: ast.AST) -> int:

@@ -18,6 +18,7 @@ import polars as pl
 from litjudge.grammars.analysis import Analyzed
 
 from .. import backends as registry
+from ..backends.prices import one_budget
 from ..core.errors import ConfigError
 from ..core.requests import JudgeRequest, RequestMeta, content_key
 from ..core.runner import run_judge
@@ -73,6 +74,12 @@ def budget_requests(request: JudgeRequest, analysis: str, budgets: list[int], cu
 
 
 def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[Path, pl.DataFrame]:
+    """Every API judge it asks again counts against one budget, as in a run."""
+    with one_budget():
+        return _budgets(run_dir, budgets_, progress)
+
+
+def _budgets(run_dir: Path, budgets_: list[int], progress: bool) -> tuple[Path, pl.DataFrame]:
     manifest = read_manifest(run_dir)
     if manifest.kind != "run":
         raise ConfigError(f"budgets read the analyses of one analyze-mode run; this folder is a {manifest.kind} "

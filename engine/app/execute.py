@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends.prices import one_budget
 from ..core.config import config_kind, load_config
 from ..core.console import say
 from ..core.errors import ConfigError
@@ -46,7 +47,15 @@ def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, dat
             generate_only: bool = False, rebuild: bool = False, progress: bool = True) -> Executed:
     """Run the config `table` (read from `where`) with `overrides` (None: not given), as its kind
     says. `data`: a file read in the config's dataset layout; `generate_only`: the [generate] stage
-    alone; `rebuild`: move the run's store aside first (every verdict taken again)."""
+    alone; `rebuild`: move the run's store aside first (every verdict taken again). Every API judge
+    of it counts against one budget (`[api] max_cost_usd`, `max_tokens_total`)."""
+    with one_budget():
+        return _execute(table, where, overrides, data=data, generate_only=generate_only, rebuild=rebuild,
+                        progress=progress)
+
+
+def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, data: str | None,
+             generate_only: bool, rebuild: bool, progress: bool) -> Executed:
     kind = config_kind(table)
     if kind in ("sweep", "ensemble") and generate_only:
         if "generate" not in table:

@@ -216,7 +216,7 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
     jr = run_judge(spec, registry.planner(spec), lambda: registry.create(spec, config.cluster), requests(),
                    state.store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
                    progress=state.progress, on_result=state.on_result, live=state.live.get(spec.name),
-                   cache=None if spec.capabilities.recorded else state.cache)
+                   cache=None if spec.capabilities.recorded else state.cache, apart=True)
     if state.generation is not None and spec.name in state.generation.engines:
         state.generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
     state.judge_runs.append(jr)

@@ -46,7 +46,7 @@ from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from .api_batch import BatchRunner
 from .base import BackendBase, WordTokenizer
 from .local.render import plain_layout
-from .prices import BATCH_LIMIT, cost, prices
+from .prices import BATCH_LIMIT, cost, invocation_spend, prices
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-compatible": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
@@ -70,29 +70,33 @@ DEFAULT_STRUCTURED = {"openai": "json_schema", "openai-compatible": "vllm", "ant
 
 
 class _Accounting:
-    """Tokens, estimated cost (at batch prices in batch mode) and retries, shared by the worker threads."""
+    """One judge's tokens, estimated cost (at batch prices in batch mode) and retries, shared by its
+    worker threads; the budget caps hold for the whole invocation's spend (`Spend`: every API judge
+    of the run or sweep), so two judges under one cap never spend twice it."""
 
     def __init__(self, cfg: ApiConfig, provider: str = "openai"):
         self.cfg, self.lock = cfg, threading.Lock()
         self.prices = prices(provider, cfg.price_in_per_mtok, cfg.price_out_per_mtok)
         self.prompt_tokens = self.completion_tokens = self.requests = self.retries = self.errors = 0
         self.skipped_for_budget = 0
+        self.spend = invocation_spend()
 
     @property
     def cost_usd(self) -> float:
         return cost(self.prices, self.prompt_tokens, self.completion_tokens, batch=self.cfg.batch)
 
     def over_budget(self) -> bool:
-        with self.lock:
-            tokens = self.prompt_tokens + self.completion_tokens
-            return bool((self.cfg.max_tokens_total and tokens >= self.cfg.max_tokens_total)
-                        or (self.cfg.max_cost_usd and self.cost_usd >= self.cfg.max_cost_usd))
+        spend = self.spend
+        with spend.lock:
+            return bool((self.cfg.max_tokens_total and spend.tokens >= self.cfg.max_tokens_total)
+                        or (self.cfg.max_cost_usd and spend.dollars >= self.cfg.max_cost_usd))
 
     def add(self, prompt: int, completion: int) -> None:
         with self.lock:
             self.prompt_tokens += prompt
             self.completion_tokens += completion
             self.requests += 1
+        self.spend.add(prompt + completion, cost(self.prices, prompt, completion, batch=self.cfg.batch))
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
@@ -176,7 +180,7 @@ class ApiBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self._tok.encode(prompt)
 
-    def encode_batch(self, prompts: list[str]) -> list[list[int]]:
+    def encode_batch(self, prompts: list[str]) -> list[Sequence[int]]:
         return self._tok.encode_batch(prompts)
 
     def context_window(self) -> int:

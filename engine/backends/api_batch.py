@@ -94,9 +94,10 @@ class BatchRunner:
     def within_budget(self, fresh: Sequence[Prepared], in_flight: Sequence[Prepared]) -> list[Prepared]:
         """The first requests of `fresh` whose WORST-CASE spend fits the budget (`max_tokens_total`,
         `max_cost_usd`): a batch is paid for once submitted, so each request counts its prompt and
-        its full `max_tokens` at the batch price, on top of what this run already spent and of the
-        batches already in flight. (Online, a request is sent only while the spend so far is under
-        the cap; a batch cannot be stopped halfway, so it is capped before it is sent.)"""
+        its full `max_tokens` at the batch price, on top of what this invocation already spent (every
+        API judge of the run or sweep) and of this judge's batches already in flight. (Online, a
+        request is sent only while the spend so far is under the cap; a batch cannot be stopped
+        halfway, so it is capped before it is sent.)"""
         cfg, account = self.b.cfg, self.b.account
         if not cfg.max_tokens_total and not cfg.max_cost_usd:
             return list(fresh)
@@ -104,8 +105,8 @@ class BatchRunner:
         def worst(p: Prepared) -> tuple[int, float]:
             return p.prompt_tokens + p.max_tokens, cost(account.prices, p.prompt_tokens, p.max_tokens, batch=True)
 
-        tokens = account.prompt_tokens + account.completion_tokens + sum(worst(p)[0] for p in in_flight)
-        dollars = account.cost_usd + sum(worst(p)[1] for p in in_flight)
+        tokens = account.spend.tokens + sum(worst(p)[0] for p in in_flight)      # the invocation's spend so far
+        dollars = account.spend.dollars + sum(worst(p)[1] for p in in_flight)
         kept = []
         for p in fresh:
             t, d = worst(p)

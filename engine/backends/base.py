@@ -21,13 +21,32 @@ from .local.steps import Step, StepResult
 
 class WordTokenizer:
     """For backends without a local tokenizer (replay, APIs): whitespace words as token ids, so
-    counts are estimates and shared leading words still sort together."""
+    counts are estimates and shared leading words still sort together. A newline is whitespace, so
+    a prompt's words are its lines' words joined: each distinct line is counted once (kept by
+    content, like the local tokenizers' pieces)."""
+
+    MAX_LINES = 400_000
+
+    def __init__(self) -> None:
+        self._lines: dict[str, tuple[int, ...]] = {}
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [zlib.crc32(w.encode()) for w in text.split()]
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
+    def encode_batch(self, texts: list[str]) -> list[Sequence[int]]:
+        lines = self._lines
+        if len(lines) > self.MAX_LINES:
+            lines.clear()
+        out: list[Sequence[int]] = []
+        for text in texts:
+            ids: list[int] = []
+            for line in text.split("\n"):
+                got = lines.get(line)
+                if got is None:
+                    got = lines[line] = tuple(zlib.crc32(w.encode()) for w in line.split())
+                ids += got
+            out.append(ids)
+        return out
 
 
 def key_family(base: str, dtype: str) -> str:
@@ -102,8 +121,12 @@ class LocalBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self.renderer.encode(prompt)
 
-    def encode_batch(self, prompts: list[str]) -> list[list[int]]:
+    def encode_batch(self, prompts: list[str]) -> list[Sequence[int]]:
         return self.renderer.encode_batch(prompts)
+
+    def tokenization(self) -> dict:
+        """How the plan's prompts were tokenized: each distinct piece once, or whole (and why)."""
+        return self.renderer.pieces.figures()
 
     def context_window(self) -> int:
         return self._max_len

@@ -79,7 +79,7 @@ class ReplayBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self._tok.encode(prompt)
 
-    def encode_batch(self, prompts: list[str]) -> list[list[int]]:
+    def encode_batch(self, prompts: list[str]) -> list[Sequence[int]]:
         return self._tok.encode_batch(prompts)
 
     def context_window(self) -> int:

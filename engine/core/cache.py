@@ -4,10 +4,10 @@ another config that shares requests, generates nothing already generated anywher
 folder still keeps its own complete copy of every verdict it used (its store.sqlite), so a run
 folder stands alone, and reparse and report read only it.
 
-Where: `LITJUDGE_VERDICT_CACHE` (a file; `off` disables it), `--cache PATH` / `--no-cache` on the
-command line, else ~/.cache/litjudge/verdicts.sqlite. Concurrent runs share it safely: it is a
-store like any other (WAL, one transaction per write, a locked writer waits). Recorded (replay)
-judges are not cached: their answers are already on disk.
+Where: `LITJUDGE_VERDICT_CACHE` (a file, or a folder to hold verdicts.sqlite; `off` disables it),
+`--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite.
+Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
+locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ def verdict_cache_path() -> Path | None:
     value = os.environ.get("LITJUDGE_VERDICT_CACHE", "")
     if value.strip().lower() in OFF:
         return None
-    return Path(value).expanduser() if value else cache_dir() / "verdicts.sqlite"
+    path = Path(value).expanduser() if value else cache_dir() / "verdicts.sqlite"
+    return path / "verdicts.sqlite" if path.is_dir() else path       # a folder holds the cache's file
 
 
 def open_verdict_cache() -> Store | None:

@@ -16,10 +16,12 @@
 """
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal
@@ -53,11 +55,13 @@ class PlanStats:
     too_long: list[tuple[str, int, int, str]] = field(default_factory=list)   # (item id, tokens, limit, run)
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("build_and_key", "render", "tokenize",
                                                                                "order"), 0.0))
+    tokenization: dict[str, Any] = field(default_factory=dict)   # how prompts were tokenized (pieces or whole)
 
     def summary(self) -> dict[str, Any]:
         return {"requests": self.requests, "distinct_requests": self.distinct_requests,
                 "prompt_tokens": self.prompt_tokens, "distinct_prefill_tokens": self.distinct_prefill_tokens,
-                "too_long_skipped": len(self.too_long), "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+                "too_long_skipped": len(self.too_long), "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+                **({"tokenization": self.tokenization} if self.tokenization else {})}
 
 
 @dataclass
@@ -90,13 +94,25 @@ class Plan:
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Number of leading tokens two prompts share."""
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    """Number of leading tokens two prompts share: the first 32 one by one (most neighbours part
+    early), then by halving with slice comparisons, which run in C (a story shared by 14 prompts
+    is 1,000 tokens or more: 3x faster than a Python loop)."""
+    n = min(len(a), len(b))
+    for i in range(min(n, 32)):
+        if a[i] != b[i]:
+            return i
+    lo, hi = min(n, 32), n
+    if a[lo:hi] == b[lo:hi]:
+        return n
+    while hi - lo > 8:                       # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while a[lo] == b[lo]:
+        lo += 1
+    return lo
 
 
 def budget_tokens(request: JudgeRequest) -> int:
@@ -121,18 +137,21 @@ class StreamPlanner:
         self.stats = PlanStats()
         self._seen: set[bytes] = set()
         self._skipped: set[bytes] = set()
+        self.skipped_keys: list[str] = []              # keys left out as too long, in the order found
         self._prev: tuple[int, ...] = ()
         self._budgets: dict[tuple, int] = {}
 
     def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Iterator[PlanChunk]:
         it = iter(requests)
         while True:
-            t = time.perf_counter()
-            batch = list(islice(it, self.chunk))          # the protocol builds its requests here
-            self.stats.seconds["build_and_key"] += time.perf_counter() - t
-            if not batch:
+            with cycles_collected_after():
+                t = time.perf_counter()
+                batch = list(islice(it, self.chunk))      # the protocol builds its requests here
+                self.stats.seconds["build_and_key"] += time.perf_counter() - t
+                part = self._plan(batch) if batch else None
+            if part is None:
                 return
-            yield self._plan(batch)
+            yield part
 
     def _budget(self, r: JudgeRequest) -> int:
         fp = (id(r.language), r.mode, r.sampling.max_tokens)
@@ -157,6 +176,9 @@ class StreamPlanner:
         token_ids = encode_batch(prompts) if encode_batch else [self.planner.encode(x) for x in prompts]
         seconds["render"] += t2 - t
         seconds["tokenize"] += time.perf_counter() - t2
+        figures = getattr(self.planner, "tokenization", None)
+        if figures is not None:
+            self.stats.tokenization = figures()
         for (key, (run, r)), prompt, ids in zip(new.items(), prompts, token_ids, strict=True):
             self._seen.add(bytes.fromhex(key))
             budget = self._budget(r)
@@ -167,6 +189,7 @@ class StreamPlanner:
             if len(ids) + budget > self.window:
                 too_long.append((r.meta.item_id, len(ids), self.window - budget, run))
                 self._skipped.add(bytes.fromhex(key))
+                self.skipped_keys.append(key)
                 continue
             prepared.append(Prepared(key, r, prompt, tuple(ids), budget))
         if too_long and self.truncation == "error":
@@ -187,6 +210,23 @@ class StreamPlanner:
         kept = [e for e in entries if not self._skipped or bytes.fromhex(e.key) not in self._skipped]
         self.stats.requests += len(kept)
         return PlanChunk(kept, prepared)
+
+
+@contextmanager
+def cycles_collected_after() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a chunk is planned, and resumed after it.
+    A chunk makes hundreds of thousands of objects (requests, keys, token tuples) with no reference
+    cycle, freed by reference counting anyway; the collector only walks them again and again as they
+    survive (measured: over half of a plan's time). Cycles made meanwhile (none in the plan) are
+    collected at the first collection after the chunk. The switch is the process's: a planner
+    thread pauses it for the main thread as well, for that chunk only."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def planned_ahead(chunks: Iterator[PlanChunk], depth: int = 2) -> Iterator[PlanChunk]:

@@ -82,6 +82,11 @@ def _canonical_texts(rows: list[list[str]]) -> str:
     return orjson.dumps(rows).decode()
 
 
+def _canonical_text(text: str) -> str:
+    """`_canonical` of one string, by orjson (the same bytes, as `_canonical_texts`)."""
+    return orjson.dumps(text).decode()
+
+
 @functools.lru_cache(maxsize=4096)
 def _part(obj: VerdictLanguage | Sampling | JudgeIdentity) -> str:
     """The canonical JSON of a key part shared by many requests (frozen, so cacheable)."""
@@ -101,7 +106,7 @@ def content_key(request: JudgeRequest, judge: JudgeIdentity) -> str:
     text = (f'{{"attempt":{request.attempt},"judge":{_part(judge)},"k":{KEY_VERSION},'
             f'"language":{_part(request.language)},'
             f'"messages":{_canonical_texts([[m.role, m.content] for m in request.messages])},'
-            f'"mode":{_canonical(request.mode)},"prefill":{_canonical(request.prefill)},'
+            f'"mode":{_canonical_text(request.mode)},"prefill":{_canonical_text(request.prefill)},'
             f'"sampling":{_part(request.sampling)}}}')
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

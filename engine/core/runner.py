@@ -18,6 +18,7 @@ from typing import Any
 from litjudge.grammars import Unparsed
 from litjudge.grammars.language import VerdictLanguage
 
+from . import plan_process
 from .backend import Backend, JudgeSpec, Planner
 from .console import terminal
 from .distribution import argmax_label
@@ -100,7 +101,8 @@ class Writer:
     committed = 0          # per process
 
     def __init__(self, store: Store, cache: Store | None = None):
-        self.store, self.cache, self.last = store, cache, time.monotonic()
+        self.store, self.last = store, time.monotonic()
+        self.cache = None if cache is None or cache.left_aside else cache
         self.buf: list[ResultRow] = []
         self.kill_after = int(os.environ.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
 
@@ -132,6 +134,8 @@ class Writer:
             self.cache.put_results(rows)  # type: ignore[union-attr]
         except LitjudgeError as exc:
             print(f"litjudge: warning: the shared verdict cache is left aside for this run: {exc}", file=terminal())
+            if self.cache is not None:
+                self.cache.left_aside = True      # for every later judge of this invocation too
             self.cache = None
 
 
@@ -164,14 +168,15 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
               requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, truncation: Truncation = "error",
               reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
               live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None,
-              cache: Store | None = None) -> JudgeRun:
+              cache: Store | None = None, apart: bool = False) -> JudgeRun:
     """Plan one judge's requests (`requests`: (run id, request) pairs, e.g. one run per sweep cell;
     a request shared by runs is one key, generated once) chunk by chunk, generate the keys not yet
     stored, store them as they finish. `live` is an already started backend to reuse (not closed
     here); otherwise `start()` is called only when something is left to generate. `engine` is a
     lazily started engine the caller keeps across several calls (the turns of a conversation) and
     closes itself. `cache`: the shared verdict cache (engine.core.cache), read before generating and
-    written with every stored verdict."""
+    written with every stored verdict. `apart`: `requests` reads nothing but files (a protocol's
+    build), so the plan may be made in a process of its own (engine.core.plan_process)."""
     t0 = time.time()
     lazy = engine or LazyBackend(start, live)
     plan_with = lazy.live or planner
@@ -179,11 +184,21 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     writer = Writer(store, cache)
     bar = RunProgress(0, spec.name, enabled=progress)
     tally = _Tally()
-    # Planned ahead in a thread when the planner is not the live engine itself (an engine's own
-    # tokenizer must not be used from two threads at once).
-    chunks = stream.chunks(requests) if lazy.live is not None else planned_ahead(stream.chunks(requests))
+    # Planned ahead when the planner is not the live engine itself (an engine's own tokenizer must
+    # not be used from two threads at once): in a process of its own where the stream allows it
+    # (no shared interpreter lock), else in a thread.
+    ahead = "process" if lazy.live is None and apart and plan_process.available() else \
+        "thread" if lazy.live is None else ""
+    chunks = plan_process.planned_apart(stream, requests) if ahead == "process" else \
+        planned_ahead(stream.chunks(requests)) if ahead else stream.chunks(requests)
     try:
-        for part in chunks:
+        parts = iter(chunks)
+        while True:
+            t = time.perf_counter()
+            part = next(parts, None)            # planned ahead: the wait; planned here: the planning
+            tally.stage["wait_for_plan"] += time.perf_counter() - t
+            if part is None:
+                break
             t = time.perf_counter()
             tally.record_plan(part, store)
             done = store.finished_keys(p.key for p in part.unique)
@@ -206,7 +221,11 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                     {"engine_starts": lazy.starts, **described, "fingerprint": identity.fingerprint,
                      "chat_template_hash": identity.template_hash,
                      "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
-                     "stage_seconds": {**stream.stats.seconds, **{k: round(v, 3) for k, v in tally.stage.items()}},
+                     # wall time of this thread's stages (they add up to at most the run's time) and,
+                     # apart, the planner's own stages, which overlap them when planned ahead
+                     "stage_seconds": {k: round(v, 3) for k, v in tally.stage.items()},
+                     "planner_seconds": {k: round(v, 3) for k, v in stream.stats.seconds.items()},
+                     "planned_ahead": ahead or "no",
                      "rss_mib_after_close": rss_mib()}, tally.prompts, tally.unanswered, tally.from_cache)
 
 
@@ -217,7 +236,8 @@ class _Tally:
     generated: int = 0
     unanswered: int = 0
     from_cache: int = 0
-    stage: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("store_plan", "backend", "parse_and_store"), 0.0))
+    stage: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("wait_for_plan", "store_plan", "backend",
+                                                                           "parse_and_store"), 0.0))
     prompts: dict[str, str] | None = field(default_factory=dict)
     listwise: list[PlanEntry] = field(default_factory=list)
     cleared: set[str] = field(default_factory=set)

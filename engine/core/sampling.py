@@ -2,6 +2,7 @@
 `SamplingConfig` (a run config's `[sampling]`: those plus the number of repeats)."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,5 +54,11 @@ class SamplingConfig(Sampling):
         _check(self.repeats >= 1, "repeats", f"must be >= 1, got {self.repeats}")
 
     def for_repeat(self, repeat: int) -> Sampling:
-        """The request-level settings of sample number `repeat` (seed + repeat)."""
-        return Sampling(self.temperature, self.top_p, (self.seed or 0) + repeat, self.max_tokens)
+        """The request-level settings of sample number `repeat` (seed + repeat): one object per
+        repeat, made and checked once (a million-request plan asked for it a million times)."""
+        return _for_repeat(self, repeat)
+
+
+@functools.lru_cache(maxsize=256)
+def _for_repeat(config: SamplingConfig, repeat: int) -> Sampling:
+    return Sampling(config.temperature, config.top_p, (config.seed or 0) + repeat, config.max_tokens)

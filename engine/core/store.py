@@ -123,6 +123,7 @@ class Store:
 
     def __init__(self, path: Path, create: bool = True, readonly: bool = False):
         self.path = Path(path)
+        self.left_aside = False      # a shared cache that failed once: the invocation's later judges skip it
         if not create and not self.path.exists():
             raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
         if readonly:

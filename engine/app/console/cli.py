@@ -68,8 +68,8 @@ def config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--missing", help='missing-answer policy: "drop", "wrong" or "label:LABEL"')
     p.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     p.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
-    p.add_argument("--cache", metavar="PATH", help="the verdict cache shared by every run (default "
-                   "~/.cache/litjudge/verdicts.sqlite; also LITJUDGE_VERDICT_CACHE)")
+    p.add_argument("--cache", metavar="PATH", help="the verdict cache shared by every run: a file, or a folder to "
+                   "hold verdicts.sqlite (default ~/.cache/litjudge/verdicts.sqlite; also LITJUDGE_VERDICT_CACHE)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the shared verdict cache")
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.requests import Message
+from .pieces import PieceEncoder
 
 PLAIN_LAYOUT_VERSION = "plain-v1"
 
@@ -37,6 +38,7 @@ class PromptRenderer:
 
     def __post_init__(self) -> None:
         self._layouts: dict[tuple, tuple[list[str], int] | None] = {}
+        self.pieces = PieceEncoder(self.tokenizer, add_special_tokens=not self.chat)
 
     @property
     def template_hash(self) -> str:
@@ -82,11 +84,10 @@ class PromptRenderer:
         ids = self.tokenizer.encode(text, add_special_tokens=not self.chat)
         return list(ids)
 
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of many prompts in one call of the fast tokenizer (what a plan's chunk uses)."""
-        if not texts:
-            return []
-        return self.tokenizer(texts, add_special_tokens=not self.chat)["input_ids"]
+    def encode_batch(self, texts: list[str]) -> list[Sequence[int]]:
+        """Token ids of many prompts (what a plan's chunk uses): each distinct piece tokenized once,
+        in one call of the fast tokenizer, where the tokenizer's boundaries are known to compose."""
+        return self.pieces.encode_batch(texts)
 
 
 def _fill(parts: list[str], messages: Sequence[Message]) -> str:

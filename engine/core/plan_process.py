@@ -1,0 +1,134 @@
+"""A plan made in a process of its own, streamed to the runner chunk by chunk.
+
+Two Python threads share one interpreter lock, so a planner thread "overlapping" the run still
+adds its Python work (rendering, tokenizing, ordering) to the run's wall time on a small machine.
+Here a forked child does that work. Sending whole planned requests back would cost as much as
+planning them (pickling a 20k-request chunk out and in: ~2 s), so the work is split instead:
+
+- both processes walk the same request stream (a protocol's build over its data files is
+  deterministic; the fork gives the child its own copy of the not-yet-started iterator);
+- the runner's process builds and keys its copy as before (so what a build records, the items it
+  skips and its warnings, the store lookups and resume are exactly as without the child);
+- the child renders, tokenizes, deduplicates and orders, and sends only what the runner lacks:
+  each new key in prefix order with its prompt, token ids (packed, 4 bytes each), and budget,
+  the keys whose prompts do not fit, and its figures.
+
+Memory stays bounded: the pipe holds about one chunk, and the child waits for the runner to read.
+The child ignores Ctrl-C (the runner decides) and ends when the runner stops reading or dies (its
+next send fails). Only streams that read nothing but files may be planned this way: a stream that
+reads the run's store as it goes (the turns of a conversation) would use the store's connection
+in two processes, so its callers plan in a thread (`planned_ahead`).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import sys
+from array import array
+from collections.abc import Iterable, Iterator
+from itertools import chain, islice
+from typing import Any
+
+from .errors import LitjudgeError
+from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
+from .requests import JudgeRequest, Prepared, content_key
+
+IDS = "I"                       # unsigned 4-byte token ids (vocabularies and the word tokenizer's crc32s)
+
+
+def available() -> bool:
+    """Forking is what makes the child cheap (it inherits the judge's tokenizer and the stream). Not
+    after Ray started in this process (its gRPC threads do not survive a fork), nor where
+    LITJUDGE_PLAN_PROCESS=0 asks for the planner thread."""
+    ray = sys.modules.get("ray")
+    return ("fork" in multiprocessing.get_all_start_methods() and os.environ.get("LITJUDGE_PLAN_PROCESS", "1") != "0"
+            and not (ray is not None and getattr(ray, "is_initialized", lambda: False)()))
+
+
+def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]]) -> Iterator[PlanChunk]:
+    """The chunks `stream.chunks(requests)` would give, planned in a child process (see the module).
+    `stream.stats` holds the child's figures as each chunk arrives."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_child, args=(stream, requests, send, receive), name="litjudge-planner",
+                            daemon=True)
+    child.start()
+    send.close()
+    it, skipped = iter(requests), set()
+    try:
+        while True:
+            with cycles_collected_after():
+                batch = list(islice(it, stream.chunk))      # this process's own copy of the stream
+                keys = [content_key(r, stream.identity) for _, r in batch]
+            message = _receive(receive, child)
+            if message is None:
+                return
+            new, prompts, packed, lengths, budgets, too_long, stats = message
+            stream.stats = stats
+            skipped.update(too_long)
+            first: dict[str, JudgeRequest] = {}
+            for (_, r), key in zip(batch, keys):
+                first.setdefault(key, r)
+            ids, at, unique = array(IDS), 0, []
+            ids.frombytes(packed)
+            for key, prompt, n, budget in zip(new, prompts, lengths, budgets, strict=True):
+                unique.append(Prepared(key, first[key], prompt, tuple(ids[at:at + n]), budget))
+                at += n
+            yield PlanChunk([PlanEntry(key, r, run) for (run, r), key in zip(batch, keys) if key not in skipped],
+                            unique)
+    finally:
+        receive.close()
+        child.join(timeout=5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+def _receive(receive: Any, child: Any) -> Any:
+    """The child's next message: a chunk, None when the plan is done, or its error (raised here)."""
+    try:
+        message = receive.recv()
+    except EOFError:
+        child.join(timeout=5)
+        raise RuntimeError(f"the planner process ended without finishing the plan (exit code {child.exitcode})") \
+            from None
+    if isinstance(message, BaseException):
+        raise message
+    return message
+
+
+def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], send: Any, inherited: Any) -> None:
+    inherited.close()          # the runner's end: held here too, the pipe would outlive the runner (found by a kill -9)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"     # a Rust thread pool does not survive a fork
+    sent_skips = 0
+    try:
+        for part in stream.chunks(requests):
+            send.send(_packed(part, stream, sent_skips))
+            sent_skips = len(stream.skipped_keys)
+        send.send(None)
+    except (BrokenPipeError, ConnectionResetError):
+        return                                          # the runner stopped reading: nothing to do
+    except BaseException as exc:  # noqa: BLE001  (handed to the runner, raised there)
+        try:
+            send.send(exc if _picklable(exc) else LitjudgeError(f"while planning: {exc!r}"))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+def _packed(part: PlanChunk, stream: StreamPlanner, sent_skips: int) -> tuple:
+    """What the runner lacks of a planned chunk (see the module)."""
+    ids = array(IDS, chain.from_iterable(p.token_ids for p in part.unique))
+    return ([p.key for p in part.unique], [p.prompt for p in part.unique], ids.tobytes(),
+            [len(p.token_ids) for p in part.unique], [p.max_tokens for p in part.unique],
+            stream.skipped_keys[sent_skips:], stream.stats)
+
+
+def _picklable(exc: BaseException) -> bool:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return True
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,141 @@
+"""The plan made in a process of its own (engine.core.plan_process): the very chunks the planner
+makes in the runner's process (entries, new keys in prefix order, prompts, token ids, budgets,
+too-long prompts left out), its errors raised at their chunk, and no planner left behind when the
+runner stops early, is killed, or fails; a real run plans this way and the manifest says so."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from litjudge.engine.core.errors import PreflightError
+from litjudge.engine.core.plan_process import planned_apart
+from litjudge.engine.core.planner import StreamPlanner
+from tests.test_architecture import AlwaysFirst
+from tests.test_planned_ahead import toy_request
+
+
+class Short(AlwaysFirst):
+    """The toy backend with a small context window, so some prompts do not fit."""
+
+    def context_window(self) -> int:
+        return 40
+
+
+def spec():
+    from litjudge.engine.core.backend import JudgeSpec
+
+    return JudgeSpec("toy", "toy", "x", "toy:x", "toy")
+
+
+def stream_of(n: int, long_every: int = 0):
+    """`n` requests, each asked twice (a shared key), every `long_every`-th one too long to fit."""
+    for i in range(n):
+        r = toy_request(i)
+        if long_every and i % long_every == long_every - 1:
+            from dataclasses import replace
+
+            from litjudge.engine.core.requests import Message
+            r = replace(r, messages=(Message("user", "word " * 60 + str(i)),))
+        yield "run", r
+        yield "other", r
+
+
+def flat(chunks):
+    return [([(e.key, e.run, e.request) for e in c.entries],
+             [(p.key, p.request, p.prompt, p.token_ids, p.max_tokens) for p in c.unique]) for c in chunks]
+
+
+@pytest.mark.parametrize("truncation", ["skip", "error"])
+def test_the_same_chunks_as_planning_in_the_runners_process(truncation):
+    long_every = 7 if truncation == "skip" else 0
+    here = StreamPlanner(Short(spec()), truncation, chunk=16)
+    expected = flat(here.chunks(stream_of(100, long_every)))
+    apart = StreamPlanner(Short(spec()), truncation, chunk=16)
+    got = flat(planned_apart(apart, stream_of(100, long_every)))
+    assert got == expected and len(got) == 13
+    counts = [{k: v for k, v in s.summary().items() if k != "seconds"} for s in (apart.stats, here.stats)]
+    assert counts[0] == counts[1]
+    assert len(apart.stats.too_long) == (14 if long_every else 0)
+
+
+def test_a_prompt_too_long_is_raised_at_its_chunk():
+    stream = StreamPlanner(Short(spec()), "error", chunk=16)
+    got = []
+    with pytest.raises(PreflightError, match="do not fit the context window"):
+        for c in planned_apart(stream, stream_of(100, long_every=37)):
+            got.append(c)
+    assert len(got) == 4                     # request 36 is in chunk 5 (2 entries per request, 16 per chunk)
+
+
+PARENT = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from litjudge.engine.core.plan_process import planned_apart
+from litjudge.engine.core.planner import StreamPlanner
+from tests.test_plan_process import Short, spec, stream_of
+chunks = planned_apart(StreamPlanner(Short(spec()), "error", chunk=16), stream_of(10**7))
+next(chunks)
+import multiprocessing
+print(multiprocessing.active_children()[0].pid, flush=True)
+{then}
+"""
+
+
+def child_gone(pid: int, seconds: float = 10) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split()[2] == "Z":       # ended, not yet reaped
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("then", ["chunks.close()\nprint('closed', flush=True)\ntime.sleep(60)",
+                                  "time.sleep(60)"])
+def test_no_planner_outlives_its_runner(then):
+    """The runner stops reading (the plan closed early) or is killed with -9 mid-plan: its planner
+    process ends too, instead of planning on for nobody."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(PARENT.format(root=root, then=then))],
+                            stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        planner = int(proc.stdout.readline())
+        if "close" in then:
+            assert proc.stdout.readline().strip() == "closed"
+        else:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        assert child_gone(planner), "the planner process is still running"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_plans_apart_and_says_so(tmp_path, monkeypatch):
+    """A replayed TTCW run end to end: its plan made in a process of its own (the manifest says
+    which), the same verdicts as planned in a thread."""
+    from litjudge.engine.app.run import run
+    from litjudge.engine.core.config import load_config
+    from litjudge.engine.core.paths import PROJECT_ROOT
+
+    config = PROJECT_ROOT / "runs" / "ttcw-replay.toml"
+    results = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("LITJUDGE_PLAN_PROCESS", switch)
+        monkeypatch.setenv("LITJUDGE_RUNS_DIR", str(tmp_path / switch))
+        out = run(dataclasses.replace(load_config(config), limit=2), progress=False)
+        results[switch] = out.verdicts.sort("key", "judge").select("key", "judge", "label")
+        assert {j["planned_ahead"] for j in out.manifest.judges} == {"process" if switch == "1" else "thread"}
+    assert results["1"].equals(results["0"]) and results["1"].height > 0
