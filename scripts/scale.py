@@ -1,9 +1,11 @@
 """How litjudge's own work grows with the run: 10k, 100k and 1M pairwise requests on synthetic data.
 
 For each size, in a fresh process each (so peak memory is that stage's own):
-  plan     the whole plan streamed with the tokenizer-only planner of the default judge (render,
-           key, deduplicate, tokenize, order, in chunks): seconds, peak RSS, the tokenizer's rate
-           (prompt tokens planned per second of tokenizing: each distinct piece is tokenized once);
+  plan     the whole plan streamed with the tokenizer-only planner of the default judge, as a run
+           plans: rendered, tokenized, deduplicated and ordered in chunks in a process of its own
+           while this one builds and keys its copy (engine.core.plan_process): wall seconds, peak
+           RSS of each process, the planner's stages, its tokenizer rate (prompt tokens planned per
+           second of tokenizing: each distinct piece is tokenized once);
   judge    a full `litjudge run` with a replayed judge (recorded answers by item id, no model):
            plan + store + parse + aggregate + outputs. litjudge's own rate is requests per second
            of everything but the (word) tokenizer the replay backend plans with.
@@ -80,25 +82,31 @@ def peak_rss_gib() -> float:
 
 
 def stage_plan(folder: Path) -> dict:
-    """Plan every request with the default judge's tokenizer-only planner; nothing is generated."""
+    """Plan every request with the default judge's tokenizer-only planner, as a run plans: in a
+    process of its own, while this one builds and keys its own copy of the requests; nothing is
+    generated. Wall time until the last chunk arrived; the planner process's stages apart."""
     from litjudge.engine import backends
     from litjudge.engine.app.run import prepare
     from litjudge.engine.core.config import load_config
+    from litjudge.engine.core.plan_process import planned_apart
     from litjudge.engine.core.planner import StreamPlanner
 
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")     # as the console sets it
     prep = prepare(load_config(config(folder, "smollm2-135m")))
     spec = prep.specs[0]
     stream = StreamPlanner(backends.planner(spec), prep.config.truncation)
     t = time.perf_counter()
     built = prep.protocol.build(prep.context(spec))
-    for _ in stream.chunks(("plan", r) for r in built.requests):
+    for _ in planned_apart(stream, (("plan", r) for r in built.requests)):
         pass
     seconds = time.perf_counter() - t
     st = stream.stats
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20
     return {"requests": st.requests, "distinct": st.distinct_requests, "seconds": round(seconds, 2),
-            "peak_rss_gib": round(peak_rss_gib(), 3), "prompt_tokens": st.prompt_tokens,
+            "peak_rss_gib": round(peak_rss_gib(), 3), "planner_peak_rss_gib": round(children, 3),
+            "prompt_tokens": st.prompt_tokens,
             "tokenizer_tokens_per_s": round(st.prompt_tokens / max(st.seconds["tokenize"], 1e-9)),
-            "stage_seconds": {k: round(v, 2) for k, v in st.seconds.items()}, "tokenization": st.tokenization}
+            "planner_stage_seconds": {k: round(v, 2) for k, v in st.seconds.items()}, "tokenization": st.tokenization}
 
 
 def stage_judge(folder: Path, answers: Path) -> dict:
