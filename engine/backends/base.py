@@ -15,6 +15,7 @@ from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from .hardware import choose_dtype
 from .local.models import ResolvedJudge, model_max_len, resolve_judge
 from .local.modes import ModeContext, drive
+from .local.pieces import MAX_PIECES
 from .local.render import PromptRenderer
 from .local.steps import Step, StepResult
 
@@ -25,8 +26,6 @@ class WordTokenizer:
     a prompt's words are its lines' words joined: each distinct line is counted once (kept by
     content, like the local tokenizers' pieces)."""
 
-    MAX_LINES = 400_000
-
     def __init__(self) -> None:
         self._lines: dict[str, tuple[int, ...]] = {}
 
@@ -35,7 +34,7 @@ class WordTokenizer:
 
     def encode_batch(self, texts: list[str]) -> list[Sequence[int]]:
         lines = self._lines
-        if len(lines) > self.MAX_LINES:
+        if len(lines) > MAX_PIECES:
             lines.clear()
         out: list[Sequence[int]] = []
         for text in texts:
@@ -43,7 +42,7 @@ class WordTokenizer:
             for line in text.split("\n"):
                 got = lines.get(line)
                 if got is None:
-                    got = lines[line] = tuple(zlib.crc32(w.encode()) for w in line.split())
+                    got = lines[line] = tuple(self.encode(line))
                 ids += got
             out.append(ids)
         return out

@@ -63,12 +63,14 @@ _spend: ContextVar[Spend | None] = ContextVar("litjudge_spend", default=None)
 def one_budget() -> Iterator[Spend]:
     """Every API judge created inside the block counts against one shared `Spend` (an invocation
     already inside one keeps it)."""
-    if _spend.get() is not None:
-        yield _spend.get()  # type: ignore[misc]
+    current = _spend.get()
+    if current is not None:
+        yield current
         return
-    token = _spend.set(Spend())
+    current = Spend()
+    token = _spend.set(current)
     try:
-        yield _spend.get()  # type: ignore[misc]
+        yield current
     finally:
         _spend.reset(token)
 

@@ -23,7 +23,7 @@ from .backend import Backend, JudgeSpec, Planner
 from .console import terminal
 from .distribution import argmax_label
 from .errors import LitjudgeError
-from .planner import CHUNK, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
+from .planner import CHUNK, PlanChunk, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
 from .progress import RunProgress
 from .requests import Generation, JudgeRequest
 from .store import ResultRow, Store
@@ -187,10 +187,13 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     # Planned ahead when the planner is not the live engine itself (an engine's own tokenizer must
     # not be used from two threads at once): in a process of its own where the stream allows it
     # (no shared interpreter lock), else in a thread.
-    ahead = "process" if lazy.live is None and apart and plan_process.available() else \
-        "thread" if lazy.live is None else ""
-    chunks = plan_process.planned_apart(stream, requests) if ahead == "process" else \
-        planned_ahead(stream.chunks(requests)) if ahead else stream.chunks(requests)
+    chunks: Iterable[PlanChunk]
+    if lazy.live is not None:
+        ahead, chunks = "no", stream.chunks(requests)
+    elif apart and plan_process.available():
+        ahead, chunks = "process", plan_process.planned_apart(stream, requests)
+    else:
+        ahead, chunks = "thread", planned_ahead(stream.chunks(requests))
     try:
         parts = iter(chunks)
         while True:
@@ -225,7 +228,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                      # apart, the planner's own stages, which overlap them when planned ahead
                      "stage_seconds": {k: round(v, 3) for k, v in tally.stage.items()},
                      "planner_seconds": {k: round(v, 3) for k, v in stream.stats.seconds.items()},
-                     "planned_ahead": ahead or "no",
+                     "planned_ahead": ahead,
                      "rss_mib_after_close": rss_mib()}, tally.prompts, tally.unanswered, tally.from_cache)
 
 
