@@ -5,6 +5,10 @@ default judge's real tokenizer and on byte-level BPE tokenizers built here with 
 Llama 3 pre-tokenizers; tokenizers whose boundaries are not known are tokenized whole."""
 from __future__ import annotations
 
+import sys
+import unicodedata
+from array import array
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +16,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from litjudge.engine.backends.local.models import resolve_judge
-from litjudge.engine.backends.local.pieces import CHECKED_PROMPTS, Cut, PieceEncoder, boundary_of
+from litjudge.engine.backends.local.pieces import BYTE_LEVEL, CHECKED_PROMPTS, Cut, PieceEncoder, boundary_of
 from litjudge.engine.backends.local.render import PromptRenderer
 from litjudge.engine.core.paths import model_cache_dir
 from litjudge.engine.core.requests import Message
@@ -81,7 +85,12 @@ def encoder(name: str) -> PieceEncoder:
 ATOMS = st.sampled_from(["\n", "\n\n", "\n\n\n", " ", "  ", "\t", "\r\n", "\r", " \n", "\n ", "\u00a0", "\u2028",
                          "\x1c", "\u3000", ".", "!\n", "\"", "'s", "'", "\u2014", "-", "Story", "the", "river",
                          "voice", "A", "B", "Yes", "12", "3", "\u00e9", "e\u0301", "\u0301", "\u4e2d\u6587",
-                         "\U0001f600", "<|im_start|>", "<|im_end|>", "user", "#", "1."])
+                         "\U0001f600", "<|im_start|>", "<|im_end|>", "user", "#", "1.",
+                         # for the word-by-word pass: other whitespace, letters, digits and contractions the
+                         # two regex engines must class alike; unassigned here (U+0378) and assigned only in
+                         # Unicode 15 (U+1FAE8: unassigned in Python 3.11's database), tokenized whole
+                         "\x85", "\u200b", "\ufeff", "\u2029", "\x0b", "\x0c", "\u0663", "\u01c5", "\u216b",
+                         "\u00b2", "'S", "'LL", "n't", "\u0378", "\U0001fae8", "\u201c", "\u2019s"])
 TEXTS = st.lists(ATOMS, min_size=0, max_size=40).map("".join)
 
 
@@ -93,9 +102,38 @@ def test_pieces_join_to_the_full_tokenization(name, texts):
         pytest.skip("the Qwen2.5-Coder judge is not prepared (litjudge judges --prepare qwen2.5-coder-0.5b); "
                     "its regex family is tested by qwen2-regex")
     tok, enc = tokenizer(name), encoder(name)           # one encoder: its pieces are kept across examples
-    assert enc.cut is not None, enc.how
+    assert enc.cut is not None and enc.words is not None, enc.how
     assert [list(x) for x in enc.encode_batch(texts)] == tok(texts, add_special_tokens=False)["input_ids"]
     assert enc.cut is not None
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m", "qwen2-regex", "llama3-regex"])
+def test_both_regex_engines_split_every_assigned_character_alike(name):
+    """The word-by-word pass runs the pre-tokenizer's pattern with the `regex` module; the Rust
+    tokenizer runs it with Oniguruma. Every character this Python's Unicode database assigns, in
+    contexts that exercise each alternative of the pattern (letters, digits, other, whitespace
+    runs, newlines, contractions), is split alike by both (a block of characters per call)."""
+    backend = tokenizer(name).backend_tokenizer
+    words = encoder(name).words
+    chars = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) not in ("Cn", "Cs")]
+    for at in range(0, len(chars), 4000):
+        text = "".join(f"{c}a{c}{c} {c}1'{c}\n{c}\r\n {c}  " for c in chars[at:at + 4000])
+        theirs = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)]
+        ours = [w.encode().decode("latin-1").translate(BYTE_LEVEL) for w in words.pattern.findall(text)]
+        assert ours == theirs, next((repr(a), repr(b)) for a, b in zip(ours, theirs) if a != b)
+
+
+def test_words_are_tokenized_once_and_only_where_the_engines_agree():
+    enc = PieceEncoder(tokenizer("qwen2-regex"), add_special_tokens=False)
+    words = enc.words
+    assert words is not None and words.nfc and enc.how.endswith("word by word")
+    assert words.encode("the river the river") is not None and set(words.ids) == {"the", " river", " the"}
+    assert words.encode("a <|im_start|> b") is None                 # an added token's text: whole
+    assert words.encode("a \u0378 b") is None                       # unassigned in this Python's Unicode: whole
+    assert words.encode("cafe\u0301") is None                       # NFC would change it: whole
+    assert PieceEncoder(tokenizer("smollm2-135m"), add_special_tokens=False).words.nfc is False
+    texts = ["a \u0378 river", "cafe\u0301 the river", "the river"]   # whole and word by word, in one batch
+    assert [list(x) for x in enc.encode_batch(texts)] == tokenizer("qwen2-regex")(texts, add_special_tokens=False)["input_ids"]
 
 
 def test_recurring_texts_are_tokenized_once_and_the_figures_say_so():
@@ -138,6 +176,7 @@ def test_common_prefix_equals_counting_one_by_one(shared, a, b):
     while n < min(len(x), len(y)) and x[n] == y[n]:
         n += 1
     assert common_prefix(x, y) == n
+    assert common_prefix(array("I", x), array("I", y)) == n == common_prefix(x, array("I", y))   # packed, and a mix
 
 
 @settings(max_examples=200, deadline=None)

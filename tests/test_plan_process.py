@@ -11,9 +11,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from array import array
 
 import pytest
 
+from litjudge.engine.backends.local.steps import Prompt
 from litjudge.engine.core.errors import PreflightError
 from litjudge.engine.core.plan_process import planned_apart
 from litjudge.engine.core.planner import StreamPlanner
@@ -49,7 +51,7 @@ def stream_of(n: int, long_every: int = 0):
 
 def flat(chunks):
     return [([(e.key, e.run, e.request) for e in c.entries],
-             [(p.key, p.request, p.prompt, p.token_ids, p.max_tokens) for p in c.unique]) for c in chunks]
+             [(p.key, p.request, p.prompt, tuple(p.token_ids), p.max_tokens) for p in c.unique]) for c in chunks]
 
 
 @pytest.mark.parametrize("truncation", ["skip", "error"])
@@ -58,8 +60,11 @@ def test_the_same_chunks_as_planning_in_the_runners_process(truncation):
     here = StreamPlanner(Short(spec()), truncation, chunk=16)
     expected = flat(here.chunks(stream_of(100, long_every)))
     apart = StreamPlanner(Short(spec()), truncation, chunk=16)
-    got = flat(planned_apart(apart, stream_of(100, long_every)))
+    chunks = list(planned_apart(apart, stream_of(100, long_every)))
+    got = flat(chunks)
     assert got == expected and len(got) == 13
+    packed = chunks[0].unique[0].token_ids              # the ids stay packed until an engine's step reads them
+    assert isinstance(packed, array) and Prompt(packed, "").tokens == tuple(packed)
     counts = [{k: v for k, v in s.summary().items() if k != "seconds"} for s in (apart.stats, here.stats)]
     assert counts[0] == counts[1]
     assert len(apart.stats.too_long) == (14 if long_every else 0)

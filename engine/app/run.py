@@ -25,6 +25,7 @@ from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, machine
 from ..core.paths import runs_output_dir
+from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
@@ -140,7 +141,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                      t0, notes, skipped={name: [] for name, _ in tasks})
     refused = False
     try:
-        return _stages(state)
+        with fewer_collections():
+            return _stages(state)
     except LitjudgeError:
         # refused (a config or data error met while planning) before any verdict was stored: a new
         # run folder is taken away again, so nothing is left that looks like an interrupted run

@@ -33,7 +33,7 @@ from ..core.cache import open_verdict_cache, verdict_cache_path
 from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
-from ..core.planner import StreamPlanner, common_prefix
+from ..core.planner import StreamPlanner, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
@@ -156,7 +156,8 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     lock = RunLock(run_dir)                        # one run per folder at a time
     remove_stale_temporaries(run_dir)
     try:
-        return _run_sweep(sweep, protocol, cells, run_dir, t0, progress)
+        with fewer_collections():
+            return _run_sweep(sweep, protocol, cells, run_dir, t0, progress)
     finally:
         lock.release()
 

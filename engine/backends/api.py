@@ -32,6 +32,7 @@ import os
 import random
 import threading
 import time
+from array import array
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -180,7 +181,7 @@ class ApiBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self._tok.encode(prompt)
 
-    def encode_batch(self, prompts: list[str]) -> list[Sequence[int]]:
+    def encode_batch(self, prompts: list[str]) -> list[array]:
         return self._tok.encode_batch(prompts)
 
     def context_window(self) -> int:

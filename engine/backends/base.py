@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
+from array import array
 from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import ConfigError
-from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from ..core.requests import IDS, Generation, JudgeIdentity, JudgeRequest, Prepared
 from .hardware import choose_dtype
 from .local.models import ResolvedJudge, model_max_len, resolve_judge
 from .local.modes import ModeContext, drive
@@ -27,23 +28,25 @@ class WordTokenizer:
     content, like the local tokenizers' pieces)."""
 
     def __init__(self) -> None:
-        self._lines: dict[str, tuple[int, ...]] = {}
+        self._lines: dict[str, bytes] = {}           # a line's ids, packed
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [zlib.crc32(w.encode()) for w in text.split()]
 
-    def encode_batch(self, texts: list[str]) -> list[Sequence[int]]:
+    def encode_batch(self, texts: list[str]) -> list[array]:
         lines = self._lines
         if len(lines) > MAX_PIECES:
             lines.clear()
-        out: list[Sequence[int]] = []
+        out: list[array] = []
         for text in texts:
-            ids: list[int] = []
+            parts = []
             for line in text.split("\n"):
                 got = lines.get(line)
                 if got is None:
-                    got = lines[line] = tuple(self.encode(line))
-                ids += got
+                    got = lines[line] = array(IDS, self.encode(line)).tobytes()
+                parts.append(got)
+            ids = array(IDS)
+            ids.frombytes(b"".join(parts))
             out.append(ids)
         return out
 
@@ -120,7 +123,7 @@ class LocalBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self.renderer.encode(prompt)
 
-    def encode_batch(self, prompts: list[str]) -> list[Sequence[int]]:
+    def encode_batch(self, prompts: list[str]) -> list[array]:
         return self.renderer.encode_batch(prompts)
 
     def tokenization(self) -> dict:

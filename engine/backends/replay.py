@@ -8,6 +8,8 @@ Recorded text is all there is: label mode only (the recorded text is parsed as t
 from __future__ import annotations
 
 import hashlib
+import weakref
+from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -46,6 +48,28 @@ def replay_source(name: str, config: RunConfig) -> Path:
                         f"({where}): run `litjudge data fetch ttcw`, or point {where} at the folder holding ttcw/")
 
 
+class _Answers(dict):
+    """Recorded answers by item id (a dict that can be referenced weakly)."""
+
+
+_read: weakref.WeakValueDictionary[tuple, _Answers] = weakref.WeakValueDictionary()
+
+
+def _recorded(path: Path) -> dict[str, str]:
+    """The recorded answers, read once per version of the file while a judge holds them: a run opens
+    its judge twice (to plan, to answer), and a million answers take 6 s to read and check. Kept
+    only as long as a backend holds them (a long Python session does not keep every file read)."""
+    try:
+        st = path.stat()
+        version = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        return load_recorded(path)          # not there: load_recorded says so, naming the file
+    answers = _read.get(version)
+    if answers is None:
+        answers = _read[version] = _Answers(load_recorded(path))
+    return answers
+
+
 class ReplayBackend(BackendBase):
     name = "replay"
     capabilities = Capabilities(frozenset({"label"}), recorded=True,
@@ -64,7 +88,7 @@ class ReplayBackend(BackendBase):
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
-        self.records = load_recorded(Path(spec.target))
+        self.records = _recorded(Path(spec.target))
         self._tok = WordTokenizer()
 
     def identity(self) -> JudgeIdentity:
@@ -79,7 +103,7 @@ class ReplayBackend(BackendBase):
     def encode(self, prompt: str) -> list[int]:
         return self._tok.encode(prompt)
 
-    def encode_batch(self, prompts: list[str]) -> list[Sequence[int]]:
+    def encode_batch(self, prompts: list[str]) -> list[array]:
         return self._tok.encode_batch(prompts)
 
     def context_window(self) -> int:

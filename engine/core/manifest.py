@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,12 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        import torch
-        info["torch"] = torch.__version__
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name(0)
-    except ImportError:
+        info["torch"] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
         pass
+    torch = sys.modules.get("torch")      # loaded by a local engine; a run without one (API, replay) has no GPU
+    if torch is not None and torch.cuda.is_available():   # of its own, and importing torch costs it a second
+        info["gpu"] = torch.cuda.get_device_name(0)
     return info
 
 

@@ -10,8 +10,12 @@ planning them (pickling a 20k-request chunk out and in: ~2 s), so the work is sp
 - the runner's process builds and keys its copy as before (so what a build records, the items it
   skips and its warnings, the store lookups and resume are exactly as without the child);
 - the child renders, tokenizes, deduplicates and orders, and sends only what the runner lacks:
-  each new key in prefix order with its prompt, token ids (packed, 4 bytes each), and budget,
-  the keys whose prompts do not fit, and its figures.
+  each new key in prefix order with its token ids (packed, 4 bytes each) and budget, the keys
+  whose prompts do not fit, and its figures. The runner renders the new keys' prompts again (as
+  fast as reading them from the pipe, and the prompts of a million requests are gigabytes to
+  pickle, send and read). The ids stay packed here (an array slice per prompt): making 200 Python
+  ints of every prompt cost the runner 1.7 s per 100k requests, and only an engine's step reads
+  them one by one.
 
 Memory stays bounded: the pipe holds about one chunk, and the child waits for the runner to read.
 The child ignores Ctrl-C (the runner decides) and ends when the runner stops reading or dies (its
@@ -27,16 +31,15 @@ import os
 import pickle
 import signal
 import sys
+import time
 from array import array
 from collections.abc import Iterable, Iterator
-from itertools import chain, islice
+from itertools import islice
 from typing import Any
 
 from .errors import LitjudgeError
 from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
-from .requests import JudgeRequest, Prepared, content_key
-
-IDS = "I"                       # unsigned 4-byte token ids (vocabularies and the word tokenizer's crc32s)
+from .requests import IDS, JudgeRequest, Prepared, content_key
 
 
 def available() -> bool:
@@ -71,7 +74,7 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
             message = _receive(receive, child)
             if message is None:
                 return
-            new, prompts, packed, lengths, budgets, too_long, stats = message
+            new, packed, lengths, budgets, too_long, stats = message
             stream.stats = stats
             skipped.update(too_long)
             first: dict[str, JudgeRequest] = {}
@@ -79,8 +82,10 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
                 first.setdefault(key, r)
             ids, at, unique = array(IDS), 0, []
             ids.frombytes(packed)
-            for key, prompt, n, budget in zip(new, prompts, lengths, budgets, strict=True):
-                unique.append(Prepared(key, first[key], prompt, tuple(ids[at:at + n]), budget))
+            render = stream.planner.render
+            for key, n, budget in zip(new, lengths, budgets, strict=True):
+                r = first[key]
+                unique.append(Prepared(key, r, render(r), ids[at:at + n], budget))   # the ids stay packed
                 at += n
             yield PlanChunk([PlanEntry(key, r, run) for (run, r), key in zip(batch, keys) if key not in skipped],
                             unique)
@@ -117,7 +122,10 @@ def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], 
     sent_skips = 0
     try:
         for part in stream.chunks(requests):
-            send.send(_packed(part, stream, sent_skips))
+            t = time.perf_counter()
+            message = _packed(part, stream, sent_skips)
+            stream.stats.seconds["send"] = stream.stats.seconds.get("send", 0.0) + time.perf_counter() - t
+            send.send(message)            # (the time spent here waiting for the runner to read is not counted)
             sent_skips = len(stream.skipped_keys)
         send.send(None)
     except (BrokenPipeError, ConnectionResetError):
@@ -131,8 +139,8 @@ def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], 
 
 def _packed(part: PlanChunk, stream: StreamPlanner, sent_skips: int) -> tuple:
     """What the runner lacks of a planned chunk (see the module)."""
-    ids = array(IDS, chain.from_iterable(p.token_ids for p in part.unique))
-    return ([p.key for p in part.unique], [p.prompt for p in part.unique], ids.tobytes(),
+    ids = b"".join([p.token_ids.tobytes() for p in part.unique])
+    return ([p.key for p in part.unique], ids,
             [len(p.token_ids) for p in part.unique], [p.max_tokens for p in part.unique],
             stream.skipped_keys[sent_skips:], stream.stats)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -111,6 +113,15 @@ def content_key(request: JudgeRequest, judge: JudgeIdentity) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+IDS = "I"     # token ids packed 4 bytes each (array('I')): vocabularies and the word tokenizer's crc32s fit
+
+
+def packed(ids: Sequence[int]) -> array:
+    """A prompt's token ids as a plan keeps them: packed, compared and sliced as memory (a million
+    prompts of 200 ids as tuples of Python ints cost the planner seconds to build, sort and send)."""
+    return ids if type(ids) is array else array(IDS, ids)
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A planned request, rendered for one judge: key, exact prompt text and its token ids."""
@@ -118,7 +129,7 @@ class Prepared:
     key: str
     request: JudgeRequest
     prompt: str
-    token_ids: tuple[int, ...]
+    token_ids: array                # packed (`packed`); an engine's step makes them a tuple
     max_tokens: int
 
     @property

@@ -377,7 +377,11 @@ def _json_rows(rows: list[tuple]) -> str | None:
         text = orjson.dumps(rows).decode()
     except (TypeError, orjson.JSONEncodeError):
         return None
-    if "\\u0000" in text or any(type(v) is float and not math.isfinite(v) for row in rows for v in row):
+    if "\\u0000" in text:
+        return None
+    # orjson writes a float that is not finite as null: more nulls than Nones, and the floats are looked at
+    if text.count("null") != sum(row.count(None) for row in rows) and \
+            any(type(v) is float and not math.isfinite(v) for row in rows for v in row):
         return None
     return text
 

@@ -21,15 +21,29 @@ Any other tokenizer (SentencePiece, a normalizer other than NFC, added tokens th
 special tokens added around the text) is tokenized whole, and the plan's figures say so. The first
 prompts of every encoder are also tokenized whole and compared: one difference switches it to
 whole prompts for good (said in the figures), and the checked chunk is tokenized whole.
+
+A new piece is then tokenized word by word (`Words`): the Rust tokenizer spends four fifths of its
+time in its regex engine (Oniguruma, with offsets), so the same pre-tokenizer pattern is run by the
+`regex` module, and each distinct pre-token goes once through the tokenizer's own BPE model (its
+merges, cache and options untouched). Exact wherever both regex engines split alike: pieces with an
+added token's text, a character unassigned in this Python's Unicode database (the engines' databases
+differ in age), text NFC would change, or a split that does not cover the piece are tokenized whole.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Sequence
+import sys
+import unicodedata
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import Any
+
+import regex
+
+from ...core.requests import IDS
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,7 @@ class Cut:
 
 CUT_AFTER_NEWLINE = Cut(re.compile(r"\n(?=\S)"), before=False)     # Qwen2 / Llama 3's
 QWEN_RUN = r"\s*[\r\n]+"
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"   # ByteLevel(use_regex)
 CHECKED_PROMPTS = 32          # prompts tokenized both ways before the pieces are trusted
 MAX_PIECES = 400_000          # distinct pieces kept (then the store is emptied; a chunk's texts recur within it)
 
@@ -81,6 +96,95 @@ def boundary_of(tokenizer: Any, add_special_tokens: bool) -> tuple[Cut | None, s
                 and splits[0].get("behavior") == "Isolated"):
             return CUT_AFTER_NEWLINE, "pieces (Qwen2/Llama-3 regex: cut after a newline)"
     return None, f"pre-tokenizer {'+'.join(str(s.get('type')) for s in steps)}"
+
+
+def _byte_level_chars() -> str:
+    """GPT-2's printable stand-in for each byte (ByteLevel), as a str.translate table's source."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    moved = iter(range(256, 512))
+    return "".join(chr(b) if b in kept else chr(next(moved)) for b in range(256))
+
+
+BYTE_LEVEL = str.maketrans(dict(enumerate(_byte_level_chars())))
+
+
+@functools.cache
+def _unassigned() -> re.Pattern:
+    """Characters this Python's Unicode database does not assign (and surrogates): the regex engines'
+    databases differ in age, so a piece holding one is tokenized whole (built once: ~0.3 s)."""
+    ranges, start = [], None
+    for c in range(sys.maxunicode + 1):
+        missing = unicodedata.category(chr(c)) in ("Cn", "Cs")
+        if missing and start is None:
+            start = c
+        elif not missing and start is not None:
+            ranges.append((start, c - 1))
+            start = None
+    if start is not None:
+        ranges.append((start, sys.maxunicode))
+    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+
+
+class _WordIds(dict):
+    """A word's ids (packed) from the tokenizer's own model, computed the first time it is looked up."""
+
+    def __init__(self, model: Any):
+        super().__init__()
+        self.model = model
+
+    def __missing__(self, word: str) -> bytes:
+        tokens = self.model.tokenize(word.encode().decode("latin-1").translate(BYTE_LEVEL))
+        ids = self[word] = array(IDS, [t.id for t in tokens]).tobytes()
+        return ids
+
+
+@dataclass
+class Words:
+    """A piece tokenized word by word: the pre-tokenizer's regex run here, each distinct pre-token
+    through the tokenizer's model once (see the module's docstring for when this is exact)."""
+
+    pattern: regex.Pattern
+    added: re.Pattern | None            # any added token's text
+    nfc: bool
+    ids: _WordIds
+    MAX_WORDS = 1_000_000               # distinct words kept (then emptied)
+
+    def encode(self, piece: str) -> bytes | None:
+        """The piece's ids (packed), or None where it must be tokenized whole."""
+        if not piece.isascii():
+            if _unassigned().search(piece) or (self.nfc and not unicodedata.is_normalized("NFC", piece)):
+                return None
+        if self.added is not None and self.added.search(piece):
+            return None
+        words = self.pattern.findall(piece)
+        if len("".join(words)) != len(piece):
+            return None
+        if len(self.ids) > self.MAX_WORDS:
+            self.ids.clear()
+        return b"".join(map(self.ids.__getitem__, words))
+
+
+def words_of(backend: Any, spec: dict[str, Any]) -> Words | None:
+    """Words for the two known shapes (ByteLevel with GPT-2's regex; one isolating Split regex and a
+    ByteLevel without it), or None."""
+    pre = spec.get("pre_tokenizer") or {}
+    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    kinds = [s.get("type") for s in steps]
+    if kinds == ["ByteLevel"] and steps[0].get("use_regex", True) and not steps[0].get("add_prefix_space"):
+        pattern = GPT2_PATTERN
+    elif (kinds == ["Split", "ByteLevel"] and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert")
+          and "Regex" in steps[0].get("pattern", {}) and not steps[1].get("use_regex", True)
+          and not steps[1].get("add_prefix_space")):
+        pattern = steps[0]["pattern"]["Regex"]
+    else:
+        return None
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error:
+        return None
+    added = "|".join(re.escape(t["content"]) for t in spec.get("added_tokens", []) if t.get("content"))
+    return Words(compiled, re.compile(added) if added else None, spec.get("normalizer") is not None,
+                 _WordIds(backend.model))
 
 
 def _parts(backend: Any) -> dict[str, Any]:
@@ -120,10 +224,15 @@ class PieceEncoder:
     checked: int = 0
     pieces: int = 0                 # pieces seen in all prompts
     tokenized: int = 0              # of which tokenized (first seen while kept)
-    _known: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    words: Words | None = field(default=None, repr=False)
+    _known: dict[str, bytes] = field(default_factory=dict, repr=False)        # a piece's ids, packed
 
     def __post_init__(self) -> None:
         self.cut, self.how = boundary_of(self.tokenizer, self.add_special_tokens)
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        self.words = words_of(backend, _parts(backend)) if self.cut is not None else None
+        if self.words is not None:
+            self.how += ", word by word"
 
     def whole(self, texts: list[str]) -> list[Sequence[int]]:
         """Each text tokenized in full, in one batch. The Rust tokenizer is called directly where the
@@ -137,33 +246,51 @@ class PieceEncoder:
             return self.tokenizer(texts, add_special_tokens=self.add_special_tokens)["input_ids"]
         return [e.ids for e in fast(texts, add_special_tokens=self.add_special_tokens)]
 
-    def encode_batch(self, texts: list[str]) -> list[Sequence[int]]:
+    def encode_batch(self, texts: list[str]) -> list[array]:
+        """Each prompt's ids, packed (see engine.core.requests.packed)."""
         if self.cut is None or not texts:
-            return self.whole(texts)
+            return [array(IDS, ids) for ids in self.whole(texts)]
         split = self.cut.split
         parts = [split(t) for t in texts]
         known = self._known
         if len(known) > MAX_PIECES:
             known.clear()
         new = list({p: None for ps in parts for p in ps if p not in known})
-        known.update(zip(new, map(tuple, self.whole(new))))
+        known.update(self._tokenized(new))
         self.pieces += sum(map(len, parts))
         self.tokenized += len(new)
-        get, join = known.__getitem__, chain.from_iterable
-        ids: list[Sequence[int]] = [tuple(join(map(get, ps))) for ps in parts]
+        get, ids = known.__getitem__, []
+        for ps in parts:
+            joined = array(IDS)
+            joined.frombytes(b"".join(map(get, ps)))
+            ids.append(joined)
         if self.checked < CHECKED_PROMPTS:
             ids = self._check(texts, ids)
         return ids
 
-    def _check(self, texts: list[str], ids: list[Sequence[int]]) -> list[Sequence[int]]:
+    def _tokenized(self, pieces: list[str]) -> Iterator[tuple[str, bytes]]:
+        """Each new piece with its ids: word by word where that is exact, the rest in one batch."""
+        whole = pieces
+        if self.words is not None:
+            encode, whole = self.words.encode, []
+            for piece in pieces:
+                ids = encode(piece)
+                if ids is None:
+                    whole.append(piece)
+                else:
+                    yield piece, ids
+        yield from ((piece, array(IDS, ids).tobytes()) for piece, ids in zip(whole, self.whole(whole)))
+
+    def _check(self, texts: list[str], ids: list[array]) -> list[array]:
         """The first prompts both ways; one difference and the pieces are never used again."""
         n = min(len(texts), CHECKED_PROMPTS - self.checked)
         self.checked += n
         if [list(x) for x in self.whole(texts[:n])] == [list(x) for x in ids[:n]]:
             return ids
-        self.cut, self.how = None, "whole prompts (a checked prompt's pieces differed from its full tokenization)"
+        self.cut, self.words = None, None
+        self.how = "whole prompts (a checked prompt's pieces differed from its full tokenization)"
         self._known.clear()
-        return self.whole(texts)
+        return [array(IDS, x) for x in self.whole(texts)]
 
     def figures(self) -> dict[str, Any]:
         return {"tokenization": self.how, "pieces": self.pieces, "pieces_tokenized": self.tokenized}

@@ -6,6 +6,7 @@ Chat judges always get their own chat template with the generation prompt added;
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +85,7 @@ class PromptRenderer:
         ids = self.tokenizer.encode(text, add_special_tokens=not self.chat)
         return list(ids)
 
-    def encode_batch(self, texts: list[str]) -> list[Sequence[int]]:
+    def encode_batch(self, texts: list[str]) -> list[array]:
         """Token ids of many prompts (what a plan's chunk uses): each distinct piece tokenized once,
         in one call of the fast tokenizer, where the tokenizer's boundaries are known to compose."""
         return self.pieces.encode_batch(texts)

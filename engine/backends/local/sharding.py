@@ -22,7 +22,7 @@ MIN_SHARED_TOKENS = 64    # ... and at least this many tokens (a shared chat hea
 def prefix_groups(prepared: Sequence[Prepared]) -> list[list[Prepared]]:
     """Consecutive requests of a prefix-sorted plan that share a long prefix, grouped."""
     groups: list[list[Prepared]] = []
-    prev: tuple[int, ...] = ()
+    prev: Sequence[int] = ()
     for p in prepared:
         shared = common_prefix(prev, p.token_ids)
         if groups and shared >= MIN_SHARED_TOKENS and shared >= SHARED_FRACTION * min(len(prev), p.prompt_tokens):

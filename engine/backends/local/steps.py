@@ -12,7 +12,7 @@ An engine (`StepEngine`) accepts steps and reports each result when it finishes;
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -26,11 +26,15 @@ class Prompt:
     """The prompt so far, as token ids (what engines run) and as text (what text-level
     constraint libraries read); both always describe the same string."""
 
-    tokens: tuple[int, ...]
+    tokens: Sequence[int]                       # a tuple once made (a plan's packed ids become one here)
     text: str
 
-    def extend(self, tokens: list[int] | tuple[int, ...], text: str) -> Prompt:
-        return Prompt(self.tokens + tuple(tokens), self.text + text)
+    def __post_init__(self) -> None:
+        if type(self.tokens) is not tuple:
+            object.__setattr__(self, "tokens", tuple(self.tokens))
+
+    def extend(self, tokens: Sequence[int], text: str) -> Prompt:
+        return Prompt((*self.tokens, *tokens), self.text + text)
 
 
 @dataclass(frozen=True)
