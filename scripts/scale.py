@@ -19,8 +19,8 @@ Two workloads (--workload):
     .venv/bin/python scripts/scale.py --sizes 10000 100000 1000000 --workload synthetic --out scale.json
 
 Stage figures: the main thread's stages are wall time and add up, with the rest (setup, outputs),
-to the run's time; the planner's stages run in their own thread, overlapped with those, and are
-reported apart as the planner's own (busy) time.
+to the run's time; the planner's stages (build_and_key, render, tokenize, prepare, order, send) run
+in its own process, overlapped with those, and are reported apart as the planner's own time.
 """
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def stage_judge(folder: Path, answers: Path) -> dict:
     seconds, cpu_end = time.perf_counter() - t, os.times()
     j = out.manifest.judges[0]
     main = {**j["stage_seconds"], **out.manifest.stage_seconds}     # this thread's stages: wall, they add up
-    planner = j["planner_seconds"]                                  # the planner thread's, overlapped with them
+    planner = j["planner_seconds"]                                  # the planner process's, overlapped with them
     own = seconds - planner["tokenize"]
     return {"requests": j["plan"]["requests"], "seconds": round(seconds, 2), "peak_rss_gib": round(peak_rss_gib(), 3),
             "process_cpu_seconds": round(cpu_end.user + cpu_end.system - cpu.user - cpu.system, 2),

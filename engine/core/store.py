@@ -370,18 +370,14 @@ def _spec_json(spec: dict[str, Any]) -> str:
 
 def _json_rows(rows: list[tuple]) -> str | None:
     """Rows as one JSON array for `Store._insert`; None where JSON would not carry a value exactly
-    (a NUL in a string: json_extract stops there; a float that is not finite; an int beyond 64 bits)."""
-    if not rows:
-        return None
+    (a NUL in a string: json_extract stops there; a float that is not finite, which orjson writes as
+    null: only where there are more nulls than Nones are the values looked at; an int beyond 64 bits)."""
     try:
-        text = orjson.dumps(rows).decode()
+        text = orjson.dumps(rows).decode() if rows else None
     except (TypeError, orjson.JSONEncodeError):
         return None
-    if "\\u0000" in text:
-        return None
-    # orjson writes a float that is not finite as null: more nulls than Nones, and the floats are looked at
-    if text.count("null") != sum(row.count(None) for row in rows) and \
-            any(type(v) is float and not math.isfinite(v) for row in rows for v in row):
+    if text is None or "\\u0000" in text or (text.count("null") != sum(row.count(None) for row in rows) and any(
+            type(v) is float and not math.isfinite(v) for row in rows for v in row)):
         return None
     return text
 
