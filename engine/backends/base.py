@@ -12,7 +12,7 @@ from typing import ClassVar
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import ConfigError
-from ..core.requests import IDS, Generation, JudgeIdentity, JudgeRequest, Prepared
+from ..core.requests import IDS, Generation, JudgeIdentity, JudgeRequest, Prepared, joined
 from .hardware import choose_dtype
 from .local.models import ResolvedJudge, model_max_len, resolve_judge
 from .local.modes import ModeContext, drive
@@ -45,9 +45,7 @@ class WordTokenizer:
                 if got is None:
                     got = lines[line] = array(IDS, self.encode(line)).tobytes()
                 parts.append(got)
-            ids = array(IDS)
-            ids.frombytes(b"".join(parts))
-            out.append(ids)
+            out.append(joined(parts))
         return out
 
 

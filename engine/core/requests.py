@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -120,6 +120,13 @@ def packed(ids: Sequence[int]) -> array:
     """A prompt's token ids as a plan keeps them: packed, compared and sliced as memory (a million
     prompts of 200 ids as tuples of Python ints cost the planner seconds to build, sort and send)."""
     return ids if type(ids) is array else array(IDS, ids)
+
+
+def joined(parts: Iterable[bytes]) -> array:
+    """A prompt's packed ids from its parts' packed ids (pieces, lines), joined as memory."""
+    ids = array(IDS)
+    ids.frombytes(b"".join(parts))
+    return ids
 
 
 @dataclass(frozen=True)

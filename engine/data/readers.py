@@ -44,25 +44,19 @@ def parse_json(text: str, path: Path, row: int | None = None) -> Any:
     standard parser reads or names."""
     try:
         value = orjson.loads(text)              # 3x json's rate; what it refuses (NaN, lone surrogates,
-    except orjson.JSONDecodeError:             # deep nesting) json reads below, or names the error
-        pass
-    else:
-        return value if "\\u" not in text or not SURROGATE_ESCAPE.search(text) else _checked(value, path, row)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=row or exc.lineno) from None
-    except RecursionError:
-        raise DataError("JSON nested too deeply to read", path=str(path), row=row) from None
-    return _checked(value, path, row) if SURROGATE_ESCAPE.search(text) else value
-
-
-def _checked(value: Any, path: Path, row: int | None) -> Any:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise DataError("a lone surrogate escape (\\ud800-\\udfff without its pair): not a character",
-                        path=str(path), row=row) from None
+    except orjson.JSONDecodeError:             # deep nesting) json reads, or names the error
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"invalid JSON ({exc.msg})", path=str(path), row=row or exc.lineno) from None
+        except RecursionError:
+            raise DataError("JSON nested too deeply to read", path=str(path), row=row) from None
+    if "\\u" in text and SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError("a lone surrogate escape (\\ud800-\\udfff without its pair): not a character",
+                            path=str(path), row=row) from None
     return value
 
 

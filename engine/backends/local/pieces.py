@@ -37,13 +37,13 @@ import re
 import sys
 import unicodedata
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
-from ...core.requests import IDS
+from ...core.requests import IDS, joined
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,13 @@ def boundary_of(tokenizer: Any, add_special_tokens: bool) -> tuple[Cut | None, s
     refused = _refusal(spec, add_special_tokens)
     if refused:
         return None, refused
-    pre = spec.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    steps = _steps(spec)
     kinds = {s.get("type") for s in steps}
     byte_level = [s for s in steps if s.get("type") == "ByteLevel"]
     splits = [s for s in steps if s.get("type") == "Split"]
     if len(byte_level) == 1 and not byte_level[0].get("add_prefix_space"):
         if byte_level[0].get("use_regex", True) and kinds <= {"ByteLevel", "Digits"}:
-            added = "|".join(re.escape(t["content"]) for t in spec.get("added_tokens", []) if t.get("content"))
+            added = _added_texts(spec)
             cut = rf"\n(?!{added})(?=\S)" if added else r"\n(?=\S)"
             return Cut(re.compile(cut), before=True), "pieces (GPT-2 regex: cut before a newline)"
         if (not byte_level[0].get("use_regex", True) and len(splits) == 1 and kinds <= {"Split", "ByteLevel", "Digits"}
@@ -167,8 +166,7 @@ class Words:
 def words_of(backend: Any, spec: dict[str, Any]) -> Words | None:
     """Words for the two known shapes (ByteLevel with GPT-2's regex; one isolating Split regex and a
     ByteLevel without it), or None."""
-    pre = spec.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+    steps = _steps(spec)
     kinds = [s.get("type") for s in steps]
     if kinds == ["ByteLevel"] and steps[0].get("use_regex", True) and not steps[0].get("add_prefix_space"):
         pattern = GPT2_PATTERN
@@ -182,9 +180,20 @@ def words_of(backend: Any, spec: dict[str, Any]) -> Words | None:
         compiled = regex.compile(pattern)
     except regex.error:
         return None
-    added = "|".join(re.escape(t["content"]) for t in spec.get("added_tokens", []) if t.get("content"))
+    added = _added_texts(spec)
     return Words(compiled, re.compile(added) if added else None, spec.get("normalizer") is not None,
                  _WordIds(backend.model))
+
+
+def _steps(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pre-tokenizer's steps in order (one, or those of a Sequence)."""
+    pre = spec.get("pre_tokenizer") or {}
+    return pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
+
+
+def _added_texts(spec: dict[str, Any]) -> str:
+    """A pattern matching any added token's text ('' when there is none)."""
+    return "|".join(re.escape(t["content"]) for t in spec.get("added_tokens", []) if t.get("content"))
 
 
 def _parts(backend: Any) -> dict[str, Any]:
@@ -234,8 +243,8 @@ class PieceEncoder:
         if self.words is not None:
             self.how += ", word by word"
 
-    def whole(self, texts: list[str]) -> list[Sequence[int]]:
-        """Each text tokenized in full, in one batch. The Rust tokenizer is called directly where the
+    def whole(self, texts: list[str]) -> list[array]:
+        """Each text tokenized in full, in one batch, packed. The Rust tokenizer is called directly where the
         transformers wrapper would only add offsets and conversions (2x the time here), i.e. when no
         truncation or padding is set on it (the wrapper switches those off on every call)."""
         if not texts:
@@ -243,13 +252,13 @@ class PieceEncoder:
         backend: Any = getattr(self.tokenizer, "backend_tokenizer", None)
         fast = getattr(backend, "encode_batch_fast", None)
         if fast is None or backend.truncation is not None or backend.padding is not None:
-            return self.tokenizer(texts, add_special_tokens=self.add_special_tokens)["input_ids"]
-        return [e.ids for e in fast(texts, add_special_tokens=self.add_special_tokens)]
+            return [array(IDS, x) for x in self.tokenizer(texts, add_special_tokens=self.add_special_tokens)["input_ids"]]
+        return [array(IDS, e.ids) for e in fast(texts, add_special_tokens=self.add_special_tokens)]
 
     def encode_batch(self, texts: list[str]) -> list[array]:
         """Each prompt's ids, packed (see engine.core.requests.packed)."""
         if self.cut is None or not texts:
-            return [array(IDS, ids) for ids in self.whole(texts)]
+            return self.whole(texts)
         split = self.cut.split
         parts = [split(t) for t in texts]
         known = self._known
@@ -259,11 +268,8 @@ class PieceEncoder:
         known.update(self._tokenized(new))
         self.pieces += sum(map(len, parts))
         self.tokenized += len(new)
-        get, ids = known.__getitem__, []
-        for ps in parts:
-            joined = array(IDS)
-            joined.frombytes(b"".join(map(get, ps)))
-            ids.append(joined)
+        get = known.__getitem__
+        ids = [joined(map(get, ps)) for ps in parts]
         if self.checked < CHECKED_PROMPTS:
             ids = self._check(texts, ids)
         return ids
@@ -279,18 +285,18 @@ class PieceEncoder:
                     whole.append(piece)
                 else:
                     yield piece, ids
-        yield from ((piece, array(IDS, ids).tobytes()) for piece, ids in zip(whole, self.whole(whole)))
+        yield from ((piece, ids.tobytes()) for piece, ids in zip(whole, self.whole(whole)))
 
     def _check(self, texts: list[str], ids: list[array]) -> list[array]:
         """The first prompts both ways; one difference and the pieces are never used again."""
         n = min(len(texts), CHECKED_PROMPTS - self.checked)
         self.checked += n
-        if [list(x) for x in self.whole(texts[:n])] == [list(x) for x in ids[:n]]:
+        if self.whole(texts[:n]) == ids[:n]:
             return ids
         self.cut, self.words = None, None
         self.how = "whole prompts (a checked prompt's pieces differed from its full tokenization)"
         self._known.clear()
-        return [array(IDS, x) for x in self.whole(texts)]
+        return self.whole(texts)
 
     def figures(self) -> dict[str, Any]:
         return {"tokenization": self.how, "pieces": self.pieces, "pieces_tokenized": self.tokenized}
