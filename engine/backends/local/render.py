@@ -71,21 +71,28 @@ class PromptRenderer:
             text = self._template(messages, complete)
             if layout is not None:
                 self._learn(pattern, messages, complete, text)
-        if not self._needs_trace(pattern, messages, complete, prefill):
+        if self.specials.pattern is None or not self._needs_trace(pattern, messages, complete, prefill):
             return text + prefill
         return self._traced(pattern, messages, complete, text, prefill)
 
     def _needs_trace(self, pattern: tuple, messages: Sequence[Message], complete: bool, prefill: str) -> bool:
         """Whether a prompt's special tokens may not all be the template's: its judged text holds a
         special token's text, or the layout's parts could join a message's edge into one."""
-        if self.specials.pattern is None:
-            return False
         plain = self._plain.get(pattern)
         if plain is None:
             parts = _parts(self._sentinel(pattern, messages, complete), len(messages))
-            plain = self._plain[pattern] = parts is not None and not self.specials.joins(parts)
-        in_text = self.specials.in_text
-        return not plain or in_text(prefill) or any(in_text(m.content) for m in messages)
+            plain = self._plain[pattern] = self.specials.pattern is None or \
+                (parts is not None and not self.specials.joins(parts))
+        if not plain:
+            return True
+        in_text, first = self.specials.in_text, self.specials.firsts
+        if len(first) == 1 and first not in prefill:      # one character test per message first (every prompt asks)
+            for m in messages:
+                if first in m.content:
+                    break
+            else:
+                return False
+        return in_text(prefill) or any(in_text(m.content) for m in messages)
 
     def _traced(self, pattern: tuple, messages: Sequence[Message], complete: bool, text: str, prefill: str) -> Rendered:
         """The prompt with the template's special tokens marked; they must be those the template
