@@ -81,8 +81,7 @@ class PromptRenderer:
         plain = self._plain.get(pattern)
         if plain is None:
             parts = _parts(self._sentinel(pattern, messages, complete), len(messages))
-            plain = self._plain[pattern] = self.specials.pattern is None or \
-                (parts is not None and not self.specials.joins(parts))
+            plain = self._plain[pattern] = parts is not None and not self.specials.joins(parts)
         if not plain:
             return True
         in_text, first = self.specials.in_text, self.specials.firsts
@@ -98,8 +97,8 @@ class PromptRenderer:
         """The prompt with the template's special tokens marked; they must be those the template
         places around placeholder messages (else the judged text joined the template's into one)."""
         spans = trace(self.specials, lambda ms: self._template(ms, complete), messages, text)
-        placed = [m.group() for m in self.specials.pattern.finditer(self._sentinel(pattern, messages, complete))] \
-            if self.specials.pattern is not None else []
+        around = self._sentinel(pattern, messages, complete)
+        placed = [around[a:b] for a, b in self.specials.spans(around)]
         if [text[a:b] for a, b in spans] != placed:
             raise BackendUnavailable("the judge's chat template places special tokens that depend on the judged text "
                                      f"({len(spans)} here, {len(placed)} around placeholder messages), so litjudge "
