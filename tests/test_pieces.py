@@ -2,7 +2,12 @@
 them): a property test per supported regex family over random texts built to stress the boundary
 (whitespace runs, newlines before punctuation, digits, combining marks, special tokens), on the
 default judge's real tokenizer and on byte-level BPE tokenizers built here with the Qwen2 and
-Llama 3 pre-tokenizers; tokenizers whose boundaries are not known are tokenized whole."""
+Llama 3 pre-tokenizers; tokenizers whose boundaries are not known are tokenized whole.
+
+The pieces serve prompts whose every special token is the template's (a renderer's plain `str`;
+judged text holding special tokens' text is cut by the renderer, tests/test_special_tokens.py): a
+piece holding one is cut at it and tokenized with special tokens split around it, never by the
+tokenizer recognising them; a base model's layout is all judged text, its special tokens split."""
 from __future__ import annotations
 
 import sys
@@ -128,7 +133,7 @@ def test_words_are_tokenized_once_and_only_where_the_engines_agree():
     words = enc.words
     assert words is not None and words.nfc and enc.how.endswith("word by word")
     assert words.encode("the river the river") is not None and set(words.ids) == {"the", " river", " the"}
-    assert words.encode("a <|im_start|> b") is None                 # an added token's text: whole
+    assert words.encode("a <|im_start|> b") is None                 # an added token's text: cut at it, split around
     assert words.encode("a \u0378 b") is None                       # unassigned in this Python's Unicode: whole
     assert words.encode("cafe\u0301") is None                       # NFC would change it: whole
     assert PieceEncoder(tokenizer("smollm2-135m"), add_special_tokens=False).words.nfc is False
@@ -163,6 +168,24 @@ def test_unknown_boundaries_are_tokenized_whole_and_a_failed_check_stops_the_pie
     texts = ["the river's voice", "a river"]
     assert [list(x) for x in enc.encode_batch(texts)] == tok(texts, add_special_tokens=False)["input_ids"]
     assert enc.cut is None and "differed" in enc.figures()["tokenization"]
+
+
+def test_pieces_place_special_tokens_themselves_whatever_state_the_tokenizer_was_left_in():
+    """transformers leaves `split_special_tokens=True` set on its Rust tokenizer after a call that
+    asked for it; pieces holding the template's special tokens (and whole prompts) must still get
+    them, and a base model's layout (special tokens added around it) must still split them."""
+    tok = tokenizer("smollm2-135m")
+    texts = ["<|im_start|>user\nA story.<|im_end|>\n<|im_start|>assistant\n", "Plain <|im_end|> text."]
+    want = tok(texts, add_special_tokens=False)["input_ids"]
+    split = tok(texts, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    assert want != split and tok.backend_tokenizer.encode_special_tokens      # the state it leaves
+    try:
+        enc = PieceEncoder(tok, add_special_tokens=False)
+        assert [list(x) for x in enc.encode_batch(texts)] == want and [list(x) for x in enc.whole(texts)] == want
+        assert [list(x) for x in PieceEncoder(tok, add_special_tokens=True).whole(texts)] == \
+            tok(texts, add_special_tokens=True, split_special_tokens=True)["input_ids"]
+    finally:
+        tok.backend_tokenizer.encode_special_tokens = False
 
 
 @settings(max_examples=300, deadline=None)

@@ -176,6 +176,8 @@ class ApiBackend(BackendBase):
         return self._tok
 
     def render(self, request: JudgeRequest) -> str:
+        # Judged text goes to the provider as message content: its own chat formatting places the turn
+        # markers around it and nothing here is tokenized (a self-hosted server's handling is that server's).
         return plain_layout(request.messages) + (request.prefill or "")
 
     def encode(self, prompt: str) -> list[int]:

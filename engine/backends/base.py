@@ -145,5 +145,6 @@ class StepBackend(LocalBackend):
         raise NotImplementedError
 
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
-        ctx = ModeContext(self.encode, self.renderer.tokenizer.eos_token_id, self._max_len)
+        ctx = ModeContext(self.renderer.encode_text, self.renderer.tokenizer.eos_token_id, self._max_len,
+                          self.renderer.tail)
         return drive(batch, self, ctx)

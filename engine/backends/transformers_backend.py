@@ -2,8 +2,11 @@
 
 It serves models vLLM cannot run, cross-checks vLLM (same prompts, same verdict languages, same
 modes from `engine.backends.local.modes`), and is the one-prompt-at-a-time baseline of the benchmark.
-Constrained steps go through an outlines `Generator` built once per constraint; log-probabilities
-are read from the next-token logits directly (no constraint, so no renormalisation).
+Constrained steps run `generate` on the step's token ids with the logits processor of an outlines
+`Generator` built once per constraint (outlines' own entry point takes text: it would tokenize the
+prompt again, recognising every special token's text, and wrap it in the chat template a second
+time); log-probabilities are read from the next-token logits directly (no constraint, so no
+renormalisation).
 """
 from __future__ import annotations
 
@@ -67,9 +70,7 @@ class TransformersBackend(StepBackend):
 
     def _run(self, step: Step) -> StepResult:
         if isinstance(step, Constrained):
-            text = self._constrained(step)
-            ids = self.renderer.tokenizer.encode(text, add_special_tokens=False) if text else []
-            return StepResult(text, tuple(ids), "stop")
+            return self._constrained(step)
         if isinstance(step, FreeText):
             return self._free_text(step)
         if isinstance(step, NextTokenLogprobs):
@@ -87,7 +88,7 @@ class TransformersBackend(StepBackend):
         self.torch.manual_seed(d.seed or 0)
         return {"do_sample": True, "temperature": d.temperature, "top_p": d.top_p}
 
-    def _constrained(self, step: Constrained) -> str:
+    def _constrained(self, step: Constrained) -> StepResult:
         if step.choices:
             from outlines.types import Regex
 
@@ -98,24 +99,31 @@ class TransformersBackend(StepBackend):
             key, output_type = step.language.fingerprint(), outlines_output_type(step.language)
         if key not in self._generators:
             self._generators[key] = self.outlines.Generator(self.outlines_model, output_type)
-        return self._generators[key](step.prompt.text, max_new_tokens=step.max_tokens,
-                                     **self._sampling_kwargs(step.decoding))
+        processor = self._generators[key].logits_processor
+        processor.reset()
+        return self._generate(list(step.prompt.tokens), step.max_tokens, step.decoding, (),
+                              logits_processor=self.outlines_model.type_adapter.format_output_type(processor))
 
     def _free_text(self, step: FreeText) -> StepResult:
+        return self._generate(list(step.prompt.tokens), step.max_tokens, step.decoding, step.stop)
+
+    def _generate(self, prompt: list[int], max_tokens: int, decoding: Decoding, stop: tuple[str, ...],
+                  **extra: Any) -> StepResult:
+        """`generate` on the prompt's token ids (never its text: see the module)."""
         torch = self.torch
-        ids = torch.tensor([list(step.prompt.tokens)])
+        ids = torch.tensor([prompt])
         tok = self.renderer.tokenizer
-        kwargs = dict(max_new_tokens=step.max_tokens, tokenizer=tok, pad_token_id=tok.eos_token_id,
-                      **self._sampling_kwargs(step.decoding))
-        if step.stop:
-            kwargs["stop_strings"] = list(step.stop)
+        kwargs = dict(max_new_tokens=max_tokens, tokenizer=tok, pad_token_id=tok.eos_token_id,
+                      **self._sampling_kwargs(decoding), **extra)
+        if stop:
+            kwargs["stop_strings"] = list(stop)
         with torch.no_grad():
             out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         new = out[0, ids.shape[1]:].tolist()
         text = tok.decode(new, skip_special_tokens=True)
-        for stop in step.stop:
-            text = text.split(stop, 1)[0]
-        return StepResult(text, tuple(new), "length" if len(new) >= step.max_tokens else "stop")
+        for s in stop:
+            text = text.split(s, 1)[0]
+        return StepResult(text, tuple(new), "length" if len(new) >= max_tokens else "stop")
 
     def _logprobs_after(self, ids: list[int]):
         torch = self.torch

@@ -27,7 +27,13 @@ time in its regex engine (Oniguruma, with offsets), so the same pre-tokenizer pa
 `regex` module, and each distinct pre-token goes once through the tokenizer's own BPE model (its
 merges, cache and options untouched). Exact wherever both regex engines split alike: pieces with an
 added token's text, a character unassigned in this Python's Unicode database (the engines' databases
-differ in age), text NFC would change, or a split that does not cover the piece are tokenized whole.
+differ in age), text NFC would change, or a split that does not cover the piece are tokenized on
+their own, cut at their special tokens (engine/backends/local/special.py).
+
+These are the prompts of chat judges whose judged text holds no special token's text (a renderer's
+plain `str`): every special token in them is the template's. The renderer cuts the others at the
+template's tokens itself, and a base model's layout (special tokens added around the prompt) is all
+judged text: there every special token's text is split.
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ from typing import Any
 import regex
 
 from ...core.requests import IDS, joined
+from .special import SpecialTokens
 
 
 @dataclass(frozen=True)
@@ -234,9 +241,12 @@ class PieceEncoder:
     pieces: int = 0                 # pieces seen in all prompts
     tokenized: int = 0              # of which tokenized (first seen while kept)
     words: Words | None = field(default=None, repr=False)
+    specials: SpecialTokens | None = field(default=None, repr=False)
     _known: dict[str, bytes] = field(default_factory=dict, repr=False)        # a piece's ids, packed
 
     def __post_init__(self) -> None:
+        if self.specials is None:
+            self.specials = SpecialTokens.of(self.tokenizer)
         self.cut, self.how = boundary_of(self.tokenizer, self.add_special_tokens)
         backend = getattr(self.tokenizer, "backend_tokenizer", None)
         self.words = words_of(backend, _parts(backend)) if self.cut is not None else None
@@ -244,16 +254,10 @@ class PieceEncoder:
             self.how += ", word by word"
 
     def whole(self, texts: list[str]) -> list[array]:
-        """Each text tokenized in full, in one batch, packed. The Rust tokenizer is called directly where the
-        transformers wrapper would only add offsets and conversions (2x the time here), i.e. when no
-        truncation or padding is set on it (the wrapper switches those off on every call)."""
-        if not texts:
-            return []
-        backend: Any = getattr(self.tokenizer, "backend_tokenizer", None)
-        fast = getattr(backend, "encode_batch_fast", None)
-        if fast is None or backend.truncation is not None or backend.padding is not None:
-            return [array(IDS, x) for x in self.tokenizer(texts, add_special_tokens=self.add_special_tokens)["input_ids"]]
-        return [array(IDS, e.ids) for e in fast(texts, add_special_tokens=self.add_special_tokens)]
+        """Each text tokenized in full, in one batch, packed (special tokens recognised: every one in
+        these prompts is the template's). A base model's layout is all judged text: there they are split."""
+        assert self.specials is not None
+        return [array(IDS, x) for x in self.specials.tokenize(texts, self.add_special_tokens, split=self.add_special_tokens)]
 
     def encode_batch(self, texts: list[str]) -> list[array]:
         """Each prompt's ids, packed (see engine.core.requests.packed)."""
@@ -275,7 +279,8 @@ class PieceEncoder:
         return ids
 
     def _tokenized(self, pieces: list[str]) -> Iterator[tuple[str, bytes]]:
-        """Each new piece with its ids: word by word where that is exact, the rest in one batch."""
+        """Each new piece with its ids: word by word where that is exact, the rest in one batch, each
+        cut at its special tokens (the template's: see the module) and split between them."""
         whole = pieces
         if self.words is not None:
             encode, whole = self.words.encode, []
@@ -285,7 +290,9 @@ class PieceEncoder:
                     whole.append(piece)
                 else:
                     yield piece, ids
-        yield from ((piece, ids.tobytes()) for piece, ids in zip(whole, self.whole(whole)))
+        assert self.specials is not None
+        cut = self.specials.cut(whole, [self.specials.spans(p) for p in whole])
+        yield from ((piece, ids.tobytes()) for piece, ids in zip(whole, cut))
 
     def _check(self, texts: list[str], ids: list[array]) -> list[array]:
         """The first prompts both ways; one difference and the pieces are never used again."""
