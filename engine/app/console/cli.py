@@ -149,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     bu.add_argument("--budgets", default="0,32,64,128,full", help="token budgets and 'full', comma-separated")
     bu.add_argument("--quiet", action="store_true", help="no progress bar")
     bu.set_defaults(fn=lazy(".commands:cmd_budgets"))
-    j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
+    pr = sub.add_parser("protocols", help="list the protocols and dataset loaders, built in or from plugins "
+                                          "(each with where it came from)")
+    pr.set_defaults(fn=lazy(".light_commands:cmd_protocols"))
+    j = sub.add_parser("judges", help="list judge aliases and backends (--prepare obtains and converts the aliases)")
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")
     j.set_defaults(fn=lazy(".light_commands:cmd_judges"))
