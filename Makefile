@@ -20,10 +20,11 @@ test: install-dev lint
 	@$(PY) -m pytest -q --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-# Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars.
+# Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars
+# (scripts/typecheck.py: mypy with each module under its installed name; engine/ is litjudge.engine).
 lint: install-dev
 	@$(VENV)/bin/ruff check --quiet .
-	@$(VENV)/bin/mypy --no-error-summary
+	@$(PY) scripts/typecheck.py --no-error-summary
 
 bench: install
 	@$(VENV)/bin/litjudge bench

@@ -4,12 +4,12 @@ whether the paper's number falls inside. Nothing is recomputed here: the tables 
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import tomllib
 
 from litjudge.engine.core.errors import ConfigError
 

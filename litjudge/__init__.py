@@ -15,6 +15,8 @@ The same store, shared verdict cache, resume and content keys as `litjudge run`:
 the same data generates nothing, and Ctrl-C loses no stored verdict. Every error a user can cause
 raises `LitjudgeError` (one of the subclasses below) with the console's one-line message.
 
+`litjudge.__version__` (and `litjudge --version`) is the installed distribution's version.
+
 The code lives in `litjudge.engine` (core, data, backends, app), `litjudge.judges` (protocols and
 metrics) and `litjudge.grammars` (verdict languages); nothing else is installed at the top level but
 the packaged cards and configs (`litjudge_datasets`, `litjudge_runs`).
@@ -27,6 +29,7 @@ from litjudge.engine.core.errors import (
     DataError,
     JudgeNotFound,
     LitjudgeError,
+    PluginError,
     PreflightError,
     StoreError,
     SystemFault,
@@ -36,18 +39,30 @@ if TYPE_CHECKING:
     from .api import judge, load, run
     from .result import LitjudgeWarning, Result
 
+    __version__: str
+
 _LAZY = {"judge": "api", "run": "api", "load": "api", "Result": "result", "LitjudgeWarning": "result"}
 
 
 def __getattr__(name: str) -> Any:
     """The Python API loads on first use: `litjudge.engine.core` modules (the engine's own workers,
     the planner) import this package and must not pull the whole application with it."""
-    if name in _LAZY:
-        import importlib
+    import importlib
+
+    if name == "__version__":
+        value: Any = importlib.import_module("litjudge.engine.core.manifest").litjudge_version()
+    elif name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'litjudge' has no attribute {name!r}")
+    else:
+        raise AttributeError(f"module 'litjudge' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """What tab completion offers: the API (loaded or not yet), not this module's own imports."""
+    return sorted({*__all__, "__version__", "__doc__", "__file__", "__name__", "__path__"})
+
 
 __all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound",
-           "BackendUnavailable", "PreflightError", "StoreError", "SystemFault"]
+           "BackendUnavailable", "PluginError", "PreflightError", "StoreError", "SystemFault"]

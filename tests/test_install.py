@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
 from litjudge.engine.core.paths import PROJECT_ROOT
+from tests.venvs import in_venv, install, litjudge_wheel, scratch_venv, site_packages
 
 # Lines a third-party library prints on its own (vLLM/torch/transformers log records, Python
 # warnings, tcmalloc hints). litjudge's own lines start with "litjudge:" or are tables.
@@ -67,44 +66,27 @@ def installed(tmp_path_factory) -> Path:
     """A scratch environment with litjudge installed from its wheel; the heavy dependencies come
     from this environment's site-packages by path (its editable litjudge is not on that path)."""
     root = tmp_path_factory.mktemp("wheel")
-    wheels = root / "dist"
-    # Built from a copy of the source (no stale build/ of an earlier build can slip into the wheel).
-    source = root / "source"
-    shutil.copytree(PROJECT_ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "out",
-                                                                       "__pycache__", ".pytest_cache", ".hypothesis"),
-                    symlinks=True)                       # litjudge/engine etc. stay links, as in a clone
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(source)], check=True, capture_output=True, timeout=300)
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    purelib = Path(sysconfig.get_paths(vars={"base": str(venv), "platbase": str(venv)})["purelib"])
-    (purelib / "zz_shared_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    wheel = next(wheels.glob("litjudge-*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(purelib),
-                    str(wheel)], check=True, capture_output=True, timeout=300)
+    venv = scratch_venv(root / "venv")
+    install(venv, litjudge_wheel(root))
     return venv
 
 
 def run_installed(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITJUDGE_RUNS_DIR")}
-    return subprocess.run([str(venv / "bin" / "python"), "-m", "litjudge", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return in_venv(venv, cwd, "-m", "litjudge", *args, timeout=900)
 
 
 def test_the_wheel_is_what_runs(installed, tmp_path):
     """Everything installs under `litjudge`: a distribution of someone else's that claims the generic
     top-level names (`engine`, `judges`, `grammars`) sits beside it and changes nothing."""
-    purelib = Path(sysconfig.get_paths(vars={"base": str(installed), "platbase": str(installed)})["purelib"])
+    purelib = site_packages(installed)
     tops = {p.name for p in purelib.iterdir() if not p.name.endswith((".pth", ".dist-info")) and p.name != "bin"}
     assert tops == {"litjudge", "litjudge_datasets", "litjudge_runs"}, tops
     for other in ("engine", "judges", "grammars"):
         (purelib / other).mkdir(exist_ok=True)
         (purelib / other / "__init__.py").write_text("raise ImportError('another distribution')\n")
-    r = subprocess.run([str(installed / "bin" / "python"), "-c", "import litjudge, litjudge.engine, litjudge.judges, "
-                        "litjudge.grammars; print(litjudge.engine.__file__); from litjudge.engine.core.paths import cards_dir; "
-                        "print(cards_dir()); print(litjudge.__file__); print(litjudge.judge.__module__)"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    r = in_venv(installed, tmp_path, "-c", "import litjudge, litjudge.engine, litjudge.judges, "
+                "litjudge.grammars; print(litjudge.engine.__file__); from litjudge.engine.core.paths import cards_dir; "
+                "print(cards_dir()); print(litjudge.__file__); print(litjudge.judge.__module__)", timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     for line in lines[:3]:
@@ -169,8 +151,7 @@ def test_the_wheel_judges_a_dataframe_from_python(installed, tmp_path):
         "                   columns={'pair_id': 'id', 'prompt': 'ask', 'text_a': 'x', 'text_b': 'y', 'label': 'best'},\n"
         "                   values={'label': {'x': 'a', 'y': 'b'}})\n"
         "print(litjudge.__file__, r.verdicts.height, type(r.tables['accuracy']).__name__)\n")
-    r = subprocess.run([str(installed / "bin" / "python"), "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=300, env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITJUDGE_RUNS_DIR")})
+    r = in_venv(installed, tmp_path, "-c", script, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     where, verdicts, kind = r.stdout.split()
     assert str(installed) in where and verdicts == "6" and kind == "DataFrame"

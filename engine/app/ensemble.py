@@ -31,7 +31,7 @@ from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_table
 
 from ..core.config import config_path, load_config, read_toml, valid_name
 from ..core.errors import ConfigError
-from ..core.manifest import git_commit, machine
+from ..core.manifest import git_commit, litjudge_version, machine
 from ..core.paths import runs_output_dir
 from ..core.schema import build, check_field
 from ..core.store import Store
@@ -118,8 +118,9 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
     out = runs_output_dir() / name
     out.mkdir(parents=True, exist_ok=True)
     write_tables(out, tables)
-    manifest = {"kind": "ensemble", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git_commit": git_commit(),
-                "machine": machine(), "runs": [str(Path(d).resolve()) for d in run_dirs], "judges": [],
+    manifest = {"kind": "ensemble", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "litjudge": litjudge_version(),
+                "git_commit": git_commit(), "machine": machine(), "runs": [str(Path(d).resolve()) for d in run_dirs],
+                "judges": [],
                 "config": {"protocol": "ensemble", "mode": "-", "cascade": cascade, "jury": jury, "target": target,
                            "delta": delta, "calibration_fraction": calibration_fraction, "seed": seed},
                 "dataset": {"card": "-"}, "verdicts": {"rows": int(frame.height), "unparsed": 0}}

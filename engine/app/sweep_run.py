@@ -31,7 +31,7 @@ from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import open_verdict_cache, verdict_cache_path
 from ..core.console import log_to, terminal
-from ..core.manifest import config_dict, git_commit, machine
+from ..core.manifest import config_dict, git_commit, litjudge_version, machine
 from ..core.paths import runs_output_dir
 from ..core.planner import StreamPlanner, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
@@ -186,7 +186,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
     model_calls_saved = sum(j.plan.summary()["requests"] - j.plan.summary()["distinct_requests"] for j in judge_runs)
     settings = len(sweep.post_settings())
     manifest = {
-        "kind": "sweep", "git_commit": git_commit(), "machine": machine(),
+        "kind": "sweep", "litjudge": litjudge_version(), "git_commit": git_commit(), "machine": machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 2),
         "source": sweep.source, "config": config_dict(sweep.base), "axes": sweep.axes, "post": sweep.post,
         "rank_by": sweep.rank_by, "multiple_comparisons": MULTIPLE_COMPARISONS,

@@ -25,6 +25,7 @@ from ..core.config import ClusterConfig
 from ..core.errors import BackendUnavailable
 from ..core.progress import Throughput
 from ..core.requests import Generation, JudgeIdentity, Prepared
+from .base import BackendBase
 from .local.sharding import Shards, prefix_groups
 from .registry import BACKENDS
 
@@ -71,7 +72,7 @@ def connect(cluster: ClusterConfig) -> None:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
 
 
-class ClusterBackend:
+class ClusterBackend(BackendBase):
     """A Backend (identity, generate, describe, close) whose engines are Ray actors."""
 
     name = "cluster"

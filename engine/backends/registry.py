@@ -1,10 +1,17 @@
 """The backend registry: name -> class (lazy "module:Class", so importing litjudge never imports
-vLLM or torch), with the judge-name prefix that selects it. A new backend is one line here."""
+vLLM or torch), with the judge-name prefix that selects it. A new backend is one line here, or an entry point of
+another distribution (below)."""
 from __future__ import annotations
 
 from ..core.registry import Registry
 
-BACKENDS: Registry = Registry("backend")
+# The class every registered backend subclasses, checked when its entry loads (built-in or plugin):
+# the one line to change when the backends' common base class does.
+BACKEND_BASE = "litjudge.engine.backends.base:BackendBase"
+# Another distribution adds a backend under the entry-point group `litjudge.backends`
+# (`name = "module:Class"`); its judges are named `NAME:...` (the prefix is the entry point's name).
+BACKENDS: Registry = Registry("backend", base=BACKEND_BASE, group="litjudge.backends",
+                              plugin_meta=lambda name: {"prefix": f"{name}:"}, unique=("prefix",))
 # `needs`: (the modules it imports, the extra that installs them), checked before any work starts.
 BACKENDS.add("vllm", "litjudge.engine.backends.vllm_backend:VLLMBackend", needs=(("vllm",), "scripts/install.sh"))
 BACKENDS.add("transformers", "litjudge.engine.backends.transformers_backend:TransformersBackend",

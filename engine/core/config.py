@@ -5,11 +5,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from .errors import ConfigError
 from .paths import configs_dir, data_root

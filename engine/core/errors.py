@@ -54,6 +54,11 @@ class SystemFault(LitjudgeError):
     is lost; the message names the path and what to do."""
 
 
+class PluginError(LitjudgeError):
+    """A plugin (an entry point another distribution declares) cannot be used: it failed to import,
+    or is not what its registry holds. Names the distribution, and is raised only where its name is used."""
+
+
 def fault(exc: OSError, path: object) -> SystemFault:
     """An OS refusal as one line naming the path and what to do; nothing stored is lost."""
     if exc.errno == errno.ENOSPC or exc.errno == errno.EFBIG:

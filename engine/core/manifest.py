@@ -7,11 +7,38 @@ import os
 import platform
 import subprocess
 import sys
+import tomllib
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .paths import PROJECT_ROOT
+
+
+def package_version(distribution: str) -> str | None:
+    """An installed distribution's version (None: not installed). Only an installer's record counts
+    (a RECORD file, PEP 627): a `NAME.egg-info` folder a build left in a source tree is no
+    installation, and from the checkout root (on the path first) it would shadow the real one."""
+    return next((d.version for d in metadata.distributions(name=distribution) if d.read_text("RECORD") is not None),
+                None)
+
+
+@cache
+def litjudge_version() -> str:
+    """litjudge's version (`litjudge --version`, `litjudge.__version__`, every manifest): the
+    installed distribution's metadata; where there is none (the code put on the path by hand), the
+    version the checkout's pyproject.toml declares."""
+    return package_version("litjudge") or checkout_version(PROJECT_ROOT)
+
+
+def checkout_version(root: Path) -> str:
+    """The version litjudge's pyproject.toml in `root` declares; "0+unknown" when there is none."""
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError):
+        return "0+unknown"
+    return str(project.get("version", "0+unknown")) if project.get("name") == "litjudge" else "0+unknown"
 
 
 def git_commit() -> str | None:
@@ -35,10 +62,9 @@ def machine() -> dict[str, Any]:
                     break
     except OSError:
         pass
-    try:
-        info["torch"] = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        pass
+    torch_version = package_version("torch")
+    if torch_version:
+        info["torch"] = torch_version
     torch = sys.modules.get("torch")      # loaded by a local engine; a run without one (API, replay) has no GPU
     if torch is not None and torch.cuda.is_available():   # of its own, and importing torch costs it a second
         info["gpu"] = torch.cuda.get_device_name(0)

@@ -3,11 +3,10 @@ are (relative to the data root, or inside the project for the demo sample), the 
 source, which loader reads it (and so which kinds of data it gives: a protocol reads a kind)."""
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from ..core.errors import ConfigError
 from ..core.paths import cards_dir, data_root

@@ -23,7 +23,10 @@ from .table import checked, in_columns, mapped
 from .ttcw import load_ttcw
 
 Reader = Callable[[Path, DatasetCard], Any]
-LOADERS: Registry[Reader] = Registry("dataset loader")
+# Another distribution adds a reader under the entry-point group `litjudge.loaders`, named
+# `LOADER.KIND` (e.g. `myformat.pairs = "mypkg.read:pairs"`); a card (or an inline [dataset]) with
+# `loader = "myformat"` then feeds every protocol that reads that kind.
+LOADERS: Registry[Reader] = Registry("dataset loader", group="litjudge.loaders")
 
 
 def _ttcw(location: Path, card: DatasetCard):

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...core.console import prepare_environment, quiet, terminal
 from ...core.errors import GrammarError, LitjudgeError, fault
+from ...core.manifest import litjudge_version
 from ...core.paths import cache_dir
 from .preload import reexec_with_tcmalloc
 
@@ -51,6 +52,17 @@ LIMIT_HELP = ("only the first N units, in the data's own order: stories (ttcw), 
 _replicas = _whole(1, "1 is one engine in this process; leave it out to use the config's [cluster]")
 
 
+class _Version(argparse.Action):
+    """`litjudge --version`: the installed distribution's version (read only when asked)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print litjudge's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"litjudge {litjudge_version()}")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too (and exit 2, as argparse does)."""
 
@@ -75,6 +87,7 @@ def config_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="litjudge", description="Offline batch LLM-as-a-judge for creative writing.")
+    p.add_argument("--version", action=_Version)
     p.add_argument("--verbose", action="store_true", help="show vLLM's, torch's and transformers' own messages "
                                                           "(by default they go to the run's engine.log)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -136,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     bu.add_argument("--budgets", default="0,32,64,128,full", help="token budgets and 'full', comma-separated")
     bu.add_argument("--quiet", action="store_true", help="no progress bar")
     bu.set_defaults(fn=lazy(".commands:cmd_budgets"))
-    j = sub.add_parser("judges", help="list judge aliases (--prepare obtains and converts them)")
+    pr = sub.add_parser("protocols", help="list the protocols and dataset loaders, built in or from plugins "
+                                          "(each with where it came from)")
+    pr.set_defaults(fn=lazy(".light_commands:cmd_protocols"))
+    j = sub.add_parser("judges", help="list judge aliases and backends (--prepare obtains and converts the aliases)")
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")
     j.set_defaults(fn=lazy(".light_commands:cmd_judges"))

@@ -1,19 +1,64 @@
 """The commands that answer at once, with no model, table library or plot: `judges` (the registry
-judges, `--prepare` to obtain and convert them), `data` (list the cards, fetch their data) and
-`status` (a run folder's provider batches)."""
+judges, `--prepare` to obtain and convert them, and the backends), `protocols` (the protocols and
+dataset loaders), `data` (list the cards, fetch their data) and `status` (a run folder's provider
+batches). The listings say where each entry came from: built in, or a plugin's distribution."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+from litjudge.judges import PROTOCOLS
+
 from ...backends.api_batch import cancel_open
 from ...backends.local.models import ALIASES, resolve_judge
+from ...backends.registry import BACKENDS, PLAIN
+from ...core.console import terminal
 from ...core.errors import ConfigError, LitjudgeError, StoreError
 from ...core.paths import cards_dir, data_root
+from ...core.registry import Registry
 from ...core.store import Store
 from ...data.cards import load_card
 from ...data.fetch import fetch, presence
+from ...data.loaders import LOADERS
 from ..outputs import read_manifest
+
+
+def warn_plugins(*registries: Registry) -> None:
+    """Load every plugin of these registries; each that cannot be used is one warning line naming its
+    distribution (the listing goes on with the rest)."""
+    for registry in registries:
+        for line in registry.check_plugins():
+            print(f"litjudge: warning: {line}", file=terminal())
+
+
+def cmd_protocols(args) -> int:
+    """Every protocol (version, the kind of data it reads, its verdict modes) and every dataset loader
+    (the kinds of data it gives), each with where it came from."""
+    warn_plugins(PROTOCOLS, LOADERS)
+    print(f"{'protocol':18s} {'version':8s} {'reads':7s} {'modes':37s} from")
+    for name in PROTOCOLS.names():
+        declared = PROTOCOLS.get(name).declared
+        print(f"{name:18s} {declared.version:8s} {declared.reads:7s} {', '.join(declared.modes):37s} "
+              f"{PROTOCOLS.origin(name)}")
+    kinds: dict[tuple[str, str], list[str]] = {}
+    for name in LOADERS.names():
+        loader, _, kind = name.partition(".")
+        kinds.setdefault((loader, str(LOADERS.origin(name))), []).append(kind)
+    print(f"\n{'dataset loader':18s} {'gives':41s} from")
+    for (loader, origin), given in sorted(kinds.items()):
+        print(f"{loader:18s} {', '.join(given):41s} {origin}")
+    return 0
+
+
+def backend_lines() -> list[str]:
+    """Each backend, how a judge selects it, and where it came from."""
+    lines = [f"{'backend':18s} {'judges it runs':35s} from"]
+    for name in BACKENDS.names():
+        prefix = BACKENDS.meta(name).get("prefix")
+        how = (f"{prefix}NAME" if prefix else "NAME (the default)" if name == PLAIN[0]
+               else f'NAME with backend = "{name}"' if name in PLAIN else "(used by the others)")
+        lines.append(f"{name:18s} {how:35s} {BACKENDS.origin(name)}")
+    return lines
 
 
 def cmd_judges(args) -> int:
@@ -28,6 +73,9 @@ def cmd_judges(args) -> int:
         if args.prepare:
             line += f"  {resolve_judge(name).path}"
         print(line)
+    if not args.names:                     # the whole listing: the backends too, plugins' included
+        warn_plugins(BACKENDS)
+        print("\n" + "\n".join(backend_lines()))
     return 0
 
 
