@@ -44,8 +44,8 @@ class Units:
         names = np.asarray([str(c) for c in clusters])
         ids, inverse = np.unique(names, return_inverse=True) if len(names) else (np.asarray([]), np.asarray([], int))
         order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(ids) + 1))
-        members = tuple(order[bounds[i]:bounds[i + 1]] for i in range(len(ids)))
+        offsets = np.searchsorted(inverse[order], np.arange(len(ids) + 1))
+        members = tuple(order[offsets[i]:offsets[i + 1]] for i in range(len(ids)))
         return cls(tuple(str(i) for i in ids), members, {k: np.asarray(v) for k, v in columns.items()}, statistic,
                    bounds)
 
