@@ -28,14 +28,14 @@ from litjudge.grammars.upstream import UpstreamYesNo
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
-from .metrics.calibration import brier_of, calibration_error_of
+from .metrics.calibration import brier_of, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
 AGREEMENT = ("kappa", "balanced_accuracy")
 CORRELATION = ("pearson", "spearman")
-CALIBRATION = ("ece", "calibration_error", "brier")
+CALIBRATION = ("ece", "squared_calibration_error", "brier")
 
 DEFAULT_INTRO = ("You are an expert reader judging a short story on one test of creative writing "
                  "from the Torrance Test of Creative Writing. Read the story, then the background on "
@@ -85,7 +85,7 @@ class TTCW(Protocol):
                 "per_test": MetricTable(by=("view", "test"), pooled=None, higher=AGREEMENT, rank=AGREEMENT),
                 "story_counts": MetricTable(by=("view",), pooled="view=all", higher=CORRELATION, rank=CORRELATION),
                 "story_cutoff": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
-                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("calibration_error", "brier"))},
+                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("squared_calibration_error", "brier"))},
         rank_by="overall.kappa",
         fields={"story_id": str, "test": int, "source": str, "group": str, "judgeable": bool})
 
@@ -103,8 +103,10 @@ class TTCW(Protocol):
             return None
         if rank.table == "calibration_summary":
             rows = rows.filter(pl.col("p_yes").is_not_null() & (pl.col("status") == "ok"))
+            if rank.metric == "squared_calibration_error":
+                return calibration_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
             return Units.of(rows["story_id"].to_list(), {"p": rows["p_yes"].to_numpy(), "y": rows["expert_pass"].to_numpy()},
-                            calibration_error_of if rank.metric == "calibration_error" else brier_of)
+                            brier_of)
         rows = rows.filter(pl.col("judge_pass").is_not_null())
         if rank.table in ("overall", "per_test"):
             return Units.of(rows["story_id"].to_list(), {"truth": rows["expert_pass"].to_numpy(),

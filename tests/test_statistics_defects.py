@@ -28,3 +28,18 @@ def test_a_constant_estimate_without_natural_bounds_has_no_interval(statistic, c
     interval (as the overall table prints), never [0.692, 5.010]."""
     low, high, note = Units.of(STORIES, columns, statistic).interval_with_note(200)
     assert math.isnan(low) and math.isnan(high) and note == NO_SPREAD
+
+
+# -- D2: same_as_best tested on the shared clusters only, the table shows each cell's own ------
+def test_the_first_row_of_a_ranking_is_never_marked_worse_than_a_row_it_outranks():
+    """Cell A: 50 pairs (its 30 own pairs all right, 3 of the 20 it shares with B), 0.66; cell B:
+    the 20 shared pairs, 13 right, 0.65. Tested on the shared 20 only, A (0.15 there) was marked
+    worse than the best while ranking first."""
+    from litjudge.engine.app.sweep_rank import Ranked, ranking
+
+    shared = [f"p{i}" for i in range(20)]
+    a = Units.rate(shared + [f"q{i}" for i in range(30)], [1.0] * 3 + [0.0] * 17 + [1.0] * 30)
+    b = Units.rate(shared, [1.0] * 13 + [0.0] * 7)
+    table = ranking([Ranked({"judge": "a"}, a.value(), 50, a), Ranked({"judge": "b"}, b.value(), 20, b)], True, 300)
+    assert table["judge"].to_list() == ["a", "b"] and table["clusters"].to_list() == [50, 20]
+    assert table["same_as_best"].to_list() == [True, True]
