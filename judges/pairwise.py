@@ -32,7 +32,6 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed, units_where
-from .metrics.base import scipy_stats
 from .metrics.bootstrap import MIN_CLUSTERS, too_few
 from .metrics.calibration import brier_of, calibration_units
 from .metrics.estimates import Units
@@ -347,7 +346,9 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     note = too_few(pairs) if pairs < MIN_CLUSTERS else SEPARATED if split else None
     if note is None:
         se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
-        z = float(scipy_stats().t.ppf(0.975, pairs - 1))      # G - 1 degrees of freedom: few clusters
+        from scipy.special import stdtrit
+
+        z = float(stdtrit(pairs - 1, 0.975))               # t(G - 1): few clusters
         lo, hi = sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se)
     return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
             "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,

@@ -74,16 +74,19 @@ SELF_CORRECTED = ("every scored item is labelled: the correction would return th
 def label_distribution(df: pl.DataFrame, cluster: str, label: str = "label") -> pl.DataFrame:
     """Share of each label per judge among its answers (unparsed ones counted as the label
     "unparsed"), with its 95% interval, the `cluster` column's units (a story's verdicts, a pair's
-    orders) the clusters (`proportion.rate_interval`, every judge and label at once)."""
+    orders) the clusters (`proportion.rate_interval`, every judge and label at once). Every label
+    any judge of the frame said has a row for each judge (a judge that never says it: share 0,
+    with its interval)."""
     answers = df.select("judge", pl.col(cluster).cast(pl.Utf8).alias("cluster"),
                         pl.col(label).cast(pl.Utf8).fill_null("unparsed").alias("said"))
-    labels = answers.select("judge", pl.col("said").alias("label")).unique()
-    shares = (answers.join(labels, on="judge").with_columns((pl.col("said") == pl.col("label")).cast(pl.Float64)
-                                                            .alias("v")))
+    labels = answers.select(pl.col("said").alias("label")).unique()
+    shares = (answers.join(labels, how="cross").with_columns((pl.col("said") == pl.col("label")).cast(pl.Float64)
+                                                             .alias("v")))
     counts = answers.group_by("judge", "said").agg(pl.len().alias("n")).rename({"said": "label"})
     out = rate_rows(shares, ["judge", "label"], "cluster", "v").rename({"v": "share"}).drop("n")
     order = df.select("judge").unique(maintain_order=True).with_row_index("_j")
-    return (out.join(counts, on=["judge", "label"]).join(order, on="judge").sort("_j", "label")
+    return (out.join(counts, on=["judge", "label"], how="left").with_columns(pl.col("n").fill_null(0))
+            .join(order, on="judge").sort("_j", "label")
             .select(pl.col("judge").cast(pl.Utf8), pl.col("label"), pl.col("n").cast(pl.Int64), "share", "ci_low",
                     "ci_high", "ci_note"))
 

@@ -58,6 +58,21 @@ def interval_note(clusters: int, low: float | None) -> str | None:
 
 
 CONSTANT = "every cluster gives the same value: exact binomial bound on a cluster that differs"
+FEW_PER_CLASS = (f"a human answer is in fewer than {MIN_CLUSTERS} clusters: its rate (sensitivity or specificity) "
+                 "rests on too few independent units: no interval")
+
+
+def clusters_per_class(clusters: Sequence[Hashable], truth: Sequence) -> int:
+    """The fewest clusters holding any one truth class (0 with fewer than 2 classes): an agreement
+    metric's sensitivity and specificity each rest on the clusters holding their class. Where
+    the experts pass 5% of tests with stories alike inside, the positives sit in one or two
+    stories, and a story-resampled balanced accuracy covered 0.4-0.6 at 10 stories
+    (tests/test_conformance.py); below MIN_CLUSTERS such clusters no interval is printed."""
+    by_class: dict[str, set[str]] = {}
+    for c, t in zip(clusters, truth, strict=True):
+        if not is_missing(t):
+            by_class.setdefault(str(t), set()).add(str(c))
+    return min((len(v) for v in by_class.values()), default=0) if len(by_class) >= 2 else 0
 
 
 def constant_interval(value: float, clusters: int, bounds: tuple[float, float], alpha: float = 0.05) -> tuple[float, float]:

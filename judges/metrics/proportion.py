@@ -11,10 +11,14 @@ The rule (Korn & Graubard 1998, "Confidence intervals for proportions with small
 of positive counts estimated from survey data"): Clopper-Pearson on the effective sample size
 n* = p (1 - p) / v, v the cluster-robust (linearized) variance of the estimate, n* at most the
 number of values (a design effect of at least 1), scaled by (t(n-1) / t(G-1))^2 for the G - 1
-degrees of freedom of v. Two guards, both in the published interval's note:
-- where the rarer answer (a value above 0, or one below 1) occurs in fewer than FEW_CLUSTERS
-  clusters, v says nothing about how the clusters differ: the interval is widened to Clopper-
-  Pearson with one trial per cluster (n* = G, the largest design effect there can be);
+degrees of freedom of v. It covers 0.93-0.99 where the rate is between 0.2 and 0.8, but near 0 or
+1 it covered 0.85-0.92 at 30 stories (rho = 0.6): v is estimated from the clusters the sample
+holds, and the few where the rarer answer concentrates are often not among them. Hence, with the
+reason in the published interval's note:
+- a rate below LOPSIDED or above 1 - LOPSIDED, or whose rarer answer (a value above 0, or one
+  below 1) occurs in fewer than FEW_CLUSTERS clusters: the interval is widened to Clopper-Pearson
+  with one trial per cluster (n* = G, the largest design effect there can be), which covered
+  0.94-1.00 in every case simulated, 5% of other answers spread over all clusters included;
 - where every cluster gives the same value (v = 0), the exact binomial bound on a cluster that
   differs (`bootstrap.constant_interval`; for a rate of 1 over G clusters this equals the guard's
   Clopper-Pearson, [0.025^(1/G), 1]).
@@ -37,8 +41,9 @@ from .base import is_missing
 from .bootstrap import CONSTANT, MIN_CLUSTERS, MeanCI, constant_interval, or_none, too_few
 
 FEW_CLUSTERS = 5
-FEW = (f"the rarer answer in fewer than {FEW_CLUSTERS} clusters: Clopper-Pearson with one trial per cluster "
-       "(the largest design effect)")
+LOPSIDED = 0.2
+FEW = (f"a rate below {LOPSIDED} or above {1 - LOPSIDED:g}, or its rarer answer in fewer than {FEW_CLUSTERS} "
+       "clusters: Clopper-Pearson with one trial per cluster (the largest design effect)")
 
 
 def clopper_pearson(x: np.ndarray, n: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
@@ -82,7 +87,7 @@ def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, val
     few_low, few_high = clopper_pearson(value * g, g, alpha)
     const_low, const_high = _constant(value, g, alpha)
     constant = variance <= 1e-14 * np.maximum(value * (1 - value), 1e-300)
-    few = rarer < FEW_CLUSTERS
+    few = (rarer < FEW_CLUSTERS) | (np.minimum(value, 1 - value) < LOPSIDED)
     rule = np.where(g < MIN_CLUSTERS, 3, np.where(constant, 2, np.where(few, 1, 0)))
     low = np.where(rule == 2, const_low, np.where(rule == 1, np.minimum(low, few_low), low))
     high = np.where(rule == 2, const_high, np.where(rule == 1, np.maximum(high, few_high), high))
