@@ -33,7 +33,7 @@ from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed, units_where
 from .metrics.bootstrap import MIN_CLUSTERS, too_few
-from .metrics.calibration import brier_of, calibration_units
+from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
 from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
 from .tables import calibration_tables, label_distribution, rate_rows
@@ -99,15 +99,14 @@ class Pairwise(Protocol):
             rows = rows.filter(pl.col("p_a").is_not_null() & pl.col("human").is_in(["a", "b"]) & (pl.col("status") == "ok"))
             if rank.metric == "squared_calibration_error":
                 return calibration_units(rows["pair_id"].to_list(), rows["p_a"].to_list(), (rows["human"] == "a").to_list())
-            return Units.of(rows["pair_id"].to_list(), {"p": rows["p_a"].to_numpy(), "y": (rows["human"] == "a").to_numpy()},
-                            brier_of)
+            return brier_units(rows["pair_id"].to_list(), rows["p_a"].to_list(), (rows["human"] == "a").to_list())
         labelled = rows.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
         if rank.name == "length_control.lc_accuracy":
             labelled = labelled.filter(pl.col("pick") != "tie")
             x = _control_features(labelled, options.style_control and all(f"{k}_a" in labelled.columns for k in STYLE))
             cols = {f"x{i}": [r[i] for r in x] for i in range(len(x[0]))} if x else {"x0": []}
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
-                            lc_accuracy_of)
+                            lc_accuracy_of, rule=_lc_rule)
         return Units.rate(labelled["pair_id"].to_list(), (labelled["pick"] == labelled["human"]).cast(pl.Float64)
                           .to_list(), labelled["order"].to_list())
 
@@ -339,20 +338,27 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
                 "ci_high": None, "separated": None, "ci_note": None, **{f"coef_{n}": None for n in names}}
     x = _control_features(rows, style)
     y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
-    beta = fit_logistic(x, y)
-    pairs = rows["pair_id"].n_unique()
-    split = separated(x, y)
-    lo = hi = None
-    note = too_few(pairs) if pairs < MIN_CLUSTERS else SEPARATED if split else None
-    if note is None:
-        se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
-        from scipy.special import stdtrit
-
-        z = float(stdtrit(pairs - 1, 0.975))               # t(G - 1): few clusters
-        lo, hi = sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se)
+    beta, lo, hi, split, note = lc_fit(x, y, rows["pair_id"].to_list())
     return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
             "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,
             **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
+
+
+def lc_fit(x: list[list[float]], y: list[float], pairs: list) -> tuple:
+    """(coefficients, CI low, CI high, separated, note) of the length-controlled fit: the interval
+    from the intercept's cluster-robust standard error with a t(G - 1) quantile (the tables' and
+    a sweep's, `lc_units`)."""
+    beta = fit_logistic(x, y)
+    g = len(set(map(str, pairs)))
+    split = separated(x, y)
+    note = too_few(g) if g < MIN_CLUSTERS else SEPARATED if split else None
+    if note is not None:
+        return beta, None, None, split, note
+    from scipy.special import stdtrit
+
+    se = math.sqrt(max(cluster_robust_cov(x, y, beta, pairs)[0, 0], 0.0))
+    z = float(stdtrit(g - 1, 0.975))                   # t(G - 1): few clusters
+    return beta, sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se), split, None
 
 
 def lc_accuracy_of(c) -> float:
@@ -361,6 +367,13 @@ def lc_accuracy_of(c) -> float:
     if not len(c["y"]):
         return math.nan
     return sigmoid(float(fit_logistic(list(zip(*x)), c["y"].astype(float).tolist())[0]))
+
+
+def _lc_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
+    """A sweep's interval of lc_accuracy: the table's (`lc_fit`), not a bootstrap of refits."""
+    x = [list(r) for r in zip(*(u.columns[k] for k in sorted(k for k in u.columns if k.startswith("x"))))]
+    _, lo, hi, _, note = lc_fit(x, u.columns["y"].astype(float).tolist(), u.cluster_of_rows().tolist())
+    return (math.nan if lo is None else lo), (math.nan if hi is None else hi), note
 
 
 SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"

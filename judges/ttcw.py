@@ -35,7 +35,7 @@ from .metrics.bootstrap import (
     clusters_per_class,
     interval_note,
 )
-from .metrics.calibration import brier_of, calibration_units
+from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
@@ -112,8 +112,7 @@ class TTCW(Protocol):
             rows = rows.filter(pl.col("p_yes").is_not_null() & (pl.col("status") == "ok"))
             if rank.metric == "squared_calibration_error":
                 return calibration_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
-            return Units.of(rows["story_id"].to_list(), {"p": rows["p_yes"].to_numpy(), "y": rows["expert_pass"].to_numpy()},
-                            brier_of)
+            return brier_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
         rows = rows.filter(pl.col("judge_pass").is_not_null())
         if rank.table in ("overall", "per_test"):
             return Units.agreement(rows["story_id"].to_list(), rows["expert_pass"].to_list(), rows["judge_pass"].to_list(),

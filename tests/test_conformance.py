@@ -81,14 +81,20 @@ def test_a_calibrated_judges_calibration_error_interval_holds_zero(stories):
 
 
 # -- the sweep ranking's intervals ----------------------------------------------------------
-def stories_frame(rng: np.random.Generator, stories: int, draws: int, prevalence: float = 0.35):
-    """per_item rows as TTCW writes them: `draws` judges x stories x 14 tests, a story-level pass
-    prevalence and judge skill (a story's verdicts are correlated)."""
+def story_arrays(rng: np.random.Generator, stories: int, draws: int, prevalence: float = 0.35):
+    """(truth, pred) of `draws` judges x stories x 14 tests: a story-level pass prevalence and
+    judge skill (a story's verdicts are correlated)."""
     prev = beta_rates(rng, (draws, stories), prevalence, 0.2)
     u = rng.normal(0, 0.8, (draws, stories))
     y = rng.random((draws, stories, 14)) < prev[..., None]
     r = rng.random(y.shape)
     pred = np.where(y, r < (1 / (1 + np.exp(-(1.0 + u))))[..., None], r > (1 / (1 + np.exp(-(1.4 - u))))[..., None])
+    return y, pred
+
+
+def stories_frame(rng: np.random.Generator, stories: int, draws: int, prevalence: float = 0.35):
+    """per_item rows as TTCW writes them (`story_arrays`)."""
+    y, pred = story_arrays(rng, stories, draws, prevalence)
     d, g, t = (a.ravel() for a in np.indices(y.shape))
     return pl.DataFrame({"judge": np.asarray(judges(draws))[d], "story_id": [f"s{x}" for x in g], "test": t + 1,
                          "status": "ok", "p_yes": None, "expert_pass": y.ravel(), "judge_pass": pred.ravel()})
@@ -222,3 +228,71 @@ def test_the_calibration_table_and_the_sweep_print_the_same_interval():
         [(np.minimum((p * 10).astype(int), 9) == b).sum() for b in range(10)],
         [p[np.minimum((p * 10).astype(int), 9) == b].sum() for b in range(10)],
         [y[np.minimum((p * 10).astype(int), 9) == b].sum() for b in range(10)])])) == pytest.approx(units.value())
+
+
+def story_level_truths(prevalence: float) -> dict[str, float]:
+    """The story-level estimands on 200,000 stories: Pearson and Spearman of the judge's and the
+    experts' pass counts, kappa and balanced accuracy of "passes half its tests"."""
+    from scipy.stats import pearsonr, spearmanr
+
+    y, pred = story_arrays(np.random.default_rng(77), 200_000, 1, prevalence)
+    judge, expert = pred[0].sum(axis=1), y[0].sum(axis=1)
+    a, b = expert / 14 >= 0.5, judge / 14 >= 0.5
+    counts = [float((a & b).sum()), float((a & ~b).sum()), float((~a & b).sum()), float((~a & ~b).sum())]
+    return {"story_counts.pearson": float(pearsonr(judge, expert).statistic),
+            "story_counts.spearman": float(spearmanr(judge, expert).statistic),
+            "story_cutoff.kappa": float(kappa_of.of(*counts)), "story_cutoff.balanced_accuracy":
+            float(balanced_accuracy_of.of(*counts))}
+
+
+@pytest.mark.parametrize("name, stories, prevalence", [("story_counts.pearson", MIN_CLUSTERS, 0.35),
+                                                       ("story_counts.spearman", MIN_CLUSTERS, 0.35),
+                                                       ("story_cutoff.kappa", 30, 0.5),
+                                                       ("story_cutoff.balanced_accuracy", 30, 0.5)])
+def test_the_ranked_story_level_estimates_cover(name, stories, prevalence):
+    """The sweep's intervals of TTCW's story-level estimates (one row per story, stories
+    resampled): the pass-count correlations at the minimum; the story cutoff's agreement at 30
+    (below 10 stories of each expert verdict it prints none)."""
+    per_item = stories_frame(np.random.default_rng(len(name) + stories), stories, DRAWS, prevalence)
+    bounds = [TTCW().rank_units({"per_item": per_item}, j, RankBy(name), TTCWOptions()).interval(300)
+              for j in judges(DRAWS)]
+    got = coverage([b[0] for b in bounds], [b[1] for b in bounds], story_level_truths(prevalence)[name])
+    print(name, got)
+    assert got >= COVERAGE, got
+
+
+def test_the_ranked_brier_score_covers():
+    """calibration_summary.brier in a sweep (stories resampled): a calibrated judge's Brier is
+    E[p (1 - p)]."""
+    rng = np.random.default_rng(31)
+    mu = beta_rates(rng, (DRAWS, MIN_CLUSTERS), 0.3, 0.3)
+    p = np.clip(mu[..., None] + rng.normal(0, 0.1, (DRAWS, MIN_CLUSTERS, 14)), 0.01, 0.99)
+    d, g, _ = (a.ravel() for a in np.indices(p.shape))
+    per_item = pl.DataFrame({"judge": np.asarray(judges(DRAWS))[d], "story_id": g.astype(str), "test": 1, "status": "ok",
+                             "p_yes": p.ravel(), "expert_pass": rng.random(p.size) < p.ravel(), "judge_pass": True})
+    big = np.clip(beta_rates(np.random.default_rng(0), (400_000,), 0.3, 0.3)[:, None]
+                  + np.random.default_rng(1).normal(0, 0.1, (400_000, 14)), 0.01, 0.99)
+    bounds = [TTCW().rank_units({"per_item": per_item}, j, RankBy("calibration_summary.brier"), TTCWOptions())
+              .interval(300) for j in judges(DRAWS)]
+    got = coverage([b[0] for b in bounds], [b[1] for b in bounds], float((big * (1 - big)).mean()))
+    print(got)
+    assert got >= COVERAGE, got
+
+
+def test_a_ranked_rate_prints_the_interval_of_its_table():
+    """pairwise accuracy.accuracy and length_control.lc_accuracy in a sweep read the same
+    interval as the accuracy and length-control tables (`Units.rate`, `pairwise.lc_fit`)."""
+    from litjudge.judges.pairwise import Pairwise, PairwiseOptions
+    from tests.conformance_data import context, pairwise_frame, right_in_both_orders
+
+    rng = np.random.default_rng(2)
+    human = rng.random((3, 12)) < 0.5
+    frame = pairwise_frame(rng, right_in_both_orders(np.full((3, 12), 0.7), human), human)
+    frame = frame.with_columns(pl.Series("words_a", rng.integers(50, 400, frame.height)))
+    tables = Pairwise().tables(frame, context(Pairwise(), "pairs-generic"))
+    for name, table, where in (("accuracy.accuracy", "accuracy", pl.col("order") == "mean of both"),
+                               ("length_control.lc_accuracy", "length_control", pl.lit(True))):
+        rows = tables[table].filter(where)
+        for judge, low, high in zip(rows["judge"], rows["ci_low"], rows["ci_high"]):
+            got = Pairwise().rank_units(tables, judge, RankBy(name), PairwiseOptions()).interval()
+            assert got == pytest.approx((low, high)), (name, judge)

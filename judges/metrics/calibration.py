@@ -200,6 +200,10 @@ def calibration_units(clusters: Sequence[Hashable], p: Sequence[float], y: Seque
                     squared_calibration_error_of, rule=rule)
 
 
-def brier_of(c) -> float:
-    """The Brier score of rows with columns p and y."""
-    return float(((c["p"].astype(float) - c["y"].astype(float)) ** 2).mean()) if len(c["p"]) else NAN
+def brier_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):
+    """The Brier score as a rankable estimate: the mean of (p - y)^2, its interval the bootstrap
+    of that mean over clusters."""
+    from .estimates import Units, mean_of
+
+    errors = (np.asarray(p, dtype=float) - np.asarray(y, dtype=float)) ** 2
+    return Units.of(clusters, {"v": errors}, mean_of("v"), bounds=(0.0, 1.0))

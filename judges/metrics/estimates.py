@@ -32,7 +32,16 @@ from .bootstrap import (
     percentile_interval,
 )
 from .proportion import rate_with_ci
-from .ranking import pearson, spearman
+from .row_statistics import (  # noqa: F401  (the statistics of estimates, imported from here)
+    BinaryAgreement,
+    MeanOf,
+    balanced_accuracy_of,
+    kappa_of,
+    mean_of,
+    mean_of_stratum_means,
+    pearson_of,
+    spearman_of,
+)
 
 Columns = Mapping[str, np.ndarray]
 Statistic = Callable[[Columns], float]
@@ -108,7 +117,7 @@ class Units:
         cluster positions, -1 for a cluster it lacks, left out; all clusters when None)."""
         positions = np.arange(self.clusters) if positions is None else np.asarray(positions)
         clusters = positions[draws]
-        if isinstance(self.statistic, (MeanOf, BinaryAgreement)):
+        if hasattr(self.statistic, "resampled_means"):
             return self.statistic.resampled_means(self, clusters)
         return np.asarray([self.statistic(self._rows(row[row >= 0])) for row in clusters], dtype=float)
 
@@ -197,106 +206,3 @@ def same_as_best(cells: Sequence[Units], higher_is_better: bool, resamples: int 
     return verdicts
 
 
-# -- statistics over rows (numpy, called once per resample) ----------------------------------
-@dataclass(frozen=True)
-class MeanOf:
-    """The mean of a column (an accuracy, a rate, a mean Spearman over lists), or with `stratum`
-    the mean over strata of each stratum's mean (pairwise accuracy, the mean of both orders).
-    Resampled from per-cluster sums at once (`resampled_means`), not row by row."""
-
-    column: str
-    stratum: str | None = None
-
-    def __call__(self, c: Columns) -> float:
-        if not len(c[self.column]):
-            return math.nan
-        if self.stratum is None:
-            return float(c[self.column].mean())
-        return float(np.mean([c[self.column][c[self.stratum] == s].mean() for s in np.unique(c[self.stratum])]))
-
-    def sums(self, u: Units) -> tuple[np.ndarray, np.ndarray]:
-        """Per cluster of `u` and stratum: the sum of the column and the count, (G, S)."""
-        _, si = (np.unique(u.columns[self.stratum], return_inverse=True) if self.stratum is not None
-                 else (None, np.zeros(len(u.columns[self.column]), dtype=int)))
-        shape = (u.clusters, int(si.max()) + 1 if len(si) else 1)
-        sums, counts = np.zeros(shape), np.zeros(shape)
-        rows = u.cluster_of_rows()
-        np.add.at(sums, (rows, si), u.columns[self.column].astype(float))
-        np.add.at(counts, (rows, si), 1.0)
-        return sums, counts
-
-    def resampled_means(self, u: Units, clusters: np.ndarray) -> np.ndarray:
-        """The statistic over each row of `clusters` (cluster positions; -1: none)."""
-        sums, counts = self.sums(u)
-        kept = (clusters >= 0)[..., None]
-        total = np.where(kept, sums[np.maximum(clusters, 0)], 0.0).sum(axis=1)
-        size = np.where(kept, counts[np.maximum(clusters, 0)], 0.0).sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmean(np.where(size > 0, total / np.where(size > 0, size, 1), np.nan), axis=1)
-
-
-def mean_of(column: str) -> Statistic:
-    """The mean of a column (`MeanOf`)."""
-    return MeanOf(column)
-
-
-def mean_of_stratum_means(column: str, stratum: str) -> Statistic:
-    """The mean over strata of each stratum's mean (`MeanOf`)."""
-    return MeanOf(column, stratum)
-
-
-def binary_counts(c: Columns) -> tuple[float, float, float, float]:
-    t, p = c["truth"].astype(bool), c["pred"].astype(bool)
-    return float((t & p).sum()), float((t & ~p).sum()), float((~t & p).sum()), float((~t & ~p).sum())
-
-
-def kappa_from(tp, fn, fp, tn):
-    """Cohen's kappa of two binary raters from the 2 x 2 counts (arrays or floats); NaN when both
-    raters are constant."""
-    tp, fn, fp, tn = (np.asarray(x, dtype=float) for x in (tp, fn, fp, tn))
-    n = tp + fn + fp + tn
-    with np.errstate(invalid="ignore", divide="ignore"):
-        po = (tp + tn) / n
-        pe = ((tp + fn) * (tp + fp) + (fp + tn) * (fn + tn)) / n / n
-        return np.where((n > 0) & (pe < 1 - 1e-15), (po - pe) / (1 - pe), np.nan)
-
-
-def balanced_accuracy_from(tp, fn, fp, tn):
-    """The mean of sensitivity and specificity from the 2 x 2 counts; NaN with one truth class."""
-    tp, fn, fp, tn = (np.asarray(x, dtype=float) for x in (tp, fn, fp, tn))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((tp + fn > 0) & (fp + tn > 0), 0.5 * (tp / (tp + fn) + tn / (fp + tn)), np.nan)
-
-
-@dataclass(frozen=True)
-class BinaryAgreement:
-    """Kappa or balanced accuracy of columns truth and pred, resampled from per-cluster 2 x 2
-    counts at once."""
-
-    of: Callable[..., np.ndarray]
-
-    def __call__(self, c: Columns) -> float:
-        return float(self.of(*binary_counts(c)))
-
-    def resampled_means(self, u: Units, clusters: np.ndarray) -> np.ndarray:
-        t, p = u.columns["truth"].astype(bool), u.columns["pred"].astype(bool)
-        rows = u.cluster_of_rows()
-        cells = np.stack([np.bincount(rows, weights=(a & b).astype(float), minlength=u.clusters)
-                          for a, b in ((t, p), (t, ~p), (~t, p), (~t, ~p))])          # (4, G)
-        drawn = np.where(clusters >= 0, cells[:, np.maximum(clusters, 0)], 0.0).sum(axis=2)
-        return self.of(*drawn)
-
-
-kappa_of = BinaryAgreement(kappa_from)
-balanced_accuracy_of = BinaryAgreement(balanced_accuracy_from)
-
-
-def pearson_of(c: Columns) -> float:
-    """Pearson's r of columns x and y; NaN with fewer than 3 rows or a constant side."""
-    return pearson(c["x"].tolist(), c["y"].tolist()).value
-
-
-def spearman_of(c: Columns) -> float:
-    """Spearman's rho of columns x and y; NaN with fewer than 3 rows or a constant side."""
-    return spearman(c["x"].tolist(), c["y"].tolist()).value
