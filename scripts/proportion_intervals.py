@@ -5,7 +5,8 @@
 Each scenario draws G clusters (stories) with `sizes` values each (unequal: 3, 6, 10, 14, 20, 31
 repeated), a cluster rate from a Beta distribution with mean p and within-cluster correlation rho
 (the beta-binomial's intra-cluster correlation 1 / (a + b + 1)), and the cluster's values from it.
-The truth is p. Printed per scenario: the coverage of the 95% interval and its mean width for
+With `other` = 0.05 a twentieth of the answers is replaced by another (an unparsed verdict), spread
+over every cluster. The truth is p (1 - other). Printed per scenario: the coverage of the 95% interval and its mean width for
 - the expanded percentile cluster bootstrap (the rule before: `bootstrap.percentile_interval`,
   with the exact bound where no resample varies),
 - Korn-Graubard alone (Clopper-Pearson on the effective sample size from the cluster-robust
@@ -25,11 +26,15 @@ from litjudge.judges.metrics.proportion import _constant, _korn_graubard, rate_i
 SIZES = {"14 each": (14,), "unequal": (3, 6, 10, 14, 20, 31)}
 
 
-def draw(rng: np.random.Generator, draws: int, g: int, sizes: tuple[int, ...], p: float, rho: float):
+def draw(rng: np.random.Generator, draws: int, g: int, sizes: tuple[int, ...], p: float, rho: float,
+         other: float = 0.0):
+    """Per draw and cluster: the count of the answer and the cluster's size; `other`: a share of
+    answers replaced by another one (an unparsed verdict) independently of the cluster."""
     m = np.resize(np.asarray(sizes), g).astype(float)
     s = 1 / rho - 1
     rates = rng.beta(p * s, (1 - p) * s, (draws, g))
-    y = rng.binomial(np.broadcast_to(m.astype(int), (draws, g)), rates).astype(float)
+    y = rng.binomial(np.broadcast_to(m.astype(int), (draws, g)), rates)
+    y = rng.binomial(y, 1 - other).astype(float)
     return y[..., None], np.broadcast_to(m, (draws, g))[..., None].copy()
 
 
@@ -60,18 +65,22 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     print(f"{CONSTANT!r} where every cluster alike; {args.draws} draws per row; coverage (mean width)")
-    print(f"{'G':>3} {'sizes':>8} {'p':>5} {'rho':>4} | {'bootstrap':>16} | {'Korn-Graubard':>16} | {'published':>16}")
+    print(f"{'G':>3} {'sizes':>8} {'p':>5} {'rho':>4} {'other':>5} | {'bootstrap':>16} | {'Korn-Graubard':>16} | "
+          f"{'published':>16}")
     for g in (10, 15, 30):
         for name, sizes in SIZES.items():
             for p in (0.05, 0.15, 0.5, 0.95):
                 for rho in (0.3, 0.6):
-                    y, m = draw(rng, args.draws, g, sizes, p, rho)
-                    cells = []
-                    for low, high in (bootstrap(rng, y, m), korn_graubard(y, m), rate_interval(y, m)[1:3]):
-                        ok = ~np.isnan(low)
-                        cover = float(np.mean(np.where(ok, (low <= p) & (p <= high), False)))
-                        cells.append(f"{cover:.3f} ({float(np.nanmean(high - low)):.3f})")
-                    print(f"{g:>3} {name:>8} {p:>5} {rho:>4} | " + " | ".join(f"{c:>16}" for c in cells), flush=True)
+                    for other in (0.0, 0.05):
+                        y, m = draw(rng, args.draws, g, sizes, p, rho, other)
+                        truth = p * (1 - other)
+                        cells = []
+                        for low, high in (bootstrap(rng, y, m), korn_graubard(y, m), rate_interval(y, m)[1:3]):
+                            ok = ~np.isnan(low)
+                            cover = float(np.mean(np.where(ok, (low <= truth) & (truth <= high), False)))
+                            cells.append(f"{cover:.3f} ({float(np.nanmean(high - low)):.3f})")
+                        print(f"{g:>3} {name:>8} {p:>5} {rho:>4} {other:>5} | " + " | ".join(f"{c:>16}" for c in cells),
+                              flush=True)
 
 
 if __name__ == "__main__":

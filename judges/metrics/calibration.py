@@ -41,6 +41,7 @@ import numpy as np
 
 from .base import NAN, MetricResult, is_missing, known_pairs
 from .bootstrap import interval_note, percentile_interval
+from .estimates import Units, mean_of
 
 
 @dataclass(frozen=True)
@@ -189,8 +190,6 @@ def squared_calibration_error_of(c) -> float:
 
 def calibration_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):
     """The debiased CE^2 as a rankable estimate (10 bins), with the calibration table's interval."""
-    from .estimates import Units
-
     def rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
         pa, ya = u.columns["p"].astype(float), u.columns["y"].astype(float)
         point, low, high = centred_interval(*_bin_sums(pa, ya, u.cluster_of_rows(), u.clusters, 10),
@@ -203,7 +202,5 @@ def calibration_units(clusters: Sequence[Hashable], p: Sequence[float], y: Seque
 def brier_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):
     """The Brier score as a rankable estimate: the mean of (p - y)^2, its interval the bootstrap
     of that mean over clusters."""
-    from .estimates import Units, mean_of
-
     errors = (np.asarray(p, dtype=float) - np.asarray(y, dtype=float)) ** 2
     return Units.of(clusters, {"v": errors}, mean_of("v"), bounds=(0.0, 1.0))
