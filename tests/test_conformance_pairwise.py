@@ -52,6 +52,7 @@ def test_accuracy_and_bias_rates_cover_the_truth(p, rho, pairs):
         got[("bias", metric)] = coverage(*rows(bias, "metric", metric).select("ci_low", "ci_high"), truth)
     for label, truth in (("A", (1 - UNPARSED) / 2), ("unparsed", UNPARSED)):
         got[("label", label)] = coverage(*rows(shares, "label", label).select("ci_low", "ci_high"), truth)
+    print(p, rho, pairs, got)
     assert not {k: c for k, c in got.items() if c < COVERAGE}, got
 
 
@@ -72,6 +73,7 @@ def test_position_bias_tie_and_label_shares_cover_the_truth(p, rho, pairs):
            "tie_rate": coverage(*rows(bias, "metric", "tie_rate").select("ci_low", "ci_high"), TIE),
            "share A": coverage(*rows(shares, "label", "A").select("ci_low", "ci_high"), (1 - UNPARSED) * (1 - TIE) * p),
            "share tie": coverage(*rows(shares, "label", "tie").select("ci_low", "ci_high"), (1 - UNPARSED) * TIE)}
+    print(p, rho, pairs, got)
     assert not {k: c for k, c in got.items() if c < COVERAGE}, got
 
 
