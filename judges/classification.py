@@ -24,7 +24,7 @@ from litjudge.engine.data.items import ItemSet, sample_per_category, select_grou
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import accuracy, spearman
-from .metrics.estimates import Units, mean_of, spearman_of
+from .metrics.estimates import Units, spearman_of
 
 WRONG = "(missing: counted wrong)"     # the stand-in prediction of missing = "wrong": equals no truth
 DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst.\n\n<{kind}>\n{text}\n</{kind}>")
@@ -71,8 +71,7 @@ class Classification(Protocol):
         if rows is None:
             return None
         if rank.metric == "accuracy":
-            return Units.of(rows["item_id"].to_list(), {"v": (rows["pred"] == rows["truth"]).cast(pl.Float64).to_numpy()},
-                            mean_of("v"), bounds=(0.0, 1.0))
+            return Units.rate(rows["item_id"].to_list(), (rows["pred"] == rows["truth"]).cast(pl.Float64).to_list())
         order = {lab: len(options.labels) - i for i, lab in enumerate(options.labels)}
         rows = rows.filter(pl.col("pred").is_in(list(order)))
         return Units.of(rows["item_id"].to_list(), {"x": [order[t] for t in rows["truth"].to_list()],

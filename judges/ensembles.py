@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from .metrics.agreement import binary_agreement_with_ties, tie_credit
-from .metrics.bootstrap import MIN_CLUSTERS, mean_with_ci
+from .metrics.bootstrap import MIN_CLUSTERS
 from .metrics.jury import average, fit_stacking, majority, stacked
+from .metrics.proportion import cluster_mean_with_ci, rate_with_ci
 from .metrics.selective import Level, cascade
 from .tables import calibration_tables
 
@@ -100,115 +101,171 @@ def clusters_to_certify(target: float, delta: float) -> int:
     return math.ceil(math.log(delta) / math.log(target))
 
 
-def _interval(clusters: list[str], hits: list[float], resamples: int) -> dict:
-    return mean_with_ci(clusters, hits, resamples=resamples).row("agreement")
+def _interval(clusters: list[str], hits: list[float]) -> dict:
+    """Agreement (hits in [0, 1], a tie half) with its interval, clusters as the units."""
+    return rate_with_ci(clusters, hits).row("agreement")
 
 
-def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions, resamples: int = 1000) -> dict[str, pl.DataFrame]:
+@dataclass(frozen=True)
+class Split:
+    """Shared items of an ensemble: their clusters and truth, and which are calibration items
+    (indices) and which held out."""
+
+    clusters: list[str]
+    truth: list
+    calibration: list[int]
+    test: list[int]
+    calibration_clusters: int
+
+    @classmethod
+    def of(cls, clusters: list[str], truth: list, fraction: float, seed: int) -> Split:
+        chosen = split(clusters, fraction, seed)
+        return cls(clusters, truth, [i for i, c in enumerate(clusters) if c in chosen],
+                   [i for i, c in enumerate(clusters) if c not in chosen], len(chosen))
+
+
+def _levels(w: pl.DataFrame, judges: list[str]) -> list[Level]:
+    """Each judge as a cascade level: its answers and its confidence max(p, 1 - p) (0 without one)."""
+    levels = []
+    for j in judges:
+        preds, probs = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
+        conf = [max(q, 1 - q) if (q := _prob(a, b)) is not None else 0.0 for a, b in zip(preds, probs)]
+        levels.append(Level(j, preds, conf))
+    return levels
+
+
+def _work(w: pl.DataFrame, judges: list[str], items: list[int]) -> tuple[float, float | None]:
+    """Total tokens (at least 1) and cost (None when no judge reports one) of every judge on `items`."""
+    known_cost = any(w[f"cost|{j}"].is_not_null().any() for j in judges)
+    tokens = sum(sum(w[f"tokens|{j}"][i] or 0 for j in judges) for i in items) or 1
+    cost = sum(sum(w[f"cost|{j}"][i] or 0.0 for j in judges) for i in items)
+    return tokens, cost if known_cost else None
+
+
+def _level_rows(w: pl.DataFrame, levels: list[Level], thresholds: list[float | None], answered_by: list[int | None],
+                s: Split) -> tuple[list[dict], list[float], list[str]]:
+    """Per level on the held-out split: what reached it, what it answered and its agreement with
+    its interval, its share of the tokens and cost (None, not 0, where the decisions carry none);
+    and every answered item's hit and cluster."""
+    judges = [lv.judge for lv in levels]
+    known_tokens = any(w[f"tokens|{j}"].is_not_null().any() for j in judges)
+    total_tokens, total_cost = _work(w, judges, s.test)
+    rows, hits_all, clusters_all = [], [], []
+    for k, (lv, t) in enumerate(zip(levels, thresholds)):
+        mine = [i for i in s.test if answered_by[i] == k]
+        reached = [i for i in s.test if answered_by[i] is None or answered_by[i] >= k]   # type: ignore[operator]
+        hits = [float(lv.answers[i] == s.truth[i]) for i in mine]
+        hits_all += hits
+        clusters_all += [s.clusters[i] for i in mine]
+        tokens, cost = _work(w, [lv.judge], reached)                   # every item that reached it was asked
+        rows.append({"level": k + 1, "judge": lv.judge, "threshold": t, "reached": len(reached), "answered": len(mine),
+                     "coverage": len(mine) / len(s.test) if s.test else None,
+                     **_interval([s.clusters[i] for i in mine], hits),
+                     "token_share": tokens / total_tokens if known_tokens else None,
+                     "cost_usd": cost, "cost_share": cost / total_cost if cost is not None and total_cost else None})
+    return rows, hits_all, clusters_all
+
+
+def _cascade_summary(opts: CascadeOptions, levels: int, thresholds: list[float | None], s: Split, hits: list[float],
+                     clusters: list[str]) -> dict:
+    """The held-out split's answered share and agreement, and the certified estimand: each
+    cluster's agreement among its answered items, averaged over clusters (every story weighs the
+    same); item-level agreement can differ (80 clusters of one right verdict + 20 of ten half-wrong
+    ones: 0.99 per cluster, 0.64 per item)."""
+    overall = _interval(clusters, hits)
+    certified = cluster_mean_with_ci(clusters, hits)
+    need = clusters_to_certify(opts.target, opts.delta / levels)
+    answered = overall["n"]
+    return {"target": opts.target, "delta": opts.delta, "calibration_items": len(s.calibration),
+            "calibration_clusters": s.calibration_clusters, "test_items": len(s.test), "answered": answered,
+            "coverage": answered / len(s.test) if s.test else None, "abstained": len(s.test) - answered,
+            "cluster_agreement": certified.value, "cluster_ci_low": certified.ci_low,
+            "cluster_ci_high": certified.ci_high, "cluster_ci_note": certified.note,
+            "agreement": overall["agreement"], "ci_low": overall["ci_low"], "ci_high": overall["ci_high"],
+            "ci_note": overall["ci_note"],
+            # a point estimate on the held-out split of the certified estimand, not the guarantee
+            # (that is a property of the threshold rule over calibration draws, at 1 - delta)
+            "held_out_agreement_reaches_target": None if certified.value is None
+            else certified.value >= opts.target,
+            "note": None if any(t is not None for t in thresholds) else
+            f"no threshold certified: {s.calibration_clusters} calibration clusters; an error-free level needs at "
+            f"least {need} clusters at target {opts.target} and delta {opts.delta} over {levels} levels, more "
+            "with any error"}
+
+
+def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions) -> dict[str, pl.DataFrame]:
+    """The cascade's thresholds certified on the calibration split (clusters as the unit: items of
+    one cluster are not independent, `metrics.selective`), then every held-out item routed: per
+    level and in all, with intervals."""
     missing = [j for j in opts.judges if j not in set(frame["judge"].to_list())]
     if missing:
         raise ValueError(f"cascade judges {missing} are not judges of this run")
     every = _wide(frame, opts.judges)
     w = shared_items(every, opts.judges, "cascade")           # the items every level can answer
-    shared = w.height
-    clusters, truth = w["cluster"].to_list(), w["truth"].to_list()
-    calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
-    calibration = [i for i, c in enumerate(clusters) if c in calib_clusters]
-    test = [i for i, c in enumerate(clusters) if c not in calib_clusters]
-    levels = []
-    for j in opts.judges:
-        preds, probs = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
-        conf = [max(q, 1 - q) if (q := _prob(a, b)) is not None else 0.0 for a, b in zip(preds, probs)]
-        levels.append(Level(j, preds, conf))
-    # Items of one cluster (a story's tests, a pair's orders, repeats) are not independent: the
-    # thresholds are certified with the cluster as the unit (metrics.selective).
-    result = cascade(levels, truth, calibration, opts.target, opts.delta, clusters=clusters)
-    rows, answered_hits, answered_clusters = [], [], []
-    # Token and cost shares only where the decisions carry them (None, not 0, when they are unknown).
-    known_tokens = any(w[f"tokens|{j}"].is_not_null().any() for j in opts.judges)
-    known_cost = any(w[f"cost|{j}"].is_not_null().any() for j in opts.judges)
-    total_tokens = sum(sum(w[f"tokens|{j}"][i] or 0 for j in opts.judges) for i in test) or 1
-    total_cost = sum(sum(w[f"cost|{j}"][i] or 0.0 for j in opts.judges) for i in test)
-    for k, (lv, t) in enumerate(zip(levels, result.thresholds)):
-        mine = [i for i in test if result.answered_by[i] == k]
-        reached = [i for i in test if result.answered_by[i] is None or result.answered_by[i] >= k]
-        hits = [float(lv.answers[i] == truth[i]) for i in mine]
-        answered_hits += hits
-        answered_clusters += [clusters[i] for i in mine]
-        tokens = sum(w[f"tokens|{lv.judge}"][i] or 0 for i in reached)      # every item that reached it was asked
-        cost = sum(w[f"cost|{lv.judge}"][i] or 0.0 for i in reached)
-        rows.append({"level": k + 1, "judge": lv.judge, "threshold": t, "reached": len(reached), "answered": len(mine),
-                     "coverage": len(mine) / len(test) if test else None,
-                     **_interval([clusters[i] for i in mine], hits, resamples),
-                     "token_share": tokens / total_tokens if known_tokens else None,
-                     "cost_usd": cost if known_cost else None,
-                     "cost_share": cost / total_cost if known_cost and total_cost else None})
-    overall = _interval(answered_clusters, answered_hits, resamples)
-    # The certified estimand: each cluster's agreement among its answered items, averaged over
-    # clusters (every story weighs the same); item-level agreement can differ (80 clusters of one
-    # right verdict + 20 of ten half-wrong ones: 0.99 per cluster, 0.64 per item).
-    per_cluster = (pl.DataFrame({"c": answered_clusters, "h": answered_hits}, schema={"c": pl.Utf8, "h": pl.Float64})
-                   .group_by("c", maintain_order=True).agg(pl.col("h").mean()))
-    certified = mean_with_ci(per_cluster["c"].to_list(), per_cluster["h"].to_list(), resamples=resamples)
-    need = clusters_to_certify(opts.target, opts.delta / len(levels))
-    calib_n = len(calib_clusters)
-    summary = {"target": opts.target, "delta": opts.delta, "calibration_items": len(calibration),
-               "calibration_clusters": calib_n, "test_items": len(test), "answered": overall["n"],
-               "coverage": overall["n"] / len(test) if test else None, "abstained": len(test) - overall["n"],
-               "cluster_agreement": certified.value, "cluster_ci_low": certified.ci_low,
-               "cluster_ci_high": certified.ci_high,
-               "agreement": overall["agreement"], "ci_low": overall["ci_low"], "ci_high": overall["ci_high"],
-               "ci_note": overall["ci_note"],
-               # a point estimate on the held-out split of the certified estimand, not the guarantee
-               # (that is a property of the threshold rule over calibration draws, at 1 - delta)
-               "held_out_agreement_reaches_target": None if certified.value is None
-               else certified.value >= opts.target,
-               "note": None if any(t is not None for t in result.thresholds) else
-               f"no threshold certified: {calib_n} calibration clusters; an error-free level needs at least "
-               f"{need} clusters at target {opts.target} and delta {opts.delta} over {len(levels)} levels, more "
-               "with any error",
-               "items": every.height, "shared_items": shared}
+    s = Split.of(w["cluster"].to_list(), w["truth"].to_list(), opts.calibration_fraction, opts.seed)
+    levels = _levels(w, opts.judges)
+    result = cascade(levels, s.truth, s.calibration, opts.target, opts.delta, clusters=s.clusters)
+    rows, hits, clusters = _level_rows(w, levels, result.thresholds, result.answered_by, s)
+    summary = _cascade_summary(opts, len(levels), result.thresholds, s, hits, clusters)
+    summary |= {"items": every.height, "shared_items": w.height}
     return {"cascade": pl.DataFrame(rows), "cascade_summary": pl.DataFrame([summary])}
 
 
-def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 1000) -> dict[str, pl.DataFrame]:
-    """Each judge and each pooling on the held-out split. Tie rule: a pooled probability of exactly
-    0.5 (two judges split, or an average of 0.5) is a fair coin: half credit in agreement, half of
-    each label in kappa and balanced accuracy; `n` counts every held-out item, `ties` the ties."""
-    judges = opts.judges or sorted(set(frame["judge"].to_list()), key=frame["judge"].to_list().index)
-    w = shared_items(_wide(frame, judges), judges, "jury")
+@dataclass(frozen=True)
+class JuryInputs:
+    """The items every juror judged: per item each judge's P(positive) (one-hot where it gave only
+    a label), the truth and the cluster."""
+
+    probs: list[list[float]]
+    one_hot: list[list[bool]]
+    truth: list[bool]
+    clusters: list[str]
+
+
+def _jury_inputs(w: pl.DataFrame, judges: list[str]) -> JuryInputs:
     probs_cols, hot_cols = [], []
     for j in judges:
         preds, ps = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
         probs_cols.append([_prob(a, b) for a, b in zip(preds, ps)])
         hot_cols.append([b is None for b in ps])
-    keep = [i for i in range(w.height) if all(col[i] is not None for col in probs_cols)]   # items every judge judged
-    probs = [[col[i] for col in probs_cols] for i in keep]
-    one_hot = [[col[i] for col in hot_cols] for i in keep]
-    truth = [w["truth"][i] for i in keep]
-    clusters = [w["cluster"][i] for i in keep]
-    calib_clusters = split(clusters, opts.calibration_fraction, opts.seed)
-    cal = [k for k, c in enumerate(clusters) if c in calib_clusters]
-    test = [k for k, c in enumerate(clusters) if c not in calib_clusters]
-    weights = fit_stacking([probs[k] for k in cal], [truth[k] for k in cal], one_hot=[one_hot[k] for k in cal])
-    pooled = {"majority vote": majority(probs), "average": average(probs), "stacked": stacked(weights, probs, one_hot)}
-    members = {f"judge: {j}": [row[n] for row in probs] for n, j in enumerate(judges)}
-    rows, cal_rows = [], []
-    t = [truth[k] for k in test]
-    for name, p in {**members, **pooled}.items():
-        said = [tie_credit(p[k]) for k in test]
-        credit = [q if truth_k else 1.0 - q for q, truth_k in zip(said, t)]
-        scores = binary_agreement_with_ties(t, said)
-        rows.append({"member": name, **_interval([clusters[k] for k in test], credit, resamples),
-                     "ties": sum(q == 0.5 for q in said), "kappa": scores["kappa"].value,
-                     "balanced_accuracy": scores["balanced_accuracy"].value})
-        if name in ("stacked", "average"):
-            cal_rows += [{"judge": f"jury ({name})", "p": p[k], "truth": truth[k], "cluster": clusters[k]} for k in test]
+    keep = [i for i in range(w.height) if all(col[i] is not None for col in probs_cols)]
+    return JuryInputs([[col[i] for col in probs_cols] for i in keep], [[col[i] for col in hot_cols] for i in keep],
+                      [w["truth"][i] for i in keep], [w["cluster"][i] for i in keep])
+
+
+def _member_row(name: str, p: list[float], x: JuryInputs, test: list[int]) -> dict:
+    """One judge or pooling on the held-out items: agreement with ties as half credit (interval
+    over clusters), kappa and balanced accuracy of the same credits, and the ties."""
+    said = [tie_credit(p[k]) for k in test]
+    t = [x.truth[k] for k in test]
+    credit = [q if truth_k else 1.0 - q for q, truth_k in zip(said, t)]    # type: ignore[operator]
+    scores = binary_agreement_with_ties(t, said)                            # type: ignore[arg-type]
+    return {"member": name, **_interval([x.clusters[k] for k in test], credit),
+            "ties": sum(q == 0.5 for q in said), "kappa": scores["kappa"].value,
+            "balanced_accuracy": scores["balanced_accuracy"].value}
+
+
+def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 500) -> dict[str, pl.DataFrame]:
+    """Each judge and each pooling on the held-out split. Tie rule: a pooled probability of exactly
+    0.5 (two judges split, or an average of 0.5) is a fair coin: half credit in agreement, half of
+    each label in kappa and balanced accuracy; `n` counts every held-out item, `ties` the ties.
+    `resamples`: the jury's calibration interval."""
+    judges = opts.judges or sorted(set(frame["judge"].to_list()), key=frame["judge"].to_list().index)
+    x = _jury_inputs(shared_items(_wide(frame, judges), judges, "jury"), judges)
+    s = Split.of(x.clusters, x.truth, opts.calibration_fraction, opts.seed)
+    weights = fit_stacking([x.probs[k] for k in s.calibration], [x.truth[k] for k in s.calibration],
+                           one_hot=[x.one_hot[k] for k in s.calibration])
+    pooled = {"majority vote": majority(x.probs), "average": average(x.probs),
+              "stacked": stacked(weights, x.probs, x.one_hot)}
+    members = {f"judge: {j}": [row[n] for row in x.probs] for n, j in enumerate(judges)}
+    rows = [_member_row(name, p, x, s.test) for name, p in {**members, **pooled}.items()]
     weight_rows = [{"member": "intercept", "weight": weights[0]}] + [{"member": j, "weight": wt}
                                                                       for j, wt in zip(judges, weights[1:])]
     out = {"jury": pl.DataFrame(rows), "jury_weights": pl.DataFrame(weight_rows)}
+    cal_rows = [{"judge": f"jury ({name})", "p": pooled[name][k], "truth": x.truth[k], "cluster": x.clusters[k]}
+                for name in ("stacked", "average") for k in s.test]
     if cal_rows:
-        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=min(resamples, 500), cluster="cluster")
+        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=resamples, cluster="cluster")
         out.update({f"jury_{name}": table for name, table in calib.items()})
     return out
 

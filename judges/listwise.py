@@ -13,9 +13,11 @@ Method:
 3. Two scorings of one output: the 1..5 score, and the position score (first listed = N, last = 1).
 4. Per item: mean over every list that contains it. Then per (source, category) means; Spearman
    of item means against the ground truth (category rank, and human score when present); one-way
-   ANOVA across categories; ICC1/2/3 and ICC1k/2k/3k across repeats of the same list; the parse
-   success rate per N; an inter-judge Spearman matrix; self-preference where a judge's own family
-   wrote some items (`self_sources`): own minus others' mean, with a bootstrap CI.
+   ANOVA across categories (its p by shuffling categories within each item group); ICC1/2/3 and
+   ICC1k/2k/3k across repeats of the same list; the parse success rate per N; an inter-judge
+   Spearman matrix; self-preference where a judge's own family wrote some items (`self_sources`):
+   own minus others' mean, with a bootstrap CI resampling item groups. Item groups are the
+   independent units of every interval and p-value (a score is relative to its list).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
 from .metrics.bootstrap import difference_of_means_ci, interval_note, or_none
 from .metrics.estimates import Units, spearman_of
+from .metrics.reliability import within_strata_permutation_p
 from .permutation import permutation_tables
 
 DESIGNS = ("comprehensive", "segmented", "subsets")
@@ -218,11 +221,7 @@ class ListwiseRanking(Protocol):
                 agreement.append({"judge": judge, "score": name, "items": j.height,
                                   "spearman_category": cat.value, "spearman_human": hum.value,
                                   "note": why if cat.value != cat.value else None})
-                by_cat = [g[col].to_list() for _, g in j.filter(pl.col("category").is_not_null())
-                          .group_by("category", maintain_order=True)]
-                a = one_way_anova(by_cat)
-                anova.append({"judge": judge, "score": name, "items": a.n, "categories": len(by_cat),
-                              "F": a.value, "p": a.p_value})
+                anova.append({"judge": judge, "score": name, **anova_row(j, col)})
             cells += (j.group_by(["source", "category"]).agg(pl.col("mean_score").mean(), pl.col("mean_position").mean(),
                                                             pl.len().alias("items"), pl.col("category_rank").first())
                       .with_columns(pl.lit(judge).alias("judge")).to_dicts())
@@ -262,23 +261,38 @@ class ListwiseRanking(Protocol):
     @staticmethod
     def _self_preference(items: pl.DataFrame, opts: ListwiseOptions) -> pl.DataFrame:
         """Does a judge favour its own family's items? Its mean item score for them minus for the
-        others', with a 95% percentile-bootstrap interval (items resampled on each side); for the
-        1..5 score and for the rank position."""
+        others', with a 95% bootstrap interval resampling the item groups (the independent units:
+        a score is relative to the items listed with it); for the 1..5 score and for the rank
+        position."""
         rows = []
         for judge, source in opts.self_sources.items():
             j = items.filter(pl.col("judge") == judge)
             own, other = j.filter(pl.col("source") == source), j.filter(pl.col("source") != source)
+            mine = (j["source"] == source).fill_null(False).to_list()
             for col in ("mean_score", "mean_position"):
-                diff, low, high = difference_of_means_ci(own[col].to_list(), other[col].to_list())
+                diff, low, high = difference_of_means_ci(j["group"].to_list(), j[col].to_list(), mine)
                 rows.append({"judge": judge, "own_source": source, "score": col.removeprefix("mean_"),
-                             "own_items": own.height, "other_items": other.height,
+                             "own_items": own.height, "other_items": other.height, "groups": j["group"].n_unique(),
                              "own_mean": own[col].mean(), "other_mean": other[col].mean(),
                              "difference": diff, "ci_low": or_none(low), "ci_high": or_none(high),
-                             "ci_note": interval_note(min(own.height, other.height), low)})
+                             "ci_note": interval_note(j["group"].n_unique(), low) if own.height and other.height
+                             else None})
         return pl.DataFrame(rows, schema={"judge": pl.Utf8, "own_source": pl.Utf8, "score": pl.Utf8,
-                                          "own_items": pl.Int64, "other_items": pl.Int64, "own_mean": pl.Float64,
-                                          "other_mean": pl.Float64, "difference": pl.Float64, "ci_low": pl.Float64,
-                                          "ci_high": pl.Float64, "ci_note": pl.Utf8})
+                                          "own_items": pl.Int64, "other_items": pl.Int64, "groups": pl.Int64,
+                                          "own_mean": pl.Float64, "other_mean": pl.Float64, "difference": pl.Float64,
+                                          "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8})
+
+
+def anova_row(items: pl.DataFrame, column: str) -> dict:
+    """One judge's one-way ANOVA of its item scores (`column`) across categories: F, and its
+    p-value by shuffling categories within each item group (`within_strata_permutation_p`: an
+    item's score is relative to its list, so the groups, not the items, are independent)."""
+    have = items.filter(pl.col("category").is_not_null() & pl.col(column).is_not_null())
+    by_cat = [g[column].to_list() for _, g in have.group_by("category", maintain_order=True)]
+    a = one_way_anova(by_cat)
+    p = (within_strata_permutation_p(have[column].to_list(), have["category"].to_list(), have["group"].to_list())
+         if a.defined else None)
+    return {"items": a.n, "groups": have["group"].n_unique(), "categories": len(by_cat), "F": a.value, "p": p}
 
 
 def singular(plural: str) -> str:

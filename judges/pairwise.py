@@ -10,15 +10,16 @@ Method:
    reward model; the higher wins, P(a) = sigmoid(r_a - r_b); no order, so no swap or position bias.
 3. Accuracy against the human label, per order and averaged over the two orders; swap-flip rate
    (the two orders disagree), first-position win rate, longer-text win rate and tie rate, each with
-   a 95% bootstrap CI over pairs. A pair's combined verdict follows the tie rule: `inconsistent`
-   (orders that disagree make a tie) or `probability` (average P(text a) over the orders).
+   a 95% interval, pairs the clusters (`metrics.proportion`). A pair's combined verdict follows the
+   tie rule: `inconsistent` (orders that disagree make a tie) or `probability` (average P(text a)
+   over the orders).
 """
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -31,13 +32,11 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed, units_where
-from .metrics import MetricResult, first_position_win_rate
-from .metrics.base import scipy_stats
-from .metrics.bootstrap import MIN_CLUSTERS, mean_of_means_with_ci, mean_with_ci, too_few
-from .metrics.calibration import brier_of, calibration_error_of
-from .metrics.estimates import Units, mean_of_stratum_means
+from .metrics.bootstrap import MIN_CLUSTERS, too_few
+from .metrics.calibration import brier_units, calibration_units
+from .metrics.estimates import Units
 from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
-from .tables import calibration_tables, label_distribution
+from .tables import calibration_tables, label_distribution, rate_rows
 
 ORDERS = ("ab", "ba")
 STYLE = {"headers": re.compile(r"^\s{0,3}#{1,6}\s", re.M), "lists": re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.M),
@@ -58,7 +57,7 @@ class PairwiseOptions:
     tie: bool = False                    # allow a "tie" verdict
     tie_rule: str = "inconsistent"       # combined verdict: "inconsistent" or "probability" (distribution mode)
     analysis_tokens: int = 256
-    resamples: int = 1000                # bootstrap resamples for the CIs
+    resamples: int = 1000                # bootstrap resamples for the calibration interval
     style_control: bool = False          # length control also holds markdown headers, lists and bold equal
 
     def __post_init__(self) -> None:
@@ -79,8 +78,8 @@ class Pairwise(Protocol):
                                         rank=("accuracy",)),
                 "bias": MetricTable(by=("metric",)),
                 "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",)),
-                "calibration_summary": MetricTable(lower=("ece", "calibration_error", "brier"),
-                                                   rank=("calibration_error", "brier"))},
+                "calibration_summary": MetricTable(lower=("ece", "squared_calibration_error", "brier"),
+                                                   rank=("squared_calibration_error", "brier"))},
         rank_by="accuracy.accuracy",
         fields={"pair_id": str, "order": str, "side": str, "human": str, "group": str,
                 **dict.fromkeys(FEATURE_COLUMNS, int)})
@@ -98,19 +97,18 @@ class Pairwise(Protocol):
             return None
         if rank.table == "calibration_summary":
             rows = rows.filter(pl.col("p_a").is_not_null() & pl.col("human").is_in(["a", "b"]) & (pl.col("status") == "ok"))
-            cols = {"p": rows["p_a"].to_numpy(), "y": (rows["human"] == "a").to_numpy()}
-            stat = calibration_error_of if rank.metric == "calibration_error" else brier_of
-            return Units.of(rows["pair_id"].to_list(), cols, stat)
+            if rank.metric == "squared_calibration_error":
+                return calibration_units(rows["pair_id"].to_list(), rows["p_a"].to_list(), (rows["human"] == "a").to_list())
+            return brier_units(rows["pair_id"].to_list(), rows["p_a"].to_list(), (rows["human"] == "a").to_list())
         labelled = rows.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
         if rank.name == "length_control.lc_accuracy":
             labelled = labelled.filter(pl.col("pick") != "tie")
             x = _control_features(labelled, options.style_control and all(f"{k}_a" in labelled.columns for k in STYLE))
             cols = {f"x{i}": [r[i] for r in x] for i in range(len(x[0]))} if x else {"x0": []}
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
-                            lc_accuracy_of)
-        return Units.of(labelled["pair_id"].to_list(), {"v": (labelled["pick"] == labelled["human"]).cast(pl.Float64)
-                                                        .to_numpy(), "order": labelled["order"].to_numpy()},
-                        mean_of_stratum_means("v", "order"), bounds=(0.0, 1.0))
+                            lc_accuracy_of, rule=_lc_rule)
+        return Units.rate(labelled["pair_id"].to_list(), (labelled["pick"] == labelled["human"]).cast(pl.Float64)
+                          .to_list(), labelled["order"].to_list())
 
     def load(self, ctx: Context) -> list[Pair]:
         return ctx.load("pairs")
@@ -191,62 +189,74 @@ class Pairwise(Protocol):
                               .then(pl.col("answer") == pl.col("human")).alias("agrees"))
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
-        """Agreement is computed per judgement unit: a pair at one repeat (its two orders); CIs
-        resample whole pairs. Bias tables read the judge's real answers only."""
+        """Agreement is computed per judgement unit: a pair at one repeat (its two orders); every
+        interval has pairs as its clusters, every judge's at once (`tables.rate_rows`). Bias tables
+        read the judge's real answers only."""
         opts: PairwiseOptions = ctx.options
         policy = ctx.config.missing_policy
         reward = "side" in table.columns
         d = self.reward_decisions(table, policy) if reward else self.decisions(table, policy)
-        acc_rows, bias_rows, combined, lc_rows = [], [], [], []
-        for (judge,), j in d.group_by(["judge"], maintain_order=True):
-            labelled = j.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
-            for order in (("reward",) if reward else ORDERS):
-                acc_rows.append({"judge": judge, "order": order,
-                                 **_rate(labelled.filter(pl.col("order") == order), AGREES, opts.resamples)})
-            # the mean of the per-order accuracies, and the CI of that same statistic (pairs resampled)
-            v = labelled.select("pair_id", "order", AGREES.cast(pl.Float64).alias("v")).drop_nulls("v")
-            both = mean_of_means_with_ci(v["pair_id"].to_list(), v["order"].to_list(), v["v"].to_list(),
-                                         resamples=opts.resamples, bounds=(0.0, 1.0))
-            acc_rows.append({"judge": judge, "order": "mean of both", **both.row("accuracy")})
-            units = combine(j, opts.tie_rule)
-            comb_lab = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie"))
-            acc_rows.append({"judge": judge, "order": f"combined ({opts.tie_rule}; tie = 0.5)",
-                             **_rate(comb_lab, HALF_CREDIT, opts.resamples)})
-            combined.append(units.with_columns(pl.lit(judge).alias("judge")))
-            bias_rows += self._bias(judge, j, units, opts.resamples)
-            if not reward:
-                lc_rows.append({"judge": judge, **length_controlled(labelled, opts.style_control)})
-        bias = pl.DataFrame(bias_rows).rename({"accuracy": "value"}) if bias_rows else pl.DataFrame()
+        judges = d.select("judge").unique(maintain_order=True)
+        units = combine(d, opts.tie_rule)
         answered = d.filter(pl.col("status") == "ok").with_columns((pl.col("human") == "a").alias("human_a"))
-        tables = {"accuracy": pl.DataFrame(acc_rows), "bias": bias,
-                  "pairs": pl.concat(combined, how="diagonal_relaxed") if combined else pl.DataFrame(),
+        tables = {"accuracy": _accuracy(d, units, judges, reward, opts.tie_rule), "bias": _bias(d, units, judges, reward),
+                  "pairs": units.select(pl.exclude("judge"), "judge"),
                   "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "answer",
                                            "pick", "p_a", *[c for c in FEATURE_COLUMNS if c in d.columns]]),
                   "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"), "pair_id")
                   if not reward else pl.DataFrame(),
-                  **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a", cluster="pair_id")}
-        if lc_rows:
-            tables["length_control"] = pl.DataFrame(lc_rows)
+                  **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a",
+                                       resamples=min(opts.resamples, 500), cluster="pair_id")}
+        if not reward:
+            labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
+            tables["length_control"] = pl.DataFrame(
+                [{"judge": judge, **length_controlled(j, opts.style_control)}
+                 for (judge,), j in labelled.group_by(["judge"], maintain_order=True)], infer_schema_length=None)
         return tables
 
-    @staticmethod
-    def _bias(judge: str, j: pl.DataFrame, units: pl.DataFrame, resamples: int) -> list[dict]:
-        """Swap-flip, first-position win, longer-text win and tie rates of the judge's real answers,
-        each with a 95% bootstrap CI over pairs, and the count of non-answers."""
-        real = j.filter(pl.col("answer").is_not_null())
-        flips = units.filter(pl.col("answers") == 2)
-        longer = real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie"))
-        rows = [{"judge": judge, "metric": "swap_flip_rate", **_rate(flips, pl.col("inconsistent"), resamples)},
-                {"judge": judge, "metric": "first_position_win_rate",
-                 **_rate(real, pl.col("first_won"), resamples, first_position_win_rate)},
-                {"judge": judge, "metric": "longer_text_win_rate",
-                 **_rate(longer, pl.col("longer") == pl.col("answer"), resamples)},
-                {"judge": judge, "metric": "tie_rate", **_rate(real, pl.col("answer") == "tie", resamples)},
-                {"judge": judge, "metric": "unparsed", "accuracy": float(j.height - real.height), "n": j.height,
-                 "ci_low": None, "ci_high": None}]
-        if units["order"].to_list()[:1] == ["reward"]:
-            rows = [r for r in rows if r["metric"] not in ("swap_flip_rate", "first_position_win_rate")]
-        return rows
+
+def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool, rule: str) -> pl.DataFrame:
+    """Per judge: accuracy in each order, the mean of the two orders' accuracies (its interval of
+    that same statistic), and the pair-level combined verdict's (a tie half credit)."""
+    labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie")).with_columns(
+        AGREES.cast(pl.Float64).alias("accuracy"))
+    orders = judges.join(pl.DataFrame({"order": ["reward"] if reward else list(ORDERS)}), how="cross")
+    combined = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie")).with_columns(
+        HALF_CREDIT.alias("accuracy"))
+    parts = [rate_rows(labelled, ["judge", "order"], "pair_id", "accuracy", groups=orders),
+             rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges)
+             .with_columns(pl.lit("mean of both").alias("order")),
+             rate_rows(combined, ["judge"], "pair_id", "accuracy", groups=judges)
+             .with_columns(pl.lit(f"combined ({rule}; tie = 0.5)").alias("order"))]
+    return _per_judge(judges, parts, ["judge", "order", "accuracy", "n", "ci_low", "ci_high", "ci_note"])
+
+
+def _per_judge(judges: pl.DataFrame, parts: list[pl.DataFrame], columns: list[str]) -> pl.DataFrame:
+    """The parts' rows, each judge's together in the parts' order, judges in first-seen order."""
+    rows = pl.concat([p.with_columns(pl.lit(k).alias("_part")) for k, p in enumerate(parts)], how="diagonal_relaxed")
+    return rows.join(judges.with_row_index("_j"), on="judge").sort("_j", "_part", maintain_order=True).select(columns)
+
+
+def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool) -> pl.DataFrame:
+    """Per judge: swap-flip, first-position win, longer-text win and tie rates of its real answers,
+    each with a 95% interval over pairs, and the count of non-answers (no swap or position for a
+    reward model: it sees no order)."""
+    real = d.filter(pl.col("answer").is_not_null())
+    metrics = {"swap_flip_rate": (units.filter(pl.col("answers") == 2), pl.col("inconsistent")),
+               # the one definition (metrics.position): of the verdicts that prefer a side, the first shown
+               "first_position_win_rate": (real, pl.col("first_won")),
+               "longer_text_win_rate": (real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie")),
+                                        pl.col("longer") == pl.col("answer")),
+               "tie_rate": (real, pl.col("answer") == "tie")}
+    parts = [rate_rows(frame.with_columns(values.cast(pl.Float64).alias("value")), ["judge"], "pair_id", "value",
+                       groups=judges).with_columns(pl.lit(name).alias("metric"))
+             for name, (frame, values) in metrics.items() if not (reward and name in REWARD_BLIND)]
+    unparsed = d.group_by("judge").agg(pl.col("answer").is_null().sum().cast(pl.Float64).alias("value"),
+                                       pl.len().cast(pl.Int64).alias("n")).with_columns(pl.lit("unparsed").alias("metric"))
+    return _per_judge(judges, [*parts, unparsed], ["judge", "metric", "value", "n", "ci_low", "ci_high", "ci_note"])
+
+
+REWARD_BLIND = ("swap_flip_rate", "first_position_win_rate")
 
 
 def _imputed(policy: MissingPolicy) -> pl.Expr:
@@ -258,27 +268,25 @@ def _imputed(policy: MissingPolicy) -> pl.Expr:
                    wrong=pl.when(pl.col("human") == "a").then(pl.lit("b")).otherwise(pl.lit("a")))
 
 
-def combine(j: pl.DataFrame, rule: str) -> pl.DataFrame:
-    """One row per judgement unit (pair, repeat): its orders' picks combined by the tie rule.
-    `answers` counts the real answers (2: both orders answered, the swap-flip test applies)."""
-    g = j.group_by(["pair_id", "repeat"], maintain_order=True).agg(
-        pl.col("human").first(), pl.col("order").first(), pl.col("pick").drop_nulls().alias("picks"),
-        pl.col("answer").drop_nulls().alias("answer_list"), pl.col("p_a").mean().alias("p_a"))
-    rows = []
-    for r in g.iter_rows(named=True):
-        picks, answers = r["picks"], r["answer_list"]
-        if rule == "probability" and r["p_a"] is not None:
-            combined = "a" if r["p_a"] > 0.5 else "b" if r["p_a"] < 0.5 else "tie"
-        elif not picks:
-            combined = None
-        else:
-            combined = picks[0] if len(set(picks)) == 1 else "tie"
-        rows.append({"pair_id": r["pair_id"], "repeat": r["repeat"], "order": r["order"], "human": r["human"],
-                     "picks": len(picks), "answers": len(answers), "inconsistent": len(set(answers)) > 1,
-                     "p_a": r["p_a"], "combined": combined})
-    return pl.DataFrame(rows, schema={"pair_id": pl.Utf8, "repeat": pl.Int64, "order": pl.Utf8, "human": pl.Utf8,
-                                      "picks": pl.Int64, "answers": pl.Int64, "inconsistent": pl.Boolean,
-                                      "p_a": pl.Float64, "combined": pl.Utf8})
+def combine(d: pl.DataFrame, rule: str) -> pl.DataFrame:
+    """One row per judge and judgement unit (pair, repeat): its orders' picks combined by the tie
+    rule (`probability`: P(text a) averaged over the orders; else orders that disagree make a
+    tie). `answers` counts the real answers (2: both orders answered, the swap-flip test applies)."""
+    g = d.group_by(["judge", "pair_id", "repeat"], maintain_order=True).agg(
+        pl.col("human").first(), pl.col("order").first(), pl.col("pick").count().alias("picks"),
+        pl.col("answer").count().alias("answers"), (pl.col("answer").drop_nulls().n_unique() > 1).alias("inconsistent"),
+        pl.col("p_a").mean().alias("p_a"), pl.col("pick").drop_nulls().n_unique().alias("_kinds"),
+        pl.col("pick").drop_nulls().first().alias("_first"))
+    p_a = pl.col("p_a")
+    by_picks = (pl.when(pl.col("picks") == 0).then(None).when(pl.col("_kinds") == 1).then(pl.col("_first"))
+                .otherwise(pl.lit("tie")))
+    combined = (pl.when(p_a.is_not_null()).then(pl.when(p_a > 0.5).then(pl.lit("a")).when(p_a < 0.5).then(pl.lit("b"))
+                                                .otherwise(pl.lit("tie"))).otherwise(by_picks)
+                if rule == "probability" else by_picks)
+    return g.with_columns(combined.alias("combined")).select(
+        pl.col("pair_id").cast(pl.Utf8), pl.col("repeat").cast(pl.Int64), pl.col("order").cast(pl.Utf8),
+        pl.col("human").cast(pl.Utf8), pl.col("picks").cast(pl.Int64), pl.col("answers").cast(pl.Int64),
+        "inconsistent", p_a.cast(pl.Float64), pl.col("combined").cast(pl.Utf8), pl.col("judge").cast(pl.Utf8))
 
 
 # Per-row values whose mean is a published rate (nulls left out): agreement with the human pick,
@@ -286,21 +294,6 @@ def combine(j: pl.DataFrame, rule: str) -> pl.DataFrame:
 AGREES = pl.col("human") == pl.col("pick")
 HALF_CREDIT = (pl.when(pl.col("combined") == pl.col("human")).then(1.0)
                .when(pl.col("combined") == "tie").then(0.5).otherwise(0.0))
-
-
-def _values(df: pl.DataFrame, values: pl.Expr) -> pl.DataFrame:
-    return df.select(pl.col("pair_id"), values.cast(pl.Float64).alias("v")).drop_nulls("v")
-
-
-def _rate(df: pl.DataFrame, values: pl.Expr, resamples: int,
-          metric: Callable[[list], MetricResult] | None = None) -> dict:
-    """The mean of per-row `values` (or `metric` of them, where a metric module defines the rate),
-    its n, and its pair-bootstrap CI."""
-    v = _values(df, values)
-    rate = mean_with_ci(v["pair_id"].to_list(), v["v"].to_list(), resamples=resamples, bounds=(0.0, 1.0))
-    if metric and rate.n:
-        rate = replace(rate, value=metric(v["v"].to_list()).value)
-    return rate.row("accuracy")
 
 
 def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]:
@@ -315,14 +308,18 @@ def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]
 def _control_features(rows: pl.DataFrame, style: bool) -> list[list[float]]:
     """Per verdict: log length ratio of the human-preferred text to the other, and (style) each
     style count's normalised difference (pref - other) / (pref + other + 1)."""
-    out = []
-    for r in rows.iter_rows(named=True):
-        pref, other = ("a", "b") if r["human"] == "a" else ("b", "a")
-        x = [math.log((r[f"words_{pref}"] + 1) / (r[f"words_{other}"] + 1))]
-        if style:
-            x += [(r[f"{k}_{pref}"] - r[f"{k}_{other}"]) / (r[f"{k}_{pref}"] + r[f"{k}_{other}"] + 1) for k in STYLE]
-        out.append(x)
-    return out
+    a_preferred = pl.col("human") == "a"
+
+    def pref(name: str) -> tuple[pl.Expr, pl.Expr]:
+        a, b = pl.col(f"{name}_a").cast(pl.Float64), pl.col(f"{name}_b").cast(pl.Float64)
+        return pl.when(a_preferred).then(a).otherwise(b), pl.when(a_preferred).then(b).otherwise(a)
+
+    words, other = pref("words")
+    columns = [((words + 1) / (other + 1)).log().alias("length")]
+    for k in STYLE if style else ():
+        mine, theirs = pref(k)
+        columns.append(((mine - theirs) / (mine + theirs + 1)).alias(k))
+    return rows.select(columns).to_numpy().tolist() if rows.height else []
 
 
 def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
@@ -341,18 +338,27 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
                 "ci_high": None, "separated": None, "ci_note": None, **{f"coef_{n}": None for n in names}}
     x = _control_features(rows, style)
     y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
-    beta = fit_logistic(x, y)
-    pairs = rows["pair_id"].n_unique()
-    split = separated(x, y)
-    lo = hi = None
-    note = too_few(pairs) if pairs < MIN_CLUSTERS else SEPARATED if split else None
-    if note is None:
-        se = math.sqrt(max(cluster_robust_cov(x, y, beta, rows["pair_id"].to_list())[0, 0], 0.0))
-        z = float(scipy_stats().t.ppf(0.975, pairs - 1))      # G - 1 degrees of freedom: few clusters
-        lo, hi = sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se)
+    beta, lo, hi, split, note = lc_fit(x, y, rows["pair_id"].to_list())
     return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
             "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,
             **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
+
+
+def lc_fit(x: list[list[float]], y: list[float], pairs: list) -> tuple:
+    """(coefficients, CI low, CI high, separated, note) of the length-controlled fit: the interval
+    from the intercept's cluster-robust standard error with a t(G - 1) quantile (the tables' and
+    a sweep's, `lc_units`)."""
+    beta = fit_logistic(x, y)
+    g = len(set(map(str, pairs)))
+    split = separated(x, y)
+    note = too_few(g) if g < MIN_CLUSTERS else SEPARATED if split else None
+    if note is not None:
+        return beta, None, None, split, note
+    from scipy.special import stdtrit
+
+    se = math.sqrt(max(cluster_robust_cov(x, y, beta, pairs)[0, 0], 0.0))
+    z = float(stdtrit(g - 1, 0.975))                   # t(G - 1): few clusters
+    return beta, sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se), split, None
 
 
 def lc_accuracy_of(c) -> float:
@@ -361,6 +367,13 @@ def lc_accuracy_of(c) -> float:
     if not len(c["y"]):
         return math.nan
     return sigmoid(float(fit_logistic(list(zip(*x)), c["y"].astype(float).tolist())[0]))
+
+
+def _lc_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
+    """A sweep's interval of lc_accuracy: the table's (`lc_fit`), not a bootstrap of refits."""
+    x = [list(r) for r in zip(*(u.columns[k] for k in sorted(k for k in u.columns if k.startswith("x"))))]
+    _, lo, hi, _, note = lc_fit(x, u.columns["y"].astype(float).tolist(), u.cluster_of_rows().tolist())
+    return (math.nan if lo is None else lo), (math.nan if hi is None else hi), note
 
 
 SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"

@@ -101,7 +101,7 @@ class ReferenceLikert(Protocol):
         rows = per_group.filter((pl.col("judge") == judge) & (pl.col("cutoff").cast(pl.Utf8) == cutoff))
         rows = rows.filter(pl.col(rank.metric).is_not_null() & pl.col(rank.metric).is_not_nan())
         return Units.of(rows["group"].to_list(), {"v": rows[rank.metric].to_numpy()}, mean_of("v"),
-                        bounds=(0.0, 1.0) if rank.metric == "pairwise_accuracy" else (-1.0, 1.0))
+                        bounds=BOUNDS[rank.metric])
 
     def missing_labels(self, options: ReferenceLikertOptions) -> tuple[str, ...]:
         return self._language(options).labels()
@@ -230,13 +230,20 @@ class ReferenceLikert(Protocol):
 
 
 def _group_intervals(ranking: pl.DataFrame, by: list[str], metrics: tuple[str, ...]) -> pl.DataFrame:
-    """95% CI of each metric's mean over groups, resampling groups (the unit the mean is over)."""
+    """95% CI of each metric's mean over groups, resampling groups (the unit the mean is over; a
+    group where the metric is undefined left out), and why one is missing or how it was made
+    (`{metric}_ci_note`). Where every group gives the same value, the exact bound within the
+    metric's range (`bootstrap.constant_interval`): Spearman and Kendall in [-1, 1], pairwise
+    accuracy in [0, 1]."""
     rows = []
     for key, g in ranking.group_by(by, maintain_order=True):
         row = dict(zip(by, key))
         for m in metrics:
             values = g[m].to_list()
-            mean = mean_with_ci(list(range(len(values))), values)
-            row |= {f"{m}_low": mean.ci_low, f"{m}_high": mean.ci_high}
+            mean = mean_with_ci(list(range(len(values))), values, bounds=BOUNDS[m])
+            row |= {f"{m}_low": mean.ci_low, f"{m}_high": mean.ci_high, f"{m}_ci_note": mean.note}
         rows.append(row)
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+BOUNDS = {"spearman": (-1.0, 1.0), "kendall": (-1.0, 1.0), "pairwise_accuracy": (0.0, 1.0)}

@@ -3,11 +3,13 @@ rates corrected for the judge's error, the label distribution. The report draws 
 never computes a number of its own."""
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from .metrics import corrected_pass_rate
-from .metrics.bootstrap import interval_note, mean_bootstrap, or_none
-from .metrics.calibration import brier_score, calibration_error, expected_calibration_error, reliability_bins
+from .metrics.bootstrap import interval_note, or_none, too_few
+from .metrics.calibration import brier_score, expected_calibration_error, reliability_bins, squared_calibration_error_ci
+from .metrics.proportion import NOTES, rate_interval
 
 CALIBRATION_BINS = 10
 
@@ -16,10 +18,10 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
                        resamples: int = 500, cluster: str | None = None) -> dict[str, pl.DataFrame]:
     """Per judge, from rows holding a probability of the positive label (`prob`, distribution
     mode) and the human truth (`truth`, bool): the reliability diagram's bins (`calibration`) and
-    the plug-in ECE (as published, biased upward: no interval), the debiased calibration error with
-    its 95% bootstrap CI, and Brier (`calibration_summary`), resampling the
-    `cluster` column's units (stories, pairs; each verdict when None). Empty when no row has a
-    probability (label or analyze mode)."""
+    the plug-in ECE (as published, biased upward: no interval), the debiased squared calibration
+    error with its 95% interval (clusters resampled: the `cluster` column's stories or pairs; each
+    verdict when None), and Brier (`calibration_summary`). Empty when no row has a probability
+    (label or analyze mode)."""
     have = df.filter(pl.col(prob).is_not_null() & pl.col(truth).is_not_null())
     if not have.height:
         return {}
@@ -30,10 +32,10 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
             bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
                              "mean_prediction": b.mean_prediction, "observed_frequency": b.observed_frequency})
         clusters = g[cluster].to_list() if cluster else None
-        ce, lo, hi = calibration_error(p, y, bins, resamples=resamples, clusters=clusters)
+        ce2, lo, hi = squared_calibration_error_ci(p, y, bins, resamples=resamples, clusters=clusters)
         summary.append({"judge": judge, "n": len(p), "ece": expected_calibration_error(p, y, bins),
-                        "calibration_error": ce, "calibration_error_low": or_none(lo),
-                        "calibration_error_high": or_none(hi),
+                        "squared_calibration_error": ce2, "squared_calibration_error_low": or_none(lo),
+                        "squared_calibration_error_high": or_none(hi),
                         "ci_note": interval_note(len(set(map(str, clusters or range(len(p))))), lo),
                         "brier": brier_score(p, y).value,
                         "positive_rate": sum(y) / len(y), "mean_prediction": sum(p) / len(p)})
@@ -69,18 +71,51 @@ SELF_CORRECTED = ("every scored item is labelled: the correction would return th
                   "corrects unlabelled items)")
 
 
-def label_distribution(df: pl.DataFrame, cluster: str, label: str = "label", resamples: int = 500) -> pl.DataFrame:
-    """Share of each label per judge among its real answers (unparsed ones counted as the label
-    "unparsed"), with a 95% bootstrap CI resampling the `cluster` column's units (a story's
-    verdicts, a pair's orders)."""
-    rows = []
-    for (judge,), g in df.group_by(["judge"], maintain_order=True):
-        labels = g[label].fill_null("unparsed").to_list()
-        clusters = g[cluster].to_list()
-        for lab in sorted(set(labels), key=str):
-            lo, hi = mean_bootstrap(clusters, [float(x == lab) for x in labels], resamples=resamples)
-            rows.append({"judge": judge, "label": lab, "n": labels.count(lab), "share": labels.count(lab) / len(labels),
-                         "ci_low": or_none(lo), "ci_high": or_none(hi),
-                         "ci_note": interval_note(len(set(map(str, clusters))), lo)})
-    return pl.DataFrame(rows, schema={"judge": pl.Utf8, "label": pl.Utf8, "n": pl.Int64, "share": pl.Float64,
-                                      "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8})
+def label_distribution(df: pl.DataFrame, cluster: str, label: str = "label") -> pl.DataFrame:
+    """Share of each label per judge among its answers (unparsed ones counted as the label
+    "unparsed"), with its 95% interval, the `cluster` column's units (a story's verdicts, a pair's
+    orders) the clusters (`proportion.rate_interval`, every judge and label at once). Every label
+    any judge of the frame said has a row for each judge (a judge that never says it: share 0,
+    with its interval)."""
+    answers = df.select("judge", pl.col(cluster).cast(pl.Utf8).alias("cluster"),
+                        pl.col(label).cast(pl.Utf8).fill_null("unparsed").alias("said"))
+    labels = answers.select(pl.col("said").alias("label")).unique()
+    shares = (answers.join(labels, how="cross").with_columns((pl.col("said") == pl.col("label")).cast(pl.Float64)
+                                                             .alias("v")))
+    counts = answers.group_by("judge", "said").agg(pl.len().alias("n")).rename({"said": "label"})
+    out = rate_rows(shares, ["judge", "label"], "cluster", "v").rename({"v": "share"}).drop("n")
+    order = df.select("judge").unique(maintain_order=True).with_row_index("_j")
+    return (out.join(counts, on=["judge", "label"], how="left").with_columns(pl.col("n").fill_null(0))
+            .join(order, on="judge").sort("_j", "label")
+            .select(pl.col("judge").cast(pl.Utf8), pl.col("label"), pl.col("n").cast(pl.Int64), "share", "ci_low",
+                    "ci_high", "ci_note"))
+
+
+def rate_rows(frame: pl.DataFrame, by: list[str], cluster: str, value: str, stratum: str | None = None,
+              groups: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per `by` group (`groups`, default the frame's in first-seen order): the rate of
+    `value` (in [0, 1]; nulls left out; None where a group has none), over `stratum` the mean of
+    each stratum's rate, `n` the values, and its 95% interval with `cluster` as the units
+    (`proportion.rate_interval`: every group's at once)."""
+    keys = [*by, cluster] + ([stratum] if stratum else [])
+    f = frame.select(*keys, pl.col(value).cast(pl.Float64)).drop_nulls(value)
+    groups = (frame.select(by) if groups is None else groups.select(by)).unique(maintain_order=True).with_row_index("_d")
+    if not f.height:
+        return groups.drop("_d").with_columns(pl.lit(None, pl.Float64).alias(value), pl.lit(0, pl.Int64).alias("n"),
+                                              *(pl.lit(None, pl.Float64).alias(c) for c in ("ci_low", "ci_high")),
+                                              pl.lit(None, pl.Utf8).alias("ci_note"))
+    cells = (f.group_by(keys).agg(pl.col(value).sum().alias("_s"), pl.len().alias("_m")).join(groups, on=by)
+             .with_columns((pl.col(cluster).cast(pl.Utf8).rank("dense").over(by) - 1).alias("_g"),
+                           (pl.col(stratum).cast(pl.Utf8).rank("dense") - 1 if stratum else pl.lit(0)).alias("_t")))
+    d, g, t = (cells[c].to_numpy().astype(int) for c in ("_d", "_g", "_t"))
+    shape = (groups.height, int(g.max()) + 1, int(t.max()) + 1)
+    sums, counts = np.zeros(shape), np.zeros(shape)
+    sums[d, g, t], counts[d, g, t] = cells["_s"].to_numpy(), cells["_m"].to_numpy()
+    rate, low, high, rule = rate_interval(sums, counts)
+    clusters = (counts.sum(axis=2) > 0).sum(axis=1)
+    notes = [too_few(int(k)) if r == 3 else NOTES.get(int(r)) for r, k in zip(rule, clusters)]
+    n = counts.sum(axis=(1, 2))
+    return groups.drop("_d").with_columns(
+        pl.Series(value, np.where(n > 0, rate, np.nan)).fill_nan(None),
+        pl.Series("n", n.astype(np.int64)), pl.Series("ci_low", low).fill_nan(None),
+        pl.Series("ci_high", high).fill_nan(None), pl.Series("ci_note", notes, dtype=pl.Utf8))

@@ -27,15 +27,22 @@ from litjudge.grammars.upstream import UpstreamYesNo
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
-from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
-from .metrics.calibration import brier_of, calibration_error_of
+from .metrics.base import NAN
+from .metrics.bootstrap import (
+    FEW_PER_CLASS,
+    MIN_CLUSTERS,
+    balanced_accuracy_bootstrap,
+    clusters_per_class,
+    interval_note,
+)
+from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
 AGREEMENT = ("kappa", "balanced_accuracy")
 CORRELATION = ("pearson", "spearman")
-CALIBRATION = ("ece", "calibration_error", "brier")
+CALIBRATION = ("ece", "squared_calibration_error", "brier")
 
 DEFAULT_INTRO = ("You are an expert reader judging a short story on one test of creative writing "
                  "from the Torrance Test of Creative Writing. Read the story, then the background on "
@@ -85,7 +92,7 @@ class TTCW(Protocol):
                 "per_test": MetricTable(by=("view", "test"), pooled=None, higher=AGREEMENT, rank=AGREEMENT),
                 "story_counts": MetricTable(by=("view",), pooled="view=all", higher=CORRELATION, rank=CORRELATION),
                 "story_cutoff": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
-                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("calibration_error", "brier"))},
+                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("squared_calibration_error", "brier"))},
         rank_by="overall.kappa",
         fields={"story_id": str, "test": int, "source": str, "group": str, "judgeable": bool})
 
@@ -103,13 +110,13 @@ class TTCW(Protocol):
             return None
         if rank.table == "calibration_summary":
             rows = rows.filter(pl.col("p_yes").is_not_null() & (pl.col("status") == "ok"))
-            return Units.of(rows["story_id"].to_list(), {"p": rows["p_yes"].to_numpy(), "y": rows["expert_pass"].to_numpy()},
-                            calibration_error_of if rank.metric == "calibration_error" else brier_of)
+            if rank.metric == "squared_calibration_error":
+                return calibration_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
+            return brier_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
         rows = rows.filter(pl.col("judge_pass").is_not_null())
         if rank.table in ("overall", "per_test"):
-            return Units.of(rows["story_id"].to_list(), {"truth": rows["expert_pass"].to_numpy(),
-                                                         "pred": rows["judge_pass"].to_numpy()},
-                            kappa_of if rank.metric == "kappa" else balanced_accuracy_of)
+            return Units.agreement(rows["story_id"].to_list(), rows["expert_pass"].to_list(), rows["judge_pass"].to_list(),
+                                   kappa_of if rank.metric == "kappa" else balanced_accuracy_of)
         # story-level estimates: one row per story (its share of passes), the story its own cluster
         share = (rows.group_by(["story_id", "test"]).agg(pl.col("judge_pass").cast(pl.Float64).mean(),
                                                          pl.col("expert_pass").first().cast(pl.Float64))
@@ -120,9 +127,9 @@ class TTCW(Protocol):
                             pearson_of if rank.metric == "pearson" else spearman_of)
         cut = options.story_cutoff
         tests = share["tests"].to_numpy()
-        return Units.of(share["story_id"].to_list(), {"truth": share["expert"].to_numpy() / tests >= cut,
-                                                      "pred": share["judge"].to_numpy() / tests >= cut},
-                        kappa_of if rank.metric == "kappa" else balanced_accuracy_of)
+        return Units.agreement(share["story_id"].to_list(), share["expert"].to_numpy() / tests >= cut,
+                               share["judge"].to_numpy() / tests >= cut,
+                               kappa_of if rank.metric == "kappa" else balanced_accuracy_of)
 
     def load(self, ctx: Context) -> TTCWData:
         return ctx.load("ttcw")
@@ -258,12 +265,14 @@ class TTCW(Protocol):
 
     @staticmethod
     def _interval(g: pl.DataFrame) -> dict:
-        """95% CI of the balanced accuracy, resampling whole stories (a story's verdicts move together)."""
+        """95% CI of the balanced accuracy, resampling whole stories (a story's verdicts move
+        together); none where the experts' rarer answer is in fewer than MIN_CLUSTERS stories."""
         ok = g.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
-        low, high = balanced_accuracy_bootstrap(ok["story_id"].to_list(), ok["expert_pass"].to_list(),
-                                                ok["judge_pass"].to_list())
-        return {"balanced_accuracy_low": low, "balanced_accuracy_high": high,
-                "ci_note": interval_note(ok["story_id"].n_unique(), low) if ok.height else None}
+        stories, truth = ok["story_id"].to_list(), ok["expert_pass"].to_list()
+        few = ok["story_id"].n_unique() >= MIN_CLUSTERS and clusters_per_class(stories, truth) < MIN_CLUSTERS
+        low, high = (NAN, NAN) if few else balanced_accuracy_bootstrap(stories, truth, ok["judge_pass"].to_list())
+        note = FEW_PER_CLASS if few else interval_note(ok["story_id"].n_unique(), low) if ok.height else None
+        return {"balanced_accuracy_low": low, "balanced_accuracy_high": high, "ci_note": note}
 
     @staticmethod
     def _rates(g: pl.DataFrame) -> dict:

@@ -138,7 +138,7 @@ def test_jury_tables_recomputed_by_brute_force():
 
 def test_cascade_tables_route_every_held_out_item_once():
     frame = decision_frame(np.random.default_rng(6), items=400)
-    out = cascade_tables(frame, CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1), resamples=200)
+    out = cascade_tables(frame, CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1))
     summary = out["cascade_summary"].row(0, named=True)
     levels = out["cascade"]
     assert int(levels["answered"].sum()) + summary["abstained"] == summary["test_items"]
@@ -146,7 +146,7 @@ def test_cascade_tables_route_every_held_out_item_once():
     assert 0 < levels["token_share"].sum() <= 1 + 1e-12 and levels["cost_usd"].is_not_null().all()
     unknown = cascade_tables(frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"),
                                                 pl.lit(None, dtype=pl.Float64).alias("cost")),
-                             CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1), resamples=50)["cascade"]
+                             CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1))["cascade"]
     assert unknown["token_share"].is_null().all() and unknown["cost_usd"].is_null().all()   # unknown, never 0
     with pytest.raises(ValueError, match="not judges of this run"):
         cascade_tables(frame, CascadeOptions(judges=["prob", "nobody"]))

@@ -314,33 +314,37 @@ def test_inter_judge_matrix_and_self_preference_by_hand():
     items = pl.DataFrame({"judge": ["j1"] * 4 + ["j2"] * 4, "item_id": ["a", "b", "c", "d"] * 2,
                           "mean_score": [1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0],
                           "mean_position": [4.0, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0],
-                          "source": ["m1", "m1", "m2", "m2"] * 2})
+                          "source": ["m1", "m1", "m2", "m2"] * 2, "group": ["g1"] * 8})
     matrix = ListwiseRanking._inter_judge(items)
     assert matrix.filter(pl.col("judge") == "j1")["j2"][0] == pytest.approx(-1.0)
     assert matrix.filter(pl.col("judge") == "j2")["j2"][0] == 1.0
     pref = ListwiseRanking._self_preference(items, ListwiseOptions(self_sources={"j1": "m2"}))
     row = pref.filter(pl.col("score") == "score").row(0, named=True)
     assert row["own_items"] == 2 and row["own_mean"] == 3.5 and row["other_mean"] == 1.5 and row["difference"] == 2.0
-    assert row["ci_low"] is None and row["ci_note"] == too_few(2)          # 2 items a side: no interval
+    assert row["ci_low"] is None and row["ci_note"] == too_few(1)          # one item group: no interval
     pos = pref.filter(pl.col("score") == "position").row(0, named=True)
     assert pos["difference"] == -2.0
 
 
 def test_self_preference_interval_matches_a_brute_force_bootstrap():
-    """The interval of own minus others' mean equals a hand-written two-sample bootstrap read at the
-    expanded percentile levels of the smaller side (the one interval rule)."""
+    """The interval of own minus others' mean equals a hand-written bootstrap of whole item groups
+    (each drawn group brings its own and others' items) read at the expanded percentile levels of
+    the group count (the one interval rule)."""
     rng = np.random.default_rng(3)
-    own, other = rng.integers(1, 6, 15).astype(float), rng.integers(1, 6, 45).astype(float)
-    diff, low, high = difference_of_means_ci(own, other, resamples=4000)
+    groups = np.repeat(np.arange(15), 4)
+    values, own = rng.integers(1, 6, 60).astype(float), np.tile([True, False, False, False], 15)
+    diff, low, high = difference_of_means_ci(groups.tolist(), values.tolist(), own.tolist(), resamples=4000)
     draws = np.random.default_rng(11)
-    stats = [draws.choice(own, own.size).mean() - draws.choice(other, other.size).mean() for _ in range(4000)]
+    stats = []
+    for _ in range(4000):
+        rows = np.concatenate([np.flatnonzero(groups == g) for g in draws.integers(0, 15, 15)])
+        stats.append(values[rows][own[rows]].mean() - values[rows][~own[rows]].mean())
     a = expanded_alpha(15)
     ref_low, ref_high = np.quantile(stats, [a / 2, 1 - a / 2])
-    assert diff == pytest.approx(own.mean() - other.mean())
+    assert diff == pytest.approx(values[own].mean() - values[~own].mean())
     assert low == pytest.approx(ref_low, abs=0.08) and high == pytest.approx(ref_high, abs=0.08)
-    assert all(np.isnan(difference_of_means_ci([], [1.0])))                          # nothing to compare
-    assert np.isnan(difference_of_means_ci([2.0], [1.0, 3.0])[1])                     # one own item: no interval
-    assert np.isnan(difference_of_means_ci([2.0] * 8 + [3.0], [1.0, 3.0] * 10)[1])    # 9 own items: 10 needed
+    assert all(np.isnan(difference_of_means_ci([1], [1.0], [False])))                 # nothing to compare
+    assert np.isnan(difference_of_means_ci(list(range(9)) + [8], [2.0] * 10, [True] * 9 + [False])[1])  # 9 groups
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from tests.test_cli_probe import cli, one_line
 N_PAIRS = 40
 
 
-def litbench_sweep(folder: Path, rank_by: str | None = None) -> Path:
+def litbench_sweep(folder: Path, rank_by: str | None = None, perfect: bool = False) -> Path:
     rng = np.random.default_rng(0)
     pairs = [{"pair_id": f"p{i:02d}", "prompt": "Write a story.", "text_a": f"the better story {i}",
               "text_b": f"the weaker story {i} with more words", "label": "a"} for i in range(N_PAIRS)]
@@ -32,12 +32,14 @@ def litbench_sweep(folder: Path, rank_by: str | None = None) -> Path:
         for order in ("ab", "ba"):
             picks_first = right == (order == "ab")      # text a is shown first in order ab
             unbiased[f"{p['pair_id']}/{order}"] = "A" if picks_first else "B"
-    for name, answers in (("always_a", always_a), ("unbiased", unbiased)):
+    right = {f"{p['pair_id']}/{o}": "A" if o == "ab" else "B" for p in pairs for o in ("ab", "ba")}
+    judged = [("always_a", always_a), ("unbiased", unbiased)] + ([("perfect", right)] if perfect else [])
+    for name, answers in judged:
         (folder / f"{name}.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n"
                                                       for k, v in answers.items()))
     cfg = folder / "litbench-sweep.toml"
     cfg.write_text('name = "litbench-sweep"\nprotocol = "pairwise"\n'
-                   f'[matrix]\njudge = ["replay:{folder / "always_a.jsonl"}", "replay:{folder / "unbiased.jsonl"}"]\n'
+                   '[matrix]\njudge = [' + ", ".join(f'"replay:{folder / n}.jsonl"' for n, _ in judged) + ']\n'
                    + (f'[sweep]\nrank_by = "{rank_by}"\n' if rank_by else "")
                    + '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
     return cfg
@@ -98,3 +100,23 @@ def test_a_ttcw_run_of_two_stories_prints_no_interval(tmp_path):
         table = pl.read_parquet(run / f"{name}.parquet")
         assert table["ci_low"].drop_nans().drop_nulls().is_empty(), name
     assert "too few clusters (2" in r.stdout
+
+
+def test_every_ranked_value_has_an_interval_inside_its_range_and_constant_judges_the_exact_bound(tmp_path):
+    """D1: the exact bound of a constant judge ran on [0, size of the first cluster]: a perfect
+    judge printed 1.000 [0.912, 1.088], always-"A" 0.500 [0.456, 0.632]. Now: the perfect judge
+    [0.025^(1/n), 1], always-"A" 0.5 +- (1 - 0.025^(1/n)) / 2 (README: Statistics), the 75% judge
+    its rate interval, all inside [0, 1]; the console lists the exact bound under "interval where"."""
+    r = cli("run", str(litbench_sweep(tmp_path, perfect=True)), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {Path(row["judge"].removeprefix("replay:")).stem: row for row in ranking(tmp_path)}
+    assert list(rows) == ["perfect", "unbiased", "always_a"]
+    share = 1 - 0.025 ** (1 / N_PAIRS)
+    for row in rows.values():
+        assert 0.0 <= float(row["ci_low"]) <= float(row["value"]) <= float(row["ci_high"]) <= 1.0, row
+    assert (float(rows["perfect"]["ci_low"]), float(rows["perfect"]["ci_high"])) == pytest.approx((1 - share, 1.0))
+    assert (float(rows["always_a"]["ci_low"]), float(rows["always_a"]["ci_high"])) == \
+        pytest.approx((0.5 - share / 2, 0.5 + share / 2))
+    assert "exact binomial" in rows["perfect"]["ci_note"] and "exact binomial" in rows["always_a"]["ci_note"]
+    assert "interval where: every cluster gives the same value" in r.stdout
+    assert "no interval where: every cluster" not in r.stdout

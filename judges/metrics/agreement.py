@@ -71,7 +71,9 @@ def binary_agreement_with_ties(truth: Sequence[bool], said: Sequence[float]) -> 
     """Accuracy, balanced accuracy and Cohen's kappa of binary verdicts where `said` is the share
     of a positive vote per item (1, 0, or 0.5 for a tie): the expected values over a fair coin
     breaking every tie, i.e. each tie counted half as each label (sklearn's metrics with sample
-    weights 0.5 give the same numbers). Every item counts; hard verdicts give the usual metrics."""
+    weights 0.5 give the same numbers). Every item counts; hard verdicts give the usual metrics.
+    Balanced accuracy is NaN with one truth class present, as `balanced_accuracy` (that class's
+    recall alone is no balanced accuracy)."""
     if len(truth) != len(said):
         raise ValueError(f"need equal lengths, got {len(truth)} and {len(said)}")
     t = np.asarray(truth, dtype=bool)
@@ -85,7 +87,8 @@ def binary_agreement_with_ties(truth: Sequence[bool], said: Sequence[float]) -> 
     pos_truth, pos_said = float(t.mean()), float(q.mean())
     pe = pos_truth * pos_said + (1 - pos_truth) * (1 - pos_said)
     kappa = NAN if pe >= 1.0 - 1e-15 else (po - pe) / (1 - pe)
-    return {"accuracy": MetricResult(po, n), "balanced_accuracy": MetricResult(float(np.mean(recalls)), n),
+    balanced = float(np.mean(recalls)) if len(recalls) == 2 else NAN     # one class present: undefined
+    return {"accuracy": MetricResult(po, n), "balanced_accuracy": MetricResult(balanced, n),
             "kappa": MetricResult(kappa, n)}
 
 

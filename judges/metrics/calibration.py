@@ -19,8 +19,12 @@ uncertainty calibration"): per bin, the squared gap minus its sampling variance,
 
     CE^2 = sum over bins of (n_bin / N) * [(observed - mean prediction)^2 - observed (1 - observed) / (n_bin - 1)]
 
-unbiased for the binned squared calibration error (can be negative by chance); `calibration_error`
-is sqrt(max(CE^2, 0)) and its interval the square roots of CE^2's interval, clipped at 0.
+unbiased for the binned squared calibration error (can be negative by chance: a calibrated judge's
+estimate scatters around 0). It is published as it is, `squared_calibration_error`, with its
+interval: its square root would not be unbiased (sqrt(max(CE^2, 0)) read +0.03 for a calibrated
+judge at 10 stories), and an interval of the root is the roots of this one. The interval resamples
+clusters and is centred on the estimate (`centred_interval`); the tables and a sweep ranking by it
+print the same one (`calibration_units`).
 
 >>> round(expected_calibration_error([0.9, 0.9, 0.1, 0.1], [1, 0, 0, 0], bins=10), 3)
 0.25
@@ -36,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import NAN, MetricResult, is_missing, known_pairs
-from .bootstrap import percentile_interval
+from .bootstrap import interval_note, percentile_interval
+from .estimates import Units, mean_of
 
 
 @dataclass(frozen=True)
@@ -107,32 +112,38 @@ def squared_calibration_error(counts: np.ndarray, sum_p: np.ndarray, sum_y: np.n
         return np.where(kept, counts * np.nan_to_num(term), 0.0).sum(axis=-1) / np.where(n > 0, n, np.nan)
 
 
-def calibration_error(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = 500,
-                      seed: int = 0, clusters: Sequence[Hashable] | None = None) -> tuple[float, float, float]:
-    """(debiased calibration error, CI low, CI high): the root of the debiased CE^2 (module doc)
-    and the roots of its cluster-bootstrap interval, clipped at 0 (no interval below MIN_CLUSTERS
-    clusters). A calibrated judge's interval reaches 0; a plug-in ECE's never does.
-
-    >>> round(calibration_error([0.5] * 4, [1, 0, 1, 0])[0], 3)
-    0.0
-    """
-    pa, ya, inverse, g = _kept(p, y, clusters)
-    if not len(pa):
-        return NAN, NAN, NAN
-    counts, sum_p, sum_y = _bin_sums(pa, ya, inverse, g, bins)
+def centred_interval(counts: np.ndarray, sum_p: np.ndarray, sum_y: np.ndarray, resamples: int = 500,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """(debiased CE^2, CI low, CI high) from per-cluster, per-bin counts and sums (G, bins): the
+    expanded percentile interval of the cluster-resampled CE^2, centred on the estimate (no
+    interval below MIN_CLUSTERS clusters or without spread)."""
     point = float(squared_calibration_error(counts.sum(axis=0), sum_p.sum(axis=0), sum_y.sum(axis=0)))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, g, (resamples, g))
+    g = counts.shape[0]
+    idx = np.random.default_rng(seed).integers(0, g, (resamples, g))
     stats = squared_calibration_error(counts[idx].sum(axis=1), sum_p[idx].sum(axis=1), sum_y[idx].sum(axis=1))
     # A resample repeats whole clusters, so its bins vary more than the n_bin - 1 term removes:
     # the resampled CE^2 sit above the estimate. Centring them on it (median bias correction)
     # brings the coverage at 10 clusters from 0.92 to the level the conformance test asks.
-    stats = stats - (np.nanmedian(stats) - point) if len(stats) and not math.isnan(point) else stats
+    if len(stats) and not math.isnan(point) and not np.isnan(stats).all():
+        stats = stats - (np.nanmedian(stats) - point)
     low, high = percentile_interval(stats, g)
+    return point, low, high
 
-    def root(v: float) -> float:
-        return v if math.isnan(v) else math.sqrt(max(v, 0.0))
-    return root(point), root(low), root(high)
+
+def squared_calibration_error_ci(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = 500,
+                                 seed: int = 0, clusters: Sequence[Hashable] | None = None
+                                 ) -> tuple[float, float, float]:
+    """(debiased CE^2, CI low, CI high) of predictions p against outcomes y, clusters resampled
+    (each prediction its own cluster when None; no interval below MIN_CLUSTERS clusters). A
+    calibrated judge's interval holds 0; a plug-in ECE's never does.
+
+    >>> round(squared_calibration_error_ci([0.5] * 4, [1, 0, 1, 0])[0], 3)
+    -0.083
+    """
+    pa, ya, inverse, g = _kept(p, y, clusters)
+    if not len(pa):
+        return NAN, NAN, NAN
+    return centred_interval(*_bin_sums(pa, ya, inverse, g, bins), resamples=resamples, seed=seed)
 
 
 def _kept(p: Sequence[float], y: Sequence[float | bool], clusters: Sequence[Hashable] | None):
@@ -153,7 +164,7 @@ def ece_bootstrap(p: Sequence[float], y: Sequence[float | bool], bins: int = 10,
     """Percentile CI of the ECE over cluster resamples (a story's verdicts, a pair's orders move
     together; each verdict its own cluster when `clusters` is None), from per-cluster, per-bin sums
     in numpy. (nan, nan) with too few clusters or no spread. Biased upward like the ECE itself (module
-    doc): the tables print `calibration_error` with its interval instead; this stays for audits."""
+    doc): the tables print `squared_calibration_error` with its interval instead; this stays for audits."""
     pa, ya, inverse, g = _kept(p, y, clusters)
     if not len(pa):
         return NAN, NAN
@@ -168,17 +179,28 @@ def ece_bootstrap(p: Sequence[float], y: Sequence[float | bool], bins: int = 10,
     return percentile_interval(np.concatenate(stats), g, alpha)
 
 
-def calibration_error_of(c) -> float:
-    """The debiased calibration error of rows with columns p and y (a rankable estimate's statistic)."""
+def squared_calibration_error_of(c) -> float:
+    """The debiased CE^2 of rows with columns p and y (10 bins)."""
     pa, ya = c["p"].astype(float), c["y"].astype(float)
     if not len(pa):
         return NAN
-    index = np.minimum((pa * 10).astype(int), 9)
-    counts = np.bincount(index, minlength=10).astype(float)
-    ce2 = squared_calibration_error(counts, np.bincount(index, pa, 10), np.bincount(index, ya, 10))
-    return float(math.sqrt(max(float(ce2), 0.0))) if not math.isnan(ce2) else NAN
+    counts, sum_p, sum_y = _bin_sums(pa, ya, np.zeros(len(pa), dtype=int), 1, 10)
+    return float(squared_calibration_error(counts[0], sum_p[0], sum_y[0]))
 
 
-def brier_of(c) -> float:
-    """The Brier score of rows with columns p and y."""
-    return float(((c["p"].astype(float) - c["y"].astype(float)) ** 2).mean()) if len(c["p"]) else NAN
+def calibration_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):
+    """The debiased CE^2 as a rankable estimate (10 bins), with the calibration table's interval."""
+    def rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
+        pa, ya = u.columns["p"].astype(float), u.columns["y"].astype(float)
+        point, low, high = centred_interval(*_bin_sums(pa, ya, u.cluster_of_rows(), u.clusters, 10),
+                                            resamples=resamples, seed=seed)
+        return low, high, interval_note(u.clusters, low)
+    return Units.of(clusters, {"p": np.asarray(p, dtype=float), "y": np.asarray(y, dtype=float)},
+                    squared_calibration_error_of, rule=rule)
+
+
+def brier_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):
+    """The Brier score as a rankable estimate: the mean of (p - y)^2, its interval the bootstrap
+    of that mean over clusters."""
+    errors = (np.asarray(p, dtype=float) - np.asarray(y, dtype=float)) ** 2
+    return Units.of(clusters, {"v": errors}, mean_of("v"), bounds=(0.0, 1.0))

@@ -51,11 +51,16 @@ def separated(features: Sequence[Sequence[float]], outcome: Sequence[float | boo
     is set by its penalty (Konis 2007: a linear program finds b != 0 with s_i x_i.b >= 0 for all
     rows, s_i = +1/-1 for outcome 1/0). All outcomes equal counts as separated (the intercept
     alone runs off to infinity)."""
-    from scipy.optimize import linprog
-
     y = np.asarray(outcome, dtype=float)
     if not len(y):
         return False
+    one = np.asarray(features, dtype=float).reshape(len(y), -1)
+    if one.shape[1] == 1:        # one feature: separated iff a threshold on it splits the outcomes
+        pos, neg = one[y > 0.5, 0], one[y <= 0.5, 0]
+        return bool(not len(pos) or not len(neg)
+                    or (np.ptp(one) > 0 and (pos.max() <= neg.min() or neg.max() <= pos.min())))
+    from scipy.optimize import linprog
+
     x = np.hstack([np.ones((len(y), 1)), np.asarray(features, dtype=float).reshape(len(y), -1)])
     signed = x * np.where(y > 0.5, 1.0, -1.0)[:, None]
     res = linprog(-signed.sum(axis=0), A_ub=-signed, b_ub=np.zeros(len(y)), bounds=[(-1, 1)] * x.shape[1],

@@ -134,6 +134,14 @@ def keep_log(args, run_dir: Path) -> None:
             out.write(log.read_bytes())
 
 
+def interval_notes(ranking) -> list[str]:
+    """The ranking's interval notes, each once: under "no interval where" only the notes of rows
+    printed without one (a constant rate's exact bound is an interval, and says how it was made)."""
+    missing = ranking["ci_low"].is_null()
+    lines = [f"no interval where: {n}" for n in sorted(set(ranking.filter(missing)["ci_note"].drop_nulls().to_list()))]
+    return lines + [f"interval where: {n}" for n in sorted(set(ranking.filter(~missing)["ci_note"].drop_nulls().to_list()))]
+
+
 def print_sweep(args, done: Executed) -> int:
     sweep, out = done.swept, done.sweep
     assert sweep is not None and out is not None
@@ -142,8 +150,7 @@ def print_sweep(args, done: Executed) -> int:
                  f"Top {args.show} cells x settings by {sweep.rank_by} "
                  f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% cluster-bootstrap CI)", max_rows=args.show)
     if out.ranking.height:
-        notes = sorted({n for n in out.ranking["ci_note"].to_list() if n})
-        print("\n".join(["", *(f"no interval where: {n}" for n in notes), MULTIPLE_COMPARISONS]))
+        print("\n".join(["", *interval_notes(out.ranking), MULTIPLE_COMPARISONS]))
     sh = out.manifest.sharing
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "

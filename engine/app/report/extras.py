@@ -39,15 +39,15 @@ def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     if "cascade" in t and t["cascade"].height:
         out.append(Panel("Cascade with an agreement guarantee",
                          "Per level: the threshold certified on the calibration clusters (stories or pairs as the "
-                         "unit), the held-out items it answered, their agreement with humans (95% CI, clusters "
-                         "resampled) and its share of tokens. The summary's held_out_agreement_reaches_target is a "
+                         "unit), the held-out items it answered, their agreement with humans (95% interval, clusters "
+                         "the units) and its share of tokens. The summary's held_out_agreement_reaches_target is a "
                          "point estimate on the held-out split; the guarantee itself holds with probability 1 - delta "
                          "over calibration draws.",
                          [("cascade", t["cascade"]), ("cascade_summary", t.get("cascade_summary", pl.DataFrame()))]))
     if "jury" in t and t["jury"].height:
         jury = t["jury"].with_columns(pl.lit("held-out split").alias("judge"))
         out.append(Panel("Jury: each judge and each pooling on the held-out split",
-                         "Agreement with humans with 95% CIs (clusters resampled) over every held-out item: a pooled "
+                         "Agreement with humans with 95% intervals (clusters the units) over every held-out item: a pooled "
                          "probability of exactly 0.5 is a tie, scored as a fair coin (half credit; `ties` counts "
                          "them); stacking weights fitted on the calibration split.",
                          [("jury", t["jury"]), ("jury_weights", t.get("jury_weights", pl.DataFrame()))],

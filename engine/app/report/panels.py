@@ -127,7 +127,7 @@ def _label_distribution(t: dict[str, pl.DataFrame]) -> list[Panel]:
         return []
     fig = _grouped_bars(counts, "label", "share", "Label distribution", "share of verdicts", "ci_low", "ci_high", (0, 1))
     return [Panel("Label distribution", "A judge that says one label almost always carries little information "
-                                        "(95% bootstrap CI over verdicts).", [("label_distribution", counts)],
+                                        f"({rate_interval('stories or pairs')}).", [("label_distribution", counts)],
                   [("label_distribution", fig)])]
 
 
@@ -153,9 +153,22 @@ def _calibration_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     return [Panel("Calibration of the judge's probabilities",
                   "Distribution mode: predictions binned by the probability of the positive label (TTCW: Yes; "
                   "pairwise: text a better), against how often humans said so; numbers are verdicts per bin. "
-                  "ECE = sum of (bin share x |mean prediction - observed frequency|), 95% bootstrap CI; Brier = "
+                  "ECE = sum of (bin share x |mean prediction - observed frequency|), as the papers print it: biased "
+                  "upward (a calibrated judge's ECE stays above 0), so no interval. squared_calibration_error: the "
+                  "debiased CE^2 of Kumar, Liang & Ma (2019), unbiased (a calibrated judge's scatters around 0, below 0 "
+                  "too), with its 95% interval (stories or pairs resampled, centred on the estimate); Brier = "
                   "mean squared error.", [("calibration_summary", summary), ("calibration", t["calibration"])],
                   [("reliability_diagram", fig)])]
+
+
+ANOVA_NOTE = ("F over the items; p by shuffling the categories within each item group (999 shuffles): an item's "
+              "score is relative to the items listed with it, so groups, not items, are the independent units.")
+
+
+def rate_interval(units: str) -> str:
+    """How a rate's interval is made (`metrics.proportion`), in a panel's words."""
+    return (f"95% interval, {units} as the clusters: Clopper-Pearson on the effective sample size (Korn-Graubard), "
+            "one trial per cluster where the rarer answer is in fewer than 5 clusters")
 
 
 # -- reference-based Likert -------------------------------------------------------------------------
@@ -218,7 +231,8 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     sp = t.get("self_preference")
     if sp is not None and sp.height:
         out.append(Panel("Self-preference", "A judge's mean for the items its own family wrote minus its mean for the "
-                                            "others' items (95% bootstrap CI, items resampled): above 0, it favours "
+                                            "others' items (95% bootstrap CI, groups resampled: an item's score is "
+                                            "relative to its list; none from fewer than 10 groups): above 0, it favours "
                                             "its own.", [("self_preference", sp)],
                          [("self_preference", _grouped_bars(sp.filter(pl.col("score") == "score"), "own_source",
                                                             "difference", "Own minus others' mean 1-5 score",
@@ -229,10 +243,10 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                                        "written twice for one object (across levels: the oracle levels overlap).",
                          [("generation", gen)] + ([("generation_duplicates", dup)] if dup is not None and dup.height
                                                   else [])))
-    for name, title in (("anova", "One-way ANOVA across categories"), ("icc", "ICC across repeats"),
-                        ("success", "Complete lists per N")):
+    for name, title, note in (("anova", "One-way ANOVA across categories", ANOVA_NOTE),
+                              ("icc", "ICC across repeats", ""), ("success", "Complete lists per N", "")):
         if name in t and t[name].height:
-            out.append(Panel(title, "", [(name, t[name])]))
+            out.append(Panel(title, note, [(name, t[name])]))
     out += _permutation_panels(t)
     inter = t.get("inter_judge")
     if inter is not None and inter.width > 2 + ("run" in inter.columns):
@@ -314,16 +328,16 @@ def pairwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     acc = t.get("accuracy")
     if acc is not None and acc.height:
         out.append(Panel("Accuracy against the human preference",
-                         "Per order, averaged over the two orders, and the pair-level combined verdict (95% bootstrap CI "
-                         "over pairs).", [("accuracy", acc)],
+                         "Per order, averaged over the two orders, and the pair-level combined verdict (a tie earns "
+                         f"half) ({rate_interval('pairs')}).", [("accuracy", acc)],
                          [("accuracy", _grouped_bars(acc, "order", "accuracy", "Accuracy", "accuracy", "ci_low", "ci_high",
                                                      (0, 1)))]))
     bias = t.get("bias")
     if bias is not None and bias.height:
         shown = bias.filter(pl.col("metric") != "unparsed")
         out.append(Panel("Bias panel", "Swap-flip rate (orders disagree), first-position win rate (of verdicts that "
-                                       "prefer a side; ties left out), longer-text win rate and tie rate, each with a "
-                                       "95% bootstrap CI over pairs, from the judge's real answers. Unbiased: 0, 0.5, "
+                                       "prefer a side; ties left out), longer-text win rate and tie rate, each with "
+                                       f"its {rate_interval('pairs')}, from the judge's real answers. Unbiased: 0, 0.5, "
                                        "0.5.", [("bias", bias)],
                          [("bias", _grouped_bars(shown, "metric", "value", "Bias", "rate", "ci_low", "ci_high", (0, 1)))]))
     lc = t.get("length_control")

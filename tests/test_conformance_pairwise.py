@@ -1,0 +1,95 @@
+"""Conformance of the pairwise tables through the published path: `Pairwise().tables` on a verdict
+frame of DRAWS judges (one simulated data set each), every interval read from the table it writes.
+The hard cases of tests/conformance_data.py (lopsided rates, within-pair correlation, unequal
+cluster sizes from 3 repeats and 10% unparsed verdicts, 10 and 30 pairs); the truth of each column
+from the simulation's parameters."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from litjudge.judges.pairwise import Pairwise
+from tests.conformance_data import (
+    COVERAGE,
+    DRAWS,
+    HARD_PATH,
+    MIN_CLUSTERS,
+    beta_rates,
+    context,
+    coverage,
+    pairwise_frame,
+    right_in_both_orders,
+)
+
+UNPARSED = 0.1
+TIE = 0.1
+
+
+def rows(table: pl.DataFrame, column: str, value: str) -> pl.DataFrame:
+    out = table.filter(pl.col(column) == value)
+    assert out.height == DRAWS, (column, value, out.height)
+    return out
+
+
+@pytest.mark.parametrize("p, rho, pairs", HARD_PATH)
+def test_accuracy_and_bias_rates_cover_the_truth(p, rho, pairs):
+    """A judge right with a pair-level chance r ~ Beta(mean p, correlation rho) in both orders:
+    every accuracy row's truth is p, the swap-flip rate's 2 p (1 - p) (1 - rho) (the two orders
+    disagree), the longer-text win rate's p (the preferred text is the longer), the tie rate's 0
+    and each label's share (1 - UNPARSED) / 2."""
+    rng = np.random.default_rng(int(1000 * p) + int(10 * rho) + pairs)
+    human = rng.random((DRAWS, pairs)) < 0.5
+    right = beta_rates(rng, (DRAWS, pairs), p, rho)
+    frame = pairwise_frame(rng, right_in_both_orders(right, human), human, unparsed=UNPARSED)
+    tables = Pairwise().tables(frame, context(Pairwise(), "pairs-generic"))
+    acc, bias, shares = tables["accuracy"], tables["bias"], tables["label_distribution"]
+    truths = {("order", "ab"): p, ("order", "ba"): p, ("order", "mean of both"): p,
+              ("order", "combined (inconsistent; tie = 0.5)"): p}
+    got = {key: coverage(*rows(acc, *key).select("ci_low", "ci_high"), truth) for key, truth in truths.items()}
+    for metric, truth in (("swap_flip_rate", 2 * p * (1 - p) * (1 - rho)), ("longer_text_win_rate", p),
+                          ("first_position_win_rate", 0.5), ("tie_rate", 0.0)):
+        got[("bias", metric)] = coverage(*rows(bias, "metric", metric).select("ci_low", "ci_high"), truth)
+    for label, truth in (("A", (1 - UNPARSED) / 2), ("unparsed", UNPARSED)):
+        got[("label", label)] = coverage(*rows(shares, "label", label).select("ci_low", "ci_high"), truth)
+    print(p, rho, pairs, got)
+    assert not {k: c for k, c in got.items() if c < COVERAGE}, got
+
+
+@pytest.mark.parametrize("p, rho, pairs", [(p, 0.6, MIN_CLUSTERS) for p in (0.05, 0.15, 0.95)])
+def test_position_bias_tie_and_label_shares_cover_the_truth(p, rho, pairs):
+    """A judge that says "tie" with a pair-level chance t ~ Beta(TIE, rho), else "A" (the text
+    shown first) with a pair-level chance a ~ Beta(p, rho): the first-position win rate's truth
+    is p, the tie rate's TIE, the share of "A" (1 - UNPARSED)(1 - TIE) p."""
+    rng = np.random.default_rng(int(1000 * p) + int(10 * rho) + pairs + 7)
+    human = rng.random((DRAWS, pairs)) < 0.5
+    first = beta_rates(rng, (DRAWS, pairs), p, rho)
+    frame = pairwise_frame(rng, np.stack([first, first], axis=-1), human, unparsed=UNPARSED,
+                           tie=beta_rates(rng, (DRAWS, pairs), TIE, rho))
+    tables = Pairwise().tables(frame, context(Pairwise(), "pairs-generic", options={"tie": True}))
+    bias, shares = tables["bias"], tables["label_distribution"]
+    got = {"first_position_win_rate": coverage(*rows(bias, "metric", "first_position_win_rate")
+                                               .select("ci_low", "ci_high"), p),
+           "tie_rate": coverage(*rows(bias, "metric", "tie_rate").select("ci_low", "ci_high"), TIE),
+           "share A": coverage(*rows(shares, "label", "A").select("ci_low", "ci_high"), (1 - UNPARSED) * (1 - TIE) * p),
+           "share tie": coverage(*rows(shares, "label", "tie").select("ci_low", "ci_high"), (1 - UNPARSED) * TIE)}
+    print(p, rho, pairs, got)
+    assert not {k: c for k, c in got.items() if c < COVERAGE}, got
+
+
+@pytest.mark.parametrize("right", [1.0, "always A"])
+def test_a_constant_judge_gets_the_exact_bound_and_covers(right):
+    """No resample varies: a perfect judge (truth 1) and one that always says "A" (right in exactly
+    one order of every pair: truth 0.5 for the mean of both orders) get the exact binomial bound,
+    inside [0, 1], and it holds the truth."""
+    rng = np.random.default_rng(3)
+    human = np.ones((DRAWS // 10, 10), dtype=bool)
+    said = right_in_both_orders(np.ones(human.shape), human) if right == 1.0 else np.ones((*human.shape, 2))
+    tables = Pairwise().tables(pairwise_frame(rng, said, human, unparsed=0.0),
+                               context(Pairwise(), "pairs-generic"))
+    both = tables["accuracy"].filter(pl.col("order") == "mean of both")
+    truth = 1.0 if right == 1.0 else 0.5
+    s = 1 - 0.025 ** (1 / 10)
+    assert both["ci_low"].to_list() == pytest.approx([truth - s * truth] * both.height)
+    assert both["ci_high"].to_list() == pytest.approx([min(1.0, truth + s * (1 - truth))] * both.height)
+    assert coverage(both["ci_low"], both["ci_high"], truth) == 1.0
