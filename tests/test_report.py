@@ -33,8 +33,8 @@ def rendered(page, tmp_path) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def screenshot(page, png, tmp_path) -> None:
-    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", "--window-size=1280,2000",
+def screenshot(page, png, tmp_path, size: str = "1280,2000") -> None:
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", f"--window-size={size}",
                         f"--screenshot={png}", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert png.exists(), r.stderr[-1000:]
     import matplotlib.image
@@ -269,3 +269,76 @@ def test_item_viewer_shows_flips_and_caps_a_large_run(tmp_path):
     assert out["all"] == out["flipped"] == MAX_VERDICTS
     assert out["wrong"] == MAX_VERDICTS // 2 and out["unparsed"] == 0      # order ba picks b: wrong
     assert "Other orders: order ba: A → b (ok)" in out["other"]
+
+
+# What a hostile story, label or judge name may hold: every way out of a <script> element's data
+# (`</script>`, `<!--<script>` puts the parser in its double-escaped state, where the next
+# `</script>` no longer ends the element), a CDATA end, an entity and a line separator, plus markup
+# that would run script if it ever became an element.
+HOSTILE = "<!--<script>x\u2028</script><!--]]>&amp;"
+RUNS = "<img src=x onerror=\"document.documentElement.dataset.pwned=1\"><script>document.title='pwned'</script>"
+
+
+def hostile_run(tmp_path):
+    """A classification run whose story, item ids, groups, labels, raw outputs and judge name all hold
+    HOSTILE and RUNS (the judge is a replayed file in a folder named with them): 6 items, 4 answered
+    with a label, 2 with hostile text (unparsed)."""
+    labels = ["Good" + HOSTILE, "Bad" + HOSTILE]
+    items = [{"group": f"group {i % 2} {HOSTILE}", "item_id": f"it{i}{HOSTILE}{RUNS}".replace("/", "|"),
+              "text": f"story {i} {HOSTILE}{RUNS}", "category": labels[i % 2]} for i in range(6)]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
+    folder = tmp_path / f"judge {HOSTILE}{RUNS}".replace("/", "|")[:120] / "<"     # '/script>' needs a folder
+    folder.mkdir(parents=True)
+    answers = folder / "script>.jsonl"
+    answers.write_text("".join(json.dumps({"id": r["item_id"], "response": labels[i // 2 % 2] if i < 4 else
+                                           f"raw {HOSTILE}{RUNS}"}) + "\n" for i, r in enumerate(items)))
+    cfg = tmp_path / "hostile.toml"
+    cfg.write_text(f'name = "hostile"\nprotocol = "classification"\njudge = {json.dumps("replay:" + str(answers))}\n'
+                   f'[dataset]\nloader = "rated_items_jsonl"\npath = {json.dumps(str(tmp_path / "items.jsonl"))}\n'
+                   f'[options]\nlabels = {json.dumps(labels)}\ntemplate = "default"\n')
+    out = run(load_config(cfg), progress=False)
+    return out.run_dir, "replay:" + str(answers), items
+
+
+@needs_chromium
+def test_item_viewer_survives_hostile_text_in_every_field(runs_dir, tmp_path):
+    """`<!--<script>`, `</script>`, `<!--` and `]]>` in the story (so the prompt), the raw output, the
+    judge's name, the item id, the group and the label: every row is shown, the filters work, a row
+    opens with its text as written, and nothing the data holds runs as script. report.md shows the same
+    text as text (no element a Markdown viewer would render)."""
+    run_dir, judge, items = hostile_run(tmp_path)
+    page = write_report([run_dir])
+    out = clicks(page, f"""
+      const d = box.ownerDocument;
+      out.title = d.title; out.pwned = d.documentElement.dataset.pwned || null;
+      out.sections = d.querySelectorAll('section').length;
+      out.all = +box.dataset.shown; out.rows = box.querySelectorAll('tbody tr.item').length;
+      out.judges = [...box.querySelectorAll('select.judge option')].map(o => o.value);
+      out.facets = [...box.querySelectorAll('select.facet option')].map(o => o.value);
+      set('select.judge', {json.dumps(judge)}); out.judge = +box.dataset.shown;
+      set('select.facet', {json.dumps(items[1]['group'])}); out.facet = +box.dataset.shown;
+      set('select.judge', ''); set('select.facet', '');
+      box.querySelector('input.unparsed').click(); out.unparsed = +box.dataset.shown;
+      box.querySelector('input.unparsed').click();
+      set('input.search', 'it3'); out.search = +box.dataset.shown; set('input.search', '');
+      const last = [...box.querySelectorAll('tbody tr.item')].pop(); last.click();
+      const cells = box.querySelectorAll('tbody tr.item')[5].querySelectorAll('td');
+      out.item = cells[1].textContent; out.group = cells[2].textContent; out.shownJudge = cells[0].textContent;
+      const pres = box.querySelectorAll('tr.detail pre');
+      out.prompt = pres[0].textContent; out.raw = pres[1].textContent;
+      box.querySelectorAll('tbody tr.item')[0].click();
+      out.label = box.querySelector('tr.detail').textContent;
+      out.pwnedAfter = d.documentElement.dataset.pwned || null; out.titleAfter = d.title;
+      out.scripts = d.querySelectorAll('script').length; out.images = d.querySelectorAll('img:not(.plot)').length;
+    """, tmp_path)
+    assert out["title"] == out["titleAfter"] == "litjudge report: hostile" and out["pwned"] is out["pwnedAfter"] is None
+    assert out["scripts"] == 3 and out["images"] == 0              # the viewer's data and code, the plots' check
+    assert out["all"] == out["rows"] == 6 and out["sections"] >= 4
+    assert out["judges"] == ["", judge] and out["facets"] == ["", items[0]["group"], items[1]["group"]]
+    assert out["judge"] == 6 and out["facet"] == 3 and out["unparsed"] == 2 and out["search"] == 1
+    assert out["item"] == items[5]["item_id"] and out["group"] == items[1]["group"] and out["shownJudge"] == judge
+    assert items[5]["text"] in out["prompt"] and out["raw"] == f"raw {HOSTILE}{RUNS}"
+    assert f"Parsed: Good{HOSTILE} → Good{HOSTILE}" in out["label"]
+    md = (page.parent / "report.md").read_text()
+    assert "<" not in md and "&lt;!--&lt;script&gt;" in md
+    screenshot(page, tmp_path / "hostile.png", tmp_path, size="1280,3200")      # down to the viewer's rows

@@ -118,9 +118,15 @@ def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
 
 
+def _md(text: str) -> str:
+    """Data as Markdown text, never markup: Markdown renders raw HTML (a judge named `<svg onload=...>`
+    would be an element), so `&`, `<` and `>` are written as entities and `|` cannot end a cell."""
+    return html.escape(text, quote=False).replace("|", "&#124;")
+
+
 def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * df.width]
-    lines += ["| " + " | ".join(_fmt(v).replace("|", "/") for v in row) + " |" for row in df.head(max_rows).iter_rows()]
+    lines = ["| " + " | ".join(_md(c) for c in df.columns) + " |", "|" + "---|" * df.width]
+    lines += ["| " + " | ".join(_md(_fmt(v)) for v in row) + " |" for row in df.head(max_rows).iter_rows()]
     return "\n".join(lines)
 
 
@@ -160,13 +166,13 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
              "litjudge compare: " + ", ".join(r.name for r in runs))
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
             f"<h1>{html.escape(title)}</h1>"]
-    md = [f"# {title}", ""]
+    md = [f"# {_md(title)}", ""]
     for panel in panels:
         page.append(f"<section><h2>{html.escape(panel.title)}</h2>")
-        md += [f"## {panel.title}", ""]
+        md += [f"## {_md(panel.title)}", ""]
         if panel.note:
             page.append(f"<p class='note'>{html.escape(panel.note)}</p>")
-            md += [panel.note, ""]
+            md += [_md(panel.note), ""]
         for name, fig in panel.figures:
             data = _png(fig)
             (out / f"{name}.png").write_bytes(data)
@@ -176,7 +182,7 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
         for name, df in panel.tables:
             csv_safe(df).write_csv(out / "tables" / f"{name}.csv")
             page.append(f"<h3>{html.escape(name)}</h3>{_html_table(df)}")
-            md += [f"### {name}", "", _md_table(df), ""]
+            md += [f"### {_md(name)}", "", _md_table(df), ""]
         page.append("</section>")
     page.append(viewer_html(runs))
     md += ["## Items", "", "The item viewer (filters, prompts, raw outputs, both orders) is in report.html.", ""]

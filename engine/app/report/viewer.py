@@ -156,6 +156,19 @@ COLUMNS = ("judge", "item", "facet", "order", "repeat", "status", "label", "answ
            "flipped", "probability", "distribution", "reason", "raw", "prompt")
 
 
+# Characters that could end or re-open markup inside <script> (`</script>`, `<!--<script>` puts the
+# parser in its double-escaped state and the rest of the page becomes script text), plus the two line
+# separators some JavaScript parsers once refused in strings: written as JSON escapes, which decode to the
+# same text, so no judged text can change the page's structure.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                "\u2029": "\\u2029"})
+
+
+def script_json(data) -> str:
+    """`data` as JSON safe to embed in a <script> element: no `<`, `>` or `&` in it (JSON escapes)."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False).translate(_SCRIPT_UNSAFE)
+
+
 def viewer_section(run: LoadedRun) -> str:
     """The viewer of one run as an HTML section (data embedded as JSON)."""
     v = viewer_frame(run)
@@ -176,7 +189,7 @@ def viewer_section(run: LoadedRun) -> str:
     facets = sorted({f for f in v["facet"].to_list() if f}, key=_natural)
     data = {"columns": list(COLUMNS), "rows": rows, "prompts": prompts, "page": PAGE,
             "judges": sorted(set(v["judge"].to_list())), "facets": facets}
-    payload = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+    payload = script_json(data)
     capped = (f" The first {MAX_VERDICTS:,} of {total:,} verdicts are here; all of them are in verdicts.parquet."
               if total > MAX_VERDICTS else "")
     has_truth = v["agrees"].is_not_null().any()
