@@ -131,12 +131,10 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     notes = lost_store_note(run_dir)
-    created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
-    lock = lock or RunLock(run_dir)                # one run per folder at a time
-    store = _open_store(run_dir, lock)
-    log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
-    cache = open_verdict_cache() if live_judges else None        # recorded judges never read it
+    created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
+    lock, store, cache = _open_stores(run_dir, lock, live_judges)
+    log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
                      t0, notes, skipped={name: [] for name, _ in tasks})
     refused = False
@@ -158,13 +156,21 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         _close(state, lock, remove=refused)
 
 
-def _open_store(run_dir: Path, lock: RunLock) -> Store:
-    """The run folder's store, opened under its lock (released again if the store cannot open)."""
-    remove_stale_temporaries(run_dir)
+def _open_stores(run_dir: Path, lock: RunLock | None, live_judges: bool) -> tuple[RunLock, Store, Store | None]:
+    """The shared verdict cache (first: a file refused as one leaves no run folder behind; recorded
+    judges never read it), then, under the folder's lock (one run per folder at a time), the run's
+    store; what opened is closed again, and the lock released, if a later step fails."""
+    cache = open_verdict_cache() if live_judges else None
+    held = None
     try:
-        return Store.open(run_dir / "store.sqlite")
+        held = lock or RunLock(run_dir)
+        remove_stale_temporaries(run_dir)
+        return held, Store.open(run_dir / "store.sqlite"), cache
     except BaseException:
-        lock.release()
+        if held is not None:
+            held.release()
+        if cache is not None:
+            cache.close()
         raise
 
 

@@ -29,7 +29,7 @@ from litjudge.judges.contract import Declaration
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import open_verdict_cache, verdict_cache_path
+from ..core.cache import open_verdict_cache
 from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
@@ -107,7 +107,7 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
     generate and prefill, and a sample of distinct requests left to generate (for a calibration).
     Streams: the plan is never held whole."""
     rows = []
-    stores = [s for s in (_existing(runs_output_dir() / sweep.name / "store.sqlite"), _existing(verdict_cache_path()))
+    stores = [s for s in (_existing(runs_output_dir() / sweep.name / "store.sqlite"), open_verdict_cache(readonly=True))
               if s is not None]
     try:
         for w in work(sweep, prepared_cells(sweep)):
@@ -166,9 +166,10 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                progress: bool) -> SweepOutcome:
     store = Store.open(run_dir / "store.sqlite")
     log_to(run_dir / "engine.log")
-    cache = open_verdict_cache()
+    cache: Store | None = None
     judge_runs: list[JudgeRun] = []
     try:
+        cache = open_verdict_cache()
         for w in work(sweep, cells):
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731

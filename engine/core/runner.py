@@ -20,7 +20,7 @@ from litjudge.grammars.language import VerdictLanguage
 
 from . import plan_process
 from .backend import Backend, JudgeSpec, Planner
-from .console import terminal
+from .cache import warn_left_aside
 from .distribution import argmax_label
 from .errors import LitjudgeError
 from .planner import CHUNK, PlanChunk, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
@@ -136,7 +136,7 @@ class Writer:
         try:
             self.cache.put_results(rows)  # type: ignore[union-attr]
         except LitjudgeError as exc:
-            print(f"litjudge: warning: the shared verdict cache is left aside for this run: {exc}", file=terminal())
+            warn_left_aside(self.cache.path, exc)  # type: ignore[union-attr]
             if self.cache is not None:
                 self.cache.left_aside = True      # for every later judge of this invocation too
             self.cache = None

@@ -22,6 +22,7 @@ import orjson
 from .console import terminal
 from .errors import StoreError, lock_wait, store_failure
 from .paths import writable
+from .store_role import check_role
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
 
@@ -41,9 +42,7 @@ CREATE TABLE IF NOT EXISTS results (
     analysis TEXT,                   -- analyze mode: the free analysis before the marker
     distribution TEXT,               -- distribution mode: {label: probability}, JSON
     label_mass REAL,                 -- distribution mode: total probability on the labels
-    prompt_tokens INTEGER,
-    cached_tokens INTEGER,
-    output_tokens INTEGER,
+    prompt_tokens INTEGER, cached_tokens INTEGER, output_tokens INTEGER,
     created REAL NOT NULL,
     failure TEXT,                    -- the backend's error where it gave no answer (never parsed)
     cut INTEGER                      -- 1: the output was cut at max_tokens
@@ -121,13 +120,13 @@ class Store:
     """Every operation translates SQLite's failures into one line: locked (after waiting, with a
     message), corrupt (with the recovery), disk full or not writable (nothing stored is lost)."""
 
-    def __init__(self, path: Path, create: bool = True, readonly: bool = False):
+    def __init__(self, path: Path, create: bool = True, readonly: bool = False, role: str = "run"):
         self.path = Path(path)
         self.left_aside = False      # a shared cache that failed once: the invocation's later judges skip it
         if not create and not self.path.exists():
             raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
         if readonly:
-            self._open_readonly()
+            self._open_readonly(role)
             return
         with self._guard():
             if create:
@@ -157,8 +156,9 @@ class Store:
         row = self._write(setup)
         if row is not None and row[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {row[0]}, this litjudge reads {LAYOUT_VERSION}")
+        check_role(self, role, mark=role)     # a run's store is never opened as a cache, nor a cache as one
 
-    def _open_readonly(self) -> None:
+    def _open_readonly(self, role: str) -> None:
         """Read, writing nothing (status, plan): WAL wants its -shm file even to read, so a folder
         that cannot be written is read immutable (no writer is expected on a read-only disk)."""
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro" + ("" if writable(self.path.parent) else "&immutable=1")
@@ -168,10 +168,11 @@ class Store:
         if found is None or found[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {found[0] if found else 'unknown'}, this litjudge reads "
                              f"{LAYOUT_VERSION} (a run of this version upgrades it; it cannot be read in place)")
+        check_role(self, role, mark=None)
 
     @classmethod
-    def open(cls, path: Path, create: bool = True, readonly: bool = False) -> Store:
-        return cls(path, create, readonly)
+    def open(cls, path: Path, create: bool = True, readonly: bool = False, role: str = "run") -> Store:
+        return cls(path, create, readonly, role)
 
     @contextmanager
     def _guard(self) -> Iterator[None]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.console import prepare_environment, quiet, terminal
-from ...core.errors import GrammarError, LitjudgeError, fault
+from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
 from ...core.paths import cache_dir
 from .preload import reexec_with_tcmalloc
 
@@ -185,6 +185,21 @@ def crash_log(exc: BaseException) -> Path:
     return path
 
 
+def console_log() -> Path:
+    """This invocation's console log, in litjudge's own folder (cache_dir); a file standing where that
+    folder should be is one line naming the setting to change."""
+    folder = cache_dir()
+    blocked = next((p for p in (folder, *folder.parents) if p.exists()), folder)
+    if not blocked.is_dir():
+        what = "console logs, the verdict cache, crash reports"
+        if os.environ.get("LITJUDGE_CACHE"):
+            raise ConfigError(f"LITJUDGE_CACHE={folder}: {blocked} is a file, and litjudge keeps its own files ({what}) "
+                              "in a folder: point LITJUDGE_CACHE at a folder")
+        raise ConfigError(f"{blocked} is a file where litjudge keeps its own folder {folder} ({what}): move it, or set "
+                          "LITJUDGE_CACHE to a folder")
+    return folder / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:                     # the command line (not a test calling main): maybe under tcmalloc
         reexec_with_tcmalloc(sys.argv[1:])
@@ -195,13 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["LITJUDGE_RUNS_DIR"] = str(Path(args.out).resolve())
     if getattr(args, "no_cache", False):
         os.environ["LITJUDGE_VERDICT_CACHE"] = "off"
-    elif getattr(args, "cache", None):
-        os.environ["LITJUDGE_VERDICT_CACHE"] = str(Path(args.cache).expanduser().resolve())
+    elif getattr(args, "cache", None):                  # a folder (`DIR/`, or one that exists) holds verdicts.sqlite
+        from ...core.cache import cache_file
+        os.environ["LITJUDGE_VERDICT_CACHE"] = str(cache_file(args.cache).resolve())
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    log = cache_dir() / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    args.console_log = log
     try:
+        args.console_log = log = console_log()
         with quiet(log, enabled=not args.verbose):
             return args.fn(args)
     except (LitjudgeError, GrammarError) as exc:
