@@ -146,7 +146,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         # run folder is taken away again, so nothing is left that looks like an interrupted run
         refused = created and not store.has_results()
         raise
-    except KeyboardInterrupt:                      # Ctrl-C: the invocation is kept in the history too
+    except KeyboardInterrupt:                      # Ctrl-C or SIGTERM: the invocation is kept in the history too
         append_history(run_dir, RunManifest.of({
             "seconds": round(time.time() - t0, 2), "git_commit": git_commit(), "interrupted": True,
             "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": j.seconds,
@@ -224,7 +224,8 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
     jr = run_judge(spec, registry.planner(spec), lambda: registry.create(spec, config.cluster), requests(),
                    state.store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
                    progress=state.progress, on_result=state.on_result, live=state.live.get(spec.name),
-                   cache=None if spec.capabilities.recorded else state.cache, apart=True)
+                   cache=None if spec.capabilities.recorded else state.cache, apart=True,
+                   on_stop=state.judge_runs.append)       # interrupted: the history keeps its figures so far
     if state.generation is not None and spec.name in state.generation.engines:
         state.generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
     state.judge_runs.append(jr)

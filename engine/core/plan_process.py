@@ -141,6 +141,7 @@ def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], 
            parallel: bool) -> None:
     inherited.close()          # the runner's end: held here too, the pipe would outlive the runner (found by a kill -9)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)     # not the console's handler (a SIGTERM raised here too)
     # This process only plans, and a plan makes no reference cycles: the cyclic collector stays off
     # for its life (resumed between chunks, each collection walked what the chunk had made: 2.5 s of
     # every 14 s at 200k requests); everything is freed by reference counting, or at its exit.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -17,6 +18,7 @@ from ...core.console import prepare_environment, quiet, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
 from ...core.paths import cache_dir
 from .preload import reexec_with_tcmalloc
+from .signals import Terminated, stop_on_sigterm
 
 # Commands import what they need when they run: `litjudge --help`, `data list`, `judges` and every
 # one-line config error answer without loading polars' plotting, scipy, torch or vLLM.
@@ -215,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["LITJUDGE_VERDICT_CACHE"] = str(cache_file(args.cache).resolve())
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    stop_on_sigterm()
     try:
         args.console_log = log = console_log()
         with quiet(log, enabled=not args.verbose):
@@ -222,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LitjudgeError, GrammarError) as exc:
         print(f"litjudge: error: {exc}", file=terminal())
         return 2
+    except Terminated:
+        print("litjudge: stopped (SIGTERM); finished verdicts are stored and a re-run resumes", file=terminal())
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=terminal())
         return 130
