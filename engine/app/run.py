@@ -30,6 +30,7 @@ from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.store import ResultRow, Store
+from ..core.store_meta import note_key_env
 from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
@@ -133,7 +134,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     notes = lost_store_note(run_dir)
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
-    lock, store, cache = _open_stores(run_dir, lock, live_judges)
+    lock, store, cache = _open_stores(run_dir, lock, live_judges, config.api.key_env)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
                      t0, notes, skipped={name: [] for name, _ in tasks})
@@ -156,17 +157,23 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         _close(state, lock, remove=refused)
 
 
-def _open_stores(run_dir: Path, lock: RunLock | None, live_judges: bool) -> tuple[RunLock, Store, Store | None]:
+def _open_stores(run_dir: Path, lock: RunLock | None, live_judges: bool, key_env: str
+                 ) -> tuple[RunLock, Store, Store | None]:
     """The shared verdict cache (first: a file refused as one leaves no run folder behind; recorded
     judges never read it), then, under the folder's lock (one run per folder at a time), the run's
-    store; what opened is closed again, and the lock released, if a later step fails."""
+    store, noting the API key's variable in it for `status --cancel-batches`; what opened is closed
+    again, and the lock released, if a later step fails."""
     cache = open_verdict_cache() if live_judges else None
-    held = None
+    held = store = None
     try:
         held = lock or RunLock(run_dir)
         remove_stale_temporaries(run_dir)
-        return held, Store.open(run_dir / "store.sqlite"), cache
+        store = Store.open(run_dir / "store.sqlite")
+        note_key_env(store, key_env)
+        return held, store, cache
     except BaseException:
+        if store is not None:
+            store.close()
         if held is not None:
             held.release()
         if cache is not None:

@@ -38,10 +38,11 @@ from ..core.requests import JudgeRequest
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
+from ..core.store_meta import note_key_env
 from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
 from .manifest import RunManifest
-from .outputs import remove_stale_temporaries, write_file, write_text
+from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .run import PreparedRun, prepare
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
@@ -148,7 +149,8 @@ def _existing(path: Path | None) -> Store | None:
     return Store.open(path, create=False, readonly=True) if path is not None and path.exists() else None
 
 
-def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
+def run_sweep(sweep: Sweep, *, progress: bool = True, rebuild: bool = False) -> SweepOutcome:
+    """`rebuild` (--rebuild-store): the sweep folder's store moved aside first, under its lock."""
     t0 = time.time()
     protocol = PROTOCOLS.get(sweep.base.protocol)()
     cells = prepared_cells(sweep)
@@ -156,6 +158,8 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     lock = RunLock(run_dir)                        # one run per folder at a time
     remove_stale_temporaries(run_dir)
     try:
+        if rebuild:
+            rebuild_store(run_dir)
         with fewer_collections():
             return _run_sweep(sweep, protocol, cells, run_dir, t0, progress)
     finally:
@@ -165,6 +169,7 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
 def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
                progress: bool) -> SweepOutcome:
     store = Store.open(run_dir / "store.sqlite")
+    note_key_env(store, sweep.base.api.key_env)        # for `status --cancel-batches` after a kill
     log_to(run_dir / "engine.log")
     cache: Store | None = None
     judge_runs: list[JudgeRun] = []

@@ -7,7 +7,7 @@ folder stands alone, and reparse and report read only it.
 Where: `LITJUDGE_VERDICT_CACHE` (a file, or a folder to hold verdicts.sqlite; `off` disables it),
 `--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite. A path
 ending in `/`, or naming a folder, is a folder: the cache is verdicts.sqlite inside it. The file is
-marked as a verdict cache (engine.core.store_role): a run folder's store.sqlite is refused as one.
+marked as a verdict cache (engine.core.store_meta): a run folder's store.sqlite is refused as one.
 Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
 locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """

@@ -22,7 +22,7 @@ import orjson
 from .console import terminal
 from .errors import StoreError, lock_wait, store_failure
 from .paths import writable
-from .store_role import check_role
+from .store_meta import check_role
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
 

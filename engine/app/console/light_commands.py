@@ -11,6 +11,7 @@ from ...backends.local.models import ALIASES, resolve_judge
 from ...core.errors import ConfigError, LitjudgeError, StoreError
 from ...core.paths import cards_dir, data_root
 from ...core.store import Store
+from ...core.store_meta import noted_key_env
 from ...data.cards import load_card
 from ...data.fetch import fetch, presence
 from ..outputs import read_manifest
@@ -52,8 +53,12 @@ def cmd_data(args) -> int:
     return 0
 
 
-def recorded_key_env(run_dir: Path) -> str:
-    """The run's `[api] key_env`, from its manifest (a sweep's or a run's), where one was written."""
+def recorded_key_env(run_dir: Path, store: Store) -> str:
+    """The run's `[api] key_env`: noted in its store when it started (a run killed with batches open
+    has no manifest yet), else from its manifest (a sweep's or a run's, of an older litjudge)."""
+    noted = noted_key_env(store)
+    if noted is not None:
+        return noted
     try:
         return read_manifest(run_dir).api_key_env
     except (LitjudgeError, AttributeError):
@@ -69,7 +74,7 @@ def cmd_status(args) -> int:
     store = Store.open(path, create=False, readonly=not args.cancel_batches)     # listing writes nothing
     try:
         if args.cancel_batches:
-            cancelled = cancel_open(store, recorded_key_env(Path(args.run_dir)))
+            cancelled = cancel_open(store, recorded_key_env(Path(args.run_dir), store))
             print(f"cancelled {len(cancelled)} open provider batch(es){': ' + ', '.join(cancelled) if cancelled else ''}")
         records = store.batches(states=("submitting", "open", "collected", "cancelled"))
     finally:

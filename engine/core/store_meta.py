@@ -1,6 +1,11 @@
-"""What a store file is: one run folder's store, or the verdict cache shared by every run. Each is
-marked in its meta table when first opened to write, and a path given as one is refused as the other:
-`--cache RUN/store.sqlite` would write every other run's verdicts into that run's store."""
+"""What a store's meta table says beyond its layout: what the file is (its role: one run folder's
+store, or the verdict cache shared by every run), and what a run notes there for later commands.
+
+Roles: each store is marked when first opened to write, and a path given as one is refused as the
+other: `--cache RUN/store.sqlite` would write every other run's verdicts into that run's store.
+Notes: the name of the variable holding the API key (`[api] key_env`), written when the run starts,
+so `litjudge status RUN --cancel-batches` finds it for a run killed before its manifest was written
+(the usual case for open provider batches). Never the key itself."""
 from __future__ import annotations
 
 import sqlite3
@@ -42,3 +47,20 @@ def check_role(store: Store, wanted: str, mark: str | None) -> None:
         fix = ("give --cache (or LITJUDGE_VERDICT_CACHE) a new file, or a folder to hold verdicts.sqlite"
                if wanted == "cache" else "give the run an output folder of its own (--out)")
         raise ConfigError(f"{store.path} is {ROLES.get(found, found)}, not {ROLES[wanted]}: {fix}")
+
+
+KEY_ENV = "api_key_env"
+
+
+def note_key_env(store: Store, key_env: str) -> None:
+    """The run's `[api] key_env` (the variable's name; "" for the provider's usual one)."""
+    def write() -> None:
+        with store.db:
+            store.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (KEY_ENV, key_env))
+    store._write(write)
+
+
+def noted_key_env(store: Store) -> str | None:
+    """What `note_key_env` wrote, or None for a store written before it was noted."""
+    row = store._write(lambda: store.db.execute("SELECT v FROM meta WHERE k=?", (KEY_ENV,)).fetchone())
+    return None if row is None else row[0]
