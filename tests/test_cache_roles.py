@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from litjudge.engine.core.cache import claim
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.store import Store
 from tests.fake_api import FakeAPI
@@ -53,19 +54,15 @@ def test_a_run_store_is_refused_as_a_cache(api, tmp_path):
 
 
 def test_a_cache_is_marked_and_never_opened_as_a_run_store(tmp_path):
-    cache = Store.open(tmp_path / "verdicts.sqlite", role="cache")
-    cache.close()
+    claim(Store.open(tmp_path / "verdicts.sqlite"), "cache").close()
     with pytest.raises(ConfigError, match="is a verdict cache, not a run folder's store"):
-        Store.open(tmp_path / "verdicts.sqlite")
+        claim(Store.open(tmp_path / "verdicts.sqlite"), "run")
     old = tmp_path / "old.sqlite"                       # an unmarked cache of an older litjudge: no plan rows
-    Store.open(old, role="cache").close()
-    db = sqlite3.connect(old)
-    with db:
-        db.execute("DELETE FROM meta WHERE k = 'role'")
-    db.close()
-    Store.open(old, role="cache").close()                # taken as a cache, and marked as one
+    Store.open(old).close()
+    claim(Store.open(old, readonly=True), "run", mark=False).close()    # read only: nothing decided, nothing written
+    claim(Store.open(old), "cache").close()             # taken as a cache, and marked as one
     with pytest.raises(ConfigError, match="is a verdict cache"):
-        Store.open(old)
+        claim(Store.open(old), "run")
 
 
 def test_a_folder_given_as_the_cache_holds_its_file(api, tmp_path):

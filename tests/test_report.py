@@ -127,7 +127,18 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
     assert "Length-controlled accuracy" in html and "Calibration of the judge" in html and "reliability_diagram" in html
     plots, ok = rendered(page, tmp_path)
     assert plots >= 5 and ok == plots
-    screenshot(page, tmp_path / "pairwise.png", tmp_path)
+    screenshot(page, tmp_path / "pairwise.png", tmp_path, size="1400,2600")
+    # distribution mode generates no text: the viewer says so where the raw output would be
+    from litjudge.engine.app.report.viewer import NO_TEXT
+    out = clicks(page, """
+      out.head = [...box.querySelectorAll('thead th')].map(th => th.textContent);
+      out.note = box.querySelector('p.note').textContent;
+      out.cell = box.querySelector('tbody tr.item td:last-child').textContent;
+      box.querySelector('tbody tr.item').click();
+      out.detail = box.querySelector('tr.detail').textContent;
+    """, tmp_path)
+    assert NO_TEXT in out["note"] and f"Raw output{NO_TEXT}Parsed" in out["detail"], out
+    assert out["head"][-1] == "raw output (probabilities)" and out["cell"][:2] in ("A ", "B "), out
 
 
 @needs_data
@@ -342,3 +353,81 @@ def test_item_viewer_survives_hostile_text_in_every_field(runs_dir, tmp_path):
     md = (page.parent / "report.md").read_text()
     assert "<" not in md and "&lt;!--&lt;script&gt;" in md
     screenshot(page, tmp_path / "hostile.png", tmp_path, size="1280,3200")      # down to the viewer's rows
+
+
+def layout(page, script: str, tmp_path, width: int = 1400) -> dict:
+    """The report laid out at `width` CSS pixels (a frame of that size in headless Chromium): `script`
+    measures it (`d` is the report's document, `out` what to report back)."""
+    wrapper = tmp_path / "layout.html"
+    wrapper.write_text(f"""<!doctype html><html><body style="margin:0"><iframe id="f" src="{page.as_uri()}"
+style="width:{width}px;height:3000px;border:0"></iframe><script>
+document.getElementById('f').addEventListener('load', () => {{
+  const d = document.getElementById('f').contentDocument, out = {{}};
+  try {{ {script} }} catch (e) {{ out.error = String(e); }}
+  document.body.dataset.result = JSON.stringify(out);
+}});
+</script></body></html>""")
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'layout'}", "--allow-file-access-from-files",
+                        f"--window-size={width + 40},3100", "--virtual-time-budget=20000", "--dump-dom",
+                        wrapper.as_uri()], capture_output=True, text=True, timeout=120)
+    import re
+    m = re.search(r'data-result="([^"]*)"', r.stdout)
+    assert m, r.stdout[-500:] + r.stderr[-1000:]
+    out = json.loads(html.unescape(m.group(1)))
+    assert "error" not in out, out
+    return out
+
+
+def two_judge_pairs_run(tmp_path):
+    """A pairwise run of two replayed judges over 12 pairs: one always picks the first text shown
+    (swap-flip and first-position rates of 1, the tallest bars a bias chart draws), the other the
+    humans' choice."""
+    pairs = [{"pair_id": f"p{i:02d}", "prompt": "Write.", "text_a": f"a {i}" * (1 + i % 3), "text_b": f"b {i}",
+              "label": "a" if i % 2 else "b"} for i in range(12)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    first, right = tmp_path / "always-the-first-text-shown-by-a-long-named-judge.jsonl", tmp_path / "right.jsonl"
+    first.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "A"}) + "\n"
+                             for p in pairs for o in ("ab", "ba")))
+    pick = {("a", "ab"): "A", ("a", "ba"): "B", ("b", "ab"): "B", ("b", "ba"): "A"}
+    right.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": pick[p["label"], o]}) + "\n"
+                             for p in pairs for o in ("ab", "ba")))
+    cfg = tmp_path / "two.toml"
+    cfg.write_text(f'name = "two"\nprotocol = "pairwise"\njudge = ["replay:{first}", "replay:{right}"]\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    return run(load_config(cfg), progress=False).run_dir
+
+
+@needs_chromium
+def test_the_report_fits_a_1400_px_page_and_shows_no_empty_column(runs_dir, tmp_path):
+    """Every table within a 1400-px page (the runs table, some 30 fields per judge, ran off it: it is
+    now shown one column per judge), the bias chart's legend beside the bars rather than over the
+    tallest ones, and no "test / group" column in the viewer of a protocol that has neither."""
+    from litjudge.engine.app.report.page import build_panels
+    from litjudge.engine.app.runs import load_run
+
+    run_dir = two_judge_pairs_run(tmp_path)
+    bias = next(fig for p in build_panels([load_run(run_dir)]) for name, fig in p.figures if name == "bias")
+    bias.canvas.draw()
+    renderer = bias.canvas.get_renderer()
+    legend = bias.axes[0].get_legend().get_window_extent(renderer)
+    bars = [b.get_window_extent(renderer) for b in bias.axes[0].patches]
+    assert len(bars) == 8 and not any(legend.overlaps(b) for b in bars)
+    assert bias.bbox.contains(legend.x1 - 1, legend.y0 + 1)                       # and inside the figure
+    page = write_report([run_dir])
+    out = layout(page, """
+      const page = d.body.getBoundingClientRect();
+      out.page = [page.left, page.right]; out.scroll = d.documentElement.scrollWidth;
+      out.wide = [...d.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > page.right + 1)
+        .map(t => t.previousElementSibling ? t.previousElementSibling.textContent : '?');
+      out.runs = [...d.querySelectorAll('h3')].find(h => h.textContent === 'runs').nextElementSibling
+        .querySelector('tr').textContent;
+      const box = d.querySelector('section.viewer');
+      out.head = [...box.querySelectorAll('thead th')].map(th => th.textContent);
+      out.cells = box.querySelector('tbody tr.item').querySelectorAll('td').length;
+      out.facet = box.querySelector('select.facet').closest('label') === null && box.querySelector('select.facet').hidden;
+    """, tmp_path)
+    assert out["wide"] == [] and out["scroll"] <= 1400, out
+    assert out["runs"] == f"fieldtwo / replay:{tmp_path / 'always-the-first-text-shown-by-a-long-named-judge.jsonl'}" \
+                          f"two / replay:{tmp_path / 'right.jsonl'}", out["runs"]
+    assert "test / group" not in out["head"] and out["cells"] == len(out["head"]) == 7 and out["facet"], out
+    screenshot(page, tmp_path / "pairs-1400.png", tmp_path, size="1400,2600")

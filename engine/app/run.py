@@ -19,7 +19,7 @@ from litjudge.judges.base import Context, Protocol
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import open_verdict_cache
+from ..core.cache import claim, open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
@@ -30,12 +30,11 @@ from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.store import ResultRow, Store
-from ..core.store_meta import note_key_env
 from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
-from .manifest import RunManifest
+from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
 from .summary import append_history
 
@@ -168,8 +167,8 @@ def _open_stores(run_dir: Path, lock: RunLock | None, live_judges: bool, key_env
     try:
         held = lock or RunLock(run_dir)
         remove_stale_temporaries(run_dir)
-        store = Store.open(run_dir / "store.sqlite")
-        note_key_env(store, key_env)
+        store = claim(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
+        store.meta(KEY_ENV_NOTE, key_env)
         return held, store, cache
     except BaseException:
         if store is not None:

@@ -29,7 +29,7 @@ from litjudge.judges.contract import Declaration
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import open_verdict_cache
+from ..core.cache import claim, open_verdict_cache
 from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, machine
 from ..core.paths import runs_output_dir
@@ -38,10 +38,9 @@ from ..core.requests import JudgeRequest
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
-from ..core.store_meta import note_key_env
 from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
-from .manifest import RunManifest
+from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .run import PreparedRun, prepare
 from .sweep import Cell, Sweep
@@ -146,7 +145,8 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
 
 def _existing(path: Path | None) -> Store | None:
     """A store to read, only where one already is (planning never creates a run folder)."""
-    return Store.open(path, create=False, readonly=True) if path is not None and path.exists() else None
+    return claim(Store.open(path, create=False, readonly=True), "run", mark=False) if path is not None and path.exists() \
+        else None
 
 
 def run_sweep(sweep: Sweep, *, progress: bool = True, rebuild: bool = False) -> SweepOutcome:
@@ -168,8 +168,8 @@ def run_sweep(sweep: Sweep, *, progress: bool = True, rebuild: bool = False) -> 
 
 def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
                progress: bool) -> SweepOutcome:
-    store = Store.open(run_dir / "store.sqlite")
-    note_key_env(store, sweep.base.api.key_env)        # for `status --cancel-batches` after a kill
+    store = claim(Store.open(run_dir / "store.sqlite"), "run")           # never a verdict cache
+    store.meta(KEY_ENV_NOTE, sweep.base.api.key_env)                     # for `status --cancel-batches` after a kill
     log_to(run_dir / "engine.log")
     cache: Store | None = None
     judge_runs: list[JudgeRun] = []

@@ -7,7 +7,7 @@ folder stands alone, and reparse and report read only it.
 Where: `LITJUDGE_VERDICT_CACHE` (a file, or a folder to hold verdicts.sqlite; `off` disables it),
 `--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite. A path
 ending in `/`, or naming a folder, is a folder: the cache is verdicts.sqlite inside it. The file is
-marked as a verdict cache (engine.core.store_meta): a run folder's store.sqlite is refused as one.
+marked as a verdict cache (`claim`): a run folder's store.sqlite is refused as one, and the other way round.
 Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
 locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """
@@ -40,6 +40,25 @@ def verdict_cache_path() -> Path | None:
     return cache_file(value) if value else cache_dir() / FILE
 
 
+ROLES = {"run": "a run folder's store", "cache": "a verdict cache"}
+
+
+def claim(store: Store, role: str, mark: bool = True) -> Store:
+    """`store` as `role` ("run" or "cache"), by what its meta note `role` says the file is: the other
+    is refused in one line (`--cache RUN/store.sqlite` wrote other runs' verdicts into that run's
+    store), the store closed. A store written before the notes is a run's when it holds a plan (a cache
+    never does); one without either is marked `role` here (`mark`: not when opened to read only)."""
+    found = store.meta("role") or ("run" if store.has_results("plan") else None)
+    if found is None and mark:
+        found = store.meta("role", role)
+    if found is not None and found != role:
+        store.close()
+        fix = ("give --cache (or LITJUDGE_VERDICT_CACHE) a new file, or a folder to hold verdicts.sqlite" if role == "cache"
+               else "give the run an output folder of its own (--out)")
+        raise ConfigError(f"{store.path} is {ROLES.get(found, found)}, not {ROLES[role]}: {fix}")
+    return store
+
+
 def warn_left_aside(path: Path, exc: LitjudgeError) -> None:
     """The one warning for a cache this run goes on without: what is wrong, and a fix that concerns the
     cache (never the run's folder): a corrupt file moved away, else another cache or none."""
@@ -60,7 +79,7 @@ def open_verdict_cache(readonly: bool = False) -> Store | None:
     if path is None or readonly and not path.exists():
         return None
     try:
-        return Store.open(path, create=not readonly, readonly=readonly, role="cache")
+        return claim(Store.open(path, create=not readonly, readonly=readonly), "cache", mark=not readonly)
     except ConfigError:
         raise
     except LitjudgeError as exc:

@@ -22,17 +22,13 @@ import orjson
 from .console import terminal
 from .errors import StoreError, lock_wait, store_failure
 from .paths import writable
-from .store_meta import check_role
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,
-    judge TEXT NOT NULL,
-    backend TEXT NOT NULL,
-    mode TEXT NOT NULL,
+    key TEXT PRIMARY KEY, judge TEXT NOT NULL, backend TEXT NOT NULL, mode TEXT NOT NULL,
     language TEXT NOT NULL,          -- the verdict language spec (JSON), for reparse
     status TEXT NOT NULL CHECK (status IN ('ok', 'unparsed')),
     label TEXT,
@@ -48,9 +44,7 @@ CREATE TABLE IF NOT EXISTS results (
     cut INTEGER                      -- 1: the output was cut at max_tokens
 );
 CREATE TABLE IF NOT EXISTS plan (  -- derived: every run writes its own plan rows again
-    run TEXT NOT NULL,
-    key TEXT NOT NULL,
-    item_id TEXT NOT NULL,
+    run TEXT NOT NULL, key TEXT NOT NULL, item_id TEXT NOT NULL,
     meta TEXT NOT NULL               -- JSON of RequestMeta.as_dict()
 );
 CREATE INDEX IF NOT EXISTS plan_run ON plan(run);
@@ -120,13 +114,13 @@ class Store:
     """Every operation translates SQLite's failures into one line: locked (after waiting, with a
     message), corrupt (with the recovery), disk full or not writable (nothing stored is lost)."""
 
-    def __init__(self, path: Path, create: bool = True, readonly: bool = False, role: str = "run"):
+    def __init__(self, path: Path, create: bool = True, readonly: bool = False):
         self.path = Path(path)
         self.left_aside = False      # a shared cache that failed once: the invocation's later judges skip it
         if not create and not self.path.exists():
             raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
         if readonly:
-            self._open_readonly(role)
+            self._open_readonly()
             return
         with self._guard():
             if create:
@@ -156,9 +150,8 @@ class Store:
         row = self._write(setup)
         if row is not None and row[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {row[0]}, this litjudge reads {LAYOUT_VERSION}")
-        check_role(self, role, mark=role)     # a run's store is never opened as a cache, nor a cache as one
 
-    def _open_readonly(self, role: str) -> None:
+    def _open_readonly(self) -> None:
         """Read, writing nothing (status, plan): WAL wants its -shm file even to read, so a folder
         that cannot be written is read immutable (no writer is expected on a read-only disk)."""
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro" + ("" if writable(self.path.parent) else "&immutable=1")
@@ -168,11 +161,10 @@ class Store:
         if found is None or found[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {found[0] if found else 'unknown'}, this litjudge reads "
                              f"{LAYOUT_VERSION} (a run of this version upgrades it; it cannot be read in place)")
-        check_role(self, role, mark=None)
 
     @classmethod
-    def open(cls, path: Path, create: bool = True, readonly: bool = False, role: str = "run") -> Store:
-        return cls(path, create, readonly, role)
+    def open(cls, path: Path, create: bool = True, readonly: bool = False) -> Store:
+        return cls(path, create, readonly)
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -205,10 +197,19 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
-    def has_results(self) -> bool:
-        """Whether any verdict is stored (a run refused before its first one leaves no folder)."""
+    def has_results(self, table: str = "results") -> bool:
+        """Whether any verdict is stored (a run refused before its first one leaves no folder); `plan`: any plan row."""
         with self._guard():
-            return self.db.execute("SELECT 1 FROM results LIMIT 1").fetchone() is not None
+            return bool(self.db.execute(f"SELECT 1 FROM {'plan' if table == 'plan' else 'results'} LIMIT 1").fetchone())
+
+    def meta(self, key: str, value: str | None = None) -> str | None:
+        """A note in the meta table (what the file is, engine.core.cache; the run's key_env): read, or written first."""
+        def note() -> str | None:
+            with self.db:
+                if value is not None:
+                    self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+                return (self.db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone() or (None,))[0]
+        return self._write(note)
 
     def finished_keys(self, keys: Iterable[str] | None = None) -> set[str]:
         with self._guard():

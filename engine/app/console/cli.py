@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...core.cache import cache_file
 from ...core.console import prepare_environment, quiet, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
 from ...core.paths import cache_dir
@@ -213,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "no_cache", False):
         os.environ["LITJUDGE_VERDICT_CACHE"] = "off"
     elif getattr(args, "cache", None):                  # a folder (`DIR/`, or one that exists) holds verdicts.sqlite
-        from ...core.cache import cache_file
         os.environ["LITJUDGE_VERDICT_CACHE"] = str(cache_file(args.cache).resolve())
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

@@ -11,9 +11,9 @@ from ...backends.local.models import ALIASES, resolve_judge
 from ...core.errors import ConfigError, LitjudgeError, StoreError
 from ...core.paths import cards_dir, data_root
 from ...core.store import Store
-from ...core.store_meta import noted_key_env
 from ...data.cards import load_card
 from ...data.fetch import fetch, presence
+from ..manifest import KEY_ENV_NOTE
 from ..outputs import read_manifest
 
 
@@ -56,7 +56,7 @@ def cmd_data(args) -> int:
 def recorded_key_env(run_dir: Path, store: Store) -> str:
     """The run's `[api] key_env`: noted in its store when it started (a run killed with batches open
     has no manifest yet), else from its manifest (a sweep's or a run's, of an older litjudge)."""
-    noted = noted_key_env(store)
+    noted = store.meta(KEY_ENV_NOTE)
     if noted is not None:
         return noted
     try:

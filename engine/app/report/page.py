@@ -32,6 +32,7 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#22
 table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f2f2f2}
 td.s{text-align:left}.note{color:#555;font-size:13px}img.plot{max-width:100%;margin:.3em 0}
+td.s{overflow-wrap:anywhere}table{max-width:100%}
 section{border-top:2px solid #eee;padding-top:.5em}
 </style>"""
 
@@ -104,6 +105,17 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return "" if v != v else f"{v:.4g}"
     return "" if v is None else str(v)
+
+
+def by_field(df: pl.DataFrame, keys: tuple[str, ...] = ("run", "judge")) -> pl.DataFrame:
+    """A wide table shown one column per row (named by its `keys`) and one row per field: the runs
+    table has some 30 fields per judge, far wider than a page read the usual way. (Its CSV keeps
+    the usual layout.)"""
+    names = [" / ".join(str(row[k]) for k in keys if k in df.columns) for row in df.iter_rows(named=True)]
+    if not df.height or len(set(names)) != len(names) or "field" in names:
+        return df                               # rows the keys do not tell apart: shown as they are
+    fields = [c for c in df.columns if c not in keys]
+    return pl.DataFrame({"field": fields, **{name: [_fmt(df[f][i]) for f in fields] for i, name in enumerate(names)}})
 
 
 def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
@@ -181,8 +193,9 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
             md += [f"![{name}]({name}.png)", ""]
         for name, df in panel.tables:
             csv_safe(df).write_csv(out / "tables" / f"{name}.csv")
-            page.append(f"<h3>{html.escape(name)}</h3>{_html_table(df)}")
-            md += [f"### {_md(name)}", "", _md_table(df), ""]
+            shown = by_field(df) if name == "runs" else df
+            page.append(f"<h3>{html.escape(name)}</h3>{_html_table(shown)}")
+            md += [f"### {_md(name)}", "", _md_table(shown), ""]
         page.append("</section>")
     page.append(viewer_html(runs))
     md += ["## Items", "", "The item viewer (filters, prompts, raw outputs, both orders) is in report.html.", ""]
