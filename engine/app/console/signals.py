@@ -5,6 +5,7 @@ that is done ends the process at once (the default)."""
 from __future__ import annotations
 
 import signal
+import threading
 from types import FrameType
 
 
@@ -19,5 +20,7 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 def stop_on_sigterm() -> None:
     """From here on, SIGTERM is raised in the main thread as `Terminated` (the console only: a library
-    call leaves the host program's signal handling alone)."""
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    call leaves the host program's signal handling alone). Python lets only the main thread set a
+    handler: the console called from another thread keeps the default."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
