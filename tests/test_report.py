@@ -33,8 +33,8 @@ def rendered(page, tmp_path) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def screenshot(page, png, tmp_path) -> None:
-    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", "--window-size=1280,2000",
+def screenshot(page, png, tmp_path, size: str = "1280,2000") -> None:
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", f"--window-size={size}",
                         f"--screenshot={png}", page.as_uri()], capture_output=True, text=True, timeout=120)
     assert png.exists(), r.stderr[-1000:]
     import matplotlib.image
@@ -127,7 +127,18 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
     assert "Length-controlled accuracy" in html and "Calibration of the judge" in html and "reliability_diagram" in html
     plots, ok = rendered(page, tmp_path)
     assert plots >= 5 and ok == plots
-    screenshot(page, tmp_path / "pairwise.png", tmp_path)
+    screenshot(page, tmp_path / "pairwise.png", tmp_path, size="1400,2600")
+    # distribution mode generates no text: the viewer says so where the raw output would be
+    from litjudge.engine.app.report.viewer import NO_TEXT
+    out = clicks(page, """
+      out.head = [...box.querySelectorAll('thead th')].map(th => th.textContent);
+      out.note = box.querySelector('p.note').textContent;
+      out.cell = box.querySelector('tbody tr.item td:last-child').textContent;
+      box.querySelector('tbody tr.item').click();
+      out.detail = box.querySelector('tr.detail').textContent;
+    """, tmp_path)
+    assert NO_TEXT in out["note"] and f"Raw output{NO_TEXT}Parsed" in out["detail"], out
+    assert out["head"][-1] == "raw output (probabilities)" and out["cell"][:2] in ("A ", "B "), out
 
 
 @needs_data
@@ -269,3 +280,154 @@ def test_item_viewer_shows_flips_and_caps_a_large_run(tmp_path):
     assert out["all"] == out["flipped"] == MAX_VERDICTS
     assert out["wrong"] == MAX_VERDICTS // 2 and out["unparsed"] == 0      # order ba picks b: wrong
     assert "Other orders: order ba: A → b (ok)" in out["other"]
+
+
+# What a hostile story, label or judge name may hold: every way out of a <script> element's data
+# (`</script>`, `<!--<script>` puts the parser in its double-escaped state, where the next
+# `</script>` no longer ends the element), a CDATA end, an entity and a line separator, plus markup
+# that would run script if it ever became an element.
+HOSTILE = "<!--<script>x\u2028</script><!--]]>&amp;"
+RUNS = "<img src=x onerror=\"document.documentElement.dataset.pwned=1\"><script>document.title='pwned'</script>"
+
+
+def hostile_run(tmp_path):
+    """A classification run whose story, item ids, groups, labels, raw outputs and judge name all hold
+    HOSTILE and RUNS (the judge is a replayed file in a folder named with them): 6 items, 4 answered
+    with a label, 2 with hostile text (unparsed)."""
+    labels = ["Good" + HOSTILE, "Bad" + HOSTILE]
+    items = [{"group": f"group {i % 2} {HOSTILE}", "item_id": f"it{i}{HOSTILE}{RUNS}".replace("/", "|"),
+              "text": f"story {i} {HOSTILE}{RUNS}", "category": labels[i % 2]} for i in range(6)]
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
+    folder = tmp_path / f"judge {HOSTILE}{RUNS}".replace("/", "|")[:120] / "<"     # '/script>' needs a folder
+    folder.mkdir(parents=True)
+    answers = folder / "script>.jsonl"
+    answers.write_text("".join(json.dumps({"id": r["item_id"], "response": labels[i // 2 % 2] if i < 4 else
+                                           f"raw {HOSTILE}{RUNS}"}) + "\n" for i, r in enumerate(items)))
+    cfg = tmp_path / "hostile.toml"
+    cfg.write_text(f'name = "hostile"\nprotocol = "classification"\njudge = {json.dumps("replay:" + str(answers))}\n'
+                   f'[dataset]\nloader = "rated_items_jsonl"\npath = {json.dumps(str(tmp_path / "items.jsonl"))}\n'
+                   f'[options]\nlabels = {json.dumps(labels)}\ntemplate = "default"\n')
+    out = run(load_config(cfg), progress=False)
+    return out.run_dir, "replay:" + str(answers), items
+
+
+@needs_chromium
+def test_item_viewer_survives_hostile_text_in_every_field(runs_dir, tmp_path):
+    """`<!--<script>`, `</script>`, `<!--` and `]]>` in the story (so the prompt), the raw output, the
+    judge's name, the item id, the group and the label: every row is shown, the filters work, a row
+    opens with its text as written, and nothing the data holds runs as script. report.md shows the same
+    text as text (no element a Markdown viewer would render)."""
+    run_dir, judge, items = hostile_run(tmp_path)
+    page = write_report([run_dir])
+    out = clicks(page, f"""
+      const d = box.ownerDocument;
+      out.title = d.title; out.pwned = d.documentElement.dataset.pwned || null;
+      out.sections = d.querySelectorAll('section').length;
+      out.all = +box.dataset.shown; out.rows = box.querySelectorAll('tbody tr.item').length;
+      out.judges = [...box.querySelectorAll('select.judge option')].map(o => o.value);
+      out.facets = [...box.querySelectorAll('select.facet option')].map(o => o.value);
+      set('select.judge', {json.dumps(judge)}); out.judge = +box.dataset.shown;
+      set('select.facet', {json.dumps(items[1]['group'])}); out.facet = +box.dataset.shown;
+      set('select.judge', ''); set('select.facet', '');
+      box.querySelector('input.unparsed').click(); out.unparsed = +box.dataset.shown;
+      box.querySelector('input.unparsed').click();
+      set('input.search', 'it3'); out.search = +box.dataset.shown; set('input.search', '');
+      const last = [...box.querySelectorAll('tbody tr.item')].pop(); last.click();
+      const cells = box.querySelectorAll('tbody tr.item')[5].querySelectorAll('td');
+      out.item = cells[1].textContent; out.group = cells[2].textContent; out.shownJudge = cells[0].textContent;
+      const pres = box.querySelectorAll('tr.detail pre');
+      out.prompt = pres[0].textContent; out.raw = pres[1].textContent;
+      box.querySelectorAll('tbody tr.item')[0].click();
+      out.label = box.querySelector('tr.detail').textContent;
+      out.pwnedAfter = d.documentElement.dataset.pwned || null; out.titleAfter = d.title;
+      out.scripts = d.querySelectorAll('script').length; out.images = d.querySelectorAll('img:not(.plot)').length;
+    """, tmp_path)
+    assert out["title"] == out["titleAfter"] == "litjudge report: hostile" and out["pwned"] is out["pwnedAfter"] is None
+    assert out["scripts"] == 3 and out["images"] == 0              # the viewer's data and code, the plots' check
+    assert out["all"] == out["rows"] == 6 and out["sections"] >= 4
+    assert out["judges"] == ["", judge] and out["facets"] == ["", items[0]["group"], items[1]["group"]]
+    assert out["judge"] == 6 and out["facet"] == 3 and out["unparsed"] == 2 and out["search"] == 1
+    assert out["item"] == items[5]["item_id"] and out["group"] == items[1]["group"] and out["shownJudge"] == judge
+    assert items[5]["text"] in out["prompt"] and out["raw"] == f"raw {HOSTILE}{RUNS}"
+    assert f"Parsed: Good{HOSTILE} → Good{HOSTILE}" in out["label"]
+    md = (page.parent / "report.md").read_text()
+    assert "<" not in md and "&lt;!--&lt;script&gt;" in md
+    screenshot(page, tmp_path / "hostile.png", tmp_path, size="1280,3200")      # down to the viewer's rows
+
+
+def layout(page, script: str, tmp_path, width: int = 1400) -> dict:
+    """The report laid out at `width` CSS pixels (a frame of that size in headless Chromium): `script`
+    measures it (`d` is the report's document, `out` what to report back)."""
+    wrapper = tmp_path / "layout.html"
+    wrapper.write_text(f"""<!doctype html><html><body style="margin:0"><iframe id="f" src="{page.as_uri()}"
+style="width:{width}px;height:3000px;border:0"></iframe><script>
+document.getElementById('f').addEventListener('load', () => {{
+  const d = document.getElementById('f').contentDocument, out = {{}};
+  try {{ {script} }} catch (e) {{ out.error = String(e); }}
+  document.body.dataset.result = JSON.stringify(out);
+}});
+</script></body></html>""")
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'layout'}", "--allow-file-access-from-files",
+                        f"--window-size={width + 40},3100", "--virtual-time-budget=20000", "--dump-dom",
+                        wrapper.as_uri()], capture_output=True, text=True, timeout=120)
+    import re
+    m = re.search(r'data-result="([^"]*)"', r.stdout)
+    assert m, r.stdout[-500:] + r.stderr[-1000:]
+    out = json.loads(html.unescape(m.group(1)))
+    assert "error" not in out, out
+    return out
+
+
+def two_judge_pairs_run(tmp_path):
+    """A pairwise run of two replayed judges over 12 pairs: one always picks the first text shown
+    (swap-flip and first-position rates of 1, the tallest bars a bias chart draws), the other the
+    humans' choice."""
+    pairs = [{"pair_id": f"p{i:02d}", "prompt": "Write.", "text_a": f"a {i}" * (1 + i % 3), "text_b": f"b {i}",
+              "label": "a" if i % 2 else "b"} for i in range(12)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    first, right = tmp_path / "always-the-first-text-shown-by-a-long-named-judge.jsonl", tmp_path / "right.jsonl"
+    first.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "A"}) + "\n"
+                             for p in pairs for o in ("ab", "ba")))
+    pick = {("a", "ab"): "A", ("a", "ba"): "B", ("b", "ab"): "B", ("b", "ba"): "A"}
+    right.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": pick[p["label"], o]}) + "\n"
+                             for p in pairs for o in ("ab", "ba")))
+    cfg = tmp_path / "two.toml"
+    cfg.write_text(f'name = "two"\nprotocol = "pairwise"\njudge = ["replay:{first}", "replay:{right}"]\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    return run(load_config(cfg), progress=False).run_dir
+
+
+@needs_chromium
+def test_the_report_fits_a_1400_px_page_and_shows_no_empty_column(runs_dir, tmp_path):
+    """Every table within a 1400-px page (the runs table, some 30 fields per judge, ran off it: it is
+    now shown one column per judge), the bias chart's legend beside the bars rather than over the
+    tallest ones, and no "test / group" column in the viewer of a protocol that has neither."""
+    from litjudge.engine.app.report.page import build_panels
+    from litjudge.engine.app.runs import load_run
+
+    run_dir = two_judge_pairs_run(tmp_path)
+    bias = next(fig for p in build_panels([load_run(run_dir)]) for name, fig in p.figures if name == "bias")
+    bias.canvas.draw()
+    renderer = bias.canvas.get_renderer()
+    legend = bias.axes[0].get_legend().get_window_extent(renderer)
+    bars = [b.get_window_extent(renderer) for b in bias.axes[0].patches]
+    assert len(bars) == 8 and not any(legend.overlaps(b) for b in bars)
+    assert bias.bbox.contains(legend.x1 - 1, legend.y0 + 1)                       # and inside the figure
+    page = write_report([run_dir])
+    out = layout(page, """
+      const page = d.body.getBoundingClientRect();
+      out.page = [page.left, page.right]; out.scroll = d.documentElement.scrollWidth;
+      out.wide = [...d.querySelectorAll('table')].filter(t => t.getBoundingClientRect().right > page.right + 1)
+        .map(t => t.previousElementSibling ? t.previousElementSibling.textContent : '?');
+      out.runs = [...d.querySelectorAll('h3')].find(h => h.textContent === 'runs').nextElementSibling
+        .querySelector('tr').textContent;
+      const box = d.querySelector('section.viewer');
+      out.head = [...box.querySelectorAll('thead th')].map(th => th.textContent);
+      out.cells = box.querySelector('tbody tr.item').querySelectorAll('td').length;
+      out.facet = box.querySelector('select.facet').closest('label') === null && box.querySelector('select.facet').hidden;
+    """, tmp_path)
+    assert out["wide"] == [] and out["scroll"] <= 1400, out
+    assert out["runs"] == f"fieldtwo / replay:{tmp_path / 'always-the-first-text-shown-by-a-long-named-judge.jsonl'}" \
+                          f"two / replay:{tmp_path / 'right.jsonl'}", out["runs"]
+    assert "test / group" not in out["head"] and out["cells"] == len(out["head"]) == 7 and out["facet"], out
+    screenshot(page, tmp_path / "pairs-1400.png", tmp_path, size="1400,2600")

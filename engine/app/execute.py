@@ -11,7 +11,6 @@ from typing import Any
 
 from ..backends.prices import one_budget
 from ..core.config import config_kind, load_config
-from ..core.console import say
 from ..core.errors import ConfigError
 from ..data.cards import dataset_card, with_data
 from .ensemble import load_ensemble, run_ensemble
@@ -64,7 +63,7 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, da
         kind = "run"
     if kind == "sweep":
         swept = load_sweep(where, data=data, table=table, **overrides)
-        return Executed("sweep", sweep=run_sweep(swept, progress=progress), swept=swept)
+        return Executed("sweep", sweep=run_sweep(swept, progress=progress, rebuild=rebuild), swept=swept)
     if kind == "ensemble":
         given = [flag for flag, value in (("--judge", overrides.get("judge")), ("--mode", overrides.get("mode")),
                                           ("--data", data), ("--missing", overrides.get("missing")))
@@ -88,8 +87,5 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, da
         config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,
                                                                             config.protocol), data))
     if rebuild:
-        moved = rebuild_store(run_dir_for(config))
-        if moved:
-            say(f"litjudge: the old store is kept as {moved}; every verdict is taken again: from the shared verdict "
-                "cache where it holds it, else generated (add --no-cache to generate them all)")
+        rebuild_store(run_dir_for(config))
     return Executed("run", run=run(config, progress=progress, generate_only=generate_only))

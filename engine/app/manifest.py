@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+# The run's `[api] key_env` (the variable's name, never the key) is also noted in its store's meta table
+# when it starts: `status --cancel-batches` finds it for a run killed before its manifest was written
+# (the usual case for open provider batches).
+KEY_ENV_NOTE = "api_key_env"
+
 
 @dataclass(frozen=True)
 class VerdictCounts:

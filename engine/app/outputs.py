@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from ..core.console import terminal
+from ..core.console import say, terminal
 from ..core.errors import StoreError, fault
 from ..core.store import RESULT_COLUMNS, Store
 from .manifest import RunManifest
@@ -161,9 +161,9 @@ def read_table(path: Path) -> pl.DataFrame:
     try:
         return pl.read_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
-        run_dir = path.parent.parent
+        run_dir = path.parent.parent if path.parent.name == "tables" else path.parent    # RUN/tables/X, RUN/verdicts
         raise StoreError(f"{path}: unreadable ({type(exc).__name__}); `litjudge reparse {run_dir}` rebuilds the "
-                         "tables from the store") from None
+                         "tables and verdicts.parquet from the store") from None
 
 
 def read_logged_prompts(log_path: Path) -> dict[str, str]:
@@ -205,8 +205,9 @@ def mark_report_stale(run_dir: Path) -> None:
 
 
 def rebuild_store(run_dir: Path) -> Path | None:
-    """Move a run's store (and its WAL files) aside, kept under a dated name, so the next run
-    starts a fresh one; returns where it went (None when there was none)."""
+    """`--rebuild-store` (a run's or a sweep's): move the folder's store (and its WAL files) aside,
+    kept under a dated name, so the run starts a fresh one, and say so; returns where it went (None
+    when there was none)."""
     store = run_dir / "store.sqlite"
     if not store.exists():
         return None
@@ -215,4 +216,6 @@ def rebuild_store(run_dir: Path) -> Path | None:
         part = Path(str(store) + suffix)
         if part.exists():
             guarded(lambda part=part, suffix=suffix: os.replace(part, Path(str(aside) + suffix)), part)
+    say(f"litjudge: the old store is kept as {aside}; every verdict is taken again: from the shared verdict cache "
+        "where it holds it, else generated (add --no-cache to generate them all)")
     return aside

@@ -19,7 +19,7 @@ from litjudge.judges.base import Context, Protocol
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import open_verdict_cache
+from ..core.cache import claim, open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
@@ -34,7 +34,7 @@ from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
-from .manifest import RunManifest
+from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
 from .summary import append_history
 
@@ -131,12 +131,10 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     notes = lost_store_note(run_dir)
-    created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
-    lock = lock or RunLock(run_dir)                # one run per folder at a time
-    store = _open_store(run_dir, lock)
-    log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
-    cache = open_verdict_cache() if live_judges else None        # recorded judges never read it
+    created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
+    lock, store, cache = _open_stores(run_dir, lock, live_judges, config.api.key_env)
+    log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
                      t0, notes, skipped={name: [] for name, _ in tasks})
     refused = False
@@ -148,7 +146,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         # run folder is taken away again, so nothing is left that looks like an interrupted run
         refused = created and not store.has_results()
         raise
-    except KeyboardInterrupt:                      # Ctrl-C: the invocation is kept in the history too
+    except KeyboardInterrupt:                      # Ctrl-C or SIGTERM: the invocation is kept in the history too
         append_history(run_dir, RunManifest.of({
             "seconds": round(time.time() - t0, 2), "git_commit": git_commit(), "interrupted": True,
             "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": j.seconds,
@@ -158,13 +156,27 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         _close(state, lock, remove=refused)
 
 
-def _open_store(run_dir: Path, lock: RunLock) -> Store:
-    """The run folder's store, opened under its lock (released again if the store cannot open)."""
-    remove_stale_temporaries(run_dir)
+def _open_stores(run_dir: Path, lock: RunLock | None, live_judges: bool, key_env: str
+                 ) -> tuple[RunLock, Store, Store | None]:
+    """The shared verdict cache (first: a file refused as one leaves no run folder behind; recorded
+    judges never read it), then, under the folder's lock (one run per folder at a time), the run's
+    store, noting the API key's variable in it for `status --cancel-batches`; what opened is closed
+    again, and the lock released, if a later step fails."""
+    cache = open_verdict_cache() if live_judges else None
+    held = store = None
     try:
-        return Store.open(run_dir / "store.sqlite")
+        held = lock or RunLock(run_dir)
+        remove_stale_temporaries(run_dir)
+        store = claim(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
+        store.meta(KEY_ENV_NOTE, key_env)
+        return held, store, cache
     except BaseException:
-        lock.release()
+        if store is not None:
+            store.close()
+        if held is not None:
+            held.release()
+        if cache is not None:
+            cache.close()
         raise
 
 
@@ -218,7 +230,8 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
     jr = run_judge(spec, registry.planner(spec), lambda: registry.create(spec, config.cluster), requests(),
                    state.store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
                    progress=state.progress, on_result=state.on_result, live=state.live.get(spec.name),
-                   cache=None if spec.capabilities.recorded else state.cache, apart=True)
+                   cache=None if spec.capabilities.recorded else state.cache, apart=True,
+                   on_stop=state.judge_runs.append)       # interrupted: the history keeps its figures so far
     if state.generation is not None and spec.name in state.generation.engines:
         state.generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
     state.judge_runs.append(jr)

@@ -29,7 +29,7 @@ from litjudge.judges.contract import Declaration
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import open_verdict_cache, verdict_cache_path
+from ..core.cache import claim, open_verdict_cache
 from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
 from ..core.paths import runs_output_dir
@@ -40,8 +40,8 @@ from ..core.runner import JudgeRun, run_judge
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
-from .manifest import RunManifest
-from .outputs import remove_stale_temporaries, write_file, write_text
+from .manifest import KEY_ENV_NOTE, RunManifest
+from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .run import PreparedRun, prepare
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
@@ -107,7 +107,7 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
     generate and prefill, and a sample of distinct requests left to generate (for a calibration).
     Streams: the plan is never held whole."""
     rows = []
-    stores = [s for s in (_existing(runs_output_dir() / sweep.name / "store.sqlite"), _existing(verdict_cache_path()))
+    stores = [s for s in (_existing(runs_output_dir() / sweep.name / "store.sqlite"), open_verdict_cache(readonly=True))
               if s is not None]
     try:
         for w in work(sweep, prepared_cells(sweep)):
@@ -145,10 +145,12 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
 
 def _existing(path: Path | None) -> Store | None:
     """A store to read, only where one already is (planning never creates a run folder)."""
-    return Store.open(path, create=False, readonly=True) if path is not None and path.exists() else None
+    return claim(Store.open(path, create=False, readonly=True), "run", mark=False) if path is not None and path.exists() \
+        else None
 
 
-def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
+def run_sweep(sweep: Sweep, *, progress: bool = True, rebuild: bool = False) -> SweepOutcome:
+    """`rebuild` (--rebuild-store): the sweep folder's store moved aside first, under its lock."""
     t0 = time.time()
     protocol = PROTOCOLS.get(sweep.base.protocol)()
     cells = prepared_cells(sweep)
@@ -156,6 +158,8 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
     lock = RunLock(run_dir)                        # one run per folder at a time
     remove_stale_temporaries(run_dir)
     try:
+        if rebuild:
+            rebuild_store(run_dir)
         with fewer_collections():
             return _run_sweep(sweep, protocol, cells, run_dir, t0, progress)
     finally:
@@ -164,11 +168,13 @@ def run_sweep(sweep: Sweep, *, progress: bool = True) -> SweepOutcome:
 
 def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
                progress: bool) -> SweepOutcome:
-    store = Store.open(run_dir / "store.sqlite")
+    store = claim(Store.open(run_dir / "store.sqlite"), "run")           # never a verdict cache
+    store.meta(KEY_ENV_NOTE, sweep.base.api.key_env)                     # for `status --cancel-batches` after a kill
     log_to(run_dir / "engine.log")
-    cache = open_verdict_cache()
+    cache: Store | None = None
     judge_runs: list[JudgeRun] = []
     try:
+        cache = open_verdict_cache()
         for w in work(sweep, cells):
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731

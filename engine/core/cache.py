@@ -5,7 +5,9 @@ folder still keeps its own complete copy of every verdict it used (its store.sql
 folder stands alone, and reparse and report read only it.
 
 Where: `LITJUDGE_VERDICT_CACHE` (a file, or a folder to hold verdicts.sqlite; `off` disables it),
-`--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite.
+`--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite. A path
+ending in `/`, or naming a folder, is a folder: the cache is verdicts.sqlite inside it. The file is
+marked as a verdict cache (`claim`): a run folder's store.sqlite is refused as one, and the other way round.
 Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
 locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """
@@ -15,11 +17,19 @@ import os
 from pathlib import Path
 
 from .console import terminal
-from .errors import LitjudgeError
+from .errors import ConfigError, LitjudgeError
 from .paths import cache_dir
 from .store import Store
 
 OFF = ("off", "0", "no", "none", "false")
+FILE = "verdicts.sqlite"        # the cache's file inside a folder given as the cache
+
+
+def cache_file(value: str) -> Path:
+    """The cache's file for a `--cache` / LITJUDGE_VERDICT_CACHE value: a folder (one that exists, or
+    any path written with a trailing slash) holds verdicts.sqlite; anything else is the file itself."""
+    path = Path(value).expanduser()
+    return path / FILE if value.endswith(("/", os.sep)) or path.is_dir() else path
 
 
 def verdict_cache_path() -> Path | None:
@@ -27,22 +37,51 @@ def verdict_cache_path() -> Path | None:
     value = os.environ.get("LITJUDGE_VERDICT_CACHE", "")
     if value.strip().lower() in OFF:
         return None
-    path = Path(value).expanduser() if value else cache_dir() / "verdicts.sqlite"
-    return path / "verdicts.sqlite" if path.is_dir() else path       # a folder holds the cache's file
+    return cache_file(value) if value else cache_dir() / FILE
 
 
-def open_verdict_cache() -> Store | None:
-    """The shared cache, or None when it is off or cannot be opened: a corrupt, unreadable, locked,
-    read-only or full cache is set aside for this run with one warning (naming the file, how to
-    move it aside, and --cache / --no-cache); the run's own store has every verdict it needs."""
+ROLES = {"run": "a run folder's store", "cache": "a verdict cache"}
+
+
+def claim(store: Store, role: str, mark: bool = True) -> Store:
+    """`store` as `role` ("run" or "cache"), by what its meta note `role` says the file is: the other
+    is refused in one line (`--cache RUN/store.sqlite` wrote other runs' verdicts into that run's
+    store), the store closed. A store written before the notes is a run's when it holds a plan (a cache
+    never does); one without either is marked `role` here (`mark`: not when opened to read only)."""
+    found = store.meta("role") or ("run" if store.has_results("plan") else None)
+    if found is None and mark:
+        found = store.meta("role", role)
+    if found is not None and found != role:
+        store.close()
+        fix = ("give --cache (or LITJUDGE_VERDICT_CACHE) a new file, or a folder to hold verdicts.sqlite" if role == "cache"
+               else "give the run an output folder of its own (--out)")
+        raise ConfigError(f"{store.path} is {ROLES.get(found, found)}, not {ROLES[role]}: {fix}")
+    return store
+
+
+def warn_left_aside(path: Path, exc: LitjudgeError) -> None:
+    """The one warning for a cache this run goes on without: what is wrong, and a fix that concerns the
+    cache (never the run's folder): a corrupt file moved away, else another cache or none."""
+    reason = str(exc).split(";")[0]          # what is wrong, without a store's or folder's own remedies
+    fix = (f"to start a new one, move {path} away (e.g. mv {path} {path}.bad), or choose another with --cache PATH"
+           if "corrupt" in reason or "layout" in reason else
+           "choose a cache this run may write with --cache PATH (or LITJUDGE_VERDICT_CACHE)")
+    print(f"litjudge: warning: the shared verdict cache is left aside for this run ({reason}); {fix}, or run "
+          "with --no-cache", file=terminal())
+
+
+def open_verdict_cache(readonly: bool = False) -> Store | None:
+    """The shared cache, or None when it is off, absent (read only: nothing to read) or cannot be
+    opened: a corrupt, unreadable, locked, read-only or full cache is set aside for this run with one
+    warning; the run's own store has every verdict it needs. A file that is not a verdict cache (a run
+    folder's store) is refused in one line: writing into it would change that run."""
     path = verdict_cache_path()
-    if path is None:
+    if path is None or readonly and not path.exists():
         return None
     try:
-        return Store.open(path)
+        return claim(Store.open(path, create=not readonly, readonly=readonly), "cache", mark=not readonly)
+    except ConfigError:
+        raise
     except LitjudgeError as exc:
-        reason = str(exc).split(";")[0]          # what is wrong, without a store's own remedies
-        print(f"litjudge: warning: the shared verdict cache is left aside for this run ({reason}); to start a new one, "
-              f"move {path} away (e.g. mv {path} {path}.bad), or choose another with --cache PATH, or run with "
-              "--no-cache", file=terminal())
+        warn_left_aside(path, exc)
         return None

@@ -37,7 +37,8 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
-from .errors import LitjudgeError
+from .console import terminal
+from .errors import LitjudgeError, SystemFault
 from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
 from .requests import IDS, JudgeRequest, Prepared, content_key
 
@@ -97,23 +98,50 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
             child.join()
 
 
+WATCHDOG_S = 60.0       # silence from the planner after which the run says so (LITJUDGE_PLAN_WATCHDOG_S)
+
+
 def _receive(receive: Any, child: Any) -> Any:
-    """The child's next message: a chunk, None when the plan is done, or its error (raised here)."""
+    """The child's next message: a chunk, None when the plan is done, or its error (raised here). A
+    planner that dies is one line (what killed it; a re-run resumes); one that goes silent (stopped,
+    swapping) is named, with its pid, after WATCHDOG_S and again after each doubling of the wait."""
+    started, say_after = time.monotonic(), float(os.environ.get("LITJUDGE_PLAN_WATCHDOG_S") or WATCHDOG_S)
     try:
+        while not receive.poll(min(1.0, say_after)):
+            silent = time.monotonic() - started
+            if silent >= say_after:
+                print(f"litjudge: the planner process (pid {child.pid}) has not answered for {silent:.0f} s"
+                      f"{_stopped(child.pid)}; the run waits for it (Ctrl-C stops the run; a re-run resumes)",
+                      file=terminal(), flush=True)
+                say_after *= 2
         message = receive.recv()
     except EOFError:
         child.join(timeout=5)
-        raise RuntimeError(f"the planner process ended without finishing the plan (exit code {child.exitcode})") \
-            from None
+        code = child.exitcode
+        how = (f"was killed ({signal.Signals(-code).name})" if code is not None and code < 0 and -code in
+               signal.valid_signals() else f"ended (exit code {code})")
+        raise SystemFault(f"the planner process (pid {child.pid}) {how} before the plan was finished; finished "
+                          "verdicts are stored: run again to resume") from None
     if isinstance(message, BaseException):
         raise message
     return message
+
+
+def _stopped(pid: int) -> str:
+    """Why a live planner may be silent, where the system says: stopped (SIGSTOP, Ctrl-Z)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return ""
+    return f" (it is stopped: `kill -CONT {pid}` resumes it)" if state in ("T", "t") else ""
 
 
 def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], send: Any, inherited: Any,
            parallel: bool) -> None:
     inherited.close()          # the runner's end: held here too, the pipe would outlive the runner (found by a kill -9)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)     # not the console's handler (a SIGTERM raised here too)
     # This process only plans, and a plan makes no reference cycles: the cyclic collector stays off
     # for its life (resumed between chunks, each collection walked what the chunk had made: 2.5 s of
     # every 14 s at 200k requests); everything is freed by reference counting, or at its exit.

@@ -25,8 +25,10 @@ class RunLock:
         except BlockingIOError:
             holder = os.read(self.fd, 64).decode(errors="replace").strip() or "unknown"
             os.close(self.fd)
-            raise ConfigError(f"run folder {run_dir} is in use by another litjudge process (pid {holder}): wait for "
-                              "it to finish, or give this run another name (--name) or folder (--out)") from None
+            who = ("by another run in this process (another thread)" if holder == str(os.getpid()) else
+                   f"by another litjudge process (pid {holder})")
+            raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish, or give this run another "
+                              "name (--name, or name=) or folder (--out, or out=)") from None
         os.ftruncate(self.fd, 0)
         os.write(self.fd, str(os.getpid()).encode())
 

@@ -20,7 +20,7 @@ from litjudge.grammars.language import VerdictLanguage
 
 from . import plan_process
 from .backend import Backend, JudgeSpec, Planner
-from .console import terminal
+from .cache import warn_left_aside
 from .distribution import argmax_label
 from .errors import LitjudgeError
 from .planner import CHUNK, PlanChunk, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
@@ -136,7 +136,7 @@ class Writer:
         try:
             self.cache.put_results(rows)  # type: ignore[union-attr]
         except LitjudgeError as exc:
-            print(f"litjudge: warning: the shared verdict cache is left aside for this run: {exc}", file=terminal())
+            warn_left_aside(self.cache.path, exc)  # type: ignore[union-attr]
             if self.cache is not None:
                 self.cache.left_aside = True      # for every later judge of this invocation too
             self.cache = None
@@ -171,7 +171,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
               requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, truncation: Truncation = "error",
               reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
               live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None,
-              cache: Store | None = None, apart: bool = False) -> JudgeRun:
+              cache: Store | None = None, apart: bool = False,
+              on_stop: Callable[[JudgeRun], None] | None = None) -> JudgeRun:
     """Plan one judge's requests (`requests`: (run id, request) pairs, e.g. one run per sweep cell;
     a request shared by runs is one key, generated once) chunk by chunk, generate the keys not yet
     stored, store them as they finish. `live` is an already started backend to reuse (not closed
@@ -179,7 +180,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     lazily started engine the caller keeps across several calls (the turns of a conversation) and
     closes itself. `cache`: the shared verdict cache (engine.core.cache), read before generating and
     written with every stored verdict. `apart`: `requests` reads nothing but files (a protocol's
-    build), so the plan may be made in a process of its own (engine.core.plan_process)."""
+    build), so the plan may be made in a process of its own (engine.core.plan_process). `on_stop`:
+    given the judge's figures so far when it is interrupted (Ctrl-C, SIGTERM), for the run's history."""
     t0 = time.time()
     lazy = engine or LazyBackend(start, live)
     plan_with = lazy.live or planner
@@ -215,6 +217,12 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                 _generate(spec, lazy.get(stream.identity), todo, store, writer, bar, on_result, tally)
         reasked = reask(spec, plan_with, lambda: lazy.get(stream.identity), tally.listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
+    except KeyboardInterrupt:
+        if on_stop is not None:
+            on_stop(JudgeRun(spec.name, stream.stats, tally.generated, 0, time.time() - t0,
+                             {"throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
+                              "planned_ahead": ahead, "interrupted": True}, None, tally.unanswered, tally.from_cache))
+        raise
     finally:
         if hasattr(chunks, "close"):
             chunks.close()                      # stops the planner thread where the loop ended early

@@ -28,10 +28,7 @@ LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layo
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,
-    judge TEXT NOT NULL,
-    backend TEXT NOT NULL,
-    mode TEXT NOT NULL,
+    key TEXT PRIMARY KEY, judge TEXT NOT NULL, backend TEXT NOT NULL, mode TEXT NOT NULL,
     language TEXT NOT NULL,          -- the verdict language spec (JSON), for reparse
     status TEXT NOT NULL CHECK (status IN ('ok', 'unparsed')),
     label TEXT,
@@ -41,17 +38,13 @@ CREATE TABLE IF NOT EXISTS results (
     analysis TEXT,                   -- analyze mode: the free analysis before the marker
     distribution TEXT,               -- distribution mode: {label: probability}, JSON
     label_mass REAL,                 -- distribution mode: total probability on the labels
-    prompt_tokens INTEGER,
-    cached_tokens INTEGER,
-    output_tokens INTEGER,
+    prompt_tokens INTEGER, cached_tokens INTEGER, output_tokens INTEGER,
     created REAL NOT NULL,
     failure TEXT,                    -- the backend's error where it gave no answer (never parsed)
     cut INTEGER                      -- 1: the output was cut at max_tokens
 );
 CREATE TABLE IF NOT EXISTS plan (  -- derived: every run writes its own plan rows again
-    run TEXT NOT NULL,
-    key TEXT NOT NULL,
-    item_id TEXT NOT NULL,
+    run TEXT NOT NULL, key TEXT NOT NULL, item_id TEXT NOT NULL,
     meta TEXT NOT NULL               -- JSON of RequestMeta.as_dict()
 );
 CREATE INDEX IF NOT EXISTS plan_run ON plan(run);
@@ -204,10 +197,19 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
-    def has_results(self) -> bool:
-        """Whether any verdict is stored (a run refused before its first one leaves no folder)."""
+    def has_results(self, table: str = "results") -> bool:
+        """Whether any verdict is stored (a run refused before its first one leaves no folder); `plan`: any plan row."""
         with self._guard():
-            return self.db.execute("SELECT 1 FROM results LIMIT 1").fetchone() is not None
+            return bool(self.db.execute(f"SELECT 1 FROM {'plan' if table == 'plan' else 'results'} LIMIT 1").fetchone())
+
+    def meta(self, key: str, value: str | None = None) -> str | None:
+        """A note in the meta table (what the file is, engine.core.cache; the run's key_env): read, or written first."""
+        def note() -> str | None:
+            with self.db:
+                if value is not None:
+                    self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+                return (self.db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone() or (None,))[0]
+        return self._write(note)
 
     def finished_keys(self, keys: Iterable[str] | None = None) -> set[str]:
         with self._guard():

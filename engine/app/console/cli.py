@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -13,11 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...core.cache import cache_file
 from ...core.console import prepare_environment, quiet, terminal
-from ...core.errors import GrammarError, LitjudgeError, fault
+from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
 from ...core.manifest import litjudge_version
 from ...core.paths import cache_dir
 from .preload import reexec_with_tcmalloc
+from .signals import Terminated, stop_on_sigterm
 
 # Commands import what they need when they run: `litjudge --help`, `data list`, `judges` and every
 # one-line config error answer without loading polars' plotting, scipy, torch or vLLM.
@@ -201,6 +204,21 @@ def crash_log(exc: BaseException) -> Path:
     return path
 
 
+def console_log() -> Path:
+    """This invocation's console log, in litjudge's own folder (cache_dir); a file standing where that
+    folder should be is one line naming the setting to change."""
+    folder = cache_dir()
+    blocked = next((p for p in (folder, *folder.parents) if p.exists()), folder)
+    if not blocked.is_dir():
+        what = "console logs, the verdict cache, crash reports"
+        if os.environ.get("LITJUDGE_CACHE"):
+            raise ConfigError(f"LITJUDGE_CACHE={folder}: {blocked} is a file, and litjudge keeps its own files ({what}) "
+                              "in a folder: point LITJUDGE_CACHE at a folder")
+        raise ConfigError(f"{blocked} is a file where litjudge keeps its own folder {folder} ({what}): move it, or set "
+                          "LITJUDGE_CACHE to a folder")
+    return folder / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:                     # the command line (not a test calling main): maybe under tcmalloc
         reexec_with_tcmalloc(sys.argv[1:])
@@ -211,18 +229,21 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["LITJUDGE_RUNS_DIR"] = str(Path(args.out).resolve())
     if getattr(args, "no_cache", False):
         os.environ["LITJUDGE_VERDICT_CACHE"] = "off"
-    elif getattr(args, "cache", None):
-        os.environ["LITJUDGE_VERDICT_CACHE"] = str(Path(args.cache).expanduser().resolve())
+    elif getattr(args, "cache", None):                  # a folder (`DIR/`, or one that exists) holds verdicts.sqlite
+        os.environ["LITJUDGE_VERDICT_CACHE"] = str(cache_file(args.cache).resolve())
     # In-process engine: quick start, and no spawned workers that need a __main__ guard.
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    log = cache_dir() / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    args.console_log = log
+    stop_on_sigterm()
     try:
+        args.console_log = log = console_log()
         with quiet(log, enabled=not args.verbose):
             return args.fn(args)
     except (LitjudgeError, GrammarError) as exc:
         print(f"litjudge: error: {exc}", file=terminal())
         return 2
+    except Terminated:
+        print("litjudge: stopped (SIGTERM); finished verdicts are stored and a re-run resumes", file=terminal())
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=terminal())
         return 130

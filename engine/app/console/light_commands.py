@@ -20,6 +20,7 @@ from ...core.store import Store
 from ...data.cards import load_card
 from ...data.fetch import fetch, presence
 from ...data.loaders import LOADERS
+from ..manifest import KEY_ENV_NOTE
 from ..outputs import read_manifest
 
 
@@ -100,8 +101,12 @@ def cmd_data(args) -> int:
     return 0
 
 
-def recorded_key_env(run_dir: Path) -> str:
-    """The run's `[api] key_env`, from its manifest (a sweep's or a run's), where one was written."""
+def recorded_key_env(run_dir: Path, store: Store) -> str:
+    """The run's `[api] key_env`: noted in its store when it started (a run killed with batches open
+    has no manifest yet), else from its manifest (a sweep's or a run's, of an older litjudge)."""
+    noted = store.meta(KEY_ENV_NOTE)
+    if noted is not None:
+        return noted
     try:
         return read_manifest(run_dir).api_key_env
     except (LitjudgeError, AttributeError):
@@ -117,7 +122,7 @@ def cmd_status(args) -> int:
     store = Store.open(path, create=False, readonly=not args.cancel_batches)     # listing writes nothing
     try:
         if args.cancel_batches:
-            cancelled = cancel_open(store, recorded_key_env(Path(args.run_dir)))
+            cancelled = cancel_open(store, recorded_key_env(Path(args.run_dir), store))
             print(f"cancelled {len(cancelled)} open provider batch(es){': ' + ', '.join(cancelled) if cancelled else ''}")
         records = store.batches(states=("submitting", "open", "collected", "cancelled"))
     finally:

@@ -14,9 +14,11 @@ from litjudge.judges import PROTOCOLS
 
 from ...backends.prices import cost as price
 from ...backends.prices import prices
+from ...core.cache import verdict_cache_path
 from ...core.config import config_kind, read_toml
 from ...core.console import captured_log, terminal
 from ...core.errors import ConfigError, StoreError
+from ...core.paths import runs_output_dir
 from ..calibrate import cached, calibrate, estimate_seconds
 from ..console_tables import print_table
 from ..ensemble import print_ensemble
@@ -226,8 +228,8 @@ def cmd_plan(args) -> int:
           f"({100 * saved / max(total, 1):.0f}%); prefix sharing leaves "
           f"{sum(r['distinct_prefill_tokens'] for r in rows):,} of {sum(r['prompt_tokens'] for r in rows):,} "
           "prompt tokens to prefill")
-    print(f"{stored} of {distinct} distinct requests are stored already (this run's folder or the shared verdict "
-          f"cache): {distinct - stored} to generate")
+    print(f"{stored} of {distinct} distinct requests are stored already ({_where_stored(sweep.name)}): "
+          f"{distinct - stored} to generate")
     if too_long:
         print(f"{too_long} request(s) are left out: their prompts do not fit the context window "
               "(truncation = \"skip\"); raise max_model_len to keep them")
@@ -238,6 +240,15 @@ def cmd_plan(args) -> int:
               if skipped else ": the dataset gave none this protocol reads (check --limit, the dataset and its "
               "options)"), file=terminal())
     return 0
+
+
+def _where_stored(name: str) -> str:
+    """Where `plan` looked for stored verdicts, named, so a run written elsewhere (`run --out DIR`) is
+    not read as "nothing stored"."""
+    folder, cache = runs_output_dir() / name, verdict_cache_path()
+    run = (f"in {folder}" if (folder / "store.sqlite").exists() else
+           f"no run folder at {folder}: a run written with --out DIR is counted by plan --out DIR")
+    return run + (f"; the shared verdict cache {cache}, for live judges" if cache else "; the shared verdict cache is off")
 
 
 def cmd_reparse(args) -> int:

@@ -32,6 +32,7 @@ body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#22
 table{border-collapse:collapse;font-size:12px;margin:.5em 0 1.5em}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f2f2f2}
 td.s{text-align:left}.note{color:#555;font-size:13px}img.plot{max-width:100%;margin:.3em 0}
+td.s{overflow-wrap:anywhere}table{max-width:100%}
 section{border-top:2px solid #eee;padding-top:.5em}
 </style>"""
 
@@ -106,6 +107,17 @@ def _fmt(v) -> str:
     return "" if v is None else str(v)
 
 
+def by_field(df: pl.DataFrame, keys: tuple[str, ...] = ("run", "judge")) -> pl.DataFrame:
+    """A wide table shown one column per row (named by its `keys`) and one row per field: the runs
+    table has some 30 fields per judge, far wider than a page read the usual way. (Its CSV keeps
+    the usual layout.)"""
+    names = [" / ".join(str(row[k]) for k in keys if k in df.columns) for row in df.iter_rows(named=True)]
+    if not df.height or len(set(names)) != len(names) or "field" in names:
+        return df                               # rows the keys do not tell apart: shown as they are
+    fields = [c for c in df.columns if c not in keys]
+    return pl.DataFrame({"field": fields, **{name: [_fmt(df[f][i]) for f in fields] for i, name in enumerate(names)}})
+
+
 def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     body = []
@@ -118,9 +130,15 @@ def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>{more}"
 
 
+def _md(text: str) -> str:
+    """Data as Markdown text, never markup: Markdown renders raw HTML (a judge named `<svg onload=...>`
+    would be an element), so `&`, `<` and `>` are written as entities and `|` cannot end a cell."""
+    return html.escape(text, quote=False).replace("|", "&#124;")
+
+
 def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * df.width]
-    lines += ["| " + " | ".join(_fmt(v).replace("|", "/") for v in row) + " |" for row in df.head(max_rows).iter_rows()]
+    lines = ["| " + " | ".join(_md(c) for c in df.columns) + " |", "|" + "---|" * df.width]
+    lines += ["| " + " | ".join(_md(_fmt(v)) for v in row) + " |" for row in df.head(max_rows).iter_rows()]
     return "\n".join(lines)
 
 
@@ -160,13 +178,13 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
              "litjudge compare: " + ", ".join(r.name for r in runs))
     page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
             f"<h1>{html.escape(title)}</h1>"]
-    md = [f"# {title}", ""]
+    md = [f"# {_md(title)}", ""]
     for panel in panels:
         page.append(f"<section><h2>{html.escape(panel.title)}</h2>")
-        md += [f"## {panel.title}", ""]
+        md += [f"## {_md(panel.title)}", ""]
         if panel.note:
             page.append(f"<p class='note'>{html.escape(panel.note)}</p>")
-            md += [panel.note, ""]
+            md += [_md(panel.note), ""]
         for name, fig in panel.figures:
             data = _png(fig)
             (out / f"{name}.png").write_bytes(data)
@@ -175,8 +193,9 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
             md += [f"![{name}]({name}.png)", ""]
         for name, df in panel.tables:
             csv_safe(df).write_csv(out / "tables" / f"{name}.csv")
-            page.append(f"<h3>{html.escape(name)}</h3>{_html_table(df)}")
-            md += [f"### {name}", "", _md_table(df), ""]
+            shown = by_field(df) if name == "runs" else df
+            page.append(f"<h3>{html.escape(name)}</h3>{_html_table(shown)}")
+            md += [f"### {_md(name)}", "", _md_table(shown), ""]
         page.append("</section>")
     page.append(viewer_html(runs))
     md += ["## Items", "", "The item viewer (filters, prompts, raw outputs, both orders) is in report.html.", ""]

@@ -35,7 +35,9 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
     df = _who(df)
     xs = df[x].unique(maintain_order=True).to_list()
     whos = df["who"].unique(maintain_order=True).to_list()
-    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.35 * len(xs) * max(1, len(whos)) + 2)), 3.8))
+    names = [_legend_name(w) for w in whos]
+    beside = 0.6 + 0.055 * max(map(len, names)) if len(whos) > 1 else 0.0      # the legend's room, in inches
+    fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.35 * len(xs) * max(1, len(whos)) + 2)) + beside, 3.8))
     width = 0.8 / max(1, len(whos))
     for k, who in enumerate(whos):
         sub = df.filter(pl.col("who") == who)
@@ -47,7 +49,7 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
             err = np.array([[h - vals[v][lo] if v in vals and vals[v][lo] is not None else 0 for v, h in zip(xs, heights)],
                             [vals[v][hi] - h if v in vals and vals[v][hi] is not None else 0 for v, h in zip(xs, heights)]])
             err = np.nan_to_num(np.clip(err, 0, None))
-        ax.bar(pos, heights, width, label=str(who), yerr=err, capsize=2 if err is not None else 0)
+        ax.bar(pos, heights, width, label=names[k], yerr=err, capsize=2 if err is not None else 0)
     crowded = len(xs) > 6 or max((len(str(v)) for v in xs), default=0) * len(xs) > 60
     ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30 if crowded else 0,
                   ha="right" if crowded else "center")
@@ -56,11 +58,17 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
     if ylim:
         ax.set_ylim(*ylim)
     ax.axhline(0, color="black", linewidth=0.6)
-    if len(whos) > 1:
-        wide = max(len(str(w)) for w in whos) > 18
-        ax.legend(fontsize=7, ncols=min(2 if wide else 4, len(whos)))
+    if len(whos) > 1:           # beside the axes, never over a bar (a rate of 1.0 reaches the top)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                  ncols=1 if len(whos) <= 12 else 2)
     fig.tight_layout()
     return fig
+
+
+def _legend_name(who: object, most: int = 48) -> str:
+    """A judge's name in a legend: its end where it is long (a replayed file's path ends with its name)."""
+    text = str(who)
+    return text if len(text) <= most else "…" + text[-(most - 1):]
 
 
 def _comparable_view(df: pl.DataFrame) -> pl.DataFrame:

@@ -27,7 +27,8 @@ _STYLE = """<style>
 .viewer th{text-align:left}.viewer tr.item:hover{background:#f6f8ff}.viewer tr.no td.ans{color:#b00020;font-weight:600}
 .viewer tr.yes td.ans{color:#08660b}.viewer .flip{color:#a15c00}.viewer pre{white-space:pre-wrap;max-height:22em;
 overflow:auto;background:#fafafa;border:1px solid #ddd;padding:.4em;font-size:12px;margin:.2em 0 .6em}
-.viewer .detail td{background:#fcfcfc}.viewer .pager button{margin:0 .3em}
+.viewer .detail td{background:#fcfcfc}.viewer .pager button{margin:0 .3em}.viewer .none{color:#777;font-style:italic}
+.viewer select{max-width:32em}
 </style>"""
 
 # Filters and paging in the browser; `data-shown` on the section is the filtered count, what the
@@ -44,6 +45,7 @@ _SCRIPT = """<script>
     R.forEach((r, i) => { const u = get(r, 'judge') + '\\u0000' + get(r, 'item') + '\\u0000' + get(r, 'repeat');
                           (byUnit[u] = byUnit[u] || []).push(i); });
     let page = 0, shown = [], open = new Set();
+    const faceted = data.facets.length > 0, width = faceted ? 8 : 7;   // no test or group: no such column
     const fill = (sel, values) => values.forEach(v => sel.add(new Option(v, v)));
     fill(el('select.judge'), data.judges); fill(el('select.facet'), data.facets);
     function keep(r) {
@@ -61,9 +63,10 @@ _SCRIPT = """<script>
       const r = R[i], u = get(r, 'judge') + '\\u0000' + get(r, 'item') + '\\u0000' + get(r, 'repeat');
       const others = byUnit[u].filter(k => k !== i).map(k => R[k]);
       const prompt = get(r, 'prompt') === null ? '(the run did not log its prompts)' : data.prompts[get(r, 'prompt')];
-      const p = get(r, 'probability');
-      return `<tr class="detail"><td colspan="8"><b>Prompt</b><pre>${esc(prompt)}</pre>` +
-        `<b>Raw output</b><pre>${esc(get(r, 'raw'))}</pre>` +
+      const p = get(r, 'probability'), raw = get(r, 'raw');
+      return `<tr class="detail"><td colspan="${width}"><b>Prompt</b><pre>${esc(prompt)}</pre>` +
+        `<b>Raw output</b>` + (raw || !data.no_text ? `<pre>${esc(raw)}</pre>`
+                                                   : `<p class="none">${esc(data.no_text)}</p>`) +
         `<b>Parsed</b>: ${esc(get(r, 'label'))} &rarr; ${esc(get(r, 'answer'))}` +
         (p === null ? '' : ` (p = ${p.toFixed(3)}${get(r, 'distribution') ? '; ' + esc(get(r, 'distribution')) : ''})`) +
         (get(r, 'reason') ? ` &middot; ${esc(get(r, 'reason'))}` : '') +
@@ -77,10 +80,13 @@ _SCRIPT = """<script>
       const rows = shown.slice(page * data.page, (page + 1) * data.page);
       body.innerHTML = rows.map(i => { const r = R[i], a = get(r, 'agrees');
         return `<tr class="item ${a === true ? 'yes' : a === false ? 'no' : ''}" data-row="${i}">` +
-          `<td>${esc(get(r, 'judge'))}</td><td>${esc(get(r, 'item'))}</td><td>${esc(get(r, 'facet'))}</td>` +
+          `<td>${esc(get(r, 'judge'))}</td><td>${esc(get(r, 'item'))}</td>` +
+          (faceted ? `<td>${esc(get(r, 'facet'))}</td>` : '') +
           `<td>${esc(get(r, 'order'))}</td><td class="ans">${esc(get(r, 'answer'))}</td><td>${esc(get(r, 'truth'))}</td>` +
           `<td>${esc(get(r, 'status'))}${get(r, 'flipped') ? ' <span class="flip">flipped</span>' : ''}</td>` +
-          `<td>${esc(String(get(r, 'raw') ?? '').slice(0, 80))}</td></tr>` + (open.has(i) ? detail(i) : ''); }).join('');
+          `<td>${get(r, 'raw') || !data.no_text ? esc(String(get(r, 'raw') ?? '').slice(0, 80)) :
+                 `<span class="none">${esc(get(r, 'distribution') ?? '')}</span>`}</td></tr>` +
+          (open.has(i) ? detail(i) : ''); }).join('');
       box.dataset.shown = shown.length;
       box.dataset.rowsOnPage = rows.length;
       el('.count').textContent = `${shown.length} of ${R.length} verdicts` + (shown.length ?
@@ -152,8 +158,25 @@ def _clip(text: str | None) -> str | None:
     return text[:MAX_TEXT] + f"\n… ({len(text) - MAX_TEXT:,} more characters in log.jsonl)"
 
 
+# Distribution mode generates no text: the verdict is read from the labels' probabilities at the decision point.
+NO_TEXT = ("Distribution mode: the judge generates no text (its verdict is the label with the highest probability, "
+           "read at the decision point), so there is no raw output; the probabilities are shown instead.")
+
 COLUMNS = ("judge", "item", "facet", "order", "repeat", "status", "label", "answer", "truth", "agrees",
            "flipped", "probability", "distribution", "reason", "raw", "prompt")
+
+
+# Characters that could end or re-open markup inside <script> (`</script>`, `<!--<script>` puts the
+# parser in its double-escaped state and the rest of the page becomes script text), plus the two line
+# separators some JavaScript parsers once refused in strings: written as JSON escapes, which decode to the
+# same text, so no judged text can change the page's structure.
+_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                "\u2029": "\\u2029"})
+
+
+def script_json(data) -> str:
+    """`data` as JSON safe to embed in a <script> element: no `<`, `>` or `&` in it (JSON escapes)."""
+    return json.dumps(data, ensure_ascii=False, allow_nan=False).translate(_SCRIPT_UNSAFE)
 
 
 def viewer_section(run: LoadedRun) -> str:
@@ -174,23 +197,28 @@ def viewer_section(run: LoadedRun) -> str:
                      r["answer"], r["truth"], r["agrees"], r["flipped"], r["probability"], r["distribution"],
                      r["reason"], _clip(r["raw"]), index.get(text) if text is not None else None])
     facets = sorted({f for f in v["facet"].to_list() if f}, key=_natural)
+    no_text = NO_TEXT if run.manifest.mode == "distribution" else ""
     data = {"columns": list(COLUMNS), "rows": rows, "prompts": prompts, "page": PAGE,
-            "judges": sorted(set(v["judge"].to_list())), "facets": facets}
-    payload = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
+            "judges": sorted(set(v["judge"].to_list())), "facets": facets, "no_text": no_text}
+    payload = script_json(data)
     capped = (f" The first {MAX_VERDICTS:,} of {total:,} verdicts are here; all of them are in verdicts.parquet."
               if total > MAX_VERDICTS else "")
     has_truth = v["agrees"].is_not_null().any()
     note = ("Click a row to open its prompt, raw output, parsed label and the other orders' verdicts."
-            + ("" if has_truth else " This protocol's data has no human answer to set beside one verdict.") + capped)
-    head = "".join(f"<th>{h}</th>" for h in ("judge", "item", "test / group", "order", "answer", "humans", "status",
-                                            "raw output"))
+            + ("" if has_truth else " This protocol's data has no human answer to set beside one verdict.")
+            + (" " + no_text if no_text else "") + capped)
+    columns = ("judge", "item", *(("test / group",) if facets else ()), "order", "answer", "humans", "status",
+               "raw output" if not no_text else "raw output (probabilities)")
+    head = "".join(f"<th>{h}</th>" for h in columns)
+    facet_filter = ("<label>test / group <select class='facet'><option value=''>all</option></select></label>"
+                    if facets else "<select class='facet' hidden><option value=''>all</option></select>")
     return (f"<section class='viewer' data-run='{html.escape(run.name)}'><h2>Items: {html.escape(run.name)}</h2>"
             f"<p class='note'>{html.escape(note)}</p><div class='controls'>"
             "<label><input type='checkbox' class='disagree'> disagrees with the humans</label>"
             "<label><input type='checkbox' class='flipped'> flipped between orders</label>"
             "<label><input type='checkbox' class='unparsed'> not parsed</label>"
             "<label>judge <select class='judge'><option value=''>all</option></select></label>"
-            "<label>test / group <select class='facet'><option value=''>all</option></select></label>"
+            f"{facet_filter}"
             "<input type='search' class='search' placeholder='search text'>"
             "<span class='count'></span><span class='pager'><button class='prev'>&lsaquo; prev</button>"
             "<button class='next'>next &rsaquo;</button></span></div>"

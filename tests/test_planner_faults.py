@@ -1,0 +1,94 @@
+"""The planner process (engine.core.plan_process) under faults, in a real `litjudge run`: killed, the
+run ends in one line saying what happened (no internal error, no crash log) and a re-run resumes;
+stopped (SIGSTOP), the run says the planner has not answered and names how to resume it, instead of
+hanging with no output, and finishes once it is continued."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.conftest import PROJECT_ROOT
+
+PAIRS = 5000          # a plan of a few seconds here, long enough to reach the planner while it works
+
+
+def big_run(folder: Path) -> Path:
+    """A replayed pairwise run over PAIRS pairs (both orders)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "pairs.jsonl").open("w") as f:
+        for i in range(PAIRS):
+            f.write(json.dumps({"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"a {i}", "text_b": f"b {i}",
+                                "label": "a"}) + "\n")
+    with (folder / "answers.jsonl").open("w") as f:
+        for i in range(PAIRS):
+            f.write("".join(json.dumps({"id": f"p{i}/{o}", "response": "A"}) + "\n" for o in ("ab", "ba")))
+    cfg = folder / "big.toml"
+    cfg.write_text(f'name = "big"\nprotocol = "pairwise"\njudge = "replay:{folder / "answers.jsonl"}"\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    return cfg
+
+
+def start(cfg: Path, tmp_path: Path, **env: str) -> subprocess.Popen:
+    full = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "LITJUDGE_RUNS_DIR": str(tmp_path / "out"),
+            "LITJUDGE_CACHE": str(tmp_path / "cache"), "LITJUDGE_PLAN_PROCESS": "1", **env}
+    return subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], cwd=tmp_path, env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def planner_of(proc: subprocess.Popen, seconds: float = 120) -> int:
+    """The pid of the run's planner process (its only child while it plans)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        if children:
+            return int(children[0])
+        time.sleep(0.01)
+    raise AssertionError(f"no planner process appeared (exit {proc.poll()})")
+
+
+def test_a_killed_planner_is_one_line_and_a_rerun_resumes(tmp_path):
+    cfg = big_run(tmp_path)
+    proc = start(cfg, tmp_path)
+    planner = planner_of(proc)
+    time.sleep(0.3)
+    os.kill(planner, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, (out[-1000:], err[-2000:])
+    lines = [ln for ln in err.splitlines() if ln.startswith("litjudge: error:")]
+    assert lines == [f"litjudge: error: the planner process (pid {planner}) was killed (SIGKILL) before the plan was "
+                     "finished; finished verdicts are stored: run again to resume"], err[-2000:]
+    assert "internal error" not in err and not (tmp_path / "cache" / "crash").exists()
+    again = start(cfg, tmp_path)
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
+
+
+def test_a_stopped_planner_is_named_and_the_run_finishes_once_continued(tmp_path):
+    cfg = big_run(tmp_path)
+    proc = start(cfg, tmp_path, LITJUDGE_PLAN_WATCHDOG_S="1")
+    planner = planner_of(proc)
+    os.kill(planner, signal.SIGSTOP)
+    try:
+        seen, deadline = "", time.monotonic() + 60
+        while "has not answered" not in seen:
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, "60 s with no word from the run while its planner is stopped"
+            seen = proc.stderr.readline()
+            assert seen, "the run ended or closed stderr without naming the silent planner"
+    finally:
+        os.kill(planner, signal.SIGCONT)
+        if proc.poll() is None and "has not answered" not in seen:
+            proc.kill()
+    assert seen.startswith(f"litjudge: the planner process (pid {planner}) has not answered for "), seen
+    assert f"(it is stopped: `kill -CONT {planner}` resumes it)" in seen, seen
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
