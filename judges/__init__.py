@@ -1,7 +1,7 @@
 """Protocols of the seed papers: items -> prompts -> verdicts -> aggregates -> agreement with humans."""
 from litjudge.engine.core.registry import Registry
 
-PROTOCOLS: Registry = Registry("protocol")
+PROTOCOLS: Registry = Registry("protocol", base="litjudge.judges.base:Protocol")
 PROTOCOLS.add("ttcw", "litjudge.judges.ttcw:TTCW")
 PROTOCOLS.add("reference_likert", "litjudge.judges.reference_likert:ReferenceLikert")
 PROTOCOLS.add("listwise", "litjudge.judges.listwise:ListwiseRanking")

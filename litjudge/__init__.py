@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from litjudge.engine.core.errors import (
     BackendUnavailable,
     ConfigError,
+    ContractError,
     DataError,
     JudgeNotFound,
     LitjudgeError,
@@ -50,4 +51,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'litjudge' has no attribute {name!r}")
 
 __all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound",
-           "BackendUnavailable", "PreflightError", "StoreError", "SystemFault"]
+           "BackendUnavailable", "PreflightError", "StoreError", "SystemFault", "ContractError"]

@@ -6,16 +6,32 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
+from abc import ABC, abstractmethod
 from typing import Any, Generic, TypeVar
 
-from .errors import ConfigError
+from .errors import ConfigError, ContractError
 
 T = TypeVar("T")
 
 
+class Named(ABC):
+    """A class a registry holds by name, which knows its own name (a protocol's declared name, a
+    backend's `name`): registered under another, it is refused when it loads."""
+
+    @classmethod
+    @abstractmethod
+    def registered_name(cls) -> str:
+        """The name this class registers under."""
+
+
 class Registry(Generic[T]):
-    def __init__(self, kind: str):
-        self.kind = kind
+    """`base`: entries are subclasses of it, checked when each loads (a lazy one on first use, a
+    class when it is added): not a subclass, a method of the base left abstract, or (a `Named`
+    base) a name of its own differing from the registered one is refused in one line."""
+
+    def __init__(self, kind: str, base: type | str | None = None):
+        self.kind, self._base = kind, base
         self._entries: dict[str, T | str] = {}
         self._meta: dict[str, dict[str, Any]] = {}
 
@@ -24,7 +40,7 @@ class Registry(Generic[T]):
         about it (`meta`, e.g. a backend's judge-name prefix) kept in the same record."""
         if name in self._entries and self._entries[name] is not entry:
             raise ValueError(f"{self.kind} {name!r} is already registered")
-        self._entries[name] = entry
+        self._entries[name] = entry if isinstance(entry, str) else self._checked(name, repr(entry), entry)
         self._meta[name] = meta
 
     def remove(self, name: str) -> None:
@@ -49,6 +65,30 @@ class Registry(Generic[T]):
         entry = self._entries[name]
         if isinstance(entry, str):
             module, _, attr = entry.partition(":")
-            entry = getattr(importlib.import_module(module), attr)
+            entry = self._checked(name, entry, getattr(importlib.import_module(module), attr))
             self._entries[name] = entry
+        return entry
+
+    @property
+    def base(self) -> type | None:
+        """The base class (given as a lazy "module:Class" too, so a light package can name it)."""
+        if isinstance(self._base, str):
+            module, _, attr = self._base.partition(":")
+            self._base = getattr(importlib.import_module(module), attr)
+        return self._base  # type: ignore[return-value]
+
+    def _checked(self, name: str, where: str, entry: Any) -> Any:
+        """`entry` as its registry's base requires it (see the class)."""
+        base = self.base
+        if base is None:
+            return entry
+        what = f"{self.kind} {name!r} ({where})"
+        if not (isinstance(entry, type) and issubclass(entry, base)):
+            raise ContractError(f"{what} is not a subclass of {base.__module__}.{base.__qualname__}")
+        if inspect.isabstract(entry):
+            missing = ", ".join(sorted(entry.__abstractmethods__))  # type: ignore[attr-defined]
+            raise ContractError(f"{what} does not implement {missing} of {base.__qualname__}")
+        if issubclass(entry, Named) and entry.registered_name() != name:
+            raise ContractError(f"{what} names itself {entry.registered_name()!r}: register it under that name, or "
+                                f"rename it {name!r}")
         return entry
