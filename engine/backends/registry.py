@@ -2,10 +2,9 @@
 vLLM or torch), with the judge-name prefix that selects it. A new backend is one line here."""
 from __future__ import annotations
 
-from ..core.backend import Backend
 from ..core.registry import Registry
 
-BACKENDS: Registry = Registry("backend", base=Backend)
+BACKENDS: Registry = Registry("backend", base="litjudge.engine.core.backend:Backend")
 # `needs`: (the modules it imports, the extra that installs them), checked before any work starts.
 BACKENDS.add("vllm", "litjudge.engine.backends.vllm_backend:VLLMBackend", needs=(("vllm",), "scripts/install.sh"))
 BACKENDS.add("transformers", "litjudge.engine.backends.transformers_backend:TransformersBackend",

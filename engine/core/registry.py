@@ -26,12 +26,12 @@ class Named(ABC):
 
 
 class Registry(Generic[T]):
-    """`base`: entries are subclasses of it, checked when each loads (a lazy one on first use, a
-    class when it is added): not a subclass, a method of the base left abstract, or (a `Named`
-    base) a name of its own differing from the registered one is refused in one line."""
-
-    def __init__(self, kind: str, base: type | str | None = None):
-        self.kind, self._base = kind, base
+    def __init__(self, kind: str, *, base: str = ""):
+        """`base`: "module:Class" every entry must subclass (a light package can name it without
+        importing it), checked when the entry loads (a lazy one on first use, a class when it is
+        added): not a subclass, a method of the base left abstract, or (a `Named` base) a name of
+        its own differing from the registered one is refused in one line (`_wrong`)."""
+        self.kind, self.base = kind, base
         self._entries: dict[str, T | str] = {}
         self._meta: dict[str, dict[str, Any]] = {}
 
@@ -40,7 +40,10 @@ class Registry(Generic[T]):
         about it (`meta`, e.g. a backend's judge-name prefix) kept in the same record."""
         if name in self._entries and self._entries[name] is not entry:
             raise ValueError(f"{self.kind} {name!r} is already registered")
-        self._entries[name] = entry if isinstance(entry, str) else self._checked(name, repr(entry), entry)
+        wrong = "" if isinstance(entry, str) else self._wrong(name, entry)
+        if wrong:
+            raise ContractError(f"{self.kind} {name!r} ({entry!r}) {wrong}")
+        self._entries[name] = entry
         self._meta[name] = meta
 
     def remove(self, name: str) -> None:
@@ -64,31 +67,28 @@ class Registry(Generic[T]):
             raise ConfigError(f"unknown {self.kind} {name!r}{hint} (known: {', '.join(self.names())})")
         entry = self._entries[name]
         if isinstance(entry, str):
-            module, _, attr = entry.partition(":")
-            entry = self._checked(name, entry, getattr(importlib.import_module(module), attr))
-            self._entries[name] = entry
+            loaded = load_target(entry)
+            wrong = self._wrong(name, loaded)
+            if wrong:
+                raise ContractError(f"{self.kind} {name!r} ({entry}) {wrong}")
+            entry = self._entries[name] = loaded
         return entry
 
-    @property
-    def base(self) -> type | None:
-        """The base class (given as a lazy "module:Class" too, so a light package can name it)."""
-        if isinstance(self._base, str):
-            module, _, attr = self._base.partition(":")
-            self._base = getattr(importlib.import_module(module), attr)
-        return self._base  # type: ignore[return-value]
-
-    def _checked(self, name: str, where: str, entry: Any) -> Any:
-        """`entry` as its registry's base requires it (see the class)."""
-        base = self.base
-        if base is None:
-            return entry
-        what = f"{self.kind} {name!r} ({where})"
+    def _wrong(self, name: str, entry: Any) -> str:
+        """What is wrong with a loaded entry ("" when nothing is; see `__init__`)."""
+        if not self.base:
+            return ""
+        base = load_target(self.base)
         if not (isinstance(entry, type) and issubclass(entry, base)):
-            raise ContractError(f"{what} is not a subclass of {base.__module__}.{base.__qualname__}")
+            return f"is not a subclass of {self.base.replace(':', '.')}"
         if inspect.isabstract(entry):
-            missing = ", ".join(sorted(entry.__abstractmethods__))  # type: ignore[attr-defined]
-            raise ContractError(f"{what} does not implement {missing} of {base.__qualname__}")
+            return f"does not implement {', '.join(sorted(entry.__abstractmethods__))} of {base.__qualname__}"  # type: ignore[attr-defined]
         if issubclass(entry, Named) and entry.registered_name() != name:
-            raise ContractError(f"{what} names itself {entry.registered_name()!r}: register it under that name, or "
-                                f"rename it {name!r}")
-        return entry
+            return f"names itself {entry.registered_name()!r}: register it under that name, or rename it {name!r}"
+        return ""
+
+
+def load_target(target: str) -> Any:
+    """`module:attr` -> the object, imported now."""
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
