@@ -267,25 +267,12 @@ def _requests(protocol: Protocol, ctx: Context, ask: Ask | Skip, skipped: list[S
     if isinstance(ask, Skip):
         skipped.append(ask)
         return
-    declared = protocol.declared
-    for name, value in ask.fields:
-        kind = declared.fields.get(name)
-        if kind is None or not (value is None or type(value) is kind or _is(value, kind)):
-            raise declared.wrong(f"item {ask.item_id!r} is asked with field {name!r} = {value!r}, " + (
-                f"not the {kind.__name__} its Declaration.fields types" if kind else
-                f"a field its Declaration.fields does not type (fields: {', '.join(declared.fields) or 'none'})"))
+    protocol.declared.check_fields(ask.item_id, ask.fields)
     mode = ctx.config.mode
     language = Analyzed(ask.verdict, ask.marker, ctx.options.analysis_tokens) if mode == "analyze" else ask.verdict
     for repeat in range(1 if mode == "reward" else ctx.config.sampling.repeats):
         yield JudgeRequest(ask.messages, language, mode, ctx.sampling(repeat),
                            RequestMeta(protocol.name, ask.item_id, (*ask.fields, ("repeat", repeat))))
-
-
-def _is(value: Any, kind: type) -> bool:
-    """`value` is of a field's declared type (an int is a float; a bool is neither an int nor a float)."""
-    if isinstance(value, bool):
-        return kind is bool
-    return isinstance(value, kind) or (kind is float and isinstance(value, int))
 
 
 def imputed(policy: MissingPolicy, answer: pl.Expr, label: Callable[[str], pl.Expr] | None = None,

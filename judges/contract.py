@@ -15,6 +15,7 @@ naming the protocol, the table and the column.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
@@ -162,6 +163,27 @@ class Declaration:
         """Which way `table.metric` is better (None: no direction)."""
         spec = self.metric_table_specs.get(table)
         return spec.direction(metric) if spec is not None else None
+
+    @functools.cached_property
+    def _exact_types(self) -> dict[str, frozenset[type]]:
+        """Per field, the value types it takes at a glance (None: no value; an int is a float)."""
+        return {name: frozenset({kind, type(None), *((int,) if kind is float else ())})
+                for name, kind in self.fields.items()}
+
+    def check_fields(self, item_id: str, carried: tuple[tuple[str, Any], ...]) -> None:
+        """What an ask carries into the tables, against `fields`: a field it does not declare, or a
+        value of another type, is one line naming the item, the field and the value."""
+        exact = self._exact_types
+        for name, value in carried:
+            if type(value) in exact.get(name, ()):
+                continue
+            kind = self.fields.get(name)
+            if kind is not None and not isinstance(value, bool) and (isinstance(value, kind) or kind is float
+                                                                     and isinstance(value, int)):
+                continue                             # a subclass (numpy's float64 is a float)
+            raise self.wrong(f"item {item_id!r} is asked with field {name!r} = {value!r}, " + (
+                f"not the {kind.__name__} its Declaration.fields types" if kind else
+                f"a field its Declaration.fields does not type (fields: {', '.join(self.fields) or 'none'})"))
 
     def typed(self, verdicts: pl.DataFrame) -> pl.DataFrame:
         """The verdict frame with its declared fields in their declared types, strictly: a field null

@@ -295,3 +295,16 @@ def test_every_built_in_declaration_names_its_hooks_and_tables():
         declared = PROTOCOLS.get(name).declared
         assert set(declared.summary) <= set(declared.tables) and declared.report.endswith(f":{name}_panels")
         assert f"({name}" in limit_help() or f", {name}" in limit_help()
+
+
+def test_a_field_takes_values_of_its_declared_type():
+    """An int is a float (a score of 3), numpy's float64 is a float, None is no value; a bool is
+    neither an int nor a float, and text is no number."""
+    import numpy as np
+
+    declared = _declared(fields={"human_score": float, "n": int, "flag": bool, "name": str})
+    declared.check_fields("i", (("human_score", 3), ("human_score", np.float64(2.5)), ("n", None), ("flag", False),
+                                ("name", "x")))
+    for field, value in (("human_score", True), ("n", 2.0), ("n", True), ("name", 3), ("flag", 1)):
+        with pytest.raises(ContractError, match=f"field '{field}' = {value!r}, not the"):
+            declared.check_fields("i", ((field, value),))
