@@ -10,14 +10,16 @@ from typing import Any, ClassVar
 import polars as pl
 
 from litjudge.engine.core.config import MissingPolicy, RunConfig, Sampling
-from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.errors import ConfigError, ContractError
+from litjudge.engine.core.registry import Named
 from litjudge.engine.core.requests import JudgeRequest, RequestMeta
 from litjudge.engine.core.schema import build
 from litjudge.engine.data.cards import DatasetCard, load_card
 from litjudge.engine.data.loaders import load_dataset
 from litjudge.grammars.analysis import Analyzed
 
-from .contract import Ask, Declaration, MetricTable  # noqa: F401  (a protocol imports its contract from here)
+from . import PROTOCOLS
+from .contract import Ask, Declaration, MetricTable, Table  # noqa: F401  (a protocol imports its contract from here)
 from .metrics.estimates import Units
 
 
@@ -43,13 +45,14 @@ class Context:
     """What a protocol may read: the validated run config, its options, its dataset card (data is
     read through the card's loader). A protocol reports what the user must know but that is no
     error (ground truth absent, items left out) with `warn`: the runner prints each once and
-    records them in the manifest."""
+    records them in the manifest; data without human labels with `no_labels`."""
 
     config: RunConfig
     options: Any
     card: DatasetCard
     replay: bool = False          # recorded responses are served; items without text are allowed
     warnings: list[str] = field(default_factory=list, compare=False)
+    found: set[str] = field(default_factory=set, compare=False)     # what aggregating found ("unlabelled")
 
     @property
     def data_root(self) -> Path:
@@ -65,7 +68,13 @@ class Context:
         return self.card.labels
 
     def load(self, kind: str) -> Any:
-        """The dataset, as `kind` (ttcw, pairs, items, groups), through the card's registered loader."""
+        """The dataset, as `kind` (ttcw, pairs, items, groups), through the card's registered loader:
+        the kind its protocol declares it reads (`Declaration.reads`)."""
+        protocol = self.config.protocol
+        reads = PROTOCOLS.get(protocol).declared.reads if protocol in PROTOCOLS else kind
+        if kind != reads:
+            raise ContractError(f"protocol {protocol!r} loads {kind} data, and declares reads = {reads!r}: load the kind "
+                                "it reads (other data through Context.load_from)")
         return load_dataset(self.card, kind, self.dataset_path)
 
     def load_from(self, card_name: str, kind: str) -> Any:
@@ -76,6 +85,17 @@ class Context:
     def warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
+
+    def no_labels(self, message: str) -> None:
+        """The data has no human labels: the tables declared `when="labelled"` and the rank columns
+        may be absent; `message` is a warning where the card promised labels."""
+        self.found.add("unlabelled")
+        if self.expects_labels:
+            self.warn(message)
+
+    @property
+    def unlabelled(self) -> bool:
+        return "unlabelled" in self.found
 
     def sampling(self, repeat: int = 0) -> Sampling:
         return self.config.sampling.for_repeat(repeat)
@@ -114,11 +134,15 @@ def units_where(frame: pl.DataFrame, rank: RankBy) -> pl.DataFrame | None:
     return frame
 
 
-class Protocol(ABC):
+class Protocol(Named, ABC):
     """A protocol: one `declared = Declaration(...)` (judges.contract), the units `limit` counts,
     what it asks about each unit, and how verdicts aggregate. Everything else is the framework's."""
 
     declared: ClassVar[Declaration]
+
+    @classmethod
+    def registered_name(cls) -> str:
+        return cls.declared.name
 
     @property
     def name(self) -> str:
@@ -213,8 +237,9 @@ class Protocol(ABC):
         """What the judge is asked about one unit; a `Skip` for an item of it that cannot be judged."""
 
     def tables(self, verdicts: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
-        """The result tables of a verdict frame: its declared fields typed, then `aggregate`."""
-        return self.aggregate(self.declared.typed(verdicts), ctx)
+        """The result tables of a verdict frame: its declared fields typed, then `aggregate`, its
+        tables held to the declaration (judges.contract) before anyone writes them."""
+        return self.declared.checked(self.aggregate(self.declared.typed(verdicts), ctx), ctx.unlabelled)
 
     @abstractmethod
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
@@ -242,9 +267,7 @@ def _requests(protocol: Protocol, ctx: Context, ask: Ask | Skip, skipped: list[S
     if isinstance(ask, Skip):
         skipped.append(ask)
         return
-    undeclared = [name for name, _ in ask.fields if name not in protocol.declared.fields]
-    if undeclared:
-        raise TypeError(f"protocol {protocol.name!r} asks with fields {undeclared} its Declaration.fields does not type")
+    protocol.declared.check_fields(ask.item_id, ask.fields)
     mode = ctx.config.mode
     language = Analyzed(ask.verdict, ask.marker, ctx.options.analysis_tokens) if mode == "analyze" else ask.verdict
     for repeat in range(1 if mode == "reward" else ctx.config.sampling.repeats):

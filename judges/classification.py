@@ -22,7 +22,7 @@ from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.data.items import ItemSet, sample_per_category, select_groups
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
 from .metrics import accuracy, spearman
 from .metrics.estimates import Units, spearman_of
 
@@ -56,8 +56,10 @@ class Classification(Protocol):
         name="classification", version="1", reads="items", options=ClassificationOptions, limit_counts="groups",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
         summary=("metrics", "confusion", "class_counts"),
-        tables={"metrics": MetricTable(higher=("accuracy", "spearman_ordinal"), rank=("accuracy", "spearman_ordinal"))},
-        rank_by="metrics.accuracy", fields={"group": str, "truth": str, "source": str})
+        tables={"metrics": MetricTable(higher=("accuracy", "spearman_ordinal"), rank=("accuracy", "spearman_ordinal")),
+                **dict.fromkeys(("confusion", "class_counts", "per_item"), Table())},
+        rank_by="metrics.accuracy", fields={"group": str, "truth": str, "source": str},
+        report="litjudge.engine.app.report.panels:classification_panels")
 
     def missing_labels(self, options: ClassificationOptions) -> tuple[str, ...]:
         return tuple(options.labels)

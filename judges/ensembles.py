@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from . import PROTOCOLS
 from .metrics.agreement import binary_agreement_with_ties, tie_credit
 from .metrics.bootstrap import MIN_CLUSTERS
 from .metrics.jury import average, fit_stacking, majority, stacked
@@ -270,19 +271,28 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 500) ->
     return out
 
 
+def decision_item(protocol: str) -> pl.Expr:
+    """The `item` of one binary decision, from the verdict columns its protocol names
+    (`Declaration.decision_key`); a protocol that names none is not pooled by ensembles."""
+    key = PROTOCOLS.get(protocol).declared.decision_key if protocol in PROTOCOLS else ()
+    if not key:
+        raise ValueError(f"juries and cascades take binary decisions of a protocol that declares a decision_key "
+                         f"(ttcw, pairwise), not {protocol!r}")
+    return pl.concat_str([pl.col(c).cast(pl.Utf8) for c in key], separator="#").alias("item")
+
+
 def decision_frame(protocol: str, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """A run's binary decisions as the ensembles' input, from its stored tables: TTCW items (story
     resampled; truth = the expert majority) or pairwise verdicts (pair resampled; truth = the human
     pick of text a). Judges without probabilities have p = None (one-hot)."""
     if protocol == "ttcw" and "per_item" in tables:
         t = tables["per_item"].filter(pl.col("expert_pass").is_not_null())
-        frame = t.select("judge", pl.concat_str("item_id", pl.col("repeat").cast(pl.Utf8), separator="#").alias("item"),
+        frame = t.select("judge", decision_item(protocol),
                          pl.col("story_id").alias("cluster"), pl.col("expert_pass").alias("truth"),
                          pl.col("judge_pass").alias("pred"), pl.col("p_yes").alias("p"))
     elif protocol == "pairwise" and "per_verdict" in tables:
         t = tables["per_verdict"].filter(pl.col("human").is_in(["a", "b"]))
-        frame = t.select("judge", pl.concat_str("pair_id", "order", pl.col("repeat").cast(pl.Utf8), separator="#")
-                         .alias("item"), pl.col("pair_id").cast(pl.Utf8).alias("cluster"),
+        frame = t.select("judge", decision_item(protocol), pl.col("pair_id").cast(pl.Utf8).alias("cluster"),
                          (pl.col("human") == "a").alias("truth"),
                          pl.when(pl.col("pick").is_null()).then(None).otherwise(pl.col("pick") == "a").alias("pred"),
                          pl.col("p_a").alias("p"))

@@ -34,7 +34,7 @@ from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
 from litjudge.grammars.listwise import position_scores
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
 from .metrics.bootstrap import difference_of_means_ci, interval_note, or_none
 from .metrics.estimates import Units, spearman_of
@@ -97,9 +97,13 @@ class ListwiseRanking(Protocol):
         tables={"agreement": MetricTable(by=("score",), pooled="score=score", higher=RANKABLE, rank=RANKABLE),
                 "anova": MetricTable(by=("score",), higher=("F",)),
                 "icc": MetricTable(by=("score", "list"), higher=ICC_KINDS),
-                "success": MetricTable(by=("n_items",), higher=("success_rate",))},
+                "success": MetricTable(by=("n_items",), higher=("success_rate",)),
+                **dict.fromkeys(("item_scores", "category_means", "inter_judge", "self_preference"), Table()),
+                # options.orders > 1
+                **dict.fromkeys(("psc_rankings", "psc_agreement", "psc_position_bias"), Table(when="sometimes"))},
         rank_by="agreement.spearman_category",
-        fields={"group": str, "list": int, "n_items": int, "codes": str, "order": int, "shown": str})
+        fields={"group": str, "list": int, "n_items": int, "codes": str, "order": int, "shown": str},
+        self_preference="self_sources", report="litjudge.engine.app.report.panels:listwise_panels")
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ListwiseOptions):
         """The item groups (a prompt's lists and items) are the clusters: an item's score is

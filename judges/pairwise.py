@@ -31,7 +31,7 @@ from litjudge.engine.core.requests import Message
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed, units_where
 from .metrics.bootstrap import MIN_CLUSTERS, too_few
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
@@ -77,12 +77,18 @@ class Pairwise(Protocol):
         tables={"accuracy": MetricTable(by=("order",), pooled="order=mean of both", higher=("accuracy",),
                                         rank=("accuracy",)),
                 "bias": MetricTable(by=("metric",)),
-                "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",)),
+                # not for a reward model
+                "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",),
+                                              when="sometimes"),
+                # with probabilities (distribution mode, a reward model) on labelled pairs
                 "calibration_summary": MetricTable(lower=("ece", "squared_calibration_error", "brier"),
-                                                   rank=("squared_calibration_error", "brier"))},
+                                                   rank=("squared_calibration_error", "brier"), when="sometimes"),
+                "calibration": Table(when="sometimes"),
+                **dict.fromkeys(("pairs", "per_verdict", "label_distribution"), Table())},
         rank_by="accuracy.accuracy",
         fields={"pair_id": str, "order": str, "side": str, "human": str, "group": str,
-                **dict.fromkeys(FEATURE_COLUMNS, int)})
+                **dict.fromkeys(FEATURE_COLUMNS, int)},
+        decision_key=("pair_id", "order", "repeat"), report="litjudge.engine.app.report.panels:pairwise_panels")
 
     def missing_labels(self, options: PairwiseOptions) -> tuple[str, ...]:
         return ("A", "B", "tie") if options.tie else ("A", "B")

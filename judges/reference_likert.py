@@ -30,7 +30,7 @@ import litjudge.grammars as grammars
 from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.data.reference import StoryGroup
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, imputed
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .metrics.bootstrap import mean_with_ci
 from .metrics.estimates import Units, mean_of
@@ -83,10 +83,15 @@ class ReferenceLikert(Protocol):
         name="reference_likert", version="1", reads="groups", options=ReferenceLikertOptions,
         limit_counts="story groups", modes=("label", "analyze"), missing=("drop", "label"),
         summary=("story_scores", "ranking", "cutoff_sweep", "bias"),
-        tables={"cutoff_sweep": MetricTable(by=("cutoff",), pooled="", higher=RANKABLE, rank=RANKABLE),
-                "bias": MetricTable()},
+        # with a reference (options.reference): the cutoff sweep, every cutoff's scores and the
+        # position bias; without (the ablation): the mean ranking
+        tables={"cutoff_sweep": MetricTable(by=("cutoff",), pooled="", higher=RANKABLE, rank=RANKABLE, when="sometimes"),
+                "bias": MetricTable(when="sometimes"),
+                **dict.fromkeys(("story_scores_all", "ranking_mean"), Table(when="sometimes")),
+                **dict.fromkeys(("per_item", "story_scores", "ranking"), Table())},
         rank_by="cutoff_sweep.spearman",
-        fields={"group": str, "candidate": str, "source": str, "human_score": float, "test": int, "order": str})
+        fields={"group": str, "candidate": str, "source": str, "human_score": float, "test": int, "order": str},
+        report="litjudge.engine.app.report.panels:reference_likert_panels")
 
     def rank_group(self, rank: RankBy, options: ReferenceLikertOptions) -> str:
         return rank.group or f"cutoff={options.cutoff}"

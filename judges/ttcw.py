@@ -25,7 +25,7 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.ttcw import TTCWData, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.base import NAN
 from .metrics.bootstrap import (
@@ -88,13 +88,22 @@ class TTCW(Protocol):
         name="ttcw", version="1", reads="ttcw", options=TTCWOptions, limit_counts="stories with text",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
         summary=("verdict_grid", "per_test", "overall", "story_counts"), post_options=("threshold", "story_cutoff"),
-        tables={"overall": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
+        tables={"overall": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT,
+                                       when="labelled"),
                 "per_test": MetricTable(by=("view", "test"), pooled=None, higher=AGREEMENT, rank=AGREEMENT),
-                "story_counts": MetricTable(by=("view",), pooled="view=all", higher=CORRELATION, rank=CORRELATION),
-                "story_cutoff": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
-                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("squared_calibration_error", "brier"))},
+                "story_counts": MetricTable(by=("view",), pooled="view=all", higher=CORRELATION, rank=CORRELATION,
+                                            when="labelled"),
+                "story_cutoff": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT,
+                                            when="labelled"),
+                # distribution mode, on labelled items with a probability
+                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("squared_calibration_error", "brier"),
+                                                   when="sometimes"),
+                "calibration": Table(when="sometimes"), "corrected_pass_rates": Table(when="labelled"),
+                **dict.fromkeys(("verdict_grid", "per_item", "label_distribution", "pass_rates",
+                                 "pass_rates_by_source"), Table())},
         rank_by="overall.kappa",
-        fields={"story_id": str, "test": int, "source": str, "group": str, "judgeable": bool})
+        fields={"story_id": str, "test": int, "source": str, "group": int, "judgeable": bool},
+        decision_key=("item_id", "repeat"), report="litjudge.engine.app.report.panels:ttcw_panels")
 
     def missing_labels(self, options) -> tuple[str, ...]:
         return ("Yes", "No")
@@ -239,9 +248,8 @@ class TTCW(Protocol):
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
-            if ctx.expects_labels:
-                ctx.warn(f"no expert labels found in {ctx.dataset_path} (expert_majority.json): agreement tables "
-                         "(overall, story counts, calibration) were not computed")
+            ctx.no_labels(f"no expert labels found in {ctx.dataset_path} (expert_majority.json): agreement tables "
+                          "(overall, story counts, calibration) were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),

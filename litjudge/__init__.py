@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from litjudge.engine.core.errors import (
     BackendUnavailable,
     ConfigError,
+    ContractError,
     DataError,
     JudgeNotFound,
     LitjudgeError,
@@ -65,4 +66,4 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound",
-           "BackendUnavailable", "PluginError", "PreflightError", "StoreError", "SystemFault"]
+           "BackendUnavailable", "ContractError", "PluginError", "PreflightError", "StoreError", "SystemFault"]

@@ -240,7 +240,7 @@ def test_the_structured_setting_is_part_of_every_key(tmp_path):
     served the verdicts a `structured = "none"` run stored in the shared cache (it was: 6 unparsed
     verdicts came back and nothing was sent); "auto" and the provider's default share keys."""
     import litjudge.grammars as grammars
-    from litjudge.engine.backends import api
+    from litjudge.engine import backends
     from litjudge.engine.core.config import RunConfig, Sampling
     from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, content_key
     from litjudge.engine.core.settings import ApiConfig
@@ -251,7 +251,7 @@ def test_the_structured_setting_is_part_of_every_key(tmp_path):
     def key(structured: str, provider: str = "openai-compatible:http://127.0.0.1:1/v1:m") -> str:
         config = RunConfig(name="k", protocol="ttcw", dataset="ttcw-demo", judge=provider,
                            api=ApiConfig(structured=structured))
-        backend = api.ApiBackend.plan(api.ApiBackend.resolve(provider, config))
+        backend = backends.planner(backends.resolve(provider, config))
         return content_key(request, backend.identity())
 
     assert key("auto") == key("vllm")                               # the provider's default: the keys it had

@@ -16,7 +16,7 @@ from litjudge.engine.app.run import run
 from litjudge.engine.app.sweep import load_sweep
 from litjudge.engine.app.sweep_run import prepared_cells, work
 from litjudge.engine.backends.local.render import plain_layout
-from litjudge.engine.core.backend import Capabilities, JudgeSpec
+from litjudge.engine.core.backend import Backend, Capabilities, JudgeSpec
 from litjudge.engine.core.config import RunConfig, load_config
 from litjudge.engine.core.planner import make_plan
 from litjudge.engine.core.requests import Generation, JudgeIdentity
@@ -126,8 +126,9 @@ def test_stored_keys_of_every_committed_config_are_unchanged(monkeypatch):
 
 
 # -- extending: a toy backend and a toy dataset format, each one file's worth plus one line ------
-class AlwaysFirst:
-    """A toy backend: prefers whichever text is shown first (the file a new backend would be)."""
+class AlwaysFirst(Backend):
+    """A toy backend: prefers whichever text is shown first (the file a new backend would be: the
+    base class holds the rest of the contract, with defaults)."""
 
     name = "toy"
     capabilities = Capabilities(frozenset({"label"}))
@@ -135,12 +136,6 @@ class AlwaysFirst:
     @classmethod
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
         return JudgeSpec(name, cls.name, name.removeprefix(prefix), f"toy:{name}", "toy")
-
-    @classmethod
-    def create(cls, spec: JudgeSpec) -> "AlwaysFirst":
-        return cls(spec)
-
-    plan = create
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
@@ -159,12 +154,6 @@ class AlwaysFirst:
 
     def generate(self, batch):
         return (Generation(p.key, "A", prompt_tokens=p.prompt_tokens) for p in batch)
-
-    def describe(self) -> dict:
-        return {"backend": self.name}
-
-    def close(self) -> None:
-        pass
 
 
 def read_tsv_pairs(location: Path, card) -> list[Pair]:
@@ -298,11 +287,14 @@ def branches(fn: ast.AST) -> int:
     return n
 
 
+# Held to the branch guard: every module but these (the engine, the protocols and their metrics, and
+# the Python surface, `litjudge` itself).
+UNGUARDED = ("litjudge.grammars",)
+
+
 def test_no_function_in_the_engine_has_more_than_25_branches():
-    """A function with more decisions than this is several steps that want names of their own
-    (the engine, and the protocols and their metrics)."""
-    heavy = [f"{name}.{fn.name}: {branches(fn)}" for path, name in modules()
-             if name.startswith(("litjudge.engine", "litjudge.judges"))
+    """A function with more decisions than this is several steps that want names of their own."""
+    heavy = [f"{name}.{fn.name}: {branches(fn)}" for path, name in modules() if not name.startswith(UNGUARDED)
              for fn in ast.walk(ast.parse(path.read_text())) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
              and branches(fn) > 25]
     assert heavy == [], heavy

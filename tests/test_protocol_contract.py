@@ -3,18 +3,25 @@ mode, repeats, skips, typed fields) and the mistakes a declaration cannot make. 
 are the requests a protocol builds and the tables it is handed."""
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
+import uuid
 from dataclasses import dataclass
 
 import polars as pl
 import pytest
 
-from litjudge.engine.core.config import RunConfig
-from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.app.run import run
+from litjudge.engine.core.config import RunConfig, load_config
+from litjudge.engine.core.errors import ConfigError, ContractError, LitjudgeError
 from litjudge.engine.core.sampling import SamplingConfig
 from litjudge.engine.data.cards import load_card
 from litjudge.grammars import Analyzed
-from litjudge.judges.base import Ask, Context, Declaration, MetricTable, Protocol, Skip
+from litjudge.judges import PROTOCOLS
+from litjudge.judges.base import Ask, Context, Declaration, MetricTable, Protocol, Skip, Table
 from litjudge.judges.pairwise import Pairwise
+from tests.conftest import write_config
 from tests.toy_protocol import SingleGrading
 
 
@@ -86,7 +93,7 @@ def test_skips_are_recorded_not_counted_and_an_untyped_field_is_refused():
     assert [r.meta.item_id for r in requests] == ["i1", "i2", "i3"]
     assert [s.item_id for s in built.skipped] == ["s2"]      # the skip after the limit is not met
     protocol.undeclared = True
-    with pytest.raises(TypeError, match=r"fields \['m'\]"):
+    with pytest.raises(TypeError, match=r"field 'm' = 1, a field its Declaration.fields does not type"):
         list(protocol.build(ctx).requests)
 
 
@@ -114,3 +121,190 @@ def test_a_wrong_declaration_fails_where_it_is_written(change, message):
     with pytest.raises(TypeError, match=message) as caught:
         Declaration(**{**base, **change})
     assert "protocol 'x'" in str(caught.value)
+
+
+# -- every mistake a protocol can make, each one line where it is declared or as the run starts ----
+# The toy protocol (tests/toy_protocol.py) with one mistake each, run on the shipped rated-items card
+# by a replayed judge (recorded answers by item id: no model). A mistake only the tables can show
+# is met after aggregating, still before anything is written.
+def _declared(**change) -> Declaration:
+    return dataclasses.replace(SingleGrading.declared, **change)
+
+
+def _run_toy(protocol: type, tmp_path, registered: str = "single"):
+    """Run `protocol` registered as `registered`; the LitjudgeError it fails with (one line)."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"id": f"p{i}", "response": str(1 + i % 5)}) + "\n" for i in range(1, 7)))
+    config = load_config(write_config(tmp_path / "toy.toml", f'name = "toy"\nprotocol = "{registered}"\n'
+                                      f'dataset = "rated-items-generic"\njudge = "replay:{answers}"\n'))
+    PROTOCOLS.add(registered, protocol)
+    try:
+        with pytest.raises(LitjudgeError) as caught:
+            run(config, progress=False)
+    finally:
+        PROTOCOLS.remove(registered)
+    message = str(caught.value)
+    assert "\n" not in message and len(message) < 400, message
+    return caught.value
+
+
+def _nothing_written(runs_dir) -> bool:
+    toy = runs_dir / "toy"
+    return not (toy / "tables").exists() and not (toy / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"rank_by": "agreement.rho"}, r"rank_by 'agreement.rho' is none of the rankable metrics \['agreement.spearman'\]"),
+    ({"modes": ("label", "analyze")}, "analysis_tokens"),
+    ({"fields": {"human_score": list}}, "fields are typed"),
+    ({"options": dict}, "options must be a dataclass"),
+    ({"summary": ("agreement", "ranking")}, r"summary names \['ranking'\], which Declaration.tables does not declare"),
+])
+def test_a_mistake_in_the_declaration_fails_where_it_is_written(change, message):
+    with pytest.raises(ContractError, match=message) as caught:
+        _declared(**change)
+    assert str(caught.value).startswith("protocol 'single': ") and "\n" not in str(caught.value)
+
+
+class _TypoInReads(SingleGrading):
+    declared = _declared(reads="itmes")
+
+
+class _LoadsTheWrongKind(SingleGrading):
+    def units(self, ctx):
+        return ctx.load("pairs")
+
+
+class _AsksAnUndeclaredField(SingleGrading):
+    def asks(self, ctx, item):
+        for ask in super().asks(ctx, item):
+            yield dataclasses.replace(ask, fields=(*ask.fields, ("rater", "x")))
+
+
+class _CarriesTextInAFloatField(SingleGrading):
+    def asks(self, ctx, item):
+        for ask in super().asks(ctx, item):
+            yield dataclasses.replace(ask, fields=(("human_score", str(item.human_score)),))
+
+
+class _Misnamed(SingleGrading):
+    declared = _declared(name="singel")
+
+
+class _NotRepeatable(SingleGrading):
+    """Each walk of its build asks differently (a fresh id in every prompt)."""
+
+    def asks(self, ctx, item):
+        for ask in super().asks(ctx, item):
+            yield dataclasses.replace(ask, prompt=f"{ask.prompt}\n(request {uuid.uuid4().hex})")
+
+
+@pytest.mark.parametrize("protocol, message", [
+    (_TypoInReads, "protocol 'single' reads itmes data, and dataset 'rated-items-generic'"),
+    (_LoadsTheWrongKind, "protocol 'single' loads pairs data, and declares reads = 'items'"),
+    (_AsksAnUndeclaredField, "protocol 'single': item 'p1' is asked with field 'rater' = 'x', a field its "
+                             r"Declaration.fields does not type \(fields: human_score\)"),
+    (_CarriesTextInAFloatField, "protocol 'single': item 'p1' is asked with field 'human_score' = '1.5', not the "
+                                "float its Declaration.fields types"),
+    (_NotRepeatable, "protocol 'single': its build is not repeatable"),
+])
+def test_a_mistake_in_the_code_fails_as_the_run_starts(protocol, message, tmp_path, runs_dir, monkeypatch):
+    monkeypatch.delenv("LITJUDGE_PLAN_PROCESS", raising=False)          # the plan made in a process of its own
+    error = _run_toy(protocol, tmp_path)
+    assert re.search(message, str(error)), str(error)
+    assert not (runs_dir / "toy").exists()                                # refused before any verdict: no folder
+
+
+def test_a_name_other_than_the_declared_one_is_refused_where_it_is_registered(tmp_path, runs_dir):
+    with pytest.raises(ContractError, match=r"protocol 'single' \(.*_Misnamed.*\) names itself 'singel'"):
+        PROTOCOLS.add("single", _Misnamed)
+    assert "single" not in PROTOCOLS
+    error = _run_toy("tests.test_protocol_contract:_Misnamed", tmp_path)     # a lazy entry: refused as it loads
+    assert "names itself 'singel': register it under that name" in str(error)
+    with pytest.raises(ContractError, match="is not a subclass of litjudge.judges.base.Protocol"):
+        PROTOCOLS.add("single", dict)
+
+
+class _ReturnsAnUndeclaredTable(SingleGrading):
+    def aggregate(self, table, ctx):
+        return {**super().aggregate(table, ctx), "extra": pl.DataFrame({"x": [1]})}
+
+
+class _NeverProducesItsRankableMetric(SingleGrading):
+    def aggregate(self, table, ctx):
+        tables = super().aggregate(table, ctx)
+        return {**tables, "agreement": tables["agreement"].rename({"spearman": "rho"})}
+
+
+class _LeavesOutADeclaredTable(SingleGrading):
+    def aggregate(self, table, ctx):
+        return {"agreement": super().aggregate(table, ctx)["agreement"]}
+
+
+class _GivesTextAsAMetric(SingleGrading):
+    def aggregate(self, table, ctx):
+        tables = super().aggregate(table, ctx)
+        return {**tables, "agreement": tables["agreement"].with_columns(pl.col("spearman").cast(pl.Utf8))}
+
+
+@pytest.mark.parametrize("protocol, message", [
+    (_ReturnsAnUndeclaredTable, r"aggregate returned table\(s\) \['extra'\] that Declaration.tables does not declare"),
+    (_NeverProducesItsRankableMetric, r"table 'agreement' lacks column\(s\) \['spearman'\] it declares"),
+    (_LeavesOutADeclaredTable, r"aggregate did not return table\(s\) \['scores'\], declared when='always'"),
+    (_GivesTextAsAMetric, "table 'agreement', column 'spearman' is declared float and holds String values"),
+])
+def test_a_mistake_only_the_tables_show_fails_before_any_table_is_written(protocol, message, tmp_path, runs_dir):
+    error = _run_toy(protocol, tmp_path)
+    assert isinstance(error, ContractError) and re.search(message, str(error)), str(error)
+    assert str(error).startswith("protocol 'single': ") and _nothing_written(runs_dir)
+
+
+def test_a_float_field_carrying_text_is_refused_when_the_tables_are_made():
+    """The second line of defence (verdicts stored by an earlier version of the protocol): the
+    verdict frame's declared fields are cast strictly, naming the column."""
+    with pytest.raises(ContractError, match="table 'verdicts', column 'human_score' is declared float and holds "
+                                            "String values \\(e.g. 'high'\\)"):
+        SingleGrading.declared.typed(pl.DataFrame({"item_id": ["a"], "human_score": ["high"]}))
+    typed = SingleGrading.declared.typed(pl.DataFrame({"item_id": ["a"], "human_score": [3]}))
+    assert typed.schema["human_score"] == pl.Float64                        # an int is a float
+
+
+def test_unlabelled_data_may_leave_out_the_labelled_tables_and_the_rank_columns():
+    declared = _declared(tables={"agreement": MetricTable(higher=("spearman",), rank=("spearman",), when="labelled"),
+                                 "scores": Table()})
+    scores = pl.DataFrame({"judge": ["j"], "value": [3]})
+    with pytest.raises(ContractError, match=r"did not return table\(s\) \['agreement'\], declared when='labelled'"):
+        declared.checked({"scores": scores})
+    assert declared.checked({"scores": scores}, unlabelled=True) == {"scores": scores}
+    counts = pl.DataFrame({"judge": ["j"], "items": [2]})                # the agreement table without its metric
+    with pytest.raises(ContractError, match="lacks column"):
+        declared.checked({"scores": scores, "agreement": counts})
+    assert declared.checked({"scores": scores, "agreement": counts}, unlabelled=True)["agreement"].equals(counts)
+    empty = declared.checked({"scores": scores, "agreement": pl.DataFrame()})       # nothing to show: empty is fine
+    assert empty["agreement"].height == 0
+
+
+def test_every_built_in_declaration_names_its_hooks_and_tables():
+    """The application asks the declaration, never the protocol's name: the ensembles' decision key,
+    the generation stage's self-preference option, the report's panels, --limit's help."""
+    from litjudge.engine.app.console.cli import limit_help
+
+    assert PROTOCOLS.get("ttcw").declared.decision_key == ("item_id", "repeat")
+    assert PROTOCOLS.get("listwise").declared.self_preference == "self_sources"
+    for name in PROTOCOLS.names():
+        declared = PROTOCOLS.get(name).declared
+        assert set(declared.summary) <= set(declared.tables) and declared.report.endswith(f":{name}_panels")
+        assert f"({name}" in limit_help() or f", {name}" in limit_help()
+
+
+def test_a_field_takes_values_of_its_declared_type():
+    """An int is a float (a score of 3), numpy's float64 is a float, None is no value; a bool is
+    neither an int nor a float, and text is no number."""
+    import numpy as np
+
+    declared = _declared(fields={"human_score": float, "n": int, "flag": bool, "name": str})
+    declared.check_fields("i", (("human_score", 3), ("human_score", np.float64(2.5)), ("n", None), ("flag", False),
+                                ("name", "x")))
+    for field, value in (("human_score", True), ("n", 2.0), ("n", True), ("name", 3), ("flag", 1)):
+        with pytest.raises(ContractError, match=f"field '{field}' = {value!r}, not the"):
+            declared.check_fields("i", ((field, value),))

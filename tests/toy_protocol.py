@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 import litjudge.grammars as grammars
-from litjudge.judges.base import Ask, Context, Declaration, MetricTable, Protocol
+from litjudge.judges.base import Ask, Context, Declaration, MetricTable, Protocol, Table
 from litjudge.judges.metrics import spearman
 
 
@@ -19,7 +19,7 @@ class SingleOptions:
 
 class SingleGrading(Protocol):
     declared = Declaration(name="single", version="1", reads="items", options=SingleOptions, limit_counts="items",
-                           tables={"agreement": MetricTable(higher=("spearman",), rank=("spearman",))},
+                           tables={"agreement": MetricTable(higher=("spearman",), rank=("spearman",)), "scores": Table()},
                            rank_by="agreement.spearman", summary=("agreement",),
                            fields={"human_score": float})
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, jury_tables
+from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, decision_item, jury_tables
 
 from ..core.config import config_path, load_config, read_toml, valid_name
 from ..core.errors import ConfigError
@@ -53,9 +53,8 @@ def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
         store.close()
     counts = pl.DataFrame(rows, schema={"key": pl.Utf8, "p": pl.Int64, "o": pl.Int64}, orient="row").select(
         "key", (pl.col("p").fill_null(0) + pl.col("o").fill_null(0)).alias("tokens"))
-    parts = (["item_id", "repeat"] if protocol == "ttcw" else ["pair_id", "order", "repeat"])
-    item = pl.concat_str([pl.col(c).cast(pl.Utf8) for c in parts], separator="#").alias("item")
-    return verdicts.select("judge", "key", item).join(counts, on="key", how="left").select("judge", "item", "tokens")
+    return (verdicts.select("judge", "key", decision_item(protocol)).join(counts, on="key", how="left")
+            .select("judge", "item", "tokens"))
 
 
 def combined_frame(run_dirs: list[str]) -> pl.DataFrame:

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from litjudge.judges import PROTOCOLS
 from litjudge.judges.generation import GENERATION, Conversation, duplicates
 
 from .. import backends as registry
@@ -53,16 +54,19 @@ def items_path(run_dir: Path) -> Path:
 
 def with_generated_dataset(config: RunConfig, run_dir: Path) -> RunConfig:
     """The run's config with its tasks reading the items the stage writes (an inline card), and,
-    for listwise tasks, each judge that also generated matched to its own items (self-preference)."""
+    for a protocol that measures self-preference (`Declaration.self_preference`: listwise), each
+    judge that also generated matched to its own items."""
     gen = config.generate
+    protocols = sorted(({t.get("protocol", config.protocol) for t in config.tasks} | {config.protocol}) - {""})
     card = {"name": GENERATED, "title": f"items written by {', '.join(gen.generators)} ({gen.protocol})",
             "loader": "rated_items_jsonl", "path": str(items_path(run_dir).resolve()),
-            "protocols": ["listwise", "classification"], "category_order": list(gen.levels), "labels": False,
+            "protocols": protocols, "category_order": list(gen.levels), "labels": False,
             "source": f"litjudge [generate] of run {config.name}"}
     own = {j: j for j in config.judges if j in gen.generators}
 
     def options(protocol: str, opts: dict[str, Any]) -> dict[str, Any]:
-        return {"self_sources": own, **opts} if protocol == "listwise" and own else opts
+        option = PROTOCOLS.get(protocol).declared.self_preference if own and protocol in PROTOCOLS else ""
+        return {option: own, **opts} if option else opts
 
     tasks = [{**t, "dataset": card, "options": options(t.get("protocol", config.protocol),
                                                            dict(t.get("options", config.options)))}

@@ -1,19 +1,17 @@
-"""Provider batches for API judges (`[api] batch = true`): OpenAI's Batch API (a JSONL file of
-Chat Completions requests uploaded through the Files API, `POST /v1/batches`, polled, the output
-and error files downloaded) and Anthropic's Message Batches (`POST /v1/messages/batches`, polled,
-results streamed as JSONL). Every request's `custom_id` is its content key, so results land in the
-store exactly as online results do, through the same parsers.
+"""Provider batches for API judges (`[api] batch = true`), for every provider whose class has them
+(`Provider.batch_limit`; its batch format is its own: OpenAI's Batch API, Anthropic's Message
+Batches, engine.backends.providers). Every request's `custom_id` is its content key, so results land
+in the store exactly as online results do, through the same parsers.
 
 Restarts. Before a batch is submitted its keys are recorded in the run's store (the ledger,
 status `submitting`, under an id of ours that OpenAI also receives as batch metadata); once the
 provider accepts it, its id (status `open`). A re-run (after Ctrl-C, kill -9, a reboot) polls the
 open batches instead of submitting their keys again and collects the finished ones; it submits only
 keys that are in no open batch. A `submitting` record (a crash between our record and the
-provider's answer) is looked up among the provider's batches and adopted if it was accepted, else
-dropped and its keys submitted again. OpenAI: by our id in the batch's metadata. Anthropic batches
-carry no metadata: the batch created within ADOPT_WINDOW_S after our record, with as many requests,
-that no record of this store names. If that guess were wrong, polling would find none of our keys
-in its results: they come back as gaps and the next run submits them (late, never twice).
+provider's answer) is looked up among the provider's batches (`Provider.adopt`: OpenAI by our id in
+the batch's metadata; Anthropic, whose batches carry none, by time and size) and adopted if it was
+accepted, else dropped and its keys submitted again. If a guess were wrong, polling would find none
+of our keys in its results: they come back as gaps and the next run submits them (late, never twice).
 
 Per-request results. Succeeded: the model's answer, parsed as online. Rejected as invalid (HTTP
 400/413/422, `invalid_request_error`): stored as a failure with the provider's reason (it would be
@@ -28,8 +26,6 @@ manifest, and the run exits 3 (unanswered), as online.
 """
 from __future__ import annotations
 
-import io
-import json
 import os
 import re
 import signal
@@ -42,21 +38,23 @@ from ..core.console import say
 from ..core.errors import BackendUnavailable
 from ..core.requests import Generation, Prepared
 from ..core.store import BatchRecord, Store
-from .prices import BATCH_LIMIT, cost
+from .prices import cost
+from .providers import Provider
+from .registry import BACKENDS
 
-STORED_FAILURES = (400, 413, 422)          # the request itself is invalid: a failure, stored with its reason
-TERMINAL_OPENAI = ("completed", "failed", "expired", "cancelled")
-ADOPT_WINDOW_S = 600.0     # a crashed submission's Anthropic batch was created within this long of our record
+CANCEL_TIMEOUT_S = 60.0
 
 
 class BatchRunner:
     """Submits, polls and collects one API judge's provider batches, through its backend's request
-    builders and readers (`openai_body` / `openai_read`, `anthropic_body` / `anthropic_read`)."""
+    builder and reader (`body`, `read`) and its provider's batch format (`submit`, `adopt`,
+    `results`). `backend` is the judge's ApiBackend."""
 
-    def __init__(self, backend, ledger: Store):
+    def __init__(self, backend: Any, ledger: Store):
         self.b, self.ledger = backend, ledger
+        self.api: Provider = backend.api
         self.fingerprint = backend.spec.fingerprint
-        self.limit = backend.cfg.batch_max_requests or BATCH_LIMIT.get(backend.provider, 50_000)
+        self.limit = backend.cfg.batch_max_requests or self.api.batch_limit
 
     # -- the whole cycle --------------------------------------------------------------------
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
@@ -84,12 +82,16 @@ class BatchRunner:
 
     @property
     def provider_faults(self) -> tuple[type[BaseException], ...]:
-        """What the provider's SDK raises when it cannot answer (connection, timeout, HTTP errors)."""
-        return (*self.b._retryable, self.b._status_error, OSError)
+        """What the provider's client raises when it cannot answer (connection, timeout, HTTP errors)."""
+        return (*self.api.faults, OSError)
 
     def unreachable(self, doing: str, exc: BaseException) -> None:
-        say(f"litjudge: {self.b.spec.name}: the provider did not answer while {doing} ({type(exc).__name__}: "
+        say(f"litjudge: {self.name}: the provider did not answer while {doing} ({type(exc).__name__}: "
             f"{str(exc)[:160]}): its requests are left unanswered; run again to resume")
+
+    @property
+    def name(self) -> str:
+        return self.b.spec.name
 
     def within_budget(self, fresh: Sequence[Prepared], in_flight: Sequence[Prepared]) -> list[Prepared]:
         """The first requests of `fresh` whose WORST-CASE spend fits the budget (`max_tokens_total`,
@@ -119,48 +121,17 @@ class BatchRunner:
 
     def submit(self, part: Sequence[Prepared]) -> None:
         local = f"litjudge-{uuid.uuid4().hex}"
-        self.ledger.record_batch(local, self.fingerprint, self.b.provider, [p.key for p in part])
-        if self.b.provider == "anthropic":
-            made = self.b.client.messages.batches.create(
-                requests=[{"custom_id": p.key, "params": self.b.anthropic_body(p)} for p in part])
-        else:
-            lines = "".join(json.dumps({"custom_id": p.key, "method": "POST", "url": "/v1/chat/completions",
-                                        "body": self.b.openai_body(p)}) + "\n" for p in part)
-            upload = self.b.client.files.create(file=("litjudge-batch.jsonl", io.BytesIO(lines.encode())),
-                                                purpose="batch")
-            made = self.b.client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
-                                                completion_window="24h", metadata={"litjudge_id": local})
+        self.ledger.record_batch(local, self.fingerprint, self.api.name, [p.key for p in part])
+        made = self.api.submit([(p.key, self.b.body(p)) for p in part], local)
         if os.environ.get("LITJUDGE_FAULT_KILL_BEFORE_RECORD"):    # the provider accepted, our ledger not told
             os.kill(os.getpid(), signal.SIGKILL)
-        self.ledger.set_batch(local, "open", made.id)
-        say(f"litjudge: {self.b.spec.name}: submitted provider batch {made.id} ({len(part)} requests)")
+        self.ledger.set_batch(local, "open", made)
+        say(f"litjudge: {self.name}: submitted provider batch {made} ({len(part)} requests)")
         if os.environ.get("LITJUDGE_FAULT_KILL_AFTER_SUBMIT"):     # fault injection for the restart test
             os.kill(os.getpid(), signal.SIGKILL)
 
     def adopt_submitting(self) -> None:
-        """Records left `submitting` by a crash: adopt the batch the provider accepted, or drop the record."""
-        for rec in self.ledger.batches(self.fingerprint, ("submitting",)):
-            if self.b.provider == "anthropic":
-                found = self.anthropic_batch_of(rec)
-            else:
-                found = next((b.id for b in self.b.client.batches.list(limit=100)
-                              if (b.metadata or {}).get("litjudge_id") == rec.local_id), None)
-            self.ledger.set_batch(rec.local_id, "open" if found else "cancelled", found)
-
-    def anthropic_batch_of(self, rec: BatchRecord) -> str | None:
-        """The Anthropic batch a crashed submission made: created within ADOPT_WINDOW_S after the
-        record (a minute of clock skew allowed), as many requests, named by no record of ours; the
-        earliest such."""
-        known = {r.batch_id for r in self.ledger.batches(None, ("submitting", "open", "collected", "cancelled"))}
-        candidates = []
-        for b in self.b.client.messages.batches.list(limit=100):
-            created = b.created_at.timestamp()
-            counts = b.request_counts
-            total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
-            if (b.id not in known and total == len(rec.keys)
-                    and rec.created - 60 <= created <= rec.created + ADOPT_WINDOW_S):
-                candidates.append((created, b.id))
-        return min(candidates)[1] if candidates else None
+        adopt_submitting(self.api, self.ledger, self.fingerprint)
 
     def collect(self, wanted: dict[str, Prepared]) -> Iterator[Generation]:
         """Poll the open batches holding wanted keys until each has ended; yield their results.
@@ -200,64 +171,21 @@ class BatchRunner:
     def poll(self, rec: BatchRecord) -> list[Generation] | None:
         """The batch's results once it has ended (None while it runs); every key of the batch is
         accounted for: a result, a stored failure, or a retryable gap."""
+        results = self.api.results(str(rec.batch_id))
+        if results is None:
+            return None
+        if results.malformed:
+            say(f"litjudge: {self.name}: {results.malformed} malformed line(s) in the results of batch "
+                f"{rec.batch_id}: their requests are asked again in a new batch")
         by_key: dict[str, Generation | None] = {k: None for k in rec.keys}
-        if self.b.provider == "anthropic":
-            batch = self.b.client.messages.batches.retrieve(rec.batch_id)
-            if batch.processing_status != "ended":
-                return None
-            out = [self.anthropic_result(line) for line in self.b.client.messages.batches.results(rec.batch_id)]
-        else:
-            batch = self.b.client.batches.retrieve(rec.batch_id)
-            if batch.status not in TERMINAL_OPENAI:
-                return None
-            out = []
-            malformed = 0
-            for file_id in (batch.output_file_id, batch.error_file_id):
-                if file_id:
-                    for line in self.b.client.files.content(file_id).text.splitlines():
-                        try:
-                            record = json.loads(line) if line.strip() else None
-                            out.append(self.openai_result(record) if isinstance(record, dict) else None)
-                        except (json.JSONDecodeError, ValueError, TypeError, AttributeError, KeyError):
-                            malformed += 1
-            if malformed:
-                say(f"litjudge: {self.b.spec.name}: {malformed} malformed line(s) in the results of batch "
-                    f"{rec.batch_id}: their requests are asked again in a new batch")
-        for g in out:
-            if g is not None and g.key in by_key:
-                by_key[g.key] = g
-        gap = f"no result in provider batch {rec.batch_id} (ended {getattr(batch, 'status', 'ended')})"
+        for line in results.lines:
+            p = self.b.pending.get(line.key)
+            if p is None or line.key not in by_key:
+                continue
+            by_key[line.key] = (self.b.read(p, line.reply) if line.reply is not None else
+                                Generation(line.key, "", error=line.error, retryable=line.retryable))
+        gap = f"no result in provider batch {rec.batch_id} (ended {results.ended})"
         return [g or Generation(k, "", error=gap, retryable=True) for k, g in by_key.items()]
-
-    def prepared(self, key: str) -> Prepared | None:
-        return self.b.pending.get(key)
-
-    def openai_result(self, line: dict[str, Any]) -> Generation | None:
-        key, resp, err = str(line.get("custom_id")), line.get("response") or {}, line.get("error")
-        p = self.prepared(key)
-        if p is None:
-            return None
-        status = resp.get("status_code")
-        if status == 200 and not err:
-            from openai.types.chat import ChatCompletion
-
-            return self.b.openai_read(p, ChatCompletion.model_validate(resp["body"]))
-        reason = (err or (resp.get("body") or {}).get("error") or {}).get("message") or f"HTTP {status}"
-        return Generation(key, "", error=f"provider batch: {reason}"[:300], retryable=status not in STORED_FAILURES)
-
-    def anthropic_result(self, line) -> Generation | None:
-        p = self.prepared(line.custom_id)
-        if p is None:
-            return None
-        result = line.result
-        if result.type == "succeeded":
-            return self.b.anthropic_read(p, result.message)
-        if result.type == "errored":
-            kind = getattr(result.error.error, "type", "error")
-            message = getattr(result.error.error, "message", kind)
-            return Generation(p.key, "", error=f"provider batch: {kind}: {message}"[:300],
-                              retryable=kind != "invalid_request_error")
-        return Generation(p.key, "", error=f"provider batch: {result.type}", retryable=True)
 
 
 FINGERPRINT = re.compile(r"^api:(?P<provider>[^:]+):(?P<url>default|[a-z][a-z0-9+.-]*://[^/:]+(?::\d+)?(?:/[^:]*)?)"
@@ -280,62 +208,44 @@ def judge_of(fingerprint: str) -> tuple[str, str | None, str]:
     return m["provider"], None if m["url"] == "default" else m["url"], m["model"]
 
 
-def client_for(fingerprint: str, key_env: str = ""):
-    """An SDK client for the judge that owns a batch, its key from the run's `[api] key_env` (or
-    the provider's usual variable)."""
-    provider, url, _ = judge_of(fingerprint)
-    key_env = key_env or {"anthropic": "ANTHROPIC_API_KEY"}.get(provider, "OPENAI_API_KEY")
+def adopt_submitting(api: Provider, ledger: Store, fingerprint: str) -> None:
+    """A judge's records left `submitting` by a crash: adopt the batch the provider accepted
+    (`Provider.adopt`), or drop the record."""
+    for rec in ledger.batches(fingerprint, ("submitting",)):
+        known = {str(r.batch_id) for r in ledger.batches(None, ("submitting", "open", "collected", "cancelled"))
+                 if r.batch_id}
+        found = api.adopt(rec.local_id, len(rec.keys), rec.created, known)
+        ledger.set_batch(rec.local_id, "open" if found else "cancelled", found)
+
+
+def provider_for(fingerprint: str, key_env: str = "") -> Provider:
+    """The provider of the judge that owns a batch, its key from the run's `[api] key_env` (or the
+    provider's own variable)."""
+    name, url, _ = judge_of(fingerprint)
+    provider: type[Provider] = BACKENDS.get(name).provider       # the API backend of that provider
+    key_env = key_env or provider.key_env
     key = os.environ.get(key_env)
     if not key:
-        raise BackendUnavailable(f"cancelling {provider} batches needs the API key in {key_env}")
-    if provider == "anthropic":
-        import anthropic
-        return anthropic.Anthropic(api_key=key, base_url=url, max_retries=2)
-    import openai
-    return openai.OpenAI(api_key=key, base_url=url, max_retries=2)
-
-
-class _Adopter:
-    """What `BatchRunner.adopt_submitting` needs of a backend: its provider, client and name."""
-
-    def __init__(self, provider: str, client, name: str):
-        self.provider, self.client = provider, client
-        self.spec = type("Spec", (), {"name": name})()
-
-
-def sdk_faults() -> tuple[type[BaseException], ...]:
-    """The provider SDKs' own errors (connection, timeout, HTTP status: each SDK's APIError) and
-    the OS's, for the SDKs that are installed."""
-    faults: list[type[BaseException]] = [OSError]
-    for name in ("openai", "anthropic"):
-        try:
-            faults.append(__import__(name).APIError)
-        except ImportError:
-            continue
-    return tuple(faults)
+        raise BackendUnavailable(f"cancelling {name} batches needs the API key in {key_env}")
+    return provider(key, url, CANCEL_TIMEOUT_S, retries=2)
 
 
 def cancel_open(ledger: Store, key_env: str = "") -> list[str]:
     """Cancel every open provider batch of a run (`litjudge status RUN --cancel-batches`), after
     adopting the batches a crash left `submitting` (the provider accepted them, our ledger was not
     told: they run on, and are billed, unless found). The provider unreachable is one line."""
-    done = []
+    done: list[str] = []
+    apis = {fp: provider_for(fp, key_env) for fp in sorted({r.fingerprint for r in ledger.batches(
+        states=("submitting", "open"))})}
+    faults = tuple({fault for api in apis.values() for fault in api.faults}) + (OSError,)
     try:
         for fingerprint in sorted({r.fingerprint for r in ledger.batches(states=("submitting",))}):
-            provider, _, model = judge_of(fingerprint)
-            runner = BatchRunner.__new__(BatchRunner)
-            runner.b, runner.ledger, runner.fingerprint = _Adopter(provider, client_for(fingerprint, key_env), model), \
-                ledger, fingerprint
-            runner.adopt_submitting()
+            adopt_submitting(apis[fingerprint], ledger, fingerprint)
         for rec in ledger.batches(states=("open",)):
-            client = client_for(rec.fingerprint, key_env)
-            if rec.provider == "anthropic":
-                client.messages.batches.cancel(rec.batch_id)
-            else:
-                client.batches.cancel(rec.batch_id)
+            apis[rec.fingerprint].cancel(str(rec.batch_id))
             ledger.set_batch(rec.local_id, "cancelled")
             done.append(str(rec.batch_id))
-    except sdk_faults() as exc:
+    except faults as exc:
         raise BackendUnavailable(f"the provider did not answer ({type(exc).__name__}: {str(exc)[:160]}); cancelled "
                                  f"{len(done)} batch(es) before that; the rest are still open: run the command "
                                  "again when it answers") from None

@@ -7,9 +7,8 @@ import dataclasses
 import zlib
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import ClassVar
 
-from ..core.backend import Capabilities, JudgeSpec
+from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import ConfigError
 from ..core.requests import IDS, Generation, JudgeIdentity, JudgeRequest, Prepared, joined
@@ -76,29 +75,7 @@ def context_window(spec: JudgeSpec) -> int:
     return spec.engine.max_model_len or min(own, 8192)
 
 
-class BackendBase:
-    """Defaults of the registry's factory shape: `create(spec)` starts the backend for generation;
-    each backend also says how it plans (`plan(spec)`, an engine-free planner)."""
-
-    name: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
-
-    @classmethod
-    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
-        raise NotImplementedError
-
-    @classmethod
-    def create(cls, spec: JudgeSpec):
-        return cls(spec)  # type: ignore[call-arg]
-
-    def describe(self) -> dict:
-        return {"backend": self.name}
-
-    def close(self) -> None:
-        pass
-
-
-class LocalBackend(BackendBase):
+class LocalBackend(Backend):
     """Local weights: the judge's own prompt rendering, tokenizer and context window."""
 
     spec: JudgeSpec

@@ -14,18 +14,18 @@ every mode behave exactly as there), and this driver-side backend spreads a plan
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import signal
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..core.backend import JudgeSpec
-from ..core.config import ClusterConfig
-from ..core.errors import BackendUnavailable
+from ..core.backend import Backend, Capabilities, JudgeSpec
+from ..core.config import ClusterConfig, RunConfig
+from ..core.errors import BackendUnavailable, ConfigError
 from ..core.progress import Throughput
-from ..core.requests import Generation, JudgeIdentity, Prepared
-from .base import BackendBase
+from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from .local.sharding import Shards, prefix_groups
 from .registry import BACKENDS
 
@@ -72,10 +72,33 @@ def connect(cluster: ClusterConfig) -> None:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
 
 
-class ClusterBackend(BackendBase):
-    """A Backend (identity, generate, describe, close) whose engines are Ray actors."""
+class ClusterBackend(Backend):
+    """A Backend whose engines are Ray actors; it plans as the backend its replicas run."""
 
     name = "cluster"
+    # never consulted: a judge's mode is checked against the backend its replicas run (factory.resolve)
+    capabilities = Capabilities(frozenset())
+
+    @classmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        raise ConfigError("the cluster backend is chosen by [cluster] (replicas of the judge's own backend), "
+                          "not by a judge name", key="backend")
+
+    @functools.cached_property
+    def planner(self) -> Backend:
+        return BACKENDS.get(self.spec.backend).plan(self.spec)
+
+    def render(self, request: JudgeRequest) -> str:
+        return self.planner.render(request)
+
+    def encode(self, prompt: str) -> Sequence[int]:
+        return self.planner.encode(prompt)
+
+    def encode_batch(self, prompts: list[str]) -> Sequence[Sequence[int]]:
+        return self.planner.encode_batch(prompts)
+
+    def context_window(self) -> int:
+        return self.planner.context_window()
 
     def __init__(self, spec: JudgeSpec, cluster: ClusterConfig):
         connect(cluster)
@@ -131,6 +154,8 @@ class ClusterBackend(BackendBase):
         for r in self.replicas.values():
             ray.kill(r)
         self.replicas.clear()
+        if "planner" in vars(self):
+            self.planner.close()
 
     # -- the plan over the replicas --------------------------------------------------------------
     def progress_note(self) -> str:

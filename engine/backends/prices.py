@@ -1,9 +1,9 @@
 """What API verdicts cost: the one place prices are turned into dollars. The per-token prices of a
 model are the config's (`[api] price_in_per_mtok`, `price_out_per_mtok`: providers change them, so
-they are the user's to state); a provider batch costs that times the provider's batch rate (both
-providers bill batches at half price, as their documentation states, November 2026). The budget
-caps (`max_cost_usd`) and `litjudge plan`'s estimate read prices here, so batch runs are counted at
-batch prices.
+they are the user's to state); a provider batch costs that times its provider's batch rate
+(`Provider.batch_rate`: OpenAI and Anthropic bill batches at half price, as their documentation
+states, November 2026). The budget caps (`max_cost_usd`) and `litjudge plan`'s estimate read prices
+here, so batch runs are counted at batch prices.
 
 >>> round(cost(ApiPrices(2.0, 8.0), 1_000_000, 100_000, batch=True), 2)
 1.4
@@ -16,11 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-# The share of the online price a provider bills for a batch request.
-BATCH_RATE = {"openai": 0.5, "anthropic": 0.5, "openai-compatible": 1.0}
-# The providers' documented limits per batch (requests; the byte limits are far above what
-# verdict requests reach: OpenAI 200 MB per input file, Anthropic 256 MB per batch).
-BATCH_LIMIT = {"openai": 50_000, "anthropic": 100_000}
+from .providers import Provider
 
 
 @dataclass(frozen=True)
@@ -30,8 +26,9 @@ class ApiPrices:
     batch_rate: float = 0.5
 
 
-def prices(provider: str, price_in: float, price_out: float) -> ApiPrices:
-    return ApiPrices(price_in, price_out, BATCH_RATE.get(provider, 1.0))
+def prices(provider: type[Provider], price_in: float, price_out: float) -> ApiPrices:
+    """The config's per-token prices, at `provider`'s batch rate in a provider batch."""
+    return ApiPrices(price_in, price_out, provider.batch_rate)
 
 
 def cost(p: ApiPrices, prompt_tokens: float, completion_tokens: float, batch: bool = False) -> float:

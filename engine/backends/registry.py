@@ -7,7 +7,7 @@ from ..core.registry import Registry
 
 # The class every registered backend subclasses, checked when its entry loads (built-in or plugin):
 # the one line to change when the backends' common base class does.
-BACKEND_BASE = "litjudge.engine.backends.base:BackendBase"
+BACKEND_BASE = "litjudge.engine.core.backend:Backend"
 # Another distribution adds a backend under the entry-point group `litjudge.backends`
 # (`name = "module:Class"`); its judges are named `NAME:...` (the prefix is the entry point's name).
 BACKENDS: Registry = Registry("backend", base=BACKEND_BASE, group="litjudge.backends",
@@ -18,7 +18,7 @@ BACKENDS.add("transformers", "litjudge.engine.backends.transformers_backend:Tran
              needs=(("outlines",), "hf"))
 BACKENDS.add("vllm-reward", "litjudge.engine.backends.vllm_pooling:RewardBackend", prefix="reward:")
 BACKENDS.add("replay", "litjudge.engine.backends.replay:ReplayBackend", prefix="replay:")
-BACKENDS.add("openai", "litjudge.engine.backends.api:ApiBackend", prefix="openai:", needs=(("openai",), "api"))
+BACKENDS.add("openai", "litjudge.engine.backends.api:OpenAIBackend", prefix="openai:", needs=(("openai",), "api"))
 BACKENDS.add("openai-compatible", "litjudge.engine.backends.api:OpenAICompatibleBackend", prefix="openai-compatible:",
              needs=(("openai",), "api"))
 BACKENDS.add("anthropic", "litjudge.engine.backends.api:AnthropicBackend", prefix="anthropic:",

@@ -13,13 +13,13 @@ from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..core.backend import Capabilities, JudgeSpec
+from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import JudgeNotFound
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..data.cards import load_card
 from ..data.ttcw import load_recorded
-from .base import BackendBase, WordTokenizer
+from .base import WordTokenizer
 from .local.render import plain_layout
 
 NO_MODEL = "recorded responses are text: there is no model to ask for probabilities or an analysis"
@@ -70,7 +70,7 @@ def _recorded(path: Path) -> dict[str, str]:
     return answers
 
 
-class ReplayBackend(BackendBase):
+class ReplayBackend(Backend):
     name = "replay"
     capabilities = Capabilities(frozenset({"label"}), recorded=True,
                                 notes={"distribution": NO_MODEL, "analyze": NO_MODEL, "reward": NO_MODEL})
@@ -81,10 +81,6 @@ class ReplayBackend(BackendBase):
         checksum = hashlib.sha256(path.read_bytes()).hexdigest()
         return JudgeSpec(name, cls.name, str(path), f"replay:{path.stem}:sha256:{checksum[:16]}", "replay", False,
                          config.engine, config.api, (("sha256", checksum),))
-
-    @classmethod
-    def plan(cls, spec: JudgeSpec) -> ReplayBackend:
-        return cls(spec)
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec

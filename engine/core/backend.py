@@ -1,14 +1,19 @@
 """What a backend is, seen from the core: a judge resolved once into a `JudgeSpec`, the
-`Capabilities` a backend declares (checked at config time), and the `Backend` protocol the planner
-and the runner call. Implementations live in `engine.backends`, one file each, one registry line."""
+`Capabilities` a backend declares (checked at config time), and the `Backend` base class holding
+the whole contract the planner and the runner call. Implementations live in `engine.backends`, one
+file each, one registry line."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
-from .config import ApiConfig, EngineConfig
+from .config import ApiConfig, EngineConfig, RunConfig
+from .errors import ContractError
+from .registry import Named
 from .requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from .store import Store
 
 
 @dataclass(frozen=True)
@@ -42,30 +47,102 @@ class JudgeSpec:
         return dict(self.details).get(key, default)
 
 
-class Planner(Protocol):
-    """Renders, tokenizes and keys requests exactly as its judge's backend will. A planner may also
-    offer `encode_batch(prompts)`, a sequence of ids per prompt (one call for a chunk; the planner
-    uses it when present, `encode` per prompt otherwise), and `tokenization()`, how it tokenized
-    (each distinct piece once, or whole prompts and why), for the plan's figures."""
+class Backend(Named, ABC):
+    """THE backend contract, whole: every backend subclasses this (the registry refuses a class that
+    does not, or that leaves an abstract method out, when it loads), so the planner and the runner
+    call every method directly and never ask whether a backend has one.
 
-    name: str
+    - The factory (class methods): `resolve(name, config, prefix)` -> the judge's JudgeSpec, once,
+      at the edge; `create(spec)` starts it for generation; `plan(spec)` gives an engine-free
+      planner that keys requests exactly as the started backend will (the backend itself where
+      starting costs nothing). `name` is its registry name; `capabilities` what it can honour,
+      checked before anything runs.
+    - Planning: `identity` (what keys its requests), `render`, `encode` (and `encode_batch`, one
+      call for a chunk), `context_window`, `tokenization` (how it tokenized, for the plan's figures).
+    - Generation: `generate` yields one Generation per prepared request as each finishes.
+    - Optional capabilities, no-ops unless a backend has them: `cost` (what tokens cost, for the
+      plan), `use_ledger` (the run's store, where provider batches are recorded), `progress_note`
+      (a line for the progress bar), `describe` (for the manifest), `close` (release the engine)."""
 
-    def identity(self) -> JudgeIdentity: ...
-
-    def render(self, request: JudgeRequest) -> str: ...
-
-    def encode(self, prompt: str) -> list[int]: ...
-
-    def context_window(self) -> int: ...
-
-    def describe(self) -> dict: ...
-
-    def close(self) -> None: ...
-
-
-class Backend(Planner, Protocol):
-    """A planner that also generates: yields one Generation per prepared request as each finishes."""
-
+    REQUIRED: ClassVar[tuple[str, ...]] = ("name", "capabilities")
+    name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
 
-    def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]: ...
+    @classmethod
+    def registered_name(cls) -> str:
+        """Its registry name; a concrete backend also says what it can honour."""
+        unset = [attribute for attribute in cls.REQUIRED if attribute not in dir(cls)]
+        if unset:
+            raise ContractError(f"backend class {cls.__module__}.{cls.__qualname__} does not set {', '.join(unset)} "
+                                "(its registry name and a Capabilities)")
+        return cls.name
+
+    # -- the factory ----------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
+        """Judge `name` (its registry prefix, if any, included) -> its spec, resolved once."""
+
+    @classmethod
+    def create(cls, spec: JudgeSpec) -> Backend:
+        """The backend started for generation."""
+        return cls(spec)  # type: ignore[call-arg]
+
+    @classmethod
+    def plan(cls, spec: JudgeSpec) -> Backend:
+        """An engine-free planner that keys requests exactly as `create(spec)` will."""
+        return cls.create(spec)
+
+    @classmethod
+    def cost(cls, spec: JudgeSpec, prompt_tokens: float, output_tokens: float) -> float | None:
+        """Estimated US dollars for these tokens (an API's prices); None: not billed per token."""
+        return None
+
+    # -- planning -------------------------------------------------------------------------------
+    @abstractmethod
+    def identity(self) -> JudgeIdentity:
+        """What identifies the judge in every request key (weights, template, backend family)."""
+
+    @abstractmethod
+    def render(self, request: JudgeRequest) -> str:
+        """The prompt text exactly as the judge will read it."""
+
+    @abstractmethod
+    def encode(self, prompt: str) -> Sequence[int]:
+        """A rendered prompt's token ids (estimates where the judge's tokenizer is not at hand)."""
+
+    @abstractmethod
+    def context_window(self) -> int:
+        """Tokens a prompt plus its verdict budget may take."""
+
+    def encode_batch(self, prompts: list[str]) -> Sequence[Sequence[int]]:
+        """The ids of each prompt of a chunk (a backend with a faster way overrides this)."""
+        return [self.encode(prompt) for prompt in prompts]
+
+    def tokenization(self) -> dict[str, Any]:
+        """How the plan's prompts were tokenized (each distinct piece once, or whole and why); {}: no figures."""
+        return {}
+
+    # -- generation -----------------------------------------------------------------------------
+    @abstractmethod
+    def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
+        """One Generation per prepared request, yielded as each finishes (any order)."""
+
+    # -- optional capabilities: no-ops unless a backend has them -----------------------------------
+    def use_ledger(self, store: Store) -> None:
+        """The run's store, handed over before `generate` (provider batches are recorded in it)."""
+
+    def progress_note(self) -> str:
+        """A short line for the progress bar (replicas, open provider batches); "" for none."""
+        return ""
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records of this backend."""
+        return {"backend": self.name}
+
+    def close(self) -> None:
+        """Release the engine (memory, connections); the backend is not used again."""
+
+
+# An engine-free backend, as `Backend.plan(spec)` gives it: what the planner calls.
+Planner = Backend

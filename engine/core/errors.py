@@ -37,6 +37,12 @@ class JudgeNotFound(LitjudgeError):
     """A judge name is neither an alias, a local model folder, nor a reachable hub repo."""
 
 
+class ContractError(LitjudgeError, TypeError):
+    """A protocol, backend or other plugin breaks the contract it declares (judges.contract,
+    core.backend): names the protocol or class, the table and column, and what to change. A
+    TypeError too: it is a mistake in code, met where the class is defined or as a run starts."""
+
+
 class BackendUnavailable(LitjudgeError):
     """A backend's library is not installed or cannot run here; says what to install."""
 

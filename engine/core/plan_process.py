@@ -26,6 +26,7 @@ in two processes, so its callers plan in a thread (`planned_ahead`).
 from __future__ import annotations
 
 import gc
+import hashlib
 import multiprocessing
 import os
 import pickle
@@ -33,12 +34,12 @@ import signal
 import sys
 import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from itertools import islice
 from typing import Any
 
 from .console import terminal
-from .errors import LitjudgeError, SystemFault
+from .errors import ContractError, LitjudgeError, SystemFault
 from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
 from .requests import IDS, JudgeRequest, Prepared, content_key
 
@@ -49,10 +50,11 @@ def available() -> bool:
     LITJUDGE_PLAN_PROCESS=0 asks for the planner thread."""
     ray = sys.modules.get("ray")
     return ("fork" in multiprocessing.get_all_start_methods() and os.environ.get("LITJUDGE_PLAN_PROCESS", "1") != "0"
-            and not (ray is not None and getattr(ray, "is_initialized", lambda: False)()))
+            and not (ray is not None and ray.is_initialized()))
 
 
-def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]]) -> Iterator[PlanChunk]:
+def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]]
+                  ) -> Generator[PlanChunk, None, None]:
     """The chunks `stream.chunks(requests)` would give, planned in a child process (see the module).
     `stream.stats` holds the child's figures as each chunk arrives."""
     context = multiprocessing.get_context("fork")
@@ -66,7 +68,7 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
                             daemon=True)
     child.start()
     send.close()
-    it, skipped = iter(requests), set()
+    it, skipped = iter(requests), set[str]()
     try:
         while True:
             with cycles_collected_after():
@@ -74,10 +76,14 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
                 keys = [content_key(r, stream.identity) for _, r in batch]
             message = _receive(receive, child)
             if message is None:
+                if batch:                               # the child's walk ended before this one
+                    raise _not_repeatable(batch, ended=True)
                 return
-            new, packed, lengths, budgets, too_long, stats = message
+            new, packed, lengths, budgets, too_long, stats, digest = message
             stream.stats = stats
             skipped.update(too_long)
+            if digest != _digest(key for key in keys if key not in skipped):
+                raise _not_repeatable(batch, ended=False)
             first: dict[str, JudgeRequest] = {}
             for (_, r), key in zip(batch, keys):
                 first.setdefault(key, r)
@@ -166,11 +172,27 @@ def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], 
 
 
 def _packed(part: PlanChunk, stream: StreamPlanner, sent_skips: int) -> tuple:
-    """What the runner lacks of a planned chunk (see the module)."""
+    """What the runner lacks of a planned chunk (see the module), and a digest of the chunk's keys
+    (the runner checks that its own walk of the stream gave the same)."""
     ids = b"".join([p.token_ids.tobytes() for p in part.unique])
     return ([p.key for p in part.unique], ids,
             [len(p.token_ids) for p in part.unique], [p.max_tokens for p in part.unique],
-            stream.skipped_keys[sent_skips:], stream.stats)
+            stream.skipped_keys[sent_skips:], stream.stats, _digest(e.key for e in part.entries))
+
+
+def _digest(keys: Iterable[str]) -> str:
+    """The chunk's keys in order, as one digest."""
+    return hashlib.sha256("".join(keys).encode()).hexdigest()
+
+
+def _not_repeatable(batch: list[tuple[str, JudgeRequest]], ended: bool) -> ContractError:
+    """Both processes walk the request stream (see the module): a build that is not the same each
+    time it runs over the same data cannot be planned, and would not resume either."""
+    protocol = batch[0][1].meta.protocol if batch else "?"
+    return ContractError(f"protocol {protocol!r}: its build is not repeatable: walked twice over the same data, it gave "
+                         + ("a different number of requests" if ended or not batch else "different requests")
+                         + " (a build must give the same requests each time: no unseeded randomness, no clock, no "
+                         "set order, no state kept between runs)")
 
 
 def _picklable(exc: BaseException) -> bool:

@@ -20,7 +20,7 @@ import gc
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
@@ -148,7 +148,7 @@ class StreamPlanner:
         self._prev: Sequence[int] = ()
         self._budgets: dict[tuple, int] = {}
 
-    def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Iterator[PlanChunk]:
+    def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Generator[PlanChunk, None, None]:
         it = iter(requests)
         while True:
             with cycles_collected_after():
@@ -179,14 +179,11 @@ class StreamPlanner:
         t = time.perf_counter()
         prompts = [self.planner.render(r) for _, r in new.values()]
         t2 = time.perf_counter()
-        encode_batch = getattr(self.planner, "encode_batch", None)
-        token_ids = encode_batch(prompts) if encode_batch else [self.planner.encode(x) for x in prompts]
+        token_ids = self.planner.encode_batch(prompts)
         seconds["render"] += t2 - t
         t = time.perf_counter()
         seconds["tokenize"] += t - t2
-        figures = getattr(self.planner, "tokenization", None)
-        if figures is not None:
-            self.stats.tokenization = figures()
+        self.stats.tokenization = self.planner.tokenization()
         for (key, (run, r)), prompt, ids in zip(new.items(), prompts, token_ids, strict=True):
             self._seen.add(bytes.fromhex(key))
             budget = self._budget(r)
@@ -272,7 +269,7 @@ def fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def planned_ahead(chunks: Iterator[PlanChunk], depth: int = 2) -> Iterator[PlanChunk]:
+def planned_ahead(chunks: Iterator[PlanChunk], depth: int = 2) -> Generator[PlanChunk, None, None]:
     """The chunks of a plan, planned in a background thread up to `depth` chunks ahead of the one
     being judged, so a large run takes about max(planning, inference), not their sum: the engine
     starts on the first chunk while the planner goes on (tokenizers and hashing release the GIL for

@@ -14,14 +14,26 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import inspect
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from .errors import ConfigError, PluginError
+from .errors import ConfigError, ContractError, PluginError
 
 T = TypeVar("T")
+
+
+class Named(ABC):
+    """A class a registry holds by name, which knows its own name (a protocol's declared name, a
+    backend's `name`): registered under another, it is refused when it loads."""
+
+    @classmethod
+    @abstractmethod
+    def registered_name(cls) -> str:
+        """The name this class registers under."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,9 @@ class Registry(Generic[T]):
         about it (`meta`, e.g. a backend's judge-name prefix) kept in the same record."""
         if name in self._entries and self._entries[name] is not entry:
             raise ValueError(f"{self.kind} {name!r} is already registered")
+        wrong = "" if isinstance(entry, str) else self._wrong(name, entry)
+        if wrong:
+            raise ContractError(f"{self.kind} {name!r} ({entry!r}) {wrong}")
         self._entries[name] = entry
         self._meta[name] = meta
         self._origins[name] = origin
@@ -184,25 +199,30 @@ class Registry(Generic[T]):
                                       f"{type(exc).__name__}{': ' + why if why else ''}); fix or uninstall "
                                       f"{origin.distribution}")
                 raise PluginError(self._broken[name]) from None
-        wrong = self._wrong(entry)
+        wrong = self._wrong(name, entry)
         if wrong:
             message = f"{self.kind} {name!r} of {origin} ({target}) {wrong}"
             if origin == BUILT_IN:
-                raise TypeError(message)
+                raise ContractError(message)
             self._broken[name] = f"{message}; fix or uninstall {origin.distribution}"
             raise PluginError(self._broken[name])
         return entry
 
-    def _wrong(self, entry: Any) -> str:
-        """What is wrong with a loaded entry ("" when nothing is): not a subclass of the registry's
-        base, or (no base) not callable."""
+    def _wrong(self, name: str, entry: Any) -> str:
+        """What is wrong with a loaded entry ("" when nothing is): (no base) not callable; not a
+        subclass of the registry's base; a method of the base left abstract; or (a `Named` base) a
+        name of its own differing from the registered one."""
         if not self.base:
             return "" if callable(entry) else f"is a {type(entry).__name__}, not a function"
         base = load_target(self.base)
-        if isinstance(entry, type) and issubclass(entry, base):
-            return ""
-        module, _, attr = self.base.partition(":")
-        return f"is not a subclass of {module}.{attr}"
+        if not (isinstance(entry, type) and issubclass(entry, base)):
+            module, _, attr = self.base.partition(":")
+            return f"is not a subclass of {module}.{attr}"
+        if inspect.isabstract(entry):
+            return f"does not implement {', '.join(sorted(entry.__abstractmethods__))} of {base.__qualname__}"  # type: ignore[attr-defined]
+        if issubclass(entry, Named) and entry.registered_name() != name:
+            return f"names itself {entry.registered_name()!r}: register it under that name, or rename it {name!r}"
+        return ""
 
 
-__all__ = ["BUILT_IN", "Origin", "PluginError", "Registry", "entry_points"]
+__all__ = ["BUILT_IN", "Named", "Origin", "PluginError", "Registry", "entry_points"]

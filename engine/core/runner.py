@@ -11,7 +11,7 @@ import functools
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,7 +192,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     # Planned ahead when the planner is not the live engine itself (an engine's own tokenizer must
     # not be used from two threads at once): in a process of its own where the stream allows it
     # (no shared interpreter lock), else in a thread.
-    chunks: Iterable[PlanChunk]
+    chunks: Generator[PlanChunk, None, None]
     if lazy.live is not None:
         ahead, chunks = "no", stream.chunks(requests)
     elif apart and plan_process.available():
@@ -224,8 +224,7 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                               "planned_ahead": ahead, "interrupted": True}, None, tally.unanswered, tally.from_cache))
         raise
     finally:
-        if hasattr(chunks, "close"):
-            chunks.close()                      # stops the planner thread where the loop ended early
+        chunks.close()                          # stops the planner (thread, process) where the loop ended early
         writer.flush()
         bar.close()
         if engine is None:
@@ -287,8 +286,7 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
     """One chunk's missing keys through the backend, each answer parsed and stored as it arrives; a
     retryable failure is no verdict and is left for a re-run."""
     by_key = {p.key: p for p in todo}
-    if hasattr(backend, "use_ledger"):       # provider batches are recorded in the run's store
-        backend.use_ledger(store)
+    backend.use_ledger(store)                # provider batches are recorded in the run's store
     outputs = iter(backend.generate(todo))
     answered = 0
     while True:
@@ -304,7 +302,7 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
         p = by_key[g.key]
         row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
         writer.add(row)
-        bar.update(g, getattr(backend, "progress_note", str)())
+        bar.update(g, backend.progress_note())
         tally.generated += 1
         if on_result:
             on_result(row)

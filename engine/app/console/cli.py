@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from litjudge.judges import PROTOCOLS
+
 from ...core.cache import cache_file
 from ...core.console import prepare_environment, quiet, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
@@ -49,9 +51,21 @@ def _whole(least: int, hint: str = ""):
 
 
 _limit = _whole(1, "leave it out to judge every item")
-LIMIT_HELP = ("only the first N units, in the data's own order: stories (ttcw), pairs (pairwise), groups "
-              "(reference_likert; listwise and classification: objects or sets, or the listed options.groups); "
-              "default: all")
+LIMIT_HELP = "only the first N units, in the data's own order{units}; default: all"
+
+
+def limit_help() -> str:
+    """--limit's help with what each protocol counts (its `Declaration.limit_counts`), read when
+    the help is shown (so that `litjudge --help` loads no protocol)."""
+    counts: dict[str, list[str]] = {}
+    for name in PROTOCOLS.names():
+        counts.setdefault(PROTOCOLS.get(name).declared.limit_counts, []).append(name)
+    return LIMIT_HELP.format(units=": " + ", ".join(f"{unit} ({', '.join(names)})" for unit, names in counts.items()))
+
+
+class _Formatter(argparse.HelpFormatter):
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return limit_help() if action.help == LIMIT_HELP else action.help
 _replicas = _whole(1, "1 is one engine in this process; leave it out to use the config's [cluster]")
 
 
@@ -68,6 +82,9 @@ class _Version(argparse.Action):
 
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too (and exit 2, as argparse does)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, formatter_class=_Formatter, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         print(f"litjudge: error: {self.prog}: {message} (see {self.prog} --help)", file=terminal())

@@ -12,8 +12,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 
-from ...backends.prices import cost as price
-from ...backends.prices import prices
+from ...backends import BACKENDS
 from ...core.cache import verdict_cache_path
 from ...core.config import config_kind, read_toml
 from ...core.console import captured_log, terminal
@@ -171,8 +170,8 @@ def _estimate(r: dict[str, Any], calibrate_now: bool) -> tuple[float | None, str
         api = r["config"].api
         tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)
         tokens_out = r["to_generate"] * max((p.max_tokens for p in r["sample"]), default=0)
-        cost = round(price(prices(spec.detail("provider"), api.price_in_per_mtok, api.price_out_per_mtok),
-                           tokens_in, tokens_out, batch=api.batch), 4)
+        dollars = BACKENDS.get(spec.backend).cost(spec, tokens_in, tokens_out)
+        cost = None if dollars is None else round(dollars, 4)
         how = (f"API: ~{tokens_in:,.0f} prompt tokens to send (1.3 x words), about {tokens_out:,} output tokens "
                f"at most; cost from api.price_in_per_mtok / price_out_per_mtok"
                + (" at the provider's batch rate; results within 24 h" if api.batch else

@@ -15,8 +15,8 @@ from ...core.errors import ConfigError
 from ..outputs import STALE, csv_safe, guarded, write_text
 from ..runs import LoadedRun, load_run, task_folders, unique_labels
 from ..summary import figures, history, totals
-from .extras import default_panels, extra_panels
-from .panels import PANELS, Panel
+from .extras import extra_panels, protocol_panels
+from .panels import Panel
 from .viewer import viewer_html
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
@@ -85,7 +85,7 @@ def build_panels(runs: list[LoadedRun]) -> list[Panel]:
                             "that found every verdict stored generates nothing and does not hide the run that did.",
                     [("runs", header(runs))])]
     tables = combined_tables(runs)
-    panels += PANELS[protocol](tables) if protocol in PANELS else default_panels(protocol, tables)
+    panels += protocol_panels(protocol, tables)
     panels += extra_panels(tables)
     if "skipped" in tables and tables["skipped"].height:
         panels.append(Panel("Skipped items", "Items not judged, and why.", [("skipped", tables["skipped"])]))

@@ -354,6 +354,3 @@ def classification_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          [("class_counts", _grouped_bars(counts, "label", "predicted", "Predicted per class", "items"))]))
     return out
 
-
-PANELS = {"ttcw": ttcw_panels, "reference_likert": reference_likert_panels, "listwise": listwise_panels,
-          "pairwise": pairwise_panels, "classification": classification_panels}

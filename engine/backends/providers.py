@@ -1,0 +1,166 @@
+"""API providers as strategy classes: each owns its wire format (request body, reply parsing,
+provider-batch format), the environment variable of its key, how it constrains a verdict by
+default, what it can honour and what a batch costs. The API backend (engine.backends.api) does the
+rest the same way for every provider: concurrency, retries with backoff, budgets, accounting,
+planning, the batch ledger. A new provider is one `Provider` subclass and one registry line,
+`BACKENDS.add(NAME, api_backend(TheProvider), prefix="NAME:")`.
+
+Built in: OpenAI (Chat Completions, a JSON-schema response format; the Batch API), any
+OpenAI-compatible server (vLLM's `structured_outputs`, the very constraint the offline backend
+applies; no batches) and Anthropic (Messages, the verdict as the forced input of one tool; Message
+Batches), in engine.backends.openai_provider and engine.backends.anthropic_provider.
+"""
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from litjudge.grammars.analysis import Analyzed
+
+from ..core.backend import Capabilities
+from ..core.errors import ConfigError
+from ..core.requests import Generation, JudgeRequest, Prepared
+
+STORED_FAILURES = (400, 413, 422)      # the request itself is invalid: a failure, stored with its reason
+LABEL_MODES = Capabilities(frozenset({"label", "analyze", "distribution"}))
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """One request's outcome in a finished provider batch: the provider's reply (read like an online
+    one), or an error and whether a new batch may ask again (not for a request the provider rejects
+    as invalid)."""
+
+    key: str
+    reply: Any = None
+    error: str = ""
+    retryable: bool = True
+
+
+@dataclass(frozen=True)
+class BatchResults:
+    """A finished batch: its requests' outcomes, the lines that could not be read, how it ended."""
+
+    lines: list[BatchLine]
+    malformed: int = 0
+    ended: str = "ended"
+
+
+class Provider(ABC):
+    """One API's client and formats, created per judge with its key and endpoint (`base_url`: None
+    for the provider's own). Class facts: `name` (judges are named NAME:MODEL; its registry name),
+    `key_env` (the variable holding its key; `[api] key_env` overrides it), `key_required` (False: a
+    local server takes any key), `structured` (how a verdict is constrained under `[api] structured
+    = "auto"`), `capabilities`, `batch_rate` (the share of the online price a batch request costs),
+    `batch_limit` (requests per provider batch; 0: no batches), `sampling` (what the manifest says
+    of the sampling parameters)."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    key_env: ClassVar[str]
+    key_required: ClassVar[bool] = True
+    structured: ClassVar[str] = "none"
+    capabilities: ClassVar[Capabilities] = LABEL_MODES
+    batch_rate: ClassVar[float] = 1.0
+    batch_limit: ClassVar[int] = 0
+    sampling: ClassVar[str] = "as configured"
+
+    def __init__(self, key: str, base_url: str | None, timeout: float, retries: int = 0):
+        """`retries`: the client's own retries (none for judging: the backend retries, and counts)."""
+        self.key, self.base_url, self.timeout, self.retries = key, base_url, timeout, retries
+
+    @classmethod
+    def parse(cls, rest: str, name: str) -> tuple[str, str]:
+        """(base URL or "", model) from a judge name after its `NAME:` prefix."""
+        if not rest:
+            raise ConfigError(f"expected {cls.name}:MODEL, got {name!r}", key="judge")
+        return "", rest
+
+    # -- online -----------------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def faults(self) -> tuple[type[BaseException], ...]:
+        """What its client raises when a request fails (connection, timeout, an HTTP error)."""
+
+    @abstractmethod
+    def classify(self, fault: BaseException) -> tuple[bool, int | None]:
+        """(worth retrying: 429, 5xx, a timeout, a lost connection; the HTTP status if any)."""
+
+    @abstractmethod
+    def body(self, p: Prepared, model: str, structured: str) -> dict[str, Any]:
+        """The request of one prepared request: sent online, or one request of a provider batch."""
+
+    @abstractmethod
+    def send(self, body: dict[str, Any]) -> Any:
+        """Send one request; its reply."""
+
+    @abstractmethod
+    def read(self, p: Prepared, reply: Any, structured: str) -> Generation:
+        """A reply (online, or a batch's) as the Generation of `p`, with its token counts."""
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        return None
+
+    # -- provider batches (batch_limit > 0) -------------------------------------------------------
+    def submit(self, requests: list[tuple[str, dict[str, Any]]], local_id: str) -> str:
+        """Submit (custom id, body) requests as one batch tagged with our `local_id`; its batch id."""
+        raise ConfigError(f"the {self.title} API has no provider batches", key="api.batch")
+
+    def adopt(self, local_id: str, size: int, created: float, known: set[str]) -> str | None:
+        """The batch a crashed submission made (our `local_id`, `size` requests, recorded at
+        `created`; `known`: batch ids our records name), if the provider accepted it."""
+        return None
+
+    def results(self, batch_id: str) -> BatchResults | None:
+        """None while the batch runs; its results once it has ended."""
+        return None
+
+    def cancel(self, batch_id: str) -> None:
+        """Cancel an open batch."""
+        raise ConfigError(f"the {self.title} API has no provider batches to cancel")
+
+
+def chat_messages(r: JudgeRequest) -> list[dict[str, str]]:
+    """A request's messages as chat-API dicts, its prefill as an assistant turn to continue."""
+    msgs = [{"role": m.role, "content": m.content} for m in r.messages]
+    if r.prefill:
+        msgs.append({"role": "assistant", "content": r.prefill})
+    return msgs
+
+
+def from_json(key: str, r: JudgeRequest, text: str, common: dict) -> Generation:
+    """{"verdict": ..., "analysis"?: ...} -> the raw text the exact parser reads (unparsable JSON stays raw)."""
+    try:
+        obj = json.loads(text)
+        verdict = str(obj["verdict"])
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return Generation(key, text, **common)
+    if isinstance(r.language, Analyzed):
+        analysis = str(obj.get("analysis", ""))
+        return Generation(key, f"{analysis}\n{r.language.marker} {verdict}", analysis=analysis, **common)
+    return Generation(key, verdict, **common)
+
+
+def from_top_logprobs(key: str, r: JudgeRequest, top: Iterable[tuple[str, float]], text: str,
+                      common: dict) -> Generation:
+    """Label probabilities from the first answer token's top (token, log-probability) pairs (labels
+    that are not among them get 0; label_mass says how much of the mass the labels held)."""
+    probs_of = {token.strip(): math.exp(logprob) for token, logprob in top}
+    labels = r.language.labels() or ()
+    probs = {lab: probs_of.get(lab, 0.0) for lab in labels}
+    mass = sum(probs.values())
+    if mass <= 0:
+        return Generation(key, text, error="no label among the top log-probabilities", label_mass=0.0, **common)
+    dist = {lab: v / mass for lab, v in probs.items()}
+    return Generation(key, max(dist, key=lambda lab: dist[lab]), distribution=dist, label_mass=mass, **common)
+
+
+def status_of(fault: BaseException) -> int | None:
+    """The HTTP status an SDK error carries, if any."""
+    status = getattr(fault, "status_code", None)
+    return status if isinstance(status, int) else None
