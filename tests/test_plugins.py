@@ -139,13 +139,12 @@ def test_the_three_registries_read_their_groups():
 
 PLUGIN_BACKEND = '''
 """A backend whose judge `constant:TEXT` answers TEXT to every request."""
-from litjudge.engine.backends.base import BackendBase
 from litjudge.engine.backends.local.render import plain_layout
-from litjudge.engine.core.backend import Capabilities, JudgeSpec
+from litjudge.engine.core.backend import Backend, Capabilities, JudgeSpec
 from litjudge.engine.core.requests import Generation, JudgeIdentity
 
 
-class Constant(BackendBase):
+class Constant(Backend):
     name = "constant"
     capabilities = Capabilities(frozenset({"label"}))
 
