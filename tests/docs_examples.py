@@ -209,6 +209,8 @@ def run_page(path: Path, root: Path, folder: Path, env: dict[str, str], have_dat
             if block.lang not in RUNNABLE and "file" not in block.markers:
                 continue
             if "skip" in block.markers:
+                if not block.markers["skip"]:
+                    result.failures.append(f"{block.where}: a skipped example says why (<!-- skip: REASON -->)")
                 result.skipped.append(f"{block.where}: {block.markers['skip']}")
                 continue
             if block.markers.get("needs") == "data" and not have_data:

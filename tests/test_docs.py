@@ -7,6 +7,7 @@ import html
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from tests.docs_examples import example_env, run_page
 
 README = PROJECT_ROOT / "README.md"
 PAGES = [README, *sorted((PROJECT_ROOT / "docs").rglob("*.md"))]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REFUSED = ("unknown key", "not a matrix axis", "not an aggregate-only option", "is shared by every task")
 
 
@@ -190,6 +192,13 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
     reference = (site / "reference" / "config.html").read_text(encoding="utf-8")
     missing = [e.key for e in config_reference.entries() if f"<code>{html.escape(e.key, quote=False)}</code>" not in reference]
     assert not missing, missing
+    if CHROMIUM:                                      # search works from the file system, with nothing fetched
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                              "--disable-background-networking", "--disable-component-update",
+                              f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=10000", "--dump-dom",
+                              f"{(site / 'index.html').as_uri()}?q=replay"], capture_output=True, text=True, timeout=180)
+        found = re.search(r'md-search-result__meta">(\d+) matching documents', dom.stdout)
+        assert found and int(found.group(1)) >= 3, dom.stdout[-2000:] + dom.stderr[-2000:]
 
 
 # -- the examples ---------------------------------------------------------------------------------
