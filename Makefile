@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint install install-dev bench clean
+.PHONY: run test lint install install-dev bench docs clean
 
 install:
 	@bash scripts/install.sh
@@ -26,8 +26,14 @@ lint: install-dev
 	@$(VENV)/bin/ruff check --quiet .
 	@$(PY) scripts/typecheck.py --no-error-summary
 
+# The documentation site (docs/, mkdocs.yml) into site/: offline, and it opens from the file system
+# (site/index.html). `make test` builds it too (tests/test_docs.py) and runs its examples.
+docs: install-dev
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+	@echo "site/index.html"
+
 bench: install
 	@$(VENV)/bin/litjudge bench
 
 clean:
-	rm -rf runs/out .pytest_cache
+	rm -rf runs/out .pytest_cache site

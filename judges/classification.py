@@ -35,11 +35,11 @@ class ClassificationOptions:
     labels: list[str] = ("Good", "Medium", "Bad")     # best first
     category_map: dict[str, str] = field(default_factory=dict)   # dataset category -> label ({}: identical)
     template: str = "paper"                            # "paper" (Sawicki et al.) or "default"
-    item_kind: str = "poem"
+    item_kind: str = "poem"                            # what the prompt calls the item
     groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0                              # items per category per group (0: all)
-    seed: int = 0
-    analysis_tokens: int = 256
+    seed: int = 0                                      # the seeded draw of per_category items
+    analysis_tokens: int = 256                         # analyze mode: bound on the free analysis
 
     def __post_init__(self) -> None:
         if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):

@@ -31,10 +31,10 @@ from .tables import calibration_tables
 @dataclass(frozen=True)
 class CascadeOptions:
     judges: list[str] = field(default_factory=list)   # cheapest first; each must be a judge of the run
-    target: float = 0.8                                # agreement with humans on the answered items
-    delta: float = 0.1                                 # the guarantee fails with probability at most delta
-    calibration_fraction: float = 0.5                  # clusters (stories) used to set the thresholds
-    seed: int = 0
+    target: float = 0.8                                # agreement with humans on the answered items, in (0, 1)
+    delta: float = 0.1                                 # the guarantee fails with probability at most delta, in (0, 1)
+    calibration_fraction: float = 0.5                  # clusters (stories) used to set the thresholds, in (0, 1)
+    seed: int = 0                                      # the seeded split into calibration and held-out clusters
 
     def __post_init__(self) -> None:
         if not 0 < self.target < 1 or not 0 < self.delta < 1 or not 0 < self.calibration_fraction < 1:
@@ -46,8 +46,8 @@ class CascadeOptions:
 @dataclass(frozen=True)
 class JuryOptions:
     judges: list[str] = field(default_factory=list)   # empty: every judge of the run
-    calibration_fraction: float = 0.5
-    seed: int = 0
+    calibration_fraction: float = 0.5                  # clusters used to fit the stacking, in (0, 1)
+    seed: int = 0                                      # the seeded split into calibration and held-out clusters
 
     def __post_init__(self) -> None:
         if not 0 < self.calibration_fraction < 1:

@@ -55,14 +55,14 @@ class ListwiseOptions:
     criterion: str = "creativity"      # a paper criterion, "aut" (the AUT scoring prompt), or your own text
     item_kind: str = "items"           # what the prompt calls the items ("poems", "alternative uses", ...)
     item_one: str = ""                 # one of them ("poem", "story"); "": from item_kind (stories -> story)
-    design: str = "comprehensive"
+    design: str = "comprehensive"      # comprehensive | segmented | subsets: how the pool is cut into lists
     groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0              # pool: this many items per category per group (0: the whole group)
     segments: int = 5                  # segmented: each (source, category) cell spread over this many lists
-    subset_size: int = 15
-    subsets: int = 10
-    seed: int = 0
-    max_items: int = 90
+    subset_size: int = 15              # subsets: items per list
+    subsets: int = 10                  # subsets: lists per group
+    seed: int = 0                      # the seeded draws, subsets and shuffles
+    max_items: int = 90                # the most items one list may hold
     self_sources: dict[str, str] = field(default_factory=dict)   # judge -> the item source it belongs to
     # Permutation self-consistency (Tang et al. 2023): each list also shown in `orders` - 1 shuffled
     # orders (seeded per list and order, so raising it later generates only the new orders), then

@@ -56,7 +56,7 @@ class PairwiseOptions:
     template: str = "default"            # "default" or a LitBench template name
     tie: bool = False                    # allow a "tie" verdict
     tie_rule: str = "inconsistent"       # combined verdict: "inconsistent" or "probability" (distribution mode)
-    analysis_tokens: int = 256
+    analysis_tokens: int = 256           # analyze mode: bound on the free analysis
     resamples: int = 1000                # bootstrap resamples for the calibration interval
     style_control: bool = False          # length control also holds markdown headers, lists and bold equal
 

@@ -44,12 +44,12 @@ _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly bette
 
 @dataclass(frozen=True)
 class ReferenceLikertOptions:
-    points: int = 5
+    points: int = 5                                   # the Likert scale: 3, 5 or 7 points
     cutoff: int = -2                                  # the reported pass rule
     cutoffs: list[int] = (-4, -3, -2, -1, 0, 1, 2, 3, 4)   # the sweep, from stored verdicts
     tests: list[int] = ()                             # TTCW test ids; empty = all 14
     reference: bool = True                            # False: no-reference ablation (binary test)
-    analysis_tokens: int = 256
+    analysis_tokens: int = 256                        # analyze mode: bound on the free analysis
     marker: str = "Therefore:"                        # analyze mode, as in the paper's example output
 
     def __post_init__(self) -> None:

@@ -131,10 +131,10 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
 class EnsembleConfig:
     """An ensemble config's top level, read through the schema as run configs are: its members
     (`[[runs]]`, each a `config` with overrides) and the `[cascade]` and `[jury]` it builds."""
-    runs: list[dict[str, Any]]
-    name: str = ""
-    cascade: CascadeOptions | None = None
-    jury: JuryOptions | None = None
+    runs: list[dict[str, Any]]       # the member runs: [[runs]] tables, each a `config` plus overrides
+    name: str = ""                   # the output folder's name; "": the file's name
+    cascade: CascadeOptions | None = None   # a cascade with an agreement guarantee over the judges named
+    jury: JuryOptions | None = None         # a calibrated jury pooling the judges named
     source: str = ""
 
     def __post_init__(self) -> None:

@@ -82,9 +82,9 @@ class SweepSpec:
     """`[sweep]`, read through the schema like every other table: the estimate the cells are ranked
     by (the protocol's pooled default when empty), the resamples of the ranking's intervals, and the
     aggregate-only options tried on every cell's stored verdicts (`[sweep.post]`)."""
-    rank_by: str = ""
-    bootstrap: int = 1000
-    post: dict[str, Any] = field(default_factory=dict)
+    rank_by: str = ""               # "table.metric" (or "table.metric@col=value"); "": the protocol's pooled default
+    bootstrap: int = 1000           # resamples of the ranking's intervals
+    post: dict[str, Any] = field(default_factory=dict)   # aggregate-only option -> values tried on stored verdicts
 
     def __post_init__(self) -> None:
         check_field(self.bootstrap >= 1, "bootstrap", f"must be at least 1, got {self.bootstrap}")

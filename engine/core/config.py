@@ -41,12 +41,12 @@ class EngineConfig:
     kv_cache_gib: float = 4.0               # CPU KV cache (VLLM_CPU_KVCACHE_SPACE), > 0
     gpu_memory_utilization: float = 0.85    # GPU share for weights + KV cache, in (0, 1]
     enforce_eager: bool = True              # False: torch.compile (faster steps, slower start)
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None   # tokens per engine step (the batch budget); unset: vLLM's
+    max_num_seqs: int | None = None         # sequences per engine step; unset: vLLM's
     block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32; default 128)
     tensor_parallel_size: int = 1           # GPUs per engine
     data_parallel_size: int = 1             # refused above 1: use [cluster] replicas
-    dtype: str = "auto"
+    dtype: str = "auto"                     # auto: bfloat16 on a GPU or a CPU with bf16 instructions, else float32
     # Per-judge overrides, e.g. [engine.judges."Qwen/Qwen2.5-72B-Instruct"] tensor_parallel_size = 4
     judges: dict[str, Any] = field(default_factory=dict)
 
@@ -108,7 +108,7 @@ class RunConfig:
     dataset: str | dict[str, Any] = ""   # a card name, a card file's path, or an inline [dataset] table
     judge: str | list[str] = "smollm2-135m"   # one judge or several (distinct), run one after another
     backend: str = "vllm"       # the backend of judges named without a prefix (vllm, transformers)
-    mode: str = "label"
+    mode: str = "label"         # how a verdict is read: the label, analysis then label, label probabilities, a reward model
     limit: int | None = None    # the first N items (stories, pairs, groups); absent: all
     truncation: str = "error"   # "error" or "skip" for prompts over the context window
     reasks: int = 2             # bounded re-asks of answers the exact parser rejects (listwise)

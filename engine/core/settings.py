@@ -22,7 +22,7 @@ class ApiConfig:
     max_tokens_total: int = 0       # budget: prompt + completion tokens of the run (0: no cap)
     max_cost_usd: float = 0.0       # budget: estimated cost (0: no cap)
     price_in_per_mtok: float = 0.0  # USD per million prompt tokens (for the estimate)
-    price_out_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0 # USD per million completion tokens (for the estimate)
     key_env: str = ""               # "": OPENAI_API_KEY or ANTHROPIC_API_KEY
     base_url: str = ""              # override the provider's endpoint (proxies, local test servers)
     structured: str = "auto"        # auto | vllm | json_schema | none (openai backends)
@@ -92,9 +92,9 @@ class GenerateConfig:
     uses: int = 5                   # uses per turn (a numbered list, constrained)
     max_words: int = 5              # words per use, at most
     followups: int = 4              # forceful follow-up turns after the highly creative prompt (0..4)
-    temperature: float = 0.7
-    top_p: float = 1.0
-    seed: int = 0
+    temperature: float = 0.7        # sampling of the generated turns
+    top_p: float = 1.0              # nucleus mass of the generated turns
+    seed: int = 0                   # the generators' seed
     phrases: dict[str, str] = field(default_factory=dict)  # object -> how the prompt names it ("soap": "a bar of soap")
 
     def __post_init__(self) -> None:

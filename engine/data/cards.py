@@ -15,21 +15,21 @@ from ..core.schema import build, check_field
 
 @dataclass(frozen=True)
 class DatasetCard:
-    name: str
-    title: str
+    name: str                         # the card's name (`dataset = "NAME"`); inline tables: "inline"
+    title: str                        # a human title, shown by `litjudge data list` and the report
     loader: str                       # which loader reads it (e.g. "ttcw")
     path: str                         # folder, relative to `root`
     root: str = "data"                # "data": the data root; "project": shipped samples; "card": beside the card
-    source: str = ""
-    license: str = ""
-    citation: str = ""
+    source: str = ""                  # where the data comes from (documentation)
+    license: str = ""                 # the data's license (documentation)
+    citation: str = ""                # the paper to cite (documentation)
     protocols: list[str] = field(default_factory=list)     # documentation: the protocols it was made for (any
                                                            # protocol reading a kind its loader gives runs on it)
     files: dict[str, str] = field(default_factory=dict)      # file -> what it holds
     fields: dict[str, str] = field(default_factory=dict)     # documentation: litjudge field -> where it comes from
     category_order: list[str] = field(default_factory=list)  # ground-truth categories, worst first
     labels: bool = True               # the data carries human labels (a missing label file is then worth a warning)
-    notes: str = ""
+    notes: str = ""                   # anything else a user should know (documentation)
 
     # The public source, for `litjudge data fetch`: repository, pinned commit, and per local file its
     # upstream path and sha256 (`files`), or the converter that derives it from another (`derived`).
@@ -37,9 +37,9 @@ class DatasetCard:
     # The `table` loader (your own data): the format (jsonl, csv, parquet, arrow; by default from the
     # file), a hub dataset {id, revision}, the split, and value renames per field ({label: {model_a: a}}).
     format: str = ""
-    hub: dict[str, str] = field(default_factory=dict)
-    split: str = ""
-    values: dict[str, dict[str, str]] = field(default_factory=dict)
+    hub: dict[str, str] = field(default_factory=dict)        # a hub dataset {id, revision} instead of `path`
+    split: str = ""                   # the split of a hub or saved dataset
+    values: dict[str, dict[str, str]] = field(default_factory=dict)   # renames per field: {label = {model_a = "a"}}
     # The `table` loader's renames: litjudge field -> the user's column (or "=constant").
     columns: dict[str, str] = field(default_factory=dict)
     base: str = ""                    # set by the loader: the folder of the card file ("card" roots)

@@ -176,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("names", nargs="*", help="only these aliases")
     j.add_argument("--prepare", action="store_true")
     j.set_defaults(fn=lazy(".light_commands:cmd_judges"))
+    cf = sub.add_parser("config", help="the configuration reference: every key of a config, or one with --explain KEY")
+    cf.add_argument("--explain", metavar="KEY", help="one key (or a table, or a key's last part): type, default, "
+                                                    "allowed values, what it does")
+    cf.set_defaults(fn=lazy(".config_command:cmd_config"))
     c = sub.add_parser("check-labels", help="which verdict languages a judge can score in one token (distribution mode)")
     c.add_argument("judge")
     c.add_argument("languages", nargs="*")
