@@ -6,10 +6,9 @@ import argparse
 import ast
 import inspect
 import os
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
-
-import tomllib
 
 from litjudge.engine.app import config_reference
 from litjudge.engine.app.console.cli import build_parser

@@ -21,10 +21,9 @@ import re
 import subprocess
 import sys
 import threading
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import tomllib
 
 from litjudge.engine.app.ensemble import load_ensemble
 from litjudge.engine.app.sweep import load_sweep
