@@ -152,7 +152,8 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
     assert means.height == 6 and set(means["items"]) == {5}
     sp = pl.read_parquet(task / "tables" / "self_preference.parquet").filter(pl.col("score") == "score").row(0, named=True)
     assert sp["own_items"] == 15 and sp["other_items"] == 15
-    assert sp["ci_low"] <= sp["difference"] <= sp["ci_high"]
+    # Six lists are six independent units: too few for an interval, and the row says so.
+    assert sp["groups"] < 10 and sp["ci_low"] is None and sp["ci_high"] is None and sp["ci_note"]
     # 4. A re-run generates and judges nothing, and starts no engine.
     again = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out))
     assert again.returncode == 0
