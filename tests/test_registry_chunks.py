@@ -19,9 +19,12 @@ from litjudge.engine.backends.local.models import ALIASES, RegistryModel
 CHUNKS = [bytes([i]) * 50_000 for i in range(1, 4)]
 
 
-def fake_model(wheels_dir, corrupt: int | None = None, drop_member: bool = False, not_zip: bool = False) -> RegistryModel:
+def fake_model(wheels_dir, corrupt: int | None = None, drop_member: bool = False, not_zip: bool = False,
+               head: bytes = b"") -> RegistryModel:
+    """Chunk wheels of a fake judge; `head` starts its first chunk (a GGUF's metadata, say)."""
     wheels_dir.mkdir(parents=True, exist_ok=True)
-    for i, chunk in enumerate(CHUNKS, start=1):
+    chunks = [head + CHUNKS[0], *CHUNKS[1:]]
+    for i, chunk in enumerate(chunks, start=1):
         path = wheels_dir / f"fake_chunks_part{i}-0.1.0-py3-none-any.whl"
         if not_zip and i == 2:
             path.write_bytes(b"not a zip file")
@@ -33,8 +36,8 @@ def fake_model(wheels_dir, corrupt: int | None = None, drop_member: bool = False
     return RegistryModel(alias="fake-qwen", hf_name="Qwen/fake", architecture="qwen2", license="Apache-2.0", chat=True,
                          wheels=tuple((f"fake-chunks-part{i}", "0.1.0") for i in range(1, 4)),
                          members=tuple(f"fake_chunks_part{i}/data/part{i:02d}.bin" for i in range(1, 4)),
-                         gguf_sha256=hashlib.sha256(b"".join(CHUNKS)).hexdigest(), gguf_name="fake.gguf",
-                         gguf_bytes=sum(map(len, CHUNKS)))
+                         gguf_sha256=hashlib.sha256(b"".join(chunks)).hexdigest(), gguf_name="fake.gguf",
+                         gguf_bytes=sum(map(len, chunks)))
 
 
 def prepare(monkeypatch, tmp_path, model: RegistryModel) -> tuple[int, str]:

@@ -64,7 +64,7 @@ def test_greedy_label_mode_is_deterministic_and_deduplicated(smollm):
 def test_distribution_mode_single_token_labels(smollm):
     reqs = requests_for(g.binary(), 4, mode="distribution", temperature=0.0)
     plan = make_plan(reqs, smollm)
-    report = check_language(smollm.encode, plan.unique[0].prompt, ["Yes", "No"])
+    report = check_language(smollm.renderer.label_tokens(plan.unique[0].prompt, ["Yes", "No"]))
     assert report["single_token"]
     for o in smollm.generate(plan.unique):
         assert set(o.distribution) == {"Yes", "No"}
@@ -76,7 +76,7 @@ def test_distribution_mode_multi_token_labels_use_the_fallback(smollm):
     lang = g.likert(5)
     reqs = requests_for(lang, 2, mode="distribution", temperature=0.0)
     plan = make_plan(reqs, smollm)
-    assert not check_language(smollm.encode, plan.unique[0].prompt, lang.labels())["single_token"]
+    assert not check_language(smollm.renderer.label_tokens(plan.unique[0].prompt, lang.labels()))["single_token"]
     for o in smollm.generate(plan.unique):
         assert set(o.distribution) == set(lang.labels())
         assert math.isclose(sum(o.distribution.values()), 1.0, rel_tol=1e-6)

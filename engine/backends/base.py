@@ -122,6 +122,5 @@ class StepBackend(LocalBackend):
         raise NotImplementedError
 
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
-        ctx = ModeContext(self.renderer.encode_text, self.renderer.tokenizer.eos_token_id, self._max_len,
-                          self.renderer.tail)
+        ctx = ModeContext(self.renderer.label_tokens, self.renderer.tokenizer.eos_token_id, self._max_len)
         return drive(batch, self, ctx)

@@ -118,7 +118,7 @@ def cmd_check_labels(args) -> int:
     renderer = load_renderer(judge.path, judge.chat)
     prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
     for name in args.languages or list(languages):
-        report = check_language(renderer.encode, prompt, languages[name].labels())
+        report = check_language(renderer.label_tokens(prompt, languages[name].labels()))
         print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
     return 0
 

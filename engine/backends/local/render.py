@@ -16,6 +16,7 @@ from typing import Any
 
 from ...core.errors import BackendUnavailable
 from ...core.requests import Message
+from .label_tokens import LabelTokens, label_tokens
 from .pieces import PieceEncoder
 from .special import Rendered, SpecialTokens, trace
 
@@ -145,8 +146,14 @@ class PromptRenderer:
 
     def encode_text(self, text: str) -> list[int]:
         """Token ids of text that is all judged text (a prompt's end after `tail`, a label, an
-        analysis): every special token's text split."""
-        return self.specials.split([text], add_special_tokens=not self.chat)[0]
+        analysis): every special token's text split, and none added around it (a prompt's end is not
+        its start: a BOS, or an EOS a tokenizer adds, belongs to the whole prompt's ids only)."""
+        return self.specials.split([text], add_special_tokens=False)[0]
+
+    def label_tokens(self, prompt: str, labels: Sequence[str]) -> LabelTokens:
+        """Each label's tokens after `prompt`: the one way they are found (the distribution mode's
+        labels, the analyze mode's verdict tail, `check-labels`), from the prompt's `tail` on."""
+        return label_tokens(self.encode_text, self.tail(prompt), labels)
 
     def tail(self, prompt: str) -> str:
         """The end of a prompt from which its tokenization starts afresh: after the last special
