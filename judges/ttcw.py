@@ -30,6 +30,7 @@ from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spea
 from .metrics.bootstrap import balanced_accuracy_bootstrap, interval_note
 from .metrics.calibration import brier_of, calibration_error_of
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
+from .ppi_tables import ppi_table
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
@@ -80,12 +81,13 @@ class TTCW(Protocol):
     declared = Declaration(
         name="ttcw", version="1", reads="ttcw", options=TTCWOptions, limit_counts="stories with text",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
-        summary=("verdict_grid", "per_test", "overall", "story_counts"), post_options=("threshold", "story_cutoff"),
+        summary=("verdict_grid", "per_test", "overall", "story_counts", "ppi"), post_options=("threshold", "story_cutoff"),
         tables={"overall": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
                 "per_test": MetricTable(by=("view", "test"), pooled=None, higher=AGREEMENT, rank=AGREEMENT),
                 "story_counts": MetricTable(by=("view",), pooled="view=all", higher=CORRELATION, rank=CORRELATION),
                 "story_cutoff": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT),
-                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("calibration_error", "brier"))},
+                "calibration_summary": MetricTable(lower=CALIBRATION, rank=("calibration_error", "brier")),
+                "ppi": MetricTable(by=("view", "test"), pooled=None)},     # with [ppi] only
         rank_by="overall.kappa",
         fields={"story_id": str, "test": int, "source": str, "group": str, "judgeable": bool})
 
@@ -237,6 +239,10 @@ class TTCW(Protocol):
                          "(overall, story counts, calibration) were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
+        if ctx.config.ppi.enabled:      # the expert pass rate from a few labels: P(Yes) where there is one, else the decision
+            tables["ppi"] = ppi_table(views, ctx.config.ppi, cluster="story_id", item="item_id", group="test",
+                                      human="expert_pass", quantity="expert pass rate", judge_value=pl.coalesce(
+                                          pl.when(pl.col("status") == "ok").then(pl.col("p_yes")), pl.col("judge_pass")))
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
