@@ -66,31 +66,46 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
     rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), pl.col(human).cast(pl.Float64).alias("_y"),
                              labelled(rows, ppi, cluster, human).alias("_lab"))
     keys = ["view", "judge", group, item, cluster]
-    items = (rows.group_by(keys, maintain_order=True)
-             .agg(pl.col("_f").mean(), pl.col("_y").first(), pl.col("_lab").first())
-             .filter(pl.col("_f").is_not_null()).with_columns(pl.col(group).cast(pl.Utf8)))
+    if "repeat" in rows.columns and (rows.select(pl.col("repeat").max()).item() or 0) > 0:    # repeats: one value an item
+        rows = (rows.group_by(keys, maintain_order=True)
+                .agg(pl.col("_f").mean(), pl.col("_y").first(), pl.col("_lab").first()))
+    items = rows.select([*keys, "_f", "_y", "_lab"]).filter(pl.col("_f").is_not_null()).with_columns(
+        pl.col(group).cast(pl.Utf8))
     items = pl.concat([items, items.with_columns(pl.lit(POOLED).alias(group))])
     if not items.height:
         return pl.DataFrame(schema=COLUMNS)
-    cells = items.select(["view", "judge", group]).unique(maintain_order=True)
-    cell = items.join(cells.with_row_index("_cell"), on=["view", "judge", group], how="left")["_cell"].to_numpy()
-    _, story = np.unique(items[cluster].cast(pl.Utf8).to_numpy(), return_inverse=True)
-    width = int(story.max()) + 1
-    index = cell.astype(np.int64) * width + story
-    flat = ClusterSums.of(index, items["_y"].fill_null(0.0).to_numpy(), items["_f"].to_numpy(),
-                          items["_lab"].to_numpy(), bounds, size=cells.height * width)
+    codes = items.select(pl.col(c).cast(pl.Utf8).cast(pl.Categorical).to_physical().cast(pl.Int64)
+                         for c in ("view", "judge", group, cluster)).to_numpy()
+    _, first, cell = np.unique(_combined(codes[:, :3]), return_index=True, return_inverse=True)
+    _, cluster_code = np.unique(codes[:, 3], return_inverse=True)
+    cells = items[first].select(["view", "judge", group])
+    width = int(cluster_code.max()) + 1
+    y, lab = items["_y"].to_numpy(), items["_lab"].to_numpy()
+    flat = ClusterSums.of(cell * width + cluster_code, np.nan_to_num(y), items["_f"].to_numpy(), lab, bounds,
+                          size=cells.height * width)
     sums = ClusterSums(*(a.reshape(cells.height, width) for a in vars(flat).values()))
     human_only, powered = estimate(sums, lam=0.0, bounds=bounds), estimate(sums, bounds=bounds)
-    truth = items.group_by(["view", "judge", group], maintain_order=True).agg(
-        pl.col("_y").mean().alias("all_labels"), (~pl.col("_lab") & pl.col("_y").is_not_null()).any().alias("_hidden"))
-    out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(human_only, powered))
-    out = out.join(truth, on=["view", "judge", group], how="left").with_columns(
-        pl.when(pl.col("_hidden")).then(pl.col("all_labels")).alias("all_labels")).drop("_hidden")
-    order = {name: i for i, name in enumerate(views)}
-    return (out.rename({group: "test"}).with_columns(pl.col("view").replace_strict(order).alias("_v"),
-                                                     (pl.col("test") != POOLED).alias("_p"),
-                                                     pl.col("test").cast(pl.Int64, strict=False).alias("_t"))
-            .sort(["_v", "_p", "_t"], maintain_order=True).select(list(COLUMNS)).cast(COLUMNS))  # type: ignore[arg-type]
+    known = ~np.isnan(y)                 # every label, hidden ones too: the number both estimates aim at
+    with np.errstate(invalid="ignore", divide="ignore"):
+        all_labels = (np.bincount(cell, np.where(known, y, 0.0), cells.height) / np.bincount(cell, known, cells.height))
+    hidden = np.bincount(cell, known & ~lab, cells.height) > 0
+    out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(human_only, powered),
+                             pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
+    view_order = {name: i for i, name in enumerate(views)}
+    judge_order = {name: i for i, name in enumerate(rows["judge"].unique(maintain_order=True).to_list())}
+    return (out.rename({group: "test"})
+            .with_columns(pl.col("view").replace_strict(view_order).alias("_v"), (pl.col("test") != POOLED).alias("_p"),
+                          pl.col("test").cast(pl.Int64, strict=False).alias("_t"),
+                          pl.col("judge").replace_strict(judge_order).alias("_j"))
+            .sort(["_v", "_p", "_t", "_j"]).select(list(COLUMNS)).cast(COLUMNS))  # type: ignore[arg-type]
+
+
+def _combined(codes: np.ndarray) -> np.ndarray:
+    """One integer per row for a few integer key columns (their mixed-radix number)."""
+    out = np.zeros(len(codes), dtype=np.int64)
+    for column in codes.T:
+        out = out * (int(column.max()) + 1) + column
+    return out
 
 
 def _columns(human: Estimate, powered: Estimate) -> list[pl.Series]:
@@ -118,8 +133,6 @@ def _note(human: str | None, powered: str | None) -> str | None:
 def ppi_manifest(ppi: PPIConfig, table: pl.DataFrame) -> dict[str, Any]:
     """What the manifest records of the labelled subset: the choice, its seed, and the most
     labelled clusters and items any pooled row used (a judge's unanswered items are left out)."""
-    pooled = table.filter(pl.col("test") == POOLED)
-    return {"labelled": ppi.labelled, "seed": ppi.seed, "choice": ppi.describe(),
-            "labelled_clusters": int(pooled["clusters"].max() or 0) if pooled.height else 0,
-            "labelled_items": int(pooled["n_labelled"].max() or 0) if pooled.height else 0,
-            "unlabelled_items": int(pooled["n_unlabelled"].max() or 0) if pooled.height else 0}
+    most = table.filter(pl.col("test") == POOLED).select(pl.col("clusters", "n_labelled", "n_unlabelled").max()).row(0)
+    return {"labelled": ppi.labelled, "seed": ppi.seed, "choice": ppi.describe(), "labelled_clusters": most[0] or 0,
+            "labelled_items": most[1] or 0, "unlabelled_items": most[2] or 0}

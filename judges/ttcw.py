@@ -21,6 +21,7 @@ import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.settings import PPIConfig
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.ttcw import TTCWData, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
@@ -239,14 +240,21 @@ class TTCW(Protocol):
                          "(overall, story counts, calibration) were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
-        if ctx.config.ppi.enabled:      # the expert pass rate from a few labels: P(Yes) where there is one, else the decision
-            tables["ppi"] = ppi_table(views, ctx.config.ppi, cluster="story_id", item="item_id", group="test",
-                                      human="expert_pass", quantity="expert pass rate", judge_value=pl.coalesce(
-                                          pl.when(pl.col("status") == "ok").then(pl.col("p_yes")), pl.col("judge_pass")))
+        if ctx.config.ppi.enabled:
+            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi)
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
                 **calibration_tables(answered, "p_yes", "expert_pass", cluster="story_id")}
+
+    @staticmethod
+    def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig) -> pl.DataFrame:
+        """`[ppi]`: the experts' pass rate per test and over all tests from the labelled stories'
+        labels, alone and with the judge's answers on every story (its P(Yes) where it gave one,
+        else its decision), a story's tests one cluster."""
+        return ppi_table(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
+                         quantity="expert pass rate", judge_value=pl.coalesce(
+                             pl.when(pl.col("status") == "ok").then(pl.col("p_yes")), pl.col("judge_pass")))
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:

@@ -78,16 +78,23 @@ class ClusterSums:
                    per(np.ones(len(f)), lab & (y0 > bounds[0])) > 0, per(np.ones(len(f)), lab & (y0 < bounds[1])) > 0)
 
 
-def _moments(s: ClusterSums, own: bool = False) -> dict[str, np.ndarray]:
+TERMS = {"n": lambda y, f, m: (m > 0).astype(float), "Sm": lambda y, f, m: m, "Sy": lambda y, f, m: y,
+         "Sf": lambda y, f, m: f, "Syy": lambda y, f, m: y * y, "Sff": lambda y, f, m: f * f,
+         "Syf": lambda y, f, m: y * f, "Sym": lambda y, f, m: y * m, "Sfm": lambda y, f, m: f * m,
+         "Smm": lambda y, f, m: m * m}
+UNLABELLED = {"N": "n", "Tm": "Sm", "Tf": "Sf", "Tff": "Sff", "Tfm": "Sfm", "Tmm": "Smm"}
+FIXED = ("n", "Sm", "Sy", "Sf", "N", "Tm", "Tf")                 # what theta needs with lambda given
+TUNED = (*FIXED, "Sff", "Syf", "Sym", "Sfm", "Smm", "Tff", "Tfm", "Tmm")
+
+
+def _moments(s: ClusterSums, keys: tuple[str, ...] = (*TERMS, *UNLABELLED), own: bool = False) -> dict[str, np.ndarray]:
     """The sums every estimate is a function of: over clusters (own=False), or each cluster's own
     term (own=True, for the jackknife: a replicate's sums are the totals minus one cluster's)."""
-    def total(x: np.ndarray) -> np.ndarray:
-        return x if own else x.sum(axis=-1)
-    y, f, m, fu, mu = s.y, s.f, s.m, s.fu, s.mu
-    return {"n": total((m > 0).astype(float)), "Sm": total(m), "Sy": total(y), "Sf": total(f), "Syy": total(y * y),
-            "Sff": total(f * f), "Syf": total(y * f), "Sym": total(y * m), "Sfm": total(f * m), "Smm": total(m * m),
-            "N": total((mu > 0).astype(float)), "Tm": total(mu), "Tf": total(fu), "Tff": total(fu * fu),
-            "Tfm": total(fu * mu), "Tmm": total(mu * mu)}
+    out = {}
+    for key in keys:
+        term = TERMS[key](s.y, s.f, s.m) if key in TERMS else TERMS[UNLABELLED[key]](s.fu, s.fu, s.mu)
+        out[key] = term if own else term.sum(axis=-1)
+    return out
 
 
 @dataclass(frozen=True)
@@ -100,14 +107,14 @@ class Fit:
     clt_variance: np.ndarray     # ppi-python's: var0(lambda f_u) / N + var0(Y - lambda f) / n, per cluster
 
 
-def fit(mo: dict[str, np.ndarray], lam: float | None = None) -> Fit:
-    """theta, lambda (tuned when None, else fixed) and the plug-in CLT variance from the sums."""
+def _theta(mo: dict[str, np.ndarray], lam: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """theta, lambda (tuned when None, else fixed) and the rectifier from the sums."""
     with np.errstate(invalid="ignore", divide="ignore"):
         n, big_n = mo["n"], mo["N"]
         ybar, fl = mo["Sy"] / mo["Sm"], mo["Sf"] / mo["Sm"]
-        mbar = mo["Sm"] / n
         fu = np.where(mo["Tm"] > 0, mo["Tf"] / mo["Tm"], 0.0)
         if lam is None:
+            mbar = mo["Sm"] / n
             cov = (mo["Syf"] - fl * mo["Sym"] - ybar * mo["Sfm"] + ybar * fl * mo["Smm"]) / (mbar ** 2 * n)
             fa = (mo["Sf"] + mo["Tf"]) / (mo["Sm"] + mo["Tm"])
             mbar_all = (mo["Sm"] + mo["Tm"]) / (n + big_n)
@@ -118,14 +125,22 @@ def fit(mo: dict[str, np.ndarray], lam: float | None = None) -> Fit:
         else:
             lam_a = np.where(big_n > 0, float(lam), 0.0) + 0.0 * ybar
         rect = ybar - lam_a * fl
-        zbar = rect
+    return lam_a * fu + rect, lam_a, rect
+
+
+def fit(mo: dict[str, np.ndarray], lam: float | None = None) -> Fit:
+    """theta, lambda, the rectifier and the plug-in CLT variance from the sums (all of `_moments`)."""
+    theta, lam_a, rect = _theta(mo, lam)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n, big_n = mo["n"], mo["N"]
+        mbar, mbar_u = mo["Sm"] / n, mo["Tm"] / np.maximum(big_n, 1)
+        fu = np.where(mo["Tm"] > 0, mo["Tf"] / mo["Tm"], 0.0)
         ss_z = (mo["Syy"] - 2 * lam_a * mo["Syf"] + lam_a ** 2 * mo["Sff"]
-                - 2 * zbar * (mo["Sym"] - lam_a * mo["Sfm"]) + zbar ** 2 * mo["Smm"])
-        mbar_u = mo["Tm"] / np.maximum(big_n, 1)
+                - 2 * rect * (mo["Sym"] - lam_a * mo["Sfm"]) + rect ** 2 * mo["Smm"])
         ss_u = mo["Tff"] - 2 * fu * mo["Tfm"] + fu ** 2 * mo["Tmm"]
         clt = (np.maximum(ss_z, 0.0) / (mbar ** 2 * n ** 2)
                + np.where(big_n > 0, lam_a ** 2 * np.maximum(ss_u, 0.0) / (mbar_u ** 2 * np.maximum(big_n, 1) ** 2), 0.0))
-    return Fit(lam_a * fu + rect, lam_a, rect, clt)
+    return Fit(theta, lam_a, rect, clt)
 
 
 @dataclass(frozen=True)
@@ -164,10 +179,10 @@ def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, floa
     published interval (module docstring), elementwise over the leading axes of `s`."""
     from scipy.special import stdtrit  # Student's t quantile as a ufunc
 
-    total = _moments(s)
-    point = fit(total, lam)
-    own = _moments(s, own=True)
-    replicate = fit({k: total[k][..., None] - own[k] for k in total}, lam).theta      # (..., G): cluster g left out
+    keys = TUNED if lam is None else FIXED
+    total, own = _moments(s, keys), _moments(s, keys, own=True)
+    theta, lam_a, rectifier = _theta(total, lam)
+    replicate = _theta({k: total[k][..., None] - own[k] for k in keys}, lam)[0]      # (..., G): cluster g left out
     labelled, unlabelled = s.m > 0, (s.m <= 0) & (s.mu > 0)
     var_l, df_l = _stratum(replicate, labelled)
     var_u, df_u = _stratum(replicate, unlabelled)
@@ -184,10 +199,10 @@ def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, floa
     rule = np.select([no_unlabelled, n_l < MIN_CLUSTERS, side < EACH_SIDE, one_unlabelled,
                       ~np.isfinite(variance) | (variance <= 1e-14)], [4, 1, 2, 5, 3], 0)
     shown = rule == 0
-    value = np.where(no_unlabelled, np.nan, point.theta)
+    value = np.where(no_unlabelled, np.nan, theta)
     return Estimate(value, np.where(shown, np.clip(value - half, *bounds), np.nan),
                    np.where(shown, np.clip(value + half, *bounds), np.nan), np.where(shown, half, np.nan), variance, df,
-                   point.lam, point.rectifier, rule, side, n_l, n_u, total["Sm"], total["Tm"])
+                   lam_a, rectifier, rule, side, n_l, n_u, total["Sm"], total["Tm"])
 
 
 def _stratum(replicate: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
