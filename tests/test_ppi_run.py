@@ -15,6 +15,7 @@ from litjudge.engine.core.settings import PPIConfig
 from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
 from litjudge.judges.ttcw import TTCW
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
+from tests.test_report import csv_equals, needs_chromium, rendered, screenshot
 
 REPLAY = PROJECT_ROOT / "runs" / "ttcw-replay-ppi.toml"
 
@@ -127,3 +128,19 @@ def test_a_protocol_without_a_human_quantity_refuses_ppi():
 
     with pytest.raises(ConfigError, match="protocol 'listwise' has no human quantity"):
         check_ppi(PPIConfig(0.2), PROTOCOLS.get("listwise").declared, "c.toml")
+
+
+@needs_data
+@needs_chromium
+def test_the_report_shows_both_intervals_and_renders_in_chromium(runs_dir, tmp_path):
+    from litjudge.engine.app.report import write_report
+    from litjudge.engine.app.run import run
+
+    out = run(load_config(REPLAY), progress=False)
+    page = write_report([out.run_dir])
+    csv_equals(page.parent, "ppi", pl.read_parquet(out.run_dir / "tables" / "ppi.parquet"))
+    html = page.read_text()
+    assert "Prediction-powered estimates (PPI++)" in html and "ppi_all" in html and "ppi_judgeable" in html
+    plots, ok = rendered(page, tmp_path)
+    assert plots >= 7 and ok == plots
+    screenshot(page, tmp_path / "ppi.png", tmp_path)
