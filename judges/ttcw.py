@@ -21,6 +21,7 @@ import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.settings import PPIConfig
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.ttcw import TTCWData, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
@@ -37,6 +38,7 @@ from .metrics.bootstrap import (
 )
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
+from .ppi_tables import ppi_table
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 
 VARIANTS = ("default", "upstream", "analyze")
@@ -87,7 +89,7 @@ class TTCW(Protocol):
     declared = Declaration(
         name="ttcw", version="1", reads="ttcw", options=TTCWOptions, limit_counts="stories with text",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
-        summary=("verdict_grid", "per_test", "overall", "story_counts"), post_options=("threshold", "story_cutoff"),
+        summary=("verdict_grid", "per_test", "overall", "story_counts", "ppi"), post_options=("threshold", "story_cutoff"),
         tables={"overall": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT,
                                        when="labelled"),
                 "per_test": MetricTable(by=("view", "test"), pooled=None, higher=AGREEMENT, rank=AGREEMENT),
@@ -98,7 +100,9 @@ class TTCW(Protocol):
                 # distribution mode, on labelled items with a probability
                 "calibration_summary": MetricTable(lower=CALIBRATION, rank=("squared_calibration_error", "brier"),
                                                    when="sometimes"),
-                "calibration": Table(when="sometimes"), "corrected_pass_rates": Table(when="labelled"),
+                "calibration": Table(when="sometimes"),
+                "ppi": MetricTable(by=("view", "test"), pooled=None, when="sometimes"),     # with [ppi] only
+                "corrected_pass_rates": Table(when="labelled"),
                 **dict.fromkeys(("verdict_grid", "per_item", "label_distribution", "pass_rates",
                                  "pass_rates_by_source"), Table())},
         rank_by="overall.kappa",
@@ -252,10 +256,21 @@ class TTCW(Protocol):
                           "(overall, story counts, calibration) were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
+        if ctx.config.ppi.enabled:
+            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi)
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
                 **calibration_tables(answered, "p_yes", "expert_pass", cluster="story_id")}
+
+    @staticmethod
+    def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig) -> pl.DataFrame:
+        """`[ppi]`: the experts' pass rate per test and over all tests from the labelled stories'
+        labels, alone and with the judge's answers on every story (its P(Yes) where it gave one,
+        else its decision), a story's tests one cluster."""
+        return ppi_table(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
+                         quantity="expert pass rate", judge_value=pl.coalesce(
+                             pl.when(pl.col("status") == "ok").then(pl.col("p_yes")), pl.col("judge_pass")))
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:

@@ -16,6 +16,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context, Protocol
+from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -69,6 +70,7 @@ def prepare(config: RunConfig) -> PreparedRun:
     card, and each judge resolved into its spec (weights hashed once) with its mode capability."""
     protocol = PROTOCOLS.get(config.protocol)()
     options = protocol.options(config)
+    check_ppi(config.ppi, protocol.declared, config.source or "config")
     card = dataset_card(config.dataset, config.source, config.protocol)
     if not kinds_of(card):
         known = sorted({n.split(".", 1)[0] for n in LOADERS.names()})
@@ -267,6 +269,8 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
                     log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
     if generation is not None:
         manifest["generation"] = generation.summary
+    if "ppi" in tables:                           # the labelled subset: the choice, its seed, how many
+        manifest["ppi"] = ppi_manifest(prep.config.ppi, tables["ppi"])
     write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
     typed = RunManifest.of(manifest)
     append_history(out_dir, typed)

@@ -16,7 +16,7 @@ from .sampling import Sampling, SamplingConfig  # noqa: F401  (Sampling re-expor
 from .schema import FieldError, build
 from .schema import check_field as _check
 from .schema import finite as _finite
-from .settings import ApiConfig, ClusterConfig, GenerateConfig
+from .settings import ApiConfig, ClusterConfig, GenerateConfig, PPIConfig
 
 GENERATED = "generated"    # the dataset name of the items a run's [generate] stage wrote
 MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
@@ -120,6 +120,7 @@ class RunConfig:
     api: ApiConfig = ApiConfig()
     cluster: ClusterConfig = ClusterConfig()
     generate: GenerateConfig = GenerateConfig()   # a generation stage whose items the tasks judge
+    ppi: PPIConfig = PPIConfig()                  # prediction-powered estimates from a few human labels
     # Several tasks in one run: [[tasks]] tables, each `name` plus any of TASK_KEYS (protocol, dataset,
     # options...); the rest (judges, engine, cluster) is shared, so each judge's engine starts once.
     tasks: list[dict[str, Any]] = field(default_factory=list)
@@ -192,7 +193,7 @@ class RunConfig:
 
 TASK_KEYS = ("protocol", "dataset", "mode", "limit", "truncation", "reasks", "missing", "options", "sampling")
 RUN_KEYS = ("name", "protocol", "dataset", "judge", "backend", "mode", "limit", "truncation", "reasks", "missing",
-            "data_root", "options", "sampling", "engine", "api", "cluster", "generate", "tasks", "source")
+            "data_root", "options", "sampling", "engine", "api", "cluster", "generate", "ppi", "tasks", "source")
 
 
 def _as_table(value: Any) -> Any:

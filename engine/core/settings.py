@@ -1,5 +1,6 @@
 """The settings tables of a run config beyond what it judges and how it samples: `[api]` (API
-judges), `[cluster]` (replicas on Ray) and `[generate]` (a generation stage before judging).
+judges), `[cluster]` (replicas on Ray), `[generate]` (a generation stage before judging) and `[ppi]`
+(prediction-powered estimates from a few human labels).
 Frozen dataclasses validated at the edge like the rest of the config (`config.py` holds the run
 config itself and imports these)."""
 from __future__ import annotations
@@ -117,3 +118,45 @@ class GenerateConfig:
 
     def sampling(self) -> Sampling:
         return Sampling(self.temperature, self.top_p, self.seed)
+
+
+@dataclass(frozen=True)
+class PPIConfig:
+    """`[ppi]`: prediction-powered estimates of the quantity the humans measure (judges/ppi_tables.py):
+    the judge scores every item, and the human labels of the `labelled` items only are used; every
+    other item's label is hidden from the estimator (replayed data keeps them, so a run can show how
+    close the estimate comes). Off unless `labelled` is set. Aggregation only: no request changes."""
+
+    labelled: float | str = ""      # a share in (0, 1): that share of the clusters with human labels, drawn
+                                    # with `seed`; "column:NAME": the items whose boolean field NAME is
+                                    # true; "all": every item the data holds a human label for
+    seed: int = 0                   # the draw of a share
+
+    def __post_init__(self) -> None:
+        if isinstance(self.labelled, float):
+            _check(_finite(self.labelled) and 0 < self.labelled < 1, "labelled",
+                   f"a share of the clusters must be in (0, 1), got {self.labelled}")
+        else:
+            _check(self.labelled in ("", "all") or (self.labelled.startswith("column:") and bool(self.column)),
+                   "labelled", f'must be a share in (0, 1), "column:NAME" or "all", got {self.labelled!r}')
+        _check(self.enabled or self.seed == 0, "seed", "[ppi] seed draws a share: set labelled = SHARE too")
+
+    @property
+    def enabled(self) -> bool:
+        return self.labelled != ""
+
+    @property
+    def share(self) -> float | None:
+        return self.labelled if isinstance(self.labelled, float) else None
+
+    @property
+    def column(self) -> str:
+        """The boolean field marking labelled items ("" unless labelled = "column:NAME")."""
+        text = self.labelled if isinstance(self.labelled, str) else ""
+        return text.partition(":")[2].strip() if text.startswith("column:") else ""
+
+    def describe(self) -> str:
+        """The choice in words, for the manifest and the console."""
+        if self.share is not None:
+            return f"a seeded random {self.share:g} of the clusters (seed {self.seed})"
+        return f"the items whose field {self.column!r} is true" if self.column else "every item with a human label"

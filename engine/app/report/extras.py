@@ -10,6 +10,7 @@ import polars as pl
 from litjudge.judges import PROTOCOLS
 
 from .panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with panels' headless backend
+from .ppi_panel import ppi_panels
 
 
 def protocol_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:
@@ -51,7 +52,7 @@ def default_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:
 
 
 def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
-    out = []
+    out = ppi_panels(t)                           # a run with [ppi]: human-only beside PPI++
     if "cascade" in t and t["cascade"].height:
         out.append(Panel("Cascade with an agreement guarantee",
                          "Per level: the threshold certified on the calibration clusters (stories or pairs as the "

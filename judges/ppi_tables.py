@@ -1,0 +1,138 @@
+"""The `ppi` table: for the quantity the humans measure (a protocol names it: TTCW's expert pass
+rate per test and over all tests), the estimate from the labelled items alone beside the
+prediction-powered one (PPI++, judges/metrics/ppi.py), each with its 95% interval, lambda, the
+rectifier and n_eff, the human labels PPI++ is worth. Which human labels may be used is the run's
+`[ppi] labelled` (engine/core/settings.py PPIConfig); every other label is hidden from both
+estimates. Clusters (stories) are the units of the draw and of every interval.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.settings import PPIConfig
+
+from .contract import Declaration
+from .metrics.ppi import ClusterSums, Estimate, effective_labels, estimate
+
+POOLED = "all"
+COLUMNS = {"judge": pl.Utf8, "view": pl.Utf8, "test": pl.Utf8, "quantity": pl.Utf8, "n_labelled": pl.Int64,
+           "n_unlabelled": pl.Int64, "clusters": pl.Int64, "unlabelled_clusters": pl.Int64,
+           "human_only": pl.Float64, "human_low": pl.Float64, "human_high": pl.Float64, "ppi": pl.Float64,
+           "ppi_low": pl.Float64, "ppi_high": pl.Float64, "lambda": pl.Float64, "rectifier": pl.Float64,
+           "n_eff": pl.Float64, "all_labels": pl.Float64, "ci_note": pl.Utf8}
+
+
+def check_ppi(ppi: PPIConfig, declared: Declaration, where: str) -> None:
+    """At the edge, before anything runs: `[ppi]` needs a protocol that writes the table, and a
+    `column:NAME` choice a boolean field of its items."""
+    if not ppi.enabled:
+        return
+    if "ppi" not in declared.tables:
+        raise ConfigError(f"protocol {declared.name!r} has no human quantity for prediction-powered estimates "
+                          "(the ttcw protocol has): remove [ppi]", where=where, key="ppi")
+    flags = [name for name, kind in declared.fields.items() if kind is bool]
+    if ppi.column and ppi.column not in flags:
+        raise ConfigError(f"{ppi.column!r} is no boolean field of protocol {declared.name!r}'s items "
+                          f"(boolean fields: {', '.join(flags) or 'none'}); use a share or \"all\"",
+                          where=where, key="ppi.labelled")
+
+
+def labelled(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> pl.Expr:
+    """Which rows' human labels the estimators may use (the same for every judge and view): a
+    seeded random share of the clusters that have labels, the rows a boolean field marks, or all."""
+    has = pl.col(human).is_not_null()
+    if ppi.column:
+        return has & pl.col(ppi.column).fill_null(False)
+    if ppi.share is None:
+        return has
+    pool = sorted(rows.filter(has)[cluster].cast(pl.Utf8).unique().to_list())
+    take = min(len(pool), max(1, math.floor(ppi.share * len(pool) + 0.5))) if pool else 0
+    picked = [pool[i] for i in np.random.default_rng(ppi.seed).choice(len(pool), size=take, replace=False)]
+    return has & pl.col(cluster).cast(pl.Utf8).is_in(picked)
+
+
+def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
+              human: str, judge_value: pl.Expr, quantity: str, bounds: tuple[float, float] = (0.0, 1.0)) -> pl.DataFrame:
+    """One row per view, judge and `group` value, plus the pooled group ("all"): human-only and
+    PPI++ estimates of the mean of `human` (bool or float) with `judge_value` as the prediction.
+    Repeats of an item are averaged into one judge value; an item without one is left out."""
+    rows = pl.concat([v.with_columns(pl.lit(name).alias("view")) for name, v in views.items()], how="diagonal_relaxed")
+    rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), pl.col(human).cast(pl.Float64).alias("_y"),
+                             labelled(rows, ppi, cluster, human).alias("_lab"))
+    keys = ["view", "judge", group, item, cluster]
+    if "repeat" in rows.columns and (rows.select(pl.col("repeat").max()).item() or 0) > 0:    # repeats: one value an item
+        rows = (rows.group_by(keys, maintain_order=True)
+                .agg(pl.col("_f").mean(), pl.col("_y").first(), pl.col("_lab").first()))
+    items = rows.select([*keys, "_f", "_y", "_lab"]).filter(pl.col("_f").is_not_null()).with_columns(
+        pl.col(group).cast(pl.Utf8))
+    items = pl.concat([items, items.with_columns(pl.lit(POOLED).alias(group))])
+    if not items.height:
+        return pl.DataFrame(schema=COLUMNS)
+    codes = items.select(pl.col(c).cast(pl.Utf8).cast(pl.Categorical).to_physical().cast(pl.Int64)
+                         for c in ("view", "judge", group, cluster)).to_numpy()
+    _, first, cell = np.unique(_combined(codes[:, :3]), return_index=True, return_inverse=True)
+    _, cluster_code = np.unique(codes[:, 3], return_inverse=True)
+    cells = items[first].select(["view", "judge", group])
+    width = int(cluster_code.max()) + 1
+    y, lab = items["_y"].to_numpy(), items["_lab"].to_numpy()
+    flat = ClusterSums.of(cell * width + cluster_code, np.nan_to_num(y), items["_f"].to_numpy(), lab, bounds,
+                          size=cells.height * width)
+    sums = ClusterSums(*(a.reshape(cells.height, width) for a in vars(flat).values()))
+    human_only, powered = estimate(sums, lam=0.0, bounds=bounds), estimate(sums, bounds=bounds)
+    known = ~np.isnan(y)                 # every label, hidden ones too: the number both estimates aim at
+    with np.errstate(invalid="ignore", divide="ignore"):
+        all_labels = (np.bincount(cell, np.where(known, y, 0.0), cells.height) / np.bincount(cell, known, cells.height))
+    hidden = np.bincount(cell, known & ~lab, cells.height) > 0
+    out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(human_only, powered),
+                             pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
+    view_order = {name: i for i, name in enumerate(views)}
+    judge_order = {name: i for i, name in enumerate(rows["judge"].unique(maintain_order=True).to_list())}
+    return (out.rename({group: "test"})
+            .with_columns(pl.col("view").replace_strict(view_order).alias("_v"), (pl.col("test") != POOLED).alias("_p"),
+                          pl.col("test").cast(pl.Int64, strict=False).alias("_t"),
+                          pl.col("judge").replace_strict(judge_order).alias("_j"))
+            .sort(["_v", "_p", "_t", "_j"]).select(list(COLUMNS)).cast(COLUMNS))  # type: ignore[arg-type]
+
+
+def _combined(codes: np.ndarray) -> np.ndarray:
+    """One integer per row for a few integer key columns (their mixed-radix number)."""
+    out = np.zeros(len(codes), dtype=np.int64)
+    for column in codes.T:
+        out = out * (int(column.max()) + 1) + column
+    return out
+
+
+def _columns(human: Estimate, powered: Estimate) -> list[pl.Series]:
+    """The table's estimate columns from the two estimates (one element per row)."""
+    def floats(name: str, a: np.ndarray) -> pl.Series:
+        return pl.Series(name, np.where(np.isfinite(a), a, np.nan), dtype=pl.Float64).fill_nan(None)
+    notes = [_note(human.note(i), powered.note(i)) for i in range(len(human.value))]
+    return [pl.Series("n_labelled", powered.labelled_items.astype(np.int64)),
+            pl.Series("n_unlabelled", powered.unlabelled_items.astype(np.int64)),
+            pl.Series("clusters", powered.labelled_clusters.astype(np.int64)),
+            pl.Series("unlabelled_clusters", powered.unlabelled_clusters.astype(np.int64)),
+            floats("human_only", human.value), floats("human_low", human.low), floats("human_high", human.high),
+            floats("ppi", powered.value), floats("ppi_low", powered.low), floats("ppi_high", powered.high),
+            floats("lambda", powered.lam), floats("rectifier", powered.rectifier),
+            floats("n_eff", effective_labels(powered.labelled_items, human.half_width, powered.half_width)),
+            pl.Series("ci_note", notes, dtype=pl.Utf8)]
+
+
+def _note(human: str | None, powered: str | None) -> str | None:
+    if human == powered:
+        return human
+    return "; ".join(f"{who}: {why}" for who, why in (("human-only", human), ("PPI++", powered)) if why) or None
+
+
+def ppi_manifest(ppi: PPIConfig, table: pl.DataFrame) -> dict[str, Any]:
+    """What the manifest records of the labelled subset: the choice, its seed, and the most
+    labelled clusters and items any pooled row used (a judge's unanswered items are left out)."""
+    most = table.filter(pl.col("test") == POOLED).select(pl.col("clusters", "n_labelled", "n_unlabelled").max()).row(0)
+    return {"labelled": ppi.labelled, "seed": ppi.seed, "choice": ppi.describe(), "labelled_clusters": most[0] or 0,
+            "labelled_items": most[1] or 0, "unlabelled_items": most[2] or 0}

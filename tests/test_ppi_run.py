@@ -1,0 +1,146 @@
+"""`[ppi]` end to end: `litjudge run` on the committed TTCW replay with 20% of the expert labels
+prints the human-only and PPI++ intervals and writes the table and the manifest's record of the
+subset; the hidden labels never reach an estimate; the config is checked at the edge, one line each."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.settings import PPIConfig
+from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
+from litjudge.judges.ttcw import TTCW
+from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
+from tests.test_report import csv_equals, needs_chromium, rendered, screenshot
+
+REPLAY = PROJECT_ROOT / "runs" / "ttcw-replay-ppi.toml"
+
+
+@needs_data
+def test_litjudge_run_prints_both_intervals_and_records_the_subset(runs_dir):
+    r = litjudge("run", str(REPLAY), "--show", "20")
+    assert r.returncode == 0, r.stderr[-3000:]
+    printed = r.stdout[r.stdout.index("\nPpi\n"):]
+    for column in ("human_only", "human_low", "human_high", "ppi", "ppi_low", "ppi_high", "lambda", "n_eff"):
+        assert column in printed.splitlines()[3], column
+    table = pl.read_parquet(runs_dir / "ttcw-replay-ppi" / "tables" / "ppi.parquet")
+    pooled = table.filter((pl.col("view") == "all") & (pl.col("test") == "all"))
+    assert pooled.height == 7 and pooled["clusters"].to_list() == [10] * 7 and pooled["n_labelled"].to_list() == [140] * 7
+    assert pooled["human_low"].is_not_null().all() and pooled["ppi_low"].is_not_null().all()
+    assert (pooled["human_low"] <= pooled["all_labels"]).all() and (pooled["all_labels"] <= pooled["human_high"]).all()
+    first = pooled.row(0, named=True)
+    assert f"{first['human_low']:.3f}" in printed and f"{first['ppi_high']:.3f}" in printed
+    # 7 labelled of the 36 judgeable stories: no interval, and the row says why
+    judgeable = table.filter(pl.col("view") == "judgeable")
+    assert judgeable["ppi_low"].is_null().all() and judgeable["ci_note"].str.starts_with("too few labelled").all()
+    manifest = json.loads((runs_dir / "ttcw-replay-ppi" / "manifest.json").read_text())
+    assert manifest["ppi"] == {"labelled": 0.2, "seed": 1, "choice": "a seeded random 0.2 of the clusters (seed 1)",
+                               "labelled_clusters": 10, "labelled_items": 140, "unlabelled_items": 532}
+    assert manifest["config"]["ppi"] == {"labelled": 0.2, "seed": 1}
+
+
+def frame(seed: int, stories: int = 40) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    y = rng.random((stories, 14)) < rng.beta(1, 2, (stories, 1))
+    said = np.where(y, rng.random(y.shape) < 0.8, rng.random(y.shape) < 0.2)
+    s, t = (a.ravel() for a in np.indices(y.shape))
+    return pl.DataFrame({"judge": "j", "story_id": [f"s{i}" for i in s], "test": t + 1,
+                         "item_id": [f"s{i}t{j}" for i, j in zip(s, t)], "repeat": 0, "status": "ok",
+                         "p_yes": None, "judge_pass": said.ravel(), "expert_pass": y.ravel()},
+                        schema_overrides={"p_yes": pl.Float64})
+
+
+def test_the_hidden_labels_never_reach_an_estimate():
+    """Changing every label outside the drawn stories changes only `all_labels`."""
+    ppi = PPIConfig(0.25, seed=4)
+    base = frame(1)
+    table = TTCW.prediction_powered({"all": base}, ppi)
+    assert set(table.filter(pl.col("test") == "all")["clusters"].to_list()) == {10}
+    # flip the labels of the stories that are not labelled: the human-only and PPI++ columns do not move
+    chosen = _labelled_stories(base, ppi)
+    flipped = base.with_columns(pl.when(pl.col("story_id").is_in(chosen)).then(pl.col("expert_pass"))
+                                .otherwise(~pl.col("expert_pass")).alias("expert_pass"))
+    other = TTCW.prediction_powered({"all": flipped}, ppi)
+    assert other.drop("all_labels").equals(table.drop("all_labels"))
+    assert not other["all_labels"].equals(table["all_labels"])
+
+
+def _labelled_stories(rows: pl.DataFrame, ppi: PPIConfig) -> list[str]:
+    from litjudge.judges.ppi_tables import labelled
+    return rows.filter(labelled(rows, ppi, "story_id", "expert_pass"))["story_id"].unique().to_list()
+
+
+def test_the_draw_is_seeded_and_by_story():
+    rows = frame(2)
+    a, b = _labelled_stories(rows, PPIConfig(0.25, seed=4)), _labelled_stories(rows, PPIConfig(0.25, seed=4))
+    assert sorted(a) == sorted(b) and len(a) == 10
+    assert sorted(_labelled_stories(rows, PPIConfig(0.25, seed=5))) != sorted(a)
+    marked = rows.with_columns(pl.col("story_id").is_in(["s1", "s2"]).alias("judgeable"))
+    assert sorted(_labelled_stories(marked, PPIConfig("column:judgeable"))) == ["s1", "s2"]
+    table = TTCW.prediction_powered({"all": marked}, PPIConfig("column:judgeable"))
+    assert (table["ci_note"] == f"too few labelled clusters (2; an interval needs {MIN_CLUSTERS})").all()
+
+
+def test_repeats_of_an_item_are_one_judge_value():
+    """Two repeats of every verdict: the judge value is their mean (one item, not two)."""
+    base = frame(3)
+    twice = pl.concat([base, base.with_columns(pl.lit(1).alias("repeat"), ~pl.col("judge_pass"))])
+    table = TTCW.prediction_powered({"all": twice}, PPIConfig(0.25, seed=4))
+    pooled = table.filter(pl.col("test") == "all").row(0, named=True)
+    assert pooled["n_labelled"] + pooled["n_unlabelled"] == 40 * 14
+    assert pooled["lambda"] == 0.0          # every item's judge value is 0.5: no signal
+
+
+@pytest.mark.parametrize("table,message", [
+    ("labelled = 1.5", "ppi.labelled: a share of the clusters must be in (0, 1), got 1.5"),
+    ("labelled = 0", "ppi.labelled: a share of the clusters must be in (0, 1), got 0.0"),
+    ('labelled = "some"', 'ppi.labelled: must be a share in (0, 1), "column:NAME" or "all", got \'some\''),
+    ("seed = 3", "ppi.seed: [ppi] seed draws a share: set labelled = SHARE too"),
+    ("labeled = 0.2", "ppi.labeled: unknown key (did you mean 'ppi.labelled'?)"),
+])
+def test_a_wrong_ppi_table_is_one_line(tmp_path, table, message):
+    cfg = write_config(tmp_path / "c.toml", f'name = "c"\nprotocol = "ttcw"\ndataset = "ttcw"\n[ppi]\n{table}\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(cfg)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@needs_data
+@pytest.mark.parametrize("extra,message", [
+    ('[ppi]\nlabelled = "column:labelled"', "ppi.labelled: 'labelled' is no boolean field of protocol 'ttcw'"),
+])
+def test_an_unknown_column_is_refused_before_anything_runs(runs_dir, tmp_path, extra, message):
+    text = REPLAY.read_text().split("[ppi]")[0] + extra + "\n"
+    r = litjudge("run", str(write_config(tmp_path / "c.toml", text)))
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("litjudge: error:")]
+    assert len(lines) == 1 and message in lines[0] and "boolean fields: judgeable" in lines[0], r.stderr[-2000:]
+    assert not (runs_dir / "ttcw-replay-ppi").exists()
+
+
+def test_a_protocol_without_a_human_quantity_refuses_ppi():
+    from litjudge.judges import PROTOCOLS
+    from litjudge.judges.ppi_tables import check_ppi
+
+    with pytest.raises(ConfigError, match="protocol 'listwise' has no human quantity"):
+        check_ppi(PPIConfig(0.2), PROTOCOLS.get("listwise").declared, "c.toml")
+
+
+@needs_data
+@needs_chromium
+def test_the_report_shows_both_intervals_and_renders_in_chromium(runs_dir, tmp_path):
+    from litjudge.engine.app.report import write_report
+    from litjudge.engine.app.run import run
+
+    out = run(load_config(REPLAY), progress=False)
+    page = write_report([out.run_dir])
+    csv_equals(page.parent, "ppi", pl.read_parquet(out.run_dir / "tables" / "ppi.parquet"))
+    html = page.read_text()
+    assert "Prediction-powered estimates (PPI++)" in html and "ppi_all" in html and "ppi_judgeable" in html
+    plots, ok = rendered(page, tmp_path)
+    assert plots >= 7 and ok == plots
+    screenshot(page, tmp_path / "ppi.png", tmp_path)
