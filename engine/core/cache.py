@@ -4,38 +4,26 @@ another config that shares requests, generates nothing already generated anywher
 folder still keeps its own complete copy of every verdict it used (its store.sqlite), so a run
 folder stands alone, and reparse and report read only it.
 
-Where: `LITJUDGE_VERDICT_CACHE` (a file, or a folder to hold verdicts.sqlite; `off` disables it),
-`--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite.
+Where: the invocation's Session says (engine.core.session: `--cache PATH` / `--no-cache` on the
+command line, `cache=` in Python, else `LITJUDGE_VERDICT_CACHE`: a file, or a folder to hold
+verdicts.sqlite, `off` disables it; else ~/.cache/litjudge/verdicts.sqlite).
 Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
 locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .console import terminal
 from .errors import LitjudgeError
-from .paths import cache_dir
 from .store import Store
 
-OFF = ("off", "0", "no", "none", "false")
 
-
-def verdict_cache_path() -> Path | None:
-    """The shared cache's file, or None when it is switched off."""
-    value = os.environ.get("LITJUDGE_VERDICT_CACHE", "")
-    if value.strip().lower() in OFF:
-        return None
-    path = Path(value).expanduser() if value else cache_dir() / "verdicts.sqlite"
-    return path / "verdicts.sqlite" if path.is_dir() else path       # a folder holds the cache's file
-
-
-def open_verdict_cache() -> Store | None:
+def open_verdict_cache(path: Path | None) -> Store | None:
     """The shared cache, or None when it is off or cannot be opened: a corrupt, unreadable, locked,
     read-only or full cache is set aside for this run with one warning (naming the file, how to
-    move it aside, and --cache / --no-cache); the run's own store has every verdict it needs."""
-    path = verdict_cache_path()
+    move it aside, and --cache / --no-cache); the run's own store has every verdict it needs.
+    `path`: the Session's `verdict_cache` (None: off)."""
     if path is None:
         return None
     try:

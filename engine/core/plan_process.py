@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import Any
 
+from . import envs
 from .errors import LitjudgeError
 from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
 from .requests import IDS, JudgeRequest, Prepared, content_key
@@ -47,7 +48,7 @@ def available() -> bool:
     after Ray started in this process (its gRPC threads do not survive a fork), nor where
     LITJUDGE_PLAN_PROCESS=0 asks for the planner thread."""
     ray = sys.modules.get("ray")
-    return ("fork" in multiprocessing.get_all_start_methods() and os.environ.get("LITJUDGE_PLAN_PROCESS", "1") != "0"
+    return ("fork" in multiprocessing.get_all_start_methods() and envs.LITJUDGE_PLAN_PROCESS
             and not (ray is not None and getattr(ray, "is_initialized", lambda: False)()))
 
 

@@ -20,7 +20,7 @@ from ...core.errors import ConfigError, StoreError
 from ..calibrate import cached, calibrate, estimate_seconds
 from ..console_tables import print_table
 from ..ensemble import print_ensemble
-from ..execute import Executed, execute
+from ..execute import Asked, Executed, execute
 from ..manifest import RunManifest
 from ..reparse import reparse
 from ..summary import figures
@@ -45,8 +45,9 @@ def _overrides(args) -> dict[str, Any]:
 
 def cmd_run(args) -> int:
     table = read_toml(args.config)                 # the file is read once; what it is decides the rest
-    done = execute(table, str(args.config), _overrides(args), data=args.data, generate_only=args.generate_only,
-                   rebuild=args.rebuild_store, progress=not args.quiet)
+    done = execute(table, str(args.config), _overrides(args), args.session,
+                   Asked(data=args.data, generate_only=args.generate_only, rebuild=args.rebuild_store,
+                         overwrite=args.overwrite))
     if done.kind == "sweep":
         return print_sweep(args, done)
     if done.kind == "ensemble":
@@ -198,7 +199,7 @@ def cmd_plan(args) -> int:
         raise ConfigError("an ensemble config pools finished runs' verdicts and costs no model call itself: plan each "
                           "of its member configs ([[runs]] config = ...)", where=str(args.config))
     sweep = load_sweep(args.config, data=args.data, table=table, **_overrides(args))
-    rows = plan_summary(sweep)
+    rows = plan_summary(sweep, args.session)
     table, notes = [], []
     for r in rows:
         est, how, cost = _estimate(r, args.calibrate)
