@@ -15,27 +15,27 @@ import os
 
 
 def _install() -> None:
-    wanted = {k: v for k, v in os.environ.items() if k.startswith("LITJUDGE_FAULT_") and v}
-    if not wanted:
+    if not any(k.startswith("LITJUDGE_FAULT_") for k in os.environ):
         return
     import signal
 
     from litjudge.engine.core import hooks
 
-    kill_after = int(wanted.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
-    sig = getattr(signal, "SIG" + wanted.get("LITJUDGE_FAULT_SIGNAL", "KILL"))
+    def asked(name: str) -> str:          # read when the point is reached: a test that clears it is obeyed
+        return os.environ.get(name, "")
 
     class Faults(hooks.Hooks):
         def commit_now(self, rows: int) -> bool:
-            return bool(kill_after) and rows >= kill_after
+            after = int(asked("LITJUDGE_FAULT_KILL_AFTER") or 0)
+            return bool(after) and rows >= after
 
         def rows_committed(self, rows: int) -> None:
-            if kill_after and rows >= kill_after:
-                os.kill(os.getpid(), sig)
+            after = int(asked("LITJUDGE_FAULT_KILL_AFTER") or 0)
+            if after and rows >= after:
+                os.kill(os.getpid(), getattr(signal, "SIG" + (asked("LITJUDGE_FAULT_SIGNAL") or "KILL")))
 
         def batch_submitted(self, recorded: bool) -> None:
-            key = "LITJUDGE_FAULT_KILL_AFTER_SUBMIT" if recorded else "LITJUDGE_FAULT_KILL_BEFORE_RECORD"
-            if wanted.get(key):
+            if asked("LITJUDGE_FAULT_KILL_AFTER_SUBMIT" if recorded else "LITJUDGE_FAULT_KILL_BEFORE_RECORD"):
                 os.kill(os.getpid(), signal.SIGKILL)
 
     hooks.install(Faults())
