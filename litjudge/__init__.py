@@ -34,9 +34,13 @@ from litjudge.engine.core.errors import (
 
 if TYPE_CHECKING:
     from .api import judge, load, run
+    from .engine.core.config import ApiConfig, ClusterConfig, EngineConfig, Sampling, SamplingConfig
     from .result import LitjudgeWarning, Result
 
-_LAZY = {"judge": "api", "run": "api", "load": "api", "Result": "result", "LitjudgeWarning": "result"}
+_LAZY = {"judge": "api", "run": "api", "load": "api", "Result": "result", "LitjudgeWarning": "result",
+         # the typed config tables, taken by judge() and run() as the tables they stand for
+         **dict.fromkeys(("EngineConfig", "Sampling", "SamplingConfig", "ApiConfig", "ClusterConfig"),
+                         "engine.core.config")}
 
 
 def __getattr__(name: str) -> Any:
@@ -49,5 +53,6 @@ def __getattr__(name: str) -> Any:
         return value
     raise AttributeError(f"module 'litjudge' has no attribute {name!r}")
 
-__all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound",
-           "BackendUnavailable", "PreflightError", "StoreError", "SystemFault"]
+__all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "EngineConfig", "Sampling", "SamplingConfig", "ApiConfig",
+           "ClusterConfig", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound", "BackendUnavailable",
+           "PreflightError", "StoreError", "SystemFault"]

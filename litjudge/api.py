@@ -33,8 +33,7 @@ from litjudge.engine.core.manifest import config_dict
 from litjudge.engine.core.run_lock import RunLock
 from litjudge.engine.core.session import Session
 from litjudge.engine.data.cards import dataset_card
-from litjudge.engine.data.table import FIELDS, check_mapping
-from litjudge.engine.data.table import rows as table_rows
+from litjudge.engine.data.table import check_first
 from litjudge.judges import PROTOCOLS
 
 from . import rows as data_rows
@@ -140,12 +139,7 @@ def _check_columns(cfg: Any, location: Path, first: dict[str, Any] | None) -> No
         kind = PROTOCOLS.get(cfg.protocol).declared.reads
     except ConfigError:
         return                                        # the run names an unknown protocol, in its own words
-    if kind not in FIELDS:
-        return
-    card = dataset_card(cfg.dataset, cfg.source, cfg.protocol)
-    if first is None:
-        first = next((rec for _, rec in table_rows(card, location)), None)
-    check_mapping(card, kind, location, first)
+    check_first(dataset_card(cfg.dataset, cfg.source, cfg.protocol), kind, location, first)
 
 
 def _read_of(lines: bytes) -> DataRead:

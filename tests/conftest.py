@@ -1,7 +1,6 @@
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,43 +10,15 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-from litjudge.engine.core import envs
-from litjudge.engine.core.paths import PROJECT_ROOT, cache_dir, data_root, model_cache_dir, prompts_root
+from litjudge.engine.core.paths import PROJECT_ROOT, data_root
+from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
 
-# Hermetic: no LITJUDGE_* variable of the user's shell changes a test's outcome. Every one is
-# cleared, for the session here and again before each test (`hermetic`, below), and the session's
-# own settings put in their place. What the user's settings locate is kept, resolved: the converted
-# judges (`make run` put them in the model cache), the shared datasets and the papers' prompts.
-# Everything else litjudge keeps outside run folders goes to a temporary folder for the session (a
-# calibration stored by an earlier `plan --calibrate` made a test expecting "not calibrated" fail),
-# and the verdict cache shared by a user's runs is off (each test counts what it generates; the
-# tests of the cache itself switch it on with a path of their own).
-USER_CACHE = cache_dir()
-SESSION_SETTINGS = {
-    "LITJUDGE_MODEL_CACHE": str(model_cache_dir()),
-    "LITJUDGE_DATA_ROOT": str(data_root()),
-    "LITJUDGE_PROMPTS_ROOT": str(prompts_root()),
-    "LITJUDGE_CACHE": tempfile.mkdtemp(prefix="litjudge-test-cache-"),
-    "LITJUDGE_VERDICT_CACHE": "off",
-}
-assert set(SESSION_SETTINGS) <= set(envs.BY_NAME), "a session setting that engine.core.envs does not know"
-
-
-def apply_session_settings(delenv, setenv) -> None:
-    """Every LITJUDGE_* variable cleared (with `delenv`: os.environ.pop, or a monkeypatch's), then
-    the test session's settings set."""
-    for name in [k for k in os.environ if k.startswith("LITJUDGE_")]:
-        delenv(name)
-    for name, value in SESSION_SETTINGS.items():
-        setenv(name, value)
-
-
+# Hermetic: the session's settings replace every LITJUDGE_* variable of the user's shell, here and
+# before each test (tests/session_settings.py says which and why), and every Python process the
+# tests start finds tests/faults/sitecustomize.py (the fault injection of the crash tests).
 apply_session_settings(os.environ.pop, os.environ.__setitem__)
-
-# Fault injection: every Python process the tests start finds tests/faults/sitecustomize.py, which
-# kills a run at a known point when a test asks with LITJUDGE_FAULT_* (see that file).
-FAULTS = str(Path(__file__).resolve().parent / "faults")
-os.environ["PYTHONPATH"] = os.pathsep.join([FAULTS, *filter(None, [os.environ.get("PYTHONPATH")])])
+if FAULTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join([FAULTS, *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture(autouse=True)

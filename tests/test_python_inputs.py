@@ -13,7 +13,6 @@ import polars as pl
 import pytest
 
 import litjudge
-from litjudge.engine.core.config import EngineConfig, SamplingConfig
 from tests.test_cli_probe import PAIRS, cli, one_line, pairs_run
 from tests.test_python_api import COLUMNS, VALUES, pairs, recording
 
@@ -117,10 +116,11 @@ def test_nan_is_one_rule_from_python_and_the_console(tmp_path):
 
 
 def test_typed_configs_generated_now_and_the_verdict_in_the_texts_frame(tmp_path):
-    """EngineConfig and SamplingConfig are taken as the tables they stand for; the manifest counts
+    """litjudge.EngineConfig and SamplingConfig are taken as the tables they stand for; the manifest counts
     what this call generated; `answer` is the text picked, in the text's frame (as `human`), so
     answer == human agrees with the accuracy table where `value == human` did not."""
-    r = call(tmp_path, pairs(), engine=EngineConfig(max_model_len=1024), sampling=SamplingConfig(max_tokens=4))
+    r = call(tmp_path, pairs(), engine=litjudge.EngineConfig(max_model_len=1024),
+             sampling=litjudge.SamplingConfig(max_tokens=4))
     assert r.manifest.raw["config"]["engine"]["max_model_len"] == 1024
     assert r.manifest.raw["config"]["sampling"]["max_tokens"] == 4
     assert r.manifest.generated_now == r.verdicts.height == 24

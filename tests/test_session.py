@@ -84,7 +84,7 @@ def test_two_calls_in_two_threads_keep_their_own_folders_and_caches(tmp_path):
                 results[tag] = litjudge.judge(pairs(6), protocol="pairwise", columns=COLUMNS, values=VALUES,
                                               judge=f"openai-compatible:{server.url}/v1:fake-{tag}", name=tag,
                                               out=tmp_path / f"out-{tag}", cache=tmp_path / f"cache-{tag}.sqlite",
-                                              progress=False, api={"concurrency": 2})
+                                              progress=False, api=litjudge.ApiConfig(concurrency=2))
             except BaseException as exc:  # noqa: BLE001  (reported by the main thread)
                 errors.append(exc)
         threads = [threading.Thread(target=one, args=(t,)) for t in ("a", "b")]

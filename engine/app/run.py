@@ -36,7 +36,7 @@ from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
-from .run_folder import DataRead, claim, claim_of
+from .run_folder import DataRead, checked_data, claim, claim_of
 from .summary import append_history
 
 
@@ -126,10 +126,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     live backends to reuse (one engine kept across runs, as the benchmark and the tests do); those
     are not closed here. `lock`: the folder's RunLock when the caller took it first (to write into
     the folder before the run starts); released here either way. `session`: where run folders and
-    the shared verdict cache are (default: from the environment). A folder holding a finished run
-    of another config or other data is refused (engine.app.run_folder) unless `overwrite`;
-    `switch` names that choice in the refusal. The outcome returned is the first task's (all of
-    them in `outcome.tasks`)."""
+    the verdict cache are. A folder holding another config's or data's run is refused unless
+    `overwrite` (engine.app.run_folder; `switch` names it). The first task's outcome is returned."""
     t0 = time.time()
     session = session or Session.current(progress=progress)
     run_dir = run_dir or run_dir_for(config, session)
@@ -137,18 +135,13 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         config = with_generated_dataset(config, run_dir)
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
-    reads = {} if config.generate.enabled else {name: DataRead.of(prep.context().dataset_path)
-                                                for name, prep in tasks if not prep.card.hub}
+    reads = checked_data(config, [(name, prep.card, prep.protocol.declared.reads, prep.context().dataset_path)
+                                  for name, prep in tasks])
     notes = lost_store_note(run_dir)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     lock = lock or RunLock(run_dir)                # one run per folder at a time
-    try:
-        claim(run_dir, claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values())),
-              overwrite=overwrite, switch=switch)
-    except LitjudgeError:
-        lock.release()
-        raise
-    store = _open_store(run_dir, lock)
+    store = _open_store(run_dir, lock, lambda: claim(run_dir, claim_of(
+        "tasks" if config.tasks else "run", config_dict(config), list(reads.values())), overwrite=overwrite, switch=switch))
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
     cache = open_verdict_cache(session.verdict_cache) if live_judges else None   # recorded judges never read it
@@ -173,10 +166,12 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         _close(state, lock, remove=refused)
 
 
-def _open_store(run_dir: Path, lock: RunLock) -> Store:
-    """The run folder's store, opened under its lock (released again if the store cannot open)."""
-    remove_stale_temporaries(run_dir)
+def _open_store(run_dir: Path, lock: RunLock, claim_folder: Callable[[], None]) -> Store:
+    """The run folder's store, opened under its lock once the folder is this run's to write
+    (`claim_folder`); the lock is released again if either fails."""
     try:
+        claim_folder()
+        remove_stale_temporaries(run_dir)
         return Store.open(run_dir / "store.sqlite")
     except BaseException:
         lock.release()

@@ -27,8 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.config import RunConfig
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import data_identity
+from ..data.cards import DatasetCard
+from ..data.table import check_first
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
 DATASET_LOCATION = ("path", "root", "base", "name", "title")   # where an inline dataset is, not what it holds
@@ -56,6 +59,18 @@ class DataRead:
             raise DataError("the data file changed while the run read it (replaced or rewritten): its verdicts are "
                             "stored, but its tables would mix two versions; run again to judge the file as it is now",
                             path=self.identity["path"])
+
+
+def checked_data(config: RunConfig, tasks: list[tuple[str, DatasetCard, str, Path]]) -> dict[str, DataRead]:
+    """Each task's data (name, card, the kind its protocol reads, location) checked against its maps
+    on its first row, before the folder is claimed (this run's own mistakes first, whatever the
+    folder holds), then read: hashed as it is before anything reads it (a generated or hub dataset
+    is not: it is the config's)."""
+    for _, card, kind, location in tasks:
+        check_first(card, kind, location)
+    if config.generate.enabled:
+        return {}
+    return {name: DataRead.of(location) for name, card, _, location in tasks if not card.hub}
 
 
 def _stamp(location: Path) -> tuple[int, int, int] | None:

@@ -5,8 +5,9 @@ shell's export and a test's monkeypatch are both seen) or the `Session` built fr
 
 A variable set to the empty string counts as unset (`LITJUDGE_CACHE= make run` must not write
 models into the current folder). A value that cannot be read (LITJUDGE_LOCK_WAIT_S=soon) is one
-ConfigError naming the variable. `python -c "from litjudge.engine.core import envs; print(envs.markdown())"`
-prints the table the docs show.
+ConfigError naming the variable (raised here as `Unreadable`, said by its reader).
+`python -c "from litjudge.engine.core import envs; print(envs.markdown())"` prints the table the
+docs show.
 """
 from __future__ import annotations
 
@@ -74,6 +75,15 @@ def _switch(name: str) -> bool:
     return BY_NAME[name].default == "on" if not text else text not in OFF
 
 
+class Unreadable(ValueError):
+    """A variable's value that its kind cannot read; its reader (errors.lock_wait) says it as a
+    ConfigError naming the variable (errors.py imports this module, so this one cannot import it)."""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        super().__init__(message)
+
+
 def _seconds(name: str) -> float:
     text = raw(name) or BY_NAME[name].default
     try:
@@ -81,8 +91,7 @@ def _seconds(name: str) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0:
-        from .errors import ConfigError  # errors.py reads this module; imported only to refuse
-        raise ConfigError(f"expected a number of seconds >= 0, got {text!r}", where="environment", key=name)
+        raise Unreadable(name, f"expected a number of seconds >= 0, got {text!r}")
     return value
 
 

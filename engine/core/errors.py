@@ -77,7 +77,10 @@ LOCK_WAIT_S = 60.0       # how long a run waits for another process's write lock
 
 def lock_wait() -> float:
     """`LITJUDGE_LOCK_WAIT_S` (engine.core.envs; its default is LOCK_WAIT_S)."""
-    return envs.LITJUDGE_LOCK_WAIT_S
+    try:
+        return envs.LITJUDGE_LOCK_WAIT_S
+    except envs.Unreadable as exc:
+        raise ConfigError(str(exc), where="environment", key=exc.name) from None
 
 
 def store_failure(exc: Exception, path: Path) -> Exception:

@@ -137,14 +137,26 @@ def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str,
         else:
             close = difflib.get_close_matches(name, fields, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise DataError(f"[dataset.{section}] names {name!r}, which {kind} data does not have{hint}; "
-                        f"fields: {', '.join(fields)}", path=str(location))
+        verb = "maps" if section == "columns" else "renames values of"
+        raise DataError(f"[dataset.{section}] {verb} {name!r}, which {kind} data does not have{hint} "
+                        f"(fields: {', '.join(fields)})", path=str(location))
     if first is not None:
         absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in first]
         if absent:
             field, column = absent[0]
             raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have "
                             f"(columns: {', '.join(map(str, first))[:300]})", path=str(location))
+
+
+def check_first(card: DatasetCard, kind: str, location: Path, first: dict[str, Any] | None = None) -> None:
+    """A `table` dataset's maps checked against its first row (read now, or `first` as given)
+    before a run writes anything: the file's format, the columns it maps, the fields it names."""
+    if card.loader != "table" or card.hub or kind not in FIELDS:
+        return
+    check_mapping(card, kind, location)
+    if first is None:
+        first = next((rec for _, rec in rows(card, location)), None)
+    check_mapping(card, kind, location, first)
 
 
 def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
