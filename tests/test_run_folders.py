@@ -91,6 +91,27 @@ def test_the_console_refuses_a_reused_name_and_resumes_the_same_run(tmp_path):
     assert manifest["dataset"]["data"]["path"] == str((tmp_path / "b" / "pairs.jsonl").resolve())
 
 
+def test_command_line_overrides_get_a_folder_of_their_own(tmp_path):
+    """`litjudge run CONFIG --judge OTHER` (as the README does after `litjudge run CONFIG`): the
+    config's folder keeps its run, this one goes to a folder beside it, said in one line, and the
+    same command again resumes there."""
+    cfg = pairs_run(tmp_path, name="base")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "base"
+    before = (folder / "manifest.json").read_bytes()
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "B"}) + "\n"
+                             for p in PAIRS for o in ("ab", "ba")))
+    r = cli("run", str(cfg), "--quiet", "--judge", f"replay:{other}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    derived = [p for p in folder.parent.iterdir() if p.name.startswith("base-")]
+    assert len(derived) == 1 and f"this one (--judge) goes to {derived[0]}" in r.stderr
+    assert (folder / "manifest.json").read_bytes() == before
+    again = cli("run", str(cfg), "--quiet", "--judge", f"replay:{other}", cwd=tmp_path)
+    assert again.returncode == 0 and f"Results: {derived[0]}" in again.stdout
+    assert len([p for p in folder.parent.iterdir() if p.name.startswith("base-")]) == 1
+
+
 def test_the_data_file_replaced_while_the_run_reads_it_is_an_error_not_a_wrong_manifest(tmp_path, monkeypatch):
     """The file moved away and another put in its place after the first verdicts are stored: the
     run does not write a manifest naming bytes it did not judge (it named the new file's sha256)."""

@@ -107,5 +107,13 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], sessi
         if moved:
             say(f"litjudge: the old store is kept as {moved}; every verdict is taken again: from the shared verdict "
                 "cache where it holds it, else generated (add --no-cache to generate them all)")
+    # what the command line changed in the run: where the config's folder holds the run without it,
+    # this run gets a folder of its own beside it (`run ttcw-binary.toml --judge gemma3-270m` keeps both)
+    console = asked.switch.startswith("--")
+    derive = "" if asked.rebuild else ", ".join(
+        f"--{key}" if console else f"{key}=" for key, value in (("judge", overrides.get("judge")),
+                                                               ("mode", overrides.get("mode")),
+                                                               ("missing", overrides.get("missing")), ("data", data))
+        if value is not None)
     return Executed("run", run=run(config, progress=progress, generate_only=generate_only, session=session,
-                                   overwrite=asked.overwrite, switch=asked.switch))
+                                   overwrite=asked.overwrite, switch=asked.switch, derive=derive))

@@ -36,7 +36,7 @@ from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
-from .run_folder import DataRead, checked_data, claim, claim_of
+from .run_folder import DataRead, checked_data, claim, claim_of, folder_for
 from .summary import append_history
 
 
@@ -117,7 +117,7 @@ class RunState:
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
         run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False,
         lock: RunLock | None = None, session: Session | None = None, overwrite: bool = False,
-        switch: str = "--overwrite") -> RunOutcome:
+        switch: str = "--overwrite", derive: str = "") -> RunOutcome:
     """Run a config end to end, in named stages: (1) the generation stage of a `[generate]` config
     (`generate_stage`; `generate_only`, or a config without protocol or tasks, stops there); (2)
     each judge in turn, its engine started once for every task of the run (one plan streams over
@@ -127,7 +127,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     are not closed here. `lock`: the folder's RunLock when the caller took it first (to write into
     the folder before the run starts); released here either way. `session`: where run folders and
     the verdict cache are. A folder holding another config's or data's run is refused unless
-    `overwrite` (engine.app.run_folder; `switch` names it). The first task's outcome is returned."""
+    `overwrite` (engine.app.run_folder; `switch` names it), or, when `derive` names the overrides
+    that made this run another, left for a folder beside it. The first task's outcome is returned."""
     t0 = time.time()
     session = session or Session.current(progress=progress)
     run_dir = run_dir or run_dir_for(config, session)
@@ -137,11 +138,12 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     reads = checked_data(config, [(name, prep.card, prep.protocol.declared.reads, prep.context().dataset_path)
                                   for name, prep in tasks])
+    new = claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values()))
+    run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
     notes = lost_store_note(run_dir)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     lock = lock or RunLock(run_dir)                # one run per folder at a time
-    store = _open_store(run_dir, lock, lambda: claim(run_dir, claim_of(
-        "tasks" if config.tasks else "run", config_dict(config), list(reads.values())), overwrite=overwrite, switch=switch))
+    store = _open_store(run_dir, lock, lambda: claim(run_dir, new, overwrite=overwrite, switch=switch))
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
     cache = open_verdict_cache(session.verdict_cache) if live_judges else None   # recorded judges never read it

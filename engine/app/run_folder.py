@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import RunConfig
+from ..core.console import say
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import data_identity
 from ..data.cards import DatasetCard
@@ -137,15 +138,23 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else ())
 
 
+def holds_another(run_dir: Path, new: Claim) -> bool:
+    """Whether the folder holds a finished run of another claim than `new`."""
+    old = recorded_claim(run_dir)
+    return old is not None and not _same(old, new)
+
+
 def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     """Refuse (one ConfigError naming the folder and `switch`) to write `new` into a folder that
     holds a finished run of another claim, unless overwrite is asked for."""
     old = recorded_claim(run_dir)
     if old is None or overwrite or _same(old, new):
         return
+    other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
+             else "give this call another name= (or out=)")
     raise ConfigError(f"holds the results of another run ({difference(old, new)}); a run folder keeps one config "
-                      f"and one dataset: give this run another name, or {switch} to replace that run's tables "
-                      "(its stored verdicts are kept and reused where they match)", where=str(run_dir))
+                      f"and one dataset: {other}, or {switch} to replace that run's tables (its stored verdicts "
+                      "are kept and reused where they match)", where=str(run_dir))
 
 
 def _same(old: Claim, new: Claim) -> bool:
@@ -177,3 +186,14 @@ def difference(old: Claim, new: Claim) -> str:
 def default_name(prefix: str, new: Claim) -> str:
     """A folder name of its own for this config and data (`pairwise-python-1a2b3c4d`)."""
     return f"{prefix}-{new.digest[:8]}"
+
+
+def folder_for(run_dir: Path, new: Claim, *, derive: str, overwrite: bool) -> Path:
+    """Where a run goes: its folder, or, when `derive` names what made this run another (command-line
+    overrides such as "--judge, --mode") and its folder holds the run without them, a folder of its
+    own beside it (`ttcw-binary-1a2b3c4d`), said in one line; the same command again finds it."""
+    if not derive or overwrite or not holds_another(run_dir, new):
+        return run_dir
+    derived = run_dir.with_name(default_name(run_dir.name, new))
+    say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}")
+    return derived
