@@ -158,7 +158,10 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
 
 
 def _same(old: Claim, new: Claim) -> bool:
-    if old.kind != new.kind or _canonical(old.config) != _canonical(new.config):
+    """The same run: kind, config and data (a [generate] stage run alone is the start of the same
+    config's run, which judges what it generated)."""
+    resumed = old.kind == "generation" and new.kind in ("run", "tasks")
+    if (old.kind != new.kind and not resumed) or _canonical(old.config) != _canonical(new.config):
         return False
     return not (old.data and new.data) or old.data == new.data
 
