@@ -1,9 +1,16 @@
 """The three calls: `judge` (your data in memory, one protocol, one or more judges), `run` (a config,
 as the console's `litjudge run` takes it) and `load` (a finished run folder). They drive the same
 engine as the console (config -> plan -> store lookup -> backend -> store -> tables): same store,
-same shared verdict cache, same content keys, so a repeated call generates nothing."""
+same shared verdict cache, same content keys, so a repeated call generates nothing.
+
+Each call has its own Session (engine.core.session): `out=` and `cache=` reach the run as
+arguments, never through the environment, so calls in two threads keep their own folders and
+caches. A run folder keeps one config and one dataset (engine.app.run_folder): `judge()` without a
+`name` gets a folder of its own per config and data; a named folder holding another run is refused
+unless `overwrite=True`."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,87 +22,151 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
-from litjudge.engine.app.execute import execute
+from litjudge.engine.app.execute import Asked, execute
 from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run import run as run_config
+from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
 from litjudge.engine.core.config import load_config, read_toml, valid_name
 from litjudge.engine.core.console import prepare_environment, quiet
 from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, fault
-from litjudge.engine.core.paths import cache_dir, runs_output_dir
+from litjudge.engine.core.manifest import config_dict
 from litjudge.engine.core.run_lock import RunLock
+from litjudge.engine.core.session import Session
+from litjudge.engine.data.cards import dataset_card
+from litjudge.engine.data.table import check_first
+from litjudge.judges import PROTOCOLS
 
+from . import rows as data_rows
+from .python_terms import in_python_terms, plain_table
 from .result import LitjudgeWarning, Result
 
 JUDGE_WHERE = "litjudge.judge()"
 RUN_WHERE = "litjudge.run(dict)"
 INPUT = Path("input") / "data.jsonl"            # where judge() keeps your rows, inside the run folder
+OVERWRITE = "overwrite=True"
 
 
 def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
           columns: Mapping[str, str] | None = None, values: Mapping[str, Mapping[str, str]] | None = None,
           options: Mapping[str, Any] | None = None, mode: str | None = None, name: str | None = None,
           out: str | Path | None = None, cache: bool | str | Path = True, progress: bool = True,
-          **config: Any) -> Result:
+          overwrite: bool = False, **config: Any) -> Result:
     """Judge your rows with one protocol and one or more judges, and return the run's tables.
 
     `data`: a polars or pandas DataFrame, a Hugging Face `Dataset`, a list of dicts, or a file path
     (JSONL, CSV, Parquet). `columns` maps the protocol's fields to your column names (as a config's
     `[dataset.columns]`: ``{"text_a": "story_1", "label": "winner"}``), `values` renames your values
     (``{"label": {"model_a": "a"}}``). Anything else a run config says goes in `**config`
-    (``limit=10``, ``sampling={...}``, ``engine={...}``, ``api={...}``). The run folder is
-    `out/name` (default runs/out/<protocol>-python); `cache`: True for the shared verdict cache,
-    False for none, or a path."""
-    table: dict[str, Any] = {"name": name or f"{protocol}-python", "protocol": protocol, "judge": judge, **config}
-    for key, value in (("mode", mode), ("options", options)):
-        if value is not None:
-            table[key] = dict(value) if isinstance(value, Mapping) else value
-    if "dataset" in table:
-        raise ConfigError("give the rows as `data` (judge() builds the dataset from them)", where=JUDGE_WHERE,
-                          key="dataset")
-    if not valid_name(table["name"]):
-        raise ConfigError(f"use letters, digits, '-' and '_' only, got {table['name']!r}", where=JUDGE_WHERE, key="name")
-    with _engine_session(cache, out):
-        run_dir = runs_output_dir() / table["name"]
-        in_memory = not isinstance(data, (str, os.PathLike))
-        path = run_dir / INPUT if in_memory else _existing_file(data)
-        table["dataset"] = {"name": "python", "title": "your data (litjudge.judge)", "loader": "table",
-                            "path": str(path), "root": "card", "columns": dict(columns or {}),
-                            "values": {k: dict(v) for k, v in (values or {}).items()}}
-        cfg = load_config(JUDGE_WHERE, table)         # every key checked before anything is written
-        rows = _records(data) if in_memory else None
+    (``limit=10``, ``sampling=SamplingConfig(...)``, ``engine=EngineConfig(...)``, ``api={...}``).
+    The run folder is `out/name` (`out`: default runs/out; `name`: default
+    ``<protocol>-python-<8 hex>``, one folder per config and data, so a repeated call resumes and a
+    call on other rows never answers with these); a named folder holding another run's results is
+    refused unless `overwrite=True`. `cache`: True for the shared verdict cache, False for none, or
+    a path."""
+    session = Session.current(out=out, cache=cache, progress=progress)
+    table = _judge_table(protocol, judge, columns, values, options, mode, name, config)
+    in_memory = not isinstance(data, (str, os.PathLike))
+    with _engine_session(session):
+        given = session.runs_dir / INPUT if in_memory else _existing_file(data)
+        cfg = load_config(JUDGE_WHERE, {**table, "dataset": {**table["dataset"], "path": str(given)}})
+        try:                                          # every key checked before anything is read or written
+            lines, first = _rows_of(data, table) if in_memory else (None, None)
+            _check_columns(cfg, given, first)         # this call's own mapping, whatever a folder holds
+        except DataError as exc:
+            raise _your_rows(exc) if in_memory and exc.path == str(given) else exc from None
+        read = _read_of(lines) if lines is not None else DataRead.of(given)
+        new = claim_of("run", config_dict(cfg), [read])
+        run_dir = session.run_dir(name or default_name(f"{protocol}-python", new))
+        path = run_dir / INPUT if in_memory else given
+        cfg = load_config(JUDGE_WHERE, {**table, "name": run_dir.name, "dataset": {**table["dataset"], "path": str(path)}})
         created = not run_dir.exists()
         lock = RunLock(run_dir)                       # taken before the rows are written into the folder
         try:
-            if rows is not None:
-                _write_rows(rows, path)
-            outcome = run_config(cfg, progress=progress, run_dir=run_dir, lock=lock)
+            claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
+            if lines is not None:
+                _write_rows(lines, path)
+            outcome = run_config(cfg, progress=progress, run_dir=run_dir, lock=lock, session=session,
+                                 overwrite=overwrite, switch=OVERWRITE)
         except LitjudgeError as exc:
             lock.release()
             if created and not (run_dir / "store.sqlite").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)   # a refusal leaves no folder behind
             if isinstance(exc, DataError) and in_memory and exc.path == str(path):
-                raise DataError(exc.message, path="data", row=exc.row) from None   # your rows, not our file
+                raise _your_rows(exc) from None
             raise
         finally:
             lock.release()
     return _finished(outcome.run_dir)
 
 
+def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: Any, options: Any, mode: str | None,
+                 name: str | None, config: dict[str, Any]) -> dict[str, Any]:
+    """judge()'s arguments as a run config's table (typed config objects as their tables), checked
+    for what only judge() takes: the name, `dataset`, and the shapes of `columns` and `values`."""
+    table: dict[str, Any] = {"name": name or f"{protocol}-python", "protocol": protocol, "judge": judge,
+                             **{k: plain_table(v, k) for k, v in config.items()}}
+    for key, value in (("mode", mode), ("options", options)):
+        if value is not None:
+            table[key] = plain_table(value, key)
+    if "dataset" in table:
+        raise ConfigError("give the rows as `data` (judge() builds the dataset from them)", where=JUDGE_WHERE,
+                          key="dataset")
+    if not valid_name(table["name"]):
+        raise ConfigError(f"use letters, digits, '-' and '_' only, got {table['name']!r}", where=JUDGE_WHERE, key="name")
+    if columns is not None and not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
+        raise ConfigError('expected a dict of field -> your column name, e.g. columns={"text_a": "story_1"}',
+                          where=JUDGE_WHERE, key="columns")
+    if values is not None and not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
+        raise ConfigError('expected a dict of field -> {your value: litjudge\'s}, e.g. values={"label": {"first": "a"}}',
+                          where=JUDGE_WHERE, key="values")
+    table["dataset"] = {"name": "python", "title": "your data (litjudge.judge)", "loader": "table", "root": "card",
+                        "columns": {str(k): v for k, v in (columns or {}).items()},
+                        "values": {str(k): {str(a): b for a, b in v.items()} for k, v in (values or {}).items()}}
+    return table
+
+
+def _rows_of(data: Any, table: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """Your rows as the file judge() writes, and the first row as the loader will read it."""
+    rows = data_rows.records(data, table["dataset"]["columns"])
+    lines = data_rows.jsonl(rows)
+    return lines, json.loads(lines.split(b"\n", 1)[0])
+
+
+def _check_columns(cfg: Any, location: Path, first: dict[str, Any] | None) -> None:
+    """The columns and values maps against the protocol's fields and the data's first row, now:
+    before a folder is chosen or written (the loader checks the same again as it reads)."""
+    try:
+        kind = PROTOCOLS.get(cfg.protocol).declared.reads
+    except ConfigError:
+        return                                        # the run names an unknown protocol, in its own words
+    check_first(dataset_card(cfg.dataset, cfg.source, cfg.protocol), kind, location, first)
+
+
+def _read_of(lines: bytes) -> DataRead:
+    """The identity of rows not yet written: what RUN/input/data.jsonl will hold."""
+    return DataRead({"sha256": hashlib.sha256(lines).hexdigest(), "bytes": len(lines)}, None)
+
+
+def _your_rows(exc: DataError) -> DataError:
+    """A bad row of RUN/input/data.jsonl named as your data's row (line n is row n)."""
+    return DataError(f"row {exc.row}: {exc.message}" if exc.row else exc.message, path=data_rows.WHERE)
+
+
 def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None, cache: bool | str | Path = True,
-        progress: bool = True, **overrides: Any) -> Result:
+        progress: bool = True, overwrite: bool = False, **overrides: Any) -> Result:
     """Run a config as `litjudge run` does: a TOML file's path (or a committed config's name, e.g.
     "demo"), or the same table as a dict. A sweep ([matrix]) returns the sweep's ranking; a run of
     several tasks returns every task in `Result.tasks`. `overrides` replace the config's keys
-    (``limit=2``, ``judge="replay:gpt4"``); `out` is the folder run folders go in (default runs/out)."""
+    (``limit=2``, ``judge="replay:gpt4"``); `out` is the folder run folders go in (default runs/out);
+    a folder holding another config's or other data's results is refused unless `overwrite=True`."""
     if isinstance(config, Mapping):
-        table, where = json.loads(json.dumps(dict(config), default=str)), RUN_WHERE
+        table, where = json.loads(json.dumps(plain_table(config, "config"), default=str)), RUN_WHERE
     else:
         table, where = read_toml(config), str(config)
-    given = {k: v for k, v in overrides.items() if v is not None}
-    with _engine_session(cache, out):
-        done = execute(table, where, given, progress=progress)
+    given = {k: plain_table(v, k) for k, v in overrides.items() if v is not None}
+    session = Session.current(out=out, cache=cache, progress=progress)
+    with _engine_session(session):
+        done = execute(table, where, given, session, Asked(overwrite=overwrite, switch=OVERWRITE))
     if done.kind == "ensemble" and done.ensemble is None:
         raise LitjudgeError(f"{where}: the ensemble was not built: a member run left "
                             f"{sum(m.unanswered for m in done.incomplete)} requests unanswered; run it "
@@ -126,90 +197,47 @@ def _existing_file(data: str | os.PathLike) -> Path:
     return path
 
 
-def _write_rows(rows: list[dict[str, Any]], target: Path) -> None:
+def _write_rows(data: bytes, target: Path) -> None:
     """Rows in memory as RUN/input/data.jsonl, the file the `table` loader reads (rewritten only when
     they change), so the run folder holds what was judged and `litjudge reparse` can read it again."""
-    lines = []
-    for n, row in enumerate(rows):
-        try:
-            lines.append(json.dumps(row, ensure_ascii=False, default=str, allow_nan=False) + "\n")
-        except ValueError:
-            raise DataError(f"row {n} holds NaN or an infinite number: leave the value out (null) or give a "
-                            "number", path="data") from None
-    data = "".join(lines).encode()
     if target.exists() and target.read_bytes() == data:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     write_file(target, lambda tmp: tmp.write_bytes(data))
 
 
-def _records(data: Any) -> list[dict[str, Any]]:
-    """Rows as dicts, from polars, pandas, a Hugging Face Dataset or a list of dicts (missing
-    values, pandas' NaN included, become null)."""
-    if isinstance(data, pl.DataFrame):
-        frame = data
-    elif type(data).__module__.startswith("pandas"):
-        frame = pl.from_pandas(data, nan_to_null=True)
-    elif type(data).__module__.startswith("datasets"):
-        frame = pl.from_arrow(data.data.table) if hasattr(data, "data") else pl.DataFrame(list(data))
-    elif isinstance(data, list):
-        if not all(isinstance(r, Mapping) for r in data):
-            bad = next(i for i, r in enumerate(data) if not isinstance(r, Mapping))
-            raise DataError(f"row {bad} is a {type(data[bad]).__name__}, not a dict of column -> value", path="data")
-        rows = [dict(r) for r in data]
-    else:
-        raise DataError(f"a {type(data).__name__} is not data litjudge reads: give a polars or pandas DataFrame, "
-                        "a Hugging Face Dataset, a list of dicts or a file path", path="data")
-    if not isinstance(data, list):
-        floats = [c for c, t in frame.schema.items() if t.is_float()]
-        rows = frame.with_columns(pl.col(c).fill_nan(None) for c in floats).to_dicts()
-    if not rows:
-        raise DataError("no rows to judge (the data is empty)", path="data")
-    return rows
-
-
 @contextmanager
 def _errors() -> Iterator[None]:
-    """Failures a user can cause, raised as LitjudgeError with the console's one-line message."""
+    """Failures a user can cause, raised as LitjudgeError with the console's one-line message, in
+    Python's terms (`columns=` and `values=`, not the config file's tables)."""
     try:
         yield
     except GrammarError as exc:
         raise ConfigError(str(exc)) from None
-    except LitjudgeError:
-        raise
+    except LitjudgeError as exc:
+        translated = in_python_terms(exc)
+        if translated is exc:
+            raise
+        raise translated from None
     except OSError as exc:
         raise fault(exc, exc.filename or "a file") from None
 
 
 @contextmanager
-def _engine_session(cache: bool | str | Path, out: str | Path | None = None) -> Iterator[None]:
-    """What `litjudge` sets around a command, for one call: the verdict cache and output folder
-    asked for, third-party log lines into a log file (the notebook shows litjudge's progress and
-    nothing else), and errors as LitjudgeError. The environment is restored afterwards."""
-    saved = {k: os.environ.get(k) for k in ("LITJUDGE_VERDICT_CACHE", "LITJUDGE_RUNS_DIR")}
-    if cache is False:
-        os.environ["LITJUDGE_VERDICT_CACHE"] = "off"
-    elif cache is not True:
-        os.environ["LITJUDGE_VERDICT_CACHE"] = str(Path(cache).expanduser().resolve())
-    if out is not None:
-        os.environ["LITJUDGE_RUNS_DIR"] = str(Path(out).expanduser().resolve())
+def _engine_session(session: Session) -> Iterator[None]:
+    """What `litjudge` sets around a command, for one call: third-party libraries' own settings
+    (once per process), their log lines into a log file (the notebook shows litjudge's progress and
+    the result, nothing else), and errors as LitjudgeError. litjudge's own settings are the
+    session's: nothing here writes a LITJUDGE_* variable."""
     prepare_environment(verbose=False)
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")     # in-process engine, as the console
-    log = cache_dir() / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    try:
-        with _errors(), quiet(log, enabled=_stderr_is_fd2()):
-            yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    log = session.cache_dir / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    with _errors(), quiet(log, enabled=True, stream=None if _stderr_is_fd2() else sys.stderr):
+        yield
 
 
 def _stderr_is_fd2() -> bool:
     """Whether sys.stderr is the process's fd 2 (a terminal or a file) rather than a notebook's
-    stream: only then is fd 2 moved to the log (in a notebook, fd 2 is the kernel's own log)."""
+    stream (ipykernel's, which also forwards what C code writes to fd 2 into the cell)."""
     try:
         return sys.stderr.fileno() == 2
     except (AttributeError, OSError, ValueError):

@@ -17,6 +17,21 @@ from litjudge.engine.core.errors import ConfigError, StoreError
 from litjudge.judges import PROTOCOLS
 
 
+def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The verdicts with `answer`, the verdict in the text's frame, as the protocol reads it (its
+    `human_view`, the report's item viewer's): pairwise "a" / "b" / "tie" naming the text picked
+    whichever order it was shown in (`label` / `value` name the position shown: A is the text shown
+    first), TTCW "Yes" / "No"; `human` is always in the text's frame. Unchanged where the protocol
+    gives no answer of its own."""
+    if "answer" in verdicts.columns or not verdicts.height or protocol not in PROTOCOLS:
+        return verdicts
+    indexed = verdicts.with_row_index("_row")
+    view = PROTOCOLS.get(protocol)().human_view(indexed, tables)
+    if "answer" not in view.columns or "_row" not in view.columns or view.height != verdicts.height:
+        return verdicts
+    return verdicts.with_columns(view.sort("_row")["answer"].cast(pl.Utf8).alias("answer"))
+
+
 class LitjudgeWarning(UserWarning):
     """A run finished but its result is partial or empty (what the console's exit status 3 or 4 says)."""
 
@@ -24,7 +39,8 @@ class LitjudgeWarning(UserWarning):
 @dataclass(frozen=True)
 class Result:
     """A finished run. `tables` are the run's tables (the files in RUN/tables, by name); `verdicts`
-    has one row per verdict; a run of several tasks keeps each task's Result in `tasks` (the first
+    has one row per verdict (RUN/verdicts.parquet, with `answer`: the verdict in the text's frame,
+    see `with_answer`); `run_dir` is absolute; a run of several tasks keeps each task's Result in `tasks` (the first
     task's tables stand at the top); a sweep's tables are `sweep_metrics` and `sweep_ranking`."""
 
     run_dir: Path
@@ -36,7 +52,8 @@ class Result:
 
     @classmethod
     def open(cls, run_dir: str | Path) -> Result:
-        path = Path(run_dir).expanduser()
+        """A finished run folder; `run_dir` is kept absolute, as `judge()` returns it."""
+        path = Path(run_dir).expanduser().resolve()
         if not path.is_dir():
             raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
         manifest = read_manifest(path)
@@ -54,7 +71,8 @@ class Result:
         verdicts_file = path / "verdicts.parquet"
         if not verdicts_file.exists():
             raise StoreError(f"{path}: no verdicts.parquet; `litjudge reparse {path}` rebuilds it from the store")
-        return cls(path, "run", loaded.manifest, loaded.tables, read_table(verdicts_file))
+        verdicts = with_answer(loaded.manifest.protocol, read_table(verdicts_file), loaded.tables)
+        return cls(path, "run", loaded.manifest, loaded.tables, verdicts)
 
     @property
     def summary(self) -> dict[str, pl.DataFrame]:

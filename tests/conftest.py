@@ -9,22 +9,23 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-# The verdict cache shared by a user's runs is off in tests (each test counts what it generates);
-# the tests of the cache itself switch it on with a path of their own.
-os.environ.setdefault("LITJUDGE_VERDICT_CACHE", "off")
 
-import tempfile
+from litjudge.engine.core.paths import PROJECT_ROOT, data_root
+from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
 
-from litjudge.engine.core.paths import PROJECT_ROOT, cache_dir, data_root
+# Hermetic: the session's settings replace every LITJUDGE_* variable of the user's shell, here and
+# before each test (tests/session_settings.py says which and why), and every Python process the
+# tests start finds tests/faults/sitecustomize.py (the fault injection of the crash tests).
+apply_session_settings(os.environ.pop, os.environ.__setitem__)
+if FAULTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join([FAULTS, *filter(None, [os.environ.get("PYTHONPATH")])])
 
-# A test run never reads or writes the user's own litjudge files (a calibration stored by an
-# earlier `plan --calibrate` made a test expecting "not calibrated" fail): everything litjudge keeps
-# outside run folders goes to a temporary folder for the session, except the converted judges,
-# which are read where `make run` put them, and the data root, kept where it is.
-os.environ.setdefault("LITJUDGE_MODEL_CACHE", str(cache_dir()))
-os.environ.setdefault("LITJUDGE_DATA_ROOT", str(data_root()))
-USER_CACHE = cache_dir()
-os.environ["LITJUDGE_CACHE"] = tempfile.mkdtemp(prefix="litjudge-test-cache-")
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch):
+    """Each test starts from the session's settings, whatever the shell or an earlier test set."""
+    apply_session_settings(monkeypatch.delenv, monkeypatch.setenv)
+
 
 DATA = data_root()
 needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),

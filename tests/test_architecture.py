@@ -248,9 +248,9 @@ def test_a_new_protocol_is_one_file_and_one_line(smollm, runs_dir):
 
 
 # The kernel every stage shares; what only local engines need lives in engine/backends/local.
-KERNEL = {"backend", "cache", "config", "console", "distribution", "errors", "manifest", "paths", "planner",
-          "plan_process", "progress",
-          "registry", "requests", "run_lock", "runner", "sampling", "schema", "settings", "store", "verdicts"}
+KERNEL = {"backend", "cache", "config", "console", "distribution", "envs", "errors", "hooks", "manifest", "paths",
+          "planner", "plan_process", "progress", "registry", "requests", "run_lock", "runner", "sampling", "schema",
+          "session", "settings", "store", "verdicts"}
 SQL = __import__("re").compile(r"\b(SELECT .* FROM|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE|ALTER TABLE)\b")
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from litjudge.engine.core.cache import claim
+from litjudge.engine.core.cache import claim_role
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.store import Store
 from tests.fake_api import FakeAPI
@@ -54,15 +54,15 @@ def test_a_run_store_is_refused_as_a_cache(api, tmp_path):
 
 
 def test_a_cache_is_marked_and_never_opened_as_a_run_store(tmp_path):
-    claim(Store.open(tmp_path / "verdicts.sqlite"), "cache").close()
+    claim_role(Store.open(tmp_path / "verdicts.sqlite"), "cache").close()
     with pytest.raises(ConfigError, match="is a verdict cache, not a run folder's store"):
-        claim(Store.open(tmp_path / "verdicts.sqlite"), "run")
+        claim_role(Store.open(tmp_path / "verdicts.sqlite"), "run")
     old = tmp_path / "old.sqlite"                       # an unmarked cache of an older litjudge: no plan rows
     Store.open(old).close()
-    claim(Store.open(old, readonly=True), "run", mark=False).close()    # read only: nothing decided, nothing written
-    claim(Store.open(old), "cache").close()             # taken as a cache, and marked as one
+    claim_role(Store.open(old, readonly=True), "run", mark=False).close()    # read only: nothing decided, nothing written
+    claim_role(Store.open(old), "cache").close()             # taken as a cache, and marked as one
     with pytest.raises(ConfigError, match="is a verdict cache"):
-        claim(Store.open(old), "run")
+        claim_role(Store.open(old), "run")
 
 
 def test_a_folder_given_as_the_cache_holds_its_file(api, tmp_path):

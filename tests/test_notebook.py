@@ -2,6 +2,7 @@
 bottom: a real Jupyter kernel (ipykernel) driven by nbclient, the replay judge and the default local
 judge (smollm2-135m under vLLM), the report shown inline."""
 import os
+import re
 import shutil
 
 import nbformat
@@ -27,6 +28,16 @@ def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
     html = "\n".join(o.get("data", {}).get("text/html", "") for out in outputs.values() for o in out)
     assert "8 verdicts (0 unparsed)" in html                  # the replay Result's own view
     assert "<iframe srcdoc=" in html and "section class=&#x27;viewer&#x27;" in html
+    # a cell shows its result, and the local judge's cell its progress bar too: nothing else (vLLM's
+    # and torch's warnings, a TqdmWarning, IPython's IFrame hint: in the run's engine.log)
+    streams = {i: "".join(o.get("text", "") for o in out if o.get("output_type") == "stream")
+               for i, out in outputs.items()}
+    local = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "quickstart-local" in c.source)
+    bar = [line for line in re.split(r"[\r\n]+", streams.pop(local)) if line.strip()]
+    assert bar and all(line.startswith("smollm2-135m: ") and "req" in line for line in bar), bar
+    assert not any(streams.values()), {i: text[:300] for i, text in streams.items() if text}
+    assert all(o.get("output_type") in ("execute_result", "display_data") for out in outputs.values() for o in out
+               if o.get("output_type") != "stream")
     for name in ("quickstart-replay", "quickstart-local"):
         assert (tmp_path / "runs" / name / "verdicts.parquet").exists()
     assert (tmp_path / "runs" / "quickstart-replay" / "report" / "report.html").exists()

@@ -122,8 +122,9 @@ def test_missing_values_and_hugging_face_datasets(tmp_path):
 @pytest.mark.parametrize(("data", "kw", "kind", "words"), [
     ("nope.jsonl", {}, "DataError", ["no such file"]),
     ([], {}, "DataError", ["no rows"]),
-    ([{"id": "p0"}, "text"], {}, "DataError", ["row 1 is a str"]),
-    ([{"id": "p0", "story_1": math.inf}], {}, "DataError", ["row 0", "NaN or an infinite"]),
+    ([{"id": "p0"}, "text"], {}, "DataError", ["row 2 is a str"]),
+    ([{**pairs(1)[0], "story_1": math.inf}], {}, "DataError", ["data: row 1: field 'text_a' (column 'story_1')",
+                                                             "should be text, got inf"]),
     (42, {}, "DataError", ["int is not data"]),
     (None, {"limt": 3}, "ConfigError", ["litjudge.judge(): limt: unknown key (did you mean 'limit'?)"]),
     (None, {"name": "../x"}, "ConfigError", ["name", "letters, digits"]),

@@ -32,8 +32,8 @@ from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_table
 from ..core.config import config_path, load_config, read_toml, valid_name
 from ..core.errors import ConfigError
 from ..core.manifest import git_commit, litjudge_version, machine
-from ..core.paths import runs_output_dir
 from ..core.schema import build, check_field
+from ..core.session import Session
 from ..core.store import Store
 from .console_tables import print_table
 from .manifest import RunManifest
@@ -98,7 +98,8 @@ def check_ensemble(name: str, cascade: list[str] | None, jury: list[str] | None,
 
 
 def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: list[str] | None, target: float,
-             delta: float, calibration_fraction: float, seed: int) -> tuple[Path, dict[str, pl.DataFrame]]:
+             delta: float, calibration_fraction: float, seed: int,
+             session: Session | None = None) -> tuple[Path, dict[str, pl.DataFrame]]:
     check_ensemble(name, cascade, jury, target, delta, calibration_fraction, seed)
     frame = combined_frame(run_dirs)
     judges = sorted(set(frame["judge"].to_list()))
@@ -114,7 +115,7 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
             tables |= jury_tables(frame, JuryOptions(jury, calibration_fraction, seed))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    out = runs_output_dir() / name
+    out = (session or Session.current()).run_dir(name)
     out.mkdir(parents=True, exist_ok=True)
     write_tables(out, tables)
     manifest = {"kind": "ensemble", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "litjudge": litjudge_version(),
@@ -189,17 +190,18 @@ def member_config(cfg: EnsembleConfig, member: dict[str, Any], limit: int | None
 
 
 def run_ensemble(cfg: EnsembleConfig, limit: int | None = None,
-                 progress: bool = True) -> tuple[Path | None, dict, list[RunManifest]]:
+                 session: Session | None = None) -> tuple[Path | None, dict, list[RunManifest]]:
     """Each member run (resuming: stored verdicts are not generated again), then the ensemble. A
     member that left requests unanswered (an API outage) is incomplete: the ensemble is not built
     from part of it (nor its outage blamed on the data); its manifest comes back, and the command
     exits 3 as a run does: the same command again asks the missing requests and builds it."""
     configs = [member_config(cfg, m, limit, where=f"{cfg.source} runs[{k}]") for k, m in enumerate(cfg.runs)]
-    outcomes = [run(config, progress=progress) for config in configs]
+    session = session or Session.current()
+    outcomes = [run(config, progress=session.progress, session=session) for config in configs]
     unanswered = [o.manifest for o in outcomes if o.manifest.unanswered]
     if unanswered:
         return None, {}, unanswered
-    out, tables = ensemble([str(o.run_dir) for o in outcomes], cfg.name, *cfg.settings())
+    out, tables = ensemble([str(o.run_dir) for o in outcomes], cfg.name, *cfg.settings(), session=session)
     return out, tables, []
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from ..backends.prices import one_budget
 from ..core.config import config_kind, load_config
 from ..core.errors import ConfigError
+from ..core.session import Session
 from ..data.cards import dataset_card, with_data
 from .ensemble import load_ensemble, run_ensemble
 from .manifest import RunManifest
@@ -42,19 +43,32 @@ class Executed:
         return self.ensemble[0] if self.ensemble else None
 
 
-def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, data: str | None = None,
-            generate_only: bool = False, rebuild: bool = False, progress: bool = True) -> Executed:
+@dataclass(frozen=True)
+class Asked:
+    """How to run a config beyond the config itself: `data`, a file read in the config's dataset
+    layout; `generate_only`, the [generate] stage alone; `rebuild`, move the run's store aside first
+    (every verdict taken again); `overwrite`, replace a folder's run of another config or data, a
+    choice the refusal names as `switch`."""
+
+    data: str | None = None
+    generate_only: bool = False
+    rebuild: bool = False
+    overwrite: bool = False
+    switch: str = "--overwrite"
+
+
+def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], session: Session,
+            asked: Asked = Asked()) -> Executed:
     """Run the config `table` (read from `where`) with `overrides` (None: not given), as its kind
-    says. `data`: a file read in the config's dataset layout; `generate_only`: the [generate] stage
-    alone; `rebuild`: move the run's store aside first (every verdict taken again). Every API judge
-    of it counts against one budget (`[api] max_cost_usd`, `max_tokens_total`)."""
+    says, in `session` (where run folders and the verdict cache are, progress). Every API judge of
+    it counts against one budget (`[api] max_cost_usd`, `max_tokens_total`)."""
     with one_budget():
-        return _execute(table, where, overrides, data=data, generate_only=generate_only, rebuild=rebuild,
-                        progress=progress)
+        return _execute(table, where, overrides, session, asked)
 
 
-def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, data: str | None,
-             generate_only: bool, rebuild: bool, progress: bool) -> Executed:
+def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], session: Session,
+             asked: Asked) -> Executed:
+    data, generate_only, progress = asked.data, asked.generate_only, session.progress
     kind = config_kind(table)
     if kind in ("sweep", "ensemble") and generate_only:
         if "generate" not in table:
@@ -63,7 +77,8 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, da
         kind = "run"
     if kind == "sweep":
         swept = load_sweep(where, data=data, table=table, **overrides)
-        return Executed("sweep", sweep=run_sweep(swept, progress=progress, rebuild=rebuild), swept=swept)
+        return Executed("sweep", sweep=run_sweep(swept, session, overwrite=asked.overwrite, switch=asked.switch,
+                                                 rebuild=asked.rebuild), swept=swept)
     if kind == "ensemble":
         given = [flag for flag, value in (("--judge", overrides.get("judge")), ("--mode", overrides.get("mode")),
                                           ("--data", data), ("--missing", overrides.get("missing")))
@@ -71,7 +86,7 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, da
         if given:
             raise ConfigError(f"{given[0]} does not apply to an ensemble config: it pools its member runs' judges; "
                               "set it in a member ([[runs]] judge = ..., mode = ...) instead", where=where)
-        out, tables, unanswered = run_ensemble(load_ensemble(where, table), overrides.get("limit"), progress=progress)
+        out, tables, unanswered = run_ensemble(load_ensemble(where, table), overrides.get("limit"), session)
         if out is None:
             return Executed("ensemble", incomplete=tuple(unanswered))
         return Executed("ensemble", ensemble=(out, tables))
@@ -86,6 +101,15 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], *, da
                               + ": give the data in the config instead", where=config.source)
         config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,
                                                                             config.protocol), data))
-    if rebuild:
-        rebuild_store(run_dir_for(config))
-    return Executed("run", run=run(config, progress=progress, generate_only=generate_only))
+    if asked.rebuild:
+        rebuild_store(run_dir_for(config, session))              # says where the old store went
+    # what the command line changed in the run: where the config's folder holds the run without it,
+    # this run gets a folder of its own beside it (`run ttcw-binary.toml --judge gemma3-270m` keeps both)
+    console = asked.switch.startswith("--")
+    derive = "" if asked.rebuild else ", ".join(
+        f"--{key}" if console else f"{key}=" for key, value in (("judge", overrides.get("judge")),
+                                                               ("mode", overrides.get("mode")),
+                                                               ("missing", overrides.get("missing")), ("data", data))
+        if value is not None)
+    return Executed("run", run=run(config, progress=progress, generate_only=generate_only, session=session,
+                                   overwrite=asked.overwrite, switch=asked.switch, derive=derive))

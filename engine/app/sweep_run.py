@@ -29,20 +29,21 @@ from litjudge.judges.contract import Declaration
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import claim, open_verdict_cache
+from ..core.cache import claim_role, open_verdict_cache
 from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
-from ..core.paths import runs_output_dir
 from ..core.planner import StreamPlanner, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
+from ..core.session import Session
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .run import PreparedRun, prepare
+from .run_folder import claim, claim_of
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
@@ -100,14 +101,16 @@ def work(sweep: Sweep, cells: list[tuple[Cell, PreparedRun]]) -> list[JudgeWork]
     return list(by_judge.values())
 
 
-def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
+def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str, Any]]:
     """Per judge, without loading any engine: requests, distinct requests, prompt tokens, distinct
     prefill tokens after prefix sharing, what was left out as too long, how many distinct requests
     are already stored (in the run's folder or the shared verdict cache) and what is left to
     generate and prefill, and a sample of distinct requests left to generate (for a calibration).
-    Streams: the plan is never held whole."""
+    Streams: the plan is never held whole. `session`: where the run folder and the verdict cache are."""
     rows = []
-    stores = [s for s in (_existing(runs_output_dir() / sweep.name / "store.sqlite"), open_verdict_cache(readonly=True))
+    session = session or Session.current()
+    stores = [s for s in (_existing(session.run_dir(sweep.name) / "store.sqlite"),
+                          open_verdict_cache(session.verdict_cache, readonly=True))
               if s is not None]
     try:
         for w in work(sweep, prepared_cells(sweep)):
@@ -145,36 +148,44 @@ def plan_summary(sweep: Sweep) -> list[dict[str, Any]]:
 
 def _existing(path: Path | None) -> Store | None:
     """A store to read, only where one already is (planning never creates a run folder)."""
-    return claim(Store.open(path, create=False, readonly=True), "run", mark=False) if path is not None and path.exists() \
-        else None
+    if path is None or not path.exists():
+        return None
+    return claim_role(Store.open(path, create=False, readonly=True), "run", mark=False)
 
 
-def run_sweep(sweep: Sweep, *, progress: bool = True, rebuild: bool = False) -> SweepOutcome:
-    """`rebuild` (--rebuild-store): the sweep folder's store moved aside first, under its lock."""
+def run_sweep(sweep: Sweep, session: Session | None = None, *, overwrite: bool = False,
+              switch: str = "--overwrite", rebuild: bool = False) -> SweepOutcome:
+    """The sweep in `session` (its folder under the session's runs folder; refused, unless
+    `overwrite`, where that folder holds another run: engine.app.run_folder). `rebuild`
+    (--rebuild-store): the sweep folder's store moved aside first, under its lock."""
     t0 = time.time()
+    session = session or Session.current()
     protocol = PROTOCOLS.get(sweep.base.protocol)()
     cells = prepared_cells(sweep)
-    run_dir = runs_output_dir() / sweep.name
+    run_dir = session.run_dir(sweep.name)
     lock = RunLock(run_dir)                        # one run per folder at a time
-    remove_stale_temporaries(run_dir)
     try:
+        claim(run_dir, claim_of("sweep", config_dict(sweep.base), [], axes=sweep.axes, post=sweep.post,
+                                rank_by=sweep.rank_by, cells=cell_table(sweep)), overwrite=overwrite, switch=switch)
+        remove_stale_temporaries(run_dir)
         if rebuild:
             rebuild_store(run_dir)
         with fewer_collections():
-            return _run_sweep(sweep, protocol, cells, run_dir, t0, progress)
+            return _run_sweep(sweep, protocol, cells, run_dir, t0, session)
     finally:
         lock.release()
 
 
 def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
-               progress: bool) -> SweepOutcome:
-    store = claim(Store.open(run_dir / "store.sqlite"), "run")           # never a verdict cache
+               session: Session) -> SweepOutcome:
+    progress = session.progress
+    store = claim_role(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
     store.meta(KEY_ENV_NOTE, sweep.base.api.key_env)                     # for `status --cancel-batches` after a kill
     log_to(run_dir / "engine.log")
     cache: Store | None = None
     judge_runs: list[JudgeRun] = []
     try:
-        cache = open_verdict_cache()
+        cache = open_verdict_cache(session.verdict_cache)
         for w in work(sweep, cells):
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
@@ -196,7 +207,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 2),
         "source": sweep.source, "config": config_dict(sweep.base), "axes": sweep.axes, "post": sweep.post,
         "rank_by": sweep.rank_by, "multiple_comparisons": MULTIPLE_COMPARISONS,
-        "cells": [{"id": c.id, **{k: v for k, v in c.values.items()}} for c in sweep.cells],
+        "cells": cell_table(sweep),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": round(j.seconds, 2),
                     "unanswered": j.unanswered, "from_cache": j.from_cache,
                     **{k: v for k, v in j.backend.items() if k != "throughput"}} for j in judge_runs],
@@ -211,6 +222,11 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
     }
     write_sweep(run_dir, metrics, ranking, manifest)
     return SweepOutcome(run_dir, metrics, ranking, RunManifest.of(manifest))
+
+
+def cell_table(sweep: Sweep) -> list[dict[str, Any]]:
+    """The cells as the manifest records them (and a folder's claim compares): id and axis values."""
+    return [{"id": c.id, **c.values} for c in sweep.cells]
 
 
 def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: JudgeSpec) -> Context:

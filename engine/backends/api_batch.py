@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -36,6 +35,7 @@ from typing import Any
 
 from ..core.console import say
 from ..core.errors import BackendUnavailable
+from ..core.hooks import hooks
 from ..core.requests import Generation, Prepared
 from ..core.store import BatchRecord, Store
 from .prices import cost
@@ -123,12 +123,10 @@ class BatchRunner:
         local = f"litjudge-{uuid.uuid4().hex}"
         self.ledger.record_batch(local, self.fingerprint, self.api.name, [p.key for p in part])
         made = self.api.submit([(p.key, self.b.body(p)) for p in part], local)
-        if os.environ.get("LITJUDGE_FAULT_KILL_BEFORE_RECORD"):    # the provider accepted, our ledger not told
-            os.kill(os.getpid(), signal.SIGKILL)
+        hooks().batch_submitted(recorded=False)     # a patch point: the provider accepted, our ledger not told
         self.ledger.set_batch(local, "open", made)
         say(f"litjudge: {self.name}: submitted provider batch {made} ({len(part)} requests)")
-        if os.environ.get("LITJUDGE_FAULT_KILL_AFTER_SUBMIT"):     # fault injection for the restart test
-            os.kill(os.getpid(), signal.SIGKILL)
+        hooks().batch_submitted(recorded=True)
 
     def adopt_submitting(self) -> None:
         adopt_submitting(self.api, self.ledger, self.fingerprint)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import signal
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -35,17 +34,16 @@ try:
 except ImportError as exc:  # the optional extra
     raise BackendUnavailable(f"running replicas needs Ray: pip install 'litjudge[ray]' ({exc})") from None
 
-FAULT_ENV = "LITJUDGE_FAULT_KILL_REPLICA"   # "INDEX:N": replica INDEX kills its own process after N verdicts
-
 
 class Replica:
-    """One engine in a Ray actor: litjudge's backend for the judge, started in the actor's process."""
+    """One engine in a Ray actor: litjudge's backend for the judge, started in the actor's process.
+    `env`: vLLM's own settings for this engine (`VLLM_*`, which vLLM reads only from the
+    environment), set once as the actor's process starts, before vLLM loads there. A test that
+    kills a replica mid-run uses a subclass of this (`generate` is the patch point)."""
 
     def __init__(self, spec: JudgeSpec, index: int, env: dict[str, str]):
         os.environ.update(env)
         self.index, self.backend, self.served = index, BACKENDS.get(spec.backend).create(spec), 0
-        who, _, after = env.get(FAULT_ENV, "").partition(":")
-        self.kill_after = int(after) if who == str(index) and after else 0
 
     def identity(self) -> JudgeIdentity:
         return self.backend.identity()
@@ -57,8 +55,6 @@ class Replica:
         for g in self.backend.generate(chunk):
             yield g
             self.served += 1
-            if self.kill_after and self.served >= self.kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)       # fault injection for the tests: a real death
 
 
 def connect(cluster: ClusterConfig) -> None:
@@ -114,8 +110,6 @@ class ClusterBackend(Backend):
                    "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
             if not cluster.gpus_per_replica:
                 env["VLLM_CPU_OMP_THREADS_BIND"] = str(i % cores)   # one core per CPU replica on a shared node
-            if os.environ.get(FAULT_ENV):
-                env[FAULT_ENV] = os.environ[FAULT_ENV]
             self.replicas[i] = actor.options(num_cpus=cluster.cpus_per_replica, num_gpus=cluster.gpus_per_replica,
                                              max_restarts=0, max_task_retries=0).remote(spec, i, env)
         t0 = time.perf_counter()

@@ -4,46 +4,26 @@ another config that shares requests, generates nothing already generated anywher
 folder still keeps its own complete copy of every verdict it used (its store.sqlite), so a run
 folder stands alone, and reparse and report read only it.
 
-Where: `LITJUDGE_VERDICT_CACHE` (a file, or a folder to hold verdicts.sqlite; `off` disables it),
-`--cache PATH` / `--no-cache` on the command line, else ~/.cache/litjudge/verdicts.sqlite. A path
-ending in `/`, or naming a folder, is a folder: the cache is verdicts.sqlite inside it. The file is
-marked as a verdict cache (`claim`): a run folder's store.sqlite is refused as one, and the other way round.
+Where: the invocation's Session says (engine.core.session: `--cache PATH` / `--no-cache` on the
+command line, `cache=` in Python, else `LITJUDGE_VERDICT_CACHE`: a file, or a folder to hold
+verdicts.sqlite, `off` disables it; else ~/.cache/litjudge/verdicts.sqlite). A path ending in `/`,
+or naming a folder, is a folder: the cache is verdicts.sqlite inside it. The file is marked as a
+verdict cache (`claim_role`): a run folder's store.sqlite is refused as one, and the other way round.
 Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
 locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .console import terminal
 from .errors import ConfigError, LitjudgeError
-from .paths import cache_dir
 from .store import Store
-
-OFF = ("off", "0", "no", "none", "false")
-FILE = "verdicts.sqlite"        # the cache's file inside a folder given as the cache
-
-
-def cache_file(value: str) -> Path:
-    """The cache's file for a `--cache` / LITJUDGE_VERDICT_CACHE value: a folder (one that exists, or
-    any path written with a trailing slash) holds verdicts.sqlite; anything else is the file itself."""
-    path = Path(value).expanduser()
-    return path / FILE if value.endswith(("/", os.sep)) or path.is_dir() else path
-
-
-def verdict_cache_path() -> Path | None:
-    """The shared cache's file, or None when it is switched off."""
-    value = os.environ.get("LITJUDGE_VERDICT_CACHE", "")
-    if value.strip().lower() in OFF:
-        return None
-    return cache_file(value) if value else cache_dir() / FILE
-
 
 ROLES = {"run": "a run folder's store", "cache": "a verdict cache"}
 
 
-def claim(store: Store, role: str, mark: bool = True) -> Store:
+def claim_role(store: Store, role: str, mark: bool = True) -> Store:
     """`store` as `role` ("run" or "cache"), by what its meta note `role` says the file is: the other
     is refused in one line (`--cache RUN/store.sqlite` wrote other runs' verdicts into that run's
     store), the store closed. A store written before the notes is a run's when it holds a plan (a cache
@@ -70,16 +50,16 @@ def warn_left_aside(path: Path, exc: LitjudgeError) -> None:
           "with --no-cache", file=terminal())
 
 
-def open_verdict_cache(readonly: bool = False) -> Store | None:
-    """The shared cache, or None when it is off, absent (read only: nothing to read) or cannot be
-    opened: a corrupt, unreadable, locked, read-only or full cache is set aside for this run with one
-    warning; the run's own store has every verdict it needs. A file that is not a verdict cache (a run
-    folder's store) is refused in one line: writing into it would change that run."""
-    path = verdict_cache_path()
+def open_verdict_cache(path: Path | None, readonly: bool = False) -> Store | None:
+    """The shared cache at `path` (the Session's `verdict_cache`; None: off), or None when it is off,
+    absent (read only: nothing to read) or cannot be opened: a corrupt, unreadable, locked, read-only
+    or full cache is set aside for this run with one warning; the run's own store has every verdict it
+    needs. A file that is not a verdict cache (a run folder's store) is refused in one line: writing
+    into it would change that run."""
     if path is None or readonly and not path.exists():
         return None
     try:
-        return claim(Store.open(path, create=not readonly, readonly=readonly), "cache", mark=not readonly)
+        return claim_role(Store.open(path, create=not readonly, readonly=readonly), "cache", mark=not readonly)
     except ConfigError:
         raise
     except LitjudgeError as exc:

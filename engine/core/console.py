@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,38 +43,115 @@ def log_to(path: Path) -> None:
         if _log.exists():
             new.write(_log.read_bytes())
         os.dup2(new.fileno(), 2)
+    capture = sys.stderr
+    if isinstance(capture, _Capture) and capture.log is not None:     # a notebook's Python-level messages too
+        capture.log.close()
+        capture.log = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
     old, _log = _log, path
     old.unlink(missing_ok=True)
 
 
 def prepare_environment(verbose: bool) -> None:
-    """Before vLLM is imported: its log level (INFO only with --verbose) and stream (stderr, so stdout
-    carries only litjudge's tables)."""
+    """Before vLLM is imported, third-party libraries' own settings, which they read only from the
+    environment (set once, and never over a value the user set): vLLM's log level (INFO only with
+    --verbose) and stream (stderr, so stdout carries only litjudge's tables), its in-process
+    engine (quick start, and no spawned workers that need a __main__ guard), transformers' log
+    level, and the tokenizers' thread pool off (so a forked planner may start its own). litjudge's
+    own settings are never passed through the environment (engine.core.session)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")   # vLLM logs to stdout by default
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "info" if verbose else "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+class _Capture:
+    """The stand-in for sys.stderr while a notebook's output is kept quiet: Python-level messages
+    (logging handlers, warnings) go to the log; a handler that kept this object after the block
+    (vLLM binds its stream when imported) writes to the stream it replaced again."""
+
+    def __init__(self, log: TextIO, replaced: TextIO):
+        self.log: TextIO | None = log
+        self.replaced = replaced
+
+    def write(self, text: str) -> int:
+        return (self.log or self.replaced).write(text)
+
+    def flush(self) -> None:
+        (self.log or self.replaced).flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str):                 # encoding, errors, ...: as the stream it replaced
+        return getattr(self.replaced, name)
+
+
+_lock = threading.Lock()
+_users = 0                  # blocks inside `quiet` now (nested, or calls in several threads)
+_undo: list = []            # how to put back what the first block changed
+
+
 @contextmanager
-def quiet(log_path: Path, enabled: bool = True) -> Iterator[Path | None]:
-    """Inside the block, stderr (fd 2) is `log_path` (appended) and `terminal()` the real stderr."""
-    global _terminal, _log
-    if not enabled or _terminal is not None:
+def quiet(log_path: Path, enabled: bool = True, stream: TextIO | None = None) -> Iterator[Path | None]:
+    """Inside the block, stderr (fd 2) is `log_path` (appended) and `terminal()` the real stderr.
+    `stream`: a notebook's stderr (a stream that is not fd 2): litjudge's messages and progress go
+    to it, and Python-level third-party messages (logging, warnings) join the log through a
+    stand-in sys.stderr, beside what C code writes to fd 2. Nested blocks, and blocks of calls in
+    several threads, share the first block's capture, which ends when the last block ends."""
+    global _users
+    if not enabled:
         yield None
         return
+    with _lock:
+        _users += 1
+        if _users == 1:
+            try:
+                _begin(log_path, stream)
+            except BaseException:
+                _users -= 1
+                raise
+    try:
+        yield _log
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                _end()
+
+
+def _begin(log_path: Path, stream: TextIO | None) -> None:
+    global _terminal, _log
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved = os.dup(2)
-    _terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+    if stream is None:
+        _terminal = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
+        _undo.append(_terminal.close)
+    else:
+        _terminal = stream
+        capture = _Capture(open(log_path, "a", buffering=1, encoding="utf-8", errors="replace"), sys.stderr)
+        sys.stderr = capture
+
+        def put_back() -> None:
+            sys.stderr = capture.replaced
+            log, capture.log = capture.log, None
+            if log is not None:
+                log.close()
+        _undo.append(put_back)
     with open(log_path, "ab") as log:
         os.dup2(log.fileno(), 2)
     _log = log_path
-    try:
-        yield log_path
-    finally:
-        sys.stderr.flush()
+
+    def restore_fd2() -> None:
         os.dup2(saved, 2)
         os.close(saved)
-        _terminal.close()
-        _terminal = _log = None
+    _undo.append(restore_fd2)
+
+
+def _end() -> None:
+    global _terminal, _log
+    sys.stderr.flush()
+    while _undo:
+        _undo.pop()()
+    _terminal = _log = None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
 from litjudge.grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
+
+from . import envs
 
 
 class LitjudgeError(Exception):
@@ -86,7 +87,11 @@ LOCK_WAIT_S = 60.0       # how long a run waits for another process's write lock
 
 
 def lock_wait() -> float:
-    return float(os.environ.get("LITJUDGE_LOCK_WAIT_S") or LOCK_WAIT_S)
+    """`LITJUDGE_LOCK_WAIT_S` (engine.core.envs; its default is LOCK_WAIT_S)."""
+    try:
+        return envs.LITJUDGE_LOCK_WAIT_S
+    except envs.Unreadable as exc:
+        raise ConfigError(str(exc), where="environment", key=exc.name) from None
 
 
 def store_failure(exc: Exception, path: Path) -> Exception:

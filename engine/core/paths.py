@@ -4,8 +4,8 @@ sample, the committed run configs).
 
 Nothing depends on where the source tree is: in a checkout the cards and configs are read from it,
 in an installed wheel from its package data. Each location can be overridden by an environment
-variable (and the data root by `--data-root`); a variable set to the empty string counts as unset
-(`LITJUDGE_CACHE= make run` must not write models into the current folder).
+variable, read in engine.core.envs (and the data root by `--data-root`); the runs folder and the
+verdict cache of one invocation are its Session's (engine.core.session).
 """
 from __future__ import annotations
 
@@ -15,13 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import envs
 from .errors import DataError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def _env_path(name: str, default: Path) -> Path:
-    return Path(os.environ.get(name) or default)
 
 
 CHECKOUT_DATA = PROJECT_ROOT.parent / "shared" / "datasets"     # beside a development checkout
@@ -30,14 +27,12 @@ CHECKOUT_DATA = PROJECT_ROOT.parent / "shared" / "datasets"     # beside a devel
 def data_root() -> Path:
     """Human-labelled datasets (never copied into the project): `LITJUDGE_DATA_ROOT`, else the
     shared folder beside a checkout, else the cache that `litjudge data fetch` fills."""
-    if os.environ.get("LITJUDGE_DATA_ROOT"):
-        return Path(os.environ["LITJUDGE_DATA_ROOT"])
-    return CHECKOUT_DATA if CHECKOUT_DATA.is_dir() else cache_dir() / "data"
+    return envs.LITJUDGE_DATA_ROOT or (CHECKOUT_DATA if CHECKOUT_DATA.is_dir() else cache_dir() / "data")
 
 
 def prompts_root() -> Path:
     """The seed papers' prompts. `LITJUDGE_PROMPTS_ROOT` overrides."""
-    return _env_path("LITJUDGE_PROMPTS_ROOT", data_root().parent / "prompts")
+    return envs.LITJUDGE_PROMPTS_ROOT or data_root().parent / "prompts"
 
 
 def paper_prompt(name: str, *inner: str) -> Any:
@@ -66,14 +61,14 @@ def cache_dir() -> Path:
     """litjudge's own files outside a run folder: the shared verdict cache, calibrations, console
     logs, crash reports, fetched data. `LITJUDGE_CACHE` overrides (the tests point it at a
     temporary folder: a test run never reads or writes a user's cache)."""
-    return _env_path("LITJUDGE_CACHE", Path.home() / ".cache" / "litjudge")
+    return envs.LITJUDGE_CACHE or Path.home() / ".cache" / "litjudge"
 
 
 def model_cache_dir() -> Path:
     """Where converted judges (models/) and their downloaded wheels (wheels/) live: the cache
     folder unless `LITJUDGE_MODEL_CACHE` says otherwise (the tests keep the real judges while
     everything else of theirs goes to a temporary folder)."""
-    return _env_path("LITJUDGE_MODEL_CACHE", cache_dir())
+    return envs.LITJUDGE_MODEL_CACHE or cache_dir()
 
 
 def _shipped(folder: str, package: str) -> Path:
@@ -99,8 +94,9 @@ def configs_dir() -> Path:
 
 
 def runs_output_dir() -> Path:
-    """Run outputs: ./runs/out under the current folder; `LITJUDGE_RUNS_DIR` overrides."""
-    return _env_path("LITJUDGE_RUNS_DIR", Path.cwd() / "runs" / "out")
+    """The default folder for run folders (a Session's `runs_dir` when no `--out` / `out=` is given):
+    ./runs/out under the current folder; `LITJUDGE_RUNS_DIR` overrides."""
+    return envs.LITJUDGE_RUNS_DIR or Path.cwd() / "runs" / "out"
 
 
 def writable(folder: Path) -> bool:

@@ -38,6 +38,7 @@ from collections.abc import Generator, Iterable
 from itertools import islice
 from typing import Any
 
+from . import envs
 from .console import terminal
 from .errors import ContractError, LitjudgeError, SystemFault
 from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
@@ -49,8 +50,8 @@ def available() -> bool:
     after Ray started in this process (its gRPC threads do not survive a fork), nor where
     LITJUDGE_PLAN_PROCESS=0 asks for the planner thread."""
     ray = sys.modules.get("ray")
-    return ("fork" in multiprocessing.get_all_start_methods() and os.environ.get("LITJUDGE_PLAN_PROCESS", "1") != "0"
-            and not (ray is not None and ray.is_initialized()))
+    return ("fork" in multiprocessing.get_all_start_methods() and envs.LITJUDGE_PLAN_PROCESS
+            and not (ray is not None and getattr(ray, "is_initialized", lambda: False)()))
 
 
 def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]]
@@ -104,14 +105,14 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
             child.join()
 
 
-WATCHDOG_S = 60.0       # silence from the planner after which the run says so (LITJUDGE_PLAN_WATCHDOG_S)
+
 
 
 def _receive(receive: Any, child: Any) -> Any:
     """The child's next message: a chunk, None when the plan is done, or its error (raised here). A
     planner that dies is one line (what killed it; a re-run resumes); one that goes silent (stopped,
-    swapping) is named, with its pid, after WATCHDOG_S and again after each doubling of the wait."""
-    started, say_after = time.monotonic(), float(os.environ.get("LITJUDGE_PLAN_WATCHDOG_S") or WATCHDOG_S)
+    swapping) is named, with its pid, after LITJUDGE_PLAN_WATCHDOG_S (60 s) and again after each doubling of the wait."""
+    started, say_after = time.monotonic(), envs.LITJUDGE_PLAN_WATCHDOG_S
     try:
         while not receive.poll(min(1.0, say_after)):
             silent = time.monotonic() - started

@@ -6,7 +6,6 @@ import time
 from dataclasses import dataclass, field
 
 from tqdm import tqdm as console_tqdm
-from tqdm.auto import tqdm as auto_tqdm
 
 from .console import terminal
 from .requests import Generation
@@ -35,8 +34,13 @@ class Throughput:
 
 def bar_class() -> type[console_tqdm]:
     """tqdm.auto's bar (a widget in a Jupyter notebook) where ipywidgets can draw it, else the
-    console's: tqdm's notebook bar fails at its first update when ipywidgets is absent."""
-    return auto_tqdm if importlib.util.find_spec("ipywidgets") else console_tqdm
+    console's: tqdm's notebook bar fails at its first update when ipywidgets is absent, and
+    importing tqdm.auto in a notebook without it prints a TqdmWarning (`litjudge[notebook]`
+    installs ipywidgets)."""
+    if not importlib.util.find_spec("ipywidgets"):
+        return console_tqdm
+    from tqdm.auto import tqdm as auto_tqdm
+    return auto_tqdm
 
 
 class RunProgress:

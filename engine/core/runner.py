@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import signal
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from .backend import Backend, JudgeSpec, Planner
 from .cache import warn_left_aside
 from .distribution import argmax_label
 from .errors import LitjudgeError
+from .hooks import hooks
 from .planner import CHUNK, PlanChunk, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
 from .progress import RunProgress
 from .requests import Generation, JudgeRequest
@@ -94,12 +93,8 @@ def reparsed(row: ResultRow, language: VerdictLanguage) -> ResultRow:
 
 class Writer:
     """Buffers finished rows and commits every few rows or seconds (WAL, one transaction each).
-
-    Fault injection for the crash tests: with LITJUDGE_FAULT_KILL_AFTER=N in the environment the
-    process commits and SIGKILLs itself (LITJUDGE_FAULT_SIGNAL=INT: a Ctrl-C instead) as its N-th
-    row (all judges, all cells) arrives, so a test can kill a real run mid-flight at a known point
-    instead of racing it (rows that arrive in one burst would otherwise be committed together,
-    past the point)."""
+    Tells the patch points (engine.core.hooks) how many rows of this process are committed, and
+    asks them whether a row must be committed on its own (the crash tests kill a real run there)."""
 
     committed = 0          # per process
 
@@ -107,14 +102,12 @@ class Writer:
         self.store, self.last = store, time.monotonic()
         self.cache = None if cache is None or cache.left_aside else cache
         self.buf: list[ResultRow] = []
-        self.kill_after = int(os.environ.get("LITJUDGE_FAULT_KILL_AFTER", "0") or 0)
 
     def add(self, row: ResultRow) -> None:
         self.buf.append(row)
         waited = time.monotonic() - self.last
-        due_to_die = self.kill_after and Writer.committed + len(self.buf) >= self.kill_after
         if (len(self.buf) >= COMMIT_EVERY and waited >= COMMIT_MIN_SECONDS) or len(self.buf) >= COMMIT_MAX_ROWS \
-                or waited > COMMIT_SECONDS or due_to_die:
+                or waited > COMMIT_SECONDS or hooks().commit_now(Writer.committed + len(self.buf)):
             self.flush()
 
     def flush(self) -> None:
@@ -124,9 +117,7 @@ class Writer:
                 self._share(self.buf)
             Writer.committed += len(self.buf)
             self.buf = []
-            if self.kill_after and Writer.committed >= self.kill_after:
-                # SIGKILL by default; LITJUDGE_FAULT_SIGNAL=INT is a Ctrl-C (KeyboardInterrupt) instead
-                os.kill(os.getpid(), getattr(signal, "SIG" + os.environ.get("LITJUDGE_FAULT_SIGNAL", "KILL")))
+            hooks().rows_committed(Writer.committed)
         self.last = time.monotonic()
 
 

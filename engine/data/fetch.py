@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import envs
 from ..core.errors import DataError
 from .cards import DatasetCard
 from .reference import RUBRIC
@@ -40,7 +41,7 @@ def sha256(data: bytes) -> str:
 
 
 def base_url() -> str:
-    return (os.environ.get("LITJUDGE_DATA_BASE_URL") or RAW).rstrip("/")
+    return (envs.LITJUDGE_DATA_BASE_URL or RAW).rstrip("/")
 
 
 def download(url: str) -> bytes:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import ConfigError, DataError
-from .readers import read_jsonl, require
+from .readers import id_text, optional_text, read_jsonl, require
 from .reference import load_confederacy
 
 TERTILES = ("low", "mid", "high")
@@ -79,8 +79,8 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
     """Rated items from (row number, record) rows in the generic fields; bad rows name their row."""
     items, seen = [], set()
     for n, rec in records:
-        require(rec, {"group": (str, int), "item_id": (str, int), "text": str}, path, n)
-        item = str(rec["item_id"])
+        group, item = id_text(rec, "group", path, n), id_text(rec, "item_id", path, n)
+        require(rec, {"text": str}, path, n)
         if item in seen:
             raise DataError(f"duplicate item_id {item!r}", path=str(path), row=n)
         seen.add(item)
@@ -92,8 +92,8 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
             category = str(category)
             if category_order and category not in category_order:
                 raise DataError(f"category {category!r} is not one of {list(category_order)}", path=str(path), row=n)
-        items.append(RatedItem(item, str(rec["group"]), rec["text"], category,
-                               float(score) if score is not None else None, str(rec.get("source", ""))))
+        items.append(RatedItem(item, group, rec["text"], category,
+                               float(score) if score is not None else None, optional_text(rec, "source")))
     if not items:
         raise DataError("no items", path=str(path))
     categories = tuple(category_order) or tuple(sorted({i.category for i in items if i.category}))

@@ -7,6 +7,8 @@ one reader (a function `(location, card) -> data`) plus one `LOADERS.add` line.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -90,6 +92,10 @@ def _stamp(location: Path) -> tuple:
     return tuple(sorted(out))
 
 
+def _card_key(card: DatasetCard) -> str:
+    return json.dumps(dataclasses.asdict(card), sort_keys=True, default=str)
+
+
 def kinds_of(card: DatasetCard) -> list[str]:
     """The kinds of data a card's loader gives (what protocols it can feed)."""
     return sorted(n.split(".", 1)[1] for n in LOADERS.names() if n.startswith(card.loader + "."))
@@ -113,7 +119,9 @@ def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
                         "not a file: give the folder, or a config whose dataset layout reads files (e.g. "
                         "pairs-generic, rated-items-generic, reference-generic, or an inline [dataset])",
                         path=str(location))
-    key = (name, str(location), _stamp(location) if location.exists() else ())
+    # the card is part of the key: the same file read with another columns / values map is other data
+    # (a call mapping a column the file lacks must fail, not get the rows an earlier mapping made)
+    key = (name, str(location), _card_key(card), _stamp(location) if location.exists() else ())
     if key not in _CACHE:
         if len(_CACHE) > 16:
             _CACHE.clear()

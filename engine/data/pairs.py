@@ -18,7 +18,7 @@ from itertools import combinations
 from pathlib import Path
 
 from ..core.errors import DataError
-from .readers import read_jsonl, read_text, require
+from .readers import id_text, optional_text, read_jsonl, read_text, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
 
@@ -67,13 +67,13 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
             raise DataError(f"field 'label' must be one of {list(LABELS)} (any case), got {rec['label']!r:.40}; "
                             f"[dataset.values.label] renames your values (e.g. {rec['label'][:20]!r} = \"a\")",
                             path=str(path), row=n)
-        pid = str(rec.get("pair_id", f"line{n}"))
+        pid = id_text(rec, "pair_id", path, n, default=f"line{n}")       # absent: its line; null: an error
         if pid in seen:
             raise DataError(f"duplicate pair_id {pid!r}", path=str(path), row=n)
         seen.add(pid)
         count += 1
-        yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], label,
-                   str(rec.get("source_a", "")), str(rec.get("source_b", "")), str(rec.get("group", "")))
+        yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], label, optional_text(rec, "source_a"),
+                   optional_text(rec, "source_b"), optional_text(rec, "group"))
     if not count:
         raise DataError("no pairs", path=str(path))
 

@@ -33,18 +33,23 @@ def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8-sig",)) -> str:
 
 
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+BEYOND_64_BITS = 2.0 ** 63     # orjson reads an integer beyond 64 bits as the nearest float, at least this large
 
 
 def parse_json(text: str, path: Path, row: int | None = None) -> Any:
     """JSON text -> value, every way it can fail a DataError naming the file (and line): invalid
     JSON, nesting too deep for the parser, or a lone surrogate escape (\\ud800 alone is JSON but
     no character: it cannot be written, hashed or tokenized as UTF-8). Read by orjson, as the standard
-    parser reads it (property-tested) but for integers beyond 64 bits, read as the nearest float (as
-    most JSON readers do); what orjson refuses (NaN, Infinity, lone surrogates, deep nesting), the
-    standard parser reads or names."""
+    parser reads it (property-tested), but for an integer beyond 64 bits, which orjson reads as the
+    nearest float (an id 18446744073709551616 would become 1.8446744073709552e+19, and two 30-digit
+    ids one): a record holding such a float is read again by the standard parser, which keeps every
+    integer exact. What orjson refuses (NaN, Infinity, lone surrogates, deep nesting), the standard
+    parser reads or names."""
     try:
         value = orjson.loads(text)              # 3x json's rate; what it refuses (NaN, lone surrogates,
-    except orjson.JSONDecodeError:             # deep nesting) json reads, or names the error
+        if _maybe_rounded(value):               # deep nesting) json reads, or names the error
+            value = json.loads(text)
+    except orjson.JSONDecodeError:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -58,6 +63,18 @@ def parse_json(text: str, path: Path, row: int | None = None) -> Any:
             raise DataError("a lone surrogate escape (\\ud800-\\udfff without its pair): not a character",
                             path=str(path), row=row) from None
     return value
+
+
+def _maybe_rounded(value: Any) -> bool:
+    """A float as large as an integer beyond 64 bits, in a record or a list of records (where ids
+    are): orjson may have rounded an integer there."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for v in items:
+        if isinstance(v, float) and abs(v) >= BEYOND_64_BITS:
+            return True
+        if isinstance(v, dict) and any(isinstance(x, float) and abs(x) >= BEYOND_64_BITS for x in v.values()):
+            return True
+    return False
 
 
 def read_json_list(path: Path) -> list[dict[str, Any]]:
@@ -101,6 +118,40 @@ def type_name(typ: type | tuple[type, ...]) -> str:
             return "a number"
         return " or ".join(type_name(t) for t in typ)
     return TYPE_NAMES.get(typ, typ.__name__)
+
+
+def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str | None = None) -> str:
+    """An identifier exactly as written: text as is, an integer as its digits (never through a
+    float), a float holding a whole number as that number's digits (pandas turns a column of whole
+    numbers with a gap into floats: [1, 2, None] is 1.0, 2.0, NaN). Absent: `default` (None: an
+    error). Null, empty, a fraction, a float too large to be exact, true/false or anything else
+    is one DataError naming the field and row (an id "None" or "1.0" would be a silent wrong result)."""
+    if name not in rec and default is not None:
+        return default
+    value = rec.get(name)
+    if value is None:
+        null = " (null: every row needs its own)" if name in rec else ""
+        raise DataError(f"missing field {name!r}{null}", path=str(path), row=row)
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) <= 2**53:
+        return str(int(value))
+    why = "is empty" if isinstance(value, str) else f"should be text or a whole number, got {value!r:.60}"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        why += " (too large to be exact as a float: give ids as text)"
+    raise DataError(f"field {name!r} {why}", path=str(path), row=row)
+
+
+def optional_text(rec: dict[str, Any], name: str) -> str:
+    """An optional text field (a source, a group): "" when absent or null, never "None"."""
+    value = rec.get(name)
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], path: Path, row: int) -> None:

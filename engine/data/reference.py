@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import DataError
-from .readers import read_jsonl, read_text, require
+from .readers import id_text, optional_text, read_jsonl, read_text, require
 
 RUBRIC = ("Readability", "Narrative elts.", "Structural elts.", "Plot logic", "Creativity", "JKT style",
           "Epic genre", "Combat", "Acc. characters", "Humor")
@@ -84,15 +84,15 @@ def groups_from_records(records: Iterable[tuple[int, dict]], path: Path) -> list
     stories: dict[str, list[tuple[GroupStory, bool]]] = defaultdict(list)
     seen: set[str] = set()
     for n, rec in records:
-        require(rec, {"group": (str, int), "item_id": (str, int), "text": str, "human_score": (int, float)}, path, n)
-        item = str(rec["item_id"])
+        group, item = id_text(rec, "group", path, n), id_text(rec, "item_id", path, n)
+        require(rec, {"text": str, "human_score": (int, float)}, path, n)
         if item in seen:
             raise DataError(f"duplicate item_id {item!r}", path=str(path), row=n)
         seen.add(item)
         is_ref = rec.get("reference", False)
         if not isinstance(is_ref, bool):
             raise DataError("field 'reference' must be true or false", path=str(path), row=n)
-        story = GroupStory(item, str(rec["group"]), str(rec.get("source", "")), rec["text"], float(rec["human_score"]))
+        story = GroupStory(item, group, optional_text(rec, "source"), rec["text"], float(rec["human_score"]))
         stories[story.group].append((story, is_ref))
     if not stories:
         raise DataError("no stories", path=str(path))

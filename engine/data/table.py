@@ -24,6 +24,7 @@ number for Parquet and datasets.
 from __future__ import annotations
 
 import csv
+import difflib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -119,20 +120,52 @@ def typed(name: str, value: Any) -> Any:
     return value
 
 
+def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str, Any] | None = None) -> None:
+    """The card's `columns` and `values` maps name fields of `kind` (an unknown one is one line with
+    "did you mean", and a map written the other way round, your column -> field as in a rename,
+    says so), and, given the first record, every mapped column is one it has."""
+    fields = FIELDS[kind]
+    for section, names in (("columns", card.columns), ("values", card.values)):
+        unknown = [f for f in names if f not in fields]
+        if not unknown:
+            continue
+        name = unknown[0]
+        target = card.columns.get(name) if section == "columns" else None
+        if isinstance(target, str) and target in fields:
+            hint = (f": the map goes from litjudge's field to your column, the other way round from a rename "
+                    f"({target} = {name!r})")
+        else:
+            close = difflib.get_close_matches(name, fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        verb = "maps" if section == "columns" else "renames values of"
+        raise DataError(f"[dataset.{section}] {verb} {name!r}, which {kind} data does not have{hint} "
+                        f"(fields: {', '.join(fields)})", path=str(location))
+    if first is not None:
+        absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in first]
+        if absent:
+            field, column = absent[0]
+            raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have "
+                            f"(columns: {', '.join(map(str, first))[:300]})", path=str(location))
+
+
+def check_first(card: DatasetCard, kind: str, location: Path, first: dict[str, Any] | None = None) -> None:
+    """A `table` dataset's maps checked against its first row (read now, or `first` as given)
+    before a run writes anything: the file's format, the columns it maps, the fields it names."""
+    if card.loader != "table" or card.hub or kind not in FIELDS:
+        return
+    check_mapping(card, kind, location)
+    if first is None:
+        first = next((rec for _, rec in rows(card, location)), None)
+    check_mapping(card, kind, location, first)
+
+
 def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """Rows renamed to litjudge's fields by the card's `columns` (and `values`) mapping. A mapped
     column the data lacks fails on the first row, naming the columns it has."""
-    unknown = [f for f in card.columns if f not in FIELDS[kind]]
-    if unknown:
-        raise DataError(f"[dataset.columns] maps {unknown[0]!r}, which {kind} data does not have "
-                        f"(fields: {', '.join(FIELDS[kind])})", path=str(location))
+    check_mapping(card, kind, location)
     for i, (n, rec) in enumerate(rows(card, location)):
         if i == 0:
-            absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in rec]
-            if absent:
-                field, column = absent[0]
-                raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have "
-                                f"(columns: {', '.join(map(str, rec))[:300]})", path=str(location))
+            check_mapping(card, kind, location, rec)
         out: dict[str, Any] = {}
         for name in FIELDS[kind]:
             source = card.columns.get(name, name)

@@ -16,11 +16,11 @@ from typing import Any
 
 from litjudge.judges import PROTOCOLS
 
-from ...core.cache import cache_file
+from ...core import envs
 from ...core.console import prepare_environment, quiet, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
 from ...core.manifest import litjudge_version
-from ...core.paths import cache_dir
+from ...core.session import Session
 from .preload import reexec_with_tcmalloc
 from .signals import Terminated, stop_on_sigterm
 
@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--rebuild-store", action="store_true",
                    help="move a corrupt store.sqlite aside (kept) and compute every verdict again")
+    r.add_argument("--overwrite", action="store_true",
+                   help="write into a run folder that holds the results of another config or other data, replacing "
+                        "its tables (its stored verdicts are kept); without it such a folder is refused")
     r.set_defaults(fn=lazy(".run_commands:cmd_run"))
     pl_ = sub.add_parser("plan", help="what a run or sweep will cost: requests, sharing, tokens, estimated time")
     config_options(pl_)
@@ -216,23 +219,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def crash_log(exc: BaseException) -> Path:
+def crash_log(exc: BaseException, session: Session) -> Path:
     """The traceback of an unexpected error, kept for a bug report."""
-    folder = cache_dir() / "crash"
+    folder = session.cache_dir / "crash"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     path.write_text(f"litjudge {' '.join(sys.argv[1:])}\n\n" + "".join(traceback.format_exception(exc)))
     return path
 
 
-def console_log() -> Path:
-    """This invocation's console log, in litjudge's own folder (cache_dir); a file standing where that
-    folder should be is one line naming the setting to change."""
-    folder = cache_dir()
+def console_log(session: Session) -> Path:
+    """This invocation's console log, in litjudge's own folder (the session's cache_dir); a file
+    standing where that folder should be is one line naming the setting to change."""
+    folder = session.cache_dir
     blocked = next((p for p in (folder, *folder.parents) if p.exists()), folder)
     if not blocked.is_dir():
         what = "console logs, the verdict cache, crash reports"
-        if os.environ.get("LITJUDGE_CACHE"):
+        if envs.LITJUDGE_CACHE is not None:
             raise ConfigError(f"LITJUDGE_CACHE={folder}: {blocked} is a file, and litjudge keeps its own files ({what}) "
                               "in a folder: point LITJUDGE_CACHE at a folder")
         raise ConfigError(f"{blocked} is a file where litjudge keeps its own folder {folder} ({what}): move it, or set "
@@ -240,23 +243,28 @@ def console_log() -> Path:
     return folder / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
+def command_session(args: argparse.Namespace) -> Session:
+    """The command's Session: `--out` (run, plan), `--cache` / `--no-cache`, `--quiet`, `--verbose`
+    over the environment's settings; passed to the command as `args.session`."""
+    out = getattr(args, "out", None) if args.command in ("run", "plan") else None
+    cache = False if getattr(args, "no_cache", False) else getattr(args, "cache", None)
+    return Session.current(out=out or None, cache=cache, progress=not getattr(args, "quiet", False),
+                           verbose=args.verbose)
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:                     # the command line (not a test calling main): maybe under tcmalloc
         reexec_with_tcmalloc(sys.argv[1:])
     args = build_parser().parse_args(argv)
-    prepare_environment(args.verbose)
-    if getattr(args, "out", None) and args.command in ("run", "plan"):
-        # the one place outputs are found (runs_output_dir), for this process and the workers it starts
-        os.environ["LITJUDGE_RUNS_DIR"] = str(Path(args.out).resolve())
-    if getattr(args, "no_cache", False):
-        os.environ["LITJUDGE_VERDICT_CACHE"] = "off"
-    elif getattr(args, "cache", None):                  # a folder (`DIR/`, or one that exists) holds verdicts.sqlite
-        os.environ["LITJUDGE_VERDICT_CACHE"] = str(cache_file(args.cache).resolve())
-    # In-process engine: quick start, and no spawned workers that need a __main__ guard.
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    prepare_environment(args.verbose)            # third-party libraries' own variables, before they load
     stop_on_sigterm()
     try:
-        args.console_log = log = console_log()
+        session = args.session = command_session(args)
+        args.console_log = log = console_log(session)
+    except LitjudgeError as exc:
+        print(f"litjudge: error: {exc}", file=terminal())
+        return 2
+    try:
         with quiet(log, enabled=not args.verbose):
             return args.fn(args)
     except (LitjudgeError, GrammarError) as exc:
@@ -273,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # noqa: BLE001  (a bug: one line here, the traceback in a file)
         try:
-            where = f"; the traceback is in {crash_log(exc)}"
+            where = f"; the traceback is in {crash_log(exc, session)}"
         except OSError:
             where = ""
         print(f"litjudge: internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug, please report it{where})",

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from ...backends.hardware import gpu_present
+from ...core import envs
 
 CANDIDATES = ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4",
               "/usr/lib64/libtcmalloc_minimal.so.4", "/usr/lib/libtcmalloc_minimal.so.4")
@@ -34,7 +35,7 @@ def wants_engine(argv: list[str]) -> bool:
 def reexec_with_tcmalloc(argv: list[str]) -> None:
     """Re-execute this command with tcmalloc preloaded, where that applies (see the module doc)."""
     preload = os.environ.get("LD_PRELOAD", "")
-    if (os.environ.get("LITJUDGE_PRELOAD", "").lower() in ("off", "0", "no") or os.environ.get("LITJUDGE_PRELOADED")
+    if (not envs.LITJUDGE_PRELOAD or envs.LITJUDGE_PRELOADED
             or "tcmalloc" in preload or not sys.platform.startswith("linux") or not wants_engine(argv)
             or gpu_present()):
         return

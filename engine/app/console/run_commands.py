@@ -13,15 +13,14 @@ import polars as pl
 from litjudge.judges import PROTOCOLS
 
 from ...backends import BACKENDS
-from ...core.cache import verdict_cache_path
 from ...core.config import config_kind, read_toml
 from ...core.console import captured_log, terminal
 from ...core.errors import ConfigError, StoreError
-from ...core.paths import runs_output_dir
+from ...core.session import Session
 from ..calibrate import cached, calibrate, estimate_seconds
 from ..console_tables import print_table
 from ..ensemble import print_ensemble
-from ..execute import Executed, execute
+from ..execute import Asked, Executed, execute
 from ..manifest import RunManifest
 from ..reparse import reparse
 from ..summary import figures
@@ -46,8 +45,9 @@ def _overrides(args) -> dict[str, Any]:
 
 def cmd_run(args) -> int:
     table = read_toml(args.config)                 # the file is read once; what it is decides the rest
-    done = execute(table, str(args.config), _overrides(args), data=args.data, generate_only=args.generate_only,
-                   rebuild=args.rebuild_store, progress=not args.quiet)
+    done = execute(table, str(args.config), _overrides(args), args.session,
+                   Asked(data=args.data, generate_only=args.generate_only, rebuild=args.rebuild_store,
+                         overwrite=args.overwrite))
     if done.kind == "sweep":
         return print_sweep(args, done)
     if done.kind == "ensemble":
@@ -206,7 +206,7 @@ def cmd_plan(args) -> int:
         raise ConfigError("an ensemble config pools finished runs' verdicts and costs no model call itself: plan each "
                           "of its member configs ([[runs]] config = ...)", where=str(args.config))
     sweep = load_sweep(args.config, data=args.data, table=table, **_overrides(args))
-    rows = plan_summary(sweep)
+    rows = plan_summary(sweep, args.session)
     table, notes = [], []
     for r in rows:
         est, how, cost = _estimate(r, args.calibrate)
@@ -227,7 +227,7 @@ def cmd_plan(args) -> int:
           f"({100 * saved / max(total, 1):.0f}%); prefix sharing leaves "
           f"{sum(r['distinct_prefill_tokens'] for r in rows):,} of {sum(r['prompt_tokens'] for r in rows):,} "
           "prompt tokens to prefill")
-    print(f"{stored} of {distinct} distinct requests are stored already ({_where_stored(sweep.name)}): "
+    print(f"{stored} of {distinct} distinct requests are stored already ({_where_stored(sweep.name, args.session)}): "
           f"{distinct - stored} to generate")
     if too_long:
         print(f"{too_long} request(s) are left out: their prompts do not fit the context window "
@@ -241,10 +241,10 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _where_stored(name: str) -> str:
+def _where_stored(name: str, session: Session) -> str:
     """Where `plan` looked for stored verdicts, named, so a run written elsewhere (`run --out DIR`) is
     not read as "nothing stored"."""
-    folder, cache = runs_output_dir() / name, verdict_cache_path()
+    folder, cache = session.run_dir(name), session.verdict_cache
     run = (f"in {folder}" if (folder / "store.sqlite").exists() else
            f"no run folder at {folder}: a run written with --out DIR is counted by plan --out DIR")
     return run + (f"; the shared verdict cache {cache}, for live judges" if cache else "; the shared verdict cache is off")

@@ -1,0 +1,202 @@
+"""A run folder belongs to one run: one config and one dataset. A run (or sweep) about to write
+into a folder that holds the finished run of another config or other data is refused in one line
+naming the folder and the overwrite switch, never silently replaced; `litjudge.judge()` without a
+name gets a folder of its own per config and data (`default_name`).
+
+"The same run" means the same claim:
+- the config's identity: the validated config (as the manifest records it) without its runtime
+  settings, which change speed, memory, location or how much is judged but not what a verdict is:
+  `name`, `source`, `limit` (a longer run of the same data resumes a shorter one), `data_root` and
+  the dataset's file path (the data's own bytes are compared instead), `[cluster]`, `[engine]` but
+  its `dtype` (part of a verdict's content key), `[api]` but `structured` (what is asked of the
+  provider). Everything else counts: protocol, judges, mode, options, sampling, the dataset's card,
+  loader and column and value mapping, missing policy, truncation, re-asks, tasks, [generate];
+- the data's sha256, of each data file the run reads (a folder or a hub dataset is named by the config).
+A run of the same claim resumes in the folder (the crash and resume path); the protocol's own
+version is not part of it, so a run resumes across a litjudge upgrade.
+
+`DataRead` is also what the manifest records of the data: the file hashed before anything reads it,
+and checked unchanged (inode, size, modification time) before the run's outputs are written, so a
+file replaced while the run read it is one error, not a manifest naming bytes that were not judged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.config import RunConfig
+from ..core.console import say
+from ..core.errors import ConfigError, DataError
+from ..core.manifest import data_identity
+from ..data.cards import DatasetCard
+from ..data.table import check_first
+
+RUNTIME = ("name", "source", "limit", "data_root", "cluster")
+DATASET_LOCATION = ("path", "root", "base", "name", "title")   # where an inline dataset is, not what it holds
+
+
+@dataclass(frozen=True)
+class DataRead:
+    """A data file (or folder) as the run found it before reading it."""
+
+    identity: dict[str, Any]            # path, and for a file its bytes and sha256 (the manifest's `data`)
+    stamp: tuple[int, int, int] | None  # (inode, size, mtime_ns) of a file; None for a folder
+
+    @classmethod
+    def of(cls, location: Path) -> DataRead:
+        stamp = _stamp(location)
+        return cls(data_identity(location), stamp)
+
+    @property
+    def sha256(self) -> str:
+        return str(self.identity.get("sha256", ""))
+
+    def check_unchanged(self) -> None:
+        """One DataError when the file was replaced or rewritten since it was hashed."""
+        if self.stamp is not None and _stamp(Path(self.identity["path"])) != self.stamp:
+            raise DataError("the data file changed while the run read it (replaced or rewritten): its verdicts are "
+                            "stored, but its tables would mix two versions; run again to judge the file as it is now",
+                            path=self.identity["path"])
+
+
+def checked_data(config: RunConfig, tasks: list[tuple[str, DatasetCard, str, Path]]) -> dict[str, DataRead]:
+    """Each task's data (name, card, the kind its protocol reads, location) checked against its maps
+    on its first row, before the folder is claimed (this run's own mistakes first, whatever the
+    folder holds), then read: hashed as it is before anything reads it (a generated or hub dataset
+    is not: it is the config's)."""
+    for _, card, kind, location in tasks:
+        check_first(card, kind, location)
+    if config.generate.enabled:
+        return {}
+    return {name: DataRead.of(location) for name, card, _, location in tasks if not card.hub}
+
+
+def _stamp(location: Path) -> tuple[int, int, int] | None:
+    try:
+        st = location.stat()
+    except OSError:
+        return (0, -1, 0)
+    return (st.st_ino, st.st_size, st.st_mtime_ns) if location.is_file() else None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a run folder holds: its kind, the config's identity and the data's sha256s."""
+
+    kind: str
+    config: dict[str, Any]
+    data: tuple[str, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        body = json.dumps({"kind": self.kind, "config": self.config, "data": self.data}, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=False, default=str)
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def config_identity(config: dict[str, Any], *, data_hashed: bool = True) -> dict[str, Any]:
+    """A recorded or new config (`manifest.config_dict`) without its runtime settings (see the module)."""
+    out = {k: v for k, v in config.items() if k not in RUNTIME}
+    engine = config.get("engine") or {}
+    per_judge = {j: t.get("dtype") for j, t in (engine.get("judges") or {}).items() if isinstance(t, dict)}
+    out["engine"] = {"dtype": engine.get("dtype", "auto"), "judges": {j: d for j, d in per_judge.items() if d}}
+    out["api"] = {"structured": (config.get("api") or {}).get("structured", "auto")}
+    dataset = config.get("dataset")
+    if isinstance(dataset, dict) and data_hashed:
+        out["dataset"] = {k: v for k, v in dataset.items() if k not in DATASET_LOCATION}
+    return out
+
+
+def _hashes_data(kind: str, config: dict[str, Any]) -> bool:
+    """Whether a claim compares the data's bytes: a one-task run reading data it did not generate
+    (a multi-task run, a sweep and a [generate] run are compared by their config alone)."""
+    return kind == "run" and not (config.get("generate") or {}).get("generators")
+
+
+def claim_of(kind: str, config: dict[str, Any], reads: list[DataRead], **extra: Any) -> Claim:
+    """The claim of a run about to start (`extra`: a sweep's axes, post settings and cells)."""
+    hashed = _hashes_data(kind, config) and bool(reads) and all(r.sha256 for r in reads)
+    return Claim(kind, {**config_identity(config, data_hashed=hashed), **extra},
+                 tuple(r.sha256 for r in reads) if hashed else ())
+
+
+def recorded_claim(run_dir: Path) -> Claim | None:
+    """The claim of the finished run a folder holds (None: no finished run, or a manifest that
+    cannot be read, which a new run then writes again)."""
+    try:
+        m = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(m, dict) or not isinstance(m.get("config"), dict):
+        return None
+    kind = m.get("kind", "run")
+    sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
+    extra = {k: m.get(k) for k in ("axes", "post", "rank_by", "cells")} if kind == "sweep" else {}
+    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else ())
+
+
+def holds_another(run_dir: Path, new: Claim) -> bool:
+    """Whether the folder holds a finished run of another claim than `new`."""
+    old = recorded_claim(run_dir)
+    return old is not None and not _same(old, new)
+
+
+def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
+    """Refuse (one ConfigError naming the folder and `switch`) to write `new` into a folder that
+    holds a finished run of another claim, unless overwrite is asked for."""
+    old = recorded_claim(run_dir)
+    if old is None or overwrite or _same(old, new):
+        return
+    other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
+             else "give this call another name= (or out=)")
+    raise ConfigError(f"holds the results of another run ({difference(old, new)}); a run folder keeps one config "
+                      f"and one dataset: {other}, or {switch} to replace that run's tables (its stored verdicts "
+                      "are kept and reused where they match)", where=str(run_dir))
+
+
+def _same(old: Claim, new: Claim) -> bool:
+    """The same run: kind, config and data (a [generate] stage run alone is the start of the same
+    config's run, which judges what it generated)."""
+    resumed = old.kind == "generation" and new.kind in ("run", "tasks")
+    if (old.kind != new.kind and not resumed) or _canonical(old.config) != _canonical(new.config):
+        return False
+    return not (old.data and new.data) or old.data == new.data
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def difference(old: Claim, new: Claim) -> str:
+    """What differs, as a user reads it: "protocol 'ttcw', this one 'pairwise'", "other data"."""
+    if old.kind != new.kind:
+        return f"a {old.kind}, and this is a {new.kind}"
+    keys = [k for k in sorted(set(old.config) | set(new.config))
+            if _canonical(old.config.get(k)) != _canonical(new.config.get(k))]
+    parts = []
+    for key in keys[:3]:
+        was, now = old.config.get(key), new.config.get(key)
+        short = all(isinstance(v, (str, int, float, bool, type(None))) for v in (was, now))
+        parts.append(f"{key} {was!r}, this one {now!r}" if short else f"another {key}")
+    if old.data and new.data and old.data != new.data:
+        parts.append(f"other data (sha256 {old.data[0][:12]}..., this one {new.data[0][:12]}...)")
+    return "; ".join(parts) or "another config"
+
+
+def default_name(prefix: str, new: Claim) -> str:
+    """A folder name of its own for this config and data (`pairwise-python-1a2b3c4d`)."""
+    return f"{prefix}-{new.digest[:8]}"
+
+
+def folder_for(run_dir: Path, new: Claim, *, derive: str, overwrite: bool) -> Path:
+    """Where a run goes: its folder, or, when `derive` names what made this run another (command-line
+    overrides such as "--judge, --mode") and its folder holds the run without them, a folder of its
+    own beside it (`ttcw-binary-1a2b3c4d`), said in one line; the same command again finds it."""
+    if not derive or overwrite or not holds_another(run_dir, new):
+        return run_dir
+    derived = run_dir.with_name(default_name(run_dir.name, new))
+    say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}")
+    return derived

@@ -1,0 +1,141 @@
+"""A run folder belongs to one config and one dataset (engine.app.run_folder): `litjudge.judge()`
+without a name never sends two calls on different rows to one folder (where B's verdicts answered
+for A), a named folder or a reused config name holding another run is refused in one line naming
+the folder and the overwrite switch, and the same config on the same data resumes (and a longer
+`--limit` grows it). Replayed judges: no model is the point."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+
+import litjudge
+from tests.test_cli_probe import PAIRS, cli, one_line, pairs_run
+from tests.test_python_api import COLUMNS, VALUES, pairs, recording
+
+
+def call(tmp_path, data, **kw):
+    kw = {"protocol": "pairwise", "judge": recording(tmp_path, pairs()), "columns": COLUMNS, "values": VALUES,
+          "out": tmp_path / "out", "progress": False, **kw}
+    return litjudge.judge(data, **kw)
+
+
+def pair_ids(result) -> set[str]:
+    return set(result.verdicts["pair_id"].to_list())
+
+
+def test_calls_without_a_name_keep_their_own_folders(tmp_path):
+    """df.iloc[:6] then df.iloc[6:]: two folders, each reopened with its own verdicts; the same
+    rows again resume in the first one (nothing generated)."""
+    df = pd.DataFrame(pairs())
+    a, b = call(tmp_path, df.iloc[:6]), call(tmp_path, df.iloc[6:])
+    assert a.run_dir != b.run_dir and a.run_dir.parent == b.run_dir.parent == (tmp_path / "out").resolve()
+    assert a.run_dir.name.startswith("pairwise-python-")
+    assert pair_ids(litjudge.load(a.run_dir)) == set(df["id"][:6]) == pair_ids(a)
+    assert pair_ids(litjudge.load(b.run_dir)) == set(df["id"][6:])
+    again = call(tmp_path, df.iloc[:6])
+    assert again.run_dir == a.run_dir and again.manifest.generated_now == 0
+    assert again.verdicts.equals(a.verdicts)
+
+
+def test_a_named_folder_holding_another_run_is_refused(tmp_path):
+    """name="other" on other rows, then another protocol's options: one line naming the folder and
+    overwrite=True, the earlier run's files untouched; overwrite=True replaces its tables."""
+    df = pd.DataFrame(pairs())
+    first = call(tmp_path, df.iloc[:6], name="other")
+    manifest = (first.run_dir / "manifest.json").read_bytes()
+    rows = (first.run_dir / "input" / "data.jsonl").read_bytes()
+    for kw in ({}, {"options": {"tie_rule": "inconsistent"}}):
+        data = df.iloc[6:] if not kw else df.iloc[:6]
+        with pytest.raises(litjudge.ConfigError) as caught:
+            call(tmp_path, data, name="other", **kw)
+        message = str(caught.value)
+        assert str(first.run_dir) in message and "overwrite=True" in message and "\n" not in message, message
+        assert ("other data" in message) if not kw else ("another options" in message), message
+        assert (first.run_dir / "manifest.json").read_bytes() == manifest
+        assert (first.run_dir / "input" / "data.jsonl").read_bytes() == rows
+    replaced = call(tmp_path, df.iloc[6:], name="other", overwrite=True)
+    assert pair_ids(replaced) == set(df["id"][6:]) == pair_ids(litjudge.load(first.run_dir))
+
+
+def test_every_call_checks_its_own_columns_whatever_the_folder_holds(tmp_path):
+    """After two calls into one folder, a third mapping text_a to a column the data lacks fails
+    naming the column (it returned the earlier call's verdicts)."""
+    df = pd.DataFrame(pairs())
+    call(tmp_path, df.iloc[:6], name="same")
+    call(tmp_path, df.iloc[:6], name="same")
+    with pytest.raises(litjudge.DataError, match="maps text_a to column 'nosuch'"):
+        call(tmp_path, df.iloc[:6], name="same", columns={**COLUMNS, "text_a": "nosuch"})
+
+
+def test_the_console_refuses_a_reused_name_and_resumes_the_same_run(tmp_path):
+    """`litjudge run` with a config whose name holds a run of other data (or another protocol's
+    options) exits 2 in one line naming the folder and --overwrite; the same config resumes, a
+    larger --limit grows the same folder, and --overwrite replaces."""
+    cfg = pairs_run(tmp_path / "a", name="shared")
+    assert cli("run", str(cfg), "--quiet", "--limit", "2", cwd=tmp_path).returncode == 0
+    grown = cli("run", str(cfg), "--quiet", cwd=tmp_path)                       # --limit is no other run
+    assert grown.returncode == 0 and "8 verdicts" in grown.stdout, grown.stderr[-2000:]
+    folder = tmp_path / "runs" / "out" / "shared"
+    before = (folder / "manifest.json").read_bytes()
+    other = pairs_run(tmp_path / "b", name="shared", pairs=[{**p, "text_a": p["text_a"] + "!"} for p in PAIRS])
+    line = one_line(cli("run", str(other), "--quiet", cwd=tmp_path), str(folder), "--overwrite", "other data")
+    assert "this one" in line and (folder / "manifest.json").read_bytes() == before
+    changed = pairs_run(tmp_path / "c", name="shared", top='missing = "wrong"\n')
+    one_line(cli("run", str(changed), "--quiet", cwd=tmp_path), str(folder), "missing 'drop', this one 'wrong'")
+    forced = cli("run", str(other), "--quiet", "--overwrite", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["dataset"]["data"]["path"] == str((tmp_path / "b" / "pairs.jsonl").resolve())
+
+
+def test_command_line_overrides_get_a_folder_of_their_own(tmp_path):
+    """`litjudge run CONFIG --judge OTHER` (as the README does after `litjudge run CONFIG`): the
+    config's folder keeps its run, this one goes to a folder beside it, said in one line, and the
+    same command again resumes there."""
+    cfg = pairs_run(tmp_path, name="base")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "base"
+    before = (folder / "manifest.json").read_bytes()
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "B"}) + "\n"
+                             for p in PAIRS for o in ("ab", "ba")))
+    r = cli("run", str(cfg), "--quiet", "--judge", f"replay:{other}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    derived = [p for p in folder.parent.iterdir() if p.name.startswith("base-")]
+    assert len(derived) == 1 and f"this one (--judge) goes to {derived[0]}" in r.stderr
+    assert (folder / "manifest.json").read_bytes() == before
+    again = cli("run", str(cfg), "--quiet", "--judge", f"replay:{other}", cwd=tmp_path)
+    assert again.returncode == 0 and f"Results: {derived[0]}" in again.stdout
+    assert len([p for p in folder.parent.iterdir() if p.name.startswith("base-")]) == 1
+
+
+def test_the_data_file_replaced_while_the_run_reads_it_is_an_error_not_a_wrong_manifest(tmp_path, monkeypatch):
+    """The file moved away and another put in its place after the first verdicts are stored: the
+    run does not write a manifest naming bytes it did not judge (it named the new file's sha256)."""
+    from litjudge.engine.app.run import run
+    from litjudge.engine.core.config import load_config
+    from litjudge.engine.core.runner import Writer
+
+    cfg = pairs_run(tmp_path, name="moved")
+    data = tmp_path / "pairs.jsonl"
+    original = data.read_bytes()
+    flush = Writer.flush
+
+    def replacing_flush(self):
+        flush(self)
+        if data.read_bytes() == original:
+            replacement = tmp_path / "new.jsonl"
+            replacement.write_text("".join(json.dumps({**p, "label": "b"}) + "\n" for p in PAIRS))
+            replacement.replace(data)                          # `mv new.jsonl pairs.jsonl` mid-run
+    monkeypatch.setattr(Writer, "flush", replacing_flush)
+    try:
+        outcome = run(load_config(cfg), progress=False, run_dir=tmp_path / "out" / "moved")
+    except litjudge.DataError as exc:
+        assert "changed while the run read it" in str(exc) and str(data) in str(exc)
+        assert not (tmp_path / "out" / "moved" / "manifest.json").exists()
+        return
+    recorded = outcome.manifest.raw["dataset"]["data"]["sha256"]
+    assert recorded == hashlib.sha256(original).hexdigest(), "the manifest names bytes the run did not judge"
