@@ -30,12 +30,13 @@ from typing import Any
 
 from ..core.errors import DataError
 from .cards import DatasetCard
+from .items import ITEM_FIELDS
+from .pairs import PAIR_FIELDS
 from .readers import read_jsonl
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 # litjudge's fields per kind of data (a card's mapping renames columns to these)
-FIELDS = {"pairs": ("pair_id", "prompt", "text_a", "text_b", "label", "source_a", "source_b", "group"),
-          "items": ("group", "item_id", "text", "category", "human_score", "source"),
+FIELDS = {"pairs": PAIR_FIELDS, "items": ITEM_FIELDS,
           "groups": ("group", "item_id", "text", "human_score", "reference", "source")}
 
 
@@ -120,8 +121,10 @@ def typed(name: str, value: Any) -> Any:
 
 
 def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Rows renamed to litjudge's fields by the card's `columns` (and `values`) mapping. A mapped
-    column the data lacks fails on the first row, naming the columns it has."""
+    """Rows renamed to litjudge's fields by the card's `columns` (and `values`) mapping; the columns
+    no field takes pass through under their own names (a rubric question's reference or human
+    column). A mapped column the data lacks fails on the first row, naming the columns it has."""
+    consumed = {c for c in card.columns.values() if not str(c).startswith("=")}
     unknown = [f for f in card.columns if f not in FIELDS[kind]]
     if unknown:
         raise DataError(f"[dataset.columns] maps {unknown[0]!r}, which {kind} data does not have "
@@ -146,6 +149,8 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
             if table and out[name] is not None:
                 out[name] = table.get(str(out[name]), out[name])
             out[name] = typed(name, out[name])
+        if kind != "groups":
+            out.update((c, v) for c, v in rec.items() if c not in FIELDS[kind] and c not in consumed)
         yield n, out
 
 
