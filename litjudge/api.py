@@ -44,9 +44,18 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
     (JSONL, CSV, Parquet). `columns` maps the protocol's fields to your column names (as a config's
     `[dataset.columns]`: ``{"text_a": "story_1", "label": "winner"}``), `values` renames your values
     (``{"label": {"model_a": "a"}}``). Anything else a run config says goes in `**config`
-    (``limit=10``, ``sampling={...}``, ``engine={...}``, ``api={...}``). The run folder is
+    (``limit=10``, ``sampling={...}``, ``engine={...}``, ``api={...}``); an option of the protocol may be a
+    keyword too (``questions=[...]`` for ``protocol="rubric"``, as ``options={"questions": [...]}``). The run folder is
     `out/name` (default runs/out/<protocol>-python); `cache`: True for the shared verdict cache,
     False for none, or a path."""
+    moved = _option_keywords(protocol, config)            # questions=[...]: an option of the rubric protocol
+    if moved:
+        given = dict(options or {})
+        twice = sorted(set(given) & set(moved))
+        if twice:
+            raise ConfigError(f"{twice[0]!r} is given twice: as a keyword and in options=", where=JUDGE_WHERE,
+                              key=f"options.{twice[0]}")
+        options = {**given, **moved}
     table: dict[str, Any] = {"name": name or f"{protocol}-python", "protocol": protocol, "judge": judge, **config}
     for key, value in (("mode", mode), ("options", options)):
         if value is not None:
@@ -81,6 +90,20 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         finally:
             lock.release()
     return _finished(outcome.run_dir)
+
+
+def _option_keywords(protocol: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Keywords that name an option of the protocol and no run setting, taken out of `config`."""
+    import dataclasses
+
+    from litjudge.engine.core.config import RunConfig
+    from litjudge.judges import PROTOCOLS
+
+    if protocol not in PROTOCOLS:
+        return {}
+    settings = {f.name for f in dataclasses.fields(RunConfig)}
+    names = {f.name for f in dataclasses.fields(PROTOCOLS.get(protocol).declared.options)} - settings
+    return {k: config.pop(k) for k in list(config) if k in names}
 
 
 def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None, cache: bool | str | Path = True,
