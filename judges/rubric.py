@@ -327,8 +327,8 @@ def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
     else:
         where = next((f"options.questions[{n}]" for n, q in enumerate(ctx.options.questions)
                       if name in (q.human, q.reference)), "options.questions")
-        have = [*own, *row.extra]
-        raise ConfigError(f"column {name!r} is not in the data (columns: {', '.join(have)[:300]})",
+        have = [ctx.card.columns.get(f, f) for f in own if getattr(row, f) not in (None, "")] + list(row.extra)
+        raise ConfigError(f"column {name!r} is not in the data (columns: {', '.join(map(str, have))[:300]})",
                           where=ctx.config.source or "config", key=where)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 

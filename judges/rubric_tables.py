@@ -23,9 +23,9 @@ import polars as pl
 
 from litjudge.engine.core.verdicts import probability
 
-from .metrics.bootstrap import mean_of_means_with_ci, mean_with_ci
+from .metrics.bootstrap import MIN_CLUSTERS, mean_of_means_with_ci, mean_with_ci
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, mean_of, mean_of_stratum_means
-from .rubric_stats import BINARY, POINTS, agreement_row, tables_by_cluster
+from .rubric_stats import BINARY, POINTS, agreement_row, few_per_class, tables_by_cluster
 from .tables import label_distribution
 
 AGREEMENT = {"binary": ("kappa", "balanced_accuracy"), "points": ("spearman", "qwk", "exact", "within_one"),
@@ -193,16 +193,29 @@ def _binary(rows: pl.DataFrame, q, resamples: int) -> dict:
     truth = (rows["human"] == q.labels[0]).cast(pl.Int64).to_numpy()
     pred = (rows["answer"] == q.labels[0]).cast(pl.Int64).to_numpy()
     # category 0 = the negative label, 1 = the positive: kappa and balanced accuracy are symmetric in them
-    row = agreement_row(tables_by_cluster(rows["cluster"].to_list(), truth, pred, 2), BINARY, resamples)
+    tables = tables_by_cluster(rows["cluster"].to_list(), truth, pred, 2)
+    row = agreement_row(tables, BINARY, resamples, withheld=few_per_class(tables, q.labels[::-1]))
     return {"n": rows.height, **row, "judge_positive_rate": float(pred.mean()), "human_positive_rate": float(truth.mean())}
 
 
 def _points(rows: pl.DataFrame, q, resamples: int) -> dict:
+    """Spearman and quadratic-weighted kappa from contingency tables; exact and within-one
+    agreement and the mean difference as means of per-verdict values (the project's mean interval,
+    with its exact bound where every text gives the same value)."""
     k = len(q.points)
     truth = rows["human"].cast(pl.Int64).to_numpy() - 1
     pred = rows["answer"].cast(pl.Int64).to_numpy() - 1
-    return {"points": k, "n": rows.height,
-            **agreement_row(tables_by_cluster(rows["cluster"].to_list(), truth, pred, k), POINTS, resamples)}
+    clusters = rows["cluster"].to_list()
+    row = agreement_row(tables_by_cluster(clusters, truth, pred, k), POINTS, resamples)
+    notes = [row["ci_note"]] if row["ci_note"] else []
+    for name, values, bounds in (("exact", pred == truth, (0.0, 1.0)), ("within_one", abs(pred - truth) <= 1, (0.0, 1.0)),
+                                 ("mean_difference", pred - truth, (1.0 - k, k - 1.0))):
+        m = mean_with_ci(clusters, values.astype(float).tolist(), resamples=resamples, bounds=bounds)
+        row |= {name: m.value, f"{name}_low": m.ci_low, f"{name}_high": m.ci_high}
+        if m.note and m.note not in notes and len(set(map(str, clusters))) >= MIN_CLUSTERS:
+            notes.append(f"{name}: {m.note}")
+    row["ci_note"] = "; ".join(notes) or None
+    return {"points": k, "n": rows.height, **row}
 
 
 def _pairwise(rows: pl.DataFrame, resamples: int) -> list[dict]:
@@ -246,6 +259,10 @@ def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, qu
     if q.scale == "binary":
         cols = {"truth": (rows["human"] == q.labels[0]).to_numpy(), "pred": (rows["answer"] == q.labels[0]).to_numpy()}
         return Units.of(rows["cluster"].to_list(), cols, kappa_of if metric == "kappa" else balanced_accuracy_of)
+    h, j = rows["human"].cast(pl.Int64).to_numpy(), rows["answer"].cast(pl.Int64).to_numpy()
+    if metric in ("exact", "within_one"):
+        return Units.of(rows["cluster"].to_list(), {"v": (abs(h - j) <= (metric == "within_one")).astype(float)},
+                        mean_of("v"), bounds=(0.0, 1.0))
     stat, k = POINTS[metric], len(q.points)
     return Units.of(rows["cluster"].to_list(), {"h": rows["human"].cast(pl.Int64).to_numpy() - 1,
                                                 "j": rows["answer"].cast(pl.Int64).to_numpy() - 1},
