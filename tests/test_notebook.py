@@ -27,6 +27,6 @@ def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
     html = "\n".join(o.get("data", {}).get("text/html", "") for out in outputs.values() for o in out)
     assert "8 verdicts (0 unparsed)" in html                  # the replay Result's own view
     assert "<iframe srcdoc=" in html and "section class=&#x27;viewer&#x27;" in html
-    for name in ("quickstart-replay", "quickstart-local"):
+    for name in ("quickstart-replay", "quickstart-local", "quickstart-rubric"):
         assert (tmp_path / "runs" / name / "verdicts.parquet").exists()
     assert (tmp_path / "runs" / "quickstart-replay" / "report" / "report.html").exists()
