@@ -183,3 +183,18 @@ def test_pairwise_accuracy_interval_covers_at_ten_pairs():
     assert table.height == PAIR_DRAWS
     lo, hi = table["ci_low"].to_numpy().astype(float), table["ci_high"].to_numpy().astype(float)
     assert np.mean(~np.isnan(lo) & (lo <= truth) & (truth <= hi)) >= COVERAGE
+
+
+def test_without_human_labels_the_score_distribution_and_the_consistency_of_repeats():
+    protocol, ctx = rubric({**POINTS, "human": ""})
+    text = np.tile(np.arange(12), 2)
+    answers = [str(1 + t % 5) for t in range(12)] + [str(1 + t % 5) if t < 9 else "3" for t in range(12)]
+    frame = verdicts(np.zeros(24, int), text, POINTS, answers, [None] * 24).with_columns(
+        pl.Series("repeat", [0] * 12 + [1] * 12))
+    t = protocol.tables(frame, ctx)
+    same = t["consistency"].filter(pl.col("metric") == "repeat_agreement").row(0, named=True)
+    assert same["value"] == pytest.approx(9 / 12) and same["n"] == 12        # texts 9, 10, 11 changed their answer
+    shares = dict(zip(t["label_distribution"]["label"], t["label_distribution"]["share"]))
+    assert shares["3"] == pytest.approx(sum(a == "3" for a in answers) / 24) and sum(shares.values()) == pytest.approx(1)
+    assert t["scores"]["mean_score"][0] == pytest.approx(np.mean([int(a) for a in answers]))
+    assert all(t[name].height == 0 for name in ("agreement", "points_agreement"))
