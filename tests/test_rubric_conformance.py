@@ -21,8 +21,8 @@ from litjudge.judges.rubric_stats import quadratic_kappa, tables_by_cluster
 
 DRAWS = 1000
 COVERAGE = 0.93
-# a mean's interval at its minimum covers about 0.935 (the project's rule: tests/test_conformance.py);
-# 2,000 draws put the estimate's standard error at 0.005
+# at their minimum, intervals cover 0.93-0.94 (the project's rule: tests/test_conformance.py), so
+# their estimates take 2,000 draws (standard error 0.005)
 MEAN_DRAWS = 2000
 # the mean of both orders' accuracies at 10 pairs covers 0.931-0.933 (4,000 draws, two seeds; 0.947
 # at 12 pairs): just above the bound, so its estimate needs 4,000 draws (standard error 0.004)
@@ -121,13 +121,13 @@ def test_binary_agreement_intervals_cover_with_ten_texts_of_each_answer(positive
     truth = {"kappa": cohen_kappa_score(big, pred), "balanced_accuracy": balanced_accuracy_score(big, pred)}
     rng = np.random.default_rng(1)
     n = positive + negative
-    y = np.tile(np.r_[np.ones(positive, bool), np.zeros(negative, bool)], DRAWS)
+    y = np.tile(np.r_[np.ones(positive, bool), np.zeros(negative, bool)], MEAN_DRAWS)
     p = _binary_judge(rng, y)
     protocol, ctx = rubric(BINARY)
-    frame = verdicts(np.repeat(np.arange(DRAWS), n), np.tile(np.arange(n), DRAWS), BINARY,
+    frame = verdicts(np.repeat(np.arange(MEAN_DRAWS), n), np.tile(np.arange(n), MEAN_DRAWS), BINARY,
                      np.where(p, "Yes", "No").tolist(), np.where(y, "Yes", "No").tolist())
     table = protocol.tables(frame, ctx)["binary_agreement"]
-    assert table.height == DRAWS
+    assert table.height == MEAN_DRAWS
     for metric, value in truth.items():
         assert _covered(table, metric, value) >= COVERAGE, (metric, _covered(table, metric, value))
 
