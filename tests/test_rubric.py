@@ -4,6 +4,9 @@ DataFrame call, with the default local judge (smollm2-135m under vLLM) and with 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from itertools import combinations
 
 import polars as pl
@@ -79,18 +82,33 @@ def test_analyze_mode_ends_with_a_constrained_verdict(smollm, runs_dir):
     assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
 
 
+DATAFRAME_CALL = """
+import json, sys
+import polars as pl
+import litjudge
+rows, questions, columns, out = json.loads(sys.argv[1])
+r = litjudge.judge(pl.DataFrame(rows), protocol="rubric", questions=questions, columns=columns,
+                   engine={"max_model_len": 2048, "kv_cache_gib": 1}, out=out, progress=False)
+print(json.dumps({"rows": r.manifest.verdicts.rows, "unparsed": r.manifest.verdicts.unparsed,
+                  "tables": {k: r.tables[k].to_dicts() for k in ("agreement", "binary_agreement", "points_agreement",
+                                                                    "pairwise_agreement")}}, default=str))
+"""
+
+
 @pytest.mark.slow
 def test_a_three_question_rubric_from_a_dataframe_with_human_columns(tmp_path):
-    """The DataFrame call with the default local judge (its own engine): 0 unparsed, and an
-    agreement table for each question that names a human column."""
-    rows = stories()
-    r = litjudge.judge(pl.DataFrame(rows), protocol="rubric", questions=QUESTIONS, columns=COLUMNS,
-                       engine={"max_model_len": 2048, "kv_cache_gib": 1}, out=tmp_path, progress=False)
-    assert r.manifest.verdicts.rows == 12 * 2 + 3 * 6 * 2 and r.manifest.verdicts.unparsed == 0
-    assert r.tables["binary_agreement"]["n"].to_list() == [12]
-    assert r.tables["points_agreement"]["n"].to_list() == [12]
-    assert r.tables["pairwise_agreement"]["order"].to_list() == ["ab", "ba", "mean of both"]
-    assert sorted(r.tables["agreement"]["metric"]) == ["accuracy", "kappa", "qwk"]
+    """The DataFrame call with the default local judge (in a process of its own: one engine per
+    process), 0 unparsed, and an agreement table for each question that names a human column."""
+    args = json.dumps([stories(), QUESTIONS, COLUMNS, str(tmp_path)])
+    done = subprocess.run([sys.executable, "-c", DATAFRAME_CALL, args], capture_output=True, text=True, timeout=1800,
+                          cwd=tmp_path, env={**os.environ, "LITJUDGE_VERDICT_CACHE": "off"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["rows"] == 12 * 2 + 3 * 6 * 2 and r["unparsed"] == 0
+    t = r["tables"]
+    assert [row["n"] for row in t["binary_agreement"]] == [12] and [row["n"] for row in t["points_agreement"]] == [12]
+    assert [row["order"] for row in t["pairwise_agreement"]] == ["ab", "ba", "mean of both"]
+    assert sorted(row["metric"] for row in t["agreement"]) == ["accuracy", "kappa", "qwk"]
 
 
 def test_questions_as_a_keyword_or_in_options_and_the_humans_beside_each_verdict(tmp_path):
