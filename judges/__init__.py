@@ -11,3 +11,4 @@ PROTOCOLS.add("reference_likert", "litjudge.judges.reference_likert:ReferenceLik
 PROTOCOLS.add("listwise", "litjudge.judges.listwise:ListwiseRanking")
 PROTOCOLS.add("pairwise", "litjudge.judges.pairwise:Pairwise")
 PROTOCOLS.add("classification", "litjudge.judges.classification:Classification")
+PROTOCOLS.add("rubric", "litjudge.judges.rubric:Rubric")

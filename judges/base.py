@@ -21,6 +21,7 @@ from litjudge.grammars.analysis import Analyzed
 from . import PROTOCOLS
 from .contract import Ask, Declaration, MetricTable, Table  # noqa: F401  (a protocol imports its contract from here)
 from .metrics.estimates import Units
+from .templates import Template, TemplateFields, checked, template_of
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,21 @@ class Protocol(Named, ABC):
         """The labels `missing = "label:X"` may name."""
         return ()
 
+    def reads(self, options: Any) -> str:
+        """The kind of data this run reads (`declared.reads`, unless the options choose)."""
+        return self.declared.reads
+
+    def template_fields(self, options: Any) -> TemplateFields | None:
+        """The fields your own prompt template (`template = ...`) may and must name; None: none taken."""
+        return None
+
+    def templates(self, config: RunConfig, options: Any) -> dict[str, Template]:
+        """Your own prompt templates this run uses, by the key that sets them, each checked against
+        the protocol's fields (judges/templates.py); the manifest records their text."""
+        own = template_of(config)
+        where = config.source or "config"
+        return {"template": checked(own, self.template_fields(options), self.name, where, "template")} if own else {}
+
     def rank_group(self, rank: RankBy, options: Any) -> str:
         """The tidy group (`col=value,...`) whose row holds the value ranked: the one asked
         explicitly, else the protocol's pooled row."""
@@ -196,6 +212,7 @@ class Protocol(Named, ABC):
         if policy.kind == "label" and policy.label not in self.missing_labels(options):
             raise ConfigError(f"{policy.label!r} is not a verdict label of protocol {self.name!r} "
                               f"(labels: {', '.join(self.missing_labels(options))})", where=where, key="missing")
+        self.templates(config, options)
         return options
 
     # -- the framework's part, the same for every protocol ---------------------------------------

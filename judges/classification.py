@@ -25,6 +25,7 @@ from litjudge.engine.data.items import ItemSet, sample_per_category, select_grou
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
 from .metrics import accuracy, spearman
 from .metrics.estimates import Units, spearman_of
+from .templates import TemplateFields, template_of
 
 WRONG = "(missing: counted wrong)"     # the stand-in prediction of missing = "wrong": equals no truth
 DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst.\n\n<{kind}>\n{text}\n</{kind}>")
@@ -63,6 +64,9 @@ class Classification(Protocol):
 
     def missing_labels(self, options: ClassificationOptions) -> tuple[str, ...]:
         return tuple(options.labels)
+
+    def template_fields(self, options: ClassificationOptions) -> TemplateFields:
+        return TemplateFields(("text", "labels", "kind", "group"), ("text",))
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ClassificationOptions):
         """Items are the clusters (an item's repeats move together)."""
@@ -112,7 +116,11 @@ class Classification(Protocol):
             if truth not in opts.labels:
                 raise ConfigError(f"item {item.item_id}: category {item.category!r} maps to no label in "
                                   f"{list(opts.labels)} (set options.category_map)", key="options.category_map")
-            yield Ask(item.item_id, self.prompt(opts, ctx.config.mode, item.text), verdict,
+            own = template_of(ctx.config)
+            asked = own.render({"text": item.text.strip(), "labels": ", ".join(f'"{lab}"' for lab in opts.labels),
+                                "kind": opts.item_kind, "group": group}) if own else \
+                self.prompt(opts, ctx.config.mode, item.text)
+            yield Ask(item.item_id, asked, verdict,
                       (("group", group), ("truth", truth), ("source", item.source)), marker="Category:")
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:

@@ -40,6 +40,7 @@ from .metrics.bootstrap import difference_of_means_ci, interval_note, or_none
 from .metrics.estimates import Units, spearman_of
 from .metrics.reliability import within_strata_permutation_p
 from .permutation import permutation_tables
+from .templates import TemplateFields, template_of
 
 DESIGNS = ("comprehensive", "segmented", "subsets")
 SCORES = {"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "order": pl.Int64, "repeat": pl.Int64,
@@ -130,8 +131,15 @@ class ListwiseRanking(Protocol):
             return text.split(" Print out the filenames")[0]
         return opts.criterion.replace("{n}", str(n))
 
-    def prompt(self, opts: ListwiseOptions, group: str, listed: list[tuple[str, RatedItem]]) -> str:
+    def template_fields(self, options: ListwiseOptions) -> TemplateFields:
+        """{items}: the listed items, each under its id; {format}: the answer format the verdict follows."""
+        return TemplateFields(("instruction", "format", "items", "n", "group", "kind"), ("items",))
+
+    def prompt(self, opts: ListwiseOptions, group: str, listed: list[tuple[str, RatedItem]], own=None) -> str:
         body = "\n\n".join(f"[{code}]\n{item.text.strip()}" for code, item in listed)
+        if own is not None:
+            return own.render({"instruction": self.instruction(opts, group, len(listed)), "format": FORMAT.strip(),
+                               "items": body, "n": len(listed), "group": group, "kind": opts.item_kind})
         return (self.instruction(opts, group, len(listed)) + FORMAT + f"{opts.item_kind.upper()}:\n\n{body}")
 
     # -- designs ------------------------------------------------------------------------------
@@ -180,7 +188,7 @@ class ListwiseRanking(Protocol):
             verdict = grammars.Listwise(tuple(codes))
             ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))
             for order, shown in enumerate(shown_orders(list(zip(codes, listed)), opts, f"{group}/{k}")):
-                yield Ask(f"{group}/list{k}", self.prompt(opts, group, shown), verdict, (
+                yield Ask(f"{group}/list{k}", self.prompt(opts, group, shown, template_of(ctx.config)), verdict, (
                     ("group", group), ("list", k), ("n_items", len(listed)), ("codes", ids), ("order", order),
                     ("shown", json.dumps([c for c, _ in shown]))))
 

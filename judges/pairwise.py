@@ -37,6 +37,7 @@ from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
 from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
 from .tables import calibration_tables, label_distribution, rate_rows
+from .templates import TemplateFields, template_of
 
 ORDERS = ("ab", "ba")
 STYLE = {"headers": re.compile(r"^\s{0,3}#{1,6}\s", re.M), "lists": re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.M),
@@ -93,6 +94,10 @@ class Pairwise(Protocol):
     def missing_labels(self, options: PairwiseOptions) -> tuple[str, ...]:
         return ("A", "B", "tie") if options.tie else ("A", "B")
 
+    def template_fields(self, options: PairwiseOptions) -> TemplateFields:
+        """{text_a} is the text shown first (as A), {text_b} the one shown second: they swap in order ba."""
+        return TemplateFields(("prompt", "text_a", "text_b", "labels"), ("text_a", "text_b"))
+
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: PairwiseOptions):
         """Pairs are the clusters of every rankable estimate (a pair's orders and repeats move together)."""
         verdicts = tables.get("per_verdict")
@@ -144,9 +149,13 @@ class Pairwise(Protocol):
                                                    ("human", pair.label), ("group", pair.group), *features))
             return
         verdict = grammars.preference("A", "B", "tie" if opts.tie else None)
+        own = template_of(ctx.config)
+        labels = " or ".join(verdict.labels())
         for order in ORDERS:
             first, second = (pair.text_a, pair.text_b) if order == "ab" else (pair.text_b, pair.text_a)
-            yield Ask(f"{pair.pair_id}/{order}", self.prompt(opts, ctx.config.mode, pair, first, second), verdict, (
+            asked = own.render({"prompt": pair.prompt, "text_a": first, "text_b": second, "labels": labels}) if own \
+                else self.prompt(opts, ctx.config.mode, pair, first, second)
+            yield Ask(f"{pair.pair_id}/{order}", asked, verdict, (
                 ("pair_id", pair.pair_id), ("order", order), ("human", pair.label), ("group", pair.group),
                 *features), marker="Preferred:")
 

@@ -34,6 +34,9 @@ from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Tabl
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .metrics.bootstrap import mean_with_ci
 from .metrics.estimates import Units, mean_of
+from .templates import TemplateFields, template_of
+from .ttcw import FIELDS as TTCW_FIELDS
+from .ttcw import fields as ttcw_fields
 from .ttcw import prompt as ttcw_prompt
 
 ORDERS = ("ref_first", "cand_first")
@@ -111,6 +114,13 @@ class ReferenceLikert(Protocol):
     def missing_labels(self, options: ReferenceLikertOptions) -> tuple[str, ...]:
         return self._language(options).labels()
 
+    def template_fields(self, options: ReferenceLikertOptions) -> TemplateFields:
+        """Story A and B as shown (they swap between the orders); the ablation asks the TTCW test."""
+        if not options.reference:
+            return TTCW_FIELDS
+        return TemplateFields(("story_a", "story_b", "background", "question", "labels"),
+                              ("story_a", "story_b", "question"))
+
     @staticmethod
     def _language(options: ReferenceLikertOptions):
         return grammars.likert(options.points) if options.reference else grammars.binary()
@@ -133,10 +143,12 @@ class ReferenceLikert(Protocol):
         opts: ReferenceLikertOptions = ctx.options
         g, tests = unit
         mode = ctx.config.mode
+        own = template_of(ctx.config)
         if not opts.reference:
             for cand in g.candidates:
                 for t in tests:
-                    prompt = ttcw_prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
+                    prompt = own.render(ttcw_fields(cand.text, t)) if own else \
+                        ttcw_prompt(cand.text, t, "analyze" if mode == "analyze" else "default", None)
                     yield Ask(*self._item(g, cand, t.idx, "alone", prompt, grammars.binary()))
             return
         template = paper_template(opts.points)
@@ -149,8 +161,10 @@ class ReferenceLikert(Protocol):
                             f"Question: {t.question}")
                     if mode == "label":
                         body += "\n\nAnswer with the label only."
-                    yield Ask(*self._item(g, cand, t.idx, order, template.replace("{stories_and_question}", body),
-                                          verdict), marker=opts.marker)
+                    asked = own.render({"story_a": a.text, "story_b": b.text, "background": t.background,
+                                        "question": t.question, "labels": ", ".join(verdict.labels())}) if own \
+                        else template.replace("{stories_and_question}", body)
+                    yield Ask(*self._item(g, cand, t.idx, order, asked, verdict), marker=opts.marker)
 
     def _item(self, g: StoryGroup, cand, test: int, order: str, prompt: str, verdict) -> tuple:
         """A candidate's question on one test in one order: its item id, prompt, verdict language,

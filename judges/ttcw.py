@@ -40,6 +40,7 @@ from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .ppi_tables import ppi_table
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
+from .templates import TemplateFields, template_of
 
 VARIANTS = ("default", "upstream", "analyze")
 AGREEMENT = ("kappa", "balanced_accuracy")
@@ -49,6 +50,18 @@ CALIBRATION = ("ece", "squared_calibration_error", "brier")
 DEFAULT_INTRO = ("You are an expert reader judging a short story on one test of creative writing "
                  "from the Torrance Test of Creative Writing. Read the story, then the background on "
                  "the test, then answer the question with Yes or No.")
+
+
+# Your own template (`template = ...`) may name these; it must name the story and the question.
+FIELDS = TemplateFields(("story", "question", "background", "instruction", "dimension", "category", "labels"),
+                        ("story", "question"))
+
+
+def fields(story: str, test) -> dict[str, str]:
+    """One (story, test) question's fields for your own template."""
+    return {"story": story, "question": test.question, "background": test.background,
+            "instruction": test.instruction or "Explain your reasoning step by step, then answer Yes or No.",
+            "dimension": test.dimension, "category": test.category, "labels": "Yes or No"}
 
 
 def prompt(story: str, test, variant: str, template: str | None) -> str:
@@ -111,6 +124,9 @@ class TTCW(Protocol):
 
     def missing_labels(self, options) -> tuple[str, ...]:
         return ("Yes", "No")
+
+    def template_fields(self, options) -> TemplateFields:
+        return FIELDS
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: TTCWOptions):
         """Stories are the clusters of every rankable estimate (a story's 14 verdicts move together)."""
@@ -177,8 +193,10 @@ class TTCW(Protocol):
         story, tests, template = unit
         text = story.text or f"(text not available: {story.story_id})"
         verdict = UpstreamYesNo() if ctx.replay else grammars.binary()
+        own = template_of(ctx.config)
         for t in tests:
-            yield Ask(item_id(story.story_id, t.idx), self.prompt(text, t, ctx.options.variant, template), verdict, (
+            asked = own.render(fields(text, t)) if own else self.prompt(text, t, ctx.options.variant, template)
+            yield Ask(item_id(story.story_id, t.idx), asked, verdict, (
                 ("story_id", story.story_id), ("test", t.idx), ("source", story.source),
                 ("group", story.group), ("judgeable", story.judgeable)))
 

@@ -57,12 +57,22 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
     (JSONL, CSV, Parquet). `columns` maps the protocol's fields to your column names (as a config's
     `[dataset.columns]`: ``{"text_a": "story_1", "label": "winner"}``), `values` renames your values
     (``{"label": {"model_a": "a"}}``). Anything else a run config says goes in `**config`
-    (``limit=10``, ``sampling=SamplingConfig(...)``, ``engine=EngineConfig(...)``, ``api={...}``).
+    (``limit=10``, ``sampling=SamplingConfig(...)``, ``engine=EngineConfig(...)``, ``api={...}``); an
+    option of the protocol may be a keyword too (``questions=[...]`` for ``protocol="rubric"``, as
+    ``options={"questions": [...]}``).
     The run folder is `out/name` (`out`: default runs/out; `name`: default
     ``<protocol>-python-<8 hex>``, one folder per config and data, so a repeated call resumes and a
     call on other rows never answers with these); a named folder holding another run's results is
     refused unless `overwrite=True`. `cache`: True for the shared verdict cache, False for none, or
     a path."""
+    moved = _option_keywords(protocol, config)            # questions=[...]: an option of the rubric protocol
+    if moved:
+        given = dict(options or {})
+        twice = sorted(set(given) & set(moved))
+        if twice:
+            raise ConfigError(f"{twice[0]!r} is given twice: as a keyword and in options=", where=JUDGE_WHERE,
+                              key=f"options.{twice[0]}")
+        options = {**given, **moved}
     session = Session.current(out=out, cache=cache, progress=progress)
     table = _judge_table(protocol, judge, columns, values, options, mode, name, config)
     in_memory = not isinstance(data, (str, os.PathLike))
@@ -150,6 +160,20 @@ def _read_of(lines: bytes) -> DataRead:
 def _your_rows(exc: DataError) -> DataError:
     """A bad row of RUN/input/data.jsonl named as your data's row (line n is row n)."""
     return DataError(f"row {exc.row}: {exc.message}" if exc.row else exc.message, path=data_rows.WHERE)
+
+
+def _option_keywords(protocol: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Keywords that name an option of the protocol and no run setting, taken out of `config`."""
+    import dataclasses
+
+    from litjudge.engine.core.config import RunConfig
+    from litjudge.judges import PROTOCOLS
+
+    if protocol not in PROTOCOLS:
+        return {}
+    settings = {f.name for f in dataclasses.fields(RunConfig)}
+    names = {f.name for f in dataclasses.fields(PROTOCOLS.get(protocol).declared.options)} - settings
+    return {k: config.pop(k) for k in list(config) if k in names}
 
 
 def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None, cache: bool | str | Path = True,

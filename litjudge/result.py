@@ -98,6 +98,19 @@ class Result:
                 lines.append(f"no verdict of {name} could be read (all {answered} unparsed): its tables hold no result")
         return lines
 
+    def to_dataset(self, prompts: bool = False):
+        """The verdicts as a Hugging Face `datasets.Dataset`: one row per verdict, the item's fields
+        (item_id and what the protocol recorded of it) beside the verdict; `prompts=True` adds each
+        prompt as sent. `litjudge export RUN --to DIR` writes the whole run, tables too, for the Hub."""
+        import datasets
+        from litjudge.engine.app.export import verdict_rows
+
+        if self.kind != "run":
+            raise ConfigError(f"a {self.kind} holds no verdicts of its own: "
+                              + ("take one task's, result.tasks[0].to_dataset()" if self.kind == "tasks"
+                                 else "open one of its runs"), where=str(self.run_dir))
+        return datasets.Dataset.from_polars(verdict_rows(self.run_dir, prompts))
+
     def report(self, out: str | Path | None = None) -> Path:
         """Write the HTML report (tables, plots and the per-item viewer) and return its path."""
         if self.kind in ("sweep", "ensemble"):

@@ -32,12 +32,13 @@ def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
     # and torch's warnings, a TqdmWarning, IPython's IFrame hint: in the run's engine.log)
     streams = {i: "".join(o.get("text", "") for o in out if o.get("output_type") == "stream")
                for i, out in outputs.items()}
-    local = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "quickstart-local" in c.source)
-    bar = [line for line in re.split(r"[\r\n]+", streams.pop(local)) if line.strip()]
-    assert bar and all(line.startswith("smollm2-135m: ") and "req" in line for line in bar), bar
+    for run in ("quickstart-local", "quickstart-rubric"):
+        local = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and f'"{run}"' in c.source)
+        bar = [line for line in re.split(r"[\r\n]+", streams.pop(local)) if line.strip()]
+        assert bar and all(line.startswith("smollm2-135m: ") and "req" in line for line in bar), (run, bar)
     assert not any(streams.values()), {i: text[:300] for i, text in streams.items() if text}
     assert all(o.get("output_type") in ("execute_result", "display_data") for out in outputs.values() for o in out
                if o.get("output_type") != "stream")
-    for name in ("quickstart-replay", "quickstart-local"):
+    for name in ("quickstart-replay", "quickstart-local", "quickstart-rubric"):
         assert (tmp_path / "runs" / name / "verdicts.parquet").exists()
     assert (tmp_path / "runs" / "quickstart-replay" / "report" / "report.html").exists()

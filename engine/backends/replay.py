@@ -2,7 +2,8 @@
 with no model, through the same planner, store, parsing and metrics as live judges.
 
 Judge names: `replay:NAME` reads `<TTCW folder>/judge_outputs/NAME.jsonl` (the TTCW card's folder
-under the data root); `replay:PATH.jsonl` reads any JSONL of `{"id": item_id, "response": text}`.
+under the data root); `replay:PATH.jsonl` reads any JSONL of `{"id": item_id, "response": text}`
+(a relative path as given, else beside the config file).
 Recorded text is all there is: label mode only (the recorded text is parsed as the verdict).
 """
 from __future__ import annotations
@@ -32,6 +33,8 @@ def replay_source(name: str, config: RunConfig) -> Path:
     ref = name.removeprefix("replay:")
     path = Path(ref)
     if path.suffix == ".jsonl":
+        beside = Path(config.source.split(" (task ")[0]).parent / path if config.source else path
+        path = beside if not path.is_absolute() and not path.exists() and beside.is_file() else path
         if not path.exists():
             raise JudgeNotFound(f"no recorded outputs for judge {name!r}: {path} does not exist")
         return path

@@ -115,6 +115,7 @@ class RunConfig:
     missing: str = "drop"       # missing-answer policy: "drop", "wrong" or "label:LABEL" (see MissingPolicy)
     data_root: str = ""         # "" = default (../shared/datasets or LITJUDGE_DATA_ROOT)
     options: dict[str, Any] = field(default_factory=dict)   # protocol options, checked by the protocol
+    template: str = ""          # your own prompt template: inline text or a file's path (judges/templates.py)
     sampling: SamplingConfig = SamplingConfig()
     engine: EngineConfig = EngineConfig()
     api: ApiConfig = ApiConfig()
@@ -191,9 +192,10 @@ class RunConfig:
         return Path(self.data_root) if self.data_root else data_root()
 
 
-TASK_KEYS = ("protocol", "dataset", "mode", "limit", "truncation", "reasks", "missing", "options", "sampling")
+TASK_KEYS = ("protocol", "dataset", "mode", "limit", "truncation", "reasks", "missing", "options", "template",
+             "sampling")
 RUN_KEYS = ("name", "protocol", "dataset", "judge", "backend", "mode", "limit", "truncation", "reasks", "missing",
-            "data_root", "options", "sampling", "engine", "api", "cluster", "generate", "ppi", "tasks", "source")
+            "data_root", "options", "template", "sampling", "engine", "api", "cluster", "generate", "ppi", "tasks", "source")
 
 
 def _as_table(value: Any) -> Any:

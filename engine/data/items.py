@@ -11,13 +11,17 @@ Readers, each failing with the file and line of a bad row:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import ConfigError, DataError
 from .readers import id_text, optional_text, read_jsonl, require
 from .reference import load_confederacy
+from .ttcw import load_ttcw
+
+ITEM_FIELDS = ("group", "item_id", "text", "category", "human_score", "source")
 
 TERTILES = ("low", "mid", "high")
 _AUT = re.compile(r"AUT Prompt:(?P<object>.*?)\nResponse:(?P<response>.*?)\nScore:\n?$", re.S)
@@ -31,6 +35,8 @@ class RatedItem:
     category: str | None = None
     human_score: float | None = None
     source: str = ""
+    # the row's other columns (a rubric question's reference text or human label), by column name
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,8 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
             if category_order and category not in category_order:
                 raise DataError(f"category {category!r} is not one of {list(category_order)}", path=str(path), row=n)
         items.append(RatedItem(item, group, rec["text"], category,
-                               float(score) if score is not None else None, optional_text(rec, "source")))
+                               float(score) if score is not None else None, optional_text(rec, "source"),
+                               {k: v for k, v in rec.items() if k not in ITEM_FIELDS}))
     if not items:
         raise DataError("no items", path=str(path))
     categories = tuple(category_order) or tuple(sorted({i.category for i in items if i.category}))
@@ -128,3 +135,11 @@ def load_confederacy_items(folder: Path) -> ItemSet:
         for s in (g.reference, *g.candidates):
             items.append(RatedItem(s.item_id, s.group, s.text, None, s.human_score, s.source))
     return ItemSet(tuple(items))
+
+
+def load_ttcw_items(folder: Path) -> ItemSet:
+    """The TTCW stories with text as items (a rubric's texts): group = the plot's index, source the
+    story's writer; the New Yorker stories (URLs only) are left out."""
+    data = load_ttcw(folder, require_labels=False)
+    return ItemSet(tuple(RatedItem(s.story_id, str(s.group), s.text, None, None, s.source, {"plot": s.plot})
+                         for s in data.stories if s.text is not None))

@@ -18,7 +18,7 @@ from ..core.errors import ConfigError, DataError
 from ..core.paths import prompts_root
 from ..core.registry import Registry
 from .cards import DatasetCard
-from .items import items_from_records, load_aut, load_confederacy_items, load_rated_jsonl
+from .items import items_from_records, load_aut, load_confederacy_items, load_rated_jsonl, load_ttcw_items
 from .pairs import PairsFile, load_litbench_csv, pairs_from_confederacy, pairs_from_records, pairs_from_ttcw
 from .reference import groups_from_records, load_confederacy, load_reference_jsonl
 from .table import checked, in_columns, mapped
@@ -42,6 +42,7 @@ def _file(location: Path, name: str) -> Path:
 
 LOADERS.add("ttcw.ttcw", _ttcw)
 LOADERS.add("ttcw.pairs", lambda loc, card: pairs_from_ttcw(loc))
+LOADERS.add("ttcw.items", lambda loc, card: load_ttcw_items(loc))
 LOADERS.add("confederacy.groups", lambda loc, card: load_confederacy(loc))
 LOADERS.add("confederacy.items", lambda loc, card: load_confederacy_items(loc))
 LOADERS.add("confederacy.pairs", lambda loc, card: pairs_from_confederacy(loc))

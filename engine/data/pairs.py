@@ -12,10 +12,11 @@ Readers (each failing with the file and line of a bad row):
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import DataError
 from .readers import id_text, optional_text, read_jsonl, read_text, require
@@ -23,6 +24,7 @@ from .reference import load_confederacy
 from .ttcw import load_ttcw
 
 LABELS = ("a", "b", "tie")
+PAIR_FIELDS = ("pair_id", "prompt", "text_a", "text_b", "label", "source_a", "source_b", "group")
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Pair:
     source_a: str = ""
     source_b: str = ""
     group: str = ""
+    # the row's other columns (a rubric question's reference text or human label), by column name
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,8 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
         seen.add(pid)
         count += 1
         yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], label, optional_text(rec, "source_a"),
-                   optional_text(rec, "source_b"), optional_text(rec, "group"))
+                   optional_text(rec, "source_b"), optional_text(rec, "group"),
+                   {k: v for k, v in rec.items() if k not in PAIR_FIELDS})
     if not count:
         raise DataError("no pairs", path=str(path))
 

@@ -31,12 +31,13 @@ from typing import Any
 
 from ..core.errors import DataError
 from .cards import DatasetCard
+from .items import ITEM_FIELDS
+from .pairs import PAIR_FIELDS
 from .readers import read_jsonl
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 # litjudge's fields per kind of data (a card's mapping renames columns to these)
-FIELDS = {"pairs": ("pair_id", "prompt", "text_a", "text_b", "label", "source_a", "source_b", "group"),
-          "items": ("group", "item_id", "text", "category", "human_score", "source"),
+FIELDS = {"pairs": PAIR_FIELDS, "items": ITEM_FIELDS,
           "groups": ("group", "item_id", "text", "human_score", "reference", "source")}
 
 
@@ -163,6 +164,7 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
     """Rows renamed to litjudge's fields by the card's `columns` (and `values`) mapping. A mapped
     column the data lacks fails on the first row, naming the columns it has."""
     check_mapping(card, kind, location)
+    consumed = {c for c in card.columns.values() if not str(c).startswith("=")}
     for i, (n, rec) in enumerate(rows(card, location)):
         if i == 0:
             check_mapping(card, kind, location, rec)
@@ -179,6 +181,8 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
             if table and out[name] is not None:
                 out[name] = table.get(str(out[name]), out[name])
             out[name] = typed(name, out[name])
+        if kind != "groups":
+            out.update((c, v) for c, v in rec.items() if c not in FIELDS[kind] and c not in consumed)
         yield n, out
 
 

@@ -144,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", help="folder to write (default: RUN/report)")
     rep.add_argument("--text", action="store_true", help="also print every table")
     rep.set_defaults(fn=lazy(".commands:cmd_report"))
+    ex = sub.add_parser("export", help="a finished run as a Hugging Face dataset folder (parquet configs and a dataset "
+                                       "card), ready for the Hub")
+    ex.add_argument("run_dir", metavar="RUN")
+    ex.add_argument("--to", required=True, metavar="DIR", help="the folder to write (new, empty, or an earlier export)")
+    ex.add_argument("--prompts", action="store_true", help="also each verdict's prompt as sent (the judged texts: "
+                                                           "check the data card's license before publishing)")
+    ex.set_defaults(fn=lazy(".export_commands:cmd_export"))
     cmp_ = sub.add_parser("compare", help="the report's panels side by side across runs (judges, prompt variants)")
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN")
     cmp_.add_argument("--out", help="folder to write (default: runs/out/compare-A-vs-B)")

@@ -116,6 +116,7 @@ def viewer_frame(run: LoadedRun) -> pl.DataFrame:
     v = protocol.human_view(verdicts, run.tables)
     order = pl.col("order").cast(pl.Utf8) if "order" in v.columns else pl.lit("")
     facet = (pl.lit("test ") + pl.col("test").cast(pl.Utf8)) if "test" in v.columns else \
+        pl.col("question").cast(pl.Utf8) if "question" in v.columns else \
         pl.col("group").cast(pl.Utf8) if "group" in v.columns else pl.lit("")
     v = v.with_columns(order.fill_null("").alias("order"), facet.fill_null("").alias("facet"),
                        pl.col("repeat").fill_null(0) if "repeat" in v.columns else pl.lit(0).alias("repeat"))

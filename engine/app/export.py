@@ -1,0 +1,181 @@
+"""A finished run as a Hugging Face dataset folder, ready for the Hub (`litjudge export RUN --to DIR`).
+
+    DIR/README.md                 the dataset card: a YAML header the Hub reads, then what ran
+    DIR/data/verdicts.parquet     one row per verdict: the item's fields (item_id and what the protocol
+                                  recorded of it: story, test, pair, order, question, human answer...)
+                                  beside the verdict (status, label, value, raw output, probabilities)
+    DIR/data/<table>.parquet      each of the run's tables that has rows (an empty one is named in the card)
+
+The header's `configs` name each file, so `datasets.load_dataset(DIR)` gives the verdicts (the
+default config) and `load_dataset(DIR, "overall")` a table, each one split ("train", the split the
+Hub and `load_dataset` take by default); `license` comes from the data card (the Hub's identifier
+where the card names a known license, else `other` with the card's words in the body). The body
+names the judges, the protocol and its version, litjudge's version and commit, and the manifest's
+hashes (the data file's sha256, each judge's weights fingerprint and chat-template hash, your
+prompt template's sha256). Publishing it is one call, never made here:
+
+    from huggingface_hub import HfApi
+    HfApi().upload_folder(folder_path="DIR", repo_id="you/NAME", repo_type="dataset")
+
+Judged texts are not copied unless asked (`--prompts`: each verdict's prompt as it was sent): they
+may not be yours to publish (the data card's license says).
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ..core.errors import ConfigError, StoreError
+from .manifest import RunManifest
+from .outputs import read_logged_prompts, read_manifest, read_table, write_text
+
+SPLIT = "train"
+MARKER = "<!-- written by litjudge export -->"
+# Hub license identifiers for the licenses the shipped cards name (the card's words decide nothing else)
+HUB_LICENSES = {"apache-2.0": "apache-2.0", "mit": "mit", "bsd-3-clause": "bsd-3-clause", "cc by-sa 4.0": "cc-by-sa-4.0",
+                "cc-by-sa-4.0": "cc-by-sa-4.0", "cc by 4.0": "cc-by-4.0", "cc-by-4.0": "cc-by-4.0"}
+
+
+@dataclass(frozen=True)
+class Exported:
+    folder: Path
+    configs: dict[str, int]                  # config name -> rows
+
+
+def verdict_rows(run_dir: Path, prompts: bool = False) -> pl.DataFrame:
+    """A run's verdicts, one row per verdict (with each prompt as sent, when asked and logged)."""
+    path = run_dir / "verdicts.parquet"
+    if not path.exists():
+        raise StoreError(f"{run_dir}: no verdicts.parquet; `litjudge reparse {run_dir}` rebuilds it from the store")
+    verdicts = read_table(path)
+    if not prompts:
+        return verdicts
+    log = run_dir / "log.jsonl"
+    if not log.exists():
+        raise ConfigError("the run logged no prompts (log.jsonl): export it without --prompts", where=str(run_dir))
+    logged = read_logged_prompts(log)
+    return verdicts.with_columns(pl.col("key").replace_strict(logged, default=None, return_dtype=pl.Utf8).alias("prompt"))
+
+
+def _parts(run_dir: Path, manifest: RunManifest, prompts: bool) -> dict[str, pl.DataFrame]:
+    """Config name -> rows: the verdicts, then each table (a run of several tasks: each task's, prefixed)."""
+    if manifest.kind == "tasks":
+        out: dict[str, pl.DataFrame] = {}
+        for task in manifest.tasks:
+            for name, df in _parts(run_dir / task.task, read_manifest(run_dir / task.task), prompts).items():
+                out[f"{task.task}-{name}"] = df
+        return out
+    if manifest.kind != "run":
+        raise ConfigError(f"a {manifest.kind} folder: export one of its runs (a folder holding verdicts.parquet)",
+                          where=str(run_dir))
+    out = {"verdicts": verdict_rows(run_dir, prompts)}
+    for path in sorted((run_dir / "tables").glob("*.parquet")):
+        out[path.stem] = read_table(path)
+    return out
+
+
+def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Exported:
+    """Write the Hub-ready folder `to` (new, empty, or an earlier export, which it replaces)."""
+    run_dir, to = Path(run_dir).expanduser(), Path(to).expanduser()
+    if not run_dir.is_dir():
+        raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(run_dir))
+    manifest = read_manifest(run_dir)
+    if to.exists() and (not to.is_dir() or (any(to.iterdir()) and MARKER not in _text(to / "README.md"))):
+        raise ConfigError("exists and is not an earlier export: give a new (or empty) folder", where=str(to))
+    every = _parts(run_dir, manifest, prompts)
+    parts = {name: df for name, df in every.items() if df.height}     # a split needs rows: empty tables left out
+    if not parts:
+        raise ConfigError("the run has no verdicts to export", where=str(run_dir))
+    staging = to.with_name(f".{to.name}.export")
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "data").mkdir(parents=True)
+    for name, df in parts.items():
+        df.write_parquet(staging / "data" / f"{name}.parquet")
+    write_text(staging / "README.md", card(manifest, parts, run_dir, [n for n in every if n not in parts]))
+    if to.exists():
+        shutil.rmtree(to)
+    staging.rename(to)
+    return Exported(to, {name: df.height for name, df in parts.items()})
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def hub_license(text: str) -> str:
+    """The Hub's identifier for a data card's license: a known one, `unknown` when the card says
+    nothing, else `other` (the card's own words go in the body)."""
+    if not text.strip():
+        return "unknown"
+    return HUB_LICENSES.get(text.split("(")[0].strip().lower(), "other")
+
+
+def _q(value: Any) -> str:
+    """A YAML scalar (JSON is YAML): text from a config or a card never becomes YAML structure."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _code(value: Any) -> str:
+    """Text shown in the card's Markdown as code, never as markup."""
+    return "`" + re.sub(r"[`\r\n]+", " ", str(value)) + "`"
+
+
+def card(manifest: RunManifest, parts: dict[str, pl.DataFrame], run_dir: Path, empty: list[str]) -> str:
+    """The dataset card: the YAML header the Hub reads, then what ran and how to load and publish it."""
+    raw = manifest.raw
+    data = raw.get("dataset", {}) if isinstance(raw.get("dataset"), dict) else {}
+    protocol = raw.get("protocol", {}) if isinstance(raw.get("protocol"), dict) else {}
+    license_text = str(data.get("license", ""))
+    header = ["---", f"license: {_q(hub_license(license_text))}", f"pretty_name: {_q('litjudge run ' + run_dir.name)}",
+              "tags:", "- litjudge", "- llm-as-a-judge"] + ([f"- {_q(protocol['name'])}"] if protocol.get("name") else [])
+    header.append("configs:")
+    for n, name in enumerate(parts):
+        header += [f"- config_name: {_q(name)}", "  data_files:", f"  - split: {SPLIT}",
+                   f"    path: {_q(f'data/{name}.parquet')}"] + (["  default: true"] if n == 0 else [])
+    header.append("---")
+    judges = [j for j in raw.get("judges", []) if isinstance(j, dict)]
+    name = protocol.get("name", manifest.protocol)
+    lines = [MARKER, f"# litjudge run {_code(run_dir.name)}", "",
+             f"Verdicts of {', '.join(_code(j.get('judge')) for j in judges) or 'the judges'} on the dataset "
+             f"{_code(data.get('card', manifest.dataset))} under the protocol {_code(name)} "
+             f"(version {_code(protocol.get('version', ''))}), written by litjudge {_code(raw.get('litjudge'))} "
+             f"(commit {_code(raw.get('git_commit'))}) on {_code(raw.get('created'))}.", "",
+             "## Configs", "", "| config | rows | columns |", "|---|---|---|"]
+    lines += [f"| {_code(name)} | {df.height} | {len(df.columns)} |" for name, df in parts.items()]
+    if empty:
+        lines += ["", f"Tables the run left empty (not exported: a split needs rows): {', '.join(map(_code, empty))}."]
+    lines += ["", "## Load and publish", "", "```python", "from datasets import load_dataset",
+              f"verdicts = load_dataset(\"DIR\")[{_q(SPLIT)}]          # one row per verdict",
+              f"table = load_dataset(\"DIR\", {_q(next(iter(list(parts)[1:]), 'verdicts'))})[{_q(SPLIT)}]",
+              "", "from huggingface_hub import HfApi          # publishing is this one call",
+              "HfApi().upload_folder(folder_path=\"DIR\", repo_id=\"you/NAME\", repo_type=\"dataset\")", "```", "",
+              "## Provenance (the run's manifest)", ""]
+    lines += _hashes(raw, data)
+    lines += ["", "## Data", "", f"- source: {_code(data.get('source', ''))}",
+              f"- license (from the data card): {_code(license_text or 'not stated')}"]
+    return "\n".join(header + lines) + "\n"
+
+
+def _hashes(raw: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    out = []
+    identity = data.get("data", {}) if isinstance(data.get("data"), dict) else {}
+    if identity.get("sha256"):
+        out.append(f"- data file sha256: {_code(identity['sha256'])} ({_code(identity.get('path', ''))})")
+    for j in raw.get("judges", []):
+        if isinstance(j, dict):
+            out.append(f"- judge {_code(j.get('judge'))}: backend {_code(j.get('backend', ''))}, weights "
+                       f"{_code(j.get('fingerprint', j.get('sha256', 'n/a')))}, chat template "
+                       f"{_code(j.get('chat_template_hash', 'n/a'))}")
+    for key, t in (raw.get("template") or {}).items():
+        out.append(f"- prompt template {_code(key)} sha256: {_code(t.get('sha256'))}")
+    out.append("- each verdict's content key: the `key` column of `verdicts`")
+    return out

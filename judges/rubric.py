@@ -1,0 +1,391 @@
+"""Rubric: your own questions about each text, or each pair of texts, on the scale you choose.
+
+Method, as you write it (`[[options.questions]]` in a config, `questions=[...]` in `litjudge.judge`):
+1. A question has an id, its text and a scale: `binary` (two labels, the first the positive one;
+   Yes / No by default), `points` (an N-point scale with a description per point, as Prometheus'
+   score rubrics: the judge answers 1..N), or `pairwise` (which of two texts answers the question
+   better: A or B, optionally a tie). Optionally a `reference` column (a text shown after the
+   judged one, e.g. a reference answer) and a `human` column (the humans' answer: agreement).
+2. Data. Single-text questions read items (text, item_id, group and the row's other columns); their
+   pairwise questions compare the items of each group two by two (the humans' preference: the
+   text with the higher value in the human column). A rubric of pairwise questions only reads
+   pairs (prompt, text_a, text_b; `human = "label"` is the pair's human preference), unless
+   `pairs_from = "groups"`. `limit` counts texts, groups (when a question is pairwise) or pairs.
+3. Each text is asked each single-text question with the text first, so a text's questions share
+   its prefix; each pair is asked each pairwise question in both orders (a shown first, then b
+   first), the verdict mapped back to the texts. Labels are constrained by the scale's grammar:
+   `grammars.binary(yes, no)`, `grammars.score(1, N)`, `grammars.preference("A", "B"[, "tie"])`.
+4. Modes: label; analyze (a bounded analysis, then `Verdict: <label>`); distribution (P(label) at
+   the decision point, and from it P(positive), the expected score, P(text a)).
+5. Tables (rubric_tables.py): each question's score distribution, the judge's consistency (across
+   repeats; across orders: swap-flip and first-position win rates) and, where a human column is
+   given, agreement: binary (kappa, balanced accuracy), points (Spearman, quadratic-weighted
+   kappa, exact and within-one agreement, mean difference judge - human), pairwise (accuracy per
+   order and the mean of both). 95% intervals resample texts (pairs for a pairwise question),
+   none under 10 of them.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+import litjudge.grammars as grammars
+from litjudge.engine.core.config import valid_name
+from litjudge.engine.core.errors import ConfigError, DataError
+from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
+from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
+
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy
+from .metrics.estimates import Units
+from .rubric_tables import AGREEMENT, RANKABLE, aggregate, human_view, rank_units
+from .templates import Template, TemplateFields, checked, config_base, read
+
+SCALES = ("binary", "points", "pairwise")
+SINGLE_FIELDS = ("text", "question", "labels", "rubric", "reference", "group")
+PAIR_TEMPLATE_FIELDS = ("text_a", "text_b", "prompt", "question", "labels", "reference", "group")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of a rubric, as written in `[[options.questions]]`."""
+
+    id: str                                # letters, digits, '-' and '_' (part of each item id)
+    text: str                              # the question the judge reads
+    scale: str = "binary"                  # binary | points | pairwise
+    labels: list[str] = ("Yes", "No")      # binary: the two answers, the positive one first
+    points: list[str] = ()                 # points: a description per point, 1..N (2 <= N <= 10)
+    tie: bool = False                      # pairwise: the judge may answer "tie"
+    reference: str = ""                    # a column holding a reference text, shown after the judged text(s)
+    human: str = ""                        # a column holding the humans' answer (agreement tables)
+    template: str = ""                     # this question's own prompt template (judges/templates.py)
+
+    def __post_init__(self) -> None:
+        if not valid_name(self.id):
+            raise ValueError(f"a question's id is letters, digits, '-' and '_', got {self.id!r}")
+        if not self.text.strip():
+            raise ValueError(f"question {self.id!r} has no text")
+        if self.scale not in SCALES:
+            raise ValueError(f"question {self.id!r}: scale must be one of {list(SCALES)}, got {self.scale!r}")
+        labels = list(self.labels)
+        if self.scale == "binary" and (len(labels) != 2 or len(set(labels)) != 2
+                                       or any(not lab.strip() or lab != lab.strip() for lab in labels)):
+            raise ValueError(f"question {self.id!r}: a binary scale has two distinct, unpadded labels, the positive "
+                             f"first, got {labels}")
+        if self.scale != "binary" and labels != ["Yes", "No"]:
+            raise ValueError(f"question {self.id!r}: labels name a binary question's answers (this one is {self.scale})")
+        if self.scale == "points" and not (2 <= len(self.points) <= 10 and all(p.strip() for p in self.points)):
+            raise ValueError(f"question {self.id!r}: a points scale describes each point 1..N (2 to 10 of them), "
+                             f"got {len(self.points)} description(s)")
+        if self.scale != "points" and self.points:
+            raise ValueError(f"question {self.id!r}: points describe an N-point scale; set scale = \"points\"")
+        if self.tie and self.scale != "pairwise":
+            raise ValueError(f"question {self.id!r}: a tie is an answer of a pairwise question")
+
+    @property
+    def pairwise(self) -> bool:
+        return self.scale == "pairwise"
+
+    @property
+    def language(self) -> grammars.LabelSet:
+        if self.scale == "binary":
+            return grammars.binary(*self.labels)
+        if self.scale == "points":
+            return grammars.score(1, len(self.points))
+        return grammars.preference("A", "B", "tie" if self.tie else None)
+
+    @property
+    def labels_text(self) -> str:
+        """The answers as the prompt lists them: "Yes or No", "1, 2, 3, 4 or 5", "A or B"."""
+        names = self.language.labels()
+        return ", ".join(names[:-1]) + " or " + names[-1]
+
+    @property
+    def rubric(self) -> str:
+        return "\n".join(f"{i}: {p.strip()}" for i, p in enumerate(self.points, start=1))
+
+
+@dataclass(frozen=True)
+class RubricOptions:
+    questions: list[Question] = ()
+    # where pairwise questions get their pairs: "data" (the dataset's pairs), "groups" (the items of
+    # each group two by two); "": data when every question is pairwise, else groups
+    pairs_from: str = ""
+    analysis_tokens: int = 256             # analyze mode: bound on the free analysis
+    resamples: int = 1000                  # bootstrap resamples of every interval
+
+    def __post_init__(self) -> None:
+        if not self.questions:
+            raise ValueError("options.questions lists no question: give at least one, each with an id, its text and "
+                             "a scale (binary, points or pairwise)")
+        ids = [q.id for q in self.questions]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"options.questions: question ids must be distinct, got {ids}")
+        if self.pairs_from not in ("", "data", "groups"):
+            raise ValueError(f"options.pairs_from must be \"data\" or \"groups\" (or left out), got {self.pairs_from!r}")
+        if self.pairs_from == "data" and self.single:
+            raise ValueError("options.pairs_from = \"data\" reads pairs, and a single-text question reads items: ask "
+                             "the single-text questions in a run of their own, or pair the items of each group "
+                             "(pairs_from = \"groups\")")
+
+    @property
+    def single(self) -> list[Question]:
+        return [q for q in self.questions if not q.pairwise]
+
+    @property
+    def pairwise(self) -> list[Question]:
+        return [q for q in self.questions if q.pairwise]
+
+    @property
+    def reads_pairs(self) -> bool:
+        return self.pairs_from == "data" or (not self.pairs_from and not self.single)
+
+
+class Rubric(Protocol):
+    # Ranked by one question's headline agreement (kappa, quadratic-weighted kappa or the mean
+    # accuracy of both orders), never pooled across questions: `agreement.agreement@question=ID`,
+    # else the first question with a human column. Missing answers are left out (drop).
+    declared = Declaration(
+        name="rubric", version="1", reads="items", options=RubricOptions,
+        limit_counts="texts (groups when a question is pairwise; pairs when the rubric reads pairs)",
+        modes=("label", "analyze", "distribution"),
+        summary=("scores", "agreement", "consistency"),
+        tables={"scores": MetricTable(by=("question",), pooled=None),
+                "label_distribution": MetricTable(by=("question", "label"), pooled=None),
+                "consistency": MetricTable(by=("question", "metric"), pooled=None),
+                "agreement": MetricTable(by=("question",), pooled="", higher=("agreement",), rank=("agreement",)),
+                "binary_agreement": MetricTable(by=("question",), pooled="", higher=AGREEMENT["binary"],
+                                                rank=RANKABLE["binary"]),
+                "points_agreement": MetricTable(by=("question",), pooled="", higher=AGREEMENT["points"],
+                                                rank=RANKABLE["points"]),
+                "pairwise_agreement": MetricTable(by=("question", "order"), pooled="", higher=AGREEMENT["pairwise"],
+                                                  rank=RANKABLE["pairwise"])},
+        rank_by="agreement.agreement",
+        fields={"question": str, "scale": str, "text_id": str, "pair_id": str, "order": str, "group": str,
+                "human": str, "item_a": str, "item_b": str})
+
+    def reads(self, options: RubricOptions) -> str:
+        return "pairs" if options.reads_pairs else "items"
+
+    def rank_group(self, rank: RankBy, options: RubricOptions) -> str:
+        """The question asked for, else the first question (of the table's scale) with a human column."""
+        if rank.group:
+            return rank.group
+        scale = rank.table.removesuffix("_agreement") if rank.table != "agreement" else ""
+        chosen = [q for q in options.questions if q.human and scale in ("", q.scale)]
+        group = f"question={chosen[0].id}" if chosen else "question="
+        return group + (",order=mean of both" if rank.table == "pairwise_agreement" else "")
+
+    def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: RubricOptions) -> Units | None:
+        return rank_units(tables, judge, rank, self.rank_group(rank, options), list(options.questions))
+
+    def missing_labels(self, options: RubricOptions) -> tuple[str, ...]:
+        return ()
+
+    # -- your own templates -----------------------------------------------------------------
+    def template_fields(self, options: RubricOptions) -> TemplateFields | None:
+        """A template for every question: it names the text(s) and, over several questions, the question."""
+        kinds = {q.pairwise for q in options.questions}
+        if len(kinds) > 1:
+            return None
+        asked = ("question",) if len(options.questions) > 1 else ()
+        return TemplateFields(PAIR_TEMPLATE_FIELDS, ("text_a", "text_b", *asked)) if True in kinds else \
+            TemplateFields(SINGLE_FIELDS, ("text", *asked))
+
+    def templates(self, config, options: RubricOptions) -> dict[str, Template]:
+        where = config.source or "config"
+        if config.template and self.template_fields(options) is None:
+            raise ConfigError("a rubric with single-text and pairwise questions takes a template per question "
+                              "(options.questions[N].template), not one for all", where=where, key="template")
+        out = super().templates(config, options)
+        for n, q in enumerate(options.questions):
+            if q.template:
+                key = f"options.questions[{n}].template"
+                fields = TemplateFields(PAIR_TEMPLATE_FIELDS, ("text_a", "text_b")) if q.pairwise else \
+                    TemplateFields(SINGLE_FIELDS, ("text",))
+                out[key] = checked(read(q.template, config_base(config), where, key), fields, self.name, where, key)
+        return out
+
+    # -- what is asked ------------------------------------------------------------------------
+    def units(self, ctx: Context) -> Any:
+        opts: RubricOptions = ctx.options
+        if opts.reads_pairs:
+            return iter(ctx.load("pairs"))                   # read as the plan consumes them
+        data = ctx.load("items")
+        return list(data.groups().items()) if opts.pairwise else list(data.items)
+
+    def asks(self, ctx: Context, unit: Any) -> Iterator[Ask]:
+        """A text's single-text questions (the text first); a pair's pairwise questions in both
+        orders; a group: each of its texts, then each pair of them."""
+        opts: RubricOptions = ctx.options
+        if isinstance(unit, Pair):
+            yield from self._pair_asks(ctx, unit, unit.pair_id, (unit.text_a, unit.text_b), unit.prompt, unit.group,
+                                       lambda q: _column(ctx, unit, q.reference) if q.reference else "",
+                                       lambda q: _pair_human(ctx, q, unit), ())
+            return
+        group, items = unit if isinstance(unit, tuple) else (unit.group, [unit])
+        for item in items:
+            yield from self._text_asks(ctx, item)
+        for a, b in combinations(items if opts.pairwise else (), 2):
+            yield from self._pair_asks(ctx, a, f"{a.item_id}|{b.item_id}", (a.text, b.text), "", group,
+                                       lambda q, a=a: _column(ctx, a, q.reference) if q.reference else "",
+                                       lambda q, a=a, b=b: _items_human(ctx, q, a, b),
+                                       (("item_a", a.item_id), ("item_b", b.item_id)))
+
+    def _text_asks(self, ctx: Context, item: RatedItem) -> Iterator[Ask]:
+        own = _own_templates(ctx)
+        for q in ctx.options.single:
+            reference = _text(_column(ctx, item, q.reference)) if q.reference else ""
+            values = {"text": item.text, "question": q.text, "labels": q.labels_text, "rubric": q.rubric,
+                      "reference": reference, "group": item.group}
+            prompt = own[q.id].render(values) if q.id in own else single_prompt(q, values, ctx.config.mode)
+            human = _human(q, _column(ctx, item, q.human), item.item_id) if q.human else None
+            yield Ask(f"{item.item_id}/{q.id}", prompt, q.language, (
+                ("question", q.id), ("scale", q.scale), ("text_id", item.item_id), ("group", item.group),
+                ("human", human)))
+
+    def _pair_asks(self, ctx: Context, row: Any, pair_id: str, texts: tuple[str, str], prompt: str, group: str,
+                   reference, human, extra: tuple) -> Iterator[Ask]:
+        own = _own_templates(ctx)
+        for q in ctx.options.pairwise:
+            ref, answer = _text(reference(q)), human(q) if q.human else None
+            for order in ("ab", "ba"):
+                first, second = texts if order == "ab" else texts[::-1]
+                values = {"text_a": first, "text_b": second, "prompt": prompt, "question": q.text,
+                          "labels": q.labels_text, "reference": ref, "group": group}
+                asked = own[q.id].render(values) if q.id in own else pair_prompt(q, values, ctx.config.mode)
+                yield Ask(f"{pair_id}/{q.id}/{order}", asked, q.language, (
+                    ("question", q.id), ("scale", q.scale), ("pair_id", pair_id), ("order", order), ("group", group),
+                    ("human", answer), *extra))
+
+    # -- aggregation --------------------------------------------------------------------------
+    def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        return human_view(verdicts)
+
+    def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
+        return aggregate(table, ctx.options)
+
+
+# -- prompts ----------------------------------------------------------------------------------
+def _answer_line(q: Question, mode: str) -> str:
+    if mode == "analyze":
+        return f"Write a brief assessment, then end with a last line 'Verdict: X', where X is {q.labels_text}."
+    if q.scale == "points":
+        return f"Answer with the score only: a whole number from 1 to {len(q.points)}."
+    return f"Answer {q.labels_text} only."
+
+
+def single_prompt(q: Question, v: dict[str, str], mode: str) -> str:
+    """The text first (a text's questions share it as a prefix), then the question and its scale."""
+    reference = f"Reference:\n{v['reference']}\n\n" if v["reference"] else ""
+    rubric = f"\nScore rubric:\n{q.rubric}" if q.scale == "points" else ""
+    return (f"Read the text below, then answer the question about it.\n\nText:\n{v['text']}\n\n{reference}"
+            f"Question: {q.text}{rubric}\n{_answer_line(q, mode)}")
+
+
+def pair_prompt(q: Question, v: dict[str, str], mode: str) -> str:
+    """The writing prompt (if any), text A (shown first), text B, then the question."""
+    prompt = f"Writing prompt:\n{v['prompt']}\n\n" if v["prompt"] else ""
+    reference = f"Reference:\n{v['reference']}\n\n" if v["reference"] else ""
+    return (f"Read the two texts below, then answer the question about them.\n\n{prompt}Text A:\n{v['text_a']}\n\n"
+            f"Text B:\n{v['text_b']}\n\n{reference}Question: {q.text}\n{_answer_line(q, mode)}")
+
+
+def _own_templates(ctx: Context) -> dict[str, Template]:
+    """Each question's own template (its `template`, else the run's `template`), by question id."""
+    return _resolved(ctx.config.template, tuple((q.id, q.template) for q in ctx.options.questions),
+                     str(config_base(ctx.config)), ctx.config.source or "config")
+
+
+@lru_cache(maxsize=32)
+def _resolved(top: str, per: tuple[tuple[str, str], ...], base: str, where: str) -> dict[str, Template]:
+    out = {}
+    run_wide = read(top, Path(base), where, "template") if top else None
+    for qid, spec in per:
+        own = read(spec, Path(base), where, "template") if spec else run_wide
+        if own is not None:
+            out[qid] = own
+    return out
+
+
+# -- the data's columns -------------------------------------------------------------------------
+def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
+    """A question's column in a text's (or pair's) row: a litjudge field by its name, a column your
+    [dataset.columns] mapping renamed by your name for it, else the row's other columns. None for a
+    missing value (null, NaN); a column the data does not have is one line."""
+    renamed = {c: f for f, c in ctx.card.columns.items() if not str(c).startswith("=")}
+    own = ITEM_FIELDS if isinstance(row, RatedItem) else PAIR_FIELDS
+    field = renamed.get(name, name)
+    if field in own:
+        value = getattr(row, field)
+    elif name in row.extra:
+        value = row.extra[name]
+    else:
+        where = next((f"options.questions[{n}]" for n, q in enumerate(ctx.options.questions)
+                      if name in (q.human, q.reference)), "options.questions")
+        have = [ctx.card.columns.get(f, f) for f in own if getattr(row, f) not in (None, "")] + list(row.extra)
+        raise ConfigError(f"column {name!r} is not in the data (columns: {', '.join(map(str, have))[:300]})",
+                          where=ctx.config.source or "config", key=where)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
+
+
+def _human(q: Question, value: Any, item: str) -> str | None:
+    """The humans' answer in the question's terms: a binary label, a point 1..N as text."""
+    if value is None:
+        return None
+    if q.scale == "binary":
+        text = str(value).strip().lower()
+        labels = {lab.lower(): lab for lab in q.labels}
+        if text in labels:
+            return labels[text]
+        if isinstance(value, bool) or text in TRUE + FALSE:
+            return q.labels[0] if (value is True or text in TRUE) else q.labels[1]
+        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "
+                        f"{list(q.labels)} (nor true/false, 1/0)", path=f"item {item}")
+    try:
+        point = float(value)
+    except (TypeError, ValueError):
+        point = math.nan
+    if point != round(point) or not 1 <= point <= len(q.points):
+        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, not a whole point from 1 to "
+                        f"{len(q.points)}", path=f"item {item}")
+    return str(int(point))
+
+
+def _pair_human(ctx: Context, q: Question, pair: Pair) -> str | None:
+    """A pair's human preference from its column: a, b or tie (any case)."""
+    value = _column(ctx, pair, q.human)
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text not in ("a", "b", "tie"):
+        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, not a, b or tie",
+                        path=f"pair {pair.pair_id}")
+    return text
+
+
+def _items_human(ctx: Context, q: Question, a: RatedItem, b: RatedItem) -> str | None:
+    """Two texts' preference from their human column: the higher value wins; equal values tie."""
+    x, y = _column(ctx, a, q.human), _column(ctx, b, q.human)
+    if x is None or y is None:
+        return None
+    try:
+        x, y = float(x), float(y)
+    except (TypeError, ValueError):
+        raise DataError(f"question {q.id!r}: a pairwise question over items compares their {q.human!r} values, "
+                        f"which must be numbers (got {x!r:.30} and {y!r:.30})", path=f"items {a.item_id}, {b.item_id}") \
+            from None
+    return "a" if x > y else "b" if y > x else "tie"

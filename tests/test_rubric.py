@@ -1,0 +1,212 @@
+"""protocol = "rubric": your own questions about each text or pair of texts, from TOML and from a
+DataFrame call, with the default local judge (smollm2-135m under vLLM) and with recordings
+(replay) where no model is the point."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from itertools import combinations
+
+import polars as pl
+import pytest
+
+import litjudge
+from litjudge.engine.app.report import write_report
+from litjudge.engine.app.run import prepare, run
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import ConfigError, DataError
+from tests.conftest import PROJECT_ROOT, needs_data
+
+DEMO = PROJECT_ROOT / "runs" / "rubric-demo.toml"
+POINTS = ["Flat.", "Some life.", "Lively.", "Vivid.", "Unforgettable."]
+QUESTIONS = [{"id": "natural", "text": "Does the dialogue sound natural?", "human": "natural_human"},
+             {"id": "vivid", "text": "How vivid is the imagery?", "scale": "points", "points": POINTS,
+              "human": "vivid_human"},
+             {"id": "surprise", "text": "Which ending is more surprising?", "scale": "pairwise",
+              "human": "surprise_human"}]
+COLUMNS = {"item_id": "id", "group": "prompt", "text": "story"}
+
+
+def stories(n: int = 12, per_group: int = 4) -> list[dict]:
+    return [{"id": f"s{i:02d}", "prompt": f"prompt {i // per_group}", "story": f"Story {i}: the kettle sang "
+             + "and the snow kept falling. " * (1 + i % 3), "natural_human": "Yes" if i % 3 else "No",
+             "vivid_human": 1 + i % 5, "surprise_human": (i * 7) % 5} for i in range(n)]
+
+
+def recording(path, rows, pick=lambda item: "A") -> str:
+    """Recorded answers for every ask of the three questions (item ids as the rubric names them)."""
+    out = []
+    for r in rows:
+        out += [{"id": f"{r['id']}/natural", "response": "Yes"}, {"id": f"{r['id']}/vivid", "response": "3"}]
+    for g in sorted({r["prompt"] for r in rows}):
+        for a, b in combinations([r for r in rows if r["prompt"] == g], 2):
+            out += [{"id": f"{a['id']}|{b['id']}/surprise/{o}", "response": pick(o)} for o in ("ab", "ba")]
+    path.write_text("".join(json.dumps(x) + "\n" for x in out))
+    return f"replay:{path}"
+
+
+def test_the_demo_rubric_runs_from_toml_with_the_default_judge(smollm, runs_dir):
+    outcome = run(load_config(DEMO), progress=False, backends={"smollm2-135m": smollm})
+    v = outcome.verdicts
+    assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
+    by_q = {q: set(g["label"]) for (q,), g in v.group_by(["question"])}
+    assert by_q["dialogue"] <= {"Yes", "No"} and by_q["imagery"] <= set("12345") and by_q["ending"] <= {"A", "B"}
+    t = outcome.tables
+    assert sorted(t["scores"]["question"]) == ["dialogue", "ending", "imagery"] and t["scores"]["unparsed"].sum() == 0
+    flips = t["consistency"].filter(pl.col("metric") == "swap_flip_rate")
+    assert flips["n"].to_list() == [3]                          # 3 pairs of the demo's 3 stories, both orders
+    assert t["agreement"].height == 0                           # no human column: no agreement, no error
+    # each story's questions share the story as their prefix; the pairs come in both orders
+    assert set(v.filter(pl.col("question") == "ending")["order"]) == {"ab", "ba"}
+    assert run(load_config(DEMO), progress=False, backends={"smollm2-135m": smollm}).judges[0].generated == 0
+    page = write_report([outcome.run_dir]).read_text()
+    assert "section class='viewer'" in page and '"imagery"' in page and "Scores" in page
+
+
+def test_distribution_mode_gives_p_label_and_the_expected_score(smollm, runs_dir):
+    outcome = run(load_config(DEMO, mode="distribution"), progress=False, backends={"smollm2-135m": smollm},
+                  run_dir=runs_dir / "dist")
+    d = outcome.tables["per_verdict"]
+    assert outcome.manifest.verdicts.unparsed == 0 and d["expected"].is_not_null().all()
+    assert ((d["p_answer"] > 0) & (d["p_answer"] <= 1)).all()
+    points = d.filter(pl.col("question") == "imagery")["expected"]
+    assert ((points >= 1) & (points <= 5)).all()
+    assert outcome.tables["scores"]["mean_expected"].is_not_null().all()
+
+
+def test_analyze_mode_ends_with_a_constrained_verdict(smollm, runs_dir):
+    outcome = run(load_config(DEMO, mode="analyze", options={"analysis_tokens": 16}), progress=False,
+                  backends={"smollm2-135m": smollm}, run_dir=runs_dir / "analyze")
+    assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
+
+
+DATAFRAME_CALL = """
+import json, sys
+import polars as pl
+import litjudge
+rows, questions, columns, out = json.loads(sys.argv[1])
+r = litjudge.judge(pl.DataFrame(rows), protocol="rubric", questions=questions, columns=columns,
+                   engine={"max_model_len": 2048, "kv_cache_gib": 1}, out=out, progress=False)
+print(json.dumps({"rows": r.manifest.verdicts.rows, "unparsed": r.manifest.verdicts.unparsed,
+                  "tables": {k: r.tables[k].to_dicts() for k in ("agreement", "binary_agreement", "points_agreement",
+                                                                    "pairwise_agreement")}}, default=str))
+"""
+
+
+@pytest.mark.slow
+def test_a_three_question_rubric_from_a_dataframe_with_human_columns(tmp_path):
+    """The DataFrame call with the default local judge (in a process of its own: one engine per
+    process), 0 unparsed, and an agreement table for each question that names a human column."""
+    args = json.dumps([stories(), QUESTIONS, COLUMNS, str(tmp_path)])
+    done = subprocess.run([sys.executable, "-c", DATAFRAME_CALL, args], capture_output=True, text=True, timeout=1800,
+                          cwd=tmp_path, env={**os.environ, "LITJUDGE_VERDICT_CACHE": "off"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["rows"] == 12 * 2 + 3 * 6 * 2 and r["unparsed"] == 0
+    t = r["tables"]
+    assert [row["n"] for row in t["binary_agreement"]] == [12] and [row["n"] for row in t["points_agreement"]] == [12]
+    assert [row["order"] for row in t["pairwise_agreement"]] == ["ab", "ba", "mean of both"]
+    assert sorted(row["metric"] for row in t["agreement"]) == ["accuracy", "kappa", "qwk"]
+
+
+def test_questions_as_a_keyword_or_in_options_and_the_humans_beside_each_verdict(tmp_path):
+    rows = stories()
+    judge = recording(tmp_path / "rec.jsonl", rows)
+    a = litjudge.judge(rows, protocol="rubric", judge=judge, questions=QUESTIONS, columns=COLUMNS, out=tmp_path,
+                       name="kw", progress=False)
+    b = litjudge.judge(rows, protocol="rubric", judge=judge, options={"questions": QUESTIONS}, columns=COLUMNS,
+                       out=tmp_path, name="opts", progress=False)
+    assert a.verdicts.select("key").sort("key").equals(b.verdicts.select("key").sort("key"))
+    natural = a.tables["per_verdict"].filter(pl.col("question") == "natural")
+    assert natural["human"].to_list() == ["No" if i % 3 == 0 else "Yes" for i in range(12)]
+    pairs = a.tables["per_verdict"].filter(pl.col("question") == "surprise")
+    # the humans' preference between two items: the higher value in the human column
+    first = pairs.filter(pl.col("item_id") == "s00|s01/surprise/ab").row(0, named=True)
+    assert first["human"] == "b" and first["answer"] == "a" and first["cluster"] == "s00|s01"
+    picked_first = a.tables["consistency"].filter(pl.col("metric") == "first_position_win_rate")["value"][0]
+    assert picked_first == 1.0                                  # the recording always answers "A"
+    with pytest.raises(ConfigError, match="'questions' is given twice"):
+        litjudge.judge(rows, protocol="rubric", judge=judge, questions=QUESTIONS, options={"questions": QUESTIONS},
+                       columns=COLUMNS, out=tmp_path, progress=False)
+
+
+def test_a_sweep_over_wordings_generates_an_unchanged_question_once(tmp_path):
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = recording(tmp_path / "rec.jsonl", rows)
+    natural, vivid = QUESTIONS[0], QUESTIONS[1]
+    table = {"name": "wordings", "protocol": "rubric", "judge": judge,
+             "dataset": {"path": str(data), "columns": COLUMNS},
+             "matrix": {"options.questions": [[natural, vivid], [natural, {**vivid, "text": "How concrete is it?"}]]}}
+    result = litjudge.run(table, out=tmp_path / "out", progress=False)
+    sharing = result.manifest.raw["sharing"]
+    assert (sharing["requests"], sharing["distinct_requests"], sharing["model_calls_saved_across_cells"]) == (48, 36, 12)
+    assert result.manifest.raw["judges"][0]["generated"] == 36                 # natural once, each wording once
+    assert len({c["id"] for c in result.manifest.raw["cells"]}) == 2
+
+
+@pytest.mark.parametrize("questions, words", [
+    ([], "lists no question"),
+    ([{"id": "a", "text": "A?", "scale": "likert"}], "scale must be one of ['binary', 'points', 'pairwise']"),
+    ([{"id": "a", "text": "A?", "scale": "points", "points": ["one"]}], "describes each point 1..N"),
+    ([{"id": "a", "text": "A?"}, {"id": "a", "text": "B?"}], "question ids must be distinct"),
+    ([{"id": "a/b", "text": "A?"}], "letters, digits, '-' and '_'"),
+    ([{"id": "a", "text": "A?", "labels": ["Yes"]}], "two distinct, unpadded labels"),
+    ([{"id": "a", "text": "A?", "scale": "pairwise", "labels": ["X", "Y"]}], "labels name a binary question's"),
+    ([{"id": "a", "text": "A?", "tie": True}], "a tie is an answer of a pairwise question"),
+    ([{"id": "a", "text": "A?", "scael": "binary"}], "options.questions[0].scael: unknown key (did you mean"),
+])
+def test_question_mistakes_are_one_line(questions, words):
+    table = {"name": "r", "protocol": "rubric", "dataset": "ttcw-demo", "judge": "smollm2-135m",
+             "options": {"questions": questions}}
+    with pytest.raises(ConfigError) as exc:
+        prepare(load_config("r", table))
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_one_kind_of_data_per_run_and_the_data_each_kind_reads():
+    single, pair = {"id": "a", "text": "A?"}, {"id": "b", "text": "B?", "scale": "pairwise", "human": "label"}
+    base = {"name": "r", "protocol": "rubric", "judge": "smollm2-135m"}
+    with pytest.raises(ConfigError, match="pairs_from = \"data\" reads pairs, and a single-text question reads items"):
+        prepare(load_config("r", {**base, "dataset": "pairs-generic",
+                                  "options": {"questions": [single, pair], "pairs_from": "data"}}))
+    with pytest.raises(ConfigError, match="reads items data, and dataset 'pairs-generic'"):
+        prepare(load_config("r", {**base, "dataset": "pairs-generic", "options": {"questions": [single]}}))
+    prep = prepare(load_config("r", {**base, "dataset": "pairs-generic", "options": {"questions": [pair]}}))
+    asked = list(prep.protocol.build(prep.context(prep.specs[0])).requests)
+    assert [r.meta.item_id for r in asked[:2]] == ["d1/b/ab", "d1/b/ba"] and dict(asked[0].meta.fields)["human"] in "ab"
+
+
+def test_a_text_s_questions_share_its_prefix():
+    prep = prepare(load_config(DEMO))
+    asked = list(prep.protocol.build(prep.context(prep.specs[0])).requests)
+    first = [r.messages[-1].content for r in asked if dict(r.meta.fields).get("text_id") == "0_Demo1"]
+    story = first[0].split("Question:")[0]
+    assert len(first) == 2 and all(p.startswith(story) for p in first) and len(story) > 500
+
+
+def test_human_columns_that_are_absent_or_unreadable_are_one_line(tmp_path):
+    rows = stories()
+    judge = recording(tmp_path / "rec.jsonl", rows)
+    absent = [{**QUESTIONS[0], "human": "nope"}]
+    with pytest.raises(ConfigError) as exc:
+        litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns=COLUMNS, out=tmp_path,
+                       progress=False)
+    assert ("options.questions[0]: column 'nope' is not in the data (columns: prompt, id, story, natural_human, "
+            "vivid_human, surprise_human)") in str(exc.value)
+    bad = [dict(r, natural_human="maybe") for r in rows]
+    with pytest.raises(DataError, match="column 'natural_human' holds 'maybe', which is none of"):
+        litjudge.judge(bad, protocol="rubric", judge=judge, questions=QUESTIONS[:1], columns=COLUMNS, out=tmp_path,
+                       progress=False)
+
+
+@needs_data
+def test_the_committed_confederacy_rubric_replays_its_recording(runs_dir):
+    result = litjudge.run(PROJECT_ROOT / "runs" / "rubric-confederacy.toml", out=runs_dir, progress=False)
+    assert result.manifest.verdicts.unparsed == 0 and result.manifest.verdicts.missing == 0
+    acc = result.tables["pairwise_agreement"]
+    assert acc["order"].to_list() == ["ab", "ba", "mean of both"] and acc["ci_low"].is_not_null().all()
+    assert result.tables["consistency"]["metric"].to_list() == ["swap_flip_rate", "first_position_win_rate"]
