@@ -22,7 +22,7 @@ from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.config import RunConfig
-from ..core.console import log_to, terminal
+from ..core.console import log_to
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
 from ..core.planner import fewer_collections
@@ -37,7 +37,7 @@ from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
-from .run_folder import DataRead, checked_data, claim, claim_of, folder_for
+from .run_folder import DataRead, checked_data, claim, claim_of, folder_for, lost_store_note
 from .summary import append_history
 
 
@@ -329,24 +329,6 @@ def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationO
     write_tables(run_dir, generation.tables)
     write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
     return RunOutcome(run_dir, generation.tables, pl.DataFrame(), RunManifest.of(manifest))
-
-
-def lost_store_note(run_dir: Path) -> list[str]:
-    """A store emptied (0 bytes) although the last manifest lists finished verdicts: say so now,
-    before everything is computed again, rather than quietly starting over."""
-    store, manifest = run_dir / "store.sqlite", run_dir / "manifest.json"
-    if not (store.exists() and store.stat().st_size == 0 and manifest.exists()):
-        return []
-    try:
-        rows = json.loads(manifest.read_text()).get("verdicts", {}).get("rows", 0)
-    except (json.JSONDecodeError, OSError, AttributeError):
-        return []
-    if not rows:
-        return []
-    note = (f"{store} is empty although {manifest.name} lists {rows} finished verdicts: the store was lost, "
-            "so every verdict is computed again")
-    print(f"litjudge: warning: {note}", file=terminal())
-    return [note]
 
 
 def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | None = None

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import RunConfig
-from ..core.console import say
+from ..core.console import say, terminal
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import data_identity
 from ..data.cards import DatasetCard
@@ -200,3 +200,21 @@ def folder_for(run_dir: Path, new: Claim, *, derive: str, overwrite: bool) -> Pa
     derived = run_dir.with_name(default_name(run_dir.name, new))
     say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}")
     return derived
+
+
+def lost_store_note(run_dir: Path) -> list[str]:
+    """A store emptied (0 bytes) although the last manifest lists finished verdicts: say so now,
+    before everything is computed again, rather than quietly starting over."""
+    store, manifest = run_dir / "store.sqlite", run_dir / "manifest.json"
+    if not (store.exists() and store.stat().st_size == 0 and manifest.exists()):
+        return []
+    try:
+        rows = json.loads(manifest.read_text()).get("verdicts", {}).get("rows", 0)
+    except (json.JSONDecodeError, OSError, AttributeError):
+        return []
+    if not rows:
+        return []
+    note = (f"{store} is empty although {manifest.name} lists {rows} finished verdicts: the store was lost, "
+            "so every verdict is computed again")
+    print(f"litjudge: warning: {note}", file=terminal())
+    return [note]
