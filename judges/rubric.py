@@ -42,7 +42,7 @@ from litjudge.engine.core.errors import ConfigError, DataError
 from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
 from .metrics.estimates import Units
 from .rubric_tables import AGREEMENT, RANKABLE, aggregate, human_view, rank_units
 from .templates import Template, TemplateFields, checked, config_base, read
@@ -165,7 +165,8 @@ class Rubric(Protocol):
                 "points_agreement": MetricTable(by=("question",), pooled="", higher=AGREEMENT["points"],
                                                 rank=RANKABLE["points"]),
                 "pairwise_agreement": MetricTable(by=("question", "order"), pooled="", higher=AGREEMENT["pairwise"],
-                                                  rank=RANKABLE["pairwise"])},
+                                                  rank=RANKABLE["pairwise"]),
+                "per_verdict": Table()},
         rank_by="agreement.agreement",
         fields={"question": str, "scale": str, "text_id": str, "pair_id": str, "order": str, "group": str,
                 "human": str, "item_a": str, "item_b": str})
@@ -183,7 +184,8 @@ class Rubric(Protocol):
         return group + (",order=mean of both" if rank.table == "pairwise_agreement" else "")
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: RubricOptions) -> Units | None:
-        return rank_units(tables, judge, rank, self.rank_group(rank, options), list(options.questions))
+        return rank_units(tables, judge, rank, self.rank_group(rank, options), list(options.questions),
+                          options.resamples)
 
     def missing_labels(self, options: RubricOptions) -> tuple[str, ...]:
         return ()

@@ -16,6 +16,7 @@ Missing answers (unparsed) are left out of every rate and counted in `scores.unp
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,9 @@ import polars as pl
 
 from litjudge.engine.core.verdicts import probability
 
-from .metrics.bootstrap import MIN_CLUSTERS, mean_of_means_with_ci, mean_with_ci
-from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, mean_of, mean_of_stratum_means
+from .metrics.bootstrap import MIN_CLUSTERS, mean_with_ci
+from .metrics.estimates import Units
+from .metrics.proportion import rate_with_ci
 from .rubric_stats import BINARY, POINTS, agreement_row, few_per_class, tables_by_cluster
 from .tables import label_distribution
 
@@ -122,16 +124,15 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
     d = decisions(table, list(options.questions))
     res = options.resamples
     scores, consistency, headline = [], [], []
-    binary, points, pairwise, shares = [], [], [], []
+    binary, points, pairwise = [], [], []
     for (judge, qid), g in d.group_by(["judge", "question"], maintain_order=True):
         q = next(x for x in options.questions if x.id == qid)
         answered = g.filter(pl.col("answer").is_not_null())
         scores.append({"judge": judge, "question": qid, "scale": q.scale, "verdicts": g.height,
                        "unparsed": g.height - answered.height,
-                       **_mean(answered, "score", res, (1.0, float(len(q.points))) if q.scale == "points" else (0.0, 1.0),
+                       **_mean(answered, "score", res, (1.0, float(len(q.points))) if q.scale == "points" else None,
                                "mean_score"),
                        "mean_expected": g["expected"].mean() if g["expected"].is_not_null().any() else None})
-        shares.append(label_distribution(g, "cluster", label="answer").with_columns(pl.lit(qid).alias("question")))
         consistency += [{"judge": judge, "question": qid, **row} for row in _consistency(answered, q, res)]
         labelled = answered.filter(pl.col("human").is_not_null())
         if not q.human or not labelled.height:
@@ -151,6 +152,9 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
                          "agreement_low": row.get(f"{metric}_low", row.get("ci_low")),
                          "agreement_high": row.get(f"{metric}_high", row.get("ci_high")), "n": row["n"],
                          "ci_note": row["ci_note"]})
+    # per question over every judge: a label one judge never said is its share 0, with its interval
+    shares = [label_distribution(g, "cluster", label="answer").with_columns(pl.lit(qid).alias("question"))
+              for (qid,), g in d.group_by(["question"], maintain_order=True)]
     distribution = pl.concat(shares, how="vertical_relaxed") if shares else \
         label_distribution(d, "cluster", "answer").with_columns(pl.lit(None, pl.Utf8).alias("question"))
     return {"scores": frame("scores", scores),
@@ -160,8 +164,11 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
             "pairwise_agreement": frame("pairwise_agreement", pairwise), "per_verdict": d}
 
 
-def _mean(rows: pl.DataFrame, column: str, resamples: int, bounds: tuple[float, float], name: str) -> dict:
-    m = mean_with_ci(rows["cluster"].to_list(), rows[column].to_list(), resamples=resamples, bounds=bounds)
+def _mean(rows: pl.DataFrame, column: str, resamples: int, bounds: tuple[float, float] | None, name: str) -> dict:
+    """A mean score with its interval: the project's mean interval on a points scale (`bounds`), the
+    rate interval (proportion.rate_with_ci) for a 0/1 score (`bounds` None)."""
+    m = (rate_with_ci(rows["cluster"].to_list(), rows[column].to_list()) if bounds is None else
+         mean_with_ci(rows["cluster"].to_list(), rows[column].to_list(), resamples=resamples, bounds=bounds))
     return {name: m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high, "ci_note": m.note}
 
 
@@ -185,7 +192,7 @@ def _consistency(answered: pl.DataFrame, q, resamples: int) -> list[dict]:
 
 def _rate(metric: str, rows: pl.DataFrame, values: pl.Expr, resamples: int) -> dict:
     v = rows.select("cluster", values.cast(pl.Float64).alias("v"))
-    m = mean_with_ci(v["cluster"].to_list(), v["v"].to_list(), resamples=resamples, bounds=(0.0, 1.0))
+    m = rate_with_ci(v["cluster"].to_list(), v["v"].to_list())
     return {"metric": metric, "value": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high, "ci_note": m.note}
 
 
@@ -200,17 +207,18 @@ def _binary(rows: pl.DataFrame, q, resamples: int) -> dict:
 
 def _points(rows: pl.DataFrame, q, resamples: int) -> dict:
     """Spearman and quadratic-weighted kappa from contingency tables; exact and within-one
-    agreement and the mean difference as means of per-verdict values (the project's mean interval,
-    with its exact bound where every text gives the same value)."""
+    agreement as rates (proportion.rate_with_ci), the mean difference as a mean of per-verdict
+    values (the project's mean interval, with its exact bound where every text gives the same value)."""
     k = len(q.points)
     truth = rows["human"].cast(pl.Int64).to_numpy() - 1
     pred = rows["answer"].cast(pl.Int64).to_numpy() - 1
     clusters = rows["cluster"].to_list()
     row = agreement_row(tables_by_cluster(clusters, truth, pred, k), POINTS, resamples)
     notes = [row["ci_note"]] if row["ci_note"] else []
-    for name, values, bounds in (("exact", pred == truth, (0.0, 1.0)), ("within_one", abs(pred - truth) <= 1, (0.0, 1.0)),
+    for name, values, bounds in (("exact", pred == truth, None), ("within_one", abs(pred - truth) <= 1, None),
                                  ("mean_difference", pred - truth, (1.0 - k, k - 1.0))):
-        m = mean_with_ci(clusters, values.astype(float).tolist(), resamples=resamples, bounds=bounds)
+        m = (rate_with_ci(clusters, values.astype(float).tolist()) if bounds is None else
+             mean_with_ci(clusters, values.astype(float).tolist(), resamples=resamples, bounds=bounds))
         row |= {name: m.value, f"{name}_low": m.ci_low, f"{name}_high": m.ci_high}
         if m.note and m.note not in notes and len(set(map(str, clusters))) >= MIN_CLUSTERS:
             notes.append(f"{name}: {m.note}")
@@ -226,19 +234,20 @@ def _pairwise(rows: pl.DataFrame, resamples: int) -> list[dict]:
     out = []
     for order in ("ab", "ba"):
         part = rows.filter(pl.col("order") == order)
-        m = mean_with_ci(part["cluster"].to_list(), part["v"].to_list(), resamples=resamples, bounds=(0.0, 1.0))
+        m = rate_with_ci(part["cluster"].to_list(), part["v"].to_list())
         out.append({"order": order, "accuracy": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high,
                     "ci_note": m.note})
-    m = mean_of_means_with_ci(rows["cluster"].to_list(), rows["order"].to_list(), rows["v"].to_list(),
-                              resamples=resamples, bounds=(0.0, 1.0))
+    m = rate_with_ci(rows["cluster"].to_list(), rows["v"].to_list(), strata=rows["order"].to_list())
     out.append({"order": BOTH, "accuracy": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high,
                 "ci_note": m.note})
     return out
 
 
 # -- a sweep's ranked estimate ----------------------------------------------------------------
-def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, questions: list) -> Units | None:
-    """The rows behind one question's ranked agreement, its clusters the texts (or pairs)."""
+def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, questions: list,
+               resamples: int = 1000) -> Units | None:
+    """The rows behind one question's ranked agreement, its clusters the texts (or pairs), with
+    the interval the table prints (`resamples`: the rubric's)."""
     where = dict(part.split("=", 1) for part in group.split(",") if "=" in part)
     d = tables.get("per_verdict")
     q = next((x for x in questions if x.id == where.get("question")), None)
@@ -253,20 +262,36 @@ def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, qu
         if order != BOTH:
             rows = rows.filter(pl.col("order") == order)
         v = (rows["answer"] == rows["human"]).cast(pl.Float64).to_numpy()
-        statistic = mean_of("v") if order != BOTH else mean_of_stratum_means("v", "order")
-        return Units.of(rows["cluster"].to_list(), {"v": v, "order": rows["order"].to_numpy()}, statistic,
-                        bounds=(0.0, 1.0))
+        return Units.rate(rows["cluster"].to_list(), v, rows["order"].to_list() if order == BOTH else None)
     if q.scale == "binary":
-        cols = {"truth": (rows["human"] == q.labels[0]).to_numpy(), "pred": (rows["answer"] == q.labels[0]).to_numpy()}
-        return Units.of(rows["cluster"].to_list(), cols, kappa_of if metric == "kappa" else balanced_accuracy_of)
+        h = (rows["human"] == q.labels[0]).cast(pl.Int64).to_numpy()
+        j = (rows["answer"] == q.labels[0]).cast(pl.Int64).to_numpy()
+        return Units.of(rows["cluster"].to_list(), {"h": h, "j": j}, _statistic(BINARY[metric], 2),
+                        rule=_table_rule(metric, BINARY, 2, resamples, q.labels[::-1]))
     h, j = rows["human"].cast(pl.Int64).to_numpy(), rows["answer"].cast(pl.Int64).to_numpy()
     if metric in ("exact", "within_one"):
-        return Units.of(rows["cluster"].to_list(), {"v": (abs(h - j) <= (metric == "within_one")).astype(float)},
-                        mean_of("v"), bounds=(0.0, 1.0))
-    stat, k = POINTS[metric], len(q.points)
-    return Units.of(rows["cluster"].to_list(), {"h": rows["human"].cast(pl.Int64).to_numpy() - 1,
-                                                "j": rows["answer"].cast(pl.Int64).to_numpy() - 1},
-                    lambda c: float(stat(_table(c["h"], c["j"], k))))
+        return Units.rate(rows["cluster"].to_list(), (abs(h - j) <= (metric == "within_one")).astype(float))
+    k = len(q.points)
+    return Units.of(rows["cluster"].to_list(), {"h": h - 1, "j": j - 1}, _statistic(POINTS[metric], k),
+                    rule=_table_rule(metric, POINTS, k, resamples, None))
+
+
+def _statistic(stat, k: int):
+    return lambda c: float(stat(_table(c["h"], c["j"], k)))
+
+
+def _table_rule(metric: str, statistics: dict, k: int, resamples: int, withhold_names: tuple[str, ...] | None):
+    """The interval the agreement table prints (rubric_stats.agreement_row over the clusters'
+    contingency tables, the table's resamples and seed), so a sweep ranks by the same interval."""
+    def rule(u: Units, _resamples: int, seed: int) -> tuple[float, float, str | None]:
+        names = np.asarray(u.ids)[u.cluster_of_rows()].tolist()           # the table sorts clusters by name
+        tables = tables_by_cluster(names, u.columns["h"], u.columns["j"], k)
+        withheld = few_per_class(tables, withhold_names) if withhold_names is not None else None
+        row = agreement_row(tables, {metric: statistics[metric]}, resamples, seed, withheld)
+        low, high = row[f"{metric}_low"], row[f"{metric}_high"]
+        return (math.nan if low is None else float(low), math.nan if high is None else float(high),
+                None if row["ci_note"] is None else str(row["ci_note"]))
+    return rule
 
 
 def _table(h: np.ndarray, j: np.ndarray, k: int) -> np.ndarray:

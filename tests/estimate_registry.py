@@ -13,6 +13,14 @@ C = "test_conformance.py::"
 PW = "test_conformance_pairwise.py::"
 TT = "test_conformance_ttcw.py::"
 LI = "test_conformance_lists.py::"
+RU = "test_rubric_conformance.py::"
+PPI = ("test_ppi_conformance.py::test_both_intervals_cover_with_a_useless_a_biased_and_a_good_judge",
+       "test_ppi_crosscheck.py::test_the_published_table_carries_ppi_pythons_estimate")
+RUBRIC_BINARY = (RU + "test_binary_agreement_intervals_cover_with_ten_texts_of_each_answer",
+                 RU + "test_no_binary_interval_with_fewer_than_ten_texts_of_an_answer")
+RUBRIC_POINTS = (RU + "test_points_agreement_intervals_cover_at_ten_texts",)
+RUBRIC_PAIRWISE = (RU + "test_pairwise_accuracy_interval_covers_at_ten_pairs",)
+RUBRIC_RANKED = (RU + "test_a_sweep_ranks_each_question_by_the_interval_its_table_prints",)
 
 RATES = (C + "test_label_shares_cover_every_hard_case", C + "test_a_constant_share_gets_the_exact_bound")
 CALIBRATION = (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",
@@ -37,6 +45,19 @@ PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
     **both("ttcw", "calibration_summary", CALIBRATION, "squared_calibration_error_low", "squared_calibration_error_high"),
     ("ttcw", "story_counts", "pearson_p"): (TT + "test_story_count_p_values_hold_their_level_under_the_null",),
     ("ttcw", "story_counts", "spearman_p"): (TT + "test_story_count_p_values_hold_their_level_under_the_null",),
+    **both("ttcw", "ppi", PPI, "human_low", "human_high"),
+    **both("ttcw", "ppi", PPI, "ppi_low", "ppi_high"),
+    # rubric: your own questions
+    **both("rubric", "scores", (RU + "test_yes_rates_and_label_shares_cover_lopsided_correlated_answers",
+                                RU + "test_points_mean_scores_cover_at_ten_texts")),
+    **both("rubric", "label_distribution", (RU + "test_yes_rates_and_label_shares_cover_lopsided_correlated_answers",)),
+    **both("rubric", "consistency", (RU + "test_consistency_rates_cover_a_lopsided_first_position_preference",)),
+    **both("rubric", "agreement", RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE, "agreement_low", "agreement_high"),
+    **{key: RUBRIC_BINARY for m in ("kappa", "balanced_accuracy")
+       for key in both("rubric", "binary_agreement", (), f"{m}_low", f"{m}_high")},
+    **{key: RUBRIC_POINTS for m in ("spearman", "qwk", "exact", "within_one", "mean_difference")
+       for key in both("rubric", "points_agreement", (), f"{m}_low", f"{m}_high")},
+    **both("rubric", "pairwise_agreement", RUBRIC_PAIRWISE),
     # pairwise
     **both("pairwise", "accuracy", PAIR_RATES),
     **both("pairwise", "bias", PAIR_RATES),
@@ -95,5 +116,9 @@ RANKED: dict[tuple[str, str], tuple[str, ...]] = {
                                                    "_is_bounded",),
     ("reference_likert", "cutoff_sweep.pairwise_accuracy"): (LI + "test_reference_likert_means_over_groups_cover_and_a"
                                                              "_constant_one_is_bounded",),
+    ("rubric", "agreement.agreement"): RUBRIC_RANKED + RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE,
+    **{("rubric", f"binary_agreement.{m}"): RUBRIC_RANKED + RUBRIC_BINARY for m in ("kappa", "balanced_accuracy")},
+    **{("rubric", f"points_agreement.{m}"): RUBRIC_RANKED + RUBRIC_POINTS for m in ("spearman", "qwk", "exact", "within_one")},
+    ("rubric", "pairwise_agreement.accuracy"): RUBRIC_RANKED + RUBRIC_PAIRWISE,
     ("classification", "metrics.accuracy"): RATES, ("classification", "metrics.spearman_ordinal"): SPEARMAN,
 }

@@ -17,6 +17,7 @@ import pytest
 
 from litjudge.engine.app.sweep_rank import Ranked, ranking
 from litjudge.engine.core.sampling import SamplingConfig
+from litjudge.engine.core.settings import PPIConfig
 from litjudge.judges.classification import Classification
 from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, jury_tables
 from litjudge.judges.listwise import ListwiseRanking
@@ -86,6 +87,30 @@ def classification_tables() -> dict[str, pl.DataFrame]:
         ["Good", "Medium", "Bad"][k % 3], None, None)), ctx)
 
 
+def ttcw_ppi_table(tmp: Path) -> dict[str, pl.DataFrame]:
+    """The `ppi` table a TTCW run with [ppi] adds (every story labelled: the registry needs its columns)."""
+    ctx = context(TTCW(), ttcw_dataset(tmp / "ppi", [f"s{k}" for k in range(12)], 14,
+                                       {(f"s{k}", t): (k + t) % 3 == 0 for k in range(12) for t in range(1, 15)}),
+                  ppi=PPIConfig("all"))
+    frame = answered(TTCW(), ctx, "j", lambda f, k: ("Yes" if k % 2 else "No", k % 2, None))
+    return {"ppi": TTCW().tables(frame, ctx)["ppi"]}
+
+
+def rubric_tables() -> dict[str, pl.DataFrame]:
+    """A rubric of each scale with human answers (the conformance module's own frames)."""
+    from tests.test_rubric_conformance import BINARY, PAIRWISE, POINTS, rubric, verdicts
+
+    n, frames = 24, []
+    for q, labels in ((BINARY, ["Yes", "No"]), (POINTS, ["1", "2", "3", "4", "5"])):
+        frames.append(verdicts(np.zeros(n, int), np.arange(n), q, [labels[i % len(labels)] for i in range(n)],
+                               [labels[(7 * i) % len(labels)] for i in range(n)]).with_columns(
+            pl.Series("repeat", [0] * (n // 2) + [1] * (n // 2))))
+    frames.append(verdicts(np.zeros(2 * n, int), np.tile(np.arange(n), 2), PAIRWISE, ["A", "B"] * n,
+                           ["a", "b", "b"] * (2 * n // 3), ["ab"] * n + ["ba"] * n))
+    protocol, ctx = rubric(BINARY, POINTS, PAIRWISE)
+    return protocol.tables(pl.concat(frames, how="diagonal_relaxed"), ctx)
+
+
 def ensemble_tables(ttcw: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     frame = decision_frame("ttcw", ttcw).with_columns(pl.lit(None, pl.Int64).alias("tokens"))
     return {**cascade_tables(frame, CascadeOptions(judges=["j-label", "j-distribution"])),
@@ -100,7 +125,7 @@ def sweep_table() -> dict[str, pl.DataFrame]:
 def written(tmp: Path) -> set[tuple[str, str, str]]:
     """(source, table, column) of every interval and p-value column written."""
     ttcw = ttcw_tables(tmp)
-    sources = {"ttcw": ttcw, "pairwise": pairwise_tables(), "listwise": listwise_tables(),
+    sources = {"ttcw": {**ttcw, **ttcw_ppi_table(tmp)}, "rubric": rubric_tables(), "pairwise": pairwise_tables(), "listwise": listwise_tables(),
                "reference_likert": reference_likert_tables(), "classification": classification_tables(),
                "ensemble": ensemble_tables(ttcw), "sweep": sweep_table()}
     return {(source, name, column) for source, tables in sources.items() for name, table in tables.items()

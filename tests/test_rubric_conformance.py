@@ -197,3 +197,114 @@ def test_without_human_labels_the_score_distribution_and_the_consistency_of_repe
     assert shares["3"] == pytest.approx(sum(a == "3" for a in answers) / 24) and sum(shares.values()) == pytest.approx(1)
     assert t["scores"]["mean_score"][0] == pytest.approx(np.mean([int(a) for a in answers]))
     assert all(t[name].height == 0 for name in ("agreement", "points_agreement"))
+
+
+# -- rates and means without human labels, lopsided and correlated within a text -------------------
+
+RATE_DRAWS = 1000       # coverage >= 0.93 over 1,000 draws: a true 0.95 falls below it with p < 0.002
+
+
+def _correlated(rng, p: float, rho: float, texts: int, repeats: int) -> np.ndarray:
+    """`repeats` answers per text, P(yes) = p, within-text correlation `rho` (a beta-binomial)."""
+    a, b = p * (1 - rho) / rho, (1 - p) * (1 - rho) / rho
+    return rng.random((texts, repeats)) < rng.beta(a, b, (texts, 1))
+
+
+@pytest.mark.parametrize("p", [0.15, 0.95])
+@pytest.mark.parametrize("rho", [0.3, 0.6])
+def test_yes_rates_and_label_shares_cover_lopsided_correlated_answers(p, rho):
+    """A binary question asked 3 times of each of 10 texts (the smallest count printed): the
+    `scores` table's mean score (the Yes rate) and `label_distribution`'s shares cover p."""
+    texts, repeats = MIN_CLUSTERS, 3
+    rng = np.random.default_rng(int(p * 100) + int(rho * 10))
+    yes = np.concatenate([_correlated(rng, p, rho, texts, repeats).ravel() for _ in range(RATE_DRAWS)])
+    n = texts * repeats
+    question = {**BINARY, "human": ""}
+    protocol, ctx = rubric(question)
+    frame = verdicts(np.repeat(np.arange(RATE_DRAWS), n), np.tile(np.repeat(np.arange(texts), repeats), RATE_DRAWS),
+                     question, np.where(yes, "Yes", "No").tolist(), [None] * len(yes)).with_columns(
+        pl.Series("repeat", np.tile(np.arange(repeats), texts * RATE_DRAWS)))
+    t = protocol.tables(frame, ctx)
+    assert t["scores"].height == RATE_DRAWS
+    lo, hi = t["scores"]["ci_low"].to_numpy().astype(float), t["scores"]["ci_high"].to_numpy().astype(float)
+    assert np.mean((lo <= p) & (p <= hi)) >= COVERAGE, np.mean((lo <= p) & (p <= hi))
+    shares = t["label_distribution"].filter(pl.col("label") == "Yes")
+    lo, hi = shares["ci_low"].to_numpy().astype(float), shares["ci_high"].to_numpy().astype(float)
+    assert shares.height == RATE_DRAWS and np.mean((lo <= p) & (p <= hi)) >= COVERAGE
+
+
+@pytest.mark.parametrize("p", [0.15, 0.95])
+def test_consistency_rates_cover_a_lopsided_first_position_preference(p):
+    """A pairwise question over 10 pairs, both orders, 2 repeats: `consistency`'s
+    first_position_win_rate covers P(the text shown first wins) = p (within-pair correlation 0.5)."""
+    pairs, repeats = MIN_CLUSTERS, 2
+    rng = np.random.default_rng(int(p * 100))
+    first = np.concatenate([_correlated(rng, p, 0.5, pairs, 2 * repeats).ravel() for _ in range(RATE_DRAWS)])
+    per = pairs * 2 * repeats
+    order = np.tile(np.repeat(["ab", "ba"], repeats), pairs * RATE_DRAWS)
+    label = np.where(first, "A", "B")
+    protocol, ctx = rubric({**PAIRWISE, "human": ""})
+    frame = verdicts(np.repeat(np.arange(RATE_DRAWS), per), np.tile(np.repeat(np.arange(pairs), 2 * repeats), RATE_DRAWS),
+                     PAIRWISE, label.tolist(), [None] * len(label), order.tolist()).with_columns(
+        pl.Series("repeat", np.tile(np.tile(np.arange(repeats), 2), pairs * RATE_DRAWS)))
+    c = protocol.tables(frame, ctx)["consistency"].filter(pl.col("metric") == "first_position_win_rate")
+    lo, hi = c["ci_low"].to_numpy().astype(float), c["ci_high"].to_numpy().astype(float)
+    assert c.height == RATE_DRAWS and np.mean((lo <= p) & (p <= hi)) >= COVERAGE, np.mean((lo <= p) & (p <= hi))
+
+
+def test_points_mean_scores_cover_at_ten_texts():
+    """A 5-point question asked twice of each of 10 texts: the `scores` mean covers the true mean."""
+    texts, repeats = MIN_CLUSTERS, 2
+    rng = np.random.default_rng(5)
+    level = rng.integers(1, 6, (RATE_DRAWS * texts, 1))
+    said = np.clip(level + rng.integers(-1, 2, (RATE_DRAWS * texts, repeats)), 1, 5)
+    truth = np.mean(np.clip(np.arange(1, 6)[:, None] + np.arange(-1, 2)[None, :], 1, 5))
+    question = {**POINTS, "human": ""}
+    protocol, ctx = rubric(question)
+    frame = verdicts(np.repeat(np.arange(RATE_DRAWS), texts * repeats),
+                     np.tile(np.repeat(np.arange(texts), repeats), RATE_DRAWS), question,
+                     [str(x) for x in said.ravel()], [None] * said.size).with_columns(
+        pl.Series("repeat", np.tile(np.arange(repeats), texts * RATE_DRAWS)))
+    s = protocol.tables(frame, ctx)["scores"]
+    lo, hi = s["ci_low"].to_numpy().astype(float), s["ci_high"].to_numpy().astype(float)
+    assert s.height == RATE_DRAWS and np.mean((lo <= truth) & (truth <= hi)) >= COVERAGE
+
+
+def test_a_sweep_ranks_each_question_by_the_interval_its_table_prints():
+    """Every rankable rubric metric (the headline and each scale's): the sweep's interval is the
+    table's own, on 12 texts (pairs) of human-labelled answers."""
+    from litjudge.judges.base import RankBy
+
+    rng = np.random.default_rng(12)
+    n = 12
+    h_bin = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    j_bin = np.where(h_bin, rng.random(2 * n) < 0.8, rng.random(2 * n) < 0.3)
+    h_pts, j_pts = _points(rng, n)
+    human = np.where(rng.random(n) < 0.5, "a", "b")
+    right = rng.random(2 * n) < 0.7
+    order = np.repeat(["ab", "ba"], n)
+    pick = np.where(right, np.tile(human, 2), np.where(np.tile(human, 2) == "a", "b", "a"))
+    frame = pl.concat([
+        verdicts(np.zeros(2 * n, int), np.arange(2 * n), BINARY, np.where(j_bin, "Yes", "No").tolist(),
+                 np.where(h_bin, "Yes", "No").tolist()),
+        verdicts(np.zeros(n, int), np.arange(n), POINTS, [str(x) for x in j_pts], [str(x) for x in h_pts]),
+        verdicts(np.zeros(2 * n, int), np.tile(np.arange(n), 2), PAIRWISE,
+                 np.where((pick == "a") == (order == "ab"), "A", "B").tolist(), np.tile(human, 2).tolist(),
+                 order.tolist())], how="diagonal_relaxed")
+    protocol, ctx = rubric(BINARY, POINTS, PAIRWISE)
+    tables = protocol.tables(frame, ctx)
+    headline = {"b": "binary_agreement", "p": "points_agreement", "w": "pairwise_agreement"}
+    for name in protocol.declared.rank_metrics:
+        table, metric = name.split(".")
+        for q in ("b", "p", "w"):
+            if table not in ("agreement", headline[q]):
+                continue
+            rows = tables[table].filter(pl.col("question") == q)
+            if table == "pairwise_agreement":
+                rows = rows.filter(pl.col("order") == "mean of both")
+            row = rows.row(0, named=True)
+            low, high = (row["agreement_low"], row["agreement_high"]) if table == "agreement" else \
+                (row.get(f"{metric}_low", row.get("ci_low")), row.get(f"{metric}_high", row.get("ci_high")))
+            group = f"question={q}" + (",order=mean of both" if table == "pairwise_agreement" else "")
+            got = protocol.rank_units(tables, "d0", RankBy(name, group), ctx.options).interval()
+            assert low is not None and got == pytest.approx((low, high), abs=1e-9), (name, q, got, (low, high))
