@@ -10,6 +10,7 @@ caches. A run folder keeps one config and one dataset (engine.app.run_folder): `
 unless `overwrite=True`."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ from litjudge.engine.app.execute import Asked, execute
 from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run import run as run_config
 from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
-from litjudge.engine.core.config import load_config, read_toml, valid_name
+from litjudge.engine.core.config import RunConfig, load_config, read_toml, valid_name
 from litjudge.engine.core.console import prepare_environment, quiet
 from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, fault
 from litjudge.engine.core.manifest import config_dict
@@ -146,9 +147,10 @@ def _check_columns(cfg: Any, location: Path, first: dict[str, Any] | None) -> No
     """The columns and values maps against the protocol's fields and the data's first row, now:
     before a folder is chosen or written (the loader checks the same again as it reads)."""
     try:
-        kind = PROTOCOLS.get(cfg.protocol).declared.reads
+        protocol = PROTOCOLS.get(cfg.protocol)()
+        kind = protocol.reads(protocol.options(cfg))  # the options may choose (a rubric of pairs)
     except ConfigError:
-        return                                        # the run names an unknown protocol, in its own words
+        return                                        # an unknown protocol or bad options: said in their own words
     check_first(dataset_card(cfg.dataset, cfg.source, cfg.protocol), kind, location, first)
 
 
@@ -164,11 +166,6 @@ def _your_rows(exc: DataError) -> DataError:
 
 def _option_keywords(protocol: str, config: dict[str, Any]) -> dict[str, Any]:
     """Keywords that name an option of the protocol and no run setting, taken out of `config`."""
-    import dataclasses
-
-    from litjudge.engine.core.config import RunConfig
-    from litjudge.judges import PROTOCOLS
-
     if protocol not in PROTOCOLS:
         return {}
     settings = {f.name for f in dataclasses.fields(RunConfig)}

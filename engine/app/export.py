@@ -31,6 +31,8 @@ from typing import Any
 
 import polars as pl
 
+from litjudge.judges import PROTOCOLS
+
 from ..core.errors import ConfigError, StoreError
 from .manifest import RunManifest
 from .outputs import read_logged_prompts, read_manifest, read_table, write_text
@@ -48,12 +50,15 @@ class Exported:
     configs: dict[str, int]                  # config name -> rows
 
 
-def verdict_rows(run_dir: Path, prompts: bool = False) -> pl.DataFrame:
-    """A run's verdicts, one row per verdict (with each prompt as sent, when asked and logged)."""
+def verdict_rows(run_dir: Path, prompts: bool = False, protocol: str = "",
+                 tables: dict[str, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """A run's verdicts, one row per verdict, as Result.verdicts gives them (with `answer`, the
+    verdict in the text's frame, where `protocol` and its `tables` give one), with each prompt as
+    sent when asked and logged."""
     path = run_dir / "verdicts.parquet"
     if not path.exists():
         raise StoreError(f"{run_dir}: no verdicts.parquet; `litjudge reparse {run_dir}` rebuilds it from the store")
-    verdicts = read_table(path)
+    verdicts = with_answer(protocol, read_table(path), tables or {})
     if not prompts:
         return verdicts
     log = run_dir / "log.jsonl"
@@ -74,10 +79,23 @@ def _parts(run_dir: Path, manifest: RunManifest, prompts: bool) -> dict[str, pl.
     if manifest.kind != "run":
         raise ConfigError(f"a {manifest.kind} folder: export one of its runs (a folder holding verdicts.parquet)",
                           where=str(run_dir))
-    out = {"verdicts": verdict_rows(run_dir, prompts)}
-    for path in sorted((run_dir / "tables").glob("*.parquet")):
-        out[path.stem] = read_table(path)
-    return out
+    tables = {path.stem: read_table(path) for path in sorted((run_dir / "tables").glob("*.parquet"))}
+    return {"verdicts": verdict_rows(run_dir, prompts, manifest.protocol, tables), **tables}
+
+
+def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The verdicts with `answer`, the verdict in the text's frame, as the protocol reads it (its
+    `human_view`, the report's item viewer's): pairwise "a" / "b" / "tie" naming the text picked
+    whichever order it was shown in (`label` / `value` name the position shown: A is the text shown
+    first), TTCW "Yes" / "No"; `human` is always in the text's frame. Unchanged where the protocol
+    gives no answer of its own."""
+    if "answer" in verdicts.columns or not verdicts.height or protocol not in PROTOCOLS:
+        return verdicts
+    indexed = verdicts.with_row_index("_row")
+    view = PROTOCOLS.get(protocol)().human_view(indexed, tables)
+    if "answer" not in view.columns or "_row" not in view.columns or view.height != verdicts.height:
+        return verdicts
+    return verdicts.with_columns(view.sort("_row")["answer"].cast(pl.Utf8).alias("answer"))
 
 
 def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Exported:

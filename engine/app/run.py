@@ -139,7 +139,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         config = with_generated_dataset(config, run_dir)
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
-    reads = checked_data(config, [(name, prep.card, prep.protocol.declared.reads, prep.context().dataset_path)
+    reads = checked_data(config, [(name, prep.card, prep.protocol.reads(prep.options), prep.context().dataset_path)
                                   for name, prep in tasks])
     new = claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values()))
     run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
