@@ -56,8 +56,11 @@ def _walk(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> set[str]:
         if not f.init or f.name in skip:
             continue
         keys.add(prefix + f.name)
+        # a list of tables (a rubric's [[options.questions]]) is one key here; its entries' keys are
+        # documented beside the protocol (docs/rubric.md), not in the reference
+        listed = typing.get_origin(hints[f.name]) in (list, tuple)
         inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
-        if inner:
+        if inner and not listed:
             keys |= _walk(inner[0], f"{prefix}{f.name}.")
     return keys
 
