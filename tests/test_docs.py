@@ -24,7 +24,7 @@ from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.data.cards import DatasetCard, dataset_card
 from litjudge.judges import PROTOCOLS
 from tests.conftest import DATA, PROJECT_ROOT, litjudge
-from tests.docs_examples import example_env, run_page
+from tests.docs_examples import Interpreter, example_env, run_page
 
 README = PROJECT_ROOT / "README.md"
 PAGES = [README, *sorted((PROJECT_ROOT / "docs").rglob("*.md"))]
@@ -211,6 +211,15 @@ def shared_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("docs-cache") / "verdicts.sqlite"
 
 
+@pytest.fixture(scope="session")
+def examples(tmp_path_factory, shared_cache):
+    """One Python process runs every page's Python blocks and `litjudge` lines (imports paid once,
+    and one local engine serves every example asking for the same judge)."""
+    python = Interpreter(tmp_path_factory.mktemp("docs-interpreter"), example_env(shared_cache))
+    yield python
+    python.close()
+
+
 def _children_cpu() -> float:
     """CPU seconds (user + system) of the finished processes this one started: the examples' work."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -227,10 +236,10 @@ def _slow(path: Path) -> bool:
 
 @pytest.mark.parametrize("page", [pytest.param(p, id=_page_id(p), marks=[pytest.mark.slow] if _slow(p) else [])
                                   for p in PAGES])
-def test_the_examples_run(page, tmp_path, shared_cache):
+def test_the_examples_run(page, tmp_path, shared_cache, examples):
     started, cpu = time.monotonic(), _children_cpu()
     result = run_page(page, PROJECT_ROOT, tmp_path, example_env(shared_cache),
-                      have_data=(DATA / "ttcw" / "stories.json").exists())
+                      have_data=(DATA / "ttcw" / "stories.json").exists(), python=examples)
     print(f"{_page_id(page)}: {len(result.ran)} examples run, {len(result.skipped)} skipped, "
           f"{time.monotonic() - started:.1f} s, {_children_cpu() - cpu:.1f} s of CPU")
     assert not result.failures, "\n\n".join(result.failures)
