@@ -105,6 +105,7 @@ def check_toml(text: str, folder: Path) -> None:
     and dataset when it names none) so that it reads as a whole run config."""
     table = tomllib.loads(text)
     where = folder / "example.toml"
+    where.write_text(text, encoding="utf-8")           # paths in it (a template) start beside it, as in a reader's file
     kind = config_kind(table)
     if kind == "ensemble":
         load_ensemble(where, table=table)
@@ -233,6 +234,14 @@ class Interpreter:
 
     def console(self, argv: list[str], folder: Path) -> tuple[int, str]:
         return self.ask({"kind": "console", "cwd": str(folder), "argv": argv})
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the interpreter has used so far (Linux: /proc)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         if self.process.stdin:
