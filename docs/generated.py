@@ -14,10 +14,12 @@ from litjudge.engine.app import config_reference
 from litjudge.engine.app.console.cli import build_parser
 from litjudge.engine.backends.local.models import ALIASES, DEFAULT_JUDGE
 from litjudge.engine.backends.registry import BACKENDS
+from litjudge.engine.core import envs as environment
 from litjudge.engine.core.paths import PROJECT_ROOT, cards_dir, configs_dir
 from litjudge.engine.data.loaders import LOADERS
 from litjudge.engine.data.table import FIELDS
 from litjudge.judges import PROTOCOLS
+from litjudge.judges.contract import MetricTable
 from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
 
 ERRORS = ("ConfigError", "DataError", "JudgeNotFound", "BackendUnavailable", "PreflightError", "StoreError",
@@ -61,7 +63,8 @@ def protocol(name: str) -> str:
              ["verdict fields", ", ".join(f"{k} ({t.__name__})" for k, t in d.fields.items())]]
     metrics = [[f"`{t}`", ", ".join(m.by) or "-", ", ".join(m.higher) or "-", ", ".join(m.lower) or "-",
                 ", ".join(m.rank) or "-", "none" if m.pooled is None else (m.pooled or "from the options")]
-               for t, m in d.tables.items()]
+               for t, m in d.tables.items() if isinstance(m, MetricTable)]
+    plain = ", ".join(f"`{t}`" for t, m in d.tables.items() if not isinstance(m, MetricTable)) or "none"
     section = next(s for s in config_reference.sections() if s.title == f"[options] ({name})")
     options = [[f"`{e.key}`", e.type, f"`{e.default}`", e.allowed, e.doc] for e in section.entries]
     configs = ", ".join(f"`{c}`" for c in _configs_using(name)) or "none"
@@ -70,6 +73,7 @@ def protocol(name: str) -> str:
         "```text\n" + method + "\n```", "## What it declares", _table(["declared", ""], facts),
         "Metric tables (direction of each rankable metric; the pooled row a sweep ranks):",
         _table(["table", "grouped by", "higher is better", "lower is better", "rankable", "pooled row"], metrics),
+        f"Tables without metrics (rows written and shown, never ranked): {plain}.",
         "## Options (`[options]`)", _table(["key", "type", "default", "allowed", "doc"], options),
         f"Committed configs running it (`litjudge run NAME`): {configs}."])
 
@@ -125,7 +129,7 @@ def estimates() -> str:
              "higher" if m.rank and m.direction(m.rank[0]) else "lower", m.by and ", ".join(m.by) or "-",
              "none" if m.pooled is None else (m.pooled or "from the options"),
              "yes" if PROTOCOLS.get(n).declared.rank_by.split(".")[0] == t else ""]
-            for n in protocol_names() for t, m in PROTOCOLS.get(n).declared.tables.items() if m.rank]
+            for n in protocol_names() for t, m in PROTOCOLS.get(n).declared.tables.items() if getattr(m, "rank", ())]
     return (_table(["protocol", "table", "rankable metrics", "better", "grouped by", "pooled row", "default rank"], rows)
             + f"\n\nNo interval is printed from fewer than **{MIN_CLUSTERS}** clusters (`MIN_CLUSTERS` in "
             "`judges/metrics/bootstrap.py`).")
@@ -216,6 +220,24 @@ def errors() -> str:
     return f"{len(rows)} messages.\n\n" + _table(["error", "message (⟨…⟩: filled in with your value)", "raised at"], rows)
 
 
+def envs() -> str:
+    """Every LITJUDGE_* variable, from the table the code reads them by (engine/core/envs.py)."""
+    return environment.markdown()
+
+
+def error_classes() -> str:
+    """The error classes a user meets (engine/core/errors.py), each with its docstring: generated
+    here, as mkdocstrings reads ./litjudge and cannot follow the package-dir mapping to engine/."""
+    from litjudge.engine.core import errors as module
+
+    parts = []
+    for name in ("LitjudgeError", *ERRORS[:-1]):
+        cls = getattr(module, name)
+        bases = ", ".join(b.__name__ for b in cls.__bases__)
+        parts.append(f"### `{name}({bases})`\n\n" + (inspect.getdoc(cls) or "").replace("<", "&lt;"))
+    return "\n\n".join(parts)
+
+
 def changelog() -> str:
     path = PROJECT_ROOT / "CHANGELOG.md"
     if not path.exists():
@@ -227,4 +249,5 @@ def changelog() -> str:
 GENERATORS: dict[str, Callable[..., str]] = {
     "protocol": protocol, "protocols-table": protocols_table, "configs": configs, "judges": judges, "backends": backends,
     "loaders": loaders, "fields": fields, "cards": cards, "estimates": estimates, "config-reference": config,
-    "console": console, "errors": errors, "changelog": changelog}
+    "console": console, "errors": errors, "changelog": changelog, "envs": envs,
+    "error-classes": error_classes}

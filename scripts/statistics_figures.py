@@ -1,4 +1,4 @@
-"""Figures the README's statistics section states that no test prints: the time of an exact
+"""Figures docs/statistics.md states that no test prints: the time of an exact
 Kemeny ranking of 12 items (`judges/metrics/kemeny.py`), as CPU seconds on this machine.
 
     .venv/bin/python scripts/statistics_figures.py

@@ -1,4 +1,4 @@
-"""The README's validity table from a finished run of runs/validity/validity.toml: per protocol,
+"""The validity table of docs/measurements.md from a finished run of runs/validity/validity.toml: per protocol,
 agreement with the human labels (95% CI where the protocol has one), position bias, unparsed,
 the chance level, per judge side by side, and the papers' published numbers for their own
 (larger) judges as context, never as targets. Every number is read from the run's own tables.

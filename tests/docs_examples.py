@@ -18,6 +18,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import subprocess
 import sys
 import threading
@@ -104,6 +105,7 @@ def check_toml(text: str, folder: Path) -> None:
     and dataset when it names none) so that it reads as a whole run config."""
     table = tomllib.loads(text)
     where = folder / "example.toml"
+    where.write_text(text, encoding="utf-8")           # paths in it (a template) start beside it, as in a reader's file
     kind = config_kind(table)
     if kind == "ensemble":
         load_ensemble(where, table=table)
@@ -127,23 +129,80 @@ def check_toml(text: str, folder: Path) -> None:
 
 
 DRIVER = r"""
-import json, sys, traceback
-namespace = {"__name__": "__main__"}
-for line in sys.stdin:
-    code = json.loads(line)
-    status = 0
-    try:
-        exec(compile(code["text"], code["where"], "exec"), namespace)
-    except BaseException:
-        traceback.print_exc(file=sys.stdout)
-        status = 1
+import json, os, shlex, sys, tempfile, traceback
+
+# Messages go back on a copy of the pipe; fds 1 and 2 are a file of each example's own while it runs
+# (the console writes its messages to a duplicate of fd 2, so only a file descriptor captures them).
+reply = os.fdopen(os.dup(1), "w", buffering=1)
+
+from litjudge.engine import backends
+from litjudge.engine.app.console.cli import main as console
+
+# One local engine at a time, kept across examples (each run would otherwise start and close its
+# own): a judge asked again with the same weights and engine settings reuses it; another closes it.
+started, real_create = {}, backends.create
+
+
+def create(spec, cluster=None):
+    if spec.backend != "vllm" or (cluster is not None and cluster.enabled):
+        return real_create(spec, cluster)
+    key = (spec.name, spec.fingerprint, repr(spec.engine))
+    if key not in started:
+        for engine in started.values():
+            type(engine).close(engine)
+        started.clear()
+        engine = started[key] = real_create(spec, cluster)
+        engine.close = lambda: None              # closed here, when another engine or the session needs it
+    return started[key]
+
+
+backends.create = create
+namespaces = {}
+
+
+def captured(work):
     sys.stdout.flush()
-    print(f"\x00done {status}", flush=True)
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as out:
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            status = work()
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        out.seek(0)
+        return status, out.read().decode("utf-8", "replace")
+
+
+for line in sys.stdin:
+    ask = json.loads(line)
+    os.chdir(ask["cwd"])
+    if ask["kind"] == "python":
+        namespace = namespaces.setdefault(ask["page"], {"__name__": "__main__"})
+        status, output = captured(lambda: exec(compile(ask["text"], ask["where"], "exec"), namespace) or 0)
+    else:
+        status, output = captured(lambda: console(ask["argv"]))
+    reply.write(json.dumps({"status": status, "output": output}) + "\n")
+for engine in started.values():
+    type(engine).close(engine)
 """
 
 
 class Interpreter:
-    """One Python process per page: each block runs in it in turn, sharing names."""
+    """One Python process for every page's examples: a page's Python blocks share names (each page
+    has its own), `litjudge ...` console lines run in it too (the console's `main`), and a local
+    engine started by one example serves the next that asks for the same judge."""
 
     def __init__(self, folder: Path, env: dict[str, str]):
         self.process = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=folder, env=env, text=True,
@@ -155,23 +214,39 @@ class Interpreter:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
-        self.lines.put("\x00done 1\n")
+        self.lines.put(json.dumps({"status": 1, "output": "the examples' interpreter exited"}) + "\n")
 
-    def run(self, block: Block) -> tuple[int, str]:
+    def ask(self, message: dict) -> tuple[int, str]:
         assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"text": block.text, "where": block.where}) + "\n")
+        self.process.stdin.write(json.dumps(message) + "\n")
         self.process.stdin.flush()
-        output = []
         while True:
             line = self.lines.get(timeout=TIMEOUT_S)
-            if line.startswith("\x00done"):
-                return int(line.split()[1]), "".join(output)
-            output.append(line)
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue                                 # a stray line written before the capture began
+            return int(answer["status"]), answer["output"]
+
+    def run(self, block: Block, folder: Path) -> tuple[int, str]:
+        return self.ask({"kind": "python", "page": block.page, "cwd": str(folder), "text": block.text,
+                         "where": block.where})
+
+    def console(self, argv: list[str], folder: Path) -> tuple[int, str]:
+        return self.ask({"kind": "console", "cwd": str(folder), "argv": argv})
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the interpreter has used so far (Linux: /proc)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         if self.process.stdin:
             self.process.stdin.close()
-        self.process.wait(timeout=60)
+        self.process.wait(timeout=120)
 
 
 @dataclass
@@ -188,59 +263,68 @@ def shell(command: str, folder: Path, env: dict[str, str]) -> subprocess.Complet
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_S)
 
 
-def _console(block: Block, folder: Path, env: dict[str, str]) -> str | None:
+SHELL_SYNTAX = re.compile(r"[|&;<>()$`*?]|^\w+=")
+
+
+def _command(command: str, folder: Path, env: dict[str, str], python: Interpreter) -> tuple[int, str]:
+    """A plain `litjudge ...` line runs in the examples' interpreter (as the console's `main`);
+    anything with shell syntax (pipes, variables, other programs) in bash."""
+    argv = shlex.split(command)
+    if argv and argv[0] == "litjudge" and not SHELL_SYNTAX.search(command):
+        return python.console(argv[1:], folder)
+    done = shell(command, folder, env)
+    return done.returncode, done.stdout
+
+
+def _console(block: Block, folder: Path, env: dict[str, str], python: Interpreter) -> str | None:
     """A console block's commands; an expected output, where given, is what is checked (an error
     shown on purpose exits non-zero), else the command must succeed."""
     for command, want in expected_lines(block.text):
-        done = shell(command, folder, env)
-        missing = printed(want, done.stdout) if want else None
-        if missing is not None or (not want and done.returncode != 0):
-            return (f"`{command}` exited {done.returncode}" + (f"; expected a line {missing!r}" if missing else "")
-                    + f"; it printed:\n{done.stdout[-3000:]}")
+        status, output = _command(command, folder, env, python)
+        missing = printed(want, output) if want else None
+        if missing is not None or (not want and status != 0):
+            return (f"`{command}` exited {status}" + (f"; expected a line {missing!r}" if missing else "")
+                    + f"; it printed:\n{output[-3000:]}")
     return None
 
 
-def run_page(path: Path, root: Path, folder: Path, env: dict[str, str], have_data: bool) -> PageRun:
-    """Run a page's examples in order, in `folder`."""
-    result, python = PageRun(), None
-    try:
-        for block in blocks(path, root):
-            if block.lang not in RUNNABLE and "file" not in block.markers:
-                continue
-            if "skip" in block.markers:
-                if not block.markers["skip"]:
-                    result.failures.append(f"{block.where}: a skipped example says why (<!-- skip: REASON -->)")
-                result.skipped.append(f"{block.where}: {block.markers['skip']}")
-                continue
-            if block.markers.get("needs") == "data" and not have_data:
-                result.skipped.append(f"{block.where}: the human-labelled data is absent")
-                continue
-            if "file" in block.markers:
-                target = folder / block.markers["file"]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(block.text, encoding="utf-8")
-                continue
-            failure = None
-            if block.lang == "toml":
-                try:
-                    check_toml(block.text, folder)
-                except Exception as exc:  # noqa: BLE001  (reported as the example's failure)
-                    failure = f"{type(exc).__name__}: {exc}"
-            elif block.lang == "console":
-                failure = _console(block, folder, env)
-            elif block.lang in ("bash", "sh"):
-                done = shell(block.text, folder, env)
-                failure = None if done.returncode == 0 else f"exited {done.returncode}:\n{done.stdout[-3000:]}"
-            else:
-                python = python or Interpreter(folder, env)
-                status, output = python.run(block)
-                failure = None if status == 0 else output[-3000:]
-            (result.failures if failure else result.ran).append(f"{block.where}" + (f": {failure}" if failure else ""))
-            if failure:
-                break                                  # later blocks build on this one
-    finally:
-        if python:
-            python.close()
+def run_page(path: Path, root: Path, folder: Path, env: dict[str, str], have_data: bool,
+             python: Interpreter) -> PageRun:
+    """Run a page's examples in order, in `folder` (Python and `litjudge` lines in `python`)."""
+    result = PageRun()
+    for block in blocks(path, root):
+        if block.lang not in RUNNABLE and "file" not in block.markers:
+            continue
+        if "skip" in block.markers:
+            if not block.markers["skip"]:
+                result.failures.append(f"{block.where}: a skipped example says why (<!-- skip: REASON -->)")
+            result.skipped.append(f"{block.where}: {block.markers['skip']}")
+            continue
+        if block.markers.get("needs") == "data" and not have_data:
+            result.skipped.append(f"{block.where}: the human-labelled data is absent")
+            continue
+        if "file" in block.markers:
+            target = folder / block.markers["file"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(block.text, encoding="utf-8")
+            continue
+        failure = None
+        if block.lang == "toml":
+            try:
+                check_toml(block.text, folder)
+            except Exception as exc:  # noqa: BLE001  (reported as the example's failure)
+                failure = f"{type(exc).__name__}: {exc}"
+        elif block.lang == "console":
+            failure = _console(block, folder, env, python)
+        elif block.lang in ("bash", "sh"):
+            done = shell(block.text, folder, env)
+            failure = None if done.returncode == 0 else f"exited {done.returncode}:\n{done.stdout[-3000:]}"
+        else:
+            status, output = python.run(block, folder)
+            failure = None if status == 0 else output[-3000:]
+        (result.failures if failure else result.ran).append(f"{block.where}" + (f": {failure}" if failure else ""))
+        if failure:
+            break                                  # later blocks build on this one
     return result
 
 

@@ -41,7 +41,7 @@ def paper_prompt(name: str, *inner: str) -> Any:
     path = prompts_root() / "paper_prompts.json"
     if not path.exists():
         raise DataError(f"the seed papers' prompts are not here, and {name!r} needs them: set LITJUDGE_PROMPTS_ROOT "
-                        "to a folder holding paper_prompts.json (README: Installed use), or use the project's own "
+                        "to a folder holding paper_prompts.json (docs: getting-started.md), or use the project's own "
                         "template", path=str(path))
     try:
         prompts = json.loads(path.read_text(encoding="utf-8"))

@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--data-root", help="where the data goes (default: LITJUDGE_DATA_ROOT, ../shared/datasets beside a "
                                        "checkout, else ~/.cache/litjudge/data)")
     d.set_defaults(fn=lazy(".light_commands:cmd_data"))
-    b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (see README)")
+    b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (docs: measurements.md)")
     b.add_argument("--stories", type=_whole(1, "the TTCW stories with text to judge"), default=36)
     b.add_argument("--hf-subset", type=_whole(1), default=8, help="requests for the one-at-a-time transformers baseline")
     b.add_argument("--skip-hf", action="store_true")
