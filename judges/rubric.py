@@ -156,7 +156,7 @@ class Rubric(Protocol):
         limit_counts="texts (groups when a question is pairwise; pairs when the rubric reads pairs)",
         modes=("label", "analyze", "distribution"),
         summary=("scores", "agreement", "consistency"),
-        tables={"per_verdict": Table(),
+        tables={
                 "scores": MetricTable(by=("question",), pooled=None),
                 "label_distribution": MetricTable(by=("question", "label"), pooled=None),
                 "consistency": MetricTable(by=("question", "metric"), pooled=None),
@@ -168,7 +168,7 @@ class Rubric(Protocol):
                 "pairwise_agreement": MetricTable(by=("question", "order"), pooled="", higher=AGREEMENT["pairwise"],
                                                   rank=RANKABLE["pairwise"]),
                 "per_verdict": Table()},
-        rank_by="agreement.agreement",
+        rank_by="agreement.agreement", report="litjudge.engine.app.report.rubric_panels:rubric_panels",
         fields={"question": str, "scale": str, "text_id": str, "pair_id": str, "order": str, "group": str,
                 "human": str, "item_a": str, "item_b": str})
 

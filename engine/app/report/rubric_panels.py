@@ -1,0 +1,42 @@
+"""The rubric's report: your questions' scores, the judge's agreement with the humans where a
+human column is given, and its consistency (repeats, the two orders of a pair), each a chart with
+its 95% intervals beside the table it draws."""
+from __future__ import annotations
+
+import polars as pl
+
+from .panels import Panel, _grouped_bars, rate_interval
+
+
+def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+    out = []
+    scores = t.get("scores")
+    if scores is not None and scores.height:
+        out.append(Panel("Scores per question",
+                         "Each question's mean score (binary: the share of the positive answer; points: the mean "
+                         f"point) over the answered verdicts; a share's {rate_interval('texts or pairs')}; a mean point's, "
+                         "the cluster bootstrap's. Unparsed verdicts are counted, not scored.",
+                         [("scores", scores), ("label_distribution", t.get("label_distribution", pl.DataFrame()))],
+                         [("scores", _grouped_bars(scores, "question", "mean_score", "Mean score per question",
+                                                   "mean score", "ci_low", "ci_high"))]))
+    agreement = t.get("agreement")
+    if agreement is not None and agreement.height:
+        detail = [(name, t[name]) for name in ("binary_agreement", "points_agreement", "pairwise_agreement")
+                  if name in t and t[name].height]
+        out.append(Panel("Agreement with the humans",
+                         "One headline per question with a human column: Cohen's kappa (binary), quadratic-weighted "
+                         "kappa (points), accuracy over both orders (pairwise), with 95% intervals resampling texts "
+                         "(pairs); the tables below give every statistic of each scale.",
+                         [("agreement", agreement), *detail],
+                         [("agreement", _grouped_bars(agreement, "question", "agreement", "Agreement per question",
+                                                      "agreement", "agreement_low", "agreement_high"))]))
+    consistency = t.get("consistency")
+    if consistency is not None and consistency.height:
+        shown = consistency.with_columns(pl.format("{} {}", "question", "metric").alias("question_metric"))
+        out.append(Panel("Consistency of the judge",
+                         "The same answer on every repeat of a text; a pair's two orders answered differently "
+                         f"(swap flip); the text shown first winning; each rate's {rate_interval('texts or pairs')}.",
+                         [("consistency", consistency)],
+                         [("consistency", _grouped_bars(shown, "question_metric", "value", "Consistency", "rate",
+                                                        "ci_low", "ci_high", (0, 1)))]))
+    return out
