@@ -360,3 +360,17 @@ def test_type_errors_read_as_words(tmp_path):
     (tmp_path / "x.jsonl").write_text("")
     line = one_line(cli("plan", str(cfg), "--no-calibrate", cwd=tmp_path), "should be a number")
     assert "<class" not in line
+
+
+def test_a_listing_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`litjudge protocols | head -0`: the reader is gone before litjudge writes; no "cannot be
+    written" error, the shell's exit status for a closed pipe."""
+    path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([sys.executable, "-m", "litjudge", "protocols"], cwd=tmp_path, stdout=write,
+                           stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path}, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert r.returncode == 141 and r.stderr == "", (r.returncode, r.stderr)

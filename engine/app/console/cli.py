@@ -273,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with quiet(log, enabled=not args.verbose):
-            return args.fn(args)
+            code = args.fn(args)
+            sys.stdout.flush()              # a closed pipe is met here, where it is answered, not at exit
+            return code
     except (LitjudgeError, GrammarError) as exc:
         print(f"litjudge: error: {exc}", file=terminal())
         return 2
@@ -283,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=terminal())
         return 130
+    except BrokenPipeError:                 # `litjudge protocols | head -3`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the interpreter's last flush goes nowhere
+        return 128 + signal.SIGPIPE
     except OSError as exc:
         print(f"litjudge: error: {fault(exc, exc.filename or 'a file')}", file=terminal())
         return 2
