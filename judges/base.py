@@ -70,9 +70,10 @@ class Context:
 
     def load(self, kind: str) -> Any:
         """The dataset, as `kind` (ttcw, pairs, items, groups), through the card's registered loader:
-        the kind its protocol declares it reads (`Declaration.reads`)."""
+        the kind its protocol reads in this run (`Protocol.reads`: `Declaration.reads` unless the
+        options choose, as a rubric of pairwise questions reads pairs)."""
         protocol = self.config.protocol
-        reads = PROTOCOLS.get(protocol).declared.reads if protocol in PROTOCOLS else kind
+        reads = PROTOCOLS.get(protocol)().reads(self.options) if protocol in PROTOCOLS else kind
         if kind != reads:
             raise ContractError(f"protocol {protocol!r} loads {kind} data, and declares reads = {reads!r}: load the kind "
                                 "it reads (other data through Context.load_from)")

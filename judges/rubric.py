@@ -42,7 +42,7 @@ from litjudge.engine.core.errors import ConfigError, DataError
 from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
 from .metrics.estimates import Units
 from .rubric_tables import AGREEMENT, RANKABLE, aggregate, human_view, rank_units
 from .templates import Template, TemplateFields, checked, config_base, read
@@ -156,7 +156,8 @@ class Rubric(Protocol):
         limit_counts="texts (groups when a question is pairwise; pairs when the rubric reads pairs)",
         modes=("label", "analyze", "distribution"),
         summary=("scores", "agreement", "consistency"),
-        tables={"scores": MetricTable(by=("question",), pooled=None),
+        tables={"per_verdict": Table(),
+                "scores": MetricTable(by=("question",), pooled=None),
                 "label_distribution": MetricTable(by=("question", "label"), pooled=None),
                 "consistency": MetricTable(by=("question", "metric"), pooled=None),
                 "agreement": MetricTable(by=("question",), pooled="", higher=("agreement",), rank=("agreement",)),
