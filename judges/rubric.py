@@ -360,7 +360,7 @@ def _human(q: Question, value: Any, item: str) -> str | None:
         point = float(value)
     except (TypeError, ValueError):
         point = math.nan
-    if point != round(point) or not 1 <= point <= len(q.points):
+    if not math.isfinite(point) or point != round(point) or not 1 <= point <= len(q.points):
         raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, not a whole point from 1 to "
                         f"{len(q.points)}", path=f"item {item}")
     return str(int(point))
