@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +121,39 @@ def test_ppi_table_per_test_rows_match_ppi_python_on_the_drawn_stories(tmp_path)
             assert row["human_only"] == pytest.approx(y.mean())
             assert row["ppi"] == pytest.approx(min(max(expected, 0.0), 1.0), abs=1e-6)
             assert row["all_labels"] == pytest.approx(g["expert_pass"].cast(float).mean())
+
+
+# -- export -------------------------------------------------------------------------------------
+def _small_run(tmp_path: Path):
+    rows = [{"item_id": f"t{i}", "text": f"story {i}", "group": "g", "h": "Yes" if i % 2 else "No"} for i in range(4)]
+    judge = f"replay:{_jsonl(tmp_path / 'a.jsonl', [{'id': f't{i}/q', 'response': 'Yes'} for i in range(4)])}"
+    return litjudge.judge(rows, protocol="rubric", judge=judge, questions=[{"id": "q", "text": "Good?", "human": "h"}],
+                          out=tmp_path / "runs", name="small", cache=False, progress=False)
+
+
+def test_export_again_into_a_clone_of_the_hub_repo_keeps_its_git_and_files(tmp_path):
+    """`export --to DIR` after an earlier export replaced the whole folder: a clone's .git and the
+    user's own files beside the card were deleted."""
+    run = _small_run(tmp_path)
+    hub = tmp_path / "hub"
+    assert cli("export", str(run.run_dir), "--to", str(hub)).returncode == 0
+    (hub / ".git").mkdir()
+    (hub / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (hub / ".gitattributes").write_text("*.parquet filter=lfs\n")
+    (hub / "data" / "stale.parquet").write_text("from an earlier export")
+    r = cli("export", str(run.run_dir), "--to", str(hub), "--prompts")
+    assert r.returncode == 0, r.stderr
+    assert (hub / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert (hub / ".gitattributes").exists() and not (hub / "data" / "stale.parquet").exists()
+    assert "prompt" in pl.read_parquet(hub / "data" / "verdicts.parquet").columns
+
+
+def test_export_to_the_current_folder(tmp_path):
+    """`litjudge export RUN --to .` was an internal error (Path('.').with_name)."""
+    run = _small_run(tmp_path)
+    here = tmp_path / "here"
+    here.mkdir()
+    r = subprocess.run([sys.executable, "-m", "litjudge", "export", str(run.run_dir), "--to", "."], cwd=here,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (here / "README.md").exists() and (here / "data" / "verdicts.parquet").exists()
