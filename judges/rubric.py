@@ -231,6 +231,10 @@ class Rubric(Protocol):
                                        lambda q: _pair_human(ctx, q, unit), ())
             return
         group, items = unit if isinstance(unit, tuple) else (unit.group, [unit])
+        clash = next((x.item_id for x in items if opts.pairwise and "|" in x.item_id), None)
+        if clash is not None:     # "a|b" names the pair of a and b: such an id would name two asks
+            raise DataError(f"item id {clash!r} holds '|', which joins the two ids of a pair "
+                            "(a pairwise question's asks are 'A|B/question/order'): rename it", path=f"item {clash}")
         for item in items:
             yield from self._text_asks(ctx, item)
         for a, b in combinations(items if opts.pairwise else (), 2):

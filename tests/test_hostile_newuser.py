@@ -157,3 +157,15 @@ def test_export_to_the_current_folder(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (here / "README.md").exists() and (here / "data" / "verdicts.parquet").exists()
+
+
+def test_an_item_id_with_a_bar_cannot_name_two_asks_of_a_pairwise_rubric(tmp_path):
+    """Text 't0|t1/end' asked question 'ab' had the item id of pair (t0, t1) asked 'end' in order
+    ab: two asks, one id (a replayed judge served one the other's answer; tables keyed by id mix)."""
+    rows = [{"item_id": "t0", "text": "A", "group": "g", "h": 1}, {"item_id": "t1", "text": "B", "group": "g", "h": 2},
+            {"item_id": "t0|t1/end", "text": "C", "group": "h", "h": 1}]
+    judge = f"replay:{_jsonl(tmp_path / 'a.jsonl', [{'id': 't0|t1/end/ab', 'response': 'A'}])}"
+    questions = [{"id": "ab", "text": "Good?"}, {"id": "end", "text": "Which?", "scale": "pairwise", "human": "h"}]
+    with pytest.raises(DataError, match=r"item t0\|t1/end: item id 't0\|t1/end' holds '\|'"):
+        litjudge.judge(rows, protocol="rubric", judge=judge, questions=questions, out=tmp_path / "runs", cache=False,
+                       progress=False)
