@@ -74,10 +74,10 @@ class Question:
         if self.scale not in SCALES:
             raise ValueError(f"question {self.id!r}: scale must be one of {list(SCALES)}, got {self.scale!r}")
         labels = list(self.labels)
-        if self.scale == "binary" and (len(labels) != 2 or len(set(labels)) != 2
+        if self.scale == "binary" and (len(labels) != 2 or len({lab.lower() for lab in labels}) != 2
                                        or any(not lab.strip() or lab != lab.strip() for lab in labels)):
-            raise ValueError(f"question {self.id!r}: a binary scale has two distinct, unpadded labels, the positive "
-                             f"first, got {labels}")
+            raise ValueError(f"question {self.id!r}: a binary scale has two distinct, unpadded labels (distinct in any "
+                             f"case), the positive first, got {labels}")
         if self.scale != "binary" and labels != ["Yes", "No"]:
             raise ValueError(f"question {self.id!r}: labels name a binary question's answers (this one is {self.scale})")
         if self.scale == "points" and not (2 <= len(self.points) <= 10 and all(p.strip() for p in self.points)):

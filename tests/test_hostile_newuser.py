@@ -169,3 +169,15 @@ def test_an_item_id_with_a_bar_cannot_name_two_asks_of_a_pairwise_rubric(tmp_pat
     with pytest.raises(DataError, match=r"item t0\|t1/end: item id 't0\|t1/end' holds '\|'"):
         litjudge.judge(rows, protocol="rubric", judge=judge, questions=questions, out=tmp_path / "runs", cache=False,
                        progress=False)
+
+
+def test_binary_labels_differing_only_in_case_are_refused(tmp_path):
+    """Labels ["Good", "good"]: the humans' "Good" (matched case-insensitively) was read as "good",
+    the negative answer, and the tables said the humans never answered the positive one."""
+    from litjudge.engine.core.errors import ConfigError
+
+    rows = [{"item_id": f"t{i}", "text": f"s{i}", "group": "g", "h": "Good"} for i in range(2)]
+    judge = f"replay:{_jsonl(tmp_path / 'a.jsonl', [{'id': f't{i}/q', 'response': 'Good'} for i in range(2)])}"
+    with pytest.raises(ConfigError, match="distinct in any case"):
+        litjudge.judge(rows, protocol="rubric", judge=judge, out=tmp_path / "runs", cache=False, progress=False,
+                       questions=[{"id": "q", "text": "G?", "labels": ["Good", "good"], "human": "h"}])
