@@ -181,3 +181,12 @@ def test_binary_labels_differing_only_in_case_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="distinct in any case"):
         litjudge.judge(rows, protocol="rubric", judge=judge, out=tmp_path / "runs", cache=False, progress=False,
                        questions=[{"id": "q", "text": "G?", "labels": ["Good", "good"], "human": "h"}])
+
+
+def test_a_negative_ppi_seed_is_one_line(tmp_path):
+    """[ppi] seed = -1 was an internal error (numpy's default_rng refuses it)."""
+    config = tmp_path / "c.toml"
+    config.write_text((Path(__file__).parents[1] / "runs" / "ttcw-replay-ppi.toml").read_text()
+                      .replace("seed = 1", "seed = -1"))
+    r = cli("run", str(config), "--out", str(tmp_path / "runs"), "--no-cache", "--quiet", "--data-root", str(DATA))
+    assert r.returncode == 2 and r.stderr.strip() == f"litjudge: error: {config}: ppi.seed: must be >= 0, got -1", r.stderr
