@@ -9,27 +9,13 @@ from pathlib import Path
 
 import polars as pl
 
+from litjudge.engine.app.export import with_answer
 from litjudge.engine.app.manifest import RunManifest
 from litjudge.engine.app.outputs import read_manifest, read_table
 from litjudge.engine.app.report import write_report
 from litjudge.engine.app.runs import load_run
 from litjudge.engine.core.errors import ConfigError, StoreError
 from litjudge.judges import PROTOCOLS
-
-
-def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """The verdicts with `answer`, the verdict in the text's frame, as the protocol reads it (its
-    `human_view`, the report's item viewer's): pairwise "a" / "b" / "tie" naming the text picked
-    whichever order it was shown in (`label` / `value` name the position shown: A is the text shown
-    first), TTCW "Yes" / "No"; `human` is always in the text's frame. Unchanged where the protocol
-    gives no answer of its own."""
-    if "answer" in verdicts.columns or not verdicts.height or protocol not in PROTOCOLS:
-        return verdicts
-    indexed = verdicts.with_row_index("_row")
-    view = PROTOCOLS.get(protocol)().human_view(indexed, tables)
-    if "answer" not in view.columns or "_row" not in view.columns or view.height != verdicts.height:
-        return verdicts
-    return verdicts.with_columns(view.sort("_row")["answer"].cast(pl.Utf8).alias("answer"))
 
 
 class LitjudgeWarning(UserWarning):
@@ -109,7 +95,8 @@ class Result:
             raise ConfigError(f"a {self.kind} holds no verdicts of its own: "
                               + ("take one task's, result.tasks[0].to_dataset()" if self.kind == "tasks"
                                  else "open one of its runs"), where=str(self.run_dir))
-        return datasets.Dataset.from_polars(verdict_rows(self.run_dir, prompts))
+        return datasets.Dataset.from_polars(with_answer(self.manifest.protocol, verdict_rows(self.run_dir, prompts),
+                                                        self.tables))
 
     def report(self, out: str | Path | None = None) -> Path:
         """Write the HTML report (tables, plots and the per-item viewer) and return its path."""

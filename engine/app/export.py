@@ -31,6 +31,8 @@ from typing import Any
 
 import polars as pl
 
+from litjudge.judges import PROTOCOLS
+
 from ..core.errors import ConfigError, StoreError
 from .manifest import RunManifest
 from .outputs import read_logged_prompts, read_manifest, read_table, write_text
@@ -74,10 +76,23 @@ def _parts(run_dir: Path, manifest: RunManifest, prompts: bool) -> dict[str, pl.
     if manifest.kind != "run":
         raise ConfigError(f"a {manifest.kind} folder: export one of its runs (a folder holding verdicts.parquet)",
                           where=str(run_dir))
-    out = {"verdicts": verdict_rows(run_dir, prompts)}
-    for path in sorted((run_dir / "tables").glob("*.parquet")):
-        out[path.stem] = read_table(path)
-    return out
+    tables = {path.stem: read_table(path) for path in sorted((run_dir / "tables").glob("*.parquet"))}
+    return {"verdicts": with_answer(manifest.protocol, verdict_rows(run_dir, prompts), tables), **tables}
+
+
+def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The verdicts with `answer`, the verdict in the text's frame, as the protocol reads it (its
+    `human_view`, the report's item viewer's): pairwise "a" / "b" / "tie" naming the text picked
+    whichever order it was shown in (`label` / `value` name the position shown: A is the text shown
+    first), TTCW "Yes" / "No"; `human` is always in the text's frame. Unchanged where the protocol
+    gives no answer of its own."""
+    if "answer" in verdicts.columns or not verdicts.height or protocol not in PROTOCOLS:
+        return verdicts
+    indexed = verdicts.with_row_index("_row")
+    view = PROTOCOLS.get(protocol)().human_view(indexed, tables)
+    if "answer" not in view.columns or "_row" not in view.columns or view.height != verdicts.height:
+        return verdicts
+    return verdicts.with_columns(view.sort("_row")["answer"].cast(pl.Utf8).alias("answer"))
 
 
 def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Exported:
