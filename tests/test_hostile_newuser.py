@@ -190,3 +190,24 @@ def test_a_negative_ppi_seed_is_one_line(tmp_path):
                       .replace("seed = 1", "seed = -1"))
     r = cli("run", str(config), "--out", str(tmp_path / "runs"), "--no-cache", "--quiet", "--data-root", str(DATA))
     assert r.returncode == 2 and r.stderr.strip() == f"litjudge: error: {config}: ppi.seed: must be >= 0, got -1", r.stderr
+
+
+def test_export_below_a_file_says_so(tmp_path):
+    """--to FILE/sub advised `--out (or LITJUDGE_RUNS_DIR)`, options export does not have."""
+    run = _small_run(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    r = cli("export", str(run.run_dir), "--to", str(tmp_path / "afile" / "sub"))
+    assert r.returncode == 2 and r.stderr.strip() == (f"litjudge: error: {tmp_path / 'afile' / 'sub'}: {tmp_path / 'afile'} "
+                                                      "is a file, not a folder: give --to a folder's path"), r.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="the refusal names the data kind but not the option that pairs items by group")
+def test_a_pairwise_question_over_items_says_how_to_pair_them(tmp_path):
+    rows = [{"item_id": f"t{i}", "text": f"s{i}", "group": "g"} for i in range(3)]
+    config = tmp_path / "c.toml"
+    _jsonl(tmp_path / "d.jsonl", rows)
+    config.write_text(f'name = "p"\nprotocol = "rubric"\njudge = "replay:{tmp_path}/a.jsonl"\n[dataset]\n'
+                      f'loader = "rated_items_jsonl"\npath = "{tmp_path}/d.jsonl"\n'
+                      '[[options.questions]]\nid = "q"\ntext = "Which?"\nscale = "pairwise"\n')
+    r = cli("run", str(config), "--out", str(tmp_path / "runs"), "--no-cache", "--quiet")
+    assert r.returncode == 2 and "pairs_from" in r.stderr, r.stderr

@@ -103,6 +103,9 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     manifest = read_manifest(run_dir)
     if to.exists() and (not to.is_dir() or (any(to.iterdir()) and MARKER not in _text(to / "README.md"))):
         raise ConfigError("exists and is not an earlier export: give a new (or empty) folder", where=str(to))
+    blocker = next((p for p in to.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(f"{blocker} is a file, not a folder: give --to a folder's path", where=str(to))
     every = _parts(run_dir, manifest, prompts)
     parts = {name: df for name, df in every.items() if df.height}     # a split needs rows: empty tables left out
     if not parts:
