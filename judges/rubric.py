@@ -74,10 +74,10 @@ class Question:
         if self.scale not in SCALES:
             raise ValueError(f"question {self.id!r}: scale must be one of {list(SCALES)}, got {self.scale!r}")
         labels = list(self.labels)
-        if self.scale == "binary" and (len(labels) != 2 or len(set(labels)) != 2
+        if self.scale == "binary" and (len(labels) != 2 or len({lab.lower() for lab in labels}) != 2
                                        or any(not lab.strip() or lab != lab.strip() for lab in labels)):
-            raise ValueError(f"question {self.id!r}: a binary scale has two distinct, unpadded labels, the positive "
-                             f"first, got {labels}")
+            raise ValueError(f"question {self.id!r}: a binary scale has two distinct, unpadded labels (distinct in any "
+                             f"case), the positive first, got {labels}")
         if self.scale != "binary" and labels != ["Yes", "No"]:
             raise ValueError(f"question {self.id!r}: labels name a binary question's answers (this one is {self.scale})")
         if self.scale == "points" and not (2 <= len(self.points) <= 10 and all(p.strip() for p in self.points)):
@@ -233,6 +233,10 @@ class Rubric(Protocol):
                                        lambda q: _pair_human(ctx, q, unit), ())
             return
         group, items = unit if isinstance(unit, tuple) else (unit.group, [unit])
+        clash = next((x.item_id for x in items if opts.pairwise and "|" in x.item_id), None)
+        if clash is not None:     # "a|b" names the pair of a and b: such an id would name two asks
+            raise DataError(f"item id {clash!r} holds '|', which joins the two ids of a pair "
+                            "(a pairwise question's asks are 'A|B/question/order'): rename it", path=f"item {clash}")
         for item in items:
             yield from self._text_asks(ctx, item)
         for a, b in combinations(items if opts.pairwise else (), 2):
@@ -362,7 +366,7 @@ def _human(q: Question, value: Any, item: str) -> str | None:
         point = float(value)
     except (TypeError, ValueError):
         point = math.nan
-    if point != round(point) or not 1 <= point <= len(q.points):
+    if not math.isfinite(point) or point != round(point) or not 1 <= point <= len(q.points):
         raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, not a whole point from 1 to "
                         f"{len(q.points)}", path=f"item {item}")
     return str(int(point))

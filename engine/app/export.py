@@ -100,12 +100,15 @@ def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.Data
 
 def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Exported:
     """Write the Hub-ready folder `to` (new, empty, or an earlier export, which it replaces)."""
-    run_dir, to = Path(run_dir).expanduser(), Path(to).expanduser()
+    run_dir, to = Path(run_dir).expanduser(), Path(to).expanduser().resolve()   # "--to ." names its folder
     if not run_dir.is_dir():
         raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(run_dir))
     manifest = read_manifest(run_dir)
     if to.exists() and (not to.is_dir() or (any(to.iterdir()) and MARKER not in _text(to / "README.md"))):
         raise ConfigError("exists and is not an earlier export: give a new (or empty) folder", where=str(to))
+    blocker = next((p for p in to.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise ConfigError(f"{blocker} is a file, not a folder: give --to a folder's path", where=str(to))
     every = _parts(run_dir, manifest, prompts)
     parts = {name: df for name, df in every.items() if df.height}     # a split needs rows: empty tables left out
     if not parts:
@@ -116,9 +119,13 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     for name, df in parts.items():
         df.write_parquet(staging / "data" / f"{name}.parquet")
     write_text(staging / "README.md", card(manifest, parts, run_dir, [n for n in every if n not in parts]))
-    if to.exists():
-        shutil.rmtree(to)
-    staging.rename(to)
+    if not to.exists():
+        staging.rename(to)
+    else:                # an earlier export: only what export wrote is replaced (a clone's .git stays)
+        shutil.rmtree(to / "data", ignore_errors=True)
+        for piece in ("data", "README.md"):
+            (staging / piece).replace(to / piece)
+        staging.rmdir()
     return Exported(to, {name: df.height for name, df in parts.items()})
 
 

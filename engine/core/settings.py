@@ -140,6 +140,7 @@ class PPIConfig:
             _check(self.labelled in ("", "all") or (self.labelled.startswith("column:") and bool(self.column)),
                    "labelled", f'must be a share in (0, 1), "column:NAME" or "all", got {self.labelled!r}')
         _check(self.enabled or self.seed == 0, "seed", "[ppi] seed draws a share: set labelled = SHARE too")
+        _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
 
     @property
     def enabled(self) -> bool:
