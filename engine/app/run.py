@@ -299,7 +299,8 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
     """A run of several tasks: RUN/manifest.json names each task's folder."""
     shared = build_manifest(state.tasks[0][1], state.judge_runs,
                             pl.concat([o.verdicts for o in outcomes], how="diagonal_relaxed"), time.time() - state.t0)
-    shared.update(kind="tasks", tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
+    # the run's own config (its tasks), the one its folder is claimed by (run_folder.recorded_claim)
+    shared.update(kind="tasks", config=config_dict(state.config), tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                                         "folder": str(state.run_dir / n)} for n, p in state.tasks])
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
 
