@@ -84,6 +84,9 @@ def _decided(t: pl.DataFrame, q) -> pl.DataFrame:
     label = pl.when(ok).then(pl.col("label"))
     labels = q.language.labels()
     p = {lab: probability(t, lab).cast(pl.Float64) for lab in labels}
+    answer: pl.Expr
+    score: pl.Expr
+    expected: pl.Expr
     if q.scale == "pairwise":
         ab = pl.col("order") == "ab"
         answer = pl.when(label == "tie").then(pl.lit("tie")).when((label == "A") == ab).then(pl.lit("a")) \
@@ -207,7 +210,8 @@ def _points(rows: pl.DataFrame, q, resamples: int) -> dict:
     pred = rows["answer"].cast(pl.Int64).to_numpy() - 1
     clusters = rows["cluster"].to_list()
     row = agreement_row(tables_by_cluster(clusters, truth, pred, k), POINTS, resamples)
-    notes = [row["ci_note"]] if row["ci_note"] else []
+    note = row["ci_note"]
+    notes = [note] if isinstance(note, str) and note else []     # agreement_row's note: a str or None
     for name, values, bounds in (("exact", pred == truth, (0.0, 1.0)), ("within_one", abs(pred - truth) <= 1, (0.0, 1.0)),
                                  ("mean_difference", pred - truth, (1.0 - k, k - 1.0))):
         m = mean_with_ci(clusters, values.astype(float).tolist(), resamples=resamples, bounds=bounds)
