@@ -5,14 +5,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import polars as pl
 
 from litjudge.engine.core.config import MissingPolicy, RunConfig, Sampling
 from litjudge.engine.core.errors import ConfigError, ContractError
 from litjudge.engine.core.registry import Named
-from litjudge.engine.core.requests import JudgeRequest, RequestMeta
+from litjudge.engine.core.requests import JudgeRequest, Mode, RequestMeta
 from litjudge.engine.core.schema import build
 from litjudge.engine.data.cards import DatasetCard, load_card
 from litjudge.engine.data.loaders import load_dataset
@@ -289,12 +289,12 @@ def _requests(protocol: Protocol, ctx: Context, ask: Ask | Skip, skipped: list[S
     mode = ctx.config.mode
     language = Analyzed(ask.verdict, ask.marker, ctx.options.analysis_tokens) if mode == "analyze" else ask.verdict
     for repeat in range(1 if mode == "reward" else ctx.config.sampling.repeats):
-        yield JudgeRequest(ask.messages, language, mode, ctx.sampling(repeat),
+        yield JudgeRequest(ask.messages, language, cast(Mode, mode), ctx.sampling(repeat),  # RunConfig checks mode
                            RequestMeta(protocol.name, ask.item_id, (*ask.fields, ("repeat", repeat))))
 
 
 def imputed(policy: MissingPolicy, answer: pl.Expr, label: Callable[[str], pl.Expr] | None = None,
-            wrong: pl.Expr | None = None, dtype: pl.DataType = pl.Utf8) -> pl.Expr:
+            wrong: pl.Expr | None = None, dtype: pl.DataType | type[pl.DataType] = pl.Utf8) -> pl.Expr:
     """THE missing-answer policy (config `missing`): a verdict's answer (null where the judge gave
     none), or in its place what the policy says: nothing (`drop`: null, left out of agreement), the
     named label (`label:X`: `label(X)` as the protocol reads a label), or a wrong answer (`wrong`).

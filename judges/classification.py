@@ -33,11 +33,11 @@ DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst
 
 @dataclass(frozen=True)
 class ClassificationOptions:
-    labels: list[str] = ("Good", "Medium", "Bad")     # best first
+    labels: tuple[str, ...] = ("Good", "Medium", "Bad")     # best first
     category_map: dict[str, str] = field(default_factory=dict)   # dataset category -> label ({}: identical)
     template: str = "paper"                            # "paper" (Sawicki et al.) or "default"
     item_kind: str = "poem"                            # what the prompt calls the item
-    groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
+    groups: tuple[str, ...] = ()       # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0                              # items per category per group (0: all)
     seed: int = 0                                      # the seeded draw of per_category items
     analysis_tokens: int = 256                         # analyze mode: bound on the free analysis
@@ -133,9 +133,9 @@ class Classification(Protocol):
         metrics, confusion, counts, scored_all = [], [], [], []
         for (judge,), j in table.group_by(["judge"], maintain_order=True):
             ok = j.filter(pl.col("status") == "ok")
-            pred = imputed(policy, pl.when(pl.col("status") == "ok").then(pl.col("label")), label=pl.lit,
-                           wrong=pl.lit(WRONG))
-            scored = j.with_columns(pred.alias("pred")).filter(pl.col("pred").is_not_null())
+            pred_expr = imputed(policy, pl.when(pl.col("status") == "ok").then(pl.col("label")), label=pl.lit,
+                                wrong=pl.lit(WRONG))
+            scored = j.with_columns(pred_expr.alias("pred")).filter(pl.col("pred").is_not_null())
             t_all, p_all = scored["truth"].to_list(), scored["pred"].to_list()
             rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],
                            [rank[p] for p in p_all if p in rank])

@@ -154,7 +154,7 @@ def _level_rows(w: pl.DataFrame, levels: list[Level], thresholds: list[float | N
     rows, hits_all, clusters_all = [], [], []
     for k, (lv, t) in enumerate(zip(levels, thresholds)):
         mine = [i for i in s.test if answered_by[i] == k]
-        reached = [i for i in s.test if answered_by[i] is None or answered_by[i] >= k]   # type: ignore[operator]
+        reached = [i for i in s.test if (by := answered_by[i]) is None or by >= k]
         hits = [float(lv.answers[i] == s.truth[i]) for i in mine]
         hits_all += hits
         clusters_all += [s.clusters[i] for i in mine]
@@ -229,8 +229,13 @@ def _jury_inputs(w: pl.DataFrame, judges: list[str]) -> JuryInputs:
         preds, ps = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
         probs_cols.append([_prob(a, b) for a, b in zip(preds, ps)])
         hot_cols.append([b is None for b in ps])
-    keep = [i for i in range(w.height) if all(col[i] is not None for col in probs_cols)]
-    return JuryInputs([[col[i] for col in probs_cols] for i in keep], [[col[i] for col in hot_cols] for i in keep],
+    probs, keep = [], []
+    for i in range(w.height):
+        known = [p for col in probs_cols if (p := col[i]) is not None]
+        if len(known) == len(probs_cols):             # every judge gave a probability of this item
+            probs.append(known)
+            keep.append(i)
+    return JuryInputs(probs, [[col[i] for col in hot_cols] for i in keep],
                       [w["truth"][i] for i in keep], [w["cluster"][i] for i in keep])
 
 
@@ -239,8 +244,8 @@ def _member_row(name: str, p: list[float], x: JuryInputs, test: list[int]) -> di
     over clusters), kappa and balanced accuracy of the same credits, and the ties."""
     said = [tie_credit(p[k]) for k in test]
     t = [x.truth[k] for k in test]
-    credit = [q if truth_k else 1.0 - q for q, truth_k in zip(said, t)]    # type: ignore[operator]
-    scores = binary_agreement_with_ties(t, said)                            # type: ignore[arg-type]
+    credit = [q if truth_k else 1.0 - q for q, truth_k in zip(said, t)]
+    scores = binary_agreement_with_ties(t, said)
     return {"member": name, **_interval([x.clusters[k] for k in test], credit),
             "ties": sum(q == 0.5 for q in said), "kappa": scores["kappa"].value,
             "balanced_accuracy": scores["balanced_accuracy"].value}

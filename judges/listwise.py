@@ -57,7 +57,7 @@ class ListwiseOptions:
     item_kind: str = "items"           # what the prompt calls the items ("poems", "alternative uses", ...)
     item_one: str = ""                 # one of them ("poem", "story"); "": from item_kind (stories -> story)
     design: str = "comprehensive"      # comprehensive | segmented | subsets: how the pool is cut into lists
-    groups: list[str] = ()             # which groups (objects, story sets), in this order; empty: all
+    groups: tuple[str, ...] = ()       # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0              # pool: this many items per category per group (0: the whole group)
     segments: int = 5                  # segmented: each (source, category) cell spread over this many lists
     subset_size: int = 15              # subsets: items per list

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.paths import paper_prompt
-from litjudge.engine.data.reference import StoryGroup
+from litjudge.engine.data.reference import GroupStory, StoryGroup
+from litjudge.grammars import VerdictLanguage
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
@@ -49,8 +51,8 @@ _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly bette
 class ReferenceLikertOptions:
     points: int = 5                                   # the Likert scale: 3, 5 or 7 points
     cutoff: int = -2                                  # the reported pass rule
-    cutoffs: list[int] = (-4, -3, -2, -1, 0, 1, 2, 3, 4)   # the sweep, from stored verdicts
-    tests: list[int] = ()                             # TTCW test ids; empty = all 14
+    cutoffs: tuple[int, ...] = (-4, -3, -2, -1, 0, 1, 2, 3, 4)   # the sweep, from stored verdicts
+    tests: tuple[int, ...] = ()                       # TTCW test ids; empty = all 14
     reference: bool = True                            # False: no-reference ablation (binary test)
     analysis_tokens: int = 256                        # analyze mode: bound on the free analysis
     marker: str = "Therefore:"                        # analyze mode, as in the paper's example output
@@ -166,7 +168,8 @@ class ReferenceLikert(Protocol):
                         else template.replace("{stories_and_question}", body)
                     yield Ask(*self._item(g, cand, t.idx, order, asked, verdict), marker=opts.marker)
 
-    def _item(self, g: StoryGroup, cand, test: int, order: str, prompt: str, verdict) -> tuple:
+    def _item(self, g: StoryGroup, cand: GroupStory, test: int, order: str, prompt: str, verdict: VerdictLanguage
+              ) -> tuple[str, str, VerdictLanguage, tuple[tuple[str, Any], ...]]:
         """A candidate's question on one test in one order: its item id, prompt, verdict language,
         and what its verdict carries."""
         return f"{g.group}/{cand.item_id}/test{test}/{order}", prompt, verdict, (

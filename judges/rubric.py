@@ -59,8 +59,8 @@ class Question:
     id: str                                # letters, digits, '-' and '_' (part of each item id)
     text: str                              # the question the judge reads
     scale: str = "binary"                  # binary | points | pairwise
-    labels: list[str] = ("Yes", "No")      # binary: the two answers, the positive one first
-    points: list[str] = ()                 # points: a description per point, 1..N (2 <= N <= 10)
+    labels: tuple[str, ...] = ("Yes", "No")  # binary: the two answers, the positive one first
+    points: tuple[str, ...] = ()           # points: a description per point, 1..N (2 <= N <= 10)
     tie: bool = False                      # pairwise: the judge may answer "tie"
     reference: str = ""                    # a column holding a reference text, shown after the judged text(s)
     human: str = ""                        # a column holding the humans' answer (agreement tables)
@@ -113,7 +113,7 @@ class Question:
 
 @dataclass(frozen=True)
 class RubricOptions:
-    questions: list[Question] = ()
+    questions: tuple[Question, ...] = ()
     # where pairwise questions get their pairs: "data" (the dataset's pairs), "groups" (the items of
     # each group two by two); "": data when every question is pairwise, else groups
     pairs_from: str = ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
+from typing import TypedDict
 
 import numpy as np
 
@@ -27,8 +28,18 @@ from .metrics.bootstrap import MIN_CLUSTERS, interval_note, or_none, percentile_
 Statistic = Callable[[np.ndarray], np.ndarray]
 
 
-def tables_by_cluster(clusters: Sequence[Hashable], truth: Sequence[int], pred: Sequence[int],
-                      k: int) -> np.ndarray:
+class Estimate(TypedDict):
+    """One statistic of the pooled table with its interval; all None where there is no table (or no
+    value), `note` why an interval is wide or missing."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    note: str | None
+
+
+def tables_by_cluster(clusters: Sequence[Hashable], truth: Sequence[int] | np.ndarray,
+                      pred: Sequence[int] | np.ndarray, k: int) -> np.ndarray:
     """(G, k, k) counts: per cluster (sorted by name), rows the human category 0..k-1, columns the judge's."""
     if not len(truth):
         return np.zeros((0, k, k))
@@ -127,7 +138,7 @@ def spearman(t: np.ndarray) -> np.ndarray:
 
 
 def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = 1000, seed: int = 0,
-             batch_cells: int = 4_000_000) -> dict[str, float | int | str | None]:
+             batch_cells: int = 4_000_000) -> Estimate:
     """A statistic of the pooled table and its 95% cluster-bootstrap interval: each resample draws
     clusters with replacement and sums their tables."""
     g = len(tables)
@@ -148,7 +159,7 @@ def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = 1000, se
 
 
 def stratified_estimate(tables: np.ndarray, statistic: Statistic, resamples: int = 1000,
-                        seed: int = 0) -> dict[str, float | int | str | None]:
+                        seed: int = 0) -> Estimate:
     """A statistic of the pooled table with an interval that resamples clusters within each human
     category (a text's human answer is one category): balanced accuracy is the mean of per-answer
     recalls, each over that answer's texts, so their counts stay as observed; the interval is

@@ -86,6 +86,9 @@ def _decided(t: pl.DataFrame, q) -> pl.DataFrame:
     label = pl.when(ok).then(pl.col("label"))
     labels = q.language.labels()
     p = {lab: probability(t, lab).cast(pl.Float64) for lab in labels}
+    answer: pl.Expr
+    score: pl.Expr
+    expected: pl.Expr
     if q.scale == "pairwise":
         ab = pl.col("order") == "ab"
         answer = pl.when(label == "tie").then(pl.lit("tie")).when((label == "A") == ab).then(pl.lit("a")) \
@@ -214,7 +217,8 @@ def _points(rows: pl.DataFrame, q, resamples: int) -> dict:
     pred = rows["answer"].cast(pl.Int64).to_numpy() - 1
     clusters = rows["cluster"].to_list()
     row = agreement_row(tables_by_cluster(clusters, truth, pred, k), POINTS, resamples)
-    notes = [row["ci_note"]] if row["ci_note"] else []
+    note = row["ci_note"]
+    notes = [note] if isinstance(note, str) and note else []     # agreement_row's note: a str or None
     for name, values, bounds in (("exact", pred == truth, None), ("within_one", abs(pred - truth) <= 1, None),
                                  ("mean_difference", pred - truth, (1.0 - k, k - 1.0))):
         m = (rate_with_ci(clusters, values.astype(float).tolist()) if bounds is None else
@@ -261,7 +265,7 @@ def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, qu
         order = where.get("order", BOTH)
         if order != BOTH:
             rows = rows.filter(pl.col("order") == order)
-        v = (rows["answer"] == rows["human"]).cast(pl.Float64).to_numpy()
+        v = (rows["answer"] == rows["human"]).cast(pl.Float64).to_list()
         return Units.rate(rows["cluster"].to_list(), v, rows["order"].to_list() if order == BOTH else None)
     if q.scale == "binary":
         h = (rows["human"] == q.labels[0]).cast(pl.Int64).to_numpy()
@@ -270,7 +274,7 @@ def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, qu
                         rule=_table_rule(metric, BINARY, 2, resamples, q.labels[::-1]))
     h, j = rows["human"].cast(pl.Int64).to_numpy(), rows["answer"].cast(pl.Int64).to_numpy()
     if metric in ("exact", "within_one"):
-        return Units.rate(rows["cluster"].to_list(), (abs(h - j) <= (metric == "within_one")).astype(float))
+        return Units.rate(rows["cluster"].to_list(), (abs(h - j) <= (metric == "within_one")).astype(float).tolist())
     k = len(q.points)
     return Units.of(rows["cluster"].to_list(), {"h": h - 1, "j": j - 1}, _statistic(POINTS[metric], k),
                     rule=_table_rule(metric, POINTS, k, resamples, None))

@@ -54,10 +54,10 @@ def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = 500) -> pl.Dat
             lab = sub.filter(pl.col("expert_pass").is_not_null())
             if not lab.height:
                 continue
-            res = corrected_pass_rate(lab["expert_pass"].to_list(), lab["judge_pass"].to_list(),
-                                      sub["judge_pass"].to_list(), resamples=resamples,
-                                      clusters_labelled=lab["story_id"].to_list(),
-                                      clusters_scored=sub["story_id"].to_list())
+            res: dict[str, float | str | None] = dict(corrected_pass_rate(
+                lab["expert_pass"].to_list(), lab["judge_pass"].to_list(), sub["judge_pass"].to_list(),
+                resamples=resamples, clusters_labelled=lab["story_id"].to_list(),
+                clusters_scored=sub["story_id"].to_list()))
             if lab.height == sub.height:
                 # every scored item is labelled: Se and Sp measured on the same items make the
                 # correction return the experts' own rate exactly; it says nothing about the judge

@@ -81,7 +81,7 @@ def prompt(story: str, test, variant: str, template: str | None) -> str:
 @dataclass(frozen=True)
 class TTCWOptions:
     variant: str = "default"              # the prompt: default, upstream (the dataset's), analyze (the paper's)
-    tests: list[int] = ()                 # empty: all 14
+    tests: tuple[int, ...] = ()           # empty: all 14
     threshold: float = 0.5                # distribution mode: pass when P(Yes) >= threshold
     story_cutoff: float = 0.5             # a story "passes" when it passes this share of its tests
     analysis_tokens: int = 256            # analyze mode: bound on the free analysis

@@ -78,17 +78,17 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
     table = _judge_table(protocol, judge, columns, values, options, mode, name, config)
     in_memory = not isinstance(data, (str, os.PathLike))
     with _engine_session(session):
-        given = session.runs_dir / INPUT if in_memory else _existing_file(data)
-        cfg = load_config(JUDGE_WHERE, {**table, "dataset": {**table["dataset"], "path": str(given)}})
+        data_path = session.runs_dir / INPUT if in_memory else _existing_file(data)
+        cfg = load_config(JUDGE_WHERE, {**table, "dataset": {**table["dataset"], "path": str(data_path)}})
         try:                                          # every key checked before anything is read or written
             lines, first = _rows_of(data, table) if in_memory else (None, None)
-            _check_columns(cfg, given, first)         # this call's own mapping, whatever a folder holds
+            _check_columns(cfg, data_path, first)     # this call's own mapping, whatever a folder holds
         except DataError as exc:
-            raise _your_rows(exc) if in_memory and exc.path == str(given) else exc from None
-        read = _read_of(lines) if lines is not None else DataRead.of(given)
+            raise _your_rows(exc) if in_memory and exc.path == str(data_path) else exc from None
+        read = _read_of(lines) if lines is not None else DataRead.of(data_path)
         new = claim_of("run", config_dict(cfg), [read])
         run_dir = session.run_dir(name or default_name(f"{protocol}-python", new))
-        path = run_dir / INPUT if in_memory else given
+        path = run_dir / INPUT if in_memory else data_path
         cfg = load_config(JUDGE_WHERE, {**table, "name": run_dir.name, "dataset": {**table["dataset"], "path": str(path)}})
         created = not run_dir.exists()
         lock = RunLock(run_dir)                       # taken before the rows are written into the folder

@@ -5,7 +5,7 @@ through pyproject's `[tool.setuptools.package-dir]` (no links in the tree). mypy
 folder name only and cannot follow the editable install's import hook, so `mypy` alone would name
 them `engine.core...` and see `litjudge.engine` as missing. This script gives mypy every module of
 the package with its installed name (read from the same mapping), and mypy's own configuration
-(`[tool.mypy]` in pyproject.toml: which modules are held to the check, the rest `ignore_errors`).
+(`[tool.mypy]` in pyproject.toml; every module is held to the check, none `ignore_errors`).
 Extra arguments go to mypy (e.g. `--no-error-summary`).
 """
 from __future__ import annotations

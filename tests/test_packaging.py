@@ -212,3 +212,29 @@ def test_the_typecheck_names_every_module_as_it_installs():
     assert named["litjudge.engine.core.registry"] == "engine/core/registry.py"
     assert named["litjudge.grammars"] == "grammars/__init__.py" and named["litjudge"] == "litjudge/__init__.py"
     assert len(named) == sum(1 for installed, _ in modules() if installed.startswith("litjudge/"))
+
+
+def exempted_from_typecheck(mypy: dict, modules: list[str]) -> list[str]:
+    """The modules of `modules` that a `[[tool.mypy.overrides]]` entry with `ignore_errors` takes
+    out of the type check (mypy's patterns: `a.b` itself, `a.*` a and everything under it)."""
+    patterns = [p for o in mypy.get("overrides", []) if o.get("ignore_errors")
+                for p in ([o["module"]] if isinstance(o["module"], str) else o["module"])]
+    regexes = [re.escape(p).replace(r"\.\*", r"(\..+)?") for p in patterns]
+    return [m for m in modules if any(re.fullmatch(r, m) for r in regexes)]
+
+
+def test_every_module_of_the_package_is_held_to_the_typecheck():
+    """No mypy override sets ignore_errors for a litjudge module: `make lint`'s mypy checks them all
+    (issue #47), so a module cannot drop out of the check silently."""
+    modules = [s.module for s in typecheck.sources()]
+    assert exempted_from_typecheck(PYPROJECT["tool"]["mypy"], modules) == []
+    assert PYPROJECT["tool"]["mypy"]["warn_unused_ignores"] is True
+
+
+def test_the_exemption_check_sees_an_ignore_errors_override():
+    modules = ["litjudge", "litjudge.api", "litjudge.judges.rubric", "litjudge.engine.core.store"]
+    old = tomllib.loads('[[overrides]]\nmodule = ["litjudge", "litjudge.judges.*"]\nignore_errors = true\n'
+                        '[[overrides]]\nmodule = "litjudge.engine.*"\nfollow_imports = "skip"\n')
+    assert exempted_from_typecheck(old, modules) == ["litjudge", "litjudge.judges.rubric"]
+    assert exempted_from_typecheck(tomllib.loads('[[overrides]]\nmodule = "litjudge.*"\nignore_errors = true\n'),
+                                   modules) == modules

@@ -166,7 +166,7 @@ def main(args) -> int:
                        options={"variant": "upstream"})
     protocol = TTCW()
     ctx = Context(config, protocol.options(config), load_card("ttcw"))
-    requests = protocol.build(ctx).requests
+    requests = list(protocol.build(ctx).requests)     # TTCW's units are a list: built at once
     spec = registry.model_spec(args.judge, max_model_len=8192, kv_cache_gib=4, block_size=args.block_size or None,
                                enforce_eager=not args.compile)
     print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "

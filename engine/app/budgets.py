@@ -11,6 +11,7 @@ generates nothing, an interrupted one resumes."""
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -54,7 +55,9 @@ def _cutter(spec):
         ids = tok(analysis, add_special_tokens=False)["input_ids"]
         if n == FULL or n >= len(ids):
             return analysis, len(ids)
-        return tok.decode(ids[:n]), n
+        text = tok.decode(ids[:n])
+        assert isinstance(text, str)              # one sequence of ids decodes to one text
+        return text, n
     return cut
 
 
@@ -105,7 +108,7 @@ def _budgets(run_dir: Path, budgets_: list[int], progress: bool) -> tuple[Path, 
                                  budget_requests(r, analysis, budgets_, cut)]
             if not requests:
                 raise ConfigError(f"judge {spec.name!r}: no stored analyses in this run", where=str(run_dir))
-            run_judge(spec, planner, lambda s=spec: registry.create(s, config.cluster), iter(requests), store,
+            run_judge(spec, planner, partial(registry.create, spec, config.cluster), iter(requests), store,
                       truncation="skip", progress=progress)
             frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
             rank = dist.protocol.parse_rank_by(dist.protocol.declared.rank_by)
@@ -119,7 +122,7 @@ def _budgets(run_dir: Path, budgets_: list[int], progress: bool) -> tuple[Path, 
                 if value is None:
                     continue
                 rows.append({"judge": spec.name, "budget": "full" if b == FULL else str(b),
-                             "thinking_tokens": float(part["thinking_tokens"].cast(pl.Float64).mean()),
+                             "thinking_tokens": float(part.select(pl.col("thinking_tokens").cast(pl.Float64).mean()).item()),
                              "verdicts": part.height, "unparsed": int((part["status"] != "ok").sum()),
                              "metric": f"{rank.name} ({group})", "value": value})
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from .. import backends as registry
@@ -63,7 +64,8 @@ def calibrate(spec: JudgeSpec, config, sample: list[Prepared], planner, progress
     finally:
         bar.close()
         backend.close()
-    tokens, prev = 0, ()
+    tokens = 0
+    prev: Sequence[int] = ()
     for p in sample:
         tokens += p.prompt_tokens - common_prefix(prev, p.token_ids)
         prev = p.token_ids

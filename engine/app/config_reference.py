@@ -60,10 +60,10 @@ def _first_paragraph(text: str | None) -> str:
 
 def _table_type(annotation: Any) -> type | None:
     """The dataclass a field holds (`CascadeOptions | None` holds CascadeOptions), if any."""
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):     # a class (a hint is never an instance)
         return annotation
     for arg in typing.get_args(annotation):
-        if dataclasses.is_dataclass(arg):
+        if isinstance(arg, type) and dataclasses.is_dataclass(arg):
             return arg
     return None
 

@@ -143,7 +143,7 @@ class EnsembleConfig:
                     and all(isinstance(r, dict) for r in self.runs), "runs",
                     "runs must be [[runs]] tables, each with a `config`")
 
-    def settings(self) -> tuple:
+    def settings(self) -> tuple[list[str] | None, list[str] | None, float, float, float, int]:
         """(cascade judges, jury judges, target, delta, calibration_fraction, seed) as `ensemble` takes them."""
         c, j = self.cascade, self.jury
         first = c or j
@@ -157,7 +157,7 @@ def load_ensemble(path: str | Path, table: dict[str, Any] | None = None) -> Ense
     config with its overrides (an error names the ensemble file and `runs[k]`)."""
     where = str(config_path(path))
     table = table if table is not None else read_toml(path)
-    cfg = build(EnsembleConfig, table, where, source=where)
+    cfg: EnsembleConfig = build(EnsembleConfig, table, where, source=where)
     if not cfg.name:
         cfg = dataclasses.replace(cfg, name=Path(where).stem)
     runs = cfg.runs

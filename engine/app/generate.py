@@ -42,7 +42,10 @@ def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_sour
     refs = {s.group: s for s in data.stories if s.source == reference_source and s.judgeable}
     if not refs:
         raise DataError(f"no stories of source {reference_source!r} with text", path=str(ttcw_folder))
-    drafts = [Draft(g, r.plot, target_words or len(r.text.split())) for g, r in sorted(refs.items())]
+    drafts: list[Draft] = []
+    for g, r in sorted(refs.items()):
+        assert r.text is not None                 # refs holds judgeable stories only
+        drafts.append(Draft(g, r.plot, target_words or len(r.text.split())))
     drafts = drafts[: limit or None]
     for rnd in range(max_rounds + 1):
         todo = [d for d in drafts if rnd == 0 or (d.words < d.target_words - tolerance and d.rounds < max_rounds)]

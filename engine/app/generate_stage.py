@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +72,9 @@ def with_generated_dataset(config: RunConfig, run_dir: Path) -> RunConfig:
     tasks = [{**t, "dataset": card, "options": options(t.get("protocol", config.protocol),
                                                            dict(t.get("options", config.options)))}
              for t in config.tasks]
-    top = {"dataset": card, "options": options(config.protocol, dict(config.options))} if config.protocol else {}
-    return replace(config, tasks=tasks, **top)
+    if not config.protocol:
+        return replace(config, tasks=tasks)
+    return replace(config, tasks=tasks, dataset=card, options=options(config.protocol, dict(config.options)))
 
 
 def turn_request(conv: Conversation, turn: int, answers: list[str], generator: str, config: RunConfig,
@@ -151,7 +153,7 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool =
     items: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     for name in order:
-        engine = LazyBackend(lambda s=specs[name]: registry.create(s, config.cluster))
+        engine = LazyBackend(partial(registry.create, specs[name], config.cluster))
         try:
             state = _converse(name, specs[name], convs, config, language, store, engine, progress)
         finally:

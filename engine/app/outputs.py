@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ def file_mode(folder: bool = False) -> int:
     return (0o777 if folder else 0o666) & ~mask
 
 
-def write_file(path: Path, write: Callable[[Path], None]) -> None:
+def write_file(path: Path, write: Callable[[Path], object]) -> None:
     """`write(tmp)` then rename tmp over `path` (atomic on one filesystem), with the mode any new
     file of the user's gets (their umask), not the temporary file's 0600."""
     def go() -> None:
@@ -215,7 +216,7 @@ def rebuild_store(run_dir: Path) -> Path | None:
     for suffix in ("", "-wal", "-shm"):
         part = Path(str(store) + suffix)
         if part.exists():
-            guarded(lambda part=part, suffix=suffix: os.replace(part, Path(str(aside) + suffix)), part)
+            guarded(partial(os.replace, part, Path(str(aside) + suffix)), part)
     say(f"litjudge: the old store is kept as {aside}; every verdict is taken again: from the shared verdict cache "
         "where it holds it, else generated (add --no-cache to generate them all)")
     return aside

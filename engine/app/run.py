@@ -300,8 +300,9 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
     shared = build_manifest(state.tasks[0][1], state.judge_runs,
                             pl.concat([o.verdicts for o in outcomes], how="diagonal_relaxed"), time.time() - state.t0)
     # the run's own config (its tasks), the one its folder is claimed by (run_folder.recorded_claim)
-    shared.update(kind="tasks", config=config_dict(state.config), tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
-                                        "folder": str(state.run_dir / n)} for n, p in state.tasks])
+    shared.update(kind="tasks", config=config_dict(state.config),
+                  tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
+                          "folder": str(state.run_dir / n)} for n, p in state.tasks])
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
 
 

@@ -48,12 +48,13 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = 1000) -> pl.DataFrame
     kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
     if not kept:
         return pl.DataFrame()
-    with_units = [i for i, r in enumerate(kept) if r.units is not None]
-    verdicts = same_as_best([kept[i].units for i in with_units], up, resamples)   # type: ignore[misc]
-    same_of = dict(zip(with_units, verdicts, strict=True))
+    with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
+    verdicts = same_as_best([units for _, units in with_units], up, resamples)
+    same_of = dict(zip([i for i, _ in with_units], verdicts, strict=True))
     out = []
     for i, r in enumerate(kept):
-        lo, hi, note = math.nan, math.nan, "no resampling units for this estimate: no interval"
+        lo, hi = math.nan, math.nan
+        note: str | None = "no resampling units for this estimate: no interval"
         clusters = r.units.clusters if r.units is not None else 0
         if r.units is not None:
             lo, hi, note = r.units.interval_with_note(resamples)

@@ -16,10 +16,10 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
@@ -32,7 +32,7 @@ from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.console import log_to, terminal
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
-from ..core.planner import StreamPlanner, common_prefix, fewer_collections
+from ..core.planner import StreamPlanner, Truncation, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
@@ -116,10 +116,10 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
         for w in work(sweep, prepared_cells(sweep)):
             config = w.cells[0][0].config
             planner = registry.planner(w.spec)
-            stream = StreamPlanner(planner, config.truncation)
+            stream = StreamPlanner(planner, cast(Truncation, config.truncation))   # RunConfig checks it
             sample: list = []
             stored = left_prefill = 0
-            prev: tuple[int, ...] = ()
+            prev: Sequence[int] = ()
             recorded = w.spec.capabilities.recorded
             for part in stream.chunks(w.requests()):
                 keys = [p.key for p in part.unique]

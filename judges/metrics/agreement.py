@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Sequence
+from typing import overload
 
 import numpy as np
 
@@ -57,6 +58,14 @@ def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) ->
         idx = [i for i, t in enumerate(y_true) if t == cls]
         recalls.append(sum(y_pred[i] == cls for i in idx) / len(idx))
     return MetricResult(float(np.mean(recalls)), len(y_true))
+
+
+@overload
+def tie_credit(pred: float) -> float: ...
+
+
+@overload
+def tie_credit(pred: None) -> None: ...
 
 
 def tie_credit(pred: float | None) -> float | None:

@@ -235,7 +235,7 @@ def mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None], r
     values (None, NaN) left out first: a rate over pairs, an agreement over items, a Spearman over
     lists, a metric over groups. No interval (None, and a note) with too few clusters or no spread;
     with no spread and known `bounds` of the values (a rate: 0, 1), `constant_interval`."""
-    kept = [(c, float(v)) for c, v in zip(clusters, values, strict=True) if not is_missing(v)]
+    kept = [(c, float(v)) for c, v in zip(clusters, values, strict=True) if v is not None and not is_missing(v)]
     if not kept:
         return MeanCI(None, 0, None, None)
     low, high = mean_bootstrap([c for c, _ in kept], [v for _, v in kept], resamples=resamples, seed=seed)
@@ -261,7 +261,8 @@ def mean_of_means_with_ci(clusters: Sequence[Hashable], strata: Sequence[Hashabl
     that same statistic: every resample draws whole clusters (pairs) and recomputes each stratum's
     mean and their average, so the point always lies in the interval's population. `n` counts the
     values; a stratum left empty by a resample drops out of that resample's average."""
-    kept = [(str(c), str(s), float(v)) for c, s, v in zip(clusters, strata, values, strict=True) if not is_missing(v)]
+    kept = [(str(c), str(s), float(v)) for c, s, v in zip(clusters, strata, values, strict=True)
+            if v is not None and not is_missing(v)]
     if not kept:
         return MeanCI(None, 0, None, None)
     _, ci = np.unique([c for c, _, _ in kept], return_inverse=True)

@@ -91,7 +91,8 @@ def brier_score(p: Sequence[float], y: Sequence[float | bool]) -> MetricResult:
     return MetricResult(float(((pa - ya) ** 2).mean()), len(pa))
 
 
-def _bin_sums(pa: np.ndarray, ya: np.ndarray, inverse: np.ndarray, g: int, bins: int):
+def _bin_sums(pa: np.ndarray, ya: np.ndarray, inverse: np.ndarray, g: int, bins: int
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     index = np.minimum((pa * bins).astype(int), bins - 1)
     counts, sum_p, sum_y = (np.zeros((g, bins)) for _ in range(3))
     np.add.at(counts, (inverse, index), 1.0)
@@ -146,7 +147,8 @@ def squared_calibration_error_ci(p: Sequence[float], y: Sequence[float | bool], 
     return centred_interval(*_bin_sums(pa, ya, inverse, g, bins), resamples=resamples, seed=seed)
 
 
-def _kept(p: Sequence[float], y: Sequence[float | bool], clusters: Sequence[Hashable] | None):
+def _kept(p: Sequence[float], y: Sequence[float | bool], clusters: Sequence[Hashable] | None
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Known (p, y) as arrays, each row's cluster index and the number of clusters."""
     if clusters is not None and len(clusters) != len(p):
         raise ValueError(f"need one cluster per prediction, got {len(clusters)} and {len(p)}")

@@ -18,6 +18,7 @@ import math
 import warnings
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from .row_statistics import (  # noqa: F401  (the statistics of estimates, impor
 )
 
 Columns = Mapping[str, np.ndarray]
+ColumnValues = Sequence[Any] | np.ndarray          # what `Units.of` takes for a column (it converts to numpy)
 Statistic = Callable[[Columns], float]
 
 
@@ -65,7 +67,7 @@ class Units:
     rule: IntervalRule | None = None
 
     @classmethod
-    def of(cls, clusters: Sequence[Hashable], columns: Mapping[str, Sequence], statistic: Statistic,
+    def of(cls, clusters: Sequence[Hashable], columns: Mapping[str, ColumnValues], statistic: Statistic,
            bounds: tuple[float, float] | None = None, rule: IntervalRule | None = None) -> Units:
         names = np.asarray([str(c) for c in clusters])
         ids, inverse = np.unique(names, return_inverse=True) if len(names) else (np.asarray([]), np.asarray([], int))

@@ -31,7 +31,8 @@ def rogan_gladen(p_obs: float, se: float, sp: float) -> float:
     return min(1.0, max(0.0, (p_obs + sp - 1) / denom))
 
 
-def sensitivity_specificity(truth: Sequence[bool], pred: Sequence[bool]) -> tuple[float, float]:
+def sensitivity_specificity(truth: Sequence[bool] | np.ndarray, pred: Sequence[bool] | np.ndarray
+                            ) -> tuple[float, float]:
     t, p = np.asarray(truth, dtype=bool), np.asarray(pred, dtype=bool)
     se = float(p[t].mean()) if t.any() else NAN
     sp = float((~p[~t]).mean()) if (~t).any() else NAN
@@ -52,12 +53,14 @@ def corrected_pass_rate(truth: Sequence[bool], pred_labelled: Sequence[bool], pr
            "ci_low": NAN, "ci_high": NAN, "labelled": int(len(truth_a)), "scored": int(len(scored))}
     if not len(truth_a) or not len(scored):
         return out
+    draws: list[tuple[list[str] | None, list[str] | None]]
     if clusters_labelled is None or clusters_scored is None:   # every item its own cluster, each set on its own
         draws = [([f"l{i}" for i in range(len(truth_a))], None), (None, [f"s{i}" for i in range(len(scored))])]
         groups = min(len(truth_a), len(scored))
     else:
-        draws = [([str(c) for c in clusters_labelled], [str(c) for c in clusters_scored])]
-        groups = len(set(draws[0][0]) | set(draws[0][1]))
+        labelled_ids, scored_ids = [str(c) for c in clusters_labelled], [str(c) for c in clusters_scored]
+        draws = [(labelled_ids, scored_ids)]
+        groups = len(set(labelled_ids) | set(scored_ids))
     rng = np.random.default_rng(seed)
     sums = _cluster_sums(truth_a, lab_a, scored, draws, rng, resamples)
     tp, pos, tn, neg, yes, n = sums

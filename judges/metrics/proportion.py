@@ -124,8 +124,8 @@ def cluster_sums(clusters: Sequence[Hashable], values: Sequence[float], strata: 
         else (None, np.zeros(len(ci), dtype=int))
     shape = (1, int(ci.max()) + 1, int(si.max()) + 1)
     sums, counts = np.zeros(shape), np.zeros(shape)
-    np.add.at(sums, (0, ci, si), np.asarray(values, dtype=float))
-    np.add.at(counts, (0, ci, si), 1.0)
+    np.add.at(sums[0], (ci, si), np.asarray(values, dtype=float))     # [0]: a view of the one row
+    np.add.at(counts[0], (ci, si), 1.0)
     return sums, counts
 
 
@@ -133,10 +133,10 @@ def rate_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None],
                  strata: Sequence[Hashable] | None = None) -> MeanCI:
     """THE rate of values in [0, 1] (missing ones left out) with its 95% interval (module doc):
     over strata (a pair's two orders), the mean of each stratum's rate. `n` counts the values."""
-    keep = [i for i, v in enumerate(values) if not is_missing(v)]
-    if not keep:
+    known = [(i, float(v)) for i, v in enumerate(values) if v is not None and not is_missing(v)]
+    if not known:
         return MeanCI(None, 0, None, None)
-    vals = [float(values[i]) for i in keep]   # type: ignore[arg-type]
+    keep, vals = [i for i, _ in known], [v for _, v in known]
     if min(vals) < 0 or max(vals) > 1:
         raise ValueError(f"a rate's values lie in [0, 1], got {min(vals)} .. {max(vals)}")
     sums, counts = cluster_sums([clusters[i] for i in keep], vals,
@@ -154,7 +154,7 @@ def cluster_mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | 
     """The mean over clusters of each cluster's rate (every story weighs the same: a cascade's
     certified agreement), values in [0, 1], with the interval of `rate_interval`: each cluster's
     rate one unit, n* bounded by the number of values. `n` counts the clusters."""
-    keep = [(str(c), float(v)) for c, v in zip(clusters, values, strict=True) if not is_missing(v)]  # type: ignore[arg-type]
+    keep = [(str(c), float(v)) for c, v in zip(clusters, values, strict=True) if v is not None and not is_missing(v)]
     if not keep:
         return MeanCI(None, 0, None, None)
     sums, counts = cluster_sums([c for c, _ in keep], [v for _, v in keep])

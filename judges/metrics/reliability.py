@@ -19,7 +19,7 @@ from .base import NAN, MetricResult, scipy_stats
 ICC_KINDS = ("ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k")
 
 
-def icc(ratings: Sequence[Sequence[float]]) -> dict[str, float]:
+def icc(ratings: Sequence[Sequence[float]] | np.ndarray) -> dict[str, float]:
     """`ratings[i][j]`: target i rated by rater (repeat) j; complete rows only. NaN when undefined
     (fewer than 2 targets or raters, or a denominator that is 0 up to rounding).
 

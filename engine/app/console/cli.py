@@ -12,7 +12,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from litjudge.judges import PROTOCOLS
 
@@ -84,9 +84,9 @@ class _Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too (and exit 2, as argparse does)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, formatter_class=_Formatter, **kwargs)
+        super().__init__(*args, **{**kwargs, "formatter_class": _Formatter})
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         print(f"litjudge: error: {self.prog}: {message} (see {self.prog} --help)", file=terminal())
         raise SystemExit(2)
 

@@ -71,10 +71,10 @@ def cmd_run(args) -> int:
     for task_outcome in outcome.tasks or [outcome]:
         task = task_outcome.run_dir.name if several else ""
         for name in PROTOCOLS.get(task_outcome.manifest.protocol).declared.summary:
-            table = task_outcome.tables.get(name)
-            if table is not None and table.height:
+            frame = task_outcome.tables.get(name)
+            if frame is not None and frame.height:
                 title = name.replace("_", " ").capitalize()
-                print_table(table, f"{task}: {title}" if task else title, max_rows=args.show)
+                print_table(frame, f"{task}: {title}" if task else title, max_rows=args.show)
     m = outcome.manifest
     print(f"\n{m.verdicts.rows} verdicts ({m.verdicts.unparsed} unparsed) in {m.seconds or 0.0:.1f} s")
     for f, j in zip(figures(m), m.judges, strict=True):
@@ -207,16 +207,17 @@ def cmd_plan(args) -> int:
                           "of its member configs ([[runs]] config = ...)", where=str(args.config))
     sweep = load_sweep(args.config, data=args.data, table=table, **_overrides(args))
     rows = plan_summary(sweep, args.session)
-    table, notes = [], []
+    plan_rows: list[dict[str, Any]] = []
+    notes = []
     for r in rows:
         est, how, cost = _estimate(r, args.calibrate)
-        table.append({k: r[k] for k in ("judge", "cells", "requests", "too_long", "distinct_requests",
-                                          "saved_by_sharing", "stored", "to_generate", "prompt_tokens",
-                                          "distinct_prefill_tokens", "to_prefill_tokens")}
-                     | {"est_minutes": est, "est_cost_usd": cost})
+        plan_rows.append({k: r[k] for k in ("judge", "cells", "requests", "too_long", "distinct_requests",
+                                              "saved_by_sharing", "stored", "to_generate", "prompt_tokens",
+                                              "distinct_prefill_tokens", "to_prefill_tokens")}
+                         | {"est_minutes": est, "est_cost_usd": cost})
         notes.append(f"  {r['judge']}: {how}")
-    print_table(pl.DataFrame(table), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
-                                      f"{len(sweep.post_settings())} post setting(s) (no model call each)")
+    print_table(pl.DataFrame(plan_rows), f"Plan of {args.config}: {len(sweep.cells)} cell(s) x "
+                                          f"{len(sweep.post_settings())} post setting(s) (no model call each)")
     print("Estimates (rough: distinct prefill tokens left to generate x the calibrated rate, plus engine start):")
     print("\n".join(notes))
     total, distinct = sum(r["requests"] for r in rows), sum(r["distinct_requests"] for r in rows)

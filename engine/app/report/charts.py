@@ -29,7 +29,7 @@ def strips(items: pl.DataFrame):
         g = items.filter((pl.col("who") == name) & (pl.col("group") == group)).sort("mean_score", descending=True)
         for col, cat in enumerate(g["category"].to_list()):
             ax.add_patch(plt.Rectangle((col, row), 0.95, 0.8, color=colour.get(cat, "#bbbbbb")))
-    ax.set_xlim(0, max(1, items.group_by(["who", "group"]).len()["len"].max()))
+    ax.set_xlim(0, max([1, *items.group_by(["who", "group"]).len()["len"].to_list()]))
     ax.set_ylim(0, len(keys))
     ax.set_yticks(np.arange(len(keys)) + 0.4, [f"{w} | {g}" for w, g in keys], fontsize=7)
     ax.set_xlabel("items, highest judge score first")

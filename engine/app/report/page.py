@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from functools import partial
 from pathlib import Path
 
 import polars as pl
@@ -161,7 +162,7 @@ def clear_report_folder(out: Path) -> None:
         raise ConfigError(f"--out {out} is {what}, not a report's: give a new or empty folder (a report folder is "
                           "cleared and rewritten)")
     for path in [*out.glob("*.png"), *out.glob("tables/*.csv"), out / "report.html", out / "report.md"]:
-        guarded(lambda p=path: p.unlink(missing_ok=True), path)
+        guarded(partial(path.unlink, missing_ok=True), path)
 
 
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:

@@ -3,6 +3,7 @@ recomputed differently) and matplotlib figures of them. Several runs (`litjudge 
 concatenated with a `run` column, and judges are labelled `run: judge` so they sit side by side."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import matplotlib
@@ -134,12 +135,12 @@ def _label_distribution(t: dict[str, pl.DataFrame]) -> list[Panel]:
                   [("label_distribution", fig)])]
 
 
-def _calibration_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
+def _calibration_panels(t: Mapping[str, pl.DataFrame | None]) -> list[Panel]:
     """Reliability diagram and ECE of the judge's label probabilities (distribution mode)."""
-    bins, summary = t.get("calibration"), t.get("calibration_summary")
-    if bins is None or summary is None or not bins.height:
+    raw, summary = t.get("calibration"), t.get("calibration_summary")
+    if raw is None or summary is None or not raw.height:
         return []
-    bins = _who(bins)
+    bins = _who(raw)
     fig, ax = plt.subplots(figsize=(5.2, 4.2))
     ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle="--", label="perfectly calibrated")
     for (who,), g in bins.group_by(["who"], maintain_order=True):
@@ -160,7 +161,7 @@ def _calibration_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                   "upward (a calibrated judge's ECE stays above 0), so no interval. squared_calibration_error: the "
                   "debiased CE^2 of Kumar, Liang & Ma (2019), unbiased (a calibrated judge's scatters around 0, below 0 "
                   "too), with its 95% interval (stories or pairs resampled, centred on the estimate); Brier = "
-                  "mean squared error.", [("calibration_summary", summary), ("calibration", t["calibration"])],
+                  "mean squared error.", [("calibration_summary", summary), ("calibration", raw)],
                   [("reliability_diagram", fig)])]
 
 
