@@ -134,7 +134,7 @@ def ttcw_frame(draw_of_story: np.ndarray, stories: list[str], tests: int, said_y
             pl.DataFrame({"Yes": p_yes.ravel(), "No": 1 - p_yes.ravel()}).to_struct("distribution"))
     return pl.DataFrame({
         "judge": np.asarray(judges(int(draw_of_story.max()) + 1))[draw_of_story[k]], "story_id": sid,
-        "test": (t + 1).astype(np.int64), "source": ["GPT4"] * len(k), "group": ["0"] * len(k),
+        "test": (t + 1).astype(np.int64), "source": ["GPT4"] * len(k), "group": np.zeros(len(k), dtype=np.int64),
         "judgeable": [True] * len(k), "repeat": np.zeros(len(k), dtype=np.int64),
         "item_id": [f"story_{s}_test{x + 1}" for s, x in zip(sid, t)],
         "status": np.where(ok, "ok", "unparsed"),
