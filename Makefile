@@ -1,5 +1,5 @@
 # The two commands: `make run` (install, obtain the default judge, run the demo end to end)
-# and `make test` (install dev extras, lint and type-check, run the whole suite). Both reuse .venv and the model cache.
+# and `make test` (install dev extras, lint and type-check, run the whole suite on two workers, pytest-xdist). Both reuse .venv and the model cache.
 VENV := .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -17,7 +17,7 @@ run: install
 	@$(VENV)/bin/litjudge run runs/demo.toml
 
 test: install-dev lint
-	@$(PY) -m pytest -q --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
+	@$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 # Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars

@@ -23,6 +23,9 @@ ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'l
 from litjudge.engine.backends import cluster as cluster_backend  # noqa: E402  (needs Ray)
 from litjudge.engine.backends.cluster import Replica  # noqa: E402
 
+# One Ray cluster at a time on this machine: every test of this module on one pytest-xdist worker.
+pytestmark = pytest.mark.xdist_group("ray")
+
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 
 
