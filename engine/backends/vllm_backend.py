@@ -21,6 +21,7 @@ from .base import StepBackend, context_window
 from .hardware import onednn_fell_back, preloaded_libraries, vector_flags
 from .local.render import PromptRenderer
 from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
+from .local.vllm_scan import tolerant_kernel_scan
 from .tokenizer_only import TokenizerOnly
 
 
@@ -87,6 +88,7 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
         import vllm
     except ImportError as exc:
         raise BackendUnavailable(f"vLLM is not installed ({exc}); run `make install` (scripts/install.sh)") from None
+    tolerant_kernel_scan()              # numba's llvmlite loaded beforehand broke the CPU build's start
     try:
         # returned directly, never held in a local: vLLM keeps a traceback of an exception it
         # caught while starting, whose frames would then keep the engine (and its KV cache) alive
