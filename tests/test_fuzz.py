@@ -15,6 +15,10 @@ from hypothesis import strategies as st
 
 from litjudge.engine.app.console.cli import main
 
+# The ensemble fuzz checks that a refused config writes nothing beside its folder: in a parent of
+# its own, which no other test or pytest-xdist worker writes into.
+OWN_PARENT = tempfile.mkdtemp(prefix="litjudge-fuzz-")
+
 
 def fuzz(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
@@ -256,7 +260,7 @@ plausible_ensembles = st.fixed_dictionaries({"name": st.just("ens"), "jury": st.
 def test_generated_ensemble_configs_run_or_fail_in_one_line(table, overrides):
     """Ensemble configs with random sections, values and member overrides: they run (members are
     replay runs) or fail in one line; a refused one runs no member and writes nothing outside."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=OWN_PARENT) as tmp:      # a parent no other test (or worker) writes
         folder = Path(tmp)
         member(folder, "m1")
         cfg = {k: v for k, v in table.items() if k != "extra"}

@@ -68,17 +68,24 @@ def prepare_environment(verbose: bool) -> None:
 class _Capture:
     """The stand-in for sys.stderr while a notebook's output is kept quiet: Python-level messages
     (logging handlers, warnings) go to the log; a handler that kept this object after the block
-    (vLLM binds its stream when imported) writes to the stream it replaced again."""
+    (vLLM binds its stream when imported) writes into the log of the block open then, else to the
+    stream it replaced."""
 
     def __init__(self, log: TextIO, replaced: TextIO):
         self.log: TextIO | None = log
         self.replaced = replaced
 
+    def _target(self) -> TextIO:
+        """This block's log; after it, the log of the block now open (a handler that kept this
+        object, as vLLM's does, writes into the next call's log), else the stream it replaced."""
+        now = _active[0] if _active else None
+        return self.log or (now.log if now is not None and now.log is not None else None) or self.replaced
+
     def write(self, text: str) -> int:
-        return (self.log or self.replaced).write(text)
+        return self._target().write(text)
 
     def flush(self) -> None:
-        (self.log or self.replaced).flush()
+        self._target().flush()
 
     def isatty(self) -> bool:
         return False
@@ -90,6 +97,7 @@ class _Capture:
 _lock = threading.Lock()
 _users = 0                  # blocks inside `quiet` now (nested, or calls in several threads)
 _undo: list = []            # how to put back what the first block changed
+_active: list[_Capture] = []    # the stand-in of the block open now (none, or one)
 
 
 @contextmanager
@@ -132,9 +140,11 @@ def _begin(log_path: Path, stream: TextIO | None) -> None:
         _terminal = stream
         capture = _Capture(open(log_path, "a", buffering=1, encoding="utf-8", errors="replace"), sys.stderr)
         sys.stderr = capture
+        _active[:] = [capture]
 
         def put_back() -> None:
             sys.stderr = capture.replaced
+            _active.clear()
             log, capture.log = capture.log, None
             if log is not None:
                 log.close()
