@@ -162,6 +162,11 @@ class Protocol(Named, ABC):
         """The kind of data this run reads (`declared.reads`, unless the options choose)."""
         return self.declared.reads
 
+    def reads_hint(self, options: Any, gives: tuple[str, ...]) -> str:
+        """What to change when the dataset gives only `gives` and this run reads another kind
+        ("" when nothing but other data helps): said after the refusal."""
+        return ""
+
     def template_fields(self, options: Any) -> TemplateFields | None:
         """The fields your own prompt template (`template = ...`) may and must name; None: none taken."""
         return None

@@ -175,6 +175,12 @@ class Rubric(Protocol):
     def reads(self, options: RubricOptions) -> str:
         return "pairs" if options.reads_pairs else "items"
 
+    def reads_hint(self, options: RubricOptions, gives: tuple[str, ...]) -> str:
+        if options.reads_pairs and "items" in gives:
+            return ('; to pair the texts of each group two by two, set options.pairs_from = "groups" '
+                    '(each item then needs a group)')
+        return ""
+
     def rank_group(self, rank: RankBy, options: RubricOptions) -> str:
         """The question asked for, else the first question (of the table's scale) with a human column."""
         if rank.group:

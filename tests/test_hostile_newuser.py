@@ -201,7 +201,6 @@ def test_export_below_a_file_says_so(tmp_path):
                                                       "is a file, not a folder: give --to a folder's path"), r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the refusal names the data kind but not the option that pairs items by group")
 def test_a_pairwise_question_over_items_says_how_to_pair_them(tmp_path):
     rows = [{"item_id": f"t{i}", "text": f"s{i}", "group": "g"} for i in range(3)]
     config = tmp_path / "c.toml"

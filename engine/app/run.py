@@ -81,8 +81,8 @@ def prepare(config: RunConfig) -> PreparedRun:
     reads = protocol.reads(options)
     if reads not in kinds_of(card):
         raise ConfigError(f"protocol {config.protocol!r} reads {reads} data, and dataset {card.name!r} "
-                          f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}",
-                          where=config.source, key="dataset")
+                          f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}"
+                          + protocol.reads_hint(options, tuple(kinds_of(card))), where=config.source, key="dataset")
     specs = tuple(registry.resolve(name, config) for name in config.judges)
     return PreparedRun(config, protocol, options, card, specs)
 
