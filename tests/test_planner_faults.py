@@ -92,3 +92,22 @@ def test_a_stopped_planner_is_named_and_the_run_finishes_once_continued(tmp_path
     assert f"(it is stopped: `kill -CONT {planner}` resumes it)" in seen, seen
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
+
+
+def test_the_planner_child_plans_after_this_process_tokenized_in_parallel(tmp_path):
+    """The tokenizer's Rust pool started here, then TOKENIZERS_PARALLELISM=false set (as the console
+    does): the forked planner waited forever for the pool's threads, which a fork does not copy."""
+    script = (
+        "import os\n"
+        "os.environ.pop('TOKENIZERS_PARALLELISM', None)\n"
+        "from litjudge.engine import backends\n"
+        "from litjudge.engine.core.planner import StreamPlanner\n"
+        "from litjudge.engine.core.plan_process import planned_apart\n"
+        "from tests.test_special_tokens import forge_requests, tokenizer\n"
+        "tokenizer('smollm2-135m')(['some text to tokenize ' * 50] * 2000)\n"
+        "os.environ['TOKENIZERS_PARALLELISM'] = 'false'\n"
+        "spec = backends.model_spec('smollm2-135m')\n"
+        "chunks = planned_apart(StreamPlanner(backends.planner(spec), chunk=4), [('r', r) for r in forge_requests() * 3])\n"
+        "print('chunks', len(list(chunks)))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "chunks 3" in done.stdout, done.stderr[-2000:]

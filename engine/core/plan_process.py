@@ -60,14 +60,19 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
     `stream.stats` holds the child's figures as each chunk arrives."""
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    # The tokenizer's Rust thread pool survives a fork only if this process never started it: with
-    # TOKENIZERS_PARALLELISM=false here (the console sets it) it never did, so the child may use it;
-    # otherwise the child tokenizes on one thread. (Set explicitly, so no fork warning is printed.)
-    parallel = os.environ.get("TOKENIZERS_PARALLELISM", "").lower() == "false"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
-    child = context.Process(target=_child, args=(stream, requests, send, receive, parallel), name="litjudge-planner",
+    # The tokenizer's Rust thread pool does not survive a fork: a child that tokenizes in parallel
+    # after this process started the pool waits forever. Only the tokenizers library knows whether it
+    # did (a setting of TOKENIZERS_PARALLELISM says nothing of what ran before it was set), and its
+    # own fork handler turns parallelism off in the child exactly then, unless the variable is set:
+    # so the child is forked with it unset (and tokenizes in parallel when that is safe).
+    setting = os.environ.pop("TOKENIZERS_PARALLELISM", None)
+    child = context.Process(target=_child, args=(stream, requests, send, receive), name="litjudge-planner",
                             daemon=True)
-    child.start()
+    try:
+        child.start()
+    finally:
+        if setting is not None:
+            os.environ["TOKENIZERS_PARALLELISM"] = setting
     send.close()
     it, skipped = iter(requests), set[str]()
     try:
@@ -145,7 +150,7 @@ def _stopped(pid: int) -> str:
 
 
 def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], send: Any, inherited: Any,
-           parallel: bool) -> None:
+           ) -> None:
     inherited.close()          # the runner's end: held here too, the pipe would outlive the runner (found by a kill -9)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)     # not the console's handler (a SIGTERM raised here too)
@@ -153,7 +158,6 @@ def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], 
     # for its life (resumed between chunks, each collection walked what the chunk had made: 2.5 s of
     # every 14 s at 200k requests); everything is freed by reference counting, or at its exit.
     gc.disable()
-    os.environ["TOKENIZERS_PARALLELISM"] = "true" if parallel else "false"
     sent_skips = 0
     try:
         for part in stream.chunks(requests):
