@@ -6,11 +6,10 @@ Method, as you write it (`[[options.questions]]` in a config, `questions=[...]` 
    score rubrics: the judge answers 1..N), or `pairwise` (which of two texts answers the question
    better: A or B, optionally a tie). Optionally a `reference` column (a text shown after the
    judged one, e.g. a reference answer) and a `human` column (the humans' answer: agreement).
-2. Data. Single-text questions read items (text, item_id, group and the row's other columns); their
-   pairwise questions compare the items of each group two by two (the humans' preference: the
-   text with the higher value in the human column). A rubric of pairwise questions only reads
-   pairs (prompt, text_a, text_b; `human = "label"` is the pair's human preference), unless
-   `pairs_from = "groups"`. `limit` counts texts, groups (when a question is pairwise) or pairs.
+2. Data. Single-text questions read items (text, item_id, group, the row's other columns); pairwise
+   ones compare each group's items two by two (the humans prefer the higher human value). Pairwise
+   questions alone read pairs (prompt, text_a, text_b; `human = "label"`) unless `pairs_from =
+   "groups"`. `limit` counts texts, groups (when a question is pairwise) or pairs.
 3. Each text is asked each single-text question with the text first, so a text's questions share
    its prefix; each pair is asked each pairwise question in both orders (a shown first, then b
    first), the verdict mapped back to the texts. Labels are constrained by the scale's grammar:
@@ -21,8 +20,7 @@ Method, as you write it (`[[options.questions]]` in a config, `questions=[...]` 
    repeats; across orders: swap-flip and first-position win rates) and, where a human column is
    given, agreement: binary (kappa, balanced accuracy), points (Spearman, quadratic-weighted
    kappa, exact and within-one agreement, mean difference judge - human), pairwise (accuracy per
-   order and the mean of both). 95% intervals resample texts (pairs for a pairwise question),
-   none under 10 of them.
+   order and the mean of both). 95% intervals: texts (pairs) the clusters, none under 10 of them.
 """
 from __future__ import annotations
 
@@ -176,10 +174,8 @@ class Rubric(Protocol):
         return "pairs" if options.reads_pairs else "items"
 
     def reads_hint(self, options: RubricOptions, gives: tuple[str, ...]) -> str:
-        if options.reads_pairs and "items" in gives:
-            return ('; to pair the texts of each group two by two, set options.pairs_from = "groups" '
-                    '(each item then needs a group)')
-        return ""
+        pair = options.reads_pairs and "items" in gives
+        return '; to pair the texts of each group two by two, set options.pairs_from = "groups"' if pair else ""
 
     def rank_group(self, rank: RankBy, options: RubricOptions) -> str:
         """The question asked for, else the first question (of the table's scale) with a human column."""
