@@ -62,7 +62,8 @@ def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
         expect = sum(kept) / len(kept) if kept else None
         assert (expect is None and bias[key] is None) or math.isclose(bias[key], expect, abs_tol=1e-12), (key, bias[key], expect)
     assert set(out.tables["psc_agreement"]["ranking"]) == {"single order", "central (Kemeny)", "mean score over orders"}
-    # one more order later: only it is generated
+    # one more order later, in the same folder (another config: asked for, its stored verdicts reused):
+    # only it is generated
     more = dataclasses.replace(config, options={**config.options, "orders": 4})
-    again = run(more, progress=False, backends={"smollm2-135m": smollm})
+    again = run(more, progress=False, backends={"smollm2-135m": smollm}, overwrite=True)
     assert again.verdicts.height == 4 and [j["generated"] for j in again.manifest.judges] == [1]
