@@ -16,8 +16,10 @@ run: install
 	@$(VENV)/bin/litjudge judges --prepare smollm2-135m >/dev/null
 	@$(VENV)/bin/litjudge run runs/demo.toml
 
+# --max-worker-restart=0: a worker that dies (out of memory, say) ends the run at once, naming its
+# test; pytest-xdist 3.8 hangs under loadgroup when it replaces a crashed worker (its issue #1378).
 test: install-dev lint
-	@$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
+	@$(PY) -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 # Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars

@@ -9,6 +9,11 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# The session's memory budget: every engine the tests start (in a worker, a CLI subprocess, a Ray
+# replica) keeps a 2 GiB KV cache whatever its config asks (vLLM-CPU's own override; the configs'
+# default is 4 GiB). Two workers each beside an engine of their own outgrew 24 GiB and the kernel
+# killed one. tests/test_sweep.py clears it to check that each engine gets its own config's cache.
+os.environ["VLLM_CPU_KVCACHE_SPACE"] = "2"
 
 from litjudge.engine.core.paths import PROJECT_ROOT, data_root
 from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
@@ -70,3 +75,15 @@ def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subpr
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist, the tests sharing a module-scoped fixture of their own module run on one
+    worker (one xdist group per module): split between two workers, each built it (a vLLM server, an
+    installed wheel, a replayed run) and held it, twice the time and the memory."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") or not hasattr(item, "_fixtureinfo"):
+            continue
+        defs = [d for ds in item._fixtureinfo.name2fixturedefs.values() for d in ds]
+        if any(d.scope == "module" and getattr(d, "baseid", "").startswith(item.nodeid.split("::")[0]) for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

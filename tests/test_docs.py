@@ -211,10 +211,12 @@ def shared_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("docs-cache") / "verdicts.sqlite"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def examples(tmp_path_factory, shared_cache):
     """One Python process runs every page's Python blocks and `litjudge` lines (imports paid once,
-    and one local engine serves every example asking for the same judge)."""
+    and one local engine serves every example asking for the same judge). The pages run on one
+    worker (their xdist group) and the process ends with them: one per worker, each holding its
+    engine to the session's end, took 4-6 GiB apiece and the suite ran out of memory."""
     python = Interpreter(tmp_path_factory.mktemp("docs-interpreter"), example_env(shared_cache))
     yield python
     python.close()
@@ -234,6 +236,7 @@ def _slow(path: Path) -> bool:
     return "<!-- docs-examples: slow -->" in path.read_text(encoding="utf-8")
 
 
+@pytest.mark.xdist_group("docs-examples")
 @pytest.mark.parametrize("page", [pytest.param(p, id=_page_id(p), marks=[pytest.mark.slow] if _slow(p) else [])
                                   for p in PAGES])
 def test_the_examples_run(page, tmp_path, shared_cache, examples):

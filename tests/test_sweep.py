@@ -107,10 +107,12 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
 RSS_PROBE = """
 import os
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)     # each engine's cache from its own settings
 from litjudge.engine import backends
 from litjudge.engine.core.runner import rss_mib
-for name in ["smollm2-135m", "gemma3-270m", "smollm2-135m", "gemma3-270m"]:
-    b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=2))
+for name, kv in [("smollm2-135m", 2), ("gemma3-270m", 1.5), ("smollm2-135m", 2), ("gemma3-270m", 1.5)]:
+    b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=kv))
+    print("KV", b.describe()["kv_cache_gib"], flush=True)
     print("OPEN", rss_mib(), flush=True)
     b.close()
     print("RSS", rss_mib(), flush=True)
@@ -119,12 +121,15 @@ for name in ["smollm2-135m", "gemma3-270m", "smollm2-135m", "gemma3-270m"]:
 
 @pytest.mark.slow
 def test_engines_started_one_after_another_release_their_memory():
-    """SmolLM2, Gemma, SmolLM2, Gemma in one process, as a sweep runs its judges."""
+    """SmolLM2, Gemma, SmolLM2, Gemma in one process, as a sweep runs its judges, each with the KV
+    cache its settings ask for."""
     r = subprocess.run([sys.executable, "-c", RSS_PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     rss = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("RSS")]
     held = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("OPEN")]
     assert len(rss) == 4 and len(held) == 4
+    # each engine its own config's KV cache (an environment variable set by the first once fixed them all)
+    assert [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("KV")] == [2, 1.5, 2, 1.5]
     assert all(h - c > 1024 for h, c in zip(held, rss)), (held, rss)   # the KV cache was resident, then freed
     # The first engine of each model leaves its libraries and allocator pools behind (~1-2 GiB, once);
     # a leaked engine would add its 2 GiB KV cache and weights every time. Allow 256 MiB of noise.

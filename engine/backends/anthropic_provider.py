@@ -19,14 +19,13 @@ from typing import Any
 from litjudge.grammars.compile import json_schema
 
 from ..core.backend import Capabilities
-from ..core.errors import BackendUnavailable
 from ..core.requests import Generation, Prepared
-from .providers import BatchLine, BatchResults, Provider, chat_messages, from_json, status_of
+from .providers import BatchLine, BatchResults, SdkProvider, chat_messages, from_json
 
 ADOPT_WINDOW_S = 600.0     # a crashed submission's batch was created within this long of our record
 
 
-class Anthropic(Provider):
+class Anthropic(SdkProvider):
     name, title, key_env = "anthropic", "Anthropic", "ANTHROPIC_API_KEY"
     structured = "tool"
     capabilities = Capabilities(frozenset({"label", "analyze"}),
@@ -34,23 +33,10 @@ class Anthropic(Provider):
     batch_rate, batch_limit = 0.5, 100_000    # half price; 100,000 requests per batch (as documented, Nov 2026)
     sampling = "server defaults (the SDK sends none)"
 
-    def __init__(self, key: str, base_url: str | None, timeout: float, retries: int = 0):
-        super().__init__(key, base_url, timeout, retries)
-        try:
-            import anthropic
-        except ImportError as exc:
-            raise BackendUnavailable(f"the {self.name} SDK is not installed ({exc}); "
-                                     "pip install 'litjudge[api]'") from None
-        self.sdk = anthropic
-        self.client: Any = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=retries, timeout=timeout)
+    sdk_module = "anthropic"
 
-    @property
-    def faults(self) -> tuple[type[BaseException], ...]:
-        return (self.sdk.APIError,)
-
-    def classify(self, fault: BaseException) -> tuple[bool, int | None]:
-        sdk = self.sdk
-        return isinstance(fault, (sdk.RateLimitError, sdk.InternalServerError, sdk.APIConnectionError)), status_of(fault)
+    def client_of(self, sdk: Any) -> Any:
+        return sdk.Anthropic(api_key=self.key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout)
 
     def body(self, p: Prepared, model: str, structured: str) -> dict[str, Any]:
         r = p.request
@@ -75,9 +61,6 @@ class Anthropic(Provider):
             text = "".join(b.text for b in reply.content if b.type == "text")
             return Generation(p.key, text, **common)
         return from_json(p.key, p.request, json.dumps(block.input), common)
-
-    def close(self) -> None:
-        self.client.close()
 
     # -- Message Batches --------------------------------------------------------------------------
     def submit(self, requests: list[tuple[str, dict[str, Any]]], local_id: str) -> str:

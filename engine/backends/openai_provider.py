@@ -18,17 +18,16 @@ from typing import Any
 
 from litjudge.grammars.compile import json_schema, vllm_structured_fields
 
-from ..core.errors import BackendUnavailable, ConfigError
+from ..core.errors import ConfigError
 from ..core.requests import Generation, Prepared
 from .providers import (
     STORED_FAILURES,
     BatchLine,
     BatchResults,
-    Provider,
+    SdkProvider,
     chat_messages,
     from_json,
     from_top_logprobs,
-    status_of,
 )
 
 # vLLM's server extensions: sent in the body beside OpenAI's fields (the SDK's `extra_body` online)
@@ -36,28 +35,15 @@ EXTRA_BODY = ("structured_outputs", "add_generation_prompt", "continue_final_mes
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 
 
-class OpenAI(Provider):
+class OpenAI(SdkProvider):
     name, title, key_env = "openai", "OpenAI", "OPENAI_API_KEY"
     structured = "json_schema"
     batch_rate, batch_limit = 0.5, 50_000     # half price; 50,000 requests per batch (as documented, Nov 2026)
 
-    def __init__(self, key: str, base_url: str | None, timeout: float, retries: int = 0):
-        super().__init__(key, base_url, timeout, retries)
-        try:
-            import openai
-        except ImportError as exc:
-            raise BackendUnavailable(f"the {self.name} SDK is not installed ({exc}); "
-                                     "pip install 'litjudge[api]'") from None
-        self.sdk = openai
-        self.client: Any = openai.OpenAI(api_key=key, base_url=base_url, max_retries=retries, timeout=timeout)
+    sdk_module = "openai"
 
-    @property
-    def faults(self) -> tuple[type[BaseException], ...]:
-        return (self.sdk.APIError,)
-
-    def classify(self, fault: BaseException) -> tuple[bool, int | None]:
-        sdk = self.sdk
-        return isinstance(fault, (sdk.RateLimitError, sdk.InternalServerError, sdk.APIConnectionError)), status_of(fault)
+    def client_of(self, sdk: Any) -> Any:
+        return sdk.OpenAI(api_key=self.key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout)
 
     def body(self, p: Prepared, model: str, structured: str) -> dict[str, Any]:
         r, s = p.request, p.request.sampling
@@ -100,9 +86,6 @@ class OpenAI(Provider):
         if structured == "json_schema":
             return from_json(p.key, p.request, text, common)
         return Generation(p.key, text, **common)
-
-    def close(self) -> None:
-        self.client.close()
 
     # -- the Batch API ----------------------------------------------------------------------------
     def submit(self, requests: list[tuple[str, dict[str, Any]]], local_id: str) -> str:

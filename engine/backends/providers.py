@@ -12,6 +12,7 @@ Batches), in engine.backends.openai_provider and engine.backends.anthropic_provi
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from abc import ABC, abstractmethod
@@ -22,7 +23,7 @@ from typing import Any, ClassVar
 from litjudge.grammars.analysis import Analyzed
 
 from ..core.backend import Capabilities
-from ..core.errors import ConfigError
+from ..core.errors import BackendUnavailable, ConfigError
 from ..core.requests import Generation, JudgeRequest, Prepared
 
 STORED_FAILURES = (400, 413, 422)      # the request itself is invalid: a failure, stored with its reason
@@ -123,6 +124,39 @@ class Provider(ABC):
     def cancel(self, batch_id: str) -> None:
         """Cancel an open batch."""
         raise ConfigError(f"the {self.title} API has no provider batches to cancel")
+
+
+class SdkProvider(Provider):
+    """A provider whose client is an official, Stainless-generated SDK (openai, anthropic): the SDK
+    imported when a judge is created (a one-line error naming the extra when it is absent), its
+    client made by `client_of`, and its errors classified the same way (they share one hierarchy:
+    APIError; RateLimitError, InternalServerError and APIConnectionError are worth retrying)."""
+
+    sdk_module: ClassVar[str]
+
+    def __init__(self, key: str, base_url: str | None, timeout: float, retries: int = 0):
+        super().__init__(key, base_url, timeout, retries)
+        try:
+            self.sdk: Any = importlib.import_module(self.sdk_module)
+        except ImportError as exc:
+            raise BackendUnavailable(f"the {self.name} SDK is not installed ({exc}); "
+                                     "pip install 'litjudge[api]'") from None
+        self.client: Any = self.client_of(self.sdk)
+
+    @abstractmethod
+    def client_of(self, sdk: Any) -> Any:
+        """The SDK's client for this judge's key, endpoint, timeout and retries."""
+
+    @property
+    def faults(self) -> tuple[type[BaseException], ...]:
+        return (self.sdk.APIError,)
+
+    def classify(self, fault: BaseException) -> tuple[bool, int | None]:
+        sdk = self.sdk
+        return isinstance(fault, (sdk.RateLimitError, sdk.InternalServerError, sdk.APIConnectionError)), status_of(fault)
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def chat_messages(r: JudgeRequest) -> list[dict[str, str]]:

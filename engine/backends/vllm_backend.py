@@ -62,6 +62,10 @@ def engine_kwargs(spec: JudgeSpec, on_gpu: bool, runner: str | None = None) -> d
     if not on_gpu and e.kv_cache_gib > (memory := total_memory_gib()):
         raise ConfigError(f"kv_cache_gib = {e.kv_cache_gib:g} is more than this machine's memory ({memory:.0f} GiB)",
                           key="engine.kv_cache_gib")
+    if not on_gpu:
+        # Each engine its own KV cache, as an engine argument (the VLLM_CPU_KVCACHE_SPACE variable,
+        # set by a process's first engine, once fixed every later engine's, whatever its config said).
+        kwargs["kv_cache_memory_bytes"] = int(e.kv_cache_gib * 2**30)
     return kwargs
 
 
@@ -80,8 +84,6 @@ def total_memory_gib() -> float:
 def start_llm(spec: JudgeSpec, runner: str | None = None):
     """An in-process vLLM engine for `spec` (CPU KV cache from the settings)."""
     on_gpu = _cuda_available()
-    if not on_gpu:
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(max(1, spec.engine.kv_cache_gib))))
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     kwargs = engine_kwargs(spec, on_gpu, runner)
     try:
@@ -97,6 +99,10 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise BackendUnavailable(f"vLLM refused the engine settings for {spec.name!r}: {first[:300]} "
                                  "(see [engine] in the config)") from None
+
+
+def _gib(size: int | None) -> float | None:
+    return None if size is None else round(size / 2**30, 3)
 
 
 def release_free_memory() -> None:
@@ -149,7 +155,7 @@ class VLLMBackend(StepBackend):
                                            "onednn_fallback": onednn_fell_back(captured_log())}),
                 "max_num_batched_tokens": cfg.scheduler_config.max_num_batched_tokens,
                 "prefix_caching": cfg.cache_config.enable_prefix_caching, "block_size": self.block_size,
-                "kv_cache_gib": os.environ.get("VLLM_CPU_KVCACHE_SPACE")}
+                "kv_cache_gib": _gib(cfg.cache_config.kv_cache_memory_bytes)}
 
     def close(self) -> None:
         import gc
