@@ -38,7 +38,7 @@ class EngineConfig:
     starts."""
 
     max_model_len: int | None = None        # context window; unset: the model's own, capped at 8192
-    kv_cache_gib: float = 4.0               # CPU KV cache (VLLM_CPU_KVCACHE_SPACE), > 0
+    kv_cache_gib: float = 4.0               # CPU KV cache of this engine, > 0 (VLLM_CPU_KVCACHE_SPACE, if set, overrides it)
     gpu_memory_utilization: float = 0.85    # GPU share for weights + KV cache, in (0, 1]
     enforce_eager: bool = True              # False: torch.compile (faster steps, slower start)
     max_num_batched_tokens: int | None = None   # tokens per engine step (the batch budget); unset: vLLM's
