@@ -147,6 +147,22 @@ def test_rated_items_from_parquet_with_their_own_names(tmp_path):
     assert got == [("i1", "brick", "a wall", 1.5), ("i2", "brick", "a doorstop", 3.0), ("i3", "cup", "a hat", 2.5)]
 
 
+def test_texts_without_groups_are_told_how_to_make_one(tmp_path):
+    """A rubric over single texts needs no groups; the items reader asks for one and says how."""
+    (tmp_path / "texts.csv").write_text("id,story\nt1,Once upon a time.\nt2,The end.\n")
+    base = ('name = "texts"\nprotocol = "rubric"\njudge = "smollm2-135m"\n[dataset]\npath = "texts.csv"\n'
+            '[dataset.columns]\nitem_id = "id"\ntext = "story"\n')
+
+    def items(extra: str):
+        config = load_config(write_config(tmp_path / "own.toml", base + extra))
+        card = dataset_card(config.dataset, str(tmp_path / "own.toml"), config.protocol)
+        return load_dataset(card, "items", card.folder())
+
+    with pytest.raises(DataError, match=r"texts.csv:2: missing field 'group' .*group = \"=all\""):
+        items("")
+    assert [(i.item_id, i.group) for i in items('group = "=all"\n').items] == [("t1", "all"), ("t2", "all")]
+
+
 def test_own_csv_judged_end_to_end_from_any_folder(smollm, tmp_path, monkeypatch):
     """A CSV in a folder of its own, judged with both orders; the run's manifest names the file."""
     monkeypatch.chdir(tmp_path)
