@@ -56,12 +56,11 @@ def _walk(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> set[str]:
         if not f.init or f.name in skip:
             continue
         keys.add(prefix + f.name)
-        # a list of tables (a rubric's [[options.questions]]) is one key here; its entries' keys are
-        # documented beside the protocol (docs/rubric.md), not in the reference
+        # a list of tables (a rubric's [[options.questions]]): the keys of each entry, as KEY[].NAME
         listed = typing.get_origin(hints[f.name]) in (list, tuple)
         inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
-        if inner and not listed:
-            keys |= _walk(inner[0], f"{prefix}{f.name}.")
+        if inner:
+            keys |= _walk(inner[0], f"{prefix}{f.name}{'[]' if listed else ''}.")
     return keys
 
 
@@ -83,7 +82,7 @@ def schema_keys() -> dict[str, set[str]]:
 def reference_keys() -> dict[str, set[str]]:
     keys: dict[str, set[str]] = {}
     for s in config_reference.sections():
-        protocol = s.title.removeprefix("[options] (").rstrip(")") + ":" if s.kind == "protocol options" else ""
+        protocol = _protocol(s) + ":" if s.kind == "protocol options" else ""
         keys.setdefault(s.kind, set()).update(protocol + e.key for e in s.entries)
     return keys
 
@@ -120,6 +119,15 @@ PLACEHOLDERS = {'matrix."options.NAME"': {"matrix": {"options.variant": ["defaul
                 'sweep.post."options.NAME"': {"sweep": {"post": {"options.threshold": [0.5]}}}}
 
 
+# The least an entry of a list of tables needs, beside the key a probe gives it.
+LISTED_ENTRY = {"questions": {"id": "q", "text": "Is it vivid?"}}
+
+
+def _protocol(section: config_reference.Section) -> str:
+    """The protocol a section of protocol options belongs to: "[options] (rubric)" -> "rubric"."""
+    return section.title.rsplit("(", 1)[-1].rstrip(")")
+
+
 def _load(kind: str, key: str, value, where: Path, protocol: str = "ttcw") -> None:
     """A config setting `key` to `value`, through the loader of its kind."""
     base = {"name": "x", "protocol": protocol, "dataset": "ttcw-demo"}
@@ -131,7 +139,9 @@ def _load(kind: str, key: str, value, where: Path, protocol: str = "ttcw") -> No
     elif kind == "dataset":
         dataset_card(_nested({"path": "x.csv"}, key.removeprefix("dataset."), value), str(where))
     elif kind == "protocol options":
-        config = load_config(where, table={**base, "options": {key.removeprefix("options."): value}})
+        name, listed, field = key.removeprefix("options.").partition("[].")
+        option = {name: [{**LISTED_ENTRY[name], field: value}]} if listed else {name: value}
+        config = load_config(where, table={**base, "options": option})
         PROTOCOLS.get(protocol)().options(config)
     elif kind == "sweep":
         head, _, name = key.partition(".")
@@ -151,7 +161,7 @@ def test_the_loader_accepts_every_key_of_the_reference_and_refuses_one_it_lacks(
     where = tmp_path / "config.toml"
     refused = []
     for s in config_reference.sections():
-        protocol = s.title.removeprefix("[options] (").rstrip(")") if s.kind == "protocol options" else "ttcw"
+        protocol = _protocol(s) if s.kind == "protocol options" else "ttcw"
         for e in s.entries:
             try:
                 _load(s.kind, e.key, _sample(e), where, protocol)

@@ -112,13 +112,21 @@ def _protocol_sections() -> list[Section]:
     for name in PROTOCOLS.names():
         protocol = PROTOCOLS.get(name)
         declared = protocol.declared
-        entries, _ = _entries(declared.options, "options.", f"[options] ({name})")
+        entries, nested = _entries(declared.options, "options.", f"[options] ({name})")
         entries = [dataclasses.replace(e, doc=e.doc + " (aggregate-only: a sweep varies it under [sweep.post] at "
                                        "no model cost)") if e.key.removeprefix("options.") in declared.post_options
                    else e for e in entries]
         doc = _first_paragraph(inspect.getmodule(protocol).__doc__)
         sections.append(Section(f"[options] ({name})", "protocol options", f"Protocol `{name}`: {doc}", tuple(entries)))
+        sections += [_listed(key, table, name) for key, table in nested]
     return sections
+
+
+def _listed(key: str, table: type, protocol: str) -> Section:
+    """A list of tables an option holds (a rubric's `[[options.questions]]`): the keys of each entry."""
+    title = f"[[{key}]] ({protocol})"
+    entries, _ = _entries(table, f"{key}[].", title)
+    return Section(title, "protocol options", _first_paragraph(table.__doc__), tuple(entries))
 
 
 def _sweep_sections() -> list[Section]:
