@@ -120,7 +120,7 @@ def _columns(human: Estimate, powered: Estimate) -> list[pl.Series]:
             floats("human_only", human.value), floats("human_low", human.low), floats("human_high", human.high),
             floats("ppi", powered.value), floats("ppi_low", powered.low), floats("ppi_high", powered.high),
             floats("lambda", powered.lam), floats("rectifier", powered.rectifier),
-            floats("n_eff", effective_labels(powered.labelled_items, human.half_width, powered.half_width)),
+            floats("n_eff", effective_labels(powered.labelled_items, human.half_width, powered.half_width, powered.lam)),
             pl.Series("ci_note", notes, dtype=pl.Utf8)]
 
 

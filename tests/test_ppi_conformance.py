@@ -101,6 +101,9 @@ def test_both_intervals_cover_with_a_useless_a_biased_and_a_good_judge(labelled_
     rng = np.random.default_rng(int(rate * 1000) + labelled_stories + int(rho * 10))
     table = TTCW.prediction_powered({"all": frame(rng, labelled_stories, rate, rho)}, PPIConfig(SHARE, seed=3))
     assert set(table["clusters"].unique().to_list()) == {labelled_stories}      # the draw takes 20% of the stories
+    # a judge given no weight is worth exactly the labels it was given, not more
+    unweighted = table.filter((pl.col("lambda") == 0) & pl.col("n_eff").is_not_null())
+    assert unweighted.height and (unweighted["n_eff"] == unweighted["n_labelled"]).all()
     for pooled in (True, False):
         found = coverage(table, rate, pooled)
         print(f"\n{'pooled' if pooled else 'per test'} {labelled_stories} labelled stories, p={rate}, rho={rho}: "

@@ -218,8 +218,12 @@ def _stratum(replicate: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np
     return variance, np.maximum(df, 1e-9)
 
 
-def effective_labels(labelled_items: np.ndarray, human_half: np.ndarray, ppi_half: np.ndarray) -> np.ndarray:
+def effective_labels(labelled_items: np.ndarray, human_half: np.ndarray, ppi_half: np.ndarray,
+                     lam: np.ndarray) -> np.ndarray:
     """n_eff: the labelled items a human-only estimate would need for an interval as narrow as
-    PPI++'s (widths shrink as 1/sqrt(n)): n * (human half-width / PPI++ half-width)^2."""
+    PPI++'s (widths shrink as 1/sqrt(n)): n * (human half-width / PPI++ half-width)^2; n itself
+    where lambda is 0 (the estimate is the human-only mean: the judge adds no label, though the
+    jackknife, lambda tuned again in each replicate, may find a narrower interval by chance)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ppi_half > 0, labelled_items * (human_half / ppi_half) ** 2, np.nan)
+        ratio = np.where(ppi_half > 0, labelled_items * (human_half / ppi_half) ** 2, np.nan)
+    return np.where((lam == 0) & np.isfinite(ratio), labelled_items.astype(float), ratio)
