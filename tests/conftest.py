@@ -84,6 +84,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("xdist_group") or not hasattr(item, "_fixtureinfo"):
             continue
+        module = item.nodeid.split("::")[0]
         defs = [d for ds in item._fixtureinfo.name2fixturedefs.values() for d in ds]
-        if any(d.scope == "module" and getattr(d, "baseid", "").startswith(item.nodeid.split("::")[0]) for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        if any(d.scope == "module" and getattr(d, "baseid", "").startswith(module) for d in defs):
+            item.add_marker(pytest.mark.xdist_group(module))

@@ -125,11 +125,13 @@ def test_engines_started_one_after_another_release_their_memory():
     cache its settings ask for."""
     r = subprocess.run([sys.executable, "-c", RSS_PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
-    rss = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("RSS")]
-    held = [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("OPEN")]
+    def printed(tag: str) -> list[float]:
+        return [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith(tag + " ")]
+
+    rss, held = printed("RSS"), printed("OPEN")
     assert len(rss) == 4 and len(held) == 4
     # each engine its own config's KV cache (an environment variable set by the first once fixed them all)
-    assert [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith("KV")] == [2, 1.5, 2, 1.5]
+    assert printed("KV") == [2, 1.5, 2, 1.5]
     assert all(h - c > 1024 for h, c in zip(held, rss)), (held, rss)   # the KV cache was resident, then freed
     # The first engine of each model leaves its libraries and allocator pools behind (~1-2 GiB, once);
     # a leaked engine would add its 2 GiB KV cache and weights every time. Allow 256 MiB of noise.

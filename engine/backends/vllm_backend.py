@@ -59,10 +59,10 @@ def engine_kwargs(spec: JudgeSpec, on_gpu: bool, runner: str | None = None) -> d
             raise ConfigError(f"on CPU a prompt is never split across steps, so max_num_batched_tokens "
                               f"({kwargs['max_num_batched_tokens']}) must be at least the context window "
                               f"(max_model_len {kwargs['max_model_len']})", key="engine.max_num_batched_tokens")
-    if not on_gpu and e.kv_cache_gib > (memory := total_memory_gib()):
-        raise ConfigError(f"kv_cache_gib = {e.kv_cache_gib:g} is more than this machine's memory ({memory:.0f} GiB)",
-                          key="engine.kv_cache_gib")
     if not on_gpu:
+        if e.kv_cache_gib > (memory := total_memory_gib()):
+            raise ConfigError(f"kv_cache_gib = {e.kv_cache_gib:g} is more than this machine's memory "
+                              f"({memory:.0f} GiB)", key="engine.kv_cache_gib")
         # Each engine its own KV cache, as an engine argument (the VLLM_CPU_KVCACHE_SPACE variable,
         # set by a process's first engine, once fixed every later engine's, whatever its config said).
         kwargs["kv_cache_memory_bytes"] = int(e.kv_cache_gib * 2**30)

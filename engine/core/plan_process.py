@@ -149,8 +149,7 @@ def _stopped(pid: int) -> str:
     return f" (it is stopped: `kill -CONT {pid}` resumes it)" if state in ("T", "t") else ""
 
 
-def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], send: Any, inherited: Any,
-           ) -> None:
+def _child(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequest]], send: Any, inherited: Any) -> None:
     inherited.close()          # the runner's end: held here too, the pipe would outlive the runner (found by a kill -9)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)     # not the console's handler (a SIGTERM raised here too)

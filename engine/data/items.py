@@ -85,10 +85,9 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
     """Rated items from (row number, record) rows in the generic fields; bad rows name their row."""
     items, seen = [], set()
     for n, rec in records:
-        if "group" not in rec:
-            raise DataError("missing field 'group' (texts with no groups: one for them all, "
-                            "[dataset.columns] group = \"=all\")", path=str(path), row=n)
-        group, item = id_text(rec, "group", path, n), id_text(rec, "item_id", path, n)
+        group = id_text(rec, "group", path, n, absent='texts with no groups: one for them all, '
+                        '[dataset.columns] group = "=all"')
+        item = id_text(rec, "item_id", path, n)
         require(rec, {"text": str}, path, n)
         if item in seen:
             raise DataError(f"duplicate item_id {item!r}", path=str(path), row=n)

@@ -120,17 +120,18 @@ def type_name(typ: type | tuple[type, ...]) -> str:
     return TYPE_NAMES.get(typ, typ.__name__)
 
 
-def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str | None = None) -> str:
+def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str | None = None,
+            absent: str = "") -> str:
     """An identifier exactly as written: text as is, an integer as its digits (never through a
     float), a float holding a whole number as that number's digits (pandas turns a column of whole
     numbers with a gap into floats: [1, 2, None] is 1.0, 2.0, NaN). Absent: `default` (None: an
-    error). Null, empty, a fraction, a float too large to be exact, true/false or anything else
+    error, `absent` saying what to do). Null, empty, a fraction, a float too large to be exact, true/false or anything else
     is one DataError naming the field and row (an id "None" or "1.0" would be a silent wrong result)."""
     if name not in rec and default is not None:
         return default
     value = rec.get(name)
     if value is None:
-        null = " (null: every row needs its own)" if name in rec else ""
+        null = " (null: every row needs its own)" if name in rec else f" ({absent})" if absent else ""
         raise DataError(f"missing field {name!r}{null}", path=str(path), row=row)
     if isinstance(value, str) and value.strip():
         return value
