@@ -134,9 +134,10 @@ class ReferenceLikert(Protocol):
         """The story groups (a reference and its candidates), each with the 14 TTCW tests that
         judge every candidate."""
         opts: ReferenceLikertOptions = ctx.options
+        groups = self.groups(ctx)                 # the user's own file first: its mistakes before missing TTCW data
         tests_data = ctx.load_from("ttcw", "ttcw")
         tests = [tests_data.test(i) for i in opts.tests] if opts.tests else tests_data.tests
-        return [(g, tests) for g in self.groups(ctx)]
+        return [(g, tests) for g in groups]
 
     def asks(self, ctx: Context, unit: tuple[StoryGroup, list]) -> Iterator[Ask]:
         """With a reference: each candidate beside the reference in both orders (reference-first

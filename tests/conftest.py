@@ -1,6 +1,5 @@
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # killed one. tests/test_sweep.py clears it to check that each engine gets its own config's cache.
 os.environ["VLLM_CPU_KVCACHE_SPACE"] = "2"
 
-from litjudge.engine.core.paths import PROJECT_ROOT, data_root
+from litjudge.engine.core.paths import PROJECT_ROOT, data_root, prompts_root
 from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
+from tests.warm_cli import run_cli, warm_for
 
 # Under pytest-xdist (`make test`: two workers on two cores), each worker and every process it starts
 # keep to a core of their own: two vLLM engines whose OpenMP threads both spun on both cores made
@@ -36,6 +36,7 @@ if _WORKER.startswith("gw") and hasattr(os, "sched_setaffinity"):
 apply_session_settings(os.environ.pop, os.environ.__setitem__)
 if FAULTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join([FAULTS, *filter(None, [os.environ.get("PYTHONPATH")])])
+warm_for(os.environ)          # the CLI's processes are forked from a warm interpreter with these settings
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +48,8 @@ def hermetic(monkeypatch):
 DATA = data_root()
 needs_data = pytest.mark.skipif(not (DATA / "ttcw" / "stories.json").exists(),
                                 reason=f"shared datasets not found at {DATA} (set LITJUDGE_DATA_ROOT)")
+needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").exists(),
+                                   reason=f"paper prompts not found at {prompts_root()} (set LITJUDGE_PROMPTS_ROOT)")
 
 
 @pytest.fixture(scope="session")
@@ -66,10 +69,8 @@ def runs_dir(tmp_path, monkeypatch):
 
 
 def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=PROJECT_ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    """Run the real CLI in a process of its own (tests/warm_cli.py: forked from a warm interpreter)."""
+    return run_cli(list(args), PROJECT_ROOT, {**os.environ, **(env or {})}, timeout)
 
 
 def write_config(path: Path, text: str) -> Path:

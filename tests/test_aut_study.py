@@ -15,10 +15,8 @@ from litjudge.engine.app.generate_stage import with_generated_dataset
 from litjudge.engine.core.config import GenerateConfig, load_config
 from litjudge.engine.core.paths import PROJECT_ROOT, prompts_root
 from litjudge.judges.generation import AUTGeneration, duplicates
-from tests.conftest import litjudge, write_config
+from tests.conftest import litjudge, needs_prompts, write_config
 
-needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").exists(),
-                                   reason=f"paper prompts not found at {prompts_root()} (set LITJUDGE_PROMPTS_ROOT)")
 OBJECTS = ["fork", "wallet", "soap", "cotton swab", "paperclip"]
 
 
@@ -70,7 +68,8 @@ def test_judging_tasks_read_the_generated_items(tmp_path):
     ('[generate]\ngenerators = ["smollm2-135m", "smollm2-135m"]\nobjects = ["fork"]\n', "generate.generators",
      "twice"),
     ('[generate]\ngenerators = ["smollm2-135m"]\n', "generate.objects", "list the objects"),
-    ('[generate]\ngenerators = ["no-such-model"]\nobjects = ["fork"]\n', None, "no-such-model"),
+    pytest.param('[generate]\ngenerators = ["no-such-model"]\nobjects = ["fork"]\n', None, "no-such-model",
+                 marks=needs_prompts),                   # the AUT prompts are read before the judges
 ])
 def test_bad_generation_settings_fail_before_any_work(tmp_path, extra, key, message):
     base = 'name = "g"\njudge = "smollm2-135m"\n'
@@ -94,6 +93,7 @@ mode = "label"
 generators = ["smollm2-135m", "gemma3-270m"]
 objects = ["fork", "wallet", "soap"]
 max_words = 4
+followups = 1                  # the paper's four follow-ups are test_conversations_follow_the_papers_design's
 temperature = 0.7
 
 [[tasks]]
@@ -116,22 +116,22 @@ def _generation(run_dir: Path) -> pl.DataFrame:
 def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
     cfg = write_config(tmp_path / "study.toml", STUDY)
     out, run_dir = tmp_path / "out", tmp_path / "out" / "study"
-    # 1. Killed (SIGKILL) during generation once 16 turns are stored (the first generator's
-    #    opening turns... of 21: its 9 opening turns and some of its follow-ups.
+    # 1. Killed (SIGKILL) during generation once 10 turns are stored (of the first generator's
+    #    12: its 9 opening turns and one of its follow-ups).
     killed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out),
-                      env={"LITJUDGE_FAULT_KILL_AFTER": "16"})
+                      env={"LITJUDGE_FAULT_KILL_AFTER": "10"})
     assert killed.returncode == -9, killed.stderr[-2000:]
     con = sqlite3.connect(run_dir / "store.sqlite")
     stored = con.execute("SELECT count(*) FROM results").fetchone()[0]
     con.close()
-    assert 16 <= stored < 42
-    # 2. Resumed: only the missing turns are generated; all 2 x 3 x 3 lists parse (42 turns).
+    assert 10 <= stored < 24
+    # 2. Resumed: only the missing turns are generated; all 2 x 3 x 3 lists parse (24 turns).
     resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert sum(g["generated"] for g in manifest["generation"]) == 42 - stored
+    assert sum(g["generated"] for g in manifest["generation"]) == 24 - stored
     gen = _generation(run_dir)
-    assert gen.height == 6 and gen["malformed"].sum() == 0 and gen["parsed"].sum() == 42
+    assert gen.height == 6 and gen["malformed"].sum() == 0 and gen["parsed"].sum() == 24
     assert gen["uses"].to_list() == [15] * 6                                # 3 objects x 5 uses per cell
     items = [json.loads(line) for line in (run_dir / "generated" / "items.jsonl").open()]
     assert len(items) == 90 and len({i["item_id"] for i in items}) == 90

@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import DATA, PROJECT_ROOT, needs_data
+from tests.warm_cli import run_cli
 
 PAIRS = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i} words", "label": "ab"[i % 2]}
          for i in range(4)]
@@ -27,6 +28,8 @@ def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300,
     """The real CLI in a subprocess, run from `cwd` (its runs/out is there)."""
     path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))   # keeps tests/faults
     full = {**os.environ, "PYTHONPATH": path, **(env or {})}
+    if preexec is None:
+        return run_cli(list(args), cwd, full, timeout)
     return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=timeout, preexec_fn=preexec)
 

@@ -5,7 +5,6 @@ definitions, Kemeny is the brute-force optimum for small lists."""
 from __future__ import annotations
 
 import math
-import os
 from itertools import permutations
 
 import numpy as np
@@ -20,7 +19,7 @@ from litjudge.judges.metrics.jury import average, fit_stacking, logit, majority,
 from litjudge.judges.metrics.kemeny import EXACT_MAX, disagreements, kemeny, pairwise_wins
 from litjudge.judges.metrics.logistic import sigmoid
 from litjudge.judges.metrics.selective import Level, cascade, choose_threshold
-from tests.conftest import PROJECT_ROOT, litjudge
+from tests.conftest import litjudge, needs_data
 
 
 def overconfident(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,8 +179,7 @@ def test_kemeny_beyond_exact_is_a_ranking_no_worse_than_borda():
     assert disagreements(central, wins) <= disagreements(borda, wins)
 
 
-@pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()
-                    and not os.environ.get("LITJUDGE_DATA_ROOT"), reason="TTCW data absent (litjudge data fetch ttcw)")
+@needs_data
 def test_ensemble_command_over_a_finished_run(tmp_path):
     """`litjudge ensemble` pools the replayed judges of a finished TTCW run from its stored tables;
     a member's held-out agreement is recomputed from the run's per-item verdicts."""
@@ -208,8 +206,7 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()
-                    and not os.environ.get("LITJUDGE_DATA_ROOT"), reason="TTCW data absent (litjudge data fetch ttcw)")
+@needs_data
 def test_ensemble_config_runs_its_members_and_reports(tmp_path):
     """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
     as member runs, then the cascade and the jury; the report renders both panels."""

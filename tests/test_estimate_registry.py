@@ -26,6 +26,7 @@ from litjudge.judges.pairwise import Pairwise
 from litjudge.judges.reference_likert import ReferenceLikert
 from litjudge.judges.ttcw import TTCW
 from tests.conformance_data import context, ttcw_dataset
+from tests.conftest import needs_prompts
 from tests.estimate_registry import NOT_ESTIMATES, PUBLISHED, RANKED
 
 ESTIMATE = re.compile(r"(^|_)(low|high|p|p_value|pvalue)$")
@@ -132,6 +133,7 @@ def written(tmp: Path) -> set[tuple[str, str, str]]:
             for column in table.columns if ESTIMATE.search(column)}
 
 
+@needs_prompts                      # the listwise and pairwise tables are built from the papers' templates
 def test_every_published_estimate_has_a_conformance_test(tmp_path):
     columns = {c for c in written(tmp_path) if c[2] not in NOT_ESTIMATES}
     missing = sorted(columns - set(PUBLISHED))

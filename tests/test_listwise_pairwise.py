@@ -20,7 +20,7 @@ from litjudge.judges.listwise import ListwiseOptions, ListwiseRanking
 from litjudge.judges.metrics import cluster_bootstrap, icc, one_way_anova
 from litjudge.judges.metrics.bootstrap import difference_of_means_ci, expanded_alpha, too_few
 from litjudge.judges.pairwise import Pairwise
-from tests.conftest import DATA, litjudge, needs_data, write_config
+from tests.conftest import DATA, litjudge, needs_data, needs_prompts, write_config
 
 RUNS = PROJECT_ROOT / "runs"
 DEMO = PROJECT_ROOT / "datasets" / "demo"
@@ -233,6 +233,7 @@ def test_pairwise_ttcw_config_through_the_cli(tmp_path):
     assert m["judges"][0]["plan"]["requests"] == 2                    # one pair, both orders
 
 
+@needs_data
 def test_bad_protocol_options_fail_with_one_line(tmp_path):
     cfg = write_config(tmp_path / "bad.toml", 'name = "x"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
                                               '[options]\ndesign = "tournament"\n')
@@ -348,6 +349,7 @@ def test_self_preference_interval_matches_a_brute_force_bootstrap():
 
 
 @pytest.mark.slow
+@needs_prompts
 def test_pairwise_analysis_then_verdict(smollm, runs_dir, tmp_path):
     cfg = write_config(tmp_path / "pa.toml", 'name = "pa"\nprotocol = "pairwise"\ndataset = "pairs-generic"\n'
                                              'mode = "analyze"\n[options]\ntemplate = "writerly_criteria"\n'

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, needs_prompts
 from tests.fake_api import FakeAPI
 from tests.test_cli_probe import cli, pairs_run
 
@@ -121,6 +121,7 @@ def test_a_run_folder_keeps_every_invocation(tmp_path):
     assert runs["verdicts_per_s_all"] > 0
 
 
+@needs_prompts
 def test_limit_takes_the_first_groups_in_file_order(tmp_path):
     rows = [{"group": g, "item_id": f"{g}-{i}", "text": f"use {i} of {g}"} for g in ("p5", "p0", "p1") for i in range(3)]
     (tmp_path / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -19,6 +19,7 @@ from litjudge.engine.backends.local.steps import Prompt
 from litjudge.engine.core.errors import PreflightError
 from litjudge.engine.core.plan_process import planned_apart
 from litjudge.engine.core.planner import StreamPlanner
+from tests.conftest import needs_data
 from tests.test_architecture import AlwaysFirst
 from tests.test_planned_ahead import toy_request
 
@@ -128,6 +129,7 @@ def test_no_planner_outlives_its_runner(then):
         proc.wait()
 
 
+@needs_data
 def test_a_run_plans_apart_and_says_so(tmp_path, monkeypatch):
     """A replayed TTCW run end to end: its plan made in a process of its own (the manifest says
     which), the same verdicts as planned in a thread."""

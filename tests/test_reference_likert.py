@@ -11,7 +11,7 @@ from litjudge.engine.data.cards import load_card
 from litjudge.engine.data.reference import load_confederacy, load_reference_jsonl
 from litjudge.judges.base import Context
 from litjudge.judges.reference_likert import ReferenceLikert, paper_template
-from tests.conftest import DATA, needs_data
+from tests.conftest import DATA, needs_data, needs_prompts
 
 
 def ctx_for(**options):
@@ -53,6 +53,7 @@ def test_sign_convention_and_cutoff_by_hand():
     assert bias["first_position_win_rate"] == pytest.approx(3 / 5)   # the tie [[A=B]] prefers neither side
 
 
+@needs_prompts
 def test_paper_template_scales():
     assert "[[B>>A]]" in paper_template(5) and "{stories_and_question}" in paper_template(5)
     assert "[[A>>>B]]" in paper_template(7) and "[[A>>B]]" not in paper_template(3)

@@ -84,7 +84,8 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\ntests = [99]\n', "unknown TTCW test id 99"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "no-such-judge"\n', "unknown judge 'no-such-judge'"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "/nonexistent/model/dir"\n', "unknown judge"),
-    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n', "no recorded judge 'nobody'"),
+    pytest.param('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n',
+                 "no recorded judge 'nobody'", marks=needs_data),       # the recorded judges are TTCW's data
     ('name = "x" protocol = "ttcw"\n', "not valid TOML"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine]\ndtype = "fp8"\n', "engine.dtype: must be one of"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[engine.judges.smollm2-135m]\ntensor_paralel_size = 2\n',

@@ -19,7 +19,7 @@ from litjudge.engine.core.planner import make_plan
 from litjudge.judges.templates import parse
 from litjudge.judges.ttcw import DEFAULT_INTRO
 from tests.conftest import litjudge as cli
-from tests.conftest import needs_data, write_config
+from tests.conftest import needs_data, needs_prompts, write_config
 
 DEMO = {"name": "t", "protocol": "ttcw", "dataset": "ttcw-demo", "judge": "smollm2-135m",
         "engine": {"max_model_len": 2048}}
@@ -109,7 +109,8 @@ def test_a_template_with_no_room_for_the_verdict_is_refused_at_plan_time(tmp_pat
 PROTOCOL_TEMPLATES = [
     ("pairwise", "pairs-generic", {}, "Pick one.\nA: {text_a}\nB: {text_b}\nFor: {prompt} ({labels})"),
     ("classification", "rated-items-generic", {}, "Rate this {kind}: {text}\nOne of {labels}."),
-    ("listwise", "rated-items-generic", {}, "Rank them.\n{format}\n{items}"),
+    pytest.param("listwise", "rated-items-generic", {}, "Rank them.\n{format}\n{items}",
+                 marks=needs_prompts),                        # {format} is the paper's answer format
     ("rubric", "ttcw-demo", {"questions": [{"id": "q", "text": "Is it moving?"}]}, "Q: {question}\n{text}\n{labels}"),
 ]
 

@@ -1,0 +1,44 @@
+"""The tests' CLI processes forked from a warm interpreter (tests/warm_cli.py) behave as fresh ones:
+the same output, streams and exit code; each command its own environment and folder, nothing
+carried to the next; a command past its timeout is killed and the next one runs. (A command killed
+by a signal is the signal's negative exit code: tests/test_crash_resume.py's SIGKILLs.)"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT, write_config
+from tests.warm_cli import run_cli
+
+
+def fresh(args: list[str], cwd, env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args", [["--version"], ["data", "list"], ["run", "no-such-config"], ["protocols"]])
+def test_a_warm_command_prints_and_exits_as_a_fresh_one(args):
+    env = dict(os.environ)
+    warm, cold = run_cli(args, PROJECT_ROOT, env, 300), fresh(args, PROJECT_ROOT, env)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+
+
+def test_each_command_has_its_own_environment_and_folder(tmp_path):
+    env = dict(os.environ)
+    moved = run_cli(["data", "list"], tmp_path, {**env, "LITJUDGE_DATA_ROOT": str(tmp_path / "elsewhere")}, 300)
+    assert moved.returncode == 0 and str(tmp_path / "elsewhere" / "ttcw") in moved.stdout
+    back = run_cli(["data", "list"], PROJECT_ROOT, env, 300)
+    assert str(tmp_path / "elsewhere") not in back.stdout                       # nothing carried over
+    cfg = write_config(tmp_path / "here.toml", 'name = "x"\nprotocol = "ttcw"\n')
+    here = run_cli(["run", "here.toml"], tmp_path, env, 300)                     # a relative path, read from its folder
+    assert here.returncode == 2 and "dataset" in here.stderr and cfg.exists()
+
+
+def test_a_command_past_its_timeout_is_killed_and_the_next_runs(tmp_path):
+    cfg = write_config(tmp_path / "slow.toml", 'name = "slow"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
+                                               'judge = "smollm2-135m"\n[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\n')
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli(["run", str(cfg), "--quiet", "--out", str(tmp_path / "out")], PROJECT_ROOT, dict(os.environ), 0.5)
+    assert run_cli(["--version"], PROJECT_ROOT, dict(os.environ), 300).returncode == 0
+

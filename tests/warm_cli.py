@@ -1,0 +1,195 @@
+"""The real CLI in its own process, started from a warm interpreter (a "zygote", as Chromium and
+Android start their processes): each test worker keeps one Python process that has imported torch,
+transformers and vLLM (8-9 s of every engine run's 17 s here) and forks it for each command. The
+child is a separate process running `python -m litjudge ARGS` as the fresh interpreter would: its
+own folder, environment, stdout and stderr, exit code (or the signal that killed it: a test's
+SIGKILL is -9), exit handlers, and its engine started from scratch. Only the imports are shared.
+
+litjudge itself is never imported before the fork: its settings are read from the child's own
+environment, which is exactly the command's. A command that sets differently a variable the warm
+imports read (IMPORT_TIME) runs in a fresh interpreter instead (`subprocess.run`), as does a second
+command while one is running (a test's threads). tests/test_warm_cli.py compares both ways."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from litjudge.engine.app.console.preload import tcmalloc
+
+# What the warm interpreter imports before it forks: the third-party libraries a run loads, and the
+# parts of vLLM its engine start imports (not litjudge, whose settings come from the environment).
+WARM = ("torch", "transformers", "polars", "numpy", "scipy.stats", "vllm", "vllm.entrypoints.llm",
+        "vllm.v1.engine.llm_engine", "vllm.v1.engine.core", "vllm.v1.worker.cpu_worker",
+        "vllm.v1.worker.cpu_model_runner", "vllm.model_executor.models.llama", "vllm.model_executor.models.gemma3",
+        "vllm.model_executor.models.qwen2", "xgrammar")
+# What the warm libraries read as they are imported (or as the process starts): a command whose
+# setting of one of these differs from the warm interpreter's runs in a fresh one. Everything else
+# (litjudge's settings, provider keys, what an engine in the test's own process set) is read when
+# the command runs, from the child's own environment, which is exactly the command's.
+IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_",
+               "GOMP_", "CUDA_", "NUMBA_", "POLARS_", "MPL", "PYTHON", "HOME", "XDG_", "TMPDIR", "LANG", "LC_",
+               "VLLM_LOGGING", "VLLM_CONFIGURE_LOGGING", "VLLM_USE_", "VLLM_TARGET_DEVICE", "VLLM_PLUGINS")
+
+ZYGOTE = r"""
+import importlib, json, os, sys
+reply = os.fdopen(os.dup(1), "w", buffering=1)
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)               # the imports' chatter goes nowhere
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+import gc
+gc.freeze()                       # the imports' objects are never collected: a child's gc.collect() skips them
+warm_env = dict(os.environ)
+base_path = [p for p in sys.path if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+reply.write(json.dumps(warm_env) + "\n")
+for line in sys.stdin:
+    ask = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:                                              # the command's own process
+        reply.close()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(ask["stdout"], os.O_WRONLY | os.O_TRUNC), 1)
+        os.dup2(os.open(ask["stderr"], os.O_WRONLY | os.O_TRUNC), 2)
+        os.chdir(ask["cwd"])
+        os.environ.clear()
+        os.environ.update(ask["env"])
+        extra = [p for p in ask["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:] = [os.getcwd(), *extra, *base_path[1:]]  # as `python -m` sets it up
+        sys.argv = ["-m", *ask["argv"]]
+        if "sitecustomize" in sys.modules and hasattr(sys.modules["sitecustomize"], "_install"):
+            sys.modules["sitecustomize"]._install()           # the tests' fault hooks, read from this environment
+        import atexit, runpy, signal, threading, traceback
+        code, interrupted = 0, False
+        try:
+            runpy.run_module("litjudge", run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            code = 0 if exc.code is None else exc.code
+            if not isinstance(code, int):                      # sys.exit("message"): printed, status 1
+                print(code, file=sys.stderr)
+                code = 1
+        except KeyboardInterrupt:
+            traceback.print_exc()
+            interrupted = True
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        # The exit of Python's own finalization, in its order: threads joined, exit handlers run,
+        # streams flushed; then out, without tearing down torch's and vLLM's modules object by
+        # object (seconds of a light command's time, and nothing a command relies on).
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        sys.stdout.flush(); sys.stderr.flush()
+        if interrupted:                                       # as Python exits on an uncaught Ctrl-C
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        os._exit(code & 0xFF)
+    reply.write(json.dumps({"pid": pid}) + "\n")
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    reply.write(json.dumps({"code": code}) + "\n")
+"""
+
+
+class Zygote:
+    """One warm interpreter per test worker, started at its first command."""
+
+    def __init__(self, base: dict[str, str]) -> None:
+        self.base = base
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen | None = None
+        self.start_env: dict[str, str] = {}
+        self.warm_env: dict[str, str] = {}
+        self.lib = tcmalloc() if sys.platform.startswith("linux") else None
+
+    def _start(self) -> subprocess.Popen:
+        env = {k: v for k, v in self.base.items() if not k.startswith("LITJUDGE_")}
+        if self.lib:                                         # as the console re-executes itself (console/preload.py)
+            env["LD_PRELOAD"] = self.lib
+        self.start_env = env
+        proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, json.dumps(WARM)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
+        self.warm_env = json.loads(_line(proc))
+        return proc
+
+    def fits(self, env: dict[str, str]) -> bool:
+        """The command's environment agrees with the warm interpreter's on what its imports read."""
+        keys = {k for k in set(env) | set(self.warm_env) if k.startswith(IMPORT_TIME) and k != "PYTHONPATH"}
+        # as the warm interpreter started (its imports then set what they set), or as its imports left it
+        return all(env.get(k) in (self.start_env.get(k), self.warm_env.get(k)) for k in keys) \
+            and "LITJUDGE_PRELOAD" not in env
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess | None:
+        """The command's result, or None where it must run in a fresh interpreter."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                self.proc = self._start()
+            if not self.fits(env):
+                return None
+            child_env = dict(env)
+            if self.lib:                                     # as the console's re-execution sets them
+                child_env.setdefault("LD_PRELOAD", self.lib)
+                child_env["LITJUDGE_PRELOADED"] = "1"
+            with tempfile.TemporaryDirectory() as tmp:
+                out, err = Path(tmp) / "out", Path(tmp) / "err"
+                out.touch()
+                err.touch()
+                ask = {"argv": argv, "cwd": str(cwd), "env": child_env, "stdout": str(out), "stderr": str(err)}
+                assert self.proc.stdin is not None and self.proc.stdout is not None
+                self.proc.stdin.write((json.dumps(ask) + "\n").encode())
+                self.proc.stdin.flush()
+                pid = json.loads(_line(self.proc))["pid"]
+                timed_out = not select.select([self.proc.stdout], [], [], timeout)[0]
+                if timed_out:
+                    os.kill(pid, signal.SIGKILL)
+                answer = json.loads(_line(self.proc))
+                result = subprocess.CompletedProcess([sys.executable, "-m", "litjudge", *argv], answer["code"],
+                                                     out.read_text(errors="replace"), err.read_text(errors="replace"))
+            if timed_out:
+                raise subprocess.TimeoutExpired(result.args, timeout, result.stdout, result.stderr)
+            return result
+        finally:
+            self.lock.release()
+
+
+def _line(proc: subprocess.Popen) -> str:
+    """One line from the warm interpreter, read a byte at a time (nothing read ahead, so `select`
+    sees what is still to come)."""
+    assert proc.stdout is not None
+    fd, got = proc.stdout.fileno(), b""
+    while not got.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte:
+            raise RuntimeError("the warm interpreter ended")
+        got += byte
+    return got.decode().strip()
+
+
+_ZYGOTE: Zygote | None = None
+
+
+def warm_for(session_env: dict[str, str]) -> None:
+    """The environment the warm interpreter starts with: the test session's (conftest, once set up)."""
+    global _ZYGOTE
+    if _ZYGOTE is None:
+        _ZYGOTE = Zygote(dict(session_env))
+
+
+def run_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """`python -m litjudge ARGV` in `cwd` with exactly `env`, captured as `subprocess.run` would."""
+    done = _ZYGOTE.run(argv, cwd, env, timeout) if _ZYGOTE is not None else None
+    if done is not None:
+        return done
+    return subprocess.run([sys.executable, "-m", "litjudge", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
