@@ -3,8 +3,6 @@ reproduction config valid, and `litjudge compare RUN --published NAME` on the TT
 whose CIs are recomputed here from the stored per-item verdicts."""
 from __future__ import annotations
 
-import os
-
 import polars as pl
 import pytest
 
@@ -13,11 +11,7 @@ from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import balanced_accuracy, cluster_bootstrap
 from litjudge.judges.published import baselines, beside, published
-from tests.conftest import PROJECT_ROOT, litjudge
-
-needs_data = pytest.mark.skipif(not (PROJECT_ROOT.parent / "shared" / "datasets" / "ttcw").is_dir()
-                                and not os.environ.get("LITJUDGE_DATA_ROOT"),
-                                reason="TTCW data absent (litjudge data fetch ttcw, or set LITJUDGE_DATA_ROOT)")
+from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
 
 def test_the_published_numbers_as_the_papers_print_them():
