@@ -33,7 +33,7 @@ WARM = ("torch", "transformers", "polars", "numpy", "scipy.stats", "vllm", "vllm
 # setting of one of these differs from the warm interpreter's runs in a fresh one. Everything else
 # (litjudge's settings, provider keys, what an engine in the test's own process set) is read when
 # the command runs, from the child's own environment, which is exactly the command's.
-IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS_", "TOKENIZERS_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_",
+IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_",
                "GOMP_", "CUDA_", "NUMBA_", "POLARS_", "MPL", "PYTHON", "HOME", "XDG_", "TMPDIR", "LANG", "LC_",
                "VLLM_LOGGING", "VLLM_CONFIGURE_LOGGING", "VLLM_USE_", "VLLM_TARGET_DEVICE", "VLLM_PLUGINS")
 
