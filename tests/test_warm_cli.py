@@ -45,15 +45,20 @@ def test_a_command_past_its_timeout_is_killed_and_the_next_runs(tmp_path):
 
 
 def test_what_a_run_in_the_tests_own_process_leaves_in_its_environment_keeps_commands_warm():
-    """An engine or a planner started in the test's process sets variables for its own children
-    (vLLM's, the planner's TOKENIZERS_PARALLELISM); the commands after it stay warm (every CLI
-    command of the session fell back to a fresh interpreter when one such variable was compared)."""
+    """An engine, a planner or the console run in the test's process set variables (vLLM's for its
+    children, the planner's TOKENIZERS_PARALLELISM, the console's for the libraries it imports); the
+    commands after it stay warm (every later CLI command of a worker ran in a fresh interpreter
+    when one such variable was compared as it was, not as the console prepares it)."""
     import tests.warm_cli as warm
 
-    left = {"TOKENIZERS_PARALLELISM": "false", "VLLM_DIST_IDENT": "x", "LOCAL_WORLD_SIZE": "1",
-            "VLLM_WORKER_MULTIPROC_METHOD": "fork", "TORCHINDUCTOR_CPP_DYNAMIC_THREADS": "1", "LD_PRELOAD": ""}
+    left = {"TOKENIZERS_PARALLELISM": "true", "VLLM_DIST_IDENT": "x", "LOCAL_WORLD_SIZE": "1",
+            "VLLM_WORKER_MULTIPROC_METHOD": "fork", "TORCHINDUCTOR_CPP_DYNAMIC_THREADS": "1", "LD_PRELOAD": "",
+            "TRANSFORMERS_VERBOSITY": "error", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}   # the console's, in-process
     assert warm._ZYGOTE is not None
     served = warm._ZYGOTE.run(["--version"], PROJECT_ROOT, {**os.environ, **left}, 300)
     assert served is not None and served.returncode == 0
     moved = warm._ZYGOTE.run(["--version"], PROJECT_ROOT, {**os.environ, "HF_HUB_OFFLINE": "0" if os.environ.get("HF_HUB_OFFLINE") == "1" else "1"}, 300)
     assert moved is None                               # read by huggingface_hub as it is imported: a fresh one
+    unset = {k: v for k, v in os.environ.items() if k not in ("VLLM_LOGGING_LEVEL", "TRANSFORMERS_VERBOSITY")}
+    verbose = warm._ZYGOTE.run(["--verbose", "--version"], PROJECT_ROOT, unset, 300)
+    assert verbose is None                             # vLLM's and transformers' log levels, read as they are imported

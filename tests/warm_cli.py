@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 
 from litjudge.engine.app.console.preload import tcmalloc
+from litjudge.engine.core.console import prepare_environment
 
 # What the warm interpreter imports before it forks: the third-party libraries a run loads, and the
 # parts of vLLM its engine start imports (not litjudge, whose settings come from the environment).
@@ -113,6 +114,7 @@ class Zygote:
 
     def _start(self) -> subprocess.Popen:
         env = {k: v for k, v in self.base.items() if not k.startswith("LITJUDGE_")}
+        prepare_environment(False, env)                      # what the console sets before vLLM is imported
         if self.lib:                                         # as the console re-executes itself (console/preload.py)
             env["LD_PRELOAD"] = self.lib
         self.start_env = env
@@ -121,8 +123,11 @@ class Zygote:
         self.warm_env = json.loads(_line(proc))
         return proc
 
-    def fits(self, env: dict[str, str]) -> bool:
-        """The command's environment agrees with the warm interpreter's on what its imports read."""
+    def fits(self, argv: list[str], env: dict[str, str]) -> bool:
+        """The command's environment, as its console prepares it before importing vLLM, agrees with
+        the warm interpreter's on what the imports read."""
+        env = dict(env)
+        prepare_environment("--verbose" in argv, env)
         keys = {k for k in set(env) | set(self.warm_env) if k.startswith(IMPORT_TIME) and k != "PYTHONPATH"}
         # as the warm interpreter started (its imports then set what they set), or as its imports left it
         return all(env.get(k) in (self.start_env.get(k), self.warm_env.get(k)) for k in keys) \
@@ -135,7 +140,7 @@ class Zygote:
         try:
             if self.proc is None or self.proc.poll() is not None:
                 self.proc = self._start()
-            if not self.fits(env):
+            if not self.fits(argv, env):
                 return None
             child_env = dict(env)
             if self.lib:                                     # as the console's re-execution sets them

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -51,18 +51,19 @@ def log_to(path: Path) -> None:
     old.unlink(missing_ok=True)
 
 
-def prepare_environment(verbose: bool) -> None:
+def prepare_environment(verbose: bool, environ: MutableMapping[str, str] = os.environ) -> None:
     """Before vLLM is imported, third-party libraries' own settings, which they read only from the
     environment (set once, and never over a value the user set): vLLM's log level (INFO only with
     --verbose) and stream (stderr, so stdout carries only litjudge's tables), its in-process
     engine (quick start, and no spawned workers that need a __main__ guard), transformers' log
     level, and the tokenizers' thread pool off (so a forked planner may start its own). litjudge's
-    own settings are never passed through the environment (engine.core.session)."""
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
-    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")   # vLLM logs to stdout by default
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "info" if verbose else "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    own settings are never passed through the environment (engine.core.session). `environ`: this
+    process's by default (the tests' warm interpreter prepares the one it starts with)."""
+    environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")   # vLLM logs to stdout by default
+    environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    environ.setdefault("TRANSFORMERS_VERBOSITY", "info" if verbose else "error")
+    environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
 class _Capture:
