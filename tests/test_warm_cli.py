@@ -4,23 +4,17 @@ carried to the next; a command past its timeout is killed and the next one runs.
 by a signal is the signal's negative exit code: tests/test_crash_resume.py's SIGKILLs.)"""
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import PROJECT_ROOT, write_config
-from tests.warm_cli import run_cli
-
-
-def fresh(args: list[str], cwd, env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+from tests.warm_cli import fresh_cli, run_cli
 
 
 @pytest.mark.parametrize("args", [["--version"], ["data", "list"], ["run", "no-such-config"], ["protocols"]])
 def test_a_warm_command_prints_and_exits_as_a_fresh_one(args):
     env = dict(os.environ)
-    warm, cold = run_cli(args, PROJECT_ROOT, env, 300), fresh(args, PROJECT_ROOT, env)
+    warm, cold = run_cli(args, PROJECT_ROOT, env, 300), fresh_cli(args, PROJECT_ROOT, env, 300)
     assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
 
 
@@ -43,17 +37,17 @@ def test_a_command_past_its_timeout_is_killed_and_the_next_runs(tmp_path):
     assert run_cli(["--version"], PROJECT_ROOT, dict(os.environ), 300).returncode == 0
 
 
-
 def test_what_a_run_in_the_tests_own_process_leaves_in_its_environment_keeps_commands_warm():
-    """An engine, a planner or the console run in the test's process set variables (vLLM's for its
-    children, the planner's TOKENIZERS_PARALLELISM, the console's for the libraries it imports); the
-    commands after it stay warm (every later CLI command of a worker ran in a fresh interpreter
-    when one such variable was compared as it was, not as the console prepares it)."""
+    """An engine, a planner, Ray or the console run in the test's process set variables (vLLM's for
+    its children, the planner's TOKENIZERS_PARALLELISM, Ray's breakpoint hook, the console's for the
+    libraries it imports); the commands after it stay warm (every later CLI command of a worker ran
+    in a fresh interpreter when one such variable was compared as it was: seen in a full run)."""
     import tests.warm_cli as warm
 
     left = {"TOKENIZERS_PARALLELISM": "true", "VLLM_DIST_IDENT": "x", "LOCAL_WORLD_SIZE": "1",
             "VLLM_WORKER_MULTIPROC_METHOD": "fork", "TORCHINDUCTOR_CPP_DYNAMIC_THREADS": "1", "LD_PRELOAD": "",
-            "TRANSFORMERS_VERBOSITY": "error", "VLLM_LOGGING_STREAM": "ext://sys.stderr"}   # the console's, in-process
+            "TRANSFORMERS_VERBOSITY": "error", "VLLM_LOGGING_STREAM": "ext://sys.stderr",   # the console's, in-process
+            "PYTHONBREAKPOINT": "ray.util.rpdb._driver_set_trace"}                       # ray.init's, in the driver
     assert warm._ZYGOTE is not None
     served = warm._ZYGOTE.run(["--version"], PROJECT_ROOT, {**os.environ, **left}, 300)
     assert served is not None and served.returncode == 0

@@ -37,6 +37,9 @@ WARM = ("torch", "transformers", "polars", "numpy", "scipy.stats", "vllm", "vllm
 IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS_", "TORCH_", "PYTORCH_", "OMP_", "KMP_", "MKL_",
                "GOMP_", "CUDA_", "NUMBA_", "POLARS_", "MPL", "PYTHON", "HOME", "XDG_", "TMPDIR", "LANG", "LC_",
                "VLLM_LOGGING", "VLLM_CONFIGURE_LOGGING", "VLLM_USE_", "VLLM_TARGET_DEVICE", "VLLM_PLUGINS")
+# Of those, read when the command runs: its path (set up in the child from the command's own) and
+# the breakpoint hook (read at each breakpoint(); Ray's driver sets it in the test's process).
+PER_COMMAND = ("PYTHONPATH", "PYTHONBREAKPOINT")
 
 ZYGOTE = r"""
 import importlib, json, os, sys
@@ -128,7 +131,7 @@ class Zygote:
         the warm interpreter's on what the imports read."""
         env = dict(env)
         prepare_environment("--verbose" in argv, env)
-        keys = {k for k in set(env) | set(self.warm_env) if k.startswith(IMPORT_TIME) and k != "PYTHONPATH"}
+        keys = {k for k in set(env) | set(self.warm_env) if k.startswith(IMPORT_TIME) and k not in PER_COMMAND}
         # as the warm interpreter started (its imports then set what they set), or as its imports left it
         return all(env.get(k) in (self.start_env.get(k), self.warm_env.get(k)) for k in keys) \
             and "LITJUDGE_PRELOAD" not in env
@@ -191,10 +194,13 @@ def warm_for(session_env: dict[str, str]) -> None:
         _ZYGOTE = Zygote(dict(session_env))
 
 
+def fresh_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """`python -m litjudge ARGV` in a fresh interpreter."""
+    return subprocess.run([sys.executable, "-m", "litjudge", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def run_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """`python -m litjudge ARGV` in `cwd` with exactly `env`, captured as `subprocess.run` would."""
     done = _ZYGOTE.run(argv, cwd, env, timeout) if _ZYGOTE is not None else None
-    if done is not None:
-        return done
-    return subprocess.run([sys.executable, "-m", "litjudge", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return done if done is not None else fresh_cli(argv, cwd, env, timeout)
