@@ -22,7 +22,7 @@ test: install-dev lint
 	@$(PY) -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-# Lint and type check first (seconds): ruff over everything, mypy over the core, backends, data and grammars
+# Lint and type check first (seconds): ruff over everything, mypy over the whole package
 # (scripts/typecheck.py: mypy with each module under its installed name; engine/ is litjudge.engine).
 lint: install-dev
 	@$(VENV)/bin/ruff check --quiet .

@@ -41,7 +41,7 @@ class TransformersBackend(StepBackend):
         self.torch, self.outlines, self.spec = torch, outlines, spec
         tok = AutoTokenizer.from_pretrained(spec.target)
         self.model = AutoModelForCausalLM.from_pretrained(spec.target, dtype=getattr(torch, spec.engine.dtype)).eval()
-        self.outlines_model = outlines.from_transformers(self.model, tok)  # type: ignore[arg-type]
+        self.outlines_model = outlines.from_transformers(self.model, tok)
         self.renderer = PromptRenderer(tok, spec.chat)
         self._generators: dict[str, Any] = {}
         self._max_len = context_window(spec)

@@ -245,7 +245,7 @@ def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
     lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
     # folder saves (and loads in vLLM) as a plain checkpoint.
-    lm.hf_quantizer = None  # type: ignore[assignment]
+    lm.hf_quantizer = None
     if hasattr(lm.config, "quantization_config"):
         del lm.config.quantization_config
     lm.config.dtype = torch.bfloat16
