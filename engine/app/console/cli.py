@@ -21,6 +21,7 @@ from ...core.console import prepare_environment, quiet, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
 from ...core.manifest import litjudge_version
 from ...core.session import Session
+from .leave import leave
 from .preload import reexec_with_tcmalloc
 from .signals import Terminated, stop_on_sigterm
 
@@ -260,8 +261,17 @@ def command_session(args: argparse.Namespace) -> Session:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The console: `argv` from Python returns the command's exit code; without it (the command
+    line) the process ends with it (console/leave.py)."""
     if argv is None:                     # the command line (not a test calling main): maybe under tcmalloc
         reexec_with_tcmalloc(sys.argv[1:])
+    code = command(argv)
+    if argv is None:
+        leave(code)
+    return code
+
+
+def command(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     prepare_environment(args.verbose)            # third-party libraries' own variables, before they load
     stop_on_sigterm()

@@ -1,0 +1,30 @@
+"""How the `litjudge` command's process ends once its command has returned.
+
+Python's own exit tears down every module object by object; with torch, transformers and vLLM
+loaded, the demo run's process took 4.0-4.2 s to end after printing its last line, 0.2 s ending as
+below (Intel Xeon, 2 cores, two runs each, alternated). What a command relies
+on at exit is kept, in Python's order: other non-daemon threads joined, exit handlers run (logging's
+flush, multiprocessing's children, Ray's shutdown), the standard streams flushed. Only the process
+of the command line ends this way; `main(argv)` called from Python returns its code as before.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from typing import NoReturn
+
+
+def leave(code: int) -> NoReturn:
+    """End this process with `code` as Python would, without its module-by-module teardown."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):          # a closed pipe or stream: nothing left to say there
+            pass
+    os._exit(code & 0xFF)
