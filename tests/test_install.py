@@ -5,11 +5,9 @@ their outputs land in that folder, and the console carries no third-party warnin
 box's requirement set (one vLLM version for both builds) resolves."""
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -43,22 +41,28 @@ def pypi_reachable() -> bool:
 
 @pytest.mark.slow
 def test_the_cuda_requirement_set_resolves(tmp_path):
-    """`pip install --dry-run` of the CUDA build with litjudge's own dependencies, against PyPI
-    alone (no local wheelhouse, no constraints): metadata only, nothing installed."""
+    """The CUDA build with litjudge's own dependencies (read from pyproject.toml, as pip would),
+    resolved against PyPI alone for Linux x86-64 and Python 3.11: no local wheelhouse, no
+    constraints, no cache, metadata only. uv's resolver answers in seconds what pip's `install
+    --dry-run` answered in 78-114 s of CPU here; both take the newest versions that fit, and a set
+    that resolves for one resolves for the other."""
     if not pypi_reachable():
         pytest.skip("pypi.org is not reachable from this machine: the CUDA resolution needs the index")
-    version = install_script_versions()["VLLM_CUDA_VERSION"]
-    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--index-url", "https://pypi.org/simple",
-                        "--dry-run", "--ignore-installed", "--quiet", "--report", str(tmp_path / "report.json"),
-                        f"vllm=={version}", str(PROJECT_ROOT)],
-                       capture_output=True, text=True, env=env, timeout=900)
-    assert r.returncode == 0, r.stderr[-2000:]
-    import json
+    from uv import find_uv_bin
 
-    chosen = {i["metadata"]["name"].lower(): i["metadata"]["version"]
-              for i in json.loads((tmp_path / "report.json").read_text())["install"]}
+    version = install_script_versions()["VLLM_CUDA_VERSION"]
+    (tmp_path / "vllm.txt").write_text(f"vllm=={version}\n")
+    out = tmp_path / "resolved.txt"
+    r = subprocess.run([find_uv_bin(), "pip", "compile", "--no-config", "--no-cache", "--quiet", "--no-header",
+                        "--index-url", "https://pypi.org/simple", "--python-version", "3.11",
+                        "--python-platform", "x86_64-manylinux_2_28", "-o", str(out),
+                        str(PROJECT_ROOT / "pyproject.toml"), str(tmp_path / "vllm.txt")],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    chosen = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", out.read_text(), re.MULTILINE))
+    chosen = {name.lower(): v for name, v in chosen.items()}
     assert chosen["vllm"] == version and "+cpu" not in chosen["torch"]
+    assert {"transformers", "polars", "datasets", "scipy"} <= set(chosen)         # litjudge's own dependencies
 
 
 @pytest.fixture(scope="module")
