@@ -3,7 +3,7 @@ side in one invocation on one engine:
 
 (a) litjudge as planned: deduplicated, prefix-ordered, Yes/No choice constraint, streamed;
 (b) common peer practice: the same prompts through one `LLM.generate` in the dataset's item
-    order, free-form (max_tokens 512), verdict found afterwards by the upstream regex;
+    order, free-form (max_tokens 512, `--free-tokens`), verdict found afterwards by the upstream regex;
 (c) a transformers generate loop, one prompt at a time (the transformers+outlines backend), on a
     subset, extrapolated and labelled as such.
 
@@ -95,18 +95,18 @@ def _planned(engine: Any, requests: list, shape: DecoderShape) -> tuple[Row, Any
                sum(shape.prefill_flops(o.prompt_tokens, o.cached_tokens) for o in outs)), plan
 
 
-def _naive(engine: Any, requests: list, plan: Any, shape: DecoderShape) -> Row:
-    """(b) peer practice: dataset order, free-form 512 tokens, regex afterwards (every prompt queued
-    at once, as one LLM.generate call does)."""
+def _naive(engine: Any, requests: list, plan: Any, shape: DecoderShape, free_tokens: int) -> Row:
+    """(b) peer practice: dataset order, free-form answers (512 tokens unless told), regex afterwards
+    (every prompt queued at once, as one LLM.generate call does)."""
     engine.reset_prefix_cache()
     by_item = {p.request.meta.item_id: p for p in plan.unique}
     ordered = [by_item[r.meta.item_id] for r in requests]
     t = time.perf_counter()
-    res = run_steps(engine, [FreeText(Prompt(p.token_ids, p.prompt), 512, Decoding()) for p in ordered])
+    res = run_steps(engine, [FreeText(Prompt(p.token_ids, p.prompt), free_tokens, Decoding()) for p in ordered])
     secs = time.perf_counter() - t
     fails = sum(UPSTREAM_RULE.match(r.text) is None for r in res)
     print(f"(b) done in {secs:.1f} s, {fails} outputs without a leading Yes/No")
-    return Row("(b) one LLM.generate, dataset order, free-form + regex", len(ordered), secs,
+    return Row(f"(b) one LLM.generate, dataset order, free-form {free_tokens} tokens + regex", len(ordered), secs,
                sum(p.prompt_tokens for p in ordered),
                sum(p.prompt_tokens - r.cached_tokens for p, r in zip(ordered, res)), fails,
                sum(shape.prefill_flops(p.prompt_tokens, r.cached_tokens) for p, r in zip(ordered, res)))
@@ -180,7 +180,7 @@ def main(args) -> int:
           f"{'torch.compile' if args.compile else 'eager'}; start-up is outside every timing below)")
     shape = DecoderShape.from_config(spec.target)
     planned, plan = _planned(engine, requests, shape)
-    rows = [planned] + ([] if args.skip_naive else [_naive(engine, requests, plan, shape)])
+    rows = [planned] + ([] if args.skip_naive else [_naive(engine, requests, plan, shape, args.free_tokens)])
     engine.close()
     if outlines_needed:
         rows.append(_one_at_a_time(args, requests, plan, shape))

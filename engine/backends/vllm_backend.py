@@ -158,11 +158,17 @@ class VLLMBackend(StepBackend):
                 "kv_cache_gib": _gib(cfg.cache_config.kv_cache_memory_bytes)}
 
     def close(self) -> None:
+        """Free the engine and hand its memory back. Dropping the last reference shuts vLLM down,
+        and its shutdown already runs two full collections: a third (0.4 s of a close here) runs
+        only when a reference cycle kept the engine alive."""
         import gc
+        import weakref
 
+        alive = weakref.ref(self.llm)
         del self.engine
         del self.llm
-        gc.collect()
+        if alive() is not None:
+            gc.collect()
         release_free_memory()
 
     # -- the step primitive ---------------------------------------------------------------------

@@ -216,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmark litjudge against common practice on TTCW (docs: measurements.md)")
     b.add_argument("--stories", type=_whole(1, "the TTCW stories with text to judge"), default=36)
     b.add_argument("--hf-subset", type=_whole(1), default=8, help="requests for the one-at-a-time transformers baseline")
+    b.add_argument("--free-tokens", type=_whole(1), default=512,
+                   help="(b)'s free-form answer length, as peers allow (512); fewer for a quick check")
     b.add_argument("--skip-hf", action="store_true")
     b.add_argument("--skip-naive", action="store_true")
     b.add_argument("--judge", default="smollm2-135m")

@@ -19,6 +19,7 @@ from ...core.console import terminal
 from ...core.errors import JudgeNotFound
 from ...core.paths import model_cache_dir
 from .gguf_flags import departures, give_flags, tokenizer_flags
+from .gguf_once import one_parse
 from .prepare import prepared_once
 
 MARKER = "litjudge-model.json"
@@ -235,14 +236,15 @@ def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
+    with one_parse():                              # its config, tokenizer and weights from one parse
+        tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
+        lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     with gguf.open("rb") as fh:
         flags = tokenizer_flags(fh)
     try:
         give_flags(tok, flags)                     # the loader drops them (gguf_flags.py)
     except ValueError as exc:
         raise JudgeNotFound(f"{model.alias}: its tokenizer cannot add what its GGUF says: {exc}") from None
-    lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
     # folder saves (and loads in vLLM) as a plain checkpoint.
     lm.hf_quantizer = None

@@ -1,0 +1,43 @@
+"""One parse of a GGUF file per conversion.
+
+transformers' GGUF loader builds a new `gguf.GGUFReader` each time it is asked for a config, a
+tokenizer or the weights, and a reader parses every metadata field as it opens: Gemma 3's 262k-token
+vocabulary is 2.4 M fields, most of a conversion's time (its config, tokenizer and weights were
+three parses). The reader only reads a memory map of the file, so inside `one_parse()` each file
+is parsed once and its reader shared; outside it, the library is as it was.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_LOCK = threading.Lock()
+
+
+@contextmanager
+def one_parse() -> Iterator[None]:
+    """Within the block, `gguf.GGUFReader(path)` opened read-only returns one reader per file."""
+    import gguf
+
+    library: Any = gguf                      # the reader class is swapped for the block
+    with _LOCK:
+        original = library.GGUFReader
+        readers: dict[tuple[str, int, int], Any] = {}
+
+        def shared(path: Any, mode: Any = "r") -> Any:
+            if mode != "r":
+                return original(path, mode)
+            st = os.stat(path)
+            key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+            if key not in readers:
+                readers[key] = original(path, mode)
+            return readers[key]
+
+        library.GGUFReader = shared
+        try:
+            yield
+        finally:
+            library.GGUFReader = original
