@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import PROJECT_ROOT
+from tests.warm_cli import console_env, run_python
 
 PAIRS = 5000          # a plan of a few seconds here, long enough to reach the planner while it works
 
@@ -109,5 +110,5 @@ def test_the_planner_child_plans_after_this_process_tokenized_in_parallel(tmp_pa
         "spec = backends.model_spec('smollm2-135m')\n"
         "chunks = planned_apart(StreamPlanner(backends.planner(spec), chunk=4), [('r', r) for r in forge_requests() * 3])\n"
         "print('chunks', len(list(chunks)))\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    done = run_python(["-c", script], PROJECT_ROOT, console_env(dict(os.environ)), 300)
     assert done.returncode == 0 and "chunks 3" in done.stdout, done.stderr[-2000:]

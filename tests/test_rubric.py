@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from itertools import combinations
 
 import polars as pl
@@ -18,6 +16,7 @@ from litjudge.engine.app.run import prepare, run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError, DataError
 from tests.conftest import PROJECT_ROOT, needs_data
+from tests.warm_cli import console_env, run_python
 
 DEMO = PROJECT_ROOT / "runs" / "rubric-demo.toml"
 POINTS = ["Flat.", "Some life.", "Lively.", "Vivid.", "Unforgettable."]
@@ -100,8 +99,8 @@ def test_a_three_question_rubric_from_a_dataframe_with_human_columns(tmp_path):
     """The DataFrame call with the default local judge (in a process of its own: one engine per
     process), 0 unparsed, and an agreement table for each question that names a human column."""
     args = json.dumps([stories(), QUESTIONS, COLUMNS, str(tmp_path)])
-    done = subprocess.run([sys.executable, "-c", DATAFRAME_CALL, args], capture_output=True, text=True, timeout=1800,
-                          cwd=tmp_path, env={**os.environ, "LITJUDGE_VERDICT_CACHE": "off"})
+    done = run_python(["-c", DATAFRAME_CALL, args], tmp_path, console_env({**os.environ, "LITJUDGE_VERDICT_CACHE": "off"}),
+                      1800)
     assert done.returncode == 0, done.stderr[-2000:]
     r = json.loads(done.stdout.strip().splitlines()[-1])
     assert r["rows"] == 12 * 2 + 3 * 6 * 2 and r["unparsed"] == 0

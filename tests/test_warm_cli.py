@@ -56,3 +56,32 @@ def test_what_a_run_in_the_tests_own_process_leaves_in_its_environment_keeps_com
     unset = {k: v for k, v in os.environ.items() if k not in ("VLLM_LOGGING_LEVEL", "TRANSFORMERS_VERBOSITY")}
     verbose = warm._ZYGOTE.run(["--verbose", "--version"], PROJECT_ROOT, unset, 300)
     assert verbose is None                             # vLLM's and transformers' log levels, read as they are imported
+
+
+SCRIPT = """
+import os, pickle, sys
+def f():
+    return 1
+assert pickle.loads(pickle.dumps(f))() == 1            # the script is __main__, as in a fresh interpreter
+print(__name__, sys.argv, repr(sys.path[0]), os.getcwd())
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_a_warm_script_runs_as_a_fresh_one(tmp_path):
+    """`python -c CODE ARGS` forked warm (tests/warm_cli.py run_python): the same output, streams,
+    exit code, arguments, sys.path[0] and folder as a fresh interpreter's."""
+    import sys
+
+    import tests.warm_cli as warm
+    from tests.warm_cli import console_env
+
+    env, args = console_env(dict(os.environ)), ["-c", SCRIPT, "3"]
+    assert warm._ZYGOTE is not None
+    forked = warm._ZYGOTE.python(args, tmp_path, env, 300)
+    fresh = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert forked is not None and forked.returncode == 3
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    # without the console's settings (which the warm imports read), a script runs in a fresh interpreter
+    assert warm._ZYGOTE.python(args, tmp_path, dict(os.environ), 300) is None or "VLLM_LOGGING_STREAM" in os.environ

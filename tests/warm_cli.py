@@ -8,7 +8,11 @@ SIGKILL is -9), exit handlers, and its engine started from scratch. Only the imp
 litjudge itself is never imported before the fork: its settings are read from the child's own
 environment, which is exactly the command's. A command that sets differently a variable the warm
 imports read (IMPORT_TIME) runs in a fresh interpreter instead (`subprocess.run`), as does a second
-command while one is running (a test's threads). tests/test_warm_cli.py compares both ways."""
+command while one is running (a test's threads). tests/test_warm_cli.py compares both ways.
+
+A test's Python script (`python -c CODE ARGS`, `run_python`) forks the same way, as `__main__` of
+its own, with the warm interpreter's tcmalloc loaded: a script whose result depends on the
+allocator runs in a fresh interpreter."""
 from __future__ import annotations
 
 import json
@@ -68,14 +72,20 @@ for line in sys.stdin:
         os.environ.clear()
         os.environ.update(ask["env"])
         extra = [p for p in ask["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[:] = [os.getcwd(), *extra, *base_path[1:]]  # as `python -m` sets it up
-        sys.argv = ["-m", *ask["argv"]]
+        flag, target, *args = ask["python"]                   # ["-m", module, ...] or ["-c", code, ...]
+        # sys.path and sys.argv as `python -m` / `python -c` set them up
+        sys.path[:] = [os.getcwd() if flag == "-m" else "", *extra, *base_path[1:]]
+        sys.argv = [flag, *args]
         if "sitecustomize" in sys.modules and hasattr(sys.modules["sitecustomize"], "_install"):
             sys.modules["sitecustomize"]._install()           # the tests' fault hooks, read from this environment
-        import atexit, runpy, signal, threading, traceback
+        import atexit, runpy, signal, threading, traceback, types
         code, interrupted = 0, False
         try:
-            runpy.run_module("litjudge", run_name="__main__", alter_sys=True)
+            if flag == "-m":
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+            else:                                             # the script as __main__, a module of its own
+                main = sys.modules["__main__"] = types.ModuleType("__main__")
+                exec(compile(target, "<string>", "exec"), main.__dict__)
         except SystemExit as exc:
             code = 0 if exc.code is None else exc.code
             if not isinstance(code, int):                      # sys.exit("message"): printed, status 1
@@ -126,11 +136,12 @@ class Zygote:
         self.warm_env = json.loads(_line(proc))
         return proc
 
-    def fits(self, argv: list[str], env: dict[str, str]) -> bool:
-        """The command's environment, as its console prepares it before importing vLLM, agrees with
-        the warm interpreter's on what the imports read."""
+    def fits(self, args: list[str], env: dict[str, str]) -> bool:
+        """The command's environment (a litjudge command's as its console prepares it before
+        importing vLLM) agrees with the warm interpreter's on what the imports read."""
         env = dict(env)
-        prepare_environment("--verbose" in argv, env)
+        if args[:2] == ["-m", "litjudge"]:
+            prepare_environment("--verbose" in args, env)
         keys = {k for k in set(env) | set(self.warm_env) if k.startswith(IMPORT_TIME) and k not in PER_COMMAND}
         # as the warm interpreter started (its imports then set what they set), or as its imports left it
         return all(env.get(k) in (self.start_env.get(k), self.warm_env.get(k)) for k in keys) \
@@ -138,22 +149,28 @@ class Zygote:
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess | None:
         """The command's result, or None where it must run in a fresh interpreter."""
+        return self.python(["-m", "litjudge", *argv], cwd, env, timeout)
+
+    def python(self, args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess | None:
+        """`python ARGS` (`-m MODULE ...` or `-c CODE ...`) forked warm, or None where it must run in
+        a fresh interpreter."""
         if not self.lock.acquire(blocking=False):
             return None
         try:
             if self.proc is None or self.proc.poll() is not None:
                 self.proc = self._start()
-            if not self.fits(argv, env):
+            if not self.fits(args, env):
                 return None
             child_env = dict(env)
-            if self.lib:                                     # as the console's re-execution sets them
-                child_env.setdefault("LD_PRELOAD", self.lib)
-                child_env["LITJUDGE_PRELOADED"] = "1"
+            if self.lib:                                     # loaded in the warm interpreter, so in each child;
+                child_env.setdefault("LD_PRELOAD", self.lib)      # a command's as the console's re-execution sets them
+                if args[:2] == ["-m", "litjudge"]:
+                    child_env["LITJUDGE_PRELOADED"] = "1"
             with tempfile.TemporaryDirectory() as tmp:
                 out, err = Path(tmp) / "out", Path(tmp) / "err"
                 out.touch()
                 err.touch()
-                ask = {"argv": argv, "cwd": str(cwd), "env": child_env, "stdout": str(out), "stderr": str(err)}
+                ask = {"python": args, "cwd": str(cwd), "env": child_env, "stdout": str(out), "stderr": str(err)}
                 assert self.proc.stdin is not None and self.proc.stdout is not None
                 self.proc.stdin.write((json.dumps(ask) + "\n").encode())
                 self.proc.stdin.flush()
@@ -162,7 +179,7 @@ class Zygote:
                 if timed_out:
                     os.kill(pid, signal.SIGKILL)
                 answer = json.loads(_line(self.proc))
-                result = subprocess.CompletedProcess([sys.executable, "-m", "litjudge", *argv], answer["code"],
+                result = subprocess.CompletedProcess([sys.executable, *args], answer["code"],
                                                      out.read_text(errors="replace"), err.read_text(errors="replace"))
             if timed_out:
                 raise subprocess.TimeoutExpired(result.args, timeout, result.stdout, result.stderr)
@@ -198,6 +215,22 @@ def fresh_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -
     """`python -m litjudge ARGV` in a fresh interpreter."""
     return subprocess.run([sys.executable, "-m", "litjudge", *argv], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def console_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the third-party settings litjudge's console and `litjudge.judge` set before
+    vLLM loads (engine.core.console.prepare_environment): a script run with it forks warm."""
+    env = dict(env)
+    prepare_environment(False, env)
+    return env
+
+
+def run_python(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """`python ARGS` (`-c CODE ...` or `-m MODULE ...`) in `cwd` with exactly `env`, captured as
+    `subprocess.run(..., text=True)` would: forked warm where it can be, else a fresh interpreter."""
+    done = _ZYGOTE.python(args, cwd, env, timeout) if _ZYGOTE is not None else None
+    return done if done is not None else subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                                                        text=True, timeout=timeout)
 
 
 def run_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
