@@ -13,8 +13,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # default is 4 GiB). Two workers each beside an engine of their own outgrew 24 GiB and the kernel
 # killed one; and each engine faults in and zeroes its whole cache at start and frees it at close
 # (2 GiB took 3 s of page faults on this VM; two sampled-language tests on the session's engine
-# took 104 s with 2 GiB, 77 s with 1). 1 GiB
-# holds 29k float32 tokens of Gemma 3 270M, the widest judge the tests run at 8,192 tokens.
+# took 104 s with 2 GiB, 77 s with 1). 1 GiB holds 29k float32 tokens of Gemma 3 270M, the widest
+# judge the tests run at 8,192 tokens.
 # tests/test_sweep.py clears it to check that each engine gets its own config's cache.
 os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
 

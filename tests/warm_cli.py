@@ -97,16 +97,16 @@ for line in sys.stdin:
         except BaseException:
             traceback.print_exc()
             code = 1
-        # The exit of Python's own finalization, in its order: threads joined, exit handlers run,
-        # streams flushed; then out, without tearing down torch's and vLLM's modules object by
-        # object (seconds of a light command's time, and nothing a command relies on).
-        threading._shutdown()
-        atexit._run_exitfuncs()
-        sys.stdout.flush(); sys.stderr.flush()
         if interrupted:                                       # as Python exits on an uncaught Ctrl-C
+            threading._shutdown()
+            atexit._run_exitfuncs()
+            sys.stdout.flush(); sys.stderr.flush()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
-        os._exit(code & 0xFF)
+        # as the litjudge command ends (threads joined, exit handlers run, streams flushed, then
+        # out without tearing torch's and vLLM's modules down object by object)
+        from litjudge.engine.app.console.leave import leave
+        leave(code)
     reply.write(json.dumps({"pid": pid}) + "\n")
     _, status = os.waitpid(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
