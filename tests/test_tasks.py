@@ -8,10 +8,10 @@ import pytest
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
-from tests.conftest import litjudge, write_config
+from tests.conftest import litjudge, run_on, write_config
 
-# float32: numbers that do not depend on batch composition. Runs go through the CLI in their own
-# processes: an in-process engine closed here would tear down the test session's shared one.
+# float32: numbers that do not depend on batch composition. The two-task run goes through the CLI
+# (its engine starts once there); each task on its own runs on the session's float32 engine.
 ENGINE = '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n'
 TTCW = 'protocol = "ttcw"\ndataset = "ttcw-demo"\n'
 PAIRS = 'protocol = "pairwise"\ndataset = "pairs-generic"\n'
@@ -24,7 +24,7 @@ def tables(folder) -> dict[str, pl.DataFrame]:
 
 
 @pytest.mark.slow
-def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path):
+def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path, smollm32):
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
     both = write_config(tmp_path / "both.toml", 'name = "both"\njudge = "smollm2-135m"\n' + ENGINE + TASKS)
     r = litjudge("run", str(both), "--quiet", env=env)
@@ -36,8 +36,7 @@ def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path):
     for name, task, options in (("ttcw", TTCW, '[options]\nvariant = "default"\n'),
                                 ("pairs", PAIRS, "[options]\nresamples = 100\n")):
         alone = write_config(tmp_path / f"{name}.toml", f'name = "{name}"\njudge = "smollm2-135m"\n' + task + options + ENGINE)
-        r = litjudge("run", str(alone), "--quiet", env=env)
-        assert r.returncode == 0, r.stderr[-3000:]
+        run_on(smollm32, alone, tmp_path / name)              # on its own: the session's float32 engine
         separate, combined = tables(tmp_path / name), tables(tmp_path / "both" / name)
         assert set(separate) == set(combined)
         for table, frame in separate.items():

@@ -38,8 +38,7 @@ except ImportError as exc:  # the optional extra
 class Replica:
     """One engine in a Ray actor: litjudge's backend for the judge, started in the actor's process.
     `env`: vLLM's own settings for this engine (`VLLM_*`, which vLLM reads only from the
-    environment), set once as the actor's process starts, before vLLM loads there. A test that
-    kills a replica mid-run uses a subclass of this (`generate` is the patch point)."""
+    environment), set once as the actor's process starts, before vLLM loads there."""
 
     def __init__(self, spec: JudgeSpec, index: int, env: dict[str, str]):
         os.environ.update(env)
