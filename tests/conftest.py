@@ -83,14 +83,15 @@ def smollm32():
     return backends.create(backends.model_spec("smollm2-135m", max_model_len=2048, kv_cache_gib=1, dtype="float32"))
 
 
-def run_on(engine, config_path: Path, run_dir: Path):
-    """The config at `config_path` run in this process on `engine` (a session fixture's), into
-    `run_dir`, from an empty prefix cache, as on an engine of its own."""
+def run_on(engine, config, run_dir: Path):
+    """`config` (a RunConfig, or the path of one) run in this process on `engine` (a session
+    fixture's), into `run_dir`, from an empty prefix cache, as on an engine of its own."""
     from litjudge.engine.app.run import run
     from litjudge.engine.core.config import load_config
 
     engine.reset_prefix_cache()
-    return run(load_config(config_path), progress=False, run_dir=run_dir, backends={"smollm2-135m": engine})
+    config = load_config(config) if isinstance(config, Path) else config
+    return run(config, progress=False, run_dir=run_dir, backends={"smollm2-135m": engine})
 
 
 @pytest.fixture

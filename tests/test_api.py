@@ -220,15 +220,13 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
     assert m["structured_outputs"] == "vllm" and m["api"]["retries"] == 0 and m["api"]["prompt_tokens"] > 0
 
     # distribution mode: the server's top log-probabilities of the first answer token
-    for name, judge, engine in (("served-dist", f"openai-compatible:{vllm_server}:smollm2", ""),
-                                ("offline-dist", "smollm2-135m", 'dtype = "float32"')):
-        cfg = write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api="", engine=engine)
-                           .replace('mode = "label"', 'mode = "distribution"'))
-        if name == "offline-dist":
-            run_on(smollm32, cfg, runs / name)
-            continue
-        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
-        assert r.returncode == 0, r.stderr[-3000:]
+    def dist_config(name, judge, engine=""):
+        return write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api="", engine=engine)
+                            .replace('mode = "label"', 'mode = "distribution"'))
+    r = litjudge("run", str(dist_config("served-dist", f"openai-compatible:{vllm_server}:smollm2")), "--quiet",
+                 env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_on(smollm32, dist_config("offline-dist", "smollm2-135m", 'dtype = "float32"'), runs / "offline-dist")
     a = pl.read_parquet(runs / "served-dist" / "verdicts.parquet").sort("item_id")
     b = pl.read_parquet(runs / "offline-dist" / "verdicts.parquet").sort("item_id")
     assert a["label"].to_list() == b["label"].to_list()

