@@ -115,6 +115,26 @@ def test_prefix_order_groups_shared_prefixes(smollm):
     assert sum(o.cached_tokens for o in outs) > 0    # vLLM's prefix cache served the shared story
 
 
+def test_short_prompts_share_their_prefix_on_cpu(smollm):
+    """The CPU KV block is 32 tokens (vLLM's own, 128, shares nothing of a prompt shorter than
+    that): 8 sampled answers to 4 short prompts compute each prompt's whole blocks once."""
+    assert smollm.block_size == 32
+    plan = make_plan(requests_for(g.binary(), 8), smollm)
+    assert len(plan.unique) == 8 and all(32 <= u.prompt_tokens < 128 for u in plan.unique)
+    smollm.reset_prefix_cache()
+    outs = list(smollm.generate(plan.unique))
+    assert sum(o.cached_tokens for o in outs) >= 4 * 32
+
+
+def test_the_cpu_block_is_the_configs_when_it_names_one():
+    from litjudge.engine import backends
+    from litjudge.engine.backends.vllm_backend import engine_kwargs
+
+    assert engine_kwargs(backends.model_spec("smollm2-135m"), on_gpu=False)["block_size"] == 32
+    assert engine_kwargs(backends.model_spec("smollm2-135m", block_size=128), on_gpu=False)["block_size"] == 128
+    assert "block_size" not in engine_kwargs(backends.model_spec("smollm2-135m"), on_gpu=True)   # vLLM's own on a GPU
+
+
 def test_listwise_in_analysis_form_is_decoded_slot_by_slot(smollm):
     lang = g.Analyzed(g.Listwise(("A1", "B2", "C3", "D4", "E5")), "Ranking:", max_analysis_tokens=24)
     outs = list(smollm.generate(make_plan(requests_for(lang, 6, mode="analyze"), smollm).unique))

@@ -43,7 +43,7 @@ class EngineConfig:
     enforce_eager: bool = True              # False: torch.compile (faster steps, slower start)
     max_num_batched_tokens: int | None = None   # tokens per engine step (the batch budget); unset: vLLM's
     max_num_seqs: int | None = None         # sequences per engine step; unset: vLLM's
-    block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32; default 128)
+    block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32, default 32)
     tensor_parallel_size: int = 1           # GPUs per engine
     data_parallel_size: int = 1             # refused above 1: use [cluster] replicas
     dtype: str = "auto"                     # auto: bfloat16 on a GPU or a CPU with bf16 instructions, else float32
