@@ -120,7 +120,7 @@ for name, kv in [("smollm2-135m", 1), ("gemma3-270m", 0.75), ("smollm2-135m", 1)
     heap, scanned[:] = len(gc.get_objects()), []
     b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=kv))
     print("KV", b.describe()["kv_cache_gib"], flush=True)
-    print("SCANNED", heap, max(scanned), len(scanned), flush=True)
+    print("SCANNED", heap, max(scanned), flush=True)
     print("OPEN", rss_mib(), flush=True)
     b.close()
     print("THAWED", gc.get_freeze_count(), flush=True)
@@ -146,7 +146,7 @@ def test_engines_started_one_after_another_release_their_memory():
     # full collections see what the engine makes, not torch's, vLLM's and the last judge's objects);
     # the first start of each imports its libraries, whose own collections are Python's.
     scans = [[int(n) for n in line.split()[1:]] for line in r.stdout.splitlines() if line.startswith("SCANNED ")]
-    assert len(scans) == 4 and all(most < heap / 10 for heap, most, _ in scans[2:]), scans
+    assert len(scans) == 4 and all(most < heap / 10 for heap, most in scans[2:]), scans
     assert printed("THAWED") == [0, 0, 0, 0]           # and its close (vLLM's shutdown) thawed it all again
     # The first engine of each model leaves its libraries and allocator pools behind (~1-2 GiB, once);
     # a leaked engine would add its 0.75-1 GiB KV cache and weights every time. Allow 256 MiB of noise.

@@ -221,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--skip-hf", action="store_true")
     b.add_argument("--skip-naive", action="store_true")
     b.add_argument("--judge", default="smollm2-135m")
-    b.add_argument("--block-size", type=_whole(0, "0: vLLM's default"), default=0,
+    b.add_argument("--block-size", type=_whole(0, "0: the default"), default=0,
                    help="vLLM KV block size (0: the default; CPU: 32)")
     b.add_argument("--compile", action="store_true", help="torch.compile the vLLM model (slower start-up)")
     b.add_argument("--out", default="", help="write the results table (JSON) here")
