@@ -43,18 +43,28 @@ def check_ppi(ppi: PPIConfig, declared: Declaration, where: str) -> None:
                           where=where, key="ppi.labelled")
 
 
+def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> list[str]:
+    """The clusters whose human labels the estimators may use, sorted (the same for every judge and
+    view): a seeded random share of the clusters that have labels, those with a row a boolean field
+    marks, or all that have labels."""
+    has = pl.col(human).is_not_null()
+    marked = has & pl.col(ppi.column).fill_null(False) if ppi.column else has
+    pool = sorted(rows.filter(marked)[cluster].cast(pl.Utf8).unique().to_list())
+    if ppi.column or ppi.share is None:
+        return pool
+    take = min(len(pool), max(1, math.floor(ppi.share * len(pool) + 0.5))) if pool else 0
+    return sorted(pool[i] for i in np.random.default_rng(ppi.seed).choice(len(pool), size=take, replace=False))
+
+
 def labelled(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> pl.Expr:
-    """Which rows' human labels the estimators may use (the same for every judge and view): a
-    seeded random share of the clusters that have labels, the rows a boolean field marks, or all."""
+    """Which rows' human labels the estimators may use: those of the labelled clusters (the rows a
+    boolean field marks, where it is the choice)."""
     has = pl.col(human).is_not_null()
     if ppi.column:
         return has & pl.col(ppi.column).fill_null(False)
     if ppi.share is None:
         return has
-    pool = sorted(rows.filter(has)[cluster].cast(pl.Utf8).unique().to_list())
-    take = min(len(pool), max(1, math.floor(ppi.share * len(pool) + 0.5))) if pool else 0
-    picked = [pool[i] for i in np.random.default_rng(ppi.seed).choice(len(pool), size=take, replace=False)]
-    return has & pl.col(cluster).cast(pl.Utf8).is_in(picked)
+    return has & pl.col(cluster).cast(pl.Utf8).is_in(labelled_clusters(rows, ppi, cluster, human))
 
 
 def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
@@ -130,9 +140,11 @@ def _note(human: str | None, powered: str | None) -> str | None:
     return "; ".join(f"{who}: {why}" for who, why in (("human-only", human), ("PPI++", powered)) if why) or None
 
 
-def ppi_manifest(ppi: PPIConfig, table: pl.DataFrame) -> dict[str, Any]:
-    """What the manifest records of the labelled subset: the choice, its seed, and the most
-    labelled clusters and items any pooled row used (a judge's unanswered items are left out)."""
+def ppi_manifest(ppi: PPIConfig, table: pl.DataFrame, chosen: pl.DataFrame) -> dict[str, Any]:
+    """What the manifest records of the labelled subset: the choice, its seed, which clusters it
+    labelled (`chosen`: one row each, the cluster in its first column), and the most labelled
+    clusters and items any pooled row used (a judge's unanswered items are left out)."""
     most = table.filter(pl.col("test") == POOLED).select(pl.col("clusters", "n_labelled", "n_unlabelled").max()).row(0)
     return {"labelled": ppi.labelled, "seed": ppi.seed, "choice": ppi.describe(), "labelled_clusters": most[0] or 0,
-            "labelled_items": most[1] or 0, "unlabelled_items": most[2] or 0}
+            "labelled_items": most[1] or 0, "unlabelled_items": most[2] or 0,
+            "labelled_ids": [str(c) for c in chosen.to_series(0).to_list()] if chosen.width else []}

@@ -14,8 +14,10 @@ Recorded proprietary judges are replayed through the same metrics with the upstr
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from types import MappingProxyType
 
 import polars as pl
 
@@ -38,7 +40,7 @@ from .metrics.bootstrap import (
 )
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
-from .ppi_tables import ppi_table
+from .ppi_tables import labelled_clusters, ppi_table
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 from .templates import TemplateFields, template_of
 
@@ -115,6 +117,7 @@ class TTCW(Protocol):
                                                    when="sometimes"),
                 "calibration": Table(when="sometimes"),
                 "ppi": MetricTable(by=("view", "test"), pooled=None, when="sometimes"),     # with [ppi] only
+                "ppi_labelled": Table(by=("story_id",), when="sometimes"),                  # its labelled stories
                 "corrected_pass_rates": Table(when="labelled"),
                 **dict.fromkeys(("verdict_grid", "per_item", "label_distribution", "pass_rates",
                                  "pass_rates_by_source"), Table())},
@@ -276,6 +279,8 @@ class TTCW(Protocol):
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
         if ctx.config.ppi.enabled:
             tables["ppi"] = self.prediction_powered(views, ctx.config.ppi)
+            tables["ppi_labelled"] = pl.DataFrame({"story_id": labelled_clusters(
+                d, ctx.config.ppi, "story_id", "expert_pass")}, schema={"story_id": pl.Utf8})
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
@@ -351,15 +356,8 @@ class TTCW(Protocol):
                 "expert_pass_rate": sum(ep) / len(ep) if ep else None}
 
     @staticmethod
-    def _expert_fleiss(data: TTCWData) -> dict[int, float]:
-        by_item: dict[tuple[str, int], list[str]] = {}
-        for story, _expert, test, verdict in data.annotations:
-            by_item.setdefault((story, test), []).append(verdict)
-        out = {}
-        for test in {t for _, t in by_item}:
-            rows = [v for (s, t), v in by_item.items() if t == test and len(v) == 3]
-            out[test] = fleiss_kappa(rows).value
-        return out
+    def _expert_fleiss(data: TTCWData) -> Mapping[int, float]:
+        return expert_fleiss(tuple(data.annotations))
 
     @staticmethod
     def verdict_grid(per_item: pl.DataFrame) -> pl.DataFrame:
@@ -371,3 +369,18 @@ class TTCW(Protocol):
         grid = first.pivot(on="test_col", index=["judge", "story_id"], values="verdict", aggregate_function="first")
         passes = first.group_by(["judge", "story_id"]).agg(pl.col("judge_pass").cast(pl.Int64).sum().alias("passed"))
         return grid.join(passes, on=["judge", "story_id"]).sort(["judge", "story_id"])
+
+
+@lru_cache(maxsize=4)
+def expert_fleiss(annotations: tuple[tuple[str, int, int, str], ...]) -> Mapping[int, float]:
+    """The experts' Fleiss kappa per test over the stories all three rated (`annotations`: story,
+    expert, test, verdict). Kept for the dataset: a sweep aggregates once per cell and post setting
+    (456 times in the committed one), and the experts' agreement never changes between them."""
+    by_item: dict[tuple[str, int], list[str]] = {}
+    for story, _expert, test, verdict in annotations:
+        by_item.setdefault((story, test), []).append(verdict)
+    out = {}
+    for test in {t for _, t in by_item}:
+        rows = [v for (s, t), v in by_item.items() if t == test and len(v) == 3]
+        out[test] = fleiss_kappa(rows).value
+    return MappingProxyType(out)

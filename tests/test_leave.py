@@ -58,3 +58,16 @@ def test_main_called_from_python_returns_its_code(capsys):
     from litjudge.engine.app.console.cli import main
 
     assert main(["protocols"]) == 0 and "ttcw" in capsys.readouterr().out
+
+
+def test_an_idle_thread_pool_does_not_hold_the_end_back(tmp_path):
+    """A thread pool left open (a library's, never shut down) keeps an idle, non-daemon worker:
+    Python's exit wakes it through the threading module's exit hooks, and so does the command's
+    (joining the threads alone waited forever: a sweep that had printed its results hung)."""
+    code = ("from concurrent.futures import ThreadPoolExecutor\n"
+            "from litjudge.engine.app.console.leave import leave\n"
+            "pool = ThreadPoolExecutor(1)\n"
+            "assert pool.submit(int, '7').result() == 7\n"        # its worker now idles, waiting for more
+            "leave(3)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr[-2000:]

@@ -38,6 +38,10 @@ def test_litjudge_run_prints_both_intervals_and_records_the_subset(runs_dir):
     judgeable = table.filter(pl.col("view") == "judgeable")
     assert judgeable["ppi_low"].is_null().all() and judgeable["ci_note"].str.starts_with("too few labelled").all()
     manifest = json.loads((runs_dir / "ttcw-replay-ppi" / "manifest.json").read_text())
+    # which stories were labelled: the draw itself, in the manifest and as a table of its own
+    ids = manifest["ppi"].pop("labelled_ids")
+    assert len(ids) == 10 and ids == sorted(ids)
+    assert pl.read_parquet(runs_dir / "ttcw-replay-ppi" / "tables" / "ppi_labelled.parquet")["story_id"].to_list() == ids
     assert manifest["ppi"] == {"labelled": 0.2, "seed": 1, "choice": "a seeded random 0.2 of the clusters (seed 1)",
                                "labelled_clusters": 10, "labelled_items": 140, "unlabelled_items": 532}
     assert manifest["config"]["ppi"] == {"labelled": 0.2, "seed": 1}
@@ -139,8 +143,11 @@ def test_the_report_shows_both_intervals_and_renders_in_chromium(runs_dir, tmp_p
     out = run(load_config(REPLAY), progress=False)
     page = write_report([out.run_dir])
     csv_equals(page.parent, "ppi", pl.read_parquet(out.run_dir / "tables" / "ppi.parquet"))
+    csv_equals(page.parent, "ppi_labelled", pl.read_parquet(out.run_dir / "tables" / "ppi_labelled.parquet"))
     html = page.read_text()
     assert "Prediction-powered estimates (PPI++)" in html and "ppi_all" in html and "ppi_judgeable" in html
+    # every scored story is labelled here, so Rogan-Gladen has no rate: no empty chart, the reason instead
+    assert "alt='corrected_pass_rates'" not in html and "No rate to draw here: every scored item is labelled" in html
     plots, ok = rendered(page, tmp_path)
-    assert plots >= 7 and ok == plots
+    assert plots >= 6 and ok == plots
     screenshot(page, tmp_path / "ppi.png", tmp_path)

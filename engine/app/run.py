@@ -287,8 +287,8 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
                     log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
     if generation is not None:
         manifest["generation"] = generation.summary
-    if "ppi" in tables:                           # the labelled subset: the choice, its seed, how many
-        manifest["ppi"] = ppi_manifest(prep.config.ppi, tables["ppi"])
+    if "ppi" in tables:                           # the labelled subset: the choice, its seed, which, how many
+        manifest["ppi"] = ppi_manifest(prep.config.ppi, tables["ppi"], tables.get("ppi_labelled", pl.DataFrame()))
     write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
     typed = RunManifest.of(manifest)
     append_history(out_dir, typed)

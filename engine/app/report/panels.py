@@ -116,9 +116,14 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                   "measured on the human-labelled items, (p + Sp - 1) / (Se + Sp - 1) estimates the true rate "
                   "(95% bootstrap CI; undefined when Se + Sp <= 1, i.e. the judge is no better than chance).",
                   [("corrected_pass_rates", cp)])
-        p.figures.append(("corrected_pass_rates", _grouped_bars(cp.filter(pl.col("test") != "all"), "test",
-                                                                "corrected_pass_rate", "Corrected pass rate per test",
-                                                                "pass rate", "ci_low", "ci_high", (0, 1))))
+        per_test = cp.filter(pl.col("test") != "all")
+        if per_test["corrected_pass_rate"].is_not_null().any():
+            p.figures.append(("corrected_pass_rates", _grouped_bars(per_test, "test", "corrected_pass_rate",
+                                                                    "Corrected pass rate per test", "pass rate",
+                                                                    "ci_low", "ci_high", (0, 1))))
+        else:                                     # an empty chart says nothing: the table's note says why
+            why = cp["note"].drop_nulls().to_list()
+            p.note += f" No rate to draw here: {why[0] if why else 'no rate was defined'}."
         out.append(p)
     out += _calibration_panels(t)
     out += _label_distribution(t)

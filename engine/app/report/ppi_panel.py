@@ -15,6 +15,7 @@ def ppi_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     table = t.get("ppi")
     if table is None or not table.height:
         return []
+    chosen = t.get("ppi_labelled")                # which stories' labels were used: a table of its own
     pooled = table.filter(pl.col("test") == "all")
     figures = [(f"ppi_{view}", _forest(rows, f"{rows['quantity'][0]}, all tests ({view} stories)"))
                for (view,), rows in pooled.group_by(["view"], maintain_order=True)]
@@ -24,7 +25,7 @@ def ppi_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                   "each with its 95% interval (stories resampled by a jackknife, lambda tuned again each time; none "
                   "from fewer than 10 labelled stories). n_eff: the labelled items a human-only estimate would need "
                   "for the PPI++ interval's width. The dashed line, where shown, is the rate over every label, hidden "
-                  "ones too.", [("ppi", table)], figures)]
+                  "ones too.", [("ppi", table), *([("ppi_labelled", chosen)] if chosen is not None else [])], figures)]
 
 
 def _forest(rows: pl.DataFrame, title: str):
