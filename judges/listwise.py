@@ -214,6 +214,10 @@ class ListwiseRanking(Protocol):
                               "source": i.source, "category_rank": data.category_rank(i.category)} for i in data.items],
                             schema={"item_id": pl.Utf8, "category": pl.Utf8, "human_score": pl.Float64,
                                     "source": pl.Utf8, "category_rank": pl.Float64})
+        if data.by_name:                  # an order by name ("high" < "low" < "mid") is no ground truth
+            ctx.warn(f"the categories were given no order, so they rank by name ({' < '.join(data.categories)}), "
+                     "which spearman_category and category_rank take as worst to best: give the order, worst first, "
+                     "as [dataset] category_order (litjudge.judge(category_order=[...]))")
         s = self.scores(table)
         items = (s.group_by(["judge", "group", "item_id"]).agg(pl.col("score").mean().alias("mean_score"),
                                                                 pl.col("position").mean().alias("mean_position"),

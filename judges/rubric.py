@@ -325,9 +325,8 @@ def _resolved(top: str, per: tuple[tuple[str, str], ...], base: str, where: str)
 
 # -- the data's columns -------------------------------------------------------------------------
 def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
-    """A question's column in a text's (or pair's) row: a litjudge field by its name, a column your
-    [dataset.columns] mapping renamed by your name for it, else the row's other columns. None for a
-    missing value (null, NaN); a column the data does not have is one line."""
+    """A question's column in a text's (or pair's) row: a field, a column [dataset.columns] renamed (by
+    your name for it), or another column. None for a missing value; an absent column is one line."""
     renamed = {c: f for f, c in ctx.card.columns.items() if not str(c).startswith("=")}
     own = ITEM_FIELDS if isinstance(row, RatedItem) else PAIR_FIELDS
     field = renamed.get(name, name)
@@ -338,7 +337,8 @@ def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
     else:
         where = next((f"options.questions[{n}]" for n, q in enumerate(ctx.options.questions)
                       if name in (q.human, q.reference)), "options.questions")
-        have = [ctx.card.columns.get(f, f) for f in own if getattr(row, f) not in (None, "")] + list(row.extra)
+        have = [c for f in own if getattr(row, f) not in (None, "") and ((c := ctx.card.columns.get(f, f)) in renamed
+                                                                          or f not in ctx.card.columns)] + list(row.extra)
         raise ConfigError(f"column {name!r} is not in the data (columns: {', '.join(map(str, have))[:300]})",
                           where=ctx.config.source or "config", key=where)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

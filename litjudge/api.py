@@ -18,7 +18,7 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,16 +51,17 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
           columns: Mapping[str, str] | None = None, values: Mapping[str, Mapping[str, str]] | None = None,
           options: Mapping[str, Any] | None = None, mode: str | None = None, name: str | None = None,
           out: str | Path | None = None, cache: bool | str | Path = True, progress: bool = True,
-          overwrite: bool = False, **config: Any) -> Result:
+          overwrite: bool = False, category_order: Sequence[str] | None = None, **config: Any) -> Result:
     """Judge your rows with one protocol and one or more judges, and return the run's tables.
 
     `data`: a polars or pandas DataFrame, a Hugging Face `Dataset`, a list of dicts, or a file path
     (JSONL, CSV, Parquet). `columns` maps the protocol's fields to your column names (as a config's
     `[dataset.columns]`: ``{"text_a": "story_1", "label": "winner"}``), `values` renames your values
-    (``{"label": {"model_a": "a"}}``). Anything else a run config says goes in `**config`
-    (``limit=10``, ``sampling=SamplingConfig(...)``, ``engine=EngineConfig(...)``, ``api={...}``); an
-    option of the protocol may be a keyword too (``questions=[...]`` for ``protocol="rubric"``, as
-    ``options={"questions": [...]}``).
+    (``{"label": {"model_a": "a"}}``). `category_order`: your categories, worst first (as a
+    config's `[dataset] category_order`; without it they rank by name, with a warning). Anything
+    else a run config says goes in `**config` (``limit=10``, ``sampling=SamplingConfig(...)``,
+    ``engine=EngineConfig(...)``, ``api={...}``); an option of the protocol may be a keyword too
+    (``questions=[...]`` for ``protocol="rubric"``, as ``options={"questions": [...]}``).
     The run folder is `out/name` (`out`: default runs/out; `name`: default
     ``<protocol>-python-<8 hex>``, one folder per config and data, so a repeated call resumes and a
     call on other rows never answers with these); a named folder holding another run's results is
@@ -75,7 +76,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
                               key=f"options.{twice[0]}")
         options = {**given, **moved}
     session = Session.current(out=out, cache=cache, progress=progress)
-    table = _judge_table(protocol, judge, columns, values, options, mode, name, config)
+    table = _judge_table(protocol, judge, columns, values, options, mode, name, config, category_order)
     in_memory = not isinstance(data, (str, os.PathLike))
     with _engine_session(session):
         data_path = session.runs_dir / INPUT if in_memory else _existing_file(data)
@@ -111,7 +112,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
 
 
 def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: Any, options: Any, mode: str | None,
-                 name: str | None, config: dict[str, Any]) -> dict[str, Any]:
+                 name: str | None, config: dict[str, Any], category_order: Any = None) -> dict[str, Any]:
     """judge()'s arguments as a run config's table (typed config objects as their tables), checked
     for what only judge() takes: the name, `dataset`, and the shapes of `columns` and `values`."""
     table: dict[str, Any] = {"name": name or f"{protocol}-python", "protocol": protocol, "judge": judge,
@@ -130,7 +131,12 @@ def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: An
     if values is not None and not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
         raise ConfigError('expected a dict of field -> {your value: litjudge\'s}, e.g. values={"label": {"first": "a"}}',
                           where=JUDGE_WHERE, key="values")
+    if category_order is not None and (isinstance(category_order, str) or not all(
+            isinstance(c, str) for c in category_order)):
+        raise ConfigError('expected a list of your category names, worst first, e.g. category_order=["low", "high"]',
+                          where=JUDGE_WHERE, key="category_order")
     table["dataset"] = {"name": "python", "title": "your data (litjudge.judge)", "loader": "table", "root": "card",
+                        **({"category_order": list(category_order)} if category_order is not None else {}),
                         "columns": {str(k): v for k, v in (columns or {}).items()},
                         "values": {str(k): {str(a): b for a, b in v.items()} for k, v in (values or {}).items()}}
     return table

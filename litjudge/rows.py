@@ -62,6 +62,10 @@ def _pandas_rows(frame: Any, mapped: Mapping[str, str]) -> list[dict[str, Any]]:
         seen = ", ".join(map(str, list(frame.columns)[:8])) + (", ..." if len(frame.columns) > 8 else "")
         raise DataError(f"the columns are a MultiIndex ({seen}): give one name per column, e.g. "
                         "df.columns = ['_'.join(map(str, c)) for c in df.columns]", path=WHERE)
+    names = [str(c) for c in frame.columns]
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:                                 # pandas' records keep only the last of them, silently
+        raise DataError(f"the DataFrame has two columns named {twice[0]!r}: rename one", path=WHERE)
     wanted = set(mapped.values()) | {f for fields in FIELDS.values() for f in fields}
     levels = [n for n in frame.index.names if n is not None and n in wanted and n not in frame.columns]
     if levels:

@@ -358,3 +358,26 @@ def test_pairwise_analysis_then_verdict(smollm, runs_dir, tmp_path):
     v = out.verdicts
     assert v.height == 6 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"A", "B"}
     assert all("\nPreferred: " in raw for raw in v["raw"]) and v["analysis"].is_not_null().all()
+
+
+def test_categories_without_an_order_rank_by_name_and_say_so(smollm, runs_dir, tmp_path):
+    """Your own items' categories carry an order only if you give one: without `category_order`
+    they rank by name ("high" < "low" < "mid") and the run warns, naming that order and the key;
+    with it, category_rank follows it and nothing is said."""
+    rows = [{"obj": "brick", "id": f"u{k}", "use": f"use number {k}", "tert": t, "score": s}
+            for k, (t, s) in enumerate([("low", 1), ("mid", 2), ("high", 3)] * 2)]
+    (tmp_path / "uses.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ('name = "{name}"\nprotocol = "listwise"\njudge = "smollm2-135m"\n[dataset]\npath = "uses.jsonl"\n{order}'
+            '[dataset.columns]\ngroup = "obj"\nitem_id = "id"\ntext = "use"\ncategory = "tert"\nhuman_score = "score"\n')
+    ranks = {}
+    for name, order in (("by-name", ""), ("given", 'category_order = ["low", "mid", "high"]\n')):
+        cfg = write_config(tmp_path / f"{name}.toml", base.format(name=name, order=order))
+        out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
+        means = out.tables["category_means"]
+        ranks[name] = dict(zip(means["category"].to_list(), means["category_rank"].to_list()))
+        warned = [w for w in out.manifest.warnings if "rank by name" in w]
+        assert len(warned) == (name == "by-name"), out.manifest.warnings
+        if warned:
+            assert "(high < low < mid)" in warned[0] and "category_order" in warned[0]
+    assert ranks["by-name"] == {"high": 1.0, "low": 2.0, "mid": 3.0}
+    assert ranks["given"] == {"low": 1.0, "mid": 2.0, "high": 3.0}

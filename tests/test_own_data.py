@@ -109,6 +109,37 @@ def test_a_bad_row_names_the_file_line_and_column(tmp_path, breaking, expected):
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
+HEADER = "id,instruction,response_a,response_b,winner\n"
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    # a quote opened in a cell and closed rows later: pandas merged the rows into one cell, silently
+    ('p1,"Write,The door opened,x,model_a\np2,Write,A quiet story,y,model_b\np3,Write,She said "fine",z,model_a\n',
+     'prefs.csv:2: cannot be read as CSV: \',\' expected after \'"\''),
+    ('p1,Write,"She said "hi" and left,x,model_a\n', "prefs.csv:2: cannot be read as CSV"),   # a quote dropped
+    ('p1,Write,a,b,model_a\np2,"Write,a,b,model_b\n', "prefs.csv:3: cannot be read as CSV: unexpected end of data"),
+    ('p1,Write,a,b\n', "prefs.csv:2: 4 cells where the header has 5"),
+    ('p1,Write,a,b,model_a,extra\n', "prefs.csv:2: 6 cells where the header has 5"),
+    ('p1,"Write\nover two lines",a,b,model_a\np2,Write,a,b,maybe\n', "prefs.csv:4: field 'label'"),  # its true line
+])
+def test_a_stray_quote_or_a_short_row_is_its_line_never_merged_rows(tmp_path, body, expected):
+    (tmp_path / "prefs.csv").write_text(HEADER + body)
+    cfg = write_config(tmp_path / "own.toml", config_text("prefs.csv"))
+    with pytest.raises(DataError) as err:
+        pairs_of(cfg)
+    assert str(err.value).startswith(str(tmp_path / expected.split(":")[0])) and expected in str(err.value), err.value
+
+
+def test_a_csv_whose_header_repeats_a_column_or_is_empty_is_one_line(tmp_path):
+    cfg = write_config(tmp_path / "own.toml", config_text("prefs.csv"))
+    (tmp_path / "prefs.csv").write_text(HEADER.replace("response_b", "response_a") + "p1,W,a,b,model_a\n")
+    with pytest.raises(DataError, match=r"prefs.csv:1: the header names column 'response_a' twice"):
+        pairs_of(cfg)
+    (tmp_path / "prefs.csv").write_text("")
+    with pytest.raises(DataError, match=r"prefs.csv:1: is empty: no header line"):
+        pairs_of(cfg)
+
+
 @pytest.mark.parametrize(("change", "expected"), [
     (lambda t: t.replace('pair_id = "id"', 'pair_id = "ident"'),
      "maps pair_id to column 'ident', which the data does not have (columns: id, instruction, response_a"),
@@ -145,6 +176,21 @@ def test_rated_items_from_parquet_with_their_own_names(tmp_path):
     items = load_dataset(card, "items", card.folder())
     got = [(i.item_id, i.group, i.text, i.human_score) for i in items.items]
     assert got == [("i1", "brick", "a wall", 1.5), ("i2", "brick", "a doorstop", 3.0), ("i3", "cup", "a hat", 2.5)]
+
+
+def test_csv_cells_that_read_like_missing_values_are_text(tmp_path):
+    """"None", "NA", "null", "N/A", "#N/A", "nan" in a CSV cell are that text (a category called
+    None, a poem titled NA), as in JSONL; only an empty cell is missing."""
+    words = ["None", "NA", "null", "N/A", "#N/A", "nan", "NULL"]
+    (tmp_path / "ideas.csv").write_text("uid,prompt_id,answer,level\n" + "".join(
+        f"i{k},brick,{w},{w}\n" for k, w in enumerate(words)) + "i9,brick,a hat,\n")
+    cfg = write_config(tmp_path / "own.toml", (
+        'name = "ideas"\nprotocol = "classification"\njudge = "smollm2-135m"\n[dataset]\npath = "ideas.csv"\n'
+        '[dataset.columns]\nitem_id = "uid"\ngroup = "prompt_id"\ntext = "answer"\ncategory = "level"\n'))
+    config = load_config(cfg)
+    card = dataset_card(config.dataset, str(cfg), config.protocol)
+    items = load_dataset(card, "items", card.folder()).items
+    assert [(i.text, i.category) for i in items] == [*((w, w) for w in words), ("a hat", None)]
 
 
 def test_texts_without_groups_are_told_how_to_make_one(tmp_path):

@@ -126,6 +126,10 @@ def test_missing_values_and_hugging_face_datasets(tmp_path):
     ([{**pairs(1)[0], "story_1": math.inf}], {}, "DataError", ["data: row 1: field 'text_a' (column 'story_1')",
                                                              "should be text, got inf"]),
     (42, {}, "DataError", ["int is not data"]),
+    (pd.DataFrame([["p0", "w", "a", "b", "first"]], columns=["id", "instruction", "story_1", "story_1", "winner"]), {},
+     "DataError", ["two columns named 'story_1'"]),
+    ([pairs(2)[0], {k: v for k, v in pairs(2)[1].items() if k != "id"}], {}, "DataError",
+     ["row 2", "no column 'id' (your pair_id)"]),                       # never a made-up id for it
     (None, {"limt": 3}, "ConfigError", ["litjudge.judge(): limt: unknown key (did you mean 'limit'?)"]),
     (None, {"name": "../x"}, "ConfigError", ["name", "letters, digits"]),
     (None, {"protocol": "pairwize"}, "ConfigError", ["pairwize"]),
@@ -220,3 +224,47 @@ def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):
         r = judged(tmp_path, rows, judge=f"replay:{noise}")
     assert r.verdicts["status"].to_list() == ["unparsed"] * 8
     assert "could be read" in r._repr_html_()
+
+
+def test_a_recording_edited_or_of_another_folder_is_read_anew(tmp_path):
+    """One process, two calls: a judge's spec (its recording's checksum, so every key) follows the
+    file the name refers to now, not the first one this process resolved under that name."""
+    rows = pairs()
+    picks = {"A": tmp_path / "a", "B": tmp_path / "b"}
+    for said, folder in picks.items():
+        folder.mkdir()
+        (folder / "rec.jsonl").write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": said}) + "\n"
+                                                  for r in rows for o in ("ab", "ba")))
+        (folder / "c.toml").write_text('name = "same"\nprotocol = "pairwise"\njudge = "replay:rec.jsonl"\n'
+                                       f'[dataset]\npath = "{tmp_path / "pairs.jsonl"}"\n[dataset.columns]\n'
+                                       'pair_id = "id"\nprompt = "instruction"\ntext_a = "story_1"\n'
+                                       'text_b = "story_2"\nlabel = "winner"\n'
+                                       '[dataset.values.label]\nfirst = "a"\nsecond = "b"\n')
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    said = {}
+    for kind, folder in picks.items():          # the same relative name in two folders
+        r = litjudge.run(folder / "c.toml", out=tmp_path / f"out-{kind}", cache=False, progress=False)
+        said[kind] = set(r.verdicts["raw"].to_list())
+    assert said == {"A": {"A"}, "B": {"B"}}
+    # the same call again after the recording was edited in place: the new answers, new keys
+    first = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{picks['A'] / 'rec.jsonl'}", columns=COLUMNS,
+                           values=VALUES, out=tmp_path / "edited", cache=False, progress=False)
+    (picks["A"] / "rec.jsonl").write_text((picks["B"] / "rec.jsonl").read_text())
+    again = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{picks['A'] / 'rec.jsonl'}", columns=COLUMNS,
+                           values=VALUES, out=tmp_path / "edited", cache=False, progress=False)
+    assert set(first.verdicts["raw"].to_list()) == {"A"} and set(again.verdicts["raw"].to_list()) == {"B"}
+    assert first.manifest.judges[0]["sha256"] != again.manifest.judges[0]["sha256"]
+
+
+def test_the_category_order_is_a_keyword_and_reaches_the_loader(tmp_path):
+    """`category_order=` is the config's `[dataset] category_order`: a category outside it is the
+    loader's one line, and a string where a list belongs is refused at the edge."""
+    rows = [{"obj": "brick", "id": f"u{k}", "use": f"use {k}", "tert": t} for k, t in enumerate(["low", "high"])]
+    cols = {"group": "obj", "item_id": "id", "text": "use", "category": "tert"}
+    with pytest.raises(litjudge.LitjudgeError) as caught:
+        litjudge.judge(rows, protocol="listwise", columns=cols, category_order=["low", "mid"], out=tmp_path, progress=False)
+    assert "category 'high' is not one of ['low', 'mid']" in str(caught.value), caught.value
+    with pytest.raises(litjudge.LitjudgeError) as caught:
+        litjudge.judge(rows, protocol="listwise", columns=cols, category_order="low", out=tmp_path, progress=False)
+    assert "category_order" in str(caught.value) and "worst first" in str(caught.value)
+

@@ -196,6 +196,10 @@ def test_human_columns_that_are_absent_or_unreadable_are_one_line(tmp_path):
                        progress=False)
     assert ("options.questions[0]: column 'nope' is not in the data (columns: prompt, id, story, natural_human, "
             "vivid_human, surprise_human)") in str(exc.value)
+    with pytest.raises(ConfigError) as exc:                 # a constant ("=all") is no column of the data
+        litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns={**COLUMNS, "group": "=all"},
+                       out=tmp_path, progress=False)
+    assert "(columns: id, story, prompt, natural_human," in str(exc.value) and "=all" not in str(exc.value), exc.value
     bad = [dict(r, natural_human="maybe") for r in rows]
     with pytest.raises(DataError, match="column 'natural_human' holds 'maybe', which is none of"):
         litjudge.judge(bad, protocol="rubric", judge=judge, questions=QUESTIONS[:1], columns=COLUMNS, out=tmp_path,
@@ -209,3 +213,14 @@ def test_the_committed_confederacy_rubric_replays_its_recording(runs_dir):
     acc = result.tables["pairwise_agreement"]
     assert acc["order"].to_list() == ["ab", "ba", "mean of both"] and acc["ci_low"].is_not_null().all()
     assert result.tables["consistency"]["metric"].to_list() == ["swap_flip_rate", "first_position_win_rate"]
+
+
+def test_report_axes_show_a_zero_share_as_zero():
+    """A judge that always answers No has a share of 0: its bar is drawn on the share's whole range
+    (it looked like an empty chart on a -0.04..0.04 axis); kappas on [-1, 1]; mean points keep theirs."""
+    from litjudge.engine.app.report.rubric_panels import _agreement_axis, _share_axis
+
+    assert _share_axis(pl.DataFrame({"scale": ["binary", "pairwise"]})) == (0.0, 1.0)
+    assert _share_axis(pl.DataFrame({"scale": ["binary", "points"]})) is None
+    assert _agreement_axis(pl.DataFrame({"metric": ["kappa", "accuracy"]})) == (-1.0, 1.0)
+    assert _agreement_axis(pl.DataFrame({"metric": ["accuracy"]})) == (0.0, 1.0)

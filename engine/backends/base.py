@@ -7,13 +7,16 @@ import dataclasses
 import zlib
 from array import array
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import ConfigError
+from ..core.paths import path_version
 from ..core.requests import IDS, Generation, JudgeIdentity, JudgeRequest, Prepared, joined
 from .hardware import choose_dtype
-from .local.models import ResolvedJudge, model_max_len, resolve_judge
+from .local.models import ALIASES, ResolvedJudge, model_max_len, resolve_judge
 from .local.modes import ModeContext, drive
 from .local.pieces import MAX_PIECES
 from .local.render import PromptRenderer
@@ -85,6 +88,14 @@ class LocalBackend(Backend):
     @classmethod
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
         return local_spec(name, config, cls.name, cls.name, prefix)
+
+    @classmethod
+    def source_version(cls, name: str, config: RunConfig, prefix: str = "") -> tuple[Any, ...]:
+        """A model folder named by its path: that folder's files as they are now (an alias's
+        converted folder is checked by its checksum; a hub id pins its revision)."""
+        ref = name.removeprefix(prefix)
+        path = Path(ref).expanduser()
+        return path_version(path) if ref not in ALIASES and path.exists() else ()   # as resolve_judge reads it
 
     def identity(self) -> JudgeIdentity:
         return JudgeIdentity(self.spec.fingerprint, self.renderer.template_hash, self.spec.family)

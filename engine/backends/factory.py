@@ -47,18 +47,22 @@ def prefixes() -> list[str]:
 
 
 def resolve(name: str, config: RunConfig) -> JudgeSpec:
-    """Judge name + config -> its spec, its mode checked. Resolved once per process (weights are
-    hashed here and nowhere else; a sweep's cells share the judge's spec)."""
+    """Judge name + config -> its spec, its mode checked. Resolved once per process while what the
+    name refers to is unchanged (weights are hashed here and nowhere else; a sweep's cells share the
+    judge's spec)."""
     backend = backend_of(name, config)
     check_installed(backend)
     if config.cluster.enabled:
         check_installed("cluster")
     cls = BACKENDS.get(backend)
     check_mode(cls.capabilities, backend, name, config)
+    prefix = BACKENDS.meta(backend).get("prefix", "")
+    # the file or folder the name refers to, as it is now: a recording edited in place, or another
+    # folder's file of the same relative name, is resolved again (its checksum, so its keys, change)
     key = (name, backend, config.data_root, repr(config.engine.for_judge(name, config.source or "config")),
-           repr(config.api))
+           repr(config.api), cls.source_version(name, config, prefix))
     if key not in _SPECS:
-        _SPECS[key] = dataclasses.replace(cls.resolve(name, config, BACKENDS.meta(backend).get("prefix", "")),
+        _SPECS[key] = dataclasses.replace(cls.resolve(name, config, prefix),
                                           capabilities=cls.capabilities)
     return _SPECS[key]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig
 from ..core.errors import JudgeNotFound
+from ..core.paths import path_version
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..data.cards import load_card
 from ..data.ttcw import load_recorded
@@ -77,6 +78,12 @@ class ReplayBackend(Backend):
     name = "replay"
     capabilities = Capabilities(frozenset({"label"}), recorded=True,
                                 notes={"distribution": NO_MODEL, "analyze": NO_MODEL, "reward": NO_MODEL})
+
+    @classmethod
+    def source_version(cls, name: str, config: RunConfig, prefix: str = "") -> tuple:
+        """The recording as it is now: edited in place, or another folder's file of the same name,
+        it is resolved again (its checksum is part of every key)."""
+        return path_version(replay_source(name, config))
 
     @classmethod
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:

@@ -53,10 +53,11 @@ class Backend(Named, ABC):
     call every method directly and never ask whether a backend has one.
 
     - The factory (class methods): `resolve(name, config, prefix)` -> the judge's JudgeSpec, once,
-      at the edge; `create(spec)` starts it for generation; `plan(spec)` gives an engine-free
-      planner that keys requests exactly as the started backend will (the backend itself where
-      starting costs nothing). `name` is its registry name; `capabilities` what it can honour,
-      checked before anything runs.
+      at the edge (again only where `source_version`, what the name refers to, changed);
+      `create(spec)` starts it for generation; `plan(spec)` gives an engine-free planner that keys
+      requests exactly as the started backend will (the backend itself where starting costs
+      nothing). `name` is its registry name; `capabilities` what it can honour, checked before
+      anything runs.
     - Planning: `identity` (what keys its requests), `render`, `encode` (and `encode_batch`, one
       call for a chunk), `context_window`, `tokenization` (how it tokenized, for the plan's figures).
     - Generation: `generate` yields one Generation per prepared request as each finishes.
@@ -82,6 +83,13 @@ class Backend(Named, ABC):
     @abstractmethod
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
         """Judge `name` (its registry prefix, if any, included) -> its spec, resolved once."""
+
+    @classmethod
+    def source_version(cls, name: str, config: RunConfig, prefix: str = "") -> tuple[Any, ...]:
+        """What `name` refers to right now, cheaply (a file's or folder's resolved path, size and
+        modification time): a process resolves a judge once and reuses its spec only while this is
+        unchanged. () for a name that always means the same thing (an alias, a pinned model id)."""
+        return ()
 
     @classmethod
     def create(cls, spec: JudgeSpec) -> Backend:

@@ -106,3 +106,12 @@ def writable(folder: Path) -> bool:
         return os.access(folder, os.W_OK) and not os.statvfs(folder).f_flag & os.ST_RDONLY
     except OSError:
         return False
+
+
+def path_version(path: Path) -> tuple[Any, ...]:
+    """A file's or folder's identity as it is now, without reading it: its resolved path and the
+    size and modification time of it (a file) or of every file under it (a folder)."""
+    path = path.expanduser().resolve()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return (str(path), *((str(f.relative_to(path)) if f != path else "", f.stat().st_size, f.stat().st_mtime_ns)
+                         for f in files))

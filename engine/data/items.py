@@ -43,6 +43,7 @@ class RatedItem:
 class ItemSet:
     items: tuple[RatedItem, ...]
     categories: tuple[str, ...] = ()      # ground-truth categories, worst first ("" order unknown)
+    by_name: bool = False                 # no category_order was given: `categories` are sorted by name
 
     def groups(self) -> dict[str, list[RatedItem]]:
         out: dict[str, list[RatedItem]] = {}
@@ -106,7 +107,7 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
     if not items:
         raise DataError("no items", path=str(path))
     categories = tuple(category_order) or tuple(sorted({i.category for i in items if i.category}))
-    return ItemSet(tuple(items), categories)
+    return ItemSet(tuple(items), categories, by_name=not category_order and len(categories) > 1)
 
 
 def load_aut(path: Path) -> ItemSet:

@@ -107,6 +107,33 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield n, rec
 
 
+def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number where the row starts, record) for every non-blank row of a comma-separated file
+    whose first line is `header`, read as consumed. Cells are text, an empty one missing. Quotes
+    are read strictly: a stray one (`"The door opened,No` closed by a quote rows later) fails naming
+    its line, as does a row whose cells do not match the header, instead of rows merging unseen."""
+    import csv
+
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.reader(fh, strict=True)
+        start = 1
+        try:
+            next(reader, None)                                  # the header (csv_header read it)
+            start = reader.line_num + 1
+            for row in reader:
+                if row:
+                    if len(row) != len(header):
+                        raise DataError(f"{len(row)} cells where the header has {len(header)} (a stray quote or "
+                                        "comma?)", path=str(path), row=start)
+                    yield start, {name: (cell if cell != "" else None) for name, cell in zip(header, row)}
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            raise DataError(f"cannot be read as CSV: {exc} (a quote opened in the row starting here is not closed "
+                            "where its cell ends)", path=str(path), row=start) from None
+        except UnicodeDecodeError as exc:
+            raise DataError(f"not UTF-8 text (byte {exc.start} of a line)", path=str(path), row=start) from None
+
+
 TYPE_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false", list: "a list",
               dict: "a table"}
 

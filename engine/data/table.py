@@ -15,11 +15,11 @@ by the card's mapping, so nothing has to be converted by hand first.
     model_a = "a"
     model_b = "b"
 
-CSV, Parquet, saved folders and hub datasets go through Hugging Face `datasets` (Arrow-backed,
-streamed, so a file larger than memory is read as consumed); JSONL is read line by line by
-litjudge's own reader, so an error names the file's true line (blank lines included). A bad row
-fails naming the file and its row: the line for JSONL and CSV (the header is line 1), the row
-number for Parquet and datasets.
+Parquet, saved folders and hub datasets go through Hugging Face `datasets` (Arrow-backed,
+streamed, so a file larger than memory is read as consumed); JSONL and CSV are read row by row by
+litjudge's own readers (CSV strictly: every cell text, a stray quote an error, never merged rows),
+so an error names the file's true line (blank lines included). A bad row fails naming the file and
+its row: the line for JSONL and CSV (the header is line 1), the row number for Parquet and datasets.
 """
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ from ..core.errors import DataError
 from .cards import DatasetCard
 from .items import ITEM_FIELDS
 from .pairs import PAIR_FIELDS
-from .readers import read_jsonl
+from .readers import read_csv, read_jsonl
 
+IDS = ("pair_id", "item_id")           # fields a loader numbers by row where the data has none
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 # litjudge's fields per kind of data (a card's mapping renames columns to these)
 FIELDS = {"pairs": PAIR_FIELDS, "items": ITEM_FIELDS,
@@ -61,6 +62,11 @@ def rows(card: DatasetCard, location: Path) -> Iterator[tuple[int, dict[str, Any
     if fmt == "jsonl":
         yield from read_jsonl(location)
         return
+    if fmt == "csv":
+        if not location.exists():
+            raise DataError("file not found", path=str(location))
+        yield from read_csv(location, csv_header(location))
+        return
     import datasets  # heavy: imported only when a table is read
 
     try:
@@ -74,15 +80,9 @@ def rows(card: DatasetCard, location: Path) -> Iterator[tuple[int, dict[str, Any
         else:
             if not location.exists():
                 raise DataError("file not found", path=str(location))
-            # CSV cells are text: every column read as a string (a text column of digits was read as
-            # numbers and refused, "got 1"); numeric fields are converted by `mapped`
-            features = datasets.Features({c: datasets.Value("string") for c in csv_header(location)}) \
-                if fmt == "csv" else None
-            ds = datasets.load_dataset(fmt, data_files=str(location), split="train", streaming=True,
-                                       **({"features": features} if features is not None else {}))
-        first = 2 if fmt == "csv" else 1
+            ds = datasets.load_dataset(fmt, data_files=str(location), split="train", streaming=True)
         for i, rec in enumerate(ds):
-            yield i + first, dict(rec)
+            yield i + 1, dict(rec)
     except DataError:
         raise
     except (ValueError, KeyError, OSError, FileNotFoundError) as exc:
@@ -94,6 +94,11 @@ def csv_header(location: Path) -> list[str]:
     tab is another delimiter's file, said so in one line."""
     with location.open(encoding="utf-8-sig", errors="replace", newline="") as fh:
         header = next(csv.reader([fh.readline()]), [])
+    if not header:
+        raise DataError("is empty: no header line naming the columns", path=str(location), row=1)
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"the header names column {twice[0]!r} twice: rename one", path=str(location), row=1)
     if len(header) == 1 and any(d in header[0] for d in (";", "\t", "|")):
         sep = next(d for d in (";", "\t", "|") if d in header[0])
         raise DataError(f"the header is one column, {header[0][:80]!r}: the file looks {sep!r}-separated; litjudge reads "
@@ -175,6 +180,9 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
                 out[name] = source[1:]
             elif source in rec:
                 out[name] = rec[source]
+            elif name in IDS and name in card.columns:   # the loader would make one up ("line7"): never for yours
+                raise DataError(f"no column {source!r} (your {name}) in this row; the first row has it",
+                                path=str(location), row=n)
             else:
                 continue
             table = card.values.get(name)

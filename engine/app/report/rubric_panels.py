@@ -18,7 +18,7 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          "the cluster bootstrap's. Unparsed verdicts are counted, not scored.",
                          [("scores", scores), ("label_distribution", t.get("label_distribution", pl.DataFrame()))],
                          [("scores", _grouped_bars(scores, "question", "mean_score", "Mean score per question",
-                                                   "mean score", "ci_low", "ci_high"))]))
+                                                   "mean score", "ci_low", "ci_high", _share_axis(scores)))]))
     agreement = t.get("agreement")
     if agreement is not None and agreement.height:
         detail = [(name, t[name]) for name in ("binary_agreement", "points_agreement", "pairwise_agreement")
@@ -29,7 +29,8 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          "(pairs); the tables below give every statistic of each scale.",
                          [("agreement", agreement), *detail],
                          [("agreement", _grouped_bars(agreement, "question", "agreement", "Agreement per question",
-                                                      "agreement", "agreement_low", "agreement_high"))]))
+                                                      "agreement", "agreement_low", "agreement_high",
+                                                      _agreement_axis(agreement)))]))
     consistency = t.get("consistency")
     if consistency is not None and consistency.height:
         shown = consistency.with_columns(pl.format("{} {}", "question", "metric").alias("question_metric"))
@@ -40,3 +41,14 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          [("consistency", _grouped_bars(shown, "question_metric", "value", "Consistency", "rate",
                                                         "ci_low", "ci_high", (0, 1)))]))
     return out
+
+
+def _share_axis(scores: pl.DataFrame) -> tuple[float, float] | None:
+    """Shares (binary, pairwise questions) on their whole range, so a 0 is seen as a 0, not as an
+    empty chart around it; mean points keep the scale's own axis."""
+    return (0.0, 1.0) if set(scores["scale"].to_list()) <= {"binary", "pairwise"} else None
+
+
+def _agreement_axis(agreement: pl.DataFrame) -> tuple[float, float]:
+    """Kappas on [-1, 1] (below 0: worse than chance), accuracies on [0, 1]."""
+    return (-1.0, 1.0) if any("kappa" in str(m) for m in agreement["metric"].to_list()) else (0.0, 1.0)
