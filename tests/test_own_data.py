@@ -121,6 +121,7 @@ HEADER = "id,instruction,response_a,response_b,winner\n"
     ('p1,Write,a,b\n', "prefs.csv:2: 4 cells where the header has 5"),
     ('p1,Write,a,b,model_a,extra\n', "prefs.csv:2: 6 cells where the header has 5"),
     ('p1,"Write\nover two lines",a,b,model_a\np2,Write,a,b,maybe\n', "prefs.csv:4: field 'label'"),  # its true line
+    ('p1,Write,' + "a" * 300_000 + ',b,model_a\np2,Write,a,b,maybe\n', "prefs.csv:3: field 'label'"),  # a long cell
 ])
 def test_a_stray_quote_or_a_short_row_is_its_line_never_merged_rows(tmp_path, body, expected):
     (tmp_path / "prefs.csv").write_text(HEADER + body)

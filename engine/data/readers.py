@@ -114,6 +114,7 @@ def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any
     its line, as does a row whose cells do not match the header, instead of rows merging unseen."""
     import csv
 
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))   # a novel in a cell (the default stops at 128 KiB)
     with path.open(encoding="utf-8-sig", newline="") as fh:
         reader = csv.reader(fh, strict=True)
         start = 1
@@ -128,8 +129,9 @@ def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any
                     yield start, {name: (cell if cell != "" else None) for name, cell in zip(header, row)}
                 start = reader.line_num + 1
         except csv.Error as exc:
-            raise DataError(f"cannot be read as CSV: {exc} (a quote opened in the row starting here is not closed "
-                            "where its cell ends)", path=str(path), row=start) from None
+            hint = " (a quote opened in the row starting here is not closed where its cell ends)" \
+                if "expected after" in str(exc) or "end of data" in str(exc) else ""
+            raise DataError(f"cannot be read as CSV: {exc}{hint}", path=str(path), row=start) from None
         except UnicodeDecodeError as exc:
             raise DataError(f"not UTF-8 text (byte {exc.start} of a line)", path=str(path), row=start) from None
 
