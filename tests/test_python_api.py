@@ -215,6 +215,22 @@ def test_run_takes_a_config_file_or_a_dict_and_overrides(tmp_path):
         litjudge.run({**table, "protocl": "x"}, out=tmp_path / "out")
 
 
+def test_a_judge_whose_answers_often_fail_to_parse_is_a_warning_naming_what_it_said(tmp_path):
+    """Ties off, a judge answering "Tie" to 4 of 12 asks: accuracy is over the 8 it answered, and
+    the run says so (before, only a smaller n showed it)."""
+    rows = pairs(6)
+    rec = tmp_path / "ties.jsonl"
+    rec.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "Tie" if k < 2 else "A"}) + "\n"
+                           for k, r in enumerate(rows) for o in ("ab", "ba")))
+    with pytest.warns(litjudge.LitjudgeWarning, match=r"4 of 12 answers \(33%\) could not be read"):
+        r = judged(tmp_path, rows, judge=f"replay:{rec}")
+    said = [p for p in r.problems() if "could not be read" in p]
+    assert len(said) == 1 and "4 of 12 answers (33%)" in said[0] and "most often 'Tie' (4)" in said[0], r.problems()
+    assert said[0] in r.manifest.warnings
+    clean = judged(tmp_path, pairs(6), name="clean")             # every answer read: nothing said
+    assert not [p for p in clean.problems() if "could not be read" in p]
+
+
 def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):
     rows = pairs(4)
     noise = tmp_path / "noise.jsonl"

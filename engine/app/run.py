@@ -31,7 +31,7 @@ from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
 from ..core.session import Session
 from ..core.store import ResultRow, Store
-from ..core.verdicts import verdict_frame
+from ..core.verdicts import unparsed_warnings, verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
@@ -341,7 +341,7 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     ids = run_ids or {n: run_id(prep.config, "", n) for n in names}
     verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
     ctx = prep.context()
-    return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings
+    return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings + unparsed_warnings(verdicts)
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,

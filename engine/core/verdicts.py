@@ -38,3 +38,25 @@ def probability(frame: pl.DataFrame, label: str) -> pl.Expr:
     if isinstance(dtype, pl.Struct) and label in [f.name for f in dtype.fields]:
         return pl.col("distribution").struct.field(label)
     return pl.lit(None, dtype=pl.Float64)
+
+
+UNPARSED_WARN = 0.1          # the share of a judge's answers left unread that is worth a line of its own
+
+
+def unparsed_warnings(verdicts: pl.DataFrame) -> list[str]:
+    """A line per judge whose answers often could not be read as a verdict (but not all: that is its
+    own error), with what it said most: a judge answering "Tie" where ties are off is seen, not only
+    a smaller n."""
+    if not {"judge", "status", "raw"} <= set(verdicts.columns):
+        return []
+    out = []
+    for (judge,), v in verdicts.group_by(["judge"], maintain_order=True):
+        answered = v.filter(pl.col("status").is_in(["ok", "unparsed"]))
+        bad = answered.filter(pl.col("status") == "unparsed")
+        if 0 < bad.height < answered.height and bad.height >= UNPARSED_WARN * answered.height:
+            said, n = bad["raw"].cast(pl.Utf8).fill_null("").str.strip_chars().str.slice(0, 40).value_counts(
+                sort=True).row(0)
+            out.append(f"{judge}: {bad.height} of {answered.height} answers ({bad.height / answered.height:.0%}) could "
+                       f"not be read as a verdict, most often {said!r} ({n}); the tables leave them out (the report's "
+                       "item viewer shows each)")
+    return out
