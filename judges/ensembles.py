@@ -21,7 +21,7 @@ import polars as pl
 
 from . import PROTOCOLS
 from .metrics.agreement import binary_agreement_with_ties, tie_credit
-from .metrics.bootstrap import MIN_CLUSTERS
+from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES
 from .metrics.jury import average, fit_stacking, majority, stacked
 from .metrics.proportion import cluster_mean_with_ci, rate_with_ci
 from .metrics.selective import Level, cascade
@@ -251,7 +251,7 @@ def _member_row(name: str, p: list[float], x: JuryInputs, test: list[int]) -> di
             "balanced_accuracy": scores["balanced_accuracy"].value}
 
 
-def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = 500) -> dict[str, pl.DataFrame]:
+def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPLES) -> dict[str, pl.DataFrame]:
     """Each judge and each pooling on the held-out split. Tie rule: a pooled probability of exactly
     0.5 (two judges split, or an average of 0.5) is a fair coin: half credit in agreement, half of
     each label in kappa and balanced accuracy; `n` counts every held-out item, `ties` the ties.

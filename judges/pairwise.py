@@ -32,7 +32,7 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed, units_where
-from .metrics.bootstrap import MIN_CLUSTERS, too_few
+from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, too_few
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
 from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
@@ -58,7 +58,7 @@ class PairwiseOptions:
     tie: bool = False                    # allow a "tie" verdict
     tie_rule: str = "inconsistent"       # combined verdict: "inconsistent" or "probability" (distribution mode)
     analysis_tokens: int = 256           # analyze mode: bound on the free analysis
-    resamples: int = 1000                # bootstrap resamples for the calibration interval
+    resamples: int = RESAMPLES                # bootstrap resamples for the calibration interval
     style_control: bool = False          # length control also holds markdown headers, lists and bold equal
 
     def __post_init__(self) -> None:
@@ -221,7 +221,7 @@ class Pairwise(Protocol):
                   "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"), "pair_id")
                   if not reward else pl.DataFrame(),
                   **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a",
-                                       resamples=min(opts.resamples, 500), cluster="pair_id")}
+                                       resamples=opts.resamples, cluster="pair_id")}
         if not reward:
             labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             tables["length_control"] = pl.DataFrame(

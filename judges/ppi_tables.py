@@ -4,6 +4,14 @@ prediction-powered one (PPI++, judges/metrics/ppi.py), each with its 95% interva
 rectifier and n_eff, the human labels PPI++ is worth. Which human labels may be used is the run's
 `[ppi] labelled` (engine/core/settings.py PPIConfig); every other label is hidden from both
 estimates. Clusters (stories) are the units of the draw and of every interval.
+
+Neither estimate loses an item to the judge: the human-only rate is over every labelled item
+whatever the judge said (its interval the rate tables' one, proportion.rate_interval), and where
+the judge gave no answer PPI++ reads a stand-in that no human label decides (`unanswered`: the
+missing-answer policy's label where it names one, else the midpoint of the range). Any fixed
+function of the item is a valid prediction for PPI++; dropping the item instead made both
+estimates depend on which items the judge could answer (a judge silent on half the passes printed
+0.10 for a rate of 0.16).
 """
 from __future__ import annotations
 
@@ -18,7 +26,9 @@ from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.settings import PPIConfig
 
 from .contract import Declaration
-from .metrics.ppi import ClusterSums, Estimate, effective_labels, estimate
+from .metrics.bootstrap import MIN_CLUSTERS
+from .metrics.ppi import TOO_FEW, ClusterSums, Estimate, effective_labels, estimate
+from .metrics.proportion import rate_interval
 
 POOLED = "all"
 COLUMNS = {"judge": pl.Utf8, "view": pl.Utf8, "test": pl.Utf8, "quantity": pl.Utf8, "n_labelled": pl.Int64,
@@ -68,10 +78,11 @@ def labelled(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> pl
 
 
 def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
-              human: str, judge_value: pl.Expr, quantity: str, bounds: tuple[float, float] = (0.0, 1.0)) -> pl.DataFrame:
+              human: str, judge_value: pl.Expr, quantity: str, unanswered: float = 0.5) -> pl.DataFrame:
     """One row per view, judge and `group` value, plus the pooled group ("all"): human-only and
-    PPI++ estimates of the mean of `human` (bool or float) with `judge_value` as the prediction.
-    Repeats of an item are averaged into one judge value; an item without one is left out."""
+    PPI++ estimates of the rate of `human` (bool, or a float in [0, 1]) with `judge_value` as the
+    prediction. Repeats of an item are averaged into one judge value; an item with none reads
+    `unanswered` (module docstring)."""
     rows = pl.concat([v.with_columns(pl.lit(name).alias("view")) for name, v in views.items()], how="diagonal_relaxed")
     rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), pl.col(human).cast(pl.Float64).alias("_y"),
                              labelled(rows, ppi, cluster, human).alias("_lab"))
@@ -79,8 +90,7 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
     if "repeat" in rows.columns and (rows.select(pl.col("repeat").max()).item() or 0) > 0:    # repeats: one value an item
         rows = (rows.group_by(keys, maintain_order=True)
                 .agg(pl.col("_f").mean(), pl.col("_y").first(), pl.col("_lab").first()))
-    items = rows.select([*keys, "_f", "_y", "_lab"]).filter(pl.col("_f").is_not_null()).with_columns(
-        pl.col(group).cast(pl.Utf8))
+    items = rows.select([*keys, pl.col("_f").fill_null(unanswered), "_y", "_lab"]).with_columns(pl.col(group).cast(pl.Utf8))
     items = pl.concat([items, items.with_columns(pl.lit(POOLED).alias(group))])
     if not items.height:
         return pl.DataFrame(schema=COLUMNS)
@@ -91,15 +101,15 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
     cells = items[first].select(["view", "judge", group])
     width = int(cluster_code.max()) + 1
     y, lab = items["_y"].to_numpy(), items["_lab"].to_numpy()
-    flat = ClusterSums.of(cell * width + cluster_code, np.nan_to_num(y), items["_f"].to_numpy(), lab, bounds,
+    flat = ClusterSums.of(cell * width + cluster_code, np.nan_to_num(y), items["_f"].to_numpy(), lab,
                           size=cells.height * width)
     sums = ClusterSums(*(a.reshape(cells.height, width) for a in vars(flat).values()))
-    human_only, powered = estimate(sums, lam=0.0, bounds=bounds), estimate(sums, bounds=bounds)
+    human_only, powered = estimate(sums, lam=0.0), estimate(sums)
     known = ~np.isnan(y)                 # every label, hidden ones too: the number both estimates aim at
     with np.errstate(invalid="ignore", divide="ignore"):
         all_labels = (np.bincount(cell, np.where(known, y, 0.0), cells.height) / np.bincount(cell, known, cells.height))
     hidden = np.bincount(cell, known & ~lab, cells.height) > 0
-    out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(human_only, powered),
+    out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(sums, human_only, powered),
                              pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
     view_order = {name: i for i, name in enumerate(views)}
     judge_order = {name: i for i, name in enumerate(rows["judge"].unique(maintain_order=True).to_list())}
@@ -118,19 +128,23 @@ def _combined(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _columns(human: Estimate, powered: Estimate) -> list[pl.Series]:
-    """The table's estimate columns from the two estimates (one element per row)."""
+def _columns(sums: ClusterSums, human: Estimate, powered: Estimate) -> list[pl.Series]:
+    """The table's estimate columns (one element per row): the human-only rate and interval as the
+    rate tables give them (the labelled items' sums per cluster), PPI++'s from its estimate."""
     def floats(name: str, a: np.ndarray) -> pl.Series:
         return pl.Series(name, np.where(np.isfinite(a), a, np.nan), dtype=pl.Float64).fill_nan(None)
-    notes = [_note(human.note(i), powered.note(i)) for i in range(len(human.value))]
+    rate, low, high, rule = rate_interval(sums.y[..., None], sums.m[..., None])
+    withheld = rule == 3
+    notes = [_note(TOO_FEW.format(int(human.labelled_clusters[i]), MIN_CLUSTERS) if withheld[i] else None,
+                   powered.note(i)) for i in range(len(rate))]
     return [pl.Series("n_labelled", powered.labelled_items.astype(np.int64)),
             pl.Series("n_unlabelled", powered.unlabelled_items.astype(np.int64)),
             pl.Series("clusters", powered.labelled_clusters.astype(np.int64)),
             pl.Series("unlabelled_clusters", powered.unlabelled_clusters.astype(np.int64)),
-            floats("human_only", human.value), floats("human_low", human.low), floats("human_high", human.high),
+            floats("human_only", rate), floats("human_low", low), floats("human_high", high),
             floats("ppi", powered.value), floats("ppi_low", powered.low), floats("ppi_high", powered.high),
             floats("lambda", powered.lam), floats("rectifier", powered.rectifier),
-            floats("n_eff", effective_labels(powered.labelled_items, human.half_width, powered.half_width, powered.lam)),
+            floats("n_eff", effective_labels(human, powered)),
             pl.Series("ci_note", notes, dtype=pl.Utf8)]
 
 

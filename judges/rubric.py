@@ -41,7 +41,7 @@ from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
-from .metrics.estimates import Units
+from .metrics.estimates import RESAMPLES, Units
 from .rubric_tables import AGREEMENT, RANKABLE, aggregate, human_view, rank_units
 from .templates import Template, TemplateFields, checked, config_base, read
 
@@ -116,7 +116,7 @@ class RubricOptions:
     # each group two by two); "": data when every question is pairwise, else groups
     pairs_from: str = ""
     analysis_tokens: int = 256             # analyze mode: bound on the free analysis
-    resamples: int = 1000                  # bootstrap resamples of every interval
+    resamples: int = RESAMPLES                  # bootstrap resamples of every interval
 
     def __post_init__(self) -> None:
         if not self.questions:

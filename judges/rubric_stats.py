@@ -23,7 +23,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from .metrics.bootstrap import MIN_CLUSTERS, interval_note, or_none, percentile_interval
+from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, interval_note, or_none, percentile_interval
 
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -137,7 +137,7 @@ def spearman(t: np.ndarray) -> np.ndarray:
     return np.where(ok, cov / np.sqrt(np.where(ok, vh * vj, 1.0)), np.nan)
 
 
-def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = 1000, seed: int = 0,
+def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = RESAMPLES, seed: int = 0,
              batch_cells: int = 4_000_000) -> Estimate:
     """A statistic of the pooled table and its 95% cluster-bootstrap interval: each resample draws
     clusters with replacement and sums their tables."""
@@ -158,7 +158,7 @@ def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = 1000, se
             "note": interval_note(g, low) if not math.isnan(value) else None}
 
 
-def stratified_estimate(tables: np.ndarray, statistic: Statistic, resamples: int = 1000,
+def stratified_estimate(tables: np.ndarray, statistic: Statistic, resamples: int = RESAMPLES,
                         seed: int = 0) -> Estimate:
     """A statistic of the pooled table with an interval that resamples clusters within each human
     category (a text's human answer is one category): balanced accuracy is the mean of per-answer
@@ -202,7 +202,7 @@ STRATIFIED = ("balanced_accuracy",)
 POINTS = {"spearman": spearman, "qwk": quadratic_kappa}
 
 
-def agreement_row(tables: np.ndarray, statistics: dict[str, Statistic], resamples: int = 1000, seed: int = 0,
+def agreement_row(tables: np.ndarray, statistics: dict[str, Statistic], resamples: int = RESAMPLES, seed: int = 0,
                   withheld: str | None = None) -> dict[str, float | int | str | None]:
     """Each statistic with its interval (`NAME`, `NAME_low`, `NAME_high`), the clusters, and one
     note on the intervals (they share the clusters: too few for all, or why one is missing);

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 
 from .metrics import corrected_pass_rate
-from .metrics.bootstrap import interval_note, or_none, too_few
+from .metrics.bootstrap import RESAMPLES, interval_note, or_none, too_few
 from .metrics.calibration import brier_score, expected_calibration_error, reliability_bins, squared_calibration_error_ci
 from .metrics.proportion import NOTES, rate_interval
 
@@ -15,7 +15,7 @@ CALIBRATION_BINS = 10
 
 
 def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALIBRATION_BINS,
-                       resamples: int = 500, cluster: str | None = None) -> dict[str, pl.DataFrame]:
+                       resamples: int = RESAMPLES, cluster: str | None = None) -> dict[str, pl.DataFrame]:
     """Per judge, from rows holding a probability of the positive label (`prob`, distribution
     mode) and the human truth (`truth`, bool): the reliability diagram's bins (`calibration`) and
     the plug-in ECE (as published, biased upward: no interval), the debiased squared calibration
@@ -42,7 +42,7 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
     return {"calibration": pl.DataFrame(bin_rows), "calibration_summary": pl.DataFrame(summary)}
 
 
-def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = 500) -> pl.DataFrame:
+def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = RESAMPLES) -> pl.DataFrame:
     """Per judge and test (and over all tests): the raw pass rate of the judged items and its
     Rogan-Gladen correction by the judge's sensitivity and specificity on the labelled ones; the CI
     resamples stories (a story's labelled and scored items together). No correction where every

@@ -22,6 +22,7 @@ from types import MappingProxyType
 import polars as pl
 
 import litjudge.grammars as grammars
+from litjudge.engine.core.config import MissingPolicy
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.settings import PPIConfig
 from litjudge.engine.core.verdicts import probability
@@ -278,7 +279,7 @@ class TTCW(Protocol):
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
         if ctx.config.ppi.enabled:
-            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi)
+            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy)
             tables["ppi_labelled"] = pl.DataFrame({"story_id": labelled_clusters(
                 d, ctx.config.ppi, "story_id", "expert_pass")}, schema={"story_id": pl.Utf8})
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
@@ -287,13 +288,17 @@ class TTCW(Protocol):
                 **calibration_tables(answered, "p_yes", "expert_pass", cluster="story_id")}
 
     @staticmethod
-    def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig) -> pl.DataFrame:
+    def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig,
+                           missing: MissingPolicy = MissingPolicy()) -> pl.DataFrame:
         """`[ppi]`: the experts' pass rate per test and over all tests from the labelled stories'
         labels, alone and with the judge's answers on every story (its P(Yes) where it gave one,
-        else its decision), a story's tests one cluster."""
+        else its decision), a story's tests one cluster. A test the judge did not answer reads the
+        missing-answer policy's label where it names Yes or No, else 0.5: never its `wrong` stand-in,
+        which is made of the experts' label (ppi_tables' docstring)."""
+        stand_in = float(missing.label == "Yes") if missing.kind == "label" and missing.label in ("Yes", "No") else 0.5
         return ppi_table(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
-                         quantity="expert pass rate", judge_value=pl.coalesce(
-                             pl.when(pl.col("status") == "ok").then(pl.col("p_yes")), pl.col("judge_pass")))
+                         quantity="expert pass rate", unanswered=stand_in, judge_value=pl.when(pl.col("status") == "ok")
+                         .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:

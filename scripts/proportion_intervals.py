@@ -21,7 +21,8 @@ import argparse
 import numpy as np
 
 from litjudge.judges.metrics.bootstrap import CONSTANT, constant_interval, percentile_interval
-from litjudge.judges.metrics.proportion import _constant, _korn_graubard, rate_interval
+from litjudge.judges.metrics.proportion import _constant, rate_interval
+from litjudge.judges.metrics.proportion import korn_graubard as kg_interval
 
 SIZES = {"14 each": (14,), "unequal": (3, 6, 10, 14, 20, 31)}
 
@@ -54,7 +55,7 @@ def korn_graubard(y: np.ndarray, m: np.ndarray):
     p = y.sum(axis=(1, 2)) / m.sum(axis=(1, 2))
     g = y.shape[1]
     v = g / (g - 1) * ((y[..., 0] - p[:, None] * m[..., 0]) ** 2).sum(1) / m.sum(axis=(1, 2)) ** 2
-    low, high = _korn_graubard(p, v, m.sum(axis=(1, 2)), np.full_like(p, g), 0.05)
+    low, high = kg_interval(p, v, m.sum(axis=(1, 2)), np.full_like(p, g - 1), 0.05)
     c_low, c_high = _constant(p, np.full_like(p, g), 0.05)
     return np.where(v <= 0, c_low, low), np.where(v <= 0, c_high, high)
 

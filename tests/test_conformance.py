@@ -19,9 +19,11 @@ import numpy as np
 import polars as pl
 import pytest
 
+from litjudge.engine.app.sweep import SweepSpec
+from litjudge.engine.app.sweep_rank import Ranked, ranking
 from litjudge.judges.base import RankBy
-from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, too_few
-from litjudge.judges.metrics.calibration import squared_calibration_error
+from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, too_few
+from litjudge.judges.metrics.calibration import calibration_units, squared_calibration_error
 from litjudge.judges.metrics.estimates import Units, balanced_accuracy_of, kappa_of, same_as_best
 from litjudge.judges.pairwise import length_controlled
 from litjudge.judges.tables import calibration_tables, label_distribution
@@ -153,20 +155,26 @@ def test_same_as_best_keeps_its_family_wise_error(stories, shared):
     sweeps, up to the binomial band (0.05 + 2.6 x 0.0069), the best chosen on the data; cells on
     the same stories and cells with stories of their own."""
     rng = np.random.default_rng(12 + stories + shared)
-    alarms = sum(not all(same_as_best(cells(rng, stories, [0.8] * 5, shared), True, resamples=200))
-                 for _ in range(DRAWS))
+    alarms = sum(not all(marked(cells(rng, stories, [0.8] * 5, shared), True, resamples=200)) for _ in range(DRAWS))
     print(stories, shared, alarms / DRAWS)
     assert alarms / DRAWS <= 0.05 + 2.6 * 0.0069, alarms
 
 
+def marked(units: list[Units], up: bool, resamples: int = RESAMPLES) -> list[bool | None]:
+    """`same_as_best` as a sweep's ranking publishes it, per cell in the order given."""
+    table = ranking([Ranked({"cell": k}, u.value(), None, u) for k, u in enumerate(units)], up, resamples)
+    return table.sort("cell")["same_as_best"].to_list()
+
+
 def test_same_as_best_finds_a_worse_cell_and_needs_clusters_of_its_own():
     rng = np.random.default_rng(5)
-    found = same_as_best(cells(rng, 30, [0.85, 0.84, 0.65], True), True, resamples=300)
+    found = marked(cells(rng, 30, [0.85, 0.84, 0.65], True), True, resamples=300)
     assert found == [True, True, False]
     lower = cells(rng, 30, [0.05, 0.06, 0.30], True)                  # an error rate: lower is better
-    assert same_as_best(lower, False, resamples=300) == [True, True, False]
+    assert marked(lower, False, resamples=300) == [True, True, False]
     few = Units.rate(list(range(5)), np.ones(5))
-    assert same_as_best([cells(rng, 30, [0.8], True)[0], few], True) == [True, None]   # 5 clusters: no statement
+    assert marked([cells(rng, 30, [0.8], True)[0], few], True) == [True, None]   # 5 clusters: no statement
+    assert same_as_best(lower, False, resamples=300) == [True, True, False]      # the ranking's is the function's
 
 
 # -- the length-controlled accuracy (cluster-robust logistic, t(G - 1)) -----------------------
@@ -217,11 +225,11 @@ def test_the_calibration_table_and_the_sweep_print_the_same_interval():
     stories = [f"s{i // 14}" for i in range(280)]
     per_item = pl.DataFrame({"judge": "j", "story_id": stories, "test": 1, "status": "ok", "p_yes": p,
                              "expert_pass": y, "judge_pass": p >= 0.5})
-    table = calibration_tables(per_item, "p_yes", "expert_pass", resamples=400, cluster="story_id")
+    table = calibration_tables(per_item, "p_yes", "expert_pass", cluster="story_id")     # both at their defaults
     row = table["calibration_summary"].row(0, named=True)
     units = TTCW().rank_units({"per_item": per_item}, "j", RankBy("calibration_summary.squared_calibration_error"),
                               TTCWOptions())
-    low, high, _ = units.interval_with_note(400)
+    low, high, _ = units.interval_with_note(SweepSpec().bootstrap)
     assert units.value() == pytest.approx(row["squared_calibration_error"])
     assert (low, high) == pytest.approx((row["squared_calibration_error_low"], row["squared_calibration_error_high"]))
     assert float(squared_calibration_error(*[np.asarray(a) for a in (
@@ -296,3 +304,22 @@ def test_a_ranked_rate_prints_the_interval_of_its_table():
         for judge, low, high in zip(rows["judge"], rows["ci_low"], rows["ci_high"]):
             got = Pairwise().rank_units(tables, judge, RankBy(name), PairwiseOptions()).interval()
             assert got == pytest.approx((low, high)), (name, judge)
+
+
+def test_a_sweep_ranked_by_calibration_error_publishes_it_inside_its_range():
+    """The debiased CE^2 is unbiased, so a calibrated judge's is often below 0; its table says so
+    (docs/statistics.md), a sweep's ranking prints it and its interval clipped at 0, ordered by the
+    unclipped estimates."""
+    rng = np.random.default_rng(8)
+    rows, raw = [], {}
+    for judge in ("calibrated", "also-calibrated", "off"):
+        p = rng.random(280)
+        y = rng.random(280) < (p if judge != "off" else p ** 3)
+        units = calibration_units([f"s{i // 14}" for i in range(280)], p, y)
+        raw[judge] = units.value()
+        rows.append(Ranked({"judge": judge}, units.value(), 280, units))
+    assert min(raw.values()) < 0                                              # the case: an estimate below 0
+    table = ranking(rows, False)
+    assert table["judge"].to_list() == sorted(raw, key=raw.__getitem__)      # ordered by the unclipped values
+    assert (table["value"] >= 0).all() and (table["ci_low"].drop_nulls() >= 0).all()
+    assert (table["ci_low"] <= table["value"]).all() and (table["value"] <= table["ci_high"]).all()

@@ -29,7 +29,7 @@ from tests.conformance_data import context, ttcw_dataset
 from tests.conftest import needs_prompts
 from tests.estimate_registry import NOT_ESTIMATES, PUBLISHED, RANKED
 
-ESTIMATE = re.compile(r"(^|_)(low|high|p|p_value|pvalue)$")
+ESTIMATE = re.compile(r"(^|_)(low|high|p|p_value|pvalue)$|^same_as_best$")
 TESTS = Path(__file__).parent
 
 
@@ -168,3 +168,14 @@ def test_the_conformance_docstring_names_checks_that_exist(module):
     defined = {n.name for path in TESTS.glob("test_*.py") for n in ast.parse(path.read_text()).body
                if isinstance(n, ast.FunctionDef)}
     assert named and named <= defined, named - defined
+
+
+def test_every_test_file_the_tests_docs_and_code_name_exists():
+    """A docstring or page naming a test module that is not there sends a reader nowhere (the
+    statistics defects' module named a conformance module that never existed)."""
+    root = TESTS.parent
+    named = {(path.relative_to(root).as_posix(), name) for folder in ("tests", "docs", "judges", "engine", "scripts")
+             for path in (root / folder).rglob("*") if path.suffix in (".py", ".md") and path.is_file()
+             for name in re.findall(r"\b(test_[a-z0-9_]+\.py)\b", path.read_text(errors="replace"))}
+    absent = sorted((where, name) for where, name in named if not (TESTS / name).exists())
+    assert not absent, absent

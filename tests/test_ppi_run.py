@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from litjudge.engine.core.config import load_config
+from litjudge.engine.core.config import MissingPolicy, load_config
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.settings import PPIConfig
 from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
@@ -71,6 +71,38 @@ def test_the_hidden_labels_never_reach_an_estimate():
     other = TTCW.prediction_powered({"all": flipped}, ppi)
     assert other.drop("all_labels").equals(table.drop("all_labels"))
     assert not other["all_labels"].equals(table["all_labels"])
+
+
+def test_neither_estimate_depends_on_which_answers_the_judge_could_give():
+    """A judge silent on half the passes (unparsed, as the default policy drops it) beside the same
+    judge answering all: the human-only rate, its interval and the all-label rate are the same for
+    both and equal the labelled stories' own rate (before: the silent judge's items were dropped
+    from all three, 0.10 printed for a rate of 0.16); PPI++ reads the silent answers as 0.5, and
+    under missing = "wrong" (whose stand-in is made of the experts' labels) no hidden label reaches
+    it through the judge's answers."""
+    ppi = PPIConfig(0.25, seed=4)
+    base = frame(1)
+    silent = pl.Series(np.random.default_rng(2).random(base.height) < 0.5) & base["expert_pass"]
+    quiet = base.with_columns(pl.lit("quiet").alias("judge"), pl.when(silent).then(pl.lit("unparsed"))
+                              .otherwise(pl.col("status")).alias("status"),
+                              pl.when(silent).then(None).otherwise(pl.col("judge_pass")).alias("judge_pass"))
+    table = TTCW.prediction_powered({"all": pl.concat([base, quiet])}, ppi)
+    human = ["human_only", "human_low", "human_high", "all_labels", "n_labelled", "clusters"]
+    assert table.filter(pl.col("judge") == "j").select(human).equals(table.filter(pl.col("judge") == "quiet").select(human))
+    chosen = _labelled_stories(base, ppi)
+    pooled = table.filter((pl.col("test") == "all") & (pl.col("judge") == "quiet")).row(0, named=True)
+    assert pooled["human_only"] == pytest.approx(base.filter(pl.col("story_id").is_in(chosen))["expert_pass"].mean())
+    assert pooled["all_labels"] == pytest.approx(base["expert_pass"].mean())
+    assert pooled["n_labelled"] == 14 * len(chosen)
+    # missing = "wrong": the decision of an unparsed answer is the experts' opposite; PPI++ never reads it
+    wrong = quiet.with_columns(pl.when(silent).then(~pl.col("expert_pass")).otherwise(pl.col("judge_pass")).alias("judge_pass"))
+    flipped = wrong.with_columns(pl.when(pl.col("story_id").is_in(chosen)).then(pl.col("expert_pass"))
+                                 .otherwise(~pl.col("expert_pass")).alias("expert_pass"))
+    flipped = flipped.with_columns(pl.when(silent).then(~pl.col("expert_pass")).otherwise(pl.col("judge_pass"))
+                                   .alias("judge_pass"))
+    policy = MissingPolicy("wrong")
+    one, other = (TTCW.prediction_powered({"all": f}, ppi, policy) for f in (wrong, flipped))
+    assert one.drop("all_labels").equals(other.drop("all_labels"))
 
 
 def _labelled_stories(rows: pl.DataFrame, ppi: PPIConfig) -> list[str]:

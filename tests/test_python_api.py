@@ -227,8 +227,14 @@ def test_a_judge_whose_answers_often_fail_to_parse_is_a_warning_naming_what_it_s
     said = [p for p in r.problems() if "could not be read" in p]
     assert len(said) == 1 and "4 of 12 answers (33%)" in said[0] and "most often 'Tie' (4)" in said[0], r.problems()
     assert said[0] in r.manifest.warnings
+    assert "the agreement tables leave them out" in said[0]
     clean = judged(tmp_path, pairs(6), name="clean")             # every answer read: nothing said
     assert not [p for p in clean.problems() if "could not be read" in p]
+    # under another missing-answer policy the line says what the tables did with them (they counted)
+    with pytest.warns(litjudge.LitjudgeWarning, match="could not be read"):
+        counted = judged(tmp_path, rows, judge=f"replay:{rec}", name="as-b", missing="label:B")
+    said = [p for p in counted.problems() if "could not be read" in p]
+    assert """the agreement tables count each as 'B' (missing = "label:B")""" in said[0], said
 
 
 def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):

@@ -1,5 +1,5 @@
 """The fourth statistics audit's defects (D1-D10), each reproduced as it was found and fixed; the
-coverage of what is published is in tests/test_conformance_published.py."""
+coverage of every published interval is in the conformance test tests/estimate_registry.py names for it."""
 from __future__ import annotations
 
 import math

@@ -341,7 +341,8 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     ids = run_ids or {n: run_id(prep.config, "", n) for n in names}
     verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
     ctx = prep.context()
-    return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings + unparsed_warnings(verdicts)
+    tables = prep.protocol.tables(verdicts, ctx)
+    return verdicts, tables, ctx.warnings + unparsed_warnings(verdicts, prep.config.missing_policy)
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,

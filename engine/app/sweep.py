@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from litjudge.judges import PROTOCOLS
+from litjudge.judges.metrics.bootstrap import RESAMPLES
 
 from ..core.config import RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
 from ..core.errors import ConfigError
@@ -52,7 +53,7 @@ class Sweep:
     cells: list[Cell]
     post: dict[str, list] = field(default_factory=dict)     # "options.threshold" -> values
     rank_by: str = ""
-    bootstrap: int = 1000
+    bootstrap: int = RESAMPLES
 
     @property
     def axes(self) -> list[str]:
@@ -98,7 +99,7 @@ class SweepSpec:
     by (the protocol's pooled default when empty), the resamples of the ranking's intervals, and the
     aggregate-only options tried on every cell's stored verdicts (`[sweep.post]`)."""
     rank_by: str = ""               # "table.metric" (or "table.metric@col=value"); "": the protocol's pooled default
-    bootstrap: int = 1000           # resamples of the ranking's intervals
+    bootstrap: int = RESAMPLES      # resamples of the ranking's intervals
     post: dict[str, Any] = field(default_factory=dict)   # aggregate-only option -> values tried on stored verdicts
 
     def __post_init__(self) -> None:

@@ -15,6 +15,11 @@ from the best, False where it can, None where fewer than MIN_CLUSTERS clusters a
 row's own value is optimistic when many cells are close (the winner's curse: with 20 equally good
 cells its interval covered the truth in 53% of sweeps): read the set marked same_as_best, not the
 winner alone.
+
+Range: a published value stays in its metric's range. The debiased squared calibration error is
+unbiased, so a well-calibrated judge's estimate is below 0 about half the time (its table prints it
+so, docs/statistics.md); the ranking prints it and its interval clipped at 0, and orders the cells
+by the unclipped estimates.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from litjudge.judges.metrics.bootstrap import RESAMPLES
 from litjudge.judges.metrics.estimates import Units, same_as_best
 
 MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous paired cluster bootstrap of every cell against the best over the "
@@ -41,7 +47,7 @@ class Ranked:
     units: Units | None
 
 
-def ranking(rows: list[Ranked], up: bool, resamples: int = 1000) -> pl.DataFrame:
+def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.DataFrame:
     """The rows best first (`up`: higher is better, as the protocol declares the metric; undefined
     values left out), each with its interval (ci_low, ci_high, ci_note: the one interval rule) and
     `same_as_best`."""
@@ -59,7 +65,18 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = 1000) -> pl.DataFrame
         if r.units is not None:
             lo, hi, note = r.units.interval_with_note(resamples)
         same = same_of.get(i)
-        out.append({"rank": i + 1, **r.head, "value": r.value, "n": r.n, "clusters": clusters,
+        value, lo, hi = _in_range(r, r.value, lo, hi)
+        out.append({"rank": i + 1, **r.head, "value": value, "n": r.n, "clusters": clusters,
                     "ci_low": None if math.isnan(lo) else lo, "ci_high": None if math.isnan(hi) else hi,
                     "ci_note": note, "same_as_best": same})
     return pl.DataFrame(out, infer_schema_length=None)
+
+
+def _in_range(row: Ranked, *values: float) -> tuple[float, ...]:
+    """The published value and interval clipped into the metric's range, where its estimate can
+    leave it (`Units.published_range`: the unbiased CE^2 below 0). The order is the unclipped
+    estimates', so cells clipped alike keep what the data says of them."""
+    bounds = row.units.published_range if row.units is not None else None
+    if bounds is None:
+        return values
+    return tuple(v if math.isnan(v) else min(max(v, bounds[0]), bounds[1]) for v in values)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from .config import MissingPolicy
 from .store import PLAN_RESULT_COLUMNS, Store
 
 
@@ -43,12 +44,15 @@ def probability(frame: pl.DataFrame, label: str) -> pl.Expr:
 UNPARSED_WARN = 0.1          # the share of a judge's answers left unread that is worth a line of its own
 
 
-def unparsed_warnings(verdicts: pl.DataFrame) -> list[str]:
+def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPolicy()) -> list[str]:
     """A line per judge whose answers often could not be read as a verdict (but not all: that is its
-    own error), with what it said most: a judge answering "Tie" where ties are off is seen, not only
-    a smaller n."""
+    own error), with what it said most and what the agreement tables did with them under the run's
+    missing-answer policy: a judge answering "Tie" where ties are off is seen, not only a smaller n."""
     if not {"judge", "status", "raw"} <= set(verdicts.columns):
         return []
+    done = {"drop": "the agreement tables leave them out",
+            "label": f'the agreement tables count each as {missing.label!r} (missing = "label:{missing.label}")',
+            "wrong": 'the agreement tables count each as wrong (missing = "wrong")'}[missing.kind]
     out = []
     for (judge,), v in verdicts.group_by(["judge"], maintain_order=True):
         answered = v.filter(pl.col("status").is_in(["ok", "unparsed"]))
@@ -57,6 +61,6 @@ def unparsed_warnings(verdicts: pl.DataFrame) -> list[str]:
             said, n = bad["raw"].cast(pl.Utf8).fill_null("").str.strip_chars().str.slice(0, 40).value_counts(
                 sort=True).row(0)
             out.append(f"{judge}: {bad.height} of {answered.height} answers ({bad.height / answered.height:.0%}) could "
-                       f"not be read as a verdict, most often {said!r} ({n}); the tables leave them out (the report's "
-                       "item viewer shows each)")
+                       f"not be read as a verdict, most often {said!r} ({n}); {done} (the report's item viewer shows "
+                       "each)")
     return out

@@ -39,6 +39,9 @@ from .base import MetricResult, is_missing
 # 0.90 at 10 and 0.92 at 20; the expanded percentile interval below covers 0.935-0.95 from 8 on,
 # and >= 0.93 at 10 for every estimate the conformance tests simulate.
 MIN_CLUSTERS = 10
+# THE number of cluster resamples of every bootstrap interval (a table and a sweep ranking the same
+# estimate print the same interval: the calibration table drew 500 where the sweep drew 1,000).
+RESAMPLES = 1000
 NO_SPREAD = "every resample gives the same value: no interval"
 
 
@@ -114,7 +117,7 @@ def percentile_interval(stats: np.ndarray, clusters: int, alpha: float = 0.05) -
 
 
 def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence,
-                      metric: Callable[[list, list], MetricResult], resamples: int = 1000, seed: int = 0,
+                      metric: Callable[[list, list], MetricResult], resamples: int = RESAMPLES, seed: int = 0,
                       alpha: float = 0.05) -> tuple[float, float]:
     """(low, high) of `metric(truth, pred)` over `resamples` cluster resamples; resamples where the
     metric is undefined (NaN) are left out; (nan, nan) when none is defined, with one cluster, or
@@ -132,7 +135,7 @@ def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Seque
     return percentile_interval(np.asarray(stats, dtype=float), len(members), alpha)
 
 
-def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamples: int = 1000, seed: int = 0,
+def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamples: int = RESAMPLES, seed: int = 0,
                    alpha: float = 0.05, batch_cells: int = 4_000_000) -> tuple[float, float]:
     """(low, high) of mean(values) over `resamples` cluster resamples: each resample draws whole
     clusters with replacement and takes sum(values) / count over them. (nan, nan) with no values,
@@ -152,7 +155,7 @@ def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamp
     return percentile_interval(np.concatenate(stats), g, alpha)
 
 
-def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence, resamples: int = 1000,
+def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence, resamples: int = RESAMPLES,
                                 seed: int = 0, alpha: float = 0.05, batch_cells: int = 4_000_000) -> tuple[float, float]:
     """(low, high) of balanced accuracy over cluster resamples: the same draws and the same value
     as `cluster_bootstrap(..., balanced_accuracy)`, from per-cluster hits and counts of each class
@@ -229,7 +232,7 @@ def or_none(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None], resamples: int = 1000,
+def mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None], resamples: int = RESAMPLES,
                  seed: int = 0, bounds: tuple[float, float] | None = None) -> MeanCI:
     """THE mean of per-unit values with its cluster-bootstrap 95% CI (`mean_bootstrap`), missing
     values (None, NaN) left out first: a rate over pairs, an agreement over items, a Spearman over
@@ -255,7 +258,7 @@ def _with_note(value: float, n: int, clusters: int, low: float, high: float,
 
 
 def mean_of_means_with_ci(clusters: Sequence[Hashable], strata: Sequence[Hashable], values: Sequence[float | None],
-                          resamples: int = 1000, seed: int = 0, alpha: float = 0.05,
+                          resamples: int = RESAMPLES, seed: int = 0, alpha: float = 0.05,
                           bounds: tuple[float, float] | None = None) -> MeanCI:
     """The mean over strata (e.g. the two presentation orders) of each stratum's mean, with a CI of
     that same statistic: every resample draws whole clusters (pairs) and recomputes each stratum's

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import NAN, MetricResult, is_missing, known_pairs
-from .bootstrap import interval_note, percentile_interval
+from .bootstrap import RESAMPLES, interval_note, percentile_interval
 from .estimates import Units, mean_of
 
 
@@ -113,7 +113,7 @@ def squared_calibration_error(counts: np.ndarray, sum_p: np.ndarray, sum_y: np.n
         return np.where(kept, counts * np.nan_to_num(term), 0.0).sum(axis=-1) / np.where(n > 0, n, np.nan)
 
 
-def centred_interval(counts: np.ndarray, sum_p: np.ndarray, sum_y: np.ndarray, resamples: int = 500,
+def centred_interval(counts: np.ndarray, sum_p: np.ndarray, sum_y: np.ndarray, resamples: int = RESAMPLES,
                      seed: int = 0) -> tuple[float, float, float]:
     """(debiased CE^2, CI low, CI high) from per-cluster, per-bin counts and sums (G, bins): the
     expanded percentile interval of the cluster-resampled CE^2, centred on the estimate (no
@@ -131,7 +131,7 @@ def centred_interval(counts: np.ndarray, sum_p: np.ndarray, sum_y: np.ndarray, r
     return point, low, high
 
 
-def squared_calibration_error_ci(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = 500,
+def squared_calibration_error_ci(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = RESAMPLES,
                                  seed: int = 0, clusters: Sequence[Hashable] | None = None
                                  ) -> tuple[float, float, float]:
     """(debiased CE^2, CI low, CI high) of predictions p against outcomes y, clusters resampled
@@ -161,7 +161,7 @@ def _kept(p: Sequence[float], y: Sequence[float | bool], clusters: Sequence[Hash
     return pa, ya, inverse, (int(inverse.max()) + 1 if len(inverse) else 0)
 
 
-def ece_bootstrap(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = 500, seed: int = 0,
+def ece_bootstrap(p: Sequence[float], y: Sequence[float | bool], bins: int = 10, resamples: int = RESAMPLES, seed: int = 0,
                   alpha: float = 0.05, clusters: Sequence[Hashable] | None = None) -> tuple[float, float]:
     """Percentile CI of the ECE over cluster resamples (a story's verdicts, a pair's orders move
     together; each verdict its own cluster when `clusters` is None), from per-cluster, per-bin sums
@@ -191,14 +191,15 @@ def squared_calibration_error_of(c) -> float:
 
 
 def calibration_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):
-    """The debiased CE^2 as a rankable estimate (10 bins), with the calibration table's interval."""
+    """The debiased CE^2 as a rankable estimate (10 bins), with the calibration table's interval;
+    a sweep publishes it clipped at 0 (the unbiased estimate can be negative, its metric cannot)."""
     def rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
         pa, ya = u.columns["p"].astype(float), u.columns["y"].astype(float)
         point, low, high = centred_interval(*_bin_sums(pa, ya, u.cluster_of_rows(), u.clusters, 10),
                                             resamples=resamples, seed=seed)
         return low, high, interval_note(u.clusters, low)
     return Units.of(clusters, {"p": np.asarray(p, dtype=float), "y": np.asarray(y, dtype=float)},
-                    squared_calibration_error_of, rule=rule)
+                    squared_calibration_error_of, rule=rule, published_range=(0.0, 1.0))
 
 
 def brier_units(clusters: Sequence[Hashable], p: Sequence[float], y: Sequence[float | bool]):

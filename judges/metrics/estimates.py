@@ -26,6 +26,7 @@ from .bootstrap import (
     CONSTANT,
     FEW_PER_CLASS,
     MIN_CLUSTERS,
+    RESAMPLES,
     clusters_per_class,
     constant_interval,
     expanded_alpha,
@@ -65,17 +66,21 @@ class Units:
     statistic: Statistic
     bounds: tuple[float, float] | None = None      # the range of a per-cluster value (a rate: 0, 1)
     rule: IntervalRule | None = None
+    # the metric's range where an unbiased estimate of it can leave it (CE^2 below 0): a sweep's
+    # ranking publishes the value and its interval clipped into it (sweep_rank.ranking)
+    published_range: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, clusters: Sequence[Hashable], columns: Mapping[str, ColumnValues], statistic: Statistic,
-           bounds: tuple[float, float] | None = None, rule: IntervalRule | None = None) -> Units:
+           bounds: tuple[float, float] | None = None, rule: IntervalRule | None = None,
+           published_range: tuple[float, float] | None = None) -> Units:
         names = np.asarray([str(c) for c in clusters])
         ids, inverse = np.unique(names, return_inverse=True) if len(names) else (np.asarray([]), np.asarray([], int))
         order = np.argsort(inverse, kind="stable")
         offsets = np.searchsorted(inverse[order], np.arange(len(ids) + 1))
         members = tuple(order[offsets[i]:offsets[i + 1]] for i in range(len(ids)))
         return cls(tuple(str(i) for i in ids), members, {k: np.asarray(v) for k, v in columns.items()}, statistic,
-                   bounds, rule)
+                   bounds, rule, published_range)
 
     @classmethod
     def rate(cls, clusters: Sequence[Hashable], values: Sequence[float], strata: Sequence[Hashable] | None = None
@@ -123,13 +128,13 @@ class Units:
             return self.statistic.resampled_means(self, clusters)
         return np.asarray([self.statistic(self._rows(row[row >= 0])) for row in clusters], dtype=float)
 
-    def interval(self, resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    def interval(self, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
         """95% interval (none below MIN_CLUSTERS clusters): the estimate's own `rule`, else over
         cluster resamples, and where no resample varies and the value's bounds are known,
         `bootstrap.constant_interval`."""
         return self.interval_with_note(resamples, seed)[:2]
 
-    def interval_with_note(self, resamples: int = 1000, seed: int = 0) -> tuple[float, float, str | None]:
+    def interval_with_note(self, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, str | None]:
         """`interval` and why it is missing or what it is (`bootstrap.interval_note`, CONSTANT)."""
         if self.clusters < MIN_CLUSTERS:
             return math.nan, math.nan, interval_note(self.clusters, None)
@@ -158,7 +163,7 @@ def _rate_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str |
     return (math.nan if ci.ci_low is None else ci.ci_low, math.nan if ci.ci_high is None else ci.ci_high, ci.note)
 
 
-def same_as_best(cells: Sequence[Units], higher_is_better: bool, resamples: int = 1000, seed: int = 0,
+def same_as_best(cells: Sequence[Units], higher_is_better: bool, resamples: int = RESAMPLES, seed: int = 0,
                  alpha: float = 0.05) -> list[bool | None]:
     """Per cell: whether it cannot be told apart from the best (True), is worse than the best
     (False), or no statement is made (None: fewer than MIN_CLUSTERS clusters of its own, the

@@ -17,17 +17,24 @@ covariances and variances replace item-level ones. With one item per cluster eve
 ppi-python's (`ppi_mean_pointestimate`, `ppi_mean_ci`: tests/test_ppi_crosscheck.py, 1e-6).
 
 Interval (what is published; `clt_variance` is ppi-python's, kept for the cross-check). The
-delete-one-cluster jackknife, stratified by labelled and unlabelled clusters, with lambda tuned
-again in every replicate (so the tuning's own noise is in the variance: the plug-in CLT variance
-with a tuned lambda covered 0.87-0.92 at 10 labelled stories with a good judge); Student's t on
+variance is the delete-one-cluster jackknife, stratified by labelled and unlabelled clusters, with
+lambda tuned again in every replicate (so the tuning's own noise is in the variance: the plug-in
+CLT variance with a tuned lambda covered 0.87-0.92 at 10 labelled stories with a good judge), on
 the Satterthwaite degrees of freedom of the two strata, each stratum's from the spread of its
 jackknife deviations, (sum d^2)^2 / sum d^4 * (g - 1) / g: n - 1 when the clusters weigh alike,
-near 1 when one cluster carries the variance (a rare answer seen in one story, where a normal
-interval is far too short); clipped to the value's range. No interval from fewer than
-MIN_CLUSTERS labelled clusters, nor where the humans' rarer answer (a value above the range's low
-end, or one below its high end) is in fewer than EACH_SIDE labelled clusters: with one story
-holding every Yes, no spread estimated from the sample can show how far off it is. Coverage of
-this rule, scenario by scenario: tests/test_ppi_conformance.py.
+near 1 when one cluster carries the variance. The interval is Korn-Graubard's on that variance and
+those degrees of freedom (proportion.korn_graubard: Clopper-Pearson on the effective sample size
+p (1 - p) / v, the quantity rescaled to [0, 1] by its range), not a symmetric t interval: a rate
+near 0 from clusters that mostly say No, with a few stories holding most Yes, is skewed, and the t
+interval covered 0.85-0.86 at 10 labelled stories there (a rate of 0.062: 10% of stories passing
+35% of tests, the rest 3%); Clopper-Pearson's asymmetry reaches the rate the sample under-shows.
+The point is clipped into the quantity's range (a rectifier can carry PPI++ below 0: -0.156 was
+seen), and the interval is built around the clipped point, so the published point always lies in
+its interval and in the range. No interval from fewer than MIN_CLUSTERS labelled clusters, nor
+where the humans' rarer answer (a value above the range's low end, or one below its high end) is in
+fewer than EACH_SIDE labelled clusters: with one story holding every Yes, no spread estimated from
+the sample can show how far off it is. Coverage of this rule, scenario by scenario:
+tests/test_ppi_conformance.py.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .bootstrap import MIN_CLUSTERS
+from .proportion import korn_graubard
 
 EACH_SIDE = 2          # labelled clusters the humans' rarer answer must be in for an interval
 
@@ -145,15 +153,14 @@ def fit(mo: dict[str, np.ndarray], lam: float | None = None) -> Fit:
 
 @dataclass(frozen=True)
 class Estimate:
-    """Published estimates, elementwise: the value, its 95% interval (NaN where withheld, `rule`
-    says why: 0 shown, 1 too few labelled clusters, 2 the rarer answer in too few, 3 no spread,
-    4 no unlabelled items, 5 one unlabelled cluster), the jackknife variance and its degrees of
-    freedom, lambda and the rectifier, and the clusters and items on each side."""
+    """Published estimates, elementwise: the value (clipped into the range), its 95% interval (NaN
+    where withheld, `rule` says why: 0 shown, 1 too few labelled clusters, 2 the rarer answer in too
+    few, 3 no spread, 4 no unlabelled items, 5 one unlabelled cluster), the jackknife variance and
+    its degrees of freedom, lambda and the rectifier, and the clusters and items on each side."""
 
     value: np.ndarray
     low: np.ndarray
     high: np.ndarray
-    half_width: np.ndarray       # t * sqrt(variance), before clipping to the range
     variance: np.ndarray
     df: np.ndarray
     lam: np.ndarray
@@ -177,8 +184,6 @@ def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, floa
              alpha: float = 0.05) -> Estimate:
     """The PPI++ estimate (lam None: tuned; 0.0: the human-only mean; any other: fixed) with its
     published interval (module docstring), elementwise over the leading axes of `s`."""
-    from scipy.special import stdtrit  # Student's t quantile as a ufunc
-
     keys = TUNED if lam is None else FIXED
     total, own = _moments(s, keys), _moments(s, keys, own=True)
     theta, lam_a, rectifier = _theta(total, lam)
@@ -190,7 +195,6 @@ def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, floa
         variance = var_l + var_u
         parts = np.where(var_l > 0, var_l ** 2 / df_l, 0.0) + np.where(var_u > 0, var_u ** 2 / df_u, 0.0)
         df = np.maximum(np.where(parts > 0, variance ** 2 / parts, 1.0), 1.0)
-        half = stdtrit(df, 1 - alpha / 2) * np.sqrt(variance)
     side = np.minimum((s.above & labelled).sum(axis=-1), (s.below & labelled).sum(axis=-1))
     n_l, n_u = labelled.sum(axis=-1), unlabelled.sum(axis=-1)
     predicted = lam != 0.0                                   # PPI needs unlabelled items; human-only does not
@@ -199,10 +203,21 @@ def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, floa
     rule = np.select([no_unlabelled, n_l < MIN_CLUSTERS, side < EACH_SIDE, one_unlabelled,
                       ~np.isfinite(variance) | (variance <= 1e-14)], [4, 1, 2, 5, 3], 0)
     shown = rule == 0
-    value = np.where(no_unlabelled, np.nan, theta)
-    return Estimate(value, np.where(shown, np.clip(value - half, *bounds), np.nan),
-                   np.where(shown, np.clip(value + half, *bounds), np.nan), np.where(shown, half, np.nan), variance, df,
-                   lam_a, rectifier, rule, side, n_l, n_u, total["Sm"], total["Tm"])
+    value = np.where(no_unlabelled, np.nan, np.clip(theta, *bounds))
+    items = total["Sm"] + (total["Tm"] if predicted else 0.0)       # the values the estimate is over
+    low, high = _interval(value, variance, items, df, bounds, alpha)
+    return Estimate(value, np.where(shown, low, np.nan), np.where(shown, high, np.nan), variance, df,
+                    lam_a, rectifier, rule, side, n_l, n_u, total["Sm"], total["Tm"])
+
+
+def _interval(value: np.ndarray, variance: np.ndarray, items: np.ndarray, df: np.ndarray,
+              bounds: tuple[float, float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Korn-Graubard's interval (module docstring) of a value in `bounds`, rescaled to [0, 1] and back."""
+    lo, span = bounds[0], bounds[1] - bounds[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.clip((value - lo) / span, 0.0, 1.0)
+        low, high = korn_graubard(np.nan_to_num(p), variance / span ** 2, np.maximum(items, 1.0), df, alpha)
+    return lo + span * low, lo + span * high
 
 
 def _stratum(replicate: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,12 +233,15 @@ def _stratum(replicate: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np
     return variance, np.maximum(df, 1e-9)
 
 
-def effective_labels(labelled_items: np.ndarray, human_half: np.ndarray, ppi_half: np.ndarray,
-                     lam: np.ndarray) -> np.ndarray:
-    """n_eff: the labelled items a human-only estimate would need for an interval as narrow as
-    PPI++'s (widths shrink as 1/sqrt(n)): n * (human half-width / PPI++ half-width)^2; n itself
-    where lambda is 0 (the estimate is the human-only mean: the judge adds no label, though the
-    jackknife, lambda tuned again in each replicate, may find a narrower interval by chance)."""
+def effective_labels(human: Estimate, powered: Estimate) -> np.ndarray:
+    """n_eff: the labelled items a human-only estimate would need for PPI++'s precision, on one
+    footing: n * (human-only jackknife variance / PPI++ jackknife variance), the two variances of
+    one estimator (lambda 0 and tuned) over the same clusters, no t quantile in it. n itself where
+    lambda is 0 (the estimate is the human-only mean; the jackknife, lambda tuned again in each
+    replicate, may find a smaller variance by chance), and never more than the items there are
+    (labelled and unlabelled: a judge cannot be worth labels for items that do not exist)."""
+    n = powered.labelled_items.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(ppi_half > 0, labelled_items * (human_half / ppi_half) ** 2, np.nan)
-    return np.where((lam == 0) & np.isfinite(ratio), labelled_items.astype(float), ratio)
+        ratio = np.where(powered.variance > 0, n * human.variance / powered.variance, np.nan)
+    ratio = np.minimum(ratio, n + powered.unlabelled_items)
+    return np.where((powered.lam == 0) & np.isfinite(ratio), n, ratio)

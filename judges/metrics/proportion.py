@@ -83,7 +83,7 @@ def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, val
     cluster_sum, cluster_n = sums.sum(axis=2), counts.sum(axis=2)
     rarer = np.minimum((present & (cluster_sum > 1e-12)).sum(axis=1),
                        (present & (cluster_sum < cluster_n - 1e-12)).sum(axis=1))
-    low, high = _korn_graubard(value, variance, n, g, alpha)
+    low, high = korn_graubard(value, variance, n, np.maximum(g - 1, 1), alpha)
     few_low, few_high = clopper_pearson(value * g, g, alpha)
     const_low, const_high = _constant(value, g, alpha)
     constant = variance <= 1e-14 * np.maximum(value * (1 - value), 1e-300)
@@ -95,13 +95,16 @@ def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, val
     return value, low, high, rule
 
 
-def _korn_graubard(value: np.ndarray, variance: np.ndarray, n: np.ndarray, g: np.ndarray,
-                   alpha: float) -> tuple[np.ndarray, np.ndarray]:
+def korn_graubard(value: np.ndarray, variance: np.ndarray, n: np.ndarray, df: np.ndarray,
+                  alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """THE Korn-Graubard interval of an estimated proportion: Clopper-Pearson on the effective
+    sample size n* = p (1 - p) / v (at most n, the values the estimate is over), scaled by
+    (t(n - 1) / t(df))^2 for the `df` degrees of freedom of v; n itself where v says nothing (0 or
+    undefined). Elementwise; `value` must lie in [0, 1]."""
     from scipy.special import stdtrit  # Student's t quantile as a ufunc
 
     with np.errstate(invalid="ignore", divide="ignore"):
         effective = np.minimum(value * (1 - value) / variance, n)
-        df = np.maximum(g - 1, 1)
         effective = effective * (stdtrit(np.maximum(n - 1, 1), 1 - alpha / 2) / stdtrit(df, 1 - alpha / 2)) ** 2
         effective = np.where(np.isfinite(effective) & (effective > 0), effective, n)
     return clopper_pearson(value * effective, effective, alpha)
