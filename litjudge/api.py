@@ -5,10 +5,10 @@ tables): same store, same shared verdict cache, same content keys, so a repeated
 nothing, and one budget cap for all of a call's API judges.
 
 Each call has its own Session (engine.core.session): `out=` and `cache=` reach the run as
-arguments, never through the environment, so calls in two threads keep their own folders,
-caches and API spend. A run folder keeps one config and one dataset (engine.app.run_folder): `judge()` without a
-`name` gets a folder of its own per config and data; a named folder holding another run is refused
-unless `overwrite=True`."""
+arguments, never through the environment, so calls in two threads keep their own folders, caches
+and API spend. A run folder keeps one config and one dataset (engine.app.run_folder): `judge()`
+without a `name` gets a folder of its own per config and data; a named folder holding another run
+is refused unless `overwrite=True`."""
 from __future__ import annotations
 
 import dataclasses

@@ -161,8 +161,8 @@ LOG_PROMPTS_MAX = 50_000  # distinct prompts kept in memory for log.jsonl; beyon
 
 def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
               requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, spend: Spend,
-              truncation: Truncation = "error",
-              reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
+              truncation: Truncation = "error", reasks: int = 0, progress: bool = True,
+              on_result: Callable[[ResultRow], None] | None = None,
               live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None,
               cache: Store | None = None, apart: bool = False,
               on_stop: Callable[[JudgeRun], None] | None = None) -> JudgeRun:
