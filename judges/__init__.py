@@ -6,6 +6,20 @@ is then usable by name in `litjudge run` and `litjudge.judge`, imported only whe
 from litjudge.engine.core.registry import Registry
 
 PROTOCOLS: Registry = Registry("protocol", base="litjudge.judges.base:Protocol", group="litjudge.protocols")
+
+# The report panels litjudge's protocols draw (a Declaration's `report` names one), each registered
+# under its own "module:function": a protocol is checked against this list where it is declared,
+# and the function (and matplotlib) is imported only when a report is drawn. A plugin's protocol
+# gives its panels function itself (`report=my_panels`).
+PANELS: Registry = Registry("report panels")
+for _panels in ("litjudge.engine.app.report.panels:ttcw_panels", "litjudge.engine.app.report.panels:pairwise_panels",
+                "litjudge.engine.app.report.panels:listwise_panels",
+                "litjudge.engine.app.report.panels:classification_panels",
+                "litjudge.engine.app.report.panels:reference_likert_panels",
+                "litjudge.engine.app.report.rubric_panels:rubric_panels"):
+    PANELS.add(_panels, _panels)
+del _panels
+
 PROTOCOLS.add("ttcw", "litjudge.judges.ttcw:TTCW")
 PROTOCOLS.add("reference_likert", "litjudge.judges.reference_likert:ReferenceLikert")
 PROTOCOLS.add("listwise", "litjudge.judges.listwise:ListwiseRanking")

@@ -15,8 +15,9 @@ naming the protocol, the table and the column.
 """
 from __future__ import annotations
 
+import difflib
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ import polars as pl
 from litjudge.engine.core.errors import ContractError
 from litjudge.engine.core.requests import Message
 from litjudge.grammars import VerdictLanguage
+from litjudge.judges import PANELS
 
 MODES = ("label", "analyze", "distribution", "reward")
 MISSING_POLICIES = ("drop", "label", "wrong")
@@ -33,6 +35,9 @@ FIELD_TYPES = {str: pl.Utf8, int: pl.Int64, float: pl.Float64, bool: pl.Boolean}
 # labels (a protocol that finds none says so with `Context.no_labels` and leaves such tables out);
 # in some runs only (a mode, an option: say which in the protocol's docstring).
 WHEN = ("always", "labelled", "sometimes")
+# A protocol's report panels: the function drawing them from a run's tables (name -> polars frame)
+# as a list of the report's Panels (litjudge.engine.app.report.panels.Panel).
+PanelsFunction = Callable[[dict[str, pl.DataFrame]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,9 @@ class Declaration:
     a field null on every row is still typed, never polars' Null), and three hooks for the
     application: the verdict columns naming one binary decision (a cascade's or jury's item; ():
     its runs are not pooled), the option a generation stage fills with {judge: its own items'
-    source} (self-preference; "": none), and the report's panels ("module:function" taking the
-    tables; "": one panel per metric table)."""
+    source} (self-preference; "": none), and the report's panels (the function drawing them, or the
+    name they are registered under in `litjudge.judges.PANELS`, resolved here; "": one panel per
+    metric table)."""
 
     name: str
     version: str
@@ -93,7 +99,7 @@ class Declaration:
     fields: Mapping[str, type] = field(default_factory=dict)
     decision_key: tuple[str, ...] = ()
     self_preference: str = ""
-    report: str = ""
+    report: str | PanelsFunction = ""
 
     def __post_init__(self) -> None:
         if not set(self.modes) <= set(MODES) or not self.modes:
@@ -140,8 +146,18 @@ class Declaration:
         unknown = [c for c in self.decision_key if c not in self.fields and c not in ("item_id", "repeat")]
         if unknown:
             raise self.wrong(f"decision_key names {unknown}, which are neither fields nor item_id / repeat")
-        if self.report and ":" not in self.report:
-            raise self.wrong(f"report is \"module:function\" (the function drawing its panels), got {self.report!r}")
+        self._check_report()
+
+    def _check_report(self) -> None:
+        """The report's panels resolved where they are declared, not when a report is drawn: a
+        function, or the name of panels registered in PANELS (looked up without importing them)."""
+        if not self.report or callable(self.report):
+            return
+        if not isinstance(self.report, str) or self.report not in PANELS:
+            close = difflib.get_close_matches(str(self.report), PANELS.names(), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise self.wrong(f"report {self.report!r} names no registered report panels{hint}: give the function "
+                             "drawing them (report=my_panels), or register it in litjudge.judges.PANELS")
 
     @property
     def rank_metrics(self) -> dict[str, str | None]:

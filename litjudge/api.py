@@ -1,13 +1,14 @@
 """The three calls: `judge` (your data in memory, one protocol, one or more judges), `run` (a config,
-as the console's `litjudge run` takes it) and `load` (a finished run folder). They drive the same
-engine as the console (config -> plan -> store lookup -> backend -> store -> tables): same store,
-same shared verdict cache, same content keys, so a repeated call generates nothing.
+as the console's `litjudge run` takes it) and `load` (a finished run folder). `judge` and `run`
+go through the console's own `execute` (config -> plan -> store lookup -> backend -> store ->
+tables): same store, same shared verdict cache, same content keys, so a repeated call generates
+nothing, and one budget cap for all of a call's API judges.
 
 Each call has its own Session (engine.core.session): `out=` and `cache=` reach the run as
-arguments, never through the environment, so calls in two threads keep their own folders and
-caches. A run folder keeps one config and one dataset (engine.app.run_folder): `judge()` without a
-`name` gets a folder of its own per config and data; a named folder holding another run is refused
-unless `overwrite=True`."""
+arguments, never through the environment, so calls in two threads keep their own folders, caches
+and API spend. A run folder keeps one config and one dataset (engine.app.run_folder): `judge()`
+without a `name` gets a folder of its own per config and data; a named folder holding another run
+is refused unless `overwrite=True`."""
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +26,6 @@ from typing import Any
 
 from litjudge.engine.app.execute import Asked, execute
 from litjudge.engine.app.outputs import write_file
-from litjudge.engine.app.run import run as run_config
 from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
 from litjudge.engine.core.config import RunConfig, load_config, read_toml, valid_name
 from litjudge.engine.core.console import prepare_environment, quiet
@@ -90,15 +90,14 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         new = claim_of("run", config_dict(cfg), [read])
         run_dir = session.run_dir(name or default_name(f"{protocol}-python", new))
         path = run_dir / INPUT if in_memory else data_path
-        cfg = load_config(JUDGE_WHERE, {**table, "name": run_dir.name, "dataset": {**table["dataset"], "path": str(path)}})
+        final = {**table, "name": run_dir.name, "dataset": {**table["dataset"], "path": str(path)}}
         created = not run_dir.exists()
         lock = RunLock(run_dir)                       # taken before the rows are written into the folder
         try:
             claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
             if lines is not None:
                 _write_rows(lines, path)
-            outcome = run_config(cfg, progress=progress, run_dir=run_dir, lock=lock, session=session,
-                                 overwrite=overwrite, switch=OVERWRITE)
+            done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock))
         except LitjudgeError as exc:
             lock.release()
             if created and not (run_dir / "store.sqlite").exists():
@@ -108,7 +107,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
             raise
         finally:
             lock.release()
-    return _finished(outcome.run_dir)
+    return _finished(done.run_dir)
 
 
 def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: Any, options: Any, mode: str | None,

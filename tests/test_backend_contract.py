@@ -11,6 +11,7 @@ import pytest
 from litjudge.engine.backends import BACKENDS
 from litjudge.engine.core.backend import Backend, Capabilities, JudgeSpec
 from litjudge.engine.core.errors import ContractError
+from litjudge.engine.core.session import Spend
 from tests.conftest import PROJECT_ROOT
 from tests.test_architecture import AlwaysFirst
 
@@ -36,7 +37,7 @@ def test_nothing_probes_a_backend_by_name():
 
 def test_every_registered_backend_keeps_the_whole_contract():
     """Each loads through the base-class check: a Backend subclass, nothing abstract left, its own
-    name; so `context_window`, `use_ledger`, `progress_note`... are there on every one."""
+    name; so `context_window`, `attach`, `progress_note`... are there on every one."""
     for name in BACKENDS.names():
         if name == "cluster" and not _installed("ray"):
             continue
@@ -109,7 +110,7 @@ def test_a_backend_class_without_capabilities_is_refused():
 
 def test_the_optional_capabilities_are_no_ops_by_default():
     toy = AlwaysFirst(JudgeSpec("toy", "toy", "x", "toy:x", "toy"))
-    toy.use_ledger(None)                                   # type: ignore[arg-type]
+    toy.attach(None, Spend())                              # type: ignore[arg-type]
     assert toy.progress_note() == "" and toy.tokenization() == {} and toy.describe() == {"backend": "toy"}
     assert list(map(list, toy.encode_batch(["a bb", "ccc"]))) == [[1, 2], [3]]
     assert AlwaysFirst.cost(toy.spec, 1e6, 1e6) is None and isinstance(AlwaysFirst.plan(toy.spec), AlwaysFirst)

@@ -9,6 +9,7 @@ import pytest
 
 from litjudge.engine.core.planner import planned_ahead
 from litjudge.engine.core.runner import run_judge
+from litjudge.engine.core.session import Spend
 from litjudge.engine.core.store import Store
 from tests.test_architecture import AlwaysFirst
 
@@ -49,7 +50,8 @@ def test_the_first_verdict_is_stored_before_planning_finishes(tmp_path):
     spec = JudgeSpec("toy", "toy", "x", "toy:x", "toy")
     store = Store.open(tmp_path / "store.sqlite")
     try:
-        jr = run_judge(spec, Waiting(spec), lambda: Waiting(spec), requests(), store, progress=False, chunk=4,
+        jr = run_judge(spec, Waiting(spec), lambda: Waiting(spec), requests(), store, spend=Spend(), progress=False,
+                       chunk=4,
                        on_result=lambda row: stored_at.append(len(planned)))
     finally:
         store.close()

@@ -84,6 +84,24 @@ def test_a_plugin_that_fails_to_load_is_one_line_and_the_rest_work(group, tmp_pa
     assert registry.get("single").declared.name == "single"
 
 
+def test_a_plugin_protocol_with_a_misspelt_report_panel_is_one_line_where_it_is_registered(group, tmp_path):
+    """A plugin protocol naming report panels that are not registered is refused as it loads (not when
+    a report is drawn): one line naming the distribution, the protocol and the wrong name."""
+    typo = ("import dataclasses\nfrom tests.toy_protocol import SingleGrading\n\n"
+            "class Typo(SingleGrading):\n"
+            "    declared = dataclasses.replace(SingleGrading.declared, name='typo',\n"
+            "                                   report='litjudge.engine.app.report.panels:ttcw_panel')\n")
+    distribution(tmp_path, "typo-plugin", "0.3", {group: {"typo": "typo_mod:Typo"}}, {"typo_mod": typo})
+    registry: Registry = Registry("protocol", base=PROTOCOL_BASE, group=group)
+    with pytest.raises(PluginError) as refused:
+        registry.get("typo")
+    line = str(refused.value)
+    assert line.startswith("protocol 'typo' of typo-plugin 0.3 could not be loaded") and "\n" not in line, line
+    assert ("protocol 'typo': report 'litjudge.engine.app.report.panels:ttcw_panel' names no registered report "
+            "panels (did you mean 'litjudge.engine.app.report.panels:ttcw_panels'?)") in line, line
+    assert line.endswith("fix or uninstall typo-plugin"), line
+
+
 def test_a_name_two_distributions_or_a_built_in_claim_is_refused(group, tmp_path):
     distribution(tmp_path / "a", "plugin-a", "1.0", {group: {"same": "toy_single:SingleGrading",
                                                             "builtin": "toy_single:SingleGrading"}})

@@ -159,6 +159,12 @@ def _nothing_written(runs_dir) -> bool:
     ({"fields": {"human_score": list}}, "fields are typed"),
     ({"options": dict}, "options must be a dataclass"),
     ({"summary": ("agreement", "ranking")}, r"summary names \['ranking'\], which Declaration.tables does not declare"),
+    # a misspelt report panel: refused as the protocol is declared (it was a bare ModuleNotFoundError
+    # or AttributeError when a report was drawn), with the registered name it is closest to
+    ({"report": "litjudge.engine.app.report.panel:ttcw_panels"},
+     r"report 'litjudge.engine.app.report.panel:ttcw_panels' names no registered report panels \(did you mean "
+     r"'litjudge.engine.app.report.panels:ttcw_panels'\?\)"),
+    ({"report": 42}, r"report 42 names no registered report panels"),
 ])
 def test_a_mistake_in_the_declaration_fails_where_it_is_written(change, message):
     with pytest.raises(ContractError, match=message) as caught:
@@ -295,6 +301,29 @@ def test_every_built_in_declaration_names_its_hooks_and_tables():
         declared = PROTOCOLS.get(name).declared
         assert set(declared.summary) <= set(declared.tables) and declared.report.endswith(f":{name}_panels")
         assert f"({name}" in limit_help() or f", {name}" in limit_help()
+
+
+def test_report_panels_are_resolved_objects():
+    """A protocol's panels are a function it gives (a plugin's, a notebook's) or panels registered in
+    PANELS; the report draws exactly those, and every registered one is a function."""
+    from litjudge.engine.app.report.extras import protocol_panels
+    from litjudge.judges import PANELS
+
+    drawn: list[dict] = []
+
+    def my_panels(tables):
+        drawn.append(tables)
+        return ["a panel"]
+
+    class _OwnPanels(SingleGrading):
+        declared = _declared(report=my_panels)
+
+    PROTOCOLS.add("single", _OwnPanels)
+    try:
+        assert protocol_panels("single", {"agreement": pl.DataFrame()}) == ["a panel"] and len(drawn) == 1
+    finally:
+        PROTOCOLS.remove("single")
+    assert PANELS.names() and all(callable(PANELS.get(name)) for name in PANELS.names())
 
 
 def test_a_field_takes_values_of_its_declared_type():

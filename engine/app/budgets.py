@@ -19,10 +19,10 @@ import polars as pl
 from litjudge.grammars.analysis import Analyzed
 
 from .. import backends as registry
-from ..backends.prices import one_budget
 from ..core.errors import ConfigError
 from ..core.requests import JudgeRequest, RequestMeta, content_key
 from ..core.runner import run_judge
+from ..core.session import Spend
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .outputs import read_manifest, write_tables
@@ -76,13 +76,11 @@ def budget_requests(request: JudgeRequest, analysis: str, budgets: list[int], cu
     return out
 
 
-def budgets(run_dir: Path, budgets_: list[int], progress: bool = True) -> tuple[Path, pl.DataFrame]:
-    """Every API judge it asks again counts against one budget, as in a run."""
-    with one_budget():
-        return _budgets(run_dir, budgets_, progress)
-
-
-def _budgets(run_dir: Path, budgets_: list[int], progress: bool) -> tuple[Path, pl.DataFrame]:
+def budgets(run_dir: Path, budgets_: list[int], progress: bool = True,
+            spend: Spend | None = None) -> tuple[Path, pl.DataFrame]:
+    """Every API judge it asks again counts against one budget, as in a run: `spend`, the
+    invocation's (`Session.spend`; None: this call's own)."""
+    spend = spend if spend is not None else Spend()
     manifest = read_manifest(run_dir)
     if manifest.kind != "run":
         raise ConfigError(f"budgets read the analyses of one analyze-mode run; this folder is a {manifest.kind} "
@@ -109,7 +107,7 @@ def _budgets(run_dir: Path, budgets_: list[int], progress: bool) -> tuple[Path, 
             if not requests:
                 raise ConfigError(f"judge {spec.name!r}: no stored analyses in this run", where=str(run_dir))
             run_judge(spec, planner, partial(registry.create, spec, config.cluster), iter(requests), store,
-                      truncation="skip", progress=progress)
+                      spend=spend, truncation="skip", progress=progress)
             frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
             rank = dist.protocol.parse_rank_by(dist.protocol.declared.rank_by)
             for (b,), part in frame.group_by(["budget"], maintain_order=True):

@@ -1,7 +1,7 @@
 """What running a config means, once: a sweep ([matrix] / [sweep]) runs its cells, an ensemble its
 member runs and then the ensemble, anything else is a run (with its [[tasks]] and [generate]
-stage). `litjudge run` (the console) and `litjudge.run` (Python) both call `execute` and differ
-only in how they show the outcome."""
+stage). `litjudge run` (the console), `litjudge.run` and `litjudge.judge` (Python) all call
+`execute` and differ only in how they build the config and show the outcome."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.prices import one_budget
 from ..core.config import config_kind, load_config
 from ..core.errors import ConfigError
+from ..core.run_lock import RunLock
 from ..core.session import Session
 from ..data.cards import dataset_card, with_data
 from .ensemble import load_ensemble, run_ensemble
@@ -48,26 +48,22 @@ class Asked:
     """How to run a config beyond the config itself: `data`, a file read in the config's dataset
     layout; `generate_only`, the [generate] stage alone; `rebuild`, move the run's store aside first
     (every verdict taken again); `overwrite`, replace a folder's run of another config or data, a
-    choice the refusal names as `switch`."""
+    choice the refusal names as `switch`; `lock`, the run folder's RunLock when the caller took it
+    first (litjudge.judge writes your rows into the folder before the run), released by the run."""
 
     data: str | None = None
     generate_only: bool = False
     rebuild: bool = False
     overwrite: bool = False
     switch: str = "--overwrite"
+    lock: RunLock | None = None
 
 
 def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], session: Session,
             asked: Asked = Asked()) -> Executed:
     """Run the config `table` (read from `where`) with `overrides` (None: not given), as its kind
     says, in `session` (where run folders and the verdict cache are, progress). Every API judge of
-    it counts against one budget (`[api] max_cost_usd`, `max_tokens_total`)."""
-    with one_budget():
-        return _execute(table, where, overrides, session, asked)
-
-
-def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], session: Session,
-             asked: Asked) -> Executed:
+    it counts against one budget (`[api] max_cost_usd`, `max_tokens_total`): the session's spend."""
     data, generate_only, progress = asked.data, asked.generate_only, session.progress
     kind = config_kind(table)
     if kind in ("sweep", "ensemble") and generate_only:
@@ -112,4 +108,4 @@ def _execute(table: dict[str, Any], where: str, overrides: dict[str, Any], sessi
                                                                ("missing", overrides.get("missing")), ("data", data))
         if value is not None)
     return Executed("run", run=run(config, progress=progress, generate_only=generate_only, session=session,
-                                   overwrite=asked.overwrite, switch=asked.switch, derive=derive))
+                                   overwrite=asked.overwrite, switch=asked.switch, derive=derive, lock=asked.lock))

@@ -30,6 +30,7 @@ from ..core.backend import Backend
 from ..core.config import GENERATED, RunConfig
 from ..core.requests import JudgeRequest, Message, RequestMeta
 from ..core.runner import LazyBackend, run_judge
+from ..core.session import Spend
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .outputs import write_text
@@ -104,7 +105,7 @@ class _Turns:
 
 
 def _converse(name: str, spec: Any, convs: list, config: RunConfig, language: Any, store: Store, engine: LazyBackend,
-              progress: bool) -> _Turns:
+              progress: bool, spend: Spend) -> _Turns:
     """Every conversation of one generator, turn by turn: a turn is asked once the previous one parsed."""
     planner = registry.planner(spec)            # tokenizer loaded once for every turn
     state = _Turns({c.conv_id: [] for c in convs}, malformed={c.conv_id: 0 for c in convs})
@@ -114,7 +115,7 @@ def _converse(name: str, spec: Any, convs: list, config: RunConfig, language: An
             break
         run = f"{config.name}/generate/{name}/turn{turn + 1}"
         requests = ((run, turn_request(c, turn, state.answers[c.conv_id], name, config, language)) for c in todo)
-        state.generated += run_judge(spec, planner, engine.start, requests, store, truncation="error",
+        state.generated += run_judge(spec, planner, engine.start, requests, store, spend=spend, truncation="error",
                                      progress=progress, engine=engine).generated
         frame = verdict_frame(store, run, name).select("item_id", "status", "raw", "value")
         for conv_id, status, raw, value in frame.iter_rows():
@@ -139,10 +140,11 @@ def _level_rows(name: str, levels: list[str], convs: list, state: _Turns, items:
     return rows
 
 
-def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool = True,
+def generate(config: RunConfig, run_dir: Path, store: Store, *, spend: Spend, progress: bool = True,
              keep: str | None = None) -> GenerationOutcome:
     """Run every generator's conversations turn by turn, store every turn, write the items.
-    `keep`: the generator whose engine the judging stage reuses (it runs last and stays open)."""
+    `keep`: the generator whose engine the judging stage reuses (it runs last and stays open);
+    `spend`: the invocation's API spend (`Session.spend`), which API generators count against."""
     gen = config.generate
     protocol = GENERATION.get(gen.protocol)()
     convs = protocol.conversations(gen, config.limit)
@@ -155,7 +157,7 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, progress: bool =
     for name in order:
         engine = LazyBackend(partial(registry.create, specs[name], config.cluster))
         try:
-            state = _converse(name, specs[name], convs, config, language, store, engine, progress)
+            state = _converse(name, specs[name], convs, config, language, store, engine, progress, spend)
         finally:
             if name == keep and engine.live is not None:
                 outcome.engines[name] = engine.live

@@ -29,7 +29,7 @@ from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.schema import build
-from ..core.session import Session
+from ..core.session import Session, Spend
 from ..core.store import ResultRow, Store
 from ..core.verdicts import unparsed_warnings, verdict_frame
 from ..data.cards import DatasetCard, dataset_card
@@ -115,6 +115,7 @@ class RunState:
     generation: GenerationOutcome | None = None
     judge_runs: list[JudgeRun] = field(default_factory=list)
     skipped: dict[str, list[dict]] = field(default_factory=dict)
+    spend: Spend = field(default_factory=Spend)                  # the invocation's API spend (Session.spend)
 
 
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
@@ -150,7 +151,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
                                       session.verdict_cache if live_judges else None, config.api.key_env)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
-                     t0, notes, reads, skipped={name: [] for name, _ in tasks})
+                     t0, notes, reads, skipped={name: [] for name, _ in tasks}, spend=session.spend)
     refused = False
     try:
         with fewer_collections():
@@ -200,7 +201,7 @@ def _stages(state: RunState) -> RunOutcome:
     """(1) generation, (2) each judge over every task, (3) each task written; the first task's outcome."""
     config, run_dir, tasks = state.config, state.run_dir, state.tasks
     if config.generate.enabled:
-        state.generation = generate(config, run_dir, state.store, progress=state.progress,
+        state.generation = generate(config, run_dir, state.store, spend=state.spend, progress=state.progress,
                                     keep=tasks[0][1].specs[0].name if tasks else None)
         state.live.update(state.generation.engines)
         if not tasks:
@@ -244,9 +245,9 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
                 yield run_id(config, name, spec.name), r
 
     jr = run_judge(spec, registry.planner(spec), lambda: registry.create(spec, config.cluster), requests(),
-                   state.store, truncation=config.truncation, reasks=config.reasks,  # type: ignore[arg-type]
-                   progress=state.progress, on_result=state.on_result, live=state.live.get(spec.name),
-                   cache=None if spec.capabilities.recorded else state.cache, apart=True,
+                   state.store, spend=state.spend, truncation=config.truncation,  # type: ignore[arg-type]
+                   reasks=config.reasks, progress=state.progress, on_result=state.on_result,
+                   live=state.live.get(spec.name), cache=None if spec.capabilities.recorded else state.cache, apart=True,
                    on_stop=state.judge_runs.append)       # interrupted: the history keeps its figures so far
     if state.generation is not None and spec.name in state.generation.engines:
         state.generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too

@@ -191,7 +191,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
             recorded = w.spec.capabilities.recorded
             judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
-                                        w.requests(), store, truncation=config.truncation,  # type: ignore[arg-type]
+                                        w.requests(), store, spend=session.spend,
+                                        truncation=config.truncation,  # type: ignore[arg-type]
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache,
                                         apart=True))
         metrics, ranked = evaluate(sweep, protocol, cells, store)

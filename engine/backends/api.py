@@ -30,27 +30,29 @@ from ..core.backend import Backend, JudgeSpec
 from ..core.config import ApiConfig, RunConfig
 from ..core.errors import BackendUnavailable, ConfigError
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from ..core.session import Spend
 from ..core.store import Store
 from .anthropic_provider import Anthropic
 from .api_batch import BatchRunner
 from .base import WordTokenizer
 from .local.render import plain_layout
 from .openai_provider import OpenAI, OpenAICompatible
-from .prices import cost, invocation_spend, prices
+from .prices import cost, prices
 from .providers import STORED_FAILURES, Provider
 
 
 class _Accounting:
     """One judge's tokens, estimated cost (at batch prices in batch mode) and retries, shared by its
     worker threads; the budget caps hold for the whole invocation's spend (`Spend`: every API judge
-    of the run or sweep), so two judges under one cap never spend twice it."""
+    of the run or sweep, given by `ApiBackend.attach`), so two judges under one cap never spend
+    twice it. Until attached, the judge counts alone."""
 
     def __init__(self, cfg: ApiConfig, provider: type[Provider]):
         self.cfg, self.lock = cfg, threading.Lock()
         self.prices = prices(provider, cfg.price_in_per_mtok, cfg.price_out_per_mtok)
         self.prompt_tokens = self.completion_tokens = self.requests = self.retries = self.errors = 0
         self.skipped_for_budget = 0
-        self.spend = invocation_spend()
+        self.spend = Spend()
 
     @property
     def cost_usd(self) -> float:
@@ -157,13 +159,15 @@ class ApiBackend(Backend):
         self.api.close()
 
     # -- generation -------------------------------------------------------------------------
-    ledger: Store | None = None          # the run's store, for provider batches (use_ledger)
+    ledger: Store | None = None          # the run's store, for provider batches (attach)
     pending: dict[str, Prepared] = {}    # the requests of the batch being generated, by key
     progress = ""
 
-    def use_ledger(self, store: Store) -> None:
-        """The run's store: where provider batches are recorded (the runner hands it over)."""
+    def attach(self, store: Store, spend: Spend) -> None:
+        """The run's store (where provider batches are recorded) and the invocation's spend (what the
+        budget caps hold for), handed over by the runner before `generate`."""
         self.ledger = store
+        self.account.spend = spend
 
     def progress_note(self) -> str:
         return self.progress

@@ -10,11 +10,7 @@ here, so batch runs are counted at batch prices.
 """
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .providers import Provider
 
@@ -35,44 +31,3 @@ def cost(p: ApiPrices, prompt_tokens: float, completion_tokens: float, batch: bo
     """Dollars for these tokens, online or in a provider batch."""
     rate = p.batch_rate if batch else 1.0
     return rate * (prompt_tokens * p.in_per_mtok + completion_tokens * p.out_per_mtok) / 1e6
-
-
-@dataclass
-class Spend:
-    """What one invocation (a run, a sweep, an ensemble's member runs) has spent on API judges: the
-    budget caps hold for this total, not per judge (two judges under one $1 cap spend $1 between
-    them, not $2). Shared by the judges' worker threads."""
-
-    tokens: int = 0
-    dollars: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, tokens: int, dollars: float) -> None:
-        with self.lock:
-            self.tokens += tokens
-            self.dollars += dollars
-
-
-_spend: ContextVar[Spend | None] = ContextVar("litjudge_spend", default=None)
-
-
-@contextmanager
-def one_budget() -> Iterator[Spend]:
-    """Every API judge created inside the block counts against one shared `Spend` (an invocation
-    already inside one keeps it)."""
-    current = _spend.get()
-    if current is not None:
-        yield current
-        return
-    current = Spend()
-    token = _spend.set(current)
-    try:
-        yield current
-    finally:
-        _spend.reset(token)
-
-
-def invocation_spend() -> Spend:
-    """The current invocation's spend (a judge created outside any counts alone). Read where the
-    judge is created: the API's worker threads do not inherit the context."""
-    return _spend.get() or Spend()

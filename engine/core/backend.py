@@ -13,6 +13,7 @@ from .config import ApiConfig, EngineConfig, RunConfig
 from .errors import ContractError
 from .registry import Named
 from .requests import Generation, JudgeIdentity, JudgeRequest, Prepared
+from .session import Spend
 from .store import Store
 
 
@@ -62,7 +63,8 @@ class Backend(Named, ABC):
       call for a chunk), `context_window`, `tokenization` (how it tokenized, for the plan's figures).
     - Generation: `generate` yields one Generation per prepared request as each finishes.
     - Optional capabilities, no-ops unless a backend has them: `cost` (what tokens cost, for the
-      plan), `use_ledger` (the run's store, where provider batches are recorded), `progress_note`
+      plan), `attach` (the run's store, where provider batches are recorded, and the invocation's
+      API spend, which budget caps hold for), `progress_note`
       (a line for the progress bar), `describe` (for the manifest), `close` (release the engine)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("name", "capabilities")
@@ -137,8 +139,10 @@ class Backend(Named, ABC):
         """One Generation per prepared request, yielded as each finishes (any order)."""
 
     # -- optional capabilities: no-ops unless a backend has them -----------------------------------
-    def use_ledger(self, store: Store) -> None:
-        """The run's store, handed over before `generate` (provider batches are recorded in it)."""
+    def attach(self, store: Store, spend: Spend) -> None:
+        """What the invocation lends the backend, handed over before `generate`: the run's store
+        (provider batches are recorded in it) and the invocation's API spend (`Session.spend`, what
+        the budget caps hold for across all of its judges)."""
 
     def progress_note(self) -> str:
         """A short line for the progress bar (replicas, open provider batches); "" for none."""

@@ -25,6 +25,7 @@ from .hooks import hooks
 from .planner import CHUNK, PlanChunk, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
 from .progress import RunProgress
 from .requests import Generation, JudgeRequest
+from .session import Spend
 from .store import ResultRow, Store
 
 # A transaction every 8 results (slow engines) or 1 s (fast ones), at most 32,768 results or 2 s
@@ -159,8 +160,9 @@ LOG_PROMPTS_MAX = 50_000  # distinct prompts kept in memory for log.jsonl; beyon
 
 
 def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
-              requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, truncation: Truncation = "error",
-              reasks: int = 0, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
+              requests: Iterable[tuple[str, JudgeRequest]], store: Store, *, spend: Spend,
+              truncation: Truncation = "error", reasks: int = 0, progress: bool = True,
+              on_result: Callable[[ResultRow], None] | None = None,
               live: Backend | None = None, chunk: int = CHUNK, engine: LazyBackend | None = None,
               cache: Store | None = None, apart: bool = False,
               on_stop: Callable[[JudgeRun], None] | None = None) -> JudgeRun:
@@ -172,7 +174,9 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     closes itself. `cache`: the shared verdict cache (engine.core.cache), read before generating and
     written with every stored verdict. `apart`: `requests` reads nothing but files (a protocol's
     build), so the plan may be made in a process of its own (engine.core.plan_process). `on_stop`:
-    given the judge's figures so far when it is interrupted (Ctrl-C, SIGTERM), for the run's history."""
+    given the judge's figures so far when it is interrupted (Ctrl-C, SIGTERM), for the run's history.
+    `spend`: the invocation's API spend (`Session.spend`), attached to the engine with the store
+    before it generates anything, so the budget caps hold for every judge of the invocation."""
     t0 = time.time()
     lazy = engine or LazyBackend(start, live)
     plan_with = lazy.live or planner
@@ -180,6 +184,11 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     writer = Writer(store, cache)
     bar = RunProgress(0, spec.name, enabled=progress)
     tally = _Tally()
+
+    def attached() -> Backend:
+        backend = lazy.get(stream.identity)
+        backend.attach(store, spend)            # the run's store and the invocation's spend, before generating
+        return backend
     # Planned ahead when the planner is not the live engine itself (an engine's own tokenizer must
     # not be used from two threads at once): in a process of its own where the stream allows it
     # (no shared interpreter lock), else in a thread.
@@ -205,8 +214,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
             tally.stage["store_plan"] += time.perf_counter() - t
             if todo:
                 bar.grow(len(todo))
-                _generate(spec, lazy.get(stream.identity), todo, store, writer, bar, on_result, tally)
-        reasked = reask(spec, plan_with, lambda: lazy.get(stream.identity), tally.listwise, store, writer, reasks)
+                _generate(spec, attached(), todo, store, writer, bar, on_result, tally)
+        reasked = reask(spec, plan_with, attached, tally.listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
     except KeyboardInterrupt:
         if on_stop is not None:
@@ -277,7 +286,6 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
     """One chunk's missing keys through the backend, each answer parsed and stored as it arrives; a
     retryable failure is no verdict and is left for a re-run."""
     by_key = {p.key: p for p in todo}
-    backend.use_ledger(store)                # provider batches are recorded in the run's store
     outputs = iter(backend.generate(todo))
     answered = 0
     while True:

@@ -7,17 +7,38 @@ pass them on (the environment is only read, in engine.core.envs, for the default
 
 Process-wide settings stay in `envs` and are read where they are used: the model cache
 (`paths.model_cache_dir`), the data and prompts roots (a run's own `data_root` overrides the data
-root per config), the planner process switch, the lock wait. The API budget of one invocation is
-`backends.prices.one_budget`, entered once per `execute` (context-local, so per thread too)."""
+root per config), the planner process switch, the lock wait.
+
+The session also carries what the invocation has spent on API judges (`Spend`): every API judge of
+it (a run's, a sweep's, an ensemble's member runs') is attached to this one total, which the
+budget caps (`[api] max_cost_usd`, `max_tokens_total`) hold for, so two judges under one cap spend
+it once, whichever entry (console, `litjudge.run`, `litjudge.judge`) started them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import envs
 from .paths import cache_dir, runs_output_dir
 
 CACHE_FILE = "verdicts.sqlite"
+
+
+@dataclass
+class Spend:
+    """What one invocation has spent on API judges: the budget caps hold for this total, not per
+    judge (two judges under one $1 cap spend $1 between them, not $2). Shared by the judges'
+    worker threads."""
+
+    tokens: int = 0
+    dollars: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, tokens: int, dollars: float) -> None:
+        with self.lock:
+            self.tokens += tokens
+            self.dollars += dollars
 
 
 @dataclass(frozen=True)
@@ -27,6 +48,8 @@ class Session:
     cache_dir: Path                # console logs and crash reports (engine.core.paths.cache_dir)
     progress: bool = True          # progress bars
     verbose: bool = False          # third-party messages on the terminal rather than in a log
+    # the invocation's API spend, one per Session (so one per command or call; `quiet()` shares it)
+    spend: Spend = field(default_factory=Spend, compare=False, repr=False)
 
     @classmethod
     def current(cls, *, out: str | Path | None = None, cache: bool | str | Path | None = None,

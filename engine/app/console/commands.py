@@ -99,7 +99,8 @@ def cmd_ensemble(args) -> int:
 
 def cmd_budgets(args) -> int:
     """Verdicts at several reasoning budgets from each stored analysis of an analyze-mode run."""
-    out, table = budgets(Path(args.run_dir), parse_budgets(args.budgets), progress=not args.quiet)
+    out, table = budgets(Path(args.run_dir), parse_budgets(args.budgets), progress=not args.quiet,
+                         spend=args.session.spend)
     print_table(table, "Agreement against thinking tokens")
     print(f"Results: {out}")
     return 0

@@ -2,28 +2,26 @@
 (`litjudge ensemble`, ensemble configs) and the reasoning-budget curve (`litjudge budgets`)."""
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-
 import polars as pl
 
-from litjudge.judges import PROTOCOLS
+from litjudge.judges import PANELS, PROTOCOLS
 
 from .panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with panels' headless backend
 from .ppi_panel import ppi_panels
 
 
 def protocol_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:
-    """A run's panels: the ones its protocol names (`Declaration.report`, "module:function"), else
-    one per metric table (`default_panels`); none for an ensemble's run (its panels are the extra ones)."""
+    """A run's panels: the ones its protocol declares (`Declaration.report`: the function, or its
+    name in PANELS, both resolved when the protocol was declared), else one per metric table
+    (`default_panels`); none for an ensemble's run (its panels are the extra ones)."""
     if protocol not in PROTOCOLS:
         return []
     named = PROTOCOLS.get(protocol).declared.report
     if not named:
         return default_panels(protocol, t)
-    module, _, function = named.partition(":")
-    draw: Callable[[dict[str, pl.DataFrame]], list[Panel]] = getattr(importlib.import_module(module), function)
-    return draw(t)
+    draw = PANELS.get(named) if isinstance(named, str) else named
+    panels: list[Panel] = draw(t)
+    return panels
 
 
 def default_panels(protocol: str, t: dict[str, pl.DataFrame]) -> list[Panel]:
