@@ -9,8 +9,11 @@ name gets a folder of its own per config and data (`default_name`).
   `name`, `source`, `limit` (a longer run of the same data resumes a shorter one), `data_root` and
   the dataset's file path (the data's own bytes are compared instead), `[cluster]`, `[engine]` but
   its `dtype` (part of a verdict's content key), `[api]` but `structured` (what is asked of the
-  provider). Everything else counts: protocol, judges, mode, options, sampling, the dataset's card,
-  loader and column and value mapping, missing policy, truncation, re-asks, tasks, [generate];
+  provider); and without what only aggregation reads (`[ppi]`, the missing-answer policy, the
+  protocol's aggregate-only options, `Declaration.post_options`): changed, the run reads its stored
+  verdicts again into the same folder, nothing generated, and its manifest records the new settings.
+  Everything else counts: protocol, judges, mode, the other options, sampling, the dataset's card,
+  loader and column and value mapping, truncation, re-asks, tasks, [generate];
 - the data's sha256, of each data file the run reads (a folder or a hub dataset is named by the config).
 A run of the same claim resumes in the folder (the crash and resume path); the protocol's own
 version is not part of it, so a run resumes across a litjudge upgrade.
@@ -27,14 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litjudge.judges import PROTOCOLS
+
 from ..core.config import RunConfig
 from ..core.console import say, terminal
 from ..core.errors import ConfigError, DataError
-from ..core.manifest import data_identity
+from ..core.manifest import config_dict, data_identity
+from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
 from ..data.table import check_first
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
+# read only by aggregation, so compared at their defaults: a run's stored verdicts answer them again
+AGGREGATION = {"ppi": config_dict(PPIConfig()), "missing": "drop"}
 DATASET_LOCATION = ("path", "root", "base", "name", "title")   # where an inline dataset is, not what it holds
 
 
@@ -98,8 +106,15 @@ class Claim:
 
 
 def config_identity(config: dict[str, Any], *, data_hashed: bool = True) -> dict[str, Any]:
-    """A recorded or new config (`manifest.config_dict`) without its runtime settings (see the module)."""
+    """A recorded or new config (`manifest.config_dict`) without its runtime settings, and with the
+    settings only aggregation reads at their defaults (see the module: a folder named by this
+    identity's digest keeps its name for a run that never set them)."""
     out = {k: v for k, v in config.items() if k not in RUNTIME}
+    out.update(AGGREGATION, options=_requested(config.get("protocol"), config.get("options")))
+    if isinstance(config.get("tasks"), list):
+        out["tasks"] = [{k: v for k, v in t.items() if k != "missing"}
+                        | ({"options": _requested(t.get("protocol", config.get("protocol")), t["options"])}
+                           if "options" in t else {}) if isinstance(t, dict) else t for t in config["tasks"]]
     engine = config.get("engine") or {}
     per_judge = {j: t.get("dtype") for j, t in (engine.get("judges") or {}).items() if isinstance(t, dict)}
     out["engine"] = {"dtype": engine.get("dtype", "auto"), "judges": {j: d for j, d in per_judge.items() if d}}
@@ -108,6 +123,14 @@ def config_identity(config: dict[str, Any], *, data_hashed: bool = True) -> dict
     if isinstance(dataset, dict) and data_hashed:
         out["dataset"] = {k: v for k, v in dataset.items() if k not in DATASET_LOCATION}
     return out
+
+
+def _requested(protocol: Any, options: Any) -> Any:
+    """A protocol's options without those only its aggregation reads (`post_options`)."""
+    if not isinstance(options, dict) or not isinstance(protocol, str) or protocol not in PROTOCOLS:
+        return options
+    post = PROTOCOLS.get(protocol).declared.post_options
+    return {k: v for k, v in options.items() if k not in post}
 
 
 def _hashes_data(kind: str, config: dict[str, Any]) -> bool:
