@@ -1,4 +1,4 @@
-"""Settings that change no request re-aggregate a finished run's stored verdicts in its own folder
+"""Reruns never lose results, and lose no work. Settings that change no request re-aggregate a finished run's stored verdicts in its own folder
 (engine.app.run_folder: a folder's identity is what changes requests): `[ppi]` added to a finished
 run's config (docs/ppi.md says it reads the stored verdicts; it was refused as "another run (another
 ppi)"), another missing-answer policy, a protocol's aggregate-only option. Nothing is generated,
@@ -9,10 +9,12 @@ import json
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 import litjudge
 from tests.conftest import PROJECT_ROOT, needs_data
-from tests.test_cli_probe import cli, pairs_run
+from tests.test_cli_probe import cli, one_line, pairs_run
+from tests.test_rubric import recording, stories
 
 PPI = "\n[ppi]\nlabelled = 0.5\nseed = 1\n"
 
@@ -70,3 +72,48 @@ def test_another_missing_policy_or_aggregate_only_option_re_aggregates_in_place(
         assert manifest["generated_now"] == 0
         assert (manifest["missing_policy"] == "wrong") if top else (manifest["config"]["options"]["tie_rule"] ==
                                                                    "probability")
+
+
+# -- issue 58 item 7: reruns never lose results ---------------------------------------------------
+def test_a_smaller_limit_on_a_finished_run_is_refused_not_written_over_it(tmp_path):
+    """`--limit 2` on a finished run of 4 pairs rewrote its tables to 2: refused in one line saying
+    where the limited run can go; the full run's files untouched; a larger limit still grows it."""
+    cfg = pairs_run(tmp_path, name="full")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "full"
+    before = {p.name: p.read_bytes() for p in (folder / "tables").iterdir()}
+    manifest = (folder / "manifest.json").read_bytes()
+    line = one_line(cli("run", str(cfg), "--quiet", "--limit", "2", cwd=tmp_path), str(folder), "limit 2",
+                    "--out", "--overwrite")
+    assert "every item" in line, line
+    assert {p.name: p.read_bytes() for p in (folder / "tables").iterdir()} == before
+    assert (folder / "manifest.json").read_bytes() == manifest
+    with pytest.raises(litjudge.ConfigError, match="out=") as caught:
+        litjudge.run(cfg, out=tmp_path / "runs" / "out", limit=3, progress=False)
+    assert "limit 3" in str(caught.value) and "\n" not in str(caught.value)
+    elsewhere = litjudge.run(cfg, out=tmp_path / "limited", limit=2, progress=False)
+    assert elsewhere.manifest.verdicts.rows == 4 and (folder / "manifest.json").read_bytes() == manifest
+    limited = pairs_run(tmp_path / "small", name="small")
+    assert cli("run", str(limited), "--quiet", "--limit", "2", cwd=tmp_path).returncode == 0
+    assert cli("run", str(limited), "--quiet", "--limit", "2", cwd=tmp_path).returncode == 0   # the same limit
+    grown = cli("run", str(limited), "--quiet", "--limit", "3", cwd=tmp_path)
+    assert grown.returncode == 0 and "6 verdicts" in grown.stdout, grown.stdout[-1000:]
+
+
+def test_a_typo_in_a_rubric_question_is_named_before_the_folder_is_claimed(tmp_path):
+    """The same run name, a question's human column misspelled: the column is the error, not
+    "holds the results of another run" (which sent the user to --overwrite)."""
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = recording(tmp_path / "rec.jsonl", rows)
+
+    def config(human: str) -> Path:
+        cfg = tmp_path / "rubric.toml"
+        cfg.write_text(f'name = "asked"\nprotocol = "rubric"\njudge = "{judge}"\n'
+                       f'[dataset]\npath = "{data}"\ncolumns = {{ item_id = "id", group = "prompt", text = "story" }}\n'
+                       f'[[options.questions]]\nid = "natural"\ntext = "Natural?"\nhuman = "{human}"\n')
+        return cfg
+    assert cli("run", str(config("natural_human")), "--quiet", cwd=tmp_path).returncode == 0
+    one_line(cli("run", str(config("natral_human")), "--quiet", cwd=tmp_path),
+             "options.questions[0]: column 'natral_human' is not in the data")

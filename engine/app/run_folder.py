@@ -97,6 +97,7 @@ class Claim:
     kind: str
     config: dict[str, Any]
     data: tuple[str, ...] = ()
+    limit: int | None = None            # a run's (or tasks') limit: not the run's identity, but never shrunk unasked
 
     @property
     def digest(self) -> str:
@@ -143,7 +144,12 @@ def claim_of(kind: str, config: dict[str, Any], reads: list[DataRead], **extra: 
     """The claim of a run about to start (`extra`: a sweep's axes, post settings and cells)."""
     hashed = _hashes_data(kind, config) and bool(reads) and all(r.sha256 for r in reads)
     return Claim(kind, {**config_identity(config, data_hashed=hashed), **extra},
-                 tuple(r.sha256 for r in reads) if hashed else ())
+                 tuple(r.sha256 for r in reads) if hashed else (), _limit(kind, config))
+
+
+def _limit(kind: str, config: dict[str, Any]) -> int | None:
+    limit = config.get("limit") if kind in ("run", "tasks") else None
+    return limit if isinstance(limit, int) else None
 
 
 def recorded_claim(run_dir: Path) -> Claim | None:
@@ -158,7 +164,8 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     kind = m.get("kind", "run")
     sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
     extra = {k: m.get(k) for k in ("axes", "post", "rank_by", "cells")} if kind == "sweep" else {}
-    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else ())
+    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
+                 _limit(kind, m["config"]))
 
 
 def holds_another(run_dir: Path, new: Claim) -> bool:
@@ -171,10 +178,17 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     """Refuse (one ConfigError naming the folder and `switch`) to write `new` into a folder that
     holds a finished run of another claim, unless overwrite is asked for."""
     old = recorded_claim(run_dir)
-    if old is None or overwrite or _same(old, new):
+    if old is None or overwrite:
         return
     other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
              else "give this call another name= (or out=)")
+    if _same(old, new):
+        if new.limit is not None and (old.limit is None or new.limit < old.limit):
+            raise ConfigError(f"holds a finished run of {'every item' if old.limit is None else f'the first {old.limit}'}"
+                              f", and limit {new.limit} would rewrite its tables to the first {new.limit}: to write the "
+                              f"limited run elsewhere, {other}; or {switch} to replace its tables (its stored verdicts "
+                              "are kept)", where=str(run_dir))
+        return
     raise ConfigError(f"holds the results of another run ({difference(old, new)}); a run folder keeps one config "
                       f"and one dataset: {other}, or {switch} to replace that run's tables (its stored verdicts "
                       "are kept and reused where they match)", where=str(run_dir))
