@@ -14,7 +14,7 @@ import pytest
 import litjudge
 from tests.conftest import PROJECT_ROOT, needs_data
 from tests.test_cli_probe import cli, one_line, pairs_run
-from tests.test_rubric import recording, stories
+from tests.test_rubric import COLUMNS, QUESTIONS, recording, stories
 
 PPI = "\n[ppi]\nlabelled = 0.5\nseed = 1\n"
 
@@ -117,3 +117,20 @@ def test_a_typo_in_a_rubric_question_is_named_before_the_folder_is_claimed(tmp_p
     assert cli("run", str(config("natural_human")), "--quiet", cwd=tmp_path).returncode == 0
     one_line(cli("run", str(config("natral_human")), "--quiet", cwd=tmp_path),
              "options.questions[0]: column 'natral_human' is not in the data")
+
+
+def test_a_sweep_ranked_again_by_another_question_reads_its_stored_verdicts(tmp_path):
+    """`rank_by` and [sweep.post] change no request: the sweep ranks again in its folder (it was
+    refused as another run)."""
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    natural, vivid = QUESTIONS[0], QUESTIONS[1]
+    table = {"name": "ranked", "protocol": "rubric", "judge": recording(tmp_path / "rec.jsonl", rows),
+             "dataset": {"path": str(data), "columns": COLUMNS},
+             "matrix": {"options.questions": [[natural, vivid], [natural, {**vivid, "text": "How concrete?"}]]}}
+    first = litjudge.run(table, out=tmp_path / "out", progress=False)
+    again = litjudge.run({**table, "sweep": {"rank_by": "agreement.agreement@question=vivid"}}, out=tmp_path / "out",
+                         progress=False)
+    assert again.run_dir == first.run_dir and again.manifest.raw["judges"][0]["generated"] == 0
+    assert again.manifest.raw["rank_by"] == "agreement.agreement@question=vivid"

@@ -11,7 +11,8 @@ name gets a folder of its own per config and data (`default_name`).
   its `dtype` (part of a verdict's content key), `[api]` but `structured` (what is asked of the
   provider); and without what only aggregation reads (`[ppi]`, the missing-answer policy, the
   protocol's aggregate-only options, `Declaration.post_options`): changed, the run reads its stored
-  verdicts again into the same folder, nothing generated, and its manifest records the new settings.
+  verdicts again into the same folder, nothing generated, and its manifest records the new settings
+  (a sweep's `[sweep.post]` and `rank_by` too: it ranks again);
   Everything else counts: protocol, judges, mode, the other options, sampling, the dataset's card,
   loader and column and value mapping, truncation, re-asks, tasks, [generate];
 - the data's sha256, of each data file the run reads (a folder or a hub dataset is named by the config).
@@ -41,6 +42,7 @@ from ..data.cards import DatasetCard
 from ..data.table import check_first
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
+SWEEP_CLAIM = ("axes", "cells")      # a sweep's matrix; its post settings and rank_by are aggregation only
 # read only by aggregation, so compared at their defaults: a run's stored verdicts answer them again
 AGGREGATION = {"ppi": config_dict(PPIConfig()), "missing": "drop"}
 DATASET_LOCATION = ("path", "root", "base", "name", "title")   # where an inline dataset is, not what it holds
@@ -141,7 +143,7 @@ def _hashes_data(kind: str, config: dict[str, Any]) -> bool:
 
 
 def claim_of(kind: str, config: dict[str, Any], reads: list[DataRead], **extra: Any) -> Claim:
-    """The claim of a run about to start (`extra`: a sweep's axes, post settings and cells)."""
+    """The claim of a run about to start (`extra`: a sweep's axes and cells, SWEEP_CLAIM)."""
     hashed = _hashes_data(kind, config) and bool(reads) and all(r.sha256 for r in reads)
     return Claim(kind, {**config_identity(config, data_hashed=hashed), **extra},
                  tuple(r.sha256 for r in reads) if hashed else (), _limit(kind, config))
@@ -163,7 +165,7 @@ def recorded_claim(run_dir: Path) -> Claim | None:
         return None
     kind = m.get("kind", "run")
     sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
-    extra = {k: m.get(k) for k in ("axes", "post", "rank_by", "cells")} if kind == "sweep" else {}
+    extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
                  _limit(kind, m["config"]))
 
