@@ -6,7 +6,8 @@ name gets a folder of its own per config and data (`default_name`).
 "The same run" means the same claim:
 - the config's identity: the validated config (as the manifest records it) without its runtime
   settings, which change speed, memory, location or how much is judged but not what a verdict is:
-  `name`, `source`, `limit` (a longer run of the same data resumes a shorter one), `data_root` and
+  `name`, `source`, `limit` (a longer run of the same data resumes a shorter one; a shorter one than a
+  finished run's is refused, as it would rewrite its tables to fewer items), `data_root` and
   the dataset's file path (the data's own bytes are compared instead), `[cluster]`, `[engine]` but
   its `dtype` (part of a verdict's content key), `[api]` but `structured` (what is asked of the
   provider); and without what only aggregation reads (`[ppi]`, the missing-answer policy, the
