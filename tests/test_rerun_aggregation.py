@@ -134,3 +134,17 @@ def test_a_sweep_ranked_again_by_another_question_reads_its_stored_verdicts(tmp_
                          progress=False)
     assert again.run_dir == first.run_dir and again.manifest.raw["judges"][0]["generated"] == 0
     assert again.manifest.raw["rank_by"] == "agreement.agreement@question=vivid"
+
+
+def test_a_missing_override_on_the_command_line_still_goes_beside_the_config_s_run(tmp_path):
+    """`run CONFIG --missing wrong` is the config's run with an override: a folder of its own beside
+    it (the config's tables kept), as `--judge` and `--mode` do; nothing generated there."""
+    cfg = pairs_run(tmp_path, name="kept")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "kept"
+    before = (folder / "manifest.json").read_bytes()
+    r = cli("run", str(cfg), "--quiet", "--missing", "wrong", cwd=tmp_path)
+    assert r.returncode == 0 and "this one (--missing) goes to" in r.stderr, r.stderr[-2000:]
+    derived = [p for p in folder.parent.iterdir() if p.name.startswith("kept-")]
+    assert len(derived) == 1 and (folder / "manifest.json").read_bytes() == before
+    assert json.loads((derived[0] / "manifest.json").read_text())["missing_policy"] == "wrong"

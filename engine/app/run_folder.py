@@ -101,6 +101,7 @@ class Claim:
     config: dict[str, Any]
     data: tuple[str, ...] = ()
     limit: int | None = None            # a run's (or tasks') limit: not the run's identity, but never shrunk unasked
+    settings: str = ""                  # what only aggregation reads (AGGREGATION), for command-line overrides
 
     @property
     def digest(self) -> str:
@@ -147,7 +148,11 @@ def claim_of(kind: str, config: dict[str, Any], reads: list[DataRead], **extra: 
     """The claim of a run about to start (`extra`: a sweep's axes and cells, SWEEP_CLAIM)."""
     hashed = _hashes_data(kind, config) and bool(reads) and all(r.sha256 for r in reads)
     return Claim(kind, {**config_identity(config, data_hashed=hashed), **extra},
-                 tuple(r.sha256 for r in reads) if hashed else (), _limit(kind, config))
+                 tuple(r.sha256 for r in reads) if hashed else (), _limit(kind, config), _settings(config))
+
+
+def _settings(config: dict[str, Any]) -> str:
+    return _canonical({k: config.get(k) for k in AGGREGATION})
 
 
 def _limit(kind: str, config: dict[str, Any]) -> int | None:
@@ -168,7 +173,7 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
-                 _limit(kind, m["config"]))
+                 _limit(kind, m["config"]), _settings(m["config"]))
 
 
 def holds_another(run_dir: Path, new: Claim) -> bool:
@@ -234,8 +239,11 @@ def default_name(prefix: str, new: Claim) -> str:
 def folder_for(run_dir: Path, new: Claim, *, derive: str, overwrite: bool) -> Path:
     """Where a run goes: its folder, or, when `derive` names what made this run another (command-line
     overrides such as "--judge, --mode") and its folder holds the run without them, a folder of its
-    own beside it (`ttcw-binary-1a2b3c4d`), said in one line; the same command again finds it."""
-    if not derive or overwrite or not holds_another(run_dir, new):
+    own beside it (`ttcw-binary-1a2b3c4d`), said in one line; the same command again finds it. An
+    override of what only aggregation reads (`--missing`) goes beside too: the config's folder keeps
+    its tables (a config's own change of them re-aggregates in place)."""
+    old = recorded_claim(run_dir)
+    if not derive or overwrite or old is None or _same(old, new) and old.settings == new.settings:
         return run_dir
     derived = run_dir.with_name(default_name(run_dir.name, new))
     say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}")
