@@ -183,6 +183,10 @@ class Protocol(Named, ABC):
         explicitly, else the protocol's pooled row."""
         return rank.group or self.declared.rank_metrics.get(rank.name) or "all"
 
+    def check_rank(self, rank: RankBy, options: Any) -> None:
+        """ValueError when a cell with these options can have no value of `rank` (a group naming
+        what the run does not ask), said before anything runs instead of an empty ranking."""
+
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: Any) -> Units | None:
         """The resampling units behind `rank` for one judge (its interval and the paired test
         against the best cell); None when the protocol has none for it."""

@@ -41,8 +41,10 @@ from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
-from .metrics.estimates import RESAMPLES, Units
-from .rubric_tables import AGREEMENT, RANKABLE, aggregate, human_view, rank_units
+from .metrics.bootstrap import RESAMPLES
+from .metrics.estimates import Units
+from .rubric_humans import items_human, pair_human, text_human
+from .rubric_tables import AGREEMENT, RANKABLE, aggregate, check_rank, human_view, rank_units
 from .templates import Template, TemplateFields, checked, config_base, read
 
 SCALES = ("binary", "points", "pairwise")
@@ -186,6 +188,9 @@ class Rubric(Protocol):
         group = f"question={chosen[0].id}" if chosen else "question="
         return group + (",order=mean of both" if rank.table == "pairwise_agreement" else "")
 
+    def check_rank(self, rank: RankBy, options: RubricOptions) -> None:
+        check_rank(rank, list(options.questions))
+
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: RubricOptions) -> Units | None:
         return rank_units(tables, judge, rank, self.rank_group(rank, options), list(options.questions),
                           options.resamples)
@@ -221,7 +226,7 @@ class Rubric(Protocol):
     def units(self, ctx: Context) -> Any:
         opts: RubricOptions = ctx.options
         if opts.reads_pairs:
-            return iter(ctx.load("pairs"))                   # read as the plan consumes them
+            return _pairs(ctx, hint=not opts.pairs_from)     # read as the plan consumes them
         data = ctx.load("items")
         return list(data.groups().items()) if opts.pairwise else list(data.items)
 
@@ -254,7 +259,7 @@ class Rubric(Protocol):
             values = {"text": item.text, "question": q.text, "labels": q.labels_text, "rubric": q.rubric,
                       "reference": reference, "group": item.group}
             prompt = own[q.id].render(values) if q.id in own else single_prompt(q, values, ctx.config.mode)
-            human = _human(q, _column(ctx, item, q.human), item.item_id) if q.human else None
+            human = text_human(q, _column(ctx, item, q.human), item.item_id) if q.human else None
             yield Ask(f"{item.item_id}/{q.id}", prompt, q.language, (
                 ("question", q.id), ("scale", q.scale), ("text_id", item.item_id), ("group", item.group),
                 ("human", human)))
@@ -323,6 +328,19 @@ def _resolved(top: str, per: tuple[tuple[str, str], ...], base: str, where: str)
     return out
 
 
+def _pairs(ctx: Context, hint: bool) -> Iterator[Pair]:
+    """The data's pairs; a row without a pair's fields (items data, read as pairs because every
+    question is pairwise) says how to pair the texts of each group instead."""
+    try:
+        yield from ctx.load("pairs")
+    except DataError as e:
+        if not hint or not e.message.startswith(tuple(f"missing field {f!r}" for f in ("prompt", "text_a", "text_b"))):
+            raise
+        raise DataError(f"{e.message}: a rubric of pairwise questions only reads pairs (prompt, text_a, text_b); to "
+                        'compare the texts of each group two by two, set options.pairs_from = "groups"',
+                        path=e.path, row=e.row) from None
+
+
 # -- the data's columns -------------------------------------------------------------------------
 def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
     """A question's column in a text's (or pair's) row: a field, a column [dataset.columns] renamed (by
@@ -348,53 +366,9 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
-
-
-def _human(q: Question, value: Any, item: str) -> str | None:
-    """The humans' answer in the question's terms: a binary label, a point 1..N as text."""
-    if value is None:
-        return None
-    if q.scale == "binary":
-        text = str(value).strip().lower()
-        labels = {lab.lower(): lab for lab in q.labels}
-        if text in labels:
-            return labels[text]
-        if isinstance(value, bool) or text in TRUE + FALSE:
-            return q.labels[0] if (value is True or text in TRUE) else q.labels[1]
-        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "
-                        f"{list(q.labels)} (nor true/false, 1/0)", path=f"item {item}")
-    try:
-        point = float(value)
-    except (TypeError, ValueError):
-        point = math.nan
-    if not math.isfinite(point) or point != round(point) or not 1 <= point <= len(q.points):
-        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, not a whole point from 1 to "
-                        f"{len(q.points)}", path=f"item {item}")
-    return str(int(point))
-
-
 def _pair_human(ctx: Context, q: Question, pair: Pair) -> str | None:
-    """A pair's human preference from its column: a, b or tie (any case)."""
-    value = _column(ctx, pair, q.human)
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text not in ("a", "b", "tie"):
-        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, not a, b or tie",
-                        path=f"pair {pair.pair_id}")
-    return text
+    return pair_human(q, _column(ctx, pair, q.human), pair.pair_id)
 
 
 def _items_human(ctx: Context, q: Question, a: RatedItem, b: RatedItem) -> str | None:
-    """Two texts' preference from their human column: the higher value wins; equal values tie."""
-    x, y = _column(ctx, a, q.human), _column(ctx, b, q.human)
-    if x is None or y is None:
-        return None
-    try:
-        x, y = float(x), float(y)
-    except (TypeError, ValueError):
-        raise DataError(f"question {q.id!r}: a pairwise question over items compares their {q.human!r} values, "
-                        f"which must be numbers (got {x!r:.30} and {y!r:.30})", path=f"items {a.item_id}, {b.item_id}") \
-            from None
-    return "a" if x > y else "b" if y > x else "tie"
+    return items_human(q, _column(ctx, a, q.human), _column(ctx, b, q.human), a.item_id, b.item_id)

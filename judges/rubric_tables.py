@@ -16,6 +16,7 @@ Missing answers (unparsed) are left out of every rate and counted in `scores.unp
 """
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any
 
@@ -248,6 +249,27 @@ def _pairwise(rows: pl.DataFrame, resamples: int) -> list[dict]:
 
 
 # -- a sweep's ranked estimate ----------------------------------------------------------------
+def check_rank(rank, questions: list) -> None:
+    """ValueError when `rank` names a question the rubric does not ask, one without a human column,
+    or one of another scale than its table's: the ranking would be empty."""
+    qid = rank.where().get("question")
+    if qid is None:
+        return
+    q = next((x for x in questions if x.id == qid), None)
+    if q is None:
+        ids = [x.id for x in questions]
+        close = difflib.get_close_matches(qid, ids, n=1)
+        raise ValueError(f"the rubric asks no question {qid!r} (questions: {', '.join(ids)})"
+                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+    if not q.human:
+        raise ValueError(f"question {qid!r} has no human column, so no agreement to rank by: give it one "
+                         "(human = COLUMN) or rank by another question")
+    scale = rank.table.removesuffix("_agreement") if rank.table != "agreement" else q.scale
+    if scale != q.scale:
+        raise ValueError(f"question {qid!r} is a {q.scale} question, not in {rank.table}: rank it by "
+                         f"{q.scale}_agreement.{HEADLINE[q.scale]} (or agreement.agreement), or name a {scale} question")
+
+
 def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, questions: list,
                resamples: int = 1000) -> Units | None:
     """The rows behind one question's ranked agreement, its clusters the texts (or pairs), with

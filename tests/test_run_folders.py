@@ -47,7 +47,7 @@ def test_a_named_folder_holding_another_run_is_refused(tmp_path):
     first = call(tmp_path, df.iloc[:6], name="other")
     manifest = (first.run_dir / "manifest.json").read_bytes()
     rows = (first.run_dir / "input" / "data.jsonl").read_bytes()
-    for kw in ({}, {"options": {"tie_rule": "inconsistent"}}):
+    for kw in ({}, {"options": {"tie": True}}):          # an option that changes the requests
         data = df.iloc[6:] if not kw else df.iloc[:6]
         with pytest.raises(litjudge.ConfigError) as caught:
             call(tmp_path, data, name="other", **kw)
@@ -83,8 +83,8 @@ def test_the_console_refuses_a_reused_name_and_resumes_the_same_run(tmp_path):
     other = pairs_run(tmp_path / "b", name="shared", pairs=[{**p, "text_a": p["text_a"] + "!"} for p in PAIRS])
     line = one_line(cli("run", str(other), "--quiet", cwd=tmp_path), str(folder), "--overwrite", "other data")
     assert "this one" in line and (folder / "manifest.json").read_bytes() == before
-    changed = pairs_run(tmp_path / "c", name="shared", top='missing = "wrong"\n')
-    one_line(cli("run", str(changed), "--quiet", cwd=tmp_path), str(folder), "missing 'drop', this one 'wrong'")
+    changed = pairs_run(tmp_path / "c", name="shared", top='truncation = "skip"\n')
+    one_line(cli("run", str(changed), "--quiet", cwd=tmp_path), str(folder), "truncation 'error', this one 'skip'")
     forced = cli("run", str(other), "--quiet", "--overwrite", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr[-2000:]
     manifest = json.loads((folder / "manifest.json").read_text())

@@ -3,6 +3,7 @@ runner (plan, store lookup, backend, store) -> aggregate from the store -> table
 Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no model involved."""
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import shutil
@@ -61,9 +62,15 @@ class PreparedRun:
     card: DatasetCard
     specs: tuple[JudgeSpec, ...]
 
-    def context(self, spec: JudgeSpec | None = None) -> Context:
+    def context(self, spec: JudgeSpec | None = None, limit: int | None = None) -> Context:
         recorded = spec is not None and spec.capabilities.recorded
-        return Context(self.config, self.options, self.card, replay=recorded)
+        config = self.config if limit is None else dataclasses.replace(self.config, limit=limit)
+        return Context(config, self.options, self.card, replay=recorded)
+
+    def check_first_unit(self) -> None:
+        """The first unit's requests built (the columns its options name, its labels) before the
+        run folder is claimed, so a mistake of this run is named first, whatever the folder holds."""
+        next(iter(self.protocol.build(self.context(self.specs[0], limit=1)).requests), None)
 
 
 def prepare(config: RunConfig) -> PreparedRun:
@@ -142,6 +149,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
     reads = checked_data(config, [(name, prep.card, prep.protocol.reads(prep.options), prep.context().dataset_path)
                                   for name, prep in tasks])
+    for _, prep in tasks if not config.generate.enabled else ():
+        prep.check_first_unit()
     new = claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values()))
     run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
     notes = lost_store_note(run_dir)

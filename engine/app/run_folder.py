@@ -6,11 +6,16 @@ name gets a folder of its own per config and data (`default_name`).
 "The same run" means the same claim:
 - the config's identity: the validated config (as the manifest records it) without its runtime
   settings, which change speed, memory, location or how much is judged but not what a verdict is:
-  `name`, `source`, `limit` (a longer run of the same data resumes a shorter one), `data_root` and
+  `name`, `source`, `limit` (a longer run of the same data resumes a shorter one; a shorter one than a
+  finished run's is refused, as it would rewrite its tables to fewer items), `data_root` and
   the dataset's file path (the data's own bytes are compared instead), `[cluster]`, `[engine]` but
   its `dtype` (part of a verdict's content key), `[api]` but `structured` (what is asked of the
-  provider). Everything else counts: protocol, judges, mode, options, sampling, the dataset's card,
-  loader and column and value mapping, missing policy, truncation, re-asks, tasks, [generate];
+  provider); and without what only aggregation reads (`[ppi]`, the missing-answer policy, the
+  protocol's aggregate-only options, `Declaration.post_options`): changed, the run reads its stored
+  verdicts again into the same folder, nothing generated, and its manifest records the new settings
+  (a sweep's `[sweep.post]` and `rank_by` too: it ranks again);
+  Everything else counts: protocol, judges, mode, the other options, sampling, the dataset's card,
+  loader and column and value mapping, truncation, re-asks, tasks, [generate];
 - the data's sha256, of each data file the run reads (a folder or a hub dataset is named by the config).
 A run of the same claim resumes in the folder (the crash and resume path); the protocol's own
 version is not part of it, so a run resumes across a litjudge upgrade.
@@ -27,14 +32,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from litjudge.judges import PROTOCOLS
+
 from ..core.config import RunConfig
 from ..core.console import say, terminal
 from ..core.errors import ConfigError, DataError
-from ..core.manifest import data_identity
+from ..core.manifest import config_dict, data_identity
+from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
 from ..data.table import check_first
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
+SWEEP_CLAIM = ("axes", "cells")      # a sweep's matrix; its post settings and rank_by are aggregation only
+# read only by aggregation, so compared at their defaults: a run's stored verdicts answer them again
+AGGREGATION = {"ppi": config_dict(PPIConfig()), "missing": "drop"}
 DATASET_LOCATION = ("path", "root", "base", "name", "title")   # where an inline dataset is, not what it holds
 
 
@@ -89,6 +100,8 @@ class Claim:
     kind: str
     config: dict[str, Any]
     data: tuple[str, ...] = ()
+    limit: int | None = None            # a run's (or tasks') limit: not the run's identity, but never shrunk unasked
+    settings: str = ""                  # what only aggregation reads (AGGREGATION), for command-line overrides
 
     @property
     def digest(self) -> str:
@@ -98,8 +111,15 @@ class Claim:
 
 
 def config_identity(config: dict[str, Any], *, data_hashed: bool = True) -> dict[str, Any]:
-    """A recorded or new config (`manifest.config_dict`) without its runtime settings (see the module)."""
+    """A recorded or new config (`manifest.config_dict`) without its runtime settings, and with the
+    settings only aggregation reads at their defaults (see the module: a folder named by this
+    identity's digest keeps its name for a run that never set them)."""
     out = {k: v for k, v in config.items() if k not in RUNTIME}
+    out.update(AGGREGATION, options=_requested(config.get("protocol"), config.get("options")))
+    if isinstance(config.get("tasks"), list):
+        out["tasks"] = [{k: v for k, v in t.items() if k != "missing"}
+                        | ({"options": _requested(t.get("protocol", config.get("protocol")), t["options"])}
+                           if "options" in t else {}) if isinstance(t, dict) else t for t in config["tasks"]]
     engine = config.get("engine") or {}
     per_judge = {j: t.get("dtype") for j, t in (engine.get("judges") or {}).items() if isinstance(t, dict)}
     out["engine"] = {"dtype": engine.get("dtype", "auto"), "judges": {j: d for j, d in per_judge.items() if d}}
@@ -110,6 +130,14 @@ def config_identity(config: dict[str, Any], *, data_hashed: bool = True) -> dict
     return out
 
 
+def _requested(protocol: Any, options: Any) -> Any:
+    """A protocol's options without those only its aggregation reads (`post_options`)."""
+    if not isinstance(options, dict) or not isinstance(protocol, str) or protocol not in PROTOCOLS:
+        return options
+    post = PROTOCOLS.get(protocol).declared.post_options
+    return {k: v for k, v in options.items() if k not in post}
+
+
 def _hashes_data(kind: str, config: dict[str, Any]) -> bool:
     """Whether a claim compares the data's bytes: a one-task run reading data it did not generate
     (a multi-task run, a sweep and a [generate] run are compared by their config alone)."""
@@ -117,10 +145,19 @@ def _hashes_data(kind: str, config: dict[str, Any]) -> bool:
 
 
 def claim_of(kind: str, config: dict[str, Any], reads: list[DataRead], **extra: Any) -> Claim:
-    """The claim of a run about to start (`extra`: a sweep's axes, post settings and cells)."""
+    """The claim of a run about to start (`extra`: a sweep's axes and cells, SWEEP_CLAIM)."""
     hashed = _hashes_data(kind, config) and bool(reads) and all(r.sha256 for r in reads)
     return Claim(kind, {**config_identity(config, data_hashed=hashed), **extra},
-                 tuple(r.sha256 for r in reads) if hashed else ())
+                 tuple(r.sha256 for r in reads) if hashed else (), _limit(kind, config), _settings(config))
+
+
+def _settings(config: dict[str, Any]) -> str:
+    return _canonical({k: config.get(k) for k in AGGREGATION})
+
+
+def _limit(kind: str, config: dict[str, Any]) -> int | None:
+    limit = config.get("limit") if kind in ("run", "tasks") else None
+    return limit if isinstance(limit, int) else None
 
 
 def recorded_claim(run_dir: Path) -> Claim | None:
@@ -134,8 +171,9 @@ def recorded_claim(run_dir: Path) -> Claim | None:
         return None
     kind = m.get("kind", "run")
     sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
-    extra = {k: m.get(k) for k in ("axes", "post", "rank_by", "cells")} if kind == "sweep" else {}
-    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else ())
+    extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
+    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
+                 _limit(kind, m["config"]), _settings(m["config"]))
 
 
 def holds_another(run_dir: Path, new: Claim) -> bool:
@@ -148,10 +186,17 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     """Refuse (one ConfigError naming the folder and `switch`) to write `new` into a folder that
     holds a finished run of another claim, unless overwrite is asked for."""
     old = recorded_claim(run_dir)
-    if old is None or overwrite or _same(old, new):
+    if old is None or overwrite:
         return
     other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
              else "give this call another name= (or out=)")
+    if _same(old, new):
+        if new.limit is not None and (old.limit is None or new.limit < old.limit):
+            raise ConfigError(f"holds a finished run of {'every item' if old.limit is None else f'the first {old.limit}'}"
+                              f", and limit {new.limit} would rewrite its tables to the first {new.limit}: to write the "
+                              f"limited run elsewhere, {other}; or {switch} to replace its tables (its stored verdicts "
+                              "are kept)", where=str(run_dir))
+        return
     raise ConfigError(f"holds the results of another run ({difference(old, new)}); a run folder keeps one config "
                       f"and one dataset: {other}, or {switch} to replace that run's tables (its stored verdicts "
                       "are kept and reused where they match)", where=str(run_dir))
@@ -194,8 +239,11 @@ def default_name(prefix: str, new: Claim) -> str:
 def folder_for(run_dir: Path, new: Claim, *, derive: str, overwrite: bool) -> Path:
     """Where a run goes: its folder, or, when `derive` names what made this run another (command-line
     overrides such as "--judge, --mode") and its folder holds the run without them, a folder of its
-    own beside it (`ttcw-binary-1a2b3c4d`), said in one line; the same command again finds it."""
-    if not derive or overwrite or not holds_another(run_dir, new):
+    own beside it (`ttcw-binary-1a2b3c4d`), said in one line; the same command again finds it. An
+    override of what only aggregation reads (`--missing`) goes beside too: the config's folder keeps
+    its tables (a config's own change of them re-aggregates in place)."""
+    old = recorded_claim(run_dir)
+    if not derive or overwrite or old is None or _same(old, new) and old.settings == new.settings:
         return run_dir
     derived = run_dir.with_name(default_name(run_dir.name, new))
     say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}")

@@ -199,9 +199,14 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
     protocol = PROTOCOLS.get(base.protocol)()
     _check_post(spec.post, matrix, protocol, base, where)
     rank_by = spec.rank_by or protocol.declared.rank_by
+    cells = _cells(table, matrix, spec.post, protocol, where)
     try:
-        protocol.parse_rank_by(rank_by)
+        rank = protocol.parse_rank_by(rank_by)
+        for cell in cells:
+            try:
+                protocol.check_rank(rank, protocol.options(cell.config))
+            except ValueError as e:
+                raise ValueError(f"{e} (cell {cell.values})" if len(cells) > 1 else str(e)) from None
     except ValueError as e:
         raise ConfigError(str(e), where=where, key="sweep.rank_by") from None
-    return Sweep(base.name, where, base, _cells(table, matrix, spec.post, protocol, where), dict(spec.post), rank_by,
-                 spec.bootstrap)
+    return Sweep(base.name, where, base, cells, dict(spec.post), rank_by, spec.bootstrap)

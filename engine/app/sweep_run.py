@@ -165,8 +165,8 @@ def run_sweep(sweep: Sweep, session: Session | None = None, *, overwrite: bool =
     run_dir = session.run_dir(sweep.name)
     lock = RunLock(run_dir)                        # one run per folder at a time
     try:
-        claim(run_dir, claim_of("sweep", config_dict(sweep.base), [], axes=sweep.axes, post=sweep.post,
-                                rank_by=sweep.rank_by, cells=cell_table(sweep)), overwrite=overwrite, switch=switch)
+        claim(run_dir, claim_of("sweep", config_dict(sweep.base), [], axes=sweep.axes, cells=cell_table(sweep)),
+              overwrite=overwrite, switch=switch)
         remove_stale_temporaries(run_dir)
         if rebuild:
             rebuild_store(run_dir)

@@ -1,0 +1,150 @@
+"""Reruns never lose results, and lose no work. Settings that change no request re-aggregate a finished run's stored verdicts in its own folder
+(engine.app.run_folder: a folder's identity is what changes requests): `[ppi]` added to a finished
+run's config (docs/ppi.md says it reads the stored verdicts; it was refused as "another run (another
+ppi)"), another missing-answer policy, a protocol's aggregate-only option. Nothing is generated,
+the manifest records the new settings. A recorded judge: no model is the point."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import litjudge
+from tests.conftest import PROJECT_ROOT, needs_data
+from tests.test_cli_probe import cli, one_line, pairs_run
+from tests.test_rubric import COLUMNS, QUESTIONS, recording, stories
+
+PPI = "\n[ppi]\nlabelled = 0.5\nseed = 1\n"
+
+
+def ttcw_replay(folder: Path, name: str, ppi: str = "") -> Path:
+    """The committed TTCW replay with one recorded judge, without [ppi] unless given."""
+    text = (PROJECT_ROOT / "runs" / "ttcw-replay-ppi.toml").read_text()
+    text = text[:text.index("[ppi]")].replace("name = \"ttcw-replay-ppi\"", f"name = \"{name}\"")
+    text = "\n".join('judge = "replay:gpt4"' if line.startswith("judge =") else line for line in text.splitlines())
+    cfg = folder / f"{name}.toml"
+    cfg.write_text(text + ppi)
+    return cfg
+
+
+@needs_data
+def test_ppi_added_to_a_finished_run_re_aggregates_it_from_the_console(tmp_path):
+    cfg = ttcw_replay(tmp_path, "finished")
+    first = cli("run", str(cfg), "--quiet", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    folder = tmp_path / "runs" / "out" / "finished"
+    assert not (folder / "tables" / "ppi.parquet").exists()
+    ttcw_replay(tmp_path, "finished", PPI)
+    again = cli("run", str(cfg), "--quiet", cwd=tmp_path)
+    assert again.returncode == 0 and "another run" not in again.stderr, again.stderr[-2000:]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["generated_now"] == 0 and manifest["config"]["ppi"] == {"labelled": 0.5, "seed": 1}
+    assert manifest["ppi"]["labelled_clusters"] == 24
+    ppi = pl.read_parquet(folder / "tables" / "ppi.parquet")
+    assert ppi.filter((pl.col("view") == "all") & (pl.col("test") == "all"))["clusters"].to_list() == [24]
+
+
+@needs_data
+def test_ppi_added_to_a_finished_run_re_aggregates_it_from_python(tmp_path):
+    cfg = ttcw_replay(tmp_path, "finished")
+    first = litjudge.run(cfg, out=tmp_path / "out", progress=False)
+    assert "ppi" not in first.tables and first.manifest.generated_now > 0
+    ttcw_replay(tmp_path, "finished", PPI)
+    again = litjudge.run(cfg, out=tmp_path / "out", progress=False)
+    assert again.run_dir == first.run_dir and again.manifest.generated_now == 0
+    assert again.tables["ppi"].height > 0 and again.manifest.raw["config"]["ppi"]["labelled"] == 0.5
+    assert again.verdicts.equals(first.verdicts)
+
+
+def test_another_missing_policy_or_aggregate_only_option_re_aggregates_in_place(tmp_path):
+    """`missing` and pairwise's `tie_rule` change no request: the same folder, nothing generated,
+    the manifest names the new setting."""
+    cfg = pairs_run(tmp_path, name="agg")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "agg"
+    for top, extra in (('missing = "wrong"\n', ""), ("", '[options]\ntie_rule = "probability"\n')):
+        changed = pairs_run(tmp_path, name="agg", top=top, extra=extra)
+        r = cli("run", str(changed), "--quiet", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["generated_now"] == 0
+        assert (manifest["missing_policy"] == "wrong") if top else (manifest["config"]["options"]["tie_rule"] ==
+                                                                   "probability")
+
+
+# -- issue 58 item 7: reruns never lose results ---------------------------------------------------
+def test_a_smaller_limit_on_a_finished_run_is_refused_not_written_over_it(tmp_path):
+    """`--limit 2` on a finished run of 4 pairs rewrote its tables to 2: refused in one line saying
+    where the limited run can go; the full run's files untouched; a larger limit still grows it."""
+    cfg = pairs_run(tmp_path, name="full")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "full"
+    before = {p.name: p.read_bytes() for p in (folder / "tables").iterdir()}
+    manifest = (folder / "manifest.json").read_bytes()
+    line = one_line(cli("run", str(cfg), "--quiet", "--limit", "2", cwd=tmp_path), str(folder), "limit 2",
+                    "--out", "--overwrite")
+    assert "every item" in line, line
+    assert {p.name: p.read_bytes() for p in (folder / "tables").iterdir()} == before
+    assert (folder / "manifest.json").read_bytes() == manifest
+    with pytest.raises(litjudge.ConfigError, match="out=") as caught:
+        litjudge.run(cfg, out=tmp_path / "runs" / "out", limit=3, progress=False)
+    assert "limit 3" in str(caught.value) and "\n" not in str(caught.value)
+    elsewhere = litjudge.run(cfg, out=tmp_path / "limited", limit=2, progress=False)
+    assert elsewhere.manifest.verdicts.rows == 4 and (folder / "manifest.json").read_bytes() == manifest
+    limited = pairs_run(tmp_path / "small", name="small")
+    assert cli("run", str(limited), "--quiet", "--limit", "2", cwd=tmp_path).returncode == 0
+    assert cli("run", str(limited), "--quiet", "--limit", "2", cwd=tmp_path).returncode == 0   # the same limit
+    grown = cli("run", str(limited), "--quiet", "--limit", "3", cwd=tmp_path)
+    assert grown.returncode == 0 and "6 verdicts" in grown.stdout, grown.stdout[-1000:]
+
+
+def test_a_typo_in_a_rubric_question_is_named_before_the_folder_is_claimed(tmp_path):
+    """The same run name, a question's human column misspelled: the column is the error, not
+    "holds the results of another run" (which sent the user to --overwrite)."""
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = recording(tmp_path / "rec.jsonl", rows)
+
+    def config(human: str) -> Path:
+        cfg = tmp_path / "rubric.toml"
+        cfg.write_text(f'name = "asked"\nprotocol = "rubric"\njudge = "{judge}"\n'
+                       f'[dataset]\npath = "{data}"\ncolumns = {{ item_id = "id", group = "prompt", text = "story" }}\n'
+                       f'[[options.questions]]\nid = "natural"\ntext = "Natural?"\nhuman = "{human}"\n')
+        return cfg
+    assert cli("run", str(config("natural_human")), "--quiet", cwd=tmp_path).returncode == 0
+    one_line(cli("run", str(config("natral_human")), "--quiet", cwd=tmp_path),
+             "options.questions[0]: column 'natral_human' is not in the data")
+
+
+def test_a_sweep_ranked_again_by_another_question_reads_its_stored_verdicts(tmp_path):
+    """`rank_by` and [sweep.post] change no request: the sweep ranks again in its folder (it was
+    refused as another run)."""
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    natural, vivid = QUESTIONS[0], QUESTIONS[1]
+    table = {"name": "ranked", "protocol": "rubric", "judge": recording(tmp_path / "rec.jsonl", rows),
+             "dataset": {"path": str(data), "columns": COLUMNS},
+             "matrix": {"options.questions": [[natural, vivid], [natural, {**vivid, "text": "How concrete?"}]]}}
+    first = litjudge.run(table, out=tmp_path / "out", progress=False)
+    again = litjudge.run({**table, "sweep": {"rank_by": "agreement.agreement@question=vivid"}}, out=tmp_path / "out",
+                         progress=False)
+    assert again.run_dir == first.run_dir and again.manifest.raw["judges"][0]["generated"] == 0
+    assert again.manifest.raw["rank_by"] == "agreement.agreement@question=vivid"
+
+
+def test_a_missing_override_on_the_command_line_still_goes_beside_the_config_s_run(tmp_path):
+    """`run CONFIG --missing wrong` is the config's run with an override: a folder of its own beside
+    it (the config's tables kept), as `--judge` and `--mode` do; nothing generated there."""
+    cfg = pairs_run(tmp_path, name="kept")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "runs" / "out" / "kept"
+    before = (folder / "manifest.json").read_bytes()
+    r = cli("run", str(cfg), "--quiet", "--missing", "wrong", cwd=tmp_path)
+    assert r.returncode == 0 and "this one (--missing) goes to" in r.stderr, r.stderr[-2000:]
+    derived = [p for p in folder.parent.iterdir() if p.name.startswith("kept-")]
+    assert len(derived) == 1 and (folder / "manifest.json").read_bytes() == before
+    assert json.loads((derived[0] / "manifest.json").read_text())["missing_policy"] == "wrong"

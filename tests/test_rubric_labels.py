@@ -1,0 +1,94 @@
+"""A rubric's human labels and ranking are taken as meant, or refused in one line: a "nan" cell is
+no preference (it was read as a tie and counted in the accuracy), JSON true is no point, a sweep
+ranked by a question the rubric does not ask is refused before anything runs (it ranked nothing,
+exit 0), and a rubric of pairwise questions over items data says how to pair them."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+import litjudge
+from litjudge.engine.core.errors import ConfigError, DataError
+from tests.test_rubric import COLUMNS, QUESTIONS, recording, stories
+
+
+def write_csv(path, rows: list[dict]) -> str:
+    with open(path, "w", newline="") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(rows)
+    return str(path)
+
+
+def one_line(exc: pytest.ExceptionInfo, *words: str) -> None:
+    text = str(exc.value)
+    assert "\n" not in text and all(w in text for w in words), text
+
+
+@pytest.mark.parametrize("cell", ["nan", "NaN", "inf"])
+def test_a_nan_cell_in_a_pairwise_human_column_is_refused_not_a_tie(tmp_path, cell):
+    rows = stories()
+    rows[5]["surprise_human"] = cell
+    data = write_csv(tmp_path / "stories.csv", rows)
+    judge = recording(tmp_path / "rec.jsonl", rows)
+    with pytest.raises(DataError) as exc:
+        litjudge.judge(data, protocol="rubric", judge=judge, questions=QUESTIONS[2:], columns=COLUMNS,
+                       options={"pairs_from": "groups"}, out=tmp_path / "out", progress=False)
+    one_line(exc, "item s05", "'surprise_human'", repr(cell), "not a finite number")
+
+
+def test_an_empty_cell_in_a_pairwise_human_column_is_still_missing(tmp_path):
+    rows = stories()
+    rows[5]["surprise_human"] = ""
+    data = write_csv(tmp_path / "stories.csv", rows)
+    result = litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
+                            questions=QUESTIONS[2:], columns=COLUMNS, options={"pairs_from": "groups"},
+                            out=tmp_path / "out", progress=False)
+    acc = result.tables["pairwise_agreement"]
+    assert acc["n"].to_list() == [15, 15, 30]    # of 18 pairs, the 3 with s05 have no human answer
+
+
+def test_json_true_in_a_points_human_column_is_refused_not_point_one(tmp_path):
+    rows = stories()
+    rows[3]["vivid_human"] = True
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DataError) as exc:
+        litjudge.judge(str(data), protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
+                       questions=QUESTIONS[1:2], columns=COLUMNS, out=tmp_path / "out", progress=False)
+    one_line(exc, "item s03", "'vivid_human'", "True", "not a whole point from 1 to 5")
+
+
+@pytest.mark.parametrize("rank_by, words", [
+    ("agreement.agreement@question=nosuch", ("asks no question 'nosuch'", "natural, vivid")),
+    ("agreement.agreement@question=vivdi", ("did you mean 'vivid'?",)),
+    ("binary_agreement.kappa@question=vivid", ("question 'vivid' is a points question",
+                                               "points_agreement")),
+    ("agreement.agreement@question=plain", ("question 'plain' has no human column",)),
+])
+def test_a_sweep_ranked_by_a_question_it_does_not_ask_is_refused(tmp_path, rank_by, words):
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plain = {"id": "plain", "text": "Is it plain?"}
+    table = {"name": "ranked", "protocol": "rubric", "judge": recording(tmp_path / "rec.jsonl", rows),
+             "dataset": {"path": str(data), "columns": COLUMNS},
+             "matrix": {"options.questions": [[*QUESTIONS[:2], plain], [QUESTIONS[0], QUESTIONS[1]]]},
+             "sweep": {"rank_by": rank_by}}
+    with pytest.raises(ConfigError) as exc:
+        litjudge.run(table, out=tmp_path / "out", progress=False)
+    one_line(exc, "sweep.rank_by", *words)
+    assert not (tmp_path / "out").exists()                  # refused before anything ran
+
+
+def test_a_pairwise_rubric_over_items_data_hints_at_pairs_from_groups(tmp_path):
+    rows = [{"item_id": f"s{i}", "group": f"p{i // 3}", "text": f"Story {i}", "score": i % 4} for i in range(6)]
+    data = write_csv(tmp_path / "stories.csv", rows)
+    (tmp_path / "rec.jsonl").write_text("")
+    question = [{"id": "end", "text": "Which ending surprises more?", "scale": "pairwise", "human": "score"}]
+    with pytest.raises(DataError) as exc:
+        litjudge.judge(data, protocol="rubric", judge=f"replay:{tmp_path / 'rec.jsonl'}", questions=question,
+                       out=tmp_path / "out", progress=False)
+    one_line(exc, "missing field 'prompt'", 'options.pairs_from = "groups"')
