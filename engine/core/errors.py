@@ -68,6 +68,15 @@ class PluginError(LitjudgeError):
     or is not what its registry holds. Names the distribution, and is raised only where its name is used."""
 
 
+class PluginInterrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt met while a plugin was imported (Ctrl-C then, or the plugin's own import
+    raising it): the console says where, not that a run's verdicts are stored."""
+
+    def __init__(self, where: str, distribution: str):
+        super().__init__(where)
+        self.where, self.distribution = where, distribution
+
+
 def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
     """An OS refusal as one line naming the path and what to do; nothing stored is lost. `option`:
     the command's own option for where it writes (export's `--to`), named in the fix instead of a
