@@ -258,3 +258,19 @@ def test_a_missing_field_lists_the_rows_columns_and_names_surrounding_spaces(tmp
                        out=tmp_path / "runs", progress=False, cache=False)
     line = str(err.value)
     assert ":1: missing field 'prompt'" in line and "promt" in line and "surrounding" not in line, line
+
+
+def test_category_order_on_data_without_categories_is_said(tmp_path):
+    """`category_order` orders rated items' categories; on pairs it was ignored without a word: one
+    warning (in the run's warnings), naming the key and the kind of data read."""
+    import litjudge
+    from litjudge import LitjudgeWarning
+
+    rows = [{"pair_id": "p1", "prompt": "Write.", "text_a": "a", "text_b": "b", "label": "a"}]
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"id": f"p1/{o}", "response": "A"}) + "\n" for o in ("ab", "ba")))
+    with pytest.warns(LitjudgeWarning) as caught:
+        result = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{tmp_path / 'x.jsonl'}", out=tmp_path / "runs",
+                                progress=False, cache=False, category_order=["bad", "good"])
+    said = [w for w in result.manifest.warnings if "category_order" in w]
+    assert len(said) == 1 and "pairs" in said[0] and "\n" not in said[0], result.manifest.warnings
+    assert any("category_order" in str(w.message) for w in caught)
