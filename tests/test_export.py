@@ -142,3 +142,20 @@ def test_a_read_only_target_names_to_and_leaves_nothing(judged, tmp_path):
     line = one_line(r, "not writable", "--to")
     assert "LITJUDGE_RUNS_DIR" not in line and "--out" not in line, line
     assert left == ["roempty"] and list(target.iterdir()) == []
+
+
+def test_only_export_s_own_marked_staging_folders_are_ever_removed(judged, tmp_path):
+    """A staging folder a killed export left (it carries export's marker) is removed by the next
+    export; a folder of the same kind of name without the marker is someone else's and stays."""
+    from litjudge.engine.app.export import STAGED, STAGING, export
+
+    out = tmp_path / "hf"
+    export(judged.run_dir, out)
+    stale, other = out / f"{STAGING}killed", out / f"{STAGING}mine"
+    (stale / "data").mkdir(parents=True)
+    (stale / STAGED).write_text("")
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    export(judged.run_dir, out)
+    assert not stale.exists() and (other / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == [f"{STAGING}mine", "README.md", "data"]
