@@ -266,7 +266,18 @@ class Protocol(Named, ABC):
     def tables(self, verdicts: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
         """The result tables of a verdict frame: its declared fields typed, then `aggregate`, its
         tables held to the declaration (judges.contract) before anyone writes them."""
-        return self.declared.checked(self.aggregate(self.declared.typed(verdicts), ctx), ctx.unlabelled)
+        kind = self.reads(ctx.options)
+        if ctx.card.category_order and kind != "items":     # only rated items have categories to order
+            ctx.warn(f"[dataset] category_order is ignored: protocol {self.declared.name!r} reads {kind}, which have "
+                     "no categories (it orders rated items' categories, as listwise reads them); remove it")
+        try:
+            tables = self.aggregate(self.declared.typed(verdicts), ctx)
+        except Exception as exc:
+            blamed = PROTOCOLS.blame(self.declared.name, "aggregate", exc)     # a plugin's code: named, one line
+            if blamed is None:
+                raise
+            raise blamed from exc
+        return self.declared.checked(tables, ctx.unlabelled)
 
     @abstractmethod
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
@@ -38,6 +39,12 @@ WHEN = ("always", "labelled", "sometimes")
 # A protocol's report panels: the function drawing them from a run's tables (name -> polars frame)
 # as a list of the report's Panels (litjudge.engine.app.report.panels.Panel).
 PanelsFunction = Callable[[dict[str, pl.DataFrame]], list[Any]]
+# Tables litjudge itself writes beside a protocol's (RUN/tables/NAME.parquet, an export's configs):
+# export's `verdicts` (data/verdicts.parquet, the default config `load_dataset` gives), the run's
+# `skipped`, a generation stage's `generation` / `generation_duplicates`, budgets' `budgets`. A
+# protocol declaring one would replace litjudge's own.
+RESERVED_TABLES = ("verdicts", "skipped", "generation", "generation_duplicates", "budgets")
+TABLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")        # a file's name in tables/ and an export's config
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,14 @@ class Declaration:
         return ContractError(f"protocol {self.name!r}: {why}")
 
     def _check_tables(self) -> None:
+        taken = [t for t in self.tables if t in RESERVED_TABLES]
+        if taken:
+            raise self.wrong(f"table {taken[0]!r} is a name litjudge writes itself (reserved: "
+                             f"{', '.join(RESERVED_TABLES)}): rename the table")
+        odd = [t for t in self.tables if not isinstance(t, str) or not TABLE_NAME.fullmatch(t)]
+        if odd:
+            raise self.wrong(f"table name {odd[0]!r} is not a plain name (letters, digits, _; it names a file): "
+                             "rename the table")
         for table_name, table in self.tables.items():
             if not isinstance(table, Table) or table.when not in WHEN:
                 raise self.wrong(f"table {table_name!r} is declared as a Table or MetricTable with when one of {WHEN}, "

@@ -5,6 +5,11 @@ datasets cache is the test's own folder."""
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 
 import polars as pl
 import pytest
@@ -13,7 +18,10 @@ import yaml
 import datasets
 import litjudge
 from litjudge.engine.app.export import hub_license
+from tests.conftest import PROJECT_ROOT
 from tests.conftest import litjudge as cli
+from tests.test_cli_probe import one_line
+from tests.test_faults import read_only
 from tests.test_rubric import COLUMNS, QUESTIONS, recording, stories
 
 
@@ -81,3 +89,73 @@ def test_export_replaces_an_earlier_export_and_refuses_any_other_folder(judged, 
                                        ("", "unknown")])
 def test_the_data_card_s_license_as_the_hub_names_it(card, hub):
     assert hub_license(card) == hub
+
+
+# -- export writes to the user's disk: never removes what it did not make, one line when refused -----------------
+def test_export_never_removes_a_folder_it_did_not_make(judged, tmp_path):
+    """`--to X/victim` removed a pre-existing `X/.victim.export` (its staging name): export stages in
+    a folder of its own, and leaves every other folder as it was."""
+    out = tmp_path / "hf" / "victim"
+    mine = tmp_path / "hf" / ".victim.export"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "notes.txt").write_text("keep me")
+    assert cli("export", str(judged.run_dir), "--to", str(out)).returncode == 0
+    assert (mine / "data" / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [".victim.export", "victim"]
+    assert cli("export", str(judged.run_dir), "--to", str(out)).returncode == 0        # again: an earlier export
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [".victim.export", "victim"]
+    assert (mine / "data" / "notes.txt").read_text() == "keep me"
+
+
+def _litjudge_limited(*args: str, size: int) -> subprocess.CompletedProcess:
+    """The CLI under a real file-size limit (RLIMIT_FSIZE; SIGXFSZ ignored: writes fail with EFBIG)."""
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    return subprocess.run([sys.executable, "-m", "litjudge", *args], cwd=PROJECT_ROOT, env=dict(os.environ),
+                          capture_output=True, text=True, preexec_fn=limit, timeout=300)
+
+
+def test_a_full_disk_during_export_is_one_line_and_leaves_nothing(judged, tmp_path):
+    """A full disk gave `internal error: ComputeError ... No space left on device` and left the
+    staging folder behind: one line, as `run` gives, and nothing left."""
+    (tmp_path / "hf").mkdir()
+    r = _litjudge_limited("export", str(judged.run_dir), "--to", str(tmp_path / "hf" / "ds"), size=2000)
+    line = one_line(r, str(tmp_path / "hf"), "full")
+    assert "--to" in line and "LITJUDGE_RUNS_DIR" not in line, line
+    assert list((tmp_path / "hf").iterdir()) == []
+
+
+def test_a_read_only_target_names_to_and_leaves_nothing(judged, tmp_path):
+    """A read-only target advised `LITJUDGE_RUNS_DIR / --out` (run's options) and left its staging
+    folder beside it: one line naming export's own `--to`, and nothing left."""
+    parent = tmp_path / "hf"
+    target = parent / "roempty"
+    target.mkdir(parents=True)
+    if not read_only(target):
+        pytest.skip("this machine may not make a read-only bind mount (mount --bind)")
+    try:
+        r = cli("export", str(judged.run_dir), "--to", str(target))
+        left = sorted(p.name for p in parent.iterdir())
+    finally:
+        subprocess.run(["umount", str(target)], capture_output=True)
+    line = one_line(r, "not writable", "--to")
+    assert "LITJUDGE_RUNS_DIR" not in line and "--out" not in line, line
+    assert left == ["roempty"] and list(target.iterdir()) == []
+
+
+def test_only_export_s_own_marked_staging_folders_are_ever_removed(judged, tmp_path):
+    """A staging folder a killed export left (it carries export's marker) is removed by the next
+    export; a folder of the same kind of name without the marker is someone else's and stays."""
+    from litjudge.engine.app.export import STAGED, STAGING, export
+
+    out = tmp_path / "hf"
+    export(judged.run_dir, out)
+    stale, other = out / f"{STAGING}killed", out / f"{STAGING}mine"
+    (stale / "data").mkdir(parents=True)
+    (stale / STAGED).write_text("")
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    export(judged.run_dir, out)
+    assert not stale.exists() and (other / "notes.txt").read_text() == "keep me"
+    assert sorted(p.name for p in out.iterdir()) == [f"{STAGING}mine", "README.md", "data"]

@@ -20,6 +20,7 @@ import litjudge
 from litjudge.engine.core.errors import DataError
 from tests.conftest import DATA, needs_data
 from tests.conftest import litjudge as cli
+from tests.test_ppi_crosscheck import ppi_python_mean
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:
@@ -100,8 +101,6 @@ def test_points_human_column_with_a_word_is_one_line_naming_it(tmp_path):
 # -- PPI++: the per-test rows are ppi-python's, on the stories the seed picks ----------------------
 @needs_data
 def test_ppi_table_per_test_rows_match_ppi_python_on_the_drawn_stories(tmp_path):
-    from ppi_py import ppi_mean_pointestimate
-
     r = cli("run", "ttcw-replay-ppi", "--out", str(tmp_path), "--no-cache", "--quiet", "--data-root", str(DATA))
     assert r.returncode == 0, r.stderr
     tables = tmp_path / "ttcw-replay-ppi" / "tables"
@@ -115,7 +114,7 @@ def test_ppi_table_per_test_rows_match_ppi_python_on_the_drawn_stories(tmp_path)
             lab, unl = g.filter(pl.col("story_id").is_in(picked)), g.filter(~pl.col("story_id").is_in(picked))
             y, f = lab["expert_pass"].cast(float).to_numpy(), lab["judge_pass"].cast(float).to_numpy()
             fu = unl["judge_pass"].cast(float).to_numpy()
-            expected = float(ppi_mean_pointestimate(y, f, fu)[0]) if f.var() > 0 else y.mean()
+            expected = ppi_python_mean(y, f, fu) if f.var() > 0 else y.mean()
             row = ppi.filter((pl.col("judge") == judge) & (pl.col("test") == str(test))
                              & (pl.col("view") == "all")).row(0, named=True)
             assert row["human_only"] == pytest.approx(y.mean())

@@ -236,3 +236,41 @@ def test_data_flag_over_the_cli(tmp_path):
                  env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), **os.environ})
     assert r.returncode == 0, r.stderr
     assert "4 requests" in r.stdout
+
+
+def test_a_missing_field_lists_the_rows_columns_and_names_surrounding_spaces(tmp_path):
+    """A header written `pair_id, prompt, ...` (a space after each comma) said only "missing field
+    'prompt'": the row's columns are listed, and the one with surrounding spaces is named."""
+    import litjudge
+
+    (tmp_path / "pairs.csv").write_text("pair_id, prompt, text_a, text_b, label\np1,Write,a,b,a\n")
+    (tmp_path / "x.jsonl").write_text(json.dumps({"id": "p1/ab", "response": "A"}) + "\n")
+    with pytest.raises(DataError) as err:
+        litjudge.judge(tmp_path / "pairs.csv", protocol="pairwise", judge=f"replay:{tmp_path / 'x.jsonl'}",
+                       out=tmp_path / "runs", progress=False, cache=False)
+    line = str(err.value)
+    assert line.startswith(f"{tmp_path / 'pairs.csv'}:2: missing field 'prompt'") and "\n" not in line, line
+    assert "' prompt'" in line and "' text_a'" in line and "surrounding spaces" in line, line
+    (tmp_path / "pairs.jsonl").write_text(json.dumps({"pair_id": "p1", "promt": "Write", "text_a": "a", "text_b": "b",
+                                                      "label": "a"}) + "\n")
+    with pytest.raises(DataError) as err:
+        litjudge.judge(tmp_path / "pairs.jsonl", protocol="pairwise", judge=f"replay:{tmp_path / 'x.jsonl'}",
+                       out=tmp_path / "runs", progress=False, cache=False)
+    line = str(err.value)
+    assert ":1: missing field 'prompt'" in line and "promt" in line and "surrounding" not in line, line
+
+
+def test_category_order_on_data_without_categories_is_said(tmp_path):
+    """`category_order` orders rated items' categories; on pairs it was ignored without a word: one
+    warning (in the run's warnings), naming the key and the kind of data read."""
+    import litjudge
+    from litjudge import LitjudgeWarning
+
+    rows = [{"pair_id": "p1", "prompt": "Write.", "text_a": "a", "text_b": "b", "label": "a"}]
+    (tmp_path / "x.jsonl").write_text("".join(json.dumps({"id": f"p1/{o}", "response": "A"}) + "\n" for o in ("ab", "ba")))
+    with pytest.warns(LitjudgeWarning) as caught:
+        result = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{tmp_path / 'x.jsonl'}", out=tmp_path / "runs",
+                                progress=False, cache=False, category_order=["bad", "good"])
+    said = [w for w in result.manifest.warnings if "category_order" in w]
+    assert len(said) == 1 and "pairs" in said[0] and "\n" not in said[0], result.manifest.warnings
+    assert any("category_order" in str(w.message) for w in caught)

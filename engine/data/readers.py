@@ -160,8 +160,9 @@ def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str |
         return default
     value = rec.get(name)
     if value is None:
-        null = " (null: every row needs its own)" if name in rec else f" ({absent})" if absent else ""
-        raise DataError(f"missing field {name!r}{null}", path=str(path), row=row)
+        if name in rec:
+            raise DataError(f"missing field {name!r} (null: every row needs its own)", path=str(path), row=row)
+        raise missing_field(rec, name, path, row, f" ({absent})" if absent else "")
     if isinstance(value, str) and value.strip():
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -172,6 +173,18 @@ def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str |
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         why += " (too large to be exact as a float: give ids as text)"
     raise DataError(f"field {name!r} {why}", path=str(path), row=row)
+
+
+def missing_field(rec: dict[str, Any], name: str, path: Path, row: int, why: str = "") -> DataError:
+    """A field the row does not have, with the columns it has (a header written `id, prompt` gives
+    the column ' prompt': one with surrounding spaces is named as such)."""
+    spaced = [c for c in rec if isinstance(c, str) and c != c.strip()]
+    listed = ", ".join(repr(c) if c in spaced else str(c) for c in rec)[:300] or "none"
+    near = next((c for c in spaced if c.strip() == name), None)
+    hint = (f"; its column {near!r} has surrounding spaces: remove them (in the header)" if near else
+            f"; {', '.join(map(repr, spaced[:3]))} {'has' if len(spaced) == 1 else 'have'} surrounding spaces"
+            if spaced else "")
+    return DataError(f"missing field {name!r}{why} (the row's columns: {listed}){hint}", path=str(path), row=row)
 
 
 def optional_text(rec: dict[str, Any], name: str) -> str:
@@ -188,7 +201,8 @@ def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], pat
     """Every field present with the right type; strings non-empty; numbers finite."""
     for name, typ in fields.items():
         if name not in rec or rec[name] is None:
-            raise DataError(f"missing field {name!r}", path=str(path), row=row)
+            raise missing_field(rec, name, path, row) if name not in rec else \
+                DataError(f"missing field {name!r}", path=str(path), row=row)
         if not isinstance(rec[name], typ) or isinstance(rec[name], bool) and typ is not bool:
             raise DataError(f"field {name!r} should be {type_name(typ)}, got {rec[name]!r:.60}",
                             path=str(path), row=row)

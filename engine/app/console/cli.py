@@ -18,7 +18,7 @@ from litjudge.judges import PROTOCOLS
 
 from ...core import envs
 from ...core.console import prepare_environment, quiet, terminal
-from ...core.errors import ConfigError, GrammarError, LitjudgeError, fault
+from ...core.errors import ConfigError, GrammarError, LitjudgeError, PluginInterrupted, fault
 from ...core.manifest import litjudge_version
 from ...core.session import Session
 from .leave import leave
@@ -27,6 +27,10 @@ from .signals import Terminated, stop_on_sigterm
 
 # Commands import what they need when they run: `litjudge --help`, `data list`, `judges` and every
 # one-line config error answer without loading polars' plotting, scipy, torch or vLLM.
+
+
+# The commands that store verdicts as they go (a Ctrl-C keeps what finished, and a re-run resumes).
+JUDGING = ("run", "budgets", "ensemble")
 
 
 def lazy(target: str) -> Callable[[Any], int]:
@@ -294,8 +298,13 @@ def command(argv: list[str] | None) -> int:
     except Terminated:
         print("litjudge: stopped (SIGTERM); finished verdicts are stored and a re-run resumes", file=terminal())
         return 128 + signal.SIGTERM
+    except PluginInterrupted as exc:
+        print(f"litjudge: interrupted {exc.where}: if that was not Ctrl-C, the plugin's import raised "
+              f"KeyboardInterrupt itself: fix or uninstall {exc.distribution}", file=terminal())
+        return 130
     except KeyboardInterrupt:
-        print("litjudge: interrupted; finished verdicts are stored and a re-run resumes", file=terminal())
+        stored = "; finished verdicts are stored and a re-run resumes" if args.command in JUDGING else ""
+        print(f"litjudge: interrupted{stored}", file=terminal())
         return 130
     except BrokenPipeError:                 # `litjudge protocols | head -3`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the interpreter's last flush goes nowhere
