@@ -357,7 +357,9 @@ def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
                       if name in (q.human, q.reference)), "options.questions")
         have = [c for f in own if getattr(row, f) not in (None, "") and ((c := ctx.card.columns.get(f, f)) in renamed
                                                                           or f not in ctx.card.columns)] + list(row.extra)
-        raise ConfigError(f"column {name!r} is not in the data (columns: {', '.join(map(str, have))[:300]})",
+        unit = f"item {row.item_id!r}" if isinstance(row, RatedItem) else f"pair {row.pair_id!r}"
+        raise ConfigError(f"column {name!r} is not in the data: {unit} has no such column (columns: "
+                          f"{', '.join(map(str, have))[:300]})",
                           where=ctx.config.source or "config", key=where)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 

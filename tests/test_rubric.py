@@ -194,8 +194,9 @@ def test_human_columns_that_are_absent_or_unreadable_are_one_line(tmp_path):
     with pytest.raises(ConfigError) as exc:
         litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns=COLUMNS, out=tmp_path,
                        progress=False)
-    assert ("options.questions[0]: column 'nope' is not in the data (columns: prompt, id, story, natural_human, "
-            "vivid_human, surprise_human)") in str(exc.value)
+    first = rows[0]["id"]
+    assert (f"options.questions[0]: column 'nope' is not in the data: item {first!r} has no such column (columns: "
+            "prompt, id, story, natural_human, vivid_human, surprise_human)") in str(exc.value)
     with pytest.raises(ConfigError) as exc:                 # a constant ("=all") is no column of the data
         litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns={**COLUMNS, "group": "=all"},
                        out=tmp_path, progress=False)
