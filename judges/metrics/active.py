@@ -1,0 +1,251 @@
+"""Which clusters should humans label? Draws by the judge's uncertainty, and an interval that
+stays valid for them (the annotation queue's statistics, issue 55).
+
+Design (Hansen & Hurwitz 1943, "On the theory of sampling from finite populations"): a budget of
+n i.i.d. draws WITH replacement of clusters (the unit a human pays for: a TTCW story with all of
+its tests, a pair, a rubric text), cluster c drawn with probability
+    p_c = (1 - floor) * u_c / sum(u) + floor / N,
+u_c the judge's uncertainty about c, fixed BEFORE any label is seen; the uniform floor bounds
+1 / p_c by N / floor, so no cluster's weight explodes. A cluster drawn twice is read once and
+its label counted twice. Draws never adapt to labels, so every prefix of the draw sequence is
+itself an i.i.d. sample: the estimate after the first k labelled draws is valid at any k fixed in
+advance. An annotator's skip does not drop a draw (dropping would let the labels choose the
+sample): estimates use the longest prefix of draws whose clusters are all labelled
+(`labelled_prefix`).
+
+Estimator (the difference / control-variate estimator of active inference: Zrnic & Candes 2024,
+"Active Statistical Inference", ICML; PPI++'s power tuning): with Y_c the humans' total over the
+items of c, f_c the judge's total on the same items, m_c their number, F = sum f, M = sum m,
+    T_hat = lam * F + (1/n) * sum_k (Y_{c_k} - lam * f_{c_k}) / p_{c_k},    theta_hat = T_hat / M.
+Each term z_k = (Y - lam f) / p has mean sum_c (Y_c - lam f_c) = T - lam F under the design, for
+ANY lam and any judge: the judge only changes the variance, never the target. lam is tuned as the
+least-squares slope of Y/p on f/p over the draws (the z with the smallest sample variance);
+lam = 0 is human-only inverse-probability weighting; uniform p with tuned lam is uniform PPI++
+(the regression estimator). Variance: the sample variance of z (divisor and Student-t degrees of
+freedom n - 2 when lam is tuned, n - 1 when fixed) / n / M^2; point and interval clipped into
+[lo, hi]. For a calibrated P(Yes) and lam = 1, E[(Y_c - f_c)^2] = sum over c's items of p(1-p),
+and the variance sum_c E[(Y_c - f_c)^2] / p_c is smallest at p_c proportional to its square root:
+`binary_uncertainty`.
+
+Finite samples. z is a mean of i.i.d. terms, so the interval is a t interval on an i.i.d. sample;
+it is not exact (1/p makes z skewed, and the tuned lam's own noise is in the point estimate), so
+no interval is given from fewer than MIN draws; the coverage at 10, 20 and 50 draws is checked by
+tests/test_active_inference.py and scripts/active_simulation.py (docs/annotate.md).
+
+Not covered: stopping when the interval looks good (a data-dependent k: the intervals are valid
+at a k fixed in advance, not uniformly over k), and skips that depend on the cluster's answer
+beyond the prefix rule (a skipped draw blocks every later one until it is labelled).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+MIN = 10               # draws before any interval (the t interval's coverage is checked from here)
+
+TOO_FEW = "too few labelled draws ({}; an interval needs {})"
+NO_SPREAD = "every labelled draw gives the same weighted value: no interval"
+
+
+@dataclass(frozen=True)
+class Design:
+    """A fixed draw sequence: every cluster's probability and the i.i.d. draws made with them."""
+
+    clusters: tuple[str, ...]          # every cluster id, in a fixed order
+    probability: np.ndarray            # (N,) draw probabilities, sum 1, each >= floor / N
+    draws: np.ndarray                  # (budget,) int indices into clusters: the i.i.d. draw sequence
+    floor: float
+    seed: int
+
+
+def probabilities(uncertainty: np.ndarray, floor: float = 0.2) -> np.ndarray:
+    """p_c = (1 - floor) u_c / sum(u) + floor / N; uniform where no cluster is uncertain."""
+    u = np.asarray(uncertainty, dtype=float)
+    n = u.shape[-1]
+    if n == 0:
+        raise ValueError("no clusters to draw from")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    if not np.all(np.isfinite(u)) or np.any(u < 0):
+        raise ValueError("uncertainty must be finite and >= 0 for every cluster")
+    total = u.sum(axis=-1, keepdims=True)
+    share = np.divide(u, total, out=np.full_like(u, 1.0 / n), where=total > 0)
+    return (1.0 - floor) * share + floor / n
+
+
+def design(clusters: Sequence[str], uncertainty: np.ndarray, budget: int, *, floor: float = 0.2,
+           seed: int = 0) -> Design:
+    """The draw sequence for a budget of `budget` draws, from the judge's uncertainty per cluster
+    (same order as `clusters`), fixed before any label."""
+    ids = tuple(str(c) for c in clusters)
+    u = np.asarray(uncertainty, dtype=float)
+    if u.shape != (len(ids),):
+        raise ValueError(f"uncertainty has shape {u.shape}, expected ({len(ids)},): one value per cluster")
+    if len(set(ids)) != len(ids):
+        raise ValueError("cluster ids must be distinct")
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    p = probabilities(u, floor)
+    draws = np.random.default_rng(seed).choice(len(ids), size=budget, replace=True, p=p)
+    return Design(ids, p, draws.astype(np.int64), float(floor), int(seed))
+
+
+def _per_cluster(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """sqrt of the per-cluster sum of item variances (the optimal HH size measure)."""
+    ci = np.asarray(cluster_index, dtype=np.int64)
+    v = np.clip(np.nan_to_num(np.asarray(item_values, dtype=float)), 0.0, None)
+    return np.sqrt(np.bincount(ci, weights=v, minlength=n_clusters))
+
+
+def binary_uncertainty(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Per cluster sqrt(sum over its items of p(1-p)): the variance-optimal HH size for a
+    calibrated P(Yes) with lam = 1."""
+    p = np.clip(np.asarray(p_yes, dtype=float), 0.0, 1.0)
+    return _per_cluster(p * (1.0 - p), cluster_index, n_clusters)
+
+
+def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """From several judges' 0/1 votes (items, judges; NaN = no answer): the vote share s per item,
+    treated as a P(Yes), uncertainty sqrt(sum s(1-s)) per cluster. An item no judge answered
+    counts as s = 1/2 (nothing known)."""
+    v = np.asarray(votes, dtype=float)
+    if v.ndim == 1:
+        v = v[:, None]
+    answered = np.sum(np.isfinite(v), axis=1)
+    share = np.divide(np.nansum(v, axis=1), answered, out=np.full(len(v), 0.5), where=answered > 0)
+    return binary_uncertainty(share, cluster_index, n_clusters)
+
+
+def points_uncertainty(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray,
+                       n_clusters: int) -> np.ndarray:
+    """From a distribution over a rubric's points (items, K): the variance of the point value
+    under it, sqrt(sum) per cluster."""
+    d = np.asarray(dist, dtype=float)
+    d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
+    x = np.asarray(points, dtype=float)
+    mean = d @ x
+    return _per_cluster(d @ (x * x) - mean * mean, cluster_index, n_clusters)
+
+
+def labelled_prefix(design: Design, labelled: Mapping[int, float] | set[int] | Sequence[int]) -> int:
+    """The longest prefix of the draws whose clusters are all labelled (a skip blocks the rest)."""
+    have = set(labelled)
+    for k, c in enumerate(design.draws.tolist()):
+        if c not in have:
+            return k
+    return len(design.draws)
+
+
+@dataclass(frozen=True)
+class ActiveEstimate:
+    """One estimate from the first `draws` labelled draws; low/high NaN with a `note` when there
+    is no interval."""
+
+    value: float
+    low: float
+    high: float
+    half_width: float
+    lam: float
+    draws: int
+    clusters_read: int
+    n_eff: float        # uniform human-only draws that would give this width
+    note: str | None    # why no interval (fewer than MIN draws, ...)
+
+
+def _human(design: Design, human_total: Mapping[int, float] | np.ndarray, k: int) -> np.ndarray:
+    idx = design.draws[:k]
+    if isinstance(human_total, Mapping):
+        try:
+            return np.array([float(human_total[int(c)]) for c in idx], dtype=float)
+        except KeyError as e:
+            raise ValueError(f"cluster {e.args[0]} is drawn in the first {k} draws but has no human total") from None
+    h = np.asarray(human_total, dtype=float)
+    if h.shape == (len(design.clusters),):
+        return h[idx]
+    raise ValueError(f"human_total must map drawn cluster index -> total or be ({len(design.clusters)},)")
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of y on x with an intercept (0 where x has no spread)."""
+    xc = x - x.mean()
+    sxx = float(xc @ xc)
+    return float(xc @ (y - y.mean()) / sxx) if sxx > 1e-12 * max(1.0, float(x @ x)) else 0.0
+
+
+def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
+             human_total: Mapping[int, float] | np.ndarray, labelled_draws: int, *, lam: float | None = None,
+             bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> ActiveEstimate:
+    """The mean per item (T / M) from the first `labelled_draws` draws: lam=None tunes lam, a
+    number fixes it (0: human-only)."""
+    f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
+    n_cl = len(design.clusters)
+    if f_all.shape != (n_cl,) or m_all.shape != (n_cl,):
+        raise ValueError(f"judge_total and size must have one value per cluster ({n_cl})")
+    k = int(labelled_draws)
+    if not 0 <= k <= len(design.draws):
+        raise ValueError(f"labelled_draws must be in [0, {len(design.draws)}], got {k}")
+    big_m = float(m_all.sum())
+    idx = design.draws[:k]
+    reads = len(set(idx.tolist()))
+    if k == 0 or big_m <= 0:
+        nan = float("nan")
+        return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0,
+                              TOO_FEW.format(k, MIN))
+    p = design.probability[idx]
+    y, f = _human(design, human_total, k) / p, f_all[idx] / p
+    tuned = lam is None
+    lam_v = _slope(f, y) if tuned and k >= 3 else 0.0 if tuned else float(lam)  # type: ignore[arg-type]
+    z = y - lam_v * f
+    value = (lam_v * float(f_all.sum()) + float(z.mean())) / big_m
+    lo, hi = bounds
+    point = float(np.clip(value, lo, hi))
+    df = k - 2 if tuned else k - 1
+    y_h = _human(design, human_total, k)
+    n_eff = _n_eff(y_h, p, z, n_cl, k, df)
+    if k < MIN or df < 1:
+        return ActiveEstimate(point, float("nan"), float("nan"), float("nan"), lam_v, k, reads, n_eff,
+                              TOO_FEW.format(k, MIN))
+    s2 = float(((z - z.mean()) ** 2).sum()) / df
+    if s2 <= 0:
+        return ActiveEstimate(point, float("nan"), float("nan"), float("nan"), lam_v, k, reads, n_eff, NO_SPREAD)
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * np.sqrt(s2 / k) / big_m
+    return ActiveEstimate(point, float(max(lo, value - half)), float(min(hi, value + half)), half, lam_v, k,
+                          reads, n_eff, None)
+
+
+def _n_eff(y: np.ndarray, p: np.ndarray, z: np.ndarray, n_cl: int, k: int, df: int) -> float:
+    """Uniform human-only draws with the same variance: k * V_uniform / s_z^2, V_uniform =
+    N sum Y^2 - T^2 estimated by HH from these draws."""
+    if k < 2 or df < 1:
+        return float(k)
+    s2 = float(((z - z.mean()) ** 2).sum()) / df
+    t_hat = float((y / p).mean())
+    sum_sq = float((y * y / p).mean())
+    v_uniform = max(0.0, n_cl * sum_sq - t_hat * t_hat) * k / (k - 1)
+    return float(k * v_uniform / s2) if s2 > 0 else float("inf")
+
+
+def uniform_width(design: Design, judge_total: np.ndarray, size: np.ndarray,
+                  human_total: Mapping[int, float] | np.ndarray, labelled_draws: int,
+                  bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> float:
+    """The half-width uniform PPI++ would have with the same number of labels, estimated from
+    these draws: the population's residual variance of N (Y - lam f) at its best lam, its moments
+    estimated with HH weights 1/p; NaN below MIN draws."""
+    k = int(labelled_draws)
+    n_cl = len(design.clusters)
+    if k < MIN:
+        return float("nan")
+    idx = design.draws[:k]
+    w = 1.0 / design.probability[idx]
+    w = w / w.sum()
+    y = _human(design, human_total, k)
+    f = np.asarray(judge_total, dtype=float)[idx]
+    my, mf = float(w @ y), float(w @ f)
+    vy, vf, cyf = float(w @ (y - my) ** 2), float(w @ (f - mf) ** 2), float(w @ ((y - my) * (f - mf)))
+    resid = max(0.0, vy - (cyf * cyf / vf if vf > 0 else 0.0)) * k / (k - 2)
+    big_m = float(np.asarray(size, dtype=float).sum())
+    half = float(stats.t.ppf(1 - alpha / 2, k - 2)) * n_cl * np.sqrt(resid / k) / big_m
+    return float(min(half, bounds[1] - bounds[0]))
