@@ -168,11 +168,33 @@ def _human(design: Design, human_total: Mapping[int, float] | np.ndarray, k: int
     raise ValueError(f"human_total must map drawn cluster index -> total or be ({len(design.clusters)},)")
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    """Least-squares slope of y on x with an intercept (0 where x has no spread)."""
-    xc = x - x.mean()
-    sxx = float(xc @ xc)
-    return float(xc @ (y - y.mean()) / sxx) if sxx > 1e-12 * max(1.0, float(x @ x)) else 0.0
+def fit(y_p: np.ndarray, f_p: np.ndarray, judge_sum: np.ndarray | float, total_size: np.ndarray | float,
+        lam: float | None = None, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The estimator on the last axis (leading axes: many samples at once, as the simulation
+    uses it): y_p = Y/p and f_p = f/p of the k draws, F and M. Returns (theta unclipped, half
+    width, lam); the half width is NaN where k leaves no degrees of freedom or z has no spread.
+    lam=None tunes it: the least-squares slope of y_p on f_p (0 where f_p has no spread)."""
+    y_p, f_p = np.asarray(y_p, dtype=float), np.asarray(f_p, dtype=float)
+    k = y_p.shape[-1]
+    if lam is None:
+        xc = f_p - f_p.mean(axis=-1, keepdims=True)
+        sxx = (xc * xc).sum(axis=-1)
+        sxy = (xc * (y_p - y_p.mean(axis=-1, keepdims=True))).sum(axis=-1)
+        scale = np.maximum(1.0, (f_p * f_p).sum(axis=-1))
+        ok = (sxx > 1e-12 * scale) & (k >= 3)
+        lam_v = np.where(ok, sxy / np.where(ok, sxx, 1.0), 0.0)
+        df = k - 2
+    else:
+        lam_v = np.full(y_p.shape[:-1], float(lam))
+        df = k - 1
+    z = y_p - lam_v[..., None] * f_p
+    zbar = z.mean(axis=-1)
+    theta = (lam_v * judge_sum + zbar) / total_size
+    if df < 1:
+        return theta, np.full_like(theta, np.nan), lam_v
+    s2 = ((z - zbar[..., None]) ** 2).sum(axis=-1) / df
+    half = np.where(s2 > 0, stats.t.ppf(1 - alpha / 2, df) * np.sqrt(s2 / k) / total_size, np.nan)
+    return theta, half, lam_v
 
 
 def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
@@ -195,23 +217,17 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
         return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0,
                               TOO_FEW.format(k, MIN))
     p = design.probability[idx]
-    y, f = _human(design, human_total, k) / p, f_all[idx] / p
-    tuned = lam is None
-    lam_v = _slope(f, y) if tuned and k >= 3 else 0.0 if tuned else float(lam)  # type: ignore[arg-type]
-    z = y - lam_v * f
-    value = (lam_v * float(f_all.sum()) + float(z.mean())) / big_m
+    y_h = _human(design, human_total, k)
+    theta, half_a, lam_a = fit(y_h / p, f_all[idx] / p, float(f_all.sum()), big_m, lam, alpha)
+    value, half, lam_v = float(theta), float(half_a), float(lam_a)
     lo, hi = bounds
     point = float(np.clip(value, lo, hi))
-    df = k - 2 if tuned else k - 1
-    y_h = _human(design, human_total, k)
-    n_eff = _n_eff(y_h, p, z, n_cl, k, df)
-    if k < MIN or df < 1:
-        return ActiveEstimate(point, float("nan"), float("nan"), float("nan"), lam_v, k, reads, n_eff,
-                              TOO_FEW.format(k, MIN))
-    s2 = float(((z - z.mean()) ** 2).sum()) / df
-    if s2 <= 0:
-        return ActiveEstimate(point, float("nan"), float("nan"), float("nan"), lam_v, k, reads, n_eff, NO_SPREAD)
-    half = float(stats.t.ppf(1 - alpha / 2, df)) * np.sqrt(s2 / k) / big_m
+    n_eff = _n_eff(y_h, p, y_h / p - lam_v * f_all[idx] / p, n_cl, k, k - 2 if lam is None else k - 1)
+    nan = float("nan")
+    if k < MIN:
+        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
+    if not np.isfinite(half):
+        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)
     return ActiveEstimate(point, float(max(lo, value - half)), float(min(hi, value + half)), half, lam_v, k,
                           reads, n_eff, None)
 
