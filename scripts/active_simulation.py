@@ -54,7 +54,7 @@ def judge_p(rng: np.random.Generator, r: int, n: int, sharp: Callable[[np.random
 
 
 def sure_of_most(rng: np.random.Generator, shape: tuple) -> np.ndarray:
-    return np.where(rng.uniform(size=shape) < 0.7, 6.0, 0.5)
+    return np.where(rng.uniform(size=shape) < 0.75, 12.0, 0.5)
 
 
 def graded(rng: np.random.Generator, shape: tuple) -> np.ndarray:
