@@ -206,10 +206,11 @@ def _human(design: Design, human_total: Mapping[int, float] | np.ndarray, k: int
 
 def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray | float,
         total_size: np.ndarray | float, lam: float | None = None, alpha: float = 0.05
-        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The estimator on the last axis (leading axes: many samples at once, as the simulation
     uses it): y_p = Y/p, f_p = f/p and m_p = m/p of the k draws, F and M. Returns (theta
-    unclipped, half width, lam); the half width is NaN where k < 3 or the draws have no spread.
+    unclipped, half width, lam, variance); the half width is NaN where k < 3 or the draws have no
+    spread.
 
     theta = lam F/M + sum_k (Y - lam f)/p / sum_k m/p: the difference estimator with the
     rectifier's total divided by the HH estimate of M (Hajek's ratio form: unequal p makes every
@@ -239,7 +240,7 @@ def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray
     l_ = lam_v[..., None]
     theta = lam_v * phi + ((y_p - l_ * f_p).sum(axis=-1)) / msum
     if k < 3:
-        return theta, np.full_like(theta, np.nan), lam_v
+        return theta, np.full_like(theta, np.nan), lam_v, np.full_like(theta, np.nan)
     r = y_p - l_ * f_p - (theta - lam_v * phi)[..., None] * m_p
     df = np.where(spread, k - 2, k - 1)
     r2 = r * r
@@ -248,7 +249,7 @@ def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray
     df = np.clip(np.minimum(df, sat), 1.0, None)
     t = stats.t.ppf(1 - alpha / 2, df)
     ok = var > 1e-24 * np.maximum(1.0, theta * theta)
-    return theta, np.where(ok, t * np.sqrt(np.where(ok, var, 0.0)), np.nan), lam_v
+    return theta, np.where(ok, t * np.sqrt(np.where(ok, var, 0.0)), np.nan), lam_v, var
 
 
 def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
@@ -272,11 +273,14 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
                               TOO_FEW.format(k, MIN))
     p = design.probability[idx]
     y_h = _human(design, human_total, k)
-    theta, half_a, lam_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam, alpha)
+    theta, half_a, lam_a, var_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam,
+                                      alpha)
     value, half, lam_v = float(theta), float(half_a), float(lam_a)
     lo, hi = bounds
     point = float(np.clip(value, lo, hi))
-    n_eff = _n_eff(y_h, p, y_h / p - lam_v * f_all[idx] / p, n_cl, k, k - 2 if lam is None else k - 1)
+    a, _ = _centred(y_h, f_all[idx], m_all[idx], p, float(f_all.sum()) / big_m)
+    n_eff = float(k) if k < 2 or not var_a > 0 else \
+        float(n_cl * float((a * a / p).mean()) * k / (k - 1) / big_m ** 2 / float(var_a))
     nan = float("nan")
     if k < MIN:
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
@@ -286,38 +290,31 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
                           reads, n_eff, None)
 
 
-def _n_eff(y: np.ndarray, p: np.ndarray, z: np.ndarray, n_cl: int, k: int, df: int) -> float:
-    """Uniform human-only draws with the same variance: k * V_uniform / s_z^2, V_uniform =
-    N sum Y^2 - T^2 estimated by HH from these draws."""
-    if k < 2 or df < 1:
-        return float(k)
-    s2 = float(((z - z.mean()) ** 2).sum()) / df
-    t_hat = float((y / p).mean())
-    sum_sq = float((y * y / p).mean())
-    v_uniform = max(0.0, n_cl * sum_sq - t_hat * t_hat) * k / (k - 1)
-    return float(k * v_uniform / s2) if s2 > 0 else float("inf")
+def _centred(y: np.ndarray, f: np.ndarray, m: np.ndarray, p: np.ndarray, phi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Humans' and judge's totals centred on their rates: Y - theta_H m (theta_H the human-only
+    ratio estimate) and f - (F/M) m."""
+    theta_h = float((y / p).sum() / (m / p).sum())
+    return y - theta_h * m, f - phi * m
 
 
 def uniform_width(design: Design, judge_total: np.ndarray, size: np.ndarray,
                   human_total: Mapping[int, float] | np.ndarray, labelled_draws: int,
                   bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> float:
-    """The half-width uniform PPI++ would have with the same number of labels, estimated from
-    these draws: the population's residual variance of N (Y - lam f) at its best lam, its moments
-    estimated with HH weights 1/p; NaN below MIN draws."""
+    """The half width uniform PPI++ would have with the same number of labels, estimated from
+    these draws: N sum_c (a_c - lam b_c)^2 / M^2 at its best lam (a, b: `_centred`), the sums
+    estimated with HH weights 1/p; t on k - 2 df; NaN below MIN draws."""
     k = int(labelled_draws)
-    n_cl = len(design.clusters)
     if k < MIN:
         return float("nan")
+    n_cl = len(design.clusters)
+    f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
     idx = design.draws[:k]
-    w = 1.0 / design.probability[idx]
-    w = w / w.sum()
-    y = _human(design, human_total, k)
-    f = np.asarray(judge_total, dtype=float)[idx]
-    my, mf = float(w @ y), float(w @ f)
-    vy, vf, cyf = float(w @ (y - my) ** 2), float(w @ (f - mf) ** 2), float(w @ ((y - my) * (f - mf)))
-    resid = max(0.0, vy - (cyf * cyf / vf if vf > 0 else 0.0)) * k / (k - 2)
-    big_m = float(np.asarray(size, dtype=float).sum())
-    half = float(stats.t.ppf(1 - alpha / 2, k - 2)) * n_cl * np.sqrt(resid / k) / big_m
+    p = design.probability[idx]
+    big_m = float(m_all.sum())
+    a, b = _centred(_human(design, human_total, k), f_all[idx], m_all[idx], p, float(f_all.sum()) / big_m)
+    saa, sab, sbb = float((a * a / p).mean()), float((a * b / p).mean()), float((b * b / p).mean())
+    resid = max(0.0, saa - (sab * sab / sbb if sbb > 0 else 0.0)) * k / (k - 2)
+    half = float(stats.t.ppf(1 - alpha / 2, k - 2)) * np.sqrt(n_cl * resid / k) / big_m
     return float(min(half, bounds[1] - bounds[0]))
 
 

@@ -73,7 +73,7 @@ def simulate(pop: Population, ks: Sequence[int], repeats: int, *, floor: float =
         pd = p[rows, d]
         yp, fp, mp = y[rows, d] / pd, f[rows, d] / pd, m[rows, d] / pd
         for i, k in enumerate(ks):
-            theta, h, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, lam, alpha)
+            theta, h, _, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, lam, alpha)
             half[name][i], error[name][i] = h, theta - truth
             covered[name][i] = np.abs(theta - truth) <= np.nan_to_num(h, nan=-1.0)
     return Curves(np.asarray(ks), half, covered, error)
