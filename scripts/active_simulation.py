@@ -8,8 +8,8 @@ active needs to reach uniform PPI++'s width; with --ttcw, the same on TTCW's 48 
 Simulated stories have 14 yes/no tests each (as TTCW). The judges (P = the judge's P(Yes) per
 item; humans answer Y ~ Bernoulli(P) where the judge is calibrated):
 - calibrated, sure of most stories: P = sigmoid(k_s (a_s + b_t + e)), story level a_s ~ N(-0.3,
-  1.2), test level b_t ~ N(0, 0.8), item noise e ~ N(0, 0.5); the judge's sharpness k_s is 6 on
-  70% of the stories (it reads them clearly: most P within a few % of 0 or 1) and 0.5 on the rest
+  1.2), test level b_t ~ N(0, 0.8), item noise e ~ N(0, 0.5); the judge's sharpness k_s is 12 on
+  75% of the stories (it reads them clearly: most P within 1% of 0 or 1) and 0.5 on the rest
   (it hesitates on every test of them).
 - calibrated, graded: the same with k_s ~ lognormal(log 1.5, 0.75): the confidence varies
   smoothly between stories.
@@ -25,64 +25,26 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from litjudge.judges.metrics.active import MIN, binary_uncertainty, label_ratio, probabilities, vote_uncertainty
-from litjudge.judges.metrics.active_sim import DESIGNS, Curves, Population, mean_width, saving, simulate
+from litjudge.judges.metrics.active import MIN, label_ratio, probabilities, vote_uncertainty
+from litjudge.judges.metrics.active_sim import (
+    DESIGNS,
+    STORIES,
+    TESTS,
+    Curves,
+    Population,
+    mean_width,
+    saving,
+    scenarios,
+    simulate,
+)
 
-TESTS = 14
-STORIES = 100
 BUDGETS = (10, 20, 50)
 KS = np.arange(4, 61)
 FLOOR = 0.2
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def judge_p(rng: np.random.Generator, r: int, n: int, sharp: Callable[[np.random.Generator, tuple], np.ndarray]
-            ) -> np.ndarray:
-    """(r, n, TESTS) P(Yes): story and test levels, item noise, the judge's sharpness per story."""
-    a = rng.normal(-0.3, 1.2, (r, n, 1))
-    b = rng.normal(0.0, 0.8, (r, 1, TESTS))
-    e = rng.normal(0.0, 0.5, (r, n, TESTS))
-    return _sigmoid(sharp(rng, (r, n, 1)) * (a + b + e))
-
-
-def sure_of_most(rng: np.random.Generator, shape: tuple) -> np.ndarray:
-    return np.where(rng.uniform(size=shape) < 0.75, 12.0, 0.5)
-
-
-def graded(rng: np.random.Generator, shape: tuple) -> np.ndarray:
-    return np.exp(rng.normal(np.log(1.5), 0.75, shape))
-
-
-def population(p_judge: np.ndarray, y_items: np.ndarray) -> Population:
-    """Per-cluster totals from items (r, n, TESTS)."""
-    r, n, t = p_judge.shape
-    idx = np.repeat(np.arange(r * n), t)
-    u = binary_uncertainty(p_judge.reshape(-1), idx, r * n).reshape(r, n)
-    return Population(y_items.sum(axis=2), p_judge.sum(axis=2), u, np.full((r, n), float(t)))
-
-
-def scenarios(repeats: int, seed: int) -> dict[str, Population]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name, sharp in (("calibrated, sure of most", sure_of_most), ("calibrated, graded", graded)):
-        p = judge_p(rng, repeats, STORIES, sharp)
-        out[name] = population(p, (rng.uniform(size=p.shape) < p).astype(float))
-    p = judge_p(rng, repeats, STORIES, sure_of_most)
-    y = (rng.uniform(size=p.shape) < p).astype(float)
-    out["useless (same confidence)"] = population(judge_p(rng, repeats, STORIES, sure_of_most), y)
-    out["useless (flat)"] = population(rng.uniform(size=p.shape), y)
-    rate = np.where(rng.uniform(size=(repeats, STORIES, 1)) < 0.1, 0.35, 0.03)
-    p = np.broadcast_to(rate, (repeats, STORIES, TESTS))
-    out["lopsided 35%/3%"] = population(p, (rng.uniform(size=p.shape) < p).astype(float))
-    return out
 
 
 def table_rows(name: str, curves: Curves, boot: int) -> list[str]:

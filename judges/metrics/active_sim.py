@@ -10,14 +10,16 @@ with `active.probabilities`, by inverse CDF (the same law as `active.design`'s r
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .active import fit, probabilities
+from .active import binary_uncertainty, fit, probabilities
 
 DESIGNS = ("human-only", "uniform PPI++", "active")
+TESTS = 14           # a simulated story's yes/no tests (as TTCW)
+STORIES = 100        # simulated stories per population
 
 
 @dataclass(frozen=True)
@@ -119,3 +121,51 @@ def saving(curves: Curves, budget: int, boot: int = 0, seed: int = 0) -> tuple[f
     reps = [need(np.bincount(rng.integers(0, r, r), minlength=r) / r) for _ in range(boot)]
     lo, hi = np.nanpercentile(reps, [2.5, 97.5])
     return point, float(lo), float(hi)
+
+
+# Simulated judges (docs/annotate.md, "Simulation"): P is the judge's P(Yes) per item; where it is
+# calibrated the humans answer Y ~ Bernoulli(P).
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def judge_p(rng: np.random.Generator, r: int, n: int, sharp: Callable[[np.random.Generator, tuple], np.ndarray]
+            ) -> np.ndarray:
+    """(r, n, TESTS) P(Yes): story and test levels, item noise, the judge's sharpness per story."""
+    a = rng.normal(-0.3, 1.2, (r, n, 1))
+    b = rng.normal(0.0, 0.8, (r, 1, TESTS))
+    e = rng.normal(0.0, 0.5, (r, n, TESTS))
+    return _sigmoid(sharp(rng, (r, n, 1)) * (a + b + e))
+
+
+def sure_of_most(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    return np.where(rng.uniform(size=shape) < 0.75, 12.0, 0.5)
+
+
+def graded(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    return np.exp(rng.normal(np.log(1.5), 0.75, shape))
+
+
+def population(p_judge: np.ndarray, y_items: np.ndarray) -> Population:
+    """Per-cluster totals from items (r, n, TESTS)."""
+    r, n, t = p_judge.shape
+    idx = np.repeat(np.arange(r * n), t)
+    u = binary_uncertainty(p_judge.reshape(-1), idx, r * n).reshape(r, n)
+    return Population(y_items.sum(axis=2), p_judge.sum(axis=2), u, np.full((r, n), float(t)))
+
+
+def scenarios(repeats: int, seed: int) -> dict[str, Population]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, sharp in (("calibrated, sure of most", sure_of_most), ("calibrated, graded", graded)):
+        p = judge_p(rng, repeats, STORIES, sharp)
+        out[name] = population(p, (rng.uniform(size=p.shape) < p).astype(float))
+    p = judge_p(rng, repeats, STORIES, sure_of_most)
+    y = (rng.uniform(size=p.shape) < p).astype(float)
+    out["useless (same confidence)"] = population(judge_p(rng, repeats, STORIES, sure_of_most), y)
+    out["useless (flat)"] = population(rng.uniform(size=p.shape), y)
+    rate = np.where(rng.uniform(size=(repeats, STORIES, 1)) < 0.1, 0.35, 0.03)
+    p = np.broadcast_to(rate, (repeats, STORIES, TESTS))
+    out["lopsided 35%/3%"] = population(p, (rng.uniform(size=p.shape) < p).astype(float))
+    return out
