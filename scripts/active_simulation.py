@@ -43,7 +43,7 @@ from litjudge.judges.metrics.active_sim import (
 )
 
 BUDGETS = (10, 20, 50)
-KS = np.arange(4, 61)
+KS = np.arange(4, 81)
 FLOOR = 0.2
 
 

@@ -114,11 +114,12 @@ def saving(curves: Curves, budget: int, boot: int = 0, seed: int = 0) -> tuple[f
 
     r = hu.shape[1]
     point = need(np.full(r, 1.0 / r))
-    point = need(None)
     if not boot:
         return point, float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     reps = [need(np.bincount(rng.integers(0, r, r), minlength=r) / r) for _ in range(boot)]
+    if not np.isfinite(reps).any():
+        return point, float("nan"), float("nan")
     lo, hi = np.nanpercentile(reps, [2.5, 97.5])
     return point, float(lo), float(hi)
 
