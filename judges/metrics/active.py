@@ -1,0 +1,328 @@
+"""Which clusters should humans label? Draws by the judge's uncertainty, and an interval that
+stays valid for them (the annotation queue's statistics, issue 55).
+
+Design (Hansen & Hurwitz 1943, "On the theory of sampling from finite populations"): a budget of
+n i.i.d. draws WITH replacement of clusters (the unit a human pays for: a TTCW story with all of
+its tests, a pair, a rubric text), cluster c drawn with probability
+    p_c = (1 - floor) * u_c / sum(u) + floor / N,
+u_c the judge's uncertainty about c, fixed BEFORE any label is seen. The floor (0.2 unless told)
+is raised, still before any label, until cost(p) = sum 1/(N^2 p) <= MAX_COST: what the design
+adds to the human-only variance if the uncertainty turns out to mean nothing. A cluster drawn
+twice is read once and its label counted twice. Draws never adapt to labels, so every prefix of
+the draw sequence is itself an i.i.d. sample: the estimate after the first k labelled draws is
+valid at any k fixed in advance. An annotator's skip does not drop a draw (dropping would let the
+labels choose the sample): estimates use the longest prefix of draws whose clusters are all
+labelled (`labelled_prefix`).
+
+Estimator (the difference / control-variate estimator of active inference: Zrnic & Candes 2024,
+"Active Statistical Inference", ICML; PPI++'s power tuning), in Hajek's ratio form: with Y_c the
+humans' total over the items of c, f_c the judge's total on them, m_c their number, F = sum f,
+M = sum m (known for every cluster),
+    theta_hat = lam F/M + sum_k (Y - lam f)/p / sum_k m/p        (`fit`).
+Each (Y - lam f)/p has mean sum_c (Y_c - lam f_c) under the design for ANY fixed lam and any
+judge (the judge changes the variance, never the target), and sum_k m/p estimates M; dividing by
+it rather than by M removes the level theta m/p that unequal p adds to every draw (without it a
+useless judge made the interval 1.13-1.30x as wide as human-only in the simulation). lam = 0 is
+human-only; uniform p, equal sizes and a tuned lam give the regression estimator (uniform PPI++).
+For a calibrated P(Yes) and lam = 1, E[(Y_c - f_c)^2] = sum over c's items of p(1-p), and the
+variance sum_c E[(Y_c - f_c)^2] / p_c is smallest at p_c proportional to its square root:
+`binary_uncertainty`.
+
+Finite samples. The tuned lam and the ratio are smooth functions of i.i.d. means (bias O(1/k));
+the interval is Student t on linearized residuals, with Satterthwaite's df when a few heavily
+weighted draws carry the variance; no interval from fewer than MIN draws. Coverage at 10, 20 and
+50 draws: tests/test_active_inference.py and scripts/active_simulation.py (docs/annotate.md).
+
+Not covered: stopping when the interval looks good (a data-dependent k: the intervals are valid
+at a k fixed in advance, not uniformly over k), and skips that depend on the cluster's answer
+beyond the prefix rule (a skipped draw blocks every later one until it is labelled).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+MAX_COST = 1.10       # the most a useless judge's draw probabilities may cost (variance; width sqrt: 1.07)
+MIN = 10               # draws before any interval (the t interval's coverage is checked from here)
+
+TOO_FEW = "too few labelled draws ({}; an interval needs {})"
+NO_SPREAD = "every labelled draw gives the same weighted value: no interval"
+
+
+@dataclass(frozen=True)
+class Design:
+    """A fixed draw sequence: every cluster's probability and the i.i.d. draws made with them."""
+
+    clusters: tuple[str, ...]          # every cluster id, in a fixed order
+    probability: np.ndarray            # (N,) draw probabilities, sum 1, each >= floor / N
+    draws: np.ndarray                  # (budget,) int indices into clusters: the i.i.d. draw sequence
+    floor: float
+    seed: int
+
+
+def cost(probability: np.ndarray) -> np.ndarray:
+    """What the draw probabilities cost if the judge's uncertainty turns out to mean nothing:
+    sum_c 1 / (N^2 p_c), the variance of human-only inverse-probability weighting relative to
+    uniform draws when every cluster's centred total is alike (1 for uniform; the width grows by
+    its square root)."""
+    p = np.asarray(probability, dtype=float)
+    return (1.0 / p).sum(axis=-1) / p.shape[-1] ** 2
+
+
+def _mix(share: np.ndarray, floor: np.ndarray | float, n: int) -> np.ndarray:
+    return (1.0 - floor) * share + floor / n
+
+
+def probabilities(uncertainty: np.ndarray, floor: float = 0.2, max_cost: float | None = None) -> np.ndarray:
+    """p_c = (1 - floor) u_c / sum(u) + floor / N (last axis; uniform where no cluster is
+    uncertain), the floor raised where needed so that `cost(p)` <= max_cost (default MAX_COST)."""
+    u = np.asarray(uncertainty, dtype=float)
+    n = u.shape[-1]
+    if n == 0:
+        raise ValueError("no clusters to draw from")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"floor must be in [0, 1], got {floor}")
+    if not np.all(np.isfinite(u)) or np.any(u < 0):
+        raise ValueError("uncertainty must be finite and >= 0 for every cluster")
+    return _mix(*_share_floor(u, floor, MAX_COST if max_cost is None else max_cost))
+
+
+def _share_floor(u: np.ndarray, floor: float, max_cost: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """The uncertainty's shares and the smallest floor >= `floor` meeting the cost cap (bisection:
+    the cost falls as the floor rises, to 1 at floor 1)."""
+    n = u.shape[-1]
+    total = u.sum(axis=-1, keepdims=True)
+    share = np.divide(u, total, out=np.full_like(u, 1.0 / n), where=total > 0)
+    lo = np.full(total.shape, float(floor))
+    ok = cost(_mix(share, lo, n))[..., None] <= max_cost
+    hi = np.ones_like(lo)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        good = cost(_mix(share, mid, n))[..., None] <= max_cost
+        hi, lo = np.where(good, mid, hi), np.where(good, lo, mid)
+    return share, np.where(ok, float(floor), hi), n
+
+
+def effective_floor(uncertainty: np.ndarray, floor: float = 0.2, max_cost: float | None = None) -> float:
+    """The floor `probabilities` uses for one population (>= `floor`)."""
+    u = np.asarray(uncertainty, dtype=float)
+    return float(_share_floor(u, floor, MAX_COST if max_cost is None else max_cost)[1].reshape(-1)[0])
+
+
+def design(clusters: Sequence[str], uncertainty: np.ndarray, budget: int, *, floor: float = 0.2,
+           seed: int = 0) -> Design:
+    """The draw sequence for a budget of `budget` draws, from the judge's uncertainty per cluster
+    (same order as `clusters`), fixed before any label."""
+    ids = tuple(str(c) for c in clusters)
+    u = np.asarray(uncertainty, dtype=float)
+    if u.shape != (len(ids),):
+        raise ValueError(f"uncertainty has shape {u.shape}, expected ({len(ids)},): one value per cluster")
+    if len(set(ids)) != len(ids):
+        raise ValueError("cluster ids must be distinct")
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    p = probabilities(u, floor)
+    floor = effective_floor(u, floor)
+    draws = np.random.default_rng(seed).choice(len(ids), size=budget, replace=True, p=p)
+    return Design(ids, p, draws.astype(np.int64), float(floor), int(seed))
+
+
+def _per_cluster(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """sqrt of the per-cluster sum of item variances (the optimal HH size measure)."""
+    ci = np.asarray(cluster_index, dtype=np.int64)
+    v = np.clip(np.nan_to_num(np.asarray(item_values, dtype=float)), 0.0, None)
+    return np.sqrt(np.bincount(ci, weights=v, minlength=n_clusters))
+
+
+def binary_uncertainty(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Per cluster sqrt(sum over its items of p(1-p)): the variance-optimal HH size for a
+    calibrated P(Yes) with lam = 1."""
+    p = np.clip(np.asarray(p_yes, dtype=float), 0.0, 1.0)
+    return _per_cluster(p * (1.0 - p), cluster_index, n_clusters)
+
+
+def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """From several judges' 0/1 votes (items, judges; NaN = no answer): the vote share s per item,
+    treated as a P(Yes), uncertainty sqrt(sum s(1-s)) per cluster. An item no judge answered
+    counts as s = 1/2 (nothing known)."""
+    v = np.asarray(votes, dtype=float)
+    if v.ndim == 1:
+        v = v[:, None]
+    answered = np.sum(np.isfinite(v), axis=1)
+    share = np.divide(np.nansum(v, axis=1), answered, out=np.full(len(v), 0.5), where=answered > 0)
+    return binary_uncertainty(share, cluster_index, n_clusters)
+
+
+def points_uncertainty(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray,
+                       n_clusters: int) -> np.ndarray:
+    """From a distribution over a rubric's points (items, K): the variance of the point value
+    under it, sqrt(sum) per cluster."""
+    d = np.asarray(dist, dtype=float)
+    d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
+    x = np.asarray(points, dtype=float)
+    mean = d @ x
+    return _per_cluster(d @ (x * x) - mean * mean, cluster_index, n_clusters)
+
+
+def labelled_prefix(design: Design, labelled: Mapping[int, float] | set[int] | Sequence[int]) -> int:
+    """The longest prefix of the draws whose clusters are all labelled (a skip blocks the rest)."""
+    have = set(labelled)
+    for k, c in enumerate(design.draws.tolist()):
+        if c not in have:
+            return k
+    return len(design.draws)
+
+
+@dataclass(frozen=True)
+class ActiveEstimate:
+    """One estimate from the first `draws` labelled draws; low/high NaN with a `note` when there
+    is no interval."""
+
+    value: float
+    low: float
+    high: float
+    half_width: float
+    lam: float
+    draws: int
+    clusters_read: int
+    n_eff: float        # uniform human-only draws that would give this width
+    note: str | None    # why no interval (fewer than MIN draws, ...)
+
+
+def _human(design: Design, human_total: Mapping[int, float] | np.ndarray, k: int) -> np.ndarray:
+    idx = design.draws[:k]
+    if isinstance(human_total, Mapping):
+        try:
+            return np.array([float(human_total[int(c)]) for c in idx], dtype=float)
+        except KeyError as e:
+            raise ValueError(f"cluster {e.args[0]} is drawn in the first {k} draws but has no human total") from None
+    h = np.asarray(human_total, dtype=float)
+    if h.shape == (len(design.clusters),):
+        return h[idx]
+    raise ValueError(f"human_total must map drawn cluster index -> total or be ({len(design.clusters)},)")
+
+
+def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray | float,
+        total_size: np.ndarray | float, lam: float | None = None, alpha: float = 0.05
+        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The estimator on the last axis (leading axes: many samples at once, as the simulation
+    uses it): y_p = Y/p, f_p = f/p and m_p = m/p of the k draws, F and M. Returns (theta
+    unclipped, half width, lam, variance); the half width is NaN where k < 3 or the draws have no
+    spread.
+
+    theta = lam F/M + sum_k (Y - lam f)/p / sum_k m/p: the difference estimator with the
+    rectifier's total divided by the HH estimate of M (Hajek's ratio form: unequal p makes every
+    Y/p carry the level theta m/p, which the ratio cancels). lam (when None) is the least-squares
+    slope of the ratio residual a = (Y - theta_H m)/p on b = (f - (F/M) m)/p, theta_H the
+    human-only ratio estimate; with uniform p and equal sizes this is the regression estimator.
+    Variance: the linearized residuals r = (Y - lam f - (theta - lam F/M) m)/p, sum r^2 / df / k /
+    M^2, df = k - 2 with lam tuned, k - 1 fixed. Student t on the smaller of df and Satterthwaite's
+    (sum r^2)^2 / sum r^4 * (k - 1) / k (as ppi.py): near 1 when one heavily weighted draw carries
+    the variance, where a t on k - 2 covered 0.91 at 10 draws in the simulation."""
+    y_p, f_p, m_p = (np.asarray(a, dtype=float) for a in (y_p, f_p, m_p))
+    big_f, big_m = np.asarray(judge_sum, dtype=float), np.asarray(total_size, dtype=float)
+    k = y_p.shape[-1]
+    phi = big_f / big_m
+    msum = m_p.sum(axis=-1)
+    a = y_p - (y_p.sum(axis=-1) / msum)[..., None] * m_p
+    b = f_p - phi[..., None] * m_p
+    tuned = lam is None
+    bc = b - b.mean(axis=-1, keepdims=True)
+    sbb = (bc * bc).sum(axis=-1)
+    if tuned:
+        spread = sbb > 1e-12 * np.maximum(1.0, (b * b).sum(axis=-1))
+        lam_v = np.where(spread & (k >= 3), (bc * a).sum(axis=-1) / np.where(spread, sbb, 1.0), 0.0)
+    else:
+        spread = np.zeros(y_p.shape[:-1], dtype=bool)
+        lam_v = np.full(y_p.shape[:-1], float(lam))                 # type: ignore[arg-type]
+    l_ = lam_v[..., None]
+    theta = lam_v * phi + ((y_p - l_ * f_p).sum(axis=-1)) / msum
+    if k < 3:
+        return theta, np.full_like(theta, np.nan), lam_v, np.full_like(theta, np.nan)
+    r = y_p - l_ * f_p - (theta - lam_v * phi)[..., None] * m_p
+    df = np.where(spread, k - 2, k - 1)
+    r2 = r * r
+    var = r2.sum(axis=-1) / df / k / (big_m * big_m)
+    sat = r2.sum(axis=-1) ** 2 / np.maximum((r2 * r2).sum(axis=-1), 1e-300) * (k - 1) / k
+    df = np.clip(np.minimum(df, sat), 1.0, None)
+    t = stats.t.ppf(1 - alpha / 2, df)
+    ok = var > 1e-24 * np.maximum(1.0, theta * theta)
+    return theta, np.where(ok, t * np.sqrt(np.where(ok, var, 0.0)), np.nan), lam_v, var
+
+
+def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
+             human_total: Mapping[int, float] | np.ndarray, labelled_draws: int, *, lam: float | None = None,
+             bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> ActiveEstimate:
+    """The mean per item (T / M) from the first `labelled_draws` draws: lam=None tunes lam, a
+    number fixes it (0: human-only)."""
+    f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
+    n_cl = len(design.clusters)
+    if f_all.shape != (n_cl,) or m_all.shape != (n_cl,):
+        raise ValueError(f"judge_total and size must have one value per cluster ({n_cl})")
+    k = int(labelled_draws)
+    if not 0 <= k <= len(design.draws):
+        raise ValueError(f"labelled_draws must be in [0, {len(design.draws)}], got {k}")
+    big_m = float(m_all.sum())
+    idx = design.draws[:k]
+    reads = len(set(idx.tolist()))
+    if k == 0 or big_m <= 0:
+        nan = float("nan")
+        return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0,
+                              TOO_FEW.format(k, MIN))
+    p = design.probability[idx]
+    y_h = _human(design, human_total, k)
+    theta, half_a, lam_a, var_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam,
+                                      alpha)
+    value, half, lam_v = float(theta), float(half_a), float(lam_a)
+    lo, hi = bounds
+    point = float(np.clip(value, lo, hi))
+    a, _ = _centred(y_h, f_all[idx], m_all[idx], p, float(f_all.sum()) / big_m)
+    n_eff = float(k) if k < 2 or not var_a > 0 else \
+        float(n_cl * float((a * a / p).mean()) * k / (k - 1) / big_m ** 2 / float(var_a))
+    nan = float("nan")
+    if k < MIN:
+        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
+    if not np.isfinite(half):
+        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)
+    return ActiveEstimate(point, float(max(lo, value - half)), float(min(hi, value + half)), half, lam_v, k,
+                          reads, n_eff, None)
+
+
+def _centred(y: np.ndarray, f: np.ndarray, m: np.ndarray, p: np.ndarray, phi: float) -> tuple[np.ndarray, np.ndarray]:
+    """Humans' and judge's totals centred on their rates: Y - theta_H m (theta_H the human-only
+    ratio estimate) and f - (F/M) m."""
+    theta_h = float((y / p).sum() / (m / p).sum())
+    return y - theta_h * m, f - phi * m
+
+
+def uniform_width(design: Design, judge_total: np.ndarray, size: np.ndarray,
+                  human_total: Mapping[int, float] | np.ndarray, labelled_draws: int,
+                  bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> float:
+    """The half width uniform PPI++ would have with the same number of labels, estimated from
+    these draws: N sum_c (a_c - lam b_c)^2 / M^2 at its best lam (a, b: `_centred`), the sums
+    estimated with HH weights 1/p; t on k - 2 df; NaN below MIN draws."""
+    k = int(labelled_draws)
+    if k < MIN:
+        return float("nan")
+    n_cl = len(design.clusters)
+    f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
+    idx = design.draws[:k]
+    p = design.probability[idx]
+    big_m = float(m_all.sum())
+    a, b = _centred(_human(design, human_total, k), f_all[idx], m_all[idx], p, float(f_all.sum()) / big_m)
+    saa, sab, sbb = float((a * a / p).mean()), float((a * b / p).mean()), float((b * b / p).mean())
+    resid = max(0.0, saa - (sab * sab / sbb if sbb > 0 else 0.0)) * k / (k - 2)
+    half = float(stats.t.ppf(1 - alpha / 2, k - 2)) * np.sqrt(n_cl * resid / k) / big_m
+    return float(min(half, bounds[1] - bounds[0]))
+
+
+def label_ratio(probability: np.ndarray, uncertainty: np.ndarray) -> float:
+    """Labels active needs per uniform PPI++ label for the same variance, predicted before any
+    label if the judge's P(Yes) is calibrated and u = sqrt(sum p(1-p)) (lam = 1 in both):
+    sum_c u_c^2 / (N p_c) / sum_c u_c^2. 1 means no saving; a useless judge's cost is not in it."""
+    p, v = np.asarray(probability, dtype=float), np.asarray(uncertainty, dtype=float) ** 2
+    total = float(v.sum())
+    return float((v / (len(p) * p)).sum() / total) if total > 0 else 1.0
