@@ -23,6 +23,7 @@ from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to
+from ..core.constant_judge import constant_judge_warnings
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
 from ..core.planner import fewer_collections
@@ -341,7 +342,8 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     ids = run_ids or {n: run_id(prep.config, "", n) for n in names}
     verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
     ctx = prep.context()
-    return verdicts, prep.protocol.tables(verdicts, ctx), ctx.warnings + unparsed_warnings(verdicts)
+    tables = prep.protocol.tables(verdicts, ctx)
+    return verdicts, tables, ctx.warnings + unparsed_warnings(verdicts) + constant_judge_warnings(verdicts, tables)
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,
