@@ -38,6 +38,7 @@ from ..data.loaders import LOADERS, kinds_of
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
+from .results_file import results, tasks_results, write_results
 from .run_folder import DataRead, checked_data, claim, claim_of, folder_for, lost_store_note
 from .summary import append_history
 
@@ -291,6 +292,7 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if "ppi" in tables:                           # the labelled subset: the choice, its seed, which, how many
         manifest["ppi"] = ppi_manifest(prep.config.ppi, tables["ppi"], tables.get("ppi_labelled", pl.DataFrame()))
     write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
+    write_results(out_dir, results(prep.protocol, prep.options, tables, manifest))
     typed = RunManifest.of(manifest)
     append_history(out_dir, typed)
     return RunOutcome(out_dir, tables, verdicts, typed, state.judge_runs)
@@ -305,6 +307,8 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
                   tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                           "folder": str(state.run_dir / n)} for n, p in state.tasks])
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
+    write_results(state.run_dir, tasks_results([(n, results(p.protocol, p.options, o.tables, o.manifest.raw))
+                                                for (n, p), o in zip(state.tasks, outcomes, strict=True)], shared))
 
 
 def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
