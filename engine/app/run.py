@@ -23,7 +23,6 @@ from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to
-from ..core.constant_judge import constant_judge_warnings
 from ..core.errors import ConfigError, LitjudgeError
 from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
 from ..core.planner import fewer_collections
@@ -35,6 +34,7 @@ from ..core.store import ResultRow, Store
 from ..core.verdicts import unparsed_warnings, verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
+from .constant_judge import constant_judge_warnings
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
