@@ -102,3 +102,18 @@ def test_the_headline_carries_its_interval(tmp_path):
                                                                        pooled["ci_high"], pooled["n"])
     assert row["ci_low"] < row["value"] < row["ci_high"] and res["judges"][0]["headline"]["ci_high"] == row["ci_high"]
     assert any("a constant judge" in w for w in res["warnings"])
+
+
+def test_a_sweep_folder_has_its_ranking_as_results(tmp_path):
+    from tests.test_cli_probe import cli
+    from tests.test_sweep_ranking import litbench_sweep, ranking
+
+    r = cli("run", str(litbench_sweep(tmp_path)), "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "runs" / "out" / "litbench-sweep" / "results.json").read_text())
+    assert res["kind"] == "sweep" and res["headline"] == {"metric": "accuracy.accuracy", "higher_is_better": True}
+    rows = ranking(tmp_path)
+    assert [(row["judge"], row["value"], row["ci_low"]) for row in res["results"]] == [
+        (row["judge"], float(row["value"]), float(row["ci_low"])) for row in rows]
+    assert {j["judge"] for j in res["judges"]} == {row["judge"] for row in rows} and all(j["sha256"] for j in res["judges"])
+    assert res["versions"]["litjudge"] == __version__ and res["config"]["protocol"] == "pairwise"

@@ -40,15 +40,13 @@ def results(protocol: Protocol, options: Any, tables: Mapping[str, pl.DataFrame]
         rows += mine
         top = next((r for r in mine if r["headline"]), None)
         c = counts.get(name, {})
-        judges.append({**{k: entry[k] for k in IDENTITY if entry.get(k) not in (None, "")},
+        judges.append({**_identities({"judges": [entry]})[0],
                        "n": c.get("rows"), "unparsed": c.get("unparsed"), "missing": c.get("missing"),
                        "seconds": _number(entry.get("seconds")),
                        "headline": {k: top[k] for k in ("value", "ci_low", "ci_high", "n")} if top else None})
-    machine = manifest.get("machine") or {}
     total = manifest.get("verdicts", {})
     return {
-        "schema": SCHEMA, "kind": "run", "run": manifest.get("config", {}).get("name"), "task": manifest.get("task"),
-        "created": manifest.get("created"), "seconds": _number(manifest.get("seconds")),
+        **_head("run", manifest), "task": manifest.get("task"),
         "protocol": manifest.get("protocol"), "dataset": manifest.get("dataset"),
         "headline": ({"metric": f"{rank.table}.{rank.metric}", "view": pooled,
                       "higher_is_better": protocol.declared.direction(rank.table, rank.metric),
@@ -56,11 +54,8 @@ def results(protocol: Protocol, options: Any, tables: Mapping[str, pl.DataFrame]
                                                   "no headline value"})} if rank else None),
         "results": rows, "judges": judges,
         "n": total.get("rows"), "unparsed": total.get("unparsed"), "missing": total.get("missing"),
-        "missing_policy": manifest.get("missing_policy"),
-        "versions": {k: v for k, v in {"litjudge": manifest.get("litjudge"), "vllm": manifest.get("vllm"),
-                                       "python": machine.get("python"), "torch": machine.get("torch"),
-                                       "git_commit": manifest.get("git_commit")}.items() if v},
-        "config": manifest.get("config"), "warnings": list(manifest.get("warnings", [])),
+        "missing_policy": manifest.get("missing_policy"), **_tail(manifest),
+        "warnings": list(manifest.get("warnings", [])),
     }
 
 
@@ -91,11 +86,47 @@ def headline_rows(protocol: Protocol, tables: Mapping[str, pl.DataFrame], judge:
     return out
 
 
+def sweep_results(ranking: pl.DataFrame, manifest: Mapping[str, Any], higher_is_better: bool | None) -> dict[str, Any]:
+    """A sweep: its ranking (cells x settings x judges by the ranked estimate, each with its interval
+    and whether a paired test tells it from the best) as the results."""
+    return {**_head("sweep", manifest),
+            "headline": {"metric": manifest.get("rank_by"), "higher_is_better": higher_is_better},
+            "results": _records(ranking), "judges": _identities(manifest), **_tail(manifest)}
+
+
+def ensemble_results(name: str, tables: Mapping[str, pl.DataFrame], manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """An ensemble: its summary tables (a cascade's summary, a jury's members and poolings)."""
+    summaries = ("cascade_summary", "jury")
+    return {**_head("ensemble", manifest), "run": name,
+            "results": {n: _records(tables[n]) for n in summaries if n in tables}, "runs": manifest.get("runs"),
+            **_tail(manifest)}
+
+
+def _head(kind: str, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    return {"schema": SCHEMA, "kind": kind, "run": (manifest.get("config") or {}).get("name"),
+            "created": manifest.get("created"), "seconds": _number(manifest.get("seconds"))}
+
+
+def _tail(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    machine = manifest.get("machine") or {}
+    return {"versions": {k: v for k, v in {"litjudge": manifest.get("litjudge"), "vllm": manifest.get("vllm"),
+                                           "python": machine.get("python"), "torch": machine.get("torch"),
+                                           "git_commit": manifest.get("git_commit")}.items() if v},
+            "config": manifest.get("config")}
+
+
+def _identities(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{k: entry[k] for k in IDENTITY if entry.get(k) not in (None, "")} for entry in manifest.get("judges", [])]
+
+
+def _records(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as JSON records (NaN as null)."""
+    return [{k: _number(v) if isinstance(v, float) else v for k, v in row.items()} for row in frame.iter_rows(named=True)]
+
+
 def tasks_results(outcomes: list[tuple[str, dict[str, Any]]], manifest: Mapping[str, Any]) -> dict[str, Any]:
     """A run of several tasks: each task's record by its name (each also in its own folder)."""
-    return {"schema": SCHEMA, "kind": "tasks", "run": manifest.get("config", {}).get("name"),
-            "created": manifest.get("created"), "seconds": _number(manifest.get("seconds")),
-            "tasks": dict(outcomes)}
+    return {**_head("tasks", manifest), "tasks": dict(outcomes)}
 
 
 def tidy(tables: dict[str, pl.DataFrame], declared: Declaration, head: dict[str, Any]) -> list[dict[str, Any]]:

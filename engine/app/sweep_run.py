@@ -41,7 +41,7 @@ from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
-from .results_file import tidy
+from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import claim, claim_of
 from .sweep import Cell, Sweep
@@ -221,6 +221,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
         "generated_now": sum(j.generated for j in judge_runs),
     }
     write_sweep(run_dir, metrics, ranking, manifest)
+    table, _, metric = sweep.rank_by.partition("@")[0].partition(".")
+    write_results(run_dir, sweep_results(ranking, manifest, protocol.declared.direction(table, metric)))
     return SweepOutcome(run_dir, metrics, ranking, RunManifest.of(manifest))
 
 
