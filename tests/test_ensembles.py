@@ -4,6 +4,7 @@ judges (failure rate of the guarantee <= delta over 1,000 draws), the jury's poo
 definitions, Kemeny is the brute-force optimum for small lists."""
 from __future__ import annotations
 
+import json
 import math
 from itertools import permutations
 
@@ -201,6 +202,9 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     assert levels["token_share"].is_not_null().all() and levels["token_share"][0] > 0   # from the stored counts
     summary = pl.read_parquet(tmp_path / "ens" / "tables" / "cascade_summary.parquet").row(0, named=True)
     assert summary["items"] == 672 and summary["calibration_items"] + summary["test_items"] == 672
+    results = json.loads((tmp_path / "ens" / "results.json").read_text())          # the one file other tools load
+    assert results["kind"] == "ensemble" and results["run"] == "ens" and results["results"]["cascade_summary"][0]["items"] == 672
+    assert [m["member"] for m in results["results"]["jury"]] == jury["member"].to_list()
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
 

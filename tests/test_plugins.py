@@ -297,3 +297,68 @@ def test_the_plugins_run_from_python(plugged, tmp_path):
     first, second = r.stdout.splitlines()
     assert first == "8 ['constant:2', 'constant:4'] [2, 4]"
     assert second == BROKEN_LINE
+
+
+# -- a plugin loader's data is untrusted input ----------------------------------------------------------
+
+UNTRUSTED_LOADER = '''
+from litjudge.engine.data.pairs import Pair
+
+
+def pairs(location, card):           # labels in another case: "A", " B "
+    return [Pair(f"p{i}", "Write.", f"first {i}", f"second {i}", "A" if i % 3 else " B ") for i in range(12)]
+
+
+def tuples(location, card):          # rows as tuples, not Pair
+    return [(f"p{i}", "Write.", "first", "second", "a") for i in range(12)]
+
+
+def odd(location, card):             # a label no case makes one
+    return [Pair("p0", "Write.", "first", "second", "maybe")]
+
+
+def crashes(location, card):
+    raise KeyError("story")
+'''
+
+
+def test_a_plugin_loaders_labels_are_normalised_and_its_wrong_types_name_it(tmp_path):
+    """Labels "A" for "a" scored 0.000 in both orders with exit 0; tuples for pairs were blamed on
+    litjudge ("internal error ... please report it"). Now the labels read as the built-in readers
+    read them, and a wrong type or label, or the loader's own exception, is one line naming the
+    loader, its distribution and what is expected (exit 2)."""
+    import os
+    import subprocess
+
+    import polars as pl
+
+    plugin = distribution(tmp_path / "dist", "untrusted-plugin", "0.4", {"litjudge.loaders": {
+        "caseplug.pairs": "untrusted_loader:pairs", "tupleplug.pairs": "untrusted_loader:tuples",
+        "oddplug.pairs": "untrusted_loader:odd", "crashplug.pairs": "untrusted_loader:crashes"}},
+        {"untrusted_loader": UNTRUSTED_LOADER})
+    (tmp_path / "data.txt").write_text("read by the plugin\n")
+    (tmp_path / "rec.jsonl").write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "A" if o == "ab" else "B"})
+                                                + "\n" for i in range(12) for o in ("ab", "ba")))    # text a, both orders
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LITJUDGE_")}, "PYTHONPATH": str(plugin),
+           "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+
+    def run(loader: str) -> subprocess.CompletedProcess:
+        (tmp_path / f"{loader}.toml").write_text(f'name = "{loader}"\nprotocol = "pairwise"\njudge = "replay:rec.jsonl"\n'
+                                                 f'[dataset]\nloader = "{loader}"\npath = "data.txt"\n')
+        return subprocess.run([sys.executable, "-m", "litjudge", "run", f"{loader}.toml", "--quiet"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    done = run("caseplug")
+    assert done.returncode == 0, done.stderr[-3000:]
+    accuracy = pl.read_parquet(tmp_path / "runs" / "caseplug" / "tables" / "accuracy.parquet")
+    by_order = dict(zip(accuracy["order"], accuracy["accuracy"], strict=True))
+    assert by_order["ab"] == by_order["ba"] == pytest.approx(8 / 12), accuracy          # 0.000 before
+    who = "dataset loader '{}.pairs' of untrusted-plugin 0.4"
+    for loader, says in (
+            ("tupleplug", "returned a tuple (('p0', 'Write.', 'first', 'second', 'a')) as pair 1, where an iterable of "
+                          "litjudge.engine.data.pairs.Pair is expected"),
+            ("oddplug", "gave pair 'p0' the label 'maybe', which is none of ['a', 'b', 'tie'] (any case)"),
+            ("crashplug", "failed: KeyError: 'story'")):
+        refused = run(loader)
+        assert (refused.returncode, refused.stderr.strip()) == (
+            2, f"litjudge: error: {who.format(loader)} {says}; fix or uninstall untrusted-plugin"), refused.stderr[-3000:]

@@ -26,8 +26,8 @@ from ..core.session import Spend
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
 from .outputs import read_manifest, write_tables
+from .results_file import tidy
 from .run import prepare, recorded_config, run_id
-from .sweep_run import tidy
 
 FULL = -1
 

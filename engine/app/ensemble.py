@@ -38,6 +38,7 @@ from ..core.store import Store
 from .console_tables import print_table
 from .manifest import RunManifest
 from .outputs import write_tables, write_text
+from .results_file import ensemble_results, write_results
 from .run import run
 from .runs import load_run
 
@@ -125,6 +126,7 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
                            "delta": delta, "calibration_fraction": calibration_fraction, "seed": seed},
                 "dataset": {"card": "-"}, "verdicts": {"rows": int(frame.height), "unparsed": 0}}
     write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str))
+    write_results(out, ensemble_results(name, tables, manifest))
     return out, tables
 
 

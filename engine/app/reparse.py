@@ -3,6 +3,7 @@ tables rebuilt from the store with the run's own recorded config. No model is to
 several tasks is rebuilt task by task (its store is shared, each task has its own folder)."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from ..core.store import Store
 from ..data.cards import dataset_card
 from .manifest import RunManifest
 from .outputs import read_manifest, write_outputs
+from .results_file import results, tasks_results, write_results
 from .run import PreparedRun, aggregate_store, by_judge, recorded_config, run_id, verdict_counts
 
 
@@ -38,6 +40,8 @@ def reparse(run_dir: Path) -> dict[str, int]:
             for task in manifest.tasks:
                 folder = run_dir / task.task
                 rebuild(folder, read_manifest(folder), store, task.task)
+            write_results(run_dir, tasks_results([(t.task, json.loads((run_dir / t.task / "results.json").read_text()))
+                                                  for t in manifest.tasks], manifest.raw))
         elif manifest.kind != "generation":       # a generation-only run has no tables to rebuild
             rebuild(run_dir, manifest, store)
     finally:
@@ -95,3 +99,4 @@ def rebuild(folder: Path, manifest: RunManifest, store: Store, task: str = "") -
     record = {**manifest.raw, "verdicts": verdict_counts(verdicts), "verdicts_by_judge": by_judge(verdicts),
               "warnings": warnings, "reparsed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     write_outputs(folder, tables, verdicts, record, store)
+    write_results(folder, results(protocol, prep.options, tables, record))

@@ -35,9 +35,11 @@ from ..core.store import ResultRow, Store
 from ..core.verdicts import unparsed_warnings, verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
+from .constant_judge import constant_judge_warnings
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
+from .results_file import results, tasks_results, write_results
 from .run_folder import DataRead, checked_data, claim, claim_of, folder_for, lost_store_note
 from .summary import append_history
 
@@ -300,6 +302,7 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if "ppi" in tables:                           # the labelled subset: the choice, its seed, which, how many
         manifest["ppi"] = ppi_manifest(prep.config.ppi, tables["ppi"], tables.get("ppi_labelled", pl.DataFrame()))
     write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
+    write_results(out_dir, results(prep.protocol, prep.options, tables, manifest))
     typed = RunManifest.of(manifest)
     append_history(out_dir, typed)
     return RunOutcome(out_dir, tables, verdicts, typed, state.judge_runs)
@@ -314,6 +317,8 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
                   tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                           "folder": str(state.run_dir / n)} for n, p in state.tasks])
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
+    write_results(state.run_dir, tasks_results([(n, results(p.protocol, p.options, o.tables, o.manifest.raw))
+                                                for (n, p), o in zip(state.tasks, outcomes, strict=True)], shared))
 
 
 def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
@@ -352,7 +357,8 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
     ctx = prep.context()
     tables = prep.protocol.tables(verdicts, ctx)
-    return verdicts, tables, ctx.warnings + unparsed_warnings(verdicts, prep.config.missing_policy)
+    return verdicts, tables, (ctx.warnings + unparsed_warnings(verdicts, prep.config.missing_policy)
+                              + constant_judge_warnings(verdicts, tables))
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,

@@ -25,7 +25,6 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context
-from litjudge.judges.contract import Declaration
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -42,6 +41,7 @@ from ..core.verdicts import verdict_frame
 from .calibrate import SAMPLE
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
+from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import claim, claim_of
 from .sweep import Cell, Sweep
@@ -222,6 +222,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
         "generated_now": sum(j.generated for j in judge_runs),
     }
     write_sweep(run_dir, metrics, ranking, manifest)
+    table, _, metric = sweep.rank_by.partition("@")[0].partition(".")
+    write_results(run_dir, sweep_results(ranking, manifest, protocol.declared.direction(table, metric)))
     return SweepOutcome(run_dir, metrics, ranking, RunManifest.of(manifest))
 
 
@@ -258,26 +260,6 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                     ranked.append(Ranked({**head, "group": group}, row["value"], row["n"],
                                          protocol.rank_units(tables, spec.name, rank, ctx.options)))
     return pl.DataFrame(rows, infer_schema_length=None), ranked
-
-
-def tidy(tables: dict[str, pl.DataFrame], declared: Declaration, head: dict[str, Any]) -> list[dict[str, Any]]:
-    """A protocol's metric tables -> rows of (head..., table, metric, group, value, n, higher_is_better)."""
-    rows = []
-    for name, group_cols in declared.metric_tables.items():
-        df = tables.get(name)
-        if df is None or not df.height:
-            continue
-        floats = [c for c, t in df.schema.items() if t.is_float() and c not in group_cols]
-        n_col = next((c for c in ("n", "stories", "pairs_both_orders", "groups") if c in df.columns), None)
-        for rec in df.iter_rows(named=True):
-            group = ",".join(f"{c}={rec[c]}" for c in group_cols) or "all"
-            for metric in floats:
-                value = rec[metric]
-                rows.append({**head, "table": name, "metric": metric, "group": group,
-                             "value": float(value) if value is not None else math.nan,
-                             "n": int(rec[n_col]) if n_col and rec[n_col] is not None else None,
-                             "higher_is_better": declared.direction(name, metric)})
-    return rows
 
 
 def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:

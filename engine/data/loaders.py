@@ -16,10 +16,11 @@ from typing import Any
 
 from ..core.errors import ConfigError, DataError
 from ..core.paths import prompts_root
-from ..core.registry import Registry
+from ..core.registry import BUILT_IN, Registry
 from .cards import DatasetCard
 from .items import items_from_records, load_aut, load_confederacy_items, load_rated_jsonl, load_ttcw_items
 from .pairs import PairsFile, load_litbench_csv, pairs_from_confederacy, pairs_from_records, pairs_from_ttcw
+from .plugin_data import Loader, from_plugin
 from .reference import groups_from_records, load_confederacy, load_reference_jsonl
 from .table import checked, in_columns, mapped
 from .ttcw import load_ttcw
@@ -126,5 +127,7 @@ def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
     if key not in _CACHE:
         if len(_CACHE) > 16:
             _CACHE.clear()
-        _CACHE[key] = LOADERS.get(name)(location, card)
+        reader, origin = LOADERS.get(name), LOADERS.origin(name)
+        _CACHE[key] = reader(location, card) if origin == BUILT_IN else \
+            from_plugin(Loader(name, origin), lambda: reader(location, card))      # untrusted: checked, normalised
     return _CACHE[key]

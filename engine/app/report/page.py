@@ -65,6 +65,12 @@ def header(runs: list[LoadedRun]) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def warnings_of(runs: list[LoadedRun]) -> pl.DataFrame:
+    """One row per warning of each run (a constant judge, answers left unread, labels absent)."""
+    return pl.DataFrame([{"run": r.name, "warning": w} for r in runs for w in r.manifest.warnings],
+                        schema={"run": pl.Utf8, "warning": pl.Utf8})
+
+
 def combined_tables(runs: list[LoadedRun]) -> dict[str, pl.DataFrame]:
     """Each table name across runs, with a `run` column (several runs: `litjudge compare`)."""
     names = sorted({n for r in runs for n in r.tables})
@@ -85,6 +91,10 @@ def build_panels(runs: list[LoadedRun]) -> list[Panel]:
                             "with *_all, the totals of every invocation of the run folder (history.jsonl): a re-run "
                             "that found every verdict stored generates nothing and does not hide the run that did.",
                     [("runs", header(runs))])]
+    said = warnings_of(runs)
+    if said.height:
+        panels.append(Panel("Warnings", "What each run warned of at its end (its manifest's warnings, as the console "
+                                        "printed them and Result.problems() returns them).", [("warnings", said)]))
     tables = combined_tables(runs)
     panels += protocol_panels(protocol, tables)
     panels += extra_panels(tables)

@@ -1,0 +1,137 @@
+"""A plugin's dataset loader is untrusted input: what it returns is checked and its labels are
+normalised as litjudge's own readers normalise a file's ("A" and " Tie" are the pair labels a and
+tie; "yes" is a TTCW majority's Yes; a category in another case is the category of that name). Left
+as they were, labels in another case matched no verdict and scored 0.000 in both orders, exit 0; a
+loader returning tuples met a protocol's attribute access and was reported as litjudge's own bug.
+Every refusal is one PluginError naming the loader, its distribution and the type expected."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from ..core.errors import LitjudgeError, PluginError
+from ..core.registry import Origin
+from .items import ItemSet, RatedItem
+from .pairs import LABELS, Pair
+from .reference import GroupStory, StoryGroup
+from .ttcw import TTCWData
+
+# What a loader of each kind returns (the built-in readers' types), as the refusal names it.
+EXPECTED = {"pairs": "an iterable of litjudge.engine.data.pairs.Pair",
+            "items": "a litjudge.engine.data.items.ItemSet of RatedItem",
+            "groups": "a list of litjudge.engine.data.reference.StoryGroup",
+            "ttcw": "a litjudge.engine.data.ttcw.TTCWData"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Loader:
+    """Who read the data: the loader's registered name (`LOADER.KIND`) and its distribution."""
+
+    name: str
+    origin: Origin
+
+    @property
+    def kind(self) -> str:
+        return self.name.partition(".")[2]
+
+    def refuse(self, why: str) -> PluginError:
+        return PluginError(f"dataset loader {self.name!r} of {self.origin} {why}; fix or uninstall "
+                           f"{self.origin.distribution}")
+
+    def wrong(self, got: Any, where: str = "") -> PluginError:
+        expected = EXPECTED.get(self.kind, "the kind's own type")
+        return self.refuse(f"returned {_a(got)}{where}, where {expected} is expected")
+
+
+def from_plugin(loader: Loader, read: Callable[[], Any]) -> Any:
+    """A plugin loader's data, read by `read`, checked and with its labels normalised. What the
+    loader raises (other than litjudge's own one-line errors) is its own failure, named so."""
+    try:
+        data = read()
+    except LitjudgeError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (whatever someone else's reader raises is reported in one line)
+        why = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise loader.refuse(f"failed: {type(exc).__name__}{': ' + why if why else ''}") from None
+    check = CHECKS.get(loader.kind)
+    return check(loader, data) if check else data
+
+
+class PluginPairs:
+    """A plugin's pairs, each checked (and its label normalised) as it is iterated: pairs stream
+    as a file's do; a one-shot iterator is kept as a list so every pass sees every pair."""
+
+    def __init__(self, loader: Loader, pairs: Iterable[Any]):
+        self.loader = loader
+        self.pairs = list(pairs) if isinstance(pairs, Iterator) else pairs
+
+    def __iter__(self) -> Iterator[Pair]:
+        for k, pair in enumerate(self.pairs, start=1):
+            if not isinstance(pair, Pair):
+                raise self.loader.wrong(pair, f" as pair {k}")
+            label = pair.label.strip().lower() if isinstance(pair.label, str) else pair.label
+            if label not in LABELS:
+                raise self.loader.refuse(f"gave pair {pair.pair_id!r} the label {pair.label!r:.40}, which is none of "
+                                         f"{list(LABELS)} (any case)")
+            yield pair if label == pair.label else dataclasses.replace(pair, label=label)
+
+
+def _pairs(loader: Loader, data: Any) -> PluginPairs:
+    if isinstance(data, str | bytes | Mapping | Pair) or not isinstance(data, Iterable):
+        raise loader.wrong(data)
+    return PluginPairs(loader, data)
+
+
+def _items(loader: Loader, data: Any) -> ItemSet:
+    if not isinstance(data, ItemSet):
+        raise loader.wrong(data)
+    items = []
+    by_case = {c.lower(): c for c in data.categories if isinstance(c, str)}
+    for k, item in enumerate(data.items, start=1):
+        if not isinstance(item, RatedItem):
+            raise loader.wrong(item, f" as item {k} of its ItemSet")
+        category = item.category
+        if category is not None and data.categories and category not in data.categories:
+            category = by_case.get(str(category).strip().lower())
+            if category is None:
+                raise loader.refuse(f"gave item {item.item_id!r} the category {item.category!r:.40}, which is none of "
+                                    f"its ItemSet's categories {list(data.categories)}")
+        items.append(item if category == item.category else dataclasses.replace(item, category=category))
+    return dataclasses.replace(data, items=tuple(items))
+
+
+def _groups(loader: Loader, data: Any) -> list[StoryGroup]:
+    if isinstance(data, str | bytes | Mapping) or not isinstance(data, Iterable):
+        raise loader.wrong(data)
+    groups = list(data)
+    for k, group in enumerate(groups, start=1):
+        if not isinstance(group, StoryGroup):
+            raise loader.wrong(group, f" as group {k}")
+        for story in (group.reference, *group.candidates):
+            if not isinstance(story, GroupStory):
+                raise loader.refuse(f"returned {_a(story)} as a story of group {group.group!r}, where a "
+                                    "litjudge.engine.data.reference.GroupStory is expected")
+    return groups
+
+
+def _ttcw(loader: Loader, data: Any) -> TTCWData:
+    if not isinstance(data, TTCWData):
+        raise loader.wrong(data)
+    majority = {}
+    for key, verdict in data.majority.items():
+        said = verdict.strip().capitalize() if isinstance(verdict, str) else verdict
+        if said not in ("Yes", "No"):
+            raise loader.refuse(f"gave story {key[0]!r}, test {key[1]} the majority verdict {verdict!r:.40}, which is "
+                                "neither Yes nor No (any case)")
+        majority[key] = said
+    return dataclasses.replace(data, majority=majority)
+
+
+CHECKS: dict[str, Callable[[Loader, Any], Any]] = {"pairs": _pairs, "items": _items, "groups": _groups, "ttcw": _ttcw}
+
+
+def _a(value: Any) -> str:
+    """A returned value as a refusal names it: its type, and a short view of it."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} ({value!r:.60})"
