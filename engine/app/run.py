@@ -352,13 +352,11 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
                     ) -> tuple[pl.DataFrame, dict[str, pl.DataFrame], list[str]]:
     """Stored plan + results -> the verdict frame, the protocol's tables and its warnings (no model
     involved). `run_ids` maps judge names to their plan's run id (default `config.name/judge`)."""
-    names = [s.name for s in prep.specs]
-    ids = run_ids or {n: run_id(prep.config, "", n) for n in names}
-    verdicts = pl.concat([verdict_frame(store, ids[n], n) for n in names], how="diagonal_relaxed")
-    ctx = prep.context()
-    tables = prep.protocol.tables(verdicts, ctx)
-    return verdicts, tables, (ctx.warnings + unparsed_warnings(verdicts, prep.config.missing_policy)
-                              + constant_judge_warnings(verdicts, tables))
+    ids = run_ids or {s.name: run_id(prep.config, "", s.name) for s in prep.specs}
+    verdicts = pl.concat([verdict_frame(store, ids[s.name], s.name) for s in prep.specs], how="diagonal_relaxed")
+    tables = prep.protocol.tables(verdicts, ctx := prep.context())
+    said = unparsed_warnings(verdicts, prep.config.missing_policy) + constant_judge_warnings(verdicts, tables)
+    return verdicts, tables, ctx.warnings + said
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,
