@@ -187,6 +187,14 @@ def _fill(parts: list[str], messages: Sequence[Message]) -> str:
 
 
 def load_renderer(path: str, chat: bool) -> PromptRenderer:
-    from transformers import AutoTokenizer
+    """The judge's renderer: its tokenizer read from its files where they say all (no transformers
+    import, so a plan whose verdicts are stored stays light: engine/backends/local/file_tokenizer.py),
+    else as transformers loads it."""
+    from .file_tokenizer import file_tokenizer
 
-    return PromptRenderer(AutoTokenizer.from_pretrained(path), chat)
+    tokenizer = file_tokenizer(path)
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    return PromptRenderer(tokenizer, chat)
