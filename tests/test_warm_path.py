@@ -119,3 +119,23 @@ def test_a_run_whose_verdicts_are_stored_imports_no_engine(smollm, runs_dir):
     cols = ["item_id", "label"]
     stored = litjudge.load(first.run_dir).verdicts.select(cols).sort("item_id")
     assert stored.equals(first.verdicts.select(cols).sort("item_id"))      # the same verdicts, aggregated again
+
+
+def test_a_parsed_tokenizer_is_taken_again_only_when_free_and_unchanged(default_judge, tmp_path):
+    """A repeated litjudge.judge() in one process reads tokenizer.json once, while its folder is as
+    it was and no renderer still holds it (two renderers alive at once never share one)."""
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(os.path.join(default_judge.path, name), tmp_path / name)
+    first = file_tokenizer(str(tmp_path))
+    second = file_tokenizer(str(tmp_path))
+    assert first is not None and second is not None
+    assert second.backend_tokenizer is not first.backend_tokenizer          # both alive: one each
+    held = second.backend_tokenizer
+    del first, second
+    third = file_tokenizer(str(tmp_path))
+    assert third is not None and third.backend_tokenizer is held             # free and unchanged: taken again
+    del third
+    spec = json.loads((tmp_path / "tokenizer.json").read_text())
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec, indent=1))      # rewritten (the same tokenizer)
+    fourth = file_tokenizer(str(tmp_path))
+    assert fourth is not None and fourth.backend_tokenizer is not held       # its file changed: read again

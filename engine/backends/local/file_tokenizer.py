@@ -14,11 +14,15 @@ both on the default judge, id for id and prompt for prompt.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from ...core.paths import path_version
 
 # The generic class of transformers 5 (PreTrainedTokenizerFast is its alias): it takes tokenizer.json as it is.
 GENERIC = ("TokenizersBackend", "PreTrainedTokenizerFast")
@@ -70,15 +74,13 @@ def file_tokenizer(path: str) -> FileTokenizer | None:
         special = {k: _content(config[k]) for k in NAMED if config.get(k) is not None}
         if None in special.values():
             return None
-        from tokenizers import Tokenizer
-
-        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        backend, keep = _parsed(folder)
     except Exception:  # noqa: BLE001  (unreadable files; the Rust loader raises its own type): transformers says why
         return None
     if not _as_is(backend, config, special) or (template is not None and not _compiles(template)):
         return None
     backend.encode_special_tokens = False
-    return FileTokenizer(backend, template, special)
+    return keep(FileTokenizer(backend, template, special))
 
 
 def _content(token: Any) -> str | None:
@@ -152,3 +154,36 @@ def _compiled(template: str) -> Any:
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     return env.from_string(template)
+
+
+_PARSED: dict[str, tuple[tuple[Any, ...], Any, Any]] = {}      # folder -> (its files' version, tokenizer, its holder)
+_LOCK = threading.Lock()
+
+
+def _taken() -> object:
+    return True                           # a holder being made: never dead
+
+
+def _parsed(folder: Path) -> tuple[Any, Any]:
+    """The folder's tokenizer.json parsed, and how to record who holds it. Parsing is a quarter of
+    a second for the default judge's: a process judging again (a notebook's repeated
+    `litjudge.judge`) takes the one parsed before, while the folder's files are as they were and
+    no renderer still holds it (a tokenizer is used by one thread at a time: two renderers alive at
+    once each get their own)."""
+    from tokenizers import Tokenizer
+
+    version = path_version(folder)
+    with _LOCK:
+        known = _PARSED.get(str(folder))
+        backend = None
+        if known is not None and known[0] == version and known[2]() is None:
+            backend = known[1]
+            _PARSED[str(folder)] = (version, backend, _taken)
+    if backend is None:
+        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+
+    def keep(holder: FileTokenizer) -> FileTokenizer:
+        with _LOCK:
+            _PARSED[str(folder)] = (version, backend, weakref.ref(holder))
+        return holder
+    return backend, keep
