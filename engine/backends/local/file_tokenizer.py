@@ -71,8 +71,9 @@ def file_tokenizer(path: str) -> FileTokenizer | None:
             template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
         if template is not None and not isinstance(template, str):
             return None                        # several named templates: transformers picks
-        special = {k: _content(config[k]) for k in NAMED if config.get(k) is not None}
-        if None in special.values():
+        named = {k: _content(config[k]) for k in NAMED if config.get(k) is not None}
+        special = {k: v for k, v in named.items() if v is not None}
+        if len(special) < len(named):
             return None
         backend, keep = _parsed(folder)
     except Exception:  # noqa: BLE001  (unreadable files; the Rust loader raises its own type): transformers says why
