@@ -16,6 +16,7 @@ from typing import Any
 
 from ...core.errors import BackendUnavailable
 from ...core.requests import Message
+from .file_tokenizer import file_tokenizer
 from .label_tokens import LabelTokens, label_tokens
 from .pieces import PieceEncoder
 from .special import Rendered, SpecialTokens, trace
@@ -190,8 +191,6 @@ def load_renderer(path: str, chat: bool) -> PromptRenderer:
     """The judge's renderer: its tokenizer read from its files where they say all (no transformers
     import, so a plan whose verdicts are stored stays light: engine/backends/local/file_tokenizer.py),
     else as transformers loads it."""
-    from .file_tokenizer import file_tokenizer
-
     tokenizer = file_tokenizer(path)
     if tokenizer is None:
         from transformers import AutoTokenizer
