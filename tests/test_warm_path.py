@@ -80,14 +80,32 @@ def test_the_file_tokenizer_renders_and_tokenizes_as_transformers(default_judge)
     assert type(load_renderer(default_judge.path, True).tokenizer).__name__ == "FileTokenizer"
 
 
+def test_the_trusted_model_types_keep_their_configs_tokenizer_class():
+    """transformers loads a trusted type's folder by its tokenizer_config's class: none of them is
+    one whose hub class it overrides, nor a Mistral-format one (a newer transformers adding one
+    fails here, not in a plan's keys)."""
+    from transformers.models.auto.tokenization_auto import MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS, TOKENIZER_MAPPING_NAMES
+
+    from litjudge.engine.backends.local.file_tokenizer import TRUSTED_TYPES
+
+    assert not TRUSTED_TYPES & MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS
+    assert all(TOKENIZER_MAPPING_NAMES.get(t) != "MistralCommonBackend" for t in TRUSTED_TYPES)
+
+
 @pytest.mark.parametrize("change", [{"add_bos_token": True}, {"tokenizer_class": "LlamaTokenizer"},
-                                    {"extra_special_tokens": {"image_token": "<image>"}}])
+                                    {"extra_special_tokens": {"image_token": "<image>"}}, {"model_type": "qwen2"}])
 def test_a_tokenizer_transformers_would_change_is_loaded_by_transformers(default_judge, tmp_path, change):
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        shutil.copy(os.path.join(default_judge.path, name), tmp_path / name)
-    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, **change}))
+    _tokenizer_files(default_judge.path, tmp_path)
+    assert file_tokenizer(str(tmp_path)) is not None                        # as it is: read from its files
+    name = "config.json" if "model_type" in change else "tokenizer_config.json"
+    config = json.loads((tmp_path / name).read_text())
+    (tmp_path / name).write_text(json.dumps({**config, **change}))
     assert file_tokenizer(str(tmp_path)) is None
+
+
+def _tokenizer_files(source: str, folder: Path) -> None:
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(os.path.join(source, name), folder / name)
 
 
 WARM = """
@@ -124,8 +142,7 @@ def test_a_run_whose_verdicts_are_stored_imports_no_engine(smollm, runs_dir):
 def test_a_parsed_tokenizer_is_taken_again_only_when_free_and_unchanged(default_judge, tmp_path):
     """A repeated litjudge.judge() in one process reads tokenizer.json once, while its folder is as
     it was and no renderer still holds it (two renderers alive at once never share one)."""
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        shutil.copy(os.path.join(default_judge.path, name), tmp_path / name)
+    _tokenizer_files(default_judge.path, tmp_path)
     first = file_tokenizer(str(tmp_path))
     second = file_tokenizer(str(tmp_path))
     assert first is not None and second is not None

@@ -2,14 +2,15 @@
 
 Planning a run whose every verdict is stored needs only the prompts and their token ids, and
 importing transformers (with torch behind it) cost 13-20 s of such a run's 16-28 s here. A folder
-that transformers would load as its generic tokenizer (`TokenizersBackend`, tokenizer.json as it
-is) is read here with the `tokenizers` package and its chat template rendered as transformers
-renders it (a sandboxed Jinja environment with the same options, filters and globals, the named
-special tokens as variables). Anything else transformers would do on loading (rebuild the
-tokenizer for a model-specific class, add special tokens the file lacks, change its post-processor,
-truncation or padding, pick among several templates) is not repeated here: such a folder gets
-None from `file_tokenizer`, and transformers loads it as before. tests/test_warm_path.py compares
-both on the default judge, id for id and prompt for prompt.
+that transformers would load as its generic tokenizer (`TokenizersBackend`: tokenizer.json as it
+is, for a model type that keeps its tokenizer_config's class) is read here with the `tokenizers`
+package, and its chat template rendered as transformers renders it (a sandboxed Jinja environment
+with the same options, filters and globals, the named special tokens as variables). Anything else
+transformers would do on loading (rebuild the tokenizer for a model-specific class, add special
+tokens the file lacks, change its post-processor, truncation or padding, pick among several
+templates) is not repeated here: such a folder gets None from `file_tokenizer`, and transformers
+loads it as before. tests/test_warm_path.py compares both on the default judge, id for id and
+prompt for prompt.
 """
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ from ...core.paths import path_version
 # The generic class of transformers 5 (PreTrainedTokenizerFast is its alias): it takes tokenizer.json as it is.
 GENERIC = ("TokenizersBackend", "PreTrainedTokenizerFast")
 NAMED = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# Model types whose folders transformers loads by their tokenizer_config's class (for some others,
+# Qwen2's among them, it overrides a generic class with its own: those go to transformers; the
+# test of this module checks these against transformers' own table).
+TRUSTED_TYPES = frozenset({"llama", "gemma", "gemma2", "gemma3", "gemma3_text", "olmo2", "granite"})
 # tokenizer_config.json keys that change nothing the renderer uses (what the class keeps as settings).
 INERT = {"backend", "is_local", "local_files_only", "model_max_length", "tokenizer_class", "chat_template",
          "clean_up_tokenization_spaces", "padding_side", "truncation_side", "model_input_names", "errors",
@@ -59,6 +64,9 @@ def file_tokenizer(path: str) -> FileTokenizer | None:
     """The folder's tokenizer read from its files, or None where transformers would load it otherwise."""
     folder = Path(path)
     try:
+        model = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if not isinstance(model, dict) or model.get("model_type") not in TRUSTED_TYPES:
+            return None
         config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
         if not isinstance(config, dict) or config.get("tokenizer_class") not in GENERIC or set(config) - INERT:
             return None
