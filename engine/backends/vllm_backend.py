@@ -19,7 +19,7 @@ from ..core.backend import JudgeSpec
 from ..core.console import captured_log
 from ..core.errors import BackendUnavailable, ConfigError
 from .base import StepBackend, context_window
-from .hardware import onednn_fell_back, preloaded_libraries, vector_flags
+from .hardware import gpu_present, onednn_fell_back, preloaded_libraries, vector_flags
 from .local.render import PromptRenderer
 from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .local.vllm_scan import tolerant_kernel_scan
@@ -137,8 +137,10 @@ class VLLMBackend(StepBackend):
     @classmethod
     def plan(cls, spec: JudgeSpec) -> TokenizerOnly:
         """The tokenizer alone; the engine settings checked as a run would check them (a plan that
-        priced kv_cache_gib = 1e6 which the run then refused was misleading)."""
-        engine_kwargs(spec, _cuda_available())
+        priced kv_cache_gib = 1e6 which the run then refused was misleading). torch is asked about
+        CUDA only where an NVIDIA driver is loaded: its import cost seconds of every plan, and of
+        every run whose verdicts are all stored, on a CPU machine."""
+        engine_kwargs(spec, gpu_present() and _cuda_available())
         return TokenizerOnly(spec)
 
     def __init__(self, spec: JudgeSpec):

@@ -355,7 +355,13 @@ def _resolve_hub(name: str) -> ResolvedJudge:
 
 
 def model_max_len(path: str) -> int:
-    """The model's own context length (its config's max_position_embeddings; 4096 when unknown)."""
+    """The model's own context length (its config's max_position_embeddings, its text model's in a
+    multimodal one; 4096 when unknown). Read from config.json where that names it (transformers'
+    config classes, with torch behind them, cost seconds to import, and a plan whose verdicts are
+    stored needs nothing else of them); else as transformers reads it, with its classes' defaults."""
+    own = _config_max_len(Path(path) / "config.json")
+    if own is not None:
+        return own
     try:
         from transformers import AutoConfig
 
@@ -364,3 +370,21 @@ def model_max_len(path: str) -> int:
         return int(getattr(cfg, "max_position_embeddings", 4096))
     except (OSError, ValueError, KeyError):  # a folder transformers cannot read: vLLM will say why
         return 4096
+
+
+def _config_max_len(config: Path) -> int | None:
+    """max_position_embeddings as a config.json states it (its text_config's where it has one), or
+    None where transformers' config class would decide (the key absent, or an attribute map naming
+    it otherwise)."""
+    try:
+        cfg = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(cfg, dict) or "attribute_map" in cfg:
+        return None
+    if "text_config" in cfg:
+        cfg = cfg["text_config"]
+        if not isinstance(cfg, dict):
+            return None
+    value = cfg.get("max_position_embeddings")
+    return value if type(value) is int else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from ...core.errors import BackendUnavailable
 from ...core.requests import Message
+from .file_tokenizer import file_tokenizer
 from .label_tokens import LabelTokens, label_tokens
 from .pieces import PieceEncoder
 from .special import Rendered, SpecialTokens, trace
@@ -187,6 +188,12 @@ def _fill(parts: list[str], messages: Sequence[Message]) -> str:
 
 
 def load_renderer(path: str, chat: bool) -> PromptRenderer:
-    from transformers import AutoTokenizer
+    """The judge's renderer: its tokenizer read from its files where they say all (no transformers
+    import, so a plan whose verdicts are stored stays light: engine/backends/local/file_tokenizer.py),
+    else as transformers loads it."""
+    tokenizer = file_tokenizer(path)
+    if tokenizer is None:
+        from transformers import AutoTokenizer
 
-    return PromptRenderer(AutoTokenizer.from_pretrained(path), chat)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    return PromptRenderer(tokenizer, chat)
