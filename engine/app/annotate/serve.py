@@ -191,3 +191,12 @@ def export_labels(labels: Labels, path: Path) -> int:
     else:
         raise ConfigError("--export writes .csv or .jsonl", where=str(path))
     return len(rows)
+
+
+def annotate(run: Any, *, budget: int | None = None, per_item: int = 1, floor: float | None = None,
+             seed: int | None = None, host: str = "127.0.0.1", port: int = 0, annotator: str | None = None,
+             lock_seconds: float = 600.0) -> Annotation:
+    """`litjudge.annotate`: the annotation app of a finished run (a Result or its folder), served
+    from a thread of this process on a free port; returns it running (`.url`, `.stop()`)."""
+    path = Path(getattr(run, "run_dir", run))
+    return Annotation(path, Options(budget, floor, seed, per_item, lock_seconds, host, port), annotator).start()

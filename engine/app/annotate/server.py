@@ -156,7 +156,8 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGI:
 
     async def label(request: Request) -> Response:
         data = await body(request)
-        annotator, cluster, key = annotator_of(data.get("annotator")), cluster_of(data.get("cluster")), key_of(data.get("key"))
+        annotator, cluster = annotator_of(data.get("annotator")), cluster_of(data.get("cluster"))
+        key = key_of(data.get("key"))
         given = data.get("labels")
         if not isinstance(given, dict) or set(given) != set(items_of[cluster]):
             raise BadRequest("labels: give one answer for each item of the cluster, and no other item")
@@ -171,7 +172,8 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGI:
 
     async def skip(request: Request) -> Response:
         data = await body(request)
-        annotator, cluster, key = annotator_of(data.get("annotator")), cluster_of(data.get("cluster")), key_of(data.get("key"))
+        annotator, cluster = annotator_of(data.get("annotator")), cluster_of(data.get("cluster"))
+        key = key_of(data.get("key"))
         fresh = labels.submit(key, annotator, cluster, {}, kind="skip")
         return JSONResponse({"stored": fresh, "duplicate": not fresh})
 

@@ -173,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "the interval most (drawn by the judges' uncertainty); live estimates")
     an.add_argument("run_dir", metavar="RUN")
     an.add_argument("--annotator", metavar="NAME", help="put this name in the printed URL")
-    an.add_argument("--budget", type=_whole(1), metavar="N", help="draws of the queue (default 50; a started queue: its own)")
+    an.add_argument("--budget", type=_whole(1), metavar="N",
+                    help="draws of the queue (default 50; a started queue: its own)")
     an.add_argument("--per-item", type=_whole(1), default=1, metavar="K", help="annotators per item (default 1)")
     an.add_argument("--floor", type=float, metavar="F", help="uniform share of the draw probabilities (default 0.2)")
     an.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default 0)")
