@@ -4,6 +4,7 @@ resume, two annotators at once, a kill -9 of the server with no saved label lost
 counted once, judged text shown as text, the token beyond loopback; screenshots in /tmp."""
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,17 @@ def label_by_keys(page, answers: str) -> str:
     for k in answers:
         page.keyboard.press(k)
     page.keyboard.press("Enter")
-    page.wait_for_function("c => document.querySelector('#item').dataset.cluster !== c || "
-                           "document.querySelector('.done') !== null", arg=before)
+    until(lambda: page.get_attribute("#item", "data-cluster") != before or page.query_selector(".done"))
     return page.get_attribute("#item", "data-cluster")
+
+
+def until(condition, timeout: float = 30) -> None:
+    """Poll from Python (the page's Content-Security-Policy forbids the eval Playwright's
+    wait_for_function uses)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the page never got there"
+        time.sleep(0.05)
 
 
 def exported(served: Served) -> list[dict]:
@@ -62,9 +71,11 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, tmp_path):
         seen.append(label_by_keys(ann, keys))
         assert ann.evaluate("window.__xss") is None
     assert len(set(seen)) == 21
-    ann.wait_for_function("document.querySelector('#done-draws').textContent !== '–'")
-    ann.screenshot(path=str(SHOTS / "annotate-ttcw.png"), full_page=True)
     rows = exported(served)
+    prefix = estimates(queue, rows)["labelled_draws"]
+    assert prefix >= 20
+    until(lambda: ann.text_content("#done-draws") == f"{prefix} / {budget}")
+    ann.screenshot(path=str(SHOTS / "annotate-ttcw.png"), full_page=True)
     assert len(rows) == 20 * TESTS and len({r["cluster"] for r in rows}) == 20
     # judged text is text: the payloads are shown literally, nothing of them became an element
     bodies = ann.eval_on_selector_all(".text .body", "els => els.map(e => e.textContent)")

@@ -31,16 +31,6 @@ def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, f
     return out
 
 
-def labelled_prefix(queue: Queue, totals: Mapping[int, float]) -> int:
-    """The longest prefix of the draw sequence whose clusters are all answered (a skip does not drop a draw)."""
-    k = 0
-    for c in queue.design.draws:
-        if int(c) not in totals:
-            break
-        k += 1
-    return k
-
-
 def _num(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -55,7 +45,7 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
     """Human-only, active and uniform PPI++'s projected width for the labelled prefix, and the
     curve of interval width against labelled draws (every prefix from 1 to it)."""
     totals = human_totals(queue, rows)
-    k = labelled_prefix(queue, totals)
+    k = active.labelled_prefix(queue.design, totals)
     args = (queue.design, queue.judge_total, queue.size, totals)
     act = active.estimate(*args, k)
     human = active.estimate(*args, k, lam=0.0)

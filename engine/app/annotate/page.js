@@ -82,7 +82,7 @@
   }
   const fmt = x => x === null || x === undefined ? '–' : x.toFixed(3);
   function svgPlot(curve) {
-    const NS = 'http://www.w3.org/2000/svg', W = 300, H = 150, P = 28;
+    const NS = "http://www.w3.org/2000/svg", W = 300, H = 160, P = 30;
     const svg = document.createElementNS(NS, 'svg'); svg.setAttribute('width', W); svg.setAttribute('height', H);
     svg.setAttribute('id', 'plot');
     const el = (tag, attrs) => { const e = document.createElementNS(NS, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); svg.appendChild(e); return e; };
@@ -90,15 +90,15 @@
     const ys = curve.flatMap(p => series.map(s => p[s[0]])).filter(v => v !== null);
     el('line', {x1: P, y1: H - P, x2: W - 6, y2: H - P, stroke: '#999'}); el('line', {x1: P, y1: 6, x2: P, y2: H - P, stroke: '#999'});
     const label = (x, y, t, anchor) => { const e = el('text', {x, y, 'font-size': 10, fill: '#555', 'text-anchor': anchor || 'start'}); e.textContent = t; };
-    label(W / 2, H - 8, 'labelled draws', 'middle'); label(2, 12, 'width');
-    if (!ys.length) { label(W / 2, H / 2, 'widths appear from 3 labelled draws', 'middle'); return svg; }
+    label(W / 2, H - 8, 'labelled draws', 'middle'); label(P + 4, 12, 'interval half-width');
+    if (!ys.length) { label(W / 2, H / 2, 'widths appear with the first interval', 'middle'); return svg; }
     const ymax = Math.max(...ys), n = curve[curve.length - 1].draws;
-    const x = d => P + (W - P - 10) * (n > 1 ? (d - 1) / (n - 1) : 0.5), y = v => H - P - (H - P - 10) * v / ymax;
-    label(P - 2, 14, (2 * ymax).toFixed(2), 'end'); label(W - 8, H - P + 12, String(n), 'end');
+    const x = d => P + (W - P - 10) * (n > 1 ? (d - 1) / (n - 1) : 0.5), y = v => H - P - (H - P - 22) * v / ymax;
+    label(P - 2, 26, ymax.toFixed(2), "end"); label(P - 2, H - P, '0', 'end'); label(W - 8, H - P + 12, String(n), 'end');
     series.forEach(([key, color, name], i) => {
       const pts = curve.filter(p => p[key] !== null).map(p => `${x(p.draws).toFixed(1)},${y(p[key]).toFixed(1)}`);
       if (pts.length) el('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2});
-      el('rect', {x: W - 100, y: 8 + 13 * i, width: 10, height: 3, fill: color}); label(W - 86, 12 + 13 * i, name);
+      el('rect', {x: W - 100, y: 22 + 13 * i, width: 10, height: 3, fill: color}); label(W - 86, 26 + 13 * i, name);
     });
     return svg;
   }
@@ -107,16 +107,17 @@
     $('#done-draws').textContent = `${e.labelled_draws} / ${e.budget}`;
     $('#bar').style.width = `${100 * e.labelled_draws / e.budget}%`;
     const t = $('#est'); t.replaceChildren();
-    t.appendChild(make('tr', {}, make('th', {text: e.quantity}), make('th', {text: 'estimate'}), make('th', {text: '95% interval'})));
+    t.appendChild(make('tr', {}, make('th', {text: ''}), make('th', {text: 'estimate'}), make('th', {text: '95% interval'})));
     [['active', e.active], ['human only', e.human]].forEach(([name, x]) => {
       const row = make('tr', {'data-which': name === 'active' ? 'active' : 'human', 'data-value': String(x.value),
                               'data-low': String(x.low), 'data-high': String(x.high)},
         make('td', {text: name}), make('td', {cls: 'n', text: fmt(x.value)}),
-        make('td', {cls: 'n', text: x.low === null ? (x.note || '–') : `${fmt(x.low)} – ${fmt(x.high)}`}));
+        make('td', {cls: 'n', text: x.low === null ? '–' : `${fmt(x.low)} – ${fmt(x.high)}`}));
       t.appendChild(row);
     });
     t.appendChild(make('tr', {}, make('td', {text: 'uniform PPI++'}), make('td', {cls: 'n', text: ''}),
       make('td', {cls: 'n', text: e.uniform_half_width === null ? '–' : `± ${fmt(e.uniform_half_width)} (projected)`})));
+    $('#est-note').textContent = e.active.note ? `No interval yet: ${e.active.note}.` : '';
     $('#gained').textContent = e.labels_gained === null ? '–' : e.labels_gained.toFixed(1);
     $('#plotbox').replaceChildren(svgPlot(e.curve));
   }

@@ -137,7 +137,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
             if line.strip():
                 try:
                     rec = json.loads(line)
-                except ValueError as e:
+                except json.JSONDecodeError as e:
                     raise DataError(f"not JSON ({e.msg})", path=str(path), row=n) from e
                 if not isinstance(rec, dict):
                     raise DataError("not a JSON object", path=str(path), row=n)

@@ -10,7 +10,7 @@ import io
 import json
 import re
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .estimate import estimates
 from .labels import Labels
@@ -30,8 +31,6 @@ KEY = re.compile(r"^[\w.:-]{8,128}$")
 TOKEN_HEADER = "x-litjudge-token"
 FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source", "shown")
 
-Scope = MutableMapping[str, Any]
-ASGI = Callable[[Scope, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -48,10 +47,10 @@ class BadRequest(Exception):
 class Guard:
     """ASGI middleware: the token (403) and the body bound (413) before any route runs."""
 
-    def __init__(self, app: ASGI, token: str | None):
+    def __init__(self, app: ASGIApp, token: str | None):
         self.app, self.token = app, token
 
-    async def __call__(self, scope: Scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -66,7 +65,7 @@ class Guard:
             return
         seen = 0
 
-        async def bounded() -> dict:
+        async def bounded() -> Message:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
@@ -95,7 +94,7 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGI:
+def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
     """The ASGI app over one queue and its store."""
     items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
 
