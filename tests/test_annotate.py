@@ -12,6 +12,7 @@ import pytest
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.judges.metrics import active
+from litjudge.judges.metrics.agreement import krippendorff_alpha
 from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run, ttcw_run
 from tests.conftest import litjudge
 
@@ -228,3 +229,30 @@ def test_pairwise_records_the_order_shown_and_scores_agreement(tmp_path):
         rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
     assert len(rows) == 6 and {r["shown"] for r in rows} == orders and orders <= {"ab", "ba"}
     assert all(q.score(r["cluster"], "a") == float(q.decision[r["cluster"]] == "a") for r in rows)
+
+
+def test_krippendorff_alpha_is_the_reference_packages():
+    krippendorff = pytest.importorskip("krippendorff")
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        raters, items = 4, 15
+        truth = rng.integers(0, 3, items)
+        data = np.where(rng.random((raters, items)) < 0.7, truth, rng.integers(0, 3, (raters, items))).astype(float)
+        data[rng.random((raters, items)) < 0.3] = np.nan
+        ours = krippendorff_alpha([[x for x in data[:, i] if not np.isnan(x)] for i in range(items)])
+        assert ours.value == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"), abs=1e-12)
+
+
+def test_two_annotators_per_item_report_their_agreement(run):
+    with InThread(run, budget=40, per_item=2) as s, s.client() as c:
+        for who, flip in (("ann", False), ("bob", True)):
+            for _ in range(4):
+                item = c.get("/api/next", params={"annotator": who}).json()
+                labels = {q["item"]: ("No" if flip and q["item"].endswith("1") else "Yes") for q in item["questions"]}
+                c.post("/api/label", json={"annotator": who, "cluster": item["cluster"], "labels": labels,
+                                           "key": key()}).raise_for_status()
+        agreement = c.get("/api/estimate").json()["agreement"]
+    # both answered the same 4 stories (12 items); they differ on each story's test 1
+    assert agreement["items"] == 4 * TESTS
+    assert agreement["krippendorff_alpha"] == pytest.approx(
+        krippendorff_alpha([["Yes", "No"]] * 4 + [["Yes", "Yes"]] * 8).value)

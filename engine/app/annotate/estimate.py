@@ -9,18 +9,34 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from litjudge.judges.metrics import active
+from litjudge.judges.metrics.agreement import krippendorff_alpha
 
 from .queue import Queue
 
 
-def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """cluster index -> human total, for every cluster whose every item has an answer. `rows`: the
-    labels oldest first (annotator, cluster, item, label), as `Labels.rows` or the export gives them."""
-    latest: dict[tuple[str, str], tuple[str, str]] = {}
+def latest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(annotator, item) -> (cluster, label): each annotator's standing answer. `rows`: the labels
+    oldest first (annotator, cluster, item, label), as `Labels.rows` or the export gives them."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
     for r in rows:
-        latest[(str(r["annotator"]), str(r["item"]))] = (str(r["cluster"]), str(r["label"]))
+        out[(str(r["annotator"]), str(r["item"]))] = (str(r["cluster"]), str(r["label"]))
+    return out
+
+
+def agreement(answers: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, Any]:
+    """Krippendorff's alpha (nominal) between annotators, over the items two or more answered."""
+    by_item: dict[str, list[str]] = {}
+    for (_, item), (_, label) in answers.items():
+        by_item.setdefault(item, []).append(label)
+    alpha = krippendorff_alpha(list(by_item.values()))
+    return {"krippendorff_alpha": _num(alpha.value), "items": alpha.n}
+
+
+def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """cluster index -> human total, for every cluster whose every item has an answer (an item's
+    answer: the mean of its annotators' 0/1 scores)."""
     scores: dict[str, dict[str, list[float]]] = {}
-    for (_, item), (cluster, label) in latest.items():
+    for (_, item), (cluster, label) in latest(rows).items():
         scores.setdefault(cluster, {}).setdefault(item, []).append(queue.score(cluster, label))
     out = {}
     for cluster, by_item in scores.items():
@@ -44,6 +60,7 @@ def _one(e: active.ActiveEstimate) -> dict[str, Any]:
 def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = True) -> dict[str, Any]:
     """Human-only, active and uniform PPI++'s projected width for the labelled prefix, and the
     curve of interval width against labelled draws (every prefix from 1 to it)."""
+    rows = list(rows)
     totals = human_totals(queue, rows)
     k = active.labelled_prefix(queue.design, totals)
     args = (queue.design, queue.judge_total, queue.size, totals)
@@ -60,4 +77,4 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
     return {"quantity": queue.quantity, "labelled_draws": k, "budget": len(queue.design.draws),
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
-            "curve": points}
+            "agreement": agreement(latest(rows)), "curve": points}

@@ -118,6 +118,9 @@
     t.appendChild(make('tr', {}, make('td', {text: 'uniform PPI++'}), make('td', {cls: 'n', text: ''}),
       make('td', {cls: 'n', text: e.uniform_half_width === null ? '–' : `± ${fmt(e.uniform_half_width)} (projected)`})));
     $('#est-note').textContent = e.active.note ? `No interval yet: ${e.active.note}.` : '';
+    const ag = e.agreement;
+    $('#agree').textContent = ag.items ? `Agreement between annotators: Krippendorff's alpha ${fmt(ag.krippendorff_alpha)} ` +
+      `over ${ag.items} items answered by two or more.` : '';
     $('#gained').textContent = e.labels_gained === null ? '–' : e.labels_gained.toFixed(1);
     $('#plotbox').replaceChildren(svgPlot(e.curve));
   }
