@@ -7,6 +7,7 @@ import shutil
 import uuid
 
 import numpy as np
+import polars as pl
 import pytest
 
 from litjudge.engine.app.annotate.estimate import estimates
@@ -14,7 +15,7 @@ from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.judges.metrics import active
 from litjudge.judges.metrics.agreement import krippendorff_alpha
 from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run, ttcw_run
-from tests.conftest import litjudge
+from tests.conftest import DATA, litjudge, needs_data
 
 
 @pytest.fixture(scope="module")
@@ -202,6 +203,10 @@ def test_import_and_export_from_the_console(run, tmp_path):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert r.returncode == 0 and len(rows) == 3 * TESTS and {x["annotator"] for x in rows} == {"elsewhere"}
     assert all(x["source"] == "import" and x["time"] == "2026-01-02T03:04:05" for x in rows)
+    folder = tmp_path / "hf"
+    assert litjudge("annotate", str(run), "--export", str(folder)).returncode == 0
+    import datasets
+    assert datasets.load_from_disk(str(folder)).to_list() == rows
     again = litjudge("annotate", str(run), "--export", str(out))
     assert again.returncode == 2 and "exists: give a new file name" in again.stderr
     bad = tmp_path / "bad.csv"
@@ -256,3 +261,21 @@ def test_two_annotators_per_item_report_their_agreement(run):
     assert agreement["items"] == 4 * TESTS
     assert agreement["krippendorff_alpha"] == pytest.approx(
         krippendorff_alpha([["Yes", "No"]] * 4 + [["Yes", "Yes"]] * 8).value)
+
+
+@needs_data
+def test_the_real_ttcw_queue_reads_the_seven_judges_vote_share(tmp_path):
+    """TTCW with its 7 recorded judges: a story (all 14 tests) is the unit, the stories with text
+    are the queue, the uncertainty is the judges' vote share per (story, test)."""
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), "LITJUDGE_DATA_ROOT": str(DATA)}
+    r = litjudge("run", "ttcw-replay", "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = tmp_path / "runs" / "ttcw-replay"
+    q = build_queue(run, 50)
+    verdicts = pl.read_parquet(run / "verdicts.parquet").filter(pl.col("judgeable") & (pl.col("status") == "ok"))
+    assert len(q.clusters) == verdicts["story_id"].n_unique() == 36 and set(q.size.tolist()) == {14.0}
+    story = q.clusters[0]
+    said = verdicts.filter(pl.col("story_id") == story.cluster).group_by("test").agg((pl.col("label") == "Yes").mean())
+    assert q.judge_total[0] == pytest.approx(said["label"].sum())
+    assert q.uncertainty_source == "the vote share across the run's judges"
+    assert len(story.texts[0][1]) > 1000 and story.questions[0].text.startswith("1. ")

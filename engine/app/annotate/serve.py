@@ -176,7 +176,8 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
 
 
 def export_labels(labels: Labels, path: Path) -> int:
-    """The standing labels to a new .csv or .jsonl file (never over an existing one)."""
+    """The standing labels to a new .csv or .jsonl file, or a new Hugging Face dataset folder
+    (never over an existing file or folder)."""
     if path.exists():
         raise ConfigError("exists: give a new file name (litjudge does not replace a file it did not create)",
                           where=str(path))
@@ -188,8 +189,15 @@ def export_labels(labels: Labels, path: Path) -> int:
             writer = csv.DictWriter(f, FIELDS, lineterminator="\n")
             writer.writeheader()
             writer.writerows(asdict(r) for r in rows)
+    elif path.suffix == "":
+        import datasets                            # a Hugging Face dataset folder (datasets.load_from_disk)
+
+        empty = {f: [] for f in FIELDS}
+        table = datasets.Dataset.from_list([asdict(r) for r in rows]) if rows else datasets.Dataset.from_dict(empty)
+        table.save_to_disk(str(path))
     else:
-        raise ConfigError("--export writes .csv or .jsonl", where=str(path))
+        raise ConfigError("--export writes a .csv or .jsonl file, or a Hugging Face dataset folder (a name without "
+                          "a suffix)", where=str(path))
     return len(rows)
 
 

@@ -186,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--import", dest="import_file", metavar="FILE", help="store labels collected elsewhere (CSV or "
                                                                           "JSONL: annotator, item, label) and exit")
     an.add_argument("--export", dest="export_file", metavar="FILE", help="write the labels to a new .csv or .jsonl "
-                                                                          "file and exit")
+                                                                          "file, or a Hugging Face dataset folder "
+                                                                          "(no suffix), and exit")
     an.set_defaults(fn=lazy(".annotate_commands:cmd_annotate"))
     st = sub.add_parser("status", help="a run folder's provider batches (API judges with [api] batch = true): "
                                        "open ones with their size and age")
