@@ -54,6 +54,8 @@
     const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
     box.appendChild(make('div', {cls: 'actions'}, submit, skipB, undoB));
     $('#mine').textContent = String(item.mine);
+    const on = box.querySelector('.q.current');
+    if (on && on.scrollIntoView) on.scrollIntoView({block: 'nearest'});
   }
   async function load() {
     if (!annotator()) { status('Type your name first (top right).'); return; }
