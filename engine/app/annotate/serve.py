@@ -190,9 +190,9 @@ def export_labels(labels: Labels, path: Path) -> int:
             writer.writeheader()
             writer.writerows(asdict(r) for r in rows)
     elif path.suffix == "":
-        import datasets                            # a Hugging Face dataset folder (datasets.load_from_disk)
+        import datasets  # a Hugging Face dataset folder (datasets.load_from_disk)
 
-        empty = {f: [] for f in FIELDS}
+        empty: dict[str, list] = {f: [] for f in FIELDS}
         table = datasets.Dataset.from_list([asdict(r) for r in rows]) if rows else datasets.Dataset.from_dict(empty)
         table.save_to_disk(str(path))
     else:
