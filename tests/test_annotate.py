@@ -4,8 +4,10 @@ counted once, locks, skip, undo, resume, nothing lost to a kill -9), the refusal
 import and export, and the page's estimate equal to a recomputation from the exported labels."""
 import json
 import shutil
+import time
 import uuid
 
+import httpx
 import numpy as np
 import polars as pl
 import pytest
@@ -279,3 +281,18 @@ def test_the_real_ttcw_queue_reads_the_seven_judges_vote_share(tmp_path):
     assert q.judge_total[0] == pytest.approx(said["label"].sum())
     assert q.uncertainty_source == "the vote share across the run's judges"
     assert len(story.texts[0][1]) > 1000 and story.questions[0].text.startswith("1. ")
+
+
+def test_a_lock_times_out_and_the_python_api_takes_a_result(run):
+    import litjudge
+    from tests.annotate_run import free_port
+    app = litjudge.annotate(litjudge.load(run), budget=40, lock_seconds=1.0, port=free_port())
+    try:
+        assert app.url.startswith("http://127.0.0.1:") and app.token is None
+        with httpx.Client(base_url=app.url.rstrip("/"), timeout=30) as c:
+            held = c.get("/api/next", params={"annotator": "ann"}).json()["cluster"]
+            assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held
+            time.sleep(1.5)                                  # ann's lock (and bob's) expired
+            assert c.get("/api/next", params={"annotator": "zoe"}).json()["cluster"] == held
+    finally:
+        app.stop()
