@@ -119,6 +119,8 @@ def test_a_bad_submission_is_one_line_400(run, change, status, line):
         assert r.status_code == status and r.text.startswith(line) and r.text.count("\n") == 1, r.text
         assert c.post("/api/label", content=b"not json").status_code == 400
         assert c.post("/api/label", content=b"x" * (70 * 1024)).status_code == 413
+        chunked = c.post("/api/label", content=iter([b"x" * 4096] * 20))          # no length: bounded as read
+        assert chunked.status_code == 413 and chunked.text == "request body over 65536 bytes\n"
         assert c.get("/api/export.jsonl").text == ""
 
 

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .estimate import estimates
 from .labels import Labels
@@ -43,6 +43,12 @@ class Settings:
 class BadRequest(Exception):
     """A request the app refuses: one line, status 400."""
 
+    status = 400
+
+
+class TooLarge(BadRequest):
+    status = 413
+
 
 class Guard:
     """ASGI middleware: the token (403) and the body bound (413) before any route runs."""
@@ -63,19 +69,7 @@ class Guard:
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
             await PlainTextResponse(f"request body over {MAX_BODY} bytes\n", status_code=413)(scope, receive, send)
             return
-        seen = 0
-
-        async def bounded() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY:
-                raise BodyTooLarge
-            return message
-        try:
-            await self.app(scope, bounded, send)
-        except BodyTooLarge:
-            await PlainTextResponse(f"request body over {MAX_BODY} bytes\n", status_code=413)(scope, receive, send)
+        await self.app(scope, receive, send)     # a body without a length is bounded as it is read (`body`)
 
     def _has_token(self, scope: Scope) -> bool:
         assert self.token is not None
@@ -84,10 +78,6 @@ class Guard:
             query = scope.get("query_string", b"").decode("latin-1")
             given = next((v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "token"), "")
         return hmac.compare_digest(given.encode(), self.token.encode())
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 def new_token() -> str:
@@ -127,8 +117,14 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
         return value
 
     async def body(request: Request) -> dict:
+        raw, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise TooLarge(f"request body over {MAX_BODY} bytes")
+            raw.append(chunk)
         try:
-            data = json.loads(await request.body())
+            data = json.loads(b"".join(raw))
         except (ValueError, UnicodeDecodeError) as e:
             raise BadRequest("the body is not JSON") from e
         if not isinstance(data, dict):
@@ -202,7 +198,7 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
             try:
                 return await handler(request)
             except BadRequest as e:
-                return PlainTextResponse(f"{e}\n", status_code=400)
+                return PlainTextResponse(f"{e}\n", status_code=e.status)
         return call
 
     routes = [Route("/", index), Route("/api/info", refusing(info)), Route("/api/next", refusing(next_item)),
