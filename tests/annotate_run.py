@@ -131,9 +131,12 @@ class Served:
         return httpx.Client(base_url=self.base, headers=headers, timeout=30)
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
+        if getattr(self, "stderr", None) is not None:          # stopped before
+            return
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         self.proc.wait(30)
+        self.stderr = self.proc.stderr.read() if self.proc.stderr else ""
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream:
                 stream.close()

@@ -4,6 +4,7 @@ counted once, locks, skip, undo, resume, nothing lost to a kill -9), the refusal
 import and export, and the page's estimate equal to a recomputation from the exported labels."""
 import json
 import shutil
+import signal
 import time
 import uuid
 
@@ -156,6 +157,9 @@ def test_beyond_loopback_every_request_needs_the_token(run):
             assert c.get("/api/info", params={"token": s.token}).status_code == 200
         with s.client() as c:
             assert c.get("/api/info").status_code == 200
+        s.kill(signal.SIGTERM)                                       # the way to stop it: exit 0, one line
+        assert s.proc.returncode == 0 and "annotation server stopped; every submitted label is in" in s.stderr
+        assert "Traceback" not in s.stderr
 
 
 def test_loopback_needs_no_token(run):
@@ -163,6 +167,9 @@ def test_loopback_needs_no_token(run):
         assert s.token is None
         with s.client() as c:
             assert c.get("/api/info").status_code == 200
+        s.kill(signal.SIGTERM)                                       # the way to stop it: exit 0, one line
+        assert s.proc.returncode == 0 and "annotation server stopped; every submitted label is in" in s.stderr
+        assert "Traceback" not in s.stderr
 
 
 def test_page_estimate_equals_a_recomputation_from_the_export(run):

@@ -1,10 +1,12 @@
 """`litjudge annotate RUN`: serve the annotation page, or import or export its labels."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from ...core.console import terminal
+from ..annotate.labels import FILE
 from ..annotate.serve import Annotation, Options, export_labels, import_labels, open_queue
+from .signals import Terminated
 
 
 def cmd_annotate(args) -> int:
@@ -29,6 +31,9 @@ def cmd_annotate(args) -> int:
     if app.token:
         print(f"Bound to {args.host}: every request needs the token (in the URL below)")
     print(f"Open {app.url}", flush=True)
-    print("Stop with Ctrl-C; labels are saved as they are submitted.", file=sys.stderr, flush=True)
-    app.run()
+    print("Stop with Ctrl-C; labels are saved as they are submitted.", file=terminal(), flush=True)
+    try:
+        app.run()
+    except (KeyboardInterrupt, Terminated):        # the way to stop it: nothing is lost
+        print(f"litjudge: annotation server stopped; every submitted label is in {run / FILE}", file=terminal())
     return 0
