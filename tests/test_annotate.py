@@ -305,3 +305,10 @@ def test_a_lock_times_out_and_the_python_api_takes_a_result(run):
             assert c.get("/api/next", params={"annotator": "zoe"}).json()["cluster"] == held
     finally:
         app.stop()
+
+
+def test_a_port_in_use_is_one_line_before_any_url(run):
+    with InThread(run, budget=40) as s:
+        r = litjudge("annotate", str(run), "--port", str(s.port), timeout=120)
+    assert r.returncode == 2 and "Open " not in r.stdout, r.stdout
+    assert f"cannot listen on 127.0.0.1 port {s.port}" in r.stderr and "Traceback" not in r.stderr

@@ -82,10 +82,18 @@ def url_of(host: str, port: int, token: str | None, annotator: str | None = None
     return f"http://{shown}:{port}/" + (f"?{query}" if query else "")
 
 
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the URL is printed (a port in use is one line, not a URL
+    that answers nothing); port 0 takes a free one."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host} port {port} ({e.strerror}): give another --port (0 takes a free "
+                          "one) or --host") from e
+    return sock
 
 
 class Annotation:
@@ -93,7 +101,8 @@ class Annotation:
 
     def __init__(self, run: Path, options: Options, annotator: str | None = None):
         self.queue, self.labels = open_queue(run, options)
-        port = options.port or free_port(options.host)
+        self.sock = listening_socket(options.host, options.port)
+        port = self.sock.getsockname()[1]
         self.token = None if loopback(options.host) else new_token()
         app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token))
         self.server = uvicorn.Server(uvicorn.Config(app, host=options.host, port=port, log_level="warning",
@@ -104,12 +113,13 @@ class Annotation:
     def run(self) -> None:
         """Serve in this thread until interrupted."""
         try:
-            self.server.run()
+            self.server.run(sockets=[self.sock])
         finally:
             self.labels.close()
 
     def start(self) -> Annotation:
-        self.thread = threading.Thread(target=self.server.run, name="litjudge-annotate", daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       name="litjudge-annotate", daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started and self.thread.is_alive() and time.monotonic() < deadline:
