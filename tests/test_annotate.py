@@ -167,9 +167,6 @@ def test_loopback_needs_no_token(run):
         assert s.token is None
         with s.client() as c:
             assert c.get("/api/info").status_code == 200
-        s.kill(signal.SIGTERM)                                       # the way to stop it: exit 0, one line
-        assert s.proc.returncode == 0 and "annotation server stopped; every submitted label is in" in s.stderr
-        assert "Traceback" not in s.stderr
 
 
 def test_page_estimate_equals_a_recomputation_from_the_export(run):
