@@ -37,13 +37,13 @@ from litjudge.engine.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from .api import judge, load, run
+    from .api import annotate, judge, load, run
     from .engine.core.config import ApiConfig, ClusterConfig, EngineConfig, Sampling, SamplingConfig
     from .result import LitjudgeWarning, Result
 
     __version__: str
 
-_LAZY = {"judge": "api", "run": "api", "load": "api", "Result": "result", "LitjudgeWarning": "result",
+_LAZY = {"judge": "api", "run": "api", "load": "api", "annotate": "api", "Result": "result", "LitjudgeWarning": "result",
          # the typed config tables, taken by judge() and run() as the tables they stand for
          **dict.fromkeys(("EngineConfig", "Sampling", "SamplingConfig", "ApiConfig", "ClusterConfig"),
                          "engine.core.config")}
@@ -69,6 +69,6 @@ def __dir__() -> list[str]:
     return sorted({*__all__, "__version__", "__doc__", "__file__", "__name__", "__path__"})
 
 
-__all__ = ["judge", "run", "load", "Result", "LitjudgeWarning", "EngineConfig", "Sampling", "SamplingConfig", "ApiConfig",
-           "ClusterConfig", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound", "BackendUnavailable",
+__all__ = ["judge", "run", "load", "annotate", "Result", "LitjudgeWarning", "EngineConfig", "Sampling", "SamplingConfig",
+           "ApiConfig", "ClusterConfig", "LitjudgeError", "ConfigError", "DataError", "JudgeNotFound", "BackendUnavailable",
            "ContractError", "PluginError", "PreflightError", "StoreError", "SystemFault"]

@@ -216,6 +216,14 @@ def load(run_dir: str | Path) -> Result:
         return Result.open(run_dir)
 
 
+def annotate(run: Result | str | Path, **options: Any) -> Any:
+    """The annotation page of a finished run, served from this process (docs/annotate.md): returns
+    the running app (`.url`, `.stop()`); options as `litjudge annotate`'s (budget, per_item, floor, seed, host, port)."""
+    from litjudge.engine.app.annotate.serve import annotate as serve
+    with _errors():
+        return serve(run, **options)
+
+
 def _existing_file(data: str | os.PathLike) -> Path:
     path = Path(data).expanduser().resolve()
     if not path.exists():

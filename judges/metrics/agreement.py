@@ -119,3 +119,31 @@ def fleiss_kappa(ratings: Sequence[Sequence[Hashable]]) -> MetricResult:
     if pe == 1.0:
         return MetricResult(NAN, n)
     return MetricResult(float((pbar - pe) / (1 - pe)), n)
+
+
+def krippendorff_alpha(ratings: Sequence[Sequence[Hashable]]) -> MetricResult:
+    """Krippendorff's alpha for nominal labels; `ratings[i]` are the labels item i got from however
+    many raters (any count: the annotation queue's `--per-item K` with skips and late raters).
+    Missing labels are dropped; items with fewer than two labels are not pairable and left out
+    (n counts the items kept). Undefined (NaN) when every kept label is the same category.
+
+    >>> krippendorff_alpha([["Yes", "Yes"], ["No", "No"], ["Yes", "No", "No"]]).value
+    0.5
+    """
+    units = [[x for x in r if not is_missing(x)] for r in ratings]
+    units = [u for u in units if len(u) >= 2]
+    if not units:
+        return MetricResult(NAN, 0)
+    cats = sorted({x for u in units for x in u}, key=str)
+    index = {c: i for i, c in enumerate(cats)}
+    coincidence = np.zeros((len(cats), len(cats)))
+    for u in units:
+        counts = np.bincount([index[x] for x in u], minlength=len(cats)).astype(float)
+        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (len(u) - 1)
+    n_c = coincidence.sum(axis=1)
+    n = n_c.sum()
+    observed = coincidence.sum() - np.trace(coincidence)
+    expected = n * n - (n_c ** 2).sum()
+    if expected <= 0:
+        return MetricResult(NAN, len(units))
+    return MetricResult(float(1.0 - (n - 1) * observed / expected), len(units))

@@ -173,6 +173,26 @@ def build_parser() -> argparse.ArgumentParser:
     en.add_argument("--seed", type=int, default=0)
     en.add_argument("--name", default="ensemble", help="output folder name under runs/out (default: ensemble)")
     en.set_defaults(fn=lazy(".commands:cmd_ensemble"))
+    an = sub.add_parser("annotate", help="a local web page where people label the items of a finished run that narrow "
+                                         "the interval most (drawn by the judges' uncertainty); live estimates")
+    an.add_argument("run_dir", metavar="RUN")
+    an.add_argument("--annotator", metavar="NAME", help="put this name in the printed URL")
+    an.add_argument("--budget", type=_whole(1), metavar="N",
+                    help="draws of the queue (default 50; a started queue: its own)")
+    an.add_argument("--per-item", type=_whole(1), default=1, metavar="K", help="annotators per item (default 1)")
+    an.add_argument("--floor", type=float, metavar="F", help="uniform share of the draw probabilities (default 0.2)")
+    an.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default 0)")
+    an.add_argument("--lock", type=float, default=600.0, metavar="SECONDS",
+                    help="how long an item shown to one annotator is kept from the others (default 600)")
+    an.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs the "
+                                                         "printed token)")
+    an.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: a free one)")
+    an.add_argument("--import", dest="import_file", metavar="FILE", help="store labels collected elsewhere (CSV or "
+                                                                          "JSONL: annotator, item, label) and exit")
+    an.add_argument("--export", dest="export_file", metavar="FILE", help="write the labels to a new .csv or .jsonl "
+                                                                          "file, or a Hugging Face dataset folder "
+                                                                          "(no suffix), and exit")
+    an.set_defaults(fn=lazy(".annotate_commands:cmd_annotate"))
     st = sub.add_parser("status", help="a run folder's provider batches (API judges with [api] batch = true): "
                                        "open ones with their size and age")
     st.add_argument("run_dir", metavar="RUN")

@@ -1,0 +1,80 @@
+"""The live estimates of a queue from its labels: the human total per drawn cluster (each item the
+mean of its annotators' latest 0/1 answers, summed over the cluster's items), the longest prefix of
+draws whose clusters are all answered, and `judges.metrics.active`'s estimators on it. The page
+and a recomputation from the exported labels both call `estimates`, so they agree exactly."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from litjudge.judges.metrics import active
+from litjudge.judges.metrics.agreement import krippendorff_alpha
+
+from .queue import Queue
+
+
+def latest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(annotator, item) -> (cluster, label): each annotator's standing answer. `rows`: the labels
+    oldest first (annotator, cluster, item, label), as `Labels.rows` or the export gives them."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for r in rows:
+        out[(str(r["annotator"]), str(r["item"]))] = (str(r["cluster"]), str(r["label"]))
+    return out
+
+
+def agreement(answers: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, Any]:
+    """Krippendorff's alpha (nominal) between annotators, over the items two or more answered."""
+    by_item: dict[str, list[str]] = {}
+    for (_, item), (_, label) in answers.items():
+        by_item.setdefault(item, []).append(label)
+    alpha = krippendorff_alpha(list(by_item.values()))
+    return {"krippendorff_alpha": _num(alpha.value), "items": alpha.n}
+
+
+def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """cluster index -> human total, for every cluster whose every item has an answer (an item's
+    answer: the mean of its annotators' 0/1 scores)."""
+    scores: dict[str, dict[str, list[float]]] = {}
+    for (_, item), (cluster, label) in latest(rows).items():
+        scores.setdefault(cluster, {}).setdefault(item, []).append(queue.score(cluster, label))
+    out = {}
+    for cluster, by_item in scores.items():
+        c = queue.index(cluster)
+        items = [q.item for q in queue.clusters[c].questions]
+        if all(i in by_item for i in items):
+            out[c] = sum(sum(by_item[i]) / len(by_item[i]) for i in items)
+    return out
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _one(e: active.ActiveEstimate) -> dict[str, Any]:
+    return {"value": _num(e.value), "low": _num(e.low), "high": _num(e.high), "half_width": _num(e.half_width),
+            "lam": _num(e.lam), "draws": e.draws, "clusters_read": e.clusters_read, "n_eff": _num(e.n_eff),
+            "note": e.note}
+
+
+def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = True) -> dict[str, Any]:
+    """Human-only, active and uniform PPI++'s projected width for the labelled prefix, and the
+    curve of interval width against labelled draws (every prefix from 1 to it)."""
+    rows = list(rows)
+    totals = human_totals(queue, rows)
+    k = active.labelled_prefix(queue.design, totals)
+    args = (queue.design, queue.judge_total, queue.size, totals)
+    act = active.estimate(*args, k)
+    human = active.estimate(*args, k, lam=0.0)
+    uniform = active.uniform_width(*args, k)
+    points = []
+    if curve:
+        for j in range(1, k + 1):
+            a, h = active.estimate(*args, j), active.estimate(*args, j, lam=0.0)
+            points.append({"draws": j, "active": _num(a.half_width), "human": _num(h.half_width),
+                           "uniform": _num(active.uniform_width(*args, j))})
+    gained = None if act.n_eff is None or not math.isfinite(act.n_eff) or act.note else act.n_eff - k
+    return {"quantity": queue.quantity, "labelled_draws": k, "budget": len(queue.design.draws),
+            "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
+            "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
+            "agreement": agreement(latest(rows)), "curve": points}

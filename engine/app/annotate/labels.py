@@ -1,0 +1,208 @@
+"""The annotation store: RUN/annotations.sqlite (stdlib sqlite3, WAL, every write committed before
+the answer leaves the server, so a kill -9 loses no saved label). It keeps the draw design (every
+draw and its probability, fixed when the queue starts), each submission under its idempotency key
+(a retried or doubled submit is stored once), skips, undos and the locks that keep two annotators
+off one cluster."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...core.errors import ConfigError, StoreError
+
+FILE = "annotations.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS draws (draw INTEGER PRIMARY KEY, cluster TEXT NOT NULL, probability REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL UNIQUE, annotator TEXT NOT NULL, cluster TEXT NOT NULL,
+    kind TEXT NOT NULL, time TEXT NOT NULL, source TEXT NOT NULL, shown TEXT NOT NULL DEFAULT '',
+    undone INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS labels (key TEXT NOT NULL, item TEXT NOT NULL, label TEXT NOT NULL, PRIMARY KEY (key, item));
+CREATE TABLE IF NOT EXISTS locks (cluster TEXT NOT NULL, annotator TEXT NOT NULL, expires REAL NOT NULL,
+    PRIMARY KEY (cluster, annotator));
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One exported label: who answered what, when, and the draw that asked for it."""
+
+    annotator: str
+    time: str
+    cluster: str
+    item: str
+    label: str
+    draw: int                 # the cluster's first draw index (-1: a cluster the design never drew)
+    probability: float        # its draw probability
+    times_drawn: int
+    key: str
+    source: str
+    shown: str                # pairwise: the order the texts were shown in ("ab" or "ba")
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+class Labels:
+    """The store of one run's queue. Thread-safe (one connection behind a lock: the server's
+    worker threads share it)."""
+
+    def __init__(self, path: Path, clusters: Sequence[str], probability: np.ndarray, draws: np.ndarray,
+                 design: dict):
+        self.path = Path(path)
+        try:
+            self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: not a readable annotation store ({e}); move it aside to start a new "
+                             "queue") from e
+        self.lock = threading.Lock()
+        self.clusters = tuple(clusters)
+        with self.lock, self.db:
+            stored = self.db.execute("SELECT value FROM meta WHERE key = 'design'").fetchone()
+            if stored is None:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.execute("INSERT INTO meta VALUES ('design', ?)", (json.dumps(design, sort_keys=True),))
+                self.db.executemany("INSERT INTO draws VALUES (?, ?, ?)",
+                                    [(k, self.clusters[int(c)], float(probability[int(c)]))
+                                     for k, c in enumerate(draws)])
+                self.db.execute("COMMIT")
+            elif json.loads(stored[0]) != design:
+                was = json.loads(stored[0])
+                diff = ", ".join(f"{k} {was.get(k)} (now {design.get(k)})" for k in sorted(design)
+                                 if was.get(k) != design.get(k))
+                raise ConfigError(f"this queue was started with {diff}: start it with the same settings, or move "
+                                  f"{FILE} aside for a new queue", where=str(self.path))
+        rows = self.db.execute("SELECT draw, cluster, probability FROM draws ORDER BY draw").fetchall()
+        self.draw_clusters = [r[1] for r in rows]
+        self.first_draw: dict[str, int] = {}
+        for k, c in enumerate(self.draw_clusters):
+            self.first_draw.setdefault(c, k)
+        self.times_drawn = {c: self.draw_clusters.count(c) for c in self.first_draw}
+        self.probability = {r[1]: r[2] for r in rows}
+        self.order = list(self.first_draw)            # the clusters to read, in the order of their first draw
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- what is labelled -------------------------------------------------------------------------
+    def latest(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """(annotator, item) -> (label, cluster): each annotator's latest standing answer per item."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT s.annotator, l.item, l.label, s.cluster FROM submissions s JOIN labels l ON l.key = s.key "
+                "WHERE s.kind = 'label' AND s.undone = 0 ORDER BY s.seq").fetchall()
+        return {(a, item): (label, cluster) for a, item, label, cluster in rows}
+
+    def done_by(self, items_of: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
+        """cluster -> the annotators who answered every one of its items."""
+        answered: dict[tuple[str, str], set[str]] = {}
+        for (a, item), (_, cluster) in self.latest().items():
+            answered.setdefault((a, cluster), set()).add(item)
+        out: dict[str, set[str]] = {}
+        for (a, cluster), items in answered.items():
+            if set(items_of.get(cluster, ())) <= items:
+                out.setdefault(cluster, set()).add(a)
+        return out
+
+    def skipped_by(self, annotator: str) -> set[str]:
+        with self.lock:
+            rows = self.db.execute("SELECT cluster FROM submissions WHERE annotator = ? AND kind = 'skip' AND undone = 0",
+                                   (annotator,)).fetchall()
+        return {r[0] for r in rows}
+
+    # -- assignment -------------------------------------------------------------------------------
+    def next_cluster(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int,
+                     lock_seconds: float) -> str | None:
+        """The first cluster, in draw order, this annotator has not answered nor skipped, that fewer
+        than `per_item` annotators have answered or hold; it is locked for them for `lock_seconds`."""
+        done = self.done_by(items_of)
+        skipped = self.skipped_by(annotator)
+        with self.lock:
+            t = time.time()
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("DELETE FROM locks WHERE expires < ?", (t,))
+                held: dict[str, set[str]] = {}
+                for c, a in self.db.execute("SELECT cluster, annotator FROM locks").fetchall():
+                    held.setdefault(c, set()).add(a)
+                chosen = None
+                for c in self.order:
+                    who = done.get(c, set())
+                    if annotator in who or c in skipped:
+                        continue
+                    if annotator in held.get(c, set()) or len(who | held.get(c, set())) < per_item:
+                        chosen = c
+                        break
+                if chosen is not None:
+                    self.db.execute("INSERT OR REPLACE INTO locks VALUES (?, ?, ?)", (chosen, annotator, t + lock_seconds))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return chosen
+
+    def holds(self, annotator: str, cluster: str) -> bool:
+        with self.lock:
+            row = self.db.execute("SELECT expires FROM locks WHERE cluster = ? AND annotator = ?",
+                                  (cluster, annotator)).fetchone()
+        return row is not None and row[0] >= time.time()
+
+    # -- writes -----------------------------------------------------------------------------------
+    def submit(self, key: str, annotator: str, cluster: str, labels: dict[str, str], *, kind: str = "label",
+               source: str = "web", shown: str = "", at: str | None = None) -> bool:
+        """Store one submission; False when its key was stored before (a retry: counted once)."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self.db.execute("INSERT OR IGNORE INTO submissions (key, annotator, cluster, kind, time, source, "
+                                      "shown) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                      (key, annotator, cluster, kind, at or now(), source, shown))
+                fresh = cur.rowcount == 1
+                if fresh:
+                    self.db.executemany("INSERT INTO labels VALUES (?, ?, ?)", [(key, i, v) for i, v in labels.items()])
+                    self.db.execute("DELETE FROM locks WHERE cluster = ? AND annotator = ?", (cluster, annotator))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+        return fresh
+
+    def undo(self, annotator: str) -> str | None:
+        """Take back this annotator's latest answer or skip; returns its cluster (shown next again)."""
+        with self.lock:
+            row = self.db.execute("SELECT seq, cluster FROM submissions WHERE annotator = ? AND undone = 0 AND "
+                                  "source = 'web' ORDER BY seq DESC LIMIT 1", (annotator,)).fetchone()
+            if row is None:
+                return None
+            self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
+        return row[1]
+
+    # -- reads for the estimate and the export ------------------------------------------------------
+    def rows(self) -> list[Row]:
+        """Every standing label (undone ones and skips left out), oldest first."""
+        with self.lock:
+            got = self.db.execute(
+                "SELECT s.annotator, s.time, s.cluster, l.item, l.label, s.key, s.source, s.shown FROM submissions s "
+                "JOIN labels l ON l.key = s.key WHERE s.kind = 'label' AND s.undone = 0 ORDER BY s.seq, l.item").fetchall()
+        return [Row(a, t, c, item, label, self.first_draw.get(c, -1), self.probability.get(c, float("nan")),
+                    self.times_drawn.get(c, 0), key, source, shown) for a, t, c, item, label, key, source, shown in got]
+
+    def annotators(self) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.db.execute("SELECT DISTINCT annotator FROM submissions ORDER BY annotator")]
+
+
+def open_labels(run: Path, clusters: Iterable[str], probability: np.ndarray, draws: np.ndarray, design: dict) -> Labels:
+    return Labels(Path(run) / FILE, tuple(clusters), probability, draws, design)

@@ -1,0 +1,159 @@
+// The annotation page's script (engine/app/annotate/page.py serves it inline). Judged text
+// enters the DOM only through textContent.
+(() => {
+  const params = new URLSearchParams(location.search);
+  const token = params.get('token');
+  const $ = s => document.querySelector(s);
+  const make = (tag, props = {}, ...kids) => { const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(props)) { if (k === 'text') e.textContent = v; else if (k === 'cls') e.className = v;
+      else e.setAttribute(k, v); }
+    kids.forEach(k => e.appendChild(k)); return e; };
+  let info = null, item = null, answers = {}, current = 0, busy = false;
+  const annotator = () => $('#annotator').value.trim();
+  const headers = () => Object.assign({'Content-Type': 'application/json'}, token ? {'X-Litjudge-Token': token} : {});
+  const newKey = () => 'k' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 12);
+  async function api(path, body) {
+    const r = await fetch(path, body === undefined ? {headers: headers()} : {method: 'POST', headers: headers(), body: JSON.stringify(body)});
+    if (!r.ok) throw new Error((await r.text()).trim());
+    return r.json();
+  }
+  async function post(path, body) {
+    // A submit is retried with the same key: the server stores it once.
+    for (let i = 0; ; i++) { try { return await api(path, body); } catch (e) { if (i >= 2 || /^\w+:/.test(e.message)) throw e; } }
+  }
+  function status(text, bad) { const s = $('#status'); s.textContent = text; s.className = 'status' + (bad ? ' err' : ''); }
+  function labelKeys() { return info.protocol === 'pairwise' ? ['1', '2'] : ['y', 'n']; }
+  function render() {
+    const box = $('#item'); box.replaceChildren();
+    if (!item) return;
+    if (item.done) { box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you!'})); return; }
+    box.dataset.cluster = item.cluster;
+    box.appendChild(make('div', {cls: 'note', text: `Draw ${item.draw + 1} · drawn ${item.times_drawn}× · probability ${item.probability.toFixed(4)}`}));
+    const texts = make('div', {cls: 'texts' + (item.texts.length > 1 ? ' two' : '')});
+    item.texts.forEach((t, i) => texts.appendChild(make('div', {cls: 'text'},
+      make('h3', {text: item.texts.length > 1 ? `${i + 1}. ${['First', 'Second'][i]} text` : t.heading}),
+      make('div', {cls: 'body', text: t.text}))));
+    box.appendChild(texts);
+    const qs = make('div', {cls: 'questions'});
+    item.questions.forEach((q, i) => {
+      const row = make('div', {cls: 'q' + (i === current ? ' current' : ''), 'data-item': q.item},
+                       make('span', {cls: 't', text: q.text}));
+      const opts = info.protocol === 'pairwise' ? item.texts.map((t, k) => [t.id, `${k + 1}: ${['First', 'Second'][k]}`])
+                                                : info.labels.map((l, k) => [l, `${l} (${labelKeys()[k]})`]);
+      opts.forEach(([value, caption]) => { const b = make('button', {text: caption, 'data-value': value});
+        if (answers[q.item] === value) b.className = 'on';
+        b.onclick = () => { answers[q.item] = value; current = Math.min(i + 1, item.questions.length - 1); render(); };
+        row.appendChild(b); });
+      qs.appendChild(row);
+    });
+    box.appendChild(qs);
+    const n = Object.keys(answers).length;
+    const submit = make('button', {cls: 'primary', text: `Submit (Enter) ${n}/${item.questions.length}`, id: 'submit'});
+    submit.onclick = () => submitItem();
+    const skipB = make('button', {text: 'Skip (s)'}); skipB.onclick = () => skipItem();
+    const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
+    box.appendChild(make('div', {cls: 'actions'}, submit, skipB, undoB));
+    $('#mine').textContent = String(item.mine);
+    const on = box.querySelector('.q.current');
+    if (on && on.scrollIntoView) on.scrollIntoView({block: 'nearest'});
+  }
+  async function load() {
+    if (!annotator()) { status('Type your name first (top right).'); return; }
+    localStorage.setItem('litjudge-annotator', annotator());
+    try { item = await api('/api/next?annotator=' + encodeURIComponent(annotator())); }
+    catch (e) { status(e.message, true); return; }
+    answers = {}; current = 0; render(); estimate();
+  }
+  async function submitItem() {
+    if (busy || !item || item.done) return;
+    if (Object.keys(answers).length < item.questions.length) { status('Answer every question first.', true); return; }
+    busy = true;
+    try { const r = await post('/api/label', {annotator: annotator(), cluster: item.cluster, labels: answers, key: newKey(), shown: item.shown});
+          status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
+    catch (e) { status(e.message, true); } finally { busy = false; }
+  }
+  async function skipItem() {
+    if (busy || !item || item.done) return; busy = true;
+    try { await post('/api/skip', {annotator: annotator(), cluster: item.cluster, key: newKey()}); status('Skipped.'); await load(); }
+    catch (e) { status(e.message, true); } finally { busy = false; }
+  }
+  async function undoLast() {
+    if (busy) return; busy = true;
+    try { const r = await post('/api/undo', {annotator: annotator()}); status(r.undone ? 'Undone: shown again.' : 'Nothing to undo.'); await load(); }
+    catch (e) { status(e.message, true); } finally { busy = false; }
+  }
+  const fmt = x => x === null || x === undefined ? '–' : x.toFixed(3);
+  function svgPlot(curve) {
+    const NS = "http://www.w3.org/2000/svg", W = 300, H = 160, P = 30;
+    const svg = document.createElementNS(NS, 'svg'); svg.setAttribute('width', W); svg.setAttribute('height', H);
+    svg.setAttribute('id', 'plot');
+    const el = (tag, attrs) => { const e = document.createElementNS(NS, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); svg.appendChild(e); return e; };
+    const series = [['human', '#9ca3af', 'human only'], ['uniform', '#f59e0b', 'uniform PPI++'], ['active', '#2563eb', 'active']];
+    const ys = curve.flatMap(p => series.map(s => p[s[0]])).filter(v => v !== null);
+    el('line', {x1: P, y1: H - P, x2: W - 6, y2: H - P, stroke: '#999'}); el('line', {x1: P, y1: 6, x2: P, y2: H - P, stroke: '#999'});
+    const label = (x, y, t, anchor) => { const e = el('text', {x, y, 'font-size': 10, fill: '#555', 'text-anchor': anchor || 'start'}); e.textContent = t; };
+    label(W / 2, H - 8, 'labelled draws', 'middle'); label(P + 4, 12, 'interval half-width');
+    if (!ys.length) { label(W / 2, H / 2, 'widths appear with the first interval', 'middle'); return svg; }
+    const ymax = Math.max(...ys), n = curve[curve.length - 1].draws;
+    const x = d => P + (W - P - 10) * (n > 1 ? (d - 1) / (n - 1) : 0.5), y = v => H - P - (H - P - 22) * v / ymax;
+    label(P - 2, 26, ymax.toFixed(2), "end"); label(P - 2, H - P, '0', 'end'); label(W - 8, H - P + 12, String(n), 'end');
+    series.forEach(([key, color, name], i) => {
+      const pts = curve.filter(p => p[key] !== null).map(p => `${x(p.draws).toFixed(1)},${y(p[key]).toFixed(1)}`);
+      if (pts.length) el('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2});
+      el('rect', {x: W - 100, y: 22 + 13 * i, width: 10, height: 3, fill: color}); label(W - 86, 26 + 13 * i, name);
+    });
+    return svg;
+  }
+  async function estimate() {
+    let e; try { e = await api('/api/estimate'); } catch (err) { return; }
+    $('#done-draws').textContent = `${e.labelled_draws} / ${e.budget}`;
+    $('#bar').style.width = `${100 * e.labelled_draws / e.budget}%`;
+    const t = $('#est'); t.replaceChildren();
+    t.appendChild(make('tr', {}, make('th', {text: ''}), make('th', {text: 'estimate'}), make('th', {text: '95% interval'})));
+    [['active', e.active], ['human only', e.human]].forEach(([name, x]) => {
+      const row = make('tr', {'data-which': name === 'active' ? 'active' : 'human', 'data-value': String(x.value),
+                              'data-low': String(x.low), 'data-high': String(x.high)},
+        make('td', {text: name}), make('td', {cls: 'n', text: fmt(x.value)}),
+        make('td', {cls: 'n', text: x.low === null ? '–' : `${fmt(x.low)} – ${fmt(x.high)}`}));
+      t.appendChild(row);
+    });
+    t.appendChild(make('tr', {}, make('td', {text: 'uniform PPI++'}), make('td', {cls: 'n', text: ''}),
+      make('td', {cls: 'n', text: e.uniform_half_width === null ? '–' : `± ${fmt(e.uniform_half_width)} (projected)`})));
+    $('#est-note').textContent = e.active.note ? `No interval yet: ${e.active.note}.` : '';
+    const ag = e.agreement;
+    $('#agree').textContent = ag.items ? `Agreement between annotators: Krippendorff's alpha ${fmt(ag.krippendorff_alpha)} ` +
+      `over ${ag.items} items answered by two or more.` : '';
+    $('#gained').textContent = e.labels_gained === null ? '–' : e.labels_gained.toFixed(1);
+    $('#plotbox').replaceChildren(svgPlot(e.curve));
+  }
+  document.addEventListener('keydown', ev => {
+    if (ev.target.tagName === 'INPUT' || !item || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const k = ev.key.toLowerCase();
+    if (item.done) return;
+    const keys = labelKeys(), q = item.questions[current];
+    if (keys.includes(k)) {
+      const i = keys.indexOf(k);
+      answers[q.item] = info.protocol === 'pairwise' ? item.texts[i].id : info.labels[i];
+      current = Math.min(current + 1, item.questions.length - 1); render();
+    } else if (k === 'arrowdown' || k === 'j') { current = Math.min(current + 1, item.questions.length - 1); render(); }
+    else if (k === 'arrowup' || k === 'k') { current = Math.max(current - 1, 0); render(); }
+    else if (k === 'enter') submitItem();
+    else if (k === 's') skipItem();
+    else if (k === 'u') undoLast();
+    else return;
+    ev.preventDefault();
+  });
+  (async () => {
+    try { info = await api('/api/info'); } catch (e) { status(e.message, true); return; }
+    $('#quantity').textContent = info.quantity;
+    $('#source').textContent = info.uncertainty;
+    $('#keys').textContent = info.protocol === 'pairwise' ? '1 / 2' : 'y / n';
+    $('#instr').textContent = info.protocol === 'pairwise'
+      ? 'Read both texts, then choose the better one. The order is random; answer on the texts, not their place.'
+      : 'Read the story, then answer every test question Yes or No. One story answers all of its questions.';
+    const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
+    $('#annotator').value = name;
+    $('#annotator').addEventListener('change', load);
+    if (name) load(); else { status('Type your name (top right) and press Enter.'); estimate(); }
+  })();
+})();

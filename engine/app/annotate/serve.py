@@ -1,0 +1,220 @@
+"""Starting the annotation app: the queue and its store for a run folder, a token when bound beyond
+loopback, uvicorn serving it (in this process for `litjudge annotate`, in a thread for
+`litjudge.annotate(result)`); and the store's import and export from the console."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import ipaddress
+import json
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from ...core.errors import ConfigError, DataError
+from .labels import FILE, Labels, open_labels
+from .queue import Queue, build_queue
+from .server import FIELDS, Settings, create_app, new_token
+
+DEFAULT_BUDGET = 50
+
+
+@dataclass(frozen=True)
+class Options:
+    budget: int | None = None
+    floor: float | None = None
+    seed: int | None = None
+    per_item: int = 1
+    lock_seconds: float = 600.0
+    host: str = "127.0.0.1"
+    port: int = 8765
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def stored_design(run: Path) -> dict[str, Any]:
+    """The design an existing store was started with ({} for a new queue)."""
+    import sqlite3
+    path = Path(run) / FILE
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'design'").fetchone()
+    except sqlite3.DatabaseError:
+        return {}
+    finally:
+        db.close()
+    return json.loads(row[0]) if row else {}
+
+
+def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
+    """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
+    was = stored_design(run)
+    budget = options.budget if options.budget is not None else was.get("budget", DEFAULT_BUDGET)
+    floor = options.floor if options.floor is not None else was.get("floor", 0.2)
+    seed = options.seed if options.seed is not None else was.get("seed", 0)
+    if options.per_item < 1:
+        raise ConfigError(f"--per-item must be >= 1, got {options.per_item}")
+    queue = build_queue(run, budget, floor=floor, seed=seed)
+    ids = "\n".join(c.cluster for c in queue.clusters)
+    design = {"budget": budget, "floor": floor, "seed": seed, "protocol": queue.protocol,
+              "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}
+    return queue, open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability,
+                              queue.design.draws, design)
+
+
+def url_of(host: str, port: int, token: str | None, annotator: str | None = None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    query = "&".join(f"{k}={v}" for k, v in (("token", token), ("annotator", annotator)) if v)
+    return f"http://{shown}:{port}/" + (f"?{query}" if query else "")
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the URL is printed (a port in use is one line, not a URL
+    that answers nothing); port 0 takes a free one."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host} port {port} ({e.strerror}): give another --port (0 takes a free "
+                          "one) or --host") from e
+    return sock
+
+
+class Annotation:
+    """A running annotation app (`litjudge.annotate`): its `url`, and `stop()`."""
+
+    def __init__(self, run: Path, options: Options, annotator: str | None = None):
+        self.queue, self.labels = open_queue(run, options)
+        self.sock = listening_socket(options.host, options.port)
+        port = self.sock.getsockname()[1]
+        self.token = None if loopback(options.host) else new_token()
+        app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token))
+        self.server = uvicorn.Server(uvicorn.Config(app, host=options.host, port=port, log_level="warning",
+                                                    access_log=False, lifespan="off"))
+        self.url = url_of(options.host, port, self.token, annotator)
+        self.thread: threading.Thread | None = None
+
+    def run(self) -> None:
+        """Serve in this thread until interrupted."""
+        try:
+            self.server.run(sockets=[self.sock])
+        finally:
+            self.labels.close()
+
+    def start(self) -> Annotation:
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       name="litjudge-annotate", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started and self.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(10)
+        self.labels.close()
+
+    def __repr__(self) -> str:
+        return f"<litjudge annotation queue at {self.url}>"
+
+
+# -- import and export ---------------------------------------------------------------------------
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """Labels collected elsewhere: CSV or JSONL rows with annotator, item, label (and time)."""
+    if not path.is_file():
+        raise DataError("no such file to import", path=str(path))
+    if path.suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise DataError(f"not JSON ({e.msg})", path=str(path), row=n) from e
+                if not isinstance(rec, dict):
+                    raise DataError("not a JSON object", path=str(path), row=n)
+                rows.append({k: "" if v is None else str(v) for k, v in rec.items()})
+        return rows
+    if path.suffix == ".csv":
+        with path.open(newline="") as f:
+            return [dict(r) for r in csv.DictReader(f)]
+    raise DataError("import takes .csv or .jsonl (columns annotator, item, label; time optional)", path=str(path))
+
+
+def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
+    """Store the file's labels (each (annotator, cluster) one submission, keyed by its content: a
+    second import of the same file stores nothing). Returns (submissions stored, already there)."""
+    rows = read_rows(path)
+    cluster_of = queue.cluster_of_item()
+    groups: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+    for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
+        missing = [c for c in ("annotator", "item", "label") if not r.get(c)]
+        if missing:
+            raise DataError(f"no {missing[0]} (columns: annotator, item, label; time optional)", path=str(path), row=n)
+        if r["item"] not in cluster_of:
+            raise DataError(f"item {r['item'][:60]!r} is not an item of this run's queue", path=str(path), row=n)
+        if r["label"] not in queue.labels:
+            raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({', '.join(queue.labels)})",
+                            path=str(path), row=n)
+        groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (r["label"], r.get("time", ""))
+    stored = again = 0
+    for (annotator, cluster), items in groups.items():
+        content = json.dumps([annotator, cluster, sorted(items.items())])
+        key = "import:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+        at = max((t for _, t in items.values()), default="") or None
+        fresh = labels.submit(key, annotator, cluster, {i: v for i, (v, _) in items.items()}, source="import", at=at)
+        stored, again = stored + fresh, again + (not fresh)
+    return stored, again
+
+
+def export_labels(labels: Labels, path: Path) -> int:
+    """The standing labels to a new .csv or .jsonl file, or a new Hugging Face dataset folder
+    (never over an existing file or folder)."""
+    if path.exists():
+        raise ConfigError("exists: give a new file name (litjudge does not replace a file it did not create)",
+                          where=str(path))
+    rows = labels.rows()
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in rows))
+    elif path.suffix == ".csv":
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, FIELDS, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(asdict(r) for r in rows)
+    elif path.suffix == "":
+        import datasets  # a Hugging Face dataset folder (datasets.load_from_disk)
+
+        empty: dict[str, list] = {f: [] for f in FIELDS}
+        table = datasets.Dataset.from_list([asdict(r) for r in rows]) if rows else datasets.Dataset.from_dict(empty)
+        table.save_to_disk(str(path))
+    else:
+        raise ConfigError("--export writes a .csv or .jsonl file, or a Hugging Face dataset folder (a name without "
+                          "a suffix)", where=str(path))
+    return len(rows)
+
+
+def annotate(run: Any, *, budget: int | None = None, per_item: int = 1, floor: float | None = None,
+             seed: int | None = None, host: str = "127.0.0.1", port: int = 0, annotator: str | None = None,
+             lock_seconds: float = 600.0) -> Annotation:
+    """`litjudge.annotate`: the annotation app of a finished run (a Result or its folder), served
+    from a thread of this process on a free port; returns it running (`.url`, `.stop()`)."""
+    path = Path(getattr(run, "run_dir", run))
+    return Annotation(path, Options(budget, floor, seed, per_item, lock_seconds, host, port), annotator).start()

@@ -1,0 +1,208 @@
+"""The annotation app (starlette, served by uvicorn): one page, and a small JSON API that accepts
+only clusters of the queue, the items of that cluster and the protocol's labels. Every request
+carries the token when the app is bound beyond loopback (403 without it); bodies are bounded (413);
+a bad request is one line (400)."""
+from __future__ import annotations
+
+import csv
+import hmac
+import io
+import json
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .estimate import estimates
+from .labels import Labels
+from .page import page
+from .queue import Queue
+
+MAX_BODY = 64 * 1024                  # bytes of one request body: a submission is a few hundred
+NAME = re.compile(r"^[\w .@+-]{1,64}$")
+KEY = re.compile(r"^[\w.:-]{8,128}$")
+TOKEN_HEADER = "x-litjudge-token"
+FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source", "shown")
+
+
+
+@dataclass(frozen=True)
+class Settings:
+    per_item: int = 1                 # annotators per cluster
+    lock_seconds: float = 600.0       # how long a cluster shown to one annotator is kept from the others
+    token: str | None = None          # required on every request when set
+
+
+class BadRequest(Exception):
+    """A request the app refuses: one line, status 400."""
+
+    status = 400
+
+
+class TooLarge(BadRequest):
+    status = 413
+
+
+class Guard:
+    """ASGI middleware: the token (403) and the body bound (413) before any route runs."""
+
+    def __init__(self, app: ASGIApp, token: str | None):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.token is not None and not self._has_token(scope):
+            await PlainTextResponse("a token is required: open the URL litjudge annotate printed (it ends in ?token=...)\n",
+                                    status_code=403)(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            await PlainTextResponse(f"request body over {MAX_BODY} bytes\n", status_code=413)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)     # a body without a length is bounded as it is read (`body`)
+
+    def _has_token(self, scope: Scope) -> bool:
+        assert self.token is not None
+        given = dict(scope.get("headers") or []).get(TOKEN_HEADER.encode(), b"").decode("latin-1")
+        if not given:
+            query = scope.get("query_string", b"").decode("latin-1")
+            given = next((v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "token"), "")
+        return hmac.compare_digest(given.encode(), self.token.encode())
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
+    """The ASGI app over one queue and its store."""
+    items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
+
+    def cluster_json(cluster: str, annotator: str) -> dict:
+        c = queue.clusters[queue.index(cluster)]
+        shown = secrets.choice(("ab", "ba")) if queue.protocol == "pairwise" else ""
+        texts = [{"heading": h, "text": t, "id": "ab"[i] if queue.protocol == "pairwise" else ""}
+                 for i, (h, t) in enumerate(c.texts)]
+        if shown == "ba":
+            texts.reverse()
+        done = sum(1 for who in labels.done_by(items_of).values() if annotator in who)
+        return {"done": False, "cluster": c.cluster, "title": c.title, "draw": labels.first_draw[c.cluster],
+                "times_drawn": labels.times_drawn[c.cluster], "probability": labels.probability[c.cluster],
+                "texts": texts, "shown": shown, "questions": [{"item": q.item, "text": q.text} for q in c.questions],
+                "mine": done}
+
+    def annotator_of(value: Any) -> str:
+        if not isinstance(value, str) or not NAME.match(value):
+            raise BadRequest("annotator: a name of 1-64 letters, digits, spaces or . @ + - _")
+        return value
+
+    def cluster_of(value: Any) -> str:
+        if not isinstance(value, str) or value not in labels.first_draw:
+            raise BadRequest("cluster: not in this queue")
+        return value
+
+    def key_of(value: Any) -> str:
+        if not isinstance(value, str) or not KEY.match(value):
+            raise BadRequest("key: an idempotency key of 8-128 letters, digits or . : - _")
+        return value
+
+    async def body(request: Request) -> dict:
+        raw, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise TooLarge(f"request body over {MAX_BODY} bytes")
+            raw.append(chunk)
+        try:
+            data = json.loads(b"".join(raw))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise BadRequest("the body is not JSON") from e
+        if not isinstance(data, dict):
+            raise BadRequest("the body is not a JSON object")
+        return data
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(page(), headers={"Content-Security-Policy": "default-src 'self'; script-src 'self' "
+                                             "'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:",
+                                             "X-Content-Type-Options": "nosniff"})
+
+    async def info(request: Request) -> Response:
+        return JSONResponse({"protocol": queue.protocol, "quantity": queue.quantity, "labels": list(queue.labels),
+                             "budget": len(queue.design.draws), "clusters": len(labels.order),
+                             "per_item": settings.per_item, "uncertainty": queue.uncertainty_source,
+                             "floor": queue.design.floor, "seed": queue.design.seed})
+
+    async def next_item(request: Request) -> Response:
+        annotator = annotator_of(request.query_params.get("annotator"))
+        cluster = labels.next_cluster(annotator, items_of, settings.per_item, settings.lock_seconds)
+        if cluster is None:
+            return JSONResponse({"done": True})
+        return JSONResponse(cluster_json(cluster, annotator))
+
+    async def label(request: Request) -> Response:
+        data = await body(request)
+        annotator, cluster = annotator_of(data.get("annotator")), cluster_of(data.get("cluster"))
+        key = key_of(data.get("key"))
+        given = data.get("labels")
+        if not isinstance(given, dict) or set(given) != set(items_of[cluster]):
+            raise BadRequest("labels: give one answer for each item of the cluster, and no other item")
+        bad = sorted({str(v) for v in given.values() if v not in queue.labels})
+        if bad:
+            raise BadRequest(f"labels: {bad[0][:40]!r} is not an answer of this protocol ({', '.join(queue.labels)})")
+        shown = data.get("shown", "")
+        if shown not in (("ab", "ba") if queue.protocol == "pairwise" else ("",)):
+            raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
+        fresh = labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown)
+        return JSONResponse({"stored": fresh, "duplicate": not fresh})
+
+    async def skip(request: Request) -> Response:
+        data = await body(request)
+        annotator, cluster = annotator_of(data.get("annotator")), cluster_of(data.get("cluster"))
+        key = key_of(data.get("key"))
+        fresh = labels.submit(key, annotator, cluster, {}, kind="skip")
+        return JSONResponse({"stored": fresh, "duplicate": not fresh})
+
+    async def undo(request: Request) -> Response:
+        data = await body(request)
+        return JSONResponse({"undone": labels.undo(annotator_of(data.get("annotator")))})
+
+    async def estimate(request: Request) -> Response:
+        return JSONResponse(estimates(queue, [asdict(r) for r in labels.rows()]))
+
+    async def export_jsonl(request: Request) -> Response:
+        text = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in labels.rows())
+        return Response(text, media_type="application/x-ndjson",
+                        headers={"Content-Disposition": 'attachment; filename="annotations.jsonl"'})
+
+    async def export_csv(request: Request) -> Response:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for r in labels.rows():
+            writer.writerow(asdict(r))
+        return Response(out.getvalue(), media_type="text/csv",
+                        headers={"Content-Disposition": 'attachment; filename="annotations.csv"'})
+
+    def refusing(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def call(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except BadRequest as e:
+                return PlainTextResponse(f"{e}\n", status_code=e.status)
+        return call
+
+    routes = [Route("/", index), Route("/api/info", refusing(info)), Route("/api/next", refusing(next_item)),
+              Route("/api/label", refusing(label), methods=["POST"]), Route("/api/skip", refusing(skip), methods=["POST"]),
+              Route("/api/undo", refusing(undo), methods=["POST"]), Route("/api/estimate", refusing(estimate)),
+              Route("/api/export.jsonl", export_jsonl), Route("/api/export.csv", export_csv)]
+    return Guard(Starlette(routes=routes), settings.token)

@@ -1,0 +1,172 @@
+"""Finished runs to annotate, made in a temporary folder by replayed judges (no model, no shared
+data), and `Served`: `litjudge annotate` as a real uvicorn server in a process of its own, for
+tests/test_annotate.py and tests/test_annotate_browser.py."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conformance_data import ttcw_dataset
+from tests.conftest import PROJECT_ROOT, litjudge
+
+# Judged text a page must show as text, never run (the report's viewer survives the same).
+PAYLOADS = ('<script>window.__xss = 1</script>', '<img src=x onerror="window.__xss = 2">', '</textarea><b>bold</b>',
+            '"><svg onload="window.__xss = 3">', "{{7*7}} ${7*7} &amp; &lt;")
+STORIES = 30
+TESTS = 3
+
+
+def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS) -> Path:
+    """A finished TTCW run of two replayed judges over a simulated dataset whose stories and one
+    question carry HTML payloads; returns the run folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = [f"s{k:02d}" for k in range(stories)]
+    majority = {(s, t): (k * 7 + t * 3) % 5 < 2 for k, s in enumerate(names) for t in range(1, tests + 1)}
+    card = ttcw_dataset(folder, names, tests, majority)
+    data = folder / "ttcw-sim"
+    rows = json.loads((data / "stories.json").read_text())
+    for k, row in enumerate(rows):
+        row["content"] = f"Story {k}.\n{PAYLOADS[k % len(PAYLOADS)]}\nThe end of story {k}."
+    (data / "stories.json").write_text(json.dumps(rows))
+    asked = json.loads((data / "tests.json").read_text())
+    asked[0]["question"] = "Is it <b>fluent</b>? <script>window.__xss = 4</script>"
+    (data / "tests.json").write_text(json.dumps(asked))
+    judges = []
+    for j, bias in (("one", 0), ("two", 1)):
+        path = folder / f"{j}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"story_{s}_GPT4_test{t}",
+                                            "response": "Yes" if (k + t + bias) % 3 == 0 else "No"}) + "\n"
+                                for k, s in enumerate(names) for t in range(1, tests + 1)))
+        judges.append(f'"replay:{path}"')
+    cfg = folder / "r.toml"
+    cfg.write_text(f'name = "r"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{", ".join(judges)}]\n'
+                   'backend = "replay"\nmode = "label"\n')
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return folder / "runs" / "r"
+
+
+def pairwise_run(folder: Path, pairs: int = 16) -> Path:
+    """A finished pairwise run of one replayed judge that agrees with itself across orders on
+    some pairs and flips on others."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"pair_id": f"p{i:02d}", "prompt": f"Write about <i>{i}</i>.", "text_a": f"A text {i} <script>x</script>",
+             "text_b": f"B text {i} </textarea>", "label": "ab"[i % 2]} for i in range(pairs)]
+    (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
+    answers = {f"p{i:02d}/{o}": ("A" if (i % 3 or o == "ab") else "B") for i in range(pairs) for o in ("ab", "ba")}
+    (folder / "answers.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in answers.items()))
+    cfg = folder / "p.toml"
+    cfg.write_text(f'name = "p"\nprotocol = "pairwise"\njudge = "replay:{folder / "answers.jsonl"}"\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return folder / "runs" / "p"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """`litjudge annotate RUN ARGS` in a process of its own (a real uvicorn server), until `kill`."""
+
+    def __init__(self, run: Path, *args: str, host: str = "127.0.0.1", port: int | None = None):
+        self.port = port or free_port()
+        path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "litjudge", "annotate", str(run), "--host", host,
+                                      "--port", str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env={**os.environ, "PYTHONPATH": path}, cwd=run.parent)
+        self.printed = self._until("Open ")
+        self.url = self.printed.splitlines()[-1].split("Open ", 1)[1].strip()
+        self.token = self.url.split("token=", 1)[1].split("&")[0] if "token=" in self.url else None
+        self.host = "127.0.0.1" if host == "0.0.0.0" else host           # bound to all: asked on loopback
+        self.base = f"http://{self.host}:{self.port}"
+        self._wait_listening()
+
+    def _until(self, marker: str, timeout: float = 120) -> str:
+        """stdout up to the line starting with `marker` (read by a thread: a line the text layer has
+        buffered is invisible to select)."""
+        lines: queue.Queue[str] = queue.Queue()
+        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+        threading.Thread(target=lambda: [lines.put(x) for x in iter(stdout.readline, "")] and None, daemon=True).start()
+        out, deadline = "", time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            out += line
+            if line.startswith(marker):
+                return out
+        err = self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else ""
+        raise AssertionError(f"no {marker!r} line from litjudge annotate: {out}{err[-3000:]}")
+
+    def _wait_listening(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((self.host, self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("the annotation server never listened")
+
+    def client(self, token: bool = True) -> httpx.Client:
+        headers = {"X-Litjudge-Token": self.token} if token and self.token else {}
+        return httpx.Client(base_url=self.base, headers=headers, timeout=30)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if getattr(self, "stderr", None) is not None:          # stopped before
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        self.proc.wait(30)
+        self.stderr = self.proc.stderr.read() if self.proc.stderr else ""
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+
+class InThread:
+    """`litjudge.annotate(run, ...)`: the same uvicorn server, served from a thread of the test's
+    own process (no interpreter to start: most tests need no process of their own)."""
+
+    def __init__(self, run: Path, host: str = "127.0.0.1", **options):
+        import litjudge
+
+        self.app = litjudge.annotate(run, host=host, port=free_port(), **options)
+        self.url, self.token = self.app.url, self.app.token
+        self.port = self.app.server.config.port
+        self.base = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.port}"
+
+    client = Served.client
+
+    def kill(self) -> None:
+        self.app.stop()
+
+    def __enter__(self) -> InThread:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()

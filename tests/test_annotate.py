@@ -1,0 +1,311 @@
+"""`litjudge annotate` over HTTP (issue 55): a real uvicorn server in a process of its own, on a
+finished replayed run in a temporary folder. The queue, the store's promises (a doubled submit
+counted once, locks, skip, undo, resume, nothing lost to a kill -9), the refusals (400, 403, 413),
+import and export, and the page's estimate equal to a recomputation from the exported labels."""
+import json
+import shutil
+import signal
+import time
+import uuid
+
+import httpx
+import numpy as np
+import polars as pl
+import pytest
+
+from litjudge.engine.app.annotate.estimate import estimates
+from litjudge.engine.app.annotate.queue import build_queue
+from litjudge.judges.metrics import active
+from litjudge.judges.metrics.agreement import krippendorff_alpha
+from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run, ttcw_run
+from tests.conftest import DATA, litjudge, needs_data
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
+
+
+@pytest.fixture
+def run(finished, tmp_path):
+    """A fresh copy of the finished run (each test its own annotations.sqlite)."""
+    return shutil.copytree(finished, tmp_path / "runs" / "r")
+
+
+def key() -> str:
+    return uuid.uuid4().hex
+
+
+def answer_all(client, annotator: str, n: int, label=lambda item: "Yes") -> list[dict]:
+    """`n` clusters answered by `annotator` in queue order; returns what was shown."""
+    shown = []
+    for _ in range(n):
+        item = client.get("/api/next", params={"annotator": annotator}).json()
+        assert not item["done"]
+        labels = {q["item"]: label(q["item"]) for q in item["questions"]}
+        r = client.post("/api/label", json={"annotator": annotator, "cluster": item["cluster"], "labels": labels,
+                                            "key": key()})
+        assert r.status_code == 200 and r.json()["stored"], r.text
+        shown.append(item)
+    return shown
+
+
+def test_the_ttcw_queue_is_drawn_from_the_judges_vote_share(run):
+    q = build_queue(run, 40, floor=0.2, seed=3)
+    assert q.protocol == "ttcw" and len(q.clusters) == STORIES and q.size.tolist() == [TESTS] * STORIES
+    assert q.uncertainty_source == "the vote share across the run's judges"
+    # the judges' total per story: the share of the two judges saying Yes, summed over its tests
+    k = int(q.clusters[0].cluster[1:3])
+    said = [((k + t) % 3 == 0) + ((k + t + 1) % 3 == 0) for t in range(1, TESTS + 1)]
+    assert q.judge_total[0] == pytest.approx(sum(said) / 2)
+    assert len(q.design.draws) == 40 and q.design.probability.min() >= 0.2 / STORIES - 1e-12
+    again = build_queue(run, 40, floor=0.2, seed=3)
+    assert np.array_equal(q.design.draws, again.design.draws)        # the draws are the seed's, fixed before labels
+
+
+def test_labels_doubled_submit_locks_skip_undo_and_resume(run):
+    with InThread(run, budget=40) as s, s.client() as c:
+        first = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert first["draw"] == 0
+        # a second annotator at the same time gets another cluster (the first is locked for ann)
+        other = c.get("/api/next", params={"annotator": "bob"}).json()
+        assert other["cluster"] != first["cluster"]
+        # asking again resumes at the same first unfinished cluster
+        assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == first["cluster"]
+        body = {"annotator": "ann", "cluster": first["cluster"], "key": key(),
+                "labels": {q["item"]: "No" for q in first["questions"]}}
+        assert c.post("/api/label", json=body).json() == {"stored": True, "duplicate": False}
+        assert c.post("/api/label", json=body).json() == {"stored": False, "duplicate": True}   # a retry
+        rows = c.get("/api/export.jsonl").text.splitlines()
+        assert len(rows) == TESTS                                                             # counted once
+        second = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert second["cluster"] not in (first["cluster"], other["cluster"])
+        c.post("/api/skip", json={"annotator": "ann", "cluster": second["cluster"], "key": key()})
+        third = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert third["cluster"] not in (first["cluster"], second["cluster"], other["cluster"])
+        assert c.post("/api/undo", json={"annotator": "ann"}).json() == {"undone": second["cluster"]}
+        assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == second["cluster"]
+        assert c.post("/api/undo", json={"annotator": "ann"}).json()["undone"] == first["cluster"]
+        assert c.get("/api/export.jsonl").text == ""
+
+
+def test_per_item_shows_a_cluster_to_k_annotators(run):
+    with InThread(run, budget=40, per_item=2) as s, s.client() as c:
+        a = c.get("/api/next", params={"annotator": "ann"}).json()
+        b = c.get("/api/next", params={"annotator": "bob"}).json()
+        z = c.get("/api/next", params={"annotator": "zoe"}).json()
+        assert a["cluster"] == b["cluster"] != z["cluster"]
+
+
+@pytest.mark.parametrize("change, status, line", [
+    ({"cluster": "s99_GPT4"}, 400, "cluster: not in this queue"),
+    ({"cluster": "<script>"}, 400, "cluster: not in this queue"),
+    ({"labels": {"story_s00_GPT4_test1": "Yes"}}, 400, "labels: give one answer for each item"),
+    ({"labels": "Yes"}, 400, "labels: give one answer for each item"),
+    ({"label_value": "Maybe"}, 400, "labels: 'Maybe' is not an answer of this protocol (Yes, No)"),
+    ({"annotator": "<img onerror=x>"}, 400, "annotator: a name of 1-64"),
+    ({"key": "x"}, 400, "key: an idempotency key"),
+    ({"shown": "ba"}, 400, "shown: the order the texts were shown in"),
+])
+def test_a_bad_submission_is_one_line_400(run, change, status, line):
+    with InThread(run, budget=40) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        body = {"annotator": "ann", "cluster": item["cluster"], "key": key(),
+                "labels": {q["item"]: "Yes" for q in item["questions"]}}
+        if "label_value" in change:
+            body["labels"][item["questions"][-1]["item"]] = change["label_value"]
+        else:
+            body.update(change)
+        r = c.post("/api/label", json=body)
+        assert r.status_code == status and r.text.startswith(line) and r.text.count("\n") == 1, r.text
+        assert c.post("/api/label", content=b"not json").status_code == 400
+        assert c.post("/api/label", content=b"x" * (70 * 1024)).status_code == 413
+        chunked = c.post("/api/label", content=iter([b"x" * 4096] * 20))          # no length: bounded as read
+        assert chunked.status_code == 413 and chunked.text == "request body over 65536 bytes\n"
+        assert c.get("/api/export.jsonl").text == ""
+
+
+def test_kill_9_loses_no_saved_label_and_restart_resumes(run):
+    s = Served(run, "--budget", "40")
+    with s.client() as c:
+        done = answer_all(c, "ann", 7)
+        before = c.get("/api/export.jsonl").text
+    s.kill()                                                         # SIGKILL: no shutdown code runs
+    assert s.proc.returncode == -9
+    with Served(run) as again, again.client() as c:                  # the stored queue's settings
+        assert c.get("/api/export.jsonl").text == before and len(before.splitlines()) == 7 * TESTS
+        nxt = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert nxt["cluster"] not in {d["cluster"] for d in done}
+        assert c.get("/api/info").json()["budget"] == 40
+
+
+def test_a_changed_design_is_refused_in_one_line(run):
+    with InThread(run, budget=40):
+        pass
+    r = litjudge("annotate", str(run), "--budget", "41", "--export", str(run.parent / "x.csv"))
+    assert r.returncode == 2 and "budget 40 (now 41)" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_beyond_loopback_every_request_needs_the_token(run):
+    with Served(run, "--budget", "40", host="0.0.0.0") as s:
+        assert s.token and "every request needs the token" in s.printed
+        with s.client(token=False) as c:
+            for path in ("/", "/api/info", "/api/next?annotator=a", "/api/export.csv"):
+                assert c.get(path).status_code == 403
+            assert c.post("/api/label", json={}).status_code == 403
+            assert c.get("/api/info", params={"token": "wrong"}).status_code == 403
+            assert c.get("/api/info", params={"token": s.token}).status_code == 200
+        with s.client() as c:
+            assert c.get("/api/info").status_code == 200
+        s.kill(signal.SIGTERM)                                       # the way to stop it: exit 0, one line
+        assert s.proc.returncode == 0 and "annotation server stopped; every submitted label is in" in s.stderr
+        assert "Traceback" not in s.stderr
+
+
+def test_loopback_needs_no_token(run):
+    with InThread(run, budget=40, host="127.0.0.2") as s:
+        assert s.token is None
+        with s.client() as c:
+            assert c.get("/api/info").status_code == 200
+
+
+def test_page_estimate_equals_a_recomputation_from_the_export(run):
+    truth = {}
+
+    def label(item):                      # a fixed, mixed answer per item
+        truth[item] = "Yes" if hash(item) % 3 else "No"
+        return truth[item]
+    with InThread(run, budget=40) as s, s.client() as c:
+        answer_all(c, "ann", len(set(build_queue(run, 40).design.draws.tolist())), label)
+        page = c.get("/api/estimate").json()
+        exported = [json.loads(line) for line in c.get("/api/export.jsonl").text.splitlines()]
+    q = build_queue(run, 40)
+    assert page["labelled_draws"] == 40
+    # independently: each drawn story's Yes count, the whole prefix, the active estimator
+    human = {}
+    for row in exported:
+        c_ = q.index(row["cluster"])
+        human[c_] = human.get(c_, 0.0) + (row["label"] == "Yes")
+        assert row["probability"] == q.design.probability[c_] and row["draw"] == int(np.argmax(q.design.draws == c_))
+    for lam, name in ((None, "active"), (0.0, "human")):
+        e = active.estimate(q.design, q.judge_total, q.size, human, 40, lam=lam)
+        for field in ("value", "low", "high", "half_width"):
+            assert abs(page[name][field] - getattr(e, field)) <= 1e-9, (name, field)
+    assert abs(page["uniform_half_width"] - active.uniform_width(q.design, q.judge_total, q.size, human, 40)) <= 1e-9
+    assert estimates(q, exported) == page
+    assert [p["draws"] for p in page["curve"]] == list(range(1, 41))
+
+
+def test_import_and_export_from_the_console(run, tmp_path):
+    q = build_queue(run, 40)
+    drawn = [q.clusters[i] for i in dict.fromkeys(q.design.draws.tolist())][:3]
+    lines = ["annotator,item,label,time"] + [f"elsewhere,{x.item},Yes,2026-01-02T03:04:05" for c in drawn for x in c.questions]
+    file = tmp_path / "labels.csv"
+    file.write_text("\n".join(lines) + "\n")
+    r = litjudge("annotate", str(run), "--budget", "40", "--import", str(file))
+    assert r.returncode == 0 and "3 submissions stored, 0 already there" in r.stdout, r.stderr
+    r = litjudge("annotate", str(run), "--import", str(file))
+    assert r.returncode == 0 and "0 submissions stored, 3 already there" in r.stdout, r.stderr
+    out = tmp_path / "out.jsonl"
+    r = litjudge("annotate", str(run), "--export", str(out))
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert r.returncode == 0 and len(rows) == 3 * TESTS and {x["annotator"] for x in rows} == {"elsewhere"}
+    assert all(x["source"] == "import" and x["time"] == "2026-01-02T03:04:05" for x in rows)
+    folder = tmp_path / "hf"
+    assert litjudge("annotate", str(run), "--export", str(folder)).returncode == 0
+    import datasets
+    assert datasets.load_from_disk(str(folder)).to_list() == rows
+    again = litjudge("annotate", str(run), "--export", str(out))
+    assert again.returncode == 2 and "exists: give a new file name" in again.stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"annotator,item,label\nx,{drawn[0].questions[0].item},Maybe\n")
+    r = litjudge("annotate", str(run), "--import", str(bad))
+    assert r.returncode == 2 and "bad.csv:2: label 'Maybe' is not an answer" in r.stderr and "Traceback" not in r.stderr
+    bad.write_text("annotator,item,label\nx,story_nobody_test1,Yes\n")
+    r = litjudge("annotate", str(run), "--import", str(bad))
+    assert r.returncode == 2 and "is not an item of this run's queue" in r.stderr
+
+
+def test_pairwise_records_the_order_shown_and_scores_agreement(tmp_path):
+    run = pairwise_run(tmp_path / "pw")
+    q = build_queue(run, 20)
+    assert q.protocol == "pairwise" and q.labels == ("a", "b") and q.quantity == "judge accuracy"
+    assert q.uncertainty_source == "the disagreement between the two orders"
+    with InThread(run, budget=20) as s, s.client() as c:
+        orders = set()
+        for _ in range(6):
+            item = c.get("/api/next", params={"annotator": "ann"}).json()
+            assert [t["id"] for t in item["texts"]] == list(item["shown"])
+            orders.add(item["shown"])
+            c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
+                                       "labels": {item["cluster"]: "a"}, "shown": item["shown"]}).raise_for_status()
+        rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+    assert len(rows) == 6 and {r["shown"] for r in rows} == orders and orders <= {"ab", "ba"}
+    assert all(q.score(r["cluster"], "a") == float(q.decision[r["cluster"]] == "a") for r in rows)
+
+
+def test_krippendorff_alpha_is_the_reference_packages():
+    krippendorff = pytest.importorskip("krippendorff")
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        raters, items = 4, 15
+        truth = rng.integers(0, 3, items)
+        data = np.where(rng.random((raters, items)) < 0.7, truth, rng.integers(0, 3, (raters, items))).astype(float)
+        data[rng.random((raters, items)) < 0.3] = np.nan
+        ours = krippendorff_alpha([[x for x in data[:, i] if not np.isnan(x)] for i in range(items)])
+        assert ours.value == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"), abs=1e-12)
+
+
+def test_two_annotators_per_item_report_their_agreement(run):
+    with InThread(run, budget=40, per_item=2) as s, s.client() as c:
+        for who, flip in (("ann", False), ("bob", True)):
+            for _ in range(4):
+                item = c.get("/api/next", params={"annotator": who}).json()
+                labels = {q["item"]: ("No" if flip and q["item"].endswith("1") else "Yes") for q in item["questions"]}
+                c.post("/api/label", json={"annotator": who, "cluster": item["cluster"], "labels": labels,
+                                           "key": key()}).raise_for_status()
+        agreement = c.get("/api/estimate").json()["agreement"]
+    # both answered the same 4 stories (12 items); they differ on each story's test 1
+    assert agreement["items"] == 4 * TESTS
+    assert agreement["krippendorff_alpha"] == pytest.approx(
+        krippendorff_alpha([["Yes", "No"]] * 4 + [["Yes", "Yes"]] * 8).value)
+
+
+@needs_data
+def test_the_real_ttcw_queue_reads_the_seven_judges_vote_share(tmp_path):
+    """TTCW with its 7 recorded judges: a story (all 14 tests) is the unit, the stories with text
+    are the queue, the uncertainty is the judges' vote share per (story, test)."""
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), "LITJUDGE_DATA_ROOT": str(DATA)}
+    r = litjudge("run", "ttcw-replay", "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run = tmp_path / "runs" / "ttcw-replay"
+    q = build_queue(run, 50)
+    verdicts = pl.read_parquet(run / "verdicts.parquet").filter(pl.col("judgeable") & (pl.col("status") == "ok"))
+    assert len(q.clusters) == verdicts["story_id"].n_unique() == 36 and set(q.size.tolist()) == {14.0}
+    story = q.clusters[0]
+    said = verdicts.filter(pl.col("story_id") == story.cluster).group_by("test").agg((pl.col("label") == "Yes").mean())
+    assert q.judge_total[0] == pytest.approx(said["label"].sum())
+    assert q.uncertainty_source == "the vote share across the run's judges"
+    assert len(story.texts[0][1]) > 1000 and story.questions[0].text.startswith("1. ")
+
+
+def test_a_lock_times_out_and_the_python_api_takes_a_result(run):
+    import litjudge
+    from tests.annotate_run import free_port
+    app = litjudge.annotate(litjudge.load(run), budget=40, lock_seconds=1.0, port=free_port())
+    try:
+        assert app.url.startswith("http://127.0.0.1:") and app.token is None
+        with httpx.Client(base_url=app.url.rstrip("/"), timeout=30) as c:
+            held = c.get("/api/next", params={"annotator": "ann"}).json()["cluster"]
+            assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held
+            time.sleep(1.5)                                  # ann's lock (and bob's) expired
+            assert c.get("/api/next", params={"annotator": "zoe"}).json()["cluster"] == held
+    finally:
+        app.stop()
+
+
+def test_a_port_in_use_is_one_line_before_any_url(run):
+    with InThread(run, budget=40) as s:
+        r = litjudge("annotate", str(run), "--port", str(s.port), timeout=120)
+    assert r.returncode == 2 and "Open " not in r.stdout, r.stdout
+    assert f"cannot listen on 127.0.0.1 port {s.port}" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,143 @@
+"""The annotation page in a real browser (Debian's Chromium driven by Playwright; the browser
+download is impossible here, hence `executable_path`): 20 stories labelled by keyboard, reload and
+resume, two annotators at once, a kill -9 of the server with no saved label lost, a doubled submit
+counted once, judged text shown as text, the token beyond loopback; screenshots in /tmp."""
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from litjudge.engine.app.annotate.estimate import estimates
+from litjudge.engine.app.annotate.queue import build_queue
+from tests.annotate_run import TESTS, Served, pairwise_run, ttcw_run
+
+CHROMIUM = Path("/usr/bin/chromium")
+sync_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (apt-get install chromium)")
+SHOTS = Path("/tmp")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def current(page) -> str:
+    page.wait_for_selector("#item[data-cluster]")
+    return page.get_attribute("#item", "data-cluster")
+
+
+def label_by_keys(page, answers: str) -> str:
+    """Answer the shown story's questions by hotkeys and submit with Enter; returns the next cluster."""
+    before = current(page)
+    for k in answers:
+        page.keyboard.press(k)
+    page.keyboard.press("Enter")
+    until(lambda: page.get_attribute("#item", "data-cluster") != before or page.query_selector(".done"))
+    return page.get_attribute("#item", "data-cluster")
+
+
+def until(condition, timeout: float = 30) -> None:
+    """Poll from Python (the page's Content-Security-Policy forbids the eval Playwright's
+    wait_for_function uses)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the page never got there"
+        time.sleep(0.05)
+
+
+def exported(served: Served) -> list[dict]:
+    with served.client() as c:
+        return [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+
+
+def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, tmp_path):
+    run = ttcw_run(tmp_path / "ttcw")
+    budget = 60
+    queue = build_queue(run, budget)
+    assert len(set(queue.design.draws.tolist())) >= 22
+    served = Served(run, "--budget", str(budget))
+    port = served.port
+    ann = browser.new_page(viewport={"width": 1280, "height": 900})
+    ann.goto(served.url + "?annotator=ann")
+    seen = [current(ann)]
+    for n in range(20):
+        keys = "yny"[: TESTS] if n % 2 else "nny"[: TESTS]
+        seen.append(label_by_keys(ann, keys))
+        assert ann.evaluate("window.__xss") is None
+    assert len(set(seen)) == 21
+    rows = exported(served)
+    prefix = estimates(queue, rows)["labelled_draws"]
+    assert prefix >= 20
+    until(lambda: ann.text_content("#done-draws") == f"{prefix} / {budget}")
+    ann.screenshot(path=str(SHOTS / "annotate-ttcw.png"), full_page=True)
+    assert len(rows) == 20 * TESTS and len({r["cluster"] for r in rows}) == 20
+    # judged text is text: the payloads are shown literally, nothing of them became an element
+    bodies = ann.eval_on_selector_all(".text .body", "els => els.map(e => e.textContent)")
+    assert bodies and all("Story" in b for b in bodies)
+    assert ann.query_selector(".body b, .body img, .body svg, .q b") is None
+    assert "<script>window.__xss = 4</script>" in ann.inner_text(".questions")
+    # reload: the same first unfinished story
+    ann.reload()
+    assert current(ann) == seen[-1]
+    # a second annotator at once gets another story
+    bob = browser.new_page()
+    bob.goto(served.url + "?annotator=bob")
+    assert current(bob) not in {r["cluster"] for r in rows} | {seen[-1]}
+    # a doubled submit, sent by the browser twice with one key, counts once
+    doubled = ann.evaluate("""async (cluster) => {
+        const body = JSON.stringify({annotator: 'ann', cluster, key: 'double-key-1',
+            labels: Object.fromEntries([...document.querySelectorAll('.q')].map(q => [q.dataset.item, 'Yes']))});
+        const send = () => fetch('/api/label', {method: 'POST', headers: {'Content-Type': 'application/json'}, body})
+            .then(r => r.json());
+        return Promise.all([send(), send()]); }""", seen[-1])
+    assert sorted(d["stored"] for d in doubled) == [False, True]
+    assert len(exported(served)) == 21 * TESTS
+    # the page's estimate equals a recomputation from the exported labels
+    ann.reload()
+    ann.wait_for_selector("tr[data-which=active]")
+    shown = float(ann.get_attribute("tr[data-which=active]", "data-value"))
+    assert abs(shown - estimates(queue, exported(served))["active"]["value"]) <= 1e-9
+    # kill -9 and restart on the same port: no saved label lost, the page resumes
+    before = exported(served)
+    served.kill()
+    again = Served(run, port=port)
+    try:
+        assert exported(again) == before
+        ann.reload()
+        nxt = current(ann)
+        assert nxt not in {r["cluster"] for r in before}
+        label_by_keys(ann, "y" * TESTS)
+        assert len(exported(again)) == len(before) + TESTS
+    finally:
+        again.kill()
+
+
+def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, tmp_path):
+    run = ttcw_run(tmp_path / "ttcw", stories=12)
+    with Served(run, "--budget", "20", host="0.0.0.0") as served:
+        page = browser.new_page()
+        assert page.goto(served.base + "/?annotator=ann").status == 403
+        assert page.goto(served.url + "&annotator=ann").status == 200      # the printed URL carries the token
+        before = current(page)
+        assert label_by_keys(page, "y" * TESTS) != before
+        assert len(exported(served)) == TESTS
+    pairs = pairwise_run(tmp_path / "pw")
+    shutil.rmtree(tmp_path / "ttcw")
+    with Served(pairs, "--budget", "12") as served:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(served.url + "?annotator=ann")
+        first = current(page)
+        heads = page.eval_on_selector_all(".text h3", "els => els.map(e => e.textContent)")
+        assert heads == ["1. First text", "2. Second text"]
+        page.screenshot(path=str(SHOTS / "annotate-pairwise.png"), full_page=True)
+        assert label_by_keys(page, "1") != first
+        row = exported(served)[0]
+        # key 1 chose the text shown first: a in order ab, b in order ba
+        assert row["label"] == row["shown"][0]
+        assert page.query_selector(".body script, .q i") is None and page.evaluate("window.__xss") is None
