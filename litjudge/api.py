@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -28,7 +29,7 @@ from litjudge.engine.app.execute import Asked, execute
 from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
 from litjudge.engine.core.config import RunConfig, load_config, read_toml, valid_name
-from litjudge.engine.core.console import prepare_environment, quiet
+from litjudge.engine.core.console import prepare_environment, quiet, shown
 from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, fault
 from litjudge.engine.core.manifest import config_dict
 from litjudge.engine.core.run_lock import RunLock
@@ -265,7 +266,8 @@ def _engine_session(session: Session) -> Iterator[None]:
     session's: nothing here writes a LITJUDGE_* variable."""
     prepare_environment(verbose=False)
     log = session.cache_dir / "logs" / f"litjudge-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
-    with _errors(), quiet(log, enabled=True, stream=None if _stderr_is_fd2() else sys.stderr):
+    with (_errors(), quiet(log, enabled=True, stream=None if _stderr_is_fd2() else sys.stderr),
+          shown(logging.INFO if session.progress else logging.WARNING)):
         yield
 
 

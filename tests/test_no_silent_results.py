@@ -273,7 +273,7 @@ def test_plan_sees_a_run_written_with_out(tmp_path):
 def test_console_tables_never_split_a_judge_name(capsys):
     import polars as pl
 
-    from litjudge.engine.app.console_tables import print_table
+    from litjudge.engine.app.console.tables import print_table
 
     names = ["replay:claude3-opus", "replay:gpt4-turbo-2024-04-09", "qwen2.5-coder-1.5b"]
     print_table(pl.DataFrame({"judge": names, **{f"metric_{i}": [0.123456] * 3 for i in range(14)}}), "t")

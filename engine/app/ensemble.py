@@ -35,7 +35,6 @@ from ..core.manifest import git_commit, litjudge_version, machine
 from ..core.schema import build, check_field
 from ..core.session import Session
 from ..core.store import Store
-from .console_tables import print_table
 from .manifest import RunManifest
 from .outputs import write_tables, write_text
 from .results_file import ensemble_results, write_results
@@ -205,12 +204,3 @@ def run_ensemble(cfg: EnsembleConfig, limit: int | None = None,
         return None, {}, unanswered
     out, tables = ensemble([str(o.run_dir) for o in outcomes], cfg.name, *cfg.settings(), session=session)
     return out, tables, []
-
-
-def print_ensemble(out: Path, tables: dict) -> int:
-    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
-    for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
-        if name in tables:
-            print_table(tables[name], name.replace("_", " ").capitalize())
-    print(f"Results: {out}")
-    return 0

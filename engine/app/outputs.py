@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from ..core.console import say, terminal
+from ..core.console import say
 from ..core.errors import StoreError, fault, os_error_of
 from ..core.store import RESULT_COLUMNS, Store
 from .manifest import RunManifest
@@ -180,8 +181,7 @@ def read_logged_prompts(log_path: Path) -> dict[str, str]:
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
-                print(f"litjudge: warning: {log_path}:{n} is not valid JSON: its logged prompt is not kept",
-                      file=terminal())
+                say(f"litjudge: warning: {log_path}:{n} is not valid JSON: its logged prompt is not kept", logging.WARNING)
                 continue
             if isinstance(rec, dict) and "prompt" in rec and "key" in rec:
                 prompts[rec["key"]] = rec["prompt"]
@@ -222,5 +222,5 @@ def rebuild_store(run_dir: Path) -> Path | None:
         if part.exists():
             guarded(partial(os.replace, part, Path(str(aside) + suffix)), part)
     say(f"litjudge: the old store is kept as {aside}; every verdict is taken again: from the shared verdict cache "
-        "where it holds it, else generated (add --no-cache to generate them all)")
+        "where it holds it, else generated (add --no-cache to generate them all)", logging.WARNING)
     return aside

@@ -4,6 +4,7 @@ several tasks is rebuilt task by task (its store is shared, each task has its ow
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from litjudge.grammars import language_from_spec
 from litjudge.judges import PROTOCOLS
 
 from ..core.backend import JudgeSpec
-from ..core.console import terminal
+from ..core.console import say
 from ..core.errors import StoreError
 from ..core.manifest import data_identity
 from ..core.runner import parse_result
@@ -75,8 +76,8 @@ def data_changed_warning(folder: Path, manifest: RunManifest) -> None:
     now = data_identity(path).get("sha256") if path.exists() else None
     if now != recorded["sha256"]:
         state = f"now {now[:12]}" if now else "it is gone"
-        print(f"litjudge: warning: {folder}: the data file {path} changed since the run (sha256 {recorded['sha256'][:12]} "
-              f"then, {state}): the rebuilt tables read its labels as they are now", file=terminal())
+        say(f"litjudge: warning: {folder}: the data file {path} changed since the run (sha256 {recorded['sha256'][:12]} "
+              f"then, {state}): the rebuilt tables read its labels as they are now", logging.WARNING)
 
 
 def rebuild(folder: Path, manifest: RunManifest, store: Store, task: str = "") -> None:
@@ -95,7 +96,7 @@ def rebuild(folder: Path, manifest: RunManifest, store: Store, task: str = "") -
             try:
                 tables[path.stem] = pl.read_parquet(path)
             except (pl.exceptions.PolarsError, OSError):     # damaged, and not the protocol's to rebuild
-                print(f"litjudge: warning: {path} is unreadable and not rebuilt by the protocol: dropped", file=terminal())
+                say(f"litjudge: warning: {path} is unreadable and not rebuilt by the protocol: dropped", logging.WARNING)
     record = {**manifest.raw, "verdicts": verdict_counts(verdicts), "verdicts_by_judge": by_judge(verdicts),
               "warnings": warnings, "reparsed": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     write_outputs(folder, tables, verdicts, record, store)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 from litjudge.judges import PROTOCOLS
 
 from ..core.config import RunConfig
-from ..core.console import say, terminal
+from ..core.console import say
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import config_dict, data_identity
 from ..core.settings import PPIConfig
@@ -246,7 +247,7 @@ def folder_for(run_dir: Path, new: Claim, *, derive: str, overwrite: bool) -> Pa
     if not derive or overwrite or old is None or _same(old, new) and old.settings == new.settings:
         return run_dir
     derived = run_dir.with_name(default_name(run_dir.name, new))
-    say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}")
+    say(f"litjudge: {run_dir} holds another run; this one ({derive}) goes to {derived}", logging.WARNING)
     return derived
 
 
@@ -264,5 +265,5 @@ def lost_store_note(run_dir: Path) -> list[str]:
         return []
     note = (f"{store} is empty although {manifest.name} lists {rows} finished verdicts: the store was lost, "
             "so every verdict is computed again")
-    print(f"litjudge: warning: {note}", file=terminal())
+    say(f"litjudge: warning: {note}", logging.WARNING)
     return [note]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -29,7 +30,7 @@ from litjudge.judges.base import Context
 from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
-from ..core.console import log_to, terminal
+from ..core.console import log_to, say
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
 from ..core.planner import StreamPlanner, Truncation, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
@@ -270,8 +271,8 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     if not ranked:
         # The metric is a valid one (checked when the sweep loaded), but these data give it no
         # value (no human labels, say): the cells' tables are kept, the ranking is empty.
-        print(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
-              "metrics are written, its ranking is empty", file=terminal())
+        say(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
+              "metrics are written, its ranking is empty", logging.WARNING)
         return pl.DataFrame()
     for axis in list(sweep.post):
         values: dict[tuple, set] = {}
@@ -285,8 +286,8 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
     if not table.height:
-        print(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
-              "class): the sweep's metrics are written, its ranking is empty", file=terminal())
+        say(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
+              "class): the sweep's metrics are written, its ranking is empty", logging.WARNING)
     return table
 
 

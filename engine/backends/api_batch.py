@@ -26,6 +26,7 @@ manifest, and the run exits 3 (unanswered), as online.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
@@ -87,7 +88,7 @@ class BatchRunner:
 
     def unreachable(self, doing: str, exc: BaseException) -> None:
         say(f"litjudge: {self.name}: the provider did not answer while {doing} ({type(exc).__name__}: "
-            f"{str(exc)[:160]}): its requests are left unanswered; run again to resume")
+            f"{str(exc)[:160]}): its requests are left unanswered; run again to resume", logging.WARNING)
 
     @property
     def name(self) -> str:
@@ -174,7 +175,7 @@ class BatchRunner:
             return None
         if results.malformed:
             say(f"litjudge: {self.name}: {results.malformed} malformed line(s) in the results of batch "
-                f"{rec.batch_id}: their requests are asked again in a new batch")
+                f"{rec.batch_id}: their requests are asked again in a new batch", logging.WARNING)
         by_key: dict[str, Generation | None] = {k: None for k in rec.keys}
         for line in results.lines:
             p = self.b.pending.get(line.key)

@@ -14,9 +14,10 @@ locked writer waits). Recorded (replay) judges are not cached: their answers are
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from .console import terminal
+from .console import say
 from .errors import ConfigError, LitjudgeError
 from .store import Store
 
@@ -46,8 +47,8 @@ def warn_left_aside(path: Path, exc: LitjudgeError) -> None:
     fix = (f"to start a new one, move {path} away (e.g. mv {path} {path}.bad), or choose another with --cache PATH"
            if "corrupt" in reason or "layout" in reason else
            "choose a cache this run may write with --cache PATH (or LITJUDGE_VERDICT_CACHE)")
-    print(f"litjudge: warning: the shared verdict cache is left aside for this run ({reason}); {fix}, or run "
-          "with --no-cache", file=terminal())
+    say(f"litjudge: warning: the shared verdict cache is left aside for this run ({reason}); {fix}, or run "
+        "with --no-cache", logging.WARNING)
 
 
 def open_verdict_cache(path: Path | None, readonly: bool = False) -> Store | None:

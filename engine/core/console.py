@@ -5,6 +5,7 @@ output from C++ and from libraries that hold their own handle to stderr is caugh
 `--verbose` leaves everything on the terminal."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -27,8 +28,59 @@ def terminal() -> TextIO:
     return _terminal or sys.stderr
 
 
-def say(message: str) -> None:
-    print(message, file=terminal(), flush=True)
+# What litjudge says (notes, warnings) goes through this logger, never `print`, so a Python caller
+# decides what is shown (logging's configuration, or `judge(progress=...)`); the console shows it
+# all on the terminal (`shown`). Outside `shown`, logging's own rules hold: a warning reaches stderr
+# through Python's last-resort handler, a note (INFO) stays quiet.
+LOG = logging.getLogger("litjudge")
+
+
+def say(message: str, level: int = logging.INFO) -> None:
+    """A line of litjudge's: a note (INFO: preparing a judge, waiting for a lock) or a warning."""
+    LOG.log(level, message)
+
+
+class _TerminalHandler(logging.Handler):
+    """litjudge's lines on the terminal as they are (no level or logger name prefixed: each line
+    says "litjudge: ..." itself), past any capture of stderr (`quiet`)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            stream = terminal()
+            stream.write(record.getMessage() + "\n")
+            stream.flush()
+        except Exception:  # noqa: BLE001  (logging's contract: a handler reports its own failure)
+            self.handleError(record)
+
+
+_shown_lock = threading.Lock()
+_shown_levels: list[int] = []           # the level of each `shown` block open now
+_handler = _TerminalHandler()
+
+
+@contextmanager
+def shown(level: int = logging.INFO) -> Iterator[None]:
+    """Inside the block, litjudge's lines at `level` and above go to the terminal, once (blocks
+    nest and may be open in several threads: the lowest level asked for holds)."""
+    with _shown_lock:
+        if not _shown_levels:
+            LOG.addHandler(_handler)
+            LOG.propagate = False
+        _shown_levels.append(level)
+        _handler.setLevel(min(_shown_levels))
+        LOG.setLevel(min(_shown_levels))
+    try:
+        yield
+    finally:
+        with _shown_lock:
+            _shown_levels.remove(level)
+            if _shown_levels:
+                _handler.setLevel(min(_shown_levels))
+                LOG.setLevel(min(_shown_levels))
+            else:
+                LOG.removeHandler(_handler)
+                LOG.propagate = True
+                LOG.setLevel(logging.NOTSET)
 
 
 def log_to(path: Path) -> None:

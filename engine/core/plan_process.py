@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import multiprocessing
 import os
 import pickle
@@ -39,7 +40,7 @@ from itertools import islice
 from typing import Any
 
 from . import envs
-from .console import terminal
+from .console import say
 from .errors import ContractError, LitjudgeError, SystemFault
 from .planner import PlanChunk, PlanEntry, StreamPlanner, cycles_collected_after
 from .requests import IDS, JudgeRequest, Prepared, content_key
@@ -124,14 +125,13 @@ def _receive(receive: Any, child: Any) -> Any:
             silent = time.monotonic() - started
             stopped = _stopped(child.pid) if silent >= min(STOPPED_SAY_S, say_after) else ""
             if silent >= say_after:
-                print(f"litjudge: the planner process (pid {child.pid}) has not answered for {silent:.0f} s"
-                      f"{stopped}; the run waits for it (Ctrl-C stops the run; a re-run resumes)",
-                      file=terminal(), flush=True)
+                say(f"litjudge: the planner process (pid {child.pid}) has not answered for {silent:.0f} s"
+                      f"{stopped}; the run waits for it (Ctrl-C stops the run; a re-run resumes)", logging.WARNING)
                 say_after *= 2
             elif stopped and not told_stopped:     # stopped is certain (the system says): said now, not at the watchdog
-                print(f"litjudge: the run waits for its planner process (pid {child.pid}), which is stopped "
+                say(f"litjudge: the run waits for its planner process (pid {child.pid}), which is stopped "
                       f"(SIGSTOP or Ctrl-Z): `kill -CONT {child.pid}` resumes it (Ctrl-C stops the run; a re-run "
-                      "resumes)", file=terminal(), flush=True)
+                      "resumes)", logging.WARNING)
             told_stopped = bool(stopped)
         message = receive.recv()
     except EOFError:

@@ -13,13 +13,14 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from logging import WARNING as WARN
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import orjson
 
-from .console import terminal
+from .console import say
 from .errors import StoreError, lock_wait, store_failure
 from .paths import writable
 
@@ -189,8 +190,7 @@ class Store:
                 if "locked by another" not in str(exc) or time.monotonic() >= deadline:
                     raise
                 if not told:
-                    print(f"litjudge: {self.path} is locked by another process; waiting up to {lock_wait():.0f} s",
-                          file=terminal())
+                    say(f"litjudge: {self.path} is locked by another process; waiting up to {lock_wait():.0f} s", WARN)
                     told = True
                 time.sleep(0.5)
 

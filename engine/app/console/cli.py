@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 from litjudge.judges import PROTOCOLS
 
 from ...core import envs
-from ...core.console import prepare_environment, quiet, terminal
+from ...core.console import prepare_environment, quiet, shown, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, PluginInterrupted, fault
 from ...core.manifest import litjudge_version
 from ...core.session import Session
@@ -308,7 +308,7 @@ def command(argv: list[str] | None) -> int:
         print(f"litjudge: error: {exc}", file=terminal())
         return 2
     try:
-        with quiet(log, enabled=not args.verbose):
+        with quiet(log, enabled=not args.verbose), shown():
             code = args.fn(args)
             sys.stdout.flush()              # a closed pipe is met here, where it is answered, not at exit
             return code

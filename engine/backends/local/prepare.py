@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import glob
+import logging
 import os
 import shutil
 import tempfile
@@ -11,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...core.console import terminal
+from ...core.console import say
 
 
 @contextmanager
@@ -24,8 +25,8 @@ def _judge_lock(folder: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"litjudge: judge {folder.name} is being prepared by another process; waiting for it to finish",
-                  file=terminal(), flush=True)
+            say(f"litjudge: judge {folder.name} is being prepared by another process; waiting for it to finish",
+                logging.WARNING)
             fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

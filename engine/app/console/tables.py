@@ -1,6 +1,8 @@
 """Tables on the terminal."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 
@@ -12,3 +14,12 @@ def print_table(df: pl.DataFrame, title: str, max_rows: int = 60) -> None:
                    tbl_hide_dataframe_shape=True, float_precision=3):
         print(f"\n{title}")
         print(df)
+
+
+def print_ensemble(out: Path, tables: dict) -> int:
+    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
+    for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
+        if name in tables:
+            print_table(tables[name], name.replace("_", " ").capitalize())
+    print(f"Results: {out}")
+    return 0

@@ -27,15 +27,15 @@ from typing import Any
 from litjudge.judges.base import Context
 from litjudge.judges.ttcw import TTCW
 
-from .. import backends as registry
-from ..backends.hardware import SHOWN_FLAGS, cpu_model, preloaded_libraries, vector_flags
-from ..backends.local.modes import run_steps
-from ..backends.local.steps import Decoding, FreeText, Prompt
-from ..core.config import RunConfig
-from ..core.errors import BackendUnavailable
-from ..core.planner import make_plan
-from ..data.cards import load_card
-from .flops import DecoderShape
+from ... import backends as registry
+from ...backends.hardware import SHOWN_FLAGS, cpu_model, preloaded_libraries, vector_flags
+from ...backends.local.modes import run_steps
+from ...backends.local.steps import Decoding, FreeText, Prompt
+from ...core.config import RunConfig
+from ...core.errors import BackendUnavailable
+from ...core.planner import make_plan
+from ...data.cards import load_card
+from ..flops import DecoderShape
 
 UPSTREAM_RULE = re.compile(r"^\s*(yes|no)\b", re.IGNORECASE)
 
