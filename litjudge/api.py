@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from litjudge.engine.app.annotate.serve import annotate as serve_annotations
 from litjudge.engine.app.execute import Asked, execute
 from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
@@ -220,9 +221,8 @@ def load(run_dir: str | Path) -> Result:
 def annotate(run: Result | str | Path, **options: Any) -> Any:
     """The annotation page of a finished run, served from this process (docs/annotate.md): returns
     the running app (`.url`, `.stop()`); options as `litjudge annotate`'s (budget, per_item, floor, seed, host, port)."""
-    from litjudge.engine.app.annotate.serve import annotate as serve
     with _errors():
-        return serve(run, **options)
+        return serve_annotations(run, **options)
 
 
 def _existing_file(data: str | os.PathLike) -> Path:

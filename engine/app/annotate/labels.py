@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -206,3 +207,18 @@ class Labels:
 
 def open_labels(run: Path, clusters: Iterable[str], probability: np.ndarray, draws: np.ndarray, design: dict) -> Labels:
     return Labels(Path(run) / FILE, tuple(clusters), probability, draws, design)
+
+
+def stored_design(run: Path) -> dict[str, Any]:
+    """The design an existing store was started with ({} for a new queue)."""
+    path = Path(run) / FILE
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'design'").fetchone()
+    except sqlite3.DatabaseError:
+        return {}
+    finally:
+        db.close()
+    return json.loads(row[0]) if row else {}

@@ -14,10 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
 from ...core.errors import ConfigError, DataError
-from .labels import FILE, Labels, open_labels
+from .labels import Labels, open_labels, stored_design
 from .queue import Queue, build_queue
 from .server import FIELDS, Settings, create_app, new_token
 
@@ -42,22 +40,6 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def stored_design(run: Path) -> dict[str, Any]:
-    """The design an existing store was started with ({} for a new queue)."""
-    import sqlite3
-    path = Path(run) / FILE
-    if not path.exists():
-        return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'design'").fetchone()
-    except sqlite3.DatabaseError:
-        return {}
-    finally:
-        db.close()
-    return json.loads(row[0]) if row else {}
 
 
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
@@ -105,6 +87,8 @@ class Annotation:
         port = self.sock.getsockname()[1]
         self.token = None if loopback(options.host) else new_token()
         app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token))
+        import uvicorn  # the server, imported when one is served (`import litjudge` stays quick)
+
         self.server = uvicorn.Server(uvicorn.Config(app, host=options.host, port=port, log_level="warning",
                                                     access_log=False, lifespan="off"))
         self.url = url_of(options.host, port, self.token, annotator)

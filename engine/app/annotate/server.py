@@ -84,125 +84,140 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
-    """The ASGI app over one queue and its store."""
-    items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
+def annotator_of(value: Any) -> str:
+    if not isinstance(value, str) or not NAME.match(value):
+        raise BadRequest("annotator: a name of 1-64 letters, digits, spaces or . @ + - _")
+    return value
 
-    def cluster_json(cluster: str, annotator: str) -> dict:
+
+def key_of(value: Any) -> str:
+    if not isinstance(value, str) or not KEY.match(value):
+        raise BadRequest("key: an idempotency key of 8-128 letters, digits or . : - _")
+    return value
+
+
+async def body(request: Request) -> dict:
+    """The request's JSON object, read up to MAX_BODY bytes (a body without a length is bounded here)."""
+    raw, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise TooLarge(f"request body over {MAX_BODY} bytes")
+        raw.append(chunk)
+    try:
+        data = json.loads(b"".join(raw))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequest("the body is not JSON") from e
+    if not isinstance(data, dict):
+        raise BadRequest("the body is not a JSON object")
+    return data
+
+
+def refusing(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """A route whose BadRequest is its one-line answer (400, or 413)."""
+    async def call(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except BadRequest as e:
+            return PlainTextResponse(f"{e}\n", status_code=e.status)
+    return call
+
+
+class Routes:
+    """The page and the JSON API over one queue and its store."""
+
+    def __init__(self, queue: Queue, labels: Labels, settings: Settings):
+        self.queue, self.labels, self.settings = queue, labels, settings
+        self.items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
+
+    def cluster_of(self, value: Any) -> str:
+        if not isinstance(value, str) or value not in self.labels.first_draw:
+            raise BadRequest("cluster: not in this queue")
+        return value
+
+    def cluster_json(self, cluster: str, annotator: str) -> dict:
+        queue, labels = self.queue, self.labels
         c = queue.clusters[queue.index(cluster)]
         shown = secrets.choice(("ab", "ba")) if queue.protocol == "pairwise" else ""
         texts = [{"heading": h, "text": t, "id": "ab"[i] if queue.protocol == "pairwise" else ""}
                  for i, (h, t) in enumerate(c.texts)]
         if shown == "ba":
             texts.reverse()
-        done = sum(1 for who in labels.done_by(items_of).values() if annotator in who)
+        done = sum(1 for who in labels.done_by(self.items_of).values() if annotator in who)
         return {"done": False, "cluster": c.cluster, "title": c.title, "draw": labels.first_draw[c.cluster],
                 "times_drawn": labels.times_drawn[c.cluster], "probability": labels.probability[c.cluster],
                 "texts": texts, "shown": shown, "questions": [{"item": q.item, "text": q.text} for q in c.questions],
                 "mine": done}
 
-    def annotator_of(value: Any) -> str:
-        if not isinstance(value, str) or not NAME.match(value):
-            raise BadRequest("annotator: a name of 1-64 letters, digits, spaces or . @ + - _")
-        return value
-
-    def cluster_of(value: Any) -> str:
-        if not isinstance(value, str) or value not in labels.first_draw:
-            raise BadRequest("cluster: not in this queue")
-        return value
-
-    def key_of(value: Any) -> str:
-        if not isinstance(value, str) or not KEY.match(value):
-            raise BadRequest("key: an idempotency key of 8-128 letters, digits or . : - _")
-        return value
-
-    async def body(request: Request) -> dict:
-        raw, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY:
-                raise TooLarge(f"request body over {MAX_BODY} bytes")
-            raw.append(chunk)
-        try:
-            data = json.loads(b"".join(raw))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise BadRequest("the body is not JSON") from e
-        if not isinstance(data, dict):
-            raise BadRequest("the body is not a JSON object")
-        return data
-
-    async def index(request: Request) -> Response:
+    async def index(self, request: Request) -> Response:
         return HTMLResponse(page(), headers={"Content-Security-Policy": "default-src 'self'; script-src 'self' "
                                              "'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:",
                                              "X-Content-Type-Options": "nosniff"})
 
-    async def info(request: Request) -> Response:
+    async def info(self, request: Request) -> Response:
+        queue = self.queue
         return JSONResponse({"protocol": queue.protocol, "quantity": queue.quantity, "labels": list(queue.labels),
-                             "budget": len(queue.design.draws), "clusters": len(labels.order),
-                             "per_item": settings.per_item, "uncertainty": queue.uncertainty_source,
+                             "budget": len(queue.design.draws), "clusters": len(self.labels.order),
+                             "per_item": self.settings.per_item, "uncertainty": queue.uncertainty_source,
                              "floor": queue.design.floor, "seed": queue.design.seed})
 
-    async def next_item(request: Request) -> Response:
+    async def next_item(self, request: Request) -> Response:
         annotator = annotator_of(request.query_params.get("annotator"))
-        cluster = labels.next_cluster(annotator, items_of, settings.per_item, settings.lock_seconds)
+        cluster = self.labels.next_cluster(annotator, self.items_of, self.settings.per_item, self.settings.lock_seconds)
         if cluster is None:
             return JSONResponse({"done": True})
-        return JSONResponse(cluster_json(cluster, annotator))
+        return JSONResponse(self.cluster_json(cluster, annotator))
 
-    async def label(request: Request) -> Response:
+    async def label(self, request: Request) -> Response:
         data = await body(request)
-        annotator, cluster = annotator_of(data.get("annotator")), cluster_of(data.get("cluster"))
+        annotator, cluster = annotator_of(data.get("annotator")), self.cluster_of(data.get("cluster"))
         key = key_of(data.get("key"))
         given = data.get("labels")
-        if not isinstance(given, dict) or set(given) != set(items_of[cluster]):
+        if not isinstance(given, dict) or set(given) != set(self.items_of[cluster]):
             raise BadRequest("labels: give one answer for each item of the cluster, and no other item")
-        bad = sorted({str(v) for v in given.values() if v not in queue.labels})
+        bad = sorted({str(v) for v in given.values() if v not in self.queue.labels})
         if bad:
-            raise BadRequest(f"labels: {bad[0][:40]!r} is not an answer of this protocol ({', '.join(queue.labels)})")
+            raise BadRequest(f"labels: {bad[0][:40]!r} is not an answer of this protocol ({', '.join(self.queue.labels)})")
         shown = data.get("shown", "")
-        if shown not in (("ab", "ba") if queue.protocol == "pairwise" else ("",)):
+        if shown not in (("ab", "ba") if self.queue.protocol == "pairwise" else ("",)):
             raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
-        fresh = labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown)
+        fresh = self.labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown)
         return JSONResponse({"stored": fresh, "duplicate": not fresh})
 
-    async def skip(request: Request) -> Response:
+    async def skip(self, request: Request) -> Response:
         data = await body(request)
-        annotator, cluster = annotator_of(data.get("annotator")), cluster_of(data.get("cluster"))
-        key = key_of(data.get("key"))
-        fresh = labels.submit(key, annotator, cluster, {}, kind="skip")
+        annotator, cluster = annotator_of(data.get("annotator")), self.cluster_of(data.get("cluster"))
+        fresh = self.labels.submit(key_of(data.get("key")), annotator, cluster, {}, kind="skip")
         return JSONResponse({"stored": fresh, "duplicate": not fresh})
 
-    async def undo(request: Request) -> Response:
+    async def undo(self, request: Request) -> Response:
         data = await body(request)
-        return JSONResponse({"undone": labels.undo(annotator_of(data.get("annotator")))})
+        return JSONResponse({"undone": self.labels.undo(annotator_of(data.get("annotator")))})
 
-    async def estimate(request: Request) -> Response:
-        return JSONResponse(estimates(queue, [asdict(r) for r in labels.rows()]))
+    async def estimate(self, request: Request) -> Response:
+        return JSONResponse(estimates(self.queue, [asdict(r) for r in self.labels.rows()]))
 
-    async def export_jsonl(request: Request) -> Response:
-        text = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in labels.rows())
+    async def export_jsonl(self, request: Request) -> Response:
+        text = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in self.labels.rows())
         return Response(text, media_type="application/x-ndjson",
                         headers={"Content-Disposition": 'attachment; filename="annotations.jsonl"'})
 
-    async def export_csv(request: Request) -> Response:
+    async def export_csv(self, request: Request) -> Response:
         out = io.StringIO()
         writer = csv.DictWriter(out, FIELDS, lineterminator="\n")
         writer.writeheader()
-        for r in labels.rows():
+        for r in self.labels.rows():
             writer.writerow(asdict(r))
         return Response(out.getvalue(), media_type="text/csv",
                         headers={"Content-Disposition": 'attachment; filename="annotations.csv"'})
 
-    def refusing(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def call(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except BadRequest as e:
-                return PlainTextResponse(f"{e}\n", status_code=e.status)
-        return call
 
-    routes = [Route("/", index), Route("/api/info", refusing(info)), Route("/api/next", refusing(next_item)),
-              Route("/api/label", refusing(label), methods=["POST"]), Route("/api/skip", refusing(skip), methods=["POST"]),
-              Route("/api/undo", refusing(undo), methods=["POST"]), Route("/api/estimate", refusing(estimate)),
-              Route("/api/export.jsonl", export_jsonl), Route("/api/export.csv", export_csv)]
+def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
+    """The ASGI app over one queue and its store, behind the token and body guard."""
+    r = Routes(queue, labels, settings)
+    routes = [Route("/", r.index), Route("/api/info", refusing(r.info)), Route("/api/next", refusing(r.next_item)),
+              Route("/api/label", refusing(r.label), methods=["POST"]),
+              Route("/api/skip", refusing(r.skip), methods=["POST"]),
+              Route("/api/undo", refusing(r.undo), methods=["POST"]), Route("/api/estimate", refusing(r.estimate)),
+              Route("/api/export.jsonl", r.export_jsonl), Route("/api/export.csv", r.export_csv)]
     return Guard(Starlette(routes=routes), settings.token)
