@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from litjudge.judges.metrics.active import MIN, label_ratio, probabilities, vote_uncertainty
+from litjudge.engine.app.annotate.simulate import plot_widths
+from litjudge.judges.metrics.active import label_ratio, probabilities, vote_uncertainty
 from litjudge.judges.metrics.active_sim import (
     DESIGNS,
     STORIES,
     TESTS,
     Curves,
     Population,
-    mean_width,
     saving,
     scenarios,
     simulate,
@@ -65,29 +65,6 @@ def table_rows(name: str, curves: Curves, boot: int) -> list[str]:
 HEADER = ("| judge | labels | human-only cover / half width | uniform PPI++ cover / half width | active cover / half width "
           "| active / human-only width | labels active needs for uniform PPI++'s width [95%] | saving |\n"
           "|---|---|---|---|---|---|---|---|")
-
-
-def plot(curves: dict[str, Curves], path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(curves)
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
-        c = curves[name]
-        keep = c.ks >= MIN
-        for d in DESIGNS:
-            ax.plot(c.ks[keep], mean_width(c.half[d][keep]), label=d)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("labelled stories (draws)")
-        ax.set_ylabel("mean 95% half width")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def ttcw_population() -> tuple[Population, dict] | None:
@@ -158,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         bias = {d: float(np.nanmean(c.error[d][np.nonzero(c.ks == 10)[0][0]])) for d in DESIGNS}
         print(f"mean error at 10 labels, {name}: " + ", ".join(f"{d} {v:+.4f}" for d, v in bias.items()))
     path = a.plot.with_name(a.plot.stem + "-ttcw" + a.plot.suffix) if a.ttcw else a.plot
-    plot(curves, path, "TTCW: mean half width against labels" if a.ttcw else "Simulated judges: mean half width "
-         "against labels")
+    plot_widths(curves, path, "TTCW: mean half width against labels" if a.ttcw else "Simulated judges: mean half width "
+                "against labels")
     print(f"\nplot: {path}; {time.process_time() - start:.1f} CPU s")
     return 0
 

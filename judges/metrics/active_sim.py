@@ -49,10 +49,12 @@ def _draw(prob: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     return np.minimum((u[:, :, None] > cum[:, None, :]).sum(axis=-1), prob.shape[1] - 1)
 
 
-def simulate(pop: Population, ks: Sequence[int], repeats: int, *, floor: float = 0.2, seed: int = 0,
-             alpha: float = 0.05) -> Curves:
+def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, floor: float = 0.2, seed: int = 0,
+             alpha: float = 0.05, probability: np.ndarray | None = None) -> Curves:
     """Every design at every prefix length in `ks` over `repeats` repeats (one draw sequence per
-    repeat and design kind, its prefixes giving the smaller budgets, as on the page)."""
+    repeat and design kind, its prefixes giving the smaller budgets, as on the page). `probability`
+    (N,): active's draw probabilities as given (an annotation queue's design), instead of
+    `probabilities(uncertainty, floor)`."""
     rng = np.random.default_rng(seed)
     y, f, u, m = (np.broadcast_to(np.asarray(a, dtype=float), np.broadcast_shapes(
         np.shape(pop.human), np.shape(pop.judge), np.shape(pop.uncertainty), np.shape(pop.size)))
@@ -65,7 +67,8 @@ def simulate(pop: Population, ks: Sequence[int], repeats: int, *, floor: float =
     truth = y.sum(axis=1) / big_m
     kmax = int(max(ks))
     p_uni = np.full((repeats, n_cl), 1.0 / n_cl)
-    p_act = probabilities(u, floor)
+    p_act = probabilities(u, floor) if probability is None else \
+        np.broadcast_to(np.asarray(probability, dtype=float), (repeats, n_cl))
     d_uni, d_act = _draw(p_uni, kmax, rng), _draw(p_act, kmax, rng)
     kinds = {"human-only": (d_uni, p_uni, 0.0), "uniform PPI++": (d_uni, p_uni, None), "active": (d_act, p_act, None)}
     half = {n: np.empty((len(ks), repeats)) for n in DESIGNS}

@@ -42,12 +42,18 @@ def loopback(host: str) -> bool:
         return False
 
 
-def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
-    """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
+def settings(run: Path, options: Options) -> tuple[int, float, int]:
+    """(budget, floor, seed): those given, else the stored queue's, else the defaults."""
     was = stored_design(run)
     budget = options.budget if options.budget is not None else was.get("budget", DEFAULT_BUDGET)
     floor = options.floor if options.floor is not None else was.get("floor", 0.2)
     seed = options.seed if options.seed is not None else was.get("seed", 0)
+    return budget, floor, seed
+
+
+def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
+    """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
+    budget, floor, seed = settings(run, options)
     if options.per_item < 1:
         raise ConfigError(f"--per-item must be >= 1, got {options.per_item}")
     queue = build_queue(run, budget, floor=floor, seed=seed)

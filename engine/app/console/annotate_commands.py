@@ -5,13 +5,16 @@ from pathlib import Path
 
 from ...core.console import terminal
 from ..annotate.labels import FILE
-from ..annotate.serve import Annotation, Options, export_labels, import_labels, open_queue
+from ..annotate.queue import build_queue
+from ..annotate.serve import Annotation, Options, export_labels, import_labels, open_queue, settings
 from .signals import Terminated
 
 
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port)
     run = Path(args.run_dir)
+    if args.simulate:
+        return simulate(run, options, args)
     if args.import_file or args.export_file:
         queue, labels = open_queue(run, options)
         try:
@@ -36,4 +39,25 @@ def cmd_annotate(args) -> int:
         app.run()
     except (KeyboardInterrupt, Terminated):        # the way to stop it: nothing is lost
         print(f"litjudge: annotation server stopped; every submitted label is in {run / FILE}", file=terminal())
+    return 0
+
+
+def simulate(run: Path, options: Options, args) -> int:
+    """`--simulate COLUMN`: the three designs answered from the run's human column (no store is
+    opened, no label written)."""
+    from ..annotate.simulate import run_simulation
+
+    budget, floor, seed = settings(run, options)
+    queue = build_queue(run, budget, floor=floor, seed=seed)
+    sim = run_simulation(queue, args.simulate, args.repeats, seed=seed, target=args.target_width)
+    print(f"Simulated queue of {run} ({queue.protocol}: {queue.quantity}) answered from {sim.column!r} "
+          f"(its estimate from every label: {sim.truth:.4f}): {sim.repeats} repeats of {sim.budget} draws over "
+          f"{len(queue.clusters)} clusters, active by {queue.uncertainty_source}")
+    print(f"{'design':<15} {'labels':>6} {'mean half width':>15} {'coverage':>8}")
+    for r in sim.rows:
+        print(f"{r.design:<15} {r.labels:>6} {r.half_width:>15.4f} {r.coverage:>8.3f}")
+    print(f"Labels needed for a half width of {sim.target:.4f}: " + ", ".join(
+        f"{r.design} {r.needed:.1f}" if r.needed == r.needed else f"{r.design} more than {sim.reach}"
+        for r in sim.rows))
+    print(f"Plot: {sim.plot}")
     return 0

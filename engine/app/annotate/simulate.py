@@ -1,0 +1,143 @@
+"""`litjudge annotate RUN --simulate COLUMN`: the queue's three designs (human-only, uniform PPI++,
+active) answered from a human column the run already holds, before anyone is paid. The column's
+value of every item is the simulated person's answer; each repeat redraws the i.i.d. draws (the
+queue's own probabilities for active) and `judges.metrics.active_sim.simulate` fits every
+prefix of them at once. The truth a repeat's interval should cover is the estimate from every
+label of the column (its mean per item)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from litjudge.judges.metrics.active import MIN
+from litjudge.judges.metrics.active_sim import DESIGNS, Curves, Population, labels_needed, mean_width, simulate
+
+from ...core.errors import ConfigError
+from ..outputs import read_table
+from .queue import Queue
+
+# Where each protocol's human column lives (the run's table, the column naming the queue's item).
+TABLES = {"ttcw": ("per_item", "item_id"), "pairwise": ("per_verdict", "pair_id")}
+PLOT = "annotate-simulation.png"
+REACH = 3            # the curves run to REACH x the budget: the labels a design needs beyond it
+
+
+@dataclass(frozen=True)
+class Row:
+    design: str
+    labels: int               # the budget
+    half_width: float         # mean 95% half width over the repeats that give an interval
+    coverage: float           # share of repeats whose interval covers the column's full estimate
+    needed: float             # labels for the target half width (NaN: more than the curves reach)
+
+
+@dataclass(frozen=True)
+class Simulation:
+    column: str
+    truth: float
+    budget: int
+    repeats: int
+    target: float             # the target half width
+    reach: int                # the most labels the curves were fitted for
+    rows: tuple[Row, ...]
+    curves: Curves
+    plot: Path
+
+
+def human_scores(queue: Queue, column: str) -> np.ndarray:
+    """(N,) per cluster the simulated person's total: the column's answer to each of its items on
+    the quantity's 0/1 scale (`Queue.score`)."""
+    table, key = TABLES[queue.protocol]
+    path = queue.run / "tables" / f"{table}.parquet"
+    if not path.is_file():
+        raise ConfigError(f"the run has no tables/{table}.parquet to read a human column from: run `litjudge reparse "
+                          f"{queue.run}` to rebuild its tables", where=str(queue.run))
+    frame = read_table(path)
+    if column not in frame.columns:
+        raise ConfigError(f"--simulate: the run has no column {column!r} in tables/{table} (its columns: "
+                          f"{', '.join(frame.columns)})", where=str(queue.run))
+    values = frame.select(pl.col(key).cast(pl.Utf8), pl.col(column)).drop_nulls().unique()
+    if values.schema[column] == pl.Boolean:
+        values = values.with_columns(pl.when(pl.col(column)).then(pl.lit(queue.positive))
+                                     .otherwise(pl.lit(next(x for x in queue.labels if x != queue.positive)))
+                                     .alias(column))
+    answer: dict[str, str] = {}
+    for item, value in values.cast({column: pl.Utf8}).iter_rows():
+        if answer.setdefault(item, value) != value:
+            raise ConfigError(f"--simulate: column {column!r} gives item {item[:60]!r} two answers ({answer[item]!r}, "
+                              f"{value!r}): give a column with one answer per item", where=str(queue.run))
+    totals = np.zeros(len(queue.clusters))
+    for c, cluster in enumerate(queue.clusters):
+        for q in cluster.questions:
+            label = answer.get(q.item)
+            if label not in queue.labels:
+                got = "no answer" if label is None else f"answer {label[:40]!r}"
+                raise ConfigError(f"--simulate: column {column!r} has {got} for item {q.item[:60]!r} (the simulation "
+                                  f"needs one of {', '.join(queue.labels)} for every item of the queue)",
+                                  where=str(queue.run))
+            totals[c] += queue.score(cluster.cluster, label)
+    return totals
+
+
+def run_simulation(queue: Queue, column: str, repeats: int, *, seed: int = 0, target: float | None = None,
+                   plot: Path | None = None) -> Simulation:
+    """The three designs at the queue's budget over `repeats` repeats (the queue's floor and
+    probabilities; draws seeded by `seed`), the labels each needs for `target` (default: uniform
+    PPI++'s mean half width at the budget), and their width curves drawn to `plot` (default: the
+    run folder's annotate-simulation.png)."""
+    budget = len(queue.design.draws)
+    if budget < MIN:
+        raise ConfigError(f"--budget must be >= {MIN} to simulate (no interval from fewer labelled draws), got {budget}")
+    if repeats < 1:
+        raise ConfigError(f"--repeats must be >= 1, got {repeats}")
+    if target is not None and not (math.isfinite(target) and target > 0):
+        raise ConfigError(f"--target-width must be a half width > 0, got {target}")
+    y = human_scores(queue, column)
+    reach = REACH * budget
+    ks = np.arange(MIN, reach + 1)
+    pop = Population(y, queue.judge_total, queue.uncertainty, queue.size)
+    curves = simulate(pop, ks, repeats, floor=queue.design.floor, seed=seed, probability=queue.design.probability)
+    i = budget - MIN
+    widths = {d: mean_width(curves.half[d]) for d in DESIGNS}
+    goal = float(widths["uniform PPI++"][i]) if target is None else float(target)
+    rows = tuple(Row(d, budget, float(widths[d][i]), float(curves.covered[d][i].mean()),
+                     labels_needed(ks, widths[d], goal)) for d in DESIGNS)
+    path = plot if plot is not None else queue.run / PLOT
+    plot_widths({f"{queue.quantity}, {column}": curves}, path,
+                f"{queue.run.name}: mean half width against labels ({repeats} repeats)", budget=budget, target=goal,
+                unit="stories" if queue.protocol == "ttcw" else "pairs")
+    return Simulation(column, float(y.sum() / queue.size.sum()), budget, repeats, goal, reach, rows, curves, path)
+
+
+def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: int | None = None,
+                target: float | None = None, unit: str = "stories") -> None:
+    """Mean half width against labels of the three designs, one panel per population (PNG,
+    matplotlib's Agg: no display); `budget` and `target` drawn as guides."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(curves)
+    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        c = curves[name]
+        keep = c.ks >= MIN
+        for d in DESIGNS:
+            ax.plot(c.ks[keep], mean_width(c.half[d][keep]), label=d)
+        if budget is not None:
+            ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
+        if target is not None:
+            ax.axhline(target, color="grey", linestyle="--", linewidth=1)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(f"labelled {unit} (draws)")
+        ax.set_ylabel("mean 95% half width")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,110 @@
+"""`litjudge annotate RUN --simulate COLUMN` (issue 55 item 6): the queue's three designs answered
+from a human column of a finished replayed run, before anyone is paid; its numbers are
+`active_sim.simulate`'s on the queue's own design, the truth the column's full estimate."""
+import shutil
+
+import numpy as np
+import pytest
+
+from litjudge.engine.app.annotate.labels import FILE
+from litjudge.engine.app.annotate.queue import build_queue
+from litjudge.engine.app.annotate.simulate import human_scores, run_simulation
+from litjudge.judges.metrics.active import MIN
+from litjudge.judges.metrics.active_sim import DESIGNS, Population, labels_needed, mean_width, simulate
+from tests.annotate_run import STORIES, TESTS, pairwise_run, ttcw_run
+from tests.conftest import litjudge
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
+
+
+@pytest.fixture
+def run(finished, tmp_path):
+    return shutil.copytree(finished, tmp_path / "runs" / "r")
+
+
+def table(stdout: str) -> dict[str, tuple[int, float, float]]:
+    """design -> (labels, mean half width, coverage) from the printed table."""
+    out = {}
+    for line in stdout.splitlines():
+        for d in DESIGNS:
+            if line.startswith(d + " "):
+                labels, width, cover = line[len(d):].split()
+                out[d] = (int(labels), float(width), float(cover))
+    return out
+
+
+def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
+    r = litjudge("annotate", str(run), "--simulate", "expert_pass", "--budget", "20", "--repeats", "300",
+                 "--seed", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    # the truth: the experts' majority of the replayed dataset (tests/annotate_run.py), every label of it
+    truth = np.mean([(k * 7 + t * 3) % 5 < 2 for k in range(STORIES) for t in range(1, TESTS + 1)])
+    assert f"its estimate from every label: {truth:.4f}" in r.stdout
+    shown = table(r.stdout)
+    assert set(shown) == set(DESIGNS) and all(labels == 20 for labels, _, _ in shown.values())
+    # the same numbers as a direct call of the vectorized simulation on the queue's own design and seed
+    q = build_queue(run, 20, floor=0.2, seed=4)
+    y = human_scores(q, "expert_pass")
+    assert y.sum() / q.size.sum() == pytest.approx(truth)
+    ks = np.arange(MIN, 61)
+    c = simulate(Population(y, q.judge_total, q.uncertainty, q.size), ks, 300, floor=q.design.floor, seed=4,
+                 probability=q.design.probability)
+    for d in DESIGNS:
+        assert shown[d][1] == pytest.approx(float(mean_width(c.half[d])[20 - MIN]), abs=5e-5)
+        assert shown[d][2] == pytest.approx(float(c.covered[d][20 - MIN].mean()), abs=5e-4)
+        assert 0.85 <= shown[d][2] <= 1.0
+    goal = float(mean_width(c.half["uniform PPI++"])[20 - MIN])
+    needed = r.stdout.split("Labels needed for a half width of ", 1)[1].splitlines()[0]
+    assert needed.startswith(f"{goal:.4f}: ")
+    for d in DESIGNS:
+        n = labels_needed(ks, mean_width(c.half[d]), goal)
+        assert f"{d} {n:.1f}" in needed
+    png = run / "annotate-simulation.png"
+    assert f"Plot: {png}" in r.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (run / FILE).exists()                      # a simulation opens no store, writes no label
+
+
+def test_the_queues_probabilities_are_the_ones_simulated(run):
+    """The library call is `simulate` on the queue's own floor and probabilities with the same
+    seed (equal numbers), its curves running to 3x the budget."""
+    q = build_queue(run, 10, floor=0.5, seed=0)
+    sim = run_simulation(q, "expert_pass", 2, seed=1, plot=run / "x.png")
+    again = simulate(Population(human_scores(q, "expert_pass"), q.judge_total, q.uncertainty, q.size),
+                     np.arange(MIN, 31), 2, floor=q.design.floor, seed=1, probability=q.design.probability)
+    for d in DESIGNS:
+        assert np.array_equal(sim.curves.half[d], again.half[d], equal_nan=True)
+        assert np.array_equal(sim.curves.covered[d], again.covered[d])
+    assert sim.reach == 30 and (run / "x.png").is_file()
+
+
+def test_pairwise_answers_from_the_human_label_and_a_target_width(tmp_path):
+    run = pairwise_run(tmp_path / "p")
+    r = litjudge("annotate", str(run), "--simulate", "human", "--budget", "12", "--repeats", "200",
+                 "--target-width", "0.25")
+    assert r.returncode == 0, r.stderr[-2000:]
+    q = build_queue(run, 12)
+    # the judges' accuracy against the humans' label: the pair's label (tests/annotate_run.py) against
+    # the judge's majority decision over both orders
+    human = {f"p{i:02d}": "ab"[i % 2] for i in range(16)}
+    accuracy = np.mean([human[c.cluster] == q.decision[c.cluster] for c in q.clusters])
+    assert f"its estimate from every label: {accuracy:.4f}" in r.stdout
+    assert set(table(r.stdout)) == set(DESIGNS)
+    assert "Labels needed for a half width of 0.2500: " in r.stdout
+    assert (run / "annotate-simulation.png").is_file()
+
+
+@pytest.mark.parametrize("args, line", [
+    (("--simulate", "nope", "--budget", "20"), "--simulate: the run has no column 'nope' in tables/per_item"),
+    (("--simulate", "judge_pass", "--budget", "20"), "--simulate: column 'judge_pass' gives item"),
+    (("--simulate", "expert_pass", "--budget", "9"), f"--budget must be >= {MIN} to simulate"),
+    (("--simulate", "expert_pass", "--budget", "20", "--repeats", "0"), "--repeats must be >= 1, got 0"),
+    (("--simulate", "expert_pass", "--budget", "20", "--target-width", "0"), "--target-width must be a half width"),
+])
+def test_a_bad_simulation_is_one_line(run, args, line):
+    r = litjudge("annotate", str(run), *args)
+    assert r.returncode != 0 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and line in r.stderr, r.stderr
+    assert not (run / "annotate-simulation.png").exists()
