@@ -47,6 +47,19 @@ def test_the_readme_protocol_table_is_the_registry():
         assert ", ".join(declared.modes) in cells, f"README: protocol {name} modes {declared.modes}: {cells}"
 
 
+def test_the_readme_names_the_python_run_folder_as_it_is_made(tmp_path):
+    """The README's Python example named `runs/out/pairwise-python/...`; the folder `litjudge.judge`
+    makes is `pairwise-python-<hash>`."""
+    import litjudge
+    from tests.test_python_api import COLUMNS, VALUES, pairs, recording
+
+    rows = pairs()
+    result = litjudge.judge(rows, protocol="pairwise", judge=recording(tmp_path, rows), columns=COLUMNS,
+                            values=VALUES, out=tmp_path / "out", progress=False)
+    (named,) = re.findall(r"result\.report\(\)\s+# runs/out/(\S+)/report/report\.html", README.read_text())
+    assert re.fullmatch(re.escape(named).replace("<hash>", "[0-9a-f]{8}"), result.run_dir.name), (named, result.run_dir)
+
+
 # -- the configuration reference -----------------------------------------------------------------
 
 def _walk(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> set[str]:
