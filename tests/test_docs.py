@@ -60,6 +60,34 @@ def test_the_readme_names_the_python_run_folder_as_it_is_made(tmp_path):
     assert re.fullmatch(re.escape(named).replace("<hash>", "[0-9a-f]{8}"), result.run_dir.name), (named, result.run_dir)
 
 
+def test_the_console_page_s_table_names_every_command():
+    """docs/console.md's table of commands omitted `export` and `protocols`: each command of the
+    parser is a row of it."""
+    import argparse
+
+    from litjudge.engine.app.console.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    page = (PROJECT_ROOT / "docs" / "console.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `(?:data \w+`, `)?([\w-]+)", page, re.M))
+    assert set(commands.choices) - rows == set(), sorted(set(commands.choices) - rows)
+
+
+def test_the_changelog_and_the_version_agree():
+    """The CHANGELOG had "[0.2.0] - Unreleased" under "[Unreleased]" while `--version` said 0.2.0:
+    one section without a date, [Unreleased], first, naming the version it prepares; every other
+    is a release with its date; the installed version is either released or the one in preparation."""
+    from litjudge import __version__
+
+    text = (PROJECT_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\](?: - (.*))?$", text, re.M)
+    assert headings[0] == ("Unreleased", ""), headings[:2]
+    for version, date in headings[1:]:
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date), (version, date)
+    unreleased = text.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    assert __version__ in {v for v, _ in headings[1:]} or f"Version {__version__} " in unreleased, __version__
+
+
 # -- the configuration reference -----------------------------------------------------------------
 
 def _walk(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> set[str]:
