@@ -246,6 +246,11 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
     reference = (site / "reference" / "config.html").read_text(encoding="utf-8")
     missing = [e.key for e in config_reference.entries() if f"<code>{html.escape(e.key, quote=False)}</code>" not in reference]
     assert not missing, missing
+    # 404.html named every page and asset from the server's root (`/index.html`): from the file system none was found
+    page404 = (site / "404.html").read_text(encoding="utf-8")
+    links = re.findall(r'\b(?:href|src)="([^"#?]+)', page404)
+    assert links and not [u for u in links if u.startswith("/")], [u for u in links if u.startswith("/")][:5]
+    assert not [u for u in links if "://" not in u and not (site / u).exists()]
     if CHROMIUM:                                      # search works from the file system, with nothing fetched
         dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                               "--disable-background-networking", "--disable-component-update",
@@ -253,6 +258,32 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
                               f"{(site / 'index.html').as_uri()}?q=replay"], capture_output=True, text=True, timeout=180)
         found = re.search(r'md-search-result__meta">(\d+) matching documents', dom.stdout)
         assert found and int(found.group(1)) >= 3, dom.stdout[-2000:] + dom.stderr[-2000:]
+        assert _keys_broken_across_lines(site, tmp_path) == []
+
+
+WRAP_PROBE = """<script>window.addEventListener('load', () => {
+  const broken = [...document.querySelectorAll('td:first-child > code')].filter(c => c.getClientRects().length > 1)
+    .map(c => c.textContent);
+  const out = document.createElement('pre'); out.id = 'broken-keys'; out.textContent = JSON.stringify(broken);
+  document.body.appendChild(out);
+});</script></body>"""
+
+
+def _keys_broken_across_lines(site: Path, tmp_path: Path) -> list[str]:
+    """The config reference's key names that a browser 900 pixels wide breaks across lines (it broke
+    `engine.max_model_len` mid-word): the page as built, with a script measuring each key's lines."""
+    import json
+
+    probe = site / "reference" / "broken-keys.html"
+    probe.write_text((site / "reference" / "config.html").read_text(encoding="utf-8").replace("</body>", WRAP_PROBE, 1),
+                     encoding="utf-8")
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=900,1200",
+                          "--disable-background-networking", "--disable-component-update",
+                          f"--user-data-dir={tmp_path / 'chromium-wrap'}", "--virtual-time-budget=5000", "--dump-dom",
+                          probe.as_uri()], capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="broken-keys">(.*?)</pre>', dom.stdout)
+    assert found, dom.stdout[-2000:] + dom.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
 
 
 # -- the examples ---------------------------------------------------------------------------------
