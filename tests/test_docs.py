@@ -223,7 +223,7 @@ def test_config_explain_prints_the_reference_entry():
     assert "allowed: one of ['auto', 'bfloat16', 'float16', 'float32']" in done.stdout
     typo = litjudge("config", "--explain", "engine.dtyp")
     assert typo.returncode == 2
-    assert typo.stderr.startswith("litjudge: error: no config key 'engine.dtyp' (did you mean engine.dtype")
+    assert typo.stderr.startswith("litjudge: error: no config key 'engine.dtyp' (did you mean 'engine.dtype'")
 
 
 # -- the site -------------------------------------------------------------------------------------

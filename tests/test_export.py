@@ -17,7 +17,7 @@ import yaml
 
 import datasets
 import litjudge
-from litjudge.engine.app.export import hub_license
+from litjudge.engine.app.export_card import hub_license
 from tests.conftest import PROJECT_ROOT
 from tests.conftest import litjudge as cli
 from tests.test_cli_probe import one_line

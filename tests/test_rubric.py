@@ -197,6 +197,11 @@ def test_human_columns_that_are_absent_or_unreadable_are_one_line(tmp_path):
     first = rows[0]["id"]
     assert (f"options.questions[0]: column 'nope' is not in the data: item {first!r} has no such column (columns: "
             "prompt, id, story, natural_human, vivid_human, surprise_human)") in str(exc.value)
+    misspelt = [{**QUESTIONS[0], "human": "natral_human"}]            # "did you mean", as for a misspelt config key
+    with pytest.raises(ConfigError, match=r"column 'natral_human' is not in the data: item '\w+' has no such column "
+                                          r"\(did you mean 'natural_human'\?\) \(columns: "):
+        litjudge.judge(rows, protocol="rubric", judge=judge, questions=misspelt, columns=COLUMNS, out=tmp_path,
+                       progress=False)
     with pytest.raises(ConfigError) as exc:                 # a constant ("=all") is no column of the data
         litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns={**COLUMNS, "group": "=all"},
                        out=tmp_path, progress=False)
