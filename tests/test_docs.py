@@ -251,6 +251,7 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
     links = re.findall(r'\b(?:href|src)="([^"#?]+)', page404)
     assert links and not [u for u in links if u.startswith("/")], [u for u in links if u.startswith("/")][:5]
     assert not [u for u in links if "://" not in u and not (site / u).exists()]
+    _api_reference_has_parameter_tables((site / "reference" / "api.html").read_text(encoding="utf-8"))
     if CHROMIUM:                                      # search works from the file system, with nothing fetched
         dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                               "--disable-background-networking", "--disable-component-update",
@@ -259,6 +260,30 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
         found = re.search(r'md-search-result__meta">(\d+) matching documents', dom.stdout)
         assert found and int(found.group(1)) >= 3, dom.stdout[-2000:] + dom.stderr[-2000:]
         assert _keys_broken_across_lines(site, tmp_path) == []
+
+
+def _api_reference_has_parameter_tables(page: str) -> None:
+    """The API reference gave judge()'s parameters as one paragraph and omitted `Result.tables`,
+    `verdicts` and `manifest` and the exported configs: each is now a row of a table."""
+    import inspect
+
+    import litjudge
+
+    tables = [html.unescape(re.sub(r"<[^>]+>", " ", t)) for t in re.findall(r"<table>.*?</table>", page, re.S)]
+
+    def row_of(name: str) -> bool:
+        return any(re.search(rf"(^|\s){re.escape(name)}\s", t) for t in tables)
+    for function in (litjudge.judge, litjudge.run, litjudge.load):
+        for name, p in inspect.signature(function).parameters.items():
+            shown = f"**{name}" if p.kind is p.VAR_KEYWORD else name
+            assert row_of(shown), f"{function.__name__}(): no row for {shown}"
+    for name in ("run_dir", "kind", "manifest", "tables", "verdicts", "tasks"):
+        assert row_of(name), f"Result: no row for {name}"
+    for cls in (litjudge.EngineConfig, litjudge.SamplingConfig, litjudge.ApiConfig, litjudge.ClusterConfig):
+        assert f"litjudge.{cls.__name__}" in page
+        for field in dataclasses.fields(cls):
+            if field.init:
+                assert row_of(field.name), f"{cls.__name__}: no row for {field.name}"
 
 
 WRAP_PROBE = """<script>window.addEventListener('load', () => {
