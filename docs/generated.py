@@ -238,6 +238,24 @@ def error_classes() -> str:
     return "\n\n".join(parts)
 
 
+API_CONFIGS = {"SamplingConfig": "[sampling]", "EngineConfig": "[engine]", "ApiConfig": "[api]",
+               "ClusterConfig": "[cluster]"}
+
+
+def api_configs() -> str:
+    """The config classes `litjudge` exports, each a parameter table: its fields as keywords, from
+    the configuration reference (the doc beside each field in the code), as its TOML table takes them."""
+    parts = []
+    for name, title in API_CONFIGS.items():
+        section = next(s for s in config_reference.sections() if s.title == title)
+        rows = [[f"`{e.key.split('.', 1)[1]}`", e.type, e.default and f"`{e.default}`", e.doc]
+                for e in section.entries]
+        parts.append(f"### `litjudge.{name}`\n\n{section.doc} As `{title}` in a config; "
+                     f"`litjudge.judge(..., {title.strip('[]')}={name}(...))`.\n\n"
+                     + _table(["parameter", "type", "default", "description"], rows))
+    return "\n\n".join(parts)
+
+
 def changelog() -> str:
     path = PROJECT_ROOT / "CHANGELOG.md"
     if not path.exists():
@@ -250,4 +268,4 @@ GENERATORS: dict[str, Callable[..., str]] = {
     "protocol": protocol, "protocols-table": protocols_table, "configs": configs, "judges": judges, "backends": backends,
     "loaders": loaders, "fields": fields, "cards": cards, "estimates": estimates, "config-reference": config,
     "console": console, "errors": errors, "changelog": changelog, "envs": envs,
-    "error-classes": error_classes}
+    "error-classes": error_classes, "api-configs": api_configs}

@@ -48,3 +48,15 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
             raise ValueError(f"{page.file.src_path}: unknown generated part {name!r}")
         return generated.GENERATORS[name](arg) if arg else generated.GENERATORS[name]()
     return MARKER.sub(fill, markdown)
+
+
+ROOT_ABSOLUTE = re.compile(r'(\b(?:href|src)="|"(?:base|search)": ")/(?!/)')
+
+
+def on_post_template(output_content, template_name, config, **kwargs):
+    """404.html names the site's pages and assets from the server's root (`/index.html`), as MkDocs
+    writes it without a `site_url`: opened from the file system, or served below a path, it found
+    none. It sits at the site's root, so the same links relative to it work wherever the site is."""
+    if template_name != "404.html":
+        return output_content
+    return ROOT_ABSOLUTE.sub(lambda m: m.group(1) + ("." if m.group(0).endswith('"base": "/') else ""), output_content)

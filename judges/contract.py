@@ -15,7 +15,6 @@ naming the protocol, the table and the column.
 """
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from collections.abc import Callable, Mapping
@@ -24,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.engine.core.errors import ContractError
+from litjudge.engine.core.errors import ContractError, did_you_mean
 from litjudge.engine.core.requests import Message
 from litjudge.grammars import VerdictLanguage
 from litjudge.judges import PANELS
@@ -169,8 +168,7 @@ class Declaration:
         if not self.report or callable(self.report):
             return
         if not isinstance(self.report, str) or self.report not in PANELS:
-            close = difflib.get_close_matches(str(self.report), PANELS.names(), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(self.report, PANELS.names())
             raise self.wrong(f"report {self.report!r} names no registered report panels{hint}: give the function "
                              "drawing them (report=my_panels), or register it in litjudge.judges.PANELS")
 

@@ -36,7 +36,7 @@ import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.config import valid_name
-from litjudge.engine.core.errors import ConfigError, DataError
+from litjudge.engine.core.errors import ConfigError, DataError, did_you_mean
 from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 
@@ -358,7 +358,8 @@ def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
         have = [c for f in own if getattr(row, f) not in (None, "") and ((c := ctx.card.columns.get(f, f)) in renamed
                                                                           or f not in ctx.card.columns)] + list(row.extra)
         unit = f"item {row.item_id!r}" if isinstance(row, RatedItem) else f"pair {row.pair_id!r}"
-        raise ConfigError(f"column {name!r} is not in the data: {unit} has no such column (columns: "
+        raise ConfigError(f"column {name!r} is not in the data: {unit} has no such column{did_you_mean(name, have)} "
+                          f"(columns: "
                           f"{', '.join(map(str, have))[:300]})",
                           where=ctx.config.source or "config", key=where)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value

@@ -16,13 +16,13 @@ Missing answers (unparsed) are left out of every rate and counted in `scores.unp
 """
 from __future__ import annotations
 
-import difflib
 import math
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from litjudge.engine.core.errors import did_you_mean
 from litjudge.engine.core.verdicts import probability
 
 from .metrics.bootstrap import MIN_CLUSTERS, mean_with_ci
@@ -258,9 +258,7 @@ def check_rank(rank, questions: list) -> None:
     q = next((x for x in questions if x.id == qid), None)
     if q is None:
         ids = [x.id for x in questions]
-        close = difflib.get_close_matches(qid, ids, n=1)
-        raise ValueError(f"the rubric asks no question {qid!r} (questions: {', '.join(ids)})"
-                         + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ValueError(f"the rubric asks no question {qid!r} (questions: {', '.join(ids)}){did_you_mean(qid, ids)}")
     if not q.human:
         raise ValueError(f"question {qid!r} has no human column, so no agreement to rank by: give it one "
                          "(human = COLUMN) or rank by another question")

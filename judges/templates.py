@@ -29,7 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.errors import ConfigError, did_you_mean
 
 ESCAPE = "write {{ or }} for a literal brace"
 
@@ -136,7 +136,8 @@ def checked(template: Template, fields: TemplateFields | None, protocol: str, wh
         raise ConfigError(f"protocol {protocol!r} takes no prompt template of yours", where=where, key=key)
     unknown = [f for f in template.fields if f not in fields.provided]
     if unknown:
-        raise ConfigError(f"unknown field {{{unknown[0]}}}; protocol {protocol!r} provides "
+        close = did_you_mean(unknown[0], fields.provided, form=lambda f: "{" + f + "}")   # as a template writes it
+        raise ConfigError(f"unknown field {{{unknown[0]}}}{close}; protocol {protocol!r} provides "
                           f"{fields.listed()} ({ESCAPE})", where=where, key=key)
     missing = [f for f in fields.required if f not in template.fields]
     if missing:

@@ -56,19 +56,34 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
           overwrite: bool = False, category_order: Sequence[str] | None = None, **config: Any) -> Result:
     """Judge your rows with one protocol and one or more judges, and return the run's tables.
 
-    `data`: a polars or pandas DataFrame, a Hugging Face `Dataset`, a list of dicts, or a file path
-    (JSONL, CSV, Parquet). `columns` maps the protocol's fields to your column names (as a config's
-    `[dataset.columns]`: ``{"text_a": "story_1", "label": "winner"}``), `values` renames your values
-    (``{"label": {"model_a": "a"}}``). `category_order`: your categories, worst first (as a
-    config's `[dataset] category_order`; without it they rank by name, with a warning). Anything
-    else a run config says goes in `**config` (``limit=10``, ``sampling=SamplingConfig(...)``,
-    ``engine=EngineConfig(...)``, ``api={...}``); an option of the protocol may be a keyword too
-    (``questions=[...]`` for ``protocol="rubric"``, as ``options={"questions": [...]}``).
-    The run folder is `out/name` (`out`: default runs/out; `name`: default
-    ``<protocol>-python-<8 hex>``, one folder per config and data, so a repeated call resumes and a
-    call on other rows never answers with these); a named folder holding another run's results is
-    refused unless `overwrite=True`. `cache`: True for the shared verdict cache, False for none, or
-    a path."""
+    The run folder is `out/name`: one folder per config and data, so a repeated call resumes and a
+    call on other rows never answers with these.
+
+    Args:
+        data: a polars or pandas DataFrame, a Hugging Face `Dataset`, a list of dicts, or a file path
+            (JSONL, CSV, Parquet).
+        protocol: the protocol's name (`litjudge protocols` lists them): "pairwise", "rubric", ...
+        judge: one judge or a list: a registry alias, a model folder, a hub id, `openai:MODEL`,
+            `replay:FILE.jsonl` ...
+        columns: the protocol's fields to your column names, as a config's `[dataset.columns]`
+            (``{"text_a": "story_1", "label": "winner"}``).
+        values: your values renamed per field (``{"label": {"model_a": "a"}}``).
+        options: the protocol's options, as a config's `[options]`.
+        mode: how a verdict is read: "label", "analyze", "distribution" or "reward".
+        name: the run folder's name (default ``<protocol>-python-<8 hex>``).
+        out: the folder run folders go in (default runs/out).
+        cache: True for the shared verdict cache, False for none, or a cache folder's path.
+        progress: show the progress bar.
+        overwrite: replace a named folder holding another run's results (refused otherwise).
+        category_order: your categories, worst first (as a config's `[dataset] category_order`;
+            without it they rank by name, with a warning).
+        **config: anything else a run config says (``limit=10``, ``sampling=SamplingConfig(...)``,
+            ``engine=EngineConfig(...)``, ``api={...}``); an option of the protocol may be a keyword
+            too (``questions=[...]`` for ``protocol="rubric"``, as ``options={"questions": [...]}``).
+
+    Returns:
+        The finished run: its tables, verdicts and manifest.
+    """
     moved = _option_keywords(protocol, config)            # questions=[...]: an option of the rubric protocol
     if moved:
         given = dict(options or {})
@@ -182,11 +197,20 @@ def _option_keywords(protocol: str, config: dict[str, Any]) -> dict[str, Any]:
 
 def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None, cache: bool | str | Path = True,
         progress: bool = True, overwrite: bool = False, **overrides: Any) -> Result:
-    """Run a config as `litjudge run` does: a TOML file's path (or a committed config's name, e.g.
-    "demo"), or the same table as a dict. A sweep ([matrix]) returns the sweep's ranking; a run of
-    several tasks returns every task in `Result.tasks`. `overrides` replace the config's keys
-    (``limit=2``, ``judge="replay:gpt4"``); `out` is the folder run folders go in (default runs/out);
-    a folder holding another config's or other data's results is refused unless `overwrite=True`."""
+    """Run a config as `litjudge run` does. A sweep ([matrix]) returns the sweep's ranking; a run of
+    several tasks returns every task in `Result.tasks`.
+
+    Args:
+        config: a TOML file's path (or a committed config's name, e.g. "demo"), or the same table as a dict.
+        out: the folder run folders go in (default runs/out).
+        cache: True for the shared verdict cache, False for none, or a cache folder's path.
+        progress: show the progress bar.
+        overwrite: replace a folder holding another config's or other data's results (refused otherwise).
+        **overrides: keys replacing the config's (``limit=2``, ``judge="replay:gpt4"``).
+
+    Returns:
+        The finished run (a sweep's, an ensemble's, or a run of several tasks').
+    """
     if isinstance(config, Mapping):
         table, where = json.loads(json.dumps(plain_table(config, "config"), default=str)), RUN_WHERE
     else:
@@ -213,7 +237,14 @@ def _finished(run_dir: Path | None) -> Result:
 
 
 def load(run_dir: str | Path) -> Result:
-    """A finished run folder (a run, a run of several tasks, a sweep or an ensemble) as a Result."""
+    """A finished run folder as a Result.
+
+    Args:
+        run_dir: the folder a run, a run of several tasks, a sweep or an ensemble wrote.
+
+    Returns:
+        The run, as `judge()` and `run()` return it.
+    """
     with _errors():
         return Result.open(run_dir)
 

@@ -24,10 +24,19 @@ class LitjudgeWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Result:
-    """A finished run. `tables` are the run's tables (the files in RUN/tables, by name); `verdicts`
-    has one row per verdict (RUN/verdicts.parquet, with `answer`: the verdict in the text's frame,
-    see `with_answer`); `run_dir` is absolute; a run of several tasks keeps each task's Result in `tasks` (the first
-    task's tables stand at the top); a sweep's tables are `sweep_metrics` and `sweep_ranking`."""
+    """A finished run.
+
+    Attributes:
+        run_dir: the run folder, absolute.
+        kind: "run", "tasks", "sweep" or "ensemble".
+        manifest: the run's manifest, typed (`.protocol`, `.judges`, `.verdicts`, `.warnings`, ...;
+            `.raw` the JSON as written).
+        tables: the run's tables by name (the files in RUN/tables); a sweep's are `sweep_metrics` and
+            `sweep_ranking`; a run of several tasks: the first task's.
+        verdicts: one row per verdict (RUN/verdicts.parquet), with `answer`, the verdict in the
+            text's frame (see `with_answer`).
+        tasks: a run of several tasks: each task's Result.
+    """
 
     run_dir: Path
     kind: str                                   # "run", "tasks", "sweep" or "ensemble"

@@ -102,7 +102,9 @@ def printed(expected: list[str], output: str) -> str | None:
 
 def check_toml(text: str, folder: Path) -> None:
     """A TOML example through the loader that reads it; a fragment gets a name (and a protocol
-    and dataset when it names none) so that it reads as a whole run config."""
+    and dataset when it names none) so that it reads as a whole run config. A block naming its
+    `protocol` is a whole config a reader saves and runs: read as written (docs/templates.md's
+    lacked `name`, filled in here, and failed in a reader's hands)."""
     table = tomllib.loads(text)
     where = folder / "example.toml"
     where.write_text(text, encoding="utf-8")           # paths in it (a template) start beside it, as in a reader's file
@@ -113,7 +115,8 @@ def check_toml(text: str, folder: Path) -> None:
     if "loader" in table and "protocol" not in table:            # a dataset card
         dataset_card({**table, "name": table.get("name", "example")}, str(where))
         return
-    table = {"name": "example", **table}
+    if "protocol" not in table:
+        table = {"name": "example", **table}
     if not table.get("tasks") and not table.get("generate"):
         table.setdefault("protocol", "ttcw")
         table.setdefault("dataset", "ttcw-demo")

@@ -47,6 +47,47 @@ def test_the_readme_protocol_table_is_the_registry():
         assert ", ".join(declared.modes) in cells, f"README: protocol {name} modes {declared.modes}: {cells}"
 
 
+def test_the_readme_names_the_python_run_folder_as_it_is_made(tmp_path):
+    """The README's Python example named `runs/out/pairwise-python/...`; the folder `litjudge.judge`
+    makes is `pairwise-python-<hash>`."""
+    import litjudge
+    from tests.test_python_api import COLUMNS, VALUES, pairs, recording
+
+    rows = pairs()
+    result = litjudge.judge(rows, protocol="pairwise", judge=recording(tmp_path, rows), columns=COLUMNS,
+                            values=VALUES, out=tmp_path / "out", progress=False)
+    (named,) = re.findall(r"result\.report\(\)\s+# runs/out/(\S+)/report/report\.html", README.read_text())
+    assert re.fullmatch(re.escape(named).replace("<hash>", "[0-9a-f]{8}"), result.run_dir.name), (named, result.run_dir)
+
+
+def test_the_console_page_s_table_names_every_command():
+    """docs/console.md's table of commands omitted `export` and `protocols`: each command of the
+    parser is a row of it."""
+    import argparse
+
+    from litjudge.engine.app.console.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    page = (PROJECT_ROOT / "docs" / "console.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `(?:data \w+`, `)?([\w-]+)", page, re.M))
+    assert set(commands.choices) - rows == set(), sorted(set(commands.choices) - rows)
+
+
+def test_the_changelog_and_the_version_agree():
+    """The CHANGELOG had "[0.2.0] - Unreleased" under "[Unreleased]" while `--version` said 0.2.0:
+    one section without a date, [Unreleased], first, naming the version it prepares; every other
+    is a release with its date; the installed version is either released or the one in preparation."""
+    from litjudge import __version__
+
+    text = (PROJECT_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\](?: - (.*))?$", text, re.M)
+    assert headings[0] == ("Unreleased", ""), headings[:2]
+    for version, date in headings[1:]:
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date), (version, date)
+    unreleased = text.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
+    assert __version__ in {v for v, _ in headings[1:]} or f"Version {__version__} " in unreleased, __version__
+
+
 # -- the configuration reference -----------------------------------------------------------------
 
 def _walk(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> set[str]:
@@ -182,7 +223,7 @@ def test_config_explain_prints_the_reference_entry():
     assert "allowed: one of ['auto', 'bfloat16', 'float16', 'float32']" in done.stdout
     typo = litjudge("config", "--explain", "engine.dtyp")
     assert typo.returncode == 2
-    assert typo.stderr.startswith("litjudge: error: no config key 'engine.dtyp' (did you mean engine.dtype")
+    assert typo.stderr.startswith("litjudge: error: no config key 'engine.dtyp' (did you mean 'engine.dtype'")
 
 
 # -- the site -------------------------------------------------------------------------------------
@@ -205,6 +246,12 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
     reference = (site / "reference" / "config.html").read_text(encoding="utf-8")
     missing = [e.key for e in config_reference.entries() if f"<code>{html.escape(e.key, quote=False)}</code>" not in reference]
     assert not missing, missing
+    # 404.html named every page and asset from the server's root (`/index.html`): from the file system none was found
+    page404 = (site / "404.html").read_text(encoding="utf-8")
+    links = re.findall(r'\b(?:href|src)="([^"#?]+)', page404)
+    assert links and not [u for u in links if u.startswith("/")], [u for u in links if u.startswith("/")][:5]
+    assert not [u for u in links if "://" not in u and not (site / u).exists()]
+    _api_reference_has_parameter_tables((site / "reference" / "api.html").read_text(encoding="utf-8"))
     if CHROMIUM:                                      # search works from the file system, with nothing fetched
         dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                               "--disable-background-networking", "--disable-component-update",
@@ -212,6 +259,56 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
                               f"{(site / 'index.html').as_uri()}?q=replay"], capture_output=True, text=True, timeout=180)
         found = re.search(r'md-search-result__meta">(\d+) matching documents', dom.stdout)
         assert found and int(found.group(1)) >= 3, dom.stdout[-2000:] + dom.stderr[-2000:]
+        assert _keys_broken_across_lines(site, tmp_path) == []
+
+
+def _api_reference_has_parameter_tables(page: str) -> None:
+    """The API reference gave judge()'s parameters as one paragraph and omitted `Result.tables`,
+    `verdicts` and `manifest` and the exported configs: each is now a row of a table."""
+    import inspect
+
+    import litjudge
+
+    tables = [html.unescape(re.sub(r"<[^>]+>", " ", t)) for t in re.findall(r"<table>.*?</table>", page, re.S)]
+
+    def row_of(name: str) -> bool:
+        return any(re.search(rf"(^|\s){re.escape(name)}\s", t) for t in tables)
+    for function in (litjudge.judge, litjudge.run, litjudge.load):
+        for name, p in inspect.signature(function).parameters.items():
+            shown = f"**{name}" if p.kind is p.VAR_KEYWORD else name
+            assert row_of(shown), f"{function.__name__}(): no row for {shown}"
+    for name in ("run_dir", "kind", "manifest", "tables", "verdicts", "tasks"):
+        assert row_of(name), f"Result: no row for {name}"
+    for cls in (litjudge.EngineConfig, litjudge.SamplingConfig, litjudge.ApiConfig, litjudge.ClusterConfig):
+        assert f"litjudge.{cls.__name__}" in page
+        for field in dataclasses.fields(cls):
+            if field.init:
+                assert row_of(field.name), f"{cls.__name__}: no row for {field.name}"
+
+
+WRAP_PROBE = """<script>window.addEventListener('load', () => {
+  const broken = [...document.querySelectorAll('td:first-child > code')].filter(c => c.getClientRects().length > 1)
+    .map(c => c.textContent);
+  const out = document.createElement('pre'); out.id = 'broken-keys'; out.textContent = JSON.stringify(broken);
+  document.body.appendChild(out);
+});</script></body>"""
+
+
+def _keys_broken_across_lines(site: Path, tmp_path: Path) -> list[str]:
+    """The config reference's key names that a browser 900 pixels wide breaks across lines (it broke
+    `engine.max_model_len` mid-word): the page as built, with a script measuring each key's lines."""
+    import json
+
+    probe = site / "reference" / "broken-keys.html"
+    probe.write_text((site / "reference" / "config.html").read_text(encoding="utf-8").replace("</body>", WRAP_PROBE, 1),
+                     encoding="utf-8")
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=900,1200",
+                          "--disable-background-networking", "--disable-component-update",
+                          f"--user-data-dir={tmp_path / 'chromium-wrap'}", "--virtual-time-budget=5000", "--dump-dom",
+                          probe.as_uri()], capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="broken-keys">(.*?)</pre>', dom.stdout)
+    assert found, dom.stdout[-2000:] + dom.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
 
 
 # -- the examples ---------------------------------------------------------------------------------

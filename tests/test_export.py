@@ -17,7 +17,7 @@ import yaml
 
 import datasets
 import litjudge
-from litjudge.engine.app.export import hub_license
+from litjudge.engine.app.export_card import hub_license
 from tests.conftest import PROJECT_ROOT
 from tests.conftest import litjudge as cli
 from tests.test_cli_probe import one_line
@@ -32,7 +32,11 @@ def judged(tmp_path):
                           columns=COLUMNS, out=tmp_path / "runs", name="exported", progress=False)
 
 
-def _same(loaded: datasets.Dataset, stored: pl.DataFrame) -> None:
+def _same(loaded: datasets.Dataset, stored: pl.DataFrame, exported: bool = False) -> None:
+    """The rows loaded back equal the run's (an export's: the judge's path made public, columns typed)."""
+    if exported:
+        from litjudge.engine.app.export import hub_typed, public_judges
+        stored = hub_typed(public_judges(stored, None))
     back = pl.from_arrow(loaded.data.table)
     assert isinstance(back, pl.DataFrame) and back.columns == stored.columns and back.height == stored.height
     key = [c for c in ("key", "judge", "question", "order", "metric", "label") if c in stored.columns]
@@ -45,14 +49,14 @@ def test_an_exported_run_loads_back_with_load_dataset(judged, tmp_path):
     r = cli("export", str(judged.run_dir), "--to", str(out))
     assert r.returncode == 0, r.stderr
     cache = str(tmp_path / "hf-cache")
-    _same(datasets.load_dataset(str(out), cache_dir=cache)["train"], judged.verdicts)      # the default config
+    _same(datasets.load_dataset(str(out), cache_dir=cache)["train"], judged.verdicts, exported=True)   # the default config
     header = yaml.safe_load((out / "README.md").read_text().split("---")[1])
     configs = [c["config_name"] for c in header["configs"]]
     assert configs[0] == "verdicts" and header["configs"][0]["default"] is True
     assert {"scores", "agreement", "binary_agreement", "points_agreement", "pairwise_agreement"} <= set(configs)
     assert "skipped" not in configs                                      # empty: a split needs rows (named in the card)
     for name in configs[1:]:
-        _same(datasets.load_dataset(str(out), name, cache_dir=cache)["train"], judged.tables[name])
+        _same(datasets.load_dataset(str(out), name, cache_dir=cache)["train"], judged.tables[name], exported=True)
     assert header["license"] == "unknown" and "rubric" in header["tags"]
     card = (out / "README.md").read_text()
     assert "`rubric` (version `1`)" in card and "HfApi().upload_folder(" in card and "`skipped`" in card
@@ -159,3 +163,108 @@ def test_only_export_s_own_marked_staging_folders_are_ever_removed(judged, tmp_p
     export(judged.run_dir, out)
     assert not stale.exists() and (other / "notes.txt").read_text() == "keep me"
     assert sorted(p.name for p in out.iterdir()) == [f"{STAGING}mine", "README.md", "data"]
+
+
+# -- a card you can publish: no absolute path of the user's disk, what ran and what it found on it ------------------
+@pytest.fixture
+def config_run(tmp_path):
+    """A pairwise run from a config file in its own folder (data and a recording beside it, named
+    relative to it, run from there), as a user runs one."""
+    from tests.test_cli_probe import cli as cli_in
+    from tests.test_cli_probe import pairs_run
+
+    cfg = pairs_run(tmp_path / "project")
+    cfg.write_text(cfg.read_text().replace(f"replay:{tmp_path / 'project' / 'answers.jsonl'}", "replay:answers.jsonl"))
+    r = cli_in("run", cfg.name, "--quiet", cwd=cfg.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return cfg.parent / "runs" / "out" / "p"
+
+
+def test_the_card_and_results_json_name_no_absolute_path(config_run, tmp_path):
+    """The card held the data file's absolute path (`/home/you/project/pairs.jsonl`) and an empty
+    source; results.json's config and dataset the same. Now data files are named relative to the
+    config's folder, the source is filled, and the card carries the headline metrics, mode and sampling."""
+    out = tmp_path / "hf"
+    r = cli("export", str(config_run), "--to", str(out))
+    assert r.returncode == 0, r.stderr
+    card = (out / "README.md").read_text()
+    results = (config_run / "results.json").read_text()
+    for text in (card, results):
+        assert str(tmp_path) not in text and "/tmp/" not in text
+    record = json.loads(results)
+    assert record["dataset"]["data"]["path"] == "pairs.jsonl" and record["config"]["judge"] == "replay:answers.jsonl"
+    assert "(`pairs.jsonl`)" in card and "- source: `the file pairs.jsonl`" in card
+    assert "## Headline metrics" in card and "`accuracy.accuracy`, pooled view `order=mean of both`" in card
+    headline = next(x for x in record["results"] if x["headline"])
+    assert f"| `{headline['view']}` (headline) | {headline['value']:.3f} |" in card
+    assert "- mode: `label`" in card and "temperature `0.0`" in card and "repeats `1`" in card
+
+
+def test_a_path_outside_the_config_folder_is_redacted_everywhere_it_is_published(judged, tmp_path):
+    """A run of `litjudge.judge` (no config file) judged by a recording at an absolute path: its path
+    is in the judge's name. The card, the exported tables' `judge` column and results.json's config and
+    dataset keep only its name; the card lists the rubric's questions and the template's sha256."""
+    out = tmp_path / "hf"
+    assert cli("export", str(judged.run_dir), "--to", str(out)).returncode == 0
+    card = (out / "README.md").read_text()
+    assert str(tmp_path) not in card and "`replay:<local path>/rec.jsonl`" in card
+    assert "(`<local path>/data.jsonl`)" in card
+    for question in QUESTIONS:
+        assert f"| `{question['id']}` | `{question.get('scale', 'binary')}` | `{question['text']}` |" in card
+    assert set(pl.read_parquet(out / "data" / "verdicts.parquet")["judge"]) == {"replay:<local path>/rec.jsonl"}
+    assert set(pl.read_parquet(out / "data" / "scores.parquet")["judge"]) == {"replay:<local path>/rec.jsonl"}
+    record = json.loads((judged.run_dir / "results.json").read_text())
+    assert str(tmp_path) not in json.dumps([record["config"], record["dataset"]])
+    assert record["dataset"]["data"]["path"] == "<local path>/data.jsonl"
+
+
+def test_redact_keeps_urls_and_relative_paths():
+    from pathlib import Path
+
+    from litjudge.engine.app.public import redact
+
+    base = Path("/home/you/project")
+    assert redact({"a": ["/home/you/project/data/x.csv", "replay:/elsewhere/rec.jsonl", "C:\\Users\\you\\d.csv"],
+                   "b": "https://huggingface.co/datasets/x/y and data/x.csv, 1/2"}, base) == {
+        "a": ["data/x.csv", "replay:<local path>/rec.jsonl", "<local path>/d.csv"],
+        "b": "https://huggingface.co/datasets/x/y and data/x.csv, 1/2"}
+
+
+def test_exported_columns_are_typed_for_the_hub(config_run, tmp_path):
+    """`distribution` was a null-typed column (the Hub's viewer and `load_dataset` take it as
+    `null`): a list of floats, and a struct of label probabilities the same list beside its labels."""
+    from litjudge.engine.app.export import hub_typed
+
+    out = tmp_path / "hf"
+    assert cli("export", str(config_run), "--to", str(out)).returncode == 0
+    features = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))["train"].features
+    assert features["distribution"].feature.dtype == "float64" and features["value"].dtype != "null"
+    assert not [name for name, f in features.items() if getattr(f, "dtype", "") == "null"]
+    frame = pl.DataFrame({"value": [None, None], "distribution": [{"A": 0.75, "B": 0.25}, None]})
+    typed = hub_typed(frame)
+    assert typed["distribution"].to_list() == [[0.75, 0.25], None]
+    assert typed["distribution_labels"].to_list() == [["A", "B"], None] and typed.schema["value"] == pl.Utf8
+    (tmp_path / "t" / "data").mkdir(parents=True)
+    typed.write_parquet(tmp_path / "t" / "data" / "train.parquet")
+    back = datasets.load_dataset(str(tmp_path / "t"), cache_dir=str(tmp_path / "cache2"))["train"]
+    assert back.features["distribution"].feature.dtype == "float64" and back[0]["distribution_labels"] == ["A", "B"]
+
+
+def test_push_to_hub_offline_is_one_line_and_keeps_the_export(config_run, tmp_path):
+    """No network (the Hub's endpoint a closed loopback port): one line naming --push-to-hub and what
+    to do, the folder written."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]                     # closed once the block ends: nothing listens there
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_TOKEN": "hf_not_a_real_token",
+           "HF_HOME": str(tmp_path / "hf-home")}
+    env.pop("HF_HUB_OFFLINE", None)
+    out = tmp_path / "hf"
+    r = subprocess.run([sys.executable, "-m", "litjudge", "export", str(config_run), "--to", str(out),
+                        "--push-to-hub", "you/ds"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    line = one_line(r, "--push-to-hub you/ds", "could not push to the Hub", "check the network")
+    assert "Traceback" not in r.stderr and len(line) < 600, line
+    assert (out / "README.md").exists() and (out / "data" / "verdicts.parquet").exists()

@@ -145,6 +145,8 @@ def test_a_csv_whose_header_repeats_a_column_or_is_empty_is_one_line(tmp_path):
     (lambda t: t.replace('pair_id = "id"', 'pair_id = "ident"'),
      "maps pair_id to column 'ident', which the data does not have (columns: id, instruction, response_a"),
     (lambda t: t.replace('pair_id = "id"', 'story = "id"'), "[dataset.columns] maps 'story', which pairs data"),
+    (lambda t: t.replace('prompt = "instruction"', 'prompt = "instructoin"'),   # "did you mean", as for a config key
+     "maps prompt to column 'instructoin', which the data does not have (did you mean 'instruction'?) (columns: id,"),
     (lambda t: t.replace('path = "prefs.csv"', 'path = "nope.csv"'), "nope.csv: the [dataset] path does not exist"),
     (lambda t: t.replace('path = "prefs.csv"', 'path = "prefs.txt"'), "cannot tell the format of prefs.txt"),
 ])

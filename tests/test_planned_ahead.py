@@ -75,3 +75,29 @@ def test_an_error_while_planning_is_raised_at_its_chunk_and_the_planner_stops():
     assert next(endless) == 0
     endless.close()                              # the planner thread is stopped, not left running
     assert not any(t.name == "litjudge-planner" and t.is_alive() for t in threading.enumerate())
+
+
+def test_the_first_eta_does_not_count_the_engine_s_start(tmp_path, capfd):
+    """The bar appeared before the engine started, so its first rate and ETA counted the start (a
+    minute of vLLM's): the engine starts first, then the bar counts the verdicts alone."""
+    import re
+    import time
+
+    from litjudge.engine.core.backend import JudgeSpec
+
+    spec = JudgeSpec("toy", "toy", "x", "toy:x", "toy")
+
+    def slow_start():
+        time.sleep(2.0)                          # an engine's start
+        return AlwaysFirst(spec)
+
+    store = Store.open(tmp_path / "store.sqlite")
+    try:
+        jr = run_judge(spec, AlwaysFirst(spec), slow_start, [("run", toy_request(i)) for i in range(8)], store,
+                       spend=Spend(), progress=True, chunk=8)
+    finally:
+        store.close()
+    assert jr.generated == 8
+    shown = re.findall(r"\[(\d\d):(\d\d)<", capfd.readouterr().err)
+    assert shown, "no progress bar"
+    assert all(int(m) * 60 + int(s) < 2 for m, s in shown), shown    # the 2 s start is in no elapsed time shown

@@ -58,7 +58,7 @@ def test_a_plugin_is_imported_only_when_used_and_names_its_distribution(group, t
     assert registry.origin("builtin") is BUILT_IN and str(BUILT_IN) == "built-in"
     assert registry.get("single").declared.name == "single" and sys.modules["toy_single"].IMPORTED
     assert registry.check_plugins() == []
-    with pytest.raises(ConfigError, match=r"unknown protocol 'singel'; did you mean 'single'\?"):
+    with pytest.raises(ConfigError, match=r"unknown protocol 'singel' \(did you mean 'single'\?\)"):
         registry.get("singel")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from litjudge import __version__
+from litjudge.engine.app.public import config_folder, redact
 from litjudge.engine.app.run import prepare
 from litjudge.engine.core.config import load_config
 from litjudge.grammars.labels import LabelSet
@@ -52,7 +53,8 @@ def test_results_json_after_a_replay_run_of_two_protocols(tmp_path):
         assert res["headline"]["metric"] == metric and res["headline"]["view"] == view
         assert res["headline"]["higher_is_better"] is True
         assert res["versions"]["litjudge"] == __version__ == manifest["litjudge"]
-        assert res["config"] == manifest["config"] and res["config"]["protocol"] == res["protocol"]["name"]
+        assert res["config"] == redact(manifest["config"], config_folder(manifest["config"]))   # no absolute path
+        assert res["config"]["protocol"] == res["protocol"]["name"] and str(tmp_path) not in json.dumps(res["config"])
         assert (res["n"], res["unparsed"], res["missing"]) == (manifest["verdicts"]["rows"], 0, 0) and res["n"] > 0
         assert res["seconds"] == manifest["seconds"] and res["created"] == manifest["created"]
         (judge,) = res["judges"]

@@ -197,6 +197,11 @@ def test_human_columns_that_are_absent_or_unreadable_are_one_line(tmp_path):
     first = rows[0]["id"]
     assert (f"options.questions[0]: column 'nope' is not in the data: item {first!r} has no such column (columns: "
             "prompt, id, story, natural_human, vivid_human, surprise_human)") in str(exc.value)
+    misspelt = [{**QUESTIONS[0], "human": "natral_human"}]            # "did you mean", as for a misspelt config key
+    with pytest.raises(ConfigError, match=r"column 'natral_human' is not in the data: item '\w+' has no such column "
+                                          r"\(did you mean 'natural_human'\?\) \(columns: "):
+        litjudge.judge(rows, protocol="rubric", judge=judge, questions=misspelt, columns=COLUMNS, out=tmp_path,
+                       progress=False)
     with pytest.raises(ConfigError) as exc:                 # a constant ("=all") is no column of the data
         litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns={**COLUMNS, "group": "=all"},
                        out=tmp_path, progress=False)
@@ -216,12 +221,20 @@ def test_the_committed_confederacy_rubric_replays_its_recording(runs_dir):
     assert result.tables["consistency"]["metric"].to_list() == ["swap_flip_rate", "first_position_win_rate"]
 
 
-def test_report_axes_show_a_zero_share_as_zero():
+def test_report_axes_show_a_zero_share_as_zero(tmp_path):
     """A judge that always answers No has a share of 0: its bar is drawn on the share's whole range
-    (it looked like an empty chart on a -0.04..0.04 axis); kappas on [-1, 1]; mean points keep theirs."""
-    from litjudge.engine.app.report.rubric_panels import _agreement_axis, _share_axis
+    (it looked like an empty chart on a -0.04..0.04 axis); kappas on [-1, 1]; mean points keep theirs,
+    in a chart of their own (0-1 shares and 1-5 means shared one axis: the shares were slivers)."""
+    from litjudge.engine.app.report.rubric_panels import _agreement_axis, score_figures
 
-    assert _share_axis(pl.DataFrame({"scale": ["binary", "pairwise"]})) == (0.0, 1.0)
-    assert _share_axis(pl.DataFrame({"scale": ["binary", "points"]})) is None
+    rows = stories()
+    scores = litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS,
+                            columns=COLUMNS, out=tmp_path / "runs", progress=False).tables["scores"]
+    assert set(scores["scale"]) == {"binary", "points", "pairwise"}
+    (shares_name, shares), (points_name, points) = score_figures(scores)
+    assert (shares_name, points_name) == ("scores", "scores_points")
+    assert [t.get_text() for t in shares.axes[0].get_xticklabels()] == ["natural", "surprise"]
+    assert shares.axes[0].get_ylim() == (0.0, 1.0)
+    assert [t.get_text() for t in points.axes[0].get_xticklabels()] == ["vivid"] and points.axes[0].get_ylim()[1] >= 3
     assert _agreement_axis(pl.DataFrame({"metric": ["kappa", "accuracy"]})) == (-1.0, 1.0)
     assert _agreement_axis(pl.DataFrame({"metric": ["accuracy"]})) == (0.0, 1.0)

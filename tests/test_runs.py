@@ -77,7 +77,7 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nlimit = "3"\n', "limit: expected int, got str '3'"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[sampling]\ntemprature = 1\n', "sampling.temprature: unknown key"),
     ('name = "x"\nprotocol = "ttcw"\n', "dataset: missing required key"),
-    ('name = "x"\nprotocol = "ttcww"\ndataset = "ttcw-demo"\n', "unknown protocol 'ttcww'; did you mean 'ttcw'?"),
+    ('name = "x"\nprotocol = "ttcww"\ndataset = "ttcw-demo"\n', "unknown protocol 'ttcww' (did you mean 'ttcw'?)"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "nope"\n', "unknown dataset 'nope'"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nmode = "vote"\n', "mode: must be one of"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\nvariant = "cot"\n', "options.variant must be one of"),

@@ -43,11 +43,13 @@ def refused(table: dict) -> str:
 
 
 def test_an_unknown_field_fails_in_one_line_before_any_model_loads(tmp_path):
+    """...naming the field meant, as a misspelt config key is ("did you mean")."""
     cfg = write_config(tmp_path / "c.toml", 'name = "c"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
                                             'template = "Story: {stroy}\\nQ: {question}"\n')
     r = cli("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}, timeout=300)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert (f"{cfg}: template: unknown field {{stroy}}; protocol 'ttcw' provides {{story}}, {{question}}, "
+    assert (f"{cfg}: template: unknown field {{stroy}} (did you mean {{story}}?); protocol 'ttcw' provides {{story}}, "
+            "{question}, "
             "{background}, {instruction}, {dimension}, {category}, {labels}") in r.stderr
     assert not (tmp_path / "runs").exists()                    # refused before a run folder, an engine, a plan
 

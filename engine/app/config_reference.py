@@ -6,7 +6,6 @@ cards, each protocol's options) by `field_docs`. One source for the docs site's 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import inspect
 import typing
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from typing import Any
 from litjudge.judges import PROTOCOLS
 
 from ..core.config import TASK_KEYS, RunConfig
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, did_you_mean
 from ..data.cards import DatasetCard
 from .ensemble import EnsembleConfig
 from .field_docs import allowed_values, default_of, describe_type, field_docs, show_default
@@ -176,8 +175,7 @@ def explain(key: str) -> list[Entry]:
     found = ([e for e in everything if e.key == key] or [e for e in everything if e.key.startswith(key + ".")]
              or [e for e in everything if e.key.endswith("." + key)])
     if not found:
-        close = difflib.get_close_matches(key, sorted({e.key for e in everything}), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else " (`litjudge config` lists every key)"
+        hint = did_you_mean(key, sorted({e.key for e in everything}), n=3) or " (`litjudge config` lists every key)"
         raise ConfigError(f"no config key {key!r}{hint}")
     return found
 

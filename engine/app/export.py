@@ -12,7 +12,13 @@ Hub and `load_dataset` take by default); `license` comes from the data card (the
 where the card names a known license, else `other` with the card's words in the body). The body
 names the judges, the protocol and its version, litjudge's version and commit, and the manifest's
 hashes (the data file's sha256, each judge's weights fingerprint and chat-template hash, your
-prompt template's sha256). Publishing it is one call, never made here:
+prompt template's sha256), the rubric's questions, the mode and sampling, and the headline metrics
+as the run's results.json gives them. It names no absolute path of the user's disk: data files
+relative to the run config's folder, any other path (a replay file, a local model's folder, also in
+the tables' `judge` column) as `<local path>/NAME` (public.py). Columns are typed for the Hub:
+`value` in its type (text where the verdicts mix kinds, as a rubric's Yes / 3 / A), `distribution`
+a list of floats beside `distribution_labels` (never a null-typed column). Publishing is one call,
+made by `export --push-to-hub REPO` (push_to_hub here) or by hand:
 
     from huggingface_hub import HfApi
     HfApi().upload_folder(folder_path="DIR", repo_id="you/NAME", repo_type="dataset")
@@ -25,26 +31,20 @@ from __future__ import annotations
 import io
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from litjudge.judges import PROTOCOLS
 
-from ..core.errors import ConfigError, StoreError
+from ..core.errors import BackendUnavailable, ConfigError, StoreError
+from .export_card import MARKER, card
 from .manifest import RunManifest
 from .outputs import file_mode, guarded, read_logged_prompts, read_manifest, read_table
-
-SPLIT = "train"
-MARKER = "<!-- written by litjudge export -->"
-# Hub license identifiers for the licenses the shipped cards name (the card's words decide nothing else)
-HUB_LICENSES = {"apache-2.0": "apache-2.0", "mit": "mit", "bsd-3-clause": "bsd-3-clause", "cc by-sa 4.0": "cc-by-sa-4.0",
-                "cc-by-sa-4.0": "cc-by-sa-4.0", "cc by 4.0": "cc-by-4.0", "cc-by-4.0": "cc-by-4.0"}
+from .public import config_folder, redact
 
 
 @dataclass(frozen=True)
@@ -115,13 +115,14 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     blocker = next((p for p in to.parents if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise ConfigError(f"{blocker} is a file, not a folder: give --to a folder's path", where=str(to))
-    every = _parts(run_dir, manifest, prompts)
+    base = _config_base(manifest, run_dir)
+    every = {name: hub_typed(public_judges(df, base)) for name, df in _parts(run_dir, manifest, prompts).items()}
     parts = {name: df for name, df in every.items() if df.height}     # a split needs rows: empty tables left out
     if not parts:
         raise ConfigError("the run has no verdicts to export", where=str(run_dir))
     made = next((p for p in (*reversed(to.parents), to) if not p.exists()), None)   # the first folder export makes
     try:
-        guarded(lambda: _write(to, parts, card(manifest, parts, run_dir, [n for n in every if n not in parts])),
+        guarded(lambda: _write(to, parts, card(manifest, parts, run_dir, [n for n in every if n not in parts], base)),
                 to, "--to")
     except BaseException:
         if made is not None:                     # what export made, and only while it is empty
@@ -134,6 +135,55 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
                     break
         raise
     return Exported(to, {name: df.height for name, df in parts.items()})
+
+
+def public_judges(df: pl.DataFrame, base: Path | None) -> pl.DataFrame:
+    """The `judge` column with its paths made public (a replay file, a local model's folder)."""
+    if "judge" not in df.columns or df.schema["judge"] != pl.Utf8 or not df.height:
+        return df
+    names = {n: redact(n, base) for n in df["judge"].unique().to_list() if n is not None}
+    return df.with_columns(pl.col("judge").replace_strict(names, default=None, return_dtype=pl.Utf8))
+
+
+def hub_typed(df: pl.DataFrame) -> pl.DataFrame:
+    """Columns the Hub reads with a type: a null-typed column takes the type it would have had
+    (`distribution` a list of floats, any other text); a struct of label probabilities becomes the
+    list of floats beside `distribution_labels` (the labels in the same order)."""
+    out = df
+    if "distribution" in out.columns:
+        dtype = out.schema["distribution"]
+        if isinstance(dtype, pl.Struct):
+            labels = [f.name for f in dtype.fields]
+            out = out.with_columns(
+                pl.when(pl.col("distribution").is_null()).then(None).otherwise(
+                    pl.concat_list([pl.col("distribution").struct.field(n).cast(pl.Float64) for n in labels])
+                ).alias("distribution"),
+                pl.when(pl.col("distribution").is_null()).then(None).otherwise(
+                    pl.lit(pl.Series([labels], dtype=pl.List(pl.Utf8)))).alias("distribution_labels"))
+        elif dtype == pl.Null:
+            out = out.with_columns(pl.col("distribution").cast(pl.List(pl.Float64)))
+    nulls = [c for c, t in out.schema.items() if t == pl.Null]
+    return out.with_columns(pl.col(c).cast(pl.Utf8) for c in nulls) if nulls else out
+
+
+def push_to_hub(folder: Path, repo: str) -> str:
+    """Upload an export to the Hub as a dataset repo (created when new); its URL. One line when the
+    Hub cannot be reached, refuses the token, or huggingface_hub is missing."""
+    try:
+        from huggingface_hub import HfApi
+    except ImportError:
+        raise BackendUnavailable("--push-to-hub needs huggingface_hub: pip install huggingface_hub") from None
+    try:
+        api = HfApi()
+        api.create_repo(repo, repo_type="dataset", exist_ok=True)
+        info = api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset",
+                                 ignore_patterns=[f"{STAGING}*"], commit_message="litjudge export")
+    except Exception as exc:  # noqa: BLE001  (the Hub's and the network's errors alike: one line, the folder kept)
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ConfigError(f"could not push to the Hub ({type(exc).__name__}: {reason}); the export is in {folder}: "
+                          "check the network and your token (`hf auth login` or HF_TOKEN), then push again",
+                          where=f"--push-to-hub {repo}") from None
+    return str(getattr(info, "commit_url", "") or f"https://huggingface.co/datasets/{repo}")
 
 
 STAGING = ".litjudge-export-"      # export's staging folders, inside the target: the prefix of their names
@@ -191,71 +241,18 @@ def _text(path: Path) -> str:
         return ""
 
 
-def hub_license(text: str) -> str:
-    """The Hub's identifier for a data card's license: a known one, `unknown` when the card says
-    nothing, else `other` (the card's own words go in the body)."""
-    if not text.strip():
-        return "unknown"
-    return HUB_LICENSES.get(text.split("(")[0].strip().lower(), "other")
-
-
-def _q(value: Any) -> str:
-    """A YAML scalar (JSON is YAML): text from a config or a card never becomes YAML structure."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _code(value: Any) -> str:
-    """Text shown in the card's Markdown as code, never as markup."""
-    return "`" + re.sub(r"[`\r\n]+", " ", str(value)) + "`"
-
-
-def card(manifest: RunManifest, parts: dict[str, pl.DataFrame], run_dir: Path, empty: list[str]) -> str:
-    """The dataset card: the YAML header the Hub reads, then what ran and how to load and publish it."""
-    raw = manifest.raw
-    data = raw.get("dataset", {}) if isinstance(raw.get("dataset"), dict) else {}
-    protocol = raw.get("protocol", {}) if isinstance(raw.get("protocol"), dict) else {}
-    license_text = str(data.get("license", ""))
-    header = ["---", f"license: {_q(hub_license(license_text))}", f"pretty_name: {_q('litjudge run ' + run_dir.name)}",
-              "tags:", "- litjudge", "- llm-as-a-judge"] + ([f"- {_q(protocol['name'])}"] if protocol.get("name") else [])
-    header.append("configs:")
-    for n, name in enumerate(parts):
-        header += [f"- config_name: {_q(name)}", "  data_files:", f"  - split: {SPLIT}",
-                   f"    path: {_q(f'data/{name}.parquet')}"] + (["  default: true"] if n == 0 else [])
-    header.append("---")
-    judges = [j for j in raw.get("judges", []) if isinstance(j, dict)]
-    name = protocol.get("name", manifest.protocol)
-    lines = [MARKER, f"# litjudge run {_code(run_dir.name)}", "",
-             f"Verdicts of {', '.join(_code(j.get('judge')) for j in judges) or 'the judges'} on the dataset "
-             f"{_code(data.get('card', manifest.dataset))} under the protocol {_code(name)} "
-             f"(version {_code(protocol.get('version', ''))}), written by litjudge {_code(raw.get('litjudge'))} "
-             f"(commit {_code(raw.get('git_commit'))}) on {_code(raw.get('created'))}.", "",
-             "## Configs", "", "| config | rows | columns |", "|---|---|---|"]
-    lines += [f"| {_code(name)} | {df.height} | {len(df.columns)} |" for name, df in parts.items()]
-    if empty:
-        lines += ["", f"Tables the run left empty (not exported: a split needs rows): {', '.join(map(_code, empty))}."]
-    lines += ["", "## Load and publish", "", "```python", "from datasets import load_dataset",
-              f"verdicts = load_dataset(\"DIR\")[{_q(SPLIT)}]          # one row per verdict",
-              f"table = load_dataset(\"DIR\", {_q(next(iter(list(parts)[1:]), 'verdicts'))})[{_q(SPLIT)}]",
-              "", "from huggingface_hub import HfApi          # publishing is this one call",
-              "HfApi().upload_folder(folder_path=\"DIR\", repo_id=\"you/NAME\", repo_type=\"dataset\")", "```", "",
-              "## Provenance (the run's manifest)", ""]
-    lines += _hashes(raw, data)
-    lines += ["", "## Data", "", f"- source: {_code(data.get('source', ''))}",
-              f"- license (from the data card): {_code(license_text or 'not stated')}"]
-    return "\n".join(header + lines) + "\n"
-
-
-def _hashes(raw: dict[str, Any], data: dict[str, Any]) -> list[str]:
-    out = []
-    identity = data.get("data", {}) if isinstance(data.get("data"), dict) else {}
-    if identity.get("sha256"):
-        out.append(f"- data file sha256: {_code(identity['sha256'])} ({_code(identity.get('path', ''))})")
-    for j in raw.get("judges", []):
-        if isinstance(j, dict):
-            out.append(f"- judge {_code(j.get('judge'))}: backend {_code(j.get('backend', ''))}, weights "
-                       f"{_code(j.get('fingerprint', j.get('sha256', 'n/a')))}, chat template "
-                       f"{_code(j.get('chat_template_hash', 'n/a'))}")
-    for key, t in (raw.get("template") or {}).items():
-        out.append(f"- prompt template {_code(key)} sha256: {_code(t.get('sha256'))}")
-    out.append("- each verdict's content key: the `key` column of `verdicts`")
-    return out
+def _config_base(manifest: RunManifest, run_dir: Path) -> Path | None:
+    """The run config's folder. A config named relative to the folder the run was started from (its
+    `source` "p.toml") is found where results.json, written then, named the data file relative to it:
+    the data file's recorded path less that name; else the source resolved from here."""
+    try:
+        public = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))["dataset"]["data"]["path"]
+        recorded = manifest.raw["dataset"]["data"]["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        public = recorded = None
+    if isinstance(public, str) and isinstance(recorded, str) and public and not public.startswith("<") \
+            and not Path(public).is_absolute() and Path(recorded).is_absolute():
+        whole, tail = Path(recorded), Path(public)
+        if whole.parts[-len(tail.parts):] == tail.parts:
+            return Path(*whole.parts[:-len(tail.parts)])
+    return config_folder(manifest.raw.get("config"))

@@ -4,7 +4,8 @@ their intervals per judge and view, the config, the versions, each judge's ident
 verdicts (unparsed, missing) and how long. The headline is the protocol's declared estimate (its
 `rank_by`, what a sweep ranks by) and the other rankable metrics of that table, every row of it (a
 view, an order, a question), the pooled one marked. docs/python-api.md ("results.json") lists the
-keys; `SCHEMA` changes when one changes meaning."""
+keys; `SCHEMA` changes when one changes meaning. Its `config` and `dataset` name no absolute path:
+data files relative to the run config's folder, any other path as `<local path>/NAME` (public.py)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from litjudge.judges.base import Protocol
 from litjudge.judges.contract import Declaration
 
 from .outputs import write_text
+from .public import config_folder, redact
 
 SCHEMA = "litjudge.results/1"
 # What of a judge's manifest entry identifies it (the rest is the plan's and the engine's figures).
@@ -47,7 +49,8 @@ def results(protocol: Protocol, options: Any, tables: Mapping[str, pl.DataFrame]
     total = manifest.get("verdicts", {})
     return {
         **_head("run", manifest), "task": manifest.get("task"),
-        "protocol": manifest.get("protocol"), "dataset": manifest.get("dataset"),
+        "protocol": manifest.get("protocol"),
+        "dataset": redact(manifest.get("dataset"), config_folder(manifest.get("config"))),
         "headline": ({"metric": f"{rank.table}.{rank.metric}", "view": pooled,
                       "higher_is_better": protocol.declared.direction(rank.table, rank.metric),
                       **({} if rows else {"note": f"this run has no {rank.table} table (data without human labels?): "
@@ -112,11 +115,14 @@ def _tail(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {"versions": {k: v for k, v in {"litjudge": manifest.get("litjudge"), "vllm": manifest.get("vllm"),
                                            "python": machine.get("python"), "torch": machine.get("torch"),
                                            "git_commit": manifest.get("git_commit")}.items() if v},
-            "config": manifest.get("config")}
+            "config": redact(manifest.get("config"), config_folder(manifest.get("config")))}
 
 
 def _identities(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{k: entry[k] for k in IDENTITY if entry.get(k) not in (None, "")} for entry in manifest.get("judges", [])]
+    """Each judge's identity; its `source` (a local file or folder) as public.py names it."""
+    base = config_folder(manifest.get("config"))
+    return [{k: redact(entry[k], base) if k == "source" else entry[k] for k in IDENTITY if entry.get(k) not in (None, "")}
+            for entry in manifest.get("judges", [])]
 
 
 def _records(frame: pl.DataFrame) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ Also `reparse`: the stored raw outputs re-parsed and the tables rebuilt, no mode
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import shutil
 import time
@@ -24,7 +23,7 @@ from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.config import RunConfig
 from ..core.console import log_to
-from ..core.errors import ConfigError, LitjudgeError
+from ..core.errors import ConfigError, LitjudgeError, did_you_mean
 from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
 from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
@@ -84,8 +83,7 @@ def prepare(config: RunConfig) -> PreparedRun:
     card = dataset_card(config.dataset, config.source, config.protocol)
     if not kinds_of(card):
         known = sorted({n.split(".", 1)[0] for n in LOADERS.names()})
-        close = difflib.get_close_matches(card.loader, known, n=1)
-        raise ConfigError(f"unknown loader {card.loader!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        raise ConfigError(f"unknown loader {card.loader!r}{did_you_mean(card.loader, known)}"
                           + f"; loaders: {', '.join(known)}", where=config.source, key="dataset.loader")
     reads = protocol.reads(options)
     if reads not in kinds_of(card):

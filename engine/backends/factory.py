@@ -3,13 +3,12 @@ its registry entry declares, or the config's `backend`), resolved once into a `J
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.util
 from typing import Any
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import ClusterConfig, EngineConfig, RunConfig
-from ..core.errors import BackendUnavailable, ConfigError
+from ..core.errors import BackendUnavailable, ConfigError, did_you_mean
 from .registry import BACKENDS, PLAIN
 
 
@@ -17,10 +16,8 @@ def backend_of(name: str, config: RunConfig) -> str:
     """The backend of judge `name`: the one whose prefix it carries, else the config's `backend`
     (checked even when every judge carries a prefix: a typo there must not pass unnoticed)."""
     if config.backend not in BACKENDS or (config.backend not in PLAIN and not BACKENDS.meta(config.backend).get("prefix")):
-        close = difflib.get_close_matches(config.backend, PLAIN, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(f"unknown backend {config.backend!r}{hint}; plain judge names run on {' or '.join(PLAIN)}; "
-                          f"others by prefix: {', '.join(prefixes())}",
+        raise ConfigError(f"unknown backend {config.backend!r}{did_you_mean(config.backend, PLAIN)}; plain judge names "
+                          f"run on {' or '.join(PLAIN)}; others by prefix: {', '.join(prefixes())}",
                           where=config.source or "config", key="backend")
     for entry in BACKENDS.names():
         prefix = BACKENDS.meta(entry).get("prefix")
@@ -31,8 +28,7 @@ def backend_of(name: str, config: RunConfig) -> str:
             prefix = BACKENDS.meta(config.backend).get("prefix")
             raise ConfigError(f"backend {config.backend!r} serves judges named {prefix}NAME; judge {name!r} has no "
                               f"such prefix", where=config.source or "config", key="judge")
-        close = difflib.get_close_matches(config.backend, PLAIN, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(config.backend, PLAIN)
         raise ConfigError(f"unknown backend {config.backend!r}{hint}; plain judge names run on {' or '.join(PLAIN)}; "
                           f"others by prefix: {', '.join(prefixes())}",
                           where=config.source or "config", key="backend")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 from .paths import configs_dir, data_root
 from .sampling import Sampling, SamplingConfig  # noqa: F401  (Sampling re-exported: every config table from one module)
 from .schema import FieldError, build
@@ -264,8 +263,7 @@ def check_engine_judges(engine: EngineConfig, judges: list[str], where: str) -> 
     """`[engine.judges."NAME"]` must name a judge of the run: a typo would leave its settings unused."""
     for name in engine.judges:
         if name not in judges:
-            close = difflib.get_close_matches(name, judges, n=1)
-            raise ConfigError("names no judge of this run" + (f" (did you mean {close[0]!r}?)" if close else "")
+            raise ConfigError(f"names no judge of this run{did_you_mean(name, judges)}"
                               + f"; the judges are {', '.join(dict.fromkeys(judges))}", where=where,
                               key=f"engine.judges.{name}")
 

@@ -2,14 +2,25 @@
 (see `engine.app.cli`): what is wrong, where (file, line, key), and the fix."""
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from litjudge.grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
 
 from . import envs
+
+
+def did_you_mean(name: object, known: Iterable[object], n: int = 1, prefix: str = "",
+                 form: Callable[[str], str] = repr) -> str:
+    """" (did you mean 'x'?)" naming the closest of `known` to a misspelt `name` (up to `n`, each
+    with `prefix`, e.g. a table's "engine.", written by `form`), or "" when none is close: the one
+    wording of every unknown name's hint (config keys, loaders, backends, columns, template fields)."""
+    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=n)
+    return f" (did you mean {', '.join(form(prefix + c) for c in close)}?)" if close else ""
 
 
 class LitjudgeError(Exception):

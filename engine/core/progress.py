@@ -49,7 +49,7 @@ class RunProgress:
 
     def __init__(self, total: int, label: str, enabled: bool = True):
         self.stats = Throughput()
-        self.start = time.perf_counter()
+        self.start = self.shown = time.perf_counter()
         self.label, self.enabled = label, enabled
         self.bar: console_tqdm | None = None
         if total:
@@ -59,6 +59,7 @@ class RunProgress:
         if not self.enabled or n <= 0:
             return
         if self.bar is None:
+            self.shown = time.perf_counter()            # the rates count from here: not the planning before it
             self.bar = bar_class()(total=n, desc=self.label, unit="req", dynamic_ncols=True, file=terminal(),
                                    mininterval=0.5, disable=False)
         else:
@@ -69,7 +70,7 @@ class RunProgress:
         self.stats.add(g)
         if self.bar is None:
             return
-        dt = max(time.perf_counter() - self.start, 1e-9)
+        dt = max(time.perf_counter() - self.shown, 1e-9)
         self.bar.set_postfix_str(f"{self.stats.requests / dt:.2f} req/s, {self.stats.prompt_tokens / dt:,.0f} "
                                  f"prompt tok/s, cache hit {100 * self.stats.cache_hit_rate:.0f}%"
                                  + (f"; {note}" if note else ""), refresh=False)

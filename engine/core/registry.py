@@ -11,7 +11,6 @@ registry is listed (`check_plugins`), and every other entry works.
 """
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import inspect
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-from .errors import ConfigError, ContractError, LitjudgeError, PluginError, PluginInterrupted
+from .errors import ConfigError, ContractError, LitjudgeError, PluginError, PluginInterrupted, did_you_mean
 
 T = TypeVar("T")
 
@@ -125,9 +124,8 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if not self._known(name):
-            close = difflib.get_close_matches(name, self.names(), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown {self.kind} {name!r}{hint} (known: {', '.join(self.names())})")
+            raise ConfigError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())} "
+                              f"(known: {', '.join(self.names())})")
         if name in self._broken:
             raise PluginError(self._broken[name])
         entry = self._entries[name]

@@ -213,8 +213,9 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
             todo = tally.copy_from_cache([p for p in part.unique if p.key not in done], store, writer)
             tally.stage["store_plan"] += time.perf_counter() - t
             if todo:
+                backend = attached()            # the engine starts before the bar: its start is no part of the first ETA
                 bar.grow(len(todo))
-                _generate(spec, attached(), todo, store, writer, bar, on_result, tally)
+                _generate(spec, backend, todo, store, writer, bar, on_result, tally)
         reasked = reask(spec, plan_with, attached, tally.listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
     except KeyboardInterrupt:

@@ -4,12 +4,11 @@ check of the dataclass (`FieldError`) names its own field under the table's pref
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 
 
 class FieldError(ValueError):
@@ -93,8 +92,7 @@ def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extr
     unknown = [k for k in table if k not in names]
     if unknown:
         k = unknown[0]
-        close = difflib.get_close_matches(k, names, n=1)
-        hint = f" (did you mean {prefix + close[0]!r}?)" if close else f" (known: {', '.join(names)})"
+        hint = did_you_mean(k, names, prefix=prefix) or f" (known: {', '.join(names)})"
         raise ConfigError(f"unknown key{hint}", where=where, key=prefix + k)
     kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
     required = [f.name for f in dataclasses.fields(cls)

@@ -24,12 +24,11 @@ its row: the line for JSONL and CSV (the header is line 1), the row number for P
 from __future__ import annotations
 
 import csv
-import difflib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import DataError
+from ..core.errors import DataError, did_you_mean
 from .cards import DatasetCard
 from .items import ITEM_FIELDS
 from .pairs import PAIR_FIELDS
@@ -141,8 +140,7 @@ def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str,
             hint = (f": the map goes from litjudge's field to your column, the other way round from a rename "
                     f"({target} = {name!r})")
         else:
-            close = difflib.get_close_matches(name, fields, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(name, fields)
         verb = "maps" if section == "columns" else "renames values of"
         raise DataError(f"[dataset.{section}] {verb} {name!r}, which {kind} data does not have{hint} "
                         f"(fields: {', '.join(fields)})", path=str(location))
@@ -150,8 +148,9 @@ def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str,
         absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in first]
         if absent:
             field, column = absent[0]
-            raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have "
-                            f"(columns: {', '.join(map(str, first))[:300]})", path=str(location))
+            raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have"
+                            f"{did_you_mean(column, first)} (columns: {', '.join(map(str, first))[:300]})",
+                            path=str(location))
 
 
 def check_first(card: DatasetCard, kind: str, location: Path, first: dict[str, Any] | None = None) -> None:

@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--to", required=True, metavar="DIR", help="the folder to write (new, empty, or an earlier export)")
     ex.add_argument("--prompts", action="store_true", help="also each verdict's prompt as sent (the judged texts: "
                                                            "check the data card's license before publishing)")
+    ex.add_argument("--push-to-hub", metavar="REPO", help="then upload the folder to the Hugging Face Hub as the "
+                                                          "dataset REPO (you/NAME; created if new; your token: "
+                                                          "`hf auth login` or HF_TOKEN)")
     ex.set_defaults(fn=lazy(".export_commands:cmd_export"))
     cmp_ = sub.add_parser("compare", help="the report's panels side by side across runs (judges, prompt variants)")
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN")

@@ -1,9 +1,10 @@
-"""`litjudge export RUN --to DIR`: a finished run as a Hub-ready Hugging Face dataset folder."""
+"""`litjudge export RUN --to DIR [--push-to-hub REPO]`: a finished run as a Hub-ready Hugging Face
+dataset folder, uploaded when asked."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..export import export
+from ..export import export, push_to_hub
 
 
 def cmd_export(args) -> int:
@@ -11,6 +12,8 @@ def cmd_export(args) -> int:
     rows = ", ".join(f"{name} ({n} rows)" for name, n in done.configs.items())
     print(f"Exported {args.run_dir} -> {args.to}: {rows}")                  # the folders as written
     print(f"  load: datasets.load_dataset({str(done.folder)!r})  (a table: load_dataset(DIR, NAME))")
-    print("  publish: huggingface_hub.HfApi().upload_folder(folder_path=DIR, repo_id=\"you/NAME\", "
-          "repo_type=\"dataset\")")
+    if getattr(args, "push_to_hub", None):
+        print(f"  pushed to the Hub: {push_to_hub(done.folder, args.push_to_hub)}")
+    else:
+        print(f"  publish: litjudge export {args.run_dir} --to {args.to} --push-to-hub you/NAME")
     return 0

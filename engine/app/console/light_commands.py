@@ -22,6 +22,7 @@ from ...data.fetch import fetch, presence
 from ...data.loaders import LOADERS
 from ..manifest import KEY_ENV_NOTE
 from ..outputs import read_manifest
+from .columns import aligned
 
 
 def warn_plugins(*registries: Registry) -> None:
@@ -36,30 +37,29 @@ def cmd_protocols(args) -> int:
     """Every protocol (version, the kind of data it reads, its verdict modes) and every dataset loader
     (the kinds of data it gives), each with where it came from."""
     warn_plugins(PROTOCOLS, LOADERS)
-    print(f"{'protocol':18s} {'version':8s} {'reads':7s} {'modes':37s} from")
+    rows = []
     for name in PROTOCOLS.names():
         declared = PROTOCOLS.get(name).declared
-        print(f"{name:18s} {declared.version:8s} {declared.reads:7s} {', '.join(declared.modes):37s} "
-              f"{PROTOCOLS.origin(name)}")
+        rows.append([name, declared.version, declared.reads, ", ".join(declared.modes), PROTOCOLS.origin(name)])
+    print("\n".join(aligned(["protocol", "version", "reads", "modes", "from"], rows)))
     kinds: dict[tuple[str, str], list[str]] = {}
     for name in LOADERS.names():
         loader, _, kind = name.partition(".")
         kinds.setdefault((loader, str(LOADERS.origin(name))), []).append(kind)
-    print(f"\n{'dataset loader':18s} {'gives':41s} from")
-    for (loader, origin), given in sorted(kinds.items()):
-        print(f"{loader:18s} {', '.join(given):41s} {origin}")
+    loaders = [[loader, ", ".join(given), origin] for (loader, origin), given in sorted(kinds.items())]
+    print("\n" + "\n".join(aligned(["dataset loader", "gives", "from"], loaders)))
     return 0
 
 
 def backend_lines() -> list[str]:
     """Each backend, how a judge selects it, and where it came from."""
-    lines = [f"{'backend':18s} {'judges it runs':35s} from"]
+    rows = []
     for name in BACKENDS.names():
         prefix = BACKENDS.meta(name).get("prefix")
         how = (f"{prefix}NAME" if prefix else "NAME (the default)" if name == PLAIN[0]
                else f'NAME with backend = "{name}"' if name in PLAIN else "(used by the others)")
-        lines.append(f"{name:18s} {how:35s} {BACKENDS.origin(name)}")
-    return lines
+        rows.append([name, how, BACKENDS.origin(name)])
+    return aligned(["backend", "judges it runs", "from"], rows)
 
 
 def cmd_judges(args) -> int:
@@ -67,13 +67,14 @@ def cmd_judges(args) -> int:
     if unknown:
         raise ConfigError(f"unknown judge alias {unknown[0]!r} (aliases: {', '.join(ALIASES)}); a model folder or hub "
                           "id needs no preparing")
+    rows = []
     for name, m in ALIASES.items():
         if args.names and name not in args.names:
             continue
-        line = f"{name:14s} {m.hf_name:40s} {m.architecture:8s} {'chat' if m.chat else 'base'}  {m.license}"
-        if args.prepare:
-            line += f"  {resolve_judge(name).path}"
-        print(line)
+        rows.append([name, m.hf_name, m.architecture, "chat" if m.chat else "base", m.license,
+                     *([resolve_judge(name).path] if args.prepare else [])])
+    header = ["judge", "model", "architecture", "kind", "license", *(["prepared in"] if args.prepare else [])]
+    print("\n".join(aligned(header, rows)))
     if not args.names:                     # the whole listing: the backends too, plugins' included
         warn_plugins(BACKENDS)
         print("\n" + "\n".join(backend_lines()))

@@ -17,8 +17,7 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          f"point) over the answered verdicts; a share's {rate_interval('texts or pairs')}; a mean point's, "
                          "the cluster bootstrap's. Unparsed verdicts are counted, not scored.",
                          [("scores", scores), ("label_distribution", t.get("label_distribution", pl.DataFrame()))],
-                         [("scores", _grouped_bars(scores, "question", "mean_score", "Mean score per question",
-                                                   "mean score", "ci_low", "ci_high", _share_axis(scores)))]))
+                         score_figures(scores)))
     agreement = t.get("agreement")
     if agreement is not None and agreement.height:
         detail = [(name, t[name]) for name in ("binary_agreement", "points_agreement", "pairwise_agreement")
@@ -43,10 +42,23 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     return out
 
 
-def _share_axis(scores: pl.DataFrame) -> tuple[float, float] | None:
-    """Shares (binary, pairwise questions) on their whole range, so a 0 is seen as a 0, not as an
-    empty chart around it; mean points keep the scale's own axis."""
-    return (0.0, 1.0) if set(scores["scale"].to_list()) <= {"binary", "pairwise"} else None
+SHARES = ("binary", "pairwise")          # scales whose score is a share, on [0, 1]
+
+
+def score_figures(scores: pl.DataFrame) -> list[tuple[str, object]]:
+    """One chart per kind of score: shares (binary, pairwise questions) on [0, 1], mean points on
+    the points' own axis. On one axis a share of 0.4 beside a mean point of 3.2 was a sliver."""
+    shares = scores.filter(pl.col("scale").is_in(SHARES))
+    points = scores.filter(~pl.col("scale").is_in(SHARES))
+    out: list[tuple[str, object]] = []
+    if shares.height:
+        out.append(("scores", _grouped_bars(shares, "question", "mean_score", "Share of the positive answer per question",
+                                            "share", "ci_low", "ci_high", (0.0, 1.0))))
+    if points.height:
+        out.append(("scores_points" if shares.height else "scores",
+                    _grouped_bars(points, "question", "mean_score", "Mean point per question", "mean point",
+                                  "ci_low", "ci_high", None)))
+    return out
 
 
 def _agreement_axis(agreement: pl.DataFrame) -> tuple[float, float]:
