@@ -25,6 +25,7 @@ from litjudge.engine.backends.local import models
 from litjudge.engine.backends.local.gguf_flags import departures, give_flags, read_metadata, tokenizer_flags
 from litjudge.engine.backends.local.models import ALIASES, CONVERSION, MARKER, conversion_of, folder_checksum, resolve_judge
 from litjudge.engine.backends.local.render import PromptRenderer
+from litjudge.engine.core.console import shown
 from litjudge.engine.core.paths import model_cache_dir
 from litjudge.engine.core.requests import Message
 from tests.test_registry_chunks import fake_model
@@ -178,18 +179,20 @@ def older(tmp_path, monkeypatch):
 def test_an_older_conversion_its_gguf_agrees_with_is_kept_and_stamped(older, capsys):
     make, converted = older
     folder, checksum = make(add_bos_token=False)               # SmolLM2's tokenizer adds nothing, as the GGUF says
-    judge = resolve_judge("fake-qwen")
-    assert judge.fingerprint == f"sha256:{checksum}" and converted == []          # the same judge, the same keys
-    assert json.loads((folder / MARKER).read_text())["conversion"] == CONVERSION
-    err = capsys.readouterr().err
-    assert f"judge fake-qwen: conversion 1 -> {CONVERSION} changes nothing for it" in err
-    assert resolve_judge("fake-qwen") == judge and capsys.readouterr().err == ""  # said once
+    with shown():                                              # litjudge's notes on the terminal, as the console shows them
+        judge = resolve_judge("fake-qwen")
+        assert judge.fingerprint == f"sha256:{checksum}" and converted == []          # the same judge, the same keys
+        assert json.loads((folder / MARKER).read_text())["conversion"] == CONVERSION
+        err = capsys.readouterr().err
+        assert f"judge fake-qwen: conversion 1 -> {CONVERSION} changes nothing for it" in err
+        assert resolve_judge("fake-qwen") == judge and capsys.readouterr().err == ""  # said once
 
 
 def test_an_older_conversion_its_gguf_disagrees_with_is_prepared_again(older, capsys):
     make, converted = older
     folder, checksum = make(add_bos_token=True)                # the GGUF asks for a BOS the tokenizer never added
-    judge = resolve_judge("fake-qwen")
+    with shown():
+        judge = resolve_judge("fake-qwen")
     assert converted == ["fake-qwen"] and judge.fingerprint != f"sha256:{checksum}"
     assert json.loads((folder / "config.json").read_text()) == {"new": True}
     assert conversion_of(folder) == CONVERSION

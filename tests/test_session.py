@@ -135,10 +135,10 @@ def test_a_session_is_the_invocations_settings():
 NOTEBOOK = """
 import io, logging, sys, warnings
 from pathlib import Path
-from litjudge.engine.core.console import quiet, say
+from litjudge.engine.core.console import quiet, say, shown
 cell = sys.stderr = io.StringIO()              # a notebook's stderr: a stream that is not fd 2
 log = Path(sys.argv[1])
-with quiet(log, stream=cell):
+with quiet(log, stream=cell), shown():         # as litjudge.judge(progress=True) does
     warnings.warn("a third-party warning")
     logging.getLogger("lib").addHandler(logging.StreamHandler(sys.stderr))
     logging.getLogger("lib").warning("a library log line")

@@ -192,7 +192,7 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
              else "give this call another name= (or out=)")
     if _same(old, new):
-        if new.limit is not None and (old.limit is None or new.limit < old.limit):
+        if new.limit is not None and old.kind != "generation" and (old.limit is None or new.limit < old.limit):
             raise ConfigError(f"holds a finished run of {'every item' if old.limit is None else f'the first {old.limit}'}"
                               f", and limit {new.limit} would rewrite its tables to the first {new.limit}: to write the "
                               f"limited run elsewhere, {other}; or {switch} to replace its tables (its stored verdicts "
