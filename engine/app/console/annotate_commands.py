@@ -7,6 +7,7 @@ from ...core.console import terminal
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
 from ..annotate.serve import Annotation, Options, export_labels, import_labels, open_queue, settings
+from ..annotate.simulate import run_simulation
 from .signals import Terminated
 
 
@@ -45,7 +46,6 @@ def cmd_annotate(args) -> int:
 def simulate(run: Path, options: Options, args) -> int:
     """`--simulate COLUMN`: the three designs answered from the run's human column (no store is
     opened, no label written)."""
-    from ..annotate.simulate import run_simulation
 
     budget, floor, seed = settings(run, options)
     queue = build_queue(run, budget, floor=floor, seed=seed)
