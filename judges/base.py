@@ -215,13 +215,13 @@ class Protocol(Named, ABC):
         if config.mode not in self.declared.modes:
             modes = " | ".join(self.declared.modes)
             raise ConfigError(f"protocol {self.name!r} aggregates mode {modes}, not {config.mode!r}",
-                              where=where, key="mode")
+                              where=where, parameter="mode")
         if policy.kind not in self.declared.missing:
             raise ConfigError(f"protocol {self.name!r} supports missing = {' | '.join(self._policy_forms(options))}, "
-                              f"got {config.missing!r}", where=where, key="missing")
+                              f"got {config.missing!r}", where=where, parameter="missing")
         if policy.kind == "label" and policy.label not in self.missing_labels(options):
             raise ConfigError(f"{policy.label!r} is not a verdict label of protocol {self.name!r} "
-                              f"(labels: {', '.join(self.missing_labels(options))})", where=where, key="missing")
+                              f"(labels: {', '.join(self.missing_labels(options))})", where=where, parameter="missing")
         self.templates(config, options)
         return options
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.schema import check_choices
 from litjudge.engine.data.items import ItemSet, sample_per_category, select_groups
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
@@ -35,7 +37,7 @@ DEFAULT_TEMPLATE = ("Categorise the {kind} below as {labels}, from best to worst
 class ClassificationOptions:
     labels: tuple[str, ...] = ("Good", "Medium", "Bad")     # best first
     category_map: dict[str, str] = field(default_factory=dict)   # dataset category -> label ({}: identical)
-    template: str = "paper"                            # "paper" (Sawicki et al.) or "default"
+    template: Literal["paper", "default"] = "paper"    # "paper" (Sawicki et al.) or "default"
     item_kind: str = "poem"                            # what the prompt calls the item
     groups: tuple[str, ...] = ()       # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0                              # items per category per group (0: all)
@@ -43,13 +45,12 @@ class ClassificationOptions:
     analysis_tokens: int = 256                         # analyze mode: bound on the free analysis
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if len(self.labels) < 2 or len(set(self.labels)) != len(self.labels):
             raise ValueError(f"options.labels needs at least 2 distinct labels, got {list(self.labels)}")
         bad = [v for v in self.category_map.values() if v not in self.labels]
         if bad:
             raise ValueError(f"options.category_map maps to {bad}, which are not in options.labels {list(self.labels)}")
-        if self.template not in ("paper", "default"):
-            raise ValueError(f"options.template must be 'paper' or 'default', got {self.template!r}")
 
 
 class Classification(Protocol):
@@ -115,7 +116,7 @@ class Classification(Protocol):
                 continue
             if truth not in opts.labels:
                 raise ConfigError(f"item {item.item_id}: category {item.category!r} maps to no label in "
-                                  f"{list(opts.labels)} (set options.category_map)", key="options.category_map")
+                                  f"{list(opts.labels)} (set options.category_map)", parameter="options.category_map")
             own = template_of(ctx.config)
             asked = own.render({"text": item.text.strip(), "labels": ", ".join(f'"{lab}"' for lab in opts.labels),
                                 "kind": opts.item_kind, "group": group}) if own else \

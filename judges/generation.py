@@ -65,7 +65,7 @@ class AUTGeneration(GenerationProtocol):
             for level in cfg.levels:
                 if level not in prompts:
                     raise ConfigError(f"no AUT prompt for level {level!r} (known: common, creative, highly_creative)",
-                                      key="generate.levels")
+                                      parameter="generate.levels")
                 first = (prompts[level].replace("[an object]", self.phrase(obj, cfg))
                          .replace("[this object]", "this object")
                          .replace("list of 5", f"list of {cfg.uses}").replace("5 words", f"{cfg.max_words} words"))

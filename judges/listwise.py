@@ -25,12 +25,14 @@ import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.schema import check_choices
 from litjudge.engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
 from litjudge.grammars.listwise import position_scores
 
@@ -42,7 +44,8 @@ from .metrics.reliability import within_strata_permutation_p
 from .permutation import permutation_tables
 from .templates import TemplateFields, template_of
 
-DESIGNS = ("comprehensive", "segmented", "subsets")
+Design = Literal["comprehensive", "segmented", "subsets"]
+DESIGNS = get_args(Design)
 SCORES = {"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "order": pl.Int64, "repeat": pl.Int64,
           "n_items": pl.Int64, "item_id": pl.Utf8, "score": pl.Float64, "position": pl.Float64, "shown_at": pl.Int64}
 RANKABLE = ("spearman_category", "spearman_human")
@@ -56,7 +59,7 @@ class ListwiseOptions:
     criterion: str = "creativity"      # a paper criterion, "aut" (the AUT scoring prompt), or your own text
     item_kind: str = "items"           # what the prompt calls the items ("poems", "alternative uses", ...)
     item_one: str = ""                 # one of them ("poem", "story"); "": from item_kind (stories -> story)
-    design: str = "comprehensive"      # comprehensive | segmented | subsets: how the pool is cut into lists
+    design: Design = "comprehensive"   # how the pool is cut into lists
     groups: tuple[str, ...] = ()       # which groups (objects, story sets), in this order; empty: all
     per_category: int = 0              # pool: this many items per category per group (0: the whole group)
     segments: int = 5                  # segmented: each (source, category) cell spread over this many lists
@@ -71,8 +74,7 @@ class ListwiseOptions:
     orders: int = 1
 
     def __post_init__(self) -> None:
-        if self.design not in DESIGNS:
-            raise ValueError(f"options.design must be one of {list(DESIGNS)}, got {self.design!r}")
+        check_choices(self)
         if not 2 <= self.subset_size <= self.max_items:
             raise ValueError(f"options.subset_size must be in [2, {self.max_items}], got {self.subset_size}")
         if self.subsets < 1 or self.per_category < 0:
@@ -180,10 +182,10 @@ class ListwiseRanking(Protocol):
                 raise ConfigError(f"group {group!r} of {ctx.dataset_path}: list {k + 1} holds {len(listed)} item(s), "
                                   "and a ranking needs at least 2 (the group has too few items for this design: "
                                   "more per_category, fewer segments, a larger subset_size, or another group)",
-                                  key="options.design")
+                                  parameter="options.design")
             if len(listed) > opts.max_items:
                 raise ConfigError(f"group {group!r}: a list of {len(listed)} items exceeds options.max_items "
-                                  f"({opts.max_items}); use per_category or another design", key="options.design")
+                                  f"({opts.max_items}); use per_category or another design", parameter="options.design")
             codes = _codes(len(listed), rng)
             verdict = grammars.Listwise(tuple(codes))
             ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))

@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import polars as pl
 
@@ -28,6 +29,7 @@ from litjudge.engine.core.config import MissingPolicy
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.core.requests import Message
+from litjudge.engine.core.schema import check_choices
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
@@ -46,7 +48,9 @@ FEATURE_COLUMNS = ("words_a", "words_b", *(f"{k}_{side}" for k in STYLE for side
 # which text is longer in words (None when equal): the longer-text bias is measured against it
 LONGER = (pl.when(pl.col("words_a") > pl.col("words_b")).then(pl.lit("a"))
           .when(pl.col("words_b") > pl.col("words_a")).then(pl.lit("b")).otherwise(None))
-LITBENCH = ("writerly_criteria", "minimal", "reddit_minimal", "reddit_verbose", "reddit_verbose_permuted")
+# "default", or a LitBench template
+Template = Literal["default", "writerly_criteria", "minimal", "reddit_minimal", "reddit_verbose", "reddit_verbose_permuted"]
+LITBENCH = get_args(Template)[1:]
 DEFAULT_TEMPLATE = ("You are comparing two creative writing responses (A and B) to the same writing prompt. "
                     "Decide which one is the better piece of writing: more original, engaging, vivid and "
                     "well crafted.")
@@ -54,18 +58,15 @@ DEFAULT_TEMPLATE = ("You are comparing two creative writing responses (A and B) 
 
 @dataclass(frozen=True)
 class PairwiseOptions:
-    template: str = "default"            # "default" or a LitBench template name
+    template: Template = "default"       # "default" or a LitBench template name
     tie: bool = False                    # allow a "tie" verdict
-    tie_rule: str = "inconsistent"       # combined verdict: "inconsistent" or "probability" (distribution mode)
+    tie_rule: Literal["inconsistent", "probability"] = "inconsistent"   # combined verdict (distribution mode)
     analysis_tokens: int = 256           # analyze mode: bound on the free analysis
     resamples: int = RESAMPLES                # bootstrap resamples for the calibration interval
     style_control: bool = False          # length control also holds markdown headers, lists and bold equal
 
     def __post_init__(self) -> None:
-        if self.template not in ("default", *LITBENCH):
-            raise ValueError(f"options.template must be 'default' or one of {list(LITBENCH)}, got {self.template!r}")
-        if self.tie_rule not in ("inconsistent", "probability"):
-            raise ValueError(f"options.tie_rule must be 'inconsistent' or 'probability', got {self.tie_rule!r}")
+        check_choices(self)
 
 
 class Pairwise(Protocol):
@@ -162,7 +163,7 @@ class Pairwise(Protocol):
     def reward_decisions(self, table: pl.DataFrame, policy: MissingPolicy) -> pl.DataFrame:
         """Per pair: the two texts' rewards -> the pick (higher wins) and P(a) = sigmoid(r_a - r_b)."""
         if policy.kind == "label":
-            raise ConfigError("a reward model gives no labels: use missing = \"drop\" or \"wrong\"", key="missing")
+            raise ConfigError("a reward model gives no labels: use missing = \"drop\" or \"wrong\"", parameter="missing")
         scores = table.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64)).alias("r"))
         index = ["judge", "pair_id", "human", *[c for c in FEATURE_COLUMNS if c in table.columns]]
         wide = (scores.pivot(on="side", index=index, values="r", aggregate_function="first")

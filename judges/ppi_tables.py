@@ -45,12 +45,12 @@ def check_ppi(ppi: PPIConfig, declared: Declaration, where: str) -> None:
         return
     if "ppi" not in declared.tables:
         raise ConfigError(f"protocol {declared.name!r} has no human quantity for prediction-powered estimates "
-                          "(the ttcw protocol has): remove [ppi]", where=where, key="ppi")
+                          "(the ttcw protocol has): remove [ppi]", where=where, parameter="ppi")
     flags = [name for name, kind in declared.fields.items() if kind is bool]
     if ppi.column and ppi.column not in flags:
         raise ConfigError(f"{ppi.column!r} is no boolean field of protocol {declared.name!r}'s items "
                           f"(boolean fields: {', '.join(flags) or 'none'}); use a share or \"all\"",
-                          where=where, key="ppi.labelled")
+                          where=where, parameter="ppi.labelled")
 
 
 def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> list[str]:

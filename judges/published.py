@@ -54,7 +54,7 @@ def baselines() -> dict[str, Baseline]:
 def published(name: str) -> Baseline:
     known = baselines()
     if name not in known:
-        raise ConfigError(f"no published baseline {name!r} (known: {', '.join(known)})", key="--published")
+        raise ConfigError(f"no published baseline {name!r} (known: {', '.join(known)})", parameter="--published")
     return known[name]
 
 

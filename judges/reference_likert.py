@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.paths import paper_prompt
+from litjudge.engine.core.schema import check_choices
 from litjudge.engine.data.reference import GroupStory, StoryGroup
 from litjudge.grammars import VerdictLanguage
 
@@ -49,7 +50,7 @@ _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly bette
 
 @dataclass(frozen=True)
 class ReferenceLikertOptions:
-    points: int = 5                                   # the Likert scale: 3, 5 or 7 points
+    points: Literal[3, 5, 7] = 5                      # the Likert scale's points
     cutoff: int = -2                                  # the reported pass rule
     cutoffs: tuple[int, ...] = (-4, -3, -2, -1, 0, 1, 2, 3, 4)   # the sweep, from stored verdicts
     tests: tuple[int, ...] = ()                       # TTCW test ids; empty = all 14
@@ -58,8 +59,7 @@ class ReferenceLikertOptions:
     marker: str = "Therefore:"                        # analyze mode, as in the paper's example output
 
     def __post_init__(self) -> None:
-        if self.points not in (3, 5, 7):
-            raise ValueError(f"options.points must be 3, 5 or 7, got {self.points}")
+        check_choices(self)
 
 
 def paper_template(points: int) -> str:

@@ -74,17 +74,17 @@ def parse(text: str, source: str, where: str, key: str) -> Template:
     try:
         parts = list(string.Formatter().parse(text))
     except ValueError as exc:
-        raise ConfigError(f"the template has an unmatched brace ({exc}); {ESCAPE}", where=where, key=key) from None
+        raise ConfigError(f"the template has an unmatched brace ({exc}); {ESCAPE}", where=where, parameter=key) from None
     pieces = []
     for literal, name, spec, conversion in parts:
         if name is not None and (not name.isidentifier() or spec or conversion):
             shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
             raise ConfigError(f"{shown} is not a field: a field is a plain name in braces, e.g. {{story}}; {ESCAPE}",
-                              where=where, key=key)
+                              where=where, parameter=key)
         pieces.append((literal, name))
     if not any(name for _, name in pieces):
         raise ConfigError("the template names no field, so every ask would be the same prompt: name the texts "
-                          "judged, e.g. {story} or {text}", where=where, key=key)
+                          "judged, e.g. {story} or {text}", where=where, parameter=key)
     return Template(source, text, tuple(pieces))
 
 
@@ -102,7 +102,7 @@ def read(spec: str, base: Path, where: str, key: str) -> Template:
         stat = path.stat()
     except OSError:
         raise ConfigError(f"template file {str(path)!r} not found (an inline template names a field in braces, "
-                          "e.g. {story})", where=where, key=key) from None
+                          "e.g. {story})", where=where, parameter=key) from None
     return _read_file(str(path.resolve()), stat.st_mtime_ns, stat.st_size, where, key)
 
 
@@ -113,7 +113,7 @@ def _read_file(path: str, mtime: int, size: int, where: str, key: str) -> Templa
         text = Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"template file {path!r} cannot be read as UTF-8 text ({exc.__class__.__name__})",
-                          where=where, key=key) from None
+                          where=where, parameter=key) from None
     return parse(text, path, where, key)
 
 
@@ -133,15 +133,15 @@ def template_of(config: Any) -> Template | None:
 def checked(template: Template, fields: TemplateFields | None, protocol: str, where: str, key: str) -> Template:
     """`template`, if every field it names is one the protocol provides and it names every required one."""
     if fields is None:
-        raise ConfigError(f"protocol {protocol!r} takes no prompt template of yours", where=where, key=key)
+        raise ConfigError(f"protocol {protocol!r} takes no prompt template of yours", where=where, parameter=key)
     unknown = [f for f in template.fields if f not in fields.provided]
     if unknown:
         close = did_you_mean(unknown[0], fields.provided, form=lambda f: "{" + f + "}")   # as a template writes it
         raise ConfigError(f"unknown field {{{unknown[0]}}}{close}; protocol {protocol!r} provides "
-                          f"{fields.listed()} ({ESCAPE})", where=where, key=key)
+                          f"{fields.listed()} ({ESCAPE})", where=where, parameter=key)
     missing = [f for f in fields.required if f not in template.fields]
     if missing:
         raise ConfigError(f"the template leaves out {{{missing[0]}}}, which tells one ask from another; protocol "
                           f"{protocol!r} provides {fields.listed()} and needs "
-                          + ", ".join("{" + f + "}" for f in fields.required), where=where, key=key)
+                          + ", ".join("{" + f + "}" for f in fields.required), where=where, parameter=key)
     return template

@@ -18,12 +18,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
+from typing import Literal, get_args
 
 import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.config import MissingPolicy
 from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.schema import check_choices
 from litjudge.engine.core.settings import PPIConfig
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.ttcw import TTCWData, item_id
@@ -45,7 +47,8 @@ from .ppi_tables import labelled_clusters, ppi_table
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 from .templates import TemplateFields, template_of
 
-VARIANTS = ("default", "upstream", "analyze")
+Variant = Literal["default", "upstream", "analyze"]
+VARIANTS = get_args(Variant)
 AGREEMENT = ("kappa", "balanced_accuracy")
 CORRELATION = ("pearson", "spearman")
 CALIBRATION = ("ece", "squared_calibration_error", "brier")
@@ -83,7 +86,7 @@ def prompt(story: str, test, variant: str, template: str | None) -> str:
 
 @dataclass(frozen=True)
 class TTCWOptions:
-    variant: str = "default"              # the prompt: default, upstream (the dataset's), analyze (the paper's)
+    variant: Variant = "default"          # the prompt: default, upstream (the dataset's), analyze (the paper's)
     tests: tuple[int, ...] = ()           # empty: all 14
     threshold: float = 0.5                # distribution mode: pass when P(Yes) >= threshold
     story_cutoff: float = 0.5             # a story "passes" when it passes this share of its tests
@@ -91,8 +94,7 @@ class TTCWOptions:
     include_unjudgeable: bool = False     # replay only: also the New Yorker items (no text)
 
     def __post_init__(self) -> None:
-        if self.variant not in VARIANTS:
-            raise ValueError(f"options.variant must be one of {list(VARIANTS)}, got {self.variant!r}")
+        check_choices(self)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"options.threshold must be in [0, 1], got {self.threshold}")
         if not 0.0 <= self.story_cutoff <= 1.0:
@@ -177,10 +179,10 @@ class TTCW(Protocol):
         data = self.load(ctx)
         if opts.variant == "upstream" and data.upstream_template is None:
             raise ConfigError(f"variant 'upstream' needs prompt_with_background.txt in {ctx.dataset_path}",
-                              key="options.variant")
+                              parameter="options.variant")
         if opts.include_unjudgeable and not ctx.replay:
             raise ConfigError("include_unjudgeable needs recorded responses (a replay judge): "
-                              "New Yorker stories have no text", key="options.include_unjudgeable")
+                              "New Yorker stories have no text", parameter="options.include_unjudgeable")
         tests = [data.test(i) for i in opts.tests] if opts.tests else data.tests
         template = data.upstream_template if opts.variant == "upstream" else None
         out: list = []

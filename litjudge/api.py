@@ -40,7 +40,7 @@ from litjudge.engine.data.table import check_first
 from litjudge.judges import PROTOCOLS
 
 from . import rows as data_rows
-from .python_terms import in_python_terms, plain_table
+from .python_terms import plain_table
 from .result import LitjudgeWarning, Result
 
 JUDGE_WHERE = "litjudge.judge()"
@@ -90,7 +90,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         twice = sorted(set(given) & set(moved))
         if twice:
             raise ConfigError(f"{twice[0]!r} is given twice: as a keyword and in options=", where=JUDGE_WHERE,
-                              key=f"options.{twice[0]}")
+                              parameter=f"options.{twice[0]}")
         options = {**given, **moved}
     session = Session.current(out=out, cache=cache, progress=progress)
     table = _judge_table(protocol, judge, columns, values, options, mode, name, config, category_order)
@@ -138,19 +138,20 @@ def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: An
             table[key] = plain_table(value, key)
     if "dataset" in table:
         raise ConfigError("give the rows as `data` (judge() builds the dataset from them)", where=JUDGE_WHERE,
-                          key="dataset")
+                          parameter="dataset")
     if not valid_name(table["name"]):
-        raise ConfigError(f"use letters, digits, '-' and '_' only, got {table['name']!r}", where=JUDGE_WHERE, key="name")
+        raise ConfigError(f"use letters, digits, '-' and '_' only, got {table['name']!r}", where=JUDGE_WHERE,
+                          parameter="name", value=table["name"])
     if columns is not None and not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
         raise ConfigError('expected a dict of field -> your column name, e.g. columns={"text_a": "story_1"}',
-                          where=JUDGE_WHERE, key="columns")
+                          where=JUDGE_WHERE, parameter="columns")
     if values is not None and not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
         raise ConfigError('expected a dict of field -> {your value: litjudge\'s}, e.g. values={"label": {"first": "a"}}',
-                          where=JUDGE_WHERE, key="values")
+                          where=JUDGE_WHERE, parameter="values")
     if category_order is not None and (isinstance(category_order, str) or not all(
             isinstance(c, str) for c in category_order)):
         raise ConfigError('expected a list of your category names, worst first, e.g. category_order=["low", "high"]',
-                          where=JUDGE_WHERE, key="category_order")
+                          where=JUDGE_WHERE, parameter="category_order")
     table["dataset"] = {"name": "python", "title": "your data (litjudge.judge)", "loader": "table", "root": "card",
                         **({"category_order": list(category_order)} if category_order is not None else {}),
                         "columns": {str(k): v for k, v in (columns or {}).items()},
@@ -183,7 +184,7 @@ def _read_of(lines: bytes) -> DataRead:
 
 def _your_rows(exc: DataError) -> DataError:
     """A bad row of RUN/input/data.jsonl named as your data's row (line n is row n)."""
-    return DataError(f"row {exc.row}: {exc.message}" if exc.row else exc.message, path=data_rows.WHERE)
+    return DataError((f"row {exc.row}: ", *exc.parts) if exc.row else exc.parts, path=data_rows.WHERE)
 
 
 def _option_keywords(protocol: str, config: dict[str, Any]) -> dict[str, Any]:
@@ -281,10 +282,10 @@ def _errors() -> Iterator[None]:
     except GrammarError as exc:
         raise ConfigError(str(exc)) from None
     except LitjudgeError as exc:
-        translated = in_python_terms(exc)
-        if translated is exc:
+        said = exc.in_python()
+        if said is exc:
             raise
-        raise translated from None
+        raise said from None
     except OSError as exc:
         raise fault(exc, exc.filename or "a file") from None
 

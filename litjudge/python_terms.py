@@ -1,18 +1,12 @@
-"""The Python API speaks Python: typed config objects taken as the tables they stand for, and the
-engine's one-line errors (worded for a config file: `[dataset.columns]`, `[dataset.values.label]`,
-`'RIGHT' = "a"`) said in the arguments a caller wrote (`columns=`, `values={"label": {"RIGHT": "a"}}`).
-The console keeps the file's words; only the Python surface translates, here, in one place."""
+"""The Python API speaks Python: typed config objects taken as the tables they stand for. (Its
+errors name the arguments a caller wrote, `columns=` and `values={"label": {"RIGHT": "a"}}`, from the
+settings each error carries: `engine.core.errors.Setting`, `WordedError.in_python`.)"""
 from __future__ import annotations
 
-import ast
 import dataclasses
-import json
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-from litjudge.engine.core.errors import ConfigError, DataError, LitjudgeError
 
 
 def plain_table(value: Any, key: str) -> Any:
@@ -35,43 +29,3 @@ def plain_table(value: Any, key: str) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
-
-
-def _python_string(text: str) -> str:
-    """'RIGHT' (a repr) or "a" as a JSON string: "RIGHT"."""
-    try:
-        return json.dumps(ast.literal_eval(text), ensure_ascii=False)
-    except (ValueError, SyntaxError):
-        return json.dumps(text.strip("'\""))
-
-
-Replacement = str | Callable[[re.Match[str]], str]
-TERMS: tuple[tuple[re.Pattern[str], Replacement], ...] = (
-    (re.compile(r"\[dataset\.values\.(\w+)\] renames your values \(e\.g\. ('(?:[^'\\]|\\.)*'|\"[^\"]*\") = \"([^\"]*)\"\)"),
-     lambda m: f'values={{"{m[1]}": {{{_python_string(m[2])}: "{m[3]}"}}}} renames your values'),
-    (re.compile(r"\[dataset\.values\.(\w+)\] renames"), r'values["\1"] renames'),
-    (re.compile(r"the other way round from a rename \((\w+) = ('(?:[^'\\]|\\.)*')\)"),
-     lambda m: f"the other way round from pandas' rename (columns={{\"{m[1]}\": {_python_string(m[2])}}})"),
-    (re.compile(r"\[dataset\.columns\]"), "columns"),
-    (re.compile(r"\[dataset\.values\]"), "values"),
-    (re.compile(r" \[dataset\]"), ""),
-    (re.compile(r"\bdataset\.(columns|values)\b"), r"\1"),
-)
-
-
-def python_words(text: str) -> str:
-    for pattern, replacement in TERMS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
-def in_python_terms(exc: LitjudgeError) -> LitjudgeError:
-    """The same error, said in the Python API's terms (the exception itself when nothing changes)."""
-    if python_words(str(exc)) == str(exc):
-        return exc
-    if isinstance(exc, ConfigError):
-        return ConfigError(python_words(exc.message), where=exc.where and python_words(exc.where),
-                           key=exc.key and python_words(exc.key))
-    if isinstance(exc, DataError):
-        return DataError(python_words(exc.message), path=exc.path, row=exc.row)
-    return type(exc)(python_words(str(exc)))

@@ -238,7 +238,7 @@ def test_bad_protocol_options_fail_with_one_line(tmp_path):
     cfg = write_config(tmp_path / "bad.toml", 'name = "x"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
                                               '[options]\ndesign = "tournament"\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
-    assert r.returncode == 2 and "options.design must be one of" in r.stderr
+    assert r.returncode == 2 and "options.design: must be one of" in r.stderr
     cfg = write_config(tmp_path / "bad2.toml", 'name = "x"\nprotocol = "pairwise"\ndataset = "rated-items-generic"\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 2 and ("protocol 'pairwise' reads pairs data, and dataset 'rated-items-generic' (loader "

@@ -94,7 +94,7 @@ BAD = [  # (how the CSV is broken, the one line expected)
      "prefs.csv:3: missing field 'text_a' (column 'response_a')"),
     (lambda rows: rows[:2] + [("p3", "Write", "a", "b", "maybe")],
      "prefs.csv:4: field 'label' (column 'winner') must be one of ['a', 'b', 'tie'] (any case), got 'maybe'; "
-     "[dataset.values.label] renames your values (e.g. 'maybe' = \"a\") ([dataset.values.label] renames "
+     "rename your values, e.g. [dataset.values.label] maybe = \"a\" ([dataset.values.label] renames "
      "'model_a', 'model_b')"),
     (lambda rows: rows + [("p1", "Again", "a", "b", "model_a")], "prefs.csv:5:"),
 ]

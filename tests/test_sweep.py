@@ -22,7 +22,7 @@ HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n
 @pytest.mark.parametrize("body, message", [
     ('[matrix]\ntemperature = [0.0, 1.0]\n', "matrix.temperature: not a matrix axis"),
     ('[matrix]\n"options.variant" = []\n', "matrix.options.variant: expected a non-empty list"),
-    ('[matrix]\n"options.variant" = ["upstream", "cot"]\n', "options.variant must be one of"),
+    ('[matrix]\n"options.variant" = ["upstream", "cot"]\n', "options.variant: must be one of"),
     ('[sweep.post]\n"options.variant" = ["upstream"]\n', "sweep.post.options.variant: not an aggregate-only option"),
     ('[matrix]\n"options.threshold" = [0.2]\n[sweep.post]\n"options.threshold" = [0.5]\n',
      "matrix.options.threshold: needs no inference"),

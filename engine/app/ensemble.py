@@ -84,7 +84,7 @@ def check_ensemble(name: str, cascade: list[str] | None, jury: list[str] | None,
     """Every setting of an ensemble checked before anything runs or is written."""
     if not valid_name(name):
         raise ConfigError(f"an ensemble's name is one folder under the outputs: letters, digits, '-' and '_' only, "
-                          f"got {name!r}", where=where or None, key="name" if where else None)
+                          f"got {name!r}", where=where or None, parameter="name" if where else None)
     if cascade is None and jury is None:
         raise ConfigError("an ensemble needs a cascade (--cascade JUDGE,JUDGE... / [cascade]) and/or a jury "
                           "(--jury [JUDGE,...] / [jury])", where=where or None)
@@ -169,7 +169,7 @@ def load_ensemble(path: str | Path, table: dict[str, Any] | None = None) -> Ense
         unknown = [j for j in (options.judges if options else []) if j not in judges]
         if unknown:                                # said before any member runs, not after
             raise ConfigError(f"names {unknown[0]!r}, not a judge of the member runs (judges: {', '.join(judges)})",
-                              where=where, key=f"{section}.judges")
+                              where=where, parameter=f"{section}.judges")
     return cfg
 
 
@@ -185,8 +185,8 @@ def member_config(cfg: EnsembleConfig, member: dict[str, Any], limit: int | None
     try:
         return load_config(path, **overrides)
     except ConfigError as exc:                    # then an error is the override's
-        if exc.where == str(config_path(path)) and (exc.key or "").split(".")[0] in overrides:
-            raise ConfigError(exc.message, where=where, key=exc.key) from None
+        if exc.where == str(config_path(path)) and (exc.parameter or "").split(".")[0] in overrides:
+            raise ConfigError(exc.parts, where=where, parameter=exc.parameter, value=exc.value) from None
         raise
 
 

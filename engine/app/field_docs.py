@@ -3,7 +3,7 @@ reference built from it cannot drift: its doc is the comment written beside the 
 dataclass (the trailing comment with the comment lines continuing it, else the comment block just
 above it), its type and default come from the dataclass, and its allowed values are the
 validator's own words (the field is given a value out of any range and the one-line refusal it
-gets is what the reference prints)."""
+gets is what the reference prints), or, for a `Literal` field, the values of its type."""
 from __future__ import annotations
 
 import ast
@@ -18,7 +18,7 @@ import types
 import typing
 from typing import Any
 
-from ..core.schema import FieldError
+from ..core.schema import FieldError, choices
 
 # A value no range admits, per scalar type: the validator's refusal of it states the range.
 PROBES: dict[type, Any] = {int: -(10**9), float: float("nan"), str: "\x00"}
@@ -76,6 +76,8 @@ def describe_type(annotation: Any) -> str:
     """A field's type as a TOML user reads it: `int`, `str or a list of str`, `table`."""
     if dataclasses.is_dataclass(annotation):
         return "table"
+    if choices(annotation):
+        return describe_type(type(choices(annotation)[0]))
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(describe_type(a) for a in typing.get_args(annotation) if a is not type(None))
@@ -131,6 +133,9 @@ def _range_words(message: str, name: str) -> str:
 def allowed_values(cls: type, name: str, required: dict[str, Any]) -> str:
     """What the validator admits for field `name` of `cls`, in its own words ("" when it admits any
     value of the field's type). `required`: values for the fields the class cannot be built without."""
+    allowed = choices(typing.get_type_hints(cls)[name])
+    if allowed:
+        return f"one of {list(allowed)}"
     probe = PROBES.get(_scalar(typing.get_type_hints(cls)[name]) or object)
     if probe is None:
         return ""

@@ -84,12 +84,12 @@ def prepare(config: RunConfig) -> PreparedRun:
     if not kinds_of(card):
         known = sorted({n.split(".", 1)[0] for n in LOADERS.names()})
         raise ConfigError(f"unknown loader {card.loader!r}{did_you_mean(card.loader, known)}"
-                          + f"; loaders: {', '.join(known)}", where=config.source, key="dataset.loader")
+                          + f"; loaders: {', '.join(known)}", where=config.source, parameter="dataset.loader")
     reads = protocol.reads(options)
     if reads not in kinds_of(card):
         raise ConfigError(f"protocol {config.protocol!r} reads {reads} data, and dataset {card.name!r} "
                           f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}"
-                          + protocol.reads_hint(options, tuple(kinds_of(card))), where=config.source, key="dataset")
+                          + protocol.reads_hint(options, tuple(kinds_of(card))), where=config.source, parameter="dataset")
     specs = tuple(registry.resolve(name, config) for name in config.judges)
     return PreparedRun(config, protocol, options, card, specs)
 
@@ -254,7 +254,7 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
                 yield run_id(config, name, spec.name), r
 
     jr = run_judge(spec, registry.planner(spec), lambda: registry.create(spec, config.cluster), requests(),
-                   state.store, spend=state.spend, truncation=config.truncation,  # type: ignore[arg-type]
+                   state.store, spend=state.spend, truncation=config.truncation,
                    reasks=config.reasks, progress=state.progress, on_result=state.on_result,
                    live=state.live.get(spec.name), cache=None if spec.capabilities.recorded else state.cache, apart=True,
                    on_stop=state.judge_runs.append)       # interrupted: the history keeps its figures so far

@@ -123,14 +123,14 @@ def _read_table(path: Path, table: dict[str, Any] | None, data: str | None) -> d
 def _matrix(matrix: Any, overrides: dict[str, Any], where: str) -> dict[str, list]:
     """`[matrix]` checked axis by axis; a command-line override pins its axis to one value."""
     if not isinstance(matrix, dict):
-        raise ConfigError("expected a table", where=where, key="matrix")
+        raise ConfigError("expected a table", where=where, parameter="matrix")
     for axis, values in matrix.items():
         head = axis.split(".", 1)[0]
         if not (axis in MATRIX_TOP or (head in MATRIX_TABLES and "." in axis)):
             raise ConfigError(f"not a matrix axis (use {', '.join(MATRIX_TOP)}, options.NAME or sampling.NAME)",
-                              where=where, key=f"matrix.{axis}")
+                              where=where, parameter=f"matrix.{axis}")
         if not isinstance(values, list) or not values:
-            raise ConfigError("expected a non-empty list of values", where=where, key=f"matrix.{axis}")
+            raise ConfigError("expected a non-empty list of values", where=where, parameter=f"matrix.{axis}")
     return {axis: [overrides[axis]] if overrides.get(axis) is not None else values for axis, values in matrix.items()}
 
 
@@ -140,12 +140,12 @@ def _check_post(post: dict[str, Any], matrix: dict[str, list], protocol: Any, ba
         if not axis.startswith("options.") or axis.removeprefix("options.") not in protocol.declared.post_options:
             raise ConfigError(f"not an aggregate-only option of protocol {base.protocol!r} "
                               f"(those are: {', '.join('options.' + o for o in protocol.declared.post_options) or 'none'})",
-                              where=where, key=f"sweep.post.{axis}")
+                              where=where, parameter=f"sweep.post.{axis}")
         if not isinstance(values, list) or not values:
-            raise ConfigError("expected a non-empty list of values", where=where, key=f"sweep.post.{axis}")
+            raise ConfigError("expected a non-empty list of values", where=where, parameter=f"sweep.post.{axis}")
         if axis in matrix:
             raise ConfigError("needs no inference: list it under [sweep.post], not [matrix]", where=where,
-                              key=f"matrix.{axis}")
+                              parameter=f"matrix.{axis}")
 
 
 def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any], protocol: Any, where: str) -> list[Cell]:
@@ -166,7 +166,7 @@ def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any],
         cells.append(Cell("_".join(_slug(v) for v in combo) or "all", config, values))
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
-        raise ConfigError("two cells get the same id; make the matrix values distinct", where=where, key="matrix")
+        raise ConfigError("two cells get the same id; make the matrix values distinct", where=where, parameter="matrix")
     return cells
 
 
@@ -182,7 +182,7 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
     apply_overrides(table, overrides)
     matrix = _matrix(raw_matrix, overrides, where)
     if not isinstance(raw_spec, dict):
-        raise ConfigError("expected a table", where=where, key="sweep")
+        raise ConfigError("expected a table", where=where, parameter="sweep")
     spec = build(SweepSpec, raw_spec, where, prefix="sweep.")
     base = build(RunConfig, copy.deepcopy(table), where, source=where)
     check_engine_judges(base.engine, named + base.judges + [j for v in matrix.get("judge", [])
@@ -190,12 +190,12 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
     if base.tasks and not base.generate.enabled:   # several tasks: planned task by task (not a sweep)
         if matrix or raw_spec:
             raise ConfigError("a config with [[tasks]] cannot also be a sweep ([matrix] / [sweep])", where=where,
-                              key="matrix" if matrix else "sweep")
+                              parameter="matrix" if matrix else "sweep")
         return Sweep(base.name, where, base, [Cell(name, cfg, {"task": name}) for name, cfg in base.task_configs()])
     if base.generate.enabled:
         raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
                           "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,
-                          key="generate")
+                          parameter="generate")
     protocol = PROTOCOLS.get(base.protocol)()
     _check_post(spec.post, matrix, protocol, base, where)
     rank_by = spec.rank_by or protocol.declared.rank_by
@@ -208,5 +208,5 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
             except ValueError as e:
                 raise ValueError(f"{e} (cell {cell.values})" if len(cells) > 1 else str(e)) from None
     except ValueError as e:
-        raise ConfigError(str(e), where=where, key="sweep.rank_by") from None
+        raise ConfigError(str(e), where=where, parameter="sweep.rank_by") from None
     return Sweep(base.name, where, base, cells, dict(spec.post), rank_by, spec.bootstrap)

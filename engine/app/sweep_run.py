@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import polars as pl
 
@@ -32,7 +32,7 @@ from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.console import log_to, say
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
-from ..core.planner import StreamPlanner, Truncation, common_prefix, fewer_collections
+from ..core.planner import StreamPlanner, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
@@ -117,7 +117,7 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
         for w in work(sweep, prepared_cells(sweep)):
             config = w.cells[0][0].config
             planner = registry.planner(w.spec)
-            stream = StreamPlanner(planner, cast(Truncation, config.truncation))   # RunConfig checks it
+            stream = StreamPlanner(planner, config.truncation)
             sample: list = []
             stored = left_prefill = 0
             prev: Sequence[int] = ()
@@ -193,7 +193,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
             recorded = w.spec.capabilities.recorded
             judge_runs.append(run_judge(w.spec, registry.planner(w.spec), start,
                                         w.requests(), store, spend=session.spend,
-                                        truncation=config.truncation,  # type: ignore[arg-type]
+                                        truncation=config.truncation,
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache,
                                         apart=True))
         metrics, ranked = evaluate(sweep, protocol, cells, store)

@@ -91,7 +91,7 @@ class ApiBackend(Backend):
         url, model = provider.parse(name.removeprefix(prefix), name)
         if config.api.batch and not provider.batch_limit:
             raise ConfigError(f"api.batch: the {provider.title} API has no provider batches (judge {name!r}); leave "
-                              "api.batch out for it", key="api.batch")
+                              "api.batch out for it", parameter="api.batch")
         base_url = config.api.base_url or url or None
         return JudgeSpec(name, cls.name, model, f"api:{provider.name}:{base_url or 'default'}:{model}",
                          f"api-{provider.name}", True, config.engine, config.api,

@@ -32,7 +32,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.console import say
 from ..core.errors import BackendUnavailable
@@ -42,6 +42,9 @@ from ..core.store import BatchRecord, Store
 from .prices import cost
 from .providers import Provider
 from .registry import BACKENDS
+
+if TYPE_CHECKING:                      # api.py imports this module
+    from .api import ApiBackend
 
 CANCEL_TIMEOUT_S = 60.0
 
@@ -221,7 +224,7 @@ def provider_for(fingerprint: str, key_env: str = "") -> Provider:
     """The provider of the judge that owns a batch, its key from the run's `[api] key_env` (or the
     provider's own variable)."""
     name, url, _ = judge_of(fingerprint)
-    provider: type[Provider] = BACKENDS.get(name).provider       # the API backend of that provider
+    provider = cast("type[ApiBackend]", BACKENDS.get(name)).provider   # a batch's judge is an API backend's
     key_env = key_env or provider.key_env
     key = os.environ.get(key_env)
     if not key:

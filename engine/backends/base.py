@@ -74,7 +74,7 @@ def context_window(spec: JudgeSpec) -> int:
     own = model_max_len(spec.target)
     if spec.engine.max_model_len and spec.engine.max_model_len > own:
         raise ConfigError(f"max_model_len {spec.engine.max_model_len} is longer than judge {spec.name!r}'s own context "
-                          f"({own} tokens: its config's max_position_embeddings)", key="engine.max_model_len")
+                          f"({own} tokens: its config's max_position_embeddings)", parameter="engine.max_model_len")
     return spec.engine.max_model_len or min(own, 8192)
 
 

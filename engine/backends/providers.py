@@ -78,7 +78,7 @@ class Provider(ABC):
     def parse(cls, rest: str, name: str) -> tuple[str, str]:
         """(base URL or "", model) from a judge name after its `NAME:` prefix."""
         if not rest:
-            raise ConfigError(f"expected {cls.name}:MODEL, got {name!r}", key="judge")
+            raise ConfigError(f"expected {cls.name}:MODEL, got {name!r}", parameter="judge")
         return "", rest
 
     # -- online -----------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ class Provider(ABC):
     # -- provider batches (batch_limit > 0) -------------------------------------------------------
     def submit(self, requests: list[tuple[str, dict[str, Any]]], local_id: str) -> str:
         """Submit (custom id, body) requests as one batch tagged with our `local_id`; its batch id."""
-        raise ConfigError(f"the {self.title} API has no provider batches", key="api.batch")
+        raise ConfigError(f"the {self.title} API has no provider batches", parameter="api.batch")
 
     def adopt(self, local_id: str, size: int, created: float, known: set[str]) -> str | None:
         """The batch a crashed submission made (our `local_id`, `size` requests, recorded at

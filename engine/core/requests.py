@@ -20,10 +20,10 @@ import orjson
 
 from litjudge.grammars.language import VerdictLanguage
 
-from .config import MODES, Sampling
+from .config import Mode, Sampling
+from .schema import check_choices
 
 KEY_VERSION = 1
-Mode = Literal["label", "analyze", "distribution", "reward"]
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ class JudgeRequest:
     attempt: int = 0           # re-ask index for answers that failed the parser (listwise)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        check_choices(self)
         last = self.messages[-1].role if self.messages else None
         if self.mode == "reward":
             if last != "assistant":

@@ -1,9 +1,11 @@
 """Typed tables: a TOML table becomes a frozen dataclass, or fails with one line naming the file
-and the full key. Unknown keys get "did you mean"; wrong types name what was expected; a range
-check of the dataclass (`FieldError`) names its own field under the table's prefix."""
+and the full key. Unknown keys get "did you mean"; wrong types name what was expected; a `Literal`
+field takes only its values (read from the type: no check of its own); a range check of the
+dataclass (`FieldError`) names its own field under the table's prefix."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any
@@ -12,11 +14,40 @@ from .errors import ConfigError, did_you_mean
 
 
 class FieldError(ValueError):
-    """A value out of its range, raised by a config type's checks; `build` names the full key."""
+    """A value out of its range, raised by a config type's checks; `build` names the full key. Met
+    by Python code building the dataclass itself, it names the field (and the class, when known)."""
 
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(message)
+    def __init__(self, field: str, message: str, owner: str = ""):
+        self.field, self.message, self.owner = field, message, owner
+        super().__init__(f"{owner}({field}=...): {message}" if owner else f"{field}: {message}")
+
+
+def choices(annotation: Any) -> tuple[Any, ...]:
+    """The values a `Literal[...]` type allows (() for any other type): the one closed set the
+    loader, a table built in Python (`check_choices`) and the configuration reference all read."""
+    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+
+
+def refusal(value: Any, allowed: tuple[Any, ...]) -> str:
+    """"" when `value` is one of `allowed` (of its type too: 5.0 is no 5, True no 1), else why not."""
+    if any(type(value) is type(a) and value == a for a in allowed):
+        return ""
+    return f"must be one of {list(allowed)}, got {value!r}{did_you_mean(value, allowed)}"
+
+
+@functools.cache
+def _choice_fields(cls: Any) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, choices(hints[f.name])) for f in dataclasses.fields(cls) if choices(hints[f.name]))
+
+
+def check_choices(table: Any) -> None:
+    """Every `Literal` field of dataclass instance `table` holds one of its values: a table built in
+    Python (`EngineConfig(dtype=...)`) is held to the sets the loader reads (first of its checks)."""
+    for name, allowed in _choice_fields(table.__class__):
+        wrong = refusal(getattr(table, name), allowed)
+        if wrong:
+            raise FieldError(name, wrong, owner=type(table).__name__)
 
 
 def finite(x: float) -> bool:
@@ -31,6 +62,8 @@ def check_field(ok: bool, field: str, message: str) -> None:
 
 def _describe(annotation: Any) -> str:
     """A type as a TOML user reads it: `int`, `str or a list of str` (TOML has no null)."""
+    if choices(annotation):
+        return f"one of {list(choices(annotation))}"
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in typing.get_args(annotation) if a is not type(None))
     if typing.get_origin(annotation) in (list, tuple):
@@ -49,7 +82,7 @@ def _check_union(value: Any, annotation: Any, where: str, key: str) -> Any:
             return _check_type(value, arg, where, key)
         except ConfigError:
             continue
-    raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, key=key)
+    raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, parameter=key)
 
 
 def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
@@ -60,28 +93,33 @@ def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
         return float(value)
     if origin in (typing.Union, types.UnionType):
         return _check_union(value, annotation, where, key)
+    if choices(annotation):
+        wrong = refusal(value, choices(annotation))
+        if wrong:
+            raise ConfigError(wrong, where=where, parameter=key, value=value)
+        return value
     if origin in (list, tuple):
         if not isinstance(value, list):
-            raise ConfigError(f"expected a list, got {type(value).__name__} {value!r}", where=where, key=key)
+            raise ConfigError(f"expected a list, got {type(value).__name__} {value!r}", where=where, parameter=key)
         (inner, *_) = typing.get_args(annotation) or (Any,)
         items = [_check_type(v, inner, where, f"{key}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
+            raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, parameter=key)
         return value
     if annotation is type(None):
         if value is not None:
-            raise ConfigError("expected nothing", where=where, key=key)
+            raise ConfigError("expected nothing", where=where, parameter=key)
         return value
     if isinstance(annotation, type):
         if dataclasses.is_dataclass(annotation):
             if not isinstance(value, dict):
-                raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, key=key)
+                raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, parameter=key)
             return build(annotation, value, where, prefix=f"{key}.")
         if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
             raise ConfigError(f"expected {annotation.__name__}, got {type(value).__name__} {value!r}",
-                              where=where, key=key)
+                              where=where, parameter=key)
     return value
 
 
@@ -93,16 +131,16 @@ def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extr
     if unknown:
         k = unknown[0]
         hint = did_you_mean(k, names, prefix=prefix) or f" (known: {', '.join(names)})"
-        raise ConfigError(f"unknown key{hint}", where=where, key=prefix + k)
+        raise ConfigError(f"unknown key{hint}", where=where, parameter=prefix + k)
     kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
     required = [f.name for f in dataclasses.fields(cls)
                 if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                 and f.name not in kwargs and f.name not in extra]
     if required:
-        raise ConfigError("missing required key", where=where, key=prefix + required[0])
+        raise ConfigError("missing required key", where=where, parameter=prefix + required[0])
     try:
         return cls(**kwargs, **extra)
     except FieldError as exc:
-        raise ConfigError(str(exc), where=where, key=prefix + exc.field) from None
+        raise ConfigError(exc.message, where=where, parameter=prefix + exc.field) from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc), where=where, key=prefix.rstrip(".") or None) from None
+        raise ConfigError(str(exc), where=where, parameter=prefix.rstrip(".") or None) from None

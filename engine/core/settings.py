@@ -6,8 +6,10 @@ config itself and imports these)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .sampling import Sampling
+from .schema import check_choices
 from .schema import check_field as _check
 from .schema import finite as _finite
 
@@ -26,7 +28,7 @@ class ApiConfig:
     price_out_per_mtok: float = 0.0 # USD per million completion tokens (for the estimate)
     key_env: str = ""               # "": OPENAI_API_KEY or ANTHROPIC_API_KEY
     base_url: str = ""              # override the provider's endpoint (proxies, local test servers)
-    structured: str = "auto"        # auto | vllm | json_schema | none (openai backends)
+    structured: Literal["auto", "vllm", "json_schema", "none"] = "auto"   # openai backends: how answers are constrained
     # Provider batches (OpenAI Batch API, Anthropic Message Batches): about half the price, results
     # within 24 hours; submitted batches are recorded in the run's store, so a re-run polls them.
     batch: bool = False
@@ -34,8 +36,7 @@ class ApiConfig:
     batch_max_requests: int = 0     # requests per batch (0: the provider's limit)
 
     def __post_init__(self) -> None:
-        _check(self.structured in ("auto", "vllm", "json_schema", "none"), "structured",
-               f"must be auto, vllm, json_schema or none, got {self.structured!r}")
+        check_choices(self)
         _check(self.concurrency >= 1, "concurrency", f"must be >= 1, got {self.concurrency}")
         _check(self.max_retries >= 0, "max_retries", f"must be >= 0, got {self.max_retries}")
         for name in ("backoff_s", "max_cost_usd", "price_in_per_mtok", "price_out_per_mtok"):

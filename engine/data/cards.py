@@ -6,11 +6,11 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..core.errors import ConfigError
 from ..core.paths import cards_dir, data_root
-from ..core.schema import build, check_field
+from ..core.schema import build, check_choices
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,8 @@ class DatasetCard:
     title: str                        # a human title, shown by `litjudge data list` and the report
     loader: str                       # which loader reads it (e.g. "ttcw")
     path: str                         # folder, relative to `root`
-    root: str = "data"                # "data": the data root; "project": shipped samples; "card": beside the card
+    root: Literal["data", "project", "card"] = "data"   # "data": the data root; "project": shipped samples;
+                                                        # "card": beside the card
     source: str = ""                  # where the data comes from (documentation)
     license: str = ""                 # the data's license (documentation)
     citation: str = ""                # the paper to cite (documentation)
@@ -36,7 +37,7 @@ class DatasetCard:
     upstream: dict[str, Any] = field(default_factory=dict)
     # The `table` loader (your own data): the format (jsonl, csv, parquet, arrow; by default from the
     # file), a hub dataset {id, revision}, the split, and value renames per field ({label: {model_a: a}}).
-    format: str = ""
+    format: Literal["", "jsonl", "csv", "parquet", "arrow"] = ""
     hub: dict[str, str] = field(default_factory=dict)        # a hub dataset {id, revision} instead of `path`
     split: str = ""                   # the split of a hub or saved dataset
     values: dict[str, dict[str, str]] = field(default_factory=dict)   # renames per field: {label = {model_a = "a"}}
@@ -45,9 +46,7 @@ class DatasetCard:
     base: str = ""                    # set by the loader: the folder of the card file ("card" roots)
 
     def __post_init__(self) -> None:
-        check_field(self.root in ROOTS, "root", f"must be one of {list(ROOTS)}, got {self.root!r}")
-        check_field(self.format in FORMATS, "format", f"must be one of {[f for f in FORMATS if f]} (or left out: "
-                    f"from the file's extension), got {self.format!r}")
+        check_choices(self)
 
     def folder(self, root_override: str = "") -> Path:
         """Where the data is: `path` under the data root, the shipped samples, or the card's folder."""
@@ -60,8 +59,6 @@ class DatasetCard:
         return Path(root_override or data_root()) / self.path
 
 
-ROOTS = ("data", "project", "card")
-FORMATS = ("", "jsonl", "csv", "parquet", "arrow")
 GENERIC = ("pairs_jsonl", "rated_items_jsonl", "reference_jsonl")    # the `table` loader reads these layouts too
 
 
@@ -72,7 +69,7 @@ def dataset_card(dataset: str | dict[str, Any], source: str = "", protocol: str 
     if isinstance(dataset, dict):
         table = {"name": "inline", "title": "inline dataset", "loader": "table", "root": "card",
                  "protocols": [protocol] if protocol else [], **dataset}
-        return build(DatasetCard, table, f"{source or 'config'} [dataset]", prefix="dataset.", base=str(config_dir))
+        return build(DatasetCard, table, source or "config", prefix="dataset.", base=str(config_dir))
     if dataset.endswith(".toml") and not Path(dataset).is_absolute() and (config_dir / dataset).exists():
         return load_card(str(config_dir / dataset))
     return load_card(dataset)
@@ -94,10 +91,10 @@ def load_card(name: str) -> DatasetCard:
     path = Path(name).expanduser() if by_path else cards_dir() / f"{name}.toml"
     if not path.exists():
         if by_path:
-            raise ConfigError(f"dataset card {str(path)!r} not found", key="dataset")
+            raise ConfigError(f"dataset card {str(path)!r} not found", parameter="dataset")
         known = sorted(p.stem for p in cards_dir().glob("*.toml"))
         raise ConfigError(f"unknown dataset {name!r} (cards: {', '.join(known)}; or give a card file's path)",
-                          key="dataset")
+                          parameter="dataset")
     try:
         table = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:

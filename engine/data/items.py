@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ConfigError, DataError
+from ..core.errors import ConfigError, DataError, Setting
 from .readers import id_text, optional_text, read_jsonl, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
@@ -61,7 +61,8 @@ def select_groups(data: ItemSet, wanted: list[str], limit: int | None = None) ->
     groups = data.groups()
     unknown = [g for g in wanted if g not in groups]
     if unknown:
-        raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})", key="options.groups")
+        raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})",
+                          parameter="options.groups")
     chosen = [(g, groups[g]) for g in wanted] if wanted else list(groups.items())
     return chosen[:limit] if limit else chosen
 
@@ -86,8 +87,8 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
     """Rated items from (row number, record) rows in the generic fields; bad rows name their row."""
     items, seen = [], set()
     for n, rec in records:
-        group = id_text(rec, "group", path, n, absent='texts with no groups: one for them all, '
-                        '[dataset.columns] group = "=all"')
+        group = id_text(rec, "group", path, n, absent=("texts with no groups: one for them all, ",
+                                                        Setting("dataset.columns", {"group": "=all"})))
         item = id_text(rec, "item_id", path, n)
         require(rec, {"text": str}, path, n)
         if item in seen:

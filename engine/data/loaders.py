@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import ConfigError, DataError
+from ..core.errors import ConfigError, DataError, Setting
 from ..core.paths import prompts_root
 from ..core.registry import BUILT_IN, Registry
 from .cards import DatasetCard
@@ -109,10 +109,10 @@ def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
     if name not in LOADERS:
         kinds = kinds_of(card)
         raise ConfigError(f"dataset {card.name!r} (loader {card.loader!r}) gives no {kind}; it gives "
-                          f"{', '.join(kinds) or 'nothing (unknown loader)'}", key="dataset")
+                          f"{', '.join(kinds) or 'nothing (unknown loader)'}", parameter="dataset")
     if not location.exists() and not card.hub:
         if card.name == "inline":
-            raise DataError("the [dataset] path does not exist", path=str(location))
+            raise DataError(("the ", Setting("dataset.path"), " does not exist"), path=str(location))
         raise DataError(f"dataset {card.name!r} is not at {location}" + (
             f": run `litjudge data fetch {card.name}` (from {card.upstream['repository']}, verified)" if card.upstream
             else " (set --data-root or LITJUDGE_DATA_ROOT)"))

@@ -18,7 +18,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import DataError
+from ..core.errors import DataError, Setting
 from .readers import id_text, optional_text, read_jsonl, read_text, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
@@ -68,8 +68,8 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
         require(rec, {"prompt": str, "text_a": str, "text_b": str, "label": str}, path, n)
         label = rec["label"].strip().lower()         # "A", " Tie": the same labels in another case
         if label not in LABELS:
-            raise DataError(f"field 'label' must be one of {list(LABELS)} (any case), got {rec['label']!r:.40}; "
-                            f"[dataset.values.label] renames your values (e.g. {rec['label'][:20]!r} = \"a\")",
+            raise DataError((f"field 'label' must be one of {list(LABELS)} (any case), got {rec['label']!r:.40}; "
+                             "rename your values, e.g. ", Setting("dataset.values.label", {rec["label"][:20]: "a"})),
                             path=str(path), row=n)
         pid = id_text(rec, "pair_id", path, n, default=f"line{n}")       # absent: its line; null: an error
         if pid in seen:

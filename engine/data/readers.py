@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ..core.errors import DataError
+from ..core.errors import DataError, Part
 
 
 def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8-sig",)) -> str:
@@ -150,7 +150,7 @@ def type_name(typ: type | tuple[type, ...]) -> str:
 
 
 def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str | None = None,
-            absent: str = "") -> str:
+            absent: Sequence[Part] = ()) -> str:
     """An identifier exactly as written: text as is, an integer as its digits (never through a
     float), a float holding a whole number as that number's digits (pandas turns a column of whole
     numbers with a gap into floats: [1, 2, None] is 1.0, 2.0, NaN). Absent: `default` (None: an
@@ -162,7 +162,7 @@ def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str |
     if value is None:
         if name in rec:
             raise DataError(f"missing field {name!r} (null: every row needs its own)", path=str(path), row=row)
-        raise missing_field(rec, name, path, row, f" ({absent})" if absent else "")
+        raise missing_field(rec, name, path, row, (" (", *absent, ")") if absent else ())
     if isinstance(value, str) and value.strip():
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -175,7 +175,7 @@ def id_text(rec: dict[str, Any], name: str, path: Path, row: int, default: str |
     raise DataError(f"field {name!r} {why}", path=str(path), row=row)
 
 
-def missing_field(rec: dict[str, Any], name: str, path: Path, row: int, why: str = "") -> DataError:
+def missing_field(rec: dict[str, Any], name: str, path: Path, row: int, why: Sequence[Part] = ()) -> DataError:
     """A field the row does not have, with the columns it has (a header written `id, prompt` gives
     the column ' prompt': one with surrounding spaces is named as such)."""
     spaced = [c for c in rec if isinstance(c, str) and c != c.strip()]
@@ -184,7 +184,7 @@ def missing_field(rec: dict[str, Any], name: str, path: Path, row: int, why: str
     hint = (f"; its column {near!r} has surrounding spaces: remove them (in the header)" if near else
             f"; {', '.join(map(repr, spaced[:3]))} {'has' if len(spaced) == 1 else 'have'} surrounding spaces"
             if spaced else "")
-    return DataError(f"missing field {name!r}{why} (the row's columns: {listed}){hint}", path=str(path), row=row)
+    return DataError((f"missing field {name!r}", *why, f" (the row's columns: {listed}){hint}"), path=str(path), row=row)
 
 
 def optional_text(rec: dict[str, Any], name: str) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import DataError, did_you_mean
+from ..core.errors import DataError, Part, Setting, did_you_mean
 from .cards import DatasetCard
 from .items import ITEM_FIELDS
 from .pairs import PAIR_FIELDS
@@ -136,20 +136,19 @@ def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str,
             continue
         name = unknown[0]
         target = card.columns.get(name) if section == "columns" else None
+        hint: tuple[Part, ...] = (did_you_mean(name, fields),)
         if isinstance(target, str) and target in fields:
-            hint = (f": the map goes from litjudge's field to your column, the other way round from a rename "
-                    f"({target} = {name!r})")
-        else:
-            hint = did_you_mean(name, fields)
+            hint = (": the map goes from litjudge's field to your column, the other way round from a rename: write ",
+                    Setting("dataset.columns", {target: name}))
         verb = "maps" if section == "columns" else "renames values of"
-        raise DataError(f"[dataset.{section}] {verb} {name!r}, which {kind} data does not have{hint} "
-                        f"(fields: {', '.join(fields)})", path=str(location))
+        raise DataError((Setting(f"dataset.{section}", table=True), f" {verb} {name!r}, which {kind} data does not have",
+                         *hint, f" (fields: {', '.join(fields)})"), path=str(location))
     if first is not None:
         absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in first]
         if absent:
             field, column = absent[0]
-            raise DataError(f"[dataset.columns] maps {field} to column {column!r}, which the data does not have"
-                            f"{did_you_mean(column, first)} (columns: {', '.join(map(str, first))[:300]})",
+            raise DataError((Setting("dataset.columns", table=True), f" maps {field} to column {column!r}, which the data "
+                             f"does not have{did_you_mean(column, first)} (columns: {', '.join(map(str, first))[:300]})"),
                             path=str(location))
 
 
@@ -195,14 +194,16 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
 
 def in_columns(card: DatasetCard, exc: DataError) -> DataError:
     """The error of a mapped row, naming the user's column beside litjudge's field."""
-    message = exc.message
+    parts = exc.parts
     for name, column in card.columns.items():
-        if not str(column).startswith("=") and f"field {name!r}" in message:
-            message = message.replace(f"field {name!r}", f"field {name!r} (column {column!r})", 1)
+        if not str(column).startswith("=") and f"field {name!r}" in exc.message:
+            said = f"field {name!r}"
+            parts = tuple(p.replace(said, f"{said} (column {column!r})", 1) if isinstance(p, str) else p for p in parts)
             if card.values.get(name):
-                message += f" ([dataset.values.{name}] renames {', '.join(map(repr, card.values[name]))})"
+                parts += (" (", Setting(f"dataset.values.{name}", table=True),
+                          f" renames {', '.join(map(repr, card.values[name]))})")
             break
-    return DataError(message, path=exc.path, row=exc.row)
+    return DataError(parts, path=exc.path, row=exc.row)
 
 
 def checked(card: DatasetCard, records: Iterator[Any]) -> Iterator[Any]:

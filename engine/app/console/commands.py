@@ -133,7 +133,7 @@ def cmd_generate(args) -> int:
     if spec.backend not in LOCAL_BACKENDS:
         raise ConfigError(f"`litjudge generate` writes stories with a local model (vLLM or transformers), and "
                           f"{args.model!r} is not one (its backend: {spec.backend}): give a model name or folder",
-                          key="--model")
+                          parameter="--model")
     backend = registry.create(spec)
     try:
         drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
