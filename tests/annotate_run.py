@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from litjudge.engine.app.run import prepare
+from litjudge.engine.core.config import load_config
 from tests.conformance_data import ttcw_dataset
 from tests.conftest import PROJECT_ROOT, litjudge
 
@@ -56,18 +58,19 @@ def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS) -> Path:
     return folder / "runs" / "r"
 
 
-def pairwise_run(folder: Path, pairs: int = 16) -> Path:
+def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False) -> Path:
     """A finished pairwise run of one replayed judge that agrees with itself across orders on
-    some pairs and flips on others."""
+    some pairs and flips on others (with `tie`: ties allowed, and said on every fifth pair)."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{"pair_id": f"p{i:02d}", "prompt": f"Write about <i>{i}</i>.", "text_a": f"A text {i} <script>x</script>",
              "text_b": f"B text {i} </textarea>", "label": "ab"[i % 2]} for i in range(pairs)]
     (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
-    answers = {f"p{i:02d}/{o}": ("A" if (i % 3 or o == "ab") else "B") for i in range(pairs) for o in ("ab", "ba")}
+    answers = {f"p{i:02d}/{o}": ("tie" if tie and i % 5 == 4 else "A" if (i % 3 or o == "ab") else "B")
+               for i in range(pairs) for o in ("ab", "ba")}
     (folder / "answers.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in answers.items()))
     cfg = folder / "p.toml"
     cfg.write_text(f'name = "p"\nprotocol = "pairwise"\njudge = "replay:{folder / "answers.jsonl"}"\n'
-                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n' + ("[options]\ntie = true\n" if tie else ""))
     r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
     assert r.returncode == 0, r.stderr[-3000:]
     return folder / "runs" / "p"
@@ -170,3 +173,71 @@ class InThread:
 
     def __exit__(self, *exc) -> None:
         self.kill()
+
+
+POINTS = ("Flat: nothing <em>seen</em>.", "A few generic images.", "Some concrete images.", "Mostly vivid.",
+          "Vivid throughout.")
+
+
+def rubric_run(folder: Path, texts: int = 24, per_group: int = 4, pairwise: bool = False,
+               first: str = "binary") -> Path:
+    """A finished rubric run of two replayed judges over texts carrying HTML payloads: a binary
+    question, a 5-point one with an anchor per point (`first` says which comes first: the page's
+    headline), and with `pairwise` a pairwise question with ties over each group's texts two by two."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [{"item_id": f"t{i:02d}", "group": f"g{i // per_group}",
+             "text": f"Text {i}.\n{PAYLOADS[i % len(PAYLOADS)]}\nThe end of text {i}."} for i in range(texts)]
+    (folder / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    binary = ('[[options.questions]]\nid = "natural"\ntext = "Does the <b>dialogue</b> sound natural?"\n'
+              'scale = "binary"\n')
+    points = ('[[options.questions]]\nid = "vivid"\ntext = "How vivid is the imagery?"\nscale = "points"\n'
+              f'points = {json.dumps(list(POINTS))}\n')
+    tie = ('[[options.questions]]\nid = "surprise"\ntext = "Which ending surprises more?"\nscale = "pairwise"\n'
+           'tie = true\n' if pairwise else "")
+    questions = (binary + points if first == "binary" else points + binary) + tie
+    judges = []
+    for j, bias in (("one", 0), ("two", 1)):
+        out = []
+        for i, r in enumerate(rows):
+            out += [{"id": f"{r['item_id']}/natural", "response": "Yes" if (i + bias) % 3 else "No"},
+                    {"id": f"{r['item_id']}/vivid", "response": str(1 + (i * 2 + bias) % 5)}]
+            for b in rows[i + 1:] if pairwise else ():
+                if b["group"] == r["group"]:
+                    out += [{"id": f"{r['item_id']}|{b['item_id']}/surprise/{o}",
+                             "response": ("A", "B", "tie")[(i + bias + (o == "ba")) % 3]} for o in ("ab", "ba")]
+        path = folder / f"{j}.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in out))
+        judges.append(f'"replay:{path}"')
+    cfg = folder / "rb.toml"
+    cfg.write_text(f'name = "rb"\nprotocol = "rubric"\njudge = [{", ".join(judges)}]\nmode = "label"\n'
+                   '[dataset]\nloader = "rated_items_jsonl"\npath = "texts.jsonl"\n' + questions)
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return folder / "runs" / "rb"
+
+
+def listwise_run(folder: Path, groups: int = 4, per_group: int = 6, categories: bool = True) -> Path:
+    """A finished listwise run (one comprehensive list per group) of a recording scoring the items
+    by a fixed rule, over items with HTML payloads and, with `categories`, a category each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cats = ("Bad", "Medium", "Good")
+    rows = [{"group": f"g{g}", "item_id": f"g{g}i{i}", "text": f"Use {i} of g{g}: {PAYLOADS[(g + i) % len(PAYLOADS)]}",
+             **({"category": cats[i % 3]} if categories else {})} for g in range(groups) for i in range(per_group)]
+    (folder / "items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    order = f'category_order = {json.dumps(list(cats))}\n' if categories else ""
+    cfg = folder / "lw.toml"
+    body = ('name = "lw"\nprotocol = "listwise"\nmode = "label"\n[dataset]\nloader = "rated_items_jsonl"\n'
+            f'path = "items.jsonl"\n{order}[options]\ncriterion = "Score each of the {{n}} uses 1 to 5."\n'
+            'item_kind = "uses"\n')
+    cfg.write_text(f'judge = "replay:{folder / "lw.jsonl"}"\n' + body)
+    (folder / "lw.jsonl").write_text(json.dumps({"id": "placeholder", "response": "x"}) + "\n")
+    prep = prepare(load_config(cfg))
+    answers = {}
+    for req in prep.protocol.build(prep.context(prep.specs[0])).requests:
+        ids = list(req.language.ids)
+        ranked = sorted(ids, key=lambda c: -(sum(map(ord, c)) % 5))
+        answers[req.meta.item_id] = "\n".join(f"{k}. {c} : {1 + sum(map(ord, c)) % 5}" for k, c in enumerate(ranked, 1))
+    (folder / "lw.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in answers.items()))
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return folder / "runs" / "lw"

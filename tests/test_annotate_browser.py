@@ -11,7 +11,7 @@ import pytest
 
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
-from tests.annotate_run import TESTS, Served, pairwise_run, ttcw_run
+from tests.annotate_run import POINTS, TESTS, Served, pairwise_run, rubric_run, ttcw_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -141,3 +141,29 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, tmp_path):
         # key 1 chose the text shown first: a in order ab, b in order ba
         assert row["label"] == row["shown"][0]
         assert page.query_selector(".body script, .q i") is None and page.evaluate("window.__xss") is None
+
+
+def test_a_rubric_text_labelled_by_keyboard_in_chromium(browser, tmp_path):
+    """Each question by its scale's hotkeys (y/n, then a point), the anchors shown as text, the
+    estimate on the first question's scale; a screenshot beside the run (tmp_path)."""
+    run = rubric_run(tmp_path / "rb")
+    with Served(run, "--budget", "20") as served:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(served.url + "?annotator=ann")
+        first = current(page)
+        captions = page.eval_on_selector_all(f".q[data-item='{first}/vivid'] button span",
+                                             "els => els.map(e => e.textContent)")
+        assert captions == [f"{k}: {p}" for k, p in enumerate(POINTS, 1)]          # '<em>' shown as text
+        assert page.query_selector(".q em, .q b, .body script, .body img") is None
+        page.keyboard.press("n")
+        page.keyboard.press("4")
+        assert page.get_attribute(f".q[data-item='{first}/vivid'] button.on", "data-value") == "4"
+        page.screenshot(path=str(tmp_path / "annotate-rubric.png"), full_page=True)
+        second = label_by_keys(page, "")
+        assert second != first
+        label_by_keys(page, "y2")
+        rows = exported(served)
+        assert {(r["item"], r["label"]) for r in rows} >= {(f"{first}/natural", "No"), (f"{first}/vivid", "4"),
+                                                           (f"{second}/natural", "Yes"), (f"{second}/vivid", "2")}
+        assert page.evaluate("window.__xss") is None
+        until(lambda: page.text_content("#quantity") == "natural: share Yes")

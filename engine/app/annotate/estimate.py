@@ -1,5 +1,6 @@
 """The live estimates of a queue from its labels: the human total per drawn cluster (each item the
-mean of its annotators' latest 0/1 answers, summed over the cluster's items), the longest prefix of
+mean of its annotators' latest answers on the quantity's scale, `Queue.score`, summed over the
+cluster's items in the quantity), the longest prefix of
 draws whose clusters are all answered, and `judges.metrics.active`'s estimators on it. The page
 and a recomputation from the exported labels both call `estimates`, so they agree exactly."""
 from __future__ import annotations
@@ -34,16 +35,17 @@ def agreement(answers: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, A
 
 def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     """cluster index -> human total, for every cluster whose every item has an answer (an item's
-    answer: the mean of its annotators' 0/1 scores)."""
+    answer: the mean of its annotators' scores; a rubric's questions after the first are answered
+    but not in the quantity)."""
     scores: dict[str, dict[str, list[float]]] = {}
     for (_, item), (cluster, label) in latest(rows).items():
-        scores.setdefault(cluster, {}).setdefault(item, []).append(queue.score(cluster, label))
+        scores.setdefault(cluster, {}).setdefault(item, []).append(queue.score(cluster, label, item))
     out = {}
     for cluster, by_item in scores.items():
         c = queue.index(cluster)
-        items = [q.item for q in queue.clusters[c].questions]
-        if all(i in by_item for i in items):
-            out[c] = sum(sum(by_item[i]) / len(by_item[i]) for i in items)
+        questions = queue.clusters[c].questions
+        if all(q.item in by_item for q in questions):
+            out[c] = sum(sum(by_item[q.item]) / len(by_item[q.item]) for q in questions if q.counted)
     return out
 
 
@@ -64,17 +66,18 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
     totals = human_totals(queue, rows)
     k = active.labelled_prefix(queue.design, totals)
     args = (queue.design, queue.judge_total, queue.size, totals)
-    act = active.estimate(*args, k)
-    human = active.estimate(*args, k, lam=0.0)
-    uniform = active.uniform_width(*args, k)
+    b = queue.bounds                                      # the quantity's own scale (a points mean: 1..N)
+    act = active.estimate(*args, k, bounds=b)
+    human = active.estimate(*args, k, lam=0.0, bounds=b)
+    uniform = active.uniform_width(*args, k, bounds=b)
     points = []
     if curve:
         for j in range(1, k + 1):
-            a, h = active.estimate(*args, j), active.estimate(*args, j, lam=0.0)
+            a, h = active.estimate(*args, j, bounds=b), active.estimate(*args, j, lam=0.0, bounds=b)
             points.append({"draws": j, "active": _num(a.half_width), "human": _num(h.half_width),
-                           "uniform": _num(active.uniform_width(*args, j))})
+                           "uniform": _num(active.uniform_width(*args, j, bounds=b))})
     gained = None if act.n_eff is None or not math.isfinite(act.n_eff) or act.note else act.n_eff - k
-    return {"quantity": queue.quantity, "labelled_draws": k, "budget": len(queue.design.draws),
+    return {"quantity": queue.quantity, "bounds": list(b), "labelled_draws": k, "budget": len(queue.design.draws),
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
             "agreement": agreement(latest(rows)), "curve": points}

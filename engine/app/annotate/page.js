@@ -22,13 +22,13 @@
     for (let i = 0; ; i++) { try { return await api(path, body); } catch (e) { if (i >= 2 || /^\w+:/.test(e.message)) throw e; } }
   }
   function status(text, bad) { const s = $('#status'); s.textContent = text; s.className = 'status' + (bad ? ' err' : ''); }
-  function labelKeys() { return info.protocol === 'pairwise' ? ['1', '2'] : ['y', 'n']; }
   function render() {
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
     if (item.done) { box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you!'})); return; }
     box.dataset.cluster = item.cluster;
     box.appendChild(make('div', {cls: 'note', text: `Draw ${item.draw + 1} · drawn ${item.times_drawn}× · probability ${item.probability.toFixed(4)}`}));
+    if (item.context) box.appendChild(make('div', {cls: 'context', text: item.context}));
     const texts = make('div', {cls: 'texts' + (item.texts.length > 1 ? ' two' : '')});
     item.texts.forEach((t, i) => texts.appendChild(make('div', {cls: 'text'},
       make('h3', {text: item.texts.length > 1 ? `${i + 1}. ${['First', 'Second'][i]} text` : t.heading}),
@@ -38,12 +38,14 @@
     item.questions.forEach((q, i) => {
       const row = make('div', {cls: 'q' + (i === current ? ' current' : ''), 'data-item': q.item},
                        make('span', {cls: 't', text: q.text}));
-      const opts = info.protocol === 'pairwise' ? item.texts.map((t, k) => [t.id, `${k + 1}: ${['First', 'Second'][k]}`])
-                                                : info.labels.map((l, k) => [l, `${l} (${labelKeys()[k]})`]);
-      opts.forEach(([value, caption]) => { const b = make('button', {text: caption, 'data-value': value});
-        if (answers[q.item] === value) b.className = 'on';
-        b.onclick = () => { answers[q.item] = value; current = Math.min(i + 1, item.questions.length - 1); render(); };
-        row.appendChild(b); });
+      const opts = make('div', {cls: 'answers' + (q.answers.some(a => a.caption.length > 12) ? ' long' : '')});
+      q.answers.forEach(a => { const own = a.caption.startsWith(a.key + ':');     // a point names its key
+        const b = make('button', {'data-value': a.value}, ...(own ? [] : [make('kbd', {text: a.key})]),
+                       make('span', {text: a.caption}));
+        if (answers[q.item] === a.value) b.className = 'on';
+        b.onclick = () => { answers[q.item] = a.value; current = Math.min(i + 1, item.questions.length - 1); render(); };
+        opts.appendChild(b); });
+      row.appendChild(opts);
       qs.appendChild(row);
     });
     box.appendChild(qs);
@@ -130,10 +132,9 @@
     if (ev.target.tagName === 'INPUT' || !item || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const k = ev.key.toLowerCase();
     if (item.done) return;
-    const keys = labelKeys(), q = item.questions[current];
-    if (keys.includes(k)) {
-      const i = keys.indexOf(k);
-      answers[q.item] = info.protocol === 'pairwise' ? item.texts[i].id : info.labels[i];
+    const q = item.questions[current], chosen = q.answers.find(a => a.key === k);
+    if (chosen) {
+      answers[q.item] = chosen.value;
       current = Math.min(current + 1, item.questions.length - 1); render();
     } else if (k === 'arrowdown' || k === 'j') { current = Math.min(current + 1, item.questions.length - 1); render(); }
     else if (k === 'arrowup' || k === 'k') { current = Math.max(current - 1, 0); render(); }
@@ -147,10 +148,9 @@
     try { info = await api('/api/info'); } catch (e) { status(e.message, true); return; }
     $('#quantity').textContent = info.quantity;
     $('#source').textContent = info.uncertainty;
-    $('#keys').textContent = info.protocol === 'pairwise' ? '1 / 2' : 'y / n';
-    $('#instr').textContent = info.protocol === 'pairwise'
-      ? 'Read both texts, then choose the better one. The order is random; answer on the texts, not their place.'
-      : 'Read the story, then answer every test question Yes or No. One story answers all of its questions.';
+    $('#keys').textContent = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),
+                              listwise: '1 – ' + info.labels.length}[info.protocol] || 'the key on each answer';
+    $('#instr').textContent = info.instructions;
     const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
     $('#annotator').value = name;
     $('#annotator').addEventListener('change', load);

@@ -1,7 +1,8 @@
 """The annotation queue of a finished run: its clusters (the unit a person reads and is paid for: a
-TTCW story with all of its tests, a pair), what each shows, the judges' total per cluster (the
-control variate of the estimate) and the draw design from the judges' uncertainty
-(`judges.metrics.active.design`: Hansen-Hurwitz draws fixed before any label)."""
+TTCW story with all of its tests, a pair, a rubric text or pair with all of its questions, a
+listwise item), what each shows, the judges' total per cluster (the control variate of the
+estimate) and the draw design from the judges' uncertainty (`judges.metrics.active.design`:
+Hansen-Hurwitz draws fixed before any label). Rubric and listwise clusters: queue_rubric.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,24 +19,12 @@ from ...core.errors import ConfigError
 from ...data.cards import dataset_card
 from ..outputs import read_manifest
 from ..run import recorded_config
+from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
+from .queue_rubric import listwise, rubric
 
-PROTOCOLS_SERVED = ("ttcw", "pairwise")
-
-
-@dataclass(frozen=True)
-class Question:
-    """One thing a person answers inside a cluster: a TTCW test of the story, or the pair's preference."""
-
-    item: str                       # the run's item id (a TTCW (story, test); a pair's id)
-    text: str                       # the question as shown
-
-
-@dataclass(frozen=True)
-class Cluster:
-    cluster: str
-    title: str
-    texts: tuple[tuple[str, str], ...]      # (heading, judged text) in the stored order (pairwise: a, b)
-    questions: tuple[Question, ...]
+PROTOCOLS_SERVED = ("ttcw", "pairwise", "rubric", "listwise")
+__all__ = ["PROTOCOLS_SERVED", "Answer", "Cluster", "Question", "Queue", "build_queue"]
+YES_NO = yes_no()
 
 
 @dataclass(frozen=True)
@@ -43,22 +32,38 @@ class Queue:
     run: Path
     protocol: str
     quantity: str                            # the headline quantity the estimates are of
-    labels: tuple[str, ...]                  # the answers a person may give
-    positive: str                            # the answer counted 1 (the rest count 0)
+    labels: tuple[str, ...]                  # every answer a person may give (each question takes its own)
+    positive: str                            # TTCW: the answer counted 1 (the simulation's boolean columns)
     clusters: tuple[Cluster, ...]
     judge_total: np.ndarray                  # (N,) the judges' total per cluster on the quantity's scale
-    size: np.ndarray                         # (N,) questions per cluster
+    size: np.ndarray                         # (N,) the cluster's items in the quantity
     uncertainty: np.ndarray                  # (N,) the design's input
     uncertainty_source: str
     design: active.Design
-    decision: dict[str, str]                 # pairwise: the judges' majority decision per pair (empty for TTCW)
+    decision: dict[str, str]                 # pairwise: the judges' majority decision per pair (else empty)
+    instructions: str = ""
+    bounds: tuple[float, float] = (0.0, 1.0)  # the quantity's range (a rubric's points mean: 1..N)
 
-    def score(self, cluster: str, label: str) -> float:
-        """A person's answer on the quantity's 0/1 scale: TTCW counts Yes (a pass); pairwise counts
-        agreement with the judges' decision (their accuracy)."""
+    def score(self, cluster: str, label: str, item: str | None = None) -> float:
+        """A person's answer on the quantity's scale: pairwise counts agreement with the judges'
+        decision (their accuracy; a tie on either side half: `tie_credit`); every other protocol
+        the answer's own score (TTCW Yes 1, a point its number, a category its rank)."""
         if self.decision:
-            return float(label == self.decision[cluster])
-        return float(label == self.positive)
+            return tie_credit(label, self.decision[cluster])
+        c = self.clusters[self.index(cluster)]
+        question = self.question(item) if item is not None else c.questions[0]
+        return question.answer(label).score
+
+    def question(self, item: str) -> Question:
+        cached = self.__dict__.get("_questions")
+        if cached is None:
+            cached = {q.item: q for c in self.clusters for q in c.questions}
+            object.__setattr__(self, "_questions", cached)
+        return cached[item]
+
+    def allows(self, item: str, label: object) -> bool:
+        """Whether `label` is an answer of the question stored under `item`."""
+        return self.question(item).allows(label)
 
     def index(self, cluster: str) -> int:
         return self._index()[cluster]
@@ -72,6 +77,14 @@ class Queue:
 
     def cluster_of_item(self) -> dict[str, str]:
         return {q.item: c.cluster for c in self.clusters for q in c.questions}
+
+
+def tie_credit(label: str, decision: str) -> float:
+    """Agreement of a person's pick with the judges' decision: 1 the same, 0 the other text, 0.5
+    when either is a tie and they differ (the pairwise tables' half credit for a tie)."""
+    if label == decision:
+        return 1.0
+    return 0.5 if "tie" in (label, decision) else 0.0
 
 
 def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0) -> Queue:
@@ -93,20 +106,19 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0) ->
     options = protocol.options(config)
     ctx = Context(config, options, dataset_card(config.dataset, config.source, config.protocol), replay=True)
     verdicts = pl.read_parquet(run / "verdicts.parquet")
-    if config.protocol == "ttcw":
-        parts = _ttcw(ctx, verdicts)
-    else:
-        parts = _pairwise(ctx, verdicts)
-    clusters, judge_total, uncertainty, source, quantity, labels, positive, decision = parts
+    built = {"ttcw": _ttcw, "pairwise": _pairwise, "rubric": rubric, "listwise": listwise}[config.protocol](ctx, verdicts)
+    clusters = built.clusters
     if not clusters:
         raise ConfigError("the run has no verdict on an item with text to show: nothing to annotate", where=str(run))
-    size = np.asarray([len(c.questions) for c in clusters], dtype=float)
-    design = active.design([c.cluster for c in clusters], uncertainty, budget, floor=floor, seed=seed)
-    return Queue(run, config.protocol, quantity, labels, positive, tuple(clusters), judge_total, size, uncertainty,
-                 source, design, decision)
+    size = np.asarray([sum(q.counted for q in c.questions) for c in clusters], dtype=float)
+    design = active.design([c.cluster for c in clusters], built.uncertainty, budget, floor=floor, seed=seed)
+    answers = tuple(dict.fromkeys(a.value for c in clusters for q in c.questions for a in q.answers))
+    positive = next((a.value for c in clusters for q in c.questions for a in q.answers if a.score == 1.0), answers[0])
+    return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
+                 built.uncertainty, built.source, design, built.decision, built.instructions, built.bounds)
 
 
-def _ttcw(ctx: Context, verdicts: pl.DataFrame):
+def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
     """Stories with text and a verdict; per (story, test) the judges' P(Yes) averaged where stored,
     else the share of the run's judges saying Yes (the vote share)."""
     data = ctx.load("ttcw")
@@ -126,7 +138,7 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame):
     for story_id in sorted({s for s, _ in share if s in stories}):
         story = stories[story_id]
         asked = sorted(t for s, t in share if s == story_id and t in tests)
-        questions = tuple(Question(f"story_{story_id}_test{t}", f"{t}. {tests[t].question}") for t in asked)
+        questions = tuple(Question(f"story_{story_id}_test{t}", f"{t}. {tests[t].question}", YES_NO) for t in asked)
         clusters.append(Cluster(story_id, story.name or story_id, (("Story", story.text or ""),), questions))
         totals.append(sum(share[(story_id, t)] for t in asked))
         p_items += [share[(story_id, t)] for t in asked]
@@ -136,32 +148,39 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame):
         u, source = active.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)"
     else:
         u, source = active.vote_uncertainty(p_arr, i_arr, len(clusters)), "the vote share across the run's judges"
-    return (clusters, np.asarray(totals, dtype=float), u, source, "pass rate, all tests pooled", ("Yes", "No"), "Yes", {})
+    return Built(clusters, np.asarray(totals, dtype=float), u, source, "pass rate, all tests pooled",
+                 "Read the story, then answer every test question Yes or No. One story answers all of its questions.")
 
 
-def _pairwise(ctx: Context, verdicts: pl.DataFrame):
+def _pairwise(ctx: Context, verdicts: pl.DataFrame) -> Built:
     """Pairs with a verdict. The quantity is the judges' accuracy against the person's preference;
-    a pair's judge total is the share of its verdicts (both orders, every judge) that agree with
-    its majority decision (the judge's own confidence), its uncertainty the disagreement between
-    the orders (share * (1 - share))."""
+    the judges' decision is the answer most of a pair's verdicts gave (both orders, every judge;
+    a before b, b before a tie on equal counts), a pair's judge total the share of its verdicts
+    agreeing with it (a tie on one side half: `tie_credit`), its uncertainty the disagreement
+    between the verdicts (sqrt(share_a (1 - share_a)) without ties: `clusters.spread`). With the
+    run's `tie` option a person may answer a tie."""
     pairs = {p.pair_id: p for p in ctx.load("pairs")}
+    answers = texts_ab(bool(getattr(ctx.options, "tie", False)))
     ok = verdicts.filter((pl.col("status") == "ok") & pl.col("value").is_not_null())
     ok = ok.with_columns(pl.col("value").cast(pl.Utf8))
-    clusters, totals, shares, index, decision = [], [], [], [], {}
+    clusters, totals, dist, decision = [], [], [], {}
     for (pair_id,), rows in sorted(ok.group_by("pair_id"), key=lambda g: str(g[0][0])):
         if pair_id not in pairs:
             continue
         values = rows["value"].to_list()
-        share_a = values.count("a") / len(values)
+        counts = [values.count(side) for side in ("a", "b", "tie")]
+        decided = ("a", "b", "tie")[int(np.argmax(counts))]
         pair = pairs[pair_id]
         clusters.append(Cluster(pair_id, pair_id, (("Text A", pair.text_a), ("Text B", pair.text_b)),
-                                (Question(pair_id, pair.prompt or "Which text is better?"),)))
-        agree = max(share_a, 1 - share_a)
-        decision[str(pair_id)] = "a" if share_a >= 0.5 else "b"
-        totals.append(agree)
-        shares.append(share_a)
-        index.append(len(clusters) - 1)
-    u = active.binary_uncertainty(np.asarray(shares, dtype=float), np.asarray(index, dtype=np.int64), len(clusters))
-    return (clusters, np.asarray(totals, dtype=float), u, "the disagreement between the two orders",
-            "judge accuracy", ("a", "b"), "a", decision)
+                                (Question(pair_id, pair.prompt or "Which text is better?", answers, pairwise=True),)))
+        decision[str(pair_id)] = decided
+        totals.append(sum(tie_credit(v, decided) for v in values) / len(values))
+        dist.append(counts[:len(answers)])
+    scores = np.asarray([a.score for a in answers])
+    _, u = spread(np.asarray(dist, dtype=float), scores, len(clusters))
+    tie = " Answer Tie (t) when neither is better." if len(answers) == 3 else ""
+    return Built(clusters, np.asarray(totals, dtype=float), u, "the disagreement between the two orders",
+                 "judge accuracy" + (" (a tie half)" if tie else ""),
+                 "Read both texts, then choose the better one. The order is random; answer on the texts, not their "
+                 "place." + tie, decision=decision)
 

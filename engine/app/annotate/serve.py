@@ -161,8 +161,9 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
             raise DataError(f"no {missing[0]} (columns: annotator, item, label; time optional)", path=str(path), row=n)
         if r["item"] not in cluster_of:
             raise DataError(f"item {r['item'][:60]!r} is not an item of this run's queue", path=str(path), row=n)
-        if r["label"] not in queue.labels:
-            raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({', '.join(queue.labels)})",
+        if not queue.allows(r["item"], r["label"]):
+            takes = ", ".join(a.value for a in queue.question(r["item"]).answers)
+            raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({takes})",
                             path=str(path), row=n)
         groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (r["label"], r.get("time", ""))
     stored = again = 0

@@ -138,15 +138,15 @@ class Routes:
     def cluster_json(self, cluster: str, annotator: str) -> dict:
         queue, labels = self.queue, self.labels
         c = queue.clusters[queue.index(cluster)]
-        shown = secrets.choice(("ab", "ba")) if queue.protocol == "pairwise" else ""
-        texts = [{"heading": h, "text": t, "id": "ab"[i] if queue.protocol == "pairwise" else ""}
-                 for i, (h, t) in enumerate(c.texts)]
+        pair = len(c.texts) == 2                       # two texts: shown in a random order, recorded
+        shown = secrets.choice(("ab", "ba")) if pair else ""
+        texts = [{"heading": h, "text": t, "id": "ab"[i] if pair else ""} for i, (h, t) in enumerate(c.texts)]
         if shown == "ba":
             texts.reverse()
         done = sum(1 for who in labels.done_by(self.items_of).values() if annotator in who)
         return {"done": False, "cluster": c.cluster, "title": c.title, "draw": labels.first_draw[c.cluster],
                 "times_drawn": labels.times_drawn[c.cluster], "probability": labels.probability[c.cluster],
-                "texts": texts, "shown": shown, "questions": [{"item": q.item, "text": q.text} for q in c.questions],
+                "texts": texts, "shown": shown, "context": c.context, "questions": [q.shown(shown) for q in c.questions],
                 "mine": done}
 
     async def index(self, request: Request) -> Response:
@@ -159,7 +159,8 @@ class Routes:
         return JSONResponse({"protocol": queue.protocol, "quantity": queue.quantity, "labels": list(queue.labels),
                              "budget": len(queue.design.draws), "clusters": len(self.labels.order),
                              "per_item": self.settings.per_item, "uncertainty": queue.uncertainty_source,
-                             "floor": queue.design.floor, "seed": queue.design.seed})
+                             "floor": queue.design.floor, "seed": queue.design.seed, "instructions": queue.instructions,
+                             "bounds": list(queue.bounds)})
 
     async def next_item(self, request: Request) -> Response:
         annotator = annotator_of(request.query_params.get("annotator"))
@@ -175,11 +176,13 @@ class Routes:
         given = data.get("labels")
         if not isinstance(given, dict) or set(given) != set(self.items_of[cluster]):
             raise BadRequest("labels: give one answer for each item of the cluster, and no other item")
-        bad = sorted({str(v) for v in given.values() if v not in self.queue.labels})
+        bad = sorted((str(k), str(v)) for k, v in given.items() if not self.queue.allows(k, v))
         if bad:
-            raise BadRequest(f"labels: {bad[0][:40]!r} is not an answer of this protocol ({', '.join(self.queue.labels)})")
+            takes = ", ".join(a.value for a in self.queue.question(bad[0][0]).answers)
+            raise BadRequest(f"labels: {bad[0][1][:40]!r} is not an answer of this protocol ({takes})")
         shown = data.get("shown", "")
-        if shown not in (("ab", "ba") if self.queue.protocol == "pairwise" else ("",)):
+        pair = len(self.queue.clusters[self.queue.index(cluster)].texts) == 2
+        if shown not in (("ab", "ba") if pair else ("",)):
             raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
         fresh = self.labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown)
         return JSONResponse({"stored": fresh, "duplicate": not fresh})

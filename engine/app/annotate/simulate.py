@@ -51,6 +51,9 @@ class Simulation:
 def human_scores(queue: Queue, column: str) -> np.ndarray:
     """(N,) per cluster the simulated person's total: the column's answer to each of its items on
     the quantity's 0/1 scale (`Queue.score`)."""
+    if queue.protocol not in TABLES:
+        raise ConfigError(f"--simulate reads the human column of a {' or '.join(TABLES)} run; a {queue.protocol} run's "
+                          "queue is served, not simulated, for now", where=str(queue.run))
     table, key = TABLES[queue.protocol]
     path = queue.run / "tables" / f"{table}.parquet"
     if not path.is_file():
@@ -79,7 +82,7 @@ def human_scores(queue: Queue, column: str) -> np.ndarray:
                 raise ConfigError(f"--simulate: column {column!r} has {got} for item {q.item[:60]!r} (the simulation "
                                   f"needs one of {', '.join(queue.labels)} for every item of the queue)",
                                   where=str(queue.run))
-            totals[c] += queue.score(cluster.cluster, label)
+            totals[c] += queue.score(cluster.cluster, label, q.item)
     return totals
 
 

@@ -1,0 +1,105 @@
+"""What a person reads and answers in the annotation queue: a cluster (the unit paid for: a TTCW
+story, a pair, a rubric text or pair, a listwise item) with its texts and questions, each question
+with the answers it takes (what is stored, its caption, its hotkey, its score on the headline
+quantity's scale), and the judges' side of a built queue (`Built`). One definition of an answer
+serves the page (buttons and hotkeys), the API's refusals, the import and the estimate."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from litjudge.judges.metrics import active
+
+# Keys that are never an answer's: the page's moves (j/k), skip (s) and undo (u).
+RESERVED_KEYS = ("j", "k", "s", "u")
+
+
+@dataclass(frozen=True)
+class Answer:
+    value: str                      # what is stored as the label
+    caption: str                    # what its button says
+    key: str                        # its hotkey
+    score: float                    # its value on the headline quantity's scale
+
+
+@dataclass(frozen=True)
+class Question:
+    """One thing a person answers inside a cluster: a TTCW test, a pair's preference, a rubric
+    question, a listwise item's category."""
+
+    item: str                       # the item id the label is stored under
+    text: str                       # the question as shown
+    answers: tuple[Answer, ...] = ()
+    counted: bool = True            # in the headline quantity (a rubric: its first question only)
+    pairwise: bool = False          # its answers name the texts (a, b, tie): keys follow the order shown
+
+    def allows(self, label: Any) -> bool:
+        return any(a.value == label for a in self.answers)
+
+    def answer(self, label: str) -> Answer:
+        return next(a for a in self.answers if a.value == label)
+
+    def shown(self, order: str) -> dict[str, Any]:
+        """The question as the page gets it: a pairwise question's answers in the order the texts
+        were shown (key 1 the text shown first), then a tie."""
+        answers = list(self.answers)
+        if self.pairwise:
+            texts = [self.answer(side) for side in order or "ab"]
+            answers = [Answer(a.value, caption, key, a.score)
+                       for a, caption, key in zip(texts, ("First text", "Second text"), ("1", "2"))]
+            answers += [a for a in self.answers if a.value == "tie"]
+        return {"item": self.item, "text": self.text,
+                "answers": [{"value": a.value, "caption": a.caption, "key": a.key} for a in answers]}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cluster: str
+    title: str
+    texts: tuple[tuple[str, str], ...]      # (heading, judged text) in the stored order (a pair: a, b)
+    questions: tuple[Question, ...]
+    context: str = ""                       # shown above the texts (a pair's writing prompt)
+
+
+@dataclass(frozen=True)
+class Built:
+    """A protocol's part of a queue: its clusters and the judges' side of the estimate."""
+
+    clusters: list[Cluster]
+    judge_total: np.ndarray                 # (N,) the judges' total per cluster on the quantity's scale
+    uncertainty: np.ndarray                 # (N,) the design's input
+    source: str                             # where the uncertainty comes from
+    quantity: str
+    instructions: str
+    bounds: tuple[float, float] = (0.0, 1.0)   # the quantity's range (a points mean: 1..N)
+    decision: dict[str, str] = field(default_factory=dict)  # pairwise: the judges' decision per pair
+
+
+def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:
+    """A binary question's answers: the positive one (key y, score 1) first."""
+    return Answer(yes, yes, "y", 1.0), Answer(no, no, "n", 0.0)
+
+
+def points(anchors: tuple[str, ...] | list[str], first: int = 1) -> tuple[Answer, ...]:
+    """An N-point scale (N <= 10): point k is key k (10 is 0), its caption 'k: anchor'."""
+    return tuple(Answer(str(k), f"{k}: {a}" if a != str(k) else a, str(k % 10), float(k))
+                 for k, a in enumerate(anchors, start=first))
+
+
+def texts_ab(tie: bool) -> tuple[Answer, ...]:
+    """A pairwise question's answers: text a (score 1), text b (0) and a tie (key t, 0.5)."""
+    return (Answer("a", "Text a", "1", 1.0), Answer("b", "Text b", "2", 0.0),
+            *((Answer("tie", "Tie", "t", 0.5),) if tie else ()))
+
+
+def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster (one headline item each; rows of `dist` in cluster order): the judges' expected
+    score on the quantity's scale and its uncertainty, the standard deviation of the score under
+    the judges' distribution over the answers (`active.points_uncertainty`: for two answers scored
+    1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure)."""
+    d = np.asarray(dist, dtype=float).reshape(n, len(scores))
+    total = d.sum(axis=1, keepdims=True)
+    d = np.divide(d, total, out=np.full_like(d, 1.0 / len(scores)), where=total > 0)
+    return d @ scores, active.points_uncertainty(d, scores, np.arange(n), n)

@@ -1,0 +1,184 @@
+"""The annotation page's rubric, listwise and pairwise-with-ties queues over HTTP (a real uvicorn
+server in a thread, replayed runs in a temporary folder): what each cluster shows and takes, the
+answers accepted, an answer outside the question's scale refused in one line, the order of two
+texts random and recorded, and the live estimate on the quantity's own scale equal to a
+recomputation from the export."""
+import json
+import shutil
+import uuid
+
+import numpy as np
+import polars as pl
+import pytest
+
+from litjudge.engine.app.annotate.estimate import estimates
+from litjudge.engine.app.annotate.queue import build_queue, tie_credit
+from litjudge.judges.metrics import active
+from tests.annotate_run import POINTS, InThread, listwise_run, pairwise_run, rubric_run
+
+
+@pytest.fixture(scope="module")
+def rubric(tmp_path_factory):
+    return rubric_run(tmp_path_factory.mktemp("rb"), pairwise=True)
+
+
+@pytest.fixture(scope="module")
+def points_first(tmp_path_factory):
+    return rubric_run(tmp_path_factory.mktemp("rbp"), first="points")
+
+
+def fresh(run, tmp_path):
+    return shutil.copytree(run, tmp_path / "runs" / run.name)
+
+
+def post(c, item, labels, shown=None, annotator="ann"):
+    return c.post("/api/label", json={"annotator": annotator, "cluster": item["cluster"], "labels": labels,
+                                      "key": uuid.uuid4().hex, "shown": item["shown"] if shown is None else shown})
+
+
+def one_line_400(r, start):
+    assert r.status_code == 400 and r.text.startswith(start) and r.text.count("\n") == 1, r.text
+
+
+def until_pair(c, annotator="ann", pair=True):
+    """The next cluster of the kind asked for (a pair or a text), skipping the others."""
+    for _ in range(80):
+        item = c.get("/api/next", params={"annotator": annotator}).json()
+        if (len(item["texts"]) == 2) == pair:
+            return item
+        c.post("/api/skip", json={"annotator": annotator, "cluster": item["cluster"], "key": uuid.uuid4().hex})
+    raise AssertionError("no such cluster drawn")
+
+
+def test_a_rubric_text_shows_every_question_on_its_scale_and_refuses_another(rubric, tmp_path):
+    run = fresh(rubric, tmp_path)
+    q = build_queue(run, 40)
+    assert q.protocol == "rubric" and q.quantity == "natural: share Yes" and q.bounds == (0.0, 1.0)
+    assert q.uncertainty_source == "the vote share across the run's judges"
+    texts = [c for c in q.clusters if len(c.texts) == 1]
+    pairs = [c for c in q.clusters if len(c.texts) == 2]
+    assert len(texts) == 24 and len(pairs) == 6 * 6                # 6 groups of 4 texts: 6 pairs each
+    # the first question is the headline: one item per text, none per pair (asked, stored, not estimated)
+    assert q.size.tolist() == [1.0 if len(c.texts) == 1 else 0.0 for c in q.clusters]
+    assert all(q.uncertainty[i] == 0 for i, c in enumerate(q.clusters) if len(c.texts) == 2)
+    with InThread(run, budget=40) as s, s.client() as c:
+        assert "first question (natural)" in c.get("/api/info").json()["instructions"]
+        item = until_pair(c, pair=False)
+        assert item["shown"] == "" and [x["item"] for x in item["questions"]] == [f"{item['cluster']}/natural",
+                                                                                 f"{item['cluster']}/vivid"]
+        natural, vivid = item["questions"]
+        assert [(a["value"], a["key"]) for a in natural["answers"]] == [("Yes", "y"), ("No", "n")]
+        assert [a["caption"] for a in vivid["answers"]] == [f"{k}: {p}" for k, p in enumerate(POINTS, 1)]
+        assert [a["key"] for a in vivid["answers"]] == list("12345")
+        good = {natural["item"]: "Yes", vivid["item"]: "4"}
+        one_line_400(post(c, item, {**good, vivid["item"]: "6"}), "labels: '6' is not an answer of this protocol "
+                                                                  "(1, 2, 3, 4, 5)")
+        one_line_400(post(c, item, {**good, natural["item"]: "4"}), "labels: '4' is not an answer of this protocol "
+                                                                    "(Yes, No)")
+        one_line_400(post(c, item, good, shown="ab"), "shown: the order the texts were shown in")
+        assert post(c, item, good).json() == {"stored": True, "duplicate": False}
+        rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+    assert {(r["item"], r["label"]) for r in rows} == set(good.items())
+
+
+def test_a_rubric_pair_in_a_random_recorded_order_with_a_tie(rubric, tmp_path):
+    run = fresh(rubric, tmp_path)
+    with InThread(run, budget=40) as s, s.client() as c:
+        seen = set()
+        for _ in range(8):
+            item = until_pair(c)
+            assert item["shown"] in ("ab", "ba") and [t["id"] for t in item["texts"]] == list(item["shown"])
+            (surprise,) = item["questions"]
+            assert [(a["value"], a["key"], a["caption"]) for a in surprise["answers"]] == [
+                (item["shown"][0], "1", "First text"), (item["shown"][1], "2", "Second text"), ("tie", "t", "Tie")]
+            one_line_400(post(c, item, {surprise["item"]: "Yes"}), "labels: 'Yes' is not an answer of this protocol "
+                                                                     "(a, b, tie)")
+            one_line_400(post(c, item, {surprise["item"]: "a"}, shown=""), "shown:")
+            assert post(c, item, {surprise["item"]: ["a", "tie"][len(seen) % 2]}).json()["stored"]
+            seen.add(item["shown"])
+        rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+    assert seen == {"ab", "ba"} and {r["shown"] for r in rows} == seen and {r["label"] for r in rows} == {"a", "tie"}
+
+
+def test_a_points_headline_is_estimated_on_its_scale(points_first, tmp_path):
+    run = fresh(points_first, tmp_path)
+    q = build_queue(run, 30)
+    assert q.quantity == "vivid: mean score (1-5)" and q.bounds == (1.0, 5.0)
+    # the judges' total: the mean of the two judges' points on each text
+    k = int(q.clusters[0].cluster[1:])
+    assert q.judge_total[0] == pytest.approx(np.mean([1 + (k * 2 + b) % 5 for b in (0, 1)]))
+    drawn = list(dict.fromkeys(q.design.draws.tolist()))
+    with InThread(run, budget=30) as s, s.client() as c:
+        for _ in drawn:
+            item = c.get("/api/next", params={"annotator": "ann"}).json()
+            k = int(item["cluster"][1:])
+            assert post(c, item, {x["item"]: (str(1 + (k * 3) % 5) if x["item"].endswith("vivid") else "No")
+                                  for x in item["questions"]}).json()["stored"]
+        page = c.get("/api/estimate").json()
+        exported = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+    assert page["labelled_draws"] == 30 and page["bounds"] == [1.0, 5.0] and estimates(q, exported) == page
+    human = {q.index(r["cluster"]): float(r["label"]) for r in exported if r["item"].endswith("/vivid")}
+    e = active.estimate(q.design, q.judge_total, q.size, human, 30, bounds=(1.0, 5.0))
+    assert 1.0 < page["active"]["value"] == pytest.approx(e.value) and page["active"]["high"] <= 5.0
+    # the estimator is not a 0/1 one: on points rescaled to [0, 1] it gives the same estimate, rescaled
+    unit = active.estimate(q.design, (q.judge_total - q.size) / 4, q.size, {c_: (y - 1) / 4 for c_, y in human.items()},
+                           30)
+    for field in ("value", "low", "high"):
+        assert getattr(e, field) == pytest.approx(1 + 4 * getattr(unit, field), abs=1e-9), field
+    assert e.half_width == pytest.approx(4 * unit.half_width) and e.lam == pytest.approx(unit.lam)
+
+
+def test_a_rubric_reads_the_judges_distribution_over_the_points(points_first, tmp_path):
+    run = fresh(points_first, tmp_path)
+    v = pl.read_parquet(run / "verdicts.parquet")
+    p = [{"1": 0.1, "2": 0.2, "3": 0.4, "4": 0.2, "5": 0.1} if q == "vivid" else {"Yes": 0.7, "No": 0.3}
+         for q in v["question"]]
+    v.with_columns(pl.Series("distribution", p)).write_parquet(run / "verdicts.parquet")
+    q = build_queue(run, 30)
+    assert q.uncertainty_source == "the judges' P(label)"
+    assert q.judge_total == pytest.approx(np.full(len(q.clusters), 3.0))
+    assert q.uncertainty == pytest.approx(np.full(len(q.clusters), np.sqrt(0.1 * 4 + 0.2 * 1 + 0 + 0.2 * 1 + 0.1 * 4)))
+
+
+def test_a_listwise_item_takes_the_datas_categories(tmp_path):
+    run = listwise_run(tmp_path / "lw")
+    q = build_queue(run, 20)
+    assert q.protocol == "listwise" and q.quantity == "mean category rank (1 = Bad ... 3 = Good)"
+    assert q.bounds == (1.0, 3.0) and len(q.clusters) == 24 and q.size.tolist() == [1.0] * 24
+    assert ((q.judge_total >= 1) & (q.judge_total <= 3)).all()
+    with InThread(run, budget=20) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        (question,) = item["questions"]
+        assert [(a["value"], a["key"]) for a in question["answers"]] == [("Bad", "1"), ("Medium", "2"), ("Good", "3")]
+        assert item["texts"][0]["heading"].startswith("Use of g") and item["shown"] == ""
+        one_line_400(post(c, item, {question["item"]: "Great"}), "labels: 'Great' is not an answer of this protocol "
+                                                                 "(Bad, Medium, Good)")
+        assert post(c, item, {question["item"]: "Good"}).json()["stored"]
+        est = c.get("/api/estimate").json()
+    assert est["quantity"] == q.quantity and est["clusters_labelled"] == 1
+    assert q.score(item["cluster"], "Good", question["item"]) == 3.0
+
+
+def test_a_listwise_item_without_categories_is_scored_on_the_judges_scale(tmp_path):
+    q = build_queue(listwise_run(tmp_path / "lw", groups=2, categories=False), 10)
+    assert q.quantity == "mean score (1-5)" and q.bounds == (1.0, 5.0)
+    assert [a.key for a in q.clusters[0].questions[0].answers] == list("12345")
+
+
+def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
+    run = pairwise_run(tmp_path / "pw", tie=True)
+    q = build_queue(run, 20)
+    assert q.quantity == "judge accuracy (a tie half)" and q.decision["p04"] == "tie"
+    assert [tie_credit(x, "a") for x in ("a", "b", "tie")] == [1.0, 0.0, 0.5] and tie_credit("tie", "tie") == 1.0
+    with InThread(run, budget=20) as s, s.client() as c:
+        assert "Tie (t)" in c.get("/api/info").json()["instructions"]
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert [a["key"] for a in item["questions"][0]["answers"]] == ["1", "2", "t"]
+        assert post(c, item, {item["cluster"]: "tie"}).json()["stored"]
+        (row,) = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+    assert row["label"] == "tie" and q.score(row["cluster"], "tie") == tie_credit("tie", q.decision[row["cluster"]])
+    plain = pairwise_run(tmp_path / "plain")                        # no tie option: a tie is refused
+    with InThread(plain, budget=20) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert [a["key"] for a in item["questions"][0]["answers"]] == ["1", "2"]
+        one_line_400(post(c, item, {item["cluster"]: "tie"}), "labels: 'tie' is not an answer of this protocol (a, b)")
