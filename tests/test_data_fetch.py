@@ -1,37 +1,19 @@
 """`litjudge data fetch`: the datasets from their pinned public sources, verified, tested without a
 network: a loopback HTTP server started here serves a mirror with GitHub's raw-file layout
-(OWNER/REPO/COMMIT/PATH), built from the shared copies; one file is corrupted on purpose."""
-import shutil
-import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
+(OWNER/REPO/COMMIT/PATH), built from the shared copies (tests/mirror.py); one file is corrupted on purpose."""
 import pytest
 
 from litjudge.engine.data.cards import load_card
 from tests.conftest import DATA, litjudge, needs_data
-
-
-class Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
+from tests.mirror import data_mirror
 
 
 @pytest.fixture
 def mirror(tmp_path):
     """Every upstream file of the three cards, where GitHub would serve it, on 127.0.0.1."""
     root = tmp_path / "mirror"
-    for name in ("ttcw", "confederacy", "aut-ocsai"):
-        card = load_card(name)
-        up = card.upstream
-        for local, entry in up["files"].items():
-            target = root / up["repository"] / up["commit"] / entry["upstream"]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(DATA / card.path / local, target)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    with data_mirror(root, ("ttcw", "confederacy", "aut-ocsai")) as url:
+        yield root, url
 
 
 @needs_data

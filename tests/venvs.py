@@ -36,6 +36,15 @@ def install(venv: Path, *wheels: Path) -> None:
                     str(site_packages(venv)), *map(str, wheels)], check=True, capture_output=True, timeout=300)
 
 
+def pip_install(venv: Path, *requirements: str) -> None:
+    """Install into the scratch venv as a user's `pip install` does (its own site-packages, its console
+    scripts in bin/), dependencies not followed (they are the shared ones) and nothing downloaded.
+    --ignore-installed: the shared site-packages' editable litjudge is outside the venv, untouched."""
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--no-deps",
+                    "--no-index", "--ignore-installed", *requirements], check=True, capture_output=True, timeout=300,
+                   env=user_env())
+
+
 def build_wheel(source: Path, out: Path) -> Path:
     """The wheel of a source folder (setuptools from this environment, no download)."""
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
@@ -59,7 +68,9 @@ def user_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITJUDGE_RUNS_DIR")}
 
 
-def in_venv(venv: Path, cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """`python ARGS` in the scratch venv, from `cwd` (e.g. `-m litjudge run cfg.toml`)."""
-    return subprocess.run([str(venv / "bin" / "python"), *args], cwd=cwd, env=user_env(), capture_output=True,
-                          text=True, timeout=timeout)
+def in_venv(venv: Path, cwd: Path, *args: str, timeout: float = 600, program: str = "python",
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python ARGS` (or another of the venv's programs, e.g. its `litjudge` console script) in the
+    scratch venv, from `cwd` (e.g. `-m litjudge run cfg.toml`), with `env` added to the environment."""
+    return subprocess.run([str(venv / "bin" / program), *args], cwd=cwd, env={**user_env(), **(env or {})},
+                          capture_output=True, text=True, timeout=timeout)

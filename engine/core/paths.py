@@ -9,7 +9,6 @@ verdict cache of one invocation are its Session's (engine.core.session).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
@@ -71,26 +70,26 @@ def model_cache_dir() -> Path:
     return envs.LITJUDGE_MODEL_CACHE or cache_dir()
 
 
-def _shipped(folder: str, package: str) -> Path:
-    """A folder the package ships: the checkout's own, else the installed package data."""
+def _shipped(folder: str) -> Path:
+    """A folder the package ships: the checkout's own (datasets/, runs/), else the installed package
+    data. Installed, this module is litjudge/engine/core/paths.py and PROJECT_ROOT is the package's
+    folder, which holds the data as _data/datasets and _data/runs (pyproject's package-dir)."""
     if (PROJECT_ROOT / "pyproject.toml").exists():         # a checkout (editable or not installed)
         return PROJECT_ROOT / folder
-    # The shipped folders are namespace packages (no __init__.py: `datasets/` must not become an
-    # importable package), so their one location comes from the import spec.
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"litjudge's package data {package!r} is not installed")
-    return Path(next(iter(spec.submodule_search_locations)))
+    shipped = PROJECT_ROOT / "_data" / folder
+    if not shipped.is_dir():
+        raise FileNotFoundError(f"litjudge's package data ({shipped}) is not installed: reinstall litjudge")
+    return shipped
 
 
 def cards_dir() -> Path:
     """Dataset cards and the demo samples (`datasets/` of the project)."""
-    return _shipped("datasets", "litjudge_datasets")
+    return _shipped("datasets")
 
 
 def configs_dir() -> Path:
     """The committed run configs (`runs/` of the project): `litjudge run demo` finds demo.toml here."""
-    return _shipped("runs", "litjudge_runs")
+    return _shipped("runs")
 
 
 def runs_output_dir() -> Path:
