@@ -10,14 +10,15 @@ import json
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import ConfigError, DataError
+from .export import FIELDS, csv_text, jsonl, records
 from .labels import Labels, open_labels, stored_design
 from .queue import Queue, build_queue
-from .server import FIELDS, Settings, create_app, new_token
+from .server import Settings, create_app, new_token
 
 DEFAULT_BUDGET = 50
 
@@ -175,25 +176,22 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
     return stored, again
 
 
-def export_labels(labels: Labels, path: Path) -> int:
-    """The standing labels to a new .csv or .jsonl file, or a new Hugging Face dataset folder
-    (never over an existing file or folder)."""
+def export_labels(queue: Queue, labels: Labels, path: Path) -> int:
+    """The standing labels (`export.records`) to a new .csv or .jsonl file, or a new Hugging Face
+    dataset folder (never over an existing file or folder)."""
     if path.exists():
         raise ConfigError("exists: give a new file name (litjudge does not replace a file it did not create)",
                           where=str(path))
-    rows = labels.rows()
+    rows = records(queue, labels)
     if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in rows))
+        path.write_text(jsonl(rows))
     elif path.suffix == ".csv":
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, FIELDS, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(asdict(r) for r in rows)
+        path.write_text(csv_text(rows), newline="")
     elif path.suffix == "":
         import datasets  # a Hugging Face dataset folder (datasets.load_from_disk)
 
         empty: dict[str, list] = {f: [] for f in FIELDS}
-        table = datasets.Dataset.from_list([asdict(r) for r in rows]) if rows else datasets.Dataset.from_dict(empty)
+        table = datasets.Dataset.from_list(rows) if rows else datasets.Dataset.from_dict(empty)
         table.save_to_disk(str(path))
     else:
         raise ConfigError("--export writes a .csv or .jsonl file, or a Hugging Face dataset folder (a name without "

@@ -23,7 +23,7 @@ def cmd_annotate(args) -> int:
                 stored, again = import_labels(queue, labels, Path(args.import_file))
                 print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
             if args.export_file:
-                n = export_labels(labels, Path(args.export_file))
+                n = export_labels(queue, labels, Path(args.export_file))
                 print(f"Exported {n} labels -> {args.export_file}")
         finally:
             labels.close()
