@@ -16,8 +16,8 @@ from litjudge.judges.metrics import active
 
 from ...core.errors import ConfigError
 from ...data.cards import dataset_card
+from ..manifest import recorded_config
 from ..outputs import read_manifest
-from ..run import recorded_config
 
 PROTOCOLS_SERVED = ("ttcw", "pairwise")
 

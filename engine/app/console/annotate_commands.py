@@ -6,7 +6,8 @@ from pathlib import Path
 from ...core.console import terminal
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
-from ..annotate.serve import Annotation, Options, export_labels, import_labels, open_queue, settings
+from ..annotate.queue_store import Options, open_queue, settings
+from ..annotate.serve import Annotation, export_labels, import_labels
 from ..annotate.simulate import run_simulation
 from .signals import Terminated
 
