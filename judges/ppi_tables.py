@@ -92,8 +92,8 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
     `unanswered` (module docstring). With `annotated` (`[ppi] labelled = "annotations:RUN"`) the
     human labels are the annotators' and the estimates the active ones (judges/ppi_annotated.py)."""
     rows = pl.concat([v.with_columns(pl.lit(name).alias("view")) for name, v in views.items()], how="diagonal_relaxed")
-    y = human_value(annotated, item) if annotated is not None else pl.col(human).cast(pl.Float64)
-    rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), y.alias("_y"),
+    human_y = human_value(annotated, item) if annotated is not None else pl.col(human).cast(pl.Float64)
+    rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), human_y.alias("_y"),
                              pl.col(human).cast(pl.Float64).alias("_h"))
     rows = rows.with_columns(pl.col("_y").is_not_null().alias("_lab") if annotated is not None
                              else labelled(rows, ppi, cluster, human).alias("_lab"))
