@@ -21,6 +21,7 @@ from litjudge.grammars.analysis import Analyzed
 from . import PROTOCOLS
 from .contract import Ask, Declaration, MetricTable, Table  # noqa: F401  (a protocol imports its contract from here)
 from .metrics.estimates import Units
+from .ppi_annotated import Annotated
 from .templates import Template, TemplateFields, checked, template_of
 
 
@@ -52,6 +53,7 @@ class Context:
     options: Any
     card: DatasetCard
     replay: bool = False          # recorded responses are served; items without text are allowed
+    annotations: Annotated | None = None      # `[ppi] labelled = "annotations:RUN"`: that queue's labels
     warnings: list[str] = field(default_factory=list, compare=False)
     found: set[str] = field(default_factory=set, compare=False)     # what aggregating found ("unlabelled")
 

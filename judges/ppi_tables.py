@@ -29,6 +29,9 @@ from .contract import Declaration
 from .metrics.bootstrap import MIN_CLUSTERS
 from .metrics.ppi import TOO_FEW, ClusterSums, Estimate, effective_labels, estimate
 from .metrics.proportion import rate_interval
+from .ppi_annotated import Annotated, human_value
+from .ppi_annotated import estimates as annotated_estimates
+from .ppi_annotated import labelled_prefix as annotated_prefix
 
 POOLED = "all"
 COLUMNS = {"judge": pl.Utf8, "view": pl.Utf8, "test": pl.Utf8, "quantity": pl.Utf8, "n_labelled": pl.Int64,
@@ -53,10 +56,13 @@ def check_ppi(ppi: PPIConfig, declared: Declaration, where: str) -> None:
                           where=where, parameter="ppi.labelled")
 
 
-def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> list[str]:
+def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str,
+                      annotated: Annotated | None = None, item: str = "item_id") -> list[str]:
     """The clusters whose human labels the estimators may use, sorted (the same for every judge and
     view): a seeded random share of the clusters that have labels, those with a row a boolean field
-    marks, or all that have labels."""
+    marks, or all that have labels; with annotations, the clusters of their labelled draws."""
+    if annotated is not None:
+        return annotated_prefix(rows.with_columns(human_value(annotated, item).alias("_y")), annotated, cluster)[1]
     has = pl.col(human).is_not_null()
     marked = has & pl.col(ppi.column).fill_null(False) if ppi.column else has
     pool = sorted(rows.filter(marked)[cluster].cast(pl.Utf8).unique().to_list())
@@ -78,22 +84,30 @@ def labelled(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> pl
 
 
 def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
-              human: str, judge_value: pl.Expr, quantity: str, unanswered: float = 0.5) -> pl.DataFrame:
+              human: str, judge_value: pl.Expr, quantity: str, unanswered: float = 0.5,
+              annotated: Annotated | None = None) -> pl.DataFrame:
     """One row per view, judge and `group` value, plus the pooled group ("all"): human-only and
     PPI++ estimates of the rate of `human` (bool, or a float in [0, 1]) with `judge_value` as the
     prediction. Repeats of an item are averaged into one judge value; an item with none reads
-    `unanswered` (module docstring)."""
+    `unanswered` (module docstring). With `annotated` (`[ppi] labelled = "annotations:RUN"`) the
+    human labels are the annotators' and the estimates the active ones (judges/ppi_annotated.py)."""
     rows = pl.concat([v.with_columns(pl.lit(name).alias("view")) for name, v in views.items()], how="diagonal_relaxed")
-    rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), pl.col(human).cast(pl.Float64).alias("_y"),
-                             labelled(rows, ppi, cluster, human).alias("_lab"))
+    human_y = human_value(annotated, item) if annotated is not None else pl.col(human).cast(pl.Float64)
+    rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), human_y.alias("_y"),
+                             pl.col(human).cast(pl.Float64).alias("_h"))
+    rows = rows.with_columns(pl.col("_y").is_not_null().alias("_lab") if annotated is not None
+                             else labelled(rows, ppi, cluster, human).alias("_lab"))
     keys = ["view", "judge", group, item, cluster]
     if "repeat" in rows.columns and (rows.select(pl.col("repeat").max()).item() or 0) > 0:    # repeats: one value an item
         rows = (rows.group_by(keys, maintain_order=True)
-                .agg(pl.col("_f").mean(), pl.col("_y").first(), pl.col("_lab").first()))
-    items = rows.select([*keys, pl.col("_f").fill_null(unanswered), "_y", "_lab"]).with_columns(pl.col(group).cast(pl.Utf8))
+                .agg(pl.col("_f").mean(), pl.col("_y").first(), pl.col("_h").first(), pl.col("_lab").first()))
+    items = (rows.select([*keys, pl.col("_f").fill_null(unanswered), "_y", "_h", "_lab"])
+             .with_columns(pl.col(group).cast(pl.Utf8)))
     items = pl.concat([items, items.with_columns(pl.lit(POOLED).alias(group))])
     if not items.height:
         return pl.DataFrame(schema=COLUMNS)
+    if annotated is not None:
+        return _ordered(_annotated(items, annotated, group, cluster, quantity), views, rows, group)
     codes = items.select(pl.col(c).cast(pl.Utf8).cast(pl.Categorical).to_physical().cast(pl.Int64)
                          for c in ("view", "judge", group, cluster)).to_numpy()
     _, first, cell = np.unique(_combined(codes[:, :3]), return_index=True, return_inverse=True)
@@ -111,6 +125,26 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
     hidden = np.bincount(cell, known & ~lab, cells.height) > 0
     out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(sums, human_only, powered),
                              pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
+    return _ordered(out, views, rows, group)
+
+
+def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, quantity: str) -> pl.DataFrame:
+    """The table's rows from the annotations (one per view, judge and group: `ppi_annotated.estimates`
+    over the queue's labelled prefix); all_labels: the data's own human labels, all hidden here."""
+    k, _ = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
+    out = []
+    for key, cell in items.group_by(["view", "judge", group], maintain_order=True):
+        known = cell["_h"].drop_nulls()
+        out.append({"view": key[0], "judge": key[1], group: key[2], "quantity": quantity,
+                    **annotated_estimates(cell, annotated, cluster, k),
+                    "all_labels": float(known.mean()) if known.len() else None})     # type: ignore[arg-type]
+    frame = pl.DataFrame(out, infer_schema_length=None)
+    return frame.with_columns(pl.col(c).fill_nan(None) for c, kind in frame.schema.items() if kind == pl.Float64)
+
+
+def _ordered(out: pl.DataFrame, views: Mapping[str, pl.DataFrame], rows: pl.DataFrame, group: str) -> pl.DataFrame:
+    """The table in its order (views as given, tests in order with the pooled row first, judges as
+    met) and schema."""
     view_order = {name: i for i, name in enumerate(views)}
     judge_order = {name: i for i, name in enumerate(rows["judge"].unique(maintain_order=True).to_list())}
     return (out.rename({group: "test"})

@@ -43,6 +43,7 @@ from .metrics.bootstrap import (
 )
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
+from .ppi_annotated import Annotated
 from .ppi_tables import labelled_clusters, ppi_table
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 from .templates import TemplateFields, template_of
@@ -273,6 +274,10 @@ class TTCW(Protocol):
         tables["pass_rates_by_source"] = (tables["pass_rates"].group_by(["judge", "view", "source"], maintain_order=True)
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
                                                pl.len().alias("tests")))
+        if ctx.config.ppi.enabled and (ctx.annotations is not None or d["expert_pass"].is_not_null().any()):
+            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy, ctx.annotations)
+            tables["ppi_labelled"] = pl.DataFrame({"story_id": labelled_clusters(
+                d, ctx.config.ppi, "story_id", "expert_pass", ctx.annotations)}, schema={"story_id": pl.Utf8})
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
@@ -280,18 +285,14 @@ class TTCW(Protocol):
                           "(overall, story counts, calibration) were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
-        if ctx.config.ppi.enabled:
-            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy)
-            tables["ppi_labelled"] = pl.DataFrame({"story_id": labelled_clusters(
-                d, ctx.config.ppi, "story_id", "expert_pass")}, schema={"story_id": pl.Utf8})
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),
                 "story_cutoff": pl.DataFrame(cutoff),
                 "corrected_pass_rates": corrected_pass_rates(per_item),
                 **calibration_tables(answered, "p_yes", "expert_pass", cluster="story_id")}
 
     @staticmethod
-    def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig,
-                           missing: MissingPolicy = MissingPolicy()) -> pl.DataFrame:
+    def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig, missing: MissingPolicy = MissingPolicy(),
+                           annotated: Annotated | None = None) -> pl.DataFrame:
         """`[ppi]`: the experts' pass rate per test and over all tests from the labelled stories'
         labels, alone and with the judge's answers on every story (its P(Yes) where it gave one,
         else its decision), a story's tests one cluster. A test the judge did not answer reads the
@@ -299,7 +300,8 @@ class TTCW(Protocol):
         which is made of the experts' label (ppi_tables' docstring)."""
         stand_in = float(missing.label == "Yes") if missing.kind == "label" and missing.label in ("Yes", "No") else 0.5
         return ppi_table(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
-                         quantity="expert pass rate", unanswered=stand_in, judge_value=pl.when(pl.col("status") == "ok")
+                         quantity="expert pass rate", unanswered=stand_in, annotated=annotated,
+                         judge_value=pl.when(pl.col("status") == "ok")
                          .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
 
     @staticmethod

@@ -28,11 +28,11 @@ STORIES = 30
 TESTS = 3
 
 
-def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS) -> Path:
-    """A finished TTCW run of two replayed judges over a simulated dataset whose stories and one
-    question carry HTML payloads; returns the run folder."""
+def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS, prefix: str = "s") -> Path:
+    """A finished TTCW run of two replayed judges over a simulated dataset whose stories (named
+    `prefix` and a number) and one question carry HTML payloads; returns the run folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    names = [f"s{k:02d}" for k in range(stories)]
+    names = [f"{prefix}{k:02d}" for k in range(stories)]
     majority = {(s, t): (k * 7 + t * 3) % 5 < 2 for k, s in enumerate(names) for t in range(1, tests + 1)}
     card = ttcw_dataset(folder, names, tests, majority)
     data = folder / "ttcw-sim"

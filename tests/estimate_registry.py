@@ -16,7 +16,9 @@ LI = "test_conformance_lists.py::"
 RU = "test_rubric_conformance.py::"
 PPI = ("test_ppi_conformance.py::test_both_intervals_cover_with_a_useless_a_biased_a_good_and_a_half_silent_judge",
        "test_ppi_run.py::test_neither_estimate_depends_on_which_answers_the_judge_could_give",
-       "test_ppi_crosscheck.py::test_the_published_table_carries_ppi_pythons_estimate")
+       "test_ppi_crosscheck.py::test_the_published_table_carries_ppi_pythons_estimate",
+       "test_annotate_ppi.py::test_a_later_run_uses_the_annotations_with_the_queues_draw_probabilities",
+       "test_active_inference.py::test_coverage_at_every_budget")    # [ppi] labelled = "annotations:RUN"
 RUBRIC_BINARY = (RU + "test_binary_agreement_intervals_cover_with_ten_texts_of_each_answer",
                  RU + "test_no_binary_interval_with_fewer_than_ten_texts_of_an_answer")
 RUBRIC_POINTS = (RU + "test_points_agreement_intervals_cover_at_ten_texts",)
@@ -91,6 +93,12 @@ PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
     ("sweep", "ranking", "same_as_best"): (C + "test_same_as_best_keeps_its_family_wise_error",
                                            C + "test_same_as_best_finds_a_worse_cell_and_needs_clusters_of_its_own"),
 }
+
+# The annotation page's live estimate (/api/estimate: issue 55's queue), flattened as active_low, ...
+ANNOTATE = ("test_active_inference.py::test_coverage_at_every_budget",
+            "test_annotate_conformance.py::test_the_page_estimate_equals_a_recomputation_from_the_exported_labels")
+PUBLISHED.update({**both("annotate", "estimate", ANNOTATE, "active_low", "active_high"),
+                  **both("annotate", "estimate", ANNOTATE, "human_low", "human_high")})
 
 # Calibration bin edges are the diagram's fixed bins, not estimates.
 NOT_ESTIMATES = ("bin_low", "bin_high")

@@ -309,3 +309,43 @@ def test_a_port_in_use_is_one_line_before_any_url(run):
         r = litjudge("annotate", str(run), "--port", str(s.port), timeout=120)
     assert r.returncode == 2 and "Open " not in r.stdout, r.stdout
     assert f"cannot listen on 127.0.0.1 port {s.port}" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_submit_for_a_cluster_another_annotator_holds_is_409_until_the_lock_times_out(run):
+    """Issue 55's bug: bob's submit for the story the queue handed to ann (and locked for her) was
+    stored. It is refused in one line (409) while ann's lock lives, her own submit is not, and once
+    a lock has timed out the cluster is anyone's."""
+    with InThread(run, budget=40, lock_seconds=2.0) as s, s.client() as c:
+        held = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held["cluster"]
+
+        def body(who):
+            return {"annotator": who, "cluster": held["cluster"], "key": key(),
+                    "labels": {q["item"]: "Yes" for q in held["questions"]}}
+        r = c.post("/api/label", json=body("bob"))
+        assert r.status_code == 409 and r.text.count("\n") == 1, r.text
+        assert r.text.startswith(f"cluster {held['cluster']!r} is being read by another annotator (locked until ")
+        assert c.get("/api/export.jsonl").text == ""                  # nothing of bob's was stored
+        time.sleep(2.3)                                               # ann's lock (and bob's) timed out
+        assert c.post("/api/label", json=body("bob")).json() == {"stored": True, "duplicate": False}
+        mine = c.get("/api/next", params={"annotator": "ann"}).json()          # ann holds a new one
+        other = {"annotator": "ann", "cluster": mine["cluster"], "key": key(),
+                 "labels": {q["item"]: "No" for q in mine["questions"]}}
+        assert c.post("/api/label", json=other).json()["stored"]                # her own lock: accepted
+        rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
+    assert {(r["annotator"], r["cluster"]) for r in rows} == {("bob", held["cluster"]), ("ann", mine["cluster"])}
+
+
+def test_per_item_two_lets_both_holders_submit_and_refuses_a_third(run):
+    with InThread(run, budget=40, per_item=2) as s, s.client() as c:
+        a = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] == a["cluster"]
+        for who in ("ann", "bob"):
+            r = c.post("/api/label", json={"annotator": who, "cluster": a["cluster"], "key": key(),
+                                           "labels": {q["item"]: "Yes" for q in a["questions"]}})
+            assert r.json()["stored"], r.text
+        b = c.get("/api/next", params={"annotator": "ann"}).json()
+        c.get("/api/next", params={"annotator": "bob"})                         # b is held by ann and bob
+        r = c.post("/api/label", json={"annotator": "zoe", "cluster": b["cluster"], "key": key(),
+                                       "labels": {q["item"]: "Yes" for q in b["questions"]}})
+        assert r.status_code == 409 and "is being read by another annotator" in r.text

@@ -15,6 +15,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from litjudge.engine.app.annotate.estimate import estimates
+from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.engine.app.sweep_rank import Ranked, ranking
 from litjudge.engine.core.sampling import SamplingConfig
 from litjudge.engine.core.settings import PPIConfig
@@ -25,6 +27,7 @@ from litjudge.judges.metrics.estimates import Units
 from litjudge.judges.pairwise import Pairwise
 from litjudge.judges.reference_likert import ReferenceLikert
 from litjudge.judges.ttcw import TTCW
+from tests.annotate_run import ttcw_run
 from tests.conformance_data import context, ttcw_dataset
 from tests.conftest import needs_prompts
 from tests.estimate_registry import NOT_ESTIMATES, PUBLISHED, RANKED
@@ -123,12 +126,22 @@ def sweep_table() -> dict[str, pl.DataFrame]:
     return {"ranking": ranking([Ranked({"judge": "j"}, units.value(), 12, units)], True, 50)}
 
 
+def annotate_estimate(tmp: Path) -> dict[str, pl.DataFrame]:
+    """The estimate the annotation page reads (/api/estimate) of a replayed run's queue, its nested
+    estimates flattened (active_low, human_high, ...)."""
+    queue = build_queue(ttcw_run(tmp / "annotate", stories=12, tests=2), 12)
+    est = estimates(queue, [], curve=False)
+    flat = {f"{k}_{sub}" if isinstance(v, dict) else k: [x] for k, v in est.items() if k != "curve"
+            for sub, x in (v.items() if isinstance(v, dict) else [("", v)])}
+    return {"estimate": pl.DataFrame(flat, strict=False)}
+
+
 def written(tmp: Path) -> set[tuple[str, str, str]]:
     """(source, table, column) of every interval and p-value column written."""
     ttcw = ttcw_tables(tmp)
     sources = {"ttcw": {**ttcw, **ttcw_ppi_table(tmp)}, "rubric": rubric_tables(), "pairwise": pairwise_tables(), "listwise": listwise_tables(),
                "reference_likert": reference_likert_tables(), "classification": classification_tables(),
-               "ensemble": ensemble_tables(ttcw), "sweep": sweep_table()}
+               "ensemble": ensemble_tables(ttcw), "sweep": sweep_table(), "annotate": annotate_estimate(tmp)}
     return {(source, name, column) for source, tables in sources.items() for name, table in tables.items()
             for column in table.columns if ESTIMATE.search(column)}
 

@@ -25,9 +25,10 @@ from ..core.runner import run_judge
 from ..core.session import Spend
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
+from .manifest import recorded_config
 from .outputs import read_manifest, write_tables
 from .results_file import tidy
-from .run import prepare, recorded_config, run_id
+from .run import prepare, run_id
 
 FULL = -1
 

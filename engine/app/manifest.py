@@ -8,7 +8,11 @@ figures with backend-specific details); `raw` keeps it whole for the two places 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from ..core.config import RunConfig
+from ..core.schema import build
 
 # The run's `[api] key_env` (the variable's name, never the key) is also noted in its store's meta table
 # when it starts: `status --cancel-batches` finds it for a run killed before its manifest was written
@@ -139,3 +143,10 @@ def _rows(d: dict[str, Any], key: str) -> tuple[dict[str, Any], ...]:
     """A list of tables in the record (what is not a table is left out)."""
     value = d.get(key)
     return tuple(x for x in value if isinstance(x, dict)) if isinstance(value, list) else ()
+
+
+def recorded_config(run_dir: Path, manifest: RunManifest) -> RunConfig:
+    """The run config a finished run recorded in its manifest, validated again."""
+    cfg = dict(manifest.config)
+    source = cfg.pop("source", "")
+    return build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)

@@ -20,10 +20,11 @@ from ..core.manifest import data_identity
 from ..core.runner import parse_result
 from ..core.store import Store
 from ..data.cards import dataset_card
-from .manifest import RunManifest
+from .annotate.annotations import load_annotations
+from .manifest import RunManifest, recorded_config
 from .outputs import read_manifest, write_outputs
 from .results_file import results, tasks_results, write_results
-from .run import PreparedRun, aggregate_store, by_judge, recorded_config, run_id, verdict_counts
+from .run import PreparedRun, aggregate_store, by_judge, run_id, verdict_counts
 
 
 def reparse(run_dir: Path) -> dict[str, int]:
@@ -89,7 +90,7 @@ def rebuild(folder: Path, manifest: RunManifest, store: Store, task: str = "") -
     specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
                   for j in manifest.judges)
     prep = PreparedRun(config, protocol, protocol.options(config),
-                    dataset_card(config.dataset, config.source, config.protocol), specs)
+                    dataset_card(config.dataset, config.source, config.protocol), specs, load_annotations(config))
     verdicts, tables, warnings = aggregate_store(prep, store, {s.name: run_id(config, task, s.name) for s in specs})
     for path in sorted((folder / "tables").glob("*.parquet")):
         if path.stem not in tables:

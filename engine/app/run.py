@@ -16,6 +16,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context, Protocol
+from litjudge.judges.ppi_annotated import Annotated
 from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
 
 from .. import backends as registry
@@ -28,12 +29,12 @@ from ..core.manifest import config_dict, data_identity, git_commit, litjudge_ver
 from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
-from ..core.schema import build
 from ..core.session import Session, Spend
 from ..core.store import ResultRow, Store
 from ..core.verdicts import unparsed_warnings, verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
+from .annotate.annotations import load_annotations
 from .constant_judge import constant_judge_warnings
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
@@ -62,11 +63,12 @@ class PreparedRun:
     options: Any
     card: DatasetCard
     specs: tuple[JudgeSpec, ...]
+    annotations: Annotated | None = None       # `[ppi] labelled = "annotations:RUN"`: that queue's labels
 
     def context(self, spec: JudgeSpec | None = None, limit: int | None = None) -> Context:
         recorded = spec is not None and spec.capabilities.recorded
         config = self.config if limit is None else dataclasses.replace(self.config, limit=limit)
-        return Context(config, self.options, self.card, replay=recorded)
+        return Context(config, self.options, self.card, replay=recorded, annotations=self.annotations)
 
     def check_first_unit(self) -> None:
         """The first unit's requests built (the columns its options name, its labels) before the
@@ -91,7 +93,7 @@ def prepare(config: RunConfig) -> PreparedRun:
                           f"(loader {card.loader!r}) gives {', '.join(kinds_of(card)) or 'none'}"
                           + protocol.reads_hint(options, tuple(kinds_of(card))), where=config.source, parameter="dataset")
     specs = tuple(registry.resolve(name, config) for name in config.judges)
-    return PreparedRun(config, protocol, options, card, specs)
+    return PreparedRun(config, protocol, options, card, specs, load_annotations(config))
 
 
 def run_dir_for(config: RunConfig, session: Session | None = None) -> Path:
@@ -389,10 +391,3 @@ def by_judge(verdicts: pl.DataFrame) -> dict[str, dict[str, int]]:
 def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
     return {"rows": verdicts.height, "unparsed": verdicts.filter(pl.col("status") == "unparsed").height,
             "missing": verdicts.filter(pl.col("status") == "missing").height}
-
-
-def recorded_config(run_dir: Path, manifest: RunManifest) -> RunConfig:
-    """The run config a finished run recorded in its manifest, validated again."""
-    cfg = dict(manifest.config)
-    source = cfg.pop("source", "")
-    return build(RunConfig, cfg, str(run_dir / "manifest.json"), source=source)

@@ -234,7 +234,8 @@ def cell_table(sweep: Sweep) -> list[dict[str, Any]]:
 
 
 def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: JudgeSpec) -> Context:
-    return Context(cell.config, _options(prep.protocol, cell, setting), prep.card, replay=prep.context(spec).replay)
+    return Context(cell.config, _options(prep.protocol, cell, setting), prep.card, replay=prep.context(spec).replay,
+                   annotations=prep.annotations)
 
 
 def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],

@@ -130,7 +130,8 @@ class PPIConfig:
 
     labelled: float | str = ""      # a share in (0, 1): that share of the clusters with human labels, drawn
                                     # with `seed`; "column:NAME": the items whose boolean field NAME is
-                                    # true; "all": every item the data holds a human label for
+                                    # true; "all": every item the data holds a human label for;
+                                    # "annotations:RUN": the labels of `litjudge annotate RUN`'s queue
     seed: int = 0                   # the draw of a share
 
     def __post_init__(self) -> None:
@@ -138,8 +139,8 @@ class PPIConfig:
             _check(_finite(self.labelled) and 0 < self.labelled < 1, "labelled",
                    f"a share of the clusters must be in (0, 1), got {self.labelled}")
         else:
-            _check(self.labelled in ("", "all") or (self.labelled.startswith("column:") and bool(self.column)),
-                   "labelled", f'must be a share in (0, 1), "column:NAME" or "all", got {self.labelled!r}')
+            _check(self.labelled in ("", "all") or bool(self.column or self.annotations), "labelled",
+                   f'must be a share in (0, 1), "column:NAME", "annotations:RUN_FOLDER" or "all", got {self.labelled!r}')
         _check(self.enabled or self.seed == 0, "seed", "[ppi] seed draws a share: set labelled = SHARE too")
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
 
@@ -157,8 +158,16 @@ class PPIConfig:
         text = self.labelled if isinstance(self.labelled, str) else ""
         return text.partition(":")[2].strip() if text.startswith("column:") else ""
 
+    @property
+    def annotations(self) -> str:
+        """The annotated run folder whose queue's labels are used ("" unless labelled = "annotations:RUN")."""
+        text = self.labelled if isinstance(self.labelled, str) else ""
+        return text.partition(":")[2].strip() if text.startswith("annotations:") else ""
+
     def describe(self) -> str:
         """The choice in words, for the manifest and the console."""
+        if self.annotations:
+            return f"the annotated items of {self.annotations} (their queue's draws and probabilities)"
         if self.share is not None:
             return f"a seeded random {self.share:g} of the clusters (seed {self.seed})"
         return f"the items whose field {self.column!r} is true" if self.column else "every item with a human label"

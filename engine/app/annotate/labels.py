@@ -53,6 +53,10 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+class Locked(Exception):
+    """A submit for a cluster another annotator holds (its lock not timed out): one line, status 409."""
+
+
 class Labels:
     """The store of one run's queue. Thread-safe (one connection behind a lock: the server's
     worker threads share it)."""
@@ -162,11 +166,15 @@ class Labels:
 
     # -- writes -----------------------------------------------------------------------------------
     def submit(self, key: str, annotator: str, cluster: str, labels: dict[str, str], *, kind: str = "label",
-               source: str = "web", shown: str = "", at: str | None = None) -> bool:
-        """Store one submission; False when its key was stored before (a retry: counted once)."""
+               source: str = "web", shown: str = "", at: str | None = None, per_item: int | None = None) -> bool:
+        """Store one submission; False when its key was stored before (a retry: counted once). With
+        `per_item` (a submit from the page) it raises `Locked` when the cluster is held by others
+        (`_refuse_if_held`), checked in the same transaction as the write."""
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
+                if per_item is not None:
+                    self._refuse_if_held(key, annotator, cluster, per_item)
                 cur = self.db.execute("INSERT OR IGNORE INTO submissions (key, annotator, cluster, kind, time, source, "
                                       "shown) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                       (key, annotator, cluster, kind, at or now(), source, shown))
@@ -179,6 +187,25 @@ class Labels:
                 self.db.execute("ROLLBACK")
                 raise
         return fresh
+
+    def _refuse_if_held(self, key: str, annotator: str, cluster: str, per_item: int) -> None:
+        """Locked when the submitter holds no live lock on `cluster` while another annotator does and
+        the others holding or having answered it fill its `per_item` places (the queue's own rule
+        for handing it out); a timed-out lock holds nothing; a retry of a stored key passes."""
+        if self.db.execute("SELECT 1 FROM submissions WHERE key = ?", (key,)).fetchone():
+            return
+        t = time.time()
+        live = dict(self.db.execute("SELECT annotator, expires FROM locks WHERE cluster = ? AND expires >= ?",
+                                    (cluster, t)).fetchall())
+        others = {a: e for a, e in live.items() if a != annotator}
+        if annotator in live or not others:
+            return
+        answered = {r[0] for r in self.db.execute("SELECT DISTINCT annotator FROM submissions WHERE cluster = ? AND "
+                                                  "kind = 'label' AND undone = 0 AND annotator != ?", (cluster, annotator))}
+        if len(set(others) | answered) >= per_item:
+            until = time.strftime("%H:%M:%S", time.localtime(max(others.values())))
+            raise Locked(f"cluster {cluster!r} is being read by another annotator (locked until {until}): ask for "
+                         "the next one (/api/next)")
 
     def undo(self, annotator: str) -> str | None:
         """Take back this annotator's latest answer or skip; returns its cluster (shown next again)."""

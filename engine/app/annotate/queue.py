@@ -17,8 +17,8 @@ from litjudge.judges.metrics import active
 
 from ...core.errors import ConfigError
 from ...data.cards import dataset_card
+from ..manifest import recorded_config
 from ..outputs import read_manifest
-from ..run import recorded_config
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
 from .queue_rubric import listwise, rubric
 

@@ -10,27 +10,15 @@ import json
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.errors import ConfigError, DataError
-from .labels import Labels, open_labels, stored_design
-from .queue import Queue, build_queue
-from .server import FIELDS, Settings, create_app, new_token
-
-DEFAULT_BUDGET = 50
-
-
-@dataclass(frozen=True)
-class Options:
-    budget: int | None = None
-    floor: float | None = None
-    seed: int | None = None
-    per_item: int = 1
-    lock_seconds: float = 600.0
-    host: str = "127.0.0.1"
-    port: int = 8765
+from .export import FIELDS, csv_text, jsonl, records
+from .labels import Labels
+from .queue import Queue
+from .queue_store import Options, open_queue
+from .server import Settings, create_app, new_token
 
 
 def loopback(host: str) -> bool:
@@ -40,28 +28,6 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def settings(run: Path, options: Options) -> tuple[int, float, int]:
-    """(budget, floor, seed): those given, else the stored queue's, else the defaults."""
-    was = stored_design(run)
-    budget = options.budget if options.budget is not None else was.get("budget", DEFAULT_BUDGET)
-    floor = options.floor if options.floor is not None else was.get("floor", 0.2)
-    seed = options.seed if options.seed is not None else was.get("seed", 0)
-    return budget, floor, seed
-
-
-def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
-    """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
-    budget, floor, seed = settings(run, options)
-    if options.per_item < 1:
-        raise ConfigError(f"--per-item must be >= 1, got {options.per_item}")
-    queue = build_queue(run, budget, floor=floor, seed=seed)
-    ids = "\n".join(c.cluster for c in queue.clusters)
-    design = {"budget": budget, "floor": floor, "seed": seed, "protocol": queue.protocol,
-              "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}
-    return queue, open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability,
-                              queue.design.draws, design)
 
 
 def url_of(host: str, port: int, token: str | None, annotator: str | None = None) -> str:
@@ -176,25 +142,22 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
     return stored, again
 
 
-def export_labels(labels: Labels, path: Path) -> int:
-    """The standing labels to a new .csv or .jsonl file, or a new Hugging Face dataset folder
-    (never over an existing file or folder)."""
+def export_labels(queue: Queue, labels: Labels, path: Path) -> int:
+    """The standing labels (`export.records`) to a new .csv or .jsonl file, or a new Hugging Face
+    dataset folder (never over an existing file or folder)."""
     if path.exists():
         raise ConfigError("exists: give a new file name (litjudge does not replace a file it did not create)",
                           where=str(path))
-    rows = labels.rows()
+    rows = records(queue, labels)
     if path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in rows))
+        path.write_text(jsonl(rows))
     elif path.suffix == ".csv":
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, FIELDS, lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(asdict(r) for r in rows)
+        path.write_text(csv_text(rows), newline="")
     elif path.suffix == "":
         import datasets  # a Hugging Face dataset folder (datasets.load_from_disk)
 
         empty: dict[str, list] = {f: [] for f in FIELDS}
-        table = datasets.Dataset.from_list([asdict(r) for r in rows]) if rows else datasets.Dataset.from_dict(empty)
+        table = datasets.Dataset.from_list(rows) if rows else datasets.Dataset.from_dict(empty)
         table.save_to_disk(str(path))
     else:
         raise ConfigError("--export writes a .csv or .jsonl file, or a Hugging Face dataset folder (a name without "

@@ -4,9 +4,7 @@ carries the token when the app is bound beyond loopback (403 without it); bodies
 a bad request is one line (400)."""
 from __future__ import annotations
 
-import csv
 import hmac
-import io
 import json
 import re
 import secrets
@@ -21,7 +19,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .estimate import estimates
-from .labels import Labels
+from .export import csv_text, jsonl, records
+from .labels import Labels, Locked
 from .page import page
 from .queue import Queue
 
@@ -29,7 +28,6 @@ MAX_BODY = 64 * 1024                  # bytes of one request body: a submission 
 NAME = re.compile(r"^[\w .@+-]{1,64}$")
 KEY = re.compile(r"^[\w.:-]{8,128}$")
 TOKEN_HEADER = "x-litjudge-token"
-FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source", "shown")
 
 
 
@@ -184,7 +182,11 @@ class Routes:
         pair = len(self.queue.clusters[self.queue.index(cluster)].texts) == 2
         if shown not in (("ab", "ba") if pair else ("",)):
             raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
-        fresh = self.labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown)
+        try:
+            fresh = self.labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown,
+                                       per_item=self.settings.per_item)
+        except Locked as e:
+            return PlainTextResponse(f"{e}\n", status_code=409)
         return JSONResponse({"stored": fresh, "duplicate": not fresh})
 
     async def skip(self, request: Request) -> Response:
@@ -201,17 +203,11 @@ class Routes:
         return JSONResponse(estimates(self.queue, [asdict(r) for r in self.labels.rows()]))
 
     async def export_jsonl(self, request: Request) -> Response:
-        text = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in self.labels.rows())
-        return Response(text, media_type="application/x-ndjson",
+        return Response(jsonl(records(self.queue, self.labels)), media_type="application/x-ndjson",
                         headers={"Content-Disposition": 'attachment; filename="annotations.jsonl"'})
 
     async def export_csv(self, request: Request) -> Response:
-        out = io.StringIO()
-        writer = csv.DictWriter(out, FIELDS, lineterminator="\n")
-        writer.writeheader()
-        for r in self.labels.rows():
-            writer.writerow(asdict(r))
-        return Response(out.getvalue(), media_type="text/csv",
+        return Response(csv_text(records(self.queue, self.labels)), media_type="text/csv",
                         headers={"Content-Disposition": 'attachment; filename="annotations.csv"'})
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 from ...core.console import terminal
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
-from ..annotate.serve import Annotation, Options, export_labels, import_labels, open_queue, settings
+from ..annotate.queue_store import Options, open_queue, settings
+from ..annotate.serve import Annotation, export_labels, import_labels
 from ..annotate.simulate import run_simulation
 from .signals import Terminated
 
@@ -23,7 +24,7 @@ def cmd_annotate(args) -> int:
                 stored, again = import_labels(queue, labels, Path(args.import_file))
                 print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
             if args.export_file:
-                n = export_labels(labels, Path(args.export_file))
+                n = export_labels(queue, labels, Path(args.export_file))
                 print(f"Exported {n} labels -> {args.export_file}")
         finally:
             labels.close()

@@ -1,0 +1,47 @@
+"""The queue of a run folder with its store, opened once for the app, the console's import and
+export, and a later run that uses the labels (`[ppi] labelled = "annotations:RUN"`): settings not
+given are the stored queue's, so a started queue reopens as it was drawn."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...core.errors import ConfigError
+from .labels import Labels, open_labels, stored_design
+from .queue import Queue, build_queue
+
+DEFAULT_BUDGET = 50
+
+
+@dataclass(frozen=True)
+class Options:
+    budget: int | None = None
+    floor: float | None = None
+    seed: int | None = None
+    per_item: int = 1
+    lock_seconds: float = 600.0
+    host: str = "127.0.0.1"
+    port: int = 8765
+
+
+def settings(run: Path, options: Options) -> tuple[int, float, int]:
+    """(budget, floor, seed): those given, else the stored queue's, else the defaults."""
+    was = stored_design(run)
+    budget = options.budget if options.budget is not None else was.get("budget", DEFAULT_BUDGET)
+    floor = options.floor if options.floor is not None else was.get("floor", 0.2)
+    seed = options.seed if options.seed is not None else was.get("seed", 0)
+    return budget, floor, seed
+
+
+def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
+    """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
+    budget, floor, seed = settings(run, options)
+    if options.per_item < 1:
+        raise ConfigError(f"--per-item must be >= 1, got {options.per_item}")
+    queue = build_queue(run, budget, floor=floor, seed=seed)
+    ids = "\n".join(c.cluster for c in queue.clusters)
+    design = {"budget": budget, "floor": floor, "seed": seed, "protocol": queue.protocol,
+              "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}
+    return queue, open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability,
+                              queue.design.draws, design)

@@ -1,0 +1,128 @@
+"""`[ppi] labelled = "annotations:RUN"` (issue 55): a later run takes its human labels from the
+annotation queue of RUN, each item the majority of its annotators, for exactly the annotated
+items, and estimates with the queue's draw probabilities (the active estimator), not the uniform
+PPI++ formula. End to end on replayed runs: the later run's `ppi` table, for the same judge,
+equals the estimate the annotation page showed; a store of another dataset or protocol, an
+answer outside the protocol's, an empty store and no store are refused in one line."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import uuid
+
+import polars as pl
+import pytest
+
+from litjudge.engine.app.annotate.annotations import majority
+from litjudge.engine.app.annotate.queue_store import Options, open_queue
+from litjudge.engine.app.run import prepare
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.errors import ConfigError
+from tests.annotate_run import InThread, pairwise_run, ttcw_run
+from tests.conftest import litjudge
+
+
+def config(folder, name: str, ppi: str = "") -> str:
+    """A one-judge config over the dataset of `ttcw_run(folder)` (its judge "one"), optionally with [ppi]."""
+    text = re.sub(r'judge = \[.*\]', f'judge = "replay:{folder / "one.jsonl"}"', (folder / "r.toml").read_text())
+    path = folder / f"{name}.toml"
+    path.write_text(text.replace('name = "r"', f'name = "{name}"') + (f'[ppi]\nlabelled = "{ppi}"\n' if ppi else ""))
+    return str(path)
+
+
+def run(folder, name: str, ppi: str = ""):
+    return litjudge("run", config(folder, name, ppi), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
+
+
+def answer(who: str, item: str) -> str:
+    return "Yes" if int(hashlib.sha256(f"{who}|{item}".encode()).hexdigest(), 16) % 5 < 2 else "No"
+
+
+@pytest.fixture(scope="module")
+def annotated(tmp_path_factory):
+    """A one-judge TTCW run annotated through the page, two annotators a story (they disagree on some
+    items: ties), and the estimate the page showed."""
+    folder = tmp_path_factory.mktemp("ppi-annotations")
+    ttcw_run(folder, tests=4)
+    assert run(folder, "a").returncode == 0
+    with InThread(folder / "runs" / "a", budget=30, per_item=2) as s, s.client() as c:
+        while True:
+            items = {who: c.get("/api/next", params={"annotator": who}).json() for who in ("ann", "bob")}
+            if all(i["done"] for i in items.values()):
+                break
+            for who, item in items.items():
+                if not item["done"]:
+                    c.post("/api/label", json={"annotator": who, "cluster": item["cluster"], "key": uuid.uuid4().hex,
+                                               "labels": {q["item"]: answer(who, q["item"]) for q in item["questions"]}
+                                               }).raise_for_status()
+        page = c.get("/api/estimate").json()
+    return folder, page
+
+
+def test_a_later_run_uses_the_annotations_with_the_queues_draw_probabilities(annotated):
+    folder, page = annotated
+    r = run(folder, "b", "annotations:runs/a")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = folder / "runs" / "b"
+    table = pl.read_parquet(out / "tables" / "ppi.parquet")
+    pooled = table.filter((pl.col("view") == "all") & (pl.col("test") == "all")).row(0, named=True)
+    assert page["labelled_draws"] == 30 and page["active"]["low"] is not None
+    # the same judge as the annotated run's: the table is the page's estimate (the active estimator;
+    # two annotators an item, so the majority with a tie at 0.5 is their mean, as on the page)
+    for column, (name, field) in {"ppi": ("active", "value"), "ppi_low": ("active", "low"),
+                                  "ppi_high": ("active", "high"), "lambda": ("active", "lam"),
+                                  "human_only": ("human", "value"), "human_low": ("human", "low"),
+                                  "human_high": ("human", "high")}.items():
+        assert abs(pooled[column] - page[name][field]) <= 1e-9, (column, pooled[column], page[name][field])
+    assert pooled["clusters"] == page["active"]["clusters_read"] and pooled["all_labels"] is not None
+    chosen = pl.read_parquet(out / "tables" / "ppi_labelled.parquet")["story_id"].to_list()
+    assert len(chosen) == pooled["clusters"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["ppi"]["labelled"] == "annotations:runs/a" and "annotated items" in manifest["ppi"]["choice"]
+    # per test: estimates too, from the same draws
+    assert table.filter(pl.col("test") != "all").height == 4 and table["ppi_low"].null_count() == 0
+
+
+def test_majority_of_annotators_and_a_tie():
+    assert majority([1.0, 1.0, 0.0]) == 1.0 and majority([0.0, 0.0, 1.0]) == 0.0
+    assert majority([1.0, 0.0]) == 0.5 and majority([1.0]) == 1.0
+
+
+def refused(path: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        prepare(load_config(path))
+    assert "\n" not in str(e.value), str(e.value)
+    return str(e.value)
+
+
+def test_a_bad_store_is_refused_in_one_line(annotated, tmp_path):
+    folder, _ = annotated
+    bare = shutil.copytree(folder / "runs" / "a", tmp_path / "bare", ignore=shutil.ignore_patterns("annotations.sqlite*"))
+    assert "no annotation store in" in refused(config(folder, "c1", f"annotations:{bare}"))
+    queue, labels = open_queue(bare, Options(budget=30))                 # a started queue, no label yet
+    labels.close()
+    assert "holds no label yet" in refused(config(folder, "c2", f"annotations:{bare}"))
+    queue, labels = open_queue(bare, Options())
+    cluster = queue.clusters[int(queue.design.draws[0])]
+    labels.submit("k" * 12, "eve", cluster.cluster, {q.item: "Maybe" for q in cluster.questions}, source="import")
+    labels.close()
+    assert "with 'Maybe', not an answer of protocol ttcw (Yes, No)" in refused(config(folder, "c3", f"annotations:{bare}"))
+    pairs = pairwise_run(tmp_path / "pw")
+    queue, labels = open_queue(pairs, Options(budget=10))
+    labels.close()
+    assert "are of a pairwise run; this run's protocol is ttcw" in refused(config(folder, "c4", f"annotations:{pairs}"))
+
+
+def test_a_store_of_another_dataset_is_refused_in_one_line(annotated, tmp_path):
+    folder, _ = annotated
+    other = ttcw_run(tmp_path / "other", tests=4, prefix="t")               # stories t00, t01, ...
+    with InThread(other, budget=10) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": uuid.uuid4().hex,
+                                   "labels": {q["item"]: "Yes" for q in item["questions"]}}).raise_for_status()
+    r = run(folder, "d", f"annotations:{other}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    line = [x for x in r.stderr.splitlines() if "annotations of" in x]
+    assert len(line) == 1 and "of which this run does not judge (e.g. 't00_GPT4')" in line[0], r.stderr
