@@ -52,7 +52,7 @@ def parsed(row: dict) -> dict:
 
 def recompute(rows: list[dict]) -> dict:
     """The page's estimates from the exported rows alone (docs/annotate.md, "Method")."""
-    rows = [parsed(r) for r in rows]
+    rows = [parsed(r) for r in rows if str(r["counted"]) in ("True", "true")]   # JSONL true, CSV "True"
     latest = {(r["annotator"], r["item"]): r for r in rows}            # oldest first: the last one stands
     scores: dict[str, dict[str, list[float]]] = {}
     info: dict[str, dict] = {}

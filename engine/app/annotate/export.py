@@ -1,7 +1,8 @@
 """The exported labels (the page's CSV and JSONL links, `litjudge annotate --export`): one record a
 label, carrying with it everything the page's estimate is computed from, so a reader recomputes the
 estimate from the file alone (docs/annotate.md, "Method"): the cluster's every draw and its draw
-probability, the answer on the quantity's 0/1 scale, the judges' total and the item count of the
+probability, the answer on its question's scale and whether the question is in the quantity (a
+rubric's questions after the first are not), the judges' total and the item count of the
 cluster and of the whole queue, and the queue's number of clusters."""
 from __future__ import annotations
 
@@ -15,13 +16,13 @@ from .labels import Labels
 from .queue import Queue
 
 FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source", "shown",
-          "draws", "score", "judge_total", "cluster_items", "judge_total_all", "items_all", "clusters_all")
+          "draws", "score", "counted", "judge_total", "cluster_items", "judge_total_all", "items_all", "clusters_all")
 
 
 def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
     """The standing labels, oldest first, as exported. `draws`: every draw of the cluster (its
-    positions in the draw sequence, space-separated); `score`: the answer on the quantity's 0/1
-    scale (`Queue.score`); `judge_total` and `cluster_items`: the cluster's f and m;
+    positions in the draw sequence, space-separated); `score`: the answer on its question's
+    scale (`Queue.score`); `counted`: whether that question is in the quantity; `judge_total` and `cluster_items`: the cluster's f and m;
     `judge_total_all`, `items_all` and `clusters_all`: F, M and N, over every cluster of the queue."""
     positions: dict[str, list[int]] = {}
     for k, c in enumerate(labels.draw_clusters):
@@ -31,7 +32,8 @@ def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
     for r in labels.rows():
         c = queue.index(r.cluster)
         out.append({**asdict(r), "draws": " ".join(map(str, positions.get(r.cluster, []))),
-                    "score": queue.score(r.cluster, r.label), "judge_total": float(queue.judge_total[c]),
+                    "score": queue.score(r.cluster, r.label, r.item),
+                    "counted": queue.question(r.item).counted, "judge_total": float(queue.judge_total[c]),
                     "cluster_items": int(queue.size[c]), "judge_total_all": big_f, "items_all": big_m,
                     "clusters_all": len(queue.clusters)})
     return out
