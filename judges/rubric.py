@@ -1,32 +1,35 @@
 """Rubric: your own questions about each text, or each pair of texts, on the scale you choose.
 
 Method, as you write it (`[[options.questions]]` in a config, `questions=[...]` in `litjudge.judge`):
-1. A question has an id, its text and a scale: `binary` (two labels, the first the positive one;
-   Yes / No by default), `points` (an N-point scale with a description per point, as Prometheus'
-   score rubrics: the judge answers 1..N), or `pairwise` (which of two texts answers the question
-   better: A or B, optionally a tie). Optionally a `reference` column (a text shown after the
-   judged one, e.g. a reference answer) and a `human` column (the humans' answer: agreement).
+1. A question has an id, its text and a scale (judges/scales/, one class each): `binary` (two
+   labels, the first the positive one; Yes / No by default), `points` (an N-point scale with a
+   description per point, as Prometheus' score rubrics: the judge answers 1..N), `pairwise` (which
+   of two texts answers the question better: A or B, optionally a tie) or `categorical` (one of N
+   unordered named categories). Optionally a `reference` column (a text shown after the judged
+   one, e.g. a reference answer) and a `human` column (the humans' answer: agreement).
 2. Data. Single-text questions read items (text, item_id, group, the row's other columns); pairwise
    ones compare each group's items two by two (the humans prefer the higher human value). Pairwise
    questions alone read pairs (prompt, text_a, text_b; `human = "label"`) unless `pairs_from =
    "groups"`. `limit` counts texts, groups (when a question is pairwise) or pairs.
 3. Each text is asked each single-text question with the text first, so a text's questions share
    its prefix; each pair is asked each pairwise question in both orders (a shown first, then b
-   first), the verdict mapped back to the texts. Labels are constrained by the scale's grammar:
-   `grammars.binary(yes, no)`, `grammars.score(1, N)`, `grammars.preference("A", "B"[, "tie"])`.
+   first), the verdict mapped back to the texts. Labels are constrained by the scale's grammar
+   (`Scale.language`: `grammars.binary(yes, no)`, `grammars.score(1, N)`,
+   `grammars.preference("A", "B"[, "tie"])`, `grammars.categorical(names)`).
 4. Modes: label; analyze (a bounded analysis, then `Verdict: <label>`); distribution (P(label) at
    the decision point, and from it P(positive), the expected score, P(text a)).
 5. Tables (rubric_tables.py): each question's score distribution, the judge's consistency (across
    repeats; across orders: swap-flip and first-position win rates) and, where a human column is
-   given, agreement: binary (kappa, balanced accuracy), points (Spearman, quadratic-weighted
-   kappa, exact and within-one agreement, mean difference judge - human), pairwise (accuracy per
-   order and the mean of both). 95% intervals: texts (pairs) the clusters, none under 10 of them.
+   given, the scale's agreement tables (`Scale.agreement`): binary (kappa, balanced accuracy),
+   points (Spearman, quadratic-weighted kappa, exact and within-one agreement, mean difference
+   judge - human), pairwise (accuracy per order and the mean of both), categorical (kappa,
+   accuracy, each category's shares). 95% intervals: texts (pairs) the clusters, none under 10.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
@@ -43,11 +46,10 @@ from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
 from .metrics.bootstrap import RESAMPLES
 from .metrics.estimates import Units
-from .rubric_humans import items_human, pair_human, text_human
-from .rubric_tables import AGREEMENT, RANKABLE, aggregate, check_rank, human_view, rank_units
+from .rubric_tables import aggregate, check_rank, human_view, rank_units
+from .scales import ORDER, Scale, scale, scales
 from .templates import Template, TemplateFields, checked, config_base, read
 
-SCALES = ("binary", "points", "pairwise")
 SINGLE_FIELDS = ("text", "question", "labels", "rubric", "reference", "group")
 PAIR_TEMPLATE_FIELDS = ("text_a", "text_b", "prompt", "question", "labels", "reference", "group")
 
@@ -58,10 +60,11 @@ class Question:
 
     id: str                                # letters, digits, '-' and '_' (part of each item id)
     text: str                              # the question the judge reads
-    scale: str = "binary"                  # binary | points | pairwise
+    scale: str = "binary"                  # binary | points | pairwise | categorical (judges/scales/)
     labels: tuple[str, ...] = ("Yes", "No")  # binary: the two answers, the positive one first
     points: tuple[str, ...] = ()           # points: a description per point, 1..N (2 <= N <= 10)
     tie: bool = False                      # pairwise: the judge may answer "tie"
+    categories: tuple[str, ...] = ()       # categorical: the names of its unordered categories (at least 2)
     reference: str = ""                    # a column holding a reference text, shown after the judged text(s)
     human: str = ""                        # a column holding the humans' answer (agreement tables)
     template: str = ""                     # this question's own prompt template (judges/templates.py)
@@ -71,34 +74,29 @@ class Question:
             raise ValueError(f"a question's id is letters, digits, '-' and '_', got {self.id!r}")
         if not self.text.strip():
             raise ValueError(f"question {self.id!r} has no text")
-        if self.scale not in SCALES:
-            raise ValueError(f"question {self.id!r}: scale must be one of {list(SCALES)}, got {self.scale!r}")
-        labels = list(self.labels)
-        if self.scale == "binary" and (len(labels) != 2 or len({lab.lower() for lab in labels}) != 2
-                                       or any(not lab.strip() or lab != lab.strip() for lab in labels)):
-            raise ValueError(f"question {self.id!r}: a binary scale has two distinct, unpadded labels (distinct in any "
-                             f"case), the positive first, got {labels}")
-        if self.scale != "binary" and labels != ["Yes", "No"]:
-            raise ValueError(f"question {self.id!r}: labels name a binary question's answers (this one is {self.scale})")
-        if self.scale == "points" and not (2 <= len(self.points) <= 10 and all(p.strip() for p in self.points)):
-            raise ValueError(f"question {self.id!r}: a points scale describes each point 1..N (2 to 10 of them), "
-                             f"got {len(self.points)} description(s)")
-        if self.scale != "points" and self.points:
-            raise ValueError(f"question {self.id!r}: points describe an N-point scale; set scale = \"points\"")
-        if self.tie and self.scale != "pairwise":
-            raise ValueError(f"question {self.id!r}: a tie is an answer of a pairwise question")
+        try:
+            kind = scale(self.scale)
+        except ValueError as e:
+            raise ValueError(f"question {self.id!r}: {e}") from None
+        unset = {f.name: _plain(f.default) for f in fields(self)}
+        for other in scales():
+            for name, why in other.owns.items() if other is not kind else ():
+                if _plain(getattr(self, name)) != unset[name]:
+                    raise ValueError(f"question {self.id!r}: {why.format(scale=self.scale)}")
+        kind.check(self)
+
+    @property
+    def kind(self) -> Scale:
+        """The question's scale (judges/scales/): its grammar, human mapping, tables."""
+        return scale(self.scale)
 
     @property
     def pairwise(self) -> bool:
-        return self.scale == "pairwise"
+        return self.kind.pairwise
 
     @property
     def language(self) -> grammars.LabelSet:
-        if self.scale == "binary":
-            return grammars.binary(*self.labels)
-        if self.scale == "points":
-            return grammars.score(1, len(self.points))
-        return grammars.preference("A", "B", "tie" if self.tie else None)
+        return self.kind.language(self)
 
     @property
     def labels_text(self) -> str:
@@ -108,7 +106,12 @@ class Question:
 
     @property
     def rubric(self) -> str:
-        return "\n".join(f"{i}: {p.strip()}" for i, p in enumerate(self.points, start=1))
+        return self.kind.rubric(self)
+
+
+def _plain(value: Any) -> Any:
+    """A field's value compared with its default: a list as the tuple it defaults to."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ class RubricOptions:
     def __post_init__(self) -> None:
         if not self.questions:
             raise ValueError("options.questions lists no question: give at least one, each with an id, its text and "
-                             "a scale (binary, points or pairwise)")
+                             f"a scale ({', '.join(ORDER[:-1])} or {ORDER[-1]})")
         ids = [q.id for q in self.questions]
         if len(set(ids)) != len(ids):
             raise ValueError(f"options.questions: question ids must be distinct, got {ids}")
@@ -161,12 +164,7 @@ class Rubric(Protocol):
                 "label_distribution": MetricTable(by=("question", "label"), pooled=None),
                 "consistency": MetricTable(by=("question", "metric"), pooled=None),
                 "agreement": MetricTable(by=("question",), pooled="", higher=("agreement",), rank=("agreement",)),
-                "binary_agreement": MetricTable(by=("question",), pooled="", higher=AGREEMENT["binary"],
-                                                rank=RANKABLE["binary"]),
-                "points_agreement": MetricTable(by=("question",), pooled="", higher=AGREEMENT["points"],
-                                                rank=RANKABLE["points"]),
-                "pairwise_agreement": MetricTable(by=("question", "order"), pooled="", higher=AGREEMENT["pairwise"],
-                                                  rank=RANKABLE["pairwise"]),
+                **{name: table for kind in scales() for name, table in kind.tables().items()},
                 "per_verdict": Table()},
         rank_by="agreement.agreement", report="litjudge.engine.app.report.rubric_panels:rubric_panels",
         fields={"question": str, "scale": str, "text_id": str, "pair_id": str, "order": str, "group": str,
@@ -183,10 +181,9 @@ class Rubric(Protocol):
         """The question asked for, else the first question (of the table's scale) with a human column."""
         if rank.group:
             return rank.group
-        scale = rank.table.removesuffix("_agreement") if rank.table != "agreement" else ""
-        chosen = [q for q in options.questions if q.human and scale in ("", q.scale)]
+        chosen = [q for q in options.questions if q.human and rank.table in ("agreement", q.kind.table)]
         group = f"question={chosen[0].id}" if chosen else "question="
-        return group + (",order=mean of both" if rank.table == "pairwise_agreement" else "")
+        return group + next((k.rank_where for k in scales() if k.table == rank.table), "")
 
     def check_rank(self, rank: RankBy, options: RubricOptions) -> None:
         check_rank(rank, list(options.questions))
@@ -259,7 +256,7 @@ class Rubric(Protocol):
             values = {"text": item.text, "question": q.text, "labels": q.labels_text, "rubric": q.rubric,
                       "reference": reference, "group": item.group}
             prompt = own[q.id].render(values) if q.id in own else single_prompt(q, values, ctx.config.mode)
-            human = text_human(q, _column(ctx, item, q.human), item.item_id) if q.human else None
+            human = q.kind.human(q, _column(ctx, item, q.human), f"item {item.item_id}") if q.human else None
             yield Ask(f"{item.item_id}/{q.id}", prompt, q.language, (
                 ("question", q.id), ("scale", q.scale), ("text_id", item.item_id), ("group", item.group),
                 ("human", human)))
@@ -290,15 +287,13 @@ class Rubric(Protocol):
 def _answer_line(q: Question, mode: str) -> str:
     if mode == "analyze":
         return f"Write a brief assessment, then end with a last line 'Verdict: X', where X is {q.labels_text}."
-    if q.scale == "points":
-        return f"Answer with the score only: a whole number from 1 to {len(q.points)}."
-    return f"Answer {q.labels_text} only."
+    return q.kind.answer_line(q)
 
 
 def single_prompt(q: Question, v: dict[str, str], mode: str) -> str:
     """The text first (a text's questions share it as a prefix), then the question and its scale."""
     reference = f"Reference:\n{v['reference']}\n\n" if v["reference"] else ""
-    rubric = f"\nScore rubric:\n{q.rubric}" if q.scale == "points" else ""
+    rubric = f"\nScore rubric:\n{q.rubric}" if q.rubric else ""
     return (f"Read the text below, then answer the question about it.\n\nText:\n{v['text']}\n\n{reference}"
             f"Question: {q.text}{rubric}\n{_answer_line(q, mode)}")
 
@@ -370,8 +365,8 @@ def _text(value: Any) -> str:
 
 
 def _pair_human(ctx: Context, q: Question, pair: Pair) -> str | None:
-    return pair_human(q, _column(ctx, pair, q.human), pair.pair_id)
+    return q.kind.human(q, _column(ctx, pair, q.human), f"pair {pair.pair_id}")
 
 
 def _items_human(ctx: Context, q: Question, a: RatedItem, b: RatedItem) -> str | None:
-    return items_human(q, _column(ctx, a, q.human), _column(ctx, b, q.human), a.item_id, b.item_id)
+    return q.kind.human_between(q, _column(ctx, a, q.human), _column(ctx, b, q.human), a.item_id, b.item_id)

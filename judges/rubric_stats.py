@@ -24,6 +24,7 @@ from typing import TypedDict
 import numpy as np
 
 from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, interval_note, or_none, percentile_interval
+from .metrics.estimates import Units
 
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -197,9 +198,7 @@ def few_per_class(tables: np.ndarray, names: Sequence[str]) -> str | None:
     return f"too few texts of each human answer ({shown}; an interval needs {MIN_CLUSTERS} of each): no interval"
 
 
-BINARY = {"kappa": kappa, "balanced_accuracy": balanced_accuracy}
 STRATIFIED = ("balanced_accuracy",)
-POINTS = {"spearman": spearman, "qwk": quadratic_kappa}
 
 
 def agreement_row(tables: np.ndarray, statistics: dict[str, Statistic], resamples: int = RESAMPLES, seed: int = 0,
@@ -218,3 +217,34 @@ def agreement_row(tables: np.ndarray, statistics: dict[str, Statistic], resample
             notes.append(e["note"] if len(tables) < MIN_CLUSTERS else f"{name}: {e['note']}")
     row["ci_note"] = "; ".join(dict.fromkeys(notes)) or None
     return row
+
+
+# -- a sweep's ranked estimate: the interval the agreement table prints -----------------------------
+Withhold = Callable[[np.ndarray], "str | None"]
+
+
+def table_units(clusters: Sequence[Hashable], h: np.ndarray, j: np.ndarray, k: int, metric: str,
+                statistic: Statistic, resamples: int, withhold: Withhold | None = None) -> Units:
+    """One statistic of the (human category, judge category) table, categories 0..k-1, as a sweep
+    ranks it: the rows' clusters, and the interval `agreement_row` prints for them (the table's
+    resamples and seed; `withhold`: why the table prints none)."""
+    return Units.of(clusters, {"h": h, "j": j}, lambda c: float(statistic(_table(c["h"], c["j"], k))),
+                    rule=_table_rule(metric, statistic, k, resamples, withhold))
+
+
+def _table_rule(metric: str, statistic: Statistic, k: int, resamples: int, withhold: Withhold | None):
+    def rule(u: Units, _resamples: int, seed: int) -> tuple[float, float, str | None]:
+        names = np.asarray(u.ids)[u.cluster_of_rows()].tolist()           # the table sorts clusters by name
+        tables = tables_by_cluster(names, u.columns["h"], u.columns["j"], k)
+        withheld = withhold(tables) if withhold is not None else None
+        row = agreement_row(tables, {metric: statistic}, resamples, seed, withheld)
+        low, high = row[f"{metric}_low"], row[f"{metric}_high"]
+        return (math.nan if low is None else float(low), math.nan if high is None else float(high),
+                None if row["ci_note"] is None else str(row["ci_note"]))
+    return rule
+
+
+def _table(h: np.ndarray, j: np.ndarray, k: int) -> np.ndarray:
+    t = np.zeros((k, k))
+    np.add.at(t, (h.astype(int), j.astype(int)), 1.0)
+    return t

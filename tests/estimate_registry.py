@@ -24,6 +24,10 @@ RUBRIC_BINARY = (RU + "test_binary_agreement_intervals_cover_with_ten_texts_of_e
 RUBRIC_POINTS = (RU + "test_points_agreement_intervals_cover_at_ten_texts",)
 RUBRIC_PAIRWISE = (RU + "test_pairwise_accuracy_interval_covers_at_ten_pairs",)
 RUBRIC_RANKED = (RU + "test_a_sweep_ranks_each_question_by_the_interval_its_table_prints",)
+CA = "test_rubric_categorical.py::"
+RUBRIC_CATEGORICAL = (CA + "test_kappa_and_accuracy_intervals_cover_with_ten_texts_of_each_category",
+                      CA + "test_the_accuracy_interval_covers_at_ten_texts",
+                      CA + "test_no_kappa_interval_with_fewer_than_ten_texts_of_a_category_the_humans_gave")
 
 RATES = (C + "test_label_shares_cover_every_hard_case", C + "test_a_constant_share_gets_the_exact_bound")
 CALIBRATION = (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",
@@ -55,12 +59,15 @@ PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
                                 RU + "test_points_mean_scores_cover_at_ten_texts")),
     **both("rubric", "label_distribution", (RU + "test_yes_rates_and_label_shares_cover_lopsided_correlated_answers",)),
     **both("rubric", "consistency", (RU + "test_consistency_rates_cover_a_lopsided_first_position_preference",)),
-    **both("rubric", "agreement", RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE, "agreement_low", "agreement_high"),
+    **both("rubric", "agreement", RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE + RUBRIC_CATEGORICAL, "agreement_low",
+           "agreement_high"),
     **{key: RUBRIC_BINARY for m in ("kappa", "balanced_accuracy")
        for key in both("rubric", "binary_agreement", (), f"{m}_low", f"{m}_high")},
     **{key: RUBRIC_POINTS for m in ("spearman", "qwk", "exact", "within_one", "mean_difference")
        for key in both("rubric", "points_agreement", (), f"{m}_low", f"{m}_high")},
     **both("rubric", "pairwise_agreement", RUBRIC_PAIRWISE),
+    **{key: RUBRIC_CATEGORICAL for m in ("kappa", "accuracy")
+       for key in both("rubric", "categorical_agreement", (), f"{m}_low", f"{m}_high")},
     # pairwise
     **both("pairwise", "accuracy", PAIR_RATES),
     **both("pairwise", "bias", PAIR_RATES),
@@ -128,9 +135,12 @@ RANKED: dict[tuple[str, str], tuple[str, ...]] = {
                                                    "_is_bounded",),
     ("reference_likert", "cutoff_sweep.pairwise_accuracy"): (LI + "test_reference_likert_means_over_groups_cover_and_a"
                                                              "_constant_one_is_bounded",),
-    ("rubric", "agreement.agreement"): RUBRIC_RANKED + RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE,
+    ("rubric", "agreement.agreement"): RUBRIC_RANKED + RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE
+    + (CA + "test_a_sweep_ranks_by_the_interval_the_table_prints",) + RUBRIC_CATEGORICAL,
     **{("rubric", f"binary_agreement.{m}"): RUBRIC_RANKED + RUBRIC_BINARY for m in ("kappa", "balanced_accuracy")},
     **{("rubric", f"points_agreement.{m}"): RUBRIC_RANKED + RUBRIC_POINTS for m in ("spearman", "qwk", "exact", "within_one")},
     ("rubric", "pairwise_agreement.accuracy"): RUBRIC_RANKED + RUBRIC_PAIRWISE,
+    **{("rubric", f"categorical_agreement.{m}"): (CA + "test_a_sweep_ranks_by_the_interval_the_table_prints",)
+       + RUBRIC_CATEGORICAL for m in ("kappa", "accuracy")},
     ("classification", "metrics.accuracy"): RATES, ("classification", "metrics.spearman_ordinal"): SPEARMAN,
 }

@@ -102,16 +102,17 @@ def ttcw_ppi_table(tmp: Path) -> dict[str, pl.DataFrame]:
 
 def rubric_tables() -> dict[str, pl.DataFrame]:
     """A rubric of each scale with human answers (the conformance module's own frames)."""
+    from tests.test_rubric_categorical import GENRE, GENRES
     from tests.test_rubric_conformance import BINARY, PAIRWISE, POINTS, rubric, verdicts
 
     n, frames = 24, []
-    for q, labels in ((BINARY, ["Yes", "No"]), (POINTS, ["1", "2", "3", "4", "5"])):
+    for q, labels in ((BINARY, ["Yes", "No"]), (POINTS, ["1", "2", "3", "4", "5"]), (GENRE, GENRES)):
         frames.append(verdicts(np.zeros(n, int), np.arange(n), q, [labels[i % len(labels)] for i in range(n)],
                                [labels[(7 * i) % len(labels)] for i in range(n)]).with_columns(
             pl.Series("repeat", [0] * (n // 2) + [1] * (n // 2))))
     frames.append(verdicts(np.zeros(2 * n, int), np.tile(np.arange(n), 2), PAIRWISE, ["A", "B"] * n,
                            ["a", "b", "b"] * (2 * n // 3), ["ab"] * n + ["ba"] * n))
-    protocol, ctx = rubric(BINARY, POINTS, PAIRWISE)
+    protocol, ctx = rubric(BINARY, POINTS, PAIRWISE, GENRE)
     return protocol.tables(pl.concat(frames, how="diagonal_relaxed"), ctx)
 
 

@@ -149,7 +149,7 @@ def test_a_sweep_over_wordings_generates_an_unchanged_question_once(tmp_path):
 
 @pytest.mark.parametrize("questions, words", [
     ([], "lists no question"),
-    ([{"id": "a", "text": "A?", "scale": "likert"}], "scale must be one of ['binary', 'points', 'pairwise']"),
+    ([{"id": "a", "text": "A?", "scale": "likert"}], "scale must be one of ['binary', 'points', 'pairwise', 'categorical']"),
     ([{"id": "a", "text": "A?", "scale": "points", "points": ["one"]}], "describes each point 1..N"),
     ([{"id": "a", "text": "A?"}, {"id": "a", "text": "B?"}], "question ids must be distinct"),
     ([{"id": "a/b", "text": "A?"}], "letters, digits, '-' and '_'"),

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from litjudge.judges.scales import scales
+from litjudge.judges.scales.base import PanelSpec
+
 from .panels import Panel, _grouped_bars, rate_interval
 
 
@@ -14,18 +17,18 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     if scores is not None and scores.height:
         out.append(Panel("Scores per question",
                          "Each question's mean score (binary: the share of the positive answer; points: the mean "
-                         f"point) over the answered verdicts; a share's {rate_interval('texts or pairs')}; a mean point's, "
+                         "point; a categorical question has none, its shares are label_distribution's) over the "
+                         f"answered verdicts; a share's {rate_interval('texts or pairs')}; a mean point's, "
                          "the cluster bootstrap's. Unparsed verdicts are counted, not scored.",
                          [("scores", scores), ("label_distribution", t.get("label_distribution", pl.DataFrame()))],
                          score_figures(scores)))
     agreement = t.get("agreement")
     if agreement is not None and agreement.height:
-        detail = [(name, t[name]) for name in ("binary_agreement", "points_agreement", "pairwise_agreement")
-                  if name in t and t[name].height]
+        detail = [(kind.table, t[kind.table]) for kind in scales() if kind.table in t and t[kind.table].height]
         out.append(Panel("Agreement with the humans",
-                         "One headline per question with a human column: Cohen's kappa (binary), quadratic-weighted "
-                         "kappa (points), accuracy over both orders (pairwise), with 95% intervals resampling texts "
-                         "(pairs); the tables below give every statistic of each scale.",
+                         "One headline per question with a human column: Cohen's kappa (binary, categorical), "
+                         "quadratic-weighted kappa (points), accuracy over both orders (pairwise), with 95% intervals "
+                         "resampling texts (pairs); the tables below give every statistic of each scale.",
                          [("agreement", agreement), *detail],
                          [("agreement", _grouped_bars(agreement, "question", "agreement", "Agreement per question",
                                                       "agreement", "agreement_low", "agreement_high",
@@ -39,17 +42,22 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          [("consistency", consistency)],
                          [("consistency", _grouped_bars(shown, "question_metric", "value", "Consistency", "rate",
                                                         "ci_low", "ci_high", (0, 1)))]))
-    return out
+    return out + [_drawn(spec) for kind in scales() if (spec := kind.panel(t)) is not None]
 
 
-SHARES = ("binary", "pairwise")          # scales whose score is a share, on [0, 1]
+def _drawn(spec: PanelSpec) -> Panel:
+    """A scale's own panel (judges/scales/), its bar charts drawn."""
+    return Panel(spec.title, spec.note, list(spec.tables),
+                 [(name, _grouped_bars(b.frame, b.x, b.y, b.title, b.ylabel, b.low, b.high, b.ylim))
+                  for name, b in spec.bars])
 
 
 def score_figures(scores: pl.DataFrame) -> list[tuple[str, object]]:
     """One chart per kind of score: shares (binary, pairwise questions) on [0, 1], mean points on
     the points' own axis. On one axis a share of 0.4 beside a mean point of 3.2 was a sliver."""
-    shares = scores.filter(pl.col("scale").is_in(SHARES))
-    points = scores.filter(~pl.col("scale").is_in(SHARES))
+    kinds = {kind.name: kind.score for kind in scales()}
+    shares = scores.filter(pl.col("scale").is_in([n for n, k in kinds.items() if k == "share"]))
+    points = scores.filter(pl.col("scale").is_in([n for n, k in kinds.items() if k == "mean"]))
     out: list[tuple[str, object]] = []
     if shares.height:
         out.append(("scores", _grouped_bars(shares, "question", "mean_score", "Share of the positive answer per question",

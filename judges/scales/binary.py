@@ -1,0 +1,76 @@
+"""`scale = "binary"`: two labels, the positive one first (Yes / No unless `labels = [...]`); with a
+human column, Cohen's kappa and balanced accuracy, from the clusters' 2 x 2 tables."""
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+import litjudge.grammars as grammars
+from litjudge.engine.core.errors import DataError
+
+from ..metrics.estimates import Units
+from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kappa, table_units, tables_by_cluster
+from .base import Scale, Schema, with_ci
+
+TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
+STATISTICS = {"kappa": kappa, "balanced_accuracy": balanced_accuracy}
+
+
+class Binary(Scale):
+    name = "binary"
+    owns = {"labels": "labels name a binary question's answers (this one is {scale})"}
+    metrics = tuple(STATISTICS)
+    headline = "kappa"
+
+    def schemas(self) -> dict[str, Schema]:
+        return {self.table: {"judge": pl.Utf8, "question": pl.Utf8, "n": pl.Int64, "clusters": pl.Int64,
+                             **with_ci(self.metrics), "ci_note": pl.Utf8, "judge_positive_rate": pl.Float64,
+                             "human_positive_rate": pl.Float64}}
+
+    def check(self, q: Any) -> None:
+        labels = list(q.labels)
+        if len(labels) != 2 or len({lab.lower() for lab in labels}) != 2 or any(
+                not lab.strip() or lab != lab.strip() for lab in labels):
+            raise ValueError(f"question {q.id!r}: a binary scale has two distinct, unpadded labels (distinct in any "
+                             f"case), the positive first, got {labels}")
+
+    def language(self, q: Any) -> grammars.LabelSet:
+        return grammars.binary(*q.labels)
+
+    def human(self, q: Any, value: Any, unit: str) -> str | None:
+        """One of the labels (any case), or true/false, yes/no, 1/0: the positive label or the other."""
+        if value is None:
+            return None
+        text = str(value).strip().lower()
+        labels = {lab.lower(): lab for lab in q.labels}
+        if text in labels:
+            return labels[text]
+        if isinstance(value, bool) or text in TRUE + FALSE:
+            return q.labels[0] if (value is True or text in TRUE) else q.labels[1]
+        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "
+                        f"{list(q.labels)} (nor true/false, 1/0)", path=unit)
+
+    def scored(self, q: Any, answer: pl.Expr, p: dict[str, pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
+        """1 for the positive label, 0 for the other; P(positive)."""
+        positive = q.labels[0]
+        return pl.when(answer.is_not_null()).then((answer == positive).cast(pl.Float64)), p[positive]
+
+    def agreement(self, labelled: pl.DataFrame, q: Any, resamples: int) -> dict[str, list[dict]]:
+        truth, pred = self._sides(labelled, q)
+        # category 0 = the negative label, 1 = the positive: kappa and balanced accuracy are symmetric in them
+        tables = tables_by_cluster(labelled["cluster"].to_list(), truth, pred, 2)
+        row = agreement_row(tables, STATISTICS, resamples, withheld=few_per_class(tables, q.labels[::-1]))
+        return {self.table: [{"n": labelled.height, **row, "judge_positive_rate": float(pred.mean()),
+                              "human_positive_rate": float(truth.mean())}]}
+
+    def rank_units(self, rows: pl.DataFrame, q: Any, metric: str, where: dict[str, str], resamples: int) -> Units | None:
+        h, j = self._sides(rows, q)
+        return table_units(rows["cluster"].to_list(), h, j, 2, metric, STATISTICS[metric], resamples,
+                           lambda tables: few_per_class(tables, q.labels[::-1]))
+
+    @staticmethod
+    def _sides(rows: pl.DataFrame, q: Any):
+        """(human, judge) as 1 for the positive label, 0 for the other."""
+        return ((rows["human"] == q.labels[0]).cast(pl.Int64).to_numpy(),
+                (rows["answer"] == q.labels[0]).cast(pl.Int64).to_numpy())
