@@ -77,10 +77,12 @@ def recompute(rows: list[dict]) -> dict:
 
     def one(lam: float | None) -> dict:
         tuned = lam is None
-        bc = b - b.mean()
-        if tuned:
-            lam = float((bc * a).sum() / (bc * bc).sum()) if k >= 3 and (bc * bc).sum() > 1e-12 * max(1, (b * b).sum()) else 0.0
-            tuned = lam != 0.0 or (k >= 3 and (bc * bc).sum() > 0)
+        if tuned:     # the f coefficient of the least squares of Y on (f, m), weights 1/p, no intercept
+            w = 1 / p
+            s11, s12, s22 = (w * f * f).sum(), (w * f * m).sum(), (w * m * m).sum()
+            det = s11 * s22 - s12 * s12
+            tuned = k >= 3 and det > 1e-12 * max(s11 * s22, 1e-300)
+            lam = float((s22 * (w * f * y).sum() - s12 * (w * m * y).sum()) / det) if tuned else 0.0
         theta = lam * big_f / big_m + ((y - lam * f) / p).sum() / (m / p).sum()
         value = min(1.0, max(0.0, theta))
         if k < MIN:

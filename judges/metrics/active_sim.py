@@ -50,11 +50,12 @@ def _draw(prob: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, floor: float = 0.2, seed: int = 0,
-             alpha: float = 0.05, probability: np.ndarray | None = None) -> Curves:
+             alpha: float = 0.05, probability: np.ndarray | None = None, lam: float | None = None) -> Curves:
     """Every design at every prefix length in `ks` over `repeats` repeats (one draw sequence per
     repeat and design kind, its prefixes giving the smaller budgets, as on the page). `probability`
-    (N,): active's draw probabilities as given (an annotation queue's design), instead of
-    `probabilities(uncertainty, floor)`."""
+    (N,) or (R, N): active's draw probabilities as given (an annotation queue's design), instead of
+    `probabilities(uncertainty, floor)`. `lam`: uniform PPI++'s and active's lam fixed (1: what an
+    oracle would pick for a calibrated judge) instead of tuned."""
     rng = np.random.default_rng(seed)
     y, f, u, m = (np.broadcast_to(np.asarray(a, dtype=float), np.broadcast_shapes(
         np.shape(pop.human), np.shape(pop.judge), np.shape(pop.uncertainty), np.shape(pop.size)))
@@ -70,15 +71,15 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
     p_act = probabilities(u, floor) if probability is None else \
         np.broadcast_to(np.asarray(probability, dtype=float), (repeats, n_cl))
     d_uni, d_act = _draw(p_uni, kmax, rng), _draw(p_act, kmax, rng)
-    kinds = {"human-only": (d_uni, p_uni, 0.0), "uniform PPI++": (d_uni, p_uni, None), "active": (d_act, p_act, None)}
+    kinds = {"human-only": (d_uni, p_uni, 0.0), "uniform PPI++": (d_uni, p_uni, lam), "active": (d_act, p_act, lam)}
     half = {n: np.empty((len(ks), repeats)) for n in DESIGNS}
     covered = {n: np.empty((len(ks), repeats), dtype=bool) for n in DESIGNS}
     error = {n: np.empty((len(ks), repeats)) for n in DESIGNS}
-    for name, (d, p, lam) in kinds.items():
+    for name, (d, p, lam_d) in kinds.items():
         pd = p[rows, d]
         yp, fp, mp = y[rows, d] / pd, f[rows, d] / pd, m[rows, d] / pd
         for i, k in enumerate(ks):
-            theta, h, _, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, lam, alpha)
+            theta, h, _, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, lam_d, alpha, pd[:, :k])
             half[name][i], error[name][i] = h, theta - truth
             covered[name][i] = np.abs(theta - truth) <= np.nan_to_num(h, nan=-1.0)
     return Curves(np.asarray(ks), half, covered, error)
@@ -104,18 +105,21 @@ def labels_needed(ks: np.ndarray, width: np.ndarray, target: float) -> float:
     return float(k0 + (k1 - k0) * (w0 - target) / (w0 - w1)) if w0 != w1 else float(k1)
 
 
-def saving(curves: Curves, budget: int, boot: int = 0, seed: int = 0) -> tuple[float, float, float]:
-    """Labels active needs to reach uniform PPI++'s mean half width at `budget` labels, and a 95%
-    percentile interval from a bootstrap over the repeats (NaN, NaN without `boot`)."""
+def saving(curves: Curves, budget: int, boot: int = 0, seed: int = 0, design: str = "active",
+           reference: str = "uniform PPI++") -> tuple[float, float, float]:
+    """Labels `design` needs to reach `reference`'s mean half width at `budget` labels, and a 95%
+    percentile interval from a bootstrap over the repeats (NaN, NaN without `boot`). The default
+    asks how few labels active needs for what uniform PPI++ gets from the budget; design="uniform
+    PPI++", reference="active" asks how many uniform PPI++ needs for what active gets from it."""
     ks = curves.ks
     j = int(np.nonzero(ks == budget)[0][0])
-    hu, ha = curves.half["uniform PPI++"], curves.half["active"]
+    hr, hd = curves.half[reference], curves.half[design]
 
     def need(weights: np.ndarray) -> float:
-        wu, wa = mean_width(hu, weights), mean_width(ha, weights)
-        return labels_needed(ks, wa, float(wu[j]))
+        wr, wd = mean_width(hr, weights), mean_width(hd, weights)
+        return labels_needed(ks, wd, float(wr[j]))
 
-    r = hu.shape[1]
+    r = hr.shape[1]
     point = need(np.full(r, 1.0 / r))
     if not boot:
         return point, float("nan"), float("nan")
