@@ -73,7 +73,6 @@ def recompute(rows: list[dict]) -> dict:
     m = np.array([float(info[c]["cluster_items"]) for c in seq])
     p = np.array([info[c]["probability"] for c in seq])
     theta_h = (y / p).sum() / (m / p).sum()
-    a, b = (y - theta_h * m) / p, (f - big_f / big_m * m) / p
 
     def one(lam: float | None) -> dict:
         tuned = lam is None

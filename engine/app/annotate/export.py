@@ -22,7 +22,8 @@ FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability"
 def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
     """The standing labels, oldest first, as exported. `draws`: every draw of the cluster (its
     positions in the draw sequence, space-separated); `score`: the answer on its question's
-    scale (`Queue.score`); `counted`: whether that question is in the quantity; `judge_total` and `cluster_items`: the cluster's f and m;
+    scale (`Queue.score`); `counted`: whether that question is in the quantity; `judge_total` and
+    `cluster_items`: the cluster's f and m;
     `judge_total_all`, `items_all` and `clusters_all`: F, M and N, over every cluster of the queue."""
     positions: dict[str, list[int]] = {}
     for k, c in enumerate(labels.draw_clusters):
