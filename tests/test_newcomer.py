@@ -142,7 +142,7 @@ def test_labels_in_another_case_are_accepted_and_others_name_the_way_out(tmp_pat
     assert cli("plan", str(cfg), cwd=tmp_path).returncode == 0
     bad = pairs_run(tmp_path / "bad", pairs=[dict(upper[0], label="model_a")])
     r = cli("plan", str(bad), cwd=tmp_path)
-    assert r.returncode == 2 and "[dataset.values.label] renames your values (e.g. 'model_a' = \"a\")" in r.stderr
+    assert r.returncode == 2 and "rename your values, e.g. [dataset.values.label] model_a = \"a\"" in r.stderr
 
 
 def test_words_of_prompts_reports_and_files(tmp_path):
