@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
@@ -40,6 +40,7 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.config import valid_name
 from litjudge.engine.core.errors import ConfigError, DataError, did_you_mean
+from litjudge.engine.core.schema import Key
 from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
 
@@ -47,48 +48,65 @@ from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Tabl
 from .metrics.bootstrap import RESAMPLES
 from .metrics.estimates import Units
 from .rubric_tables import aggregate, check_rank, human_view, rank_units
-from .scales import ORDER, Scale, scale, scales
+from .scales import Live, Scale, names, own_settings, scales
+from .scales import scale as scale_named
+from .scales import settings as scale_settings
 from .templates import Template, TemplateFields, checked, config_base, read
 
 SINGLE_FIELDS = ("text", "question", "labels", "rubric", "reference", "group")
 PAIR_TEMPLATE_FIELDS = ("text_a", "text_b", "prompt", "question", "labels", "reference", "group")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Question:
-    """One question of a rubric, as written in `[[options.questions]]`."""
+    """One question of a rubric, as written in `[[options.questions]]`: the keys below, and its
+    scale's own (`labels`, `points`, `tie`, `categories`: declared by each scale, `Scale.settings`)."""
 
     id: str                                # letters, digits, '-' and '_' (part of each item id)
     text: str                              # the question the judge reads
-    scale: str = "binary"                  # binary | points | pairwise | categorical (judges/scales/)
-    labels: tuple[str, ...] = ("Yes", "No")  # binary: the two answers, the positive one first
-    points: tuple[str, ...] = ()           # points: a description per point, 1..N (2 <= N <= 10)
-    tie: bool = False                      # pairwise: the judge may answer "tie"
-    categories: tuple[str, ...] = ()       # categorical: the names of its unordered categories (at least 2)
+    scale: str = "binary"                  # binary, points, pairwise, categorical or a scale of your own (judges/scales/)
     reference: str = ""                    # a column holding a reference text, shown after the judged text(s)
     human: str = ""                        # a column holding the humans' answer (agreement tables)
     template: str = ""                     # this question's own prompt template (judges/templates.py)
+    # its scale's settings, each given or its default (read as attributes: q.categories)
+    settings: tuple[tuple[str, Any], ...] = field(default=(), init=False)
 
-    def __post_init__(self) -> None:
+    def __init__(self, id: str, text: str, scale: str = "binary", reference: str = "", human: str = "",
+                 template: str = "", **settings: Any):
+        for name, value in (("id", id), ("text", text), ("scale", scale), ("reference", reference),
+                            ("human", human), ("template", template)):
+            object.__setattr__(self, name, value)
         if not valid_name(self.id):
             raise ValueError(f"a question's id is letters, digits, '-' and '_', got {self.id!r}")
         if not self.text.strip():
             raise ValueError(f"question {self.id!r} has no text")
         try:
-            kind = scale(self.scale)
+            kind = scale_named(self.scale)
         except ValueError as e:
             raise ValueError(f"question {self.id!r}: {e}") from None
-        unset = {f.name: _plain(f.default) for f in fields(self)}
-        for other in scales():
-            for name, why in other.owns.items() if other is not kind else ():
-                if _plain(getattr(self, name)) != unset[name]:
-                    raise ValueError(f"question {self.id!r}: {why.format(scale=self.scale)}")
+        object.__setattr__(self, "settings", own_settings(self.id, kind, settings, COMMON))
         kind.check(self)
+
+    @classmethod
+    def extra_keys(cls) -> dict[str, Key]:
+        """The scales' own keys, which a question writes beside its own (the loader's and the reference's)."""
+        return {k: Key(s.type, s.default, "; ".join(f"{kind.name}: {kind.settings[k].doc}" for kind in kinds))
+                for k, (s, kinds) in scale_settings(COMMON).items()}
+
+    def __getattr__(self, name: str) -> Any:
+        """A scale's setting: this question's value, else its default (q.labels of a points question: Yes, No)."""
+        own = dict(self.__dict__.get("settings", ()))
+        if name in own:
+            return own[name]
+        declared = scale_settings().get(name) if not name.startswith("_") else None
+        if declared is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return declared[0].default
 
     @property
     def kind(self) -> Scale:
         """The question's scale (judges/scales/): its grammar, human mapping, tables."""
-        return scale(self.scale)
+        return scale_named(self.scale)
 
     @property
     def pairwise(self) -> bool:
@@ -109,9 +127,7 @@ class Question:
         return self.kind.rubric(self)
 
 
-def _plain(value: Any) -> Any:
-    """A field's value compared with its default: a list as the tuple it defaults to."""
-    return tuple(value) if isinstance(value, list) else value
+COMMON = tuple(f.name for f in fields(Question) if f.init)
 
 
 @dataclass(frozen=True)
@@ -125,8 +141,9 @@ class RubricOptions:
 
     def __post_init__(self) -> None:
         if not self.questions:
+            known = names()
             raise ValueError("options.questions lists no question: give at least one, each with an id, its text and "
-                             f"a scale ({', '.join(ORDER[:-1])} or {ORDER[-1]})")
+                             f"a scale ({', '.join(known[:-1])} or {known[-1]})")
         ids = [q.id for q in self.questions]
         if len(set(ids)) != len(ids):
             raise ValueError(f"options.questions: question ids must be distinct, got {ids}")
@@ -159,13 +176,13 @@ class Rubric(Protocol):
         limit_counts="texts (groups when a question is pairwise; pairs when the rubric reads pairs)",
         modes=("label", "analyze", "distribution"),
         summary=("scores", "agreement", "consistency"),
-        tables={
+        tables=Live(lambda: {     # read when used: every scale registered by then adds its tables
                 "scores": MetricTable(by=("question",), pooled=None),
                 "label_distribution": MetricTable(by=("question", "label"), pooled=None),
                 "consistency": MetricTable(by=("question", "metric"), pooled=None),
                 "agreement": MetricTable(by=("question",), pooled="", higher=("agreement",), rank=("agreement",)),
                 **{name: table for kind in scales() for name, table in kind.tables().items()},
-                "per_verdict": Table()},
+                "per_verdict": Table()}),
         rank_by="agreement.agreement", report="litjudge.engine.app.report.rubric_panels:rubric_panels",
         fields={"question": str, "scale": str, "text_id": str, "pair_id": str, "order": str, "group": str,
                 "human": str, "item_a": str, "item_b": str})

@@ -36,13 +36,13 @@ SCHEMAS = {
     "consistency": {"judge": pl.Utf8, "question": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64, **INTERVAL},
     "agreement": {"judge": pl.Utf8, "question": pl.Utf8, "scale": pl.Utf8, "metric": pl.Utf8, "agreement": pl.Float64,
                   "agreement_low": pl.Float64, "agreement_high": pl.Float64, "n": pl.Int64, "ci_note": pl.Utf8},
-    **{name: schema for kind in scales() for name, schema in kind.schemas().items()},
 }
 
 
 def frame(name: str, rows: list[dict]) -> pl.DataFrame:
-    """A table in its fixed schema (empty, but typed, when there are no rows)."""
-    schema = SCHEMAS[name]
+    """A table in its fixed schema (empty, but typed, when there are no rows): the rubric's own, or
+    its scale's (`Scale.schemas`)."""
+    schema = SCHEMAS.get(name) or next(s[name] for kind in scales() if name in (s := kind.schemas()))
     return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema, orient="row")
 
 

@@ -21,6 +21,7 @@ from litjudge.engine.app.ensemble import EnsembleConfig, load_ensemble
 from litjudge.engine.app.sweep import MATRIX_TOP, SweepSpec, load_sweep
 from litjudge.engine.core.config import TASK_KEYS, RunConfig, load_config
 from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.schema import extra_keys
 from litjudge.engine.data.cards import DatasetCard, dataset_card
 from litjudge.judges import PROTOCOLS
 from tests.conftest import DATA, PROJECT_ROOT, litjudge
@@ -102,7 +103,7 @@ def _walk(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> set[str]:
         inner = [a for a in (hints[f.name], *typing.get_args(hints[f.name])) if dataclasses.is_dataclass(a)]
         if inner:
             keys |= _walk(inner[0], f"{prefix}{f.name}{'[]' if listed else ''}.")
-    return keys
+    return keys | {prefix + k for k in extra_keys(cls)}   # keys declared beside the fields (a scale's)
 
 
 def schema_keys() -> dict[str, set[str]]:

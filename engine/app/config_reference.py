@@ -15,6 +15,7 @@ from litjudge.judges import PROTOCOLS
 
 from ..core.config import TASK_KEYS, RunConfig
 from ..core.errors import ConfigError, did_you_mean
+from ..core.schema import extra_keys
 from ..data.cards import DatasetCard
 from .ensemble import EnsembleConfig
 from .field_docs import allowed_values, default_of, describe_type, field_docs, show_default
@@ -80,6 +81,8 @@ def _entries(cls: type, prefix: str, section: str) -> tuple[list[Entry], list[tu
                          allowed_values(cls, f.name, REQUIRED.get(cls, {})), doc, section, value))
         if table is not None:
             nested.append((prefix + f.name, table))
+    out += [Entry(prefix + name, describe_type(key.type), show_default(key.default), "", key.doc, section, key.default)
+            for name, key in extra_keys(cls).items()]
     return out, nested
 
 

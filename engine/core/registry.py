@@ -72,6 +72,13 @@ def load_target(target: str) -> Any:
     return functools.reduce(getattr, attr.split(".") if attr else [], importlib.import_module(module.strip()))
 
 
+def _target(entry: Any) -> str:
+    """An entry as an entry point names it ("module:Class"); a lazy entry is that string already."""
+    if entry is None or isinstance(entry, str):
+        return entry or ""
+    return f"{entry.__module__}:{entry.__qualname__}"
+
+
 class Registry(Generic[T]):
     def __init__(self, kind: str, *, base: str = "", group: str = "",
                  plugin_meta: Callable[[str], dict[str, Any]] | None = None, unique: tuple[str, ...] = ()):
@@ -99,6 +106,16 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         self._meta[name] = meta
         self._origins[name] = origin
+
+    def register(self, entry: T) -> T:
+        """A decorator: register a `Named` class under its own name where it is defined, so a new
+        entry is one class in one file and no list names it. The class a plugin's entry point names
+        ("module:Class", loading now) is that entry, not a second one."""
+        name = entry.registered_name()  # type: ignore[attr-defined]
+        if self._entries.get(name) == _target(entry):
+            return entry
+        self.add(name, entry)
+        return entry
 
     def remove(self, name: str) -> None:
         """Take an entry out again (tests that register a toy entry clean up after themselves)."""
@@ -175,7 +192,9 @@ class Registry(Generic[T]):
             by_name.setdefault(ep.name, []).append(ep)
         for name, eps in sorted(by_name.items()):
             owners = " and ".join(str(origin_of(ep)) for ep in eps)
-            if name in self._entries:
+            if len(eps) == 1 and _target(self._entries.get(name)) == eps[0].value:
+                self._origins[name] = origin_of(eps[0])      # the plugin's own class, imported (registered) already
+            elif name in self._entries:
                 self._ignored.append(f"{self.kind} {name!r} of {owners} (entry point group {self.group}) is ignored: "
                                      f"litjudge's own {self.kind} {name!r} keeps the name; rename it in the plugin")
             elif len(eps) > 1:

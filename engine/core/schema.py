@@ -123,10 +123,28 @@ def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """A key a table takes beyond its dataclass's fields, declared elsewhere (a rubric question's
+    `categories`, declared by its scale): the class lists them in `extra_keys()` and takes them as
+    keyword arguments; the loader checks their types and the reference lists them as its fields."""
+
+    type: Any               # as a field's annotation: tuple[str, ...], bool
+    default: Any
+    doc: str
+
+
+def extra_keys(cls: type) -> dict[str, Key]:
+    """The keys dataclass `cls` takes beyond its fields ({} for most tables)."""
+    keys = getattr(cls, "extra_keys", None)
+    return keys() if callable(keys) else {}
+
+
 def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extra: Any):
     """Build dataclass `cls` from a TOML table: unknown keys and wrong types fail, naming the key."""
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in extra]
+    more = extra_keys(cls)
+    hints = typing.get_type_hints(cls) | {k: key.type for k, key in more.items()}
+    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in extra] + list(more)
     unknown = [k for k in table if k not in names]
     if unknown:
         k = unknown[0]

@@ -1,9 +1,11 @@
 """A rubric question's scale: everything that differs between binary, points, pairwise and
-categorical questions, as the methods of one class (a new scale is one class in one file, plus its
-name in `judges/scales/__init__.py`).
+categorical questions, as the methods of one class. A new scale is one class in one file: a
+subclass of `Scale` with a `name`, decorated `@SCALES.register` (judges/scales/ imports every
+module of its folder; a file elsewhere registers when it is imported; a plugin's, through its
+entry point in group `litjudge.scales`).
 
 The rubric (judges/rubric.py, rubric_tables.py, engine/app/report/rubric_panels.py) asks a
-question's scale, never its name: which fields of a question it reads (`owns`, `check`), the
+question's scale, never its name: which keys of a question it reads (`settings`, `check`), the
 verdict language the judge is constrained to (`language`), how the prompt asks for the answer
 (`answer_line`, `rubric`), how the humans' column maps onto the scale (`human`, `human_between`),
 what a parsed verdict means in the question's terms (`answer`, `scored`), the consistency rates
@@ -25,7 +27,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from litjudge.engine.core.registry import Named
+from litjudge.engine.core.registry import Named, Registry
+from litjudge.engine.core.schema import Key
 from litjudge.grammars import LabelSet
 
 from ..contract import MetricTable, Table
@@ -58,6 +61,15 @@ def number(value: Any) -> float:
         return math.nan
 
 
+@dataclass(frozen=True)
+class Setting(Key):
+    """A key of a question only its scale reads (`categories = [...]`, at the question's level):
+    its type as the loader checks it, its default, its line of the configuration reference, and
+    why a question of another scale may not set it ("{scale}": that question's scale)."""
+
+    why: str = ""
+
+
 @dataclass(frozen=True, eq=False)
 class Bars:
     """A bar chart of a table: `x` along the axis, a bar per judge (the `judge` column), `y` high."""
@@ -87,9 +99,10 @@ class Scale(Named):
     argument of every method."""
 
     name: ClassVar[str] = ""
+    # where the scale comes in the docs, errors and tables: by order, then name (a new scale: after the four)
+    order: ClassVar[int] = 100
     pairwise: ClassVar[bool] = False      # asked about two texts, in both orders
-    # the Question fields only this scale reads -> why a question of another scale may not set them
-    owns: ClassVar[dict[str, str]] = {}
+    settings: ClassVar[dict[str, Setting]] = {}   # the question's keys only this scale reads
     metrics: ClassVar[tuple[str, ...]] = ()   # the agreement metrics (higher is better; a sweep may rank by each)
     headline: ClassVar[str] = ""          # the one of them `agreement.agreement` (a sweep's default) publishes
     score: ClassVar[str] = "share"        # `scores.mean_score`: "share" (of 0/1 scores), "mean" (a point), "" (none)
@@ -116,7 +129,7 @@ class Scale(Named):
     # -- the question ---------------------------------------------------------------------------
     @abstractmethod
     def check(self, q: Any) -> None:
-        """ValueError, one line naming the question, where its own fields do not make a scale."""
+        """ValueError, one line naming the question, where its own settings do not make a scale."""
 
     @abstractmethod
     def language(self, q: Any) -> LabelSet:
@@ -171,3 +184,8 @@ class Scale(Named):
     def panel(self, tables: dict[str, pl.DataFrame]) -> PanelSpec | None:
         """A report panel of the scale's own (beside the scores, agreement and consistency ones)."""
         return None
+
+
+# Every scale by its name: built-ins register where they are defined (`@SCALES.register`), plugins
+# through entry-point group `litjudge.scales` ("module:Class").
+SCALES: Registry[type[Scale]] = Registry("scale", base="litjudge.judges.scales.base:Scale", group="litjudge.scales")

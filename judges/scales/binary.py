@@ -11,15 +11,18 @@ from litjudge.engine.core.errors import DataError
 
 from ..metrics.estimates import Units
 from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kappa, table_units, tables_by_cluster
-from .base import Scale, Schema, with_ci
+from .base import SCALES, Scale, Schema, Setting, with_ci
 
 TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
 STATISTICS = {"kappa": kappa, "balanced_accuracy": balanced_accuracy}
 
 
+@SCALES.register
 class Binary(Scale):
     name = "binary"
-    owns = {"labels": "labels name a binary question's answers (this one is {scale})"}
+    order = 10
+    settings = {"labels": Setting(tuple[str, ...], ("Yes", "No"), "the two answers, the positive one first",
+                                  "labels name a binary question's answers (this one is {scale})")}
     metrics = tuple(STATISTICS)
     headline = "kappa"
 

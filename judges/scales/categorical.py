@@ -21,16 +21,19 @@ from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from ..rubric_stats import agreement_row, few_per_class, kappa, per_class, table_units, tables_by_cluster
-from .base import Bars, PanelSpec, Scale, Schema, with_ci
+from .base import SCALES, Bars, PanelSpec, Scale, Schema, Setting, with_ci
 
 # what a category may not hold: line breaks and other control characters, markup and template braces
 NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f<>\[\]{}|\\`]")
 SHARES = "categorical_shares"
 
 
+@SCALES.register
 class Categorical(Scale):
     name = "categorical"
-    owns = {"categories": 'categories name a categorical question\'s answers; set scale = "categorical"'}
+    order = 40
+    settings = {"categories": Setting(tuple[str, ...], (), "the names of its unordered categories (at least 2)",
+                                      'categories name a categorical question\'s answers; set scale = "categorical"')}
     metrics = ("kappa", "accuracy")
     headline = "kappa"
     score = ""

@@ -15,15 +15,17 @@ from litjudge.engine.core.errors import DataError
 
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
-from .base import INTERVAL, Scale, Schema, number, rate_row
+from .base import INTERVAL, SCALES, Scale, Schema, Setting, number, rate_row
 
 BOTH = "mean of both"
 
 
+@SCALES.register
 class Pairwise(Scale):
     name = "pairwise"
+    order = 30
     pairwise = True
-    owns = {"tie": "a tie is an answer of a pairwise question"}
+    settings = {"tie": Setting(bool, False, 'the judge may answer "tie"', "a tie is an answer of a pairwise question")}
     metrics = ("accuracy",)
     headline = "accuracy"
     by = ("question", "order")

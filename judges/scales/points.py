@@ -17,15 +17,18 @@ from ..metrics.bootstrap import MIN_CLUSTERS, mean_with_ci
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from ..rubric_stats import agreement_row, quadratic_kappa, spearman, table_units, tables_by_cluster
-from .base import Scale, Schema, number, with_ci
+from .base import SCALES, Scale, Schema, Setting, number, with_ci
 
 STATISTICS = {"spearman": spearman, "qwk": quadratic_kappa}
 RATES = ("exact", "within_one")
 
 
+@SCALES.register
 class Points(Scale):
     name = "points"
-    owns = {"points": 'points describe an N-point scale; set scale = "points"'}
+    order = 20
+    settings = {"points": Setting(tuple[str, ...], (), "a description per point, 1..N (2 <= N <= 10)",
+                                  'points describe an N-point scale; set scale = "points"')}
     metrics = (*STATISTICS, *RATES)
     headline = "qwk"
     score = "mean"
