@@ -148,8 +148,10 @@
     try { info = await api('/api/info'); } catch (e) { status(e.message, true); return; }
     $('#quantity').textContent = info.quantity;
     $('#source').textContent = info.uncertainty;
-    $('#keys').textContent = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),
-                              listwise: '1 – ' + info.labels.length}[info.protocol] || 'the key on each answer';
+    const keys = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),
+                  listwise: '1 – ' + info.labels.length}[info.protocol];
+    if (keys) $('#keys').textContent = keys;
+    else $('#keys').replaceWith(document.createTextNode('the key shown on each answer'));   // a rubric: per question
     $('#instr').textContent = info.instructions;
     const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
     $('#annotator').value = name;
