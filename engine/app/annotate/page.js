@@ -151,7 +151,10 @@
     const keys = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),
                   listwise: '1 – ' + info.labels.length}[info.protocol];
     if (keys) $('#keys').textContent = keys;
-    else $('#keys').replaceWith(document.createTextNode('the key shown on each answer'));   // a rubric: per question
+    else {                                   // a rubric: each question's answers carry their own keys
+      $('#keys').nextSibling.textContent = ' picks an answer of the highlighted question, ';
+      $('#keys').replaceWith(document.createTextNode('the key shown on an answer'));
+    }
     $('#instr').textContent = info.instructions;
     const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
     $('#annotator').value = name;
