@@ -56,6 +56,25 @@ needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").e
                                    reason=f"paper prompts not found at {prompts_root()} (set LITJUDGE_PROMPTS_ROOT)")
 
 
+# The session's in-process engines hold a quarter of a GiB of KV cache each, as their specs ask
+# (11k bfloat16 tokens of the default judge at 4,096, 5.8k float32 at 2,048): VLLM_CPU_KVCACHE_SPACE
+# (whole GiB only) would give each 1 GiB, and a worker holding both was 4.6 GB where it is now 3.0.
+IN_PROCESS_KV_GIB = 0.25
+
+
+def in_process_engine(spec):
+    """An engine in this process with the KV cache its spec asks for: vLLM-CPU reads
+    VLLM_CPU_KVCACHE_SPACE when the engine's config is made, so it is set aside meanwhile."""
+    from litjudge.engine import backends
+
+    saved = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    try:
+        return backends.create(spec)
+    finally:
+        if saved is not None:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = saved
+
+
 @pytest.fixture(scope="session")
 def smollm():
     """ONE in-process vLLM engine on the default judge for the whole session (engines are
@@ -66,7 +85,7 @@ def smollm():
 
     from litjudge.engine import backends
 
-    backend = backends.create(backends.model_spec("smollm2-135m", max_model_len=4096, kv_cache_gib=1))
+    backend = in_process_engine(backends.model_spec("smollm2-135m", max_model_len=4096, kv_cache_gib=IN_PROCESS_KV_GIB))
     gc.collect()
     gc.freeze()
     yield backend
@@ -80,7 +99,8 @@ def smollm32():
     by a run (closing an in-process engine ends vLLM's process-wide state, which `smollm` shares)."""
     from litjudge.engine import backends
 
-    return backends.create(backends.model_spec("smollm2-135m", max_model_len=2048, kv_cache_gib=1, dtype="float32"))
+    return in_process_engine(backends.model_spec("smollm2-135m", max_model_len=2048, kv_cache_gib=IN_PROCESS_KV_GIB,
+                                                  dtype="float32"))
 
 
 def run_on(engine, config, run_dir: Path):

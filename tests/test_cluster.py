@@ -16,7 +16,7 @@ from litjudge.engine.app.run import run
 from litjudge.engine.backends.local.sharding import Shards, prefix_groups
 from litjudge.engine.core.config import ClusterConfig, EngineConfig, load_config
 from litjudge.engine.core.store import Store
-from tests.conftest import PROJECT_ROOT, run_on
+from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, run_on
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
 
@@ -28,7 +28,7 @@ DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 
 def demo(cluster: ClusterConfig | None = None):
     config = load_config(DEMO)
-    engine = EngineConfig(max_model_len=2048, kv_cache_gib=1, dtype="float32")
+    engine = EngineConfig(max_model_len=2048, kv_cache_gib=IN_PROCESS_KV_GIB, dtype="float32")
     return dataclasses.replace(config, engine=engine, cluster=cluster or ClusterConfig())
 
 
@@ -36,8 +36,16 @@ def demo(cluster: ClusterConfig | None = None):
 def two_nodes():
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    # The replicas' engines keep the KV cache their config asks for (a quarter GiB, as the session's
+    # in-process engines): Ray's workers inherit the nodes' environment, made here without
+    # VLLM_CPU_KVCACHE_SPACE (whole GiB only; 1 GiB each made this test's peak 1.5 GB higher).
+    saved = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster.add_node(num_cpus=1)
+    finally:
+        if saved is not None:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = saved
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
     ray.shutdown()

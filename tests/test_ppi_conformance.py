@@ -23,6 +23,8 @@ published point lies in its interval and in [0, 1].
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import polars as pl
 import pytest
@@ -54,10 +56,12 @@ def story_rates(rng, rate: float | str, rho: float, size) -> np.ndarray:
     return beta(rng, float(rate), rho, size)
 
 
-def frame(rng, labelled_stories: int, rate: float | str, rho: float, share: float = 0.2,
-          unequal: bool = False) -> pl.DataFrame:
-    """DRAWS data sets x five judges as one decisions frame (one row per judge, story and test);
-    `unequal`: each story keeps a random 3-14 of its tests."""
+def frames(rng, labelled_stories: int, rate: float | str, rho: float, share: float = 0.2,
+           unequal: bool = False, chunk: int = 200) -> Iterator[pl.DataFrame]:
+    """DRAWS data sets x five judges as decisions frames (one row per judge, story and test), `chunk`
+    data sets a frame: each data set's tables depend on its own rows only (the labelled stories are
+    the same seeded draw in every frame), and a frame of all 1,000 held 7 million rows, a worker's
+    memory grown by gigabytes; `unequal`: each story keeps a random 3-14 of its tests."""
     stories = int(round(labelled_stories / share))
     shape = (DRAWS, stories, TESTS)
     y = rng.random(shape) < story_rates(rng, rate, rho, (DRAWS, stories, 1))
@@ -78,19 +82,30 @@ def frame(rng, labelled_stories: int, rate: float | str, rho: float, share: floa
             p_yes = 1 / (1 + np.exp(-score))
             said = p_yes >= 0.5
         columns.append((kind, said, p_yes, silent if silent is not None else np.zeros(shape, bool)))
-    draw, story, test = (a[kept] for a in np.indices(shape))
-    parts = [pl.DataFrame({"kind": np.full(draw.size, i, dtype=np.int8), "draw": draw, "story": story, "test": test + 1,
-                           "p_yes": p_yes[kept] if p_yes is not None else np.full(draw.size, np.nan),
-                           "judge_pass": np.where(silent[kept], np.nan, said[kept]), "silent": silent[kept],
-                           "expert_pass": y[kept]})
-             for i, (kind, said, p_yes, silent) in enumerate(columns)]
-    return pl.concat(parts).select(
-        pl.format("{}-{}", pl.col("kind").replace_strict(dict(enumerate(JUDGES)), return_dtype=pl.Utf8),
-                  "draw").alias("judge"),
-        pl.format("s{}", "story").alias("story_id"), "test", pl.format("s{}t{}", "story", "test").alias("item_id"),
-        pl.lit(0, pl.Int64).alias("repeat"), pl.when(pl.col("silent")).then(pl.lit("unparsed")).otherwise(pl.lit("ok"))
-        .alias("status"), pl.col("p_yes").fill_nan(None), pl.col("judge_pass").fill_nan(None).cast(pl.Boolean),
-        "expert_pass")
+    for start in range(0, DRAWS, chunk):
+        part = slice(start, start + chunk)
+        keep = kept[part]
+        draw, story, test = (a[keep] for a in np.indices(keep.shape))
+        draw = draw + start
+        parts = [pl.DataFrame({"kind": np.full(draw.size, i, dtype=np.int8), "draw": draw, "story": story,
+                               "test": test + 1,
+                               "p_yes": p_yes[part][keep] if p_yes is not None else np.full(draw.size, np.nan),
+                               "judge_pass": np.where(silent[part][keep], np.nan, said[part][keep]),
+                               "silent": silent[part][keep], "expert_pass": y[part][keep]})
+                 for i, (kind, said, p_yes, silent) in enumerate(columns)]
+        yield pl.concat(parts).select(
+            pl.format("{}-{}", pl.col("kind").replace_strict(dict(enumerate(JUDGES)), return_dtype=pl.Utf8),
+                      "draw").alias("judge"),
+            pl.format("s{}", "story").alias("story_id"), "test", pl.format("s{}t{}", "story", "test").alias("item_id"),
+            pl.lit(0, pl.Int64).alias("repeat"), pl.when(pl.col("silent")).then(pl.lit("unparsed")).otherwise(pl.lit("ok"))
+            .alias("status"), pl.col("p_yes").fill_nan(None), pl.col("judge_pass").fill_nan(None).cast(pl.Boolean),
+            "expert_pass")
+
+
+def published(rng, labelled_stories: int, rate: float | str, rho: float, share: float, unequal: bool) -> pl.DataFrame:
+    """The `ppi` table of every data set, computed a chunk of data sets at a time."""
+    return pl.concat([TTCW.prediction_powered({"all": f}, PPIConfig(share, seed=3))
+                      for f in frames(rng, labelled_stories, rate, rho, share, unequal)])
 
 
 def coverage(table: pl.DataFrame, rate: float, pooled: bool) -> dict[str, dict[str, float]]:
@@ -138,8 +153,7 @@ def test_both_intervals_cover_with_a_useless_a_biased_a_good_and_a_half_silent_j
                                                                                        share, unequal):
     rng = np.random.default_rng(labelled_stories + int(rho * 10) + 7 * unequal + (3 if rate == "lopsided" else
                                                                                   int(float(rate) * 1000)))
-    table = TTCW.prediction_powered({"all": frame(rng, labelled_stories, rate, rho, share, unequal)},
-                                    PPIConfig(share, seed=3))
+    table = published(rng, labelled_stories, rate, rho, share, unequal)
     assert set(table.filter(pl.col("test") == "all")["clusters"].to_list()) == {labelled_stories}   # the share drawn
     check_ranges(table)
     # a judge given no weight is worth exactly the labels it was given, not more
@@ -167,8 +181,8 @@ def test_both_intervals_cover_with_a_useless_a_biased_a_good_and_a_half_silent_j
 
 def test_fewer_labelled_stories_than_the_minimum_give_no_interval_and_say_so():
     rng = np.random.default_rng(5)
-    table = TTCW.prediction_powered({"all": frame(rng, MIN_CLUSTERS - 1, 0.3, 0.3).filter(
-        pl.col("judge").str.ends_with("-0"))}, PPIConfig(SHARE, seed=3))
+    first = next(frames(rng, MIN_CLUSTERS - 1, 0.3, 0.3))
+    table = TTCW.prediction_powered({"all": first.filter(pl.col("judge").str.ends_with("-0"))}, PPIConfig(SHARE, seed=3))
     assert table["clusters"].max() == MIN_CLUSTERS - 1
     assert table["ppi_low"].is_null().all() and table["human_low"].is_null().all()
     assert table["ppi"].is_not_null().all()

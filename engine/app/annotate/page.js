@@ -148,8 +148,13 @@
     try { info = await api('/api/info'); } catch (e) { status(e.message, true); return; }
     $('#quantity').textContent = info.quantity;
     $('#source').textContent = info.uncertainty;
-    $('#keys').textContent = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),
-                              listwise: '1 – ' + info.labels.length}[info.protocol] || 'the key on each answer';
+    const keys = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),
+                  listwise: '1 – ' + info.labels.length}[info.protocol];
+    if (keys) $('#keys').textContent = keys;
+    else {                                   // a rubric: each question's answers carry their own keys
+      $('#keys').nextSibling.textContent = ' picks an answer of the highlighted question, ';
+      $('#keys').replaceWith(document.createTextNode('the key shown on an answer'));
+    }
     $('#instr').textContent = info.instructions;
     const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
     $('#annotator').value = name;
