@@ -1,5 +1,7 @@
+import fcntl
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,28 @@ def pytest_collection_modifyitems(config, items):
         defs = [d for ds in item._fixtureinfo.name2fixturedefs.values() for d in ds]
         if any(d.scope == "module" and getattr(d, "baseid", "").startswith(module) for d in defs):
             item.add_marker(pytest.mark.xdist_group(module))
+
+
+# The tests that start several engines, a server or a cluster beside their worker's own (each
+# 4.5-8.5 GB more at its peak, measured per test): two of them at once, one on each worker, took
+# the machine past 18 GB. They take turns: a test marked `heavy` holds a lock shared by the
+# session's workers (pytest-xdist's run id names it) from its setup to its teardown, kept through
+# the next test of its module when that one is heavy too (module-scoped engines live between them).
+HEAVY_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+_heavy_lock: list = []
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    heavy = HEAVY_RUN and item.get_closest_marker("heavy") is not None
+    if heavy and not _heavy_lock:
+        handle = open(Path(tempfile.gettempdir()) / f"litjudge-tests-heavy-{HEAVY_RUN}.lock", "a")
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _heavy_lock.append(handle)
+    yield
+    keep = (nextitem is not None and nextitem.get_closest_marker("heavy") is not None
+            and nextitem.nodeid.split("::")[0] == item.nodeid.split("::")[0])
+    if _heavy_lock and not keep:
+        handle = _heavy_lock.pop()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

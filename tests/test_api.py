@@ -161,7 +161,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the default judge on loopback (float32, so that batching cannot flip
     a greedy near-tie between the server and the offline engine). Bounded: 300 s to start."""
@@ -199,6 +199,7 @@ def vllm_server(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(tmp_path, vllm_server, smollm32):
     """The served judge against the same judge offline (the session's float32 engine, in-process)."""
     runs = tmp_path / "runs"

@@ -113,6 +113,7 @@ def _generation(run_dir: Path) -> pl.DataFrame:
 
 @needs_prompts
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
     cfg = write_config(tmp_path / "study.toml", STUDY)
     out, run_dir = tmp_path / "out", tmp_path / "out" / "study"

@@ -21,7 +21,7 @@ from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, run_on
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
 
 # One Ray cluster at a time on this machine: every test of this module on one pytest-xdist worker.
-pytestmark = pytest.mark.xdist_group("ray")
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.heavy]
 
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 

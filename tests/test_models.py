@@ -63,6 +63,7 @@ def test_tiny_random_qwen_runs_under_vllm_from_a_local_folder(tmp_path, arch):
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_gemma_base_judge_converts_and_runs_with_the_plain_layout(tmp_path):
     runs = tmp_path / "runs"
     r = litjudge("run", "runs/demo.toml", "--judge", "gemma3-270m", "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})

@@ -62,6 +62,7 @@ def test_plan_counts_sharing_without_an_engine():
 
 @needs_data
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_path):
     # The committed sweep, one story, its test subsets cut to tests 1-4 and 2-3 (a long story's
     # prefill is what costs here), at most 4 sequences in flight so results arrive in waves.
@@ -129,6 +130,7 @@ for name, kv in [("smollm2-135m", 1), ("gemma3-270m", 0.75), ("smollm2-135m", 1)
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_engines_started_one_after_another_release_their_memory():
     """SmolLM2, Gemma, SmolLM2, Gemma in one process, as a sweep runs its judges, each with the KV
     cache its settings ask for."""
