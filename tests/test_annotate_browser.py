@@ -17,6 +17,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (apt-get install chromium)")
 SHOTS = Path("/tmp")
+RTL = "نص عربي من اليمين إلى اليسار مع English في الوسط"
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +130,18 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, tmp_path):
         assert len(exported(served)) == TESTS
     pairs = pairwise_run(tmp_path / "pw")
     shutil.rmtree(tmp_path / "ttcw")
+    data = tmp_path / "pw" / "pairs.jsonl"                  # the texts are read when the queue opens
+    data.write_text("".join(json.dumps({**p, "text_b": f"{RTL} {p['pair_id']}"}) + "\n"
+                            for p in map(json.loads, data.read_text().splitlines())))
     with Served(pairs, "--budget", "12") as served:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(served.url + "?annotator=ann")
         first = current(page)
         heads = page.eval_on_selector_all(".text h3", "els => els.map(e => e.textContent)")
         assert heads == ["1. First text", "2. Second text"]
+        # a right-to-left text reads right to left, the other left to right, whichever is shown first
+        shown = page.eval_on_selector_all(".text .body", "els => els.map(e => [e.textContent, getComputedStyle(e).direction])")
+        assert sorted(d for _, d in shown) == ["ltr", "rtl"] and all((d == "rtl") == t.startswith(RTL) for t, d in shown)
         page.screenshot(path=str(SHOTS / "annotate-pairwise.png"), full_page=True)
         assert label_by_keys(page, "1") != first
         row = exported(served)[0]

@@ -5,6 +5,7 @@ quantity's scale), and the judges' side of a built queue (`Built`). One definiti
 serves the page (buttons and hotkeys), the API's refusals, the import and the estimate."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,24 @@ class Question:
 
     def allows(self, label: Any) -> bool:
         return any(a.value == label for a in self.answers)
+
+    def canonical(self, label: Any) -> str | None:
+        """The stored answer `label` means, None when it is none of this question's: an answer as
+        stored, with spaces around it (a spreadsheet's cell), or on a point scale the same whole
+        number written as a number or as 4.0 (a JSON number, a float column)."""
+        if isinstance(label, bool) or not isinstance(label, (str, int, float)):
+            return None
+        text = label.strip() if isinstance(label, str) else label
+        if isinstance(text, str) and self.allows(text):
+            return text
+        if not all(a.value.isdigit() for a in self.answers):
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+        whole = str(int(number)) if math.isfinite(number) and number == int(number) else ""
+        return whole if self.allows(whole) else None
 
     def answer(self, label: str) -> Answer:
         return next(a for a in self.answers if a.value == label)

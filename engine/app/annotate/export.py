@@ -17,6 +17,7 @@ from .queue import Queue
 
 FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source", "shown",
           "draws", "score", "counted", "judge_total", "cluster_items", "judge_total_all", "items_all", "clusters_all")
+FORMULA = ("=", "+", "-", "@", "\t", "\r")    # what a spreadsheet reads as the start of a formula
 
 
 def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
@@ -44,9 +45,21 @@ def jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
 
 
+def cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet will not run: text starting like a formula (= + - @, a tab or a
+    carriage return: a judged item id, a category, an imported name) gets a leading ' (OWASP's
+    advice; `uncell` takes it off again on import). JSONL and the dataset folder keep the text as is."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA) else value
+
+
+def uncell(value: str) -> str:
+    """A cell as `cell` wrote it, back to its text."""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA) else value
+
+
 def csv_text(rows: list[dict[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, FIELDS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: cell(v) for k, v in r.items()} for r in rows)
     return out.getvalue()

@@ -1,5 +1,5 @@
 // The annotation page's script (engine/app/annotate/page.py serves it inline). Judged text
-// enters the DOM only through textContent.
+// enters the DOM only through textContent, with dir=auto: a right-to-left text reads in its own direction.
 (() => {
   const params = new URLSearchParams(location.search);
   const token = params.get('token');
@@ -28,20 +28,20 @@
     if (item.done) { box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you!'})); return; }
     box.dataset.cluster = item.cluster;
     box.appendChild(make('div', {cls: 'note', text: `Draw ${item.draw + 1} · drawn ${item.times_drawn}× · probability ${item.probability.toFixed(4)}`}));
-    if (item.context) box.appendChild(make('div', {cls: 'context', text: item.context}));
+    if (item.context) box.appendChild(make('div', {cls: 'context', dir: 'auto', text: item.context}));
     const texts = make('div', {cls: 'texts' + (item.texts.length > 1 ? ' two' : '')});
     item.texts.forEach((t, i) => texts.appendChild(make('div', {cls: 'text'},
       make('h3', {text: item.texts.length > 1 ? `${i + 1}. ${['First', 'Second'][i]} text` : t.heading}),
-      make('div', {cls: 'body', text: t.text}))));
+      make('div', {cls: 'body', dir: 'auto', text: t.text}))));
     box.appendChild(texts);
     const qs = make('div', {cls: 'questions'});
     item.questions.forEach((q, i) => {
       const row = make('div', {cls: 'q' + (i === current ? ' current' : ''), 'data-item': q.item},
-                       make('span', {cls: 't', text: q.text}));
+                       make('span', {cls: 't', dir: 'auto', text: q.text}));
       const opts = make('div', {cls: 'answers' + (q.answers.some(a => a.caption.length > 12) ? ' long' : '')});
       q.answers.forEach(a => { const own = a.caption.startsWith(a.key + ':');     // a point names its key
         const b = make('button', {'data-value': a.value}, ...(own ? [] : [make('kbd', {text: a.key})]),
-                       make('span', {text: a.caption}));
+                       make('span', {dir: 'auto', text: a.caption}));
         if (answers[q.item] === a.value) b.className = 'on';
         b.onclick = () => { answers[q.item] = a.value; current = Math.min(i + 1, item.questions.length - 1); render(); };
         opts.appendChild(b); });

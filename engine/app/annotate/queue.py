@@ -65,6 +65,10 @@ class Queue:
         """Whether `label` is an answer of the question stored under `item`."""
         return self.question(item).allows(label)
 
+    def canonical(self, item: str, label: object) -> str | None:
+        """The stored answer `label` means for the question under `item` (`Question.canonical`)."""
+        return self.question(item).canonical(label)
+
     def index(self, cluster: str) -> int:
         return self._index()[cluster]
 

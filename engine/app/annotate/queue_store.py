@@ -7,8 +7,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ...core.errors import ConfigError
-from .labels import Labels, open_labels, stored_design
+from .labels import FILE, Labels, open_labels, stored_design
 from .queue import Queue, build_queue
 
 DEFAULT_BUDGET = 50
@@ -43,5 +45,12 @@ def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     ids = "\n".join(c.cluster for c in queue.clusters)
     design = {"budget": budget, "floor": floor, "seed": seed, "protocol": queue.protocol,
               "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}
-    return queue, open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability,
-                              queue.design.draws, design)
+    labels = open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability, queue.design.draws, design)
+    drawn = [(queue.clusters[int(c)].cluster, float(queue.design.probability[int(c)])) for c in queue.design.draws]
+    stored = [(c, labels.probability[c]) for c in labels.draw_clusters]
+    if [c for c, _ in drawn] != [c for c, _ in stored] or not np.allclose([p for _, p in drawn], [p for _, p in stored]):
+        labels.close()
+        raise ConfigError("the run's verdicts changed since its annotation queue was drawn (the draws or their "
+                          f"probabilities differ from those in {FILE}): annotate the run the queue was drawn from, or "
+                          f"move {FILE} aside for a new queue", where=str(run))
+    return queue, labels

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import ipaddress
 import json
 import socket
@@ -14,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import ConfigError, DataError
-from .export import FIELDS, csv_text, jsonl, records
+from .export import FIELDS, csv_text, jsonl, records, uncell
 from .labels import Labels
 from .queue import Queue
 from .queue_store import Options, open_queue
-from .server import Settings, create_app, new_token
+from .server import NAME, Settings, create_app, new_token
 
 
 def loopback(host: str) -> bool:
@@ -94,25 +95,30 @@ class Annotation:
 
 # -- import and export ---------------------------------------------------------------------------
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """Labels collected elsewhere: CSV or JSONL rows with annotator, item, label (and time)."""
+    """Labels collected elsewhere: CSV or JSONL rows with annotator, item, label (and time), in
+    UTF-8 (a spreadsheet's byte order mark is read past; a CSV cell the export guarded is unguarded)."""
     if not path.is_file():
         raise DataError("no such file to import", path=str(path))
-    if path.suffix == ".jsonl":
-        rows = []
-        for n, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise DataError(f"not JSON ({e.msg})", path=str(path), row=n) from e
-                if not isinstance(rec, dict):
-                    raise DataError("not a JSON object", path=str(path), row=n)
-                rows.append({k: "" if v is None else str(v) for k, v in rec.items()})
-        return rows
+    if path.suffix not in (".csv", ".jsonl"):
+        raise DataError("import takes .csv or .jsonl (columns annotator, item, label; time optional)", path=str(path))
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 text (byte {e.start}): save the file as UTF-8", path=str(path)) from e
     if path.suffix == ".csv":
-        with path.open(newline="") as f:
-            return [dict(r) for r in csv.DictReader(f)]
-    raise DataError("import takes .csv or .jsonl (columns annotator, item, label; time optional)", path=str(path))
+        return [{k: uncell(v or "") for k, v in r.items() if k is not None}
+                for r in csv.DictReader(io.StringIO(text, newline=""))]
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"not JSON ({e.msg})", path=str(path), row=n) from e
+            if not isinstance(rec, dict):
+                raise DataError("not a JSON object", path=str(path), row=n)
+            rows.append({k: "" if v is None else str(v) for k, v in rec.items()})
+    return rows
 
 
 def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
@@ -127,11 +133,15 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
             raise DataError(f"no {missing[0]} (columns: annotator, item, label; time optional)", path=str(path), row=n)
         if r["item"] not in cluster_of:
             raise DataError(f"item {r['item'][:60]!r} is not an item of this run's queue", path=str(path), row=n)
-        if not queue.allows(r["item"], r["label"]):
+        if not NAME.fullmatch(r["annotator"]):
+            raise DataError(f"annotator {r['annotator'][:40]!r}: a name of 1-64 letters, digits, spaces or . @ + - _",
+                            path=str(path), row=n)
+        label = queue.canonical(r["item"], r["label"])
+        if label is None:
             takes = ", ".join(a.value for a in queue.question(r["item"]).answers)
             raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({takes})",
                             path=str(path), row=n)
-        groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (r["label"], r.get("time", ""))
+        groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (label, r.get("time", ""))
     stored = again = 0
     for (annotator, cluster), items in groups.items():
         content = json.dumps([annotator, cluster, sorted(items.items())])

@@ -25,8 +25,8 @@ from .page import page
 from .queue import Queue
 
 MAX_BODY = 64 * 1024                  # bytes of one request body: a submission is a few hundred
-NAME = re.compile(r"^[\w .@+-]{1,64}$")
-KEY = re.compile(r"^[\w.:-]{8,128}$")
+NAME = re.compile(r"[\w .@+-]{1,64}")             # fullmatch: "$" would let a final newline in
+KEY = re.compile(r"[\w.:-]{8,128}")
 TOKEN_HEADER = "x-litjudge-token"
 
 
@@ -83,13 +83,13 @@ def new_token() -> str:
 
 
 def annotator_of(value: Any) -> str:
-    if not isinstance(value, str) or not NAME.match(value):
+    if not isinstance(value, str) or not NAME.fullmatch(value):
         raise BadRequest("annotator: a name of 1-64 letters, digits, spaces or . @ + - _")
     return value
 
 
 def key_of(value: Any) -> str:
-    if not isinstance(value, str) or not KEY.match(value):
+    if not isinstance(value, str) or not KEY.fullmatch(value):
         raise BadRequest("key: an idempotency key of 8-128 letters, digits or . : - _")
     return value
 
@@ -174,16 +174,17 @@ class Routes:
         given = data.get("labels")
         if not isinstance(given, dict) or set(given) != set(self.items_of[cluster]):
             raise BadRequest("labels: give one answer for each item of the cluster, and no other item")
-        bad = sorted((str(k), str(v)) for k, v in given.items() if not self.queue.allows(k, v))
+        answers = {str(k): self.queue.canonical(k, v) for k, v in given.items()}
+        bad = sorted((k, repr(given[k])) for k, v in answers.items() if v is None)
         if bad:
             takes = ", ".join(a.value for a in self.queue.question(bad[0][0]).answers)
-            raise BadRequest(f"labels: {bad[0][1][:40]!r} is not an answer of this protocol ({takes})")
+            raise BadRequest(f"labels: {bad[0][1][:40]} is not an answer of this protocol ({takes})")
         shown = data.get("shown", "")
         pair = len(self.queue.clusters[self.queue.index(cluster)].texts) == 2
         if shown not in (("ab", "ba") if pair else ("",)):
             raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
         try:
-            fresh = self.labels.submit(key, annotator, cluster, {str(k): str(v) for k, v in given.items()}, shown=shown,
+            fresh = self.labels.submit(key, annotator, cluster, {k: str(v) for k, v in answers.items()}, shown=shown,
                                        per_item=self.settings.per_item)
         except Locked as e:
             return PlainTextResponse(f"{e}\n", status_code=409)

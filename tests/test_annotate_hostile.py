@@ -1,0 +1,105 @@
+"""A demanding user's attacks on the rubric queue that once got through: a JSON number or a
+spreadsheet's "4.0" / " 4 " for a point, a CSV with a byte order mark or not in UTF-8, an
+annotator name holding markup or a final newline, export cells a spreadsheet would run as a
+formula, and a run folder whose verdicts changed under a started queue (its draws silently
+redrawn). Each is stored canonically or refused in one line."""
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+
+import polars as pl
+import pytest
+
+from litjudge.engine.app.annotate.queue_store import Options, open_queue
+from litjudge.engine.app.annotate.serve import export_labels, import_labels
+from litjudge.engine.core.errors import ConfigError, DataError
+from tests.annotate_run import InThread, rubric_run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return rubric_run(tmp_path_factory.mktemp("hostile"), texts=12, first="points")
+
+
+@pytest.fixture
+def fresh(run, tmp_path):
+    """A copy of the run without its store: each test starts its own queue."""
+    return shutil.copytree(run, tmp_path / "rb", ignore=shutil.ignore_patterns("annotations.sqlite*"))
+
+
+def test_a_point_as_a_number_is_stored_as_the_point_and_a_name_with_a_newline_is_refused(fresh):
+    with InThread(fresh, budget=10) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        vivid, natural = (q["item"] for q in item["questions"])
+        post = {"cluster": item["cluster"], "shown": item["shown"], "labels": {vivid: 4, natural: "Yes"}}
+        r = c.post("/api/label", json={**post, "annotator": "ann\n", "key": uuid.uuid4().hex})
+        assert r.status_code == 400 and r.text.startswith("annotator:") and r.text.count("\n") == 1
+        r = c.post("/api/label", json={**post, "labels": {vivid: 4.5, natural: "Yes"}, "annotator": "ann",
+                                       "key": uuid.uuid4().hex})
+        assert r.status_code == 400 and r.text == "labels: 4.5 is not an answer of this protocol (1, 2, 3, 4, 5)\n"
+        c.post("/api/label", json={**post, "annotator": "ann", "key": uuid.uuid4().hex}).raise_for_status()
+        assert {(r.item, r.label) for r in s.app.labels.rows()} == {(vivid, "4"), (natural, "Yes")}
+
+
+def imported(fresh, name: str, data: bytes) -> tuple[int, int] | str:
+    queue, labels = open_queue(fresh, Options(budget=10))
+    try:
+        (fresh / name).write_bytes(data)
+        return import_labels(queue, labels, fresh / name)
+    except DataError as e:
+        assert "\n" not in str(e), str(e)
+        return str(e)
+    finally:
+        labels.close()
+
+
+def test_import_reads_points_as_a_spreadsheet_writes_them_a_bom_and_refuses_other_encodings(fresh):
+    rows = "annotator,item,label\nann,t00/vivid, 4 \nann,t01/vivid,4.0\nann,t02/natural, No\n"
+    assert imported(fresh, "a.csv", ("\ufeff" + rows).encode()) == (3, 0)
+    lines = [{"annotator": "bob", "item": "t03/vivid", "label": 2.0}, {"annotator": "bob", "item": "t04/vivid", "label": 3}]
+    assert imported(fresh, "b.jsonl", ("\ufeff" + "".join(json.dumps(x) + "\n" for x in lines)).encode()) == (2, 0)
+    queue, labels = open_queue(fresh, Options())
+    got = {(r.annotator, r.item, r.label) for r in labels.rows()}
+    labels.close()
+    assert got == {("ann", "t00/vivid", "4"), ("ann", "t01/vivid", "4"), ("ann", "t02/natural", "No"),
+                   ("bob", "t03/vivid", "2"), ("bob", "t04/vivid", "3")}
+    assert imported(fresh, "c.csv", "annotator,item,label\nJosé,t05/vivid,3\n".encode("latin-1")).endswith(
+        "c.csv: not UTF-8 text (byte 24): save the file as UTF-8")
+    assert imported(fresh, "d.csv", b"annotator,item,label\nann,t05/vivid,4.5\n").endswith(
+        "label '4.5' is not an answer of this protocol (1, 2, 3, 4, 5)")
+
+
+@pytest.mark.parametrize("name", ["<b>x</b>", "ann\nbob", "=HYPERLINK(\"http://x\")"])
+def test_import_refuses_an_annotator_the_page_would_refuse(fresh, name):
+    data = json.dumps({"annotator": name, "item": "t00/vivid", "label": "3"}) + "\n"
+    assert "annotator " in imported(fresh, "e.jsonl", data.encode()) and "a name of 1-64 letters" in \
+        imported(fresh, "e.jsonl", data.encode())
+
+
+def test_export_csv_cells_a_spreadsheet_would_run_are_guarded_and_read_back(fresh):
+    rows = "annotator,item,label,time\n@ann,t00/vivid,4,2026-01-01\n+bob,t00/vivid,2,2026-01-01\n-eve,t01/vivid,1,2026-01-01\n"
+    assert imported(fresh, "f.csv", rows.encode()) == (3, 0)
+    queue, labels = open_queue(fresh, Options())
+    try:
+        export_labels(queue, labels, fresh / "out.csv")
+        export_labels(queue, labels, fresh / "out.jsonl")
+        assert import_labels(queue, labels, fresh / "out.csv") == (0, 3)        # read back: the same labels
+    finally:
+        labels.close()
+    cells = [line.split(",")[0] for line in (fresh / "out.csv").read_text().splitlines()[1:]]
+    assert cells == ["'@ann", "'+bob", "'-eve"]
+    assert [json.loads(x)["annotator"] for x in (fresh / "out.jsonl").read_text().splitlines()] == ["@ann", "+bob", "-eve"]
+
+
+def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh):
+    queue, labels = open_queue(fresh, Options(budget=10))
+    labels.close()
+    verdicts = pl.read_parquet(fresh / "verdicts.parquet")           # the same items, other verdicts
+    verdicts.with_columns(pl.when(pl.col("question") == "vivid").then(pl.lit("3")).otherwise(pl.col("label"))
+                          .alias("label")).write_parquet(fresh / "verdicts.parquet")
+    with pytest.raises(ConfigError) as e:
+        open_queue(fresh, Options())
+    assert "the run's verdicts changed since its annotation queue was drawn" in str(e.value)
+    assert "\n" not in str(e.value)
