@@ -103,3 +103,24 @@ def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh
         open_queue(fresh, Options())
     assert "the run's verdicts changed since its annotation queue was drawn" in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_labels_from_the_page_exported_and_imported_back_are_stored_once(fresh):
+    """An export carries each submission's key: importing it back (CSV or JSONL) is the same
+    submission, not a second one (it once was, keyed by content and a time the store had changed)."""
+    with InThread(fresh, budget=10) as s, s.client() as c:
+        for annotator in ("ann", "bob"):
+            item = c.get("/api/next", params={"annotator": annotator}).json()
+            vivid, natural = (q["item"] for q in item["questions"])
+            c.post("/api/label", json={"cluster": item["cluster"], "shown": item["shown"], "annotator": annotator,
+                                       "labels": {vivid: "4", natural: "Yes"}, "key": uuid.uuid4().hex}).raise_for_status()
+    queue, labels = open_queue(fresh, Options(budget=10))
+    try:
+        before = labels.rows()
+        export_labels(queue, labels, fresh / "out.csv")
+        export_labels(queue, labels, fresh / "out.jsonl")
+        assert import_labels(queue, labels, fresh / "out.csv") == (0, 2)
+        assert import_labels(queue, labels, fresh / "out.jsonl") == (0, 2)
+        assert labels.rows() == before
+    finally:
+        labels.close()

@@ -122,11 +122,13 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
-    """Store the file's labels (each (annotator, cluster) one submission, keyed by its content: a
-    second import of the same file stores nothing). Returns (submissions stored, already there)."""
+    """Store the file's labels (each (annotator, cluster) one submission, keyed by its `key` column
+    where litjudge's export gave one, else by its content: a second import of the same file, or an
+    export imported back, stores nothing). Returns (submissions stored, already there)."""
     rows = read_rows(path)
     cluster_of = queue.cluster_of_item()
     groups: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
+    keys: dict[tuple[str, str], set[str]] = {}
     for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
         missing = [c for c in ("annotator", "item", "label") if not r.get(c)]
         if missing:
@@ -142,10 +144,15 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
             raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({takes})",
                             path=str(path), row=n)
         groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (label, r.get("time", ""))
+        keys.setdefault((r["annotator"], cluster_of[r["item"]]), set()).add(r.get("key", ""))
     stored = again = 0
     for (annotator, cluster), items in groups.items():
         content = json.dumps([annotator, cluster, sorted(items.items())])
-        key = "import:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+        given = keys[(annotator, cluster)]
+        # a file litjudge exported carries each submission's own key: imported again (into this
+        # store or the one it came from) it is the same submission, stored once
+        key = given.pop() if len(given) == 1 and "" not in given else \
+            "import:" + hashlib.sha256(content.encode()).hexdigest()[:32]
         at = max((t for _, t in items.values()), default="") or None
         fresh = labels.submit(key, annotator, cluster, {i: v for i, (v, _) in items.items()}, source="import", at=at)
         stored, again = stored + fresh, again + (not fresh)
