@@ -124,3 +124,27 @@ def test_labels_from_the_page_exported_and_imported_back_are_stored_once(fresh):
         assert labels.rows() == before
     finally:
         labels.close()
+
+
+def test_a_key_reused_for_other_answers_is_refused_not_dropped(fresh):
+    """A retry repeats its submission; a key sent again with other answers (a client bug, or an
+    exported file edited and imported back) was answered "duplicate" and the new answers dropped."""
+    with InThread(fresh, budget=10) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        vivid, natural = (q["item"] for q in item["questions"])
+        post = {"cluster": item["cluster"], "shown": item["shown"], "annotator": "ann", "key": uuid.uuid4().hex}
+        c.post("/api/label", json={**post, "labels": {vivid: "4", natural: "Yes"}}).raise_for_status()
+        assert c.post("/api/label", json={**post, "labels": {vivid: "4", natural: "Yes"}}).json()["duplicate"]
+        r = c.post("/api/label", json={**post, "labels": {vivid: "2", natural: "Yes"}})
+        assert r.status_code == 409 and "stored before with other content" in r.text and r.text.count("\n") == 1
+        r = c.post("/api/skip", json={**post})
+        assert r.status_code == 409
+    queue, labels = open_queue(fresh, Options(budget=10))
+    try:
+        export_labels(queue, labels, fresh / "out.csv")
+    finally:
+        labels.close()
+    edited = (fresh / "out.csv").read_text().replace(f"{vivid},4,", f"{vivid},2,")
+    assert edited != (fresh / "out.csv").read_text()
+    message = imported(fresh, "edited.csv", edited.encode())
+    assert isinstance(message, str) and "remove its key column" in message, message

@@ -57,6 +57,11 @@ class Locked(Exception):
     """A submit for a cluster another annotator holds (its lock not timed out): one line, status 409."""
 
 
+class KeyReused(Exception):
+    """A submission key stored before with other content (annotator, cluster, kind or answers): a
+    retry must repeat its submission, and an edited one needs a new key. One line, status 409."""
+
+
 class Labels:
     """The store of one run's queue. Thread-safe (one connection behind a lock: the server's
     worker threads share it)."""
@@ -179,6 +184,8 @@ class Labels:
                                       "shown) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                       (key, annotator, cluster, kind, at or now(), source, shown))
                 fresh = cur.rowcount == 1
+                if not fresh:
+                    self._refuse_if_changed(key, annotator, cluster, kind, labels)
                 if fresh:
                     self.db.executemany("INSERT INTO labels VALUES (?, ?, ?)", [(key, i, v) for i, v in labels.items()])
                     self.db.execute("DELETE FROM locks WHERE cluster = ? AND annotator = ?", (cluster, annotator))
@@ -187,6 +194,13 @@ class Labels:
                 self.db.execute("ROLLBACK")
                 raise
         return fresh
+
+    def _refuse_if_changed(self, key: str, annotator: str, cluster: str, kind: str, labels: dict[str, str]) -> None:
+        stored = self.db.execute("SELECT annotator, cluster, kind FROM submissions WHERE key = ?", (key,)).fetchone()
+        answers = dict(self.db.execute("SELECT item, label FROM labels WHERE key = ?", (key,)).fetchall())
+        if tuple(stored) != (annotator, cluster, kind) or answers != labels:
+            raise KeyReused(f"submission key {key[:40]!r} was stored before with other content (annotator, story or "
+                            "answers): a changed submission needs a new key")
 
     def _refuse_if_held(self, key: str, annotator: str, cluster: str, per_item: int) -> None:
         """Locked when the submitter holds no live lock on `cluster` while another annotator does and

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...core.errors import ConfigError, DataError
 from .export import FIELDS, csv_text, jsonl, records, uncell
-from .labels import Labels
+from .labels import KeyReused, Labels
 from .queue import Queue
 from .queue_store import Options, open_queue
 from .server import NAME, Settings, create_app, new_token
@@ -154,7 +154,10 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
         key = given.pop() if len(given) == 1 and "" not in given else \
             "import:" + hashlib.sha256(content.encode()).hexdigest()[:32]
         at = max((t for _, t in items.values()), default="") or None
-        fresh = labels.submit(key, annotator, cluster, {i: v for i, (v, _) in items.items()}, source="import", at=at)
+        try:
+            fresh = labels.submit(key, annotator, cluster, {i: v for i, (v, _) in items.items()}, source="import", at=at)
+        except KeyReused as e:
+            raise DataError(f"{e} (an edited export: remove its key column)", path=str(path)) from e
         stored, again = stored + fresh, again + (not fresh)
     return stored, again
 

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .estimate import estimates
 from .export import csv_text, jsonl, records
-from .labels import Labels, Locked
+from .labels import KeyReused, Labels, Locked
 from .page import page
 from .queue import Queue
 
@@ -186,14 +186,17 @@ class Routes:
         try:
             fresh = self.labels.submit(key, annotator, cluster, {k: str(v) for k, v in answers.items()}, shown=shown,
                                        per_item=self.settings.per_item)
-        except Locked as e:
+        except (Locked, KeyReused) as e:
             return PlainTextResponse(f"{e}\n", status_code=409)
         return JSONResponse({"stored": fresh, "duplicate": not fresh})
 
     async def skip(self, request: Request) -> Response:
         data = await body(request)
         annotator, cluster = annotator_of(data.get("annotator")), self.cluster_of(data.get("cluster"))
-        fresh = self.labels.submit(key_of(data.get("key")), annotator, cluster, {}, kind="skip")
+        try:
+            fresh = self.labels.submit(key_of(data.get("key")), annotator, cluster, {}, kind="skip")
+        except KeyReused as e:
+            return PlainTextResponse(f"{e}\n", status_code=409)
         return JSONResponse({"stored": fresh, "duplicate": not fresh})
 
     async def undo(self, request: Request) -> Response:
