@@ -139,7 +139,7 @@ def test_both_intervals_cover_with_a_useless_a_biased_a_good_and_a_half_silent_j
     rng = np.random.default_rng(labelled_stories + int(rho * 10) + 7 * unequal + (3 if rate == "lopsided" else
                                                                                   int(float(rate) * 1000)))
     table = TTCW.prediction_powered({"all": frame(rng, labelled_stories, rate, rho, share, unequal)},
-                                    PPIConfig(share, seed=3))
+                                    PPIConfig(share, seed=3))["ppi"]
     assert set(table.filter(pl.col("test") == "all")["clusters"].to_list()) == {labelled_stories}   # the share drawn
     check_ranges(table)
     # a judge given no weight is worth exactly the labels it was given, not more
@@ -168,7 +168,7 @@ def test_both_intervals_cover_with_a_useless_a_biased_a_good_and_a_half_silent_j
 def test_fewer_labelled_stories_than_the_minimum_give_no_interval_and_say_so():
     rng = np.random.default_rng(5)
     table = TTCW.prediction_powered({"all": frame(rng, MIN_CLUSTERS - 1, 0.3, 0.3).filter(
-        pl.col("judge").str.ends_with("-0"))}, PPIConfig(SHARE, seed=3))
+        pl.col("judge").str.ends_with("-0"))}, PPIConfig(SHARE, seed=3))["ppi"]
     assert table["clusters"].max() == MIN_CLUSTERS - 1
     assert table["ppi_low"].is_null().all() and table["human_low"].is_null().all()
     assert table["ppi"].is_not_null().all()
