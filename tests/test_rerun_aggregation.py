@@ -6,6 +6,7 @@ the manifest records the new settings. A recorded judge: no model is the point."
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from litjudge.engine.core.manifest import config_dict
 from tests.conftest import PROJECT_ROOT, needs_data
 from tests.test_cli_probe import cli, one_line, pairs_run
 from tests.test_rubric import COLUMNS, QUESTIONS, recording, stories
+from tests.warm_cli import console_env, run_python
 
 PPI = "\n[ppi]\nlabelled = 0.5\nseed = 1\n"
 
@@ -148,6 +150,39 @@ def test_a_shorter_limit_is_refused_only_where_the_folder_holds_judged_tables(tm
     shutil.rmtree(judged / "tables")
     (judged / "verdicts.parquet").unlink()
     claim(judged, limited(cfg, 2, judged, cfg.parent / "pairs.jsonl"), overwrite=False, switch="--overwrite")                # nothing left to rewrite
+
+
+COUNT_OPENS = """
+import sys
+import litjudge
+data, opened = sys.argv[1], []
+litjudge.run(sys.argv[2], out=sys.argv[4], progress=False)              # a finished run of other data
+sys.addaudithook(lambda event, args: opened.append(1) if event == "open" and str(args[0]) == data else None)
+try:
+    litjudge.run(sys.argv[3], out=sys.argv[4], progress=False)
+except litjudge.ConfigError as exc:
+    print(len(opened), "opens;", exc)
+"""
+
+
+def test_the_data_is_read_once_before_the_folder_is_claimed(tmp_path):
+    """Before the claim, a table's data file is opened twice: hashed, and its first unit read
+    through the loader (which checks the maps on that first row). A first-row check of its own
+    read it a third time. Counted by the interpreter's audit hook of every open, in a run stopped at
+    the claim (its folder holds a finished run of other data)."""
+    rows = [{"id": f"p{i}", "prompt": "Write.", "a": f"one {i}", "b": f"two {i}", "winner": "a"} for i in range(6)]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "A"}) + "\n" for i in range(6)
+                               for o in ("ab", "ba")))
+    for name, mine in (("prefs", rows), ("other", rows[:4])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mine))
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "c"\nprotocol = "pairwise"\njudge = "replay:{answers}"\n[dataset]\nloader = "table"\n'
+            f'path = "{name}.jsonl"\ncolumns = {{ pair_id = "id", text_a = "a", text_b = "b", label = "winner" }}\n')
+    done = run_python(["-c", COUNT_OPENS, str(tmp_path / "prefs.jsonl"), str(tmp_path / "other.toml"),
+                       str(tmp_path / "prefs.toml"), str(tmp_path / "out")], tmp_path, console_env(dict(os.environ)), 300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("2 opens;") and "holds the results of another run" in done.stdout, done.stdout
 
 
 def test_a_typo_in_a_rubric_question_is_named_before_the_folder_is_claimed(tmp_path):

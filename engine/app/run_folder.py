@@ -42,7 +42,6 @@ from ..core.errors import ConfigError, DataError
 from ..core.manifest import config_dict, data_identity
 from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
-from ..data.table import check_first
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
 SWEEP_CLAIM = ("axes", "cells")      # a sweep's matrix; its post settings and rank_by are aggregation only
@@ -75,16 +74,14 @@ class DataRead:
                             path=self.identity["path"])
 
 
-def checked_data(config: RunConfig, tasks: list[tuple[str, DatasetCard, str, Path]]) -> dict[str, DataRead]:
-    """Each task's data (name, card, the kind its protocol reads, location) checked against its maps
-    on its first row, before the folder is claimed (this run's own mistakes first, whatever the
-    folder holds), then read: hashed as it is before anything reads it (a generated or hub dataset
-    is not: it is the config's)."""
-    for _, card, kind, location in tasks:
-        check_first(card, kind, location)
+def data_reads(config: RunConfig, tasks: list[tuple[str, DatasetCard, Path]]) -> dict[str, DataRead]:
+    """Each task's data (name, card, location) hashed as it is before anything reads it (a generated
+    or hub dataset is not: it is the config's). Its rows are then read once before the folder is
+    claimed, by `PreparedRun.check_first_unit` (a table's maps checked on its first row as the
+    loader reads it, this run's own mistakes first, whatever the folder holds)."""
     if config.generate.enabled:
         return {}
-    return {name: DataRead.of(location) for name, card, _, location in tasks if not card.hub}
+    return {name: DataRead.of(location) for name, card, location in tasks if not card.hub}
 
 
 def _stamp(location: Path) -> tuple[int, int, int] | None:
