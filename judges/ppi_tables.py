@@ -56,13 +56,10 @@ def check_ppi(ppi: PPIConfig, declared: Declaration, where: str) -> None:
                           where=where, parameter="ppi.labelled")
 
 
-def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str,
-                      annotated: Annotated | None = None, item: str = "item_id") -> list[str]:
+def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> list[str]:
     """The clusters whose human labels the estimators may use, sorted (the same for every judge and
     view): a seeded random share of the clusters that have labels, those with a row a boolean field
-    marks, or all that have labels; with annotations, the clusters of their labelled draws."""
-    if annotated is not None:
-        return annotated_prefix(rows.with_columns(human_value(annotated, item).alias("_y")), annotated, cluster)[1]
+    marks, or all that have labels. (With annotations: `ppi_annotated.labelled_prefix`.)"""
     has = pl.col(human).is_not_null()
     marked = has & pl.col(ppi.column).fill_null(False) if ppi.column else has
     pool = sorted(rows.filter(marked)[cluster].cast(pl.Utf8).unique().to_list())
@@ -72,31 +69,33 @@ def labelled_clusters(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: s
     return sorted(pool[i] for i in np.random.default_rng(ppi.seed).choice(len(pool), size=take, replace=False))
 
 
-def labelled(rows: pl.DataFrame, ppi: PPIConfig, cluster: str, human: str) -> pl.Expr:
-    """Which rows' human labels the estimators may use: those of the labelled clusters (the rows a
-    boolean field marks, where it is the choice)."""
+def labelled(ppi: PPIConfig, cluster: str, human: str, drawn: list[str]) -> pl.Expr:
+    """Which rows' human labels the estimators may use: those of the `drawn` clusters
+    (`labelled_clusters`; the rows a boolean field marks, where it is the choice)."""
     has = pl.col(human).is_not_null()
     if ppi.column:
         return has & pl.col(ppi.column).fill_null(False)
     if ppi.share is None:
         return has
-    return has & pl.col(cluster).cast(pl.Utf8).is_in(labelled_clusters(rows, ppi, cluster, human))
+    return has & pl.col(cluster).cast(pl.Utf8).is_in(drawn)
 
 
-def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
-              human: str, judge_value: pl.Expr, quantity: str, unanswered: float = 0.5,
-              annotated: Annotated | None = None) -> pl.DataFrame:
-    """One row per view, judge and `group` value, plus the pooled group ("all"): human-only and
-    PPI++ estimates of the rate of `human` (bool, or a float in [0, 1]) with `judge_value` as the
+def ppi_tables(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
+               human: str, judge_value: pl.Expr, quantity: str, unanswered: float = 0.5,
+               annotated: Annotated | None = None) -> dict[str, pl.DataFrame]:
+    """`ppi`: one row per view, judge and `group` value, plus the pooled group ("all"): human-only
+    and PPI++ estimates of the rate of `human` (bool, or a float in [0, 1]) with `judge_value` as the
     prediction. Repeats of an item are averaged into one judge value; an item with none reads
     `unanswered` (module docstring). With `annotated` (`[ppi] labelled = "annotations:RUN"`) the
-    human labels are the annotators' and the estimates the active ones (judges/ppi_annotated.py)."""
+    human labels are the annotators' and the estimates the active ones (judges/ppi_annotated.py).
+    `ppi_labelled`: the clusters whose labels the estimates read (column `cluster`), drawn once here."""
     rows = pl.concat([v.with_columns(pl.lit(name).alias("view")) for name, v in views.items()], how="diagonal_relaxed")
     human_y = human_value(annotated, item) if annotated is not None else pl.col(human).cast(pl.Float64)
     rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), human_y.alias("_y"),
                              pl.col(human).cast(pl.Float64).alias("_h"))
+    drawn = labelled_clusters(rows, ppi, cluster, human) if annotated is None else []
     rows = rows.with_columns(pl.col("_y").is_not_null().alias("_lab") if annotated is not None
-                             else labelled(rows, ppi, cluster, human).alias("_lab"))
+                             else labelled(ppi, cluster, human, drawn).alias("_lab"))
     keys = ["view", "judge", group, item, cluster]
     if "repeat" in rows.columns and (rows.select(pl.col("repeat").max()).item() or 0) > 0:    # repeats: one value an item
         rows = (rows.group_by(keys, maintain_order=True)
@@ -105,9 +104,17 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
              .with_columns(pl.col(group).cast(pl.Utf8)))
     items = pl.concat([items, items.with_columns(pl.lit(POOLED).alias(group))])
     if not items.height:
-        return pl.DataFrame(schema=COLUMNS)
-    if annotated is not None:
-        return _ordered(_annotated(items, annotated, group, cluster, quantity), views, rows, group)
+        table = pl.DataFrame(schema=COLUMNS)
+    elif annotated is not None:
+        table, drawn = _annotated(items, annotated, group, cluster, quantity)
+        table = _ordered(table, views, rows, group)
+    else:
+        table = _ordered(_estimated(items, group, cluster, quantity), views, rows, group)
+    return {"ppi": table, "ppi_labelled": pl.DataFrame({cluster: drawn}, schema={cluster: pl.Utf8})}
+
+
+def _estimated(items: pl.DataFrame, group: str, cluster: str, quantity: str) -> pl.DataFrame:
+    """The table's rows by PPI++ (judges/metrics/ppi.py), every cell's cluster sums at once."""
     codes = items.select(pl.col(c).cast(pl.Utf8).cast(pl.Categorical).to_physical().cast(pl.Int64)
                          for c in ("view", "judge", group, cluster)).to_numpy()
     _, first, cell = np.unique(_combined(codes[:, :3]), return_index=True, return_inverse=True)
@@ -123,15 +130,16 @@ def ppi_table(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str
     with np.errstate(invalid="ignore", divide="ignore"):
         all_labels = (np.bincount(cell, np.where(known, y, 0.0), cells.height) / np.bincount(cell, known, cells.height))
     hidden = np.bincount(cell, known & ~lab, cells.height) > 0
-    out = cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(sums, human_only, powered),
-                             pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
-    return _ordered(out, views, rows, group)
+    return cells.with_columns(pl.lit(quantity).alias("quantity"), *_columns(sums, human_only, powered),
+                              pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
 
 
-def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, quantity: str) -> pl.DataFrame:
+def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, quantity: str
+               ) -> tuple[pl.DataFrame, list[str]]:
     """The table's rows from the annotations (one per view, judge and group: `ppi_annotated.estimates`
-    over the queue's labelled prefix); all_labels: the data's own human labels, all hidden here."""
-    k, _ = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
+    over the queue's labelled prefix), and the clusters that prefix reads; all_labels: the data's
+    own human labels, all hidden here."""
+    k, drawn = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
     out = []
     for key, cell in items.group_by(["view", "judge", group], maintain_order=True):
         known = cell["_h"].drop_nulls()
@@ -139,7 +147,7 @@ def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: s
                     **annotated_estimates(cell, annotated, cluster, k),
                     "all_labels": float(known.mean()) if known.len() else None})     # type: ignore[arg-type]
     frame = pl.DataFrame(out, infer_schema_length=None)
-    return frame.with_columns(pl.col(c).fill_nan(None) for c, kind in frame.schema.items() if kind == pl.Float64)
+    return frame.with_columns(pl.col(c).fill_nan(None) for c, kind in frame.schema.items() if kind == pl.Float64), drawn
 
 
 def _ordered(out: pl.DataFrame, views: Mapping[str, pl.DataFrame], rows: pl.DataFrame, group: str) -> pl.DataFrame:

@@ -44,7 +44,7 @@ from .metrics.bootstrap import (
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .ppi_annotated import Annotated
-from .ppi_tables import labelled_clusters, ppi_table
+from .ppi_tables import ppi_tables
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 from .templates import TemplateFields, template_of
 
@@ -275,9 +275,7 @@ class TTCW(Protocol):
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
                                                pl.len().alias("tests")))
         if ctx.config.ppi.enabled and (ctx.annotations is not None or d["expert_pass"].is_not_null().any()):
-            tables["ppi"] = self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy, ctx.annotations)
-            tables["ppi_labelled"] = pl.DataFrame({"story_id": labelled_clusters(
-                d, ctx.config.ppi, "story_id", "expert_pass", ctx.annotations)}, schema={"story_id": pl.Utf8})
+            tables.update(self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy, ctx.annotations))
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
@@ -292,17 +290,18 @@ class TTCW(Protocol):
 
     @staticmethod
     def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig, missing: MissingPolicy = MissingPolicy(),
-                           annotated: Annotated | None = None) -> pl.DataFrame:
+                           annotated: Annotated | None = None) -> dict[str, pl.DataFrame]:
         """`[ppi]`: the experts' pass rate per test and over all tests from the labelled stories'
         labels, alone and with the judge's answers on every story (its P(Yes) where it gave one,
         else its decision), a story's tests one cluster. A test the judge did not answer reads the
         missing-answer policy's label where it names Yes or No, else 0.5: never its `wrong` stand-in,
-        which is made of the experts' label (ppi_tables' docstring)."""
+        which is made of the experts' label (ppi_tables' docstring). With `ppi_labelled`: the stories
+        whose labels it read."""
         stand_in = float(missing.label == "Yes") if missing.kind == "label" and missing.label in ("Yes", "No") else 0.5
-        return ppi_table(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
-                         quantity="expert pass rate", unanswered=stand_in, annotated=annotated,
-                         judge_value=pl.when(pl.col("status") == "ok")
-                         .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
+        return ppi_tables(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
+                          quantity="expert pass rate", unanswered=stand_in, annotated=annotated,
+                          judge_value=pl.when(pl.col("status") == "ok")
+                          .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
 
     @staticmethod
     def _agreement(g: pl.DataFrame) -> dict:

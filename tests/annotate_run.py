@@ -1,11 +1,13 @@
 """Finished runs to annotate, made in a temporary folder by replayed judges (no model, no shared
-data), and `Served`: `litjudge annotate` as a real uvicorn server in a process of its own, for
-tests/test_annotate.py and tests/test_annotate_browser.py."""
+data); the fixtures `finished` (one TTCW run a module that imports it) and `run` (a fresh copy of
+it a test); and `Served`: `litjudge annotate` as a real uvicorn server in a process of its own, for
+tests/test_annotate*.py."""
 from __future__ import annotations
 
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from litjudge.engine.app.run import prepare
 from litjudge.engine.core.config import load_config
@@ -26,6 +29,30 @@ PAYLOADS = ('<script>window.__xss = 1</script>', '<img src=x onerror="window.__x
             '"><svg onload="window.__xss = 3">', "{{7*7}} ${7*7} &amp; &lt;")
 STORIES = 30
 TESTS = 3
+
+
+def judged(cfg: Path) -> Path:
+    """`litjudge run CFG` into the runs folder beside it; returns the run's folder (named as the config)."""
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(cfg.parent / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    return cfg.parent / "runs" / cfg.stem
+
+
+def fresh(run: Path, tmp_path: Path) -> Path:
+    """A fresh copy of a finished run (each test its own annotations.sqlite)."""
+    return shutil.copytree(run, tmp_path / "runs" / run.name)
+
+
+@pytest.fixture(scope="module", name="finished")
+def finished_fixture(tmp_path_factory) -> Path:
+    """`finished`: the TTCW run of `ttcw_run`, made once a module that imports this fixture."""
+    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
+
+
+@pytest.fixture(name="run")
+def run_fixture(finished: Path, tmp_path: Path) -> Path:
+    """`run`: a fresh copy of `finished` a test."""
+    return fresh(finished, tmp_path)
 
 
 def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS, prefix: str = "s") -> Path:
@@ -53,9 +80,7 @@ def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS, prefix: s
     cfg = folder / "r.toml"
     cfg.write_text(f'name = "r"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{", ".join(judges)}]\n'
                    'backend = "replay"\nmode = "label"\n')
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return folder / "runs" / "r"
+    return judged(cfg)
 
 
 def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False) -> Path:
@@ -71,9 +96,7 @@ def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False) -> Path:
     cfg = folder / "p.toml"
     cfg.write_text(f'name = "p"\nprotocol = "pairwise"\njudge = "replay:{folder / "answers.jsonl"}"\n'
                    '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n' + ("[options]\ntie = true\n" if tie else ""))
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return folder / "runs" / "p"
+    return judged(cfg)
 
 
 def free_port() -> int:
@@ -211,9 +234,7 @@ def rubric_run(folder: Path, texts: int = 24, per_group: int = 4, pairwise: bool
     cfg = folder / "rb.toml"
     cfg.write_text(f'name = "rb"\nprotocol = "rubric"\njudge = [{", ".join(judges)}]\nmode = "label"\n'
                    '[dataset]\nloader = "rated_items_jsonl"\npath = "texts.jsonl"\n' + questions)
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return folder / "runs" / "rb"
+    return judged(cfg)
 
 
 def listwise_run(folder: Path, groups: int = 4, per_group: int = 6, categories: bool = True) -> Path:
@@ -238,6 +259,4 @@ def listwise_run(folder: Path, groups: int = 4, per_group: int = 6, categories: 
         ranked = sorted(ids, key=lambda c: -(sum(map(ord, c)) % 5))
         answers[req.meta.item_id] = "\n".join(f"{k}. {c} : {1 + sum(map(ord, c)) % 5}" for k, c in enumerate(ranked, 1))
     (folder / "lw.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in answers.items()))
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(folder / "runs")})
-    assert r.returncode == 0, r.stderr[-3000:]
-    return folder / "runs" / "lw"
+    return judged(cfg)

@@ -10,7 +10,28 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class FakeAPI:
+class Loopback:
+    """A ThreadingHTTPServer on 127.0.0.1 serving `handler` from a thread while in a `with` block
+    (the fake providers' shared part: their routes are their own)."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], port: int) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FakeAPI(Loopback):
     def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0):
         self.faults = faults or {}          # request number (1-based) -> 429 | 500 | "timeout"
         self.answer = answer
@@ -51,20 +72,7 @@ class FakeAPI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass                     # the client timed out and left
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler, port)
 
     def _label(self, allowed: list[str] | None) -> str:
         return self.answer or (allowed[0] if allowed else "Yes")

@@ -16,12 +16,12 @@ import threading
 import time
 from email.parser import BytesParser
 from email.policy import default as email_policy
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-from tests.fake_api import FakeAPI
+from tests.fake_api import FakeAPI, Loopback
 
 
-class FakeBatchAPI:
+class FakeBatchAPI(Loopback):
     def __init__(self, polls_to_finish: int = 2, faults: dict[int, str] | None = None, expire: bool = False,
                  fault_batches: int = 1, port: int = 0):
         self.polls_to_finish, self.faults, self.expire = polls_to_finish, faults or {}, expire
@@ -61,20 +61,7 @@ class FakeBatchAPI:
                     code, obj, raw = api.get(self.path)
                 self._send(code, obj, raw)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        self._serve(Handler, port)
 
     # -- routes -----------------------------------------------------------------------------
     def post(self, path: str, headers, body: bytes):

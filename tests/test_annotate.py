@@ -3,7 +3,6 @@ finished replayed run in a temporary folder. The queue, the store's promises (a 
 counted once, locks, skip, undo, resume, nothing lost to a kill -9), the refusals (400, 403, 413),
 import and export, and the page's estimate equal to a recomputation from the exported labels."""
 import json
-import shutil
 import signal
 import time
 import uuid
@@ -17,19 +16,10 @@ from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.judges.metrics import active
 from litjudge.judges.metrics.agreement import krippendorff_alpha
-from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run, ttcw_run
+from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run
+from tests.annotate_run import finished_fixture as finished_fixture
+from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import DATA, litjudge, needs_data
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
-
-
-@pytest.fixture
-def run(finished, tmp_path):
-    """A fresh copy of the finished run (each test its own annotations.sqlite)."""
-    return shutil.copytree(finished, tmp_path / "runs" / "r")
 
 
 def key() -> str:

@@ -4,7 +4,6 @@ answers accepted, an answer outside the question's scale refused in one line, th
 texts random and recorded, and the live estimate on the quantity's own scale equal to a
 recomputation from the export."""
 import json
-import shutil
 import uuid
 
 import numpy as np
@@ -14,7 +13,7 @@ import pytest
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue, tie_credit
 from litjudge.judges.metrics import active
-from tests.annotate_run import POINTS, InThread, listwise_run, pairwise_run, rubric_run
+from tests.annotate_run import POINTS, InThread, fresh, listwise_run, pairwise_run, rubric_run
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +24,6 @@ def rubric(tmp_path_factory):
 @pytest.fixture(scope="module")
 def points_first(tmp_path_factory):
     return rubric_run(tmp_path_factory.mktemp("rbp"), first="points")
-
-
-def fresh(run, tmp_path):
-    return shutil.copytree(run, tmp_path / "runs" / run.name)
 
 
 def post(c, item, labels, shown=None, annotator="ann"):

@@ -1,7 +1,6 @@
 """`litjudge annotate RUN --simulate COLUMN` (issue 55 item 6): the queue's three designs answered
 from a human column of a finished replayed run, before anyone is paid; its numbers are
 `active_sim.simulate`'s on the queue's own design, the truth the column's full estimate."""
-import shutil
 
 import numpy as np
 import pytest
@@ -11,18 +10,10 @@ from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.engine.app.annotate.simulate import human_scores, run_simulation
 from litjudge.judges.metrics.active import MIN
 from litjudge.judges.metrics.active_sim import DESIGNS, Population, labels_needed, mean_width, simulate
-from tests.annotate_run import STORIES, TESTS, pairwise_run, ttcw_run
+from tests.annotate_run import STORIES, TESTS, pairwise_run
+from tests.annotate_run import finished_fixture as finished_fixture
+from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import litjudge
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
-
-
-@pytest.fixture
-def run(finished, tmp_path):
-    return shutil.copytree(finished, tmp_path / "runs" / "r")
 
 
 def table(stdout: str) -> dict[str, tuple[int, float, float]]:

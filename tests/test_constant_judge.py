@@ -113,37 +113,33 @@ def test_rubric_a_constant_judge_per_question(tmp_path):
     assert "(question &#x27;vivid&#x27;)" in reported(r)
 
 
+def constant_run(folder: Path, name: str, label: str | None = None, **overrides):
+    """runs/NAME.toml (with `overrides`) judged by a constant recording: the run warns it is constant."""
+    config = PROJECT_ROOT / "runs" / f"{name}.toml"
+    judge = constant_recording(config, folder, label, **overrides)
+    with pytest.warns(litjudge.LitjudgeWarning, match="a constant judge"):
+        return litjudge.run(config, judge=judge, out=folder / "out", progress=False, **overrides)
+
+
 @needs_data
 def test_ttcw_a_judge_answering_no_to_every_test(tmp_path):
-    config = PROJECT_ROOT / "runs" / "ttcw-replay.toml"
-    judge = constant_recording(config, tmp_path, "No", limit=2)
-    with pytest.warns(litjudge.LitjudgeWarning, match="a constant judge"):
-        r = litjudge.run(config, judge=judge, limit=2, out=tmp_path / "out", progress=False)
+    r = constant_run(tmp_path, "ttcw-replay", "No", limit=2)
     assert len(said(r, "answered 'No' to 100% of")) == 1
 
 
 @needs_data
 def test_classification_a_judge_answering_one_category(tmp_path):
-    config = PROJECT_ROOT / "runs" / "classification-aut.toml"
-    judge = constant_recording(config, tmp_path, mode="label", limit=4)
-    with pytest.warns(litjudge.LitjudgeWarning, match="a constant judge"):
-        r = litjudge.run(config, judge=judge, mode="label", limit=4, out=tmp_path / "out", progress=False)
+    r = constant_run(tmp_path, "classification-aut", mode="label", limit=4)
     assert len(said(r, "answered 'Good' to 100% of")) == 1
 
 
 @needs_data
 def test_listwise_a_judge_scoring_every_item_alike(tmp_path):
-    config = PROJECT_ROOT / "runs" / "listwise-aut-psc.toml"
-    judge = constant_recording(config, tmp_path, limit=2)
-    with pytest.warns(litjudge.LitjudgeWarning, match="a constant judge"):
-        r = litjudge.run(config, judge=judge, limit=2, out=tmp_path / "out", progress=False)
+    r = constant_run(tmp_path, "listwise-aut-psc", limit=2)
     assert len(said(r, "answered '3' to 100% of 48 listed items")) == 1
 
 
 @needs_data
 def test_reference_likert_a_judge_answering_one_point(tmp_path):
-    config = PROJECT_ROOT / "runs" / "reference-likert-confederacy.toml"
-    judge = constant_recording(config, tmp_path, limit=2)
-    with pytest.warns(litjudge.LitjudgeWarning, match="a constant judge"):
-        r = litjudge.run(config, judge=judge, limit=2, out=tmp_path / "out", progress=False)
+    r = constant_run(tmp_path, "reference-likert-confederacy", limit=2)
     assert len(said(r, "answered '[[A>>B]]' to 100% of", "first_position_win_rate 1.00", "swap_flip_rate 1.00")) == 1

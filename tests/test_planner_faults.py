@@ -56,6 +56,30 @@ def planner_of(proc: subprocess.Popen, seconds: float = 120) -> int:
     raise AssertionError(f"no planner process appeared (exit {proc.poll()})")
 
 
+def stopped_says(proc: subprocess.Popen, planner: int, words: str, seconds: float) -> str:
+    """Stop the planner (SIGSTOP) and read the run's stderr until a line holding `words`, at most
+    `seconds`; the planner is continued (SIGCONT) whatever happens. Returns that line."""
+    os.kill(planner, signal.SIGSTOP)
+    try:
+        seen, deadline = "", time.monotonic() + seconds
+        while words not in seen:
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"{seconds:g} s with no word from the run while its planner is stopped"
+            seen = proc.stderr.readline()
+            assert seen, "the run ended or closed stderr without naming the stopped planner"
+    finally:
+        os.kill(planner, signal.SIGCONT)
+        if proc.poll() is None and words not in seen:
+            proc.kill()
+    return seen
+
+
+def assert_finishes(proc: subprocess.Popen) -> None:
+    """The run ends with exit 0 and every verdict of the PAIRS pairs in both orders."""
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
+
+
 def test_a_killed_planner_is_one_line_and_a_rerun_resumes(tmp_path):
     cfg = big_run(tmp_path)
     proc = start(cfg, tmp_path)
@@ -68,31 +92,17 @@ def test_a_killed_planner_is_one_line_and_a_rerun_resumes(tmp_path):
     assert lines == [f"litjudge: error: the planner process (pid {planner}) was killed (SIGKILL) before the plan was "
                      "finished; finished verdicts are stored: run again to resume"], err[-2000:]
     assert "internal error" not in err and not (tmp_path / "cache" / "crash").exists()
-    again = start(cfg, tmp_path)
-    out, err = again.communicate(timeout=600)
-    assert again.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
+    assert_finishes(start(cfg, tmp_path))
 
 
 def test_a_stopped_planner_is_named_and_the_run_finishes_once_continued(tmp_path):
     cfg = big_run(tmp_path)
     proc = start(cfg, tmp_path, LITJUDGE_PLAN_WATCHDOG_S="1")
     planner = planner_of(proc)
-    os.kill(planner, signal.SIGSTOP)
-    try:
-        seen, deadline = "", time.monotonic() + 60
-        while "has not answered" not in seen:
-            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, "60 s with no word from the run while its planner is stopped"
-            seen = proc.stderr.readline()
-            assert seen, "the run ended or closed stderr without naming the silent planner"
-    finally:
-        os.kill(planner, signal.SIGCONT)
-        if proc.poll() is None and "has not answered" not in seen:
-            proc.kill()
+    seen = stopped_says(proc, planner, "has not answered", 60)
     assert seen.startswith(f"litjudge: the planner process (pid {planner}) has not answered for "), seen
     assert f"(it is stopped: `kill -CONT {planner}` resumes it)" in seen, seen
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
+    assert_finishes(proc)
 
 
 def test_the_planner_child_plans_after_this_process_tokenized_in_parallel(tmp_path):
@@ -120,19 +130,7 @@ def test_a_stopped_planner_is_named_within_seconds_not_after_the_watchdog(tmp_pa
     cfg = big_run(tmp_path)
     proc = start(cfg, tmp_path)                     # the default watchdog (60 s)
     planner = planner_of(proc)
-    os.kill(planner, signal.SIGSTOP)
-    try:
-        seen, deadline = "", time.monotonic() + 20
-        while "is stopped" not in seen:
-            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
-            assert ready, "20 s with no word from the run while its planner is stopped"
-            seen = proc.stderr.readline()
-            assert seen, "the run ended or closed stderr without naming the stopped planner"
-    finally:
-        os.kill(planner, signal.SIGCONT)
-        if proc.poll() is None and "is stopped" not in seen:
-            proc.kill()
+    seen = stopped_says(proc, planner, "is stopped", 20)
     assert seen.startswith(f"litjudge: the run waits for its planner process (pid {planner}), which is stopped"), seen
     assert f"`kill -CONT {planner}` resumes it" in seen, seen
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0 and f"{2 * PAIRS} verdicts" in out, (out[-1000:], err[-2000:])
+    assert_finishes(proc)

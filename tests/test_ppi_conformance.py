@@ -104,7 +104,7 @@ def frames(rng, labelled_stories: int, rate: float | str, rho: float, share: flo
 
 def published(rng, labelled_stories: int, rate: float | str, rho: float, share: float, unequal: bool) -> pl.DataFrame:
     """The `ppi` table of every data set, computed a chunk of data sets at a time."""
-    return pl.concat([TTCW.prediction_powered({"all": f}, PPIConfig(share, seed=3))
+    return pl.concat([TTCW.prediction_powered({"all": f}, PPIConfig(share, seed=3))["ppi"]
                       for f in frames(rng, labelled_stories, rate, rho, share, unequal)])
 
 
@@ -182,7 +182,8 @@ def test_both_intervals_cover_with_a_useless_a_biased_a_good_and_a_half_silent_j
 def test_fewer_labelled_stories_than_the_minimum_give_no_interval_and_say_so():
     rng = np.random.default_rng(5)
     first = next(frames(rng, MIN_CLUSTERS - 1, 0.3, 0.3))
-    table = TTCW.prediction_powered({"all": first.filter(pl.col("judge").str.ends_with("-0"))}, PPIConfig(SHARE, seed=3))
+    table = TTCW.prediction_powered({"all": first.filter(pl.col("judge").str.ends_with("-0"))},
+                                    PPIConfig(SHARE, seed=3))["ppi"]
     assert table["clusters"].max() == MIN_CLUSTERS - 1
     assert table["ppi_low"].is_null().all() and table["human_low"].is_null().all()
     assert table["ppi"].is_not_null().all()

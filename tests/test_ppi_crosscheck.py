@@ -22,7 +22,7 @@ import pytest
 from litjudge.engine.core.paths import PROJECT_ROOT
 from litjudge.engine.core.settings import PPIConfig
 from litjudge.judges.metrics.ppi import ClusterSums, _moments, estimate, fit
-from litjudge.judges.ppi_tables import ppi_table
+from litjudge.judges.ppi_tables import ppi_tables
 
 _spec = importlib.util.spec_from_file_location("ppi_reference", PROJECT_ROOT / "scripts" / "ppi_reference.py")
 assert _spec is not None and _spec.loader is not None
@@ -84,7 +84,7 @@ def test_point_lambda_and_clt_interval_equal_ppi_python(seed, n, big_n, probabil
 
 @pytest.mark.parametrize("seed,n,big_n,probabilistic", CASES[:4])
 def test_the_published_table_carries_ppi_pythons_estimate(seed, n, big_n, probabilistic):
-    """Through ppi_table (what TTCW's aggregate calls): one item per story, the stories whose label
+    """Through ppi_tables (what TTCW's aggregate calls): one item per story, the stories whose label
     is used marked by a boolean field; its ppi and human_only columns are ppi-python's lam=None and
     lam=0 estimates of the same data."""
     y, f, fu = data(seed, n, big_n, probabilistic)
@@ -93,8 +93,8 @@ def test_the_published_table_carries_ppi_pythons_estimate(seed, n, big_n, probab
                           "story_id": [f"s{i}" for i in range(total)], "test": [1] * total,
                           "expert_pass": np.r_[y, np.zeros(big_n)].astype(bool), "score": np.r_[f, fu],
                           "marked": np.r_[np.ones(n, bool), np.zeros(big_n, bool)]})
-    table = ppi_table({"all": frame}, PPIConfig("column:marked"), cluster="story_id", item="item_id", group="test",
-                      human="expert_pass", judge_value=pl.col("score"), quantity="rate")
+    table = ppi_tables({"all": frame}, PPIConfig("column:marked"), cluster="story_id", item="item_id", group="test",
+                       human="expert_pass", judge_value=pl.col("score"), quantity="rate")["ppi"]
     row = table.filter(pl.col("test") == "1").row(0, named=True)
     assert row["ppi"] == pytest.approx(ppi_python(seed, n, big_n, probabilistic, None)["point"], abs=1e-6)
     assert row["human_only"] == pytest.approx(ppi_python(seed, n, big_n, probabilistic, 0.0)["point"], abs=1e-6)

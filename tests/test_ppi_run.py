@@ -62,13 +62,13 @@ def test_the_hidden_labels_never_reach_an_estimate():
     """Changing every label outside the drawn stories changes only `all_labels`."""
     ppi = PPIConfig(0.25, seed=4)
     base = frame(1)
-    table = TTCW.prediction_powered({"all": base}, ppi)
-    assert set(table.filter(pl.col("test") == "all")["clusters"].to_list()) == {10}
+    tables = TTCW.prediction_powered({"all": base}, ppi)
+    table, chosen = tables["ppi"], tables["ppi_labelled"]["story_id"].to_list()     # the draw, made once
+    assert set(table.filter(pl.col("test") == "all")["clusters"].to_list()) == {10} and len(chosen) == 10
     # flip the labels of the stories that are not labelled: the human-only and PPI++ columns do not move
-    chosen = _labelled_stories(base, ppi)
     flipped = base.with_columns(pl.when(pl.col("story_id").is_in(chosen)).then(pl.col("expert_pass"))
                                 .otherwise(~pl.col("expert_pass")).alias("expert_pass"))
-    other = TTCW.prediction_powered({"all": flipped}, ppi)
+    other = TTCW.prediction_powered({"all": flipped}, ppi)["ppi"]
     assert other.drop("all_labels").equals(table.drop("all_labels"))
     assert not other["all_labels"].equals(table["all_labels"])
 
@@ -86,10 +86,10 @@ def test_neither_estimate_depends_on_which_answers_the_judge_could_give():
     quiet = base.with_columns(pl.lit("quiet").alias("judge"), pl.when(silent).then(pl.lit("unparsed"))
                               .otherwise(pl.col("status")).alias("status"),
                               pl.when(silent).then(None).otherwise(pl.col("judge_pass")).alias("judge_pass"))
-    table = TTCW.prediction_powered({"all": pl.concat([base, quiet])}, ppi)
+    tables = TTCW.prediction_powered({"all": pl.concat([base, quiet])}, ppi)
+    table, chosen = tables["ppi"], tables["ppi_labelled"]["story_id"].to_list()
     human = ["human_only", "human_low", "human_high", "all_labels", "n_labelled", "clusters"]
     assert table.filter(pl.col("judge") == "j").select(human).equals(table.filter(pl.col("judge") == "quiet").select(human))
-    chosen = _labelled_stories(base, ppi)
     pooled = table.filter((pl.col("test") == "all") & (pl.col("judge") == "quiet")).row(0, named=True)
     assert pooled["human_only"] == pytest.approx(base.filter(pl.col("story_id").is_in(chosen))["expert_pass"].mean())
     assert pooled["all_labels"] == pytest.approx(base["expert_pass"].mean())
@@ -101,13 +101,13 @@ def test_neither_estimate_depends_on_which_answers_the_judge_could_give():
     flipped = flipped.with_columns(pl.when(silent).then(~pl.col("expert_pass")).otherwise(pl.col("judge_pass"))
                                    .alias("judge_pass"))
     policy = MissingPolicy("wrong")
-    one, other = (TTCW.prediction_powered({"all": f}, ppi, policy) for f in (wrong, flipped))
+    one, other = (TTCW.prediction_powered({"all": f}, ppi, policy)["ppi"] for f in (wrong, flipped))
     assert one.drop("all_labels").equals(other.drop("all_labels"))
 
 
 def _labelled_stories(rows: pl.DataFrame, ppi: PPIConfig) -> list[str]:
-    from litjudge.judges.ppi_tables import labelled
-    return rows.filter(labelled(rows, ppi, "story_id", "expert_pass"))["story_id"].unique().to_list()
+    """The stories whose labels the table read, as it records them (its ppi_labelled table)."""
+    return TTCW.prediction_powered({"all": rows}, ppi)["ppi_labelled"]["story_id"].to_list()
 
 
 def test_the_draw_is_seeded_and_by_story():
@@ -117,7 +117,7 @@ def test_the_draw_is_seeded_and_by_story():
     assert sorted(_labelled_stories(rows, PPIConfig(0.25, seed=5))) != sorted(a)
     marked = rows.with_columns(pl.col("story_id").is_in(["s1", "s2"]).alias("judgeable"))
     assert sorted(_labelled_stories(marked, PPIConfig("column:judgeable"))) == ["s1", "s2"]
-    table = TTCW.prediction_powered({"all": marked}, PPIConfig("column:judgeable"))
+    table = TTCW.prediction_powered({"all": marked}, PPIConfig("column:judgeable"))["ppi"]
     assert (table["ci_note"] == f"too few labelled clusters (2; an interval needs {MIN_CLUSTERS})").all()
 
 
@@ -125,7 +125,7 @@ def test_repeats_of_an_item_are_one_judge_value():
     """Two repeats of every verdict: the judge value is their mean (one item, not two)."""
     base = frame(3)
     twice = pl.concat([base, base.with_columns(pl.lit(1).alias("repeat"), ~pl.col("judge_pass"))])
-    table = TTCW.prediction_powered({"all": twice}, PPIConfig(0.25, seed=4))
+    table = TTCW.prediction_powered({"all": twice}, PPIConfig(0.25, seed=4))["ppi"]
     pooled = table.filter(pl.col("test") == "all").row(0, named=True)
     assert pooled["n_labelled"] + pooled["n_unlabelled"] == 40 * 14
     assert pooled["lambda"] == 0.0          # every item's judge value is 0.5: no signal

@@ -6,15 +6,22 @@ the manifest records the new settings. A recorded judge: no model is the point."
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 import litjudge
+from litjudge.engine.app.generate_stage import with_generated_dataset
+from litjudge.engine.app.run_folder import Claim, DataRead, claim, claim_of, holds_judged_tables
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.manifest import config_dict
 from tests.conftest import PROJECT_ROOT, needs_data
 from tests.test_cli_probe import cli, one_line, pairs_run
 from tests.test_rubric import COLUMNS, QUESTIONS, recording, stories
+from tests.warm_cli import console_env, run_python
 
 PPI = "\n[ppi]\nlabelled = 0.5\nseed = 1\n"
 
@@ -98,6 +105,84 @@ def test_a_smaller_limit_on_a_finished_run_is_refused_not_written_over_it(tmp_pa
     assert cli("run", str(limited), "--quiet", "--limit", "2", cwd=tmp_path).returncode == 0   # the same limit
     grown = cli("run", str(limited), "--quiet", "--limit", "3", cwd=tmp_path)
     assert grown.returncode == 0 and "6 verdicts" in grown.stdout, grown.stdout[-1000:]
+
+
+GENERATE = """name = "g"
+judge = "replay:{folder}/judge.jsonl"
+protocol = "listwise"
+mode = "label"
+options = {{ criterion = "aut", item_kind = "alternative uses" }}
+[generate]
+generators = ["replay:{folder}/uses.jsonl"]
+objects = ["fork"]
+followups = 0
+"""
+
+
+def test_a_shorter_limit_is_refused_only_where_the_folder_holds_judged_tables(tmp_path):
+    """The rule behind the refusal: a shorter limit would rewrite a finished run's judged tables. A
+    generation-only run's folder (the AUT study's `--limit 1` after `--generate-only`) holds none, nor
+    does a finished run's folder whose tables and verdicts were removed: a limited run loses nothing
+    there. A folder with judged tables is refused (its own, or a task's in RUN/<task>/)."""
+    uses = "1. comb hair\n2. dig soil\n3. stir paint\n4. pick a lock\n5. hold notes"
+    (tmp_path / "uses.jsonl").write_text("".join(json.dumps({"id": f"fork/{level}", "response": uses}) + "\n"
+                                                 for level in ("common", "creative", "highly_creative")))
+    gen = tmp_path / "g.toml"
+    gen.write_text(GENERATE.format(folder=tmp_path))
+    assert cli("run", str(gen), "--generate-only", "--quiet", cwd=tmp_path).returncode == 0
+    generated = tmp_path / "runs" / "out" / "g"
+    assert (generated / "tables" / "generation.parquet").exists() and not holds_judged_tables(generated)
+
+    def limited(cfg: Path, limit: int, run_dir: Path, *data: Path) -> Claim:
+        """The claim `run CFG --limit LIMIT` makes of its folder (a [generate] run's reads its items)."""
+        config = load_config(cfg, limit=limit)
+        config = with_generated_dataset(config, run_dir) if config.generate.enabled else config
+        return claim_of("run", config_dict(config), [DataRead.of(d) for d in data])
+    claim(generated, limited(gen, 1, generated), overwrite=False, switch="--overwrite")          # accepted
+    cfg = pairs_run(tmp_path / "judged", name="full")
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    judged = tmp_path / "runs" / "out" / "full"
+    with pytest.raises(litjudge.ConfigError, match="limit 2 would rewrite its tables"):
+        claim(judged, limited(cfg, 2, judged, cfg.parent / "pairs.jsonl"), overwrite=False, switch="--overwrite")
+    as_task = tmp_path / "tasks"                                     # a task's tables, one folder down
+    shutil.copytree(judged, as_task / "t", ignore=shutil.ignore_patterns("manifest.json"))
+    assert holds_judged_tables(as_task) and not holds_judged_tables(tmp_path / "judged")
+    shutil.rmtree(judged / "tables")
+    (judged / "verdicts.parquet").unlink()
+    claim(judged, limited(cfg, 2, judged, cfg.parent / "pairs.jsonl"), overwrite=False, switch="--overwrite")                # nothing left to rewrite
+
+
+COUNT_OPENS = """
+import sys
+import litjudge
+data, opened = sys.argv[1], []
+litjudge.run(sys.argv[2], out=sys.argv[4], progress=False)              # a finished run of other data
+sys.addaudithook(lambda event, args: opened.append(1) if event == "open" and str(args[0]) == data else None)
+try:
+    litjudge.run(sys.argv[3], out=sys.argv[4], progress=False)
+except litjudge.ConfigError as exc:
+    print(len(opened), "opens;", exc)
+"""
+
+
+def test_the_data_is_read_once_before_the_folder_is_claimed(tmp_path):
+    """Before the claim, a table's data file is opened twice: hashed, and its first unit read
+    through the loader (which checks the maps on that first row). A first-row check of its own
+    read it a third time. Counted by the interpreter's audit hook of every open, in a run stopped at
+    the claim (its folder holds a finished run of other data)."""
+    rows = [{"id": f"p{i}", "prompt": "Write.", "a": f"one {i}", "b": f"two {i}", "winner": "a"} for i in range(6)]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "A"}) + "\n" for i in range(6)
+                               for o in ("ab", "ba")))
+    for name, mine in (("prefs", rows), ("other", rows[:4])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mine))
+        (tmp_path / f"{name}.toml").write_text(
+            f'name = "c"\nprotocol = "pairwise"\njudge = "replay:{answers}"\n[dataset]\nloader = "table"\n'
+            f'path = "{name}.jsonl"\ncolumns = {{ pair_id = "id", text_a = "a", text_b = "b", label = "winner" }}\n')
+    done = run_python(["-c", COUNT_OPENS, str(tmp_path / "prefs.jsonl"), str(tmp_path / "other.toml"),
+                       str(tmp_path / "prefs.toml"), str(tmp_path / "out")], tmp_path, console_env(dict(os.environ)), 300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("2 opens;") and "holds the results of another run" in done.stdout, done.stdout
 
 
 def test_a_typo_in_a_rubric_question_is_named_before_the_folder_is_claimed(tmp_path):

@@ -40,7 +40,7 @@ from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
 from .results_file import results, tasks_results, write_results
-from .run_folder import DataRead, checked_data, claim, claim_of, folder_for, lost_store_note
+from .run_folder import DataRead, claim, claim_of, data_reads, folder_for, lost_store_note
 from .summary import append_history
 
 
@@ -71,8 +71,9 @@ class PreparedRun:
         return Context(config, self.options, self.card, replay=recorded, annotations=self.annotations)
 
     def check_first_unit(self) -> None:
-        """The first unit's requests built (the columns its options name, its labels) before the
-        run folder is claimed, so a mistake of this run is named first, whatever the folder holds."""
+        """The first unit's requests built (a table's maps on its first row, the columns its options
+        name, its labels) before the run folder is claimed, so a mistake of this run is named first,
+        whatever the folder holds: the one read of the data's rows before the claim."""
         next(iter(self.protocol.build(self.context(self.specs[0], limit=1)).requests), None)
 
 
@@ -149,8 +150,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         config = with_generated_dataset(config, run_dir)
     judging = not generate_only and bool(config.protocol or config.tasks)
     tasks = [(name, prepare(cfg)) for name, cfg in config.task_configs()] if judging else []
-    reads = checked_data(config, [(name, prep.card, prep.protocol.reads(prep.options), prep.context().dataset_path)
-                                  for name, prep in tasks])
+    reads = data_reads(config, [(name, prep.card, prep.context().dataset_path) for name, prep in tasks])
     for _, prep in tasks if not config.generate.enabled else ():
         prep.check_first_unit()
     new = claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values()))

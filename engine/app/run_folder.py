@@ -7,7 +7,8 @@ name gets a folder of its own per config and data (`default_name`).
 - the config's identity: the validated config (as the manifest records it) without its runtime
   settings, which change speed, memory, location or how much is judged but not what a verdict is:
   `name`, `source`, `limit` (a longer run of the same data resumes a shorter one; a shorter one than a
-  finished run's is refused, as it would rewrite its tables to fewer items), `data_root` and
+  finished run's is refused where the folder holds judged tables, as it would rewrite them to fewer
+  items: `holds_judged_tables`), `data_root` and
   the dataset's file path (the data's own bytes are compared instead), `[cluster]`, `[engine]` but
   its `dtype` (part of a verdict's content key), `[api]` but `structured` (what is asked of the
   provider); and without what only aggregation reads (`[ppi]`, the missing-answer policy, the
@@ -41,7 +42,6 @@ from ..core.errors import ConfigError, DataError
 from ..core.manifest import config_dict, data_identity
 from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
-from ..data.table import check_first
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
 SWEEP_CLAIM = ("axes", "cells")      # a sweep's matrix; its post settings and rank_by are aggregation only
@@ -74,16 +74,14 @@ class DataRead:
                             path=self.identity["path"])
 
 
-def checked_data(config: RunConfig, tasks: list[tuple[str, DatasetCard, str, Path]]) -> dict[str, DataRead]:
-    """Each task's data (name, card, the kind its protocol reads, location) checked against its maps
-    on its first row, before the folder is claimed (this run's own mistakes first, whatever the
-    folder holds), then read: hashed as it is before anything reads it (a generated or hub dataset
-    is not: it is the config's)."""
-    for _, card, kind, location in tasks:
-        check_first(card, kind, location)
+def data_reads(config: RunConfig, tasks: list[tuple[str, DatasetCard, Path]]) -> dict[str, DataRead]:
+    """Each task's data (name, card, location) hashed as it is before anything reads it (a generated
+    or hub dataset is not: it is the config's). Its rows are then read once before the folder is
+    claimed, by `PreparedRun.check_first_unit` (a table's maps checked on its first row as the
+    loader reads it, this run's own mistakes first, whatever the folder holds)."""
     if config.generate.enabled:
         return {}
-    return {name: DataRead.of(location) for name, card, _, location in tasks if not card.hub}
+    return {name: DataRead.of(location) for name, card, location in tasks if not card.hub}
 
 
 def _stamp(location: Path) -> tuple[int, int, int] | None:
@@ -192,7 +190,7 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
              else "give this call another name= (or out=)")
     if _same(old, new):
-        if new.limit is not None and old.kind != "generation" and (old.limit is None or new.limit < old.limit):
+        if _shorter(new, old) and holds_judged_tables(run_dir):
             raise ConfigError(f"holds a finished run of {'every item' if old.limit is None else f'the first {old.limit}'}"
                               f", and limit {new.limit} would rewrite its tables to the first {new.limit}: to write the "
                               f"limited run elsewhere, {other}; or {switch} to replace its tables (its stored verdicts "
@@ -201,6 +199,19 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     raise ConfigError(f"holds the results of another run ({difference(old, new)}); a run folder keeps one config "
                       f"and one dataset: {other}, or {switch} to replace that run's tables (its stored verdicts "
                       "are kept and reused where they match)", where=str(run_dir))
+
+
+def _shorter(new: Claim, old: Claim) -> bool:
+    """`new` judges fewer items than `old` did (a limit below its limit, or any limit on a full run)."""
+    return new.limit is not None and (old.limit is None or new.limit < old.limit)
+
+
+def holds_judged_tables(run_dir: Path) -> bool:
+    """Whether the folder holds tables built from verdicts (verdicts.parquet beside them: the run's
+    own, or a task's in RUN/<task>/), what a shorter limit would rewrite. A generation-only run's
+    tables describe the items it wrote, not verdicts: a judging run of any limit loses nothing."""
+    verdicts = [run_dir / "verdicts.parquet", *run_dir.glob("*/verdicts.parquet")]
+    return any(v.is_file() and (v.parent / "tables").is_dir() for v in verdicts)
 
 
 def _same(old: Claim, new: Claim) -> bool:
