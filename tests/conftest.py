@@ -22,6 +22,7 @@ os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
 
 from litjudge.engine.core.paths import PROJECT_ROOT, data_root, prompts_root
 from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
+from tests.shared_cli import litjudge_in_process
 from tests.warm_cli import run_cli, warm_for
 
 # Under pytest-xdist (`make test`: two workers on two cores), each worker and every process it starts
@@ -125,6 +126,14 @@ def runs_dir(tmp_path, monkeypatch):
 def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run the real CLI in a process of its own (tests/warm_cli.py: forked from a warm interpreter)."""
     return run_cli(list(args), PROJECT_ROOT, {**os.environ, **(env or {})}, timeout)
+
+
+@pytest.fixture
+def litjudge_shared(monkeypatch, capfd):
+    """`litjudge_shared({"smollm2-135m": smollm}, ARGS...)`: the command run by the console in this
+    process, its judge on the session's engine (tests/shared_cli.py: where the CLI's process is not
+    the point); a CompletedProcess as `litjudge` returns."""
+    return lambda engines, *args, env=None: litjudge_in_process(engines, list(args), env, monkeypatch, capfd)
 
 
 def write_config(path: Path, text: str) -> Path:

@@ -211,11 +211,13 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 
 @pytest.mark.slow
 @needs_data
-def test_ensemble_config_runs_its_members_and_reports(tmp_path):
+def test_ensemble_config_runs_its_members_and_reports(tmp_path, smollm, litjudge_shared):
     """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
-    as member runs, then the cascade and the jury; the report renders both panels."""
+    as member runs, then the cascade and the jury; the report renders both panels. The command runs
+    in this process on the session's engine (the config's work is the point, not its process)."""
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
-    r = litjudge("run", "runs/ensemble-ttcw.toml", "--limit", "2", "--quiet", env=env)     # 1 story calibrates, 1 held out
+    r = litjudge_shared({"smollm2-135m": smollm}, "run", "runs/ensemble-ttcw.toml", "--limit", "2", "--quiet",
+                        env=env)                                            # 1 story calibrates, 1 held out
     assert r.returncode == 0, r.stderr[-3000:]
     p = pl.read_parquet(tmp_path / "ttcw-binary-p" / "verdicts.parquet")
     assert p.height == 28 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
