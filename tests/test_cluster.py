@@ -16,7 +16,7 @@ from litjudge.engine.app.run import run
 from litjudge.engine.backends.local.sharding import Shards, prefix_groups
 from litjudge.engine.core.config import ClusterConfig, EngineConfig, load_config
 from litjudge.engine.core.store import Store
-from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, run_on
+from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, kv_cache_from_specs, run_on
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
 
@@ -39,13 +39,9 @@ def two_nodes():
     # The replicas' engines keep the KV cache their config asks for (a quarter GiB, as the session's
     # in-process engines): Ray's workers inherit the nodes' environment, made here without
     # VLLM_CPU_KVCACHE_SPACE (whole GiB only; 1 GiB each made this test's peak 1.5 GB higher).
-    saved = os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
-    try:
+    with kv_cache_from_specs():
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
         cluster.add_node(num_cpus=1)
-    finally:
-        if saved is not None:
-            os.environ["VLLM_CPU_KVCACHE_SPACE"] = saved
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
     ray.shutdown()
