@@ -12,11 +12,13 @@ import pytest
 from litjudge.engine.app.budgets import FULL, parse_budgets
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import cohen_kappa
-from tests.conftest import DATA, litjudge, needs_data, write_config
+from tests.conftest import DATA, needs_data, write_config
 
 CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "smollm2-135m"\nmode = "analyze"\nlimit = 1\n'
-          '[options]\nvariant = "analyze"\nanalysis_tokens = 48\ntests = [1, 2, 3]\n'
-          '[engine]\nmax_model_len = 8192\nkv_cache_gib = 2\ndtype = "float32"\n')
+          '[options]\nvariant = "analyze"\nanalysis_tokens = 36\ntests = [1, 2, 3]\n'
+          '[engine]\nmax_model_len = 2048\ndtype = "float32"\n')
+# The session's float32 engine (smollm32, 2,048 tokens) runs it: the first story's longest question
+# (test 3, 1,997 tokens) fits with a 36-token analysis and the verdict.
 
 
 def test_budgets_are_parsed_at_the_edge():
@@ -32,13 +34,16 @@ def results(run_dir) -> int:
 
 @needs_data
 @pytest.mark.slow
-def test_budgets_from_one_trace(tmp_path):
+def test_budgets_from_one_trace(tmp_path, smollm32, litjudge_shared):
+    """The run, the budgets (twice) and the report, each command run in this process on the
+    session's float32 engine (the commands' work is the point, not their processes)."""
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "LITJUDGE_DATA_ROOT": str(DATA)}
     cfg = write_config(tmp_path / "analyzed.toml", CONFIG)
-    r = litjudge("run", str(cfg), "--quiet", env=env)
+    engines = {"smollm2-135m": smollm32}
+    r = litjudge_shared(engines, "run", str(cfg), "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     run_dir = tmp_path / "analyzed"
-    b = litjudge("budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
+    b = litjudge_shared(engines, "budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
     assert b.returncode == 0, b.stderr[-3000:]
     table = pl.read_parquet(run_dir / "budgets" / "tables" / "budgets.parquet")
     assert table["budget"].to_list() == ["0", "8", "full"] and set(table["verdicts"]) == {3}
@@ -63,9 +68,9 @@ def test_budgets_from_one_trace(tmp_path):
         got = table.filter(pl.col("budget") == name)["value"][0]
         assert (got is None and kappa != kappa) or got == pytest.approx(kappa, abs=1e-12), name
     before = results(run_dir)
-    again = litjudge("budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
+    again = litjudge_shared(engines, "budgets", str(run_dir), "--budgets", "0,8,full", "--quiet", env=env)
     assert again.returncode == 0 and results(run_dir) == before          # nothing generated again
-    rep = litjudge("report", str(run_dir), env=env)
+    rep = litjudge_shared(engines, "report", str(run_dir), env=env)
     assert rep.returncode == 0 and "## Agreement against thinking tokens" in (run_dir / "report" / "report.md").read_text()
-    wrong = litjudge("budgets", str(tmp_path / "nope"), env=env)
+    wrong = litjudge_shared(engines, "budgets", str(tmp_path / "nope"), env=env)
     assert wrong.returncode == 2

@@ -213,7 +213,7 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 @needs_data
 def test_ensemble_config_runs_its_members_and_reports(tmp_path, smollm, litjudge_shared):
     """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
-    as member runs, then the cascade and the jury; the report renders both panels. The command runs
+    as member runs, then the cascade and the jury; the report renders both panels. The commands run
     in this process on the session's engine (the config's work is the point, not its process)."""
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
     r = litjudge_shared({"smollm2-135m": smollm}, "run", "runs/ensemble-ttcw.toml", "--limit", "2", "--quiet",
@@ -223,7 +223,7 @@ def test_ensemble_config_runs_its_members_and_reports(tmp_path, smollm, litjudge
     assert p.height == 28 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
     jury = pl.read_parquet(tmp_path / "ensemble-ttcw" / "tables" / "jury.parquet")
     assert "judge: smollm2-135m" in jury["member"].to_list() and "stacked" in jury["member"].to_list()
-    rep = litjudge("report", str(tmp_path / "ensemble-ttcw"), env=env)
+    rep = litjudge_shared({}, "report", str(tmp_path / "ensemble-ttcw"), env=env)
     assert rep.returncode == 0, rep.stderr
     md = (tmp_path / "ensemble-ttcw" / "report" / "report.md").read_text()
     assert "## Cascade with an agreement guarantee" in md and "## Jury: each judge and each pooling" in md
