@@ -18,10 +18,28 @@ PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Jud
            "Compare two endings: the hero wins; the hero wakes up and it was a dream."]
 
 
-def requests_for(lang, n, mode="label", temperature=1.0):
-    return [JudgeRequest((Message("user", PROMPTS[i % len(PROMPTS)] + " Answer in the required format."),), lang,
+def requests_for(lang, n, mode="label", temperature=1.0, prompts=PROMPTS):
+    return [JudgeRequest((Message("user", prompts[i % len(prompts)] + " Answer in the required format."),), lang,
                          mode, Sampling(temperature=temperature, seed=i), RequestMeta("test", f"item{i}"))
             for i in range(n)]
+
+
+def block_aligned(engine, lang) -> list[str]:
+    """PROMPTS, each lengthened by filler words until its rendered prompt is one token past whole
+    KV blocks: the prefix cache reuses whole blocks only, so a sampled request whose prompt an
+    earlier one already holds computes that one token rather than the partial block's 20-30
+    (measured: the prefill GEMMs of 250 samples, 16 of the 18 s they took, Xeon, one core)."""
+    out = []
+    for text in PROMPTS:
+        for filler in range(3 * engine.block_size):
+            padded = text + " please" * filler
+            tokens = make_plan(requests_for(lang, 1, temperature=0.0, prompts=[padded]), engine).unique[0].token_ids
+            if len(tokens) % engine.block_size == 1:
+                break
+        else:
+            raise AssertionError(f"no filler aligns {text!r} with the KV blocks")
+        out.append(padded)
+    return out
 
 
 # Samples per language at temperature 1 (halved from 500 / 150 / 40 when the suite met a 2-core CPU
@@ -44,7 +62,7 @@ LANGUAGES = {
 @pytest.mark.parametrize("name", list(LANGUAGES))
 def test_sampled_generations_never_leave_the_language(smollm, name):
     lang, n = LANGUAGES[name]
-    plan = make_plan(requests_for(lang, n), smollm)
+    plan = make_plan(requests_for(lang, n, prompts=block_aligned(smollm, lang)), smollm)
     outs = list(smollm.generate(plan.unique))
     assert len(outs) == n
     parsed = [lang.parse(o.raw) for o in outs]
