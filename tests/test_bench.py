@@ -1,8 +1,9 @@
 """`litjudge bench` end to end on one story: it runs all three setups side by side and its printed
 bound follows from its own numbers (the README's table comes from the full-size run; here (b)'s
-free-form answers stop at 48 tokens: 512 took 34 s of this test's 58 on one core). The command runs
-in this process, its vLLM setups on the session's engine (tests/shared_cli.py): the benchmark's
-work is the point, not its process; its engine's start-up is outside every timing it prints."""
+free-form answers stop at 16 tokens, not 512, and (c) times one prompt, not 8: on one core 512
+tokens took 34 s of this test's 58, and each of (c)'s prompts, 1,900 tokens of a story, 8 s). The
+command runs in this process, its vLLM setups on the session's engine (tests/shared_cli.py): the
+benchmark's work is the point, not its process; its engine's start-up is outside every timing it prints."""
 import json
 
 import pytest
@@ -14,8 +15,8 @@ from tests.conftest import needs_data
 @pytest.mark.slow
 def test_bench_one_story(tmp_path, smollm, litjudge_shared):
     out = tmp_path / "bench.json"
-    res = litjudge_shared({"smollm2-135m": smollm}, "bench", "--stories", "1", "--hf-subset", "2", "--block-size", "32",
-                          "--free-tokens", "48", "--out", str(out))
+    res = litjudge_shared({"smollm2-135m": smollm}, "bench", "--stories", "1", "--hf-subset", "1", "--block-size", "32",
+                          "--free-tokens", "16", "--out", str(out))
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(out.read_text())
     a, b, c = got["rows"]
@@ -23,7 +24,7 @@ def test_bench_one_story(tmp_path, smollm, litjudge_shared):
     assert a["parse_failures"] == 0 and c["extrapolated"]
     # the planned run reuses the story's prefix: it computes fewer tokens and less work than (c)
     assert a["uncached_tokens"] < 0.5 * a["prompt_tokens"] and a["prefill_flops"] < 0.5 * c["prefill_flops"]
-    assert "block size 32" in res.stdout and "free-form 48 tokens" in res.stdout
+    assert "block size 32" in res.stdout and "free-form 16 tokens" in res.stdout
     # the bound: (c)'s time over (a)'s least possible time at the matmul rate, and it is printed
     floor = a["prefill_flops"] / got["matmul_flops"]
     assert got["bounds"]["(c)"] == pytest.approx(c["seconds"] / floor * c["requests"] / (c["requests"] - c["parse_failures"]))

@@ -1,6 +1,8 @@
 """The transformers + outlines backend cross-checks vLLM on the default judge: greedy label
-verdicts agree on >= 95% of a few hundred requests, and distribution-mode probabilities agree
-closely (both run bf16 weights; the kernels differ, so a few near-ties can flip)."""
+verdicts agree on >= 95% of 60 requests, and distribution-mode probabilities agree closely on 30
+(both run bf16 weights; the kernels differ, so a few near-ties can flip). transformers judges one
+request at a time, 0.27 s each on one core: 150 and 60 requests took 58 s and 20 s of the suite,
+and agreed on 150 of 150."""
 import json
 
 import pytest
@@ -12,9 +14,9 @@ from litjudge.engine.core.planner import make_plan
 from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
 from tests.conftest import DATA, needs_data
 
-N_LABEL, N_DIST = 150, 60     # 150 greedy labels: 8 flips fail the 0.95 bar
+N_LABEL, N_DIST = 60, 30      # 60 greedy labels: 4 flips fail the 0.95 bar
 # Measured on a 2-core CPU (bf16 weights in both): mean |P_vllm(Yes) - P_hf(Yes)| 0.014, max 0.063
-# over 60 requests. The test prints the numbers of each run.
+# over 60 requests (0.013 and 0.052 in a later run). The test prints the numbers of each run.
 MAX_TOLERANCE, MEAN_TOLERANCE = 0.10, 0.03
 
 
@@ -43,7 +45,7 @@ def same_prompts(plan, hf_backend):
 @pytest.mark.slow
 def test_greedy_labels_agree_with_vllm(smollm, hf):
     plan = make_plan(aut_requests(N_LABEL, "label"), smollm)
-    assert len(plan.unique) >= 125
+    assert len(plan.unique) >= N_LABEL - N_LABEL // 6
     v = {o.key: o.raw for o in smollm.generate(plan.unique)}
     h = {o.key: o.raw for o in hf.generate(same_prompts(plan, hf))}
     assert set(v.values()) | set(h.values()) <= {"Yes", "No"}
