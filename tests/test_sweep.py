@@ -2,17 +2,19 @@
 requests generated once, post settings from stored verdicts, resume after a kill, memory released
 between judges."""
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from litjudge.engine.app.sweep import load_sweep
 from litjudge.engine.core.errors import ConfigError
-from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
+from tests.conftest import DATA, PROJECT_ROOT, litjudge, needs_data, write_config
 
 COMMITTED = PROJECT_ROOT / "runs" / "sweep-ttcw.toml"
 
@@ -60,21 +62,41 @@ def test_plan_counts_sharing_without_an_engine():
     assert "smollm2-135m" in r.stdout and "gemma3-270m" in r.stdout
 
 
+def first_story_cut_short(folder: Path) -> Path:
+    """The TTCW data (`--data`) with its first story only, cut to its first two paragraphs (154 of
+    its 1,270 words), and that story's expert verdicts: the same layout, tests and labels, with a
+    prompt of ~600 tokens in place of ~1,950 (the stories' prefill is what a sweep's engines spend
+    their time on; each judge's 8 requests took 20-27 s of CPU on the whole story, 9 s on this)."""
+    src = DATA / "ttcw"
+    folder.mkdir()
+    story = next(s for s in json.loads((src / "stories.json").read_text()) if not s["content"].startswith("http"))
+    story["content"] = "\n\n".join(story["content"].split("\n\n")[:2])
+    (folder / "stories.json").write_text(json.dumps([story]))
+    for name in ("expert_majority.json", "expert_annotations.json"):
+        rows = json.loads((src / name).read_text())
+        (folder / name).write_text(json.dumps([r for r in rows if r["story_id"] == story["story_id"]]))
+    for name in ("tests.json", "prompt_with_background.txt"):
+        shutil.copy(src / name, folder / name)
+    return folder
+
+
 @needs_data
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_path):
-    # The committed sweep, one story, its test subsets cut to tests 1-4 and 2-3 (a long story's
-    # prefill is what costs here), at most 4 sequences in flight so results arrive in waves.
+    # The committed sweep on the first story cut short (`--data`), its test subsets cut to tests
+    # 1-4 and 2-3 (prefill is what costs here), at most 4 sequences in flight so results arrive in waves.
     text = COMMITTED.read_text().replace("kv_cache_gib = 4", "kv_cache_gib = 2\nmax_num_seqs = 4").replace(
         '"options.tests" = [[], [9, 10, 11]]', '"options.tests" = [[1, 2, 3, 4], [2, 3]]').replace(
         "bootstrap = 1000", "bootstrap = 200")
     assert "[[1, 2, 3, 4], [2, 3]]" in text
     cfg = write_config(tmp_path / "sweep-ttcw.toml", text)
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    data = str(first_story_cut_short(tmp_path / "ttcw"))
     # SmolLM2 has 8 distinct requests (2 variants x 4 tests); the runner kills itself at its first
     # commit after them, i.e. while Gemma (the second judge) is generating.
-    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env={**env, "LITJUDGE_FAULT_KILL_AFTER": "9"})
+    r = litjudge("run", str(cfg), "--limit", "1", "--data", data, "--quiet",
+                 env={**env, "LITJUDGE_FAULT_KILL_AFTER": "9"})
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
     db = tmp_path / "runs" / "sweep-ttcw" / "store.sqlite"
     con = sqlite3.connect(db)
@@ -82,7 +104,7 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
     con.close()
     assert before["smollm2-135m"] == 8 and 1 <= before.get("gemma3-270m", 0) < 8, before
 
-    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env=env)
+    r = litjudge("run", str(cfg), "--limit", "1", "--data", data, "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "runs" / "sweep-ttcw" / "manifest.json").read_text())
     smol, gemma = m["judges"]

@@ -23,6 +23,7 @@ from .hardware import gpu_present, onednn_fell_back, preloaded_libraries, vector
 from .local.render import PromptRenderer
 from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .local.vllm_scan import tolerant_kernel_scan
+from .local.vllm_tokenizer_pool import shared_tokenizer_tables
 from .tokenizer_only import TokenizerOnly
 
 
@@ -101,6 +102,7 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
     except ImportError as exc:
         raise BackendUnavailable(f"vLLM is not installed ({exc}); run `make install` (scripts/install.sh)") from None
     tolerant_kernel_scan()              # numba's llvmlite loaded beforehand broke the CPU build's start
+    shared_tokenizer_tables()           # the renderer's tokenizer copies share its vocabulary (4.8 s of a Gemma start)
     # vLLM freezes the heap once its engine is up (so serving never scans it), after five full
     # collections that scan the whole heap: some 800k objects of torch, transformers and vLLM
     # alone. Frozen now, those collections see only what the engine creates (a start took 2.2 s,
