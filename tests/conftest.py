@@ -135,8 +135,10 @@ def runs_dir(tmp_path, monkeypatch):
 
 
 def litjudge(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run the real CLI in a process of its own (tests/warm_cli.py: forked from a warm interpreter)."""
-    return run_cli(list(args), PROJECT_ROOT, {**os.environ, **(env or {})}, timeout)
+    """Run the real CLI in a process of its own (tests/warm_cli.py: forked from a warm interpreter),
+    with `env` over the test's environment (a variable given as None is unset for the command)."""
+    merged = {**os.environ, **(env or {})}
+    return run_cli(list(args), PROJECT_ROOT, {k: v for k, v in merged.items() if v is not None}, timeout)
 
 
 @pytest.fixture
