@@ -223,8 +223,11 @@ def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect)
 @needs_data
 @pytest.mark.slow
 def test_pairwise_ttcw_config_through_the_cli(tmp_path):
-    r = litjudge("run", str(RUNS / "pairwise-ttcw.toml"), "--limit", "1", "--quiet",      # two whole stories
-                 env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    # two whole stories, on half a GiB of KV cache (8,192 float32 tokens fit; the session's 1 GiB set aside)
+    cfg = write_config(tmp_path / "pairwise-ttcw.toml", (RUNS / "pairwise-ttcw.toml").read_text().replace(
+        "kv_cache_gib = 4", "kv_cache_gib = 0.5"))
+    r = litjudge("run", str(cfg), "--limit", "1", "--quiet",
+                 env={"LITJUDGE_RUNS_DIR": str(tmp_path), "VLLM_CPU_KVCACHE_SPACE": None})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "verdicts (0 unparsed)" in r.stdout and "Bias" in r.stdout
     acc = pl.read_parquet(tmp_path / "pairwise-ttcw" / "tables" / "accuracy.parquet")

@@ -12,7 +12,8 @@ from tests.conftest import litjudge, run_on, write_config
 
 # float32: numbers that do not depend on batch composition. The two-task run goes through the CLI
 # (its engine starts once there); each task on its own runs on the session's float32 engine.
-ENGINE = '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\ndtype = "float32"\n'
+# A quarter GiB of KV cache, as the session's engines keep (the session's 1 GiB set aside for the command)
+ENGINE = '[engine]\nmax_model_len = 2048\nkv_cache_gib = 0.25\ndtype = "float32"\n'
 TTCW = 'protocol = "ttcw"\ndataset = "ttcw-demo"\n'
 PAIRS = 'protocol = "pairwise"\ndataset = "pairs-generic"\n'
 TASKS = ('[[tasks]]\nname = "ttcw"\n' + TTCW + '[tasks.options]\nvariant = "default"\n'
@@ -25,7 +26,7 @@ def tables(folder) -> dict[str, pl.DataFrame]:
 
 @pytest.mark.slow
 def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path, smollm32):
-    env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "VLLM_CPU_KVCACHE_SPACE": None}
     both = write_config(tmp_path / "both.toml", 'name = "both"\njudge = "smollm2-135m"\n' + ENGINE + TASKS)
     r = litjudge("run", str(both), "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
