@@ -15,7 +15,7 @@ TEXT = "The lights buzzed as Laura blinked awake."
 def test_the_pool_copies_on_demand_and_shares_the_tables():
     shared_tokenizer_tables()
     shared_tokenizer_tables()                                   # wrapped once per process
-    assert hf.maybe_make_thread_pool.litjudge_shared
+    assert hf.maybe_make_thread_pool.litjudge_wrapped
     original = AutoTokenizer.from_pretrained(backends.model_spec("gemma3-270m").target)
     expected = original.encode(TEXT)
     pooled = hf.maybe_make_thread_pool(copy.copy(original), 2)

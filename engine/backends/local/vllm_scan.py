@@ -14,6 +14,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from .vllm_patch import wrap_once
+
 
 def unscannable(module: ModuleType) -> bool:
     """Whether vLLM's scan fails on `module`: a value whose `vars()` is no mapping (or raises)."""
@@ -35,10 +37,10 @@ def tolerant_kernel_scan() -> None:
         from vllm.triton_utils import dispatcher
     except ImportError:
         return
-    scan = getattr(dispatcher, "_rebind_kernels", None)
-    if scan is None or getattr(scan, "litjudge_tolerant", False):
-        return
+    wrap_once(dispatcher, "_rebind_kernels", _tolerant)
 
+
+def _tolerant(scan: Any) -> Any:
     def tolerant(overrides: Any) -> Any:
         aside = {name: m for name, m in list(sys.modules.items()) if m is not None and unscannable(m)}
         for name in aside:
@@ -47,6 +49,4 @@ def tolerant_kernel_scan() -> None:
             return scan(overrides)
         finally:
             sys.modules.update(aside)
-
-    tolerant.litjudge_tolerant = True  # type: ignore[attr-defined]  # a marker: wrapped once per process
-    dispatcher._rebind_kernels = tolerant
+    return tolerant

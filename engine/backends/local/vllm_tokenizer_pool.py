@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .vllm_patch import wrap_once
+
 TABLES = ("_vocab", "_merges")       # what transformers 5's tokenizers keep of their construction
 
 
@@ -52,13 +54,11 @@ def shared_tokenizer_tables() -> None:
         from vllm.renderers import hf
     except ImportError:
         return
-    pool = getattr(hf, "maybe_make_thread_pool", None)
-    if pool is None or getattr(pool, "litjudge_shared", False):
-        return
+    wrap_once(hf, "maybe_make_thread_pool", _empty_pool)
 
+
+def _empty_pool(pool: Any) -> Any:
     def pooled(tokenizer: Any, copies: int = 1) -> Any:
         share_tables(tokenizer)
         return pool(tokenizer, 0)        # each copy made when a thread first borrows one
-
-    pooled.litjudge_shared = True  # type: ignore[attr-defined]  # a marker: wrapped once per process
-    hf.maybe_make_thread_pool = pooled
+    return pooled
