@@ -3,6 +3,7 @@ import ctypes
 import ctypes.util
 import fcntl
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -152,6 +153,19 @@ def litjudge_shared(monkeypatch, capfd):
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+# For a command whose engines keep the KV cache their config asks for: the session's 1 GiB each
+# (VLLM_CPU_KVCACHE_SPACE, whole GiB only) set aside, where a quarter or half GiB fits the test.
+OWN_KV_CACHE = {"VLLM_CPU_KVCACHE_SPACE": None}
+
+
+def with_kv_cache(text: str, gib: float) -> str:
+    """A config's text with its one `kv_cache_gib` line set to `gib` (a config saying none fails here,
+    rather than keeping its own larger cache unnoticed)."""
+    text, n = re.subn(r"(?m)^kv_cache_gib = .*$", f"kv_cache_gib = {gib:g}", text)
+    assert n == 1, f"{n} kv_cache_gib lines in the config, not 1"
+    return text
 
 
 def pytest_collection_modifyitems(config, items):

@@ -20,7 +20,7 @@ from litjudge.judges.listwise import ListwiseOptions, ListwiseRanking
 from litjudge.judges.metrics import cluster_bootstrap, icc, one_way_anova
 from litjudge.judges.metrics.bootstrap import difference_of_means_ci, expanded_alpha, too_few
 from litjudge.judges.pairwise import Pairwise
-from tests.conftest import DATA, litjudge, needs_data, needs_prompts, write_config
+from tests.conftest import DATA, OWN_KV_CACHE, litjudge, needs_data, needs_prompts, with_kv_cache, write_config
 
 RUNS = PROJECT_ROOT / "runs"
 DEMO = PROJECT_ROOT / "datasets" / "demo"
@@ -224,10 +224,8 @@ def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect)
 @pytest.mark.slow
 def test_pairwise_ttcw_config_through_the_cli(tmp_path):
     # two whole stories, on half a GiB of KV cache (8,192 float32 tokens fit; the session's 1 GiB set aside)
-    cfg = write_config(tmp_path / "pairwise-ttcw.toml", (RUNS / "pairwise-ttcw.toml").read_text().replace(
-        "kv_cache_gib = 4", "kv_cache_gib = 0.5"))
-    r = litjudge("run", str(cfg), "--limit", "1", "--quiet",
-                 env={"LITJUDGE_RUNS_DIR": str(tmp_path), "VLLM_CPU_KVCACHE_SPACE": None})
+    cfg = write_config(tmp_path / "pairwise-ttcw.toml", with_kv_cache((RUNS / "pairwise-ttcw.toml").read_text(), 0.5))
+    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path), **OWN_KV_CACHE})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "verdicts (0 unparsed)" in r.stdout and "Bias" in r.stdout
     acc = pl.read_parquet(tmp_path / "pairwise-ttcw" / "tables" / "accuracy.parquet")

@@ -9,7 +9,7 @@ import pytest
 from litjudge.engine.backends.local.models import MARKER, resolve_judge
 from litjudge.engine.core.errors import JudgeNotFound
 from litjudge.engine.core.paths import PROJECT_ROOT
-from tests.conftest import litjudge, write_config
+from tests.conftest import OWN_KV_CACHE, litjudge, with_kv_cache, write_config
 
 
 def test_default_judge_is_converted_verified_and_reused():
@@ -69,10 +69,8 @@ def test_gemma_base_judge_converts_and_runs_with_the_plain_layout(tmp_path):
     runs = tmp_path / "runs"
     # the demo with a quarter GiB of KV cache (the session's 1 GiB set aside): converting Gemma and
     # running it made this command 4.1 GB, at the suite's memory peak
-    demo = write_config(tmp_path / "demo.toml", (PROJECT_ROOT / "runs" / "demo.toml").read_text().replace(
-        "kv_cache_gib = 2", "kv_cache_gib = 0.25"))
-    r = litjudge("run", str(demo), "--judge", "gemma3-270m", "--quiet",
-                 env={"LITJUDGE_RUNS_DIR": str(runs), "VLLM_CPU_KVCACHE_SPACE": None})
+    demo = write_config(tmp_path / "demo.toml", with_kv_cache((PROJECT_ROOT / "runs" / "demo.toml").read_text(), 0.25))
+    r = litjudge("run", str(demo), "--judge", "gemma3-270m", "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs), **OWN_KV_CACHE})
     assert r.returncode == 0, r.stderr[-3000:]
     assert not resolve_judge("gemma3-270m").chat                 # base model: no chat template
     v = pl.read_parquet(runs / "demo" / "verdicts.parquet")

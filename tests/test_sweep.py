@@ -14,7 +14,7 @@ import pytest
 
 from litjudge.engine.app.sweep import load_sweep
 from litjudge.engine.core.errors import ConfigError
-from tests.conftest import DATA, PROJECT_ROOT, litjudge, needs_data, write_config
+from tests.conftest import DATA, OWN_KV_CACHE, PROJECT_ROOT, litjudge, needs_data, with_kv_cache, write_config
 
 COMMITTED = PROJECT_ROOT / "runs" / "sweep-ttcw.toml"
 
@@ -89,12 +89,12 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
     # Its two engines keep the quarter GiB of KV cache the config asks (the session's 1 GiB each,
     # VLLM_CPU_KVCACHE_SPACE, set aside): with both in one process this test was the suite's
     # memory peak (the command 4.6 GB).
-    text = COMMITTED.read_text().replace("kv_cache_gib = 4", "kv_cache_gib = 0.25\nmax_num_seqs = 4").replace(
+    text = with_kv_cache(COMMITTED.read_text(), 0.25).replace("[engine]", "[engine]\nmax_num_seqs = 4").replace(
         '"options.tests" = [[], [9, 10, 11]]', '"options.tests" = [[1, 2, 3, 4], [2, 3]]').replace(
         "bootstrap = 1000", "bootstrap = 200")
-    assert "[[1, 2, 3, 4], [2, 3]]" in text
+    assert "[[1, 2, 3, 4], [2, 3]]" in text and "max_num_seqs = 4" in text
     cfg = write_config(tmp_path / "sweep-ttcw.toml", text)
-    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), "VLLM_CPU_KVCACHE_SPACE": None}
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), **OWN_KV_CACHE}
     data = str(first_story_cut_short(tmp_path / "ttcw"))
     # SmolLM2 has 8 distinct requests (2 variants x 4 tests); the runner kills itself at its first
     # commit after them, i.e. while Gemma (the second judge) is generating.

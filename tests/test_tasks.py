@@ -8,7 +8,7 @@ import pytest
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
-from tests.conftest import litjudge, run_on, write_config
+from tests.conftest import OWN_KV_CACHE, litjudge, run_on, write_config
 
 # float32: numbers that do not depend on batch composition. The two-task run goes through the CLI
 # (its engine starts once there); each task on its own runs on the session's float32 engine.
@@ -26,7 +26,7 @@ def tables(folder) -> dict[str, pl.DataFrame]:
 
 @pytest.mark.slow
 def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path, smollm32):
-    env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "VLLM_CPU_KVCACHE_SPACE": None}
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path), **OWN_KV_CACHE}
     both = write_config(tmp_path / "both.toml", 'name = "both"\njudge = "smollm2-135m"\n' + ENGINE + TASKS)
     r = litjudge("run", str(both), "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
