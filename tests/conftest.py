@@ -64,7 +64,7 @@ needs_prompts = pytest.mark.skipif(not (prompts_root() / "paper_prompts.json").e
 
 
 # The session's in-process engines hold a quarter of a GiB of KV cache each, as their specs ask
-# (11k bfloat16 tokens of the default judge at 4,096, 5.8k float32 at 2,048): VLLM_CPU_KVCACHE_SPACE
+# (11k bfloat16 tokens of the default judge at 4,096 where auto is bfloat16, 5.8k float32 at 2,048): VLLM_CPU_KVCACHE_SPACE
 # (whole GiB only) would give each 1 GiB, and a worker holding both was 4.6 GB where it is now 3.0.
 IN_PROCESS_KV_GIB = 0.25
 

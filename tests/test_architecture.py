@@ -103,11 +103,12 @@ def test_no_module_over_400_lines():
 def test_stored_keys_of_every_committed_config_are_unchanged(monkeypatch):
     """The keys each committed config plans (tokenizer-only planner, no engine) equal the ones
     recorded before the redesign (tests/golden/committed_keys.json). They were recorded where
-    `dtype = "auto"` is bfloat16 (a CPU with bf16 instructions): the CPU is pinned to one, since on
-    an AVX2-only CPU auto runs float32, whose keys differ by design (tests/test_hardware.py)."""
+    `dtype = "auto"` is bfloat16 (a CPU with fast bf16 instructions): the CPU is pinned to one (AMD's
+    AVX-512 BF16), since where auto runs float32 the keys differ by design (tests/test_hardware.py)."""
     from litjudge.engine.backends import factory, hardware
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    monkeypatch.setattr(hardware, "cpu_vendor", lambda: hardware.AMD)
     monkeypatch.setattr(hardware, "gpu_present", lambda: False)
     monkeypatch.setattr(factory, "_SPECS", {})
     seen = {}

@@ -36,9 +36,9 @@ def valid_name(name: object) -> bool:
 class EngineConfig:
     """`[engine]`: runtime settings of local engines. They change speed and memory, not outputs, so
     they stay out of keys, except dtype (part of the key when not bfloat16; "auto" is bfloat16 on a GPU
-    or a CPU with bf16 instructions, float32 otherwise, and keyed as chosen). Unset (absent, or 0 in
-    older configs) means vLLM's own default. Checked here against vLLM's limits, before any engine
-    starts."""
+    or a CPU with fast bf16 instructions, float32 otherwise (engine/backends/hardware.py), and keyed as
+    chosen). Unset (absent, or 0 in older configs) means vLLM's own default. Checked here against
+    vLLM's limits, before any engine starts."""
 
     max_model_len: int | None = None        # context window; unset: the model's own, capped at 8192
     kv_cache_gib: float = 4.0               # CPU KV cache of this engine, > 0 (VLLM_CPU_KVCACHE_SPACE, if set, overrides it)
@@ -49,7 +49,7 @@ class EngineConfig:
     block_size: int | None = None           # KV block in tokens, a multiple of 16 (CPU: of 32, default 32)
     tensor_parallel_size: int = 1           # GPUs per engine
     data_parallel_size: int = 1             # refused above 1: use [cluster] replicas
-    dtype: Dtype = "auto"                   # auto: bfloat16 on a GPU or a CPU with bf16 instructions, else float32
+    dtype: Dtype = "auto"                   # auto: bfloat16 on a GPU, AMX or AMD's AVX-512 BF16, else float32
     # Per-judge overrides, e.g. [engine.judges."Qwen/Qwen2.5-72B-Instruct"] tensor_parallel_size = 4
     judges: dict[str, Any] = field(default_factory=dict)
 
