@@ -21,6 +21,7 @@ from litjudge.judges.metrics.kemeny import EXACT_MAX, disagreements, kemeny, pai
 from litjudge.judges.metrics.logistic import sigmoid
 from litjudge.judges.metrics.selective import Level, cascade, choose_threshold
 from tests.conftest import litjudge, needs_data
+from tests.short_data import ttcw_cut_short
 
 
 def overconfident(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -214,18 +215,23 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 def test_ensemble_config_runs_its_members_and_reports(tmp_path, smollm, litjudge_shared):
     """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
     as member runs, then the cascade and the jury; the report renders both panels. The commands run
-    in this process on the session's engine (the config's work is the point, not its process)."""
-    env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
+    in this process on the session's engine (the config's work is the point, not its process), on
+    the TTCW data with its stories cut to two paragraphs and its tests' backgrounds to one (every
+    story, test, label and recorded answer kept; nothing asserted reads a text's length): 3,610
+    distinct tokens to prefill, where the whole texts were 11,365."""
+    runs = tmp_path / "runs"
+    env = {"LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_DATA_ROOT": str(ttcw_cut_short(tmp_path / "data" / "ttcw",
+                                                                                    short_backgrounds=True).parent)}
     r = litjudge_shared({"smollm2-135m": smollm}, "run", "runs/ensemble-ttcw.toml", "--limit", "2", "--quiet",
                         env=env)                                            # 1 story calibrates, 1 held out
     assert r.returncode == 0, r.stderr[-3000:]
-    p = pl.read_parquet(tmp_path / "ttcw-binary-p" / "verdicts.parquet")
+    p = pl.read_parquet(runs / "ttcw-binary-p" / "verdicts.parquet")
     assert p.height == 28 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
-    jury = pl.read_parquet(tmp_path / "ensemble-ttcw" / "tables" / "jury.parquet")
+    jury = pl.read_parquet(runs / "ensemble-ttcw" / "tables" / "jury.parquet")
     assert "judge: smollm2-135m" in jury["member"].to_list() and "stacked" in jury["member"].to_list()
-    rep = litjudge_shared({}, "report", str(tmp_path / "ensemble-ttcw"), env=env)
+    rep = litjudge_shared({}, "report", str(runs / "ensemble-ttcw"), env=env)
     assert rep.returncode == 0, rep.stderr
-    md = (tmp_path / "ensemble-ttcw" / "report" / "report.md").read_text()
+    md = (runs / "ensemble-ttcw" / "report" / "report.md").read_text()
     assert "## Cascade with an agreement guarantee" in md and "## Jury: each judge and each pooling" in md
     assert "![reliability_diagram](reliability_diagram.png)" in md                  # the jury's calibration
 

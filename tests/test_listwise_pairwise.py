@@ -20,7 +20,8 @@ from litjudge.judges.listwise import ListwiseOptions, ListwiseRanking
 from litjudge.judges.metrics import cluster_bootstrap, icc, one_way_anova
 from litjudge.judges.metrics.bootstrap import difference_of_means_ci, expanded_alpha, too_few
 from litjudge.judges.pairwise import Pairwise
-from tests.conftest import DATA, OWN_KV_CACHE, litjudge, needs_data, needs_prompts, with_kv_cache, write_config
+from tests.conftest import DATA, litjudge, needs_data, needs_prompts, write_config
+from tests.short_data import confederacy_cut_short, ttcw_cut_short
 
 RUNS = PROJECT_ROOT / "runs"
 DEMO = PROJECT_ROOT / "datasets" / "demo"
@@ -199,8 +200,14 @@ def test_derived_datasets():
     ("classification-aut", 1, {"metrics", "confusion", "class_counts"}),
     ("pairwise-confederacy", 2, {"accuracy", "bias", "pairs"}),
 ])
-def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect):
+def test_committed_configs_run_end_to_end(smollm, runs_dir, tmp_path, name, limit, expect):
+    """The Confederacy configs read the stories cut to their first paragraph (every story, rating
+    and group kept; nothing asserted reads a text's length): 1,564 distinct tokens to prefill in the
+    listwise subsets and 557 in the pairs, where the whole stories were 10,240 and 3,535."""
     config = load_config(RUNS / f"{name}.toml", limit=limit)
+    if config.dataset == "confederacy":
+        config = load_config(RUNS / f"{name}.toml", limit=limit,
+                             data_root=str(confederacy_cut_short(tmp_path / "data" / "confederacy").parent))
     out = run(config, progress=False, backends={"smollm2-135m": smollm})
     assert out.verdicts.height > 0 and out.manifest.verdicts.unparsed == 0
     for table in expect:
@@ -222,10 +229,14 @@ def test_committed_configs_run_end_to_end(smollm, runs_dir, name, limit, expect)
 
 @needs_data
 @pytest.mark.slow
-def test_pairwise_ttcw_config_through_the_cli(tmp_path):
-    # two whole stories, on half a GiB of KV cache (8,192 float32 tokens fit; the session's 1 GiB set aside)
-    cfg = write_config(tmp_path / "pairwise-ttcw.toml", with_kv_cache((RUNS / "pairwise-ttcw.toml").read_text(), 0.5))
-    r = litjudge("run", str(cfg), "--limit", "1", "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path), **OWN_KV_CACHE})
+def test_pairwise_ttcw_config_through_the_cli(tmp_path, smollm, litjudge_shared):
+    """The committed config run by the console in this process on the session's engine (the
+    command's work and output are the point, not its process), on the TTCW data (`--data`) with its
+    stories cut to two paragraphs: one pair in both orders, 808 distinct tokens to prefill where
+    the two whole stories were 8,262 (and a CLI process with an engine of its own)."""
+    data = ttcw_cut_short(tmp_path / "data" / "ttcw")
+    r = litjudge_shared({"smollm2-135m": smollm}, "run", "runs/pairwise-ttcw.toml", "--data", str(data),
+                        "--limit", "1", "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "verdicts (0 unparsed)" in r.stdout and "Bias" in r.stdout
     acc = pl.read_parquet(tmp_path / "pairwise-ttcw" / "tables" / "accuracy.parquet")

@@ -97,9 +97,10 @@ def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(smollm,
     from litjudge.engine.app.generate import generate_candidates
 
     out = tmp_path / "gen.jsonl"
-    # 120 tokens a round (~90 words) stay short of 200 - 50 words: every draft is expanded at least once
-    drafts = generate_candidates(smollm, DATA / "ttcw", out, limit=2, target_words=200, tolerance=50,
-                                 max_rounds=2, max_tokens=120)
+    # 24 tokens a round hold at most 24 words (each word is a token or more), short of 60 - 20:
+    # every draft is expanded at least once, and the rounds stop at max_rounds
+    drafts = generate_candidates(smollm, DATA / "ttcw", out, limit=2, target_words=60, tolerance=20,
+                                 max_rounds=2, max_tokens=24)
     assert len(drafts) == 2 and all(d.story for d in drafts)
     assert all(1 <= d.rounds <= 2 for d in drafts), [(d.rounds, d.words) for d in drafts]
     groups = load_reference_jsonl(out)                  # reusable as a reference-format dataset

@@ -1,0 +1,54 @@
+"""The shared datasets with their texts cut short, in their own layout (a `--data` folder, or a data
+root for LITJUDGE_DATA_ROOT): every file, story, test, label and recorded judge output as it is,
+only the long texts shorter. Prefill of whole stories (and of TTCW's 14 backgrounds, ~280 tokens
+each, after each story) is what the committed configs' tests spent their CPU on, at ~280 tokens/s
+on one core; a test that reads no number that depends on a text's length runs the same path on these."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.conftest import DATA
+
+
+def paragraphs(text: str, n: int) -> str:
+    """The first `n` paragraphs of `text`."""
+    return "\n\n".join(text.split("\n\n")[:n])
+
+
+def ttcw_cut_short(folder: Path, *, story_paragraphs: int = 2, short_backgrounds: bool = False) -> Path:
+    """The TTCW folder (every story, label and recorded judge output) with each story cut to its
+    first `story_paragraphs` paragraphs; with `short_backgrounds`, each test's background cut to its
+    first paragraph (its instruction and `Q)` question, the last two lines, kept)."""
+    src = DATA / "ttcw"
+    shutil.copytree(src, folder, ignore=shutil.ignore_patterns("stories.json", "tests.json"))
+    stories = json.loads((src / "stories.json").read_text())
+    for s in stories:
+        if not s["content"].startswith("http"):
+            s["content"] = paragraphs(s["content"], story_paragraphs)
+    (folder / "stories.json").write_text(json.dumps(stories))
+    tests = json.loads((src / "tests.json").read_text())
+    if short_backgrounds:
+        for t in tests:
+            lines = [line for line in t["full_prompt"].split("\n") if line.strip()]
+            t["full_prompt"] = "\n\n".join([paragraphs(t["full_prompt"], 1), *lines[-2:]])
+    (folder / "tests.json").write_text(json.dumps(tests))
+    return folder
+
+
+def confederacy_cut_short(folder: Path, story_paragraphs: int = 1) -> Path:
+    """The Confederacy folder (ratings, mapping) with each story cut to its first `story_paragraphs`
+    paragraphs (in UTF-8: the cp1252 files read the same)."""
+    src = DATA / "confederacy"
+    shutil.copytree(src, folder, ignore=shutil.ignore_patterns("stories"))
+    (folder / "stories").mkdir()
+    for path in sorted((src / "stories").iterdir()):
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("cp1252")
+        text = paragraphs(text.replace("\r\n", "\n").strip(), story_paragraphs)
+        (folder / "stories" / path.name).write_text(text, encoding="utf-8")
+    return folder
