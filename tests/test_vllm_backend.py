@@ -1,5 +1,6 @@
 """Real vLLM (CPU build) on the default judge: constraints, the three verdict modes, pre-flight."""
 import math
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -11,6 +12,7 @@ from litjudge.engine.backends.local.label_tokens import check_language
 from litjudge.engine.core.errors import PreflightError
 from litjudge.engine.core.planner import make_plan
 from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
+from tests.conftest import OWN_KV_CACHE
 
 PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Judge them.",
            "Rate this poem: 'The sea is grey, the gulls are loud, I walk alone beneath a cloud.'",
@@ -176,7 +178,11 @@ def test_an_engine_starts_with_numba_s_llvmlite_loaded_first(tmp_path):
         "import numba, llvmlite.binding.ffi, litjudge\n"
         "rows = [{'pair_id': 'p1', 'prompt': 'Write.', 'text_a': 'A tale.', 'text_b': 'Another tale.', 'label': 'a'}]\n"
         f"r = litjudge.judge(rows, protocol='pairwise', out={str(tmp_path / 'runs')!r}, cache=False, progress=False,\n"
-        "                   engine={'max_model_len': 1024, 'kv_cache_gib': 1})\n"
+        "                   engine={'max_model_len': 1024, 'kv_cache_gib': 0.25})\n"
         "print('verdicts', r.verdicts.height)\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    # the config's quarter GiB (two verdicts of a few hundred tokens), not the session's whole GiB
+    # faulted in and zeroed at the engine's start
+    env = {k: v for k, v in os.environ.items() if k not in OWN_KV_CACHE}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env=env)
     assert done.returncode == 0 and "verdicts 2" in done.stdout, done.stderr[-2000:]
