@@ -8,7 +8,7 @@ import shutil
 import nbformat
 from nbclient import NotebookClient
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import OWN_KV_CACHE, PROJECT_ROOT
 
 
 def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
@@ -17,6 +17,8 @@ def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
     env = {**os.environ, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
     saved = dict(os.environ)
     os.environ.update(env)                       # the kernel inherits this environment
+    for name in OWN_KV_CACHE:                    # the notebook's engines keep the KV cache its cells ask for
+        os.environ.pop(name, None)
     try:
         NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
