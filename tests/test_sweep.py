@@ -2,19 +2,18 @@
 requests generated once, post settings from stored verdicts, resume after a kill, memory released
 between judges."""
 import json
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
 
 from litjudge.engine.app.sweep import load_sweep
 from litjudge.engine.core.errors import ConfigError
-from tests.conftest import DATA, OWN_KV_CACHE, PROJECT_ROOT, litjudge, needs_data, with_kv_cache, write_config
+from tests.conftest import OWN_KV_CACHE, PROJECT_ROOT, litjudge, needs_data, with_kv_cache, write_config
+from tests.short_data import first_story_cut_short
 
 COMMITTED = PROJECT_ROOT / "runs" / "sweep-ttcw.toml"
 
@@ -60,24 +59,6 @@ def test_plan_counts_sharing_without_an_engine():
     # 1 story: per judge 2 variants x (14 + 3) requests, of which the 3 originality tests are shared
     assert "68 requests, 56 distinct: sharing saves 12 model calls" in r.stdout
     assert "smollm2-135m" in r.stdout and "gemma3-270m" in r.stdout
-
-
-def first_story_cut_short(folder: Path) -> Path:
-    """The TTCW data (`--data`) with its first story only, cut to its first two paragraphs (154 of
-    its 1,270 words), and that story's expert verdicts: the same layout, tests and labels, with a
-    prompt of ~600 tokens in place of ~1,950 (the stories' prefill is what a sweep's engines spend
-    their time on; each judge's 8 requests took 20-27 s of CPU on the whole story, 9 s on this)."""
-    src = DATA / "ttcw"
-    folder.mkdir()
-    story = next(s for s in json.loads((src / "stories.json").read_text()) if not s["content"].startswith("http"))
-    story["content"] = "\n\n".join(story["content"].split("\n\n")[:2])
-    (folder / "stories.json").write_text(json.dumps([story]))
-    for name in ("expert_majority.json", "expert_annotations.json"):
-        rows = json.loads((src / name).read_text())
-        (folder / name).write_text(json.dumps([r for r in rows if r["story_id"] == story["story_id"]]))
-    for name in ("tests.json", "prompt_with_background.txt"):
-        shutil.copy(src / name, folder / name)
-    return folder
 
 
 @needs_data
