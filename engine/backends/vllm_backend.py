@@ -104,7 +104,7 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
         raise BackendUnavailable(f"vLLM is not installed ({exc}); run `make install` (scripts/install.sh)") from None
     tolerant_kernel_scan()              # numba's llvmlite loaded beforehand broke the CPU build's start
     shared_tokenizer_tables()           # the renderer's tokenizer copies share its vocabulary (4.8 s of a Gemma start)
-    known_text_only_folders()           # no second tokenizer load to find no processor (4.6 s of a Gemma start)
+    known_text_only_folders()           # no second tokenizer load to find no processor (3.3 s of a Gemma start)
     # vLLM freezes the heap once its engine is up (so serving never scans it), after five full
     # collections that scan the whole heap: some 800k objects of torch, transformers and vLLM
     # alone. Frozen now, those collections see only what the engine creates (a start took 2.2 s,

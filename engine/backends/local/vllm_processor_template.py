@@ -1,8 +1,8 @@
 """A start-up cost of vLLM 0.32: each engine looks for a chat template in the model's processor
 (`vllm.renderers.hf._try_get_processor_chat_template`) by loading the folder with transformers'
 `AutoProcessor`. For a text-only model that is the tokenizer loaded a second time, to find no
-processor and so no template: 4.6 s of a Gemma 3 start (its 262k-token tokenizer), and litjudge
-never uses that template (it renders its own prompts and hands vLLM token ids).
+processor and so no template: 3.3 s of CPU of a Gemma 3 start (its 262k-token tokenizer; Xeon, one
+core), and litjudge never uses that template (it renders its own prompts and hands vLLM token ids).
 
 `known_text_only_folders` wraps that lookup (once per process) so that a local folder which names no
 processor anywhere transformers would look answers None at once, as the full load would have; any
