@@ -107,13 +107,17 @@ def smollm():
 
 
 @pytest.fixture(scope="session")
-def smollm32():
-    """The default judge in float32 at 2,048 tokens, in-process, for the session: the reference
-    run that other processes, replicas and servers are compared with (float32: numbers that do not
-    depend on which requests share a batch). Passed to `run(..., backends=...)`, it is never closed
-    by a run (closing an in-process engine ends vLLM's process-wide state, which `smollm` shares)."""
+def smollm32(request):
+    """The default judge in float32, in-process, for the session: the reference run that other
+    processes, replicas and servers are compared with (float32: numbers that do not depend on which
+    requests share a batch). Passed to `run(..., backends=...)`, it is never closed by a run (closing
+    an in-process engine ends vLLM's process-wide state, which `smollm` shares). Where the default
+    judge's `auto` is float32 itself (an AVX2 CPU, a Xeon without AMX), it is `smollm`: one engine of
+    the same weights and numbers, not two (1.2 GB each); elsewhere its own, at 2,048 tokens."""
     from litjudge.engine import backends
 
+    if backends.model_spec("smollm2-135m").engine.dtype == "float32":
+        return request.getfixturevalue("smollm")
     return in_process_engine(backends.model_spec("smollm2-135m", max_model_len=2048, kv_cache_gib=IN_PROCESS_KV_GIB,
                                                   dtype="float32"))
 

@@ -69,11 +69,13 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
     # 1-4 and 2-3 (prefill is what costs here), at most 4 sequences in flight so results arrive in waves.
     # Its two engines keep the quarter GiB of KV cache the config asks (the session's 1 GiB each,
     # VLLM_CPU_KVCACHE_SPACE, set aside): with both in one process this test was the suite's
-    # memory peak (the command 4.6 GB).
+    # memory peak (the command 4.6 GB). A context of 4,096 tokens (the prompts are ~600): a quarter
+    # GiB holds 5,792 float32 tokens of SmolLM2, fewer than the committed 8,192 (vLLM refuses that).
     text = with_kv_cache(COMMITTED.read_text(), 0.25).replace("[engine]", "[engine]\nmax_num_seqs = 4").replace(
+        "max_model_len = 8192", "max_model_len = 4096").replace(
         '"options.tests" = [[], [9, 10, 11]]', '"options.tests" = [[1, 2, 3, 4], [2, 3]]').replace(
         "bootstrap = 1000", "bootstrap = 200")
-    assert "[[1, 2, 3, 4], [2, 3]]" in text and "max_num_seqs = 4" in text
+    assert "[[1, 2, 3, 4], [2, 3]]" in text and "max_num_seqs = 4" in text and "max_model_len = 4096" in text
     cfg = write_config(tmp_path / "sweep-ttcw.toml", text)
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), **OWN_KV_CACHE}
     data = str(first_story_cut_short(tmp_path / "ttcw"))
