@@ -172,6 +172,7 @@ def with_kv_cache(text: str, gib: float) -> str:
     return text
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist, the tests sharing a module-scoped fixture of their own module run on one
     worker (one xdist group per module): split between two workers, each built it (a vLLM server, an
@@ -183,6 +184,26 @@ def pytest_collection_modifyitems(config, items):
         defs = [d for ds in item._fixtureinfo.name2fixturedefs.values() for d in ds]
         if any(d.scope == "module" and getattr(d, "baseid", "").startswith(module) for d in defs):
             item.add_marker(pytest.mark.xdist_group(module))
+    if getattr(config.option, "loadgroup", False):
+        for item in items:
+            name_the_group(item)
+
+
+def name_the_group(item) -> None:
+    """`--dist loadgroup` schedules by the node id's `@group` suffix, which pytest-xdist 3.8 writes
+    to `item._nodeid`: pytest 9 reads a node's id from `item._id`, so no test was grouped (a module's
+    fixture was built on both workers, the Ray cluster's and the docs examples' tests split). The
+    suffix is written here as xdist would, in the form this pytest reads."""
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    if not names or "@" in item.nodeid.rpartition("]")[2]:
+        return
+    grouped = f"{item.nodeid}@{'_'.join(names)}"
+    if hasattr(item, "_id"):
+        from _pytest.nodeid import NodeId  # pytest 9's structured node id
+        item._id = NodeId.parse(grouped)
+    else:
+        item._nodeid = grouped
 
 
 # The tests that start several engines, a server or a cluster beside their worker's own (each
