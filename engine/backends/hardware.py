@@ -44,19 +44,6 @@ class DtypeChoice:
     reason: str
 
 
-@functools.lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (/proc/cpuinfo, first processor); empty where unreadable."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
 def _cpuinfo_field(name: str) -> str | None:
     """One field of /proc/cpuinfo's first processor; None where unreadable."""
     try:
@@ -67,6 +54,12 @@ def _cpuinfo_field(name: str) -> str | None:
     except OSError:
         pass
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (/proc/cpuinfo, first processor); empty where unreadable."""
+    return frozenset((_cpuinfo_field("flags") or "").split())
 
 
 @functools.lru_cache(maxsize=1)
