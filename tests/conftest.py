@@ -172,18 +172,29 @@ def with_kv_cache(text: str, gib: float) -> str:
     return text
 
 
+HEAVY_GROUP = "heavy"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist, the tests sharing a module-scoped fixture of their own module run on one
     worker (one xdist group per module): split between two workers, each built it (a vLLM server, an
-    installed wheel, a replayed run) and held it, twice the time and the memory."""
+    installed wheel, a replayed run) and held it, twice the time and the memory.
+
+    The `heavy` tests, and the module-fixture tests of their modules, make one group: one worker
+    runs them one after another. They take turns anyway (the lock below); on both workers, one
+    waited for the other's lock, idle (47 s of one run's 17 min)."""
+    heavy_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("heavy")}
     for item in items:
+        module = item.nodeid.split("::")[0]
+        if item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP))
+            continue
         if item.get_closest_marker("xdist_group") or not hasattr(item, "_fixtureinfo"):
             continue
-        module = item.nodeid.split("::")[0]
         defs = [d for ds in item._fixtureinfo.name2fixturedefs.values() for d in ds]
         if any(d.scope == "module" and getattr(d, "baseid", "").startswith(module) for d in defs):
-            item.add_marker(pytest.mark.xdist_group(module))
+            item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if module in heavy_modules else module))
     if getattr(config.option, "loadgroup", False):
         for item in items:
             name_the_group(item)
@@ -198,6 +209,8 @@ def name_the_group(item) -> None:
                     for m in item.iter_markers("xdist_group")})
     if not names or "@" in item.nodeid.rpartition("]")[2]:
         return
+    if HEAVY_GROUP in names:                  # the heavy tests' one worker, whatever else groups them
+        names = [HEAVY_GROUP]
     grouped = f"{item.nodeid}@{'_'.join(names)}"
     if hasattr(item, "_id"):
         from _pytest.nodeid import NodeId  # pytest 9's structured node id

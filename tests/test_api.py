@@ -12,9 +12,12 @@ import urllib.request
 import polars as pl
 import pytest
 
+from litjudge.engine.app.execute import over_data
 from litjudge.engine.backends.local.models import resolve_judge
+from litjudge.engine.core.config import load_config
 from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
 from tests.fake_api import FakeAPI
+from tests.short_data import demo_cut_short
 
 DEMO = """
 name = "{name}"
@@ -213,13 +216,14 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
                                                                               litjudge_shared):
     """The served judge against the same judge offline (the session's float32 engine, in-process).
     The server is the point, not the client's process: the runs against it are the console's, in
-    this process (tests/shared_cli.py)."""
-    runs = tmp_path / "runs"
+    this process (tests/shared_cli.py). Both sides judge the demo sample cut short (`--data`)."""
+    runs, data = tmp_path / "runs", str(demo_cut_short(tmp_path / "demo"))
     cfg = demo_config(tmp_path, "served", f"openai-compatible:{vllm_server}:smollm2", api="concurrency = 4")
-    r = litjudge_shared({}, "run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    r = litjudge_shared({}, "run", str(cfg), "--data", data, "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 0, r.stderr[-3000:]
     assert "12 verdicts (0 unparsed)" in r.stdout
-    run_on(smollm32, demo_config(tmp_path, "offline", "smollm2-135m", engine='dtype = "float32"'), runs / "offline")
+    offline = demo_config(tmp_path, "offline", "smollm2-135m", engine='dtype = "float32"')
+    run_on(smollm32, over_data(load_config(offline), data), runs / "offline")
     cols = ["item_id", "status", "label", "value", "raw"]
     served = pl.read_parquet(runs / "served" / "verdicts.parquet").select(cols).sort("item_id")
     offline = pl.read_parquet(runs / "offline" / "verdicts.parquet").select(cols).sort("item_id")
@@ -237,9 +241,10 @@ def test_openai_compatible_against_real_vllm_serve_matches_the_offline_backend(t
         return write_config(tmp_path / f"{name}.toml", DEMO.format(name=name, judge=judge, api="", engine=engine)
                             .replace('mode = "label"', 'mode = "distribution"'))
     r = litjudge_shared({}, "run", str(dist_config("served-dist", f"openai-compatible:{vllm_server}:smollm2")),
-                        "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+                        "--data", data, "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 0, r.stderr[-3000:]
-    run_on(smollm32, dist_config("offline-dist", "smollm2-135m", 'dtype = "float32"'), runs / "offline-dist")
+    run_on(smollm32, over_data(load_config(dist_config("offline-dist", "smollm2-135m", 'dtype = "float32"')), data),
+           runs / "offline-dist")
     a = pl.read_parquet(runs / "served-dist" / "verdicts.parquet").sort("item_id")
     b = pl.read_parquet(runs / "offline-dist" / "verdicts.parquet").sort("item_id")
     assert a["label"].to_list() == b["label"].to_list()

@@ -12,13 +12,15 @@ import pytest
 from litjudge.engine.app.budgets import FULL, parse_budgets
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import cohen_kappa
-from tests.conftest import DATA, needs_data, write_config
+from tests.conftest import needs_data, write_config
+from tests.short_data import ttcw_cut_short
 
 CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "smollm2-135m"\nmode = "analyze"\nlimit = 1\n'
           '[options]\nvariant = "analyze"\nanalysis_tokens = 36\ntests = [1, 2, 3]\n'
           '[engine]\nmax_model_len = 2048\ndtype = "float32"\n')
-# The session's float32 engine (smollm32, 2,048 tokens) runs it: the first story's longest question
-# (test 3, 1,997 tokens) fits with a 36-token analysis and the verdict.
+# The session's float32 engine (smollm32, 2,048 tokens) runs it, on the TTCW data cut short
+# (tests/short_data.py: the stories to two paragraphs, the tests' backgrounds to one; every label
+# kept): prompts of a few hundred tokens, where the first story's longest question was 1,997.
 
 
 def test_budgets_are_parsed_at_the_edge():
@@ -37,7 +39,8 @@ def results(run_dir) -> int:
 def test_budgets_from_one_trace(tmp_path, smollm32, litjudge_shared):
     """The run, the budgets (twice) and the report, each command run in this process on the
     session's float32 engine (the commands' work is the point, not their processes)."""
-    env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "LITJUDGE_DATA_ROOT": str(DATA)}
+    data = ttcw_cut_short(tmp_path / "data" / "ttcw", short_backgrounds=True).parent
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "LITJUDGE_DATA_ROOT": str(data)}
     cfg = write_config(tmp_path / "analyzed.toml", CONFIG)
     engines = {"smollm2-135m": smollm32}
     r = litjudge_shared(engines, "run", str(cfg), "--quiet", env=env)

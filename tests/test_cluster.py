@@ -20,8 +20,9 @@ from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, kv_cache_from_specs,
 
 ray = pytest.importorskip("ray", reason="Ray is a dev dependency (pip install 'litjudge[ray]')")
 
-# One Ray cluster at a time on this machine: every test of this module on one pytest-xdist worker.
-pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.heavy]
+# One Ray cluster at a time on this machine: heavy, so every test of this module runs on the one
+# pytest-xdist worker that runs the heavy tests (conftest).
+pytestmark = [pytest.mark.heavy]
 
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 

@@ -74,3 +74,20 @@ def test_two_conversions_at_once_take_turns(tmp_path):
     a.join(10)
     b.join(10)
     assert seen == [1, "second"] and gguf.GGUFReader is original
+
+
+def test_the_shared_reader_reads_the_same_fields_and_tensors_without_a_memmap(tmp_path):
+    """The shared reader holds its map as a plain read-only ndarray (no Python code per slice) and
+    reads every field and tensor as the library's own reader does."""
+    path = write(tmp_path / "a.gguf", 7)
+    own = gguf.GGUFReader(path)
+    with one_parse():
+        shared = gguf.GGUFReader(path)
+    assert type(shared.data) is np.ndarray and not shared.data.flags.writeable
+    assert isinstance(shared, gguf.GGUFReader) and list(shared.fields) == list(own.fields)
+    for name, field in own.fields.items():
+        got = shared.fields[name]
+        assert got.types == field.types and all(np.array_equal(x, y) for x, y in zip(got.parts, field.parts))
+    assert [t.name for t in shared.tensors] == [t.name for t in own.tensors]
+    assert np.array_equal(shared.tensors[0].data, np.arange(4, dtype=np.float32))
+    assert type(shared.tensors[0].data) is np.ndarray and type(own.tensors[0].data) is np.memmap

@@ -26,3 +26,17 @@ def test_a_module_fixture_puts_its_tests_in_one_group(request, built_once, n):
     if getattr(request.config.option, "loadgroup", False):
         assert request.node.nodeid.endswith(f"[{n}]@tests/test_suite_scheduling.py")
         assert built_once == list(range(n + 1))                 # on one worker, one fixture, in order
+
+
+
+def test_the_heavy_tests_and_their_modules_module_fixture_tests_share_one_group(request):
+    """Every heavy test of the session carries the heavy group whatever else groups it (the Ray
+    module's), and so does each test sharing a module fixture with a heavy test's module: the heavy
+    tests take turns (conftest's lock), and in one group they never wait for each other."""
+    items = request.session.items            # the whole suite's under `make test`; what was selected otherwise
+    heavy = [i for i in items if i.get_closest_marker("heavy")]
+    assert all(any(m.args == ("heavy",) for m in i.iter_markers("xdist_group")) for i in heavy)
+    modules = {i.nodeid.split("::")[0] for i in heavy}
+    assert not [i.nodeid for i in items for m in i.iter_markers("xdist_group") if m.args[:1] and m.args[0] in modules]
+    if getattr(request.config.option, "loadgroup", False):
+        assert all(i.nodeid.endswith("@heavy") for i in heavy)

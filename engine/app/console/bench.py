@@ -141,7 +141,9 @@ def _print_rows(rows: list[Row], dtype: str, mm: float, shape: DecoderShape) -> 
         print(r.line(mm))
     a = rows[0]
     for r in rows[1:]:
-        print(f"\n(a) vs {r.name.split(' ')[0]}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s")
+        tag = r.name.split(" ")[0]
+        print(f"\n(a) vs {tag}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s" if r.usable_per_s else
+              f"\n(a) vs {tag}: {tag} gave no usable verdict ({r.parse_failures} of {r.requests} did not parse)")
     bounds: dict[str, float] = {}
     if a.prefill_flops:
         floor = a.prefill_flops / mm
