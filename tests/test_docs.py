@@ -254,13 +254,21 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
     assert not [u for u in links if "://" not in u and not (site / u).exists()]
     _api_reference_has_parameter_tables((site / "reference" / "api.html").read_text(encoding="utf-8"))
     if CHROMIUM:                                      # search works from the file system, with nothing fetched
-        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                              "--disable-background-networking", "--disable-component-update",
-                              f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=10000", "--dump-dom",
-                              f"{(site / 'index.html').as_uri()}?q=replay"], capture_output=True, text=True, timeout=180)
-        found = re.search(r'md-search-result__meta">(\d+) matching documents', dom.stdout)
-        assert found and int(found.group(1)) >= 3, dom.stdout[-2000:] + dom.stderr[-2000:]
-        assert _keys_broken_across_lines(site, tmp_path) == []
+        from playwright import sync_api
+
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            try:
+                tab = browser.new_page()
+                tab.goto(f"{(site / 'index.html').as_uri()}?q=replay", timeout=60_000)
+                meta = tab.wait_for_selector(".md-search-result__meta", timeout=60_000)
+                tab.wait_for_function("/\\d+ matching documents/.test(document.querySelector("
+                                      "'.md-search-result__meta').textContent)", timeout=60_000)
+                found = re.search(r"(\d+) matching documents", meta.text_content() or "")
+                assert found and int(found.group(1)) >= 3, meta.text_content()
+                assert _keys_broken_across_lines(site, browser) == []
+            finally:
+                browser.close()
 
 
 def _api_reference_has_parameter_tables(page: str) -> None:
@@ -295,7 +303,7 @@ WRAP_PROBE = """<script>window.addEventListener('load', () => {
 });</script></body>"""
 
 
-def _keys_broken_across_lines(site: Path, tmp_path: Path) -> list[str]:
+def _keys_broken_across_lines(site: Path, browser) -> list[str]:
     """The config reference's key names that a browser 900 pixels wide breaks across lines (it broke
     `engine.max_model_len` mid-word): the page as built, with a script measuring each key's lines."""
     import json
@@ -303,13 +311,9 @@ def _keys_broken_across_lines(site: Path, tmp_path: Path) -> list[str]:
     probe = site / "reference" / "broken-keys.html"
     probe.write_text((site / "reference" / "config.html").read_text(encoding="utf-8").replace("</body>", WRAP_PROBE, 1),
                      encoding="utf-8")
-    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--window-size=900,1200",
-                          "--disable-background-networking", "--disable-component-update",
-                          f"--user-data-dir={tmp_path / 'chromium-wrap'}", "--virtual-time-budget=5000", "--dump-dom",
-                          probe.as_uri()], capture_output=True, text=True, timeout=180)
-    found = re.search(r'<pre id="broken-keys">(.*?)</pre>', dom.stdout)
-    assert found, dom.stdout[-2000:] + dom.stderr[-2000:]
-    return json.loads(html.unescape(found.group(1)))
+    tab = browser.new_page(viewport={"width": 900, "height": 1200})
+    tab.goto(probe.as_uri(), timeout=60_000)
+    return json.loads(tab.wait_for_selector("#broken-keys", state="attached", timeout=60_000).text_content() or "")
 
 
 # -- the examples ---------------------------------------------------------------------------------
