@@ -7,7 +7,6 @@ import html
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -24,12 +23,12 @@ from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.schema import extra_keys
 from litjudge.engine.data.cards import DatasetCard, dataset_card
 from litjudge.judges import PROTOCOLS
+from tests.chromium import CHROMIUM, page_value
 from tests.conftest import DATA, PROJECT_ROOT, litjudge
 from tests.docs_examples import Interpreter, example_env, run_page
 
 README = PROJECT_ROOT / "README.md"
 PAGES = [README, *sorted((PROJECT_ROOT / "docs").rglob("*.md"))]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REFUSED = ("unknown key", "not a matrix axis", "not an aggregate-only option", "is shared by every task")
 
 
@@ -254,21 +253,12 @@ def test_the_site_builds_strict_and_loads_nothing_from_elsewhere(tmp_path):
     assert not [u for u in links if "://" not in u and not (site / u).exists()]
     _api_reference_has_parameter_tables((site / "reference" / "api.html").read_text(encoding="utf-8"))
     if CHROMIUM:                                      # search works from the file system, with nothing fetched
-        from playwright import sync_api
-
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            try:
-                tab = browser.new_page()
-                tab.goto(f"{(site / 'index.html').as_uri()}?q=replay", timeout=60_000)
-                meta = tab.wait_for_selector(".md-search-result__meta", timeout=60_000)
-                tab.wait_for_function("/\\d+ matching documents/.test(document.querySelector("
-                                      "'.md-search-result__meta').textContent)", timeout=60_000)
-                found = re.search(r"(\d+) matching documents", meta.text_content() or "")
-                assert found and int(found.group(1)) >= 3, meta.text_content()
-                assert _keys_broken_across_lines(site, browser) == []
-            finally:
-                browser.close()
+        said = page_value(f"{(site / 'index.html').as_uri()}?q=replay", "/\\d+ matching documents/.test("
+                          "document.querySelector('.md-search-result__meta')?.textContent)",
+                          "document.querySelector('.md-search-result__meta').textContent")
+        found = re.search(r"(\d+) matching documents", said)
+        assert found and int(found.group(1)) >= 3, said
+        assert _keys_broken_across_lines(site) == []
 
 
 def _api_reference_has_parameter_tables(page: str) -> None:
@@ -303,7 +293,7 @@ WRAP_PROBE = """<script>window.addEventListener('load', () => {
 });</script></body>"""
 
 
-def _keys_broken_across_lines(site: Path, browser) -> list[str]:
+def _keys_broken_across_lines(site: Path) -> list[str]:
     """The config reference's key names that a browser 900 pixels wide breaks across lines (it broke
     `engine.max_model_len` mid-word): the page as built, with a script measuring each key's lines."""
     import json
@@ -311,9 +301,8 @@ def _keys_broken_across_lines(site: Path, browser) -> list[str]:
     probe = site / "reference" / "broken-keys.html"
     probe.write_text((site / "reference" / "config.html").read_text(encoding="utf-8").replace("</body>", WRAP_PROBE, 1),
                      encoding="utf-8")
-    tab = browser.new_page(viewport={"width": 900, "height": 1200})
-    tab.goto(probe.as_uri(), timeout=60_000)
-    return json.loads(tab.wait_for_selector("#broken-keys", state="attached", timeout=60_000).text_content() or "")
+    return json.loads(page_value(probe.as_uri(), "document.getElementById('broken-keys') !== null",
+                                 "document.getElementById('broken-keys').textContent", {"width": 900, "height": 1200}))
 
 
 # -- the examples ---------------------------------------------------------------------------------

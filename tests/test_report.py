@@ -4,7 +4,6 @@ import dataclasses
 import html
 import json
 import math
-import shutil
 import subprocess
 
 import polars as pl
@@ -15,30 +14,19 @@ from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.judges.metrics import rogan_gladen
 from litjudge.judges.tables import SELF_CORRECTED
+from tests.chromium import CHROMIUM, page_value
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 
 
 def rendered(page, tmp_path) -> tuple[int, int]:
-    """(plots on the page, plots the browser decoded), read from the DOM once the page has marked
-    them (Playwright driving Debian's Chromium). `--dump-dom` with a virtual-time budget took 0.6 s
-    alone and, once, 100 s beside a busy test worker."""
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            tab = browser.new_page()
-            tab.goto(page.as_uri(), timeout=60_000)
-            tab.wait_for_function("document.body.dataset.plotsRendered !== undefined", timeout=60_000)
-            marks = tab.evaluate("[document.body.dataset.plots, document.body.dataset.plotsRendered]")
-        finally:
-            browser.close()
-    return int(marks[0]), int(marks[1])
+    """(plots on the page, plots the browser decoded), read once the page has marked them."""
+    plots, ok = page_value(page.as_uri(), "document.body.dataset.plotsRendered !== undefined",
+                           "[document.body.dataset.plots, document.body.dataset.plotsRendered]")
+    return int(plots), int(ok)
 
 
 def screenshot(page, png, tmp_path, size: str = "1280,2000") -> None:
@@ -374,19 +362,9 @@ document.getElementById('f').addEventListener('load', () => {{
 
 def result_of(wrapper, viewport: dict | None = None) -> dict:
     """What a page of ours reports in `body[data-result]` once its frame has loaded and its script
-    ran (Playwright driving Debian's Chromium; the frame is read across file:// URLs)."""
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM,
-                                    args=["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"])
-        try:
-            tab = browser.new_page(viewport=viewport or {"width": 1280, "height": 800})
-            tab.goto(wrapper.as_uri(), timeout=60_000)
-            tab.wait_for_function("document.body.dataset.result !== undefined", timeout=60_000)
-            out = json.loads(tab.evaluate("document.body.dataset.result"))
-        finally:
-            browser.close()
+    ran (the frame is read across file:// URLs)."""
+    out = json.loads(page_value(wrapper.as_uri(), "document.body.dataset.result !== undefined",
+                                "document.body.dataset.result", viewport, file_access=True))
     assert "error" not in out, out
     return out
 

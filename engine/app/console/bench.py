@@ -52,6 +52,11 @@ class Row:
     extrapolated: bool = False
 
     @property
+    def tag(self) -> str:
+        """The setup's letter, "(a)", "(b)" or "(c)", as the ratios and bounds name it."""
+        return self.name.split(" ")[0]
+
+    @property
     def usable_per_s(self) -> float:
         return (self.requests - self.parse_failures) / self.seconds
 
@@ -141,9 +146,8 @@ def _print_rows(rows: list[Row], dtype: str, mm: float, shape: DecoderShape) -> 
         print(r.line(mm))
     a = rows[0]
     for r in rows[1:]:
-        tag = r.name.split(" ")[0]
-        print(f"\n(a) vs {tag}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s" if r.usable_per_s else
-              f"\n(a) vs {tag}: {tag} gave no usable verdict ({r.parse_failures} of {r.requests} did not parse)")
+        print(f"\n(a) vs {r.tag}: {a.usable_per_s / r.usable_per_s:.1f}x usable verdicts/s" if r.usable_per_s else
+              f"\n(a) vs {r.tag}: {r.tag} gave no usable verdict ({r.parse_failures} of {r.requests} did not parse)")
     bounds: dict[str, float] = {}
     if a.prefill_flops:
         floor = a.prefill_flops / mm
@@ -151,9 +155,9 @@ def _print_rows(rows: list[Row], dtype: str, mm: float, shape: DecoderShape) -> 
               f"{a.uncached_tokens:,} computed tokens); at the {dtype} matmul rate that takes at least {floor:.1f} s: "
               f"(a) ran at {100 * floor / a.seconds:.0f}% of that rate.")
         for r in rows[1:]:
-            tag, usable = r.name.split(" ")[0], r.requests - r.parse_failures
-            bounds[tag] = r.seconds / floor * r.requests / usable if usable else float("inf")
-            print(f"bound: (a) vs {tag} cannot exceed {bounds[tag]:.1f}x on this machine with this workload, "
+            usable = r.requests - r.parse_failures
+            bounds[r.tag] = r.seconds / floor * r.requests / usable if usable else float("inf")
+            print(f"bound: (a) vs {r.tag} cannot exceed {bounds[r.tag]:.1f}x on this machine with this workload, "
                   f"even with every (a) FLOP at the matmul rate")
     return bounds
 

@@ -29,6 +29,7 @@ def one_parse() -> Iterator[None]:
     library: Any = gguf                      # the reader class is swapped for the block
     with _LOCK:
         original = library.GGUFReader
+        plain = _plain_reader(original)
         readers: dict[tuple[str, int, int], Any] = {}
 
         def shared(path: Any, mode: Any = "r") -> Any:
@@ -40,7 +41,6 @@ def one_parse() -> Iterator[None]:
                 readers[key] = plain(path, mode)
             return readers[key]
 
-        plain = _plain_reader(original)
         library.GGUFReader = shared
         try:
             yield

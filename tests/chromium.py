@@ -1,0 +1,29 @@
+"""Debian's Chromium in the tests (browser downloads fail here, so Playwright drives the installed
+binary through `executable_path`), and one way to read what a page says once it is ready: wait for
+the page's own mark, never a fixed or virtual-time budget (`--dump-dom` under one took 0.6 s alone
+and, once, 100 s beside a busy test worker)."""
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def page_value(url: str, ready: str, value: str, viewport: dict[str, int] | None = None,
+               file_access: bool = False) -> Any:
+    """`value` (a JavaScript expression) evaluated on `url` once `ready` (another) is true; with
+    `file_access`, the page may read other file:// documents (a frame of a report)."""
+    from playwright import sync_api
+
+    assert CHROMIUM is not None, "Debian's chromium is not installed"
+    args = ["--no-sandbox", "--disable-gpu", *(["--allow-file-access-from-files"] if file_access else [])]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        try:
+            tab = browser.new_page(viewport=viewport or {"width": 1280, "height": 800})
+            tab.goto(url, timeout=60_000)
+            tab.wait_for_function(ready, timeout=60_000)
+            return tab.evaluate(value)
+        finally:
+            browser.close()
