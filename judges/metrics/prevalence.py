@@ -91,5 +91,7 @@ def _cluster_sums(truth: np.ndarray, lab: np.ndarray, scored: np.ndarray, draws,
             per[4] += np.bincount(si, weights=scored.astype(float), minlength=g)
             per[5] += np.bincount(si, minlength=g)
         idx = rng.integers(0, g, (resamples, g))
-        totals += per[:, idx].sum(axis=2)
+        # how often each resample drew each cluster, then one product: (6, g) x (g, resamples)
+        drawn = np.bincount((idx + g * np.arange(resamples)[:, None]).ravel(), minlength=resamples * g)
+        totals += per @ drawn.reshape(resamples, g).T
     return totals
