@@ -5,10 +5,13 @@ child is a separate process running `python -m litjudge ARGS` as the fresh inter
 own folder, environment, stdout and stderr, exit code (or the signal that killed it: a test's
 SIGKILL is -9), exit handlers, and its engine started from scratch. Only the imports are shared.
 
-litjudge itself is never imported before the fork: its settings are read from the child's own
-environment, which is exactly the command's. A command that sets differently a variable the warm
-imports read (IMPORT_TIME) runs in a fresh interpreter instead (`subprocess.run`), as does a second
-command while one is running (a test's threads). tests/test_warm_cli.py compares both ways.
+litjudge's console modules are imported before the fork as well (0.5 s of class building in each
+command): litjudge reads no setting at import (engine/core/envs.py: each variable is read when
+used), so its settings still come from the child's own environment, which is exactly the
+command's; the tests' fault hooks are installed into it in the child (tests/faults/sitecustomize.py).
+A command that sets differently a variable the warm imports read (IMPORT_TIME) runs in a fresh
+interpreter instead (`subprocess.run`), as does a second command while one is running (a test's
+threads). tests/test_warm_cli.py compares both ways.
 
 A test's Python script (`python -c CODE ARGS`, `run_python`) forks the same way, as `__main__` of
 its own, with the warm interpreter's tcmalloc loaded: a script whose result depends on the
@@ -28,12 +31,17 @@ from pathlib import Path
 from litjudge.engine.app.console.preload import tcmalloc
 from litjudge.engine.core.console import prepare_environment
 
-# What the warm interpreter imports before it forks: the third-party libraries a run loads, and the
-# parts of vLLM its engine start imports (not litjudge, whose settings come from the environment).
+# What the warm interpreter imports before it forks: the third-party libraries a run loads, the
+# parts of vLLM its engine start imports, matplotlib's pyplot (every command of console/commands.py
+# imports the report's figures: 0.3-0.5 s each), Anthropic's SDK (1.2 s in each command with a
+# claude judge) and litjudge's console. 64 CLI-heavy tests (test_api_batch, test_cli_probe) took
+# 96 s with the libraries and vLLM alone, 57 s with these.
 WARM = ("torch", "transformers", "polars", "numpy", "scipy.stats", "vllm", "vllm.entrypoints.llm",
         "vllm.v1.engine.llm_engine", "vllm.v1.engine.core", "vllm.v1.worker.cpu_worker",
         "vllm.v1.worker.cpu_model_runner", "vllm.model_executor.models.llama", "vllm.model_executor.models.gemma3",
-        "vllm.model_executor.models.qwen2", "xgrammar")
+        "vllm.model_executor.models.qwen2", "xgrammar", "matplotlib.pyplot", "anthropic",
+        "litjudge.engine.app.console.cli", "litjudge.engine.app.console.commands",
+        "litjudge.engine.app.console.run_commands")
 # What the warm libraries read as they are imported (or as the process starts): a command whose
 # setting of one of these differs from the warm interpreter's runs in a fresh one. Everything else
 # (litjudge's settings, provider keys, what an engine in the test's own process set) is read when
