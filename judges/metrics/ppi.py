@@ -175,9 +175,11 @@ class Estimate:
     def note(self, i: int | tuple = ()) -> str | None:
         """The reason the interval at index i is withheld (None where it is shown)."""
         rule = int(self.rule[i])
-        return {0: None, 1: TOO_FEW.format(int(self.labelled_clusters[i]), MIN_CLUSTERS),
-                2: ONE_SIDED.format(int(self.rarer[i]), EACH_SIDE), 3: NO_SPREAD, 4: ALL_LABELLED,
-                5: FEW_UNLABELLED}[rule]
+        if rule == 1:                    # (only the note that applies is formatted: a table has a row per cell)
+            return TOO_FEW.format(int(self.labelled_clusters[i]), MIN_CLUSTERS)
+        if rule == 2:
+            return ONE_SIDED.format(int(self.rarer[i]), EACH_SIDE)
+        return {0: None, 3: NO_SPREAD, 4: ALL_LABELLED, 5: FEW_UNLABELLED}[rule]
 
 
 def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, float] = (0.0, 1.0),
