@@ -49,8 +49,7 @@ def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = RESAMPLES) -> 
     scored item is labelled (`SELF_CORRECTED`)."""
     rows = []
     for (judge,), g in per_item.filter(pl.col("judge_pass").is_not_null()).group_by(["judge"], maintain_order=True):
-        by_test = g.partition_by("test", as_dict=True)
-        tests = [("all", g)] + [(str(t), by_test[(t,)]) for t in sorted(g["test"].unique().to_list())]
+        tests = [("all", g)] + [(str(t), part) for (t,), part in sorted(g.partition_by("test", as_dict=True).items())]
         for name, sub in tests:
             lab = sub.filter(pl.col("expert_pass").is_not_null())
             if not lab.height:

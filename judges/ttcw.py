@@ -253,9 +253,8 @@ class TTCW(Protocol):
         for view, v in views.items():
             for judge, j in v.group_by("judge", maintain_order=True):
                 judge = judge[0]
-                by_test = j.partition_by("test", as_dict=True)
-                for test in sorted(j["test"].unique().to_list()):
-                    per_test.append({"judge": judge, "view": view, "test": test, **self._agreement(by_test[(test,)]),
+                for (test,), part in sorted(j.partition_by("test", as_dict=True).items()):
+                    per_test.append({"judge": judge, "view": view, "test": test, **self._agreement(part),
                                      "expert_fleiss_kappa": fleiss.get(test)})
                 overall.append({"judge": judge, "view": view, **self._agreement(j), **self._interval(j)})
                 by_source += [{"judge": judge, "view": view, "source": src, "test": test, **self._rates(g)}
