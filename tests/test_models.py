@@ -1,7 +1,6 @@
 """Judges by name: the registry aliases (SmolLM2 default, Gemma-3 base), local folders (a tiny
 random Qwen2/Qwen3 built here: plumbing only, never quality), and clear errors for bad names."""
 import json
-import shutil
 
 import polars as pl
 import pytest
@@ -10,6 +9,7 @@ from litjudge.engine.backends.local.models import MARKER, resolve_judge
 from litjudge.engine.core.errors import JudgeNotFound
 from litjudge.engine.core.paths import PROJECT_ROOT
 from tests.conftest import OWN_KV_CACHE, litjudge, with_kv_cache, write_config
+from tests.tiny_models import tiny_causal_lm
 
 
 def test_default_judge_is_converted_verified_and_reused():
@@ -34,26 +34,10 @@ def test_folder_without_config_is_rejected(tmp_path):
         resolve_judge(str(tmp_path))
 
 
-def _tiny_qwen(folder, arch: str):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    src = resolve_judge("smollm2-135m").path     # borrow a real tokenizer with a ChatML template
-    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        shutil.copy(f"{src}/{f}", folder / f)
-    cfg = AutoConfig.for_model(arch, vocab_size=49152, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                               num_attention_heads=2, num_key_value_heads=1, head_dim=64,
-                               max_position_embeddings=2048, tie_word_embeddings=True)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16).save_pretrained(folder)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
 def test_tiny_random_qwen_runs_under_vllm_from_a_local_folder(tmp_path, arch):
-    folder = tmp_path / f"tiny-{arch}"
-    folder.mkdir()
-    _tiny_qwen(folder, arch)
+    folder = tiny_causal_lm(tmp_path / f"tiny-{arch}", arch)
     runs = tmp_path / "runs"
     r = litjudge("run", "runs/demo.toml", "--judge", str(folder), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 0, r.stderr[-3000:]

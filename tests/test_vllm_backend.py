@@ -12,7 +12,8 @@ from litjudge.engine.backends.local.label_tokens import check_language
 from litjudge.engine.core.errors import PreflightError
 from litjudge.engine.core.planner import make_plan
 from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
-from tests.conftest import OWN_KV_CACHE
+from tests.conftest import OWN_KV_CACHE, in_process_engine
+from tests.tiny_models import tiny_causal_lm
 
 PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Judge them.",
            "Rate this poem: 'The sea is grey, the gulls are loud, I walk alone beneath a cloud.'",
@@ -44,28 +45,42 @@ def block_aligned(engine, lang) -> list[str]:
     return out
 
 
-# Samples per language at temperature 1 (halved from 500 / 150 / 40 when the suite met a 2-core CPU
-# without AVX-512, where the slot-by-slot lists cost minutes; every language still sees hundreds of
-# grammar steps).
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """An in-process engine on a tiny random Llama with the default judge's vocabulary, tokenizer and
+    chat template (tests/tiny_models.py), for this module's tests: whether a grammar holds under
+    sampling does not depend on what the model would say (random weights spread the samples wider),
+    and each step costs a twentieth of SmolLM2's (the sampled languages' 88 s of forward passes on
+    the default judge, Xeon, float32). Never closed: closing an in-process engine ends vLLM's
+    process-wide state, which the session's `smollm` shares."""
+    from litjudge.engine import backends
+
+    folder = tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-llama")
+    return in_process_engine(backends.model_spec(str(folder), max_model_len=2048, kv_cache_gib=0.0625))
+
+
+# Samples per language at temperature 1: hundreds of grammar steps each (halved to 250 / 75 / 20
+# while the default judge sampled them, for a 2-core CPU without AVX-512 where its slot-by-slot
+# lists cost minutes; back to 500 / 150 / 40 on the tiny model).
 LANGUAGES = {
-    "binary": (g.binary(), 250),
-    "likert3": (g.likert(3), 250),
-    "likert5": (g.likert(5), 250),
-    "likert7-codes": (g.likert(7, "1", "2"), 250),
-    "preference-tie": (g.preference(tie="tie"), 250),
-    "score1-10": (g.score(1, 10), 250),
-    "categorical": (g.categorical(["Good", "Medium", "Bad"]), 250),
-    "listwise4": (g.Listwise(("P1", "P2", "P3", "P4")), 75),      # slot by slot: 4 steps each
-    "listwise15": (g.Listwise(tuple(f"item{i:02d}" for i in range(15))), 20),
+    "binary": (g.binary(), 500),
+    "likert3": (g.likert(3), 500),
+    "likert5": (g.likert(5), 500),
+    "likert7-codes": (g.likert(7, "1", "2"), 500),
+    "preference-tie": (g.preference(tie="tie"), 500),
+    "score1-10": (g.score(1, 10), 500),
+    "categorical": (g.categorical(["Good", "Medium", "Bad"]), 500),
+    "listwise4": (g.Listwise(("P1", "P2", "P3", "P4")), 150),     # slot by slot: 4 steps each
+    "listwise15": (g.Listwise(tuple(f"item{i:02d}" for i in range(15))), 40),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(LANGUAGES))
-def test_sampled_generations_never_leave_the_language(smollm, name):
+def test_sampled_generations_never_leave_the_language(tiny, name):
     lang, n = LANGUAGES[name]
-    plan = make_plan(requests_for(lang, n, prompts=block_aligned(smollm, lang)), smollm)
-    outs = list(smollm.generate(plan.unique))
+    plan = make_plan(requests_for(lang, n, prompts=block_aligned(tiny, lang)), tiny)
+    outs = list(tiny.generate(plan.unique))
     assert len(outs) == n
     parsed = [lang.parse(o.raw) for o in outs]
     bad = [(o.raw, p.reason) for o, p in zip(outs, parsed) if isinstance(p, g.Unparsed)]

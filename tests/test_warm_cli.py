@@ -58,6 +58,21 @@ def test_what_a_run_in_the_tests_own_process_leaves_in_its_environment_keeps_com
     assert verbose is None                             # vLLM's and transformers' log levels, read as they are imported
 
 
+def test_litjudge_reads_no_setting_as_it_is_imported():
+    """The contract a warm command rests on: litjudge's modules, the console's included, look up no
+    LITJUDGE_* variable as they are imported (each is read when used, engine/core/envs.py), so a
+    forked command's settings are its own environment's. The warm interpreter records every
+    variable its imports look up, set or not."""
+    import tests.warm_cli as warm
+
+    assert warm._ZYGOTE is not None
+    assert warm._ZYGOTE.run(["--version"], PROJECT_ROOT, dict(os.environ), 300) is not None   # started
+    reads = warm._ZYGOTE.import_reads
+    assert {"HF_HUB_OFFLINE", "VLLM_LOGGING_LEVEL"} <= reads     # the record sees what libraries read at import
+    assert any(name.startswith("litjudge.engine.app.console") for name in warm.WARM)
+    assert sorted(k for k in reads if k.startswith("LITJUDGE_")) == []
+
+
 SCRIPT = """
 import os, pickle, sys
 def f():

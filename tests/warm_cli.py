@@ -7,8 +7,9 @@ SIGKILL is -9), exit handlers, and its engine started from scratch. Only the imp
 
 litjudge's console modules are imported before the fork as well (0.5 s of class building in each
 command): litjudge reads no setting at import (engine/core/envs.py: each variable is read when
-used), so its settings still come from the child's own environment, which is exactly the
-command's; the tests' fault hooks are installed into it in the child (tests/faults/sitecustomize.py).
+used; the warm interpreter records what its imports look up, and tests/test_warm_cli.py checks
+that no LITJUDGE_* variable is among them), so its settings still come from the child's own
+environment, which is exactly the command's; the tests' fault hooks are installed into it in the child (tests/faults/sitecustomize.py).
 A command that sets differently a variable the warm imports read (IMPORT_TIME) runs in a fresh
 interpreter instead (`subprocess.run`), as does a second command while one is running (a test's
 threads). tests/test_warm_cli.py compares both ways.
@@ -58,16 +59,22 @@ ZYGOTE = r"""
 import importlib, json, os, sys
 reply = os.fdopen(os.dup(1), "w", buffering=1)
 os.dup2(os.open(os.devnull, os.O_WRONLY), 1)               # the imports' chatter goes nowhere
+read, lookup = set(), os._Environ.__getitem__              # every variable the imports look up (get, in, [])
+def recorded(environ, key):
+    read.add(key.decode(errors="replace") if isinstance(key, bytes) else key)
+    return lookup(environ, key)
+os._Environ.__getitem__ = recorded
 for name in json.loads(sys.argv[1]):
     try:
         importlib.import_module(name)
     except ImportError:
         pass
+os._Environ.__getitem__ = lookup
 import gc
 gc.freeze()                       # the imports' objects are never collected: a child's gc.collect() skips them
 warm_env = dict(os.environ)
 base_path = [p for p in sys.path if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-reply.write(json.dumps(warm_env) + "\n")
+reply.write(json.dumps({"env": warm_env, "read": sorted(read)}) + "\n")
 for line in sys.stdin:
     ask = json.loads(line)
     sys.stdout.flush(); sys.stderr.flush()
@@ -132,6 +139,7 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self.start_env: dict[str, str] = {}
         self.warm_env: dict[str, str] = {}
+        self.import_reads: frozenset[str] = frozenset()     # the variables the warm imports looked up
         self.lib = tcmalloc() if sys.platform.startswith("linux") else None
 
     def _start(self) -> subprocess.Popen:
@@ -142,7 +150,8 @@ class Zygote:
         self.start_env = env
         proc = subprocess.Popen([sys.executable, "-c", ZYGOTE, json.dumps(WARM)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
-        self.warm_env = json.loads(_line(proc))
+        started = json.loads(_line(proc))
+        self.warm_env, self.import_reads = started["env"], frozenset(started["read"])
         return proc
 
     def fits(self, args: list[str], env: dict[str, str]) -> bool:
