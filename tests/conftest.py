@@ -107,6 +107,19 @@ def smollm():
 
 
 @pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """An in-process engine on a tiny random Llama with the default judge's vocabulary, tokenizer and
+    chat template (tests/tiny_models.py), for the session: where what the model says is not the
+    point (a grammar under sampling, a committed config's plumbing), at a twentieth of SmolLM2's
+    compute per token. Its judge name (`tiny.spec.name`) is its folder. Never closed, as `smollm`."""
+    from litjudge.engine import backends
+    from tests.tiny_models import tiny_causal_lm
+
+    folder = tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-llama", max_positions=8192)
+    return in_process_engine(backends.model_spec(str(folder), max_model_len=4096, kv_cache_gib=0.0625))
+
+
+@pytest.fixture(scope="session")
 def smollm32(request):
     """The default judge in float32, in-process, for the session: the reference run that other
     processes, replicas and servers are compared with (float32: numbers that do not depend on which

@@ -200,15 +200,20 @@ def test_derived_datasets():
     ("classification-aut", 1, {"metrics", "confusion", "class_counts"}),
     ("pairwise-confederacy", 2, {"accuracy", "bias", "pairs"}),
 ])
-def test_committed_configs_run_end_to_end(smollm, runs_dir, tmp_path, name, limit, expect):
-    """The Confederacy configs read the stories cut to their first paragraph (every story, rating
-    and group kept; nothing asserted reads a text's length): 1,564 distinct tokens to prefill in the
-    listwise subsets and 557 in the pairs, where the whole stories were 10,240 and 3,535."""
-    config = load_config(RUNS / f"{name}.toml", limit=limit)
+def test_committed_configs_run_end_to_end(tiny, runs_dir, tmp_path, name, limit, expect):
+    """Each committed config, its judge replaced by the session's tiny random Llama (SmolLM2's
+    tokenizer and chat template): its plumbing is the point, not what a judge says (36 s of the
+    default judge's forward passes; Xeon, float32). The Confederacy configs read the stories cut to
+    their first paragraph (every story, rating and group kept; nothing asserted reads a text's
+    length): 1,564 distinct tokens to prefill in the listwise subsets and 557 in the pairs, where
+    the whole stories were 10,240 and 3,535."""
+    judge = tiny.spec.name
+    config = load_config(RUNS / f"{name}.toml", limit=limit, judge=judge)
     if config.dataset == "confederacy":
-        config = load_config(RUNS / f"{name}.toml", limit=limit,
+        config = load_config(RUNS / f"{name}.toml", limit=limit, judge=judge,
                              data_root=str(confederacy_cut_short(tmp_path / "data" / "confederacy").parent))
-    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    out = run(config, progress=False, backends={judge: tiny})
+    assert out.manifest.judges[0]["judge"] == judge and out.manifest.judges[0]["generated"] > 0
     assert out.verdicts.height > 0 and out.manifest.verdicts.unparsed == 0
     for table in expect:
         assert out.tables[table].height > 0, table
@@ -372,19 +377,20 @@ def test_pairwise_analysis_then_verdict(smollm, runs_dir, tmp_path):
     assert all("\nPreferred: " in raw for raw in v["raw"]) and v["analysis"].is_not_null().all()
 
 
-def test_categories_without_an_order_rank_by_name_and_say_so(smollm, runs_dir, tmp_path):
+def test_categories_without_an_order_rank_by_name_and_say_so(tiny, runs_dir, tmp_path):
     """Your own items' categories carry an order only if you give one: without `category_order`
     they rank by name ("high" < "low" < "mid") and the run warns, naming that order and the key;
-    with it, category_rank follows it and nothing is said."""
+    with it, category_rank follows it and nothing is said. (Whatever the judge says: the session's
+    tiny random one.)"""
     rows = [{"obj": "brick", "id": f"u{k}", "use": f"use number {k}", "tert": t, "score": s}
             for k, (t, s) in enumerate([("low", 1), ("mid", 2), ("high", 3)] * 2)]
     (tmp_path / "uses.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    base = ('name = "{name}"\nprotocol = "listwise"\njudge = "smollm2-135m"\n[dataset]\npath = "uses.jsonl"\n{order}'
+    base = ('name = "{name}"\nprotocol = "listwise"\njudge = "{judge}"\n[dataset]\npath = "uses.jsonl"\n{order}'
             '[dataset.columns]\ngroup = "obj"\nitem_id = "id"\ntext = "use"\ncategory = "tert"\nhuman_score = "score"\n')
     ranks = {}
     for name, order in (("by-name", ""), ("given", 'category_order = ["low", "mid", "high"]\n')):
-        cfg = write_config(tmp_path / f"{name}.toml", base.format(name=name, order=order))
-        out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
+        cfg = write_config(tmp_path / f"{name}.toml", base.format(name=name, order=order, judge=tiny.spec.name))
+        out = run(load_config(cfg), progress=False, backends={tiny.spec.name: tiny})
         means = out.tables["category_means"]
         ranks[name] = dict(zip(means["category"].to_list(), means["category_rank"].to_list()))
         warned = [w for w in out.manifest.warnings if "rank by name" in w]

@@ -28,10 +28,12 @@ def test_orders_are_seeded_per_list_and_order_and_extend_without_change():
 
 
 @needs_data
-def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
-    config = load_config(CONFIG, limit=1)
+def test_psc_run_recomputed_from_stored_verdicts(tiny, runs_dir):
+    """Every PSC table recomputed from the run's stored verdicts, whatever the judge ranked (the
+    session's tiny random judge: the recomputation is the point)."""
+    config = load_config(CONFIG, limit=1, judge=tiny.spec.name)
     config = dataclasses.replace(config, options={**config.options, "orders": 3})
-    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+    out = run(config, progress=False, backends={tiny.spec.name: tiny})
     assert out.verdicts.height == 3 and out.manifest.verdicts.unparsed == 0
     v = out.verdicts.sort("order")
     rankings = []
@@ -65,5 +67,5 @@ def test_psc_run_recomputed_from_stored_verdicts(smollm, runs_dir):
     # one more order later, in the same folder (another config: asked for, its stored verdicts reused):
     # only it is generated
     more = dataclasses.replace(config, options={**config.options, "orders": 4})
-    again = run(more, progress=False, backends={"smollm2-135m": smollm}, overwrite=True)
+    again = run(more, progress=False, backends={tiny.spec.name: tiny}, overwrite=True)
     assert again.verdicts.height == 4 and [j["generated"] for j in again.manifest.judges] == [1]

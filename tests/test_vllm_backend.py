@@ -12,8 +12,7 @@ from litjudge.engine.backends.local.label_tokens import check_language
 from litjudge.engine.core.errors import PreflightError
 from litjudge.engine.core.planner import make_plan
 from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
-from tests.conftest import OWN_KV_CACHE, in_process_engine
-from tests.tiny_models import tiny_causal_lm
+from tests.conftest import OWN_KV_CACHE
 
 PROMPTS = ["Story A: a dragon learns to knit. Story B: a knight loses a bet. Judge them.",
            "Rate this poem: 'The sea is grey, the gulls are loud, I walk alone beneath a cloud.'",
@@ -45,23 +44,12 @@ def block_aligned(engine, lang) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """An in-process engine on a tiny random Llama with the default judge's vocabulary, tokenizer and
-    chat template (tests/tiny_models.py), for this module's tests: whether a grammar holds under
-    sampling does not depend on what the model would say (random weights spread the samples wider),
-    and each step costs a twentieth of SmolLM2's (the sampled languages' 88 s of forward passes on
-    the default judge, Xeon, float32). Never closed: closing an in-process engine ends vLLM's
-    process-wide state, which the session's `smollm` shares."""
-    from litjudge.engine import backends
-
-    folder = tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-llama")
-    return in_process_engine(backends.model_spec(str(folder), max_model_len=2048, kv_cache_gib=0.0625))
-
-
-# Samples per language at temperature 1: hundreds of grammar steps each (halved to 250 / 75 / 20
-# while the default judge sampled them, for a 2-core CPU without AVX-512 where its slot-by-slot
-# lists cost minutes; back to 500 / 150 / 40 on the tiny model).
+# Samples per language at temperature 1, on the session's tiny random Llama (`tiny`: whether a
+# grammar holds under sampling does not depend on what the model would say, and random weights
+# spread the samples wider): hundreds of grammar steps each. Halved to 250 / 75 / 20 while the
+# default judge sampled them, for a 2-core CPU without AVX-512 where its slot-by-slot lists cost
+# minutes; back to 500 / 150 / 40 here, 18 s of calls where the default judge's half took 90 s
+# (88 s of it forward passes; Xeon, float32).
 LANGUAGES = {
     "binary": (g.binary(), 500),
     "likert3": (g.likert(3), 500),
