@@ -111,12 +111,15 @@ def tiny(tmp_path_factory):
     """An in-process engine on a tiny random Llama with the default judge's vocabulary, tokenizer and
     chat template (tests/tiny_models.py), for the session: where what the model says is not the
     point (a grammar under sampling, a committed config's plumbing), at a twentieth of SmolLM2's
-    compute per token. Its judge name (`tiny.spec.name`) is its folder. Never closed, as `smollm`."""
+    compute per token. Its judge name (`tiny.spec.name`) is its folder; float32 on every CPU (its
+    numbers do not depend on which requests share a batch: a CLI run on the folder with `dtype =
+    "float32"` gives the same verdicts). Never closed, as `smollm`."""
     from litjudge.engine import backends
     from tests.tiny_models import tiny_causal_lm
 
     folder = tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-llama", max_positions=8192)
-    return in_process_engine(backends.model_spec(str(folder), max_model_len=4096, kv_cache_gib=0.0625))
+    return in_process_engine(backends.model_spec(str(folder), max_model_len=4096, kv_cache_gib=0.0625,
+                                                 dtype="float32"))
 
 
 @pytest.fixture(scope="session")
@@ -143,7 +146,7 @@ def run_on(engine, config, run_dir: Path):
 
     engine.reset_prefix_cache()
     config = load_config(config) if isinstance(config, Path) else config
-    return run(config, progress=False, run_dir=run_dir, backends={"smollm2-135m": engine})
+    return run(config, progress=False, run_dir=run_dir, backends={engine.spec.name: engine})
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """kill -9 the run process at several points; resume; the final verdict table equals an
 uninterrupted run's, with no missing and no duplicated keys (the project's 3-story demo sample, each
-story cut to its first paragraph, 12 requests: the point is the store, not the stories).
+story cut to its first paragraph, 12 requests: the point is the store, not the stories, so the
+judge is the session's tiny random one, `tiny`, its folder named in the config).
 
 The kills are real SIGKILLs of a real vLLM run, placed deterministically by the runner's fault hook
 (LITJUDGE_FAULT_KILL_AFTER: the process kills itself right after a given number of committed rows)
@@ -22,7 +23,7 @@ CONFIG = """
 name = "crash"
 protocol = "ttcw"
 dataset = "ttcw-demo"
-judge = "smollm2-135m"
+judge = "{judge}"
 mode = "label"
 
 [engine]
@@ -40,10 +41,10 @@ def stored_rows(db_path) -> dict[str, tuple]:
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, smollm32):
-    # Each CLI run's engine keeps a quarter GiB of KV cache (5.8k float32 tokens), not the session's
-    # 1 GiB; the data (`--data`) is the demo sample cut short.
-    config = write_config(tmp_path / "crash.toml", with_kv_cache(CONFIG, 0.25))
+def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, tiny):
+    # Each CLI run's engine keeps a quarter GiB of KV cache, not the session's 1 GiB; the data
+    # (`--data`) is the demo sample cut short.
+    config = write_config(tmp_path / "crash.toml", with_kv_cache(CONFIG.format(judge=tiny.spec.name), 0.25))
     data = demo_cut_short(tmp_path / "demo")
     crashed, clean = tmp_path / "crashed", tmp_path / "clean"
     db = crashed / "crash" / "store.sqlite"
@@ -65,8 +66,8 @@ def test_kill_9_then_resume_equals_an_uninterrupted_run(tmp_path, smollm32):
     assert con.execute("SELECT count(*), count(DISTINCT key) FROM results").fetchone() == (12, 12)
     con.close()
 
-    # uninterrupted: the session's float32 engine, the same data as `--data` gives the runs above
-    run_on(smollm32, over_data(load_config(config), str(data)), clean / "crash")
+    # uninterrupted: the session's engine on the same folder (float32), the same data as `--data` gives the runs above
+    run_on(tiny, over_data(load_config(config), str(data)), clean / "crash")
     a = pl.read_parquet(crashed / "crash" / "verdicts.parquet").select(["item_id", "key", "label"]).sort("item_id")
     b = pl.read_parquet(clean / "crash" / "verdicts.parquet").select(["item_id", "key", "label"]).sort("item_id")
     assert a.height == 12 and a["key"].n_unique() == 12

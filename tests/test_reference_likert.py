@@ -93,13 +93,14 @@ def test_reference_run_on_the_generic_example(smollm, runs_dir):
 
 
 @needs_data
-def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(smollm, tmp_path):
+def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(tiny, tmp_path):
     from litjudge.engine.app.generate import generate_candidates
 
     out = tmp_path / "gen.jsonl"
     # 24 tokens a round hold at most 24 words (each word is a token or more), short of 60 - 20:
-    # every draft is expanded at least once, and the rounds stop at max_rounds
-    drafts = generate_candidates(smollm, DATA / "ttcw", out, limit=2, target_words=60, tolerance=20,
+    # every draft is expanded at least once, and the rounds stop at max_rounds (the session's tiny
+    # random model writes them: the rounds and the file are the point, not the prose)
+    drafts = generate_candidates(tiny, DATA / "ttcw", out, limit=2, target_words=60, tolerance=20,
                                  max_rounds=2, max_tokens=24)
     assert len(drafts) == 2 and all(d.story for d in drafts)
     assert all(1 <= d.rounds <= 2 for d in drafts), [(d.rounds, d.words) for d in drafts]
@@ -109,10 +110,12 @@ def test_candidate_generation_expands_toward_the_target_and_is_a_dataset(smollm,
 
 @needs_data
 @pytest.mark.parametrize("points, mode, reference", [(3, "label", True), (7, "analyze", True), (5, "label", False)])
-def test_reference_options_run_end_to_end(smollm, runs_dir, points, mode, reference):
+def test_reference_options_run_end_to_end(tiny, runs_dir, points, mode, reference):
+    """Each option through a run, on the session's tiny random judge (the options' plumbing is the point)."""
     cfg = RunConfig(name=f"ref{points}{mode}{reference}", protocol="reference_likert", dataset="reference-generic",
-                    mode=mode, options={"tests": [1], "points": points, "reference": reference, "analysis_tokens": 24})
-    out = run(cfg, progress=False, backends={"smollm2-135m": smollm})
+                    judge=tiny.spec.name, mode=mode,
+                    options={"tests": [1], "points": points, "reference": reference, "analysis_tokens": 24})
+    out = run(cfg, progress=False, backends={tiny.spec.name: tiny})
     assert out.manifest.verdicts.unparsed == 0
     if reference:
         assert out.verdicts.height == 2 * 2 and set(out.verdicts["label"]) <= set(g.likert(points).labels())

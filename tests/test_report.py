@@ -142,10 +142,13 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
 
 @needs_data
 @needs_chromium
-def test_ttcw_distribution_report_shows_calibration(smollm, runs_dir, tmp_path):
-    config = dataclasses.replace(load_config(PROJECT_ROOT / "runs" / "ttcw-binary.toml"), name="ttcw-calibration",
-                                 mode="distribution", limit=1, options={"variant": "default", "tests": [1, 2, 3, 4, 5, 6]})
-    out = run(config, progress=False, backends={"smollm2-135m": smollm})
+def test_ttcw_distribution_report_shows_calibration(tiny, runs_dir, tmp_path):
+    """The calibration tables and plots of a distribution-mode run (the session's tiny random judge:
+    what the report draws from its P(Yes) is the point)."""
+    config = dataclasses.replace(load_config(PROJECT_ROOT / "runs" / "ttcw-binary.toml", judge=tiny.spec.name),
+                                 name="ttcw-calibration", mode="distribution", limit=1,
+                                 options={"variant": "default", "tests": [1, 2, 3, 4, 5, 6]})
+    out = run(config, progress=False, backends={tiny.spec.name: tiny})
     summary = out.tables["calibration_summary"].row(0, named=True)
     per_item = out.tables["per_item"].filter(pl.col("p_yes").is_not_null() & pl.col("expert_pass").is_not_null())
     p, y = per_item["p_yes"].to_list(), [float(v) for v in per_item["expert_pass"].to_list()]

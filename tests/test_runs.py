@@ -140,11 +140,13 @@ def test_failed_run_leaves_the_store_consistent_and_report_reads_it(smollm, runs
 
 @needs_data
 @pytest.mark.parametrize("variant, mode", [("upstream", "label"), ("analyze", "analyze"), ("default", "distribution")])
-def test_ttcw_variants_and_modes(smollm, runs_dir, tmp_path, variant, mode):
+def test_ttcw_variants_and_modes(tiny, runs_dir, tmp_path, variant, mode):
+    """Each TTCW prompt variant in each mode, on the session's tiny random judge (the variants' and
+    modes' plumbing, the join and the skipped stories are the point)."""
     cfg = write_config(tmp_path / "v.toml", f'name = "v-{variant}"\nprotocol = "ttcw"\ndataset = "ttcw"\n'
-                                            f'mode = "{mode}"\nlimit = 1\n[options]\nvariant = "{variant}"\n'
-                                            f'tests = [1, 13]\nanalysis_tokens = 24\n')
-    out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
+                                            f'judge = "{tiny.spec.name}"\nmode = "{mode}"\nlimit = 1\n'
+                                            f'[options]\nvariant = "{variant}"\ntests = [1, 13]\nanalysis_tokens = 24\n')
+    out = run(load_config(cfg), progress=False, backends={tiny.spec.name: tiny})
     per_item = out.tables["per_item"]
     assert per_item.height == 2 and out.manifest.verdicts.unparsed == 0
     assert per_item["expert_pass"].is_not_null().all()              # joined with the expert majority

@@ -10,8 +10,10 @@ from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
 from tests.conftest import OWN_KV_CACHE, litjudge, run_on, write_config
 
-# float32: numbers that do not depend on batch composition. The two-task run goes through the CLI
-# (its engine starts once there); each task on its own runs on the session's float32 engine.
+# The judge: the session's tiny random one (`tiny`, float32: numbers that do not depend on batch
+# composition), its folder named in the configs; what the tasks share is the point, not what it
+# says. The two-task run goes through the CLI (its engine starts once there); each task on its
+# own runs on the session's engine.
 # A quarter GiB of KV cache, as the session's engines keep (the session's 1 GiB set aside for the command)
 ENGINE = '[engine]\nmax_model_len = 2048\nkv_cache_gib = 0.25\ndtype = "float32"\n'
 TTCW = 'protocol = "ttcw"\ndataset = "ttcw-demo"\n'
@@ -25,9 +27,10 @@ def tables(folder) -> dict[str, pl.DataFrame]:
 
 
 @pytest.mark.slow
-def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path, smollm32):
+def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path, tiny):
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path), **OWN_KV_CACHE}
-    both = write_config(tmp_path / "both.toml", 'name = "both"\njudge = "smollm2-135m"\n' + ENGINE + TASKS)
+    judge = f'judge = "{tiny.spec.name}"\n'
+    both = write_config(tmp_path / "both.toml", 'name = "both"\n' + judge + ENGINE + TASKS)
     r = litjudge("run", str(both), "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     shared = json.loads((tmp_path / "both" / "manifest.json").read_text())
@@ -36,8 +39,8 @@ def test_two_tasks_start_the_engine_once_and_equal_separate_runs(tmp_path, smoll
     assert shared["judges"][0]["plan"]["requests"] == 12 + 6
     for name, task, options in (("ttcw", TTCW, '[options]\nvariant = "default"\n'),
                                 ("pairs", PAIRS, "[options]\nresamples = 100\n")):
-        alone = write_config(tmp_path / f"{name}.toml", f'name = "{name}"\njudge = "smollm2-135m"\n' + task + options + ENGINE)
-        run_on(smollm32, alone, tmp_path / name)              # on its own: the session's float32 engine
+        alone = write_config(tmp_path / f"{name}.toml", f'name = "{name}"\n' + judge + task + options + ENGINE)
+        run_on(tiny, alone, tmp_path / name)                  # on its own: the session's engine
         separate, combined = tables(tmp_path / name), tables(tmp_path / "both" / name)
         assert set(separate) == set(combined)
         for table, frame in separate.items():

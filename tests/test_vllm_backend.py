@@ -158,9 +158,9 @@ def test_the_cpu_block_is_the_configs_when_it_names_one():
     assert "block_size" not in engine_kwargs(backends.model_spec("smollm2-135m"), on_gpu=True)   # vLLM's own on a GPU
 
 
-def test_listwise_in_analysis_form_is_decoded_slot_by_slot(smollm):
+def test_listwise_in_analysis_form_is_decoded_slot_by_slot(tiny):
     lang = g.Analyzed(g.Listwise(("A1", "B2", "C3", "D4", "E5")), "Ranking:", max_analysis_tokens=24)
-    outs = list(smollm.generate(make_plan(requests_for(lang, 6, mode="analyze"), smollm).unique))
+    outs = list(tiny.generate(make_plan(requests_for(lang, 6, mode="analyze"), tiny).unique))
     for o in outs:
         parsed = lang.parse(o.raw)
         assert isinstance(parsed, g.Verdict), o.raw
