@@ -107,18 +107,24 @@ def smollm():
 
 
 @pytest.fixture(scope="session")
-def tiny(tmp_path_factory):
-    """An in-process engine on a tiny random Llama with the default judge's vocabulary, tokenizer and
-    chat template (tests/tiny_models.py), for the session: where what the model says is not the
-    point (a grammar under sampling, a committed config's plumbing), at a twentieth of SmolLM2's
-    compute per token. Its judge name (`tiny.spec.name`) is its folder; float32 on every CPU (its
-    numbers do not depend on which requests share a batch: a CLI run on the folder with `dtype =
-    "float32"` gives the same verdicts). Never closed, as `smollm`."""
-    from litjudge.engine import backends
+def tiny_folder(tmp_path_factory) -> Path:
+    """A tiny random Llama with the default judge's vocabulary, tokenizer and chat template
+    (tests/tiny_models.py), built once a session: a judge by its path wherever what the model says
+    is not the point (a grammar under sampling, a config's plumbing), at a twentieth of SmolLM2's
+    compute per token."""
     from tests.tiny_models import tiny_causal_lm
 
-    folder = tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-llama", max_positions=8192)
-    return in_process_engine(backends.model_spec(str(folder), max_model_len=4096, kv_cache_gib=0.0625,
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-llama", max_positions=8192)
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_folder):
+    """An in-process engine on `tiny_folder` for the session. Its judge name (`tiny.spec.name`) is
+    the folder; float32 on every CPU (its numbers do not depend on which requests share a batch: a
+    CLI run on the folder with `dtype = "float32"` gives the same verdicts). Never closed, as `smollm`."""
+    from litjudge.engine import backends
+
+    return in_process_engine(backends.model_spec(str(tiny_folder), max_model_len=4096, kv_cache_gib=0.0625,
                                                  dtype="float32"))
 
 

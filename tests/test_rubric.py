@@ -64,9 +64,11 @@ def test_the_demo_rubric_runs_from_toml_with_the_default_judge(smollm, runs_dir)
     assert "section class='viewer'" in page and '"imagery"' in page and "Scores" in page
 
 
-def test_distribution_mode_gives_p_label_and_the_expected_score(smollm, runs_dir):
-    outcome = run(load_config(DEMO, mode="distribution"), progress=False, backends={"smollm2-135m": smollm},
-                  run_dir=runs_dir / "dist")
+def test_distribution_mode_gives_p_label_and_the_expected_score(tiny, runs_dir):
+    """Distribution mode's columns and the expected score (the session's tiny random judge: what
+    the tables make of its probabilities is the point)."""
+    outcome = run(load_config(DEMO, mode="distribution", judge=tiny.spec.name), progress=False,
+                  backends={tiny.spec.name: tiny}, run_dir=runs_dir / "dist")
     d = outcome.tables["per_verdict"]
     assert outcome.manifest.verdicts.unparsed == 0 and d["expected"].is_not_null().all()
     assert ((d["p_answer"] > 0) & (d["p_answer"] <= 1)).all()
@@ -85,8 +87,8 @@ DATAFRAME_CALL = """
 import json, sys
 import polars as pl
 import litjudge
-rows, questions, columns, out = json.loads(sys.argv[1])
-r = litjudge.judge(pl.DataFrame(rows), protocol="rubric", questions=questions, columns=columns,
+rows, questions, columns, judge, out = json.loads(sys.argv[1])
+r = litjudge.judge(pl.DataFrame(rows), protocol="rubric", questions=questions, columns=columns, judge=judge,
                    engine={"max_model_len": 2048, "kv_cache_gib": 1}, out=out, progress=False)
 print(json.dumps({"rows": r.manifest.verdicts.rows, "unparsed": r.manifest.verdicts.unparsed,
                   "tables": {k: r.tables[k].to_dicts() for k in ("agreement", "binary_agreement", "points_agreement",
@@ -95,10 +97,11 @@ print(json.dumps({"rows": r.manifest.verdicts.rows, "unparsed": r.manifest.verdi
 
 
 @pytest.mark.slow
-def test_a_three_question_rubric_from_a_dataframe_with_human_columns(tmp_path):
-    """The DataFrame call with the default local judge (in a process of its own: one engine per
-    process), 0 unparsed, and an agreement table for each question that names a human column."""
-    args = json.dumps([stories(), QUESTIONS, COLUMNS, str(tmp_path)])
+def test_a_three_question_rubric_from_a_dataframe_with_human_columns(tmp_path, tiny_folder):
+    """The DataFrame call with a local judge by its path (the session's tiny random model: the
+    call and its tables are the point; in a process of its own: one engine per process), 0
+    unparsed, and an agreement table for each question that names a human column."""
+    args = json.dumps([stories(), QUESTIONS, COLUMNS, str(tiny_folder), str(tmp_path)])
     done = run_python(["-c", DATAFRAME_CALL, args], tmp_path, console_env({**os.environ, "LITJUDGE_VERDICT_CACHE": "off"}),
                       1800)
     assert done.returncode == 0, done.stderr[-2000:]
