@@ -69,7 +69,9 @@ def test_litjudge_reads_no_setting_as_it_is_imported():
     assert warm._ZYGOTE.run(["--version"], PROJECT_ROOT, dict(os.environ), 300) is not None   # started
     reads = warm._ZYGOTE.import_reads
     assert {"HF_HUB_OFFLINE", "VLLM_LOGGING_LEVEL"} <= reads     # the record sees what libraries read at import
-    assert any(name.startswith("litjudge.engine.app.console") for name in warm.WARM)
+    ours = [name for name in warm.WARM if name.startswith("litjudge.")]
+    assert any(name.startswith("litjudge.engine.app.console") for name in ours)
+    assert [name for name in ours if name in warm._ZYGOTE.import_missing] == []     # imported, so looked at
     assert sorted(k for k in reads if k.startswith("LITJUDGE_")) == []
 
 

@@ -9,7 +9,8 @@ litjudge's console modules are imported before the fork as well (0.5 s of class 
 command): litjudge reads no setting at import (engine/core/envs.py: each variable is read when
 used; the warm interpreter records what its imports look up, and tests/test_warm_cli.py checks
 that no LITJUDGE_* variable is among them), so its settings still come from the child's own
-environment, which is exactly the command's; the tests' fault hooks are installed into it in the child (tests/faults/sitecustomize.py).
+environment, which is exactly the command's; the tests' fault hooks are installed into it in the
+child (tests/faults/sitecustomize.py).
 A command that sets differently a variable the warm imports read (IMPORT_TIME) runs in a fresh
 interpreter instead (`subprocess.run`), as does a second command while one is running (a test's
 threads). tests/test_warm_cli.py compares both ways.
@@ -64,17 +65,18 @@ def recorded(environ, key):
     read.add(key.decode(errors="replace") if isinstance(key, bytes) else key)
     return lookup(environ, key)
 os._Environ.__getitem__ = recorded
+missing = []                                               # what could not be imported (a child imports it itself)
 for name in json.loads(sys.argv[1]):
     try:
         importlib.import_module(name)
     except ImportError:
-        pass
+        missing.append(name)
 os._Environ.__getitem__ = lookup
 import gc
 gc.freeze()                       # the imports' objects are never collected: a child's gc.collect() skips them
 warm_env = dict(os.environ)
 base_path = [p for p in sys.path if p not in os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-reply.write(json.dumps({"env": warm_env, "read": sorted(read)}) + "\n")
+reply.write(json.dumps({"env": warm_env, "read": sorted(read), "missing": missing}) + "\n")
 for line in sys.stdin:
     ask = json.loads(line)
     sys.stdout.flush(); sys.stderr.flush()
@@ -140,6 +142,7 @@ class Zygote:
         self.start_env: dict[str, str] = {}
         self.warm_env: dict[str, str] = {}
         self.import_reads: frozenset[str] = frozenset()     # the variables the warm imports looked up
+        self.import_missing: tuple[str, ...] = ()            # the names of WARM that did not import
         self.lib = tcmalloc() if sys.platform.startswith("linux") else None
 
     def _start(self) -> subprocess.Popen:
@@ -152,6 +155,7 @@ class Zygote:
                                 stdout=subprocess.PIPE, env=env, cwd=tempfile.gettempdir())
         started = json.loads(_line(proc))
         self.warm_env, self.import_reads = started["env"], frozenset(started["read"])
+        self.import_missing = tuple(started["missing"])
         return proc
 
     def fits(self, args: list[str], env: dict[str, str]) -> bool:
