@@ -118,6 +118,15 @@ def tiny_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_qwen_folder(tmp_path_factory) -> Path:
+    """A second tiny random judge, a Qwen2 of the same size and tokenizer as `tiny_folder`: for the
+    runs whose point is two judges (two generators, a sweep's two engines one after the other)."""
+    from tests.tiny_models import tiny_causal_lm
+
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny") / "tiny-qwen2", "qwen2", max_positions=8192)
+
+
+@pytest.fixture(scope="session")
 def tiny(tiny_folder):
     """An in-process engine on `tiny_folder` for the session. Its judge name (`tiny.spec.name`) is
     the folder; float32 on every CPU (its numbers do not depend on which requests share a batch: a

@@ -15,10 +15,11 @@ from litjudge.judges.metrics import cohen_kappa
 from tests.conftest import needs_data, write_config
 from tests.short_data import ttcw_cut_short
 
-CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "smollm2-135m"\nmode = "analyze"\nlimit = 1\n'
+CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "{judge}"\nmode = "analyze"\nlimit = 1\n'
           '[options]\nvariant = "analyze"\nanalysis_tokens = 36\ntests = [1, 2, 3]\n'
-          '[engine]\nmax_model_len = 2048\ndtype = "float32"\n')
-# The session's float32 engine (smollm32, 2,048 tokens) runs it, on the TTCW data cut short
+          '[engine]\nmax_model_len = 4096\nkv_cache_gib = 0.0625\ndtype = "float32"\n')
+# The session's tiny random judge (`tiny`: what it says is not the point, the budgets' bookkeeping
+# is) runs it in its engine's settings, on the TTCW data cut short
 # (tests/short_data.py: the stories to two paragraphs, the tests' backgrounds to one; every label
 # kept): prompts of a few hundred tokens, where the first story's longest question was 1,997.
 
@@ -36,13 +37,13 @@ def results(run_dir) -> int:
 
 @needs_data
 @pytest.mark.slow
-def test_budgets_from_one_trace(tmp_path, smollm32, litjudge_shared):
+def test_budgets_from_one_trace(tmp_path, tiny, litjudge_shared):
     """The run, the budgets (twice) and the report, each command run in this process on the
-    session's float32 engine (the commands' work is the point, not their processes)."""
+    session's tiny engine (the commands' work is the point, not their processes or the judge)."""
     data = ttcw_cut_short(tmp_path / "data" / "ttcw", short_backgrounds=True).parent
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path), "LITJUDGE_DATA_ROOT": str(data)}
-    cfg = write_config(tmp_path / "analyzed.toml", CONFIG)
-    engines = {"smollm2-135m": smollm32}
+    cfg = write_config(tmp_path / "analyzed.toml", CONFIG.replace("{judge}", tiny.spec.name))
+    engines = {tiny.spec.name: tiny}
     r = litjudge_shared(engines, "run", str(cfg), "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     run_dir = tmp_path / "analyzed"
@@ -55,7 +56,7 @@ def test_budgets_from_one_trace(tmp_path, smollm32, litjudge_shared):
     # the stored budget verdicts, by budget: P(Yes) at the decision point after each cut
     with sqlite3.connect(run_dir / "store.sqlite") as db:
         rows = db.execute("SELECT p.meta, r.distribution FROM plan p JOIN results r ON p.key = r.key "
-                          "WHERE p.run = 'analyzed/budgets/smollm2-135m'").fetchall()
+                          "WHERE p.run = ?", (f"analyzed/budgets/{tiny.spec.name}",)).fetchall()
     by_budget: dict[int, dict[str, bool]] = {}
     for meta, dist in rows:
         m, d = json.loads(meta), json.loads(dist)

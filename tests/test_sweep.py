@@ -10,7 +10,7 @@ import sys
 import polars as pl
 import pytest
 
-from litjudge.engine.app.sweep import load_sweep
+from litjudge.engine.app.sweep import _slug, load_sweep
 from litjudge.engine.core.errors import ConfigError
 from tests.conftest import OWN_KV_CACHE, PROJECT_ROOT, litjudge, needs_data, with_kv_cache, write_config
 from tests.short_data import first_story_cut_short
@@ -52,6 +52,20 @@ def test_committed_sweep_expands_to_validated_cells():
     assert sweep.rank_by == "overall.kappa"
 
 
+def test_judges_by_path_name_their_cells_by_folder_and_never_by_a_dot_name(tmp_path, tiny_folder):
+    # two checkpoints of one name in two places, and a judge by name: three cells, told apart
+    for place in ("a", "b"):
+        (tmp_path / place).mkdir()
+        (tmp_path / place / "ckpt").symlink_to(tiny_folder)
+    cfg = write_config(tmp_path / "s.toml", HEAD + f'[matrix]\njudge = ["{tmp_path}/a/ckpt", "{tmp_path}/b/ckpt", '
+                                                   '"smollm2-135m"]\n')
+    ids = [c.id for c in load_sweep(cfg).cells]
+    assert len(set(ids)) == 3 and ids[2] == "smollm2-135m", ids
+    assert all(i.startswith("ckpt-") and len(i) == len("ckpt-") + 8 for i in ids[:2]), ids
+    # a cell's id is read as a name: no value makes it "." or ".." (or a path)
+    assert [_slug(v) for v in ("..", "a/..", ".", "x/y/", "../../etc")] == ["x", "x", "x", "y", "etc"]
+
+
 @needs_data
 def test_plan_counts_sharing_without_an_engine():
     r = litjudge("plan", str(COMMITTED), "--limit", "1", "--no-calibrate", timeout=300)
@@ -64,27 +78,30 @@ def test_plan_counts_sharing_without_an_engine():
 @needs_data
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_path):
-    # The committed sweep on the first story cut short (`--data`), its test subsets cut to tests
+def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_path, tiny_folder, tiny_qwen_folder):
+    # The committed sweep, its two judges the session's two tiny random ones (what they say is not
+    # the point; thresholds still order their P(Yes)), on the first story cut short (`--data`), its test subsets cut to tests
     # 1-4 and 2-3 (prefill is what costs here), at most 4 sequences in flight so results arrive in waves,
     # 5 of its thresholds x 2 of its story cutoffs (all 57 post settings of 8 cells took 9 s to aggregate).
     # Its two engines keep the quarter GiB of KV cache the config asks (the session's 1 GiB each,
     # VLLM_CPU_KVCACHE_SPACE, set aside): with both in one process this test was the suite's
     # memory peak (the command 4.6 GB). A context of 4,096 tokens (the prompts are ~600): a quarter
     # GiB holds 5,792 float32 tokens of SmolLM2, fewer than the committed 8,192 (vLLM refuses that).
-    text = with_kv_cache(COMMITTED.read_text(), 0.25).replace("[engine]", "[engine]\nmax_num_seqs = 4").replace(
+    first, second = str(tiny_folder), str(tiny_qwen_folder)
+    text = with_kv_cache(COMMITTED.read_text(), 0.25).replace(
+        'judge = ["smollm2-135m", "gemma3-270m"]', f'judge = ["{first}", "{second}"]').replace("[engine]", "[engine]\nmax_num_seqs = 4").replace(
         "max_model_len = 8192", "max_model_len = 4096").replace(
         '"options.tests" = [[], [9, 10, 11]]', '"options.tests" = [[1, 2, 3, 4], [2, 3]]').replace(
         "bootstrap = 1000", "bootstrap = 200").replace(
         "0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95",
         "0.05, 0.3, 0.5, 0.7, 0.95").replace("[0.25, 0.5, 0.75]", "[0.25, 0.5]")
-    assert all(cut in text for cut in ("[[1, 2, 3, 4], [2, 3]]", "[0.05, 0.3, 0.5, 0.7, 0.95]", "[0.25, 0.5]\n",
+    assert all(cut in text for cut in (first, second, "[[1, 2, 3, 4], [2, 3]]", "[0.05, 0.3, 0.5, 0.7, 0.95]", "[0.25, 0.5]\n",
                                        "max_num_seqs = 4", "max_model_len = 4096"))
     cfg = write_config(tmp_path / "sweep-ttcw.toml", text)
     env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs"), **OWN_KV_CACHE}
     data = str(first_story_cut_short(tmp_path / "ttcw"))
-    # SmolLM2 has 8 distinct requests (2 variants x 4 tests); the runner kills itself at its first
-    # commit after them, i.e. while Gemma (the second judge) is generating.
+    # The first judge has 8 distinct requests (2 variants x 4 tests); the runner kills itself at its
+    # first commit after them, i.e. while the second judge is generating.
     r = litjudge("run", str(cfg), "--limit", "1", "--data", data, "--quiet",
                  env={**env, "LITJUDGE_FAULT_KILL_AFTER": "9"})
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
@@ -92,14 +109,14 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
     con = sqlite3.connect(db)
     before = dict(con.execute("SELECT judge, count(*) FROM results GROUP BY judge").fetchall())
     con.close()
-    assert before["smollm2-135m"] == 8 and 1 <= before.get("gemma3-270m", 0) < 8, before
+    assert before[first] == 8 and 1 <= before.get(second, 0) < 8, before
 
     r = litjudge("run", str(cfg), "--limit", "1", "--data", data, "--quiet", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads((tmp_path / "runs" / "sweep-ttcw" / "manifest.json").read_text())
-    smol, gemma = m["judges"]
-    assert smol["judge"] == "smollm2-135m" and smol["generated"] == 0 and smol["engine_started"] is False
-    assert gemma["generated"] == 8 - before["gemma3-270m"] and gemma["engine_started"] is True
+    one, two = m["judges"]
+    assert one["judge"] == first and one["generated"] == 0 and one["engine_started"] is False
+    assert two["generated"] == 8 - before[second] and two["engine_started"] is True
     assert m["sharing"]["model_calls_saved_across_cells"] == 8       # tests 2-3 inside 1-4: 2 judges x 2 variants x 2
     assert m["sharing"]["model_calls_saved_by_post_settings"] == 9 * 16   # 9 more settings x 16 distinct requests
     assert "sharing across cells saved 8 model calls" in r.stdout
@@ -109,7 +126,7 @@ def test_sweep_killed_mid_judge_resumes_without_repeating_finished_cells(tmp_pat
     assert {"cell", "judge", "table", "metric", "group", "value", "n"} <= set(metrics.columns)
     # thresholds change the verdicts without a model call: pass rates fall as the threshold rises
     rates = (metrics.filter((pl.col("table") == "overall") & (pl.col("metric") == "judge_pass_rate")
-                            & (pl.col("cell") == "smollm2-135m_upstream_1-2-3-4") & (pl.col("options.story_cutoff") == 0.5))
+                            & (pl.col("cell") == "tiny-llama_upstream_1-2-3-4") & (pl.col("options.story_cutoff") == 0.5))
              .sort("options.threshold")["value"].to_list())
     assert len(rates) == 5 and all(a >= b for a, b in zip(rates, rates[1:])) and rates[0] > rates[-1]
     ranking = pl.read_parquet(tmp_path / "runs" / "sweep-ttcw" / "sweep_ranking.parquet")

@@ -69,20 +69,34 @@ SLUG_CHARS = 40
 
 
 def _slug(value: Any) -> str:
-    """A matrix value as part of a cell's id (a folder name). Tables (a rubric's questions) and long
-    text (an inline template) are named by what they hold: question ids, or the text's start, plus
-    a short hash of the whole value, so two wordings of one question are two cells."""
+    """A matrix value as part of a cell's id (its rows in the tables, its runs in the store; users
+    read it and may make folders of it, so never "." or ".."). A path (a judge's folder) is named by
+    its last part; tables (a rubric's questions) and long text (an inline template) by what they
+    hold: question ids, or the text's start, plus a short hash of the whole value, so two wordings
+    of one question are two cells."""
+    if isinstance(value, str) and "/" in value and not any(c.isspace() for c in value):
+        value = Path(value).name or value
     tables = isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, dict) for v in value)
     if tables or isinstance(value, str) and (len(value) > SLUG_CHARS or "\n" in value):
-        digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
         head = "-".join(str(v.get("id", "")) for v in value if isinstance(v, dict)) if isinstance(value, list) \
             else "" if isinstance(value, dict) else value[:24]
-        text = f"{head}-{digest}"
+        text = f"{head}-{_digest(value)}"
     elif isinstance(value, list):
         text = "-".join(map(str, value)) or "all"
     else:
         text = value if isinstance(value, str) else repr(value)
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(text).name if "/" in text else text).strip("-") or "x"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"      # never "." or ".."
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def _axis_slugs(values: list[Any]) -> list[str]:
+    """Each value of one matrix axis as part of a cell's id; values whose ids would coincide (two
+    judges' folders of one name in different places) are told apart by a short hash of each."""
+    slugs = [_slug(v) for v in values]
+    return [f"{s}-{_digest(v)}" if slugs.count(s) > 1 else s for s, v in zip(slugs, values)]
 
 
 def _set(table: dict, axis: str, value: Any) -> None:
@@ -153,7 +167,9 @@ def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any],
     post setting, not after hours of inference."""
     cells = []
     axes = list(matrix)
-    for combo in itertools.product(*(matrix[a] for a in axes)):
+    slugs = [_axis_slugs(matrix[a]) for a in axes]
+    for picks in itertools.product(*(range(len(matrix[a])) for a in axes)):
+        combo = [matrix[a][i] for a, i in zip(axes, picks)]
         cell_table = copy.deepcopy(table)
         for axis, value in zip(axes, combo):
             _set(cell_table, axis, value)
@@ -163,7 +179,7 @@ def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any],
         for setting in itertools.product(*post.values()):
             opts = {**config.options, **{k.removeprefix("options."): v for k, v in zip(post, setting)}}
             protocol.options(dataclasses.replace(config, options=opts))
-        cells.append(Cell("_".join(_slug(v) for v in combo) or "all", config, values))
+        cells.append(Cell("_".join(slugs[k][i] for k, i in enumerate(picks)) or "all", config, values))
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigError("two cells get the same id; make the matrix values distinct", where=where, parameter="matrix")
