@@ -367,11 +367,12 @@ def test_self_preference_interval_matches_a_brute_force_bootstrap():
 
 @pytest.mark.slow
 @needs_prompts
-def test_pairwise_analysis_then_verdict(smollm, runs_dir, tmp_path):
+def test_pairwise_analysis_then_verdict(tiny, runs_dir, tmp_path):
+    """Free analysis, then the constrained tail (the session's tiny random judge writes both)."""
     cfg = write_config(tmp_path / "pa.toml", 'name = "pa"\nprotocol = "pairwise"\ndataset = "pairs-generic"\n'
-                                             'mode = "analyze"\n[options]\ntemplate = "writerly_criteria"\n'
-                                             'analysis_tokens = 48\n')
-    out = run(load_config(cfg), progress=False, backends={"smollm2-135m": smollm})
+                                             f'judge = "{tiny.spec.name}"\nmode = "analyze"\n[options]\n'
+                                             'template = "writerly_criteria"\nanalysis_tokens = 48\n')
+    out = run(load_config(cfg), progress=False, backends={tiny.spec.name: tiny})
     v = out.verdicts
     assert v.height == 6 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"A", "B"}
     assert all("\nPreferred: " in raw for raw in v["raw"]) and v["analysis"].is_not_null().all()

@@ -82,10 +82,11 @@ def test_confederacy_groups_and_references():
 
 
 @needs_data
-def test_reference_run_on_the_generic_example(smollm, runs_dir):
-    cfg = RunConfig(name="ref", protocol="reference_likert", dataset="reference-generic",
+def test_reference_run_on_the_generic_example(tiny, runs_dir):
+    """Both orders, the Likert scale and every table (the session's tiny random judge)."""
+    cfg = RunConfig(name="ref", protocol="reference_likert", dataset="reference-generic", judge=tiny.spec.name,
                     options={"tests": [1, 11]})
-    out = run(cfg, progress=False, backends={"smollm2-135m": smollm})
+    out = run(cfg, progress=False, backends={tiny.spec.name: tiny})
     assert out.manifest.verdicts.rows == 2 * 2 * 2 and out.manifest.verdicts.unparsed == 0
     assert set(out.verdicts["label"]) <= set(g.likert(5).labels())
     assert {"per_item", "story_scores", "ranking", "cutoff_sweep", "bias"} <= set(out.tables)

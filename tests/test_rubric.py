@@ -46,8 +46,10 @@ def recording(path, rows, pick=lambda item: "A") -> str:
     return f"replay:{path}"
 
 
-def test_the_demo_rubric_runs_from_toml_with_the_default_judge(smollm, runs_dir):
-    outcome = run(load_config(DEMO), progress=False, backends={"smollm2-135m": smollm})
+def test_the_demo_rubric_runs_from_toml(tiny, runs_dir):
+    """The committed demo rubric's three scales, both orders, resumption and the report (the
+    session's tiny random judge: the run is the point, not its verdicts)."""
+    outcome = run(load_config(DEMO, judge=tiny.spec.name), progress=False, backends={tiny.spec.name: tiny})
     v = outcome.verdicts
     assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
     by_q = {q: set(g["label"]) for (q,), g in v.group_by(["question"])}
@@ -59,7 +61,8 @@ def test_the_demo_rubric_runs_from_toml_with_the_default_judge(smollm, runs_dir)
     assert t["agreement"].height == 0                           # no human column: no agreement, no error
     # each story's questions share the story as their prefix; the pairs come in both orders
     assert set(v.filter(pl.col("question") == "ending")["order"]) == {"ab", "ba"}
-    assert run(load_config(DEMO), progress=False, backends={"smollm2-135m": smollm}).judges[0].generated == 0
+    assert run(load_config(DEMO, judge=tiny.spec.name), progress=False,
+               backends={tiny.spec.name: tiny}).judges[0].generated == 0
     page = write_report([outcome.run_dir]).read_text()
     assert "section class='viewer'" in page and '"imagery"' in page and "Scores" in page
 

@@ -161,13 +161,14 @@ def test_humans_in_any_case_and_judge_answers_outside_the_categories_unparsed(tm
     assert "categorical_agreement" in [name for name, _ in panels["Agreement with the humans"].tables]
 
 
-def test_the_default_judge_answers_only_category_names(smollm, runs_dir):
+def test_a_judge_under_vllm_answers_only_category_names(tiny, runs_dir):
     """Constrained decoding under vLLM: every verdict is one of the names, in label and in
-    distribution mode (P(answer) from the names' probabilities; no expected score: no number)."""
-    table = {"name": "genre", "protocol": "rubric", "dataset": "ttcw-demo", "judge": "smollm2-135m",
+    distribution mode (P(answer) from the names' probabilities; no expected score: no number).
+    The session's tiny random judge: left to itself it would say anything."""
+    table = {"name": "genre", "protocol": "rubric", "dataset": "ttcw-demo", "judge": tiny.spec.name,
              "options": {"questions": [{**GENRE, "human": ""}]}}
     for mode in ("label", "distribution"):
-        outcome = run(load_config("genre", table, mode=mode), progress=False, backends={"smollm2-135m": smollm},
+        outcome = run(load_config("genre", table, mode=mode), progress=False, backends={tiny.spec.name: tiny},
                       run_dir=runs_dir / mode)
         v = outcome.tables["per_verdict"]
         assert outcome.manifest.verdicts.unparsed == 0 and v.height == 3 and set(v["answer"]) <= set(GENRES)

@@ -1,4 +1,5 @@
-"""Real vLLM (CPU build) on the default judge: constraints, the three verdict modes, pre-flight."""
+"""Real vLLM (CPU build), on the default judge and, where what the judge says is not the point, on the
+session's tiny random one: constraints, the three verdict modes, pre-flight."""
 import math
 import os
 import subprocess
@@ -97,21 +98,21 @@ def test_distribution_mode_single_token_labels(smollm):
         assert 0.0 < o.label_mass <= 1.0 + 1e-6
 
 
-def test_distribution_mode_multi_token_labels_use_the_fallback(smollm):
+def test_distribution_mode_multi_token_labels_use_the_fallback(tiny):
     lang = g.likert(5)
     reqs = requests_for(lang, 2, mode="distribution", temperature=0.0)
-    plan = make_plan(reqs, smollm)
-    assert not check_language(smollm.renderer.label_tokens(plan.unique[0].prompt, lang.labels()))["single_token"]
-    for o in smollm.generate(plan.unique):
+    plan = make_plan(reqs, tiny)
+    assert not check_language(tiny.renderer.label_tokens(plan.unique[0].prompt, lang.labels()))["single_token"]
+    for o in tiny.generate(plan.unique):
         assert set(o.distribution) == set(lang.labels())
         assert math.isclose(sum(o.distribution.values()), 1.0, rel_tol=1e-6)
         assert 0.0 < o.label_mass < 1.0
 
 
-def test_analyze_mode_stores_the_analysis_and_constrains_only_the_tail(smollm):
+def test_analyze_mode_stores_the_analysis_and_constrains_only_the_tail(tiny):
     lang = g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=48)
     reqs = requests_for(lang, 4, mode="analyze", temperature=0.0)
-    for o in smollm.generate(make_plan(reqs, smollm).unique):
+    for o in tiny.generate(make_plan(reqs, tiny).unique):
         assert o.analysis is not None and "Verdict:" not in o.analysis
         parsed = lang.parse(o.raw)
         assert isinstance(parsed, g.Verdict) and parsed.label in ("Yes", "No")
@@ -127,14 +128,14 @@ def test_preflight_reports_too_long_prompts_by_item(smollm):
     assert [t[0] for t in plan.too_long] == ["the-long-story"] and len(plan.unique) == 2
 
 
-def test_prefix_order_groups_shared_prefixes(smollm):
+def test_prefix_order_groups_shared_prefixes(tiny):
     story = "Once upon a time " * 200
     reqs = [JudgeRequest((Message("user", f"{story}\nQuestion {q}?"),), g.binary(), "label", Sampling(),
                          RequestMeta("test", f"q{q}")) for q in range(6)]
     reqs += requests_for(g.binary(), 4, temperature=0.0)
-    plan = make_plan(reqs, smollm)
+    plan = make_plan(reqs, tiny)
     assert plan.distinct_prefill_tokens() < plan.prompt_tokens / 2
-    outs = list(smollm.generate(plan.unique))
+    outs = list(tiny.generate(plan.unique))
     assert sum(o.cached_tokens for o in outs) > 0    # vLLM's prefix cache served the shared story
 
 
