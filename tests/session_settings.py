@@ -28,6 +28,10 @@ SESSION_SETTINGS = {
     "LITJUDGE_VERDICT_CACHE": "off",
 }
 assert set(SESSION_SETTINGS) <= set(envs.BY_NAME), "a session setting that engine.core.envs does not know"
+# torch's compile cache (/tmp/torchinductor_$USER) is the user's too: outlines compiles its grammar
+# mask there for the transformers backend, and a kernel compiled under another CPU capability
+# (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU, measured) aborted that backend in later sessions.
+THIRD_PARTY_SETTINGS = {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="litjudge-test-inductor-")}
 FAULTS = str(Path(__file__).resolve().parent / "faults")
 
 
@@ -36,5 +40,5 @@ def apply_session_settings(delenv: Callable[[str], object], setenv: Callable[[st
     the test session's settings set."""
     for name in [k for k in os.environ if k.startswith("LITJUDGE_")]:
         delenv(name)
-    for name, value in SESSION_SETTINGS.items():
+    for name, value in {**SESSION_SETTINGS, **THIRD_PARTY_SETTINGS}.items():
         setenv(name, value)

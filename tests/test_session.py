@@ -124,6 +124,19 @@ def test_the_suite_is_hermetic_against_the_users_litjudge_variables(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("hostile")], list(tmp_path.iterdir())
 
 
+def test_torchs_compile_cache_is_the_sessions_not_the_users():
+    """outlines compiles the transformers backend's grammar mask into torch's cache; the user's
+    (/tmp/torchinductor_$USER) is neither read nor written by the suite, here or in a command's process."""
+    from torch._inductor.runtime.runtime_utils import cache_dir
+
+    from tests.session_settings import THIRD_PARTY_SETTINGS
+
+    ours = THIRD_PARTY_SETTINGS["TORCHINDUCTOR_CACHE_DIR"]
+    child = subprocess.run([sys.executable, "-c", "from torch._inductor.runtime.runtime_utils import cache_dir; "
+                            "print(cache_dir())"], capture_output=True, text=True, timeout=120)
+    assert cache_dir() == ours == child.stdout.strip() and "litjudge-test-inductor-" in ours, (ours, child.stderr)
+
+
 def test_a_session_is_the_invocations_settings():
     """--cache DIR/ (a folder not yet made) names the cache file inside it, not a file DIR; off is off."""
     s = Session.current(out="x", cache="somewhere/new/")
