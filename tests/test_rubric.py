@@ -80,9 +80,10 @@ def test_distribution_mode_gives_p_label_and_the_expected_score(tiny, runs_dir):
     assert outcome.tables["scores"]["mean_expected"].is_not_null().all()
 
 
-def test_analyze_mode_ends_with_a_constrained_verdict(smollm, runs_dir):
-    outcome = run(load_config(DEMO, mode="analyze", options={"analysis_tokens": 16}), progress=False,
-                  backends={"smollm2-135m": smollm}, run_dir=runs_dir / "analyze")
+def test_analyze_mode_ends_with_a_constrained_verdict(tiny, runs_dir):
+    """Free analysis, then a verdict the grammar holds (the session's tiny random judge writes both)."""
+    outcome = run(load_config(DEMO, mode="analyze", options={"analysis_tokens": 16}, judge=tiny.spec.name),
+                  progress=False, backends={tiny.spec.name: tiny}, run_dir=runs_dir / "analyze")
     assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
 
 

@@ -124,9 +124,10 @@ def test_config_errors_name_the_file(tmp_path):
         load_config(cfg)
 
 
-def test_failed_run_leaves_the_store_consistent_and_report_reads_it(smollm, runs_dir, tmp_path):
-    config = load_config(DEMO)
-    outcome = run(config, progress=False, backends={"smollm2-135m": smollm})
+def test_failed_run_leaves_the_store_consistent_and_report_reads_it(tiny, runs_dir, tmp_path):
+    """A run (the session's tiny random judge), then a bad config over its folder: the store stays whole."""
+    config = load_config(DEMO, judge=tiny.spec.name)
+    outcome = run(config, progress=False, backends={tiny.spec.name: tiny})
     bad = write_config(tmp_path / "demo.toml", DEMO.read_text().replace('variant = "default"', 'variant = "nope"'))
     r = litjudge("run", str(bad), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs_dir)}, timeout=120)
     assert r.returncode == 2 and "options.variant" in r.stderr
