@@ -1,7 +1,8 @@
 """The annotation page in a real browser (Debian's Chromium driven by Playwright; the browser
 download is impossible here, hence `executable_path`): 20 stories labelled by keyboard, reload and
 resume, two annotators at once, a kill -9 of the server with no saved label lost, a doubled submit
-counted once, judged text shown as text, the token beyond loopback; screenshots in /tmp."""
+counted once, judged text shown as text, the token beyond loopback; screenshots in pytest's folder
+of the session (/tmp/pytest-of-$USER/pytest-current/popen-gw*/annotate-*.png, kept for three sessions)."""
 import json
 import shutil
 import time
@@ -16,8 +17,13 @@ from tests.annotate_run import POINTS, TESTS, Served, pairwise_run, rubric_run, 
 CHROMIUM = Path("/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (apt-get install chromium)")
-SHOTS = Path("/tmp")
 RTL = "نص عربي من اليمين إلى اليسار مع English في الوسط"
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go: pytest's folder of the session, which pytest keeps for a while."""
+    return tmp_path_factory.getbasetemp()
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +63,7 @@ def exported(served: Served) -> list[dict]:
         return [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]
 
 
-def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, tmp_path):
+def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_path):
     run = ttcw_run(tmp_path / "ttcw")
     budget = 60
     queue = build_queue(run, budget)
@@ -76,7 +82,7 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, tmp_path):
     prefix = estimates(queue, rows)["labelled_draws"]
     assert prefix >= 20
     until(lambda: ann.text_content("#done-draws") == f"{prefix} / {budget}")
-    ann.screenshot(path=str(SHOTS / "annotate-ttcw.png"), full_page=True)
+    ann.screenshot(path=str(shots / "annotate-ttcw.png"), full_page=True)
     assert len(rows) == 20 * TESTS and len({r["cluster"] for r in rows}) == 20
     # judged text is text: the payloads are shown literally, nothing of them became an element
     bodies = ann.eval_on_selector_all(".text .body", "els => els.map(e => e.textContent)")
@@ -119,7 +125,7 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, tmp_path):
         again.kill()
 
 
-def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, tmp_path):
+def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_path):
     run = ttcw_run(tmp_path / "ttcw", stories=12)
     with Served(run, "--budget", "20", host="0.0.0.0") as served:
         page = browser.new_page()
@@ -142,7 +148,7 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, tmp_path):
         # a right-to-left text reads right to left, the other left to right, whichever is shown first
         shown = page.eval_on_selector_all(".text .body", "els => els.map(e => [e.textContent, getComputedStyle(e).direction])")
         assert sorted(d for _, d in shown) == ["ltr", "rtl"] and all((d == "rtl") == t.startswith(RTL) for t, d in shown)
-        page.screenshot(path=str(SHOTS / "annotate-pairwise.png"), full_page=True)
+        page.screenshot(path=str(shots / "annotate-pairwise.png"), full_page=True)
         assert label_by_keys(page, "1") != first
         row = exported(served)[0]
         # key 1 chose the text shown first: a in order ab, b in order ba

@@ -109,9 +109,9 @@ def test_a_test_run_leaves_the_users_cache_alone(tmp_path):
     command (which writes a console log and may write calibrations, crash reports, the verdict
     cache) changes nothing under the user's cache folder."""
     from litjudge.engine.core.paths import cache_dir
-    from tests.conftest import USER_CACHE
+    from tests.session_settings import SESSION_TMP, USER_CACHE
 
-    assert cache_dir() != USER_CACHE and "litjudge-test-cache-" in str(cache_dir())
+    assert cache_dir() != USER_CACHE and SESSION_TMP in cache_dir().parents
 
     def snapshot() -> dict:
         if not USER_CACHE.exists():

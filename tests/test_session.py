@@ -4,6 +4,8 @@ but third-party libraries' own once at start, every LITJUDGE_* variable is read 
 (engine/core/envs.py), and the test suite is hermetic with respect to the user's shell."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import sqlite3
@@ -111,9 +113,15 @@ HOSTILE = {"LITJUDGE_RUNS_DIR": "hostile-runs", "LITJUDGE_VERDICT_CACHE": "hosti
 
 def test_the_suite_is_hermetic_against_the_users_litjudge_variables(tmp_path):
     """A subprocess pytest run with hostile LITJUDGE_* values in its shell (a runs folder, a verdict
-    cache and a cache of the user's, an unreadable lock wait, a fault hook): the tests that read
-    them pass, and nothing is written where the variables point."""
-    env = {**os.environ, **{k: str(tmp_path / v) if "hostile" in v else v for k, v in HOSTILE.items()}}
+    cache and a cache of the user's, an unreadable lock wait, a fault hook) and third-party caches
+    of the user's (torch's, Ray's): the tests that read them pass, nothing is written where the
+    variables point, and the run leaves nothing in the system's temporary folder."""
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_DEBUG_TEMPROOT")},
+           **{k: str(tmp_path / v) if "hostile" in v else v for k, v in HOSTILE.items()},
+           "TMPDIR": str(system_tmp), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "hostile-inductor"),
+           "RAY_TMPDIR": str(tmp_path / "hostile-ray")}
     tests = ["tests/test_newcomer.py::test_one_verdict_cache_across_output_folders",
              "tests/test_python_api.py::test_tables_are_the_run_folders_and_a_repeat_generates_nothing"]
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
@@ -122,19 +130,35 @@ def test_the_suite_is_hermetic_against_the_users_litjudge_variables(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:]
     assert "2 passed" in r.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("hostile")], list(tmp_path.iterdir())
+    assert not list(system_tmp.iterdir()), list(system_tmp.rglob("*"))[:20]
 
 
-def test_torchs_compile_cache_is_the_sessions_not_the_users():
-    """outlines compiles the transformers backend's grammar mask into torch's cache; the user's
-    (/tmp/torchinductor_$USER) is neither read nor written by the suite, here or in a command's process."""
-    from torch._inductor.runtime.runtime_utils import cache_dir
+TEMPORARY_FOLDERS = """
+import tempfile
+from torch._inductor.runtime.runtime_utils import cache_dir
+from torch._inductor.codecache import _HEADER_DIR
+from ray._common.utils import get_default_ray_temp_dir
+from vllm.utils.network_utils import get_file_store_init_method, get_open_zmq_ipc_path
+print(tempfile.gettempdir(), cache_dir(), _HEADER_DIR, get_default_ray_temp_dir(),
+      get_file_store_init_method().removeprefix("file://"), get_open_zmq_ipc_path().removeprefix("ipc://"))
+"""
 
-    from tests.session_settings import THIRD_PARTY_SETTINGS
 
-    ours = THIRD_PARTY_SETTINGS["TORCHINDUCTOR_CACHE_DIR"]
-    child = subprocess.run([sys.executable, "-c", "from torch._inductor.runtime.runtime_utils import cache_dir; "
-                            "print(cache_dir())"], capture_output=True, text=True, timeout=120)
-    assert cache_dir() == ours == child.stdout.strip() and "litjudge-test-inductor-" in ours, (ours, child.stderr)
+def test_what_the_suite_writes_to_temporary_folders_is_the_sessions():
+    """torch's compile cache and precompiled headers (/tmp/torchinductor_$USER: 155 MB a session,
+    and a kernel compiled under another CPU capability aborted the transformers backend), vLLM's
+    rendezvous files and sockets, Ray's sessions: all in the session's temporary folder, which goes
+    when the session ends, here and in a command's process; never the user's."""
+    from tests.session_settings import SESSION_TMP, SYSTEM_TMP
+
+    here = subprocess.run([sys.executable, "-c", TEMPORARY_FOLDERS], capture_output=True, text=True, timeout=300)
+    exec_globals: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        exec(TEMPORARY_FOLDERS, exec_globals)
+    for paths in (printed.getvalue().split(), here.stdout.split()):
+        assert len(paths) == 6, here.stderr[-2000:]
+        assert all(SESSION_TMP in Path(p).parents or Path(p) == SESSION_TMP for p in paths), (SESSION_TMP, paths)
+    assert SESSION_TMP.parent == SYSTEM_TMP and SESSION_TMP.name.startswith("litjudge-tests-")
 
 
 def test_a_session_is_the_invocations_settings():
