@@ -25,7 +25,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
 
 from litjudge.engine.core.paths import PROJECT_ROOT, data_root, prompts_root
-from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings, remove_session_tmp  # noqa: F401
+from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
 from tests.shared_cli import litjudge_in_process
 from tests.warm_cli import run_cli, warm_for
 
@@ -48,11 +48,6 @@ apply_session_settings(os.environ.pop, os.environ.__setitem__)
 if FAULTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join([FAULTS, *filter(None, [os.environ.get("PYTHONPATH")])])
 warm_for(os.environ)          # the CLI's processes are forked from a warm interpreter with these settings
-
-
-def pytest_unconfigure(config):
-    """The session's temporary folder (tests/session_settings.py) goes when the session ends."""
-    remove_session_tmp()
 
 
 @pytest.fixture(autouse=True)

@@ -12,12 +12,13 @@ switch it on with a path of their own). The names are engine.core.envs' (checked
 
 Nor does the session leave anything in the system's temporary folder: every process of the session
 (the workers, the CLI's, vLLM's and Ray's) writes its temporary files in one folder of the session,
-removed when the session ends (conftest's pytest_unconfigure). Measured before: each `make test`
+removed when the session ends (as the process that made it exits). Measured before: each `make test`
 left 155 MB of torch's precompiled headers in /tmp/torchinductor_$USER, a vLLM rendezvous file and
 a socket for each engine, two cache folders per worker and a Ray session. pytest's own folders
 (tmp_path, kept for the last three sessions) stay where pytest puts them."""
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -43,7 +44,11 @@ def _session_tmp() -> tuple[Path, bool]:
 
 
 SESSION_TMP, _MADE_HERE = _session_tmp()
-USER_CACHE = cache_dir()
+# The user's cache folder, as the session's first process found it (a worker inherits the session's).
+_USER_CACHE_NOTE = SESSION_TMP / "user-cache-folder"
+if _MADE_HERE:
+    _USER_CACHE_NOTE.write_text(str(cache_dir()))
+USER_CACHE = Path(_USER_CACHE_NOTE.read_text())
 SESSION_SETTINGS = {
     "LITJUDGE_MODEL_CACHE": str(model_cache_dir()),
     "LITJUDGE_DATA_ROOT": str(data_root()),
@@ -71,8 +76,12 @@ def apply_session_settings(delenv: Callable[[str], object], setenv: Callable[[st
     tempfile.tempdir = str(SESSION_TMP)          # this process's own temporary files too (cached at first use)
 
 
-def remove_session_tmp() -> None:
-    """The session's temporary folder gone, with whatever its processes left in it (by the process
-    that made it, once the session's others are done)."""
-    if _MADE_HERE:
+def _remove_session_tmp(maker: int = os.getpid()) -> None:
+    """The session's temporary folder gone, with whatever its processes left in it: by the process
+    that made it, as it exits (after its workers; not in a child forked from it)."""
+    if os.getpid() == maker:
         shutil.rmtree(SESSION_TMP, ignore_errors=True)
+
+
+if _MADE_HERE:
+    atexit.register(_remove_session_tmp)
