@@ -13,6 +13,7 @@ torch's cache in /tmp, where one compiled under another CPU capability aborted g
 """
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -48,6 +49,7 @@ class TransformersBackend(StepBackend):
         self.renderer = PromptRenderer(tok, spec.chat)
         self._generators: dict[str, Any] = {}
         self._max_len = context_window(spec)
+        self._keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._queue: list[tuple[int, Step]] = []
         self._serial = 0
 
@@ -77,13 +79,12 @@ class TransformersBackend(StepBackend):
         if isinstance(step, FreeText):
             return self._free_text(step)
         if isinstance(step, NextTokenLogprobs):
-            last = self._logprobs_after(list(step.prompt.tokens))[-1]
+            last = self._logprobs_after(list(step.prompt.tokens), keep=1)[-1]
             return StepResult(logprobs={i: float(last[i]) for i in step.token_ids})
         assert isinstance(step, ContinuationLogprob)
         ids, n = list(step.prompt.tokens), step.continuation
-        lp = self._logprobs_after(ids)
-        start = len(ids) - n
-        return StepResult(continuation_logprob=float(sum(lp[start - 1 + i, t] for i, t in enumerate(ids[start:]))))
+        lp = self._logprobs_after(ids, keep=n + 1)       # row i: the position before continuation token i
+        return StepResult(continuation_logprob=float(sum(lp[i, t] for i, t in enumerate(ids[len(ids) - n:]))))
 
     def _sampling_kwargs(self, d: Decoding) -> dict:
         if d.temperature == 0.0:
@@ -128,8 +129,12 @@ class TransformersBackend(StepBackend):
             text = text.split(s, 1)[0]
         return StepResult(text, tuple(new), "length" if len(new) >= max_tokens else "stop")
 
-    def _logprobs_after(self, ids: list[int]):
+    def _logprobs_after(self, ids: list[int], keep: int):
+        """Log-probabilities at the last `keep` positions of `ids` (rows in order): the vocabulary
+        projection of only those (17% of a distribution-mode step with SmolLM2 at 90 tokens), where
+        the model's forward takes `logits_to_keep`."""
         torch = self.torch
+        kwargs = {"logits_to_keep": keep} if self._keeps_logits else {}
         with torch.no_grad():
-            logits = self.model(torch.tensor([ids])).logits[0].float()
+            logits = self.model(torch.tensor([ids]), **kwargs).logits[0, -keep:].float()
         return torch.log_softmax(logits, dim=-1)
