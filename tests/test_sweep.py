@@ -140,13 +140,14 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)     # each engine's cache from its own settings
 from litjudge.engine import backends
 from litjudge.engine.core.runner import rss_mib
-import gc
+import gc, sys
 scanned = []                                       # what each full collection scans (the heap not frozen)
 def full(phase, info):
     if phase == "start" and info["generation"] == 2:
         scanned.append(len(gc.get_objects()))
 gc.callbacks.append(full)
-for name, kv in [("smollm2-135m", 0.75), ("gemma3-270m", 0.625), ("smollm2-135m", 0.75), ("gemma3-270m", 0.625)]:
+llama, qwen = sys.argv[1:3]
+for name, kv in [(llama, 0.75), (qwen, 0.625), (llama, 0.75), (qwen, 0.625)]:
     heap, scanned[:] = len(gc.get_objects()), []
     b = backends.create(backends.model_spec(name, max_model_len=2048, kv_cache_gib=kv))
     print("KV", b.describe()["kv_cache_gib"], flush=True)
@@ -160,10 +161,12 @@ for name, kv in [("smollm2-135m", 0.75), ("gemma3-270m", 0.625), ("smollm2-135m"
 
 @pytest.mark.slow
 @pytest.mark.heavy
-def test_engines_started_one_after_another_release_their_memory():
-    """SmolLM2, Gemma, SmolLM2, Gemma in one process, as a sweep runs its judges, each with the KV
-    cache its settings ask for."""
-    r = subprocess.run([sys.executable, "-c", RSS_PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=400)
+def test_engines_started_one_after_another_release_their_memory(tiny_folder, tiny_qwen_folder):
+    """Two judges of two architectures (the tiny Llama and the tiny Qwen2), each started twice, one
+    after another in one process, as a sweep runs its judges, each with the KV cache its settings
+    ask for. What is held and freed is the engine's (its KV cache, its heap), not the model's size."""
+    r = subprocess.run([sys.executable, "-c", RSS_PROBE, str(tiny_folder), str(tiny_qwen_folder)], cwd=PROJECT_ROOT,
+                       capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stderr[-3000:]
     def printed(tag: str) -> list[float]:
         return [float(line.split()[1]) for line in r.stdout.splitlines() if line.startswith(tag + " ")]
