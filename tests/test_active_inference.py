@@ -112,6 +112,19 @@ def test_prefix_and_notes():
         A.estimate(d, f, m, {}, 3)
 
 
+def test_an_interval_outside_the_range_is_clipped_whole_never_reversed():
+    """5 stories of 14 tests, 10 draws reading 3 of them (an audit's population, seed 599): the
+    unclipped estimate lies more than a half width below 0. Clipping each end alone published
+    0.000 to -0.001; clipped whole, the interval is the range's end, ordered, and holds the point."""
+    yes = np.array([4, 2, 0, 1, 4], dtype=float)
+    f = np.array([5.285367629253358, 6.785128150575087, 6.911196433142227, 8.020879376400323, 8.538399103609517])
+    u = np.array([1.588263018849066, 1.61967605427483, 1.4289595165256266, 1.4849357443559073, 1.5720187561239962])
+    d = A.design([f"s{c}" for c in range(5)], u, 10, floor=0.2, seed=599)
+    e = A.estimate(d, f, np.full(5, 14.0), yes, 10)
+    assert e.note is None and e.half_width > 0
+    assert 0.0 <= e.low <= e.value <= e.high <= 1.0, e
+
+
 def test_uncertainty_sources():
     ci = np.array([0, 0, 1, 1])
     assert np.allclose(A.binary_uncertainty(np.array([0.5, 0.5, 0.0, 1.0]), ci, 2), [np.sqrt(0.5), 0.0])

@@ -301,8 +301,10 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
     if not np.isfinite(half):
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)
-    return ActiveEstimate(point, float(max(lo, value - half)), float(min(hi, value + half)), half, lam_v, k,
-                          reads, n_eff, None)
+    # The interval clipped into the range as a whole: clipping each end alone reversed it when the
+    # unclipped value lay more than a half width outside (0.000 to -0.001 was printed, 5 stories).
+    low, high = (float(np.clip(end, lo, hi)) for end in (value - half, value + half))
+    return ActiveEstimate(point, low, high, half, lam_v, k, reads, n_eff, None)
 
 
 def _centred(y: np.ndarray, f: np.ndarray, m: np.ndarray, p: np.ndarray, phi: float) -> tuple[np.ndarray, np.ndarray]:
