@@ -96,6 +96,24 @@ def test_design_probabilities_and_draws():
     assert A.cost(p) == pytest.approx(A.MAX_COST, rel=1e-6) and A.effective_floor(lopsided, 0.2) > 0.2
 
 
+def test_the_floor_is_proportional_to_size():
+    """Equal sizes: the design of uniform weights, exactly. Unequal: each cluster's floor share
+    proportional to its size and the cost capped against drawing by size; a size-0 cluster (a
+    rubric's other kind) counts at the mean size, so it is drawn."""
+    _, _, u, _ = _population(4, n=30)
+    assert np.array_equal(A.probabilities(u, 0.2, size=np.full(30, 14.0)), A.probabilities(u, 0.2))
+    size = np.r_[40.0, np.full(28, 3.0), 0.0]
+    w = A.floor_weights(size, 30)
+    assert w[0] == pytest.approx(40 / (124 + 124 / 29)) and w[-1] == pytest.approx(w[0] * (124 / 29) / 40)
+    sure = np.r_[0.0, np.ones(29)]
+    p = A.probabilities(sure, 0.2, size=size)
+    fl = A.effective_floor(sure, 0.2, size=size)
+    assert p[0] == pytest.approx(fl * w[0]) and fl >= 0.2 and A.cost(p, w) <= A.MAX_COST + 1e-9
+    assert p.sum() == pytest.approx(1.0) and p.min() > 0
+    with pytest.raises(ValueError, match="size must be 30 finite values"):
+        A.probabilities(u, 0.2, size=np.full(29, 1.0))
+
+
 def test_prefix_and_notes():
     y, f, u, m = _population(5)
     d = A.design([f"s{i}" for i in range(len(y))], u, 15, seed=2)

@@ -2,6 +2,7 @@
 finished replayed run in a temporary folder. The queue, the store's promises (a doubled submit
 counted once, locks, skip, undo, resume, nothing lost to a kill -9), the refusals (400, 403, 413),
 import and export, and the page's estimate equal to a recomputation from the exported labels."""
+import dataclasses
 import json
 import signal
 import time
@@ -51,6 +52,57 @@ def test_the_ttcw_queue_is_drawn_from_the_judges_vote_share(run):
     assert len(q.design.draws) == 40 and q.design.probability.min() >= 0.2 / STORIES - 1e-12
     again = build_queue(run, 40, floor=0.2, seed=3)
     assert np.array_equal(q.design.draws, again.design.draws)        # the draws are the seed's, fixed before labels
+
+
+def dominant_story_run(folder):
+    """A TTCW run of two replayed judges over 60 stories of 40 tests: they answer all 40 tests of
+    story 0 (both saying what the experts say: sure and right) and only the first 3 of each other
+    story (both No): the recordings hold no answer to the rest. Story 0 holds 40 of the queue's 217 items."""
+    from tests.annotate_run import judged
+    from tests.conformance_data import ttcw_dataset
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(21)
+    names = [f"d{k:02d}" for k in range(60)]
+    rate = [0.8] + list(rng.beta(1, 4, 59))
+    yes = {(s, t): bool(rng.uniform() < rate[k]) for k, s in enumerate(names) for t in range(1, 41)}
+    card = ttcw_dataset(folder, names, 40, yes)
+    judges = []
+    for j in ("one", "two"):
+        path = folder / f"{j}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"story_{s}_GPT4_test{t}", "response":
+                                            ("Yes" if yes[(s, t)] else "No") if k == 0 else "No"}) + "\n"
+                                for k, s in enumerate(names) for t in range(1, 41) if k == 0 or t <= 3))
+        judges.append(f'"replay:{path}"')
+    cfg = folder / "dominant.toml"
+    cfg.write_text(f'name = "dominant"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{", ".join(judges)}]\n'
+                   'backend = "replay"\nmode = "label"\nmissing = "drop"\n')
+    return judged(cfg), yes
+
+
+def test_a_story_holding_a_large_share_of_the_items_keeps_the_interval_valid(tmp_path):
+    """The floor's share of each story is proportional to its size (issue 55's design, audited):
+    with a uniform floor, the sure story of 40 tests beside 59 of 3 was drawn 1/60 of the time,
+    and the interval covered the pooled pass rate 0.56 at 30 draws. Through the page's estimate,
+    400 queues of 30 draws each (the design `build_queue` makes, over seeds)."""
+    run, yes = dominant_story_run(tmp_path)
+    q = build_queue(run, 30, floor=0.2, seed=0)
+    assert q.size.tolist() == [40.0] + [3.0] * 59 and q.uncertainty[0] == 0.0
+    assert q.design.probability[0] >= 0.2 * 40 / 217 - 1e-12          # the floor's size-proportional share
+    labels = [{"annotator": "a", "cluster": c.cluster, "item": qu.item,
+               "label": "Yes" if yes[(c.cluster.removesuffix("_GPT4"), int(qu.item.rsplit("test", 1)[1]))] else "No"}
+              for c in q.clusters for qu in c.questions]
+    truth = sum(row["label"] == "Yes" for row in labels) / 217
+    covered, errors = [], []
+    for seed in range(400):
+        d = active.design([c.cluster for c in q.clusters], q.uncertainty, 30, floor=0.2, seed=seed, size=q.size)
+        drawn = {q.clusters[c].cluster for c in d.draws.tolist()}
+        e = estimates(dataclasses.replace(q, design=d), [r for r in labels if r["cluster"] in drawn], curve=False)
+        errors.append(e["active"]["value"] - truth)
+        if e["active"]["low"] is not None:
+            covered.append(e["active"]["low"] <= truth <= e["active"]["high"])
+    assert len(covered) >= 390 and np.mean(covered) >= 0.88, (np.mean(covered), len(covered))
+    assert abs(np.mean(errors)) < 3 * np.std(errors) / np.sqrt(len(errors)) + 0.01, np.mean(errors)
 
 
 def test_labels_doubled_submit_locks_skip_undo_and_resume(run):

@@ -54,7 +54,7 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
     """Every design at every prefix length in `ks` over `repeats` repeats (one draw sequence per
     repeat and design kind, its prefixes giving the smaller budgets, as on the page). `probability`
     (N,) or (R, N): active's draw probabilities as given (an annotation queue's design), instead of
-    `probabilities(uncertainty, floor)`. `lam`: uniform PPI++'s and active's lam fixed (1: what an
+    `probabilities(uncertainty, floor, size=size)`. `lam`: uniform PPI++'s and active's lam fixed (1: what an
     oracle would pick for a calibrated judge) instead of tuned."""
     rng = np.random.default_rng(seed)
     y, f, u, m = (np.broadcast_to(np.asarray(a, dtype=float), np.broadcast_shapes(
@@ -68,7 +68,7 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
     truth = y.sum(axis=1) / big_m
     kmax = int(max(ks))
     p_uni = np.full((repeats, n_cl), 1.0 / n_cl)
-    p_act = probabilities(u, floor) if probability is None else \
+    p_act = probabilities(u, floor, size=m) if probability is None else \
         np.broadcast_to(np.asarray(probability, dtype=float), (repeats, n_cl))
     d_uni, d_act = _draw(p_uni, kmax, rng), _draw(p_act, kmax, rng)
     kinds = {"human-only": (d_uni, p_uni, 0.0), "uniform PPI++": (d_uni, p_uni, lam), "active": (d_act, p_act, lam)}

@@ -115,7 +115,7 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0) ->
     if not clusters:
         raise ConfigError("the run has no verdict on an item with text to show: nothing to annotate", where=str(run))
     size = np.asarray([sum(q.counted for q in c.questions) for c in clusters], dtype=float)
-    design = active.design([c.cluster for c in clusters], built.uncertainty, budget, floor=floor, seed=seed)
+    design = active.design([c.cluster for c in clusters], built.uncertainty, budget, floor=floor, seed=seed, size=size)
     answers = tuple(dict.fromkeys(a.value for c in clusters for q in c.questions for a in q.answers))
     positive = next((a.value for c in clusters for q in c.questions for a in q.answers if a.score == 1.0), answers[0])
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
