@@ -3,6 +3,7 @@ finished replayed run in a temporary folder. The queue, the store's promises (a 
 counted once, locks, skip, undo, resume, nothing lost to a kill -9), the refusals (400, 403, 413),
 import and export, and the page's estimate equal to a recomputation from the exported labels."""
 import dataclasses
+import hashlib
 import json
 import signal
 import time
@@ -80,12 +81,17 @@ def dominant_story_run(folder):
     return judged(cfg), yes
 
 
-def test_a_story_holding_a_large_share_of_the_items_keeps_the_interval_valid(tmp_path):
+@pytest.fixture(scope="module")
+def dominant(tmp_path_factory):
+    return dominant_story_run(tmp_path_factory.mktemp("dominant"))
+
+
+def test_a_story_holding_a_large_share_of_the_items_keeps_the_interval_valid(dominant):
     """The floor's share of each story is proportional to its size (issue 55's design, audited):
     with a uniform floor, the sure story of 40 tests beside 59 of 3 was drawn 1/60 of the time,
     and the interval covered the pooled pass rate 0.56 at 30 draws. Through the page's estimate,
     400 queues of 30 draws each (the design `build_queue` makes, over seeds)."""
-    run, yes = dominant_story_run(tmp_path)
+    run, yes = dominant
     q = build_queue(run, 30, floor=0.2, seed=0)
     assert q.size.tolist() == [40.0] + [3.0] * 59 and q.uncertainty[0] == 0.0
     assert q.design.probability[0] >= 0.2 * 40 / 217 - 1e-12          # the floor's size-proportional share
@@ -103,6 +109,32 @@ def test_a_story_holding_a_large_share_of_the_items_keeps_the_interval_valid(tmp
             covered.append(e["active"]["low"] <= truth <= e["active"]["high"])
     assert len(covered) >= 390 and np.mean(covered) >= 0.88, (np.mean(covered), len(covered))
     assert abs(np.mean(errors)) < 3 * np.std(errors) / np.sqrt(len(errors)) + 0.01, np.mean(errors)
+
+
+def test_a_queue_stored_with_the_uniform_floor_reopens_as_it_was_drawn(dominant, tmp_path):
+    """A queue started before the floor went by size (its store's design has no `floor_by`) reopens
+    with its own draws and probabilities, in the app and in `--simulate`; a new one is by size."""
+    from litjudge.engine.app.annotate.labels import open_labels, stored_design
+    from litjudge.engine.app.annotate.queue_store import Options, open_queue, settings
+    from tests.annotate_run import fresh
+
+    run = fresh(dominant[0], tmp_path)
+    old = build_queue(run, 30, floor=0.2, seed=0, floor_by="uniform")
+    assert not np.allclose(old.design.probability, build_queue(run, 30, floor=0.2, seed=0).design.probability)
+    ids = "\n".join(c.cluster for c in old.clusters)
+    open_labels(run, (c.cluster for c in old.clusters), old.design.probability, old.design.draws,
+                {"budget": 30, "floor": 0.2, "seed": 0, "protocol": "ttcw",
+                 "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}).close()   # as the store was written
+    assert settings(run, Options()).floor_by == "uniform"
+    q, labels = open_queue(run, Options())
+    labels.close()
+    assert np.array_equal(q.design.draws, old.design.draws) and np.allclose(q.design.probability, old.design.probability)
+    assert "floor_by" not in stored_design(run)
+    new_run = fresh(dominant[0], tmp_path / "new")
+    q, labels = open_queue(new_run, Options(budget=30))
+    labels.close()
+    assert stored_design(new_run)["floor_by"] == "size" and settings(new_run, Options()).floor_by == "size"
+    assert q.design.probability[0] >= 0.2 * 40 / 217 - 1e-12
 
 
 def test_labels_doubled_submit_locks_skip_undo_and_resume(run):

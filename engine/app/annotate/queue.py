@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -91,8 +92,11 @@ def tie_credit(label: str, decision: str) -> float:
     return 0.5 if "tie" in (label, decision) else 0.0
 
 
-def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0) -> Queue:
-    """The queue of `run` (a finished run folder); refuses protocols the app does not serve yet."""
+def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0,
+                floor_by: Literal["size", "uniform"] = "size") -> Queue:
+    """The queue of `run` (a finished run folder); refuses protocols the app does not serve yet.
+    `floor_by`: the floor's draws by cluster size, or uniform (how queues stored before
+    2026-11-29 were drawn, so that they reopen as they were)."""
     run = Path(run)
     if not (run / "manifest.json").is_file() or not (run / "verdicts.parquet").is_file():
         raise ConfigError("not a finished run folder (no manifest.json and verdicts.parquet): give the folder "
@@ -115,7 +119,8 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0) ->
     if not clusters:
         raise ConfigError("the run has no verdict on an item with text to show: nothing to annotate", where=str(run))
     size = np.asarray([sum(q.counted for q in c.questions) for c in clusters], dtype=float)
-    design = active.design([c.cluster for c in clusters], built.uncertainty, budget, floor=floor, seed=seed, size=size)
+    design = active.design([c.cluster for c in clusters], built.uncertainty, budget, floor=floor, seed=seed,
+                           size=size if floor_by == "size" else None)
     answers = tuple(dict.fromkeys(a.value for c in clusters for q in c.questions for a in q.answers))
     positive = next((a.value for c in clusters for q in c.questions for a in q.answers if a.score == 1.0), answers[0])
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,

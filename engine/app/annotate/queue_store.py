@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -27,24 +28,34 @@ class Options:
     port: int = 8765
 
 
-def settings(run: Path, options: Options) -> tuple[int, float, int]:
-    """(budget, floor, seed): those given, else the stored queue's, else the defaults."""
+@dataclass(frozen=True)
+class Settings:
+    budget: int
+    floor: float
+    seed: int
+    floor_by: Literal["size", "uniform"]      # a queue stored before the floor went by size: uniform
+
+
+def settings(run: Path, options: Options) -> Settings:
+    """Budget, floor and seed: those given, else the stored queue's, else the defaults; and how the
+    stored queue's floor was drawn (a new queue's: by size)."""
     was = stored_design(run)
     budget = options.budget if options.budget is not None else was.get("budget", DEFAULT_BUDGET)
     floor = options.floor if options.floor is not None else was.get("floor", 0.2)
     seed = options.seed if options.seed is not None else was.get("seed", 0)
-    return budget, floor, seed
+    return Settings(budget, floor, seed, "uniform" if was and "floor_by" not in was else "size")
 
 
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
-    budget, floor, seed = settings(run, options)
+    s = settings(run, options)
     if options.per_item < 1:
         raise ConfigError(f"--per-item must be >= 1, got {options.per_item}")
-    queue = build_queue(run, budget, floor=floor, seed=seed)
+    queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by)
     ids = "\n".join(c.cluster for c in queue.clusters)
-    design = {"budget": budget, "floor": floor, "seed": seed, "protocol": queue.protocol,
-              "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}
+    design = {"budget": s.budget, "floor": s.floor, "seed": s.seed, "protocol": queue.protocol,
+              "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16],
+              **({"floor_by": "size"} if s.floor_by == "size" else {})}      # a store of before keeps its own
     labels = open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability, queue.design.draws, design)
     drawn = [(queue.clusters[int(c)].cluster, float(queue.design.probability[int(c)])) for c in queue.design.draws]
     stored = [(c, labels.probability[c]) for c in labels.draw_clusters]

@@ -48,9 +48,9 @@ def simulate(run: Path, options: Options, args) -> int:
     """`--simulate COLUMN`: the three designs answered from the run's human column (no store is
     opened, no label written)."""
 
-    budget, floor, seed = settings(run, options)
-    queue = build_queue(run, budget, floor=floor, seed=seed)
-    sim = run_simulation(queue, args.simulate, args.repeats, seed=seed, target=args.target_width)
+    s = settings(run, options)
+    queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by)
+    sim = run_simulation(queue, args.simulate, args.repeats, seed=s.seed, target=args.target_width)
     print(f"Simulated queue of {run} ({queue.protocol}: {queue.quantity}) answered from {sim.column!r} "
           f"(its estimate from every label: {sim.truth:.4f}): {sim.repeats} repeats of {sim.budget} draws over "
           f"{len(queue.clusters)} clusters, active by {queue.uncertainty_source}")
