@@ -4,10 +4,21 @@ the page's own mark, never a fixed or virtual-time budget (`--dump-dom` under on
 and, once, 100 s beside a busy test worker)."""
 from __future__ import annotations
 
+import os
 import shutil
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def browser_env() -> dict[str, str]:
+    """The browser's environment: the session's, with its configuration and cache folders (crash
+    reports in ~/.config/chromium, dconf's ~/.cache/dconf: written by every launch, measured) in
+    the session's temporary folder rather than the user's."""
+    from tests.session_settings import SESSION_TMP
+
+    return {**os.environ, "XDG_CONFIG_HOME": str(SESSION_TMP / "browser-config"),
+            "XDG_CACHE_HOME": str(SESSION_TMP / "browser-cache")}
 
 
 def page_value(url: str, ready: str, value: str, viewport: dict[str, int] | None = None,
@@ -19,7 +30,7 @@ def page_value(url: str, ready: str, value: str, viewport: dict[str, int] | None
     assert CHROMIUM is not None, "Debian's chromium is not installed"
     args = ["--no-sandbox", "--disable-gpu", *(["--allow-file-access-from-files"] if file_access else [])]
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=args, env=browser_env())
         try:
             tab = browser.new_page(viewport=viewport or {"width": 1280, "height": 800})
             tab.goto(url, timeout=60_000)

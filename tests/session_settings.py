@@ -60,9 +60,13 @@ assert set(SESSION_SETTINGS) <= set(envs.BY_NAME), "a session setting that engin
 # torch's compile cache (/tmp/torchinductor_$USER) is the user's too: outlines compiles its grammar
 # mask there for the transformers backend, and a kernel compiled under another CPU capability
 # (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU, measured) aborted that backend in later sessions.
-# Ray reads RAY_TMPDIR before TMPDIR (a user's would take the session's Ray elsewhere).
+# Ray reads RAY_TMPDIR before TMPDIR (a user's would take the session's Ray elsewhere). The
+# datasets library's cache (~/.cache/huggingface/datasets: the export tests' reads left lock files
+# there) and pip's (~/.cache/pip/wheels: the wheels the install tests build) are the user's too.
 THIRD_PARTY_SETTINGS = {"TMPDIR": str(SESSION_TMP), "RAY_TMPDIR": str(SESSION_TMP),
-                        "TORCHINDUCTOR_CACHE_DIR": str(SESSION_TMP / "torchinductor")}
+                        "TORCHINDUCTOR_CACHE_DIR": str(SESSION_TMP / "torchinductor"),
+                        "HF_DATASETS_CACHE": str(SESSION_TMP / "hf-datasets"),
+                        "PIP_CACHE_DIR": str(SESSION_TMP / "pip-cache")}
 FAULTS = str(Path(__file__).resolve().parent / "faults")
 
 

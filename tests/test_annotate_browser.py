@@ -13,6 +13,7 @@ import pytest
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
 from tests.annotate_run import POINTS, TESTS, Served, pairwise_run, rubric_run, ttcw_run
+from tests.chromium import browser_env
 
 CHROMIUM = Path("/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -29,7 +30,7 @@ def shots(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"], env=browser_env())
         yield b
         b.close()
 

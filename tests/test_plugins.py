@@ -339,8 +339,7 @@ def test_a_plugin_loaders_labels_are_normalised_and_its_wrong_types_name_it(tmp_
     (tmp_path / "data.txt").write_text("read by the plugin\n")
     (tmp_path / "rec.jsonl").write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "A" if o == "ab" else "B"})
                                                 + "\n" for i in range(12) for o in ("ab", "ba")))    # text a, both orders
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("LITJUDGE_")}, "PYTHONPATH": str(plugin),
-           "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    env = {**os.environ, "PYTHONPATH": str(plugin), "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}  # the session's settings
 
     def run(loader: str) -> subprocess.CompletedProcess:
         (tmp_path / f"{loader}.toml").write_text(f'name = "{loader}"\nprotocol = "pairwise"\njudge = "replay:rec.jsonl"\n'

@@ -14,7 +14,7 @@ from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.judges.metrics import rogan_gladen
 from litjudge.judges.tables import SELF_CORRECTED
-from tests.chromium import CHROMIUM, page_value
+from tests.chromium import CHROMIUM, browser_env, page_value
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
@@ -31,7 +31,8 @@ def rendered(page, tmp_path) -> tuple[int, int]:
 
 def screenshot(page, png, tmp_path, size: str = "1280,2000") -> None:
     r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", f"--window-size={size}",
-                        f"--screenshot={png}", page.as_uri()], capture_output=True, text=True, timeout=120)
+                        f"--screenshot={png}", page.as_uri()], capture_output=True, text=True, timeout=120,
+                       env=browser_env())
     assert png.exists(), r.stderr[-1000:]
     import matplotlib.image
 

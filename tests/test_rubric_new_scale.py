@@ -157,8 +157,7 @@ def test_a_plugin_s_scale_is_the_same_file_declared_by_entry_point(tmp_path):
         print(names()[-1], SCALES.origin("mood"), "mood_agreement" in PROTOCOLS.get("rubric").declared.tables,
               asked[0].language.labels())
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LITJUDGE_")}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**env, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)   # the session's settings
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "mood mood-plugin 0.1.0 True ('calm', 'tense', 'eerie')"
