@@ -92,8 +92,11 @@ def tie_credit(label: str, decision: str) -> float:
     return 0.5 if "tie" in (label, decision) else 0.0
 
 
-def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0,
-                floor_by: Literal["size", "uniform"] = "size") -> Queue:
+# How a queue's floor is drawn: by cluster size, or uniform (queues stored before 2026-11-29).
+FloorBy = Literal["size", "uniform"]
+
+
+def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, floor_by: FloorBy = "size") -> Queue:
     """The queue of `run` (a finished run folder); refuses protocols the app does not serve yet.
     `floor_by`: the floor's draws by cluster size, or uniform (how queues stored before
     2026-11-29 were drawn, so that they reopen as they were)."""

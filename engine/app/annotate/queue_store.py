@@ -6,13 +6,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from ...core.errors import ConfigError
 from .labels import FILE, Labels, open_labels, stored_design
-from .queue import Queue, build_queue
+from .queue import FloorBy, Queue, build_queue
 
 DEFAULT_BUDGET = 50
 
@@ -33,7 +32,7 @@ class Settings:
     budget: int
     floor: float
     seed: int
-    floor_by: Literal["size", "uniform"]      # a queue stored before the floor went by size: uniform
+    floor_by: FloorBy                        # a queue stored before the floor went by size: uniform
 
 
 def settings(run: Path, options: Options) -> Settings:
