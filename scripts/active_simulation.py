@@ -79,6 +79,11 @@ def _pct(x: float) -> str:
     return f"{x:.0%}".replace("-0%", "0%")
 
 
+def _span(low: str, high: str) -> str:
+    """'low-high', or one figure when the two read the same."""
+    return low if low == high else f"{low}-{high}"
+
+
 def table_rows(name: str, curves: Curves, boot: int) -> list[str]:
     """Per budget: coverage / mean half width per design, active's width against human-only, the
     labels active needs for uniform PPI++'s width at the budget and the labels uniform PPI++
@@ -117,11 +122,15 @@ def cap_rows(pops: dict[str, Population], repeats: int, seed: int, boot: int) ->
         wide = [width_ratio(got[USELESS], b) for b in BUDGETS]
         if save[0] >= 0.25 and quarter.startswith("no cap"):
             _, lo, hi = saving(got[SURE], 10, boot)
-            quarter = (f"the lowest cap that reaches 25% at 10 ({cap:.2f}) saves {_pct(save[0])} [{_pct(1 - hi / 10)}, "
-                       f"{_pct(1 - lo / 10)}] there and makes the useless judge up to {max(wide):.3f}x as wide as "
-                       f"human-only. The queue keeps {MAX_COST:.2f}: that 25% is a point estimate whose interval "
-                       f"reaches below it, and the useless judge would be {1.10 - max(wide):.3f} under the limit in "
-                       "the one useless judge simulated here")
+            saved = f"saves {_pct(save[0])} [{_pct(1 - hi / 10)}, {_pct(1 - lo / 10)}] there"
+            if cap == float("inf"):
+                quarter = (f"only drawing with no cap (the floor alone) reaches 25% at 10: it {saved} and makes the "
+                           f"useless judge up to {max(wide):.3f}x as wide as human-only, past the limit")
+            else:
+                quarter = (f"the lowest cap that reaches 25% at 10 ({cap:.2f}) {saved} and makes the useless judge "
+                           f"up to {max(wide):.3f}x as wide as human-only. The queue keeps {MAX_COST:.2f}: that 25% "
+                           f"is a point estimate whose interval reaches below it, and the useless judge would be "
+                           f"{1.10 - max(wide):.3f} under the limit in the one useless judge simulated here")
         rows.append(f"| {'none (the floor alone)' if cap == float('inf') else f'{cap:.2f}'} "
                     f"| {mean_label_ratio(pops[SURE], cap):.3f} | {' / '.join(_pct(s) for s in save)} "
                     f"| {' / '.join(f'{w:.3f}' for w in wide)} | {min(min(cover(c)) for c in got.values()):.3f} |")
@@ -160,7 +169,8 @@ def findings(curves: dict[str, Curves], pops: dict[str, Population], repeats: in
         f"20 and {_pct(s[50])} at 50 (intervals in the table): issue 55's 25% holds at 20 and 50 stories, not at "
         f"10. Read the other way, uniform PPI++ needs {unif10:.1f} labels for the width active gets from 10 "
         f"({_pct(1 - 10 / unif10)} fewer for active).",
-        f"- **Saving with graded confidence.** {_pct(min(graded))}-{_pct(max(graded))}: the saving is as large as "
+        f"- **Saving with graded confidence.** {_span(_pct(min(graded)), _pct(max(graded)))}: the saving is as "
+        "large as "
         "the judge's uncertainty is uneven across stories, which `label_ratio` predicts "
         f"({mean_label_ratio(pops['calibrated, graded']):.3f} here).",
         f"- **The lopsided mixture.** At 10 and 20 stories the uniform designs undercover ({min(lop_u):.3f}-"

@@ -79,6 +79,43 @@ def test_tuned_lam_is_the_greg_coefficient():
     assert A.estimate(d, f, 2 * f, y, 30).lam == 0.0      # f proportional to m: no slope to learn
 
 
+def _svy_ratio(y: np.ndarray, m: np.ndarray, p: np.ndarray):
+    """svy's Taylor-linearized ratio sum y/p / sum m/p (weights 1/p, one stage, with replacement):
+    its estimate, standard error and degrees of freedom."""
+    import polars as pl
+    import svy
+    sample = svy.Sample(data=pl.DataFrame({"y": y, "m": m, "w": 1.0 / p}), design=svy.Design(wgt="w"))
+    est = sample.estimation.ratio(y="y", x="m").estimates[0]
+    return est.est, est.se, est.df
+
+
+def test_the_variance_is_survey_softwares_ratio_linearization():
+    """Human-only (lam = 0) is the ratio estimator whose linearized variance survey software computes
+    (svy's `estimation.ratio`, validated against R's survey package): the same estimate and standard
+    error, with unequal p and sizes, a cluster drawn twice counted twice, and clusters of size 0
+    among the draws (a rubric's other kind: they change neither, and leave the degrees of freedom).
+    With lam tuned, it is lam F/M plus svy's ratio of Y - lam f to m, the variance scaled by
+    (k' - 1)/(k' - 2) for the fitted coefficient."""
+    rng = np.random.default_rng(14)
+    sizes = np.r_[rng.integers(1, 30, 30), np.zeros(20, dtype=np.int64)]
+    y, f, u, m = _population(14, n=50, sizes=sizes)
+    d = A.design([f"s{i}" for i in range(50)], u, 40, seed=3, size=m)
+    i, p = d.draws, d.probability[d.draws]
+    carried = m[i] > 0
+    assert 5 < (~carried).sum() and len(set(i[carried].tolist())) < carried.sum()     # both cases drawn
+    args = (y[i] / p, f[i] / p, m[i] / p, f.sum(), m.sum())
+    est, se, df = _svy_ratio(y[i][carried], m[i][carried], p[carried])
+    assert df == carried.sum() - 1
+    theta, half, _, var = A.fit(*args, lam=0.0, p=p)
+    assert float(theta) == pytest.approx(est, rel=1e-12) and float(np.sqrt(var)) == pytest.approx(se, rel=1e-9)
+    assert A.estimate(d, f, m, y, 40, lam=0.0).value == pytest.approx(est, rel=1e-12)
+    theta, _, lam, var = A.fit(*args, p=p)
+    yl = y[i] - float(lam) * f[i]
+    est, se, _ = _svy_ratio(yl[carried], m[i][carried], p[carried])
+    k = carried.sum()
+    assert float(theta) == pytest.approx(float(lam) * f.sum() / m.sum() + est, rel=1e-12)
+    assert float(var) == pytest.approx(se * se * (k - 1) / (k - 2), rel=1e-9)
+
 def test_design_probabilities_and_draws():
     y, f, u, m = _population(4, n=30)
     d = A.design([f"s{i}" for i in range(30)], u, 20000, floor=0.2, seed=9)

@@ -87,9 +87,10 @@ def recompute(rows: list[dict]) -> dict:
         if k < MIN:
             return {"value": value, "low": None, "high": None, "half_width": None, "lam": lam, "draws": k}
         r = (y - lam * f - (theta - lam * big_f / big_m) * m) / p
-        df = k - 2 if tuned else k - 1
-        var = (r * r).sum() / df / k / big_m ** 2
-        sat = (r * r).sum() ** 2 / (r ** 4).sum() * (k - 1) / k
+        carried = int((m > 0).sum())                  # the draws of clusters in the quantity
+        df = carried - (2 if tuned else 1)
+        var = (r * r).sum() * carried / df / (m / p).sum() ** 2      # M estimated by the draws
+        sat = (r * r).sum() ** 2 / (r ** 4).sum() * (carried - 1) / carried
         half = stats.t.ppf(0.975, max(1.0, min(df, sat))) * math.sqrt(var)
         return {"value": value, "low": max(0.0, theta - half), "high": min(1.0, theta + half), "half_width": half,
                 "lam": lam, "draws": k}
