@@ -46,6 +46,7 @@ def test_uniform_human_only_is_the_sample_mean():
     y2, f2, _, m2 = _population(2, sizes=sizes)
     e2 = A.estimate(d, f2, m2, y2, 25, lam=0.0)
     assert e2.value == pytest.approx(y2[d.draws].sum() / m2[d.draws].sum(), abs=1e-12)
+    assert e2.n_eff == pytest.approx(25.0)         # unequal sizes too: uniform human-only is itself
 
 
 def test_uniform_tuned_is_the_regression_estimator():

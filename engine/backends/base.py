@@ -16,7 +16,7 @@ from ..core.errors import ConfigError
 from ..core.paths import path_version
 from ..core.requests import IDS, Generation, JudgeIdentity, JudgeRequest, Prepared, joined
 from .hardware import choose_dtype
-from .local.models import ALIASES, ResolvedJudge, model_max_len, resolve_judge
+from .local.models import ALIASES, ResolvedJudge, check_model_folder, model_max_len, resolve_judge
 from .local.modes import ModeContext, drive
 from .local.pieces import MAX_PIECES
 from .local.render import PromptRenderer
@@ -92,10 +92,16 @@ class LocalBackend(Backend):
     @classmethod
     def source_version(cls, name: str, config: RunConfig, prefix: str = "") -> tuple[Any, ...]:
         """A model folder named by its path: that folder's files as they are now (an alias's
-        converted folder is checked by its checksum; a hub id pins its revision)."""
+        converted folder is checked by its checksum; a hub id pins its revision). A folder that is
+        no model is refused here, from its top level, before its every file is listed: `judge =
+        "~"` walked the home folder for 8 s before that line, and `"/"` the whole disk."""
         ref = name.removeprefix(prefix)
         path = Path(ref).expanduser()
-        return path_version(path) if ref not in ALIASES and path.exists() else ()   # as resolve_judge reads it
+        if ref in ALIASES or not path.exists():
+            return ()                                   # as resolve_judge reads it
+        if path.is_dir():
+            check_model_folder(path)
+        return path_version(path)
 
     def identity(self) -> JudgeIdentity:
         return JudgeIdentity(self.spec.fingerprint, self.renderer.template_hash, self.spec.family)

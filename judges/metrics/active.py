@@ -330,8 +330,11 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     lo, hi = bounds
     point = float(np.clip(value, lo, hi))
     a, _ = _centred(y_h, f_all[idx], m_all[idx], p, float(f_all.sum()) / big_m)
+    # Uniform human-only's variance over this one, both with M estimated by these draws (as `fit`):
+    # with the known M on one side only, n_eff moved with (M_hat / M)^2, not with the design.
+    m_hat = float((m_all[idx] / p).mean())
     n_eff = float(k) if k < 2 or not var_a > 0 else \
-        float(n_cl * float((a * a / p).mean()) * k / (k - 1) / big_m ** 2 / float(var_a))
+        float(n_cl * float((a * a / p).mean()) * k / (k - 1) / m_hat ** 2 / float(var_a))
     nan = float("nan")
     if k < MIN:
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
