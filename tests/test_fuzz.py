@@ -10,7 +10,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import HealthCheck, assume, event, example, given, settings
 from hypothesis import strategies as st
 
 from litjudge.engine.app.console.cli import main
@@ -122,14 +122,19 @@ def test_generated_configs_plan_or_fail_in_one_line(mutations):
                 table[head][tail] = value
             else:
                 table[key] = value
+        sampling = table.get("sampling") if isinstance(table.get("sampling"), dict) else {}
+        repeats = sampling.get("repeats", 1)
+        # A valid plan of a million repeats is 6 million requests, about two minutes of planning
+        # (300,000 repeats took 36 s); rare among the generated values, but one run of the suite
+        # spent 415 s in this test, and this is the only way found to spend minutes here. What is
+        # checked is the edge, not the planner's speed: at most 1,000 repeats.
+        assume(not (type(repeats) is int and repeats > 1000))
         rc, out, err = plan(folder, table)
         check_one_line(rc, err)
         event(f"exit {rc}")
         if rc == 0:
             m = re.search(r"^(\d+) requests, (\d+) distinct", out, re.M)
             assert m, out
-            sampling = table.get("sampling") if isinstance(table.get("sampling"), dict) else {}
-            repeats = sampling.get("repeats", 1)
             limit = table.get("limit") or 3
             assert int(m.group(1)) == 2 * min(limit, 3) * repeats, out      # every valid row planned, none dropped
 
