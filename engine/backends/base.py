@@ -94,7 +94,8 @@ class LocalBackend(Backend):
         """A model folder named by its path: that folder's files as they are now (an alias's
         converted folder is checked by its checksum; a hub id pins its revision). A folder that is
         no model is refused here, from its top level, before its every file is listed: `judge =
-        "~"` walked the home folder for 8 s before that line, and `"/"` the whole disk."""
+        "~"` listed the home folder for 7 s before that line, and `"/"` stopped in /proc on a line
+        about a folder not being writable."""
         ref = name.removeprefix(prefix)
         path = Path(ref).expanduser()
         if ref in ALIASES or not path.exists():
