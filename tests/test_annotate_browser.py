@@ -13,11 +13,10 @@ import pytest
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
 from tests.annotate_run import POINTS, TESTS, Served, pairwise_run, rubric_run, ttcw_run
-from tests.chromium import browser_env
+from tests.chromium import CHROMIUM, browser_env
 
-CHROMIUM = Path("/usr/bin/chromium")
 sync_api = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
 RTL = "نص عربي من اليمين إلى اليسار مع English في الوسط"
 
 
@@ -30,7 +29,7 @@ def shots(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"], env=browser_env())
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], env=browser_env())
         yield b
         b.close()
 

@@ -104,6 +104,12 @@ def probabilities(uncertainty: np.ndarray, floor: float = 0.2, max_cost: float |
     """p_c = (1 - floor) u_c / sum(u) + floor w_c (last axis; w: `floor_weights` of `size`, and p = w
     where no cluster is uncertain), the floor raised where needed so that `cost(p, w)` <= max_cost
     (default MAX_COST)."""
+    return _drawn(uncertainty, floor, max_cost, size)[0]
+
+
+def _drawn(uncertainty: np.ndarray, floor: float, max_cost: float | None, size: np.ndarray | None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """`probabilities` and the floor they use (one bisection for both: `design` needs the two)."""
     u = np.asarray(uncertainty, dtype=float)
     n = u.shape[-1]
     if n == 0:
@@ -113,7 +119,7 @@ def probabilities(uncertainty: np.ndarray, floor: float = 0.2, max_cost: float |
     if not np.all(np.isfinite(u)) or np.any(u < 0):
         raise ValueError("uncertainty must be finite and >= 0 for every cluster")
     share, fl, w = _share_floor(u, floor, MAX_COST if max_cost is None else max_cost, floor_weights(size, n))
-    return _mix(share, fl, w)
+    return _mix(share, fl, w), fl
 
 
 def _share_floor(u: np.ndarray, floor: float, max_cost: float, w: np.ndarray
@@ -135,9 +141,7 @@ def _share_floor(u: np.ndarray, floor: float, max_cost: float, w: np.ndarray
 def effective_floor(uncertainty: np.ndarray, floor: float = 0.2, max_cost: float | None = None,
                     size: np.ndarray | None = None) -> float:
     """The floor `probabilities` uses for one population (>= `floor`)."""
-    u = np.asarray(uncertainty, dtype=float)
-    return float(_share_floor(u, floor, MAX_COST if max_cost is None else max_cost,
-                              floor_weights(size, u.shape[-1]))[1].reshape(-1)[0])
+    return float(_drawn(uncertainty, floor, max_cost, size)[1].reshape(-1)[0])
 
 
 def design(clusters: Sequence[str], uncertainty: np.ndarray, budget: int, *, floor: float = 0.2,
@@ -152,10 +156,9 @@ def design(clusters: Sequence[str], uncertainty: np.ndarray, budget: int, *, flo
         raise ValueError("cluster ids must be distinct")
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget}")
-    p = probabilities(u, floor, size=size)
-    floor = effective_floor(u, floor, size=size)
+    p, used = _drawn(u, floor, None, size)
     draws = np.random.default_rng(seed).choice(len(ids), size=budget, replace=True, p=p)
-    return Design(ids, p, draws.astype(np.int64), float(floor), int(seed))
+    return Design(ids, p, draws.astype(np.int64), float(used.reshape(-1)[0]), int(seed))
 
 
 def _per_cluster(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
