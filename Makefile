@@ -1,5 +1,6 @@
 # The two commands: `make run` (install, obtain the default judge, run the demo end to end)
-# and `make test` (install dev extras, lint and type-check, run the whole suite on two workers, pytest-xdist). Both reuse .venv and the model cache.
+# and `make test` (install dev extras, lint and type-check, prepare the registry judges, run the whole suite on two
+# workers, pytest-xdist). Both reuse .venv and the model cache.
 VENV := .venv
 PY := $(VENV)/bin/python
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -18,7 +19,10 @@ run: install
 
 # --max-worker-restart=0: a worker that dies (out of memory, say) ends the run at once, naming its
 # test; pytest-xdist 3.8 hangs under loadgroup when it replaces a crashed worker (its issue #1378).
+# The suite runs every registry judge: they are obtained and converted into the model cache first (as
+# `make run` does the default one; once per machine), and the tests only read that cache (checked).
 test: install-dev lint
+	@$(VENV)/bin/litjudge judges --prepare >/dev/null
 	@$(PY) -m pytest -q -n 2 --dist loadgroup --max-worker-restart=0 --durations=15 tests judges/metrics --doctest-modules; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 

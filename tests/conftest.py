@@ -25,6 +25,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
 
 from litjudge.engine.core.paths import PROJECT_ROOT, data_root, prompts_root
+from tests import model_cache_guard
 from tests.session_settings import FAULTS, SESSION_SETTINGS, USER_CACHE, apply_session_settings  # noqa: F401
 from tests.shared_cli import litjudge_in_process
 from tests.warm_cli import run_cli, warm_for
@@ -201,6 +202,42 @@ def with_kv_cache(text: str, gib: float) -> str:
     text, n = re.subn(r"(?m)^kv_cache_gib = .*$", f"kv_cache_gib = {gib:g}", text)
     assert n == 1, f"{n} kv_cache_gib lines in the config, not 1"
     return text
+
+
+# The model cache is read, never written (tests/model_cache_guard.py): the session's first process
+# stops in one line when a registry judge is not prepared there, and fails when its end finds a
+# file under the cache's models/ or wheels/ added, removed or changed.
+MODEL_CACHE = Path(SESSION_SETTINGS["LITJUDGE_MODEL_CACHE"])
+_cache_before: dict = {}
+
+
+def pytest_sessionstart(session):
+    if _WORKER:
+        return
+    line = model_cache_guard.refusal(MODEL_CACHE)
+    if line:
+        pytest.exit(line, returncode=pytest.ExitCode.USAGE_ERROR)
+    _cache_before.update(model_cache_guard.snapshot(MODEL_CACHE))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    if _WORKER or not _cache_before:
+        return
+    changed = model_cache_guard.changes(_cache_before, model_cache_guard.snapshot(MODEL_CACHE))
+    if changed:
+        session.config.stash[_CACHE_CHANGES] = changed
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_CACHE_CHANGES = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    changed = config.stash.get(_CACHE_CHANGES, [])
+    if changed:
+        terminalreporter.write_line(f"FAILED: the session wrote into the user's model cache {MODEL_CACHE} "
+                                    f"({len(changed)} changes; tests must not): " + "; ".join(changed[:10]), red=True)
 
 
 HEAVY_GROUP = "heavy"

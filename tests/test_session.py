@@ -15,9 +15,10 @@ import threading
 from pathlib import Path
 
 import litjudge
+from litjudge.engine.backends.local.models import ALIASES
 from litjudge.engine.core import envs
 from litjudge.engine.core.session import Session
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import MODEL_CACHE, PROJECT_ROOT
 from tests.fake_api import FakeAPI
 from tests.test_python_api import COLUMNS, VALUES, pairs
 
@@ -131,6 +132,50 @@ def test_the_suite_is_hermetic_against_the_users_litjudge_variables(tmp_path):
     assert "2 passed" in r.stdout
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("hostile")], list(tmp_path.iterdir())
     assert not list(system_tmp.iterdir()), list(system_tmp.rglob("*"))[:20]
+
+
+INTRUDER = """
+import os
+from pathlib import Path
+
+
+def pytest_runtest_call(item):
+    (Path(os.environ["LITJUDGE_MODEL_CACHE"]) / "models" / "intruder.txt").write_text("a test wrote here")
+"""
+
+
+def nested_session(tmp_path: Path, model_cache: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTEST_XDIST_WORKER", "PYTEST_DEBUG_TEMPROOT")},
+           "LITJUDGE_MODEL_CACHE": str(model_cache), "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [
+               os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
+                           str(tmp_path / "bt"), *args, "tests/test_session.py::test_every_litjudge_variable_is_read_in_one_module_and_documented"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_suite_reads_the_model_cache_and_writes_nothing_there(tmp_path):
+    """A session on a model cache without the registry judges stops before any test, in one line
+    naming them, and creates nothing there (the tests used to download and convert them into the
+    user's cache); a session during which something writes into the cache fails, naming the file,
+    though its tests passed."""
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    r = nested_session(tmp_path, empty)
+    lines = [ln for ln in r.stdout.splitlines() if "not prepared" in ln]
+    assert r.returncode == 4 and len(lines) == 1 and "passed" not in r.stdout, r.stdout[-2000:]
+    assert all(name in lines[0] for name in ALIASES) and "make test" in lines[0], lines[0]
+    assert list(empty.iterdir()) == []
+
+    cache = tmp_path / "cache"                     # the judges, prepared (the user's folders, linked)
+    (cache / "models").mkdir(parents=True)
+    for name in ALIASES:
+        (cache / "models" / name).symlink_to(MODEL_CACHE / "models" / name)
+    (tmp_path / "intruder.py").write_text(INTRUDER)
+    r = nested_session(tmp_path, cache, "-p", "intruder")
+    assert "1 passed" in r.stdout and r.returncode == 1, r.stdout[-2000:]
+    assert "wrote into the user's model cache" in r.stdout and "added models/intruder.txt" in r.stdout, r.stdout[-2000:]
+    (cache / "models" / "intruder.txt").unlink()
+    assert nested_session(tmp_path, cache).returncode == 0       # the same session without the intruder
 
 
 TEMPORARY_FOLDERS = """
