@@ -47,11 +47,16 @@ class Sampling:
 class SamplingConfig(Sampling):
     """`[sampling]` of a run config: a request's decoding settings plus how many samples of each."""
 
-    repeats: int = 1                # independent samples per request (needs temperature > 0 to differ)
+    repeats: int = 1                # independent samples per request (more than 1 needs temperature > 0)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(self.repeats >= 1, "repeats", f"must be >= 1, got {self.repeats}")
+        # Greedy repeats share one key, so they were one verdict counted `repeats` times: a rubric's
+        # repeat_agreement read 1.0 and an item's repeats looked like independent samples.
+        _check(self.repeats == 1 or not self.greedy, "repeats",
+               f"{self.repeats} repeats at temperature 0 are one greedy verdict {self.repeats} times; set "
+               "temperature > 0 to sample them, or repeats = 1")
 
     def for_repeat(self, repeat: int) -> Sampling:
         """The request-level settings of sample number `repeat` (seed + repeat): one object per
