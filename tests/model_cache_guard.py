@@ -10,6 +10,7 @@ in one line, when one is missing, and fails when anything under the cache's mode
 changed by its end."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from litjudge.engine.backends.local.models import ALIASES, CONVERSION, conversion_of
@@ -19,8 +20,10 @@ PREPARE = ".venv/bin/litjudge judges --prepare"
 
 
 def unprepared(model_cache: Path) -> list[str]:
-    """The registry judges not prepared by the current conversion in `model_cache`."""
-    return [name for name in ALIASES if conversion_of(model_cache / "models" / name) != CONVERSION]
+    """The registry judges a session would prepare in `model_cache` (none, or by an older conversion:
+    `resolve_judge`'s own test; a newer litjudge's folder counts as prepared, as it does there)."""
+    stamps = {name: conversion_of(model_cache / "models" / name) for name in ALIASES}
+    return [name for name, stamp in stamps.items() if stamp is None or stamp < CONVERSION]
 
 
 def refusal(model_cache: Path) -> str | None:
@@ -33,18 +36,27 @@ def refusal(model_cache: Path) -> str | None:
             f"prepares them first, or run `{PREPARE}` (the tests never write into that cache)")
 
 
-def snapshot(model_cache: Path) -> dict[str, tuple[int, int]]:
-    """Every file and folder under the cache's models/ and wheels/: its size and modification time."""
-    seen: dict[str, tuple[int, int]] = {}
+Identity = tuple[int, int, int, int]
+
+
+def snapshot(model_cache: Path) -> dict[str, Identity]:
+    """Every file and folder under the cache's models/ and wheels/, linked folders followed: its
+    size, inode, modification and change times (a write moves the last, whatever is put back). A
+    file gone while it is listed (another process preparing a judge) is left out, not an error."""
+    seen: dict[str, Identity] = {}
     for top in WATCHED:
-        root = model_cache / top
-        for path in [root, *root.rglob("*")] if root.exists() else []:
-            st = path.lstat()
-            seen[str(path.relative_to(model_cache))] = (st.st_size, st.st_mtime_ns)
+        for folder, dirs, files in os.walk(model_cache / top, followlinks=True):
+            for name in ["", *dirs, *files]:
+                path = Path(folder, name)
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                seen[str(path.relative_to(model_cache))] = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     return seen
 
 
-def changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+def changes(before: dict[str, Identity], after: dict[str, Identity]) -> list[str]:
     """What differs, a line each: added, removed or changed (a folder changes when its entries do)."""
     return ([f"added {p}" for p in sorted(after.keys() - before.keys())]
             + [f"removed {p}" for p in sorted(before.keys() - after.keys())]

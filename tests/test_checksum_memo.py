@@ -31,8 +31,8 @@ def judge_folder(root: Path) -> Path:
 def hashed_now(folder: Path) -> str:
     """The checksum read from every byte, remembering nothing (what the memo must always equal)."""
     digest = hashlib.sha256()
-    for p in sorted(q for q in folder.iterdir() if q.suffix in checksum.HASHED and q.name != MARKER):
-        digest.update(p.name.encode())
+    for p in sorted(q for q in folder.iterdir() if q.suffix in checksum.HASHED and q.name != MARKER and q.is_file()):
+        digest.update(os.fsencode(p.name))
         checksum.sha256_file(p, digest)
     return digest.hexdigest()
 
@@ -135,3 +135,17 @@ def test_threads_hashing_one_folder_agree_and_leave_one_whole_memo(tmp_path, set
     memo = checksum._memo_path(folder)
     assert json.loads(memo.read_text())["checksum"] == results[0]
     assert not list(memo.parent.glob(".tmp-*"))
+
+
+def test_a_folder_a_dead_link_or_a_name_that_is_not_utf8_among_the_files_is_no_error(tmp_path, settled):
+    """Each raised deep in the hashing (IsADirectoryError, FileNotFoundError, UnicodeEncodeError):
+    only regular files are hashed, their names as the file system has them."""
+    folder = judge_folder(tmp_path)
+    plain = folder_checksum(folder)
+    (folder / "sub.json").mkdir()
+    (folder / "gone.safetensors").symlink_to(tmp_path / "nowhere")
+    assert folder_checksum(folder) == plain
+    odd = os.fsdecode(b"\xff.json")
+    (folder / odd).write_text("{}")
+    assert folder_checksum(folder) == hashed_now(folder) != plain
+    assert folder_checksum(folder) == hashed_now(folder)                       # and remembered as such

@@ -4,11 +4,14 @@ hashed once and then remembered.
 Hashing every weight file at every resolution cost each run, plan and report of a judge its size
 read from disk: 0.2 s for the default 135M judge, 3.7 s for Qwen2.5-Coder 1.5B (EPYC Zen 3), so
 about 10 s for a 7B one. The checksum is kept in litjudge's cache folder against each file's size,
-inode, modification and change times. Any write to a file moves its change time, which no tool can
-set back (`touch -d` and `os.utime` move it too), so a remembered checksum stands only while every
-file is as it was hashed. Files changed less than RACY_S before the hashing are not remembered: a
-second write within the file system's clock tick would leave their times as they were (git's
-"racy" index entries, handled the same way)."""
+inode, modification and change times. A write moves the change time, which no tool can set back
+(`touch -d` and `os.utime` move it too), so a remembered checksum stands only while every file is
+as it was hashed. Files changed less than RACY_S before the hashing are not remembered: a second
+write within the file system's clock tick would leave their times as they were (git's "racy" index
+entries, handled the same way). The limit, git's too: a write through a shared memory map moves
+the times only at its page's first write since the page was last written back, so a file mapped
+for writing and written while it was hashed can change again unseen (found by a hostile test:
+nothing in litjudge, vLLM or safetensors maps weights for writing)."""
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +39,9 @@ def sha256_file(path: Path, digest=None):
 
 
 def _hashed_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in HASHED and p.name != MARKER)
+    """The regular files (a link's target) the checksum covers: a folder named `x.json` or a link to
+    nothing is not one (they raised deep in the hashing)."""
+    return sorted(p for p in folder.iterdir() if p.suffix in HASHED and p.name != MARKER and p.is_file())
 
 
 def _identity(path: Path) -> list[int]:
@@ -85,7 +90,7 @@ def folder_checksum(folder: Path) -> str:
     started = time.time_ns()
     digest = hashlib.sha256()
     for p in paths:
-        digest.update(p.name.encode())
+        digest.update(os.fsencode(p.name))             # a name that is not UTF-8 too, as the file system has it
         sha256_file(p, digest)
     checksum = digest.hexdigest()
     settled = started - int(RACY_S * 1e9)
