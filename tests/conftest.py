@@ -208,7 +208,8 @@ def with_kv_cache(text: str, gib: float) -> str:
 # stops in one line when a registry judge is not prepared there, and fails when its end finds a
 # file under the cache's models/ or wheels/ added, removed or changed.
 MODEL_CACHE = Path(SESSION_SETTINGS["LITJUDGE_MODEL_CACHE"])
-_cache_before: dict = {}
+_CACHE_BEFORE = pytest.StashKey[dict]()
+_CACHE_CHANGES = pytest.StashKey[list]()
 
 
 def pytest_sessionstart(session):
@@ -217,20 +218,18 @@ def pytest_sessionstart(session):
     line = model_cache_guard.refusal(MODEL_CACHE)
     if line:
         pytest.exit(line, returncode=pytest.ExitCode.USAGE_ERROR)
-    _cache_before.update(model_cache_guard.snapshot(MODEL_CACHE))
+    session.config.stash[_CACHE_BEFORE] = model_cache_guard.snapshot(MODEL_CACHE)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    if _WORKER or not _cache_before:
+    before = session.config.stash.get(_CACHE_BEFORE, None)
+    if before is None:                                   # a worker, or a session refused at its start
         return
-    changed = model_cache_guard.changes(_cache_before, model_cache_guard.snapshot(MODEL_CACHE))
+    changed = model_cache_guard.changes(before, model_cache_guard.snapshot(MODEL_CACHE))
     if changed:
         session.config.stash[_CACHE_CHANGES] = changed
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-_CACHE_CHANGES = pytest.StashKey[list]()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from litjudge.engine.backends.local.models import ALIASES, CONVERSION, conversion_of
+from litjudge.engine.core.paths import file_identity
 
 WATCHED = ("models", "wheels")
 PREPARE = ".venv/bin/litjudge judges --prepare"
@@ -36,23 +37,22 @@ def refusal(model_cache: Path) -> str | None:
             f"prepares them first, or run `{PREPARE}` (the tests never write into that cache)")
 
 
-Identity = tuple[int, int, int, int]
+Identity = tuple[int, int, int, int, int]
 
 
 def snapshot(model_cache: Path) -> dict[str, Identity]:
     """Every file and folder under the cache's models/ and wheels/, linked folders followed: its
-    size, inode, modification and change times (a write moves the last, whatever is put back). A
-    file gone while it is listed (another process preparing a judge) is left out, not an error."""
+    `file_identity` (a write shows, whatever size and time are put back). A file gone while it is
+    listed (another process preparing a judge) is left out, not an error."""
     seen: dict[str, Identity] = {}
     for top in WATCHED:
         for folder, dirs, files in os.walk(model_cache / top, followlinks=True):
             for name in ["", *dirs, *files]:
                 path = Path(folder, name)
                 try:
-                    st = path.stat()
+                    seen[str(path.relative_to(model_cache))] = file_identity(path)
                 except OSError:
                     continue
-                seen[str(path.relative_to(model_cache))] = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
     return seen
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +13,8 @@ import pytest
 
 from litjudge.engine.backends.local import checksum
 from litjudge.engine.backends.local.checksum import MARKER, folder_checksum
-from litjudge.engine.core.paths import cache_dir
+from litjudge.engine.core.paths import cache_dir, sha256_file
+from tests.audit_events import Watched
 
 
 def judge_folder(root: Path) -> Path:
@@ -33,20 +33,8 @@ def hashed_now(folder: Path) -> str:
     digest = hashlib.sha256()
     for p in sorted(q for q in folder.iterdir() if q.suffix in checksum.HASHED and q.name != MARKER and q.is_file()):
         digest.update(os.fsencode(p.name))
-        checksum.sha256_file(p, digest)
+        sha256_file(p, digest)
     return digest.hexdigest()
-
-
-class Opened:
-    """The files under `folder` this process opens while `watching` (Python's audit events)."""
-
-    def __init__(self, folder: Path):
-        self.folder, self.paths, self.watching = str(folder), [], False
-        sys.addaudithook(self.hook)
-
-    def hook(self, event, args):
-        if self.watching and event == "open" and str(args[0]).startswith(self.folder):
-            self.paths.append(str(args[0]))
 
 
 @pytest.fixture
@@ -60,11 +48,9 @@ def test_the_second_time_reads_no_weights_and_gives_the_same_checksum(tmp_path, 
     before = sorted(p.name for p in folder.iterdir())
     first = folder_checksum(folder)
     assert first == hashed_now(folder)
-    opened = Opened(folder)
-    opened.watching = True
-    again = folder_checksum(folder)
-    opened.watching = False
-    assert again == first and opened.paths == []
+    with Watched(folder, ("open",)) as opened:
+        again = folder_checksum(folder)
+    assert again == first and opened.seen == []
     assert sorted(p.name for p in folder.iterdir()) == before                   # nothing written beside the weights
     memo = list((cache_dir() / "checksums").glob("*.json"))
     assert any(json.loads(m.read_text())["folder"] == str(folder.resolve()) for m in memo)

@@ -286,32 +286,24 @@ def test_a_folder_that_is_no_model_is_refused_before_its_files_are_listed(tmp_pa
     before saying it is no model folder: the judge's version, every file's size and time, was read
     first. It is refused from its top level now: no folder under it is opened (Python's audit
     events for os.scandir and os.listdir, in this process)."""
-    import sys
-
     from litjudge.engine.app.console.cli import main
+    from tests.audit_events import Watched
 
     home = tmp_path / "home"
     for i in range(3):
         (home / f"sub{i}" / "deeper").mkdir(parents=True)
         (home / f"sub{i}" / "deeper" / "notes.txt").write_text("x")
-    below, opened, watching = str(home / "sub"), [], [True]
-
-    def listed(event: str, args: tuple) -> None:
-        if watching[0] and event in ("os.scandir", "os.listdir") and args and str(args[0]).startswith(below):
-            opened.append(str(args[0]))
-
-    sys.addaudithook(listed)           # a hook stays for the process: `watching` turns it off below
     cfg = tmp_path / "f.toml"
     cfg.write_text(f'name = "f"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "{home}"\n')
-    try:
-        rc = main(["plan", str(cfg), "--no-calibrate"])
-    except SystemExit as exc:
-        rc = int(exc.code or 0)
-    finally:
-        watching[0] = False
+    with Watched(home / "sub", ("os.scandir", "os.listdir")) as listed:
+        try:
+            rc = main(["plan", str(cfg), "--no-calibrate"])
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
     err = capsys.readouterr().err
     assert rc == 2 and "not a complete Hugging Face model folder" in err and len(err.strip().splitlines()) == 1, err
-    assert opened == [], opened
+    assert listed.seen == [], listed.seen
+
 
 def test_incomplete_judge_folders_are_named(tmp_path):
     """A judge folder with only config.json, and a converted judge whose litjudge-model.json was cut

@@ -268,10 +268,14 @@ def test_a_recording_edited_or_of_another_folder_is_read_anew(tmp_path):
         r = litjudge.run(folder / "c.toml", out=tmp_path / f"out-{kind}", cache=False, progress=False)
         said[kind] = set(r.verdicts["raw"].to_list())
     assert said == {"A": {"A"}, "B": {"B"}}
-    # the same call again after the recording was edited in place: the new answers, new keys
+    # the same call again after the recording was edited in place, to the same size and with its
+    # modification time put back: the new answers, new keys (the file's change time shows the write)
     first = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{picks['A'] / 'rec.jsonl'}", columns=COLUMNS,
                            values=VALUES, out=tmp_path / "edited", cache=False, progress=False)
+    st = (picks["A"] / "rec.jsonl").stat()
     (picks["A"] / "rec.jsonl").write_text((picks["B"] / "rec.jsonl").read_text())
+    os.utime(picks["A"] / "rec.jsonl", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (picks["A"] / "rec.jsonl").stat().st_size == st.st_size
     again = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{picks['A'] / 'rec.jsonl'}", columns=COLUMNS,
                            values=VALUES, out=tmp_path / "edited", cache=False, progress=False)
     assert set(first.verdicts["raw"].to_list()) == {"A"} and set(again.verdicts["raw"].to_list()) == {"B"}

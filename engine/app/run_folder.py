@@ -40,6 +40,7 @@ from ..core.config import RunConfig
 from ..core.console import say
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import config_dict, data_identity
+from ..core.paths import file_identity
 from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
 
@@ -55,7 +56,7 @@ class DataRead:
     """A data file (or folder) as the run found it before reading it."""
 
     identity: dict[str, Any]            # path, and for a file its bytes and sha256 (the manifest's `data`)
-    stamp: tuple[int, int, int] | None  # (inode, size, mtime_ns) of a file; None for a folder
+    stamp: tuple[int, ...] | None       # a file's `file_identity` (its rewrite shows); None for a folder
 
     @classmethod
     def of(cls, location: Path) -> DataRead:
@@ -84,12 +85,12 @@ def data_reads(config: RunConfig, tasks: list[tuple[str, DatasetCard, Path]]) ->
     return {name: DataRead.of(location) for name, card, location in tasks if not card.hub}
 
 
-def _stamp(location: Path) -> tuple[int, int, int] | None:
+def _stamp(location: Path) -> tuple[int, ...] | None:
     try:
-        st = location.stat()
+        identity = file_identity(location)
     except OSError:
-        return (0, -1, 0)
-    return (st.st_ino, st.st_size, st.st_mtime_ns) if location.is_file() else None
+        return (-1,)                                      # gone: unlike any file's
+    return identity if location.is_file() else None
 
 
 @dataclass(frozen=True)

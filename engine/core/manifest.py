@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import platform
 import subprocess
@@ -13,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .paths import PROJECT_ROOT
+from .paths import PROJECT_ROOT, sha256_file
 
 
 def package_version(distribution: str) -> str | None:
@@ -86,9 +85,5 @@ def data_identity(location: Path) -> dict[str, Any]:
     can be traced to the exact bytes judged (a folder is named, not hashed)."""
     out: dict[str, Any] = {"path": str(location)}
     if location.is_file():
-        digest = hashlib.sha256()
-        with location.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        out.update(bytes=location.stat().st_size, sha256=digest.hexdigest())
+        out.update(bytes=location.stat().st_size, sha256=sha256_file(location).hexdigest())
     return out

@@ -9,6 +9,7 @@ verdict cache of one invocation are its Session's (engine.core.session).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -107,10 +108,26 @@ def writable(folder: Path) -> bool:
         return False
 
 
+def file_identity(path: Path) -> tuple[int, int, int, int, int]:
+    """A file as it is now, without reading it (a link's target: what a read gets): size, inode,
+    device, modification and change times. A write moves the change time, which no tool sets back
+    (`os.utime` moves it too), so a rewrite with its size and mtime put back still shows."""
+    st = path.stat()
+    return (st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def path_version(path: Path) -> tuple[Any, ...]:
     """A file's or folder's identity as it is now, without reading it: its resolved path and the
-    size and modification time of it (a file) or of every file under it (a folder)."""
+    `file_identity` of it (a file) or of every file under it (a folder)."""
     path = path.expanduser().resolve()
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return (str(path), *((str(f.relative_to(path)) if f != path else "", f.stat().st_size, f.stat().st_mtime_ns)
-                         for f in files))
+    return (str(path), *((str(f.relative_to(path)) if f != path else "", *file_identity(f)) for f in files))
+
+
+def sha256_file(path: Path, digest: Any = None) -> Any:
+    """`digest` (a new sha256 when None) updated with the file's bytes, read 1 MiB at a time."""
+    digest = digest or hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest

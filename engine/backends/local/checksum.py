@@ -23,19 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...core.paths import cache_dir
+from ...core.paths import cache_dir, file_identity, sha256_file
 
 MARKER = "litjudge-model.json"
 HASHED = (".safetensors", ".json", ".jinja", ".model")
 RACY_S = 2.0
-
-
-def sha256_file(path: Path, digest=None):
-    digest = digest or hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest
 
 
 def _hashed_files(folder: Path) -> list[Path]:
@@ -44,20 +36,20 @@ def _hashed_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix in HASHED and p.name != MARKER and p.is_file())
 
 
-def _identity(path: Path) -> list[int]:
-    st = path.stat()                                   # a link's target: what is read
-    return [st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns]
+def _identities(paths: list[Path]) -> list[list[Any]]:
+    """[name, size, inode, device, mtime, ctime] of each file (a list each: as JSON reads it back)."""
+    return [[p.name, *file_identity(p)] for p in paths]
 
 
 def _memo_path(folder: Path) -> Path:
-    name = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:32]
+    name = hashlib.sha256(str(folder).encode()).hexdigest()[:32]
     return cache_dir() / "checksums" / f"{name}.json"
 
 
 def _remembered(memo: Path, folder: Path, files: list[list[Any]]) -> str | None:
     try:
         known = json.loads(memo.read_text())
-        if known["folder"] == str(folder.resolve()) and known["files"] == files:
+        if known["folder"] == str(folder) and known["files"] == files:
             return str(known["checksum"])
     except (OSError, ValueError, KeyError, TypeError):
         pass                                           # none, unreadable or damaged: hash again
@@ -72,7 +64,7 @@ def _remember(memo: Path, folder: Path, files: list[list[Any]], checksum: str) -
         fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as fh:
-                json.dump({"folder": str(folder.resolve()), "files": files, "checksum": checksum}, fh)
+                json.dump({"folder": str(folder), "files": files, "checksum": checksum}, fh)
             os.replace(tmp, memo)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -81,8 +73,9 @@ def _remember(memo: Path, folder: Path, files: list[list[Any]], checksum: str) -
 
 def folder_checksum(folder: Path) -> str:
     """sha256 over the weight files and the tokenizer/config, in name order."""
+    folder = folder.resolve()
     paths = _hashed_files(folder)
-    files: list[list[Any]] = [[p.name, *_identity(p)] for p in paths]
+    files = _identities(paths)
     memo = _memo_path(folder)
     known = _remembered(memo, folder, files)
     if known is not None:
@@ -94,6 +87,6 @@ def folder_checksum(folder: Path) -> str:
         sha256_file(p, digest)
     checksum = digest.hexdigest()
     settled = started - int(RACY_S * 1e9)
-    if [[p.name, *_identity(p)] for p in paths] == files and all(f[4] < settled and f[5] < settled for f in files):
+    if _identities(paths) == files and all(mtime < settled and ctime < settled for *_, mtime, ctime in files):
         _remember(memo, folder, files, checksum)
     return checksum
