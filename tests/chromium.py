@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -22,9 +23,14 @@ def browser_env() -> dict[str, str]:
 
 
 def page_value(url: str, ready: str, value: str, viewport: dict[str, int] | None = None,
-               file_access: bool = False) -> Any:
+               file_access: bool = False, screenshot: Path | None = None) -> Any:
     """`value` (a JavaScript expression) evaluated on `url` once `ready` (another) is true; with
-    `file_access`, the page may read other file:// documents (a frame of a report)."""
+    `file_access`, the page may read other file:// documents (a frame of a report); with
+    `screenshot`, the viewport is saved there as a PNG, by the same browser, once `value` is read.
+
+    Through Playwright, whose every step has a timeout: Chromium's own `--screenshot` switch
+    hung past its 120 s limit twice in one session (two report tests took 223 and 257 s, one
+    failed), and it shoots whenever the load event fires, not once the page says it is ready."""
     from playwright import sync_api
 
     assert CHROMIUM is not None, "Debian's chromium is not installed"
@@ -35,6 +41,9 @@ def page_value(url: str, ready: str, value: str, viewport: dict[str, int] | None
             tab = browser.new_page(viewport=viewport or {"width": 1280, "height": 800})
             tab.goto(url, timeout=60_000)
             tab.wait_for_function(ready, timeout=60_000)
-            return tab.evaluate(value)
+            result = tab.evaluate(value)
+            if screenshot is not None:
+                tab.screenshot(path=str(screenshot), timeout=60_000)
+            return result
         finally:
             browser.close()

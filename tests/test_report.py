@@ -4,7 +4,6 @@ import dataclasses
 import html
 import json
 import math
-import subprocess
 
 import polars as pl
 import pytest
@@ -14,32 +13,35 @@ from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.judges.metrics import rogan_gladen
 from litjudge.judges.tables import SELF_CORRECTED
-from tests.chromium import CHROMIUM, browser_env, page_value
+from tests.chromium import CHROMIUM, page_value
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+REPORT_READY = "document.body.dataset.plotsRendered !== undefined"     # the report's own mark (report/page.py)
+PLOTS = "[document.body.dataset.plots, document.body.dataset.plotsRendered]"
 
 
 def rendered(page, tmp_path) -> tuple[int, int]:
     """(plots on the page, plots the browser decoded), read once the page has marked them."""
-    plots, ok = page_value(page.as_uri(), "document.body.dataset.plotsRendered !== undefined",
-                           "[document.body.dataset.plots, document.body.dataset.plotsRendered]")
+    plots, ok = page_value(page.as_uri(), REPORT_READY, PLOTS)
     return int(plots), int(ok)
 
 
-def screenshot(page, png, tmp_path, size: str = "1280,2000") -> None:
-    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'shot'}", f"--window-size={size}",
-                        f"--screenshot={png}", page.as_uri()], capture_output=True, text=True, timeout=120,
-                       env=browser_env())
-    assert png.exists(), r.stderr[-1000:]
+def screenshot(page, png, tmp_path, size: str = "1280,2000") -> tuple[int, int]:
+    """The report as a reader sees it, once its plots are decoded: a PNG of `size` (width,height)
+    with text, tables and coloured bars on it, not a blank page. Returns what `rendered` does, read
+    by the same browser."""
+    width, height = (int(x) for x in size.split(","))
+    plots, ok = page_value(page.as_uri(), REPORT_READY, PLOTS, viewport={"width": width, "height": height}, screenshot=png)
+    assert png.exists()
     import matplotlib.image
 
     pixels = matplotlib.image.imread(png)[..., :3]
     ink = (pixels < 0.9).any(axis=2).mean()
     colours = len({tuple((p * 8).astype(int)) for p in pixels.reshape(-1, 3)[::97]})
     assert ink > 0.05 and colours >= 6, (ink, colours)        # text, tables and coloured bars, not a blank page
+    return int(plots), int(ok)
 
 
 def csv_equals(report_dir, name, stored: pl.DataFrame) -> None:
@@ -108,9 +110,8 @@ def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
 @needs_chromium
 def test_ttcw_report_renders_in_chromium(replay_run, tmp_path):
     page = write_report([replay_run])
-    plots, ok = rendered(page, tmp_path)
+    plots, ok = screenshot(page, tmp_path / "ttcw.png", tmp_path)
     assert plots >= 4 and ok == plots
-    screenshot(page, tmp_path / "ttcw.png", tmp_path)
 
 
 @needs_chromium
@@ -125,9 +126,8 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
         csv_equals(page.parent, name, pl.read_parquet(out.run_dir / "tables" / f"{name}.parquet"))
     html = page.read_text()
     assert "Length-controlled accuracy" in html and "Calibration of the judge" in html and "reliability_diagram" in html
-    plots, ok = rendered(page, tmp_path)
+    plots, ok = screenshot(page, tmp_path / "pairwise.png", tmp_path, size="1400,2600")
     assert plots >= 5 and ok == plots
-    screenshot(page, tmp_path / "pairwise.png", tmp_path, size="1400,2600")
     # distribution mode generates no text: the viewer says so where the raw output would be
     from litjudge.engine.app.report.viewer import NO_TEXT
     out = clicks(page, """
