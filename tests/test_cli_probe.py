@@ -377,3 +377,16 @@ def test_a_listing_into_a_closed_pipe_ends_quietly(tmp_path):
     finally:
         os.close(write)
     assert r.returncode == 141 and r.stderr == "", (r.returncode, r.stderr)
+
+
+def test_the_parser_is_built_once_and_each_call_parses_afresh():
+    """The console's parser is built once a process (console/cli.py: `parser`); a call's options
+    never reach the next call's namespace."""
+    from litjudge.engine.app.console.cli import parser
+
+    first = parser().parse_args(["run", "demo", "--limit", "3", "--show", "5", "--no-cache"])
+    second = parser().parse_args(["plan", "other"])
+    assert parser() is parser()
+    assert (first.command, first.config, first.show, first.no_cache) == ("run", "demo", 5, True)
+    assert (second.command, second.config, second.limit, second.no_cache) == ("plan", "other", None, False)
+    assert not hasattr(second, "show") and first.fn is not second.fn
