@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from litjudge.engine.backends.local.models import ALIASES, CONVERSION, conversion_of
-from litjudge.engine.core.paths import file_identity
+from litjudge.engine.core.paths import FileIdentity, file_identity
 
 WATCHED = ("models", "wheels")
 PREPARE = ".venv/bin/litjudge judges --prepare"
@@ -37,14 +37,11 @@ def refusal(model_cache: Path) -> str | None:
             f"prepares them first, or run `{PREPARE}` (the tests never write into that cache)")
 
 
-Identity = tuple[int, int, int, int, int]
-
-
-def snapshot(model_cache: Path) -> dict[str, Identity]:
+def snapshot(model_cache: Path) -> dict[str, FileIdentity]:
     """Every file and folder under the cache's models/ and wheels/, linked folders followed: its
     `file_identity` (a write shows, whatever size and time are put back). A file gone while it is
     listed (another process preparing a judge) is left out, not an error."""
-    seen: dict[str, Identity] = {}
+    seen: dict[str, FileIdentity] = {}
     for top in WATCHED:
         for folder, dirs, files in os.walk(model_cache / top, followlinks=True):
             for name in ["", *dirs, *files]:
@@ -56,7 +53,7 @@ def snapshot(model_cache: Path) -> dict[str, Identity]:
     return seen
 
 
-def changes(before: dict[str, Identity], after: dict[str, Identity]) -> list[str]:
+def changes(before: dict[str, FileIdentity], after: dict[str, FileIdentity]) -> list[str]:
     """What differs, a line each: added, removed or changed (a folder changes when its entries do)."""
     return ([f"added {p}" for p in sorted(after.keys() - before.keys())]
             + [f"removed {p}" for p in sorted(before.keys() - after.keys())]

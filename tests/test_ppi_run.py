@@ -180,5 +180,5 @@ def test_the_report_shows_both_intervals_and_renders_in_chromium(runs_dir, tmp_p
     assert "Prediction-powered estimates (PPI++)" in html and "ppi_all" in html and "ppi_judgeable" in html
     # every scored story is labelled here, so Rogan-Gladen has no rate: no empty chart, the reason instead
     assert "alt='corrected_pass_rates'" not in html and "No rate to draw here: every scored item is labelled" in html
-    plots, ok = screenshot(page, tmp_path / "ppi.png", tmp_path)
+    plots, ok = screenshot(page, tmp_path / "ppi.png")
     assert plots >= 6 and ok == plots

@@ -22,13 +22,13 @@ REPORT_READY = "document.body.dataset.plotsRendered !== undefined"     # the rep
 PLOTS = "[document.body.dataset.plots, document.body.dataset.plotsRendered]"
 
 
-def rendered(page, tmp_path) -> tuple[int, int]:
+def rendered(page) -> tuple[int, int]:
     """(plots on the page, plots the browser decoded), read once the page has marked them."""
     plots, ok = page_value(page.as_uri(), REPORT_READY, PLOTS)
     return int(plots), int(ok)
 
 
-def screenshot(page, png, tmp_path, size: str = "1280,2000") -> tuple[int, int]:
+def screenshot(page, png, size: str = "1280,2000") -> tuple[int, int]:
     """The report as a reader sees it, once its plots are decoded: a PNG of `size` (width,height)
     with text, tables and coloured bars on it, not a blank page. Returns what `rendered` does, read
     by the same browser."""
@@ -110,7 +110,7 @@ def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
 @needs_chromium
 def test_ttcw_report_renders_in_chromium(replay_run, tmp_path):
     page = write_report([replay_run])
-    plots, ok = screenshot(page, tmp_path / "ttcw.png", tmp_path)
+    plots, ok = screenshot(page, tmp_path / "ttcw.png")
     assert plots >= 4 and ok == plots
 
 
@@ -126,7 +126,7 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
         csv_equals(page.parent, name, pl.read_parquet(out.run_dir / "tables" / f"{name}.parquet"))
     html = page.read_text()
     assert "Length-controlled accuracy" in html and "Calibration of the judge" in html and "reliability_diagram" in html
-    plots, ok = screenshot(page, tmp_path / "pairwise.png", tmp_path, size="1400,2600")
+    plots, ok = screenshot(page, tmp_path / "pairwise.png", size="1400,2600")
     assert plots >= 5 and ok == plots
     # distribution mode generates no text: the viewer says so where the raw output would be
     from litjudge.engine.app.report.viewer import NO_TEXT
@@ -143,7 +143,7 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
 
 @needs_data
 @needs_chromium
-def test_ttcw_distribution_report_shows_calibration(tiny, runs_dir, tmp_path):
+def test_ttcw_distribution_report_shows_calibration(tiny, runs_dir):
     """The calibration tables and plots of a distribution-mode run (the session's tiny random judge:
     what the report draws from its P(Yes) is the point)."""
     config = dataclasses.replace(load_config(PROJECT_ROOT / "runs" / "ttcw-binary.toml", judge=tiny.spec.name),
@@ -158,7 +158,7 @@ def test_ttcw_distribution_report_shows_calibration(tiny, runs_dir, tmp_path):
     page = write_report([out.run_dir])
     csv_equals(page.parent, "calibration", out.tables["calibration"])
     assert "Reliability diagram" in (page.parent / "report.md").read_text() or "reliability_diagram" in page.read_text()
-    plots, ok = rendered(page, tmp_path)
+    plots, ok = rendered(page)
     assert ok == plots >= 5
 
 
@@ -346,7 +346,7 @@ def test_item_viewer_survives_hostile_text_in_every_field(runs_dir, tmp_path):
     assert f"Parsed: Good{HOSTILE} → Good{HOSTILE}" in out["label"]
     md = (page.parent / "report.md").read_text()
     assert "<" not in md and "&lt;!--&lt;script&gt;" in md
-    screenshot(page, tmp_path / "hostile.png", tmp_path, size="1280,3200")      # down to the viewer's rows
+    screenshot(page, tmp_path / "hostile.png", size="1280,3200")      # down to the viewer's rows
 
 
 def layout(page, script: str, tmp_path, width: int = 1400) -> dict:
@@ -425,4 +425,4 @@ def test_the_report_fits_a_1400_px_page_and_shows_no_empty_column(runs_dir, tmp_
     assert out["runs"] == f"fieldtwo / replay:{tmp_path / 'always-the-first-text-shown-by-a-long-named-judge.jsonl'}" \
                           f"two / replay:{tmp_path / 'right.jsonl'}", out["runs"]
     assert "test / group" not in out["head"] and out["cells"] == len(out["head"]) == 7 and out["facet"], out
-    screenshot(page, tmp_path / "pairs-1400.png", tmp_path, size="1400,2600")
+    screenshot(page, tmp_path / "pairs-1400.png", size="1400,2600")

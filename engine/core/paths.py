@@ -108,7 +108,10 @@ def writable(folder: Path) -> bool:
         return False
 
 
-def file_identity(path: Path) -> tuple[int, int, int, int, int]:
+FileIdentity = tuple[int, int, int, int, int]       # size, inode, device, mtime_ns, ctime_ns
+
+
+def file_identity(path: Path) -> FileIdentity:
     """A file as it is now, without reading it (a link's target: what a read gets): size, inode,
     device, modification and change times. A write moves the change time, which no tool sets back
     (`os.utime` moves it too), so a rewrite with its size and mtime put back still shows."""
