@@ -102,6 +102,13 @@ def stories_frame(rng: np.random.Generator, stories: int, draws: int, prevalence
                          "status": "ok", "p_yes": None, "expert_pass": y.ravel(), "judge_pass": pred.ravel()})
 
 
+def per_judge(per_item: pl.DataFrame) -> dict[str, dict[str, pl.DataFrame]]:
+    """Each simulated judge's tables as a sweep hands them to `rank_units`: its own rows (a sweep
+    cell holds one judge). Filtering the frame of every draw for each judge instead cost each test
+    a pass over all of them per judge."""
+    return {judge: {"per_item": rows} for (judge,), rows in per_item.partition_by("judge", as_dict=True).items()}
+
+
 def agreement_truth(metric) -> float:
     rng = np.random.default_rng(123)
     prev = beta_rates(rng, (200_000,), 0.35, 0.2)
@@ -123,8 +130,9 @@ def test_the_ranked_agreement_interval_covers(metric, stories):
     truth = agreement_truth(kappa_of if metric == "kappa" else balanced_accuracy_of)
     rank = RankBy(f"overall.{metric}")
     lows, highs = [], []
+    tables = per_judge(per_item)
     for judge in judges(draws):
-        low, high, _ = TTCW().rank_units({"per_item": per_item}, judge, rank, TTCWOptions()).interval_with_note(300)
+        low, high, _ = TTCW().rank_units(tables[judge], judge, rank, TTCWOptions()).interval_with_note(300)
         lows.append(low)
         highs.append(high)
     got = coverage(lows, highs, truth, printed=0.3)      # withheld where an expert answer is in < 10 stories
@@ -262,8 +270,8 @@ def test_the_ranked_story_level_estimates_cover(name, stories, prevalence):
     resampled): the pass-count correlations at the minimum; the story cutoff's agreement at 30
     (below 10 stories of each expert verdict it prints none)."""
     per_item = stories_frame(np.random.default_rng(len(name) + stories), stories, DRAWS, prevalence)
-    bounds = [TTCW().rank_units({"per_item": per_item}, j, RankBy(name), TTCWOptions()).interval(300)
-              for j in judges(DRAWS)]
+    tables = per_judge(per_item)
+    bounds = [TTCW().rank_units(tables[j], j, RankBy(name), TTCWOptions()).interval(300) for j in judges(DRAWS)]
     got = coverage([b[0] for b in bounds], [b[1] for b in bounds], story_level_truths(prevalence)[name])
     print(name, got)
     assert got >= COVERAGE, got
@@ -280,8 +288,9 @@ def test_the_ranked_brier_score_covers():
                              "p_yes": p.ravel(), "expert_pass": rng.random(p.size) < p.ravel(), "judge_pass": True})
     big = np.clip(beta_rates(np.random.default_rng(0), (400_000,), 0.3, 0.3)[:, None]
                   + np.random.default_rng(1).normal(0, 0.1, (400_000, 14)), 0.01, 0.99)
-    bounds = [TTCW().rank_units({"per_item": per_item}, j, RankBy("calibration_summary.brier"), TTCWOptions())
-              .interval(300) for j in judges(DRAWS)]
+    tables = per_judge(per_item)
+    bounds = [TTCW().rank_units(tables[j], j, RankBy("calibration_summary.brier"), TTCWOptions()).interval(300)
+              for j in judges(DRAWS)]
     got = coverage([b[0] for b in bounds], [b[1] for b in bounds], float((big * (1 - big)).mean()))
     print(got)
     assert got >= COVERAGE, got
