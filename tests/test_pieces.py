@@ -21,7 +21,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from litjudge.engine.backends.local.models import resolve_judge
-from litjudge.engine.backends.local.pieces import BYTE_LEVEL, CHECKED_PROMPTS, Cut, PieceEncoder, boundary_of
+from litjudge.engine.backends.local.pieces import CHECKED_PROMPTS, Cut, PieceEncoder, boundary_of, byte_level
 from litjudge.engine.backends.local.render import PromptRenderer
 from litjudge.engine.core.requests import Message
 
@@ -125,10 +125,9 @@ def test_both_regex_engines_split_every_assigned_character_alike(name):
         theirs = [w for w, _ in backend.pre_tokenizer.pre_tokenize_str(text)]
         found = words.pattern.findall(text)
         # the two lists of words are equal where their joins are and each word is as long: the
-        # byte-level mapping (one character per UTF-8 byte) is taken once of the join, not per word
-        joined = "".join(found).encode().decode("latin-1").translate(BYTE_LEVEL)
-        if joined != "".join(theirs) or [len(w.encode()) for w in found] != [len(w) for w in theirs]:
-            ours = [w.encode().decode("latin-1").translate(BYTE_LEVEL) for w in found]
+        # byte-level form (one character per UTF-8 byte) is taken once of the join, not per word
+        if byte_level("".join(found)) != "".join(theirs) or [len(w.encode()) for w in found] != [len(w) for w in theirs]:
+            ours = [byte_level(w) for w in found]
             raise AssertionError(next(((repr(a), repr(b)) for a, b in zip(ours, theirs) if a != b),
                                       (len(ours), len(theirs))))
 

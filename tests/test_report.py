@@ -28,11 +28,10 @@ def rendered(page) -> tuple[int, int]:
     return int(plots), int(ok)
 
 
-def screenshot(page, png, size: str = "1280,2000") -> tuple[int, int]:
-    """The report as a reader sees it, once its plots are decoded: a PNG of `size` (width,height)
+def screenshot(page, png, width: int = 1280, height: int = 2000) -> tuple[int, int]:
+    """The report as a reader sees it, once its plots are decoded: a PNG of width x height pixels
     with text, tables and coloured bars on it, not a blank page. Returns what `rendered` does, read
     by the same browser."""
-    width, height = (int(x) for x in size.split(","))
     plots, ok = page_value(page.as_uri(), REPORT_READY, PLOTS, viewport={"width": width, "height": height}, screenshot=png)
     assert png.exists()
     import matplotlib.image
@@ -126,7 +125,7 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
         csv_equals(page.parent, name, pl.read_parquet(out.run_dir / "tables" / f"{name}.parquet"))
     html = page.read_text()
     assert "Length-controlled accuracy" in html and "Calibration of the judge" in html and "reliability_diagram" in html
-    plots, ok = screenshot(page, tmp_path / "pairwise.png", size="1400,2600")
+    plots, ok = screenshot(page, tmp_path / "pairwise.png", width=1400, height=2600)
     assert plots >= 5 and ok == plots
     # distribution mode generates no text: the viewer says so where the raw output would be
     from litjudge.engine.app.report.viewer import NO_TEXT
@@ -346,7 +345,7 @@ def test_item_viewer_survives_hostile_text_in_every_field(runs_dir, tmp_path):
     assert f"Parsed: Good{HOSTILE} → Good{HOSTILE}" in out["label"]
     md = (page.parent / "report.md").read_text()
     assert "<" not in md and "&lt;!--&lt;script&gt;" in md
-    screenshot(page, tmp_path / "hostile.png", size="1280,3200")      # down to the viewer's rows
+    screenshot(page, tmp_path / "hostile.png", width=1280, height=3200)      # down to the viewer's rows
 
 
 def layout(page, script: str, tmp_path, width: int = 1400) -> dict:
@@ -425,4 +424,4 @@ def test_the_report_fits_a_1400_px_page_and_shows_no_empty_column(runs_dir, tmp_
     assert out["runs"] == f"fieldtwo / replay:{tmp_path / 'always-the-first-text-shown-by-a-long-named-judge.jsonl'}" \
                           f"two / replay:{tmp_path / 'right.jsonl'}", out["runs"]
     assert "test / group" not in out["head"] and out["cells"] == len(out["head"]) == 7 and out["facet"], out
-    screenshot(page, tmp_path / "pairs-1400.png", size="1400,2600")
+    screenshot(page, tmp_path / "pairs-1400.png", width=1400, height=2600)

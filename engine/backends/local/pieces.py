@@ -114,6 +114,12 @@ def _byte_level_chars() -> str:
 BYTE_LEVEL = str.maketrans(dict(enumerate(_byte_level_chars())))
 
 
+def byte_level(text: str) -> str:
+    """`text` as a ByteLevel pre-tokenizer hands it to the model: each of its UTF-8 bytes as that
+    byte's stand-in, one character per byte (so the form of a join is the join of the forms)."""
+    return text.encode().decode("latin-1").translate(BYTE_LEVEL)
+
+
 @functools.cache
 def _unassigned() -> re.Pattern:
     """Characters this Python's Unicode database does not assign (and surrogates): the regex engines'
@@ -139,7 +145,7 @@ class _WordIds(dict):
         self.model = model
 
     def __missing__(self, word: str) -> bytes:
-        tokens = self.model.tokenize(word.encode().decode("latin-1").translate(BYTE_LEVEL))
+        tokens = self.model.tokenize(byte_level(word))
         ids = self[word] = array(IDS, [t.id for t in tokens]).tobytes()
         return ids
 
