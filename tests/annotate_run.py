@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import httpx
@@ -99,24 +100,18 @@ def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False) -> Path:
     return judged(cfg)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Served:
     """`litjudge annotate RUN ARGS` in a process of its own (a real uvicorn server), until `kill`."""
 
     def __init__(self, run: Path, *args: str, host: str = "127.0.0.1", port: int | None = None):
-        self.port = port or free_port()
         path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
         self.proc = subprocess.Popen([sys.executable, "-m", "litjudge", "annotate", str(run), "--host", host,
-                                      "--port", str(self.port), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      "--port", str(port or 0), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env={**os.environ, "PYTHONPATH": path}, cwd=run.parent)
         self.printed = self._until("Open ")
         self.url = self.printed.splitlines()[-1].split("Open ", 1)[1].strip()
         self.token = self.url.split("token=", 1)[1].split("&")[0] if "token=" in self.url else None
+        self.port = port or urllib.parse.urlsplit(self.url).port     # port 0: the one the server took
         self.host = "127.0.0.1" if host == "0.0.0.0" else host           # bound to all: asked on loopback
         self.base = f"http://{self.host}:{self.port}"
         self._wait_listening()
@@ -181,7 +176,7 @@ class InThread:
     def __init__(self, run: Path, host: str = "127.0.0.1", **options):
         import litjudge
 
-        self.app = litjudge.annotate(run, host=host, port=free_port(), **options)
+        self.app = litjudge.annotate(run, host=host, port=0, **options)     # a free port, taken at once
         self.url, self.token = self.app.url, self.app.token
         self.port = self.app.server.config.port
         self.base = f"http://{'127.0.0.1' if host == '0.0.0.0' else host}:{self.port}"

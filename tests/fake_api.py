@@ -4,10 +4,23 @@ deterministically (the first allowed label, or "Yes"), record what they received
 faults: HTTP 429, HTTP 500, or a reply slower than the client's timeout, on chosen request numbers."""
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port that refuses every connection while the block runs: bound, never listening,
+    so no other process of the session takes it meanwhile (a port found free and let go could be
+    taken by the other worker's next server); let go at the end, for a server to start there."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 class Loopback:

@@ -365,14 +365,15 @@ def test_the_real_ttcw_queue_reads_the_seven_judges_vote_share(tmp_path):
 
 def test_a_lock_times_out_and_the_python_api_takes_a_result(run):
     import litjudge
-    from tests.annotate_run import free_port
-    app = litjudge.annotate(litjudge.load(run), budget=40, lock_seconds=1.0, port=free_port())
+    # a lock of seconds: a stall of the worker (a full collection, the other worker's burst) must not
+    # expire ann's before bob asks
+    app = litjudge.annotate(litjudge.load(run), budget=40, lock_seconds=3.0, port=0)
     try:
         assert app.url.startswith("http://127.0.0.1:") and app.token is None
         with httpx.Client(base_url=app.url.rstrip("/"), timeout=30) as c:
             held = c.get("/api/next", params={"annotator": "ann"}).json()["cluster"]
             assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held
-            time.sleep(1.5)                                  # ann's lock (and bob's) expired
+            time.sleep(3.2)                                  # ann's lock (and bob's) expired
             assert c.get("/api/next", params={"annotator": "zoe"}).json()["cluster"] == held
     finally:
         app.stop()
@@ -389,7 +390,7 @@ def test_a_submit_for_a_cluster_another_annotator_holds_is_409_until_the_lock_ti
     """Issue 55's bug: bob's submit for the story the queue handed to ann (and locked for her) was
     stored. It is refused in one line (409) while ann's lock lives, her own submit is not, and once
     a lock has timed out the cluster is anyone's."""
-    with InThread(run, budget=40, lock_seconds=2.0) as s, s.client() as c:
+    with InThread(run, budget=40, lock_seconds=4.0) as s, s.client() as c:
         held = c.get("/api/next", params={"annotator": "ann"}).json()
         assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held["cluster"]
 
@@ -400,7 +401,7 @@ def test_a_submit_for_a_cluster_another_annotator_holds_is_409_until_the_lock_ti
         assert r.status_code == 409 and r.text.count("\n") == 1, r.text
         assert r.text.startswith(f"cluster {held['cluster']!r} is being read by another annotator (locked until ")
         assert c.get("/api/export.jsonl").text == ""                  # nothing of bob's was stored
-        time.sleep(2.3)                                               # ann's lock (and bob's) timed out
+        time.sleep(4.2)                                               # ann's lock (and bob's) timed out
         assert c.post("/api/label", json=body("bob")).json() == {"stored": True, "duplicate": False}
         mine = c.get("/api/next", params={"annotator": "ann"}).json()          # ann holds a new one
         other = {"annotator": "ann", "cluster": mine["cluster"], "key": key(),

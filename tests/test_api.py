@@ -16,7 +16,7 @@ from litjudge.engine.app.execute import over_data
 from litjudge.engine.backends.local.models import resolve_judge
 from litjudge.engine.core.config import load_config
 from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
-from tests.fake_api import FakeAPI
+from tests.fake_api import FakeAPI, refusing_port
 from tests.short_data import demo_cut_short
 
 DEMO = """
@@ -105,7 +105,7 @@ def test_faults_are_retried_and_counted_and_the_run_completes(tmp_path):
     faults = {1: 429, 2: 500, 4: "timeout", 6: 429, 9: 500}
     with FakeAPI(faults=faults) as server:
         cfg = demo_config(tmp_path, "faults", f"openai-compatible:{server.url}/v1:fake-judge",
-                          api="concurrency = 2\ntimeout_s = 1.0\nbackoff_s = 0.05\nmax_tokens_total = 100000\n"
+                          api="concurrency = 2\ntimeout_s = 2.5\nbackoff_s = 0.05\nmax_tokens_total = 100000\n"
                               "price_in_per_mtok = 1.0\nprice_out_per_mtok = 2.0")
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs), "OPENAI_API_KEY": SECRET})
         assert r.returncode == 0, r.stderr[-3000:]
@@ -144,10 +144,10 @@ def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):
     exits 3 saying how many requests are unanswered; once the server is up, the same command
     asks them again and stores 12 verdicts."""
     runs = tmp_path / "runs"
-    port = _free_port()
-    judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
-    cfg = demo_config(tmp_path, "outage", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
-    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    with refusing_port() as port:
+        judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
+        cfg = demo_config(tmp_path, "outage", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 3, r.stderr[-3000:]
     assert "12 request(s) were left without an answer" in r.stderr
     v = verdicts(runs / "outage")
@@ -288,17 +288,17 @@ def test_the_structured_setting_is_part_of_every_key(tmp_path):
 def test_an_ensemble_with_an_api_member_down_is_not_built(tmp_path):
     """A member judged by an API at a closed port: the ensemble is not built from part of it (it was
     built and exited 0; with no answer at all its outage was blamed on the data); exit 3 saying how
-    many requests are missing. Once the server answers, the same command builds it."""
+    many requests are missing."""
     runs = tmp_path / "runs"
-    port = _free_port()
-    judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
-    demo_config(tmp_path, "member", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
-    ens = tmp_path / "ens.toml"
-    ens.write_text(f'name = "ens"\n[[runs]]\nconfig = "member.toml"\n[[runs]]\nconfig = "member.toml"\nname = "twin"\n'
-                   f'judge = "replay:{tmp_path / "none.jsonl"}"\n[jury]\n')
-    (tmp_path / "none.jsonl").write_text("")
-    env = {"LITJUDGE_RUNS_DIR": str(runs)}
-    r = litjudge("run", str(ens), "--quiet", env=env)
+    with refusing_port() as port:
+        judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
+        demo_config(tmp_path, "member", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
+        ens = tmp_path / "ens.toml"
+        ens.write_text(f'name = "ens"\n[[runs]]\nconfig = "member.toml"\n[[runs]]\nconfig = "member.toml"\n'
+                       f'name = "twin"\njudge = "replay:{tmp_path / "none.jsonl"}"\n[jury]\n')
+        (tmp_path / "none.jsonl").write_text("")
+        env = {"LITJUDGE_RUNS_DIR": str(runs)}
+        r = litjudge("run", str(ens), "--quiet", env=env)
     assert r.returncode == 3, (r.returncode, r.stderr[-3000:])
     assert "ensemble was not built" in r.stderr and "12 request(s) were left without an answer" in r.stderr
     assert "share" not in r.stderr and not (runs / "ens").exists()

@@ -11,7 +11,7 @@ import sqlite3
 
 import pytest
 
-from tests.fake_api import FakeAPI
+from tests.fake_api import FakeAPI, refusing_port
 from tests.fake_batch_api import FakeBatchAPI
 from tests.test_api import SECRET, _free_port, assert_key_never_written
 from tests.test_cli_probe import cli
@@ -186,8 +186,8 @@ def test_batch_mode_survives_its_provider(tmp_path):
     """The hostile pass over batch mode: a closed port, the provider gone while polling, a malformed
     output line, a cancel while the provider is down, and a crash before the ledger knew the batch
     then --cancel-batches: each a one-line report and the right exit, never an internal error."""
-    port = _free_port()
-    r, run_dir = sweep(tmp_path, "down", "openai", f"http://127.0.0.1:{port}", batch=True)    # nobody listens
+    with refusing_port() as port:
+        r, run_dir = sweep(tmp_path, "down", "openai", f"http://127.0.0.1:{port}", batch=True)    # nobody listens
     assert r.returncode == 3 and "did not answer while submitting" in r.stderr, r.stderr[-2000:]
     assert "internal error" not in r.stderr and stored(run_dir) == {}
     with FakeBatchAPI(polls_to_finish=10**6, port=port) as server:       # accepted, then gone mid-poll

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,12 @@ def hashed_now(folder: Path) -> str:
 
 
 @pytest.fixture
-def settled(monkeypatch):
-    """Files written by the test count as settled at once (else each would wait RACY_S)."""
+def settled(monkeypatch, tmp_path):
+    """Files written by the test count as settled at once (else each would wait RACY_S); the memos
+    go to a cache folder of the test's own (the session's is shared with every process of both
+    workers, whose memos are written beside a test's, through temporary files the globs would read)."""
     monkeypatch.setattr(checksum, "RACY_S", 0.0)
+    monkeypatch.setenv("LITJUDGE_CACHE", str(tmp_path / "cache"))
 
 
 def test_the_second_time_reads_no_weights_and_gives_the_same_checksum(tmp_path, settled):
@@ -63,6 +67,7 @@ def test_a_byte_changed_with_its_size_and_time_put_back_is_seen(tmp_path, settle
     st = weights.stat()
     data = bytearray(weights.read_bytes())
     data[12345] ^= 0xFF
+    time.sleep(0.05)                      # the change time moves on a kernel whose clock ticks coarsely
     weights.write_bytes(bytes(data))
     os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))                   # size and mtime as they were
     assert weights.stat().st_size == st.st_size and weights.stat().st_mtime_ns == st.st_mtime_ns
@@ -75,8 +80,9 @@ def test_a_byte_changed_with_its_size_and_time_put_back_is_seen(tmp_path, settle
     assert folder_checksum(folder) == hashed_now(folder) != changed
 
 
-def test_files_written_just_before_hashing_are_not_remembered(tmp_path):
+def test_files_written_just_before_hashing_are_not_remembered(tmp_path, monkeypatch):
     """Within RACY_S of their last change a second write could leave every time as it was."""
+    monkeypatch.setenv("LITJUDGE_CACHE", str(tmp_path / "cache"))
     folder = judge_folder(tmp_path)
     assert folder_checksum(folder) == hashed_now(folder)
     memos = cache_dir() / "checksums"

@@ -253,18 +253,16 @@ def test_exported_columns_are_typed_for_the_hub(config_run, tmp_path):
 def test_push_to_hub_offline_is_one_line_and_keeps_the_export(config_run, tmp_path):
     """No network (the Hub's endpoint a closed loopback port): one line naming --push-to-hub and what
     to do, the folder written."""
-    import socket
+    from tests.fake_api import refusing_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]                     # closed once the block ends: nothing listens there
-    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_TOKEN": "hf_not_a_real_token",
-           "HF_HOME": str(tmp_path / "hf-home")}
-    env.pop("HF_HUB_OFFLINE", None)
     out = tmp_path / "hf"
-    r = subprocess.run([sys.executable, "-m", "litjudge", "export", str(config_run), "--to", str(out),
-                        "--push-to-hub", "you/ds"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    with refusing_port() as port:                     # refused for as long as the command runs
+        env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_TOKEN": "hf_not_a_real_token",
+               "HF_HOME": str(tmp_path / "hf-home")}
+        env.pop("HF_HUB_OFFLINE", None)
+        r = subprocess.run([sys.executable, "-m", "litjudge", "export", str(config_run), "--to", str(out),
+                            "--push-to-hub", "you/ds"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                           timeout=300)
     line = one_line(r, "--push-to-hub you/ds", "could not push to the Hub", "check the network")
     assert "Traceback" not in r.stderr and len(line) < 600, line
     assert (out / "README.md").exists() and (out / "data" / "verdicts.parquet").exists()
