@@ -23,7 +23,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, interval_note, or_none, percentile_interval
+from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, interval_note, or_none, percentile_interval, resample_batches
 from .metrics.estimates import Units
 
 Statistic = Callable[[np.ndarray], np.ndarray]
@@ -148,12 +148,8 @@ def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = RESAMPLE
     value = float(statistic(tables.sum(axis=0)))
     low = high = math.nan
     if not math.isnan(value):
-        rng = np.random.default_rng(seed)
-        stats = []
-        step = max(1, batch_cells // max(1, g * tables.shape[1] * tables.shape[2]))
-        for start in range(0, resamples, step):
-            idx = rng.integers(0, g, (min(step, resamples - start), g))
-            stats.append(statistic(tables[idx].sum(axis=1)))
+        cells = batch_cells // max(1, tables.shape[1] * tables.shape[2])
+        stats = [statistic(tables[idx].sum(axis=1)) for idx in resample_batches(seed, g, resamples, cells)]
         low, high = percentile_interval(np.concatenate(stats), g)
     return {"value": None if math.isnan(value) else value, "low": or_none(low), "high": or_none(high),
             "note": interval_note(g, low) if not math.isnan(value) else None}

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,6 +103,62 @@ def expanded_alpha(clusters: int, alpha: float = 0.05) -> float:
     return float(2 * norm.cdf(-math.sqrt(n / (n - 1)) * t.ppf(1 - alpha / 2, n - 1)))
 
 
+# A cluster bootstrap's draws are kept for reuse where they are this small (2 MB of indices): a
+# sweep's cells, a rubric's questions and a simulation's judges draw the same ones.
+REUSED_CELLS = 250_000
+BATCH_CELLS = 4_000_000      # indices drawn at once otherwise (memory)
+
+
+def resample_batches(seed: int, clusters: int, resamples: int = RESAMPLES, cells: int = BATCH_CELLS
+                     ) -> Iterator[np.ndarray]:
+    """THE draws of a cluster bootstrap: `resamples` rows of `clusters` indices drawn with
+    replacement from default_rng(seed), yielded in batches of about `cells` indices (one stream:
+    the rows are the same however they are batched). Every interval with the same seed and
+    number of clusters resamples the same clusters, so small draws are made once a process
+    (read-only: `_reused`)."""
+    if resamples * clusters <= REUSED_CELLS:
+        yield _reused(seed, clusters, resamples)
+        return
+    rng = np.random.default_rng(seed)
+    step = max(1, cells // clusters)
+    for start in range(0, resamples, step):
+        yield rng.integers(0, clusters, (min(step, resamples - start), clusters))
+
+
+def resample_indices(seed: int, clusters: int, resamples: int = RESAMPLES) -> np.ndarray:
+    """All of `resample_batches` at once: (resamples, clusters); read-only where kept."""
+    batches = list(resample_batches(seed, clusters, resamples))
+    return batches[0] if len(batches) == 1 else np.concatenate(batches)
+
+
+@functools.lru_cache(maxsize=64)
+def _reused(seed: int, clusters: int, resamples: int) -> np.ndarray:
+    idx = np.random.default_rng(seed).integers(0, clusters, (resamples, clusters))
+    idx.flags.writeable = False
+    return idx
+
+
+def resample_counts(seed: int, clusters: int, resamples: int = RESAMPLES) -> np.ndarray:
+    """How often each resample of `resample_indices` drew each cluster, (resamples, clusters), as
+    floats: a sum over a resample is a product with it. Kept, read-only, where the draws are."""
+    if resamples * clusters <= REUSED_CELLS:
+        return _reused_counts(seed, clusters, resamples)
+    return _counts(resample_indices(seed, clusters, resamples))
+
+
+@functools.lru_cache(maxsize=64)
+def _reused_counts(seed: int, clusters: int, resamples: int) -> np.ndarray:
+    counts = _counts(_reused(seed, clusters, resamples))
+    counts.flags.writeable = False
+    return counts
+
+
+def _counts(idx: np.ndarray) -> np.ndarray:
+    resamples, clusters = idx.shape
+    return np.bincount((idx + clusters * np.arange(resamples)[:, None]).ravel(),
+                       minlength=resamples * clusters).reshape(resamples, clusters).astype(float)
+
+
 def percentile_interval(stats: np.ndarray, clusters: int, alpha: float = 0.05) -> tuple[float, float]:
     """The expanded percentile interval of the resampled statistics (NaN ones left out), or
     (nan, nan) with fewer than MIN_CLUSTERS clusters or when the resamples do not vary
@@ -127,10 +183,9 @@ def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Seque
     members = [np.flatnonzero(inverse == i) for i in range(inverse.max() + 1)] if len(inverse) else []
     if not members:
         return math.nan, math.nan
-    rng = np.random.default_rng(seed)
     stats = []
-    for _ in range(resamples):
-        idx = np.concatenate([members[i] for i in rng.integers(0, len(members), len(members))])
+    for drawn in resample_indices(seed, len(members), resamples):
+        idx = np.concatenate([members[i] for i in drawn])
         stats.append(metric(truth_a[idx].tolist(), pred_a[idx].tolist()).value)
     return percentile_interval(np.asarray(stats, dtype=float), len(members), alpha)
 
@@ -146,12 +201,7 @@ def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamp
     sums = np.bincount(inverse, weights=np.asarray(values, dtype=float))
     counts = np.bincount(inverse).astype(float)
     g = len(sums)
-    rng = np.random.default_rng(seed)
-    stats: list[np.ndarray] = []
-    step = max(1, batch_cells // g)
-    for start in range(0, resamples, step):
-        idx = rng.integers(0, g, (min(step, resamples - start), g))
-        stats.append(sums[idx].sum(axis=1) / counts[idx].sum(axis=1))
+    stats = [sums[idx].sum(axis=1) / counts[idx].sum(axis=1) for idx in resample_batches(seed, g, resamples, batch_cells)]
     return percentile_interval(np.concatenate(stats), g, alpha)
 
 
@@ -174,11 +224,8 @@ def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, p
         right = is_cls & np.asarray([p == cls for p in pred], dtype=bool)
         counts[:, c] = np.bincount(inverse, weights=is_cls.astype(float), minlength=g)
         hits[:, c] = np.bincount(inverse, weights=right.astype(float), minlength=g)
-    rng = np.random.default_rng(seed)
     stats: list[np.ndarray] = []
-    step = max(1, batch_cells // g)
-    for start in range(0, resamples, step):
-        idx = rng.integers(0, g, (min(step, resamples - start), g))
+    for idx in resample_batches(seed, g, resamples, batch_cells):
         h, n = hits[idx].sum(axis=1), counts[idx].sum(axis=1)
         with warnings.catch_warnings():       # a resample with no known pair: NaN, left out below
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -203,8 +250,7 @@ def difference_of_means_ci(clusters: Sequence[Hashable], values: Sequence[float]
     g = int(inverse.max()) + 1
     per = np.stack([np.bincount(inverse, weights=w, minlength=g)
                     for w in (x * mine, mine.astype(float), x * ~mine, (~mine).astype(float))])
-    idx = np.random.default_rng(seed).integers(0, g, (resamples, g))
-    drawn = per[:, idx].sum(axis=2)                       # (4, resamples)
+    drawn = per[:, resample_indices(seed, g, resamples)].sum(axis=2)          # (4, resamples)
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = drawn[0] / drawn[1] - drawn[2] / drawn[3]
     low, high = percentile_interval(stats, g, alpha)
@@ -283,11 +329,7 @@ def mean_of_means_with_ci(clusters: Sequence[Hashable], strata: Sequence[Hashabl
             return np.nanmean(means, axis=-1)
 
     point = float(statistic(sums.sum(axis=0), counts.sum(axis=0)))
-    rng = np.random.default_rng(seed)
-    stats = []
-    step = max(1, 4_000_000 // (g * k))
-    for start in range(0, resamples, step):
-        idx = rng.integers(0, g, (min(step, resamples - start), g))
-        stats.append(statistic(sums[idx].sum(axis=1), counts[idx].sum(axis=1)))
+    stats = [statistic(sums[idx].sum(axis=1), counts[idx].sum(axis=1))
+             for idx in resample_batches(seed, g, resamples, BATCH_CELLS // k)]
     low, high = percentile_interval(np.concatenate(stats), g, alpha)
     return _with_note(point, len(kept), g, low, high, bounds)

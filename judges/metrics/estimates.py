@@ -32,6 +32,7 @@ from .bootstrap import (
     expanded_alpha,
     interval_note,
     percentile_interval,
+    resample_indices,
 )
 from .proportion import rate_with_ci
 from .row_statistics import (  # noqa: F401  (the statistics of estimates, imported from here)
@@ -140,7 +141,7 @@ class Units:
             return math.nan, math.nan, interval_note(self.clusters, None)
         if self.rule is not None:
             return self.rule(self, resamples, seed)
-        draws = np.random.default_rng(seed).integers(0, self.clusters, (resamples, self.clusters))
+        draws = resample_indices(seed, self.clusters, resamples)
         low, high = percentile_interval(self.resampled(draws), self.clusters)
         if math.isnan(low) and self.bounds is not None:
             return (*constant_interval(self.value(), self.clusters, self.bounds), CONSTANT)
@@ -189,7 +190,7 @@ def same_as_best(cells: Sequence[Units], higher_is_better: bool, resamples: int 
         return verdicts
     union = sorted(set().union(*(cells[i].ids for i in family)))
     sign = 1.0 if higher_is_better else -1.0
-    draws = np.random.default_rng(seed).integers(0, len(union), (resamples, len(union)))
+    draws = resample_indices(seed, len(union), resamples)
     observed, errors = [], []
     for i in family:
         u = cells[i]

@@ -18,7 +18,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from .bootstrap import percentile_interval
+from .bootstrap import percentile_interval, resample_counts
 
 NAN = float("nan")
 
@@ -61,8 +61,7 @@ def corrected_pass_rate(truth: Sequence[bool], pred_labelled: Sequence[bool], pr
         labelled_ids, scored_ids = [str(c) for c in clusters_labelled], [str(c) for c in clusters_scored]
         draws = [(labelled_ids, scored_ids)]
         groups = len(set(labelled_ids) | set(scored_ids))
-    rng = np.random.default_rng(seed)
-    sums = _cluster_sums(truth_a, lab_a, scored, draws, rng, resamples)
+    sums = _cluster_sums(truth_a, lab_a, scored, draws, seed, resamples)
     tp, pos, tn, neg, yes, n = sums
     with np.errstate(invalid="ignore", divide="ignore"):
         se_b, sp_b, p_b = tp / pos, tn / neg, yes / n
@@ -72,11 +71,14 @@ def corrected_pass_rate(truth: Sequence[bool], pred_labelled: Sequence[bool], pr
     return out
 
 
-def _cluster_sums(truth: np.ndarray, lab: np.ndarray, scored: np.ndarray, draws, rng, resamples: int):
+def _cluster_sums(truth: np.ndarray, lab: np.ndarray, scored: np.ndarray, draws, seed: int, resamples: int):
     """Per resample: true positives, positives, true negatives, negatives among the labelled
     items, and passes and count among the scored items, summed over the drawn clusters. `draws`
-    lists (labelled ids, scored ids) resampled together; a None side is not resampled by it."""
+    lists (labelled ids, scored ids) resampled together; a None side is not resampled by it.
+    One list (the stories): the bootstrap's own draws (`resample_counts`); two (every item its
+    own cluster, each set on its own), the second drawn on from where the first ended."""
     totals = np.zeros((6, resamples))
+    rng = np.random.default_rng(seed)
     for lab_ids, sco_ids in draws:
         names = sorted(set(lab_ids or []) | set(sco_ids or []))
         where = {c: i for i, c in enumerate(names)}
@@ -90,8 +92,12 @@ def _cluster_sums(truth: np.ndarray, lab: np.ndarray, scored: np.ndarray, draws,
             si = np.asarray([where[c] for c in sco_ids], dtype=int)
             per[4] += np.bincount(si, weights=scored.astype(float), minlength=g)
             per[5] += np.bincount(si, minlength=g)
-        idx = rng.integers(0, g, (resamples, g))
         # how often each resample drew each cluster, then one product: (6, g) x (g, resamples)
-        drawn = np.bincount((idx + g * np.arange(resamples)[:, None]).ravel(), minlength=resamples * g)
-        totals += per @ drawn.reshape(resamples, g).T
+        if len(draws) == 1:
+            drawn = resample_counts(seed, g, resamples)
+        else:
+            idx = rng.integers(0, g, (resamples, g))
+            drawn = np.bincount((idx + g * np.arange(resamples)[:, None]).ravel(), minlength=resamples * g
+                                ).reshape(resamples, g)
+        totals += per @ drawn.T
     return totals
