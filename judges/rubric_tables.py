@@ -90,13 +90,19 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
     res = options.resamples
     scores, consistency, headline = [], [], []
     detail: dict[str, list[dict]] = {name: [] for kind in scales() for name in kind.tables()}
+    # each judge's answers and repeats, split once (a filter and a group-by per judge and question
+    # were most of a many-judge frame's tables)
+    answers = d.filter(pl.col("answer").is_not_null())
+    answered_by = answers.partition_by(["judge", "question"], as_dict=True)
+    repeats_by = _repeats(answers).partition_by(["judge", "question"], as_dict=True)
     for (judge, qid), g in d.group_by(["judge", "question"], maintain_order=True):
         q = next(x for x in options.questions if x.id == qid)
-        answered = g.filter(pl.col("answer").is_not_null())
+        answered = answered_by.get((judge, qid), answers.clear())
         scores.append({"judge": judge, "question": qid, "scale": q.scale, "verdicts": g.height,
                        "unparsed": g.height - answered.height, **_mean(answered, q, res),
                        "mean_expected": g["expected"].mean() if g["expected"].is_not_null().any() else None})
-        consistency += [{"judge": judge, "question": qid, **row} for row in _consistency(answered, q)]
+        consistency += [{"judge": judge, "question": qid, **row}
+                        for row in _consistency(answered, repeats_by.get((judge, qid)), q)]
         labelled = answered.filter(pl.col("human").is_not_null())
         if not q.human or not labelled.height:
             continue
@@ -130,14 +136,19 @@ def _mean(rows: pl.DataFrame, q, resamples: int) -> dict:
     return {"mean_score": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high, "ci_note": m.note}
 
 
-def _consistency(answered: pl.DataFrame, q) -> list[dict]:
-    """The same answer on every repeat of a text (or a pair in one order), then the scale's own
-    rates (a pairwise question's swap flips and first-position wins)."""
-    repeats = answered.group_by(["cluster", "order"]).agg(pl.len().alias("k"),
-                                                          (pl.col("answer").n_unique() == 1).alias("same"))
-    repeats = repeats.filter(pl.col("k") > 1)
+def _repeats(answers: pl.DataFrame) -> pl.DataFrame:
+    """Per judge, question, text (or pair) and order answered more than once: whether every
+    repeat gave the same answer."""
+    return answers.group_by(["judge", "question", "cluster", "order"]).agg(
+        pl.len().alias("k"), (pl.col("answer").n_unique() == 1).alias("same")).filter(pl.col("k") > 1)
+
+
+def _consistency(answered: pl.DataFrame, repeats: pl.DataFrame | None, q) -> list[dict]:
+    """The same answer on every repeat of a text (or a pair in one order: `repeats`, none where
+    nothing was repeated), then the scale's own rates (a pairwise question's swap flips and
+    first-position wins)."""
     own = q.kind.consistency(answered, q)
-    return [rate_row("repeat_agreement", repeats, pl.col("same")), *own] if repeats.height else own
+    return [rate_row("repeat_agreement", repeats, pl.col("same")), *own] if repeats is not None else own
 
 
 # -- a sweep's ranked estimate ----------------------------------------------------------------
