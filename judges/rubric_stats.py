@@ -23,7 +23,15 @@ from typing import TypedDict
 
 import numpy as np
 
-from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, interval_note, or_none, percentile_interval, resample_batches
+from .metrics.bootstrap import (
+    BATCH_CELLS,
+    MIN_CLUSTERS,
+    RESAMPLES,
+    interval_note,
+    or_none,
+    percentile_interval,
+    resample_batches,
+)
 from .metrics.estimates import Units
 
 Statistic = Callable[[np.ndarray], np.ndarray]
@@ -139,7 +147,7 @@ def spearman(t: np.ndarray) -> np.ndarray:
 
 
 def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = RESAMPLES, seed: int = 0,
-             batch_cells: int = 4_000_000) -> Estimate:
+             batch_cells: int = BATCH_CELLS) -> Estimate:
     """A statistic of the pooled table and its 95% cluster-bootstrap interval: each resample draws
     clusters with replacement and sums their tables."""
     g = len(tables)

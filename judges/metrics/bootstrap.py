@@ -143,17 +143,18 @@ def resample_counts(seed: int, clusters: int, resamples: int = RESAMPLES) -> np.
     floats: a sum over a resample is a product with it. Kept, read-only, where the draws are."""
     if resamples * clusters <= REUSED_CELLS:
         return _reused_counts(seed, clusters, resamples)
-    return _counts(resample_indices(seed, clusters, resamples))
+    return draw_counts(resample_indices(seed, clusters, resamples))
 
 
 @functools.lru_cache(maxsize=64)
 def _reused_counts(seed: int, clusters: int, resamples: int) -> np.ndarray:
-    counts = _counts(_reused(seed, clusters, resamples))
+    counts = draw_counts(_reused(seed, clusters, resamples))
     counts.flags.writeable = False
     return counts
 
 
-def _counts(idx: np.ndarray) -> np.ndarray:
+def draw_counts(idx: np.ndarray) -> np.ndarray:
+    """How often each row of draws (resamples, clusters) drew each cluster, as floats."""
     resamples, clusters = idx.shape
     return np.bincount((idx + clusters * np.arange(resamples)[:, None]).ravel(),
                        minlength=resamples * clusters).reshape(resamples, clusters).astype(float)
@@ -191,7 +192,7 @@ def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Seque
 
 
 def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamples: int = RESAMPLES, seed: int = 0,
-                   alpha: float = 0.05, batch_cells: int = 4_000_000) -> tuple[float, float]:
+                   alpha: float = 0.05, batch_cells: int = BATCH_CELLS) -> tuple[float, float]:
     """(low, high) of mean(values) over `resamples` cluster resamples: each resample draws whole
     clusters with replacement and takes sum(values) / count over them. (nan, nan) with no values,
     one cluster, or no spread (`percentile_interval`)."""
@@ -206,7 +207,7 @@ def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamp
 
 
 def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence, resamples: int = RESAMPLES,
-                                seed: int = 0, alpha: float = 0.05, batch_cells: int = 4_000_000) -> tuple[float, float]:
+                                seed: int = 0, alpha: float = 0.05, batch_cells: int = BATCH_CELLS) -> tuple[float, float]:
     """(low, high) of balanced accuracy over cluster resamples: the same draws and the same value
     as `cluster_bootstrap(..., balanced_accuracy)`, from per-cluster hits and counts of each class
     in numpy (a Python metric call per resample is too slow for every judge of a sweep). Pairs

@@ -18,7 +18,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from .bootstrap import percentile_interval, resample_counts
+from .bootstrap import draw_counts, percentile_interval, resample_counts
 
 NAN = float("nan")
 
@@ -93,11 +93,6 @@ def _cluster_sums(truth: np.ndarray, lab: np.ndarray, scored: np.ndarray, draws,
             per[4] += np.bincount(si, weights=scored.astype(float), minlength=g)
             per[5] += np.bincount(si, minlength=g)
         # how often each resample drew each cluster, then one product: (6, g) x (g, resamples)
-        if len(draws) == 1:
-            drawn = resample_counts(seed, g, resamples)
-        else:
-            idx = rng.integers(0, g, (resamples, g))
-            drawn = np.bincount((idx + g * np.arange(resamples)[:, None]).ravel(), minlength=resamples * g
-                                ).reshape(resamples, g)
+        drawn = resample_counts(seed, g, resamples) if len(draws) == 1 else draw_counts(rng.integers(0, g, (resamples, g)))
         totals += per @ drawn.T
     return totals
