@@ -13,6 +13,14 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def free_port() -> int:
+    """A loopback port free now, for a server started later at a known address (it may be taken
+    meanwhile: `refusing_port` where nothing is to listen there)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextlib.contextmanager
 def refusing_port() -> Iterator[int]:
     """A loopback port that refuses every connection while the block runs: bound, never listening,

@@ -3,7 +3,6 @@ of the default judge on loopback, the Anthropic backend against a loopback Messa
 fault injection (429, 500, timeouts), budgets and key hygiene."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from litjudge.engine.app.execute import over_data
 from litjudge.engine.backends.local.models import resolve_judge
 from litjudge.engine.core.config import load_config
 from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
-from tests.fake_api import FakeAPI, refusing_port
+from tests.fake_api import FakeAPI, free_port, refusing_port
 from tests.short_data import demo_cut_short
 
 DEMO = """
@@ -158,12 +157,6 @@ def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):
     assert "12 verdicts (0 unparsed)" in r.stdout and len(server.received) == 12
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def vllm_server(tmp_path_factory):
     """A real `vllm serve` of the default judge on loopback (float32, so that batching cannot flip
@@ -176,7 +169,7 @@ def vllm_server(tmp_path_factory):
     is a quarter GiB, as the session's in-process engines' (an engine argument: VLLM_CPU_KVCACHE_SPACE
     would override it, and is whole GiB only)."""
     judge = resolve_judge("smollm2-135m")
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)

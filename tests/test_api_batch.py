@@ -11,9 +11,9 @@ import sqlite3
 
 import pytest
 
-from tests.fake_api import FakeAPI, refusing_port
+from tests.fake_api import FakeAPI, free_port, refusing_port
 from tests.fake_batch_api import FakeBatchAPI
-from tests.test_api import SECRET, _free_port, assert_key_never_written
+from tests.test_api import SECRET, assert_key_never_written
 from tests.test_cli_probe import cli
 
 SWEEP = """name = "{name}"
@@ -53,7 +53,7 @@ def sweep(tmp_path, name: str, provider: str, url: str, batch: bool, env=None):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_batch_sweep_equals_the_online_sweep_at_half_price(tmp_path, provider):
-    port = _free_port()
+    port = free_port()
     with FakeAPI(port=port) as online:
         r, online_dir = sweep(tmp_path, "online", provider, online.url, batch=False)
         assert r.returncode == 0, r.stderr[-3000:]
@@ -131,7 +131,7 @@ def test_per_request_errors_follow_the_rule(tmp_path, provider):
 
 
 def test_expired_batches_are_retried_and_open_ones_can_be_cancelled(tmp_path):
-    port = _free_port()
+    port = free_port()
     with FakeBatchAPI(expire=True, port=port) as server:
         r, run_dir = sweep(tmp_path, "x", "openai", server.url, batch=True)
         assert r.returncode == 3 and "24 request(s) were left without an answer" in r.stderr

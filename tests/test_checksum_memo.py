@@ -38,13 +38,18 @@ def hashed_now(folder: Path) -> str:
     return digest.hexdigest()
 
 
-@pytest.fixture
-def settled(monkeypatch, tmp_path):
-    """Files written by the test count as settled at once (else each would wait RACY_S); the memos
-    go to a cache folder of the test's own (the session's is shared with every process of both
-    workers, whose memos are written beside a test's, through temporary files the globs would read)."""
-    monkeypatch.setattr(checksum, "RACY_S", 0.0)
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch, tmp_path):
+    """The memos go to a cache folder of the test's own: the session's is shared with every
+    process of both workers, whose memos are written beside a test's, through temporary files
+    the globs would read."""
     monkeypatch.setenv("LITJUDGE_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def settled(monkeypatch):
+    """Files written by the test count as settled at once (else each would wait RACY_S)."""
+    monkeypatch.setattr(checksum, "RACY_S", 0.0)
 
 
 def test_the_second_time_reads_no_weights_and_gives_the_same_checksum(tmp_path, settled):
@@ -80,9 +85,8 @@ def test_a_byte_changed_with_its_size_and_time_put_back_is_seen(tmp_path, settle
     assert folder_checksum(folder) == hashed_now(folder) != changed
 
 
-def test_files_written_just_before_hashing_are_not_remembered(tmp_path, monkeypatch):
+def test_files_written_just_before_hashing_are_not_remembered(tmp_path):
     """Within RACY_S of their last change a second write could leave every time as it was."""
-    monkeypatch.setenv("LITJUDGE_CACHE", str(tmp_path / "cache"))
     folder = judge_folder(tmp_path)
     assert folder_checksum(folder) == hashed_now(folder)
     memos = cache_dir() / "checksums"

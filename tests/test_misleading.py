@@ -13,8 +13,9 @@ import pytest
 
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.run_lock import RunLock
+from tests.fake_api import free_port
 from tests.fake_batch_api import FakeBatchAPI
-from tests.test_api import SECRET, _free_port
+from tests.test_api import SECRET
 from tests.test_cli_probe import cli, one_line, pairs_run
 
 
@@ -60,7 +61,7 @@ def test_cancel_batches_uses_the_runs_key_env_after_a_kill(tmp_path):
     """A batch run killed after submitting (no manifest yet): --cancel-batches asked for OPENAI_API_KEY
     although the run's key is in its `[api] key_env`."""
     env = {"MY_JUDGE_KEY": SECRET, "OPENAI_API_KEY": ""}
-    with FakeBatchAPI(polls_to_finish=10**6, port=_free_port()) as server:
+    with FakeBatchAPI(polls_to_finish=10**6, port=free_port()) as server:
         (tmp_path / "keyed.toml").write_text(SWEEP.format(url=server.url))
         r = cli("run", str(tmp_path / "keyed.toml"), "--quiet", cwd=tmp_path,
                 env={**env, "LITJUDGE_FAULT_KILL_AFTER_SUBMIT": "1"})
