@@ -109,6 +109,23 @@ def test_distribution_mode_multi_token_labels_use_the_fallback(tiny):
         assert 0.0 < o.label_mass < 1.0
 
 
+def test_an_eager_engine_compiles_nothing_to_read_probabilities(tiny):
+    """vLLM's sampler ranks log-probabilities with a `torch.compile`d kernel: on CPU, an eager
+    engine runs it eagerly (compiled, a process's first distribution took 17.6 s more with torch's
+    cache empty, and needed a C++ compiler). Both ways of reading a label's probability, the next
+    token's (single-token labels) and a continuation's (the fallback), through a fresh torch."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    assert tiny.spec.engine.enforce_eager and not tiny.on_gpu
+    torch._dynamo.reset()                       # a kernel compiled earlier in this process is compiled again
+    before = counters["frames"]["total"]
+    for lang in (g.binary(), g.likert(5)):
+        outs = tiny.generate(make_plan(requests_for(lang, 2, mode="distribution", temperature=0.0), tiny).unique)
+        assert all(o.distribution for o in outs)
+    assert counters["frames"]["total"] == before, dict(counters["frames"])
+
+
 def test_analyze_mode_stores_the_analysis_and_constrains_only_the_tail(tiny):
     lang = g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=48)
     reqs = requests_for(lang, 4, mode="analyze", temperature=0.0)

@@ -7,6 +7,7 @@ cache hits of a possible 83.4% on TTCW, so no further staging is needed.)
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import platform
@@ -163,6 +164,18 @@ class VLLMBackend(StepBackend):
         """The KV block in tokens: the prefix cache reuses whole blocks only."""
         return self.engine.vllm_config.cache_config.block_size
 
+    def _eager(self) -> contextlib.AbstractContextManager:
+        """Eager torch for an eager engine on CPU. vLLM's sampler counts each log-probability's rank
+        with a `torch.compile`d kernel (`batched_count_greater_than`), compiled by C++ at a process's
+        first log-probability: 17.6 s with torch's cache empty, 1.7 s read back from it (EPYC Zen 3),
+        a C++ compiler needed, and a cache in /tmp that a machine of another CPU capability may have
+        written (the transformers backend's reason too). Eager, the same counts take 9 ms."""
+        if self.on_gpu or not self.spec.engine.enforce_eager:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.compiler.set_stance("force_eager")
+
     def reset_prefix_cache(self) -> None:
         self.llm.reset_prefix_cache()
 
@@ -220,7 +233,9 @@ class VLLMBackend(StepBackend):
         return self._serial
 
     def poll(self) -> Iterator[tuple[int, StepResult]]:
-        for out in self.engine.step():
+        with self._eager():
+            outs = self.engine.step()
+        for out in outs:
             if not out.finished:
                 continue
             handle = int(out.request_id.removeprefix("lj-"))
