@@ -37,8 +37,11 @@ from litjudge.engine.core.console import prepare_environment
 # parts of vLLM its engine start imports, matplotlib's pyplot (every command of console/commands.py
 # imports the report's figures: 0.3-0.5 s each), Anthropic's SDK (1.2 s in each command with a
 # claude judge) and litjudge's console. 64 CLI-heavy tests (test_api_batch, test_cli_probe) took
-# 96 s with the libraries and vLLM alone, 57 s with these.
+# 96 s with the libraries and vLLM alone, 57 s with these. Ray's exit handler (registered when vLLM
+# imports Ray) imports `ray.dag.compiled_dag_node` as every command exits: `litjudge protocols`
+# forked took 375-389 ms without it here, 319-335 ms with it (Zen 3), some 20 s of the suite's CPU.
 WARM = ("torch", "transformers", "polars", "numpy", "scipy.stats", "vllm", "vllm.entrypoints.llm",
+        "ray.dag.compiled_dag_node",
         "vllm.v1.engine.llm_engine", "vllm.v1.engine.core", "vllm.v1.worker.cpu_worker",
         "vllm.v1.worker.cpu_model_runner", "vllm.model_executor.models.llama", "vllm.model_executor.models.gemma3",
         "vllm.model_executor.models.qwen2", "xgrammar", "matplotlib.pyplot", "anthropic",
