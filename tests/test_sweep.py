@@ -153,7 +153,9 @@ for name, kv in [(llama, 0.75), (qwen, 0.625), (llama, 0.75), (qwen, 0.625)]:
     print("KV", b.describe()["kv_cache_gib"], flush=True)
     print("SCANNED", heap, max(scanned), flush=True)
     print("OPEN", rss_mib(), flush=True)
+    heap, scanned[:] = gc.get_freeze_count() + len(gc.get_objects()), []
     b.close()
+    print("CLOSE SCANNED", heap, max(scanned), flush=True)
     print("THAWED", gc.get_freeze_count(), flush=True)
     print("RSS", rss_mib(), flush=True)
 """
@@ -181,7 +183,11 @@ def test_engines_started_one_after_another_release_their_memory(tiny_folder, tin
     # the first start of each imports its libraries, whose own collections are Python's.
     scans = [[int(n) for n in line.split()[1:]] for line in r.stdout.splitlines() if line.startswith("SCANNED ")]
     assert len(scans) == 4 and all(most < heap / 10 for heap, most in scans[2:]), scans
-    assert printed("THAWED") == [0, 0, 0, 0]           # and its close (vLLM's shutdown) thawed it all again
+    # Nor does its close: vLLM's shutdown collects twice, over the engine's objects (80k), not the
+    # whole heap (815k: its unfreeze is left out, local/vllm_gc.py); then the close thaws it all.
+    closes = [[int(n) for n in line.split()[2:]] for line in r.stdout.splitlines() if line.startswith("CLOSE SCANNED ")]
+    assert len(closes) == 4 and all(most < heap / 5 for heap, most in closes), closes
+    assert printed("THAWED") == [0, 0, 0, 0]
     # The first engine of each model leaves its libraries and allocator pools behind (~1-2 GiB, once);
     # a leaked engine would add its 0.625-0.75 GiB KV cache and weights every time. Allow 256 MiB of noise.
     assert rss[2] - rss[1] < 256 and rss[3] - rss[1] < 256, rss

@@ -23,6 +23,7 @@ from .base import StepBackend, context_window
 from .hardware import gpu_present, onednn_fell_back, preloaded_libraries, vector_flags
 from .local.render import PromptRenderer
 from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
+from .local.vllm_gc import engine_collections_only, heap_returned
 from .local.vllm_processor_template import known_text_only_folders
 from .local.vllm_scan import tolerant_kernel_scan
 from .local.vllm_tokenizer_pool import shared_tokenizer_tables
@@ -106,11 +107,12 @@ def start_llm(spec: JudgeSpec, runner: str | None = None):
     tolerant_kernel_scan()              # numba's llvmlite loaded beforehand broke the CPU build's start
     shared_tokenizer_tables()           # the renderer's tokenizer copies share its vocabulary (4.8 s of a Gemma start)
     known_text_only_folders()           # no second tokenizer load to find no processor (3.3 s of a Gemma start)
-    # vLLM freezes the heap once its engine is up (so serving never scans it), after five full
-    # collections that scan the whole heap: some 800k objects of torch, transformers and vLLM
-    # alone. Frozen now, those collections see only what the engine creates (a start took 2.2 s,
-    # 1.4 s of it collecting; 0.84 s frozen, Xeon, one core). The same objects vLLM freezes a
-    # moment later, and its shutdown unfreezes and collects them all, as before.
+    # vLLM collects the whole heap five times as its engine starts: some 735k objects of torch,
+    # transformers and vLLM alone. Frozen now, those collections see only what the engine creates
+    # (a start took 2.2 s, 1.4 s of it collecting; 0.84 s frozen, Xeon, one core), and frozen they
+    # stay until the engine closes: vLLM's own freeze and unfreezes are left out, so its shutdown's
+    # two collections walk the engine's 80k objects, not the 815k (local/vllm_gc.py).
+    engine_collections_only()
     gc.freeze()
     try:
         # returned directly, never held in a local: vLLM keeps a traceback of an exception it
@@ -194,8 +196,9 @@ class VLLMBackend(StepBackend):
 
     def close(self) -> None:
         """Free the engine and hand its memory back. Dropping the last reference shuts vLLM down,
-        and its shutdown already runs two full collections: a third (0.4 s of a close here) runs
-        only when a reference cycle kept the engine alive."""
+        and its shutdown already collects what the engine made twice: a third collection runs only
+        when a reference cycle kept the engine alive. Then the heap frozen at the start returns to
+        the collector."""
         import weakref
 
         alive = weakref.ref(self.llm)
@@ -203,6 +206,7 @@ class VLLMBackend(StepBackend):
         del self.llm
         if alive() is not None:
             gc.collect()
+        heap_returned()
         release_free_memory()
 
     # -- the step primitive ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ from ..core.config import RunConfig
 from ..core.requests import Generation, Prepared
 from .base import LocalBackend, local_spec
 from .local.render import PromptRenderer
+from .local.vllm_gc import heap_returned
 from .tokenizer_only import TokenizerOnly
 from .vllm_backend import start_llm
 
@@ -46,6 +47,7 @@ class RewardBackend(LocalBackend):
 
         del self.llm
         gc.collect()
+        heap_returned()
 
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
         from vllm import PoolingParams
