@@ -196,17 +196,17 @@ class VLLMBackend(StepBackend):
 
     def close(self) -> None:
         """Free the engine and hand its memory back. Dropping the last reference shuts vLLM down,
-        and its shutdown already collects what the engine made twice: a third collection runs only
-        when a reference cycle kept the engine alive. Then the heap frozen at the start returns to
-        the collector."""
+        and its shutdown already collects what the engine made twice. Then the heap frozen at the
+        start returns to the collector, and a full collection runs only when a reference cycle kept
+        the engine alive (through anything, the heap frozen before it included)."""
         import weakref
 
         alive = weakref.ref(self.llm)
         del self.engine
         del self.llm
+        heap_returned()
         if alive() is not None:
             gc.collect()
-        heap_returned()
         release_free_memory()
 
     # -- the step primitive ---------------------------------------------------------------------

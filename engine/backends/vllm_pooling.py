@@ -43,11 +43,17 @@ class RewardBackend(LocalBackend):
                 "max_model_len": self._max_len, "runner": "pooling (classify, raw logits)"}
 
     def close(self) -> None:
+        """As `VLLMBackend.close`: vLLM's shutdown collects the engine's objects, the heap frozen at
+        its start returns to the collector, and a full collection runs only for an engine a
+        reference cycle kept alive."""
         import gc
+        import weakref
 
+        alive = weakref.ref(self.llm)
         del self.llm
-        gc.collect()
         heap_returned()
+        if alive() is not None:
+            gc.collect()
 
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
         from vllm import PoolingParams
