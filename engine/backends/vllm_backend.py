@@ -23,7 +23,7 @@ from .base import StepBackend, context_window
 from .hardware import gpu_present, onednn_fell_back, preloaded_libraries, vector_flags
 from .local.render import PromptRenderer
 from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
-from .local.vllm_gc import engine_collections_only, heap_returned
+from .local.vllm_gc import close_engine, engine_collections_only
 from .local.vllm_processor_template import known_text_only_folders
 from .local.vllm_scan import tolerant_kernel_scan
 from .local.vllm_tokenizer_pool import shared_tokenizer_tables
@@ -195,18 +195,8 @@ class VLLMBackend(StepBackend):
                 "kv_cache_gib": _gib(cfg.cache_config.kv_cache_memory_bytes)}
 
     def close(self) -> None:
-        """Free the engine and hand its memory back. Dropping the last reference shuts vLLM down,
-        and its shutdown already collects what the engine made twice. Then the heap frozen at the
-        start returns to the collector, and a full collection runs only when a reference cycle kept
-        the engine alive (through anything, the heap frozen before it included)."""
-        import weakref
-
-        alive = weakref.ref(self.llm)
-        del self.engine
-        del self.llm
-        heap_returned()
-        if alive() is not None:
-            gc.collect()
+        """Free the engine (`close_engine`) and hand its memory back to the system."""
+        close_engine(self, "engine")
         release_free_memory()
 
     # -- the step primitive ---------------------------------------------------------------------

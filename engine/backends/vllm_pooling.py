@@ -11,7 +11,7 @@ from ..core.config import RunConfig
 from ..core.requests import Generation, Prepared
 from .base import LocalBackend, local_spec
 from .local.render import PromptRenderer
-from .local.vllm_gc import heap_returned
+from .local.vllm_gc import close_engine
 from .tokenizer_only import TokenizerOnly
 from .vllm_backend import start_llm
 
@@ -43,17 +43,7 @@ class RewardBackend(LocalBackend):
                 "max_model_len": self._max_len, "runner": "pooling (classify, raw logits)"}
 
     def close(self) -> None:
-        """As `VLLMBackend.close`: vLLM's shutdown collects the engine's objects, the heap frozen at
-        its start returns to the collector, and a full collection runs only for an engine a
-        reference cycle kept alive."""
-        import gc
-        import weakref
-
-        alive = weakref.ref(self.llm)
-        del self.llm
-        heap_returned()
-        if alive() is not None:
-            gc.collect()
+        close_engine(self)
 
     def generate(self, batch: Sequence[Prepared]) -> Iterator[Generation]:
         from vllm import PoolingParams

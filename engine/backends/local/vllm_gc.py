@@ -10,13 +10,17 @@ litjudge freezes the heap already, just before the engine starts (`vllm_backend.
 `engine_collections_only` (once per process) keeps that freeze for the engine's life: vLLM's
 freeze does nothing, and nor do its unfreezes, so its shutdown's collections walk what is not
 frozen: the engine's objects and whatever came after them. A close then returns the earlier heap
-to the collector (`heap_returned`: `gc.unfreeze`, which walks nothing), as vLLM's shutdown did."""
+to the collector (`gc.unfreeze`, which walks nothing), as vLLM's shutdown did: `close_engine`, the
+one way a backend drops its engine."""
 from __future__ import annotations
 
 import gc
 import importlib
+import weakref
 from types import ModuleType
 from typing import Any
+
+from .vllm_patch import wrap_once
 
 # where vLLM 0.32 calls `gc.unfreeze()` (each module's own `gc`) and where it imported freeze_gc_heap
 UNFREEZE = ("vllm.v1.engine.core", "vllm.v1.worker.gpu_worker", "vllm.distributed.parallel_state")
@@ -31,7 +35,7 @@ class EngineCollector(ModuleType):
 
     @staticmethod
     def unfreeze() -> None:
-        """Nothing: what is frozen is litjudge's to return (`heap_returned`)."""
+        """Nothing: what is frozen is litjudge's to return (`close_engine`)."""
 
 
 ENGINE_GC = EngineCollector("gc")
@@ -42,20 +46,27 @@ def _not_frozen() -> None:
 
 
 def engine_collections_only() -> None:
-    """Install the module docstring's change; nothing in a vLLM without those modules or names."""
+    """Install the module docstring's change (`vllm_patch.wrap_once`: once per process, and
+    nothing in a vLLM without those modules or names)."""
     for name in UNFREEZE:
-        module = _module(name)
-        if module is not None and getattr(module, "gc", None) is gc:
-            module.gc = ENGINE_GC                       # type: ignore[attr-defined]
+        if (module := _module(name)) is not None:
+            wrap_once(module, "gc", lambda _: ENGINE_GC)
     for name in FREEZE:
-        module = _module(name)
-        if module is not None and callable(getattr(module, "freeze_gc_heap", None)):
-            module.freeze_gc_heap = _not_frozen         # type: ignore[attr-defined]
+        if (module := _module(name)) is not None:
+            wrap_once(module, "freeze_gc_heap", lambda _: _not_frozen)
 
 
-def heap_returned() -> None:
-    """What was frozen when the engine started, back with the collector (nothing is walked now)."""
+def close_engine(owner: Any, *also: str) -> None:
+    """Drop `owner.llm` (and `owner`'s attributes `also`, which hold parts of it): the last
+    reference shuts vLLM down, whose collections walk the engine's objects. Then the heap frozen at
+    the start returns to the collector, and a full collection runs only when a reference cycle
+    kept the engine alive (through anything, the heap frozen before it included)."""
+    alive = weakref.ref(owner.llm)
+    for name in (*also, "llm"):
+        delattr(owner, name)
     gc.unfreeze()
+    if alive() is not None:
+        gc.collect()
 
 
 def _module(name: str) -> ModuleType | None:

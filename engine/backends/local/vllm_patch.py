@@ -1,5 +1,6 @@
-"""How litjudge wraps a function of vLLM's for a workaround (vllm_scan.py, vllm_tokenizer_pool.py):
-once per process, however many engines start, and not at all where vLLM has no such function."""
+"""How litjudge wraps a function of vLLM's for a workaround (vllm_scan.py, vllm_tokenizer_pool.py,
+vllm_gc.py): once per process, however many engines start, and not at all where vLLM has no such
+function."""
 from __future__ import annotations
 
 from collections.abc import Callable
