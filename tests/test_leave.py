@@ -71,3 +71,23 @@ def test_an_idle_thread_pool_does_not_hold_the_end_back(tmp_path):
             "leave(3)\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 3, r.stderr[-2000:]
+
+
+def test_torch_s_library_teardown_is_left_out_and_other_finalizers_still_run(tmp_path):
+    """A torch operator library's finalizer (it takes the library's operators out of the dispatcher
+    again: teardown) does not run as the command ends; a finalizer of anything else still does."""
+    code = ("import sys, weakref\n"
+            "from pathlib import Path\n"
+            "import torch.library\n"
+            "from litjudge.engine.app.console.leave import leave\n"
+            "out = Path(sys.argv[1])\n"
+            "torch.library._del_library = lambda *a: (out / 'torch').write_text('ran')\n"
+            "lib = torch.library.Library('litjudge_leave_probe', 'DEF')\n"
+            "class Held: pass\n"
+            "held = Held()\n"
+            "weakref.finalize(held, (out / 'own').write_text, 'ran')\n"
+            "leave(0)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "own").read_text() == "ran" and not (tmp_path / "torch").exists()
