@@ -40,8 +40,15 @@ from litjudge.engine.core.console import prepare_environment
 # 96 s with the libraries and vLLM alone, 57 s with these. Ray's exit handler (registered when vLLM
 # imports Ray) imports `ray.dag.compiled_dag_node` as every command exits: `litjudge protocols`
 # forked took 375-389 ms without it here, 319-335 ms with it (Zen 3), some 20 s of the suite's CPU.
+# The rest of the second line: what the forked commands still imported for themselves, in py-spy's
+# samples over the suite (some 9 s of its CPU): vLLM's loader's online quantization, the structured
+# output check, the engine arguments' names (in the manifest), OpenAI's chat client, the API backend
+# and the rubric protocol.
 WARM = ("torch", "transformers", "polars", "numpy", "scipy.stats", "vllm", "vllm.entrypoints.llm",
         "ray.dag.compiled_dag_node",
+        "vllm.model_executor.layers.quantization.online.base", "vllm.v1.structured_output.backend_lm_format_enforcer",
+        "vllm.entrypoints.launchers.cli_args", "openai.resources.chat.chat", "litjudge.engine.backends.api",
+        "litjudge.judges.rubric",
         "vllm.v1.engine.llm_engine", "vllm.v1.engine.core", "vllm.v1.worker.cpu_worker",
         "vllm.v1.worker.cpu_model_runner", "vllm.model_executor.models.llama", "vllm.model_executor.models.gemma3",
         "vllm.model_executor.models.qwen2", "xgrammar", "matplotlib.pyplot", "anthropic",
