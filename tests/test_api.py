@@ -12,7 +12,9 @@ import polars as pl
 import pytest
 
 from litjudge.engine.app.execute import over_data
+from litjudge.engine.backends.anthropic_provider import Anthropic
 from litjudge.engine.backends.local.models import resolve_judge
+from litjudge.engine.backends.openai_provider import OpenAI
 from litjudge.engine.core.config import load_config
 from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
 from tests.fake_api import FakeAPI, free_port, refusing_port
@@ -328,3 +330,35 @@ def test_an_interrupted_run_is_in_the_history(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     lines = [json.loads(x) for x in (runs / "ctrlc" / "history.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and "interrupted" not in lines[1]
+
+
+def _tls(provider):
+    """The TLS context the provider's SDK client verifies servers with (its HTTP library's pool's)."""
+    return provider.client._client._transport._pool._ssl_context
+
+
+def test_sdk_clients_share_one_tls_context_made_as_their_library_makes_it(monkeypatch, tmp_path):
+    """Both SDKs' clients verify with one context per process (each made its own: 45 ms of reading
+    certificates per judge); a CA bundle named by SSL_CERT_FILE is read as the library reads it,
+    into a context of its own."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first, second = OpenAI("k", "http://127.0.0.1:9/v1", 5.0), Anthropic("k", "http://127.0.0.1:9", 5.0)
+    assert _tls(first) is _tls(second) and _tls(first).verify_mode.name == "CERT_REQUIRED"
+    one = tmp_path / "one-ca.pem"
+    one.write_text(next(iter(open_pem_blocks())))               # one certificate authority of the system's
+    monkeypatch.setenv("SSL_CERT_FILE", str(one))
+    own = OpenAI("k", "http://127.0.0.1:9/v1", 5.0)
+    assert _tls(own) is not _tls(first) and _tls(own).cert_store_stats()["x509_ca"] == 1
+    for p in (first, second, own):
+        p.close()
+
+
+def open_pem_blocks():
+    """The certificates of certifi's bundle, one PEM block each."""
+    import certifi
+
+    text = open(certifi.where()).read()
+    end = "-----END CERTIFICATE-----"
+    for block in text.split(end)[:-1]:
+        yield block[block.index("-----BEGIN CERTIFICATE-----"):] + end + "\n"

@@ -36,7 +36,8 @@ class Anthropic(SdkProvider):
     sdk_module = "anthropic"
 
     def client_of(self, sdk: Any) -> Any:
-        return sdk.Anthropic(api_key=self.key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout)
+        return sdk.Anthropic(api_key=self.key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout,
+                             http_client=self.http_client(sdk))
 
     def body(self, p: Prepared, model: str, structured: str) -> dict[str, Any]:
         r = p.request

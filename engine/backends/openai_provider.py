@@ -43,7 +43,8 @@ class OpenAI(SdkProvider):
     sdk_module = "openai"
 
     def client_of(self, sdk: Any) -> Any:
-        return sdk.OpenAI(api_key=self.key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout)
+        return sdk.OpenAI(api_key=self.key, base_url=self.base_url, max_retries=self.retries, timeout=self.timeout,
+                          http_client=self.http_client(sdk))
 
     def body(self, p: Prepared, model: str, structured: str) -> dict[str, Any]:
         r, s = p.request, p.request.sampling
