@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.worker_core import WORKER  # first: a worker keeps to its core before polars is imported
-
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # Ray test clusters stay on loopback: with this, Ray takes 127.0.0.1 as every node's address.
@@ -39,6 +37,20 @@ from tests.warm_cli import run_cli, warm_for
 settings.register_profile("litjudge", database=None, derandomize=True)
 settings.load_profile("litjudge")
 
+# Under pytest-xdist (`make test`: two workers on two cores), each worker and every process it starts
+# keep to a core of their own: two vLLM engines whose OpenMP threads both spun on both cores made
+# the heaviest tests several times slower than alone (the AUT study 612 s beside 92 s). Pinned after
+# the imports above, on purpose: pinned before them (so that polars, numpy and torch sized their
+# thread pools for one core), four of the suite's files under `-n 2` took 186 s and 290 s of user
+# CPU, not 139 s and 201 s, and a fresh clone's pytest 19 min 54 s (EPYC Zen 3, 2026-11-30).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and hasattr(os, "sched_setaffinity"):
+    _cores = sorted(os.sched_getaffinity(0))
+    if len(_cores) >= 2:
+        _core = _cores[int(_WORKER[2:]) % len(_cores)]
+        os.sched_setaffinity(0, {_core})
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = str(_core)
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 # Hermetic: the session's settings replace every LITJUDGE_* variable of the user's shell, here and
 # before each test (tests/session_settings.py says which and why), and every Python process the
@@ -211,7 +223,7 @@ _CACHE_CHANGES = pytest.StashKey[list]()
 
 
 def pytest_sessionstart(session):
-    if WORKER:
+    if _WORKER:
         return
     line = model_cache_guard.refusal(MODEL_CACHE)
     if line:

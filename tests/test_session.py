@@ -246,11 +246,3 @@ def test_a_notebook_shows_litjudges_lines_and_the_log_keeps_the_rest(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == repr("litjudge: progress\nafter the call\n")
     assert "a third-party warning" in log.read_text() and "a library log line" in log.read_text()
-
-
-def test_polars_keeps_to_the_cores_the_worker_may_use():
-    """A pytest-xdist worker keeps to one core (conftest), and so do polars' threads: one per core
-    the process may use, the pool sized when polars was imported (after the pinning)."""
-    import polars as pl
-
-    assert pl.thread_pool_size() == len(os.sched_getaffinity(0))
