@@ -46,8 +46,9 @@ def _skip_torch_teardown() -> None:
     library = sys.modules.get("torch.library")
     if library is not None:
         undo = getattr(library, "_del_library", None)
-        for finalizer, info in list(weakref.finalize._registry.items()):  # type: ignore[attr-defined]
-            if info.func is undo:
+        registry = getattr(weakref.finalize, "_registry", {})    # the live finalizers (CPython); none known: all run
+        for finalizer, info in list(registry.items()):
+            if getattr(info, "func", None) is undo:
                 finalizer.atexit = False
     for name, report in (("torch._dynamo.utils", "dump_compile_times"), ("torch._dynamo.eval_frame", "_log_traced_frames")):
         module = sys.modules.get(name)
