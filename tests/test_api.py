@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -346,7 +347,7 @@ def test_sdk_clients_share_one_tls_context_made_as_their_library_makes_it(monkey
     first, second = OpenAI("k", "http://127.0.0.1:9/v1", 5.0), Anthropic("k", "http://127.0.0.1:9", 5.0)
     assert _tls(first) is _tls(second) and _tls(first).verify_mode.name == "CERT_REQUIRED"
     one = tmp_path / "one-ca.pem"
-    one.write_text(next(iter(open_pem_blocks())))               # one certificate authority of the system's
+    one.write_text(first_certificate())                         # one certificate authority of certifi's
     monkeypatch.setenv("SSL_CERT_FILE", str(one))
     own = OpenAI("k", "http://127.0.0.1:9/v1", 5.0)
     assert _tls(own) is not _tls(first) and _tls(own).cert_store_stats()["x509_ca"] == 1
@@ -354,11 +355,11 @@ def test_sdk_clients_share_one_tls_context_made_as_their_library_makes_it(monkey
         p.close()
 
 
-def open_pem_blocks():
-    """The certificates of certifi's bundle, one PEM block each."""
+def first_certificate() -> str:
+    """The first certificate of certifi's bundle, as one PEM block."""
     import certifi
 
-    text = open(certifi.where()).read()
-    end = "-----END CERTIFICATE-----"
-    for block in text.split(end)[:-1]:
-        yield block[block.index("-----BEGIN CERTIFICATE-----"):] + end + "\n"
+    text = Path(certifi.where()).read_text()
+    begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
+    start = text.index(begin)
+    return text[start:text.index(end, start) + len(end)] + "\n"

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import ssl
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -158,7 +159,9 @@ class SdkProvider(Provider):
         SSL_CERT_DIR), made once. Each client made its own: 42-45 ms of reading certificates per
         judge or batch, some 12 s of the suite's API tests (EPYC Zen 3)."""
         client = sdk.DefaultHttpxClient
-        library = importlib.import_module(next(c for c in client.__mro__ if c.__name__ == "Client").__module__.split(".")[0])
+        library = _http_library(client)
+        if library is None:                      # an HTTP library of unknown kind: the context it makes itself
+            return client()
         return client(verify=_tls_context(library, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")))
 
     @property
@@ -212,6 +215,16 @@ def status_of(fault: BaseException) -> int | None:
     """The HTTP status an SDK error carries, if any."""
     status = getattr(fault, "status_code", None)
     return status if isinstance(status, int) else None
+
+
+def _http_library(client: type) -> Any:
+    """The HTTP library (httpx or its successor) an SDK's client class is built on: the package of
+    the first base class whose package makes TLS contexts; None where none does."""
+    for base in client.__mro__[1:]:
+        package = sys.modules.get(base.__module__.partition(".")[0])
+        if callable(getattr(package, "create_ssl_context", None)):
+            return package
+    return None
 
 
 @functools.cache
