@@ -85,22 +85,26 @@ def shown(level: int = logging.INFO) -> Iterator[None]:
 
 def log_to(path: Path) -> None:
     """From now on, third-party messages go to `path` (a run folder's engine.log, appended, live),
-    with what was captured so far moved there; nothing changes with --verbose or outside `quiet`."""
+    with what was captured so far moved there; nothing changes with --verbose or outside `quiet`.
+    Calls that overlap in several threads share one fd 2, so one log: it stays where the first
+    call put it (their messages cannot be told apart, and no call's log is taken from its folder)."""
     global _log
-    if _log is None or _terminal is None or Path(path) == _log:
-        return
-    sys.stderr.flush()
-    path = Path(path)
-    with open(path, "ab") as new:
-        if _log.exists():
-            new.write(_log.read_bytes())
-        os.dup2(new.fileno(), 2)
-    capture = sys.stderr
-    if isinstance(capture, _Capture) and capture.log is not None:     # a notebook's Python-level messages too
-        capture.log.close()
-        capture.log = open(path, "a", buffering=1, encoding="utf-8", errors="replace")
-    old, _log = _log, path
-    old.unlink(missing_ok=True)
+    with _lock:
+        if _log is None or _terminal is None or Path(path) == _log or len(_holders) > 1:
+            return
+        with _writing:
+            sys.stderr.flush()
+            path = Path(path)
+            with open(path, "ab") as new:
+                if _log.exists():
+                    new.write(_log.read_bytes())
+                os.dup2(new.fileno(), 2)
+            capture = sys.stderr
+            if isinstance(capture, _Capture) and capture.log is not None:     # a notebook's Python-level messages too
+                before, capture.log = capture.log, open(path, "a", buffering=1, encoding="utf-8", errors="replace")
+                before.close()
+            old, _log = _log, path
+        old.unlink(missing_ok=True)
 
 
 def prepare_environment(verbose: bool, environ: MutableMapping[str, str] = os.environ) -> None:
@@ -135,10 +139,12 @@ class _Capture:
         return self.log or (now.log if now is not None and now.log is not None else None) or self.replaced
 
     def write(self, text: str) -> int:
-        return self._target().write(text)
+        with _writing:
+            return self._target().write(text)
 
     def flush(self) -> None:
-        self._target().flush()
+        with _writing:
+            self._target().flush()
 
     def isatty(self) -> bool:
         return False
@@ -148,7 +154,8 @@ class _Capture:
 
 
 _lock = threading.Lock()
-_users = 0                  # blocks inside `quiet` now (nested, or calls in several threads)
+_writing = threading.RLock()    # held while the stand-in writes to a log, and while a log is replaced
+_holders: dict[int, int] = {}   # the threads with a block inside `quiet` now, and how many each (nested)
 _undo: list = []            # how to put back what the first block changed
 _active: list[_Capture] = []    # the stand-in of the block open now (none, or one)
 
@@ -160,24 +167,22 @@ def quiet(log_path: Path, enabled: bool = True, stream: TextIO | None = None) ->
     to it, and Python-level third-party messages (logging, warnings) join the log through a
     stand-in sys.stderr, beside what C code writes to fd 2. Nested blocks, and blocks of calls in
     several threads, share the first block's capture, which ends when the last block ends."""
-    global _users
     if not enabled:
         yield None
         return
+    me = threading.get_ident()
     with _lock:
-        _users += 1
-        if _users == 1:
-            try:
-                _begin(log_path, stream)
-            except BaseException:
-                _users -= 1
-                raise
+        if not _holders:
+            _begin(log_path, stream)
+        _holders[me] = _holders.get(me, 0) + 1
     try:
         yield _log
     finally:
         with _lock:
-            _users -= 1
-            if _users == 0:
+            _holders[me] -= 1
+            if not _holders[me]:
+                del _holders[me]
+            if not _holders:
                 _end()
 
 
@@ -198,9 +203,10 @@ def _begin(log_path: Path, stream: TextIO | None) -> None:
         def put_back() -> None:
             sys.stderr = capture.replaced
             _active.clear()
-            log, capture.log = capture.log, None
-            if log is not None:
-                log.close()
+            with _writing:
+                log, capture.log = capture.log, None
+                if log is not None:
+                    log.close()
         _undo.append(put_back)
     with open(log_path, "ab") as log:
         os.dup2(log.fileno(), 2)
