@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -35,10 +36,12 @@ SYSTEM_TMP = Path(os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettem
 
 def _session_tmp() -> tuple[Path, bool]:
     """The session's temporary folder, and whether this process made it (and so removes it): a
-    pytest-xdist worker, or a pytest a worker's test starts, shares its parent's (inherited as
-    TMPDIR, which the parent set before starting it); any other pytest process makes its own."""
+    pytest-xdist worker, a pytest a worker's test starts, or a process of a test that is no pytest
+    (`python -c` reading these settings) shares its parent's (inherited as TMPDIR, which the parent
+    set before starting it); any other pytest process makes its own."""
     inherited = Path(os.environ.get("TMPDIR", "/nonexistent"))
-    if os.environ.get("PYTEST_XDIST_WORKER") and inherited.name.startswith(SESSION_TMP_PREFIX) and inherited.is_dir():
+    child = os.environ.get("PYTEST_XDIST_WORKER") or "_pytest" not in sys.modules
+    if child and inherited.name.startswith(SESSION_TMP_PREFIX) and inherited.is_dir():
         return inherited, False
     return Path(tempfile.mkdtemp(prefix=SESSION_TMP_PREFIX, dir=SYSTEM_TMP)), True
 
