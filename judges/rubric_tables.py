@@ -92,19 +92,22 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
     detail: dict[str, list[dict]] = {name: [] for kind in scales() for name in kind.tables()}
     # each judge's answers and repeats, split once (a filter and a group-by per judge and question
     # were most of a many-judge frame's tables)
+    # (group_by's iteration gathered each group anew: partition_by splits the frame in one pass)
     answers = d.filter(pl.col("answer").is_not_null())
     answered_by = answers.partition_by(["judge", "question"], as_dict=True)
+    labelled_by = answers.filter(pl.col("human").is_not_null()).partition_by(["judge", "question"], as_dict=True)
     repeats_by = _repeats(answers).partition_by(["judge", "question"], as_dict=True)
-    for (judge, qid), g in d.group_by(["judge", "question"], maintain_order=True):
-        q = next(x for x in options.questions if x.id == qid)
+    asked = {x.id: x for x in options.questions}
+    for (judge, qid), g in d.partition_by(["judge", "question"], as_dict=True, maintain_order=True).items():
+        q = asked[qid]
         answered = answered_by.get((judge, qid), answers.clear())
         scores.append({"judge": judge, "question": qid, "scale": q.scale, "verdicts": g.height,
                        "unparsed": g.height - answered.height, **_mean(answered, q, res),
                        "mean_expected": g["expected"].mean() if g["expected"].is_not_null().any() else None})
         consistency += [{"judge": judge, "question": qid, **row}
                         for row in _consistency(answered, repeats_by.get((judge, qid)), q)]
-        labelled = answered.filter(pl.col("human").is_not_null())
-        if not q.human or not labelled.height:
+        labelled = labelled_by.get((judge, qid))
+        if not q.human or labelled is None:
             continue
         parts = q.kind.agreement(labelled, q, res)
         for name, rows in parts.items():
