@@ -251,14 +251,12 @@ class TTCW(Protocol):
         fleiss = self._expert_fleiss(data)
         per_test, overall, by_source, stories, cutoff = [], [], [], [], []
         for view, v in views.items():
-            for judge, j in v.group_by("judge", maintain_order=True):
-                judge = judge[0]
+            by_source.append(self._rates(v).with_columns(pl.lit(view).alias("view")))
+            for (judge,), j in v.partition_by("judge", as_dict=True, maintain_order=True).items():
                 for (test,), part in sorted(j.partition_by("test", as_dict=True).items()):
                     per_test.append({"judge": judge, "view": view, "test": test, **self._agreement(part),
                                      "expert_fleiss_kappa": fleiss.get(test)})
                 overall.append({"judge": judge, "view": view, **self._agreement(j), **self._interval(j)})
-                by_source += [{"judge": judge, "view": view, "source": src, "test": test, **self._rates(g)}
-                              for (src, test), g in j.group_by(["source", "test"], maintain_order=True)]
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
                 cutoff.append({"judge": judge, "view": view, "story_cutoff": ctx.options.story_cutoff,
                                **self._story_cutoff(j, ctx.options.story_cutoff)})
@@ -269,7 +267,8 @@ class TTCW(Protocol):
         tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,
                   "per_test": pl.DataFrame(per_test, infer_schema_length=None),
                   "label_distribution": label_distribution(answers, "story_id"),
-                  "pass_rates": pl.DataFrame(by_source).sort(["judge", "view", "source", "test"])}
+                  "pass_rates": pl.concat(by_source).select("judge", "view", "source", "test", "n", "judge_pass_rate",
+                                                             "expert_pass_rate").sort(["judge", "view", "source", "test"])}
         tables["pass_rates_by_source"] = (tables["pass_rates"].group_by(["judge", "view", "source"], maintain_order=True)
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
                                                pl.len().alias("tests")))
@@ -328,11 +327,15 @@ class TTCW(Protocol):
         return {"balanced_accuracy_low": low, "balanced_accuracy_high": high, "ci_note": note}
 
     @staticmethod
-    def _rates(g: pl.DataFrame) -> dict:
-        jp = g["judge_pass"].drop_nulls().to_list()
-        ep = g["expert_pass"].drop_nulls().to_list()
-        return {"n": len(jp), "judge_pass_rate": sum(jp) / len(jp) if jp else None,
-                "expert_pass_rate": sum(ep) / len(ep) if ep else None}
+    def _rates(v: pl.DataFrame) -> pl.DataFrame:
+        """Per judge, source and test: the judge's decisions (`n`) and its and the experts' pass
+        rates over the answers each gave (None where none)."""
+        def rate(col: str) -> pl.Expr:
+            given = pl.col(col).drop_nulls()
+            return pl.when(given.len() > 0).then(given.cast(pl.Int64).sum() / given.len())
+        return v.group_by(["judge", "source", "test"]).agg(pl.col("judge_pass").drop_nulls().len().cast(pl.Int64).alias("n"),
+                                                           rate("judge_pass").alias("judge_pass_rate"),
+                                                           rate("expert_pass").alias("expert_pass_rate"))
 
     @staticmethod
     def _story_correlation(j: pl.DataFrame) -> dict:
@@ -343,7 +346,8 @@ class TTCW(Protocol):
                   .group_by(["story_id", "test"]).agg(pl.col("judge_pass").cast(pl.Float64).mean(),
                                                        pl.col("expert_pass").first().cast(pl.Float64))
                   .group_by("story_id").agg(pl.col("judge_pass").sum().alias("judge"),
-                                            pl.col("expert_pass").sum().alias("expert"), pl.len().alias("tests")))
+                                            pl.col("expert_pass").sum().alias("expert"), pl.len().alias("tests"))
+                  .sort("story_id"))                  # in one order: the correlations' sums, to the last bit
         x, y = counts["judge"].to_list(), counts["expert"].to_list()
         p, s = pearson(x, y), spearman(x, y)
         return {"stories": counts.height, "pearson": p.value, "pearson_p": p.p_value,
