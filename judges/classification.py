@@ -25,6 +25,7 @@ from litjudge.engine.core.schema import check_choices
 from litjudge.engine.data.items import ItemSet, sample_per_category, select_groups
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
+from .frames import split
 from .metrics import accuracy, spearman
 from .metrics.estimates import Units, spearman_of
 from .templates import TemplateFields, template_of
@@ -132,7 +133,7 @@ class Classification(Protocol):
         policy = ctx.config.missing_policy
         rank = {lab: len(labels) - i for i, lab in enumerate(labels)}     # best = highest
         metrics, confusion, counts, scored_all = [], [], [], []
-        for (judge,), j in table.group_by(["judge"], maintain_order=True):
+        for (judge,), j in split(table, "judge").items():
             ok = j.filter(pl.col("status") == "ok")
             pred_expr = imputed(policy, pl.when(pl.col("status") == "ok").then(pl.col("label")), label=pl.lit,
                                 wrong=pl.lit(WRONG))

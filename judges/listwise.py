@@ -37,6 +37,7 @@ from litjudge.engine.data.items import ItemSet, RatedItem, sample_per_category, 
 from litjudge.grammars.listwise import position_scores
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
+from .frames import split
 from .metrics import ICC_KINDS, icc, one_way_anova, spearman
 from .metrics.bootstrap import difference_of_means_ci, interval_note, or_none
 from .metrics.estimates import Units, spearman_of
@@ -226,7 +227,7 @@ class ListwiseRanking(Protocol):
                                                                 pl.len().alias("lists"))
                  .join(info, on="item_id", how="left").sort(["judge", "group", "item_id"]))
         agreement, anova, cells, iccs = [], [], [], []
-        for (judge,), j in items.group_by(["judge"], maintain_order=True):
+        for (judge,), j in split(items, "judge").items():
             for col in ("mean_score", "mean_position"):
                 name = col.removeprefix("mean_")
                 cat = spearman(j["category_rank"].to_list(), j[col].to_list())

@@ -26,6 +26,7 @@ import math
 
 import polars as pl
 
+from .frames import split
 from .metrics import spearman
 from .metrics.bootstrap import mean_with_ci
 from .metrics.kemeny import kemeny
@@ -107,7 +108,7 @@ def _mean(values: list[float]) -> float:
 def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:
     ranks = central_rankings(s).join(info.select("item_id", "category_rank"), on="item_id", how="left")
     agreement, bias = [], []
-    for (judge,), j in ranks.group_by(["judge"], maintain_order=True):
+    for (judge,), j in split(ranks, "judge").items():
         per_list = [(f"{g}/{lst}", u) for (g, lst, _rep), u in j.group_by(["group", "list", "repeat"],
                                                                            maintain_order=True)]
         lists = [n for n, _ in per_list]

@@ -34,6 +34,7 @@ from litjudge.engine.data.reference import GroupStory, StoryGroup
 from litjudge.grammars import VerdictLanguage
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
+from .frames import split
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
 from .metrics.bootstrap import mean_with_ci
 from .metrics.estimates import Units, mean_of
@@ -238,7 +239,7 @@ class ReferenceLikert(Protocol):
     def _bias(t: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
         """Position bias of the judge's real answers (the missing-answer policy does not apply)."""
         rows = []
-        for (judge,), w in wide.group_by(["judge"], maintain_order=True):
+        for (judge,), w in split(wide, "judge").items():
             both = w.filter(pl.col("L_plus").is_not_null() & pl.col("L_minus").is_not_null())
             flips = both.filter(pl.col("L_plus").sign() != (-pl.col("L_minus")).sign()).height
             v = t.filter((pl.col("judge") == judge) & pl.col("answer").is_not_null())["answer"].to_list()

@@ -22,6 +22,7 @@ import polars as pl
 from litjudge.engine.core.errors import did_you_mean
 from litjudge.engine.core.verdicts import probability
 
+from .frames import split
 from .metrics.bootstrap import mean_with_ci
 from .metrics.estimates import Units
 from .metrics.proportion import rate_with_ci
@@ -92,13 +93,13 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
     detail: dict[str, list[dict]] = {name: [] for kind in scales() for name in kind.tables()}
     # each judge's answers and repeats, split once (a filter and a group-by per judge and question
     # were most of a many-judge frame's tables)
-    # (group_by's iteration gathered each group anew: partition_by splits the frame in one pass)
+    # (group_by's iteration gathered each group anew: `split` divides the frame in one pass)
     answers = d.filter(pl.col("answer").is_not_null())
-    answered_by = answers.partition_by(["judge", "question"], as_dict=True)
-    labelled_by = answers.filter(pl.col("human").is_not_null()).partition_by(["judge", "question"], as_dict=True)
-    repeats_by = _repeats(answers).partition_by(["judge", "question"], as_dict=True)
+    answered_by = split(answers, ["judge", "question"])
+    labelled_by = split(answers.filter(pl.col("human").is_not_null()), ["judge", "question"])
+    repeats_by = split(_repeats(answers), ["judge", "question"])
     asked = {x.id: x for x in options.questions}
-    for (judge, qid), g in d.partition_by(["judge", "question"], as_dict=True, maintain_order=True).items():
+    for (judge, qid), g in split(d, ["judge", "question"]).items():
         q = asked[qid]
         answered = answered_by.get((judge, qid), answers.clear())
         scores.append({"judge": judge, "question": qid, "scale": q.scale, "verdicts": g.height,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from .frames import split
 from .metrics import corrected_pass_rate
 from .metrics.bootstrap import RESAMPLES, interval_note, or_none, too_few
 from .metrics.calibration import brier_score, expected_calibration_error, reliability_bins, squared_calibration_error_ci
@@ -26,7 +27,7 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
     if not have.height:
         return {}
     bin_rows, summary = [], []
-    for (judge,), g in have.group_by(["judge"], maintain_order=True):
+    for (judge,), g in split(have, "judge").items():
         p, y = g[prob].to_list(), [float(v) for v in g[truth].to_list()]
         for b in reliability_bins(p, y, bins):
             bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
@@ -48,8 +49,8 @@ def corrected_pass_rates(per_item: pl.DataFrame, resamples: int = RESAMPLES) -> 
     resamples stories (a story's labelled and scored items together). No correction where every
     scored item is labelled (`SELF_CORRECTED`)."""
     rows = []
-    for (judge,), g in per_item.filter(pl.col("judge_pass").is_not_null()).group_by(["judge"], maintain_order=True):
-        tests = [("all", g)] + [(str(t), part) for (t,), part in sorted(g.partition_by("test", as_dict=True).items())]
+    for (judge,), g in split(per_item.filter(pl.col("judge_pass").is_not_null()), "judge").items():
+        tests = [("all", g)] + [(str(t), part) for (t,), part in sorted(split(g, "test").items())]
         for name, sub in tests:
             lab = sub.filter(pl.col("expert_pass").is_not_null())
             if not lab.height:

@@ -32,6 +32,7 @@ from litjudge.engine.data.ttcw import TTCWData, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
+from .frames import split
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.base import NAN
 from .metrics.bootstrap import (
@@ -252,8 +253,8 @@ class TTCW(Protocol):
         per_test, overall, by_source, stories, cutoff = [], [], [], [], []
         for view, v in views.items():
             by_source.append(self._rates(v).with_columns(pl.lit(view).alias("view")))
-            for (judge,), j in v.partition_by("judge", as_dict=True, maintain_order=True).items():
-                for (test,), part in sorted(j.partition_by("test", as_dict=True).items()):
+            for (judge,), j in split(v, "judge").items():
+                for (test,), part in sorted(split(j, "test").items()):
                     per_test.append({"judge": judge, "view": view, "test": test, **self._agreement(part),
                                      "expert_fleiss_kappa": fleiss.get(test)})
                 overall.append({"judge": judge, "view": view, **self._agreement(j), **self._interval(j)})

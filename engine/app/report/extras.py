@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from litjudge.judges import PANELS, PROTOCOLS
+from litjudge.judges.frames import split
 
 from .panels import Panel, _calibration_panels, _grouped_bars, plt  # plt: with panels' headless backend
 from .ppi_panel import ppi_panels
@@ -80,7 +81,7 @@ def extra_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
 
 def _budget_curve(df: pl.DataFrame):
     fig, ax = plt.subplots(figsize=(6.0, 3.6))
-    for (judge,), g in df.group_by(["judge"], maintain_order=True):
+    for (judge,), g in split(df, "judge").items():
         ax.plot(g["thinking_tokens"].to_list(), g["value"].to_list(), marker="o", label=str(judge))
     ax.set_xlabel("thinking tokens (mean per verdict)")
     ax.set_ylabel(str(df["metric"][0]))

@@ -1,0 +1,17 @@
+"""Polars helpers the protocols' tables share."""
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+
+def split(frame: pl.DataFrame, by: str | list[str]) -> dict[tuple[Any, ...], pl.DataFrame]:
+    """`frame.partition_by(by, as_dict=True, maintain_order=True)`: each group's rows (in the
+    frame's order) under its key tuple, the groups in order of first appearance. polars reads each
+    partition's key with a select of its own (70 us a group: a third of a 1,000-judge rubric
+    table's time went to splits); here every key comes from one `unique`."""
+    keys = [by] if isinstance(by, str) else list(by)
+    parts = frame.partition_by(keys, maintain_order=True)
+    names = frame.select(keys).unique(maintain_order=True).rows()
+    return dict(zip(names, parts, strict=True))
