@@ -9,8 +9,8 @@ import polars as pl
 def split(frame: pl.DataFrame, by: str | list[str]) -> dict[tuple[Any, ...], pl.DataFrame]:
     """`frame.partition_by(by, as_dict=True, maintain_order=True)`: each group's rows (in the
     frame's order) under its key tuple, the groups in order of first appearance. polars reads each
-    partition's key with a select of its own (70 us a group: a third of a 1,000-judge rubric
-    table's time went to splits); here every key comes from one `unique`."""
+    partition's key with a select of its own (4,000 groups: 0.8-1.1 s, where this takes 21-51 ms,
+    EPYC Zen 3); here every key comes from one `unique`."""
     keys = [by] if isinstance(by, str) else list(by)
     parts = frame.partition_by(keys, maintain_order=True)
     names = frame.select(keys).unique(maintain_order=True).rows()

@@ -91,9 +91,8 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
     res = options.resamples
     scores, consistency, headline = [], [], []
     detail: dict[str, list[dict]] = {name: [] for kind in scales() for name in kind.tables()}
-    # each judge's answers and repeats, split once (a filter and a group-by per judge and question
-    # were most of a many-judge frame's tables)
-    # (group_by's iteration gathered each group anew: `split` divides the frame in one pass)
+    # each judge's answers, labelled answers and repeats, split once (a filter and a group-by per
+    # judge and question were most of a many-judge frame's tables)
     answers = d.filter(pl.col("answer").is_not_null())
     answered_by = split(answers, ["judge", "question"])
     labelled_by = split(answers.filter(pl.col("human").is_not_null()), ["judge", "question"])
