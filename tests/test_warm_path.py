@@ -156,3 +156,30 @@ def test_a_parsed_tokenizer_is_taken_again_only_when_free_and_unchanged(default_
     (tmp_path / "tokenizer.json").write_text(json.dumps(spec, indent=1))      # rewritten (the same tokenizer)
     fourth = file_tokenizer(str(tmp_path))
     assert fourth is not None and fourth.backend_tokenizer is not held       # its file changed: read again
+
+
+def test_a_tokenizer_transformers_loads_is_taken_again_only_when_free_and_unchanged(default_judge, tmp_path):
+    """The same for a folder transformers loads (Gemma 3's, 3.7-4.3 s a load on Zen 3; here the
+    default judge's files beside a special_tokens_map.json): a sweep's cells on one judge, or
+    `litjudge plan` over several configs, load it once; the renderer it serves again gives the
+    same ids as a tokenizer loaded anew."""
+    from transformers import AutoTokenizer
+
+    _tokenizer_files(default_judge.path, tmp_path)
+    (tmp_path / "special_tokens_map.json").write_text("{}")
+    assert file_tokenizer(str(tmp_path)) is None                                # transformers' to load
+    first, second = load_renderer(str(tmp_path), True), load_renderer(str(tmp_path), True)
+    assert second.tokenizer is not first.tokenizer                             # both alive: one each
+    held = second.tokenizer
+    del first, second
+    third = load_renderer(str(tmp_path), True)
+    assert third.tokenizer is held                                             # free and unchanged: taken again
+    prompt = third.render((Message("user", "Is it <|im_start|>original?"),))
+    fresh = PromptRenderer(AutoTokenizer.from_pretrained(str(tmp_path)), True)
+    assert str(prompt) == str(fresh.render((Message("user", "Is it <|im_start|>original?"),)))
+    assert list(third.encode(prompt)) == list(fresh.encode(prompt))
+    del third
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config, indent=1))   # rewritten (the same settings)
+    fourth = load_renderer(str(tmp_path), True)
+    assert fourth.tokenizer is not held                                        # its files changed: loaded again

@@ -15,15 +15,13 @@ prompt for prompt.
 from __future__ import annotations
 
 import json
-import threading
-import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ...core.paths import path_version
+from .reuse import FolderReuse
 
 # The generic class of transformers 5 (PreTrainedTokenizerFast is its alias): it takes tokenizer.json as it is.
 GENERIC = ("TokenizersBackend", "PreTrainedTokenizerFast")
@@ -165,34 +163,12 @@ def _compiled(template: str) -> Any:
     return env.from_string(template)
 
 
-_PARSED: dict[str, tuple[tuple[Any, ...], Any, Any]] = {}      # folder -> (its files' version, tokenizer, its holder)
-_LOCK = threading.Lock()
-
-
-def _taken() -> object:
-    return True                           # a holder being made: never dead
+_PARSED: FolderReuse[Any] = FolderReuse()        # each folder's tokenizer.json, parsed
 
 
 def _parsed(folder: Path) -> tuple[Any, Any]:
-    """The folder's tokenizer.json parsed, and how to record who holds it. Parsing is a quarter of
-    a second for the default judge's: a process judging again (a notebook's repeated
-    `litjudge.judge`) takes the one parsed before, while the folder's files are as they were and
-    no renderer still holds it (a tokenizer is used by one thread at a time: two renderers alive at
-    once each get their own)."""
+    """The folder's tokenizer.json parsed, and how to record who holds it (reuse.py: a process
+    judging again takes the one parsed before while it is free and the folder unchanged)."""
     from tokenizers import Tokenizer
 
-    version = path_version(folder)
-    with _LOCK:
-        known = _PARSED.get(str(folder))
-        backend = None
-        if known is not None and known[0] == version and known[2]() is None:
-            backend = known[1]
-            _PARSED[str(folder)] = (version, backend, _taken)
-    if backend is None:
-        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
-
-    def keep(holder: FileTokenizer) -> FileTokenizer:
-        with _LOCK:
-            _PARSED[str(folder)] = (version, backend, weakref.ref(holder))
-        return holder
-    return backend, keep
+    return _PARSED.take(folder, lambda: Tokenizer.from_file(str(folder / "tokenizer.json")))

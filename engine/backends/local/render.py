@@ -12,6 +12,7 @@ import hashlib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ...core.errors import BackendUnavailable
@@ -19,6 +20,7 @@ from ...core.requests import Message
 from .file_tokenizer import file_tokenizer
 from .label_tokens import LabelTokens, label_tokens
 from .pieces import PieceEncoder
+from .reuse import FolderReuse
 from .special import Rendered, SpecialTokens, trace
 
 PLAIN_LAYOUT_VERSION = "plain-v1"
@@ -190,10 +192,20 @@ def _fill(parts: list[str], messages: Sequence[Message]) -> str:
 def load_renderer(path: str, chat: bool) -> PromptRenderer:
     """The judge's renderer: its tokenizer read from its files where they say all (no transformers
     import, so a plan whose verdicts are stored stays light: engine/backends/local/file_tokenizer.py),
-    else as transformers loads it."""
+    else as transformers loads it (a folder's handed out again while free and unchanged: reuse.py)."""
     tokenizer = file_tokenizer(path)
-    if tokenizer is None:
-        from transformers import AutoTokenizer
+    if tokenizer is not None:
+        return PromptRenderer(tokenizer, chat)
+    if not Path(path).is_dir():                  # a hub name: its files are the hub cache's to change
+        return PromptRenderer(_transformers_tokenizer(path), chat)
+    loaded, keep = _LOADED.take(Path(path), lambda: _transformers_tokenizer(path))
+    return keep(PromptRenderer(loaded, chat))
 
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    return PromptRenderer(tokenizer, chat)
+
+_LOADED: FolderReuse[Any] = FolderReuse()        # each folder's tokenizer as transformers loads it (reuse.py)
+
+
+def _transformers_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
