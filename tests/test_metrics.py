@@ -10,6 +10,7 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
 from litjudge.judges.metrics import (
     balanced_accuracy,
+    binary_agreement,
     cohen_kappa,
     fleiss_kappa,
     kendall,
@@ -28,6 +29,26 @@ def test_agreement_matches_sklearn(seed):
     if len(set(a)) > 1 or len(set(b)) > 1:
         assert cohen_kappa(a, b).value == pytest.approx(cohen_kappa_score(a, b))
     assert balanced_accuracy(a, b).value == pytest.approx(balanced_accuracy_score(a, b))
+
+
+def test_binary_agreement_from_counts_is_the_lists_to_the_last_bit():
+    """Kappa and balanced accuracy from 2x2 counts (TTCW's tables: one group-by for every judge
+    and test) equal cohen_kappa and balanced_accuracy of the lists exactly, degenerate tables (one
+    class, one rater constant, nothing) included; and they match scikit-learn."""
+    rng = np.random.default_rng(0)
+    cases = [(0, 0, 0, 0), (3, 0, 0, 0), (0, 0, 0, 4), (2, 0, 3, 0), (0, 2, 0, 3), (1, 1, 1, 1)]
+    cases += [tuple(int(x) for x in rng.integers(0, rng.integers(1, 60), 4)) for _ in range(3000)]
+    for tp, fn, fp, tn in cases:
+        truth = [True] * (tp + fn) + [False] * (fp + tn)
+        pred = [True] * tp + [False] * fn + [True] * fp + [False] * tn
+        kappa, ba = binary_agreement(tp, fn, fp, tn)
+        for got, want in ((kappa, cohen_kappa(truth, pred)), (ba, balanced_accuracy(truth, pred))):
+            assert got.n == want.n and (got.value == want.value or math.isnan(got.value) and math.isnan(want.value)), \
+                ((tp, fn, fp, tn), got, want)
+        if tp + fn and fp + tn:
+            assert ba.value == pytest.approx(balanced_accuracy_score(truth, pred))
+            if not math.isnan(kappa.value):
+                assert kappa.value == pytest.approx(cohen_kappa_score(truth, pred))
 
 
 @pytest.mark.parametrize("seed", range(10))

@@ -60,6 +60,22 @@ def balanced_accuracy(y_true: Sequence[Hashable], y_pred: Sequence[Hashable]) ->
     return MetricResult(float(np.mean(recalls)), len(y_true))
 
 
+def binary_agreement(tp: int, fn: int, fp: int, tn: int) -> tuple[MetricResult, MetricResult]:
+    """Cohen's kappa and the balanced accuracy of binary predictions from their 2x2 counts against
+    the truth (tp: both True; fn: truth True, prediction False; ...), to the last bit what
+    `cohen_kappa(truth, pred)` and `balanced_accuracy(truth, pred)` give from the lists: a table of
+    1,000 judges by 14 tests counts them in one group-by where the lists took 6-8 s."""
+    n = tp + fn + fp + tn
+    if n == 0:
+        return MetricResult(NAN, 0), MetricResult(NAN, 0)
+    po = (tp + tn) / n
+    pe = ((tp + fn) * (tp + fp) + (fp + tn) * (fn + tn)) / (n * n)
+    kappa = MetricResult(NAN, n) if pe == 1.0 else MetricResult((po - pe) / (1 - pe), n)
+    if tp + fn == 0 or fp + tn == 0:                   # one truth class: balanced accuracy undefined
+        return kappa, MetricResult(NAN, n)
+    return kappa, MetricResult(float(np.mean([tn / (fp + tn), tp / (tp + fn)])), n)   # classes False, True
+
+
 @overload
 def tie_credit(pred: float) -> float: ...
 
