@@ -238,18 +238,18 @@ class ReferenceLikert(Protocol):
     @staticmethod
     def _bias(t: pl.DataFrame, wide: pl.DataFrame) -> pl.DataFrame:
         """Position bias of the judge's real answers (the missing-answer policy does not apply)."""
-        rows = []
+        rows, own = [], split(t, "judge")
         for (judge,), w in split(wide, "judge").items():
             both = w.filter(pl.col("L_plus").is_not_null() & pl.col("L_minus").is_not_null())
             flips = both.filter(pl.col("L_plus").sign() != (-pl.col("L_minus")).sign()).height
-            v = t.filter((pl.col("judge") == judge) & pl.col("answer").is_not_null())["answer"].to_list()
+            mine = own[(judge,)]
+            v = mine.filter(pl.col("answer").is_not_null())["answer"].to_list()
             first = first_position_win_rate([None if x == 0 else x > 0 for x in v])
             rows.append({"judge": judge, "pairs_both_orders": both.height,
                          "swap_flip_rate": flips / both.height if both.height else None,
                          "first_position_win_rate": first.value if first.n else None,
                          "tie_rate": sum(x == 0 for x in v) / len(v) if v else None,
-                         "verdicts": len(v), "unparsed": t.filter((pl.col("judge") == judge) &
-                                                                   (pl.col("status") != "ok")).height})
+                         "verdicts": len(v), "unparsed": mine.filter(pl.col("status") != "ok").height})
         return pl.DataFrame(rows)
 
 
@@ -260,7 +260,7 @@ def _group_intervals(ranking: pl.DataFrame, by: list[str], metrics: tuple[str, .
     metric's range (`bootstrap.constant_interval`): Spearman and Kendall in [-1, 1], pairwise
     accuracy in [0, 1]."""
     rows = []
-    for key, g in ranking.group_by(by, maintain_order=True):
+    for key, g in split(ranking, by).items():
         row = dict(zip(by, key))
         for m in metrics:
             values = g[m].to_list()
