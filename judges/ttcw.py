@@ -33,7 +33,7 @@ from litjudge.grammars.upstream import UpstreamYesNo
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
 from .frames import split
-from .metrics import balanced_accuracy, binary_agreement, cohen_kappa, fleiss_kappa, pearson, spearman
+from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.base import NAN
 from .metrics.bootstrap import (
     FEW_PER_CLASS,
@@ -48,6 +48,7 @@ from .ppi_annotated import Annotated
 from .ppi_tables import ppi_tables
 from .tables import calibration_tables, corrected_pass_rates, label_distribution
 from .templates import TemplateFields, template_of
+from .ttcw_agreement import agreements
 
 Variant = Literal["default", "upstream", "analyze"]
 VARIANTS = get_args(Variant)
@@ -253,7 +254,7 @@ class TTCW(Protocol):
         per_test, overall, by_source, stories, cutoff = [], [], [], [], []
         for view, v in views.items():
             by_source.append(self._rates(v).with_columns(pl.lit(view).alias("view")))
-            of_judge, of_test = self._agreements(v, ["judge"]), self._agreements(v, ["judge", "test"])
+            of_judge, of_test = agreements(v, ["judge"]), agreements(v, ["judge", "test"])
             tests: dict[str, list[int]] = {}
             for judge, test in of_test:
                 tests.setdefault(judge, []).append(test)
@@ -305,28 +306,6 @@ class TTCW(Protocol):
                           quantity="expert pass rate", unanswered=stand_in, annotated=annotated,
                           judge_value=pl.when(pl.col("status") == "ok")
                           .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
-
-    @staticmethod
-    def _agreements(v: pl.DataFrame, by: list[str]) -> dict[tuple, dict]:
-        """Per group of `by`: agreement over the verdicts the missing-answer policy keeps (`n`
-        counts them; `unparsed` counts the judge's non-answers, dropped, or imputed by the policy
-        and then inside n), kappa and balanced accuracy from the group's 2x2 counts."""
-        jp, ep = pl.col("judge_pass"), pl.col("expert_pass")
-        counts = v.group_by(by).agg((jp & ep).sum().alias("tp"), (~jp & ep).sum().alias("fn"),
-                                    (jp & ~ep).sum().alias("fp"), (~jp & ~ep).sum().alias("tn"),
-                                    (pl.col("status") != "ok").sum().alias("unparsed"),
-                                    jp.is_not_null().sum().alias("judged"), jp.sum().alias("said_yes"))
-        out = {}
-        for row in counts.iter_rows(named=True):
-            tp, fn, fp, tn, judged = row["tp"], row["fn"], row["fp"], row["tn"], row["judged"]
-            n = tp + fn + fp + tn
-            k, ba = binary_agreement(tp, fn, fp, tn)
-            out[tuple(row[c] for c in by)] = {
-                "n": n, "unparsed": row["unparsed"], "kappa": k.value, "balanced_accuracy": ba.value,
-                "note": "one expert class: balanced accuracy undefined" if n and not ba.defined else None,
-                "judge_pass_rate": row["said_yes"] / judged if judged else None,
-                "expert_pass_rate": (tp + fn) / n if n else None}
-        return out
 
     @staticmethod
     def _interval(g: pl.DataFrame) -> dict:
