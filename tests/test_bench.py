@@ -4,7 +4,8 @@ free-form answers stop at 16 tokens, not 512, and (c) times one prompt, not 8: o
 tokens took 34 s of this test's 58, and each of (c)'s prompts, 1,900 tokens of a story, 8 s). The
 command runs in this process, its vLLM setups on the session's tiny random judge's engine
 (tests/shared_cli.py): the benchmark's work is the point, not its process or what the judge says (its
-free-form answers (b) never parse); its engine's start-up is outside every timing it prints.
+free-form answers (b) never parse), in that engine's float32 on every CPU; its engine's start-up is
+outside every timing it prints.
 Its story is cut to two paragraphs and the tests' backgrounds to one (tests/short_data.py): the same
 three setups, plan and bound on ~400-token prompts in place of ~1,950 (nothing asserted reads a
 text's length; the planned run still shares each story's prefix across its 14 tests)."""
@@ -22,7 +23,7 @@ def test_bench_one_story(tmp_path, tiny, litjudge_shared):
     out = tmp_path / "bench.json"
     data = ttcw_cut_short(tmp_path / "data" / "ttcw", short_backgrounds=True).parent
     res = litjudge_shared({tiny.spec.name: tiny}, "bench", "--judge", tiny.spec.name, "--stories", "1", "--hf-subset",
-                          "1", "--block-size", "32", "--free-tokens", "16", "--out", str(out),
+                          "1", "--block-size", "32", "--free-tokens", "16", "--dtype", "float32", "--out", str(out),
                           env={"LITJUDGE_DATA_ROOT": str(data)})
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(out.read_text())

@@ -213,16 +213,18 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 @pytest.mark.slow
 @needs_data
 def test_ensemble_config_runs_its_members_and_reports(tmp_path, tiny, litjudge_shared):
-    """runs/ensemble-ttcw.toml, its open judge the session's tiny random one (the config's work is
-    the point, not what the judge says): that judge in distribution mode and the recorded judges, run
-    as member runs, then the cascade and the jury; the report renders both panels. The commands run
-    in this process on the session's engine (not their process), on the TTCW data with its stories
-    cut to two paragraphs and its tests' backgrounds to one (every story, test, label and recorded
-    answer kept; nothing asserted reads a text's length)."""
+    """runs/ensemble-ttcw.toml, its open judge the session's tiny random one in that engine's
+    float32 on every CPU (the config's work is the point, not what the judge says): that judge in
+    distribution mode and the recorded judges, run as member runs, then the cascade and the jury;
+    the report renders both panels. The commands run in this process on the session's engine (not
+    their process), on the TTCW data with its stories cut to two paragraphs and its tests'
+    backgrounds to one (every story, test, label and recorded answer kept; nothing asserted reads a
+    text's length)."""
     runs, judge = tmp_path / "runs", tiny.spec.name
     committed = PROJECT_ROOT / "runs" / "ensemble-ttcw.toml"
     text = committed.read_text().replace('config = "ttcw-binary.toml"\n',
-                                         f'config = "{committed.parent}/ttcw-binary.toml"\njudge = "{judge}"\n')
+                                         f'config = "{committed.parent}/ttcw-binary.toml"\njudge = "{judge}"\n'
+                                         'engine = { dtype = "float32" }\n')
     text = text.replace('config = "ttcw-replay.toml"', f'config = "{committed.parent}/ttcw-replay.toml"')
     text = text.replace('judges = ["smollm2-135m", "replay:claude3-opus"]', f'judges = ["{judge}", "replay:claude3-opus"]')
     assert text.count(judge) == 2 and text.count(str(committed.parent)) == 2

@@ -8,8 +8,8 @@ side in one invocation on one engine:
     subset, extrapolated and labelled as such.
 
 Usable verdicts/s counts only outputs that parse. The prefix cache is reset between (a) and (b).
-Any registry judge (`--judge`), in the dtype this CPU runs best (`dtype = "auto"`: bfloat16 with
-AMX or AVX-512 BF16, float32 otherwise). Prefill FLOP/s counts the work of the prompt tokens each
+Any registry judge (`--judge`), by default in the dtype this CPU runs best (`--dtype auto`:
+bfloat16 with AMX or AVX-512 BF16, float32 otherwise). Prefill FLOP/s counts the work of the prompt tokens each
 setup computes, weights and attention (`engine.flops`), and is compared with this machine's matmul
 rate in that dtype, measured in the same run. From the same count: the least time (a) could take
 if all its prefill ran at that matmul rate, and so the largest ratio over (c) this machine allows.
@@ -119,7 +119,7 @@ def _naive(engine: Any, requests: list, plan: Any, shape: DecoderShape, free_tok
 
 def _one_at_a_time(args: Any, requests: list, plan: Any, shape: DecoderShape) -> Row:
     """(c) transformers + outlines, one prompt at a time, on a subset, extrapolated to the workload."""
-    hf = registry.create(registry.model_spec(args.judge, backend="transformers", max_model_len=8192))
+    hf = registry.create(registry.model_spec(args.judge, backend="transformers", max_model_len=8192, dtype=args.dtype))
     subset = plan.unique[:: max(1, len(plan.unique) // args.hf_subset)][:args.hf_subset]
     # The outlines index is built outside the timing, by the same constraint on the first prompt's last
     # tokens: the whole prompt's prefill (1,900 tokens of a TTCW story: 8 s on one core) added nothing.
@@ -176,7 +176,7 @@ def main(args) -> int:
     ctx = Context(config, protocol.options(config), load_card("ttcw"))
     requests = list(protocol.build(ctx).requests)     # TTCW's units are a list: built at once
     spec = registry.model_spec(args.judge, max_model_len=8192, kv_cache_gib=4, block_size=args.block_size or None,
-                               enforce_eager=not args.compile)
+                               enforce_eager=not args.compile, dtype=args.dtype)
     print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "
           f"judge {args.judge}, {os.cpu_count()} CPU cores")
     print(f"CPU: {cpu_model()}; flags {', '.join(vector_flags()) or 'none of ' + ', '.join(SHOWN_FLAGS)}; dtype "

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from litjudge.judges import PROTOCOLS
 
 from ...core import envs
+from ...core.config import DTYPES
 from ...core.console import prepare_environment, quiet, shown, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, PluginInterrupted, fault
 from ...core.manifest import litjudge_version
@@ -257,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--judge", default="smollm2-135m")
     b.add_argument("--block-size", type=_whole(0, "0: the default"), default=0,
                    help="vLLM KV block size (0: the default; CPU: 32)")
+    b.add_argument("--dtype", choices=DTYPES, default="auto",
+                   help="the judge's weights and compute (auto: bfloat16 where the CPU has AMX or AVX-512 BF16)")
     b.add_argument("--compile", action="store_true", help="torch.compile the vLLM model (slower start-up)")
     b.add_argument("--out", default="", help="write the results table (JSON) here")
     b.set_defaults(fn=lazy(".commands:cmd_bench"))

@@ -30,7 +30,7 @@ class FolderReuse(Generic[T]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._known: dict[str, tuple[tuple[Any, ...], Any, Callable[[], object | None]]] = {}
+        self._known: dict[str, tuple[tuple[Any, ...], T, Callable[[], object | None]]] = {}
 
     def take(self, folder: Path, build: Callable[[], T]) -> tuple[T, Callable[[H], H]]:
         """The object and `keep`: call `keep(holder)` once the object is in use by `holder`; it is
@@ -38,7 +38,7 @@ class FolderReuse(Generic[T]):
         version = path_version(folder)
         with self._lock:
             known = self._known.get(str(folder))
-            made = None
+            made: T | None = None
             if known is not None and known[0] == version and known[2]() is None:
                 made = known[1]
                 self._known[str(folder)] = (version, made, _taken)
