@@ -117,8 +117,8 @@ def _estimated(items: pl.DataFrame, group: str, cluster: str, quantity: str) -> 
     """The table's rows by PPI++ (judges/metrics/ppi.py), every cell's cluster sums at once."""
     codes = items.select(pl.col(c).cast(pl.Utf8).cast(pl.Categorical).to_physical().cast(pl.Int64)
                          for c in ("view", "judge", group, cluster)).to_numpy()
-    _, first, cell = np.unique(_combined(codes[:, :3]), return_index=True, return_inverse=True)
-    _, cluster_code = np.unique(codes[:, 3], return_inverse=True)
+    first, cell = _first_and_rank(_combined(codes[:, :3]))
+    cluster_code = _first_and_rank(codes[:, 3])[1]
     cells = items[first].select(["view", "judge", group])
     width = int(cluster_code.max()) + 1
     y, lab = items["_y"].to_numpy(), items["_lab"].to_numpy()
@@ -160,6 +160,23 @@ def _ordered(out: pl.DataFrame, views: Mapping[str, pl.DataFrame], rows: pl.Data
                           pl.col("test").cast(pl.Int64, strict=False).alias("_t"),
                           pl.col("judge").replace_strict(judge_order).alias("_j"))
             .sort(["_v", "_p", "_t", "_j"]).select(list(COLUMNS)).cast(COLUMNS))  # type: ignore[arg-type]
+
+
+def _first_and_rank(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(keys, return_index=True, return_inverse=True)[1:]` for non-negative integer keys:
+    each distinct key's first row, and each row's rank among the distinct keys. Counted, not sorted,
+    where the keys' range is near their number (2.8 million rows of 30,000 cells: 0.46 s sorted,
+    0.015 s counted, EPYC Zen 4)."""
+    top = int(keys.max()) + 1 if len(keys) else 0
+    if top > 2 * len(keys) + (1 << 20):
+        _, first, rank = np.unique(keys, return_index=True, return_inverse=True)
+        return first, rank
+    present = np.zeros(top, dtype=bool)
+    present[keys] = True
+    rank = (np.cumsum(present) - 1)[keys]
+    first = np.full(int(present.sum()), len(keys), dtype=np.intp)
+    np.minimum.at(first, rank, np.arange(len(keys)))
+    return first, rank
 
 
 def _combined(codes: np.ndarray) -> np.ndarray:

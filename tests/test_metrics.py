@@ -34,18 +34,20 @@ def test_agreement_matches_sklearn(seed):
 def test_binary_agreement_from_counts_is_the_lists_to_the_last_bit():
     """Kappa and balanced accuracy from 2x2 counts (TTCW's tables: one group-by for every judge
     and test) equal cohen_kappa and balanced_accuracy of the lists exactly, degenerate tables (one
-    class, one rater constant, nothing) included; and they match scikit-learn."""
+    class, one rater constant, nothing) included; and they match scikit-learn (on the first 300
+    tables: the list functions are checked against it above; over all 3,006 its calls took 4.4 of
+    this test's 5.2 s)."""
     rng = np.random.default_rng(0)
     cases = [(0, 0, 0, 0), (3, 0, 0, 0), (0, 0, 0, 4), (2, 0, 3, 0), (0, 2, 0, 3), (1, 1, 1, 1)]
     cases += [tuple(int(x) for x in rng.integers(0, rng.integers(1, 60), 4)) for _ in range(3000)]
-    for tp, fn, fp, tn in cases:
+    for k, (tp, fn, fp, tn) in enumerate(cases):
         truth = [True] * (tp + fn) + [False] * (fp + tn)
         pred = [True] * tp + [False] * fn + [True] * fp + [False] * tn
         kappa, ba = binary_agreement(tp, fn, fp, tn)
         for got, want in ((kappa, cohen_kappa(truth, pred)), (ba, balanced_accuracy(truth, pred))):
             assert got.n == want.n and (got.value == want.value or math.isnan(got.value) and math.isnan(want.value)), \
                 ((tp, fn, fp, tn), got, want)
-        if tp + fn and fp + tn:
+        if tp + fn and fp + tn and k < 300:
             assert ba.value == pytest.approx(balanced_accuracy_score(truth, pred))
             if not math.isnan(kappa.value):
                 assert kappa.value == pytest.approx(cohen_kappa_score(truth, pred))

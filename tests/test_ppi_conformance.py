@@ -31,6 +31,7 @@ import pytest
 
 from litjudge.engine.core.settings import PPIConfig
 from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
+from litjudge.judges.ppi_tables import _first_and_rank
 from litjudge.judges.ttcw import TTCW
 
 DRAWS = 1000
@@ -188,3 +189,16 @@ def test_fewer_labelled_stories_than_the_minimum_give_no_interval_and_say_so():
     assert table["ppi_low"].is_null().all() and table["human_low"].is_null().all()
     assert table["ppi"].is_not_null().all()
     assert (table["ci_note"] == f"too few labelled clusters ({MIN_CLUSTERS - 1}; an interval needs {MIN_CLUSTERS})").all()
+
+
+@pytest.mark.parametrize("top", [1, 50, 30_000, 10**12])
+def test_cells_are_numbered_as_numpys_unique_numbers_them(top):
+    """The PPI table's cells and clusters are numbered by counting integer keys (a sort of millions
+    of rows was a fifth of its time): each key's first row and each row's rank are np.unique's,
+    over a narrow range and a sparse one (where it sorts)."""
+    rng = np.random.default_rng(top)
+    for n in (1, 7, 5_000):
+        keys = rng.integers(0, top, n) if top > 1 else np.zeros(n, dtype=np.int64)
+        _, first, rank = np.unique(keys, return_index=True, return_inverse=True)
+        got_first, got_rank = _first_and_rank(keys)
+        assert np.array_equal(got_first, first) and np.array_equal(got_rank, rank)
