@@ -244,7 +244,7 @@ class ListwiseRanking(Protocol):
             cells += (j.group_by(["source", "category"]).agg(pl.col("mean_score").mean(), pl.col("mean_position").mean(),
                                                             pl.len().alias("items"), pl.col("category_rank").first())
                       .with_columns(pl.lit(judge).alias("judge")).to_dicts())
-        for (judge, group, lst, order), g in s.group_by(["judge", "group", "list", "order"], maintain_order=True):
+        for (judge, group, lst, order), g in split(s, ["judge", "group", "list", "order"]).items():
             for col in ("score", "position"):
                 wide = g.pivot(on="repeat", index="item_id", values=col, aggregate_function="first").drop("item_id")
                 if wide.width >= 2:

@@ -34,6 +34,7 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed, units_where
+from .frames import split
 from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, too_few
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
@@ -227,7 +228,7 @@ class Pairwise(Protocol):
             labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             tables["length_control"] = pl.DataFrame(
                 [{"judge": judge, **length_controlled(j, opts.style_control)}
-                 for (judge,), j in labelled.group_by(["judge"], maintain_order=True)], infer_schema_length=None)
+                 for (judge,), j in split(labelled, "judge").items()], infer_schema_length=None)
         return tables
 
 

@@ -39,9 +39,9 @@ def central_rankings(s: pl.DataFrame) -> pl.DataFrame:
     drawn, in the central ranking of all orders, its mean score over orders, where it was shown in
     the order as drawn, and how many orders were judged."""
     rows = []
-    for key, g in s.group_by(UNIT, maintain_order=True):
+    for key, g in split(s, UNIT).items():
         rankings, first = [], None
-        for (order,), o in g.group_by(["order"], maintain_order=True):
+        for (order,), o in split(g, "order").items():
             ranking = o.sort("position", descending=True)["item_id"].to_list()
             rankings.append(ranking)
             if order == 0:
@@ -108,17 +108,18 @@ def _mean(values: list[float]) -> float:
 def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:
     ranks = central_rankings(s).join(info.select("item_id", "category_rank"), on="item_id", how="left")
     agreement, bias = [], []
+    units_of: dict[str, list[tuple[str, pl.DataFrame]]] = {}
+    for (judge, g, lst, _rep), u in split(s, UNIT).items():
+        units_of.setdefault(judge, []).append((f"{g}/{lst}", u))
     for (judge,), j in split(ranks, "judge").items():
-        per_list = [(f"{g}/{lst}", u) for (g, lst, _rep), u in j.group_by(["group", "list", "repeat"],
-                                                                           maintain_order=True)]
+        per_list = [(f"{g}/{lst}", u) for (g, lst, _rep), u in split(j, ["group", "list", "repeat"]).items()]
         lists = [n for n, _ in per_list]
         for label, column in (("single order", "single_position"), ("central (Kemeny)", "central_position"),
                               ("mean score over orders", "mean_score")):
             values = [spearman(u["category_rank"].fill_null(math.nan).to_list(),
                                u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
             agreement.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(lists, values)})
-        units = [(f"{g}/{lst}", order_bias(u)) for (g, lst, _rep), u in
-                 s.filter(pl.col("judge") == judge).group_by(["group", "list", "repeat"], maintain_order=True)]
+        units = [(name, order_bias(u)) for name, u in units_of.get(judge, [])]
         for label, key in (("before: single order", "before_rank"), ("after: central (Kemeny)", "after_rank"),
                            ("before: single order's score", "before_score"),
                            ("after: mean score over orders", "after_score")):

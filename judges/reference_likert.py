@@ -215,7 +215,7 @@ class ReferenceLikert(Protocol):
                   .sort(["judge", "group", "candidate"] + extra))
         by = ["judge", "group"] + extra
         rows = []
-        for key, g in scores.group_by(by, maintain_order=True):
+        for key, g in split(scores, by).items():
             human, judge = g["human_score"].to_list(), g["score"].cast(pl.Float64).to_list()
             rows.append({**dict(zip(by, key)), "stories": g.height, "spearman": spearman(human, judge).value,
                          "kendall": kendall(human, judge).value,

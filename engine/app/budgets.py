@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from litjudge.grammars.analysis import Analyzed
+from litjudge.judges.frames import split
 
 from .. import backends as registry
 from ..core.errors import ConfigError
@@ -111,7 +112,7 @@ def budgets(run_dir: Path, budgets_: list[int], progress: bool = True,
                       spend=spend, truncation="skip", progress=progress)
             frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
             rank = dist.protocol.parse_rank_by(dist.protocol.declared.rank_by)
-            for (b,), part in frame.group_by(["budget"], maintain_order=True):
+            for (b,), part in split(frame, "budget").items():
                 ctx = dist.context(spec)
                 tables = dist.protocol.tables(part.drop("budget", "thinking_tokens"), ctx)
                 group = dist.protocol.rank_group(rank, ctx.options)      # the pooled row, never the first

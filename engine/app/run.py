@@ -16,6 +16,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context, Protocol
+from litjudge.judges.frames import split
 from litjudge.judges.ppi_annotated import Annotated
 from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
 
@@ -385,7 +386,7 @@ def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.D
 
 
 def by_judge(verdicts: pl.DataFrame) -> dict[str, dict[str, int]]:
-    return {name: verdict_counts(g) for (name,), g in verdicts.group_by(["judge"], maintain_order=True)}
+    return {name: verdict_counts(g) for (name,), g in split(verdicts, "judge").items()}
 
 
 def verdict_counts(verdicts: pl.DataFrame) -> dict[str, int]:
