@@ -33,6 +33,7 @@ def test_bench_one_story(tmp_path, tiny, litjudge_shared):
     # the planned run reuses the story's prefix: it computes fewer tokens and less work than (c)
     assert a["uncached_tokens"] < 0.5 * a["prompt_tokens"] and a["prefill_flops"] < 0.5 * c["prefill_flops"]
     assert "block size 32" in res.stdout and "free-form 16 tokens" in res.stdout
+    assert got["dtype"] == "float32" and "dtype float32 (set by --dtype)" in res.stdout    # the matmul rate's too
     # the bound: (c)'s time over (a)'s least possible time at the matmul rate, and it is printed
     floor = a["prefill_flops"] / got["matmul_flops"]
     assert got["bounds"]["(c)"] == pytest.approx(c["seconds"] / floor * c["requests"] / (c["requests"] - c["parse_failures"]))

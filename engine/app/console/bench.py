@@ -180,7 +180,7 @@ def main(args) -> int:
     print(f"workload: TTCW upstream prompts, {len(requests)} requests ({args.stories} stories x 14 tests), "
           f"judge {args.judge}, {os.cpu_count()} CPU cores")
     print(f"CPU: {cpu_model()}; flags {', '.join(vector_flags()) or 'none of ' + ', '.join(SHOWN_FLAGS)}; dtype "
-          f"{spec.engine.dtype} ({spec.detail('dtype_reason', 'set in the config')}); preloaded: "
+          f"{spec.engine.dtype} ({spec.detail('dtype_reason') if args.dtype == 'auto' else 'set by --dtype'}); preloaded: "
           f"{', '.join(preloaded_libraries()) or 'nothing'}")
     t = time.perf_counter()
     engine = registry.create(spec)
