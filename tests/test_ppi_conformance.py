@@ -195,10 +195,13 @@ def test_fewer_labelled_stories_than_the_minimum_give_no_interval_and_say_so():
 def test_cells_are_numbered_as_numpys_unique_numbers_them(top):
     """The PPI table's cells and clusters are numbered by counting integer keys (a sort of millions
     of rows was a fifth of its time): each key's first row and each row's rank are np.unique's,
-    over a narrow range and a sparse one (where it sorts)."""
+    over a narrow range and a sparse one (where it sorts), and floats (a null among the codes)."""
     rng = np.random.default_rng(top)
     for n in (1, 7, 5_000):
         keys = rng.integers(0, top, n) if top > 1 else np.zeros(n, dtype=np.int64)
         _, first, rank = np.unique(keys, return_index=True, return_inverse=True)
         got_first, got_rank = _first_and_rank(keys)
         assert np.array_equal(got_first, first) and np.array_equal(got_rank, rank)
+    floats = np.where(rng.random(50) < 0.2, np.nan, rng.integers(0, 5, 50))    # a null code, read as NaN
+    assert all(np.array_equal(a, b) for a, b in zip(_first_and_rank(floats),
+                                                   np.unique(floats, return_index=True, return_inverse=True)[1:]))

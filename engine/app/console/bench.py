@@ -9,10 +9,11 @@ side in one invocation on one engine:
 
 Usable verdicts/s counts only outputs that parse. The prefix cache is reset between (a) and (b).
 Any registry judge (`--judge`), by default in the dtype this CPU runs best (`--dtype auto`:
-bfloat16 with AMX or AVX-512 BF16, float32 otherwise). Prefill FLOP/s counts the work of the prompt tokens each
-setup computes, weights and attention (`engine.flops`), and is compared with this machine's matmul
-rate in that dtype, measured in the same run. From the same count: the least time (a) could take
-if all its prefill ran at that matmul rate, and so the largest ratio over (c) this machine allows.
+bfloat16 with AMX or AVX-512 BF16, float32 otherwise). Prefill FLOP/s counts the work of the
+prompt tokens each setup computes, weights and attention (`engine.flops`), and is compared with
+this machine's matmul rate in that dtype, measured in the same run. From the same count: the
+least time (a) could take if all its prefill ran at that matmul rate, and so the largest ratio
+over (c) this machine allows.
 """
 from __future__ import annotations
 
