@@ -54,3 +54,13 @@ def test_a_setup_with_no_usable_verdict_is_said_not_divided_by(capsys):
     out = capsys.readouterr().out
     assert "(a) vs (b): (b) gave no usable verdict (14 of 14 did not parse)" in out
     assert bounds == {"(b)": float("inf")} and "cannot exceed infx" in out
+
+
+def test_a_matmul_size_the_budget_cannot_hold_is_skipped_and_said(capsys):
+    """A dtype the CPU has no instructions for (float16 on an EPYC Zen 4: 1 GFLOP/s) made the
+    bench's matmul rate take some 10 minutes: a size the rate so far says would end past the budget
+    is skipped, and the line says which."""
+    from litjudge.engine.app.console.bench import matmul_flops
+
+    rate = matmul_flops("float32", sizes=(64, 4096), repeats=1, budget_s=0.01)
+    assert rate > 0 and "float32 matmul: sizes 4096 skipped (the next some" in capsys.readouterr().out

@@ -70,14 +70,22 @@ class Row:
                 f"{100 * self.prefill_flops / self.seconds / matmul:.1f}% |")
 
 
-def matmul_flops(dtype: str = "bfloat16", sizes: tuple[int, ...] = (1024, 1536, 2048, 3072), repeats: int = 4) -> float:
+def matmul_flops(dtype: str = "bfloat16", sizes: tuple[int, ...] = (1024, 1536, 2048, 3072), repeats: int = 4,
+                 budget_s: float = 30.0) -> float:
     """The best matmul rate in `dtype` over a few square sizes: the machine's attainable peak (the
-    highest seen, so the bound derived from it is conservative)."""
+    highest seen, so the bound derived from it is conservative). A size the rate so far says would
+    end past `budget_s` is skipped, and said: a dtype the CPU has no instructions for multiplies
+    at ~1 GFLOP/s (float16 on an EPYC Zen 4: its four sizes would take some 10 minutes)."""
     import torch
 
     kind = getattr(torch, dtype)
-    best = 0.0
-    for n in sizes:
+    best, start = 0.0, time.perf_counter()
+    for k, n in enumerate(sizes):
+        needed = 2 * n ** 3 * (repeats + 1) / best if best else 0.0
+        if k and time.perf_counter() - start + needed > budget_s:
+            print(f"{dtype} matmul: sizes {', '.join(map(str, sizes[k:]))} skipped (the next some {needed:.0f} s "
+                  f"at {best / 1e9:.1f} GFLOP/s: past the {budget_s:g}-s budget)")
+            break
         a, b = torch.randn(n, n, dtype=kind), torch.randn(n, n, dtype=kind)
         torch.matmul(a, b)
         t = time.perf_counter()
