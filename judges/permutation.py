@@ -34,12 +34,12 @@ from .metrics.kemeny import kemeny
 UNIT = ["judge", "group", "list", "repeat"]
 
 
-def central_rankings(s: pl.DataFrame) -> pl.DataFrame:
-    """One row per (judge, group, list, repeat, item): its position score (N..1) in the order as
-    drawn, in the central ranking of all orders, its mean score over orders, where it was shown in
-    the order as drawn, and how many orders were judged."""
+def central_rankings(units: dict[tuple, pl.DataFrame]) -> pl.DataFrame:
+    """One row per (judge, group, list, repeat, item) of `units` (the verdicts split by UNIT): its
+    position score (N..1) in the order as drawn, in the central ranking of all orders, its mean
+    score over orders, where it was shown in the order as drawn, and how many orders were judged."""
     rows = []
-    for key, g in split(s, UNIT).items():
+    for key, g in units.items():
         rankings, first = [], None
         for (order,), o in split(g, "order").items():
             ranking = o.sort("position", descending=True)["item_id"].to_list()
@@ -106,10 +106,11 @@ def _mean(values: list[float]) -> float:
 
 
 def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict[str, pl.DataFrame]:
-    ranks = central_rankings(s).join(info.select("item_id", "category_rank"), on="item_id", how="left")
+    by_unit = split(s, UNIT)
+    ranks = central_rankings(by_unit).join(info.select("item_id", "category_rank"), on="item_id", how="left")
     agreement, bias = [], []
     units_of: dict[str, list[tuple[str, pl.DataFrame]]] = {}
-    for (judge, g, lst, _rep), u in split(s, UNIT).items():
+    for (judge, g, lst, _rep), u in by_unit.items():
         units_of.setdefault(judge, []).append((f"{g}/{lst}", u))
     for (judge,), j in split(ranks, "judge").items():
         per_list = [(f"{g}/{lst}", u) for (g, lst, _rep), u in split(j, ["group", "list", "repeat"]).items()]
