@@ -27,10 +27,11 @@ from .metrics.bootstrap import (
     BATCH_CELLS,
     MIN_CLUSTERS,
     RESAMPLES,
+    draw_counts,
     interval_note,
     or_none,
     percentile_interval,
-    resample_batches,
+    resampled_sums,
 )
 from .metrics.estimates import Units
 
@@ -156,9 +157,7 @@ def estimate(tables: np.ndarray, statistic: Statistic, resamples: int = RESAMPLE
     value = float(statistic(tables.sum(axis=0)))
     low = high = math.nan
     if not math.isnan(value):
-        cells = batch_cells // max(1, tables.shape[1] * tables.shape[2])
-        stats = [statistic(tables[idx].sum(axis=1)) for idx in resample_batches(seed, g, resamples, cells)]
-        low, high = percentile_interval(np.concatenate(stats), g)
+        low, high = percentile_interval(statistic(resampled_sums(tables, seed, resamples, batch_cells)), g)
     return {"value": None if math.isnan(value) else value, "low": or_none(low), "high": or_none(high),
             "note": interval_note(g, low) if not math.isnan(value) else None}
 
@@ -179,7 +178,8 @@ def stratified_estimate(tables: np.ndarray, statistic: Statistic, resamples: int
     total = np.zeros((resamples, *tables.shape[1:]))
     for c in np.unique(strata):
         members = tables[strata == c]
-        total += members[rng.integers(0, len(members), (resamples, len(members)))].sum(axis=1)
+        drawn = draw_counts(rng.integers(0, len(members), (resamples, len(members))))
+        total += (drawn @ members.reshape(len(members), -1)).reshape(total.shape)
     smallest = int(np.bincount(strata).min()) if len(np.unique(strata)) == tables.shape[1] else 0
     low, high = percentile_interval(statistic(total), smallest) if not math.isnan(value) else (math.nan, math.nan)
     return {"value": None if math.isnan(value) else value, "low": or_none(low), "high": or_none(high),

@@ -41,3 +41,28 @@ def test_intervals_on_the_same_clusters_share_the_draws_and_stay_as_they_were():
     truth = [i % 2 == 0 for i in range(60)]
     bootstrap.balanced_accuracy_bootstrap(clusters, truth, [v > 0 for v in values], seed=11)
     assert bootstrap.mean_bootstrap(clusters, values, seed=11) == alone
+
+
+@pytest.mark.parametrize("clusters,resamples,cells", [(12, 500, 4_000_000), (3000, 200, 50_000), (300_000, 3, 4_000_000)])
+def test_resampled_sums_are_the_drawn_clusters_added(clusters, resamples, cells):
+    """Sums over each resample are products with its draw counts (bootstrap.resampled_sums): the
+    same as gathering the drawn clusters and adding them, kept or not, in batches or at once."""
+    rng = np.random.default_rng(clusters)
+    per = rng.integers(0, 5, (clusters, 2, 3)).astype(float)            # whole counts: exact either way
+    gathered = np.concatenate([per[idx].sum(axis=1) for idx in resample_batches(4, clusters, resamples)])
+    assert np.array_equal(bootstrap.resampled_sums(per, 4, resamples, cells), gathered)
+    real = rng.random(clusters)                                          # real values: to rounding
+    summed = bootstrap.resampled_sums(real, 4, resamples, cells)
+    assert summed.shape == (resamples,)
+    assert np.allclose(summed, real[resample_indices(4, clusters, resamples)].sum(axis=1), rtol=1e-12, atol=0)
+
+
+def test_a_cluster_without_a_finite_value_is_left_out_only_of_the_resamples_that_draw_it():
+    """A count of 0 times NaN is NaN: values that are not finite are gathered as drawn, so only a
+    resample that draws the cluster is NaN (the percentile interval then leaves it out)."""
+    per = np.arange(12, dtype=float)
+    per[5] = np.nan
+    idx = resample_indices(0, 12, 300)
+    summed = bootstrap.resampled_sums(per, 0, 300)
+    assert np.array_equal(np.isnan(summed), (idx == 5).any(axis=1)) and 0 < np.isnan(summed).sum() < 300
+    assert np.array_equal(summed[~np.isnan(summed)], per[idx].sum(axis=1)[~np.isnan(summed)])

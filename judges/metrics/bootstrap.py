@@ -160,6 +160,26 @@ def draw_counts(idx: np.ndarray) -> np.ndarray:
                        minlength=resamples * clusters).reshape(resamples, clusters).astype(float)
 
 
+def resampled_sums(per_cluster: np.ndarray, seed: int, resamples: int = RESAMPLES, cells: int = BATCH_CELLS
+                   ) -> np.ndarray:
+    """THE sums of per-cluster values over each resample's drawn clusters: `per_cluster` is
+    (clusters, ...), the result (resamples, ...), the draws `resample_batches`'. Each sum is a
+    product with the resample's draw counts (`resample_counts`): on an EPYC Zen 4, 3-17 us where
+    gathering the drawn rows and adding them took 139-767 us (10-30 clusters, 2 x 2 to 5 x 5
+    tables, 500-1,000 resamples). Values that are not finite are gathered and added as drawn (a
+    count of 0 times NaN would be NaN)."""
+    g = len(per_cluster)
+    flat = per_cluster.reshape(g, -1).astype(float, copy=False)
+    shape = per_cluster.shape[1:]
+    if not np.isfinite(flat).all():
+        return np.concatenate([per_cluster[idx].sum(axis=1) for idx in resample_batches(seed, g, resamples, cells)])
+    if resamples * g <= REUSED_CELLS:
+        return (resample_counts(seed, g, resamples) @ flat).reshape(resamples, *shape)
+    step = max(1, cells // (g + flat.shape[1]))        # counts and sums of one batch within `cells` floats
+    return np.concatenate([draw_counts(idx) @ flat for idx in resample_batches(seed, g, resamples, step * g)]
+                          ).reshape(resamples, *shape)
+
+
 def percentile_interval(stats: np.ndarray, clusters: int, alpha: float = 0.05) -> tuple[float, float]:
     """The expanded percentile interval of the resampled statistics (NaN ones left out), or
     (nan, nan) with fewer than MIN_CLUSTERS clusters or when the resamples do not vary
@@ -202,8 +222,8 @@ def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamp
     sums = np.bincount(inverse, weights=np.asarray(values, dtype=float))
     counts = np.bincount(inverse).astype(float)
     g = len(sums)
-    stats = [sums[idx].sum(axis=1) / counts[idx].sum(axis=1) for idx in resample_batches(seed, g, resamples, batch_cells)]
-    return percentile_interval(np.concatenate(stats), g, alpha)
+    drawn = resampled_sums(np.stack([sums, counts], axis=1), seed, resamples, batch_cells)
+    return percentile_interval(drawn[:, 0] / drawn[:, 1], g, alpha)
 
 
 def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence, resamples: int = RESAMPLES,
@@ -225,14 +245,13 @@ def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, p
         right = is_cls & np.asarray([p == cls for p in pred], dtype=bool)
         counts[:, c] = np.bincount(inverse, weights=is_cls.astype(float), minlength=g)
         hits[:, c] = np.bincount(inverse, weights=right.astype(float), minlength=g)
-    stats: list[np.ndarray] = []
-    for idx in resample_batches(seed, g, resamples, batch_cells):
-        h, n = hits[idx].sum(axis=1), counts[idx].sum(axis=1)
-        with warnings.catch_warnings():       # a resample with no known pair: NaN, left out below
-            warnings.simplefilter("ignore", RuntimeWarning)
-            recall = np.nanmean(np.where(n > 0, h / np.maximum(n, 1), np.nan), axis=1)
-            stats.append(np.where((n > 0).sum(axis=1) >= 2, recall, np.nan))     # one class: undefined
-    return percentile_interval(np.concatenate(stats), g, alpha)
+    drawn = resampled_sums(np.stack([hits, counts], axis=1), seed, resamples, batch_cells)
+    h, n = drawn[:, 0], drawn[:, 1]
+    with warnings.catch_warnings():       # a resample with no known pair: NaN, left out below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        recall = np.nanmean(np.where(n > 0, h / np.maximum(n, 1), np.nan), axis=1)
+    stats = np.where((n > 0).sum(axis=1) >= 2, recall, np.nan)     # one class: undefined
+    return percentile_interval(stats, g, alpha)
 
 
 def difference_of_means_ci(clusters: Sequence[Hashable], values: Sequence[float], own: Sequence[bool],
@@ -251,7 +270,7 @@ def difference_of_means_ci(clusters: Sequence[Hashable], values: Sequence[float]
     g = int(inverse.max()) + 1
     per = np.stack([np.bincount(inverse, weights=w, minlength=g)
                     for w in (x * mine, mine.astype(float), x * ~mine, (~mine).astype(float))])
-    drawn = per[:, resample_indices(seed, g, resamples)].sum(axis=2)          # (4, resamples)
+    drawn = resampled_sums(per.T, seed, resamples).T          # (4, resamples)
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = drawn[0] / drawn[1] - drawn[2] / drawn[3]
     low, high = percentile_interval(stats, g, alpha)
@@ -330,7 +349,6 @@ def mean_of_means_with_ci(clusters: Sequence[Hashable], strata: Sequence[Hashabl
             return np.nanmean(means, axis=-1)
 
     point = float(statistic(sums.sum(axis=0), counts.sum(axis=0)))
-    stats = [statistic(sums[idx].sum(axis=1), counts[idx].sum(axis=1))
-             for idx in resample_batches(seed, g, resamples, BATCH_CELLS // k)]
-    low, high = percentile_interval(np.concatenate(stats), g, alpha)
+    drawn = resampled_sums(np.stack([sums, counts], axis=1), seed, resamples)
+    low, high = percentile_interval(statistic(drawn[:, 0], drawn[:, 1]), g, alpha)
     return _with_note(point, len(kept), g, low, high, bounds)
