@@ -207,8 +207,9 @@ def estimate(s: ClusterSums, lam: float | None = None, bounds: tuple[float, floa
     shown = rule == 0
     value = np.where(no_unlabelled, np.nan, np.clip(theta, *bounds))
     items = total["Sm"] + (total["Tm"] if predicted else 0.0)       # the values the estimate is over
-    low, high = _interval(value, variance, items, df, bounds, alpha)
-    return Estimate(value, np.where(shown, low, np.nan), np.where(shown, high, np.nan), variance, df,
+    low, high = np.full(value.shape, np.nan), np.full(value.shape, np.nan)      # an interval only where shown
+    low[shown], high[shown] = _interval(value[shown], variance[shown], items[shown], df[shown], bounds, alpha)
+    return Estimate(value, low, high, variance, df,
                     lam_a, rectifier, rule, side, n_l, n_u, total["Sm"], total["Tm"])
 
 

@@ -83,15 +83,16 @@ def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, val
     cluster_sum, cluster_n = sums.sum(axis=2), counts.sum(axis=2)
     rarer = np.minimum((present & (cluster_sum > 1e-12)).sum(axis=1),
                        (present & (cluster_sum < cluster_n - 1e-12)).sum(axis=1))
-    low, high = korn_graubard(value, variance, n, np.maximum(g - 1, 1), alpha)
-    few_low, few_high = clopper_pearson(value * g, g, alpha)
-    const_low, const_high = _constant(value, g, alpha)
     constant = variance <= 1e-14 * np.maximum(value * (1 - value), 1e-300)
     few = (rarer < FEW_CLUSTERS) | (np.minimum(value, 1 - value) < LOPSIDED)
     rule = np.where(g < MIN_CLUSTERS, 3, np.where(constant, 2, np.where(few, 1, 0)))
-    low = np.where(rule == 2, const_low, np.where(rule == 1, np.minimum(low, few_low), low))
-    high = np.where(rule == 2, const_high, np.where(rule == 1, np.maximum(high, few_high), high))
-    low, high = np.where(rule == 3, np.nan, low), np.where(rule == 3, np.nan, high)
+    # each interval computed only where its rule applies (the Beta quantiles are most of the cost)
+    low, high = np.full(value.shape, np.nan), np.full(value.shape, np.nan)
+    kg, guarded, flat = rule <= 1, rule == 1, rule == 2
+    low[kg], high[kg] = korn_graubard(value[kg], variance[kg], n[kg], np.maximum(g[kg] - 1, 1), alpha)
+    few_low, few_high = clopper_pearson(value[guarded] * g[guarded], g[guarded], alpha)
+    low[guarded], high[guarded] = np.minimum(low[guarded], few_low), np.maximum(high[guarded], few_high)
+    low[flat], high[flat] = _constant(value[flat], g[flat], alpha)
     return value, low, high, rule
 
 
