@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
 from litjudge.engine.core.config import RunConfig, load_config, read_toml, valid_name
 from litjudge.engine.core.console import prepare_environment, quiet, shown
-from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, fault
+from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, did_you_mean, fault
 from litjudge.engine.core.manifest import config_dict
 from litjudge.engine.core.run_lock import RunLock
 from litjudge.engine.core.session import Session
@@ -252,7 +253,14 @@ def load(run_dir: str | Path) -> Result:
 
 def annotate(run: Result | str | Path, **options: Any) -> Any:
     """The annotation page of a finished run, served from this process (docs/annotate.md): returns
-    the running app (`.url`, `.stop()`); options as `litjudge annotate`'s (budget, per_item, floor, seed, host, port)."""
+    the running app (`.url`, `.stop()`); options as `litjudge annotate`'s: budget, per_item, floor,
+    seed, host, port (0, the default here: a free one), annotator (put in the URL) and lock_seconds
+    (how long a story handed out stays its annotator's; `--lock`)."""
+    known = [name for name in inspect.signature(serve_annotations).parameters if name != "run"]
+    for name in options:
+        if name not in known:
+            raise ConfigError(f"annotate() has no option {name!r}{did_you_mean(name, known)}; its options: "
+                              f"{', '.join(known)}")
     with _errors():
         return serve_annotations(run, **options)
 

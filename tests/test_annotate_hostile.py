@@ -2,7 +2,9 @@
 spreadsheet's "4.0" / " 4 " for a point, a CSV with a byte order mark or not in UTF-8, an
 annotator name holding markup or a final newline, export cells a spreadsheet would run as a
 formula, and a run folder whose verdicts changed under a started queue (its draws silently
-redrawn). Each is stored canonically or refused in one line."""
+redrawn). Each is stored canonically or refused in one line. So are the options of a queue (a NaN or
+negative lock, a port past 65535), imports of texts the queue did not draw or of times that are not
+times, a damaged verdicts file, and a K+1th annotator's answer to a text with its K answers."""
 from __future__ import annotations
 
 import json
@@ -14,7 +16,7 @@ import pytest
 
 from litjudge.engine.app.annotate.queue_store import Options, open_queue
 from litjudge.engine.app.annotate.serve import export_labels, import_labels
-from litjudge.engine.core.errors import ConfigError, DataError
+from litjudge.engine.core.errors import ConfigError, DataError, StoreError
 from tests.annotate_run import InThread, rubric_run
 
 
@@ -44,7 +46,9 @@ def test_a_point_as_a_number_is_stored_as_the_point_and_a_name_with_a_newline_is
 
 
 def imported(fresh, name: str, data: bytes) -> tuple[int, int] | str:
-    queue, labels = open_queue(fresh, Options(budget=10))
+    """The file imported into the run's queue: a started one as it was, else a new one of the default
+    budget (50 draws, every one of the 12 texts drawn: only a drawn text's labels are taken)."""
+    queue, labels = open_queue(fresh, Options())
     try:
         (fresh / name).write_bytes(data)
         return import_labels(queue, labels, fresh / name)
@@ -148,3 +152,77 @@ def test_a_key_reused_for_other_answers_is_refused_not_dropped(fresh):
     assert edited != (fresh / "out.csv").read_text()
     message = imported(fresh, "edited.csv", edited.encode())
     assert isinstance(message, str) and "remove its key column" in message, message
+
+
+@pytest.mark.parametrize("options,said", [
+    ({"lock_seconds": float("nan")}, "--lock must be a number of seconds > 0, got nan"),
+    ({"lock_seconds": -5.0}, "--lock must be a number of seconds > 0, got -5.0"),
+    ({"port": 99999}, "--port must be a port from 0 to 65535 (0: a free one), got 99999"),
+    ({"budget": "5"}, "--budget must be a whole number >= 1, got '5'"),
+    ({"budget": True}, "--budget must be a whole number >= 1, got True"),
+    ({"floor": float("nan")}, "--floor must be a number in (0, 1], got nan"),
+    ({"seed": -2}, "--seed must be a whole number >= 0, got -2"),
+    ({"per_item": 0}, "--per-item must be a whole number >= 1, got 0")])
+def test_a_wrong_option_is_one_line_naming_it_for_the_console_and_for_python(options, said):
+    """A NaN lock failed every request with a bare 500 (NOT NULL on the lock's expiry), a negative
+    one turned the locks off, a port past 65535 or a negative seed were internal errors."""
+    with pytest.raises(ConfigError) as e:
+        Options(**options)
+    assert str(e.value) == said
+    keyword = {"lock_seconds": "lock_seconds", "per_item": "per_item"}.get(next(iter(options)), next(iter(options)))
+    assert str(e.value.in_python()).startswith(f"{keyword} must be ")
+
+
+def test_the_python_call_names_a_wrong_option_and_a_bad_annotator_in_one_line(fresh):
+    import litjudge
+    with pytest.raises(ConfigError, match=r"^annotate\(\) has no option 'lock'; its options: budget, .*lock_seconds$"):
+        litjudge.annotate(fresh, lock=3)
+    with pytest.raises(ConfigError, match=r"^annotator must be a name of 1-64 letters"):
+        litjudge.annotate(fresh, annotator='x"><script>')
+    with pytest.raises(ConfigError, match=r"^port must be a port from 0 to 65535"):
+        litjudge.annotate(fresh, port=70000)
+
+
+def test_an_import_of_a_text_not_drawn_or_a_time_that_is_not_one_is_refused(fresh):
+    queue, labels = open_queue(fresh, Options(budget=10))            # draws 8 of the 12 texts
+    drawn, texts = set(labels.first_draw), sorted({c.cluster for c in queue.clusters})
+    labels.close()
+    missed = next(t for t in texts if t not in drawn)
+    took = next(t for t in texts if t in drawn)
+    said = imported(fresh, "u.csv", f"annotator,item,label\nann,{missed}/vivid,4\n".encode())
+    assert isinstance(said, str) and said.endswith(f"u.csv:2: item '{missed}/vivid' is of '{missed}', which the queue "
+                                                   "did not draw (only drawn items' labels enter the estimate)"), said
+    said = imported(fresh, "t.csv", f"annotator,item,label,time\nann,{took}/vivid,4,yesterday\n".encode())
+    assert isinstance(said, str) and "t.csv:2: time 'yesterday' is not an ISO 8601 time" in said, said
+    assert imported(fresh, "e.csv", b"a,b\n") == f"{fresh / 'e.csv'}: no rows to import (columns: annotator, item, " \
+        "label; time optional)"
+    assert imported(fresh, "ok.csv", f"annotator,item,label,time\nann,{took}/vivid,4,2026-11-30T10:00:00+0000\n"
+                    .encode()) == (1, 0)
+
+
+def test_a_damaged_verdicts_file_is_one_line_naming_the_repair(fresh):
+    (fresh / "verdicts.parquet").write_bytes(b"garbage")
+    with pytest.raises(StoreError, match=r"verdicts.parquet: unreadable \(ComputeError\); `litjudge reparse .*` rebuilds"):
+        open_queue(fresh, Options(budget=10))
+
+
+def test_a_text_with_its_k_answers_takes_no_more(fresh):
+    """--per-item 1: once ann answered a text, bob's answer to it was stored (only a live lock was
+    checked), and after the queue said done a third annotator's moved the estimate."""
+    with InThread(fresh, budget=10) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        vivid, natural = (q["item"] for q in item["questions"])
+        post = {"cluster": item["cluster"], "shown": item["shown"], "labels": {vivid: "4", natural: "Yes"}}
+        c.post("/api/label", json={**post, "annotator": "ann", "key": uuid.uuid4().hex}).raise_for_status()
+        r = c.post("/api/label", json={**post, "annotator": "bob", "key": uuid.uuid4().hex})
+        assert r.status_code == 409 and r.text == (f"cluster {item['cluster']!r} has been answered by its 1 annotator "
+                                                   "(the queue's annotators per item): ask for the next one (/api/next)\n")
+        again = c.post("/api/label", json={**post, "annotator": "ann", "key": uuid.uuid4().hex})
+        assert again.status_code == 200                                   # her own text: still hers to answer
+        assert {r.annotator for r in s.app.labels.rows()} == {"ann"}
+
+
+def test_the_printed_url_encodes_the_annotators_name():
+    from litjudge.engine.app.annotate.serve import url_of
+    assert url_of("127.0.0.1", 8765, None, "Ann Lee+1") == "http://127.0.0.1:8765/?annotator=Ann+Lee%2B1"
+    assert url_of("::1", 80, "t/k", None) == "http://[::1]:80/?token=t%2Fk"

@@ -36,7 +36,7 @@ from ..core.schema import build, check_field
 from ..core.session import Session
 from ..core.store import Store
 from .manifest import RunManifest
-from .outputs import write_tables, write_text
+from .outputs import read_table, write_tables, write_text
 from .results_file import ensemble_results, write_results
 from .run import run
 from .runs import load_run
@@ -45,7 +45,7 @@ from .runs import load_run
 def verdict_tokens(run_dir: Path, protocol: str) -> pl.DataFrame:
     """(judge, item, tokens): each stored verdict's prompt + output tokens, keyed as the decision
     frame keys items, so a cascade can say what share of the work each level did."""
-    verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
+    verdicts = read_table(run_dir / "verdicts.parquet")
     store = Store.open(run_dir / "store.sqlite", create=False)
     try:
         rows = [r for batch in store.token_counts() for r in batch]

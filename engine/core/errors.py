@@ -90,7 +90,22 @@ class Setting:
         return f"{keyword}={_literal(value)}"
 
 
-Part = str | Setting
+@dataclass(frozen=True)
+class Option:
+    """A command's option named inside an error message: its flag on the console (`--per-item`), its
+    keyword in the Python call (`per_item`)."""
+
+    flag: str
+    keyword: str
+
+    def console(self) -> str:
+        return self.flag
+
+    def python(self) -> str:
+        return self.keyword
+
+
+Part = str | Setting | Option
 
 
 class WordedError(LitjudgeError):

@@ -203,23 +203,28 @@ class Labels:
                             "answers): a changed submission needs a new key")
 
     def _refuse_if_held(self, key: str, annotator: str, cluster: str, per_item: int) -> None:
-        """Locked when the submitter holds no live lock on `cluster` while another annotator does and
+        """Locked when the submitter holds no live lock on `cluster` and has not answered it, while
         the others holding or having answered it fill its `per_item` places (the queue's own rule
-        for handing it out); a timed-out lock holds nothing; a retry of a stored key passes."""
+        for handing it out: a story with its K answers took a K+1th before); a timed-out lock holds
+        nothing; a retry of a stored key passes."""
         if self.db.execute("SELECT 1 FROM submissions WHERE key = ?", (key,)).fetchone():
             return
         t = time.time()
         live = dict(self.db.execute("SELECT annotator, expires FROM locks WHERE cluster = ? AND expires >= ?",
                                     (cluster, t)).fetchall())
-        others = {a: e for a, e in live.items() if a != annotator}
-        if annotator in live or not others:
+        if annotator in live:
             return
         answered = {r[0] for r in self.db.execute("SELECT DISTINCT annotator FROM submissions WHERE cluster = ? AND "
-                                                  "kind = 'label' AND undone = 0 AND annotator != ?", (cluster, annotator))}
-        if len(set(others) | answered) >= per_item:
+                                                  "kind = 'label' AND undone = 0", (cluster,))}
+        others = {a: e for a, e in live.items() if a != annotator}
+        if annotator in answered or len(set(others) | answered) < per_item:
+            return
+        if others:
             until = time.strftime("%H:%M:%S", time.localtime(max(others.values())))
             raise Locked(f"cluster {cluster!r} is being read by another annotator (locked until {until}): ask for "
                          "the next one (/api/next)")
+        raise Locked(f"cluster {cluster!r} has been answered by its {per_item} annotator{'s' * (per_item != 1)} (the "
+                     "queue's annotators per item): ask for the next one (/api/next)")
 
     def undo(self, annotator: str) -> str | None:
         """Take back this annotator's latest answer or skip; returns its cluster (shown next again)."""

@@ -19,7 +19,7 @@ from litjudge.judges.metrics import active
 from ...core.errors import ConfigError
 from ...data.cards import dataset_card
 from ..manifest import recorded_config
-from ..outputs import read_manifest
+from ..outputs import read_manifest, read_table
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
 from .queue_rubric import listwise, rubric
 
@@ -104,10 +104,6 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     if not (run / "manifest.json").is_file() or not (run / "verdicts.parquet").is_file():
         raise ConfigError("not a finished run folder (no manifest.json and verdicts.parquet): give the folder "
                           "`litjudge run` wrote, e.g. runs/out/NAME", where=str(run))
-    if budget < 1:
-        raise ConfigError(f"--budget must be >= 1, got {budget}")
-    if not 0.0 < floor <= 1.0:
-        raise ConfigError(f"--floor must be in (0, 1], got {floor}")
     manifest = read_manifest(run)
     config = recorded_config(run, manifest)
     if config.protocol not in PROTOCOLS_SERVED:
@@ -116,7 +112,7 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     protocol = PROTOCOLS.get(config.protocol)()
     options = protocol.options(config)
     ctx = Context(config, options, dataset_card(config.dataset, config.source, config.protocol), replay=True)
-    verdicts = pl.read_parquet(run / "verdicts.parquet")
+    verdicts = read_table(run / "verdicts.parquet")
     built = {"ttcw": _ttcw, "pairwise": _pairwise, "rubric": rubric, "listwise": listwise}[config.protocol](ctx, verdicts)
     clusters = built.clusters
     if not clusters:

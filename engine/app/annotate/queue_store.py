@@ -4,20 +4,41 @@ given are the stored queue's, so a started queue reopens as it was drawn."""
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ...core.errors import ConfigError
+from ...core.errors import ConfigError, Option
 from .labels import FILE, Labels, open_labels, stored_design
 from .queue import FloorBy, Queue, build_queue
 
 DEFAULT_BUDGET = 50
 
 
+# Each option as the console and Python name it (a message says `--lock` to one, `lock_seconds` to the other).
+OPTIONS = {"budget": Option("--budget", "budget"), "floor": Option("--floor", "floor"), "seed": Option("--seed", "seed"),
+           "per_item": Option("--per-item", "per_item"), "lock_seconds": Option("--lock", "lock_seconds"),
+           "host": Option("--host", "host"), "port": Option("--port", "port")}
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
 @dataclass(frozen=True)
 class Options:
+    """How a queue is drawn and served, checked here for the console and Python alike: each wrong
+    value is one line naming its option (a NaN lock used to fail every request with a bare 500, a
+    negative one turned the locks off, a port past 65535 was an internal error)."""
+
     budget: int | None = None
     floor: float | None = None
     seed: int | None = None
@@ -25,6 +46,18 @@ class Options:
     lock_seconds: float = 600.0
     host: str = "127.0.0.1"
     port: int = 8765
+
+    def __post_init__(self) -> None:
+        for name, ok, need in (
+                ("budget", self.budget is None or (_whole(self.budget) and self.budget >= 1), "a whole number >= 1"),
+                ("floor", self.floor is None or (_real(self.floor) and 0.0 < self.floor <= 1.0), "a number in (0, 1]"),
+                ("seed", self.seed is None or (_whole(self.seed) and self.seed >= 0), "a whole number >= 0"),
+                ("per_item", _whole(self.per_item) and self.per_item >= 1, "a whole number >= 1"),
+                ("lock_seconds", _real(self.lock_seconds) and self.lock_seconds > 0, "a number of seconds > 0"),
+                ("host", isinstance(self.host, str) and bool(self.host.strip()), "an address (127.0.0.1, ::1, 0.0.0.0)"),
+                ("port", _whole(self.port) and 0 <= self.port <= 65535, "a port from 0 to 65535 (0: a free one)")):
+            if not ok:
+                raise ConfigError([OPTIONS[name], f" must be {need}, got {getattr(self, name)!r}"])
 
 
 @dataclass(frozen=True)
@@ -48,8 +81,6 @@ def settings(run: Path, options: Options) -> Settings:
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
     s = settings(run, options)
-    if options.per_item < 1:
-        raise ConfigError(f"--per-item must be >= 1, got {options.per_item}")
     queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by)
     ids = "\n".join(c.cluster for c in queue.clusters)
     design = {"budget": s.budget, "floor": s.floor, "seed": s.seed, "protocol": queue.protocol,

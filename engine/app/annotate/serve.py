@@ -11,10 +11,12 @@ import json
 import socket
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
-from ...core.errors import ConfigError, DataError
+from ...core.errors import ConfigError, DataError, Option
 from .export import FIELDS, csv_text, jsonl, records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
@@ -33,7 +35,7 @@ def loopback(host: str) -> bool:
 
 def url_of(host: str, port: int, token: str | None, annotator: str | None = None) -> str:
     shown = f"[{host}]" if ":" in host else host
-    query = "&".join(f"{k}={v}" for k, v in (("token", token), ("annotator", annotator)) if v)
+    query = urlencode([(k, v) for k, v in (("token", token), ("annotator", annotator)) if v])
     return f"http://{shown}:{port}/" + (f"?{query}" if query else "")
 
 
@@ -55,6 +57,9 @@ class Annotation:
     """A running annotation app (`litjudge.annotate`): its `url`, and `stop()`."""
 
     def __init__(self, run: Path, options: Options, annotator: str | None = None):
+        if annotator is not None and not (isinstance(annotator, str) and NAME.fullmatch(annotator)):
+            raise ConfigError([Option("--annotator", "annotator"), " must be a name of 1-64 letters, digits, spaces or "
+                               f". @ + - _ (as the page takes it), got {annotator!r}"])
         self.queue, self.labels = open_queue(run, options)
         self.sock = listening_socket(options.host, options.port)
         port = self.sock.getsockname()[1]
@@ -121,11 +126,21 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
+def _iso_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
     """Store the file's labels (each (annotator, cluster) one submission, keyed by its `key` column
     where litjudge's export gave one, else by its content: a second import of the same file, or an
     export imported back, stores nothing). Returns (submissions stored, already there)."""
     rows = read_rows(path)
+    if not rows:
+        raise DataError("no rows to import (columns: annotator, item, label; time optional)", path=str(path))
     cluster_of = queue.cluster_of_item()
     groups: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
     keys: dict[tuple[str, str], set[str]] = {}
@@ -135,6 +150,12 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
             raise DataError(f"no {missing[0]} (columns: annotator, item, label; time optional)", path=str(path), row=n)
         if r["item"] not in cluster_of:
             raise DataError(f"item {r['item'][:60]!r} is not an item of this run's queue", path=str(path), row=n)
+        if cluster_of[r["item"]] not in labels.first_draw:      # as the page refuses it: not in the estimate's design
+            raise DataError(f"item {r['item'][:60]!r} is of {cluster_of[r['item']][:60]!r}, which the queue did not draw "
+                            "(only drawn items' labels enter the estimate)", path=str(path), row=n)
+        if r.get("time") and not _iso_time(r["time"]):
+            raise DataError(f"time {r['time'][:40]!r} is not an ISO 8601 time (e.g. 2026-11-30T14:05:00+0000)",
+                            path=str(path), row=n)
         if not NAME.fullmatch(r["annotator"]):
             raise DataError(f"annotator {r['annotator'][:40]!r}: a name of 1-64 letters, digits, spaces or . @ + - _",
                             path=str(path), row=n)
