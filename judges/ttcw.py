@@ -284,7 +284,10 @@ class TTCW(Protocol):
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
             ctx.no_labels(f"no expert labels found in {ctx.dataset_path} (expert_majority.json): agreement tables "
-                          "(overall, story counts, calibration) were not computed")
+                          "(overall, story counts, calibration)"
+                          + (" and [ppi]'s table (no label to estimate from)"
+                             if ctx.config.ppi.enabled and ctx.annotations is None else "")
+                          + " were not computed")
             return tables
         answered = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null())
         return {**tables, "overall": pl.DataFrame(overall, infer_schema_length=None), "story_counts": pl.DataFrame(stories),

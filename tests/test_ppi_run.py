@@ -34,6 +34,17 @@ def test_litjudge_run_prints_both_intervals_and_records_the_subset(runs_dir):
     assert (pooled["human_low"] <= pooled["all_labels"]).all() and (pooled["all_labels"] <= pooled["human_high"]).all()
     first = pooled.row(0, named=True)
     assert f"{first['human_low']:.3f}" in printed and f"{first['ppi_high']:.3f}" in printed
+    # the figures docs/ppi.md reads from this table ("How to read it"): at 10 labelled stories no
+    # judge is worth its answers yet, and a lambda of 0 is the human-only point on other degrees of freedom
+    row = {r["judge"]: r for r in pooled.iter_rows(named=True)}
+    said = (PROJECT_ROOT / "docs" / "ppi.md").read_text()
+    gpt4, opus, cgpt = row["replay:gpt4"], row["replay:claude3-opus"], row["replay:cgpt"]
+    for figure in (f"{first['human_only']:.3f} [{first['human_low']:.3f}, {first['human_high']:.3f}]",
+                   f"{gpt4['ppi']:.3f} [{gpt4['ppi_low']:.3f}, {gpt4['ppi_high']:.3f}] with `n_eff` {gpt4['n_eff']:.0f}",
+                   f"{opus['ppi']:.3f} [{opus['ppi_low']:.3f}, {opus['ppi_high']:.3f}]\nwith `n_eff` {opus['n_eff']:.0f}",
+                   f"[{cgpt['ppi_low']:.3f}, {cgpt['ppi_high']:.3f}]", f"{first['all_labels']:.3f}"):
+        assert figure in said, figure
+    assert (pooled["n_eff"] <= 140 + 1e-9).all() and cgpt["lambda"] == 0 and cgpt["ppi"] == cgpt["human_only"]
     # 7 labelled of the 36 judgeable stories: no interval, and the row says why
     judgeable = table.filter(pl.col("view") == "judgeable")
     assert judgeable["ppi_low"].is_null().all() and judgeable["ci_note"].str.starts_with("too few labelled").all()
@@ -135,7 +146,8 @@ def test_repeats_of_an_item_are_one_judge_value():
     ("labelled = 1.5", "ppi.labelled: a share of the clusters must be in (0, 1), got 1.5"),
     ("labelled = 0", "ppi.labelled: a share of the clusters must be in (0, 1), got 0.0"),
     ('labelled = "some"', 'ppi.labelled: must be a share in (0, 1), "column:NAME", "annotations:RUN_FOLDER" or "all", got \'some\''),
-    ("seed = 3", "ppi.seed: [ppi] seed draws a share: set labelled = SHARE too"),
+    ("seed = 3", "ppi.labelled: needed once [ppi] is written (leave the table out for none)"),
+    ("", "ppi.labelled: needed once [ppi] is written (leave the table out for none)"),      # did nothing, silently
     ("labeled = 0.2", "ppi.labeled: unknown key (did you mean 'ppi.labelled'?)"),
 ])
 def test_a_wrong_ppi_table_is_one_line(tmp_path, table, message):
@@ -182,3 +194,24 @@ def test_the_report_shows_both_intervals_and_renders_in_chromium(runs_dir, tmp_p
     assert "alt='corrected_pass_rates'" not in html and "No rate to draw here: every scored item is labelled" in html
     plots, ok = screenshot(page, tmp_path / "ppi.png")
     assert plots >= 6 and ok == plots
+
+
+def test_a_numpy_seed_from_python_is_its_number():
+    """`ppi={"seed": np.int64(1)}` from a notebook was refused ("expected int, got int64")."""
+    from litjudge.engine.core.config import RunConfig
+    from litjudge.engine.core.schema import build
+    config = build(RunConfig, {"name": "c", "protocol": "ttcw", "dataset": "ttcw",
+                               "ppi": {"labelled": np.float64(0.2), "seed": np.int64(1)}}, "python")
+    assert config.ppi.seed == 1 and type(config.ppi.seed) is int and config.ppi.share == 0.2
+
+
+def test_annotations_naming_the_store_file_point_at_its_run_folder(tmp_path):
+    """`labelled = "annotations:RUN/annotations.sqlite"` said "no annotation store in
+    RUN/annotations.sqlite: label its items with `litjudge annotate RUN/annotations.sqlite`"."""
+    from litjudge.engine.app.annotate.annotations import load_annotations
+    cfg = write_config(tmp_path / "c.toml", 'name = "c"\nprotocol = "ttcw"\ndataset = "ttcw"\n[ppi]\n'
+                       'labelled = "annotations:runs/x/annotations.sqlite"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_annotations(load_config(cfg))
+    assert str(caught.value) == (f'{cfg}: ppi.labelled: give the run folder that holds annotations.sqlite: '
+                                 f'labelled = "annotations:{tmp_path / "runs" / "x"}"')

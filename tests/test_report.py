@@ -425,3 +425,13 @@ def test_the_report_fits_a_1400_px_page_and_shows_no_empty_column(runs_dir, tmp_
                           f"two / replay:{tmp_path / 'right.jsonl'}", out["runs"]
     assert "test / group" not in out["head"] and out["cells"] == len(out["head"]) == 7 and out["facet"], out
     screenshot(page, tmp_path / "pairs-1400.png", width=1400, height=2600)
+
+
+def test_a_markdown_table_cut_short_says_how_many_rows_are_in_the_csv():
+    """report.md cut the ppi and per_test tables at 60 rows without a word (the HTML says it)."""
+    import polars as pl
+
+    from litjudge.engine.app.report.page import _md_table
+    md = _md_table(pl.DataFrame({"x": list(range(75))}))
+    assert md.count("\n| ") == 60 and md.endswith("\n\n15 more rows in the CSV.")
+    assert "more rows" not in _md_table(pl.DataFrame({"x": list(range(60))}))

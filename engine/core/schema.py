@@ -86,6 +86,8 @@ def _check_union(value: Any, annotation: Any, where: str, key: str) -> Any:
 
 
 def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        value = value.item()        # a numpy scalar from a Python caller (np.int64(1)) is its Python number
     origin = typing.get_origin(annotation)
     if annotation is Any:
         return value
@@ -154,8 +156,14 @@ def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extr
     required = [f.name for f in dataclasses.fields(cls)
                 if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                 and f.name not in kwargs and f.name not in extra]
+    # keys a table needs once it is written at all (a `[ppi]` without `labelled` was a table that
+    # silently did nothing): their defaults stand only for the table left out
     if required:
         raise ConfigError("missing required key", where=where, parameter=prefix + required[0])
+    unset = [k for k in getattr(cls, "required_when_written", ()) if k not in table]
+    if unset:
+        raise ConfigError(f"needed once [{prefix.rstrip('.')}] is written (leave the table out for none)",
+                          where=where, parameter=prefix + unset[0])
     try:
         return cls(**kwargs, **extra)
     except FieldError as exc:

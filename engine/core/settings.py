@@ -6,7 +6,7 @@ config itself and imports these)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from .sampling import Sampling
 from .schema import check_choices
@@ -127,6 +127,8 @@ class PPIConfig:
     the judge scores every item, and the human labels of the `labelled` items only are used; every
     other item's label is hidden from the estimator (replayed data keeps them, so a run can show how
     close the estimate comes). Off unless `labelled` is set. Aggregation only: no request changes."""
+
+    required_when_written: ClassVar[tuple[str, ...]] = ("labelled",)     # an empty [ppi] is refused (schema.build)
 
     labelled: float | str = ""      # a share in (0, 1): that share of the clusters with human labels, drawn
                                     # with `seed`; "column:NAME": the items whose boolean field NAME is

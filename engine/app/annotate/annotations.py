@@ -36,6 +36,9 @@ def load_annotations(config: RunConfig) -> Annotated | None:
         return None
     folder = annotated_folder(config)
     where, key = config.source or "config", "ppi.labelled"
+    if folder.name == FILE:                  # the store itself named: its run folder is meant
+        raise ConfigError(f'give the run folder that holds {FILE}: labelled = "annotations:{folder.parent}"',
+                          where=where, key=key)
     if not (folder / FILE).is_file():
         raise ConfigError(f"no annotation store in {folder} ({FILE}): label its items with `litjudge annotate "
                           f"{folder}` first", where=where, key=key)

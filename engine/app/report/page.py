@@ -150,6 +150,8 @@ def _md(text: str) -> str:
 def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
     lines = ["| " + " | ".join(_md(c) for c in df.columns) + " |", "|" + "---|" * df.width]
     lines += ["| " + " | ".join(_md(_fmt(v)) for v in row) + " |" for row in df.head(max_rows).iter_rows()]
+    if df.height > max_rows:                           # as the HTML says it: a cut table is never read as whole
+        lines.append(f"\n{df.height - max_rows} more rows in the CSV.")
     return "\n".join(lines)
 
 
