@@ -54,3 +54,9 @@ if [ ! -f "$pkg_stamp" ] || [ pyproject.toml -nt "$pkg_stamp" ]; then
   fi
   touch "$pkg_stamp"
 fi
+
+# The project's own modules compiled as well (an editable install's are not; 0.5 s, 0.15 s when up
+# to date): under PYTHONDONTWRITEBYTECODE every process compiled them from source at each import,
+# 0.2 s of each console command here, and the suite starts some hundred processes that import them.
+# A module edited since compiles in memory again until the next install, as before.
+.venv/bin/python -m compileall -q -j 0 engine judges grammars litjudge tests >/dev/null
