@@ -140,12 +140,21 @@ def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: s
     over the queue's labelled prefix), and the clusters that prefix reads; all_labels: the data's
     own human labels, all hidden here."""
     k, drawn = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
+    queued = pl.col(cluster).cast(pl.Utf8).is_in(list(annotated.clusters))
     out = []
     for key, cell in items.group_by(["view", "judge", group], maintain_order=True):
-        known = cell["_h"].drop_nulls()
-        out.append({"view": key[0], "judge": key[1], group: key[2], "quantity": quantity,
-                    **annotated_estimates(cell, annotated, cluster, k),
-                    "all_labels": float(known.mean()) if known.len() else None})     # type: ignore[arg-type]
+        # the estimates are of the queue's clusters: all_labels too (it was over the view's every
+        # story, 0.339 beside estimates of the queue's 36 judgeable ones, whose rate is 0.149)
+        known = cell.filter(queued)["_h"].drop_nulls()
+        row = {"view": key[0], "judge": key[1], group: key[2], "quantity": quantity,
+               **annotated_estimates(cell, annotated, cluster, k),
+               "all_labels": float(known.mean()) if known.len() else None}     # type: ignore[arg-type]
+        outside = cell.filter(~queued)[cluster].n_unique()
+        if outside:
+            said = (f"over the annotation queue's {len(annotated.clusters)} clusters, not this view's {outside} "
+                    "others (the queue never drew them)")
+            row["ci_note"] = f"{row['ci_note']}; {said}" if row["ci_note"] else said
+        out.append(row)
     frame = pl.DataFrame(out, infer_schema_length=None)
     return frame.with_columns(pl.col(c).fill_nan(None) for c, kind in frame.schema.items() if kind == pl.Float64), drawn
 
@@ -202,8 +211,10 @@ def _columns(sums: ClusterSums, human: Estimate, powered: Estimate) -> list[pl.S
             pl.Series("unlabelled_clusters", powered.unlabelled_clusters.astype(np.int64)),
             floats("human_only", rate), floats("human_low", low), floats("human_high", high),
             floats("ppi", powered.value), floats("ppi_low", powered.low), floats("ppi_high", powered.high),
-            floats("lambda", powered.lam), floats("rectifier", powered.rectifier),
-            floats("n_eff", effective_labels(human, powered)),
+            # no PPI++ estimate (every item labelled: the judge has nothing to add), so no lambda and
+            # no labels it is worth either (they read 0 and the item count)
+            floats("lambda", np.where(np.isnan(powered.value), np.nan, powered.lam)), floats("rectifier", powered.rectifier),
+            floats("n_eff", np.where(np.isnan(powered.value), np.nan, effective_labels(human, powered))),
             pl.Series("ci_note", notes, dtype=pl.Utf8)]
 
 

@@ -126,3 +126,24 @@ def test_a_store_of_another_dataset_is_refused_in_one_line(annotated, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     line = [x for x in r.stderr.splitlines() if "annotations of" in x]
     assert len(line) == 1 and "of which this run does not judge (e.g. 't00_GPT4')" in line[0], r.stderr
+
+
+def test_a_view_beyond_the_queue_says_so_and_its_all_labels_is_the_queues_population():
+    """A later run judging stories the queue never drew (its `all` view: 48 stories; the queue: the
+    36 judgeable) printed estimates of the 36 beside an all_labels of the 48 (0.339 against 0.149)."""
+    from litjudge.judges.ppi_annotated import Annotated
+    from litjudge.judges.ppi_tables import _annotated
+    stories = [f"s{i}" for i in range(12)]
+    queue = stories[:10]
+    rows = [{"view": "all", "judge": "j", "test": t, "story_id": s, "item_id": f"{s}/{tt}", "_f": 0.5,
+             "_y": None, "_h": float(s in queue), "_lab": False}
+            for s in stories for tt in ("1", "2") for t in (tt, "all")]
+    items = pl.DataFrame(rows, schema_overrides={"_y": pl.Float64})
+    human = {f"{s}/{t}": 1.0 for s in queue for t in ("1", "2")}
+    items = items.with_columns(pl.col("item_id").replace_strict(human, default=None, return_dtype=pl.Float64).alias("_y"))
+    annotated = Annotated("runs/a", "ttcw", tuple(queue), tuple([0.1] * 10), tuple(range(10)), human)
+    table, _ = _annotated(items, annotated, "test", "story_id", "rate")
+    pooled = table.filter(pl.col("test") == "all").row(0, named=True)
+    assert pooled["all_labels"] == 1.0                     # the queue's 10 stories, not 10 of 12
+    assert pooled["ci_note"].endswith("over the annotation queue's 10 clusters, not this view's 2 others (the queue "
+                                      "never drew them)")

@@ -215,3 +215,11 @@ def test_annotations_naming_the_store_file_point_at_its_run_folder(tmp_path):
         load_annotations(load_config(cfg))
     assert str(caught.value) == (f'{cfg}: ppi.labelled: give the run folder that holds annotations.sqlite: '
                                  f'labelled = "annotations:{tmp_path / "runs" / "x"}"')
+
+
+def test_every_item_labelled_has_no_ppi_estimate_and_so_no_lambda_or_n_eff():
+    """labelled = "all": no unlabelled item, so no PPI++ estimate (the note says why); lambda read
+    0 and n_eff the item count beside the empty estimate."""
+    table = TTCW.prediction_powered({"all": frame(7)}, PPIConfig("all"))["ppi"]
+    assert table["ppi"].is_null().all() and table["lambda"].is_null().all() and table["n_eff"].is_null().all()
+    assert table["human_only"].is_not_null().all() and table["ci_note"].str.contains("every item is labelled").all()
