@@ -190,8 +190,10 @@ def test_the_judge_is_constrained_to_the_category_names():
 @pytest.mark.parametrize("question, words", [
     ({**GENRE, "categories": []}, "a categorical scale names its categories (categories = [...], at least 2), got []"),
     ({**GENRE, "categories": ["comedy"]}, "at least 2), got ['comedy']"),
-    ({**GENRE, "categories": ["comedy", "Tragedy", "COMEDY"]}, "categories must differ in any case, got ['COMEDY', "
-                                                               "'comedy'] more than once"),
+    ({**GENRE, "categories": ["comedy", "Tragedy", "COMEDY"]}, "category names must differ in more than case, spacing or "
+                                                               "invisible characters, got ['COMEDY', 'comedy']"),
+    ({**GENRE, "categories": ["sci fi", "sci  fi"]}, "got ['sci  fi', 'sci fi']"),
+    ({**GENRE, "categories": ["comedy", "comedy\u200b"]}, "got ['comedy', 'comedy\\u200b']"),
     ({**GENRE, "categories": ["comedy", "<b>tragedy</b>"]}, "category '<b>tragedy</b>' is not a plain"),
     ({**GENRE, "categories": ["comedy", "<|im_end|>"]}, "category '<|im_end|>' is not a plain"),
     ({**GENRE, "categories": ["comedy", "dark\ncomedy"]}, "category 'dark\\ncomedy' is not a plain"),

@@ -21,6 +21,8 @@ would tie every pair it is in; JSON true is no point on a scale.
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -37,6 +39,26 @@ from ..metrics.proportion import rate_with_ci
 
 Schema = dict[str, Any]
 INTERVAL: Schema = {"n": pl.Int64, "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8}
+
+
+# what an answer's name may not hold: line breaks and other control characters, markup and template braces
+NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f<>\[\]{}|\\`]")
+
+
+def check_answer_names(qid: str, names: list[str], what: str) -> None:
+    """THE rule for the names a question's answers go by (a binary scale's labels, a categorical
+    one's categories): plain and unpadded (no line breaks, markup, template braces; not 'unparsed',
+    which names a verdict with no answer), and distinct in any case, spacing or invisible
+    character (`comedy` and `comedy` with a zero-width space were two answers nobody could tell apart)."""
+    for name in names:
+        if not name.strip() or name != name.strip() or NOT_PLAIN.search(name) or name.casefold() == "unparsed":
+            raise ValueError(f"question {qid!r}: {what} {name!r:.60} is not a plain, unpadded name (no line breaks, "
+                             "markup or any of <>[]{}|\\`; 'unparsed' names a verdict with no answer)")
+    key = [" ".join("".join(c for c in n if unicodedata.category(c) != "Cf").casefold().split()) for n in names]
+    twice = sorted({n for n, k in zip(names, key) if key.count(k) > 1})
+    if twice:
+        raise ValueError(f"question {qid!r}: {what} names must differ in more than case, spacing or invisible characters, "
+                         f"got {twice}")
 
 
 def with_ci(cols: tuple[str, ...]) -> Schema:

@@ -11,7 +11,7 @@ from litjudge.engine.core.errors import DataError
 
 from ..metrics.estimates import Units
 from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kappa, table_units, tables_by_cluster
-from .base import SCALES, Scale, Schema, Setting, with_ci
+from .base import SCALES, Scale, Schema, Setting, check_answer_names, with_ci
 
 TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
 STATISTICS = {"kappa": kappa, "balanced_accuracy": balanced_accuracy}
@@ -33,10 +33,9 @@ class Binary(Scale):
 
     def check(self, q: Any) -> None:
         labels = list(q.labels)
-        if len(labels) != 2 or len({lab.lower() for lab in labels}) != 2 or any(
-                not lab.strip() or lab != lab.strip() for lab in labels):
-            raise ValueError(f"question {q.id!r}: a binary scale has two distinct, unpadded labels (distinct in any "
-                             f"case), the positive first, got {labels}")
+        if len(labels) != 2:
+            raise ValueError(f"question {q.id!r}: a binary scale has two labels, the positive first, got {labels}")
+        check_answer_names(q.id, labels, "label")
 
     def language(self, q: Any) -> grammars.LabelSet:
         return grammars.binary(*q.labels)

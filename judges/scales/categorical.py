@@ -7,7 +7,6 @@ the humans' and the judge's recall of it. A category has no number: `scores.mean
 (`label_distribution` gives each category's share of all the judge's answers, with intervals)."""
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -21,10 +20,8 @@ from ..metrics.bootstrap import MIN_CLUSTERS
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from ..rubric_stats import agreement_row, few_per_class, kappa, per_class, table_units, tables_by_cluster
-from .base import SCALES, Bars, PanelSpec, Scale, Schema, Setting, with_ci
+from .base import SCALES, Bars, PanelSpec, Scale, Schema, Setting, check_answer_names, with_ci
 
-# what a category may not hold: line breaks and other control characters, markup and template braces
-NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f<>\[\]{}|\\`]")
 SHARES = "categorical_shares"
 
 
@@ -52,14 +49,7 @@ class Categorical(Scale):
         if len(names) < 2:
             raise ValueError(f"question {q.id!r}: a categorical scale names its categories (categories = [...], "
                              f"at least 2), got {names}")
-        for name in names:
-            if not name.strip() or name != name.strip() or NOT_PLAIN.search(name) or name.casefold() == "unparsed":
-                raise ValueError(f"question {q.id!r}: category {name!r:.60} is not a plain, unpadded name (no line "
-                                 "breaks, markup or any of <>[]{}|\\`; 'unparsed' names a verdict with no answer)")
-        folded = [n.casefold() for n in names]
-        twice = sorted({n for n in names if folded.count(n.casefold()) > 1})
-        if twice:
-            raise ValueError(f"question {q.id!r}: categories must differ in any case, got {twice} more than once")
+        check_answer_names(q.id, names, "category")
 
     def language(self, q: Any) -> grammars.LabelSet:
         return grammars.categorical(list(q.categories))

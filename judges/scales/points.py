@@ -6,6 +6,7 @@ quadratic-weighted kappa from the clusters' N x N tables; exact and within-one a
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import polars as pl
@@ -38,9 +39,14 @@ class Points(Scale):
                              "clusters": pl.Int64, **with_ci((*self.metrics, "mean_difference")), "ci_note": pl.Utf8}}
 
     def check(self, q: Any) -> None:
-        if not (2 <= len(q.points) <= 10 and all(p.strip() for p in q.points)):
+        if not 2 <= len(q.points) <= 10:
             raise ValueError(f"question {q.id!r}: a points scale describes each point 1..N (2 to 10 of them), "
                              f"got {len(q.points)} description(s)")
+        for i, text in enumerate(q.points, start=1):
+            # one line each in the prompt ("i: text"): a line break in one wrote a point of its own ("5: fake")
+            if not text.strip() or re.search(r"[\x00-\x1f\x7f]", text):
+                raise ValueError(f"question {q.id!r}: point {i}'s description {text!r:.60} is "
+                                 f"{'blank' if not text.strip() else 'not one line (no line breaks or control characters)'}")
 
     def language(self, q: Any) -> grammars.LabelSet:
         return grammars.score(1, len(q.points))
