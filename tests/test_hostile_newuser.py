@@ -177,7 +177,7 @@ def test_binary_labels_differing_only_in_case_are_refused(tmp_path):
 
     rows = [{"item_id": f"t{i}", "text": f"s{i}", "group": "g", "h": "Good"} for i in range(2)]
     judge = f"replay:{_jsonl(tmp_path / 'a.jsonl', [{'id': f't{i}/q', 'response': 'Good'} for i in range(2)])}"
-    with pytest.raises(ConfigError, match="distinct in any case"):
+    with pytest.raises(ConfigError, match="label names must differ in more than case"):
         litjudge.judge(rows, protocol="rubric", judge=judge, out=tmp_path / "runs", cache=False, progress=False,
                        questions=[{"id": "q", "text": "G?", "labels": ["Good", "good"], "human": "h"}])
 
