@@ -21,7 +21,7 @@ from .export import FIELDS, csv_text, jsonl, records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
 from .queue_store import Options, open_queue
-from .server import NAME, Settings, create_app, new_token
+from .server import NAME, NAME_RULE, Settings, create_app, new_token
 
 
 def loopback(host: str) -> bool:
@@ -58,8 +58,8 @@ class Annotation:
 
     def __init__(self, run: Path, options: Options, annotator: str | None = None):
         if annotator is not None and not (isinstance(annotator, str) and NAME.fullmatch(annotator)):
-            raise ConfigError([Option("--annotator", "annotator"), " must be a name of 1-64 letters, digits, spaces or "
-                               f". @ + - _ (as the page takes it), got {annotator!r}"])
+            raise ConfigError([Option("--annotator", "annotator"), f" must be {NAME_RULE} (as the page takes it), "
+                               f"got {annotator!r}"])
         self.queue, self.labels = open_queue(run, options)
         self.sock = listening_socket(options.host, options.port)
         port = self.sock.getsockname()[1]
@@ -157,7 +157,7 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
             raise DataError(f"time {r['time'][:40]!r} is not an ISO 8601 time (e.g. 2026-11-30T14:05:00+0000)",
                             path=str(path), row=n)
         if not NAME.fullmatch(r["annotator"]):
-            raise DataError(f"annotator {r['annotator'][:40]!r}: a name of 1-64 letters, digits, spaces or . @ + - _",
+            raise DataError(f"annotator {r['annotator'][:40]!r}: {NAME_RULE}",
                             path=str(path), row=n)
         label = queue.canonical(r["item"], r["label"])
         if label is None:

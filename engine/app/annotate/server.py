@@ -26,6 +26,7 @@ from .queue import Queue
 
 MAX_BODY = 64 * 1024                  # bytes of one request body: a submission is a few hundred
 NAME = re.compile(r"[\w .@+-]{1,64}")             # fullmatch: "$" would let a final newline in
+NAME_RULE = "a name of 1-64 letters, digits, spaces or . @ + - _"     # what NAME takes, said
 KEY = re.compile(r"[\w.:-]{8,128}")
 TOKEN_HEADER = "x-litjudge-token"
 
@@ -84,7 +85,7 @@ def new_token() -> str:
 
 def annotator_of(value: Any) -> str:
     if not isinstance(value, str) or not NAME.fullmatch(value):
-        raise BadRequest("annotator: a name of 1-64 letters, digits, spaces or . @ + - _")
+        raise BadRequest(f"annotator: {NAME_RULE}")
     return value
 
 
