@@ -181,6 +181,25 @@ def test_rated_items_from_parquet_with_their_own_names(tmp_path):
     assert got == [("i1", "brick", "a wall", 1.5), ("i2", "brick", "a doorstop", 3.0), ("i3", "cup", "a hat", 2.5)]
 
 
+@pytest.mark.parametrize("cell", ["1_0", "1e0", "\uff13", "nan"])
+def test_a_csv_human_score_is_plain_digits_not_whatever_float_reads(tmp_path, cell):
+    """float() read "1_0" as ten, "1e0" as one and a full-width 3 as three: such a cell is refused
+    naming its row, while " 2.5 " and "+3" are the numbers they look like."""
+    (tmp_path / "ideas.csv").write_text(f"uid,prompt_id,answer,rating\ni1,brick,a wall, 2.5 \ni2,brick,a hat,+3\n"
+                                        f"i3,brick,a door,{cell}\n")
+    cfg = write_config(tmp_path / "own.toml", (
+        'name = "ideas"\nprotocol = "classification"\njudge = "smollm2-135m"\n[dataset]\npath = "ideas.csv"\n'
+        '[dataset.columns]\nitem_id = "uid"\ngroup = "prompt_id"\ntext = "answer"\nhuman_score = "rating"\n'
+        'category = "=idea"\n'))
+    config = load_config(cfg)
+    card = dataset_card(config.dataset, str(cfg), config.protocol)
+    with pytest.raises(DataError, match=r"ideas.csv:4: .*'human_score'") as exc:
+        load_dataset(card, "items", card.folder())
+    assert "\n" not in str(exc.value)
+    (tmp_path / "ideas.csv").write_text("uid,prompt_id,answer,rating\ni1,brick,a wall, 2.5 \ni2,brick,a hat,+3\n")
+    assert [i.human_score for i in load_dataset(card, "items", card.folder()).items] == [2.5, 3.0]
+
+
 def test_csv_cells_that_read_like_missing_values_are_text(tmp_path):
     """"None", "NA", "null", "N/A", "#N/A", "nan" in a CSV cell are that text (a category called
     None, a poem titled NA), as in JSONL; only an empty cell is missing."""

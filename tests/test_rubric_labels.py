@@ -92,3 +92,56 @@ def test_a_pairwise_rubric_over_items_data_hints_at_pairs_from_groups(tmp_path):
         litjudge.judge(data, protocol="rubric", judge=f"replay:{tmp_path / 'rec.jsonl'}", questions=question,
                        out=tmp_path / "out", progress=False)
     one_line(exc, "missing field 'prompt'", 'options.pairs_from = "groups"')
+
+
+def test_true_false_in_a_binary_human_column_mean_the_label_of_that_name(tmp_path):
+    """Labels that are themselves true/false words take 1/0 by meaning: with ["false", "true"] (the
+    positive listed first) a 0 was read as the positive label, "false", only by its place."""
+    rows = stories()
+    for i, r in enumerate(rows):
+        r["natural_human"] = [0, 1, "true", "FALSE", False, "yes"][i % 6]     # 6 false, 6 true
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("".join(json.dumps({"id": f"{r['id']}/natural", "response": "false"}) + "\n" for r in rows))
+    question = dict(QUESTIONS[0], labels=["false", "true"])
+    result = litjudge.judge(str(data), protocol="rubric", judge=f"replay:{rec}", questions=[question],
+                            columns=COLUMNS, out=tmp_path / "out", progress=False)
+    row = result.tables["binary_agreement"].row(0, named=True)
+    assert row["n"] == 12 and row["judge_positive_rate"] == 1.0 and row["human_positive_rate"] == 0.5
+
+
+def test_yes_no_in_a_binary_human_column_is_refused_where_only_one_label_is_such_a_word(tmp_path):
+    rows = [dict(r, natural_human="Yes") for r in stories()]
+    rows[4]["natural_human"] = "no"
+    data = write_csv(tmp_path / "stories.csv", rows)
+    question = dict(QUESTIONS[0], labels=["Yes", "Maybe"])
+    with pytest.raises(DataError) as exc:
+        litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=[question],
+                       columns=COLUMNS, out=tmp_path / "out", progress=False)
+    one_line(exc, "item s04", "'no'", "none of ['Yes', 'Maybe']")
+    assert "true/false" not in str(exc.value)
+
+
+@pytest.mark.parametrize("cell", ["1e0", "1_0", "\uff13", "0x3"])
+def test_a_points_human_cell_is_plain_digits_not_whatever_float_reads(tmp_path, cell):
+    """float() reads "1_0" as ten, "1e0" as one and a full-width 3 as three: no rater wrote those."""
+    rows = stories()
+    rows[2]["vivid_human"] = cell
+    data = write_csv(tmp_path / "stories.csv", rows)
+    with pytest.raises(DataError) as exc:
+        litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS[1:2],
+                       columns=COLUMNS, out=tmp_path / "out", progress=False)
+    one_line(exc, "item s02", "'vivid_human'", "not a whole point from 1 to 5")
+
+
+def test_a_points_human_cell_may_be_padded_signed_or_end_in_zero_decimals(tmp_path):
+    rows = stories()
+    for r, cell in zip(rows, [" 3", "+3", "3.0", "3.", 3, 3.0]):
+        r["vivid_human"] = cell
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = litjudge.judge(str(data), protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
+                            questions=QUESTIONS[1:2], columns=COLUMNS, out=tmp_path / "out", progress=False)
+    verdicts = result.tables["per_verdict"]
+    assert verdicts["human"].head(6).to_list() == ["3"] * 6

@@ -24,6 +24,7 @@ its row: the line for JSONL and CSV (the header is line 1), the row number for P
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,17 @@ def csv_header(location: Path) -> list[str]:
     return header
 
 
+# a number as people write one in a data file: ASCII digits, an optional sign and decimals; Python's
+# float() also reads "1_0" (ten), "1e0", "nan" and digits of any script, which no rater meant
+PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def plain_number(text: str) -> float | None:
+    """A cell's text as a number if it is written as plain decimal digits (padding allowed); else None."""
+    text = text.strip()
+    return float(text) if PLAIN_NUMBER.fullmatch(text) else None
+
+
 TRUE = ("true", "1", "yes", "y", "t")
 FALSE = ("false", "0", "no", "n", "f", "")
 
@@ -115,10 +127,8 @@ def typed(name: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
     if name == "human_score":
-        try:
-            return float(value) if value.strip() else None
-        except ValueError:
-            return value
+        number = plain_number(value)
+        return number if number is not None else value if value.strip() else None
     if name == "reference":
         low = value.strip().lower()
         return True if low in TRUE else False if low in FALSE else value

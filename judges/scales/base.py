@@ -21,6 +21,7 @@ would tie every pair it is in; JSON true is no point on a scale.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import unicodedata
 from abc import abstractmethod
@@ -31,6 +32,7 @@ import polars as pl
 
 from litjudge.engine.core.registry import Named, Registry
 from litjudge.engine.core.schema import Key
+from litjudge.engine.data.table import plain_number
 from litjudge.grammars import LabelSet
 
 from ..contract import MetricTable, Table
@@ -74,13 +76,14 @@ def rate_row(metric: str, rows: pl.DataFrame, values: pl.Expr) -> dict:
 
 
 def number(value: Any) -> float:
-    """A finite or non-finite float; NaN for what is no number (true/false are no numbers here)."""
+    """A human column's number: an int or float as it is, a string only as plain decimal digits; NaN
+    for anything else (true/false are no numbers here)."""
     if isinstance(value, bool):
         return math.nan
-    try:
+    if isinstance(value, numbers.Real):
         return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    parsed = plain_number(value) if isinstance(value, str) else None
+    return math.nan if parsed is None else parsed
 
 
 @dataclass(frozen=True)

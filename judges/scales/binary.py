@@ -14,6 +14,21 @@ from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kapp
 from .base import SCALES, Scale, Schema, Setting, check_answer_names, with_ci
 
 TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
+def synonyms(labels: tuple[str, ...]) -> dict[str, str]:
+    """Which label true/false (yes/no, 1/0) stand for: the positive label and the other; by meaning
+    when the labels are such words themselves; none when they are only partly (["Yes", "Maybe"])."""
+    kinds = ["true" if lab.lower() in TRUE else "false" if lab.lower() in FALSE else None for lab in labels]
+    if kinds == [None, None]:
+        return {"true": labels[0], "false": labels[1]}
+    if set(kinds) == {"true", "false"}:
+        return {kind: lab for kind, lab in zip(kinds, labels) if kind}
+    return {}
+
+
+def _also(labels: tuple[str, ...]) -> str:
+    return " (nor true/false, 1/0)" if synonyms(labels) else ""
+
+
 STATISTICS = {"kappa": kappa, "balanced_accuracy": balanced_accuracy}
 
 
@@ -41,17 +56,21 @@ class Binary(Scale):
         return grammars.binary(*q.labels)
 
     def human(self, q: Any, value: Any, unit: str) -> str | None:
-        """One of the labels (any case), or true/false, yes/no, 1/0: the positive label or the other."""
+        """One of the labels (any case), or true/false, yes/no, 1/0 for the label that means it: the
+        positive label and the other, unless the labels are such words themselves (["false", "true"]
+        reads 0 as "false", whichever is listed first)."""
         if value is None:
             return None
         text = str(value).strip().lower()
         labels = {lab.lower(): lab for lab in q.labels}
         if text in labels:
             return labels[text]
-        if isinstance(value, bool) or text in TRUE + FALSE:
-            return q.labels[0] if (value is True or text in TRUE) else q.labels[1]
-        raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "
-                        f"{list(q.labels)} (nor true/false, 1/0)", path=unit)
+        meaning = "true" if value is True or text in TRUE else "false" if value is False or text in FALSE else None
+        label = synonyms(q.labels).get(meaning) if meaning else None
+        if label is None:
+            raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "
+                            f"{list(q.labels)}{_also(q.labels)}", path=unit)
+        return label
 
     def scored(self, q: Any, answer: pl.Expr, p: dict[str, pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
         """1 for the positive label, 0 for the other; P(positive)."""
