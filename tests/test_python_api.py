@@ -237,6 +237,20 @@ def test_a_judge_whose_answers_often_fail_to_parse_is_a_warning_naming_what_it_s
     assert """the agreement tables count each as 'B' (missing = "label:B")""" in said[0], said
 
 
+def test_a_recording_that_lacks_some_ids_says_so_not_an_empty_answer(tmp_path):
+    """Ids a recording has no response for were reported as answers "most often ''": the line says
+    they had no answer, and why, with each row's reason in the verdicts."""
+    rows = pairs(6)
+    rec = tmp_path / "partial.jsonl"
+    rec.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "A"}) + "\n"
+                           for r in rows[:4] for o in ("ab", "ba")))
+    with pytest.warns(litjudge.LitjudgeWarning, match=r"4 of 12 answers \(33%\) could not be read as a verdict, most "
+                      r"often no answer: the recording has no response for this id \(4\)"):
+        r = judged(tmp_path, rows, judge=f"replay:{rec}")
+    gone = r.verdicts.filter(pl.col("status") == "unparsed")
+    assert gone["reason"].to_list() == ["the recording has no response for this id"] * 4
+
+
 def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):
     rows = pairs(4)
     noise = tmp_path / "noise.jsonl"

@@ -125,4 +125,4 @@ class ReplayBackend(Backend):
             if item in self.records:
                 yield Generation(p.key, self.records[item], prompt_tokens=p.prompt_tokens)
             else:
-                yield Generation(p.key, "", error=f"no recorded response for {item}")
+                yield Generation(p.key, "", error="the recording has no response for this id")

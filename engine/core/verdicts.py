@@ -58,9 +58,14 @@ def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPo
         answered = v.filter(pl.col("status").is_in(["ok", "unparsed"]))
         bad = answered.filter(pl.col("status") == "unparsed")
         if 0 < bad.height < answered.height and bad.height >= UNPARSED_WARN * answered.height:
-            said, n = bad["raw"].cast(pl.Utf8).fill_null("").str.strip_chars().str.slice(0, 40).value_counts(
-                sort=True).row(0)
+            # what it said, or, for no answer at all, why (a backend's failure: "the recording has no response ...")
+            said = pl.col("raw").cast(pl.Utf8).fill_null("").str.strip_chars().str.slice(0, 40)
+            why = pl.col("reason").cast(pl.Utf8) if "reason" in bad.columns else pl.lit(None, pl.Utf8)
+            text, failure, n = bad.group_by(said.alias("said"), pl.when(said == "").then(why).alias("why"),
+                                           maintain_order=True).len() \
+                .sort("len", descending=True, maintain_order=True).row(0)
+            top = f"no answer: {' '.join(failure.split())[:80]}" if failure else repr(text)
             out.append(f"{judge}: {bad.height} of {answered.height} answers ({bad.height / answered.height:.0%}) could "
-                       f"not be read as a verdict, most often {said!r} ({n}); {done} (the report's item viewer shows "
+                       f"not be read as a verdict, most often {top} ({n}); {done} (the report's item viewer shows "
                        "each)")
     return out
