@@ -120,3 +120,30 @@ def test_every_ranked_value_has_an_interval_inside_its_range_and_constant_judges
     assert "exact binomial" in rows["perfect"]["ci_note"] and "exact binomial" in rows["always_a"]["ci_note"]
     assert "interval where: every cluster gives the same value" in r.stdout
     assert "no interval where: every cluster" not in r.stdout
+
+
+def test_the_rates_intervals_at_once_are_each_cells_own():
+    """The ranking computes its rates' intervals in one `rate_interval` over every cell: each is
+    the interval that cell's own rule gives (within rounding), notes included, over rates near 0
+    and 1, constant ones, missing values, two orders as strata and too few clusters; a cell that
+    is no rate keeps its own rule."""
+    import math
+
+    from litjudge.judges.metrics.estimates import Units, intervals_with_notes, mean_of
+
+    rng = np.random.default_rng(0)
+    cells = []
+    for _ in range(400):
+        clusters = np.repeat([f"c{j}" for j in range(int(rng.integers(1, 30)))], int(rng.integers(1, 5)))
+        v = (rng.random(len(clusters)) < rng.choice([0.0, 0.01, 0.1, 0.5, 0.97, 1.0])).astype(float)
+        v[rng.random(len(v)) < rng.choice([0.0, 0.2, 1.0])] = np.nan
+        strata = list(rng.choice(["ab", "ba"], len(v))) if rng.random() < 0.3 else None
+        cells.append(Units.rate(list(clusters), list(v), strata))
+    cells.append(Units.of([f"c{j}" for j in range(20)], {"v": rng.random(20)}, mean_of("v"), (0.0, 1.0)))
+    notes = set()
+    for cell, (low, high, note) in zip(cells, intervals_with_notes(cells), strict=True):
+        own = cell.interval_with_note()
+        assert note == own[2] and all(math.isclose(a, b, abs_tol=1e-12) or math.isnan(a) and math.isnan(b)
+                                      for a, b in ((low, own[0]), (high, own[1]))), (cell.ids, own, (low, high, note))
+        notes.add(note.split(" (")[0] if note else note)
+    assert len(notes) >= 4, notes          # shown, too few clusters, the few-clusters guard, constant

@@ -30,7 +30,7 @@ from typing import Any
 import polars as pl
 
 from litjudge.judges.metrics.bootstrap import RESAMPLES
-from litjudge.judges.metrics.estimates import Units, same_as_best
+from litjudge.judges.metrics.estimates import Units, intervals_with_notes, same_as_best
 
 MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous paired cluster bootstrap of every cell against the best over the "
                         "clusters all share (max pairwise error, 95%): a cell marked false is worse than the best with "
@@ -57,13 +57,15 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
     with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
     verdicts = same_as_best([units for _, units in with_units], up, resamples)
     same_of = dict(zip([i for i, _ in with_units], verdicts, strict=True))
+    interval_of = dict(zip([i for i, _ in with_units], intervals_with_notes([u for _, u in with_units], resamples),
+                           strict=True))
     out = []
     for i, r in enumerate(kept):
         lo, hi = math.nan, math.nan
         note: str | None = "no resampling units for this estimate: no interval"
         clusters = r.units.clusters if r.units is not None else 0
         if r.units is not None:
-            lo, hi, note = r.units.interval_with_note(resamples)
+            lo, hi, note = interval_of[i]
         same = same_of.get(i)
         value, lo, hi = _in_range(r, r.value, lo, hi)
         out.append({"rank": i + 1, **r.head, "value": value, "n": r.n, "clusters": clusters,
