@@ -8,7 +8,8 @@ Method:
    P(A) at the decision point), or analysis then `Preferred: A|B`.
    Reward-model judges (`reward:MODEL`, mode "reward"): each text scored alone by a Bradley-Terry
    reward model; the higher wins, P(a) = sigmoid(r_a - r_b); no order, so no swap or position bias.
-3. Accuracy against the human label, per order and averaged over the two orders; swap-flip rate
+3. Accuracy against the human label (a tie verdict half credit), per order and averaged over the
+   two orders; swap-flip rate
    (the two orders disagree), first-position win rate, longer-text win rate and tie rate, each with
    a 95% interval, pairs the clusters (`metrics.proportion`). A pair's combined verdict follows the
    tie rule: `inconsistent` (orders that disagree make a tie) or `probability` (average P(text a)
@@ -120,8 +121,8 @@ class Pairwise(Protocol):
             cols = {f"x{i}": [r[i] for r in x] for i in range(len(x[0]))} if x else {"x0": []}
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
                             lc_accuracy_of, rule=_lc_rule)
-        return Units.rate(labelled["pair_id"].to_list(), (labelled["pick"] == labelled["human"]).cast(pl.Float64)
-                          .to_list(), labelled["order"].to_list())
+        return Units.rate(labelled["pair_id"].to_list(), labelled.select(credit("pick").alias("v"))["v"].to_list(),
+                          labelled["order"].to_list())
 
     def load(self, ctx: Context) -> list[Pair]:
         return ctx.load("pairs")
@@ -234,12 +235,12 @@ class Pairwise(Protocol):
 
 def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool, rule: str) -> pl.DataFrame:
     """Per judge: accuracy in each order, the mean of the two orders' accuracies (its interval of
-    that same statistic), and the pair-level combined verdict's (a tie half credit)."""
+    that same statistic), and the pair-level combined verdict's; a tie half credit in each."""
     labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie")).with_columns(
-        AGREES.cast(pl.Float64).alias("accuracy"))
+        credit("pick").alias("accuracy"))
     orders = judges.join(pl.DataFrame({"order": ["reward"] if reward else list(ORDERS)}), how="cross")
     combined = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie")).with_columns(
-        HALF_CREDIT.alias("accuracy"))
+        credit("combined").alias("accuracy"))
     parts = [rate_rows(labelled, ["judge", "order"], "pair_id", "accuracy", groups=orders),
              rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges)
              .with_columns(pl.lit("mean of both").alias("order")),
@@ -308,9 +309,12 @@ def combine(d: pl.DataFrame, rule: str) -> pl.DataFrame:
 
 # Per-row values whose mean is a published rate (nulls left out): agreement with the human pick,
 # and the half credit of a combined verdict (a tie earns 0.5).
-AGREES = pl.col("human") == pl.col("pick")
-HALF_CREDIT = (pl.when(pl.col("combined") == pl.col("human")).then(1.0)
-               .when(pl.col("combined") == "tie").then(0.5).otherwise(0.0))
+def credit(verdict: str) -> pl.Expr:
+    """THE tie rule of agreement (docs/statistics.md, Ties: a fair coin): 1 for the human's pick, 0.5
+    for a tie, 0 for the other text; of a verdict column, a single order's pick or the combined
+    verdict (a judge answering "tie" to half the pairs scored 0 on them in each order, 0.5 combined)."""
+    return (pl.when(pl.col(verdict) == pl.col("human")).then(1.0)
+            .when(pl.col(verdict) == "tie").then(0.5).otherwise(0.0))
 
 
 def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]:

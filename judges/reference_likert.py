@@ -11,7 +11,9 @@ Method:
        L+ = -value(ref_first)    how much the CANDIDATE is better   ([[B>>A]] -> +2)
        L- = -value(cand_first)   how much the REFERENCE is better   ([[B>>A]] -> +2)
    and the test passes when L+ - L- >= cutoff (range -4..4 on 5 points; the paper's best is -2,
-   "on average at most slightly worse than the reference"). Story score = tests passed (0..14).
+   "on average at most slightly worse than the reference"). Story score = tests passed (0..14);
+   candidates are ranked by the share of their judged tests passed (the same order when every test
+   is judged; a dropped answer neither passes nor fails).
 3. Within each group, candidates are ranked by score and compared with the human ranking:
    Spearman, Kendall's tau and pairwise accuracy, per group and averaged, for every cutoff of the
    sweep (no model call per cutoff: all from stored verdicts).
@@ -209,14 +211,18 @@ class ReferenceLikert(Protocol):
     def _rank(per: pl.DataFrame, extra: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
         """Per-test passes -> story scores, per-group rank agreement with humans, and its mean
         over groups; `extra` adds a grouping column (the cutoff of a sweep)."""
+        # candidates are ranked by the share of their judged tests they pass: the count itself (the
+        # paper's score, every test judged) ranked by missing answers where some were dropped (a
+        # constant judge ranked 0.999 with the humans when lower-rated stories lost more answers)
         scores = (per.filter(pl.col("pass").is_not_null())
                   .group_by(["judge", "group", "candidate", "source", "human_score"] + extra)
                   .agg(pl.col("pass").cast(pl.Int64).sum().alias("score"), pl.len().alias("tests_judged"))
+                  .with_columns((pl.col("score") / pl.col("tests_judged")).alias("pass_rate"))
                   .sort(["judge", "group", "candidate"] + extra))
         by = ["judge", "group"] + extra
         rows = []
         for key, g in split(scores, by).items():
-            human, judge = g["human_score"].to_list(), g["score"].cast(pl.Float64).to_list()
+            human, judge = g["human_score"].to_list(), g["pass_rate"].to_list()
             rows.append({**dict(zip(by, key)), "stories": g.height, "spearman": spearman(human, judge).value,
                          "kendall": kendall(human, judge).value,
                          "pairwise_accuracy": pairwise_accuracy(human, judge).value})

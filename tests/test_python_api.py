@@ -308,3 +308,24 @@ def test_the_category_order_is_a_keyword_and_reaches_the_loader(tmp_path):
         litjudge.judge(rows, protocol="listwise", columns=cols, category_order="low", out=tmp_path, progress=False)
     assert "category_order" in str(caught.value) and "worst first" in str(caught.value)
 
+
+
+def test_a_tie_verdict_is_half_credit_in_each_order_as_in_the_combined_verdict(tmp_path):
+    """With ties allowed, a judge answering "tie" in both orders to half the pairs and right on the
+    rest scored 0.5 in each order and their mean (a tie no credit) but 0.75 combined: one rule now,
+    a tie half credit (docs/statistics.md, Ties), in the table and in what a sweep ranks."""
+    from litjudge.judges.base import RankBy
+    from litjudge.judges.pairwise import Pairwise, PairwiseOptions
+
+    rows = pairs(12)
+    rec = tmp_path / "ties.jsonl"
+    right = {"first": {"ab": "A", "ba": "B"}, "second": {"ab": "B", "ba": "A"}}
+    rec.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "tie" if k % 2 else right[r["winner"]][o]})
+                           + "\n" for k, r in enumerate(rows) for o in ("ab", "ba")))
+    r = judged(tmp_path, rows, judge=f"replay:{rec}", options={"tie": True})
+    acc = dict(zip(r.tables["accuracy"]["order"].to_list(), r.tables["accuracy"]["accuracy"].to_list()))
+    assert acc["ab"] == acc["ba"] == acc["mean of both"] == 0.75, acc
+    assert [v for k, v in acc.items() if k.startswith("combined")] == [0.75], acc
+    units = Pairwise().rank_units(r.tables, r.verdicts["judge"][0], RankBy("accuracy.accuracy"),
+                                  PairwiseOptions(tie=True))
+    assert units is not None and units.value() == 0.75

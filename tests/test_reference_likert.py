@@ -1,5 +1,7 @@
 """Reference-based Likert: the sign convention, the cutoff rule and rankings, by hand; a real run
 on the generic example with the default judge; the Confederacy loader on the real files."""
+import math
+
 import polars as pl
 import pytest
 
@@ -51,6 +53,27 @@ def test_sign_convention_and_cutoff_by_hand():
     bias = out["bias"].row(0, named=True)
     assert bias["swap_flip_rate"] == pytest.approx(1 / 3)   # "slightly": -1 vs 0 disagree in direction
     assert bias["first_position_win_rate"] == pytest.approx(3 / 5)   # the tie [[A=B]] prefers neither side
+
+
+def test_dropped_answers_neither_pass_nor_fail_a_candidate():
+    """A judge answering [[A=B]] throughout says nothing about the candidates; where lower-rated
+    stories lost more answers (unreadable, dropped by the default policy), counting passes ranked
+    them by their losses, a Spearman of 1.000 with the humans. Ranked by the share of judged tests
+    passed, every candidate passes all it was judged on: no ranking (NaN), pairs tied (0.5)."""
+    p, ctx = ctx_for(tests=[1, 2, 3, 4, 5])
+    rows = []
+    for i in range(5):                              # candidate c{i}: human score i, 4 - i answers unreadable
+        for test in range(1, 6):
+            for order in ("ref_first", "cand_first"):
+                lost = order == "cand_first" and test <= 4 - i
+                rows.append({"judge": "j", "group": "g", "candidate": f"c{i}", "source": "s", "human_score": float(i),
+                             "test": test, "repeat": 0, "order": order, "status": "unparsed" if lost else "ok",
+                             "label": None if lost else "[[A=B]]", "value": None if lost else "0"})
+    out = p.aggregate(pl.DataFrame(rows), ctx)
+    scores = out["story_scores"].sort("candidate")
+    assert scores["score"].to_list() == [1, 2, 3, 4, 5] and scores["pass_rate"].to_list() == [1.0] * 5
+    row = out["ranking"].row(0, named=True)
+    assert math.isnan(row["spearman"]) and math.isnan(row["kendall"]) and row["pairwise_accuracy"] == 0.5
 
 
 @needs_prompts
