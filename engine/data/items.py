@@ -5,12 +5,14 @@ Readers, each failing with the file and line of a bad row:
 - `rated_items_jsonl`: the generic format, one JSON object per line: `group`, `item_id`, `text`,
   optional `category`, `human_score` (number) and `source`.
 - `aut_ocsai`: the AUT originality set; group = object, human score = mean rating (1-5), category =
-  the rating tertile within the object (low / mid / high), the oracle order of the AUT paper.
+  the rating tertile within the object (low / mid / high; equal ratings share one), the oracle
+  order of the AUT paper.
 - `confederacy`: the 65 stories in their 5 groups of 13; human score = mean rubric total.
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +129,12 @@ def load_aut(path: Path) -> ItemSet:
     items = []
     for obj, rows in sorted(raw.items()):
         ranked = sorted(rows, key=lambda r: (r[2], r[0]))
-        for rank, (n, text, score) in enumerate(ranked):
-            tertile = TERTILES[min(2, 3 * rank // len(ranked))]
+        scores = [r[2] for r in ranked]
+        for n, text, score in ranked:
+            # equal ratings share a tertile, that of their block's middle rank: by line order, 584 of
+            # the 3,030 responses had a response of the same object and rating in another tertile
+            first, last = bisect_left(scores, score), bisect_right(scores, score) - 1
+            tertile = TERTILES[min(2, 3 * (first + last) // (2 * len(ranked)))]
             items.append(RatedItem(f"{obj}-{n:04d}", obj, text, tertile, score, ""))
     return ItemSet(tuple(sorted(items, key=lambda i: i.item_id)), TERTILES)
 
