@@ -52,6 +52,8 @@ class JuryOptions:
     def __post_init__(self) -> None:
         if not 0 < self.calibration_fraction < 1:
             raise ValueError("jury calibration_fraction must be in (0, 1)")
+        if len(set(self.judges)) != len(self.judges):       # one judge twice was two votes, two weights
+            raise ValueError("jury judges must name each judge once")
 
 
 def split(clusters: list[str], fraction: float, seed: int) -> set[str]:

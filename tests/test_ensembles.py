@@ -254,6 +254,7 @@ def test_ensemble_config_runs_its_members_and_reports(tmp_path, tiny, litjudge_s
     ('[[runs]]\nconfig = "a.toml"\n[cascade]\njudges = ["x", "y"]\ntarget = "high"\n', "cascade.target: expected float"),
     ('[[runs]]\nconfig = "a.toml"\n[jury]\njudgs = ["x"]\n', "jury.judgs: unknown key (did you mean 'jury.judges'?)"),
     ('jury = 3\n[[runs]]\nconfig = "a.toml"\n', "jury: expected a table"),
+    ('[[runs]]\nconfig = "a.toml"\n[jury]\njudges = ["x", "x"]\n', "jury judges must name each judge once"),
 ])
 def test_an_ensemble_config_goes_through_the_schema_of_run_configs(tmp_path, body, message):
     """One wording for every config kind: file, key, did-you-mean; nothing runs before it is said."""

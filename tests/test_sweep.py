@@ -44,6 +44,23 @@ def test_bad_sweeps_fail_before_any_inference(tmp_path, body, message):
     assert "Traceback" not in r.stderr
 
 
+def test_a_flag_that_would_replace_a_matrix_axis_is_refused(tmp_path):
+    """`--judge X` on a sweep of four judges ran only X's cells and `--limit 1` replaced a limit
+    axis, both saying nothing (exit 0); a flag where the axis has one value, or none, applies."""
+    cfg = write_config(tmp_path / "axes.toml", HEAD.replace('mode = "distribution"\n', "")
+                       + '[matrix]\njudge = ["replay:gpt4", "replay:claude3-opus"]\nlimit = [2, 3]\n')
+    for flag, value, words in (("judge", "replay:cgpt", "--judge would replace the sweep's judge axis (2 values)"),
+                               ("limit", 1, "--limit would replace the sweep's limit axis (2 values)")):
+        with pytest.raises(ConfigError, match="matrix." + flag) as exc:
+            load_sweep(cfg, **{flag: value})
+        assert words in str(exc.value) and "\n" not in str(exc.value)
+    r = litjudge("plan", str(cfg), "--judge", "replay:cgpt", "--no-calibrate", timeout=120)
+    assert r.returncode == 2 and "--judge would replace" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+    one = write_config(tmp_path / "one.toml", HEAD + '[matrix]\njudge = ["replay:gpt4"]\n"options.tests" = [[1], [2]]\n')
+    assert {c.config.judge for c in load_sweep(one, judge="replay:cgpt").cells} == {"replay:cgpt"}
+    assert {c.config.limit for c in load_sweep(one, limit=2).cells} == {2}
+
+
 def test_committed_sweep_expands_to_validated_cells():
     sweep = load_sweep(COMMITTED)
     assert len(sweep.cells) == 8 and len(sweep.post_settings()) == 19 * 3

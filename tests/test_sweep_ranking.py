@@ -64,6 +64,9 @@ def test_the_unbiased_judge_ranks_first_with_an_interval_on_every_value(tmp_path
         assert row["clusters"] == str(N_PAIRS)
     assert rows[0]["same_as_best"] == "true" and rows[1]["same_as_best"] == "false"
     assert "mean of both" in r.stdout and "same_as_best" in r.stdout and "family-wise" in r.stdout
+    # a sweep writes no run folder of its own cells: its export says what to export instead
+    one_line(cli("export", str(tmp_path / "runs" / "out" / "litbench-sweep"), "--to", str(tmp_path / "exp"),
+                 cwd=tmp_path), "a sweep folder holds its cells' verdicts in its store", "without [matrix]")
 
 
 def test_one_order_ranks_only_when_asked_explicitly(tmp_path):

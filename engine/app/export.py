@@ -80,8 +80,11 @@ def _parts(run_dir: Path, manifest: RunManifest, prompts: bool) -> dict[str, pl.
                 out[f"{task.task}-{name}"] = df
         return out
     if manifest.kind != "run":
-        raise ConfigError(f"a {manifest.kind} folder: export one of its runs (a folder holding verdicts.parquet)",
-                          where=str(run_dir))
+        said = {"sweep": "a sweep folder holds its cells' verdicts in its store, not in run folders: export a run "
+                         "of the cell you want (its config without [matrix])",
+                "ensemble": "an ensemble folder: export one of its member runs (a folder holding verdicts.parquet)"}
+        raise ConfigError(said.get(manifest.kind, f"a {manifest.kind} folder: export a run folder (one holding "
+                                   "verdicts.parquet)"), where=str(run_dir))
     tables = {path.stem: read_table(path) for path in sorted((run_dir / "tables").glob("*.parquet"))}
     return {"verdicts": verdict_rows(run_dir, prompts, manifest.protocol, tables), **tables}
 

@@ -135,7 +135,8 @@ def _read_table(path: Path, table: dict[str, Any] | None, data: str | None) -> d
 
 
 def _matrix(matrix: Any, overrides: dict[str, Any], where: str) -> dict[str, list]:
-    """`[matrix]` checked axis by axis; a command-line override pins its axis to one value."""
+    """`[matrix]` checked axis by axis; a command-line override stands for an axis of one value, and
+    is refused where the axis has several."""
     if not isinstance(matrix, dict):
         raise ConfigError("expected a table", where=where, parameter="matrix")
     for axis, values in matrix.items():
@@ -145,6 +146,11 @@ def _matrix(matrix: Any, overrides: dict[str, Any], where: str) -> dict[str, lis
                               where=where, parameter=f"matrix.{axis}")
         if not isinstance(values, list) or not values:
             raise ConfigError("expected a non-empty list of values", where=where, parameter=f"matrix.{axis}")
+        if overrides.get(axis) is not None and len(values) > 1:
+            # it replaced the axis: `run sweep.toml --judge X` ran 2 of 8 cells, saying nothing
+            raise ConfigError(f"--{axis} would replace the sweep's {axis} axis ({len(values)} values) and run only "
+                              f"the cells with {overrides[axis]!r}: leave it out, or give the axis one value",
+                              where=where, parameter=f"matrix.{axis}")
     return {axis: [overrides[axis]] if overrides.get(axis) is not None else values for axis, values in matrix.items()}
 
 

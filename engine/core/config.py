@@ -237,11 +237,12 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def config_kind(table: dict[str, Any]) -> str:
-    """What a config file is: a sweep ([matrix] / [sweep]), an ensemble ([[runs]] with [cascade] or
-    [jury]), or a run; the commands read a file once and branch on this."""
+    """What a config file is: a sweep ([matrix] / [sweep]), an ensemble ([[runs]], [cascade] or
+    [jury]: keys no run config has, so the ensemble's schema says what is missing, where a run's
+    said "jury: unknown key"), or a run; the commands read a file once and branch on this."""
     if "matrix" in table or "sweep" in table:
         return "sweep"
-    if "runs" in table and ("cascade" in table or "jury" in table):
+    if "runs" in table or "cascade" in table or "jury" in table:
         return "ensemble"
     return "run"
 
