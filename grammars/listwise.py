@@ -100,7 +100,10 @@ class Listwise(VerdictLanguage):
         return "\n".join(f"{p}. {i} : {s}" for p, (i, s) in enumerate(ranking, start=1)), ranking
 
 
-def position_scores(ranking: tuple[tuple[str, int], ...]) -> dict[str, int]:
-    """The rank-position score of the papers: the first listed item gets N, the last gets 1."""
+def position_scores(ranking: tuple[tuple[str, int], ...]) -> dict[str, float]:
+    """The papers' rank-position score (first listed N, last 1) on one scale whatever N: the share
+    of the list's other items ranked below it, 1 for the first listed, 0 for the last. For lists
+    of one size the same order (and Spearman, ICC) as N..1; pooled over lists of 7 and 12 items,
+    N..1 scored the first of a list of 7 as the sixth of a list of 12."""
     n = len(ranking)
-    return {item: n - pos for pos, (item, _) in enumerate(ranking)}
+    return {item: (n - 1 - pos) / (n - 1) if n > 1 else 1.0 for pos, (item, _) in enumerate(ranking)}

@@ -10,7 +10,8 @@ Method:
    generators x 3 categories make 5 lists of 12, one use per cell), `subsets` (`subsets` random
    subsets of `subset_size` items with equal numbers per category, shuffled, seeded).
    The pool is the whole group, or `per_category` items drawn per ground-truth category.
-3. Two scorings of one output: the 1..5 score, and the position score (first listed = N, last = 1).
+3. Two scorings of one output: the 1..5 score, and the position score (the papers' first listed = N,
+   last = 1, as a share of the list: first 1, last 0, so that lists of different sizes pool).
 4. Per item: mean over every list that contains it. Then per (source, category) means; Spearman
    of item means against the ground truth (category rank, and human score when present); one-way
    ANOVA across categories (its p by shuffling categories within each item group); ICC1/2/3 and

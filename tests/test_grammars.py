@@ -58,7 +58,8 @@ def test_listwise_admitted_strings_parse_to_the_ranking(ids, seed):
     assert lang.parse(text) == g.Verdict("listwise", ranking)
     assert re.fullmatch(lang.regex(), text)
     scores = g.position_scores(ranking)
-    assert sorted(scores.values()) == list(range(1, len(ids) + 1))
+    n = len(ids)
+    assert sorted(scores.values()) == [k / (n - 1) for k in range(n)] and scores[ranking[0][0]] == 1.0
 
 
 @settings(max_examples=200, deadline=None)

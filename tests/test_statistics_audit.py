@@ -179,7 +179,7 @@ def positional_scores(lists: int, items: int, orders: int, repeats: int = 1, see
                 for at, item in enumerate(shown):
                     rows.append({"judge": "pos", "group": "g", "list": lst, "order": order, "repeat": rep,
                                  "n_items": items, "item_id": f"{lst}-{item}", "score": float(5 - at * 4 // items),
-                                 "position": float(items - at), "shown_at": at + 1})
+                                 "position": (items - 1 - at) / (items - 1), "shown_at": at + 1})
     from litjudge.judges.listwise import SCORES
     return pl.DataFrame(rows, schema=SCORES)
 

@@ -221,7 +221,7 @@ def listwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                          [("category_means", _grouped_bars(cm2, "cell", "mean_score", "Mean 1-5 score", "score",
                                                            ylim=(0, 5))),
                           ("category_positions", _grouped_bars(cm2, "cell", "mean_position",
-                                                               "Mean rank position (first listed = N)", "position"))]))
+                                                               "Mean rank position (first listed 1, last 0)", "position"))]))
     items = t.get("item_scores")
     if items is not None and items.height and items["category"].is_not_null().any():
         out.append(Panel("Ordering strips", "Each cell is an item, ordered by the judge's mean score (best left), "
