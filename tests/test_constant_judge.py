@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import litjudge
+from litjudge.engine.app.constant_judge import CONSTANT
 from litjudge.engine.app.run import prepare
 from litjudge.engine.core.config import load_config
 from litjudge.grammars.labels import LabelSet
@@ -18,8 +19,6 @@ from litjudge.grammars.listwise import Listwise
 from tests.conftest import PROJECT_ROOT, needs_data
 from tests.test_cli_probe import cli, pairs_run
 from tests.test_python_api import COLUMNS, VALUES, pairs
-
-CONSTANT = "a constant judge; its agreement measures the labels' balance, not the judge"
 
 
 def answer(request, label: str | None) -> str:
@@ -87,6 +86,24 @@ def test_pairwise_a_judge_answering_A_to_everything(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     warned = [ln for ln in run.stderr.splitlines() if CONSTANT in ln]
     assert len(warned) == 1 and warned[0].startswith("litjudge: warning: ") and "'A' to 100% of 24" in warned[0]
+
+
+def test_pairwise_a_judge_following_the_position_but_not_one_label_is_called_positional(tmp_path):
+    """Right in order ab, wrong in ba: it answers A and B alike (no one label), yet every verdict
+    flips when the texts swap. It was called "a constant judge ... the labels' balance"; it is
+    said to follow the position shown."""
+    rows = pairs()
+    human = {r["id"]: VALUES["label"][r["winner"]] for r in rows}
+    path = tmp_path / "positional.jsonl"
+    path.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "A" if human[r["id"]] == "a" else "B"})
+                            + "\n" for r in rows for o in ("ab", "ba")))
+    with pytest.warns(litjudge.LitjudgeWarning, match="a positional judge"):
+        r = litjudge.judge(rows, protocol="pairwise", judge=f"replay:{path}", columns=COLUMNS, values=VALUES,
+                           out=tmp_path / "out", progress=False)
+    lines = [p for p in r.problems() if "swap_flip_rate 1.00" in p]
+    assert len(lines) == 1 and "a positional judge" in lines[0] and CONSTANT not in lines[0], r.problems()
+    acc = dict(zip(r.tables["accuracy"]["order"].to_list(), r.tables["accuracy"]["accuracy"].to_list()))
+    assert (acc["ab"], acc["ba"]) == (1.0, 0.0)
 
 
 def constant_recording_pairs(folder: Path, rows: list[dict]) -> str:

@@ -12,6 +12,9 @@ import polars as pl
 
 CONSTANT_SHARE = 0.95      # the share of one label (or a position rate) that makes a judge constant
 CONSTANT_MIN_N = 10        # fewer answers than this say nothing either way
+CONSTANT = "a constant judge; its agreement measures the labels' balance, not the judge"
+POSITIONAL = ("a positional judge: its verdict follows where a text is shown, not the text; its agreement in one "
+              "order measures which text the data shows first, not the judge")
 POSITION_RATES = {"first_position_win_rate": "picked the text shown first in",
                   "swap_flip_rate": "changed its verdict when the texts swapped places in"}
 
@@ -22,12 +25,16 @@ def constant_judge_warnings(verdicts: pl.DataFrame, tables: Mapping[str, pl.Data
     swap-flip rate in the protocol's tables is at least CONSTANT_SHARE (each over CONSTANT_MIN_N or
     more), saying what that means."""
     found: dict[tuple[str, str | None], list[str]] = {}
+    one_label = set()
     for key, said in _one_label(verdicts):
         found.setdefault(key, []).append(said)
+        one_label.add(key)
     for key, said in _position(tables):
         found.setdefault(key, []).append(said)
+    # a judge whose labels vary but follow the position shown is no constant judge (it answered A
+    # and B alike, right in one order, wrong in the other): said as what it is
     return [f"{judge}{f' (question {question!r})' if question else ''}: " + "; ".join(said)
-            + ": a constant judge; its agreement measures the labels' balance, not the judge"
+            + (f": {CONSTANT}" if (judge, question) in one_label else f": {POSITIONAL}")
             for (judge, question), said in found.items()]
 
 
