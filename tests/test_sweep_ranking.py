@@ -61,12 +61,29 @@ def test_the_unbiased_judge_ranks_first_with_an_interval_on_every_value(tmp_path
     assert 0.6 < float(rows[0]["value"]) < 0.9
     for row in rows:                                              # an interval on every ranked value
         assert row["ci_low"] and row["ci_high"] and float(row["ci_low"]) < float(row["value"]) < float(row["ci_high"])
-        assert row["clusters"] == str(N_PAIRS)
+        assert row["clusters"] == str(N_PAIRS) and row["unread"] == "0.0"
     assert rows[0]["same_as_best"] == "true" and rows[1]["same_as_best"] == "false"
+    assert "unread" not in r.stdout                                # no cell left an answer unread
     assert "mean of both" in r.stdout and "same_as_best" in r.stdout and "family-wise" in r.stdout
     # a sweep writes no run folder of its own cells: its export says what to export instead
     one_line(cli("export", str(tmp_path / "runs" / "out" / "litbench-sweep"), "--to", str(tmp_path / "exp"),
                  cwd=tmp_path), "a sweep folder holds its cells' verdicts in its store", "without [matrix]")
+
+
+def test_a_cell_whose_answers_were_partly_unread_says_how_many(tmp_path):
+    """A judge answering "Tie" where ties are off is ranked on the answers read; the ranking says
+    what share was not (the table printed nothing of it, the cell level with complete ones)."""
+    cfg = litbench_sweep(tmp_path)
+    answers = [json.loads(line) for line in (tmp_path / "unbiased.jsonl").read_text().splitlines()]
+    for k in range(0, len(answers), 4):
+        answers[k]["response"] = "Tie"                               # 20 of 80 unread
+    (tmp_path / "muddled.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
+    cfg.write_text(cfg.read_text().replace("judge = [", f'judge = ["replay:{tmp_path / "muddled.jsonl"}", '))
+    r = cli("run", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    unread = {Path(row["judge"].removeprefix("replay:")).stem: float(row["unread"]) for row in ranking(tmp_path)}
+    assert unread == {"muddled": 0.25, "unbiased": 0.0, "always_a": 0.0}
+    assert "unread" in r.stdout
 
 
 def test_one_order_ranks_only_when_asked_explicitly(tmp_path):

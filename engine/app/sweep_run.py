@@ -259,9 +259,18 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                 row = next((r for r in tidied if r["table"] == rank.table and r["metric"] == rank.metric
                             and r["group"] == group), None)
                 if row is not None:
-                    ranked.append(Ranked({**head, "group": group}, row["value"], row["n"],
+                    ranked.append(Ranked({**head, "group": group, "unread": _unread(verdicts)}, row["value"], row["n"],
                                          protocol.rank_units(tables, spec.name, rank, ctx.options)))
     return pl.DataFrame(rows, infer_schema_length=None), ranked
+
+
+def _unread(verdicts: pl.DataFrame) -> float | None:
+    """The share of a cell's answers that could not be read as a verdict: its value is over the
+    rest (a judge answering "Tie" where ties are off ranked level with one that answered all)."""
+    if "status" not in verdicts.columns:
+        return None
+    answered = verdicts.filter(pl.col("status").is_in(["ok", "unparsed"]))
+    return float((answered["status"] == "unparsed").mean()) if answered.height else None  # type: ignore[arg-type]
 
 
 def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:

@@ -146,9 +146,11 @@ def print_sweep(args, done: Executed) -> int:
     sweep, out = done.swept, done.sweep
     assert sweep is not None and out is not None
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "clusters", "same_as_best"]
+    if "unread" in out.ranking.columns and (out.ranking["unread"].fill_null(0.0) > 0).any():
+        cols.append("unread")          # each value is over the answers read: say where some were not
     print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                  f"Top {args.show} cells x settings by {sweep.rank_by} "
-                 f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% cluster-bootstrap CI)", max_rows=args.show)
+                 f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% CI over clusters)", max_rows=args.show)
     if out.ranking.height:
         print("\n".join(["", *interval_notes(out.ranking), MULTIPLE_COMPARISONS]))
     sh = out.manifest.sharing
