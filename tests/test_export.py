@@ -18,7 +18,7 @@ import yaml
 import datasets
 import litjudge
 from litjudge.engine.app.export_card import hub_license
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, needs_data
 from tests.conftest import litjudge as cli
 from tests.test_cli_probe import one_line
 from tests.test_faults import read_only
@@ -266,3 +266,20 @@ def test_push_to_hub_offline_is_one_line_and_keeps_the_export(config_run, tmp_pa
     line = one_line(r, "--push-to-hub you/ds", "could not push to the Hub", "check the network")
     assert "Traceback" not in r.stderr and len(line) < 600, line
     assert (out / "README.md").exists() and (out / "data" / "verdicts.parquet").exists()
+
+
+@needs_data
+def test_a_ttcw_export_carries_the_experts_answer_beside_each_verdict(tmp_path):
+    """TTCW's expert majority is in per_item, not in a request: the exported verdicts had no human
+    answer (export.md says they carry it). `human` is now the experts' Yes / No, in the frame of
+    `answer`, and their agreement is the run's own per-item agreement."""
+    from litjudge.engine.app.export import export
+
+    r = litjudge.run("ttcw-replay", limit=2, out=tmp_path / "runs", progress=False)
+    export(r.run_dir, tmp_path / "hf")
+    v = pl.read_parquet(tmp_path / "hf" / "data" / "verdicts.parquet")
+    assert set(v["human"].drop_nulls()) <= {"Yes", "No"} and v["human"].null_count() < v.height
+    items = r.tables["per_item"].filter(pl.col("expert_pass").is_not_null() & pl.col("judge_pass").is_not_null())
+    read = v.filter(pl.col("answer").is_not_null() & pl.col("human").is_not_null())
+    assert read.height == items.height
+    assert (read["answer"] == read["human"]).sum() == (items["judge_pass"] == items["expert_pass"]).sum()

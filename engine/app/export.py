@@ -93,15 +93,19 @@ def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.Data
     """The verdicts with `answer`, the verdict in the text's frame, as the protocol reads it (its
     `human_view`, the report's item viewer's): pairwise "a" / "b" / "tie" naming the text picked
     whichever order it was shown in (`label` / `value` name the position shown: A is the text shown
-    first), TTCW "Yes" / "No"; `human` is always in the text's frame. Unchanged where the protocol
-    gives no answer of its own."""
+    first), TTCW "Yes" / "No"; and `human`, the humans' answer in the same frame, where the verdicts
+    carry none of their own (TTCW's expert majority is in per_item, not in a request). Unchanged
+    where the protocol gives no answer of its own."""
     if "answer" in verdicts.columns or not verdicts.height or protocol not in PROTOCOLS:
         return verdicts
     indexed = verdicts.with_row_index("_row")
     view = PROTOCOLS.get(protocol)().human_view(indexed, tables)
-    if "answer" not in view.columns or "_row" not in view.columns or view.height != verdicts.height:
+    if "_row" not in view.columns or view.height != verdicts.height:
         return verdicts
-    return verdicts.with_columns(view.sort("_row")["answer"].cast(pl.Utf8).alias("answer"))
+    view = view.sort("_row")
+    added = [view[c].cast(pl.Utf8).alias(name) for c, name in (("answer", "answer"), ("truth", "human"))
+             if c in view.columns and name not in verdicts.columns and view[c].null_count() < view.height]
+    return verdicts.with_columns(added)
 
 
 def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Exported:
