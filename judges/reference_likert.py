@@ -33,6 +33,7 @@ import litjudge.grammars as grammars
 from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.core.schema import check_choices
 from litjudge.engine.data.reference import GroupStory, StoryGroup
+from litjudge.engine.data.ttcw import check_tests
 from litjudge.grammars import VerdictLanguage
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
@@ -63,6 +64,7 @@ class ReferenceLikertOptions:
 
     def __post_init__(self) -> None:
         check_choices(self)
+        check_tests(self.tests)
 
 
 def paper_template(points: int) -> str:

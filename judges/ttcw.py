@@ -28,7 +28,7 @@ from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.schema import check_choices
 from litjudge.engine.core.settings import PPIConfig
 from litjudge.engine.core.verdicts import probability
-from litjudge.engine.data.ttcw import TTCWData, item_id
+from litjudge.engine.data.ttcw import TTCWData, check_tests, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
@@ -98,6 +98,7 @@ class TTCWOptions:
 
     def __post_init__(self) -> None:
         check_choices(self)
+        check_tests(self.tests)
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"options.threshold must be in [0, 1], got {self.threshold}")
         if not 0.0 <= self.story_cutoff <= 1.0:

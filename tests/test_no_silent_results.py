@@ -279,6 +279,10 @@ def test_console_tables_never_split_a_judge_name(capsys):
     print_table(pl.DataFrame({"judge": names, **{f"metric_{i}": [0.123456] * 3 for i in range(14)}}), "t")
     out = capsys.readouterr().out
     assert all(name in out for name in names)
+    # a value that rounds to zero is shown as 0.000 (a jury's kappa read -0.000); NaN and null stay
+    print_table(pl.DataFrame({"kappa": [-0.0001, 0.25, float("nan"), None]}), "t")
+    out = capsys.readouterr().out
+    assert "-0.000" not in out and "0.000" in out and "0.25" in out and "NaN" in out and "null" in out
 
 
 def test_a_folder_that_is_no_model_is_refused_before_its_files_are_listed(tmp_path, capsys):

@@ -81,7 +81,7 @@ def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     ('name = "x"\nprotocol = "ttcw"\ndataset = "nope"\n', "unknown dataset 'nope'"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\nmode = "vote"\n', "mode: must be one of"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\nvariant = "cot"\n', "options.variant: must be one of"),
-    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\ntests = [99]\n', "unknown TTCW test id 99"),
+    ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n[options]\ntests = [99]\n', "options.tests names TTCW tests 1 to 14, each once, got [99]"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "no-such-judge"\n', "unknown judge 'no-such-judge'"),
     ('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "/nonexistent/model/dir"\n', "unknown judge"),
     pytest.param('name = "x"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "replay:nobody"\n',

@@ -28,6 +28,8 @@ HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n
     ('[matrix]\n"options.threshold" = [0.2]\n[sweep.post]\n"options.threshold" = [0.5]\n',
      "matrix.options.threshold: needs no inference"),
     ('[sweep.post]\n"options.threshold" = [0.5, 1.5]\n', "options.threshold must be in [0, 1]"),
+    ('[matrix]\n"options.tests" = [[1], [99]]\n',
+     "bad.toml (cell {'options.tests': [99]}): options: options.tests names TTCW tests 1 to 14, each once, got [99]"),
     ('[sweep]\nrankby = "overall.kappa"\n', "sweep.rankby: unknown key"),
     ('[sweep]\nbootstrp = 200\n', "sweep.bootstrp: unknown key (did you mean 'sweep.bootstrap'?)"),
     ('[sweep]\nbootstrap = 0\n', "sweep.bootstrap: must be at least 1"),

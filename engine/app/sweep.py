@@ -180,11 +180,13 @@ def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any],
         for axis, value in zip(axes, combo):
             _set(cell_table, axis, value)
         values = dict(zip(axes, combo))
-        config = build(RunConfig, cell_table, f"{where} (cell {values})" if values else where, source=where)
-        protocol.options(config)
+        named = f"{where} (cell {values})" if values else where
+        config = build(RunConfig, cell_table, named, source=where)
+        checked = dataclasses.replace(config, source=named)          # its options' errors name the cell
+        protocol.options(checked)
         for setting in itertools.product(*post.values()):
             opts = {**config.options, **{k.removeprefix("options."): v for k, v in zip(post, setting)}}
-            protocol.options(dataclasses.replace(config, options=opts))
+            protocol.options(dataclasses.replace(checked, options=opts))
         cells.append(Cell("_".join(slugs[k][i] for k, i in enumerate(picks)) or "all", config, values))
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):

@@ -65,6 +65,16 @@ class TTCWData:
         raise DataError(f"unknown TTCW test id {idx} (known: {[t.idx for t in self.tests]})")
 
 
+TEST_IDS = tuple(range(1, 15))        # the paper's 14 tests
+
+
+def check_tests(tests: tuple[int, ...]) -> None:
+    """A protocol's `options.tests` names TTCW tests, each once: checked with the options, so a
+    sweep names the cell (an unknown id was found only when the data was read, naming neither)."""
+    if [t for t in tests if t not in TEST_IDS] or len(set(tests)) != len(tests):
+        raise ValueError(f"options.tests names TTCW tests 1 to 14, each once, got {list(tests)}")
+
+
 def item_id(story_id: str, test_idx: int) -> str:
     """The dataset's own item id (also used by the recorded judge outputs)."""
     return f"story_{story_id}_test{test_idx}"
