@@ -141,8 +141,10 @@ class Classification(Protocol):
             t_all, p_all = scored["truth"].to_list(), scored["pred"].to_list()
             rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],
                            [rank[p] for p in p_all if p in rank])
+            # a non-answer counted wrong has no place on the ordinal scale: the Spearman's own n says so
             metrics.append({"judge": judge, "items": j.height, "n": scored.height, "unparsed": j.height - ok.height,
                             "accuracy": accuracy(t_all, p_all).value, "spearman_ordinal": rho.value,
+                            "spearman_n": rho.n,
                             "p": _item_p_value(scored.filter(pl.col("pred").is_in(list(rank))), rank)})
             scored_all.append(scored.select("judge", "item_id", "group", "truth", "pred", "repeat"))
             truth, pred = ok["truth"].to_list(), ok["label"].to_list()

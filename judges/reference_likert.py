@@ -17,8 +17,8 @@ Method:
 3. Within each group, candidates are ranked by score and compared with the human ranking:
    Spearman, Kendall's tau and pairwise accuracy, per group and averaged, for every cutoff of the
    sweep (no model call per cutoff: all from stored verdicts).
-4. Position bias: swap-flip rate (the two orders disagree on which story is better) and the
-   first-position win rate.
+4. Position bias: swap-flip rate (the two orders disagree on which story is better, a tie in one
+   order against a preference in the other included) and the first-position win rate.
 Ablation `reference = false`: the binary TTCW test on the candidate alone (Yes = pass).
 """
 from __future__ import annotations

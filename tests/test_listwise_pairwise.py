@@ -135,6 +135,13 @@ def test_classification_confusion_by_hand():
     assert conf["Good"]["pred_Good"] == 1 and conf["Good"]["pred_Medium"] == 1 and conf["Bad"]["pred_Medium"] == 1
     counts = {r["label"]: r["predicted"] for r in out["class_counts"].iter_rows(named=True)}
     assert counts == {"Good": 1, "Medium": 3, "Bad": 0}
+    # a non-answer counted wrong is in the accuracy's n, not in the ordinal Spearman's
+    silent = table.vstack(pl.DataFrame([{"judge": "j", "item_id": "i9", "group": "g", "truth": "Bad",
+                                         "status": "unparsed", "label": None, "repeat": 0}], schema=table.schema))
+    wrong = Context(load_config(RUNS / "classification-aut.toml", missing="wrong"), ClassificationOptions(),
+                    load_card("aut-ocsai"))
+    m = Classification().aggregate(silent, wrong)["metrics"].row(0, named=True)
+    assert (m["n"], m["accuracy"], m["spearman_n"]) == (5, 0.4, 4)
 
 
 # -- data formats -----------------------------------------------------------------------------
