@@ -191,9 +191,11 @@ def _cascade_summary(opts: CascadeOptions, levels: int, thresholds: list[float |
             "held_out_agreement_reaches_target": None if certified.value is None
             else certified.value >= opts.target,
             "note": None if any(t is not None for t in thresholds) else
-            f"no threshold certified: {s.calibration_clusters} calibration clusters; an error-free level needs at "
-            f"least {need} clusters at target {opts.target} and delta {opts.delta} over {levels} levels, more "
-            "with any error"}
+            (f"no threshold certified: the judges erred too often on the {s.calibration_clusters} calibration "
+             f"clusters to certify agreement {opts.target} at delta {opts.delta} over {levels} levels (even an "
+             f"error-free level needs {need} clusters)" if s.calibration_clusters >= need else
+             f"no threshold certified: {s.calibration_clusters} calibration clusters, and even an error-free level "
+             f"needs {need} at target {opts.target} and delta {opts.delta} over {levels} levels")}
 
 
 def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions) -> dict[str, pl.DataFrame]:
