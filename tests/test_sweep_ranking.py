@@ -142,15 +142,19 @@ def test_every_ranked_value_has_an_interval_inside_its_range_and_constant_judges
     assert "no interval where: every cluster" not in r.stdout
 
 
-def test_the_rates_intervals_at_once_are_each_cells_own():
+@pytest.mark.parametrize("batch", [None, 64])
+def test_the_rates_intervals_at_once_are_each_cells_own(batch, monkeypatch):
     """The ranking computes its rates' intervals in one `rate_interval` over every cell: each is
     the interval that cell's own rule gives (within rounding), notes included, over rates near 0
-    and 1, constant ones, missing values, two orders as strata and too few clusters; a cell that
-    is no rate keeps its own rule."""
+    and 1, constant ones, missing values, two orders as strata and too few clusters, at once or a
+    few cells at a time; a cell that is no rate keeps its own rule."""
     import math
 
+    from litjudge.judges.metrics import estimates
     from litjudge.judges.metrics.estimates import Units, intervals_with_notes, mean_of
 
+    if batch:                                   # the padded arrays in chunks of a few cells: the same intervals
+        monkeypatch.setattr(estimates, "BATCH_CELLS", batch)
     rng = np.random.default_rng(0)
     cells = []
     for _ in range(400):

@@ -180,22 +180,28 @@ def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, see
         for i, u in enumerate(cells)]
     if not rates:
         return out
-    strata = [np.unique(cells[i].columns["stratum"].astype(str), return_inverse=True)[1] if "stratum" in cells[i].columns
-              else np.zeros(len(cells[i].columns["v"]), dtype=int) for i in rates]
-    width, depth = max(cells[i].clusters for i in rates), max(int(s.max(initial=0)) + 1 for s in strata)
-    sums, counts = np.zeros((len(rates), width, depth)), np.zeros((len(rates), width, depth))
-    for d, (i, stratum) in enumerate(zip(rates, strata)):
-        v = cells[i].columns["v"].astype(float)
-        known = ~np.isnan(v)                              # a missing value is left out, as rate_with_ci does
-        where = (cells[i].cluster_of_rows()[known], stratum[known])
-        np.add.at(sums[d], where, v[known])
-        np.add.at(counts[d], where, 1.0)
-    _, low, high, rule = rate_interval(sums, counts)
-    present = (counts.sum(axis=2) > 0).sum(axis=1)
-    for d, i in enumerate(rates):
-        note = too_few(int(present[d])) if rule[d] == 3 else RATE_NOTES.get(int(rule[d]))
-        out[i] = (float(low[d]), float(high[d]), note)
+    strata = {i: np.unique(cells[i].columns["stratum"].astype(str), return_inverse=True)[1]
+              if "stratum" in cells[i].columns else np.zeros(len(cells[i].columns["v"]), dtype=int) for i in rates}
+    width, depth = max(cells[i].clusters for i in rates), max(int(s.max(initial=0)) + 1 for s in strata.values())
+    step = max(1, BATCH_CELLS // (width * depth))          # padded arrays of a bounded size (large data, many cells)
+    for start in range(0, len(rates), step):
+        chunk = rates[start:start + step]
+        sums, counts = np.zeros((len(chunk), width, depth)), np.zeros((len(chunk), width, depth))
+        for d, i in enumerate(chunk):
+            v = cells[i].columns["v"].astype(float)
+            known = ~np.isnan(v)                              # a missing value is left out, as rate_with_ci does
+            where = (cells[i].cluster_of_rows()[known], strata[i][known])
+            np.add.at(sums[d], where, v[known])
+            np.add.at(counts[d], where, 1.0)
+        _, low, high, rule = rate_interval(sums, counts)
+        present = (counts.sum(axis=2) > 0).sum(axis=1)
+        for d, i in enumerate(chunk):
+            note = too_few(int(present[d])) if rule[d] == 3 else RATE_NOTES.get(int(rule[d]))
+            out[i] = (float(low[d]), float(high[d]), note)
     return out
+
+
+BATCH_CELLS = 1 << 21          # values per padded array of `intervals_with_notes` (16 MiB of float64)
 
 
 def _rate_values(v: np.ndarray) -> bool:
