@@ -233,12 +233,14 @@ class ReferenceLikert(Protocol):
             return scores, ranking, ranking
         # A group whose metric is undefined (all candidates scored alike: no ranking to correlate)
         # is left out of that metric's mean, not allowed to turn it into NaN; `groups` counts all,
-        # `groups_defined` the groups behind the Spearman mean.
+        # `groups_defined` the groups behind the Spearman and Kendall means, `pairwise_groups` those
+        # behind pairwise accuracy's (a group the judge scored alike is in it, at 0.5).
         metrics = ("spearman", "kendall", "pairwise_accuracy")
         mean = (ranking.with_columns([pl.col(m).fill_nan(None) for m in metrics])
                 .group_by(["judge"] + extra)
                 .agg(*[pl.col(m).mean() for m in metrics], pl.len().alias("groups"),
-                     pl.col("spearman").is_not_null().sum().alias("groups_defined"))
+                     pl.col("spearman").is_not_null().sum().alias("groups_defined"),
+                     pl.col("pairwise_accuracy").is_not_null().sum().alias("pairwise_groups"))
                 .sort(["judge"] + extra))
         return scores, ranking, mean.join(_group_intervals(ranking, ["judge"] + extra, metrics), on=["judge"] + extra,
                                           how="left", nulls_equal=True)

@@ -121,7 +121,7 @@ def test_reference_likert_mean_skips_undefined_groups():
     row = mean.row(0, named=True)
     assert math.isnan(ranking.filter(pl.col("group") == "g2")["spearman"][0])
     assert row["spearman"] == pytest.approx(0.8660254, abs=1e-6) and row["groups"] == 2 and row["groups_defined"] == 1
-    assert row["pairwise_accuracy"] == pytest.approx((2.5 / 3 + 0.5) / 2)
+    assert row["pairwise_accuracy"] == pytest.approx((2.5 / 3 + 0.5) / 2) and row["pairwise_groups"] == 2
 
 
 # -- defect 4: ICC with large rater offsets ---------------------------------------------------
