@@ -308,7 +308,9 @@ def test_pairwise_aggregate_brute_force(pairs):
     acc = {r["order"]: r for r in out["accuracy"].iter_rows(named=True)}
     assert acc["ab"]["n"] == len(ab)
     if ab:
-        assert acc["ab"]["accuracy"] == pytest.approx(sum(h == a for h, a in ab) / len(ab))
+        # a tie verdict half credit in each order, as in the combined verdict (docs/statistics.md, Ties)
+        assert acc["ab"]["accuracy"] == pytest.approx(sum(1.0 if h == a else 0.5 if a == "tie" else 0.0
+                                                          for h, a in ab) / len(ab))
     credit = []
     for h, a, b in units:
         got = [x for x in (a, b) if x is not None]
@@ -337,7 +339,8 @@ def test_likert_group_means_brute_force(groups):
     _, ranking, mean = ReferenceLikert._rank(per, [])
     per_group = []
     for cands in groups:
-        scores = [sum(bool((c + t) % 2) for t in range(passes + 1)) for c, (_, passes) in enumerate(cands)]
+        # each candidate's share of its judged tests passed (candidates judged on 1 to n tests)
+        scores = [sum(bool((c + t) % 2) for t in range(passes + 1)) / (passes + 1) for c, (_, passes) in enumerate(cands)]
         per_group.append(spearman([float(h) for h, _ in cands], [float(s) for s in scores]).value)
     defined = [v for v in per_group if not math.isnan(v)]
     row = mean.row(0, named=True)
