@@ -15,3 +15,12 @@ def split(frame: pl.DataFrame, by: str | list[str]) -> dict[tuple[Any, ...], pl.
     parts = frame.partition_by(keys, maintain_order=True)
     names = frame.select(keys).unique(maintain_order=True).rows()
     return dict(zip(names, parts, strict=True))
+
+
+def tie_credit(verdict: str, human: str = "human") -> pl.Expr:
+    """THE tie rule of agreement with a human's pick (docs/statistics.md, Ties: a fair coin): 1 for
+    the human's pick, 0.5 for a tie, 0 for the other text; of a verdict column (a single order's
+    pick, a pair's combined verdict, a rubric's pairwise answer). A judge answering "tie" to half
+    the pairs scored 0 on them in each order and 0.5 combined."""
+    return (pl.when(pl.col(verdict) == pl.col(human)).then(1.0)
+            .when(pl.col(verdict) == "tie").then(0.5).otherwise(0.0))

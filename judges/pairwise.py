@@ -35,7 +35,7 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed, units_where
-from .frames import split
+from .frames import split, tie_credit
 from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, too_few
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
@@ -121,7 +121,7 @@ class Pairwise(Protocol):
             cols = {f"x{i}": [r[i] for r in x] for i in range(len(x[0]))} if x else {"x0": []}
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
                             lc_accuracy_of, rule=_lc_rule)
-        return Units.rate(labelled["pair_id"].to_list(), labelled.select(credit("pick").alias("v"))["v"].to_list(),
+        return Units.rate(labelled["pair_id"].to_list(), labelled.select(tie_credit("pick").alias("v"))["v"].to_list(),
                           labelled["order"].to_list())
 
     def load(self, ctx: Context) -> list[Pair]:
@@ -237,10 +237,10 @@ def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward
     """Per judge: accuracy in each order, the mean of the two orders' accuracies (its interval of
     that same statistic), and the pair-level combined verdict's; a tie half credit in each."""
     labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie")).with_columns(
-        credit("pick").alias("accuracy"))
+        tie_credit("pick").alias("accuracy"))
     orders = judges.join(pl.DataFrame({"order": ["reward"] if reward else list(ORDERS)}), how="cross")
     combined = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie")).with_columns(
-        credit("combined").alias("accuracy"))
+        tie_credit("combined").alias("accuracy"))
     parts = [rate_rows(labelled, ["judge", "order"], "pair_id", "accuracy", groups=orders),
              rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges)
              .with_columns(pl.lit("mean of both").alias("order")),
@@ -309,14 +309,6 @@ def combine(d: pl.DataFrame, rule: str) -> pl.DataFrame:
 
 # Per-row values whose mean is a published rate (nulls left out): agreement with the human pick,
 # and the half credit of a combined verdict (a tie earns 0.5).
-def credit(verdict: str) -> pl.Expr:
-    """THE tie rule of agreement (docs/statistics.md, Ties: a fair coin): 1 for the human's pick, 0.5
-    for a tie, 0 for the other text; of a verdict column, a single order's pick or the combined
-    verdict (a judge answering "tie" to half the pairs scored 0 on them in each order, 0.5 combined)."""
-    return (pl.when(pl.col(verdict) == pl.col("human")).then(1.0)
-            .when(pl.col(verdict) == "tie").then(0.5).otherwise(0.0))
-
-
 def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]:
     """Words (and, for style control, markdown style counts) of both texts: request metadata, not
     part of any key."""

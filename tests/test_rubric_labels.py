@@ -145,3 +145,31 @@ def test_a_points_human_cell_may_be_padded_signed_or_end_in_zero_decimals(tmp_pa
                             questions=QUESTIONS[1:2], columns=COLUMNS, out=tmp_path / "out", progress=False)
     verdicts = result.tables["per_verdict"]
     assert verdicts["human"].head(6).to_list() == ["3"] * 6
+
+
+def test_a_tie_answer_to_a_pairwise_question_is_half_credit(tmp_path):
+    """A rubric's pairwise question with ties allowed: a judge right on every pair the humans did not
+    tie, except "tie" on half of them, scored 0 on those; a tie is half credit (one rule, as the
+    pairwise protocol's)."""
+    from itertools import combinations
+
+    rows = stories()
+    answers, decided, k = [], 0, 0
+    for g in sorted({r["prompt"] for r in rows}):
+        for a, b in combinations([r for r in rows if r["prompt"] == g], 2):
+            human = "a" if a["surprise_human"] > b["surprise_human"] else "b" if b["surprise_human"] > a["surprise_human"] \
+                else "tie"
+            decided += human != "tie"
+            tie = human != "tie" and (k := k + 1) % 2 == 0
+            for o in ("ab", "ba"):
+                right = "A" if (human == "a") == (o == "ab") else "B"
+                answers.append({"id": f"{a['id']}|{b['id']}/surprise/{o}", "response": "tie" if tie or human == "tie"
+                                else right})
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("".join(json.dumps(x) + "\n" for x in answers))
+    result = litjudge.judge(rows, protocol="rubric", judge=f"replay:{rec}", questions=[dict(QUESTIONS[2], tie=True)],
+                            columns=COLUMNS, options={"pairs_from": "groups"}, out=tmp_path / "out", progress=False)
+    acc = result.tables["pairwise_agreement"]
+    ties = k // 2
+    assert acc["n"].to_list() == [decided] * 2 + [2 * decided]
+    assert acc["accuracy"].to_list() == pytest.approx([(decided - ties + 0.5 * ties) / decided] * 3)

@@ -13,6 +13,7 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import DataError
 
+from ..frames import tie_credit
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from .base import INTERVAL, SCALES, Scale, Schema, Setting, number, rate_row
@@ -101,6 +102,5 @@ class Pairwise(Scale):
 
     @staticmethod
     def _decided(rows: pl.DataFrame) -> pl.DataFrame:
-        """The pairs the humans did not tie, each verdict right (1) or wrong (0)."""
-        return rows.filter(pl.col("human") != "tie").with_columns((pl.col("answer") == pl.col("human"))
-                                                                  .cast(pl.Float64).alias("v"))
+        """The pairs the humans did not tie, each verdict right (1), a tie (0.5) or wrong (0)."""
+        return rows.filter(pl.col("human") != "tie").with_columns(tie_credit("answer").alias("v"))
