@@ -276,6 +276,13 @@ def test_bad_protocol_options_fail_with_one_line(tmp_path):
                                                '[options]\ngroups = ["spaceship"]\n')
     r = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 2 and "unknown group(s) ['spaceship']" in r.stderr
+    # a recorded judge's one ranking per list would be every shown order's: PSC read it as perfectly consistent
+    (tmp_path / "rec.jsonl").write_text('{"id": "x", "response": "1. abcd : 3"}\n')
+    cfg = write_config(tmp_path / "bad4.toml", f'name = "x"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
+                                               f'judge = "replay:{tmp_path / "rec.jsonl"}"\n[options]\norders = 3\n')
+    r = litjudge("plan", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert r.returncode == 2 and ("options.orders: a recorded judge holds one ranking per list, which all 3 shown "
+                                  "orders would share") in r.stderr, r.stderr[-2000:]
 
 
 # -- reward-model judges ----------------------------------------------------------------------

@@ -82,6 +82,11 @@ def check_mode(caps: Capabilities, backend: str, name: str, config: RunConfig) -
         raise ConfigError(f"judge {name!r} runs on the {backend} backend, which serves mode "
                           f"{' | '.join(sorted(caps.modes)) or 'none'}, not {config.mode!r}" + (f" ({why})" if why else ""),
                           where=config.source or "config", parameter="mode")
+    if caps.recorded and config.sampling.repeats > 1:
+        # every repeat would be served the one recorded answer: agreement across repeats read 1.0
+        raise ConfigError(f"judge {name!r} is recorded: it holds one answer per item, which all "
+                          f"{config.sampling.repeats} repeats would share; repeats need a judge that samples",
+                          where=config.source or "config", parameter="sampling.repeats")
 
 
 def create(spec: JudgeSpec, cluster: ClusterConfig | None = None):
