@@ -29,7 +29,7 @@ import polars as pl
 from .frames import split
 from .metrics import spearman
 from .metrics.bootstrap import mean_with_ci
-from .metrics.kemeny import kemeny
+from .metrics.kemeny import EXACT_MAX, is_exact, kemeny
 
 UNIT = ["judge", "group", "list", "repeat"]
 
@@ -53,11 +53,13 @@ def central_rankings(units: dict[tuple, pl.DataFrame]) -> pl.DataFrame:
         single, single_score, shown = (_by_item(first, c) for c in ("position", "score", "shown_at"))
         for rank, item in enumerate(central):
             rows.append({**dict(zip(UNIT, key, strict=True)), "item_id": item, "orders": len(rankings),
+                         "central_exact": is_exact(n),
                          "single_position": single.get(item), "central_position": float(n - rank),
                          "single_score": single_score.get(item), "mean_score": means.get(item),
                          "shown_at": shown.get(item)})
     return pl.DataFrame(rows, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "repeat": pl.Int64,
-                                      "item_id": pl.Utf8, "orders": pl.Int64, "single_position": pl.Float64,
+                                      "item_id": pl.Utf8, "orders": pl.Int64, "central_exact": pl.Boolean,
+                                      "single_position": pl.Float64,
                                       "central_position": pl.Float64, "single_score": pl.Float64,
                                       "mean_score": pl.Float64, "shown_at": pl.Int64})
 
@@ -70,8 +72,16 @@ def _by_item(frame: pl.DataFrame | None, column: str) -> dict:
 
 
 def _mean_ci(lists: list[str], values: list[float]) -> dict:
-    """Mean over (list, repeat) values with a CI that resamples lists."""
-    return mean_with_ci(lists, values).row("spearman", n="units") | {"lists": len(set(lists))}
+    """Mean over lists of each list's mean over its repeats (the module's rule: a list with a repeat
+    left undefined weighed less when every (list, repeat) counted alike), with a CI resampling
+    lists; `units` counts the (list, repeat) values defined, `lists` the lists."""
+    per: dict[str, list[float]] = {}
+    for name, v in zip(lists, values, strict=True):
+        if v is not None and not math.isnan(v):
+            per.setdefault(name, []).append(v)
+    names = sorted(per)
+    row = mean_with_ci(names, [sum(per[n]) / len(per[n]) for n in names]).row("spearman", n="lists")
+    return row | {"units": sum(len(v) for v in per.values()), "lists": len(set(lists))}
 
 
 def _spearman(x: list, y: list) -> float:
@@ -119,7 +129,12 @@ def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict
                               ("mean score over orders", "mean_score")):
             values = [spearman(u["category_rank"].fill_null(math.nan).to_list(),
                                u[column].fill_null(math.nan).to_list()).value for _, u in per_list]
-            agreement.append({"judge": judge, "ranking": label, "orders": orders, **_mean_ci(lists, values)})
+            row = {"judge": judge, "ranking": label, "orders": orders, **_mean_ci(lists, values)}
+            approximate = j.filter(~pl.col("central_exact"))["list"].n_unique() if column == "central_position" else 0
+            if approximate:               # lists over EXACT_MAX items: a local search's order, not the optimum
+                said = f"central ranking of lists over {EXACT_MAX} items by local search, not exact"
+                row["ci_note"] = f"{row['ci_note']}; {said}" if row["ci_note"] else said
+            agreement.append(row)
         units = [(name, order_bias(u)) for name, u in units_of.get(judge, [])]
         for label, key in (("before: single order", "before_rank"), ("after: central (Kemeny)", "after_rank"),
                            ("before: single order's score", "before_score"),

@@ -69,3 +69,44 @@ def test_psc_run_recomputed_from_stored_verdicts(tiny, runs_dir):
     more = dataclasses.replace(config, options={**config.options, "orders": 4})
     again = run(more, progress=False, backends={tiny.spec.name: tiny}, overwrite=True)
     assert again.verdicts.height == 4 and [j["generated"] for j in again.manifest.judges] == [1]
+
+
+def test_a_list_s_repeats_are_averaged_into_its_value_first():
+    """PSC's means are over lists, each its repeats' mean (the module's rule): a list whose second
+    repeat is undefined weighed half as much as one with both when every (list, repeat) counted."""
+    import polars as pl
+
+    from litjudge.judges.listwise import SCORES
+    from litjudge.judges.permutation import permutation_tables
+
+    rows = []
+    for lst, repeats in enumerate(([[0, 1, 2, 3], [3, 2, 1, 0]], [[0, 1, 2, 3]])):     # list 1: one repeat
+        for rep, ranking in enumerate(repeats):
+            for order in (0, 1):
+                for at, item in enumerate(ranking):
+                    rows.append({"judge": "j", "group": "g", "list": lst, "order": order, "repeat": rep, "n_items": 4,
+                                 "item_id": f"{lst}-{item}", "score": float(4 - at), "position": (3 - at) / 3,
+                                 "shown_at": at + 1})
+    s = pl.DataFrame(rows, schema=SCORES)
+    info = pl.DataFrame({"item_id": s["item_id"].unique().to_list()}).with_columns(
+        pl.col("item_id").str.split("-").list.last().cast(pl.Float64).alias("category_rank"))
+    agreement = {r["ranking"]: r for r in permutation_tables(s, info, 2)["psc_agreement"].iter_rows(named=True)}
+    # list 0: Spearman -1 and +1 over its repeats (mean 0); list 1: -1. Over lists -0.5, not (-1 + 1 - 1) / 3
+    row = agreement["single order"]
+    assert row["spearman"] == -0.5 and (row["units"], row["lists"]) == (3, 2), row
+
+
+def test_a_central_ranking_by_local_search_is_labelled():
+    """Over 12 items the Kemeny ranking is a local search's (kemeny.is_exact): psc_rankings says so
+    per row, and the agreement of the central ranking says so in its note (it claimed the optimum)."""
+    import polars as pl
+
+    from litjudge.judges.permutation import permutation_tables
+    from tests.test_statistics_audit import info_for, positional_scores
+
+    for items, exact in ((8, True), (13, False)):
+        s = positional_scores(lists=3, items=items, orders=2)
+        out = permutation_tables(s, info_for(s), 2)
+        assert out["psc_rankings"]["central_exact"].unique().to_list() == [exact]
+        central = out["psc_agreement"].filter(pl.col("ranking") == "central (Kemeny)")["ci_note"][0] or ""
+        assert ("by local search, not exact" in central) is not exact, central
