@@ -225,6 +225,10 @@ class TTCW(Protocol):
                   .otherwise(pl.col("label") == "Yes"))
         passed = imputed(ctx.config.missing_policy, answer, label=lambda lab: pl.lit(lab == "Yes"),
                          wrong=~pl.col("expert_pass"), dtype=pl.Boolean)
+        at = t.filter((pl.col("status") == "ok") & (pl.col("p_yes") == thr)).group_by("judge", maintain_order=True).len()
+        for judge, n in at.iter_rows():     # bf16 weights give P(Yes) in coarse steps: ties at 0.5 are common
+            ctx.warn(f"{judge}: {n} verdicts have P(Yes) exactly at the threshold {thr} and pass (P(Yes) >= threshold); "
+                     "the agreement tables count each as Yes: compare options.threshold just above it")
         return t.with_columns(passed.alias("judge_pass"))
 
     def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:

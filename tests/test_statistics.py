@@ -254,3 +254,22 @@ def test_pairwise_missing_policy_by_hand(policy, expected):
     assert (ab["accuracy"], ab["n"]) == pytest.approx(expected)
     bias = out["bias"].filter(pl.col("metric") == "first_position_win_rate").row(0, named=True)
     assert bias["n"] == 3                                  # bias reads real answers only, whatever the policy
+
+
+def test_verdicts_exactly_at_the_ttcw_threshold_pass_and_the_run_says_how_many():
+    """bf16 weights give P(Yes) in coarse steps: an audit's SmolLM2 run had 26 of 168 verdicts at
+    exactly 0.5, each a pass under P(Yes) >= threshold, which decided the sweep's top cells. They
+    pass as documented, and a warning says how many sat there."""
+    from litjudge.judges.ttcw import TTCW, TTCWOptions
+
+    config = load_config(RUNS / "ttcw-binary.toml")
+    ctx = Context(config, TTCWOptions(threshold=0.5), load_card("ttcw"))
+    p = [0.5, 0.5, 0.75, 0.25, 0.5000001, 0.4999999]
+    table = pl.DataFrame({"judge": "j", "story_id": [f"s{i}" for i in range(6)], "test": 1, "status": "ok",
+                          "label": None, "distribution": [{"Yes": x, "No": 1 - x} for x in p]},
+                         schema_overrides={"label": pl.Utf8})
+    expert = pl.DataFrame({"story_id": [f"s{i}" for i in range(6)], "test": 1, "expert_pass": True})
+    d = TTCW().decisions(table, ctx, expert)
+    assert d["judge_pass"].to_list() == [True, True, True, False, True, False]
+    assert ctx.warnings == ["j: 2 verdicts have P(Yes) exactly at the threshold 0.5 and pass (P(Yes) >= threshold); "
+                            "the agreement tables count each as Yes: compare options.threshold just above it"]
