@@ -163,7 +163,11 @@ class ListwiseRanking(Protocol):
         by_cat: dict[str | None, list[RatedItem]] = {}
         for item in pool:
             by_cat.setdefault(item.category, []).append(item)
-        per = max(1, opts.subset_size // len(by_cat))
+        if opts.subset_size % len(by_cat):
+            # equal numbers per category: a subset_size of 4 over 3 categories gave lists of 3, saying nothing
+            raise ConfigError(f"options.subset_size = {opts.subset_size} cannot hold equal numbers of the pool's "
+                              f"{len(by_cat)} categories: give a multiple of {len(by_cat)}", parameter="options.subset_size")
+        per = opts.subset_size // len(by_cat)
         out = []
         for _ in range(opts.subsets):
             subset = [x for cat in sorted(by_cat, key=str) for x in rng.sample(by_cat[cat], min(per, len(by_cat[cat])))]
@@ -255,8 +259,7 @@ class ListwiseRanking(Protocol):
                 wide = g.pivot(on="repeat", index="item_id", values=col, aggregate_function="first").drop("item_id")
                 if wide.width >= 2:
                     name = f"{group}/list{lst}" + (f"/order{order}" if order else "")
-                    iccs.append({"judge": judge, "group": group, "list": name, "score": col,
-                                 "items": wide.height, "repeats": wide.width, **icc(wide.drop_nulls().to_numpy())})
+                    iccs.append({"judge": judge, "group": group, "list": name, "score": col, **icc_row(wide)})
         success = (table.group_by(["judge", "n_items"]).agg(pl.len().alias("lists"),
                                                             (pl.col("status") == "ok").sum().alias("parsed"))
                    .with_columns((pl.col("parsed") / pl.col("lists")).alias("success_rate")).sort(["judge", "n_items"]))
@@ -265,7 +268,7 @@ class ListwiseRanking(Protocol):
                                                            nulls_last=True) if cells else pl.DataFrame(),
                 "icc": pl.DataFrame(iccs, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Utf8, "score": pl.Utf8,
                                                   "items": pl.Int64, "repeats": pl.Int64,
-                                                  **{k: pl.Float64 for k in ICC_KINDS}}),
+                                                  **{k: pl.Float64 for k in ICC_KINDS}, "note": pl.Utf8}),
                 "success": success, "inter_judge": self._inter_judge(items),
                 "self_preference": self._self_preference(items, opts),
                 **(permutation_tables(s, info, opts.orders) if opts.orders > 1 else {})}
@@ -306,6 +309,16 @@ class ListwiseRanking(Protocol):
                                           "own_items": pl.Int64, "other_items": pl.Int64, "groups": pl.Int64,
                                           "own_mean": pl.Float64, "other_mean": pl.Float64, "difference": pl.Float64,
                                           "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8})
+
+
+def icc_row(wide: pl.DataFrame) -> dict:
+    """One list's ICCs across its repeats (`wide`: a column per repeat, a row per item), as ANOVA
+    estimates (pingouin's): with few items the k-repeat forms leave [-1, 1] (ICC2k 3.0 on a list of
+    2), said in `note`."""
+    values = icc(wide.drop_nulls().to_numpy())
+    beyond = [k for k, v in values.items() if v == v and not -1 - 1e-9 <= v <= 1 + 1e-9]
+    note = f"{', '.join(beyond)} outside [-1, 1]: too few items ({wide.height}) for a stable estimate" if beyond else None
+    return {"items": wide.height, "repeats": wide.width, **values, "note": note}
 
 
 def anova_row(items: pl.DataFrame, column: str) -> dict:

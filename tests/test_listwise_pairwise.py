@@ -10,7 +10,7 @@ import pytest
 
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
-from litjudge.engine.core.errors import DataError
+from litjudge.engine.core.errors import ConfigError, DataError
 from litjudge.engine.core.paths import PROJECT_ROOT
 from litjudge.engine.data.cards import load_card
 from litjudge.engine.data.items import RatedItem, load_aut, load_rated_jsonl
@@ -89,6 +89,9 @@ def test_designs_balance_categories_and_are_seeded():
     assert all(sum(i.category == c for i in s) == 5 for s in sub for c in ("low", "mid", "high"))
     again = proto.lists(items, ListwiseOptions(design="subsets", subset_size=15, subsets=7), random.Random(1))
     assert [[i.item_id for i in s] for s in sub] == [[i.item_id for i in s] for s in again]
+    for size in (2, 4, 5):                 # not a multiple of the 3 categories: lists of 3 were made, silently
+        with pytest.raises(ConfigError, match=f"options.subset_size = {size} cannot hold equal numbers of the pool's 3"):
+            proto.lists(items, ListwiseOptions(design="subsets", subset_size=size), random.Random(1))
     comp = proto.lists(items, ListwiseOptions(), random.Random(2))
     assert len(comp) == 1 and sorted(i.item_id for i in comp[0]) == sorted(i.item_id for i in items)
     pool = proto.pool(items, ListwiseOptions(per_category=3), random.Random(0))
@@ -419,3 +422,15 @@ def test_categories_without_an_order_rank_by_name_and_say_so(tiny, runs_dir, tmp
             assert "(high < low < mid)" in warned[0] and "category_order" in warned[0]
     assert ranks["by-name"] == {"high": 1.0, "low": 2.0, "mid": 3.0}
     assert ranks["given"] == {"low": 1.0, "mid": 2.0, "high": 3.0}
+
+
+def test_iccs_outside_their_range_say_why():
+    """The ICCs are ANOVA estimates (pingouin's exactly): on two items the k-repeat forms read 3.0
+    and -3.0, published bare; the row says they are outside [-1, 1] and why."""
+    from litjudge.judges.listwise import icc_row
+
+    row = icc_row(pl.DataFrame({"r0": [1.0, 0.0], "r1": [1.0, 0.0], "r2": [0.0, 1.0]}))
+    assert row["ICC2k"] == pytest.approx(3.0) and row["ICC3k"] == pytest.approx(-3.0)
+    assert row["note"] == "ICC2k, ICC3k outside [-1, 1]: too few items (2) for a stable estimate"
+    steady = icc_row(pl.DataFrame({"r0": [1.0, 2.0, 3.0, 4.0], "r1": [1.0, 2.0, 3.5, 4.0]}))
+    assert steady["note"] is None and steady["ICC1"] > 0.9
