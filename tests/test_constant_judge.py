@@ -152,8 +152,8 @@ def test_classification_a_judge_answering_one_category(tmp_path):
 
 @needs_data
 def test_listwise_a_judge_scoring_every_item_alike(tmp_path):
-    r = constant_run(tmp_path, "listwise-aut-psc", limit=2)
-    assert len(said(r, "answered '3' to 100% of 48 listed items")) == 1
+    r = constant_run(tmp_path, "listwise-aut-comprehensive", limit=2)     # (a recording cannot serve PSC's orders)
+    assert len(said(r, "answered '3' to 100% of 24 listed items")) == 1
 
 
 @needs_data
