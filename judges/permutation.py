@@ -28,7 +28,7 @@ import polars as pl
 
 from .frames import split
 from .metrics import spearman
-from .metrics.bootstrap import mean_with_ci
+from .metrics.bootstrap import joined_notes, mean_with_ci
 from .metrics.kemeny import EXACT_MAX, is_exact, kemeny
 
 UNIT = ["judge", "group", "list", "repeat"]
@@ -133,7 +133,7 @@ def permutation_tables(s: pl.DataFrame, info: pl.DataFrame, orders: int) -> dict
             approximate = j.filter(~pl.col("central_exact"))["list"].n_unique() if column == "central_position" else 0
             if approximate:               # lists over EXACT_MAX items: a local search's order, not the optimum
                 said = f"central ranking of lists over {EXACT_MAX} items by local search, not exact"
-                row["ci_note"] = f"{row['ci_note']}; {said}" if row["ci_note"] else said
+                row["ci_note"] = joined_notes(row["ci_note"], said)
             agreement.append(row)
         units = [(name, order_bias(u)) for name, u in units_of.get(judge, [])]
         for label, key in (("before: single order", "before_rank"), ("after: central (Kemeny)", "after_rank"),

@@ -26,7 +26,7 @@ from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.settings import PPIConfig
 
 from .contract import Declaration
-from .metrics.bootstrap import MIN_CLUSTERS
+from .metrics.bootstrap import MIN_CLUSTERS, joined_notes
 from .metrics.ppi import TOO_FEW, ClusterSums, Estimate, effective_labels, estimate
 from .metrics.proportion import rate_interval
 from .ppi_annotated import Annotated, human_value
@@ -153,7 +153,7 @@ def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: s
         if outside:
             said = (f"over the annotation queue's {len(annotated.clusters)} clusters, not this view's {outside} "
                     "others (the queue never drew them)")
-            row["ci_note"] = f"{row['ci_note']}; {said}" if row["ci_note"] else said
+            row["ci_note"] = joined_notes(row["ci_note"], said)
         out.append(row)
     frame = pl.DataFrame(out, infer_schema_length=None)
     return frame.with_columns(pl.col(c).fill_nan(None) for c, kind in frame.schema.items() if kind == pl.Float64), drawn

@@ -29,6 +29,7 @@ from .metrics.bootstrap import (
     RESAMPLES,
     draw_counts,
     interval_note,
+    joined_notes,
     or_none,
     percentile_interval,
     resampled_sums,
@@ -219,7 +220,7 @@ def agreement_row(tables: np.ndarray, statistics: dict[str, Statistic], resample
         row |= {name: e["value"], f"{name}_low": e["low"], f"{name}_high": e["high"]}
         if e["note"]:
             notes.append(e["note"] if len(tables) < MIN_CLUSTERS else f"{name}: {e['note']}")
-    row["ci_note"] = "; ".join(dict.fromkeys(notes)) or None
+    row["ci_note"] = joined_notes(*notes)
     return row
 
 

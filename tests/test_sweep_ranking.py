@@ -143,18 +143,15 @@ def test_every_ranked_value_has_an_interval_inside_its_range_and_constant_judges
 
 
 @pytest.mark.parametrize("batch", [None, 64])
-def test_the_rates_intervals_at_once_are_each_cells_own(batch, monkeypatch):
+def test_the_rates_intervals_at_once_are_each_cells_own(batch):
     """The ranking computes its rates' intervals in one `rate_interval` over every cell: each is
     the interval that cell's own rule gives (within rounding), notes included, over rates near 0
     and 1, constant ones, missing values, two orders as strata and too few clusters, at once or a
     few cells at a time; a cell that is no rate keeps its own rule."""
     import math
 
-    from litjudge.judges.metrics import estimates
     from litjudge.judges.metrics.estimates import Units, intervals_with_notes, mean_of
 
-    if batch:                                   # the padded arrays in chunks of a few cells: the same intervals
-        monkeypatch.setattr(estimates, "BATCH_CELLS", batch)
     rng = np.random.default_rng(0)
     cells = []
     for _ in range(400):
@@ -165,7 +162,9 @@ def test_the_rates_intervals_at_once_are_each_cells_own(batch, monkeypatch):
         cells.append(Units.rate(list(clusters), list(v), strata))
     cells.append(Units.of([f"c{j}" for j in range(20)], {"v": rng.random(20)}, mean_of("v"), (0.0, 1.0)))
     notes = set()
-    for cell, (low, high, note) in zip(cells, intervals_with_notes(cells), strict=True):
+    # batch: the padded arrays in chunks of a few cells, the same intervals
+    at_once = intervals_with_notes(cells, batch_cells=batch) if batch else intervals_with_notes(cells)
+    for cell, (low, high, note) in zip(cells, at_once, strict=True):
         own = cell.interval_with_note()
         assert note == own[2] and all(math.isclose(a, b, abs_tol=1e-12) or math.isnan(a) and math.isnan(b)
                                       for a, b in ((low, own[0]), (high, own[1]))), (cell.ids, own, (low, high, note))

@@ -50,6 +50,11 @@ def too_few(clusters: int) -> str:
     return f"too few clusters ({clusters}; an interval needs {MIN_CLUSTERS}): no interval"
 
 
+def joined_notes(*notes: str | None) -> str | None:
+    """Several reasons in one `ci_note`: each once, in order, "; " between; None when there is none."""
+    return "; ".join(dict.fromkeys(n for n in notes if n)) or None
+
+
 def interval_note(clusters: int, low: float | None) -> str | None:
     """Why a bootstrap interval is missing (None when it is there): too few clusters cannot show
     how the value varies (a percentile interval from 2 stories covered 53% of the time), and

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .bootstrap import (
+    BATCH_CELLS,
     CONSTANT,
     FEW_PER_CLASS,
     MIN_CLUSTERS,
@@ -33,10 +34,8 @@ from .bootstrap import (
     interval_note,
     percentile_interval,
     resample_indices,
-    too_few,
 )
-from .proportion import NOTES as RATE_NOTES
-from .proportion import rate_interval, rate_with_ci
+from .proportion import rate_interval, rate_note, rate_with_ci
 from .row_statistics import (  # noqa: F401  (the statistics of estimates, imported from here)
     BinaryAgreement,
     MeanOf,
@@ -167,11 +166,11 @@ def _rate_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str |
     return (math.nan if ci.ci_low is None else ci.ci_low, math.nan if ci.ci_high is None else ci.ci_high, ci.note)
 
 
-def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, seed: int = 0
-                         ) -> list[tuple[float, float, str | None]]:
+def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, seed: int = 0,
+                         batch_cells: int = BATCH_CELLS) -> list[tuple[float, float, str | None]]:
     """Each cell's `interval_with_note`; the rates' (`_rate_rule`) in one `rate_interval` over all
-    of them, as the tables compute theirs: a sweep ranks hundreds of cells, and the rate rule one
-    cell at a time was a fifth of its ranking."""
+    of them, as the tables compute theirs (a sweep ranks hundreds of cells, and the rate rule one
+    cell at a time was a fifth of its ranking), in padded arrays of at most `batch_cells` values."""
     rates = [i for i, u in enumerate(cells) if u.rule is _rate_rule and u.clusters >= MIN_CLUSTERS
              and _rate_values(u.columns["v"])]
     batched = set(rates)
@@ -183,7 +182,7 @@ def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, see
     strata = {i: np.unique(cells[i].columns["stratum"].astype(str), return_inverse=True)[1]
               if "stratum" in cells[i].columns else np.zeros(len(cells[i].columns["v"]), dtype=int) for i in rates}
     width, depth = max(cells[i].clusters for i in rates), max(int(s.max(initial=0)) + 1 for s in strata.values())
-    step = max(1, BATCH_CELLS // (width * depth))          # padded arrays of a bounded size (large data, many cells)
+    step = max(1, batch_cells // (width * depth))          # padded arrays of a bounded size (large data, many cells)
     for start in range(0, len(rates), step):
         chunk = rates[start:start + step]
         sums, counts = np.zeros((len(chunk), width, depth)), np.zeros((len(chunk), width, depth))
@@ -196,12 +195,8 @@ def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, see
         _, low, high, rule = rate_interval(sums, counts)
         present = (counts.sum(axis=2) > 0).sum(axis=1)
         for d, i in enumerate(chunk):
-            note = too_few(int(present[d])) if rule[d] == 3 else RATE_NOTES.get(int(rule[d]))
-            out[i] = (float(low[d]), float(high[d]), note)
+            out[i] = (float(low[d]), float(high[d]), rate_note(int(rule[d]), int(present[d])))
     return out
-
-
-BATCH_CELLS = 1 << 21          # values per padded array of `intervals_with_notes` (16 MiB of float64)
 
 
 def _rate_values(v: np.ndarray) -> bool:

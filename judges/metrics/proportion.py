@@ -148,10 +148,14 @@ def rate_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None],
     return _one(*rate_interval(sums, counts), n=len(keep), clusters=int(sums.shape[1]))
 
 
+def rate_note(rule: int, clusters: int) -> str | None:
+    """The note of a `rate_interval` estimate with this `rule` over `clusters` clusters."""
+    return too_few(clusters) if rule == 3 else NOTES.get(rule)
+
+
 def _one(value: np.ndarray, low: np.ndarray, high: np.ndarray, rule: np.ndarray, n: int, clusters: int) -> MeanCI:
     """The first (only) estimate of `rate_interval` as a MeanCI with its note."""
-    note = too_few(clusters) if rule[0] == 3 else NOTES.get(int(rule[0]))
-    return MeanCI(float(value[0]), n, or_none(float(low[0])), or_none(float(high[0])), note)
+    return MeanCI(float(value[0]), n, or_none(float(low[0])), or_none(float(high[0])), rate_note(int(rule[0]), clusters))
 
 
 def cluster_mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None]) -> MeanCI:

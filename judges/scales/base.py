@@ -43,8 +43,10 @@ Schema = dict[str, Any]
 INTERVAL: Schema = {"n": pl.Int64, "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8}
 
 
-# what an answer's name may not hold: line breaks and other control characters, markup and template braces
-NOT_PLAIN = re.compile(r"[\x00-\x1f\x7f<>\[\]{}|\\`]")
+# line breaks and other control characters: no prompt line may hold one (it writes a line of its own)
+CONTROL = r"\x00-\x1f\x7f"
+# what an answer's name may not hold: control characters, markup and template braces
+NOT_PLAIN = re.compile(rf"[{CONTROL}<>\[\]{{}}|\\`]")
 
 
 def check_answer_names(qid: str, names: list[str], what: str) -> None:

@@ -14,6 +14,8 @@ from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kapp
 from .base import SCALES, Scale, Schema, Setting, check_answer_names, with_ci
 
 TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
+
+
 def synonyms(labels: tuple[str, ...]) -> dict[str, str]:
     """Which label true/false (yes/no, 1/0) stand for: the positive label and the other; by meaning
     when the labels are such words themselves; none when they are only partly (["Yes", "Maybe"])."""

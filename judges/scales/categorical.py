@@ -16,7 +16,7 @@ import litjudge.grammars as grammars
 from litjudge.engine.core.errors import DataError
 
 from ..contract import Table
-from ..metrics.bootstrap import MIN_CLUSTERS
+from ..metrics.bootstrap import MIN_CLUSTERS, joined_notes
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from ..rubric_stats import agreement_row, few_per_class, kappa, per_class, table_units, tables_by_cluster
@@ -78,7 +78,7 @@ class Categorical(Scale):
         notes = [str(row["ci_note"])] if row["ci_note"] else []
         if m.note and len(tables) >= MIN_CLUSTERS:
             notes.append(f"accuracy: {m.note}")
-        row["ci_note"] = "; ".join(notes) or None
+        row["ci_note"] = joined_notes(*notes)
         shares = [{"category": c, "n": len(h), "human_share": float(np.mean(h == i)), "judge_share": float(np.mean(j == i)),
                    "recall": float(np.mean(j[h == i] == i)) if (h == i).any() else None}
                   for i, c in enumerate(q.categories)]

@@ -14,11 +14,11 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import DataError
 
-from ..metrics.bootstrap import MIN_CLUSTERS, mean_with_ci
+from ..metrics.bootstrap import MIN_CLUSTERS, joined_notes, mean_with_ci
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from ..rubric_stats import agreement_row, quadratic_kappa, spearman, table_units, tables_by_cluster
-from .base import SCALES, Scale, Schema, Setting, number, with_ci
+from .base import CONTROL, SCALES, Scale, Schema, Setting, number, with_ci
 
 STATISTICS = {"spearman": spearman, "qwk": quadratic_kappa}
 RATES = ("exact", "within_one")
@@ -44,7 +44,7 @@ class Points(Scale):
                              f"got {len(q.points)} description(s)")
         for i, text in enumerate(q.points, start=1):
             # one line each in the prompt ("i: text"): a line break in one wrote a point of its own ("5: fake")
-            if not text.strip() or re.search(r"[\x00-\x1f\x7f]", text):
+            if not text.strip() or re.search(f"[{CONTROL}]", text):
                 raise ValueError(f"question {q.id!r}: point {i}'s description {text!r:.60} is "
                                  f"{'blank' if not text.strip() else 'not one line (no line breaks or control characters)'}")
 
@@ -91,7 +91,7 @@ class Points(Scale):
             row |= {name: m.value, f"{name}_low": m.ci_low, f"{name}_high": m.ci_high}
             if m.note and m.note not in notes and len(set(map(str, clusters))) >= MIN_CLUSTERS:
                 notes.append(f"{name}: {m.note}")
-        row["ci_note"] = "; ".join(notes) or None
+        row["ci_note"] = joined_notes(*notes)
         return {self.table: [{"points": k, "n": labelled.height, **row}]}
 
     def rank_units(self, rows: pl.DataFrame, q: Any, metric: str, where: dict[str, str], resamples: int) -> Units | None:
