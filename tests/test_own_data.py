@@ -63,6 +63,20 @@ def pairs_of(config_path):
     return list(load_dataset(card, "pairs", card.folder()))
 
 
+def items_of(config_path):
+    config = load_config(config_path)
+    card = dataset_card(config.dataset, str(config_path), config.protocol)
+    return load_dataset(card, "items", card.folder())
+
+
+def ideas_config(folder, path: str):
+    """A classification run of rated ideas in `path`, its columns under their own names."""
+    return write_config(folder / "own.toml", (
+        f'name = "ideas"\nprotocol = "classification"\njudge = "smollm2-135m"\n[dataset]\npath = "{path}"\n'
+        '[dataset.columns]\nitem_id = "uid"\ngroup = "prompt_id"\ntext = "answer"\nhuman_score = "rating"\n'
+        'category = "=idea"\n'))
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet", "arrow"])
 def test_inline_dataset_renames_columns_and_values(tmp_path, fmt):
     elsewhere = tmp_path / "my data"
@@ -170,13 +184,7 @@ def test_rated_items_from_parquet_with_their_own_names(tmp_path):
     pl.DataFrame({"uid": ["i1", "i2", "i3"], "prompt_id": ["brick", "brick", "cup"],
                   "answer": ["a wall", "a doorstop", "a hat"], "rating": [1.5, 3.0, 2.5]}
                  ).write_parquet(tmp_path / "ideas.parquet")
-    cfg = write_config(tmp_path / "own.toml", (
-        'name = "ideas"\nprotocol = "classification"\njudge = "smollm2-135m"\n[dataset]\npath = "ideas.parquet"\n'
-        '[dataset.columns]\nitem_id = "uid"\ngroup = "prompt_id"\ntext = "answer"\nhuman_score = "rating"\n'
-        'category = "=idea"\n'))
-    config = load_config(cfg)
-    card = dataset_card(config.dataset, str(cfg), config.protocol)
-    items = load_dataset(card, "items", card.folder())
+    items = items_of(ideas_config(tmp_path, "ideas.parquet"))
     got = [(i.item_id, i.group, i.text, i.human_score) for i in items.items]
     assert got == [("i1", "brick", "a wall", 1.5), ("i2", "brick", "a doorstop", 3.0), ("i3", "cup", "a hat", 2.5)]
 
@@ -187,17 +195,12 @@ def test_a_csv_human_score_is_plain_digits_not_whatever_float_reads(tmp_path, ce
     naming its row, while " 2.5 " and "+3" are the numbers they look like."""
     (tmp_path / "ideas.csv").write_text(f"uid,prompt_id,answer,rating\ni1,brick,a wall, 2.5 \ni2,brick,a hat,+3\n"
                                         f"i3,brick,a door,{cell}\n")
-    cfg = write_config(tmp_path / "own.toml", (
-        'name = "ideas"\nprotocol = "classification"\njudge = "smollm2-135m"\n[dataset]\npath = "ideas.csv"\n'
-        '[dataset.columns]\nitem_id = "uid"\ngroup = "prompt_id"\ntext = "answer"\nhuman_score = "rating"\n'
-        'category = "=idea"\n'))
-    config = load_config(cfg)
-    card = dataset_card(config.dataset, str(cfg), config.protocol)
+    cfg = ideas_config(tmp_path, "ideas.csv")
     with pytest.raises(DataError, match=r"ideas.csv:4: .*'human_score'") as exc:
-        load_dataset(card, "items", card.folder())
+        items_of(cfg)
     assert "\n" not in str(exc.value)
     (tmp_path / "ideas.csv").write_text("uid,prompt_id,answer,rating\ni1,brick,a wall, 2.5 \ni2,brick,a hat,+3\n")
-    assert [i.human_score for i in load_dataset(card, "items", card.folder()).items] == [2.5, 3.0]
+    assert [i.human_score for i in items_of(cfg).items] == [2.5, 3.0]
 
 
 def test_csv_cells_that_read_like_missing_values_are_text(tmp_path):
