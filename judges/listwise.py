@@ -176,11 +176,6 @@ class ListwiseRanking(Protocol):
 
     def units(self, ctx: Context) -> list[tuple[str, list[RatedItem]]]:
         """The groups (objects, story sets): the named ones, else all in the data's order."""
-        if ctx.replay and ctx.options.orders > 1:
-            # a list's orders share its id (GROUP/listK): each would be served the one recorded ranking
-            raise ConfigError(f"a recorded judge holds one ranking per list, which all {ctx.options.orders} shown orders "
-                              "would share; permutation self-consistency needs a judge that reads each order",
-                              where=ctx.config.source or None, parameter="options.orders")
         return select_groups(self.load(ctx), list(ctx.options.groups))
 
     def asks(self, ctx: Context, unit: tuple[str, list[RatedItem]]) -> Iterator[Ask]:

@@ -284,8 +284,34 @@ def test_bad_protocol_options_fail_with_one_line(tmp_path):
     cfg = write_config(tmp_path / "bad4.toml", f'name = "x"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
                                                f'judge = "replay:{tmp_path / "rec.jsonl"}"\n[options]\norders = 3\n')
     r = litjudge("plan", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
-    assert r.returncode == 2 and ("options.orders: a recorded judge holds one ranking per list, which all 3 shown "
-                                  "orders would share") in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 2 and ("holds one answer per item id, and item 'demo-poems/list0' is asked twice (with "
+                                  "another order and shown), which would share it") in r.stderr, r.stderr[-2000:]
+
+
+def test_a_recorded_judge_is_never_asked_one_item_two_ways(tmp_path):
+    """Replay serves by item id: the planner refuses, per run, a second key for an id (whatever asks it:
+    a plugin's protocol, repeats past the config's check), and lets the same request twice and
+    another run's same id through."""
+    from litjudge.engine import backends
+    from litjudge.engine.core.config import RunConfig
+    from litjudge.engine.core.errors import ConfigError
+    from litjudge.engine.core.planner import StreamPlanner
+    from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta, Sampling
+    from litjudge.grammars import binary
+
+    (tmp_path / "rec.jsonl").write_text('{"id": "s1", "response": "Yes"}\n')
+    name = f"replay:{tmp_path / 'rec.jsonl'}"
+    spec = backends.resolve(name, RunConfig(name="x", protocol="-", dataset="-", judge=name))
+
+    def ask(text: str, repeat: int = 0) -> JudgeRequest:
+        return JudgeRequest((Message("user", text),), binary(), "label", Sampling(temperature=1.0, seed=repeat),
+                            RequestMeta("plugin", "s1", (("repeat", repeat),)))
+
+    fine = [("r1", ask("Is it good?")), ("r1", ask("Is it good?")), ("r2", ask("Is it fine?"))]
+    assert sum(len(c.entries) for c in StreamPlanner(backends.planner(spec)).chunks(fine)) == 3
+    for second, how in [(ask("Is it fine?"), "with another prompt"), (ask("Is it good?", 1), "with another repeat")]:
+        with pytest.raises(ConfigError, match=f"item 's1' is asked twice \\({how}\\)"):
+            list(StreamPlanner(backends.planner(spec), chunk=1).chunks([("r1", ask("Is it good?")), ("r1", second)]))
 
 
 # -- reward-model judges ----------------------------------------------------------------------

@@ -38,7 +38,7 @@ from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.session import Session
 from ..core.store import Store
-from ..core.verdicts import verdict_frame
+from ..core.verdicts import answered_and_unread, verdict_frame
 from .calibrate import SAMPLE
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
@@ -269,8 +269,8 @@ def _unread(verdicts: pl.DataFrame) -> float | None:
     rest (a judge answering "Tie" where ties are off ranked level with one that answered all)."""
     if "status" not in verdicts.columns:
         return None
-    answered = verdicts.filter(pl.col("status").is_in(["ok", "unparsed"]))
-    return float((answered["status"] == "unparsed").mean()) if answered.height else None  # type: ignore[arg-type]
+    answered, unread = answered_and_unread(verdicts)
+    return unread.height / answered.height if answered.height else None
 
 
 def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:

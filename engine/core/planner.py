@@ -31,8 +31,8 @@ from litjudge.grammars.compile import max_verdict_tokens
 
 from .backend import Planner
 from .config import Truncation
-from .errors import PreflightError
-from .requests import JudgeRequest, Prepared, content_key, packed
+from .errors import ConfigError, PreflightError
+from .requests import JudgeRequest, Prepared, RequestMeta, content_key, packed
 
 CHUNK = 20_000                          # requests planned (rendered, tokenized, sorted) at a time
 
@@ -147,6 +147,9 @@ class StreamPlanner:
         self.skipped_keys: list[str] = []              # keys left out as too long, in the order found
         self._prev: Sequence[int] = ()
         self._budgets: dict[tuple, int] = {}
+        # a recorded judge answers by item id: per run, each id's one key (and what asked it)
+        self._served: dict[tuple[str, str], tuple[str, RequestMeta]] | None = (
+            {} if planner.capabilities.recorded else None)
 
     def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Generator[PlanChunk, None, None]:
         it = iter(requests)
@@ -166,12 +169,29 @@ class StreamPlanner:
             self._budgets[fp] = budget_tokens(r)
         return self._budgets[fp]
 
+    def _one_answer_per_item(self, run: str, key: str, r: JudgeRequest) -> None:
+        """A recorded judge holds one answer per item id: a run asking one id in two ways (two repeats,
+        two shown orders, two prompts) would be served that answer for both, and agreement between
+        them read perfect. Refused at planning, before anything is generated, naming what differs."""
+        assert self._served is not None
+        first = self._served.setdefault((run, r.meta.item_id), (key, r.meta))   # not the request: its text
+        if first[0] == key:
+            return
+        was, now = first[1].as_dict(), r.meta.as_dict()
+        differ = [k for k in dict.fromkeys([*was, *now]) if was.get(k) != now.get(k)]
+        how = f"with another {' and '.join(differ)}" if differ else "with another prompt"
+        raise ConfigError(f"the recorded judge {self.identity.fingerprint!r} holds one answer per item id, and item "
+                          f"{r.meta.item_id!r} is asked twice ({how}), which would share it: ask each item once "
+                          "(one repeat, one order), or use a judge that reads the prompt")
+
     def _plan(self, batch: list[tuple[str, JudgeRequest]]) -> PlanChunk:
         seconds, t = self.stats.seconds, time.perf_counter()
         entries, new = [], {}
         for run, r in batch:
             key = content_key(r, self.identity)
             entries.append(PlanEntry(key, r, run))
+            if self._served is not None:
+                self._one_answer_per_item(run, key, r)
             if key not in new and bytes.fromhex(key) not in self._seen:
                 new[key] = (run, r)
         prepared, too_long = [], []

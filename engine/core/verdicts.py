@@ -44,6 +44,13 @@ def probability(frame: pl.DataFrame, label: str) -> pl.Expr:
 UNPARSED_WARN = 0.1          # the share of a judge's answers left unread that is worth a line of its own
 
 
+def answered_and_unread(verdicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The verdicts the judge answered (read or not: a failed or skipped request is neither), and
+    those of them that could not be read as a verdict: what `unread` shares and warnings count."""
+    answered = verdicts.filter(pl.col("status").is_in(["ok", "unparsed"]))
+    return answered, answered.filter(pl.col("status") == "unparsed")
+
+
 def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPolicy()) -> list[str]:
     """A line per judge whose answers often could not be read as a verdict (but not all: that is its
     own error), with what it said most and what the agreement tables did with them under the run's
@@ -55,8 +62,7 @@ def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPo
             "wrong": 'the agreement tables count each as wrong (missing = "wrong")'}[missing.kind]
     out = []
     for (judge,), v in verdicts.group_by(["judge"], maintain_order=True):
-        answered = v.filter(pl.col("status").is_in(["ok", "unparsed"]))
-        bad = answered.filter(pl.col("status") == "unparsed")
+        answered, bad = answered_and_unread(v)
         if 0 < bad.height < answered.height and bad.height >= UNPARSED_WARN * answered.height:
             # what it said, or, for no answer at all, why (a backend's failure: "the recording has no response ...")
             said = pl.col("raw").cast(pl.Utf8).fill_null("").str.strip_chars().str.slice(0, 40)

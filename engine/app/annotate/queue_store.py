@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,13 @@ OPTIONS = {"budget": Option("--budget", "budget"), "floor": Option("--floor", "f
 
 
 def _whole(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    """An integer, Python's or numpy's (a Python caller's np.int64), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _real(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    """A finite real number, Python's or numpy's, never a bool (as a rubric's human numbers)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
