@@ -40,6 +40,11 @@ class Build:
 
     requests: Iterable[JudgeRequest]
     skipped: list[Skip] = field(default_factory=list)
+    taken: list[int] = field(default_factory=lambda: [0])    # the units judged (what `limit` counts), likewise
+
+    @property
+    def units(self) -> int:
+        return self.taken[0]
 
 
 @dataclass(frozen=True)
@@ -234,10 +239,11 @@ class Protocol(Named, ABC):
         at once (their errors come before the run starts); an iterator (pairs read as they stream)
         streams, and `skipped` is complete once the requests are consumed."""
         skipped: list[Skip] = []
+        taken = [0]
         units = self.units(ctx)
-        requests = (request for unit in _counted(units, ctx.config.limit, skipped)
+        requests = (request for unit in _counted(units, ctx.config.limit, skipped, taken)
                     for ask in self.asks(ctx, unit) for request in _requests(self, ctx, ask, skipped))
-        return Build(requests if isinstance(units, Iterator) else list(requests), skipped)
+        return Build(requests if isinstance(units, Iterator) else list(requests), skipped, taken)
 
     def _policy_forms(self, options: Any) -> list[str]:
         return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.declared.missing
@@ -286,16 +292,15 @@ class Protocol(Named, ABC):
         """One row per plan entry (meta + verdict columns) -> named result tables."""
 
 
-def _counted(units: Iterable[Any], limit: int | None, skipped: list[Skip]) -> Iterator[Any]:
-    """The first `limit` units (all when None); the skips met on the way are recorded."""
-    taken = 0
+def _counted(units: Iterable[Any], limit: int | None, skipped: list[Skip], taken: list[int]) -> Iterator[Any]:
+    """The first `limit` units (all when None), counted in `taken`; the skips met on the way are recorded."""
     for unit in units:
-        if limit is not None and taken >= limit:
+        if limit is not None and taken[0] >= limit:
             return
         if isinstance(unit, Skip):
             skipped.append(unit)
             continue
-        taken += 1
+        taken[0] += 1
         yield unit
 
 

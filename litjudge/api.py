@@ -29,7 +29,7 @@ from typing import Any
 from litjudge.engine.app.annotate.serve import annotate as serve_annotations
 from litjudge.engine.app.execute import Asked, execute
 from litjudge.engine.app.outputs import write_file
-from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name
+from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name, refuse_foreign
 from litjudge.engine.core.config import RunConfig, load_config, read_toml, valid_name
 from litjudge.engine.core.console import prepare_environment, quiet, shown
 from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, did_you_mean, fault
@@ -42,12 +42,42 @@ from litjudge.judges import PROTOCOLS
 
 from . import rows as data_rows
 from .python_terms import plain_table
-from .result import LitjudgeWarning, Result
+from .result import LitjudgeWarning, Result, is_path
 
 JUDGE_WHERE = "litjudge.judge()"
 RUN_WHERE = "litjudge.run(dict)"
 INPUT = Path("input") / "data.jsonl"            # where judge() keeps your rows, inside the run folder
 OVERWRITE = "overwrite=True"
+
+
+def _is_flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+# The arguments judge() and run() share, each with what it must be: checked before anything is read
+# or written (overwrite="no" is truthy, and replaced a finished run; cache=123 became a file "./123").
+ARGUMENTS = {
+    "out": ("a folder's path (str or Path)", lambda v: v is None or is_path(v)),
+    "cache": ("True, False or a verdict cache's path (str or Path)", lambda v: _is_flag(v) or is_path(v)),
+    "progress": ("True or False", _is_flag),
+    "overwrite": ("True or False", _is_flag),
+    "name": ("a folder name of letters, digits, '-' and '_'", lambda v: v is None or (isinstance(v, str) and valid_name(v))),
+}
+
+
+def _checked_arguments(where: str, **given: Any) -> dict[str, Any]:
+    """The call's shared arguments, numpy scalars as their Python values (np.True_), each checked:
+    one ConfigError naming the first wrong one."""
+    out = {}
+    for name, value in given.items():
+        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+            value = value.item()
+        need, ok = ARGUMENTS[name]
+        if not ok(value):
+            raise ConfigError(f"expected {need}, got {type(value).__name__} {value!r}", where=where, parameter=name,
+                              value=value)
+        out[name] = value
+    return out
 
 
 def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
@@ -85,6 +115,8 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
     Returns:
         The finished run: its tables, verdicts and manifest.
     """
+    args = _checked_arguments(JUDGE_WHERE, out=out, cache=cache, progress=progress, overwrite=overwrite, name=name)
+    out, cache, progress, overwrite, name = (args[k] for k in ("out", "cache", "progress", "overwrite", "name"))
     moved = _option_keywords(protocol, config)            # questions=[...]: an option of the rubric protocol
     if moved:
         given = dict(options or {})
@@ -110,6 +142,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         path = run_dir / INPUT if in_memory else data_path
         final = {**table, "name": run_dir.name, "dataset": {**table["dataset"], "path": str(path)}}
         created = not run_dir.exists()
+        refuse_foreign(run_dir, OVERWRITE)            # a folder of the user's: before the lock writes into it
         lock = RunLock(run_dir)                       # taken before the rows are written into the folder
         try:
             claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
@@ -213,10 +246,15 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
     Returns:
         The finished run (a sweep's, an ensemble's, or a run of several tasks').
     """
+    args = _checked_arguments("litjudge.run()", out=out, cache=cache, progress=progress, overwrite=overwrite)
+    out, cache, progress, overwrite = (args[k] for k in ("out", "cache", "progress", "overwrite"))
     if isinstance(config, Mapping):
         table, where = json.loads(json.dumps(plain_table(config, "config"), default=str)), RUN_WHERE
-    else:
+    elif is_path(config):
         table, where = read_toml(config), str(config)
+    else:
+        raise ConfigError(f"expected a config file's path (str or Path), a committed config's name or a dict, got "
+                          f"{type(config).__name__} {config!r}", where="litjudge.run()", parameter="config", value=config)
     given = {k: plain_table(v, k) for k, v in overrides.items() if v is not None}
     session = Session.current(out=out, cache=cache, progress=progress)
     with _engine_session(session):

@@ -4,8 +4,10 @@ a sweep or an ensemble); nothing here computes a number the run did not store.""
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -48,6 +50,7 @@ class Result:
     @classmethod
     def open(cls, run_dir: str | Path) -> Result:
         """A finished run folder; `run_dir` is kept absolute, as `judge()` returns it."""
+        _path_argument(run_dir, "run_dir", "a run folder's path (str or Path)")
         path = Path(run_dir).expanduser().resolve()
         if not path.is_dir():
             raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
@@ -107,6 +110,8 @@ class Result:
 
     def report(self, out: str | Path | None = None) -> Path:
         """Write the HTML report (tables, plots and the per-item viewer) and return its path."""
+        if out is not None:
+            _path_argument(out, "out", "a folder's path (str or Path) for the report")
         if self.kind in ("sweep", "ensemble"):
             raise ConfigError(f"a {self.kind} has no report of its own: report one of its cells' runs, or read "
                               "`tables['sweep_ranking']`", where=str(self.run_dir))
@@ -127,3 +132,14 @@ class Result:
     def __repr__(self) -> str:
         return (f"Result(kind={self.kind!r}, run_dir={str(self.run_dir)!r}, verdicts={self.verdicts.height}, "
                 f"tables={sorted(self.tables)})")
+
+
+def is_path(value: Any) -> bool:
+    """A path as Python callers give one: a non-blank str, or a Path (os.PathLike)."""
+    return isinstance(value, (str, os.PathLike)) and bool(str(os.fspath(value)).strip())
+
+
+def _path_argument(value: Any, parameter: str, need: str) -> None:
+    """A path given from Python, or one ConfigError naming the parameter (not pathlib's TypeError)."""
+    if not is_path(value):
+        raise ConfigError(f"expected {need}, got {type(value).__name__} {value!r}", parameter=parameter, value=value)

@@ -139,3 +139,71 @@ def test_the_data_file_replaced_while_the_run_reads_it_is_an_error_not_a_wrong_m
         return
     recorded = outcome.manifest.raw["dataset"]["data"]["sha256"]
     assert recorded == hashlib.sha256(original).hexdigest(), "the manifest names bytes the run did not judge"
+
+
+def test_a_folder_of_the_users_is_never_taken_over(tmp_path):
+    """A folder holding files of the user's and no run (results.json, tables/) is refused in one line
+    listing them, by judge() (overwrite=True too: it replaces a run's tables, not the user's files),
+    by `litjudge run` and by a sweep, and nothing is written into it (not even the run's lock)."""
+    folder = tmp_path / "out" / "mine"
+    (folder / "tables").mkdir(parents=True)
+    (folder / "results.json").write_text("{}")
+    (folder / "tables" / "accuracy.csv").write_text("mine\n")
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    for overwrite in (False, True):
+        with pytest.raises(litjudge.ConfigError, match=r"mine: is a folder of yours, not a litjudge run's \(it holds "
+                                                       r"results.json, tables/\).*give this call another name="):
+            call(tmp_path, pd.DataFrame(pairs()), name="mine", overwrite=overwrite)
+    cfg = pairs_run(tmp_path / "a", name="mine")
+    one_line(cli("run", str(cfg), "--quiet", "--out", str(tmp_path / "out"), cwd=tmp_path), "is a folder of yours",
+             "give the config another `name`")
+    sweep = tmp_path / "a" / "sweep.toml"
+    sweep.write_text(cfg.read_text() + "\n[matrix]\nlimit = [1, 2]\n")
+    one_line(cli("run", str(sweep), "--quiet", "--out", str(tmp_path / "out"), cwd=tmp_path), "is a folder of yours")
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert (folder / "results.json").read_text() == "{}"
+
+
+def test_a_limit_past_the_data_is_the_same_run(tmp_path):
+    """A full run of 12 pairs, then limit=100: the same 12 pairs (nothing generated, the folder's
+    tables kept), not 'would rewrite its tables to the first 100'; limit=5 below them is refused."""
+    df = pd.DataFrame(pairs())
+    full = call(tmp_path, df, name="n")
+    assert json.loads((full.run_dir / "manifest.json").read_text())["units"] == len(df)
+    again = call(tmp_path, df, name="n", limit=100)
+    assert again.manifest.generated_now == 0 and pair_ids(again) == pair_ids(full)
+    with pytest.raises(litjudge.ConfigError, match="limit 5 would rewrite its tables to the first 5"):
+        call(tmp_path, df, name="n", limit=5)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"overwrite": "no"}, "overwrite: expected True or False, got str 'no'"),
+    ({"overwrite": 0.0001}, "overwrite: expected True or False, got float 0.0001"),
+    ({"cache": 123}, "cache: expected True, False or a verdict cache's path (str or Path), got int 123"),
+    ({"progress": "no"}, "progress: expected True or False"),
+    ({"name": ""}, "name: expected a folder name of letters, digits, '-' and '_', got str ''"),
+    ({"out": 123}, "out: expected a folder's path (str or Path), got int 123"),
+])
+def test_the_calls_arguments_are_checked_before_anything_is_written(tmp_path, kw, message):
+    """overwrite='no' is truthy (it replaced a finished run), cache=123 became a file './123',
+    out=123 was pathlib's TypeError: each is one line naming the argument, and nothing is written."""
+    df = pd.DataFrame(pairs())
+    first = call(tmp_path, df, name="kept")
+    manifest = (first.run_dir / "manifest.json").read_bytes()
+    with pytest.raises(litjudge.ConfigError, match=f"litjudge.judge\\(\\): {message}".replace("(str or Path)", r"\(str or Path\)")):
+        call(tmp_path, df.iloc[:3], name=kw.pop("name", "kept"), **kw)
+    assert (first.run_dir / "manifest.json").read_bytes() == manifest and not (tmp_path / "123").exists()
+
+
+def test_paths_from_python_are_checked_where_they_are_taken(tmp_path):
+    """run(None), run(5), load(None), load(5), run(..., out=123) and Result.report(123): one line
+    naming the argument, not pathlib's 'expected str, bytes or os.PathLike object'."""
+    result = call(tmp_path, pd.DataFrame(pairs()), name="r")
+    for attempt, message in [(lambda: litjudge.run(None), "config: expected a config file's path"),
+                             (lambda: litjudge.run(5), "config: expected a config file's path"),
+                             (lambda: litjudge.load(None), "run_dir: expected a run folder's path"),
+                             (lambda: litjudge.load(5), "run_dir: expected a run folder's path"),
+                             (lambda: litjudge.run("demo", out=123), "out: expected a folder's path"),
+                             (lambda: result.report(123), "out: expected a folder's path")]:
+        with pytest.raises(litjudge.ConfigError, match=message):
+            attempt()

@@ -41,7 +41,7 @@ from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
 from .results_file import results, tasks_results, write_results
-from .run_folder import DataRead, claim, claim_of, data_reads, folder_for, lost_store_note
+from .run_folder import DataRead, claim, claim_of, data_reads, folder_for, lost_store_note, refuse_foreign
 from .summary import append_history
 
 
@@ -126,6 +126,7 @@ class RunState:
     generation: GenerationOutcome | None = None
     judge_runs: list[JudgeRun] = field(default_factory=list)
     skipped: dict[str, list[dict]] = field(default_factory=dict)
+    units: dict[str, int] = field(default_factory=dict)         # each task's units judged (what `limit` counts)
     spend: Spend = field(default_factory=Spend)                  # the invocation's API spend (Session.spend)
 
 
@@ -159,6 +160,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     notes = lost_store_note(run_dir)
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
+    refuse_foreign(run_dir, switch)                # a folder of the user's: before the lock writes into it
     lock, store, cache = _open_stores(run_dir, lock, lambda: claim(run_dir, new, overwrite=overwrite, switch=switch),
                                       session.verdict_cache if live_judges else None, config.api.key_env)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
@@ -270,6 +272,7 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
             else " (check options, limit and dataset)"), where=config.source)
     for name, built in builds:
         state.skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
+        state.units[name] = max(state.units.get(name, 0), built.units)
     for name, _ in tasks:
         state.skipped[name] += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
                                 for item, n, limit, run in jr.plan.too_long if run == run_id(config, name, spec.name)]
@@ -297,6 +300,7 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0,
                               read.identity if read else None)
     manifest.update(warnings=state.notes + warnings + generation_warnings(generation), task=name or None,
+                    units=state.units.get(name),
                     log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
     if generation is not None:
         manifest["generation"] = generation.summary

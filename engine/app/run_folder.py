@@ -41,8 +41,10 @@ from ..core.console import say
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import config_dict, data_identity
 from ..core.paths import file_identity
+from ..core.run_lock import LOCK_NAME
 from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
+from .outputs import STALE_TEMP
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
 SWEEP_CLAIM = ("axes", "cells")      # a sweep's matrix; its post settings and rank_by are aggregation only
@@ -102,6 +104,7 @@ class Claim:
     data: tuple[str, ...] = ()
     limit: int | None = None            # a run's (or tasks') limit: not the run's identity, but never shrunk unasked
     settings: str = ""                  # what only aggregation reads (AGGREGATION), for command-line overrides
+    units: int | None = None            # the units a finished run judged (what a limit counts), where its manifest says
 
     @property
     def digest(self) -> str:
@@ -173,7 +176,8 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
-                 _limit(kind, m["config"]), _settings(m["config"]))
+                 _limit(kind, m["config"]), _settings(m["config"]),
+                 m["units"] if kind == "run" and isinstance(m.get("units"), int) else None)
 
 
 def holds_another(run_dir: Path, new: Claim) -> bool:
@@ -185,11 +189,11 @@ def holds_another(run_dir: Path, new: Claim) -> bool:
 def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     """Refuse (one ConfigError naming the folder and `switch`) to write `new` into a folder that
     holds a finished run of another claim, unless overwrite is asked for."""
+    refuse_foreign(run_dir, switch)
     old = recorded_claim(run_dir)
     if old is None or overwrite:
         return
-    other = ("give the config another `name` (or --out another folder)" if switch.startswith("--")
-             else "give this call another name= (or out=)")
+    other = _other(switch)
     if _same(old, new):
         if _shorter(new, old) and holds_judged_tables(run_dir):
             raise ConfigError(f"holds a finished run of {'every item' if old.limit is None else f'the first {old.limit}'}"
@@ -202,9 +206,42 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
                       "are kept and reused where they match)", where=str(run_dir))
 
 
+# What a run folder holds before its store: the folder's lock and judge()'s rows (and a temporary being written).
+BEFORE_THE_STORE = (LOCK_NAME, "input")
+
+
+def _other(switch: str) -> str:
+    return ("give the config another `name` (or --out another folder)" if switch.startswith("--")
+            else "give this call another name= (or out=)")
+
+
+def refuse_foreign(run_dir: Path, switch: str) -> None:
+    """One ConfigError when the folder is the user's own (`not_a_run`): called before its lock is
+    taken (which would write .lock into it) and again by `claim`."""
+    if foreign := not_a_run(run_dir):
+        raise ConfigError(f"is a folder of yours, not a litjudge run's (it holds {', '.join(foreign[:4])}"
+                          f"{', ...' if len(foreign) > 4 else ''}), and a run writes its files there (results.json, "
+                          f"tables/, log.jsonl): {_other(switch)}", where=str(run_dir))
+
+
+def not_a_run(run_dir: Path) -> list[str]:
+    """What a folder holds when no run of litjudge's has begun in it (no store, no manifest): a
+    folder of the user's, whose results.json or tables/ a run would overwrite. [] for a run's
+    folder, an empty one or none."""
+    if not run_dir.is_dir() or (run_dir / "store.sqlite").exists() or (run_dir / "manifest.json").exists():
+        return []
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()
+                  if p.name not in BEFORE_THE_STORE and not STALE_TEMP.match(p.name))
+
+
 def _shorter(new: Claim, old: Claim) -> bool:
-    """`new` judges fewer items than `old` did (a limit below its limit, or any limit on a full run)."""
-    return new.limit is not None and (old.limit is None or new.limit < old.limit)
+    """`new` judges fewer items than `old` did: a limit below the units it judged (a limit of 100 on a
+    full run of 12 pairs judges the same 12), or, where its manifest does not say, below its limit."""
+    if new.limit is None:
+        return False
+    if old.units is not None:
+        return new.limit < old.units
+    return old.limit is None or new.limit < old.limit
 
 
 def holds_judged_tables(run_dir: Path) -> bool:

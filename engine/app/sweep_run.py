@@ -44,7 +44,7 @@ from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
-from .run_folder import claim, claim_of
+from .run_folder import claim, claim_of, refuse_foreign
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
@@ -164,6 +164,7 @@ def run_sweep(sweep: Sweep, session: Session | None = None, *, overwrite: bool =
     protocol = PROTOCOLS.get(sweep.base.protocol)()
     cells = prepared_cells(sweep)
     run_dir = session.run_dir(sweep.name)
+    refuse_foreign(run_dir, switch)                # a folder of the user's: before the lock writes into it
     lock = RunLock(run_dir)                        # one run per folder at a time
     try:
         claim(run_dir, claim_of("sweep", config_dict(sweep.base), [], axes=sweep.axes, cells=cell_table(sweep)),
