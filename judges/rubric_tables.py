@@ -107,7 +107,13 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
         consistency += [{"judge": judge, "question": qid, **row}
                         for row in _consistency(answered, repeats_by.get((judge, qid)), q)]
         labelled = labelled_by.get((judge, qid))
-        if not q.human or labelled is None:
+        if not q.human:
+            continue
+        if labelled is None:        # no value, said (statistics.md: NaN with its n, never a missing row)
+            why = (f"none of this judge's {g.height} answers could be read" if not answered.height else
+                   "no text this judge answered has a human answer")
+            headline.append({"judge": judge, "question": qid, "scale": q.scale, "metric": q.kind.headline, "n": 0,
+                             "ci_note": f"{why}: no agreement"})
             continue
         parts = q.kind.agreement(labelled, q, res)
         for name, rows in parts.items():
@@ -172,6 +178,14 @@ def check_rank(rank, questions: list) -> None:
         other = next((k.name for k in scales() if k.table == rank.table), rank.table)
         raise ValueError(f"question {qid!r} is a {q.scale} question, not in {rank.table}: rank it by "
                          f"{q.kind.table}.{q.kind.headline} (or agreement.agreement), or name a {other} question")
+    columns = q.kind.by if rank.table == q.kind.table else ("question",)     # the headline: a row per question
+    for column, value in rank.where().items():
+        if column not in columns:
+            raise ValueError(f"{rank.table} has no column {column!r} to pick a row by (its rows: "
+                             f"{', '.join(columns)})")
+        allowed = q.kind.row_values.get(column)
+        if allowed is not None and value not in allowed:
+            raise ValueError(f"{rank.table}'s {column} is one of {', '.join(allowed)}, not {value!r}")
 
 
 def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, questions: list,

@@ -252,3 +252,43 @@ def test_report_axes_show_a_zero_share_as_zero(tmp_path):
     assert [t.get_text() for t in points.axes[0].get_xticklabels()] == ["vivid"] and points.axes[0].get_ylim()[1] >= 3
     assert _agreement_axis(pl.DataFrame({"metric": ["kappa", "accuracy"]})) == (-1.0, 1.0)
     assert _agreement_axis(pl.DataFrame({"metric": ["accuracy"]})) == (0.0, 1.0)
+
+
+def test_a_judge_with_no_readable_answer_is_a_row_and_an_unranked_cell(tmp_path):
+    """A judge answering "9" to every vivid question (points 1-5): its agreement row says why it has
+    none (n 0), and a sweep ranking by that question lists its cell last, unranked, saying so (it
+    was left out: a sweep of one cell, exit 0). Another judge's unread share is its vivid answers'
+    (3 of 12), not every question's pooled (3 of 24). A rank_by row the table has not is refused."""
+    rows = stories()
+    data = tmp_path / "stories.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    questions = QUESTIONS[:2]
+    answers = {name: [a for i, r in enumerate(rows) for a in
+                      ({"id": f"{r['id']}/natural", "response": "Yes"},
+                       {"id": f"{r['id']}/vivid", "response": "9" if name == "y" or i % 4 == 0 else str(1 + i % 5)})]
+               for name in ("x", "y")}
+    judges = []
+    for name, recorded in answers.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(a) + "\n" for a in recorded))
+        judges.append(f"replay:{tmp_path / name}.jsonl")
+    table = {"name": "unreadable", "protocol": "rubric", "dataset": {"path": str(data), "columns": COLUMNS},
+             "options": {"questions": questions}}
+    single = litjudge.run({**table, "judge": judges}, out=tmp_path / "out", progress=False)
+    vivid = single.tables["agreement"].filter(pl.col("question") == "vivid").sort("judge")
+    assert vivid["n"].to_list() == [9, 0] and vivid["agreement"][1] is None
+    assert vivid["ci_note"][1] == "none of this judge's 12 answers could be read: no agreement"
+    sweep = {**table, "name": "unreadable-sweep", "matrix": {"judge": judges},
+             "sweep": {"rank_by": "agreement.agreement@question=vivid"}}
+    ranked = litjudge.run(sweep, out=tmp_path / "out", progress=False).tables["sweep_ranking"]
+    assert ranked["judge"].to_list() == judges and ranked["rank"].to_list() == [1, None]
+    assert ranked["value"][1] is None and ranked["ci_note"][1] == ("none of this judge's 12 answers could be read: "
+                                                                   "no agreement: unranked")
+    assert ranked["unread"].to_list() == [0.25, 1.0]
+    for rank_by, words in [("agreement.agreement@question=vivid,order=ab", "agreement has no column 'order'"),
+                           ("points_agreement.qwk@question=vivid,order=ab", "points_agreement has no column 'order'")]:
+        with pytest.raises(ConfigError, match=words):
+            litjudge.run({**sweep, "sweep": {"rank_by": rank_by}}, out=tmp_path / "out", progress=False)
+    with pytest.raises(ConfigError, match="pairwise_agreement's order is one of ab, ba, mean of both, not 'xy'"):
+        litjudge.run({**sweep, "options": {"questions": QUESTIONS},
+                      "sweep": {"rank_by": "pairwise_agreement.accuracy@question=surprise,order=xy"}},
+                     out=tmp_path / "out", progress=False)

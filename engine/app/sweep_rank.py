@@ -45,15 +45,19 @@ class Ranked:
     value: float
     n: int | None
     units: Units | None
+    missing: bool = False          # the cell's tables have no row of the ranked group at all
+    note: str | None = None        # why it is undefined, as its table says (its ci_note)
 
 
 def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.DataFrame:
-    """The rows best first (`up`: higher is better, as the protocol declares the metric; undefined
-    values left out), each with its interval (ci_low, ci_high, ci_note: the one interval rule) and
-    `same_as_best`."""
+    """The rows best first (`up`: higher is better, as the protocol declares the metric), each with
+    its interval (ci_low, ci_high, ci_note: the one interval rule) and `same_as_best`; then, unranked
+    (no rank, no value), the cells where it is undefined, each saying why in ci_note: a cell left out
+    silently read as a sweep of fewer cells. Empty when it is undefined in every cell."""
     kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
     if not kept:
         return pl.DataFrame()
+    undefined = [r for r in rows if math.isnan(r.value)]
     with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
     verdicts = same_as_best([units for _, units in with_units], up, resamples)
     same_of = dict(zip([i for i, _ in with_units], verdicts, strict=True))
@@ -71,7 +75,16 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
         out.append({"rank": i + 1, **r.head, "value": value, "n": r.n, "clusters": clusters,
                     "ci_low": None if math.isnan(lo) else lo, "ci_high": None if math.isnan(hi) else hi,
                     "ci_note": note, "same_as_best": same})
+    out += [{"rank": None, **r.head, "value": None, "n": r.n, "clusters": 0, "ci_low": None, "ci_high": None,
+             "ci_note": f"{r.note}: unranked" if r.note else UNDEFINED_IN_CELL[r.missing], "same_as_best": None}
+            for r in undefined]
     return pl.DataFrame(out, infer_schema_length=None)
+
+
+# Why an unranked cell has no value: its tables say it undefined (their ci_note says why), or hold no row of it.
+UNDEFINED_IN_CELL = {False: "undefined in this cell (its table's ci_note says why: no answer read, a constant judge "
+                            "or one human answer): unranked",
+                     True: "this cell's tables have no row of it (no answer read with a human label): unranked"}
 
 
 def _in_range(row: Ranked, *values: float) -> tuple[float, ...]:

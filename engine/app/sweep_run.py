@@ -259,17 +259,39 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                 group = protocol.rank_group(rank, ctx.options)
                 row = next((r for r in tidied if r["table"] == rank.table and r["metric"] == rank.metric
                             and r["group"] == group), None)
-                if row is not None:
-                    ranked.append(Ranked({**head, "group": group, "unread": _unread(verdicts)}, row["value"], row["n"],
-                                         protocol.rank_units(tables, spec.name, rank, ctx.options)))
+                where = {"group": group, "unread": _unread(verdicts, group)}
+                if row is None:              # listed unranked, not left out (a sweep of fewer cells, silently)
+                    ranked.append(Ranked({**head, **where}, math.nan, None, None, missing=True))
+                else:
+                    ranked.append(Ranked({**head, **where}, row["value"], row["n"],
+                                         protocol.rank_units(tables, spec.name, rank, ctx.options),
+                                         note=_table_note(tables.get(rank.table), f"judge={spec.name},{group}")
+                                         if math.isnan(row["value"]) else None))
     return pl.DataFrame(rows, infer_schema_length=None), ranked
 
 
-def _unread(verdicts: pl.DataFrame) -> float | None:
-    """The share of a cell's answers that could not be read as a verdict: its value is over the
-    rest (a judge answering "Tie" where ties are off ranked level with one that answered all)."""
+def _table_note(table: pl.DataFrame | None, group: str) -> str | None:
+    """The ci_note of a table's row of the group (`col=value,...`): why its value is undefined."""
+    if table is None or "ci_note" not in table.columns:
+        return None
+    for column, value in (part.split("=", 1) for part in group.split(",") if "=" in part):
+        if column in table.columns:
+            table = table.filter(pl.col(column).cast(pl.Utf8) == value)
+    notes = table["ci_note"].drop_nulls()
+    return notes[0] if len(notes) == 1 else None
+
+
+def _unread(verdicts: pl.DataFrame, group: str) -> float | None:
+    """The share of the answers behind a cell's ranked value that could not be read as a verdict:
+    its value is over the rest (a judge answering "Tie" where ties are off ranked level with one
+    that answered all). The ranked group's columns that verdicts have (a rubric's question, a
+    pairwise order) pick its answers; a value they never hold (the mean of both orders) picks all."""
     if "status" not in verdicts.columns:
         return None
+    for column, value in (part.split("=", 1) for part in group.split(",") if "=" in part):
+        if column in verdicts.columns:
+            picked = verdicts.filter(pl.col(column).cast(pl.Utf8) == value)
+            verdicts = picked if picked.height else verdicts
     answered, unread = answered_and_unread(verdicts)
     return unread.height / answered.height if answered.height else None
 
@@ -279,7 +301,7 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     with its interval and whether a paired test can tell it from the best (`sweep_rank`). A post
     axis the estimate ignores only repeats rows: its first value is kept. (A cell's best post
     setting is chosen on the same data: an optimistic pick, which same_as_best tempers.)"""
-    if not ranked:
+    if all(r.missing for r in ranked):
         # The metric is a valid one (checked when the sweep loaded), but these data give it no
         # value (no human labels, say): the cells' tables are kept, the ranking is empty.
         say(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
@@ -291,7 +313,7 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
             key = tuple((k, str(v)) for k, v in r.head.items() if k != axis)
             values.setdefault(key, set()).add(r.value if not math.isnan(r.value) else "nan")
         if all(len(v) <= 1 for v in values.values()):
-            ranked = [Ranked({k: v for k, v in r.head.items() if k != axis}, r.value, r.n, r.units)
+            ranked = [Ranked({k: v for k, v in r.head.items() if k != axis}, r.value, r.n, r.units, r.missing)
                       for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
@@ -299,6 +321,10 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     if not table.height:
         say(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
               "class): the sweep's metrics are written, its ranking is empty", logging.WARNING)
+    elif (unranked := table["rank"].null_count()):
+        say(f"litjudge: warning: {sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking "
+            "(no answer read, a constant judge or one human answer): they are listed last, unranked, their ci_note "
+            "saying why", logging.WARNING)
     return table
 
 

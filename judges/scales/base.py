@@ -135,6 +135,7 @@ class Scale(Named):
     score: ClassVar[str] = "share"        # `scores.mean_score`: "share" (of 0/1 scores), "mean" (a point), "" (none)
     by: ClassVar[tuple[str, ...]] = ("question",)     # the agreement table's rows
     rank_where: ClassVar[str] = ""        # the agreement row a sweep ranks by, beside the question (",order=...")
+    row_values: ClassVar[dict[str, tuple[str, ...]]] = {}   # the values of `by`'s columns beside the question
 
     @classmethod
     def registered_name(cls) -> str:

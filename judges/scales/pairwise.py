@@ -31,6 +31,7 @@ class Pairwise(Scale):
     headline = "accuracy"
     by = ("question", "order")
     rank_where = f",order={BOTH}"
+    row_values = {"order": ("ab", "ba", BOTH)}
 
     def schemas(self) -> dict[str, Schema]:
         return {self.table: {"judge": pl.Utf8, "question": pl.Utf8, "order": pl.Utf8, "accuracy": pl.Float64, **INTERVAL}}

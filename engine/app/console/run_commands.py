@@ -150,7 +150,7 @@ def print_sweep(args, done: Executed) -> int:
         cols.append("unread")          # each value is over the answers read: say where some were not
     print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                  f"Top {args.show} cells x settings by {sweep.rank_by} "
-                 f"({out.ranking['group'][0] if out.ranking.height else ''}; 95% CI over clusters)", max_rows=args.show)
+                 f"({out.ranking['group'][0] + '; ' if out.ranking.height else ''}95% CI over clusters)", max_rows=args.show)
     if out.ranking.height:
         print("\n".join(["", *interval_notes(out.ranking), MULTIPLE_COMPARISONS]))
     sh = out.manifest.sharing
