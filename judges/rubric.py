@@ -356,7 +356,8 @@ def _pairs(ctx: Context, hint: bool) -> Iterator[Pair]:
 # -- the data's columns -------------------------------------------------------------------------
 def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
     """A question's column in a text's (or pair's) row: a field, a column [dataset.columns] renamed (by
-    your name for it), or another column. None for a missing value; an absent column is one line."""
+    your name for it), or another column. None for a missing value (null, NaN, a blank string); an
+    absent column is one line."""
     renamed = {c: f for f, c in ctx.card.columns.items() if not str(c).startswith("=")}
     own = ITEM_FIELDS if isinstance(row, RatedItem) else PAIR_FIELDS
     field = renamed.get(name, name)
@@ -374,7 +375,8 @@ def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
                           f"(columns: "
                           f"{', '.join(map(str, have))[:300]})",
                           where=ctx.config.source or "config", key=where)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+    blank = isinstance(value, str) and not value.strip()      # "" as an empty CSV cell reads: no answer
+    return None if value is None or blank or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def _text(value: Any) -> str:

@@ -17,13 +17,15 @@ a sweep ranks by. Missing answers (unparsed) are left out of every rate and coun
 """
 from __future__ import annotations
 
+import math
+
 import polars as pl
 
 from litjudge.engine.core.errors import did_you_mean
 from litjudge.engine.core.verdicts import probability
 
 from .frames import split
-from .metrics.bootstrap import mean_with_ci
+from .metrics.bootstrap import joined_notes, mean_with_ci
 from .metrics.estimates import Units
 from .metrics.proportion import rate_with_ci
 from .scales import scales
@@ -119,10 +121,12 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
         for name, rows in parts.items():
             detail[name] += [{"judge": judge, "question": qid, **r} for r in rows]
         row, metric = parts[q.kind.table][-1], q.kind.headline
+        undefined = row[metric] is None or (isinstance(row[metric], float) and math.isnan(row[metric]))
         headline.append({"judge": judge, "question": qid, "scale": q.scale, "metric": metric, "agreement": row[metric],
                          "agreement_low": row.get(f"{metric}_low", row.get("ci_low")),
                          "agreement_high": row.get(f"{metric}_high", row.get("ci_high")), "n": row["n"],
-                         "ci_note": row["ci_note"]})
+                         "ci_note": joined_notes(_undefined_why(labelled, metric) if undefined else None,
+                                                 row["ci_note"])})
     # per question over every judge: a label one judge never said is its share 0, with its interval
     shares = [label_distribution(g, "cluster", label="answer").with_columns(pl.lit(qid).alias("question"))
               for (qid,), g in d.group_by(["question"], maintain_order=True)]
@@ -132,6 +136,16 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
             "label_distribution": distribution.select("judge", "question", pl.exclude("judge", "question")),
             "consistency": frame("consistency", consistency), "agreement": frame("agreement", headline),
             **{name: frame(name, rows) for name, rows in detail.items()}, "per_verdict": d}
+
+
+def _undefined_why(labelled: pl.DataFrame, metric: str) -> str:
+    """Why a headline has no value: one answer on a side leaves an agreement beyond chance (and a
+    rank correlation) nothing to measure."""
+    humans, judge = labelled["human"].n_unique(), labelled["answer"].n_unique()
+    side = ("the humans and the judge each gave one answer" if humans == 1 and judge == 1 else
+            "the humans gave one answer" if humans == 1 else "the judge gave one answer" if judge == 1 else
+            "too few texts")
+    return f"{metric} is undefined: {side} (over {labelled.height} answers)"
 
 
 def _mean(rows: pl.DataFrame, q, resamples: int) -> dict:

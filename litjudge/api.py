@@ -37,7 +37,7 @@ from litjudge.engine.core.manifest import config_dict
 from litjudge.engine.core.run_lock import RunLock
 from litjudge.engine.core.session import Session
 from litjudge.engine.data.cards import dataset_card
-from litjudge.engine.data.table import check_first
+from litjudge.engine.data.table import FIELDS, check_first
 from litjudge.judges import PROTOCOLS
 
 from . import rows as data_rows
@@ -205,10 +205,20 @@ def _check_columns(cfg: Any, location: Path, first: dict[str, Any] | None) -> No
     before a folder is chosen or written (the loader checks the same again as it reads)."""
     try:
         protocol = PROTOCOLS.get(cfg.protocol)()
-        kind = protocol.reads(protocol.options(cfg))  # the options may choose (a rubric of pairs)
+        options = protocol.options(cfg)
+        kind = protocol.reads(options)                # the options may choose (a rubric of pairs)
     except ConfigError:
         return                                        # an unknown protocol or bad options: said in their own words
-    check_first(dataset_card(cfg.dataset, cfg.source, cfg.protocol), kind, location, first)
+    card = dataset_card(cfg.dataset, cfg.source, cfg.protocol)
+    try:
+        check_first(card, kind, location, first)
+    except DataError as exc:
+        # the columns name another kind's fields (item_id for a rubric of pairs): how the protocol reads that kind
+        gives = tuple(k for k, fields in FIELDS.items() if k != kind and set(card.columns) <= set(fields))
+        hint = protocol.reads_hint(options, gives) if gives else ""
+        if not hint:
+            raise
+        raise DataError((*exc.parts, hint), path=exc.path, row=exc.row) from None
 
 
 def _read_of(lines: bytes) -> DataRead:

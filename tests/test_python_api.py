@@ -235,6 +235,11 @@ def test_a_judge_whose_answers_often_fail_to_parse_is_a_warning_naming_what_it_s
         counted = judged(tmp_path, rows, judge=f"replay:{rec}", name="as-b", missing="label:B")
     said = [p for p in counted.problems() if "could not be read" in p]
     assert """the agreement tables count each as 'B' (missing = "label:B")""" in said[0], said
+    # a label with padding is no label, and the line shows what was said as it was said (stripped,
+    # "A " read as the label it failed to be)
+    rec.write_text(rec.read_text().replace('"Tie"', '"A "'))
+    with pytest.warns(litjudge.LitjudgeWarning, match="most often 'A ' \\(4\\)"):
+        judged(tmp_path, rows, judge=f"replay:{rec}", name="padded")
 
 
 def test_a_recording_that_lacks_some_ids_says_so_not_an_empty_answer(tmp_path):

@@ -292,3 +292,24 @@ def test_a_judge_with_no_readable_answer_is_a_row_and_an_unranked_cell(tmp_path)
         litjudge.run({**sweep, "options": {"questions": QUESTIONS},
                       "sweep": {"rank_by": "pairwise_agreement.accuracy@question=surprise,order=xy"}},
                      out=tmp_path / "out", progress=False)
+
+
+def test_blank_humans_are_no_answer_and_an_undefined_headline_says_why(tmp_path):
+    """A blank human cell ("", "  ") is no answer, as an empty CSV cell and null are (it was refused
+    as 'not a finite number (leave the cell empty ...)'); a headline with no value says why in its
+    note (it spoke only of the other metrics' intervals); a pairwise question over items data
+    without pairs_from names the option (the columns error alone did not)."""
+    rows = stories()
+    for i, r in enumerate(rows):
+        r["natural_human"] = "" if i == 0 else "  " if i == 1 else "Yes"
+        r["vivid_human"] = "" if i == 2 else r["vivid_human"]
+    result = litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
+                            questions=QUESTIONS[:2], columns=COLUMNS, out=tmp_path / "out", progress=False)
+    head = {r["question"]: r for r in result.tables["agreement"].iter_rows(named=True)}
+    assert head["natural"]["n"] == 10 and head["vivid"]["n"] == 11
+    assert head["natural"]["agreement"] is None
+    assert head["natural"]["ci_note"].startswith(f"{head['natural']['metric']} is undefined: the humans and the judge "
+                                                 "each gave one answer (over 10 answers)")
+    with pytest.raises(litjudge.DataError, match='set options.pairs_from = "groups"'):
+        litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS[2:],
+                       columns=COLUMNS, out=tmp_path / "out", progress=False)

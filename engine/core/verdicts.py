@@ -65,9 +65,11 @@ def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPo
         answered, bad = answered_and_unread(v)
         if 0 < bad.height < answered.height and bad.height >= UNPARSED_WARN * answered.height:
             # what it said, or, for no answer at all, why (a backend's failure: "the recording has no response ...")
-            said = pl.col("raw").cast(pl.Utf8).fill_null("").str.strip_chars().str.slice(0, 40)
+            # as said, padding and all: "Yes " is unread where "Yes" is a label, and shown stripped it read as one
+            said = pl.col("raw").cast(pl.Utf8).fill_null("").str.slice(0, 40)
             why = pl.col("reason").cast(pl.Utf8) if "reason" in bad.columns else pl.lit(None, pl.Utf8)
-            text, failure, n = bad.group_by(said.alias("said"), pl.when(said == "").then(why).alias("why"),
+            blank = said.str.strip_chars() == ""
+            text, failure, n = bad.group_by(said.alias("said"), pl.when(blank).then(why).alias("why"),
                                            maintain_order=True).len() \
                 .sort("len", descending=True, maintain_order=True).row(0)
             top = f"no answer: {' '.join(failure.split())[:80]}" if failure else repr(text)

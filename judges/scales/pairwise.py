@@ -1,7 +1,7 @@
 """`scale = "pairwise"`: which of two texts answers the question better, A or B (or a tie with
 `tie = true`), asked in both orders and mapped back to the texts (a, b or tie). With a human
 column: accuracy against the humans' pick per order and the mean of both (pairs resampled); pairs
-the humans tied are left out, a judge's tie counts as wrong. Consistency: a pair's two orders
+the humans tied are left out, a judge's tie is half credit (frames.tie_credit). Consistency: a pair's two orders
 answered differently (swap flip) and the text shown first winning."""
 from __future__ import annotations
 
