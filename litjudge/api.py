@@ -61,6 +61,7 @@ ARGUMENTS = {
     "cache": ("True, False or a verdict cache's path (str or Path)", lambda v: _is_flag(v) or is_path(v)),
     "progress": ("True or False", _is_flag),
     "overwrite": ("True or False", _is_flag),
+    "rebuild_store": ("True or False", _is_flag),
     "name": ("a folder name of letters, digits, '-' and '_'", lambda v: v is None or (isinstance(v, str) and valid_name(v))),
 }
 
@@ -84,7 +85,8 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
           columns: Mapping[str, str] | None = None, values: Mapping[str, Mapping[str, str]] | None = None,
           options: Mapping[str, Any] | None = None, mode: str | None = None, name: str | None = None,
           out: str | Path | None = None, cache: bool | str | Path = True, progress: bool = True,
-          overwrite: bool = False, category_order: Sequence[str] | None = None, **config: Any) -> Result:
+          overwrite: bool = False, category_order: Sequence[str] | None = None, rebuild_store: bool = False,
+          **config: Any) -> Result:
     """Judge your rows with one protocol and one or more judges, and return the run's tables.
 
     The run folder is `out/name`: one folder per config and data, so a repeated call resumes and a
@@ -106,6 +108,8 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         cache: True for the shared verdict cache, False for none, or a cache folder's path.
         progress: show the progress bar.
         overwrite: replace a named folder holding another run's results (refused otherwise).
+        rebuild_store: move the run folder's store aside (kept, renamed) and take every verdict
+            again (from the shared cache where it holds them): for a store said to be corrupt.
         category_order: your categories, worst first (as a config's `[dataset] category_order`;
             without it they rank by name, with a warning).
         **config: anything else a run config says (``limit=10``, ``sampling=SamplingConfig(...)``,
@@ -115,7 +119,8 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
     Returns:
         The finished run: its tables, verdicts and manifest.
     """
-    args = _checked_arguments(JUDGE_WHERE, out=out, cache=cache, progress=progress, overwrite=overwrite, name=name)
+    args = _checked_arguments(JUDGE_WHERE, out=out, cache=cache, progress=progress, overwrite=overwrite, name=name,
+                              rebuild_store=rebuild_store)
     out, cache, progress, overwrite, name = (args[k] for k in ("out", "cache", "progress", "overwrite", "name"))
     moved = _option_keywords(protocol, config)            # questions=[...]: an option of the rubric protocol
     if moved:
@@ -148,7 +153,8 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
             claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
             if lines is not None:
                 _write_rows(lines, path)
-            done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock))
+            done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock,
+                                                                   rebuild=args["rebuild_store"]))
         except LitjudgeError as exc:
             lock.release()
             if created and not (run_dir / "store.sqlite").exists():
@@ -241,7 +247,7 @@ def _option_keywords(protocol: str, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None, cache: bool | str | Path = True,
-        progress: bool = True, overwrite: bool = False, **overrides: Any) -> Result:
+        progress: bool = True, overwrite: bool = False, rebuild_store: bool = False, **overrides: Any) -> Result:
     """Run a config as `litjudge run` does. A sweep ([matrix]) returns the sweep's ranking; a run of
     several tasks returns every task in `Result.tasks`.
 
@@ -251,12 +257,15 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
         cache: True for the shared verdict cache, False for none, or a cache folder's path.
         progress: show the progress bar.
         overwrite: replace a folder holding another config's or other data's results (refused otherwise).
+        rebuild_store: move the run folder's store aside (kept, renamed) and take every verdict again,
+            as `litjudge run --rebuild-store`: for a store said to be corrupt.
         **overrides: keys replacing the config's (``limit=2``, ``judge="replay:gpt4"``).
 
     Returns:
         The finished run (a sweep's, an ensemble's, or a run of several tasks').
     """
-    args = _checked_arguments("litjudge.run()", out=out, cache=cache, progress=progress, overwrite=overwrite)
+    args = _checked_arguments("litjudge.run()", out=out, cache=cache, progress=progress, overwrite=overwrite,
+                              rebuild_store=rebuild_store)
     out, cache, progress, overwrite = (args[k] for k in ("out", "cache", "progress", "overwrite"))
     if isinstance(config, Mapping):
         table, where = json.loads(json.dumps(plain_table(config, "config"), default=str)), RUN_WHERE
@@ -268,7 +277,8 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
     given = {k: plain_table(v, k) for k, v in overrides.items() if v is not None}
     session = Session.current(out=out, cache=cache, progress=progress)
     with _engine_session(session):
-        done = execute(table, where, given, session, Asked(overwrite=overwrite, switch=OVERWRITE))
+        done = execute(table, where, given, session, Asked(overwrite=overwrite, switch=OVERWRITE,
+                                                           rebuild=args["rebuild_store"]))
     if done.kind == "ensemble" and done.ensemble is None:
         raise LitjudgeError(f"{where}: the ensemble was not built: a member run left "
                             f"{sum(m.unanswered for m in done.incomplete)} requests unanswered; run it "

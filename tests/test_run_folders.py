@@ -207,3 +207,33 @@ def test_paths_from_python_are_checked_where_they_are_taken(tmp_path):
                              (lambda: result.report(123), "out: expected a folder's path")]:
         with pytest.raises(litjudge.ConfigError, match=message):
             attempt()
+
+
+def test_a_corrupt_store_is_rebuilt_from_python_as_its_message_says(tmp_path):
+    """A judge() user told `litjudge run CONFIG --rebuild-store` had no CONFIG and no keyword: the
+    message names rebuild_store=True, which moves the store aside (kept) and runs again."""
+    df = pd.DataFrame(pairs())
+    first = call(tmp_path, df, name="c")
+    (first.run_dir / "store.sqlite").write_bytes(b"not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (first.run_dir / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    with pytest.raises(litjudge.LitjudgeError, match=r"corrupt .*; rebuild_store=True \(litjudge.judge or litjudge.run\) "
+                                                     "moves it aside"):
+        call(tmp_path, df, name="c")
+    again = call(tmp_path, df, name="c", rebuild_store=True)
+    assert pair_ids(again) == pair_ids(first) and list(first.run_dir.glob("store.sqlite.corrupt-*"))
+
+
+def test_two_threads_on_one_folder_are_told_it_is_this_process(tmp_path):
+    """The second of two threads taking one folder's lock read 'another litjudge process (pid
+    unknown)' when it came before the holder wrote its pid: the lock knows its own process's."""
+    from litjudge.engine.core.run_lock import RunLock
+
+    held = RunLock(tmp_path / "run")
+    (tmp_path / "run" / ".lock").write_text("")             # as between the holder's flock and its pid
+    try:
+        with pytest.raises(litjudge.ConfigError, match="in use by another run in this process"):
+            RunLock(tmp_path / "run")
+    finally:
+        held.release()
+    RunLock(tmp_path / "run").release()

@@ -44,11 +44,11 @@ def warn_left_aside(path: Path, exc: LitjudgeError) -> None:
     """The one warning for a cache this run goes on without: what is wrong, and a fix that concerns the
     cache (never the run's folder): a corrupt file moved away, else another cache or none."""
     reason = str(exc).split(";")[0]          # what is wrong, without a store's or folder's own remedies
-    fix = (f"to start a new one, move {path} away (e.g. mv {path} {path}.bad), or choose another with --cache PATH"
-           if "corrupt" in reason or "layout" in reason else
-           "choose a cache this run may write with --cache PATH (or LITJUDGE_VERDICT_CACHE)")
+    fix = (f"to start a new one, move {path} away (e.g. mv {path} {path}.bad), or choose another with --cache PATH "
+           "(cache= in Python)" if "corrupt" in reason or "layout" in reason else
+           "choose a cache this run may write with --cache PATH (cache= in Python, or LITJUDGE_VERDICT_CACHE)")
     say(f"litjudge: warning: the shared verdict cache is left aside for this run ({reason}); {fix}, or run "
-        "with --no-cache", logging.WARNING)
+        "with --no-cache (cache=False)", logging.WARNING)
 
 
 def open_verdict_cache(path: Path | None, readonly: bool = False) -> Store | None:

@@ -107,6 +107,9 @@ class Option:
 
 Part = str | Setting | Option
 
+# The remedy for a corrupt run store, as the console and the Python calls say it.
+REBUILD_STORE = Option("`litjudge run CONFIG --rebuild-store`", "rebuild_store=True (litjudge.judge or litjudge.run)")
+
 
 class WordedError(LitjudgeError):
     """An error whose message names settings: its parts are text and `Setting`s, said in the config
@@ -192,8 +195,9 @@ class PreflightError(LitjudgeError):
     """Prompts do not fit the judge's context window; lists the offending items."""
 
 
-class StoreError(LitjudgeError):
-    """The result store is unreadable, locked, corrupt or of another layout; says how to recover."""
+class StoreError(WordedError):
+    """The result store is unreadable, locked, corrupt or of another layout; says how to recover
+    (its remedy an `Option`: the console's flag, the Python call's keyword)."""
 
 
 class SystemFault(LitjudgeError):
@@ -226,7 +230,7 @@ def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "is not writable"
         fix = f"give write permission or give {option} another folder" if option else \
-            "give write permission or point LITJUDGE_RUNS_DIR / --out elsewhere"
+            "give write permission or point --out (out= in Python) or LITJUDGE_RUNS_DIR elsewhere"
     elif exc.errno in (errno.EEXIST, errno.ENOTDIR):
         path = exc.filename or path
         what = "is in the way: a file stands where a folder is needed"

@@ -11,6 +11,9 @@ from pathlib import Path
 from .errors import ConfigError
 
 LOCK_NAME = ".lock"
+# The locks this process holds: a thread refused by one of them is told so even before the holder
+# has written its pid into the file (it read "pid unknown" then).
+_HELD: set[str] = set()
 
 
 class RunLock:
@@ -25,15 +28,18 @@ class RunLock:
         except BlockingIOError:
             holder = os.read(self.fd, 64).decode(errors="replace").strip() or "unknown"
             os.close(self.fd)
-            who = ("by another run in this process (another thread)" if holder == str(os.getpid()) else
+            ours = str(self.path.resolve()) in _HELD or holder == str(os.getpid())
+            who = ("by another run in this process (another thread)" if ours else
                    f"by another litjudge process (pid {holder})")
             raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish, or give this run another "
                               "name (--name, or name=) or folder (--out, or out=)") from None
+        _HELD.add(str(self.path.resolve()))
         os.ftruncate(self.fd, 0)
         os.write(self.fd, str(os.getpid()).encode())
 
     def release(self) -> None:
         if self.fd >= 0:
+            _HELD.discard(str(self.path.resolve()))
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = -1

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import orjson
 
 from .console import say
-from .errors import StoreError, lock_wait, store_failure
+from .errors import REBUILD_STORE, StoreError, lock_wait, store_failure
 from .paths import writable
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
@@ -174,8 +174,8 @@ class Store:
         except sqlite3.OperationalError as exc:
             raise store_failure(exc, self.path) from None
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: corrupt ({exc}); `litjudge run CONFIG --rebuild-store` moves it aside "
-                             "(kept, renamed) and recomputes every verdict") from None
+            raise StoreError([f"{self.path}: corrupt ({exc}); ", REBUILD_STORE, " moves it aside (kept, renamed) and "
+                              "recomputes every verdict"]) from None
         except OSError as exc:
             raise store_failure(exc, self.path) from None
 

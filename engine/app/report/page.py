@@ -185,7 +185,7 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
                                  runs[0].path.parent / ("compare-" + "-vs-".join(r.path.name for r in runs)))
     panels = build_panels(runs)                  # every check (same protocol...) before anything is written
     clear_report_folder(out)
-    guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out)
+    guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out, "--out (report(out=...) in Python)")
     (out / REPORT_MARK).touch()                  # a report interrupted half-way is still known as one
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
