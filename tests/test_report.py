@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from litjudge.engine.app.report import write_report
+from litjudge.engine.app.report.viewer import MAX_TEXT
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.judges.metrics import rogan_gladen
@@ -229,13 +230,13 @@ def test_item_viewer_filters_and_opens_a_row_in_chromium(replay_run, tmp_path):
     assert out["disagree"] == wrong.height > 0
     assert out["gpt4"] == wrong.filter(pl.col("judge") == "replay:gpt4").height
     assert out["test3"] == wrong.filter((pl.col("judge") == "replay:gpt4") & (pl.col("test") == 3)).height
-    hay = [" ".join(str(x or "") for x in row).lower() for row in
-           verdicts.select("item_id", "label", "raw", "reason").iter_rows()]
+    logged = {json.loads(line)["key"]: json.loads(line).get("prompt") for line in
+              (replay_run / "log.jsonl").read_text().splitlines()}
+    hay = [" ".join(str(x or "") for x in row[:-1]).lower() + " " + (logged.get(row[-1]) or "")[:MAX_TEXT].lower()
+           for row in verdicts.select("item_id", "label", "raw", "reason", "key").iter_rows()]   # the prompt shown too
     assert out["search"] == sum("cliche" in h for h in hay) > 0
     first = verdicts.row(0, named=True)
     assert out["opened"] == 1 and out["item"] == first["item_id"] and out["raw"] == first["raw"]
-    logged = {json.loads(line)["key"]: json.loads(line).get("prompt") for line in
-              (replay_run / "log.jsonl").read_text().splitlines()}
     assert out["prompt"] == logged[first["key"]]
     assert "page 2 of" in out["page2"]
 
@@ -435,3 +436,33 @@ def test_a_markdown_table_cut_short_says_how_many_rows_are_in_the_csv():
     md = _md_table(pl.DataFrame({"x": list(range(75))}))
     assert md.count("\n| ") == 60 and md.endswith("\n\n15 more rows in the CSV.")
     assert "more rows" not in _md_table(pl.DataFrame({"x": list(range(60))}))
+
+
+@needs_chromium
+def test_the_viewer_wraps_a_long_line_searches_prompts_and_shows_bidi_controls(runs_dir, tmp_path):
+    """A story of one 20,000-character line made the opened row 41,588 px wide; the search found
+    nothing that only the prompt held; U+202E in an id reversed how it read. Now the row wraps
+    within the page, the search reads the prompts, and each bidi control shows as its code point."""
+    pairs = [{"pair_id": f"p{i}\u202egpj.exe", "prompt": "Write.", "text_a": ("needle " if i == 1 else "") + "x" * 20000,
+              "text_b": f"b {i}", "label": "a"} for i in range(3)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "A"}) + "\n"
+                           for p in pairs for o in ("ab", "ba")))
+    cfg = tmp_path / "long.toml"
+    cfg.write_text(f'name = "long"\nprotocol = "pairwise"\njudge = "replay:{rec}"\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    page = write_report([run(load_config(cfg), progress=False).run_dir])
+    out = layout(page, """
+      const box = d.querySelector('section.viewer');
+      const set = (sel, value) => { const x = box.querySelector(sel); x.value = value;
+        x.dispatchEvent(new Event(x.type === 'search' ? 'input' : 'change')); };
+      box.querySelector('tbody tr.item').click();
+      out.scroll = d.documentElement.scrollWidth; out.pre = box.querySelector('tr.detail pre').scrollWidth;
+      out.item = box.querySelector('tbody tr.item').querySelectorAll('td')[1].textContent;
+      set('input.search', 'needle'); out.found = +box.dataset.shown;
+      set('input.search', 'nowhere at all'); out.none = +box.dataset.shown;
+    """, tmp_path)
+    assert out["scroll"] <= 1400 and out["pre"] <= 1400, out
+    assert out["item"] == "p0[U+202E]gpj.exe" and out["found"] == 2 and out["none"] == 0, out
+    assert "\u202e" not in (page.parent / "report.md").read_text()

@@ -5,7 +5,6 @@ numbers the run wrote."""
 from __future__ import annotations
 
 import base64
-import html
 import io
 from functools import partial
 from pathlib import Path
@@ -18,7 +17,7 @@ from ..runs import LoadedRun, load_run, task_folders, unique_labels
 from ..summary import figures, history, totals
 from .extras import extra_panels, protocol_panels
 from .panels import Panel
-from .viewer import viewer_html
+from .viewer import escaped, viewer_html
 
 # The page marks itself once every plot has decoded (the browser test reads this attribute).
 _CHECK = """<script>
@@ -130,11 +129,11 @@ def by_field(df: pl.DataFrame, keys: tuple[str, ...] = ("run", "judge")) -> pl.D
 
 
 def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    head = "".join(f"<th>{escaped(c)}</th>" for c in df.columns)
     body = []
     for row in df.head(max_rows).iter_rows():
-        cells = "".join(f"<td class='s'>{html.escape(_fmt(v))}</td>" if isinstance(v, str)
-                        else f"<td>{html.escape(_fmt(v))}</td>"
+        cells = "".join(f"<td class='s'>{escaped(_fmt(v))}</td>" if isinstance(v, str)
+                        else f"<td>{escaped(_fmt(v))}</td>"
                         for v in row)
         body.append(f"<tr>{cells}</tr>")
     more = f"<p class='note'>{df.height - max_rows} more rows in the CSV.</p>" if df.height > max_rows else ""
@@ -144,7 +143,7 @@ def _html_table(df: pl.DataFrame, max_rows: int = 30) -> str:
 def _md(text: str) -> str:
     """Data as Markdown text, never markup: Markdown renders raw HTML (a judge named `<svg onload=...>`
     would be an element), so `&`, `<` and `>` are written as entities and `|` cannot end a cell."""
-    return html.escape(text, quote=False).replace("|", "&#124;")
+    return escaped(text, quote=False).replace("|", "&#124;")
 
 
 def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
@@ -189,25 +188,25 @@ def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     (out / REPORT_MARK).touch()                  # a report interrupted half-way is still known as one
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
-    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>{_STYLE}</head><body>",
-            f"<h1>{html.escape(title)}</h1>"]
+    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{escaped(title)}</title>{_STYLE}</head><body>",
+            f"<h1>{escaped(title)}</h1>"]
     md = [f"# {_md(title)}", ""]
     for panel in panels:
-        page.append(f"<section><h2>{html.escape(panel.title)}</h2>")
+        page.append(f"<section><h2>{escaped(panel.title)}</h2>")
         md += [f"## {_md(panel.title)}", ""]
         if panel.note:
-            page.append(f"<p class='note'>{html.escape(panel.note)}</p>")
+            page.append(f"<p class='note'>{escaped(panel.note)}</p>")
             md += [_md(panel.note), ""]
         for name, fig in panel.figures:
             data = _png(fig)
             (out / f"{name}.png").write_bytes(data)
-            page.append(f"<img class='plot' alt='{html.escape(name)}' src='data:image/png;base64,"
+            page.append(f"<img class='plot' alt='{escaped(name)}' src='data:image/png;base64,"
                         f"{base64.b64encode(data).decode()}'>")
             md += [f"![{name}]({name}.png)", ""]
         for name, df in panel.tables:
             csv_safe(df).write_csv(out / "tables" / f"{name}.csv")
             shown = by_field(df) if name == "runs" else df
-            page.append(f"<h3>{html.escape(name)}</h3>{_html_table(shown)}")
+            page.append(f"<h3>{escaped(name)}</h3>{_html_table(shown)}")
             md += [f"### {_md(name)}", "", _md_table(shown), ""]
         page.append("</section>")
     page.append(viewer_html(runs))

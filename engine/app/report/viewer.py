@@ -25,7 +25,8 @@ _STYLE = """<style>
 .viewer .controls{display:flex;flex-wrap:wrap;gap:.4em 1.2em;align-items:center;font-size:13px;margin:.4em 0}
 .viewer table{width:100%}.viewer td{text-align:left;vertical-align:top}.viewer tr.item{cursor:pointer}
 .viewer th{text-align:left}.viewer tr.item:hover{background:#f6f8ff}.viewer tr.no td.ans{color:#b00020;font-weight:600}
-.viewer tr.yes td.ans{color:#08660b}.viewer .flip{color:#a15c00}.viewer pre{white-space:pre-wrap;max-height:22em;
+.viewer tr.yes td.ans{color:#08660b}.viewer .flip{color:#a15c00}.viewer td{overflow-wrap:anywhere}
+.viewer pre{white-space:pre-wrap;overflow-wrap:anywhere;max-height:22em;
 overflow:auto;background:#fafafa;border:1px solid #ddd;padding:.4em;font-size:12px;margin:.2em 0 .6em}
 .viewer .detail td{background:#fcfcfc}.viewer .pager button{margin:0 .3em}.viewer .none{color:#777;font-style:italic}
 .viewer select{max-width:32em}
@@ -40,7 +41,9 @@ _SCRIPT = """<script>
     const R = data.rows, C = data.columns, col = Object.fromEntries(C.map((c, i) => [c, i]));
     const get = (r, c) => r[col[c]];
     const el = s => box.querySelector(s), body = el('tbody'), esc = s => String(s ?? '')
+      .replace(/[__BIDI__]/g, c => `[U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}]`)
       .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+    const prompts = data.prompts.map(p => String(p).toLowerCase());     // searched as well as the row's fields
     const byUnit = {};
     R.forEach((r, i) => { const u = get(r, 'judge') + '\\u0000' + get(r, 'item') + '\\u0000' + get(r, 'repeat');
                           (byUnit[u] = byUnit[u] || []).push(i); });
@@ -56,7 +59,8 @@ _SCRIPT = """<script>
       if (j && get(r, 'judge') !== j) return false;
       if (f && get(r, 'facet') !== f) return false;
       if (q && !['item', 'label', 'answer', 'truth', 'raw', 'reason'].some(c => String(get(r, c) ?? '')
-            .toLowerCase().includes(q))) return false;
+            .toLowerCase().includes(q)) && !(get(r, 'prompt') !== null && prompts[get(r, 'prompt')].includes(q)))
+        return false;
       return true;
     }
     function detail(i) {
@@ -171,6 +175,23 @@ COLUMNS = ("judge", "item", "facet", "order", "repeat", "status", "label", "answ
 # parser in its double-escaped state and the rest of the page becomes script text), plus the two line
 # separators some JavaScript parsers once refused in strings: written as JSON escapes, which decode to the
 # same text, so no judged text can change the page's structure.
+# Bidirectional controls in judged text are shown as their code points, never applied: U+202E turns
+# an id "exe.txt" into one that reads as another, and reorders the page's text after it.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+_SCRIPT = _SCRIPT.replace("__BIDI__", "".join(f"\\u{ord(c):04x}" for c in BIDI_CONTROLS))
+
+
+def visible(text: str) -> str:
+    """Text with its bidirectional controls shown as their code points ([U+202E])."""
+    return _BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
+def escaped(text: str, quote: bool = True) -> str:
+    """Data as HTML text: never markup, its bidirectional controls visible."""
+    return html.escape(visible(text), quote=quote)
+
+
 _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
                                 "\u2029": "\\u2029"})
 
@@ -213,14 +234,14 @@ def viewer_section(run: LoadedRun) -> str:
     head = "".join(f"<th>{h}</th>" for h in columns)
     facet_filter = ("<label>test / group <select class='facet'><option value=''>all</option></select></label>"
                     if facets else "<select class='facet' hidden><option value=''>all</option></select>")
-    return (f"<section class='viewer' data-run='{html.escape(run.name)}'><h2>Items: {html.escape(run.name)}</h2>"
-            f"<p class='note'>{html.escape(note)}</p><div class='controls'>"
+    return (f"<section class='viewer' data-run='{escaped(run.name)}'><h2>Items: {escaped(run.name)}</h2>"
+            f"<p class='note'>{escaped(note)}</p><div class='controls'>"
             "<label><input type='checkbox' class='disagree'> disagrees with the humans</label>"
             "<label><input type='checkbox' class='flipped'> flipped between orders</label>"
             "<label><input type='checkbox' class='unparsed'> not parsed</label>"
             "<label>judge <select class='judge'><option value=''>all</option></select></label>"
             f"{facet_filter}"
-            "<input type='search' class='search' placeholder='search text'>"
+            "<input type='search' class='search' placeholder='search text and prompts'>"
             "<span class='count'></span><span class='pager'><button class='prev'>&lsaquo; prev</button>"
             "<button class='next'>next &rsaquo;</button></span></div>"
             f"<table><thead><tr>{head}</tr></thead><tbody></tbody></table>"
