@@ -74,3 +74,18 @@ def test_an_empty_path_variable_means_the_default(monkeypatch, tmp_path, var, fn
     assert getattr(paths, fn)() == default and str(default) not in ("", ".")
     monkeypatch.setenv(var, str(tmp_path))
     assert getattr(paths, fn)() == tmp_path
+
+
+def test_a_preparations_bars_show_where_litjudges_notes_do():
+    """judge(progress=False) showed the download and assembly bars of a judge's first preparation:
+    they follow what the call shows (the console's notes; progress=True), as the run's own bar does."""
+    import logging
+
+    from litjudge.engine.backends.local.models import _bar
+    from litjudge.engine.core.console import shown
+
+    for level, hidden in ((logging.WARNING, True), (logging.INFO, False)):
+        with shown(level):
+            bar = _bar(1, "judge: download")
+            assert bar.disable is hidden
+            bar.close()

