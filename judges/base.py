@@ -212,7 +212,23 @@ class Protocol(Named, ABC):
                              f"{name}@COLUMN=VALUE")
         if group and not all(part.count("=") == 1 and part.split("=")[0] for part in group.split(",")):
             raise ValueError(f"the group after '@' is COLUMN=VALUE[,COLUMN=VALUE], got {group!r}")
-        return RankBy(name, group)
+        if not group:
+            return RankBy(name, group)
+        # a row is named by every column its table groups by, in the table's order (the form its
+        # tidy rows carry): another order, or a column left out, matched no row, and the ranking was
+        # empty ("data without human labels?")
+        where = RankBy(name, group).where()
+        columns = self.declared.metric_tables.get(name.partition(".")[0], ())
+        unknown = [c for c in where if c not in columns]
+        if unknown or len(where) != len(group.split(",")):
+            raise ValueError(f"{name.partition('.')[0]} has no column {unknown[0] if unknown else group!r} to pick a "
+                             f"row by (its rows: {', '.join(columns) or 'one pooled row'})")
+        missing = [c for c in columns if c not in where]
+        if missing:
+            raise ValueError(f"{name}@{group} names no {', '.join(missing)}: a row of {name.partition('.')[0]} is "
+                             f"named by each of {', '.join(columns)} (e.g. {name}@" + ",".join(
+                                 f"{c}={where.get(c, 'VALUE')}" for c in columns) + ")")
+        return RankBy(name, ",".join(f"{c}={where[c]}" for c in columns))
 
     def options(self, config: RunConfig) -> Any:
         """The protocol's options, validated; also checks the run's missing-answer policy fits."""

@@ -142,6 +142,9 @@ def _undefined_why(labelled: pl.DataFrame, metric: str) -> str:
     """Why a headline has no value: one answer on a side leaves an agreement beyond chance (and a
     rank correlation) nothing to measure."""
     humans, judge = labelled["human"].n_unique(), labelled["answer"].n_unique()
+    if set(labelled["human"].to_list()) == {"tie"}:
+        return (f"{metric} is undefined: the humans tied every pair (over {labelled.height} answers), and tied "
+                "pairs are left out")
     side = ("the humans and the judge each gave one answer" if humans == 1 and judge == 1 else
             "the humans gave one answer" if humans == 1 else "the judge gave one answer" if judge == 1 else
             "too few texts")
@@ -192,11 +195,7 @@ def check_rank(rank, questions: list) -> None:
         other = next((k.name for k in scales() if k.table == rank.table), rank.table)
         raise ValueError(f"question {qid!r} is a {q.scale} question, not in {rank.table}: rank it by "
                          f"{q.kind.table}.{q.kind.headline} (or agreement.agreement), or name a {other} question")
-    columns = q.kind.by if rank.table == q.kind.table else ("question",)     # the headline: a row per question
-    for column, value in rank.where().items():
-        if column not in columns:
-            raise ValueError(f"{rank.table} has no column {column!r} to pick a row by (its rows: "
-                             f"{', '.join(columns)})")
+    for column, value in rank.where().items():      # its columns are the table's (Protocol.parse_rank_by)
         allowed = q.kind.row_values.get(column)
         if allowed is not None and value not in allowed:
             raise ValueError(f"{rank.table}'s {column} is one of {', '.join(allowed)}, not {value!r}")

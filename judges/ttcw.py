@@ -107,7 +107,7 @@ class TTCWOptions:
 
 class TTCW(Protocol):
     # Ranked pooled over all 14 tests (view=all); a single test's row ranks only when named
-    # (per_test.kappa@test=3): ranking by "the first row" ranked test 1.
+    # (per_test.kappa@view=all,test=3): ranking by "the first row" ranked test 1.
     declared = Declaration(
         name="ttcw", version="1", reads="ttcw", options=TTCWOptions, limit_counts="stories with text",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),

@@ -446,7 +446,7 @@ def test_the_viewer_wraps_a_long_line_searches_prompts_and_shows_bidi_controls(r
     pairs = [{"pair_id": f"p{i}\u202egpj.exe", "prompt": "Write.", "text_a": ("needle " if i == 1 else "") + "x" * 20000,
               "text_b": f"b {i}", "label": "a"} for i in range(3)]
     (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
-    rec = tmp_path / "rec.jsonl"
+    rec = tmp_path / "rec\u202elnosj.jsonl"                  # the judge's name too, in its select
     rec.write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "A"}) + "\n"
                            for p in pairs for o in ("ab", "ba")))
     cfg = tmp_path / "long.toml"
@@ -462,7 +462,9 @@ def test_the_viewer_wraps_a_long_line_searches_prompts_and_shows_bidi_controls(r
       out.item = box.querySelector('tbody tr.item').querySelectorAll('td')[1].textContent;
       set('input.search', 'needle'); out.found = +box.dataset.shown;
       set('input.search', 'nowhere at all'); out.none = +box.dataset.shown;
+      out.judge = [...box.querySelectorAll('select.judge option')].map(o => o.textContent).pop();
     """, tmp_path)
     assert out["scroll"] <= 1400 and out["pre"] <= 1400, out
     assert out["item"] == "p0[U+202E]gpj.exe" and out["found"] == 2 and out["none"] == 0, out
+    assert out["judge"].endswith("rec[U+202E]lnosj.jsonl"), out
     assert "\u202e" not in (page.parent / "report.md").read_text()

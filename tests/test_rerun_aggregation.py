@@ -233,3 +233,13 @@ def test_a_missing_override_on_the_command_line_still_goes_beside_the_config_s_r
     derived = [p for p in folder.parent.iterdir() if p.name.startswith("kept-")]
     assert len(derived) == 1 and (folder / "manifest.json").read_bytes() == before
     assert json.loads((derived[0] / "manifest.json").read_text())["missing_policy"] == "wrong"
+
+
+def test_a_recorded_generator_of_a_conversation_of_several_turns_is_refused(tmp_path):
+    """A recording answers by conversation id: each turn of a conversation with follow-ups was served
+    the same recorded answer. One turn (followups = 0) is fine; more are refused in one line."""
+    (tmp_path / "uses.jsonl").write_text(json.dumps({"id": "fork/common", "response": "1. comb hair"}) + "\n")
+    gen = tmp_path / "g.toml"
+    gen.write_text(GENERATE.format(folder=tmp_path).replace("followups = 0", "followups = 2"))
+    one_line(cli("run", str(gen), "--generate-only", "--quiet", cwd=tmp_path), "generate.generators",
+             "is recorded: it holds one answer per conversation id, which all 3 turns")

@@ -237,3 +237,78 @@ def test_two_threads_on_one_folder_are_told_it_is_this_process(tmp_path):
     finally:
         held.release()
     RunLock(tmp_path / "run").release()
+
+
+def test_rebuild_store_moves_the_runs_own_store_under_its_lock(tmp_path):
+    """--rebuild-store moved a store before the folder was known to be the run's: the config's
+    folder's store where --judge made the run another folder's, a running run's store (no lock), and
+    an interrupted run's folder, its store gone, was then refused as the user's. Now the store moved
+    is the one of the folder the run writes, under its lock; two rebuilds in one second keep both."""
+    from litjudge.engine.app.outputs import rebuild_store
+    from litjudge.engine.core.run_lock import RunLock
+
+    cfg = pairs_run(tmp_path / "a", name="rb")
+    out = tmp_path / "runs" / "out"
+    other = tmp_path / "a" / "other.jsonl"
+    other.write_text((tmp_path / "a" / "answers.jsonl").read_text().replace('"A"', '"B"'))
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    assert cli("run", str(cfg), "--quiet", "--judge", f"replay:{other}", cwd=tmp_path).returncode == 0
+    derived = next(p for p in out.iterdir() if p.name.startswith("rb-"))
+    r = cli("run", str(cfg), "--quiet", "--judge", f"replay:{other}", "--rebuild-store", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert list(derived.glob("store.sqlite.corrupt-*")) and not list((out / "rb").glob("store.sqlite.corrupt-*"))
+    held = RunLock(out / "rb")                                       # a run in progress
+    try:
+        one_line(cli("run", str(cfg), "--quiet", "--rebuild-store", cwd=tmp_path), "is in use")
+    finally:
+        held.release()
+    assert not list((out / "rb").glob("store.sqlite.corrupt-*"))    # nothing moved under a running run
+    (out / "rb" / "manifest.json").unlink()                          # interrupted, then its store damaged
+    (out / "rb" / "store.sqlite").write_bytes(b"not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (out / "rb" / f"store.sqlite{suffix}").unlink(missing_ok=True)
+    r = cli("run", str(cfg), "--quiet", "--rebuild-store", cwd=tmp_path)
+    assert r.returncode == 0 and "8 verdicts" in r.stdout, r.stderr[-2000:]
+    again = cli("run", str(cfg), "--quiet", cwd=tmp_path)           # and the folder is the run's for good
+    assert again.returncode == 0, again.stderr[-2000:]
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    kept = []
+    for text in ("first", "second"):
+        (twice / "store.sqlite").write_text(text)
+        kept.append(rebuild_store(twice))
+    assert kept[0] != kept[1] and [p.read_text() for p in kept] == ["first", "second"]
+
+
+def test_an_ensemble_never_takes_a_folder_of_the_users_or_a_runs(tmp_path):
+    """`litjudge ensemble ... --name NAME` overwrote a folder of the user's results.json and turned a
+    run's manifest into an ensemble's: both are refused in one line; an earlier ensemble is replaced."""
+    for folder, name, answer in ((tmp_path / "a", "base", "A"), (tmp_path / "b", "base2", "B")):
+        cfg = pairs_run(folder, name=name, answers={f"{p['pair_id']}/{o}": answer for p in PAIRS for o in ("ab", "ba")})
+        assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    base = tmp_path / "runs" / "out" / "base"
+    mine = tmp_path / "runs" / "out" / "mine"
+    mine.mkdir()
+    (mine / "results.json").write_text("{}")
+    ens = ("ensemble", str(base), str(tmp_path / "runs" / "out" / "base2"), "--jury")
+    one_line(cli(*ens, "--name", "mine", cwd=tmp_path), "is a folder of yours")
+    one_line(cli(*ens, "--name", "base", cwd=tmp_path), "holds a run's results, not an ensemble's")
+    assert (mine / "results.json").read_text() == "{}" and json.loads((base / "manifest.json").read_text()).get("kind", "run") == "run"
+
+
+def test_tasks_and_sweeps_keep_their_tables_from_a_shorter_limit(tmp_path):
+    """A sweep's limit was not protected (--limit 2 rewrote its ranking to 2 pairs), and a run of
+    [[tasks]] refused a limit past its data (its shared manifest had no units): both as a run now."""
+    cfg = pairs_run(tmp_path / "a", name="s", extra='[matrix]\njudge = ["replay:answers.jsonl"]\n')
+    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
+    one_line(cli("run", str(cfg), "--quiet", "--limit", "2", cwd=tmp_path), "limit 2 would rewrite its tables")
+    assert cli("run", str(cfg), "--quiet", "--limit", "100", cwd=tmp_path).returncode == 0
+    folder = tmp_path / "b"
+    pairs_run(folder, name="t")
+    tasks = folder / "tasks.toml"
+    task = f'protocol = "pairwise"\n[tasks.dataset]\nloader = "pairs_jsonl"\npath = "{folder / "pairs.jsonl"}"\n'
+    tasks.write_text(f'name = "t"\njudge = "replay:{folder / "answers.jsonl"}"\n[[tasks]]\nname = "one"\n' + task
+                     + '[[tasks]]\nname = "two"\n' + task)
+    assert cli("run", str(tasks), "--quiet", cwd=tmp_path).returncode == 0
+    assert cli("run", str(tasks), "--quiet", "--limit", "100", cwd=tmp_path).returncode == 0
+    one_line(cli("run", str(tasks), "--quiet", "--limit", "2", cwd=tmp_path), "limit 2 would rewrite its tables")

@@ -170,3 +170,19 @@ def test_the_rates_intervals_at_once_are_each_cells_own(batch):
                                       for a, b in ((low, own[0]), (high, own[1]))), (cell.ids, own, (low, high, note))
         notes.add(note.split(" (")[0] if note else note)
     assert len(notes) >= 4, notes          # shown, too few clusters, the few-clusters guard, constant
+
+
+def test_a_rank_by_row_is_named_by_every_column_of_its_table_in_any_order():
+    """`@order=ab,question=pw` (a real row, its columns in another order) and `@question=pw` (order
+    left out) matched no row: an empty ranking said 'data without human labels?', exit 0. The
+    columns are read in the table's order, and a row missing one is refused before anything runs."""
+    from litjudge.judges import PROTOCOLS
+
+    rubric, ttcw = PROTOCOLS.get("rubric")(), PROTOCOLS.get("ttcw")()
+    assert rubric.parse_rank_by("pairwise_agreement.accuracy@order=ab,question=pw").group == "question=pw,order=ab"
+    assert ttcw.parse_rank_by("per_test.kappa@test=1,view=all").group == "view=all,test=1"
+    for protocol, text, words in [(rubric, "pairwise_agreement.accuracy@question=pw", "names no order"),
+                                  (ttcw, "per_test.kappa@test=1", "names no view"),
+                                  (rubric, "agreement.agreement@question=pw,order=ab", "agreement has no column 'order'")]:
+        with pytest.raises(ValueError, match=words):
+            protocol.parse_rank_by(text)

@@ -39,6 +39,7 @@ from .manifest import RunManifest
 from .outputs import read_table, write_tables, write_text
 from .results_file import ensemble_results, write_results
 from .run import run
+from .run_folder import recorded_claim, refuse_foreign
 from .runs import load_run
 
 
@@ -97,6 +98,17 @@ def check_ensemble(name: str, cascade: list[str] | None, jury: list[str] | None,
         raise ConfigError(str(exc), where=where or None) from None
 
 
+def _ensemble_folder(out: Path) -> None:
+    """An ensemble is written into a new folder or an earlier ensemble's, never a folder of the
+    user's (its results.json and tables/ were overwritten) nor a run's (its manifest became an
+    ensemble's): one line naming the folder."""
+    refuse_foreign(out, "--name")
+    old = recorded_claim(out)
+    if (out / "store.sqlite").exists() or (old is not None and old.kind != "ensemble"):
+        raise ConfigError(f"holds a {old.kind if old else 'run'}'s results, not an ensemble's: give the ensemble "
+                          "another name (--name, or name in its config)", where=str(out))
+
+
 def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: list[str] | None, target: float,
              delta: float, calibration_fraction: float, seed: int,
              session: Session | None = None) -> tuple[Path, dict[str, pl.DataFrame]]:
@@ -116,6 +128,7 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     out = (session or Session.current()).run_dir(name)
+    _ensemble_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     write_tables(out, tables)
     manifest = {"kind": "ensemble", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "litjudge": litjudge_version(),

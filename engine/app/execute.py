@@ -16,8 +16,7 @@ from ..core.session import Session
 from ..data.cards import dataset_card, with_data
 from .ensemble import load_ensemble, run_ensemble
 from .manifest import RunManifest
-from .outputs import rebuild_store
-from .run import RunOutcome, run, run_dir_for
+from .run import RunOutcome, run
 from .sweep import Sweep, load_sweep
 from .sweep_run import SweepOutcome, run_sweep
 
@@ -96,18 +95,17 @@ def execute(table: dict[str, Any], where: str, overrides: dict[str, Any], sessio
                                  else "has several tasks ([[tasks]]), each with its own dataset")
                               + ": give the data in the config instead", where=config.source)
         config = over_data(config, data)
-    if asked.rebuild:
-        rebuild_store(run_dir_for(config, session))              # says where the old store went
     # what the command line changed in the run: where the config's folder holds the run without it,
     # this run gets a folder of its own beside it (`run ttcw-binary.toml --judge gemma3-270m` keeps both)
     console = asked.switch.startswith("--")
-    derive = "" if asked.rebuild else ", ".join(
+    derive = ", ".join(
         f"--{key}" if console else f"{key}=" for key, value in (("judge", overrides.get("judge")),
                                                                ("mode", overrides.get("mode")),
                                                                ("missing", overrides.get("missing")), ("data", data))
         if value is not None)
     return Executed("run", run=run(config, progress=progress, generate_only=generate_only, session=session,
-                                   overwrite=asked.overwrite, switch=asked.switch, derive=derive, lock=asked.lock))
+                                   overwrite=asked.overwrite, switch=asked.switch, derive=derive, lock=asked.lock,
+                                   rebuild=asked.rebuild))
 
 
 def over_data(config: RunConfig, data: str) -> RunConfig:

@@ -28,6 +28,7 @@ from litjudge.judges.generation import GENERATION, Conversation, duplicates
 from .. import backends as registry
 from ..core.backend import Backend
 from ..core.config import GENERATED, RunConfig
+from ..core.errors import ConfigError
 from ..core.requests import JudgeRequest, Message, RequestMeta
 from ..core.runner import LazyBackend, run_judge
 from ..core.session import Spend
@@ -151,6 +152,14 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, spend: Spend, pr
     language = protocol.language(gen)
     order = [g for g in gen.generators if g != keep] + [g for g in gen.generators if g == keep]
     specs = {name: registry.resolve(name, config) for name in order}      # every generator checked before any work
+    turns = max((len(c.turns) for c in convs), default=0)
+    for name, spec in specs.items():
+        if spec.capabilities.recorded and turns > 1:
+            # a recording answers by conversation id: every turn would be served its one answer
+            raise ConfigError(f"generator {name!r} is recorded: it holds one answer per conversation id, which all "
+                              f"{turns} turns of {gen.protocol!r} would share; generate with a model (or give the "
+                              "generated items as a dataset)", where=config.source or "config",
+                              parameter="generate.generators")
     outcome = GenerationOutcome(items_path(run_dir), {})
     items: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []

@@ -216,11 +216,14 @@ def rebuild_store(run_dir: Path) -> Path | None:
     store = run_dir / "store.sqlite"
     if not store.exists():
         return None
-    aside = run_dir / f"store.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = run_dir / f"store.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}"
+    aside, n = stamp, 1
+    while any(Path(str(aside) + suffix).exists() for suffix in ("", "-wal", "-shm")):
+        aside, n = Path(f"{stamp}-{n}"), n + 1        # a second rebuild within the second keeps the first's
     for suffix in ("", "-wal", "-shm"):
         part = Path(str(store) + suffix)
         if part.exists():
             guarded(partial(os.replace, part, Path(str(aside) + suffix)), part)
     say(f"litjudge: the old store is kept as {aside}; every verdict is taken again: from the shared verdict cache "
-        "where it holds it, else generated (add --no-cache to generate them all)", logging.WARNING)
+        "where it holds it, else generated (--no-cache, or cache=False in Python, generates them all)", logging.WARNING)
     return aside

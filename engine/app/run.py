@@ -39,7 +39,7 @@ from .annotate.annotations import load_annotations
 from .constant_judge import constant_judge_warnings
 from .generate_stage import GenerationOutcome, generate, with_generated_dataset
 from .manifest import KEY_ENV_NOTE, RunManifest
-from .outputs import remove_stale_temporaries, write_outputs, write_tables, write_text
+from .outputs import rebuild_store, remove_stale_temporaries, write_outputs, write_tables, write_text
 from .results_file import results, tasks_results, write_results
 from .run_folder import DataRead, claim, claim_of, data_reads, folder_for, lost_store_note, refuse_foreign
 from .summary import append_history
@@ -133,7 +133,7 @@ class RunState:
 def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[ResultRow], None] | None = None,
         run_dir: Path | None = None, backends: dict[str, Any] | None = None, generate_only: bool = False,
         lock: RunLock | None = None, session: Session | None = None, overwrite: bool = False,
-        switch: str = "--overwrite", derive: str = "") -> RunOutcome:
+        switch: str = "--overwrite", derive: str = "", rebuild: bool = False) -> RunOutcome:
     """Run a config end to end, in named stages: (1) the generation stage of a `[generate]` config
     (`generate_stage`; `generate_only`, or a config without protocol or tasks, stops there); (2)
     each judge in turn, its engine started once for every task of the run (one plan streams over
@@ -143,8 +143,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     are not closed here. `lock`: the folder's RunLock when the caller took it first (to write into
     the folder before the run starts); released here either way. `session`: where run folders and
     the verdict cache are. A folder holding another config's or data's run is refused unless
-    `overwrite` (engine.app.run_folder; `switch` names it), or, when `derive` names the overrides
-    that made this run another, left for a folder beside it. The first task's outcome is returned."""
+    `overwrite` (engine.app.run_folder; `switch` names it), or, when `derive` names the overrides that
+    made this run another, left for a folder beside it. `rebuild`: --rebuild-store. Returns the first task's."""
     t0 = time.time()
     session = session or Session.current(progress=progress)
     run_dir = run_dir or run_dir_for(config, session)
@@ -162,7 +162,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     refuse_foreign(run_dir, switch)                # a folder of the user's: before the lock writes into it
     lock, store, cache = _open_stores(run_dir, lock, lambda: claim(run_dir, new, overwrite=overwrite, switch=switch),
-                                      session.verdict_cache if live_judges else None, config.api.key_env)
+                                      session.verdict_cache if live_judges else None, config.api.key_env, rebuild)
     log_to(run_dir / "engine.log")                 # vLLM's, torch's and transformers' messages, live, in the run folder
     state = RunState(config, run_dir, tasks, store, cache, dict(backends or {}), progress, on_result,
                      t0, notes, reads, skipped={name: [] for name, _ in tasks}, spend=session.spend)
@@ -186,7 +186,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
 
 
 def _open_stores(run_dir: Path, lock: RunLock | None, claim_folder: Callable[[], None], cache_path: Path | None,
-                 key_env: str) -> tuple[RunLock, Store, Store | None]:
+                 key_env: str, rebuild: bool = False) -> tuple[RunLock, Store, Store | None]:
     """The shared verdict cache at `cache_path` (first: a file refused as one leaves no run folder
     behind; None for recorded judges, which never read it), then, under the folder's lock (one run per
     folder at a time) and once the folder is this run's to write (`claim_folder`), the run's store,
@@ -197,6 +197,8 @@ def _open_stores(run_dir: Path, lock: RunLock | None, claim_folder: Callable[[],
     try:
         held = lock or RunLock(run_dir)
         claim_folder()
+        if rebuild:                             # the store of the folder held: never a running run's, nor another's
+            rebuild_store(run_dir)
         remove_stale_temporaries(run_dir)
         store = claim_role(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
         store.meta(KEY_ENV_NOTE, key_env)
@@ -300,8 +302,8 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     manifest = build_manifest(prep, state.judge_runs, verdicts, time.time() - state.t0,
                               read.identity if read else None)
     manifest.update(warnings=state.notes + warnings + generation_warnings(generation), task=name or None,
-                    units=state.units.get(name),
-                    log_prompts=prompts is not None, stage_seconds={"aggregate": round(aggregate_s, 3)})
+                    units=state.units.get(name), log_prompts=prompts is not None,
+                    stage_seconds={"aggregate": round(aggregate_s, 3)})
     if generation is not None:
         manifest["generation"] = generation.summary
     if "ppi" in tables:                           # the labelled subset: the choice, its seed, which, how many
@@ -318,7 +320,7 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
     shared = build_manifest(state.tasks[0][1], state.judge_runs,
                             pl.concat([o.verdicts for o in outcomes], how="diagonal_relaxed"), time.time() - state.t0)
     # the run's own config (its tasks), the one its folder is claimed by (run_folder.recorded_claim)
-    shared.update(kind="tasks", config=config_dict(state.config),
+    shared.update(kind="tasks", config=config_dict(state.config), units=max(state.units.values(), default=None),
                   tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                           "folder": str(state.run_dir / n)} for n, p in state.tasks])
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))

@@ -41,10 +41,8 @@ from ..core.console import say
 from ..core.errors import ConfigError, DataError
 from ..core.manifest import config_dict, data_identity
 from ..core.paths import file_identity
-from ..core.run_lock import LOCK_NAME
 from ..core.settings import PPIConfig
 from ..data.cards import DatasetCard
-from .outputs import STALE_TEMP
 
 RUNTIME = ("name", "source", "limit", "data_root", "cluster")
 SWEEP_CLAIM = ("axes", "cells")      # a sweep's matrix; its post settings and rank_by are aggregation only
@@ -104,7 +102,7 @@ class Claim:
     data: tuple[str, ...] = ()
     limit: int | None = None            # a run's (or tasks') limit: not the run's identity, but never shrunk unasked
     settings: str = ""                  # what only aggregation reads (AGGREGATION), for command-line overrides
-    units: int | None = None            # the units a finished run judged (what a limit counts), where its manifest says
+    units: int | None = None            # the units a finished run judged (what a limit counts; the most of its tasks')
 
     @property
     def digest(self) -> str:
@@ -159,7 +157,7 @@ def _settings(config: dict[str, Any]) -> str:
 
 
 def _limit(kind: str, config: dict[str, Any]) -> int | None:
-    limit = config.get("limit") if kind in ("run", "tasks") else None
+    limit = config.get("limit") if kind in ("run", "tasks", "sweep") else None
     return limit if isinstance(limit, int) else None
 
 
@@ -177,7 +175,7 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
                  _limit(kind, m["config"]), _settings(m["config"]),
-                 m["units"] if kind == "run" and isinstance(m.get("units"), int) else None)
+                 m["units"] if kind in ("run", "tasks", "sweep") and isinstance(m.get("units"), int) else None)
 
 
 def holds_another(run_dir: Path, new: Claim) -> bool:
@@ -196,7 +194,8 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
     other = _other(switch)
     if _same(old, new):
         if _shorter(new, old) and holds_judged_tables(run_dir):
-            raise ConfigError(f"holds a finished run of {'every item' if old.limit is None else f'the first {old.limit}'}"
+            every = old.limit is None or (old.units is not None and old.units < old.limit)
+            raise ConfigError(f"holds a finished run of {'every item' if every else f'the first {old.limit}'}"
                               f", and limit {new.limit} would rewrite its tables to the first {new.limit}: to write the "
                               f"limited run elsewhere, {other}; or {switch} to replace its tables (its stored verdicts "
                               "are kept)", where=str(run_dir))
@@ -206,8 +205,9 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
                       "are kept and reused where they match)", where=str(run_dir))
 
 
-# What a run folder holds before its store: the folder's lock and judge()'s rows (and a temporary being written).
-BEFORE_THE_STORE = (LOCK_NAME, "input")
+# Files only a run of litjudge's writes: a folder holding one is a run's (begun, finished, or its store
+# moved aside by --rebuild-store), never the user's own.
+RUN_MARKS = ("store.sqlite", "manifest.json", "history.jsonl", "store.sqlite.corrupt-*")
 
 
 def _other(switch: str) -> str:
@@ -216,8 +216,8 @@ def _other(switch: str) -> str:
 
 
 def refuse_foreign(run_dir: Path, switch: str) -> None:
-    """One ConfigError when the folder is the user's own (`not_a_run`): called before its lock is
-    taken (which would write .lock into it) and again by `claim`."""
+    """One ConfigError when the folder is the user's own (`not_a_run`), before a run's lock (which
+    would write .lock into it) or anything else is written there."""
     if foreign := not_a_run(run_dir):
         raise ConfigError(f"is a folder of yours, not a litjudge run's (it holds {', '.join(foreign[:4])}"
                           f"{', ...' if len(foreign) > 4 else ''}), and a run writes its files there (results.json, "
@@ -225,13 +225,19 @@ def refuse_foreign(run_dir: Path, switch: str) -> None:
 
 
 def not_a_run(run_dir: Path) -> list[str]:
-    """What a folder holds when no run of litjudge's has begun in it (no store, no manifest): a
-    folder of the user's, whose results.json or tables/ a run would overwrite. [] for a run's
-    folder, an empty one or none."""
-    if not run_dir.is_dir() or (run_dir / "store.sqlite").exists() or (run_dir / "manifest.json").exists():
+    """What a folder holds when no run of litjudge's has begun in it (no RUN_MARKS): a folder of
+    the user's, whose results.json or tables/ a run would overwrite. Hidden files (.lock,
+    .gitkeep, a temporary being written) and judge()'s rows alone (input/data.jsonl) are no such
+    thing. [] for a run's folder, an empty one or none."""
+    if not run_dir.is_dir() or any(next(run_dir.glob(mark), None) is not None for mark in RUN_MARKS):
         return []
     return sorted(p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()
-                  if p.name not in BEFORE_THE_STORE and not STALE_TEMP.match(p.name))
+                  if not p.name.startswith(".") and not _only_rows(p))
+
+
+def _only_rows(path: Path) -> bool:
+    """judge()'s rows, written before the run's store: `input/` holding data.jsonl alone."""
+    return path.name == "input" and path.is_dir() and [p.name for p in path.iterdir()] == ["data.jsonl"]
 
 
 def _shorter(new: Claim, old: Claim) -> bool:
@@ -246,10 +252,11 @@ def _shorter(new: Claim, old: Claim) -> bool:
 
 def holds_judged_tables(run_dir: Path) -> bool:
     """Whether the folder holds tables built from verdicts (verdicts.parquet beside them: the run's
-    own, or a task's in RUN/<task>/), what a shorter limit would rewrite. A generation-only run's
+    own, or a task's in RUN/<task>/; a sweep's ranking), what a shorter limit would rewrite. A generation-only run's
     tables describe the items it wrote, not verdicts: a judging run of any limit loses nothing."""
     verdicts = [run_dir / "verdicts.parquet", *run_dir.glob("*/verdicts.parquet")]
-    return any(v.is_file() and (v.parent / "tables").is_dir() for v in verdicts)
+    return any(v.is_file() and (v.parent / "tables").is_dir() for v in verdicts) or \
+        (run_dir / "sweep_ranking.parquet").is_file()          # a sweep's, from its cells' verdicts
 
 
 def _same(old: Claim, new: Claim) -> bool:

@@ -82,8 +82,7 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
 
 
 # Why an unranked cell has no value: its tables say it undefined (their ci_note says why), or hold no row of it.
-UNDEFINED_IN_CELL = {False: "undefined in this cell (its table's ci_note says why: no answer read, a constant judge "
-                            "or one human answer): unranked",
+UNDEFINED_IN_CELL = {False: "undefined in this cell (no answer read, a constant judge or one human answer): unranked",
                      True: "this cell's tables have no row of it (no answer read with a human label): unranked"}
 
 

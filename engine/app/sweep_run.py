@@ -56,6 +56,7 @@ class JudgeWork:
     spec: JudgeSpec
     cells: list[tuple[Cell, str, PreparedRun]]
     skipped: list = field(default_factory=list)     # the items the protocols could not judge, and why
+    units: int = 0                                  # the most units a cell judged (what a limit counts)
 
     @property
     def judge(self) -> str:
@@ -68,6 +69,7 @@ class JudgeWork:
             for r in built.requests:
                 yield run, r
             self.skipped += built.skipped
+            self.units = max(self.units, built.units)
 
 
 @dataclass
@@ -186,9 +188,10 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
     log_to(run_dir / "engine.log")
     cache: Store | None = None
     judge_runs: list[JudgeRun] = []
+    works = work(sweep, cells)
     try:
         cache = open_verdict_cache(session.verdict_cache)
-        for w in work(sweep, cells):
+        for w in works:
             config = w.cells[0][0].config
             start = lambda s=w.spec, c=config.cluster: registry.create(s, c)  # noqa: E731
             recorded = w.spec.capabilities.recorded
@@ -222,6 +225,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                     "model_calls_saved_by_post_settings": (settings - 1) * sum(j.plan.summary()["distinct_requests"]
                                                                                for j in judge_runs)},
         "generated_now": sum(j.generated for j in judge_runs),
+        "units": max((w.units for w in works), default=None),
     }
     write_sweep(run_dir, metrics, ranking, manifest)
     table, _, metric = sweep.rank_by.partition("@")[0].partition(".")

@@ -235,7 +235,7 @@ def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
         path = exc.filename or path
         what = "is in the way: a file stands where a folder is needed"
         fix = f"give {option} a folder, or move the file" if option else \
-            "give --out (or LITJUDGE_RUNS_DIR) a folder, or move the file"
+            "give --out (out= in Python, or LITJUDGE_RUNS_DIR) a folder, or move the file"
     else:
         what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
     return SystemFault(f"{path}: {what}; {fix}")

@@ -32,7 +32,7 @@ class RunLock:
             who = ("by another run in this process (another thread)" if ours else
                    f"by another litjudge process (pid {holder})")
             raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish, or give this run another "
-                              "name (--name, or name=) or folder (--out, or out=)") from None
+                              "name (the config's name, or name=) or folder (--out, or out=)") from None
         _HELD.add(str(self.path.resolve()))
         os.ftruncate(self.fd, 0)
         os.write(self.fd, str(os.getpid()).encode())

@@ -165,7 +165,7 @@ def clear_report_folder(out: Path) -> None:
     if not out.exists():
         return
     if not out.is_dir():
-        raise ConfigError(f"--out {out} is a file: give a folder for the report")
+        raise ConfigError(f"{out} is a file: give a folder for the report (--out, or report(out=...) in Python)")
     entries = [p for p in out.iterdir() if p.name != STALE]
     if entries and not (out / "report.html").exists() and not (out / REPORT_MARK).exists():
         what = "a run folder" if (out / "manifest.json").exists() or (out / "store.sqlite").exists() else \

@@ -40,8 +40,9 @@ _SCRIPT = """<script>
     const data = JSON.parse(box.querySelector('script.viewer-data').textContent);
     const R = data.rows, C = data.columns, col = Object.fromEntries(C.map((c, i) => [c, i]));
     const get = (r, c) => r[col[c]];
-    const el = s => box.querySelector(s), body = el('tbody'), esc = s => String(s ?? '')
-      .replace(/[__BIDI__]/g, c => `[U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}]`)
+    const vis = s => String(s ?? '')
+      .replace(/[__BIDI__]/g, c => `[U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}]`);
+    const el = s => box.querySelector(s), body = el('tbody'), esc = s => vis(s)
       .replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
     const prompts = data.prompts.map(p => String(p).toLowerCase());     // searched as well as the row's fields
     const byUnit = {};
@@ -49,7 +50,7 @@ _SCRIPT = """<script>
                           (byUnit[u] = byUnit[u] || []).push(i); });
     let page = 0, shown = [], open = new Set();
     const faceted = data.facets.length > 0, width = faceted ? 8 : 7;   // no test or group: no such column
-    const fill = (sel, values) => values.forEach(v => sel.add(new Option(v, v)));
+    const fill = (sel, values) => values.forEach(v => sel.add(new Option(vis(v), v)));
     fill(el('select.judge'), data.judges); fill(el('select.facet'), data.facets);
     function keep(r) {
       if (el('input.disagree').checked && get(r, 'agrees') !== false) return false;
