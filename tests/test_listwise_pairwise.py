@@ -286,6 +286,11 @@ def test_bad_protocol_options_fail_with_one_line(tmp_path):
     r = litjudge("plan", str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert r.returncode == 2 and ("holds one answer per item id, and item 'demo-poems/list0' is asked twice (with "
                                   "another order and shown), which would share it") in r.stderr, r.stderr[-2000:]
+    # refused while a sweep plans: no sweep folder is left behind that looks like an interrupted one
+    (tmp_path / "bad5.toml").write_text((tmp_path / "bad4.toml").read_text().replace('name = "x"', 'name = "sw"')
+                                        + "[matrix]\nlimit = [1, 2]\n")
+    r = litjudge("run", str(tmp_path / "bad5.toml"), env={"LITJUDGE_RUNS_DIR": str(tmp_path / "out")})
+    assert r.returncode == 2 and "is asked twice" in r.stderr and not (tmp_path / "out" / "sw").exists(), r.stderr[-2000:]
 
 
 def test_a_recorded_judge_is_never_asked_one_item_two_ways(tmp_path):

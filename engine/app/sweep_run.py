@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import math
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.console import log_to, say
+from ..core.errors import LitjudgeError
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
 from ..core.planner import StreamPlanner, common_prefix, fewer_collections
 from ..core.requests import JudgeRequest
@@ -167,6 +169,7 @@ def run_sweep(sweep: Sweep, session: Session | None = None, *, overwrite: bool =
     cells = prepared_cells(sweep)
     run_dir = session.run_dir(sweep.name)
     refuse_foreign(run_dir, switch)                # a folder of the user's: before the lock writes into it
+    created = not run_dir.exists()
     lock = RunLock(run_dir)                        # one run per folder at a time
     try:
         claim(run_dir, claim_of("sweep", config_dict(sweep.base), [], axes=sweep.axes, cells=cell_table(sweep)),
@@ -176,8 +179,24 @@ def run_sweep(sweep: Sweep, session: Session | None = None, *, overwrite: bool =
             rebuild_store(run_dir)
         with fewer_collections():
             return _run_sweep(sweep, protocol, cells, run_dir, t0, session)
+    except LitjudgeError:
+        if created and not _stored_any(run_dir):   # refused while planning: no folder left that looks interrupted
+            lock.release()
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         lock.release()
+
+
+def _stored_any(run_dir: Path) -> bool:
+    path = run_dir / "store.sqlite"
+    if not path.exists():
+        return False
+    store = Store.open(path, create=False, readonly=True)
+    try:
+        return store.has_results()
+    finally:
+        store.close()
 
 
 def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
