@@ -83,6 +83,12 @@ def test_export_replaces_an_earlier_export_and_refuses_any_other_folder(judged, 
     assert r.returncode == 2 and r.stderr.strip() == (f"litjudge: error: {other}: exists and is not an earlier export: "
                                                       "give a new (or empty) folder")
     assert (other / "notes.txt").read_text() == "keep me"
+    # a file of the user's in an earlier export's data/ (or beside a card copied into a folder of
+    # theirs) was deleted when data/ was replaced: refused, naming it
+    (out / "data" / "notes.txt").write_text("keep me too")
+    one_line(cli("export", str(judged.run_dir), "--to", str(out)), "data/ holds files the earlier export did not "
+             "write (notes.txt)")
+    assert (out / "data" / "notes.txt").read_text() == "keep me too"
     r = cli("export", str(tmp_path / "nothing"), "--to", str(tmp_path / "x"))
     assert r.returncode == 2 and "not a run folder" in r.stderr
 
@@ -216,6 +222,24 @@ def test_a_path_outside_the_config_folder_is_redacted_everywhere_it_is_published
     record = json.loads((judged.run_dir / "results.json").read_text())
     assert str(tmp_path) not in json.dumps([record["config"], record["dataset"]])
     assert record["dataset"]["data"]["path"] == "<local path>/data.jsonl"
+
+
+def test_public_judge_names_are_whole_and_each_its_own():
+    """Two recordings named outputs.jsonl in two folders were published as one judge (its tables
+    pooled both), and a path with a space was cut at it, publishing the rest (/home/Jane Doe/...)."""
+    from pathlib import Path
+
+    from litjudge.engine.app.public import public_names, redact
+
+    base = Path("/home/Jane Doe/study")
+    names = ["replay:/r/gpt/outputs.jsonl", "replay:/r/claude/outputs.jsonl", "replay:/home/Jane Doe/study/d/rec.jsonl",
+             "/home/Jane Doe/models/my qwen", "smollm2-135m", "openai:gpt-4o"]
+    assert public_names(names, base) == {
+        "replay:/r/gpt/outputs.jsonl": "replay:<local path>/gpt/outputs.jsonl",
+        "replay:/r/claude/outputs.jsonl": "replay:<local path>/claude/outputs.jsonl",
+        "replay:/home/Jane Doe/study/d/rec.jsonl": "replay:d/rec.jsonl", "/home/Jane Doe/models/my qwen": "<local path>/my qwen",
+        "smollm2-135m": "smollm2-135m", "openai:gpt-4o": "openai:gpt-4o"}
+    assert redact({"path": "/home/Jane Doe/elsewhere/pairs.jsonl"}, base) == {"path": "<local path>/pairs.jsonl"}
 
 
 def test_redact_keeps_urls_and_relative_paths():

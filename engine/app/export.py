@@ -31,6 +31,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from ..core.errors import BackendUnavailable, ConfigError, StoreError
 from .export_card import MARKER, card
 from .manifest import RunManifest
 from .outputs import file_mode, guarded, read_logged_prompts, read_manifest, read_table
-from .public import config_folder, redact
+from .public import config_folder, public_names
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,9 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     manifest = read_manifest(run_dir)
     if to.exists() and (not to.is_dir() or (_holds_more_than_staging(to) and MARKER not in _text(to / "README.md"))):
         raise ConfigError("exists and is not an earlier export: give a new (or empty) folder", where=str(to))
+    if foreign := _not_exported(to):
+        raise ConfigError(f"data/ holds files the earlier export did not write ({', '.join(foreign[:4])}), which "
+                          "replacing it would delete: move them out of data/, or give a new folder", where=str(to))
     blocker = next((p for p in to.parents if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise ConfigError(f"{blocker} is a file, not a folder: give --to a folder's path", where=str(to))
@@ -148,7 +152,7 @@ def public_judges(df: pl.DataFrame, base: Path | None) -> pl.DataFrame:
     """The `judge` column with its paths made public (a replay file, a local model's folder)."""
     if "judge" not in df.columns or df.schema["judge"] != pl.Utf8 or not df.height:
         return df
-    names = {n: redact(n, base) for n in df["judge"].unique().to_list() if n is not None}
+    names = public_names([n for n in df["judge"].unique().to_list() if n is not None], base)
     return df.with_columns(pl.col("judge").replace_strict(names, default=None, return_dtype=pl.Utf8))
 
 
@@ -239,6 +243,17 @@ def _write(to: Path, parts: dict[str, pl.DataFrame], readme: str) -> None:
         os.replace(staging / "README.md", to / "README.md")
     finally:
         _remove_staging(staging)
+
+
+def _not_exported(to: Path) -> list[str]:
+    """What an earlier export's data/ holds that its card does not list (its header's data_files):
+    a file the user put there, or a card copied into a folder of theirs. Replacing data/ would
+    delete it."""
+    data = to / "data"
+    if not data.is_dir():
+        return []
+    listed = set(re.findall(r'path:\s*"?data/([^"\n]+?)"?\s*$', _text(to / "README.md"), flags=re.M))
+    return sorted(p.name for p in data.iterdir() if p.name not in listed)
 
 
 def _text(path: Path) -> str:
