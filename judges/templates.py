@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from litjudge.engine.core.config import source_folder
 from litjudge.engine.core.errors import ConfigError, did_you_mean
 
 ESCAPE = "write {{ or }} for a literal brace"
@@ -119,8 +120,7 @@ def _read_file(path: str, mtime: int, size: int, where: str, key: str) -> Templa
 
 def config_base(config: Any) -> Path:
     """The folder a config's relative template paths start from: the config file's, else the cwd."""
-    source = Path(config.source.split(" (task ")[0]) if getattr(config, "source", "") else None
-    return source.resolve().parent if source is not None and source.is_file() else Path.cwd()
+    return source_folder(getattr(config, "source", "") or "")
 
 
 def template_of(config: Any) -> Template | None:

@@ -312,3 +312,22 @@ def test_tasks_and_sweeps_keep_their_tables_from_a_shorter_limit(tmp_path):
     assert cli("run", str(tasks), "--quiet", cwd=tmp_path).returncode == 0
     assert cli("run", str(tasks), "--quiet", "--limit", "100", cwd=tmp_path).returncode == 0
     one_line(cli("run", str(tasks), "--quiet", "--limit", "2", cwd=tmp_path), "limit 2 would rewrite its tables")
+
+
+def test_a_tasks_and_a_sweep_cells_paths_start_from_the_config_folder(tmp_path):
+    """`[tasks.dataset] path` and a sweep cell's template file were read from the working folder
+    (a task's source is 'FILE (task NAME)', a cell's 'FILE (cell {...})', neither a file): run from
+    elsewhere, the task's data was not found and the cell's template was looked for in the cwd."""
+    folder = tmp_path / "study"
+    cfg = pairs_run(folder, name="t")
+    (folder / "prompt.txt").write_text("Which is better? A: {text_a} B: {text_b}")
+    task = 'protocol = "pairwise"\n[tasks.dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n'
+    (folder / "tasks.toml").write_text(f'name = "tk"\njudge = "replay:{folder / "answers.jsonl"}"\n[[tasks]]\nname = "one"\n'
+                                       + task)
+    (folder / "sweep.toml").write_text(cfg.read_text().replace('name = "t"', 'name = "sw"')
+                                       + '[matrix]\ntemplate = ["prompt.txt", "A={text_a} B={text_b}"]\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in ("tasks.toml", "sweep.toml"):
+        r = cli("run", str(folder / name), "--quiet", cwd=elsewhere)
+        assert r.returncode == 0, (name, r.stderr[-2000:])

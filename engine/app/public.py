@@ -8,6 +8,8 @@ import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from ..core.config import source_file
+
 # An absolute path inside a string: "/a/b" (not a URL's "//", not "1/2" or "a/b"), or "C:\a\b".
 ABSOLUTE = re.compile(r"(?<![\w/.~<-])/(?!/)[^\s\"'`<>|,;()\[\]{}]+|(?<![\w])[A-Za-z]:\\[^\s\"'`<>|,;()\[\]{}]*")
 REDACTED = "<local path>"
@@ -49,7 +51,8 @@ def config_folder(config: Any) -> Path | None:
     if not source:
         return None
     try:
-        return Path(source.split(" (task ")[0]).expanduser().resolve().parent
+        file = source_file(source)
+        return file.resolve().parent if file is not None else None
     except (OSError, RuntimeError):
         return None
 

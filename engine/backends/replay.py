@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..core.backend import Backend, Capabilities, JudgeSpec
-from ..core.config import RunConfig
+from ..core.config import RunConfig, source_folder
 from ..core.errors import JudgeNotFound
 from ..core.paths import path_version
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
@@ -34,7 +34,7 @@ def replay_source(name: str, config: RunConfig) -> Path:
     ref = name.removeprefix("replay:")
     path = Path(ref)
     if path.suffix == ".jsonl":
-        beside = Path(config.source.split(" (task ")[0]).parent / path if config.source else path
+        beside = source_folder(config.source) / path if config.source else path
         path = beside if not path.is_absolute() and not path.exists() and beside.is_file() else path
         if not path.exists():
             raise JudgeNotFound(f"no recorded outputs for judge {name!r}: {path} does not exist")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +206,23 @@ def _as_table(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _as_table(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value
+
+
+# What a config's `source` adds after its file's path: a task's "FILE (task NAME)", a sweep cell's
+# "FILE (cell {...})" (errors name them); its relative paths start from the file's folder all the same.
+SOURCE_PART = re.compile(r" \((?:task|cell) .*\Z", re.S)
+
+
+def source_file(source: str) -> Path | None:
+    """The config file a run config's `source` names (None for a config without a file)."""
+    return Path(SOURCE_PART.sub("", source)).expanduser() if source else None
+
+
+def source_folder(source: str) -> Path:
+    """The folder a config's relative paths start from: its file's, else the working folder (a
+    task's and a sweep cell's too: their dataset and template paths were read from the cwd)."""
+    path = source_file(source)
+    return path.resolve().parent if path is not None and path.is_file() else Path.cwd()
 
 
 def config_path(name: str | Path) -> Path:

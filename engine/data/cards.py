@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..core.config import source_folder
 from ..core.errors import ConfigError
 from ..core.paths import cards_dir, data_root
 from ..core.schema import build, check_choices
@@ -65,7 +66,7 @@ GENERIC = ("pairs_jsonl", "rated_items_jsonl", "reference_jsonl")    # the `tabl
 def dataset_card(dataset: str | dict[str, Any], source: str = "", protocol: str = "") -> DatasetCard:
     """A run config's dataset: a shipped card by name, a card file (relative to the config file),
     or an inline [dataset] table (loader `table` by default; paths relative to the config file)."""
-    config_dir = Path(source).resolve().parent if source and Path(source).is_file() else Path.cwd()
+    config_dir = source_folder(source)
     if isinstance(dataset, dict):
         table = {"name": "inline", "title": "inline dataset", "loader": "table", "root": "card",
                  "protocols": [protocol] if protocol else [], **dataset}
