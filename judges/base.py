@@ -1,8 +1,10 @@
 """What a protocol is: options, how items become requests, how verdicts aggregate into tables."""
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -10,7 +12,8 @@ from typing import Any, ClassVar, cast
 import polars as pl
 
 from litjudge.engine.core.config import MissingPolicy, RunConfig, Sampling
-from litjudge.engine.core.errors import ConfigError, ContractError
+from litjudge.engine.core.console import say
+from litjudge.engine.core.errors import ConfigError, ContractError, PluginError
 from litjudge.engine.core.registry import Named
 from litjudge.engine.core.requests import JudgeRequest, Mode, RequestMeta
 from litjudge.engine.core.schema import build
@@ -256,10 +259,38 @@ class Protocol(Named, ABC):
         streams, and `skipped` is complete once the requests are consumed."""
         skipped: list[Skip] = []
         taken = [0]
-        units = self.units(ctx)
-        requests = (request for unit in _counted(units, ctx.config.limit, skipped, taken)
-                    for ask in self.asks(ctx, unit) for request in _requests(self, ctx, ask, skipped))
+        with self._blamed("units"):
+            units = self.units(ctx)
+        requests = self._blamed_stream(request for unit in _counted(units, ctx.config.limit, skipped, taken)
+                                        for ask in self.asks(ctx, unit) for request in _requests(self, ctx, ask, skipped))
         return Build(requests if isinstance(units, Iterator) else list(requests), skipped, taken)
+
+    @contextmanager
+    def _blamed(self, what: str) -> Iterator[None]:
+        """A plugin protocol's own code failing (its units, asks, aggregate): one line naming the
+        plugin and its distribution, not litjudge's 'internal error'."""
+        try:
+            yield
+        except Exception as exc:
+            blamed = PROTOCOLS.blame(self.declared.name, what, exc)
+            if blamed is None:
+                raise
+            raise blamed from exc
+
+    def viewed(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        """`human_view`, for the report's viewer and an export: a plugin's failing one is said in a
+        warning naming it, and the verdicts go on without its answers (the export, the report and
+        to_dataset crashed as litjudge's own bug)."""
+        try:
+            with self._blamed("human_view"):
+                return self.human_view(verdicts, tables)
+        except PluginError as exc:
+            say(f"litjudge: warning: {exc}: the verdicts are shown without its answers", logging.WARNING)
+            return Protocol.human_view(self, verdicts, tables)
+
+    def _blamed_stream(self, requests: Iterator[JudgeRequest]) -> Iterator[JudgeRequest]:
+        with self._blamed("units or asks"):
+            yield from requests
 
     def _policy_forms(self, options: Any) -> list[str]:
         return [f'"label:{lab}"' if kind == "label" else f'"{kind}"' for kind in self.declared.missing
@@ -294,13 +325,8 @@ class Protocol(Named, ABC):
         if ctx.card.category_order and kind != "items":     # only rated items have categories to order
             ctx.warn(f"[dataset] category_order is ignored: protocol {self.declared.name!r} reads {kind}, which have "
                      "no categories (it orders rated items' categories, as listwise reads them); remove it")
-        try:
+        with self._blamed("aggregate"):
             tables = self.aggregate(self.declared.typed(verdicts), ctx)
-        except Exception as exc:
-            blamed = PROTOCOLS.blame(self.declared.name, "aggregate", exc)     # a plugin's code: named, one line
-            if blamed is None:
-                raise
-            raise blamed from exc
         return self.declared.checked(tables, ctx.unlabelled)
 
     @abstractmethod

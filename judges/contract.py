@@ -240,6 +240,12 @@ class Declaration:
         human labels), empty where there is nothing to show; each table with rows carries its `by`
         columns and, with labels, its rank columns; metric columns are floats. ONE line naming the
         protocol, the table and the column otherwise."""
+        if not isinstance(tables, Mapping):
+            raise self.wrong(f"aggregate returned {type(tables).__name__}, not a dict of table name -> polars DataFrame")
+        other = next((name for name, frame in tables.items() if not isinstance(frame, pl.DataFrame)), None)
+        if other is not None:
+            raise self.wrong(f"aggregate returned table {other!r} as {type(tables[other]).__name__}, not a polars "
+                             "DataFrame")
         undeclared = [name for name in tables if name not in self.tables]
         if undeclared:
             raise self.wrong(f"aggregate returned table(s) {undeclared} that Declaration.tables does not declare "

@@ -124,3 +124,59 @@ def test_a_plugin_import_that_exits_or_interrupts_is_named(tmp_path, body, said)
         assert r.returncode == 0 and "pairwise" in r.stdout and "fix or uninstall quitter-plugin" in r.stderr
     else:
         assert r.returncode == 130 and "fix or uninstall quitter-plugin" in r.stderr
+
+
+class RaisingAsks(SingleGrading):
+    declared = dataclasses.replace(SingleGrading.declared, name="raising-asks")
+
+    def asks(self, ctx, unit):
+        raise KeyError("boom in asks")
+
+
+class RaisingUnits(SingleGrading):
+    declared = dataclasses.replace(SingleGrading.declared, name="raising-units")
+
+    def units(self, ctx):
+        raise RuntimeError("boom in units")
+
+
+class Listed(SingleGrading):
+    declared = dataclasses.replace(SingleGrading.declared, name="listed")
+
+    def aggregate(self, table: pl.DataFrame, ctx):
+        return [table]
+
+
+class RaisingView(SingleGrading):
+    declared = dataclasses.replace(SingleGrading.declared, name="raising-view")
+
+    def human_view(self, verdicts, tables):
+        raise ValueError("boom in human_view")
+
+
+@pytest.fixture
+def more_registered(registered):
+    kinds = {"raising-asks": RaisingAsks, "raising-units": RaisingUnits, "listed": Listed, "raising-view": RaisingView}
+    for name, cls in kinds.items():
+        PROTOCOLS.add(name, cls, origin=Origin("bad-plugin", "0.3"))
+    yield
+    for name in kinds:
+        PROTOCOLS.remove(name)
+
+
+def test_a_plugin_protocols_units_asks_tables_and_view_failing_name_it(more_registered, tmp_path):
+    """Its units or asks raising, aggregate returning a list: each was litjudge's 'internal error (a
+    bug, please report it)'; a failing human_view crashed the report and the export, which now go on
+    without its answers, saying so."""
+    def judged(protocol: str):
+        return litjudge.judge(ROWS, protocol=protocol, judge="constant3:x", columns=COLUMNS, out=tmp_path / "runs",
+                              cache=False, progress=False)
+    for protocol, words in [("raising-asks", "its units or asks raised KeyError: 'boom in asks'"),
+                            ("raising-units", "its units raised RuntimeError: boom in units")]:
+        with pytest.raises(PluginError, match=f"protocol '{protocol}' of bad-plugin 0.3: {words}; fix or uninstall"):
+            judged(protocol)
+    with pytest.raises(ContractError, match="protocol 'listed': aggregate returned list, not a dict of table name"):
+        judged("listed")
+    result = judged("raising-view")
+    report = result.report()
+    assert report.exists() and "answer" not in result.to_dataset().column_names

@@ -100,7 +100,7 @@ def with_answer(protocol: str, verdicts: pl.DataFrame, tables: dict[str, pl.Data
     if "answer" in verdicts.columns or not verdicts.height or protocol not in PROTOCOLS:
         return verdicts
     indexed = verdicts.with_row_index("_row")
-    view = PROTOCOLS.get(protocol)().human_view(indexed, tables)
+    view = PROTOCOLS.get(protocol)().viewed(indexed, tables)
     if "_row" not in view.columns or view.height != verdicts.height:
         return verdicts
     view = view.sort("_row")

@@ -118,7 +118,7 @@ def viewer_frame(run: LoadedRun) -> pl.DataFrame:
     of the same item, judge and repeat answered differently), the label's probability."""
     verdicts = read_table(run.path / "verdicts.parquet")
     protocol = PROTOCOLS.get(run.manifest.protocol)()
-    v = protocol.human_view(verdicts, run.tables)
+    v = protocol.viewed(verdicts, run.tables)
     order = pl.col("order").cast(pl.Utf8) if "order" in v.columns else pl.lit("")
     facet = (pl.lit("test ") + pl.col("test").cast(pl.Utf8)) if "test" in v.columns else \
         pl.col("question").cast(pl.Utf8) if "question" in v.columns else \
