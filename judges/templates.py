@@ -75,18 +75,45 @@ def parse(text: str, source: str, where: str, key: str) -> Template:
     try:
         parts = list(string.Formatter().parse(text))
     except ValueError as exc:
-        raise ConfigError(f"the template has an unmatched brace ({exc}); {ESCAPE}", where=where, parameter=key) from None
+        raise ConfigError(f"{_at(source, text, _lone_brace(text))}the template has an unmatched brace ({exc}); {ESCAPE}",
+                          where=where, parameter=key) from None
     pieces = []
     for literal, name, spec, conversion in parts:
         if name is not None and (not name.isidentifier() or spec or conversion):
             shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-            raise ConfigError(f"{shown} is not a field: a field is a plain name in braces, e.g. {{story}}; {ESCAPE}",
-                              where=where, parameter=key)
+            raise ConfigError(f"{_at(source, text, text.find(shown))}{shown} is not a field: a field is a plain name "
+                              f"in braces, e.g. {{story}}; {ESCAPE}", where=where, parameter=key)
         pieces.append((literal, name))
     if not any(name for _, name in pieces):
         raise ConfigError("the template names no field, so every ask would be the same prompt: name the texts "
                           "judged, e.g. {story} or {text}", where=where, parameter=key)
     return Template(source, text, tuple(pieces))
+
+
+def _at(source: str, text: str, position: int) -> str:
+    """Where in a template file an error is ("" for an inline template: the config names it)."""
+    if source == "inline":
+        return ""
+    line = f", line {text.count(chr(10), 0, position) + 1}" if position >= 0 else ""
+    return f"template file {source!r}{line}: "
+
+
+def _lone_brace(text: str) -> int:
+    """The position of the first brace that opens no field and is not doubled (-1: none found)."""
+    i = 0
+    while i < len(text):
+        if text[i:i + 2] in ("{{", "}}"):
+            i += 2
+        elif text[i] == "{":
+            end = text.find("}", i)
+            if end < 0:
+                return i
+            i = end + 1
+        elif text[i] == "}":
+            return i
+        else:
+            i += 1
+    return -1
 
 
 def is_inline(spec: str) -> bool:
@@ -136,12 +163,15 @@ def checked(template: Template, fields: TemplateFields | None, protocol: str, wh
         raise ConfigError(f"protocol {protocol!r} takes no prompt template of yours", where=where, parameter=key)
     unknown = [f for f in template.fields if f not in fields.provided]
     if unknown:
-        close = did_you_mean(unknown[0], fields.provided, form=lambda f: "{" + f + "}")   # as a template writes it
-        raise ConfigError(f"unknown field {{{unknown[0]}}}{close}; protocol {protocol!r} provides "
+        near = unknown[0].lower() if unknown[0].lower() in fields.provided else unknown[0]      # {TEXT_B}: {text_b}
+        close = did_you_mean(near, fields.provided, form=lambda f: "{" + f + "}")   # as a template writes it
+        at = _at(template.source, template.text, template.text.find("{" + unknown[0] + "}"))
+        raise ConfigError(f"{at}unknown field {{{unknown[0]}}}{close}; protocol {protocol!r} provides "
                           f"{fields.listed()} ({ESCAPE})", where=where, parameter=key)
     missing = [f for f in fields.required if f not in template.fields]
     if missing:
-        raise ConfigError(f"the template leaves out {{{missing[0]}}}, which tells one ask from another; protocol "
+        raise ConfigError(f"{_at(template.source, template.text, -1)}the template leaves out {{{missing[0]}}}, which "
+                          "tells one ask from another; protocol "
                           f"{protocol!r} provides {fields.listed()} and needs "
                           + ", ".join("{" + f + "}" for f in fields.required), where=where, parameter=key)
     return template

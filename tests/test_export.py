@@ -307,3 +307,16 @@ def test_a_ttcw_export_carries_the_experts_answer_beside_each_verdict(tmp_path):
     read = v.filter(pl.col("answer").is_not_null() & pl.col("human").is_not_null())
     assert read.height == items.height
     assert (read["answer"] == read["human"]).sum() == (items["judge_pass"] == items["expert_pass"]).sum()
+
+
+def test_a_pipe_in_a_rubric_question_stays_in_its_cell_of_the_card(tmp_path):
+    """A question "Dialogue | monologue?" split its row of the card's table (GitHub showed `Dialogue)."""
+    import re
+
+    rows = stories()
+    questions = [{**QUESTIONS[0], "text": "Dialogue | monologue?"}]
+    run = litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=questions,
+                         columns=COLUMNS, out=tmp_path / "runs", name="piped", progress=False)
+    assert cli("export", str(run.run_dir), "--to", str(tmp_path / "hf")).returncode == 0
+    row = next(line for line in (tmp_path / "hf" / "README.md").read_text().splitlines() if "monologue" in line)
+    assert len(re.findall(r"(?<!\\)\|", row)) == 4 and "Dialogue \\| monologue?" in row, row

@@ -9,6 +9,7 @@ is checked in a fresh venv with litjudge's wheel and two plugin wheels built her
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import textwrap
 from pathlib import Path
@@ -361,3 +362,23 @@ def test_a_plugin_loaders_labels_are_normalised_and_its_wrong_types_name_it(tmp_
         refused = run(loader)
         assert (refused.returncode, refused.stderr.strip()) == (
             2, f"litjudge: error: {who.format(loader)} {says}; fix or uninstall untrusted-plugin"), refused.stderr[-3000:]
+
+
+def test_another_packages_damaged_entry_points_are_a_warning_not_every_runs_failure(group, tmp_path, caplog):
+    """A line without '=' in any installed distribution's entry_points.txt (a package litjudge has
+    nothing to do with) made every run an internal error naming nothing: its entries are skipped,
+    said once, and the other distributions' plugins still load."""
+    from litjudge.engine.core.registry import entry_points
+
+    distribution(tmp_path, "good-plugin", "1.0", {group: {"toy": "toy_mod:SingleGrading"}})
+    broken = distribution(tmp_path / "b", "broken-meta", "0.1", {}) / "broken_meta-0.1.dist-info"
+    (broken / "entry_points.txt").write_text("[console_scripts]\nbroken\n")
+    sys.path.insert(0, str(tmp_path / "b"))
+    try:
+        with caplog.at_level(logging.WARNING, logger="litjudge"):
+            found = entry_points(group)
+    finally:
+        sys.path.remove(str(tmp_path / "b"))
+    assert [ep.name for ep in found] == ["toy"]
+    said = [r.getMessage() for r in caplog.records if "broken-meta" in r.getMessage()]
+    assert len(said) == 1 and "cannot be read" in said[0] and "its plugins, if any, are not loaded" in said[0]

@@ -156,3 +156,18 @@ def test_the_template_is_recorded_in_the_manifest_and_keys_differ(tmp_path):
     assert set(own.verdicts["key"]).isdisjoint(plain.verdicts["key"])
     assert own.verdicts.select("item_id", "label").sort("item_id").equals(plain.verdicts.select("item_id", "label")
                                                                           .sort("item_id"))
+
+
+def test_a_template_files_mistakes_name_the_file_and_its_line():
+    """A template file's error named the config only (its file and line were for the user to find),
+    and {TEXT_B} got no suggestion."""
+    from litjudge.judges.templates import TemplateFields, checked
+
+    for text, words in [("A {text_a}\nB {text_b} {", "template file 'p.txt', line 2: the template has an unmatched"),
+                        ("A {text_a}\n\nB {x!r}", "template file 'p.txt', line 3: {x!r} is not a field")]:
+        with pytest.raises(ConfigError, match=words.replace("{", r"\{").replace("}", r"\}").replace("!", "!")):
+            parse(text, "p.txt", "c.toml", "template")
+    fields = TemplateFields(("text_a", "text_b", "prompt"), ("text_a", "text_b"))
+    with pytest.raises(ConfigError, match=r"template file 'p.txt', line 2: unknown field \{TEXT_B\} \(did you mean "
+                                          r"\{text_b\}\?\)"):
+        checked(parse("A {text_a}\nB {TEXT_B}", "p.txt", "c.toml", "template"), fields, "pairwise", "c.toml", "template")

@@ -40,6 +40,12 @@ def _code(value: Any) -> str:
     return "`" + re.sub(r"[`\r\n]+", " ", str(value)) + "`"
 
 
+def _cell(value: Any) -> str:
+    """`_code` in a table's cell: a `|` in the text (a question "Dialogue | monologue?") ended the
+    cell; GitHub's tables read `\\|` as the character, inside code too."""
+    return _code(value).replace("|", "\\|")
+
+
 def card(manifest: RunManifest, parts: dict[str, pl.DataFrame], run_dir: Path, empty: list[str],
          base: Path | None = None) -> str:
     """The dataset card: the YAML header the Hub reads, then what ran and how to load and publish it.
@@ -65,7 +71,7 @@ def card(manifest: RunManifest, parts: dict[str, pl.DataFrame], run_dir: Path, e
     lines += _headline(_results(run_dir, base))
     lines += _settings(raw)
     lines += ["## Configs", "", "| config | rows | columns |", "|---|---|---|"]
-    lines += [f"| {_code(name)} | {df.height} | {len(df.columns)} |" for name, df in parts.items()]
+    lines += [f"| {_cell(name)} | {df.height} | {len(df.columns)} |" for name, df in parts.items()]
     if empty:
         lines += ["", f"Tables the run left empty (not exported: a split needs rows): {', '.join(map(_code, empty))}."]
     lines += ["", "## Load and publish", "", "```python", "from datasets import load_dataset",
@@ -122,7 +128,7 @@ def _headline(records: list[dict[str, Any]]) -> list[str]:
                             and isinstance(r.get("ci_high"), float) else "n/a")
                 value = f"{r['value']:.3f}" if isinstance(r.get("value"), float) else "n/a"
                 mark = " (headline)" if r.get("headline") else ""
-                out.append(f"| {_code(r.get('judge'))} | {_code(r.get('metric'))} | {_code(r.get('view'))}{mark} "
+                out.append(f"| {_cell(r.get('judge'))} | {_cell(r.get('metric'))} | {_cell(r.get('view'))}{mark} "
                            f"| {value} | {interval} | {r.get('n')} |")
             out.append("")
     return out
@@ -140,7 +146,7 @@ def _settings(raw: dict[str, Any]) -> list[str]:
     questions = [q for q in options.get("questions", []) if isinstance(q, dict)]
     if questions:
         out += ["", "Rubric questions:", "", "| id | scale | question |", "|---|---|---|"]
-        out += [f"| {_code(q.get('id'))} | {_code(q.get('scale', 'binary'))} | {_code(q.get('text'))} |" for q in questions]
+        out += [f"| {_cell(q.get('id'))} | {_cell(q.get('scale', 'binary'))} | {_cell(q.get('text'))} |" for q in questions]
     return out + [""]
 
 

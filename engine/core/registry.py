@@ -14,12 +14,14 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
+from .console import say
 from .errors import ConfigError, ContractError, LitjudgeError, PluginError, PluginInterrupted, did_you_mean
 
 T = TypeVar("T")
@@ -54,10 +56,30 @@ def entry_points(group: str) -> tuple[metadata.EntryPoint, ...]:
     """The installed distributions' entry points of `group` (metadata only, nothing imported; read
     once per process), each distribution once even where it is on the path twice."""
     seen: dict[tuple[str, str, str], metadata.EntryPoint] = {}
-    for ep in metadata.entry_points(group=group):
-        dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
-        seen.setdefault((ep.name, ep.value, dist), ep)
+    for distribution in metadata.distributions():
+        try:
+            found = distribution.entry_points.select(group=group)
+        except Exception as exc:  # noqa: BLE001  (another package's damaged metadata: never every run's failure)
+            name = distribution.metadata["Name"] or str(getattr(distribution, "_path", "a distribution"))
+            _unreadable(name, exc)
+            continue
+        for ep in found:
+            dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
+            seen.setdefault((ep.name, ep.value, dist), ep)
     return tuple(seen.values())
+
+
+_UNREADABLE: set[str] = set()
+
+
+def _unreadable(distribution: str, exc: BaseException) -> None:
+    """Said once per distribution: its entry_points.txt cannot be read (a line without '=' made
+    every run litjudge's internal error, whatever package it belonged to)."""
+    if distribution in _UNREADABLE:
+        return
+    _UNREADABLE.add(distribution)
+    say(f"litjudge: warning: the entry points of installed distribution {distribution!r} cannot be read "
+        f"({type(exc).__name__}: {str(exc)[:120]}): its plugins, if any, are not loaded", logging.WARNING)
 
 
 def origin_of(ep: metadata.EntryPoint) -> Origin:
