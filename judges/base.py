@@ -131,10 +131,16 @@ class RankBy:
 
     def where(self) -> dict[str, str]:
         """The explicit group as column -> value ({} for the pooled estimate)."""
-        return dict(part.split("=", 1) for part in self.group.split(",")) if self.group else {}
+        return group_columns(self.group)
 
     def __str__(self) -> str:
         return f"{self.name}@{self.group}" if self.group else self.name
+
+
+def group_columns(group: str) -> dict[str, str]:
+    """A tidy group (`col=value,...`, as tables' rows and `rank_by` name them) as column -> value; a
+    part without '=' (the pooled row, "all") names no column."""
+    return dict(part.split("=", 1) for part in group.split(",") if "=" in part)
 
 
 def units_where(frame: pl.DataFrame, rank: RankBy) -> pl.DataFrame | None:

@@ -24,6 +24,7 @@ import polars as pl
 from litjudge.engine.core.errors import did_you_mean
 from litjudge.engine.core.verdicts import probability
 
+from .base import group_columns
 from .frames import split
 from .metrics.bootstrap import joined_notes, mean_with_ci
 from .metrics.estimates import Units
@@ -205,7 +206,7 @@ def rank_units(tables: dict[str, pl.DataFrame], judge: str, rank, group: str, qu
                resamples: int = 1000) -> Units | None:
     """The rows behind one question's ranked agreement, its clusters the texts (or pairs), with
     the interval the table prints (`resamples`: the rubric's)."""
-    where = dict(part.split("=", 1) for part in group.split(",") if "=" in part)
+    where = group_columns(group)
     d = tables.get("per_verdict")
     q = next((x for x in questions if x.id == where.get("question")), None)
     if d is None or q is None or rank.table not in ("agreement", q.kind.table):     # another scale's table: none

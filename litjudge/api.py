@@ -35,6 +35,7 @@ from litjudge.engine.core.console import prepare_environment, quiet, shown
 from litjudge.engine.core.errors import ConfigError, DataError, GrammarError, LitjudgeError, did_you_mean, fault
 from litjudge.engine.core.manifest import config_dict
 from litjudge.engine.core.run_lock import RunLock
+from litjudge.engine.core.schema import python_value
 from litjudge.engine.core.session import Session
 from litjudge.engine.data.cards import dataset_card
 from litjudge.engine.data.table import FIELDS, check_first
@@ -71,8 +72,7 @@ def _checked_arguments(where: str, **given: Any) -> dict[str, Any]:
     one ConfigError naming the first wrong one."""
     out = {}
     for name, value in given.items():
-        if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-            value = value.item()
+        value = python_value(value)
         need, ok = ARGUMENTS[name]
         if not ok(value):
             raise ConfigError(f"expected {need}, got {type(value).__name__} {value!r}", where=where, parameter=name,

@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from litjudge.judges import PROTOCOLS
-from litjudge.judges.base import Context
+from litjudge.judges.base import Context, group_columns
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -297,7 +297,7 @@ def _table_note(table: pl.DataFrame | None, group: str) -> str | None:
     """The ci_note of a table's row of the group (`col=value,...`): why its value is undefined."""
     if table is None or "ci_note" not in table.columns:
         return None
-    for column, value in (part.split("=", 1) for part in group.split(",") if "=" in part):
+    for column, value in group_columns(group).items():
         if column in table.columns:
             table = table.filter(pl.col(column).cast(pl.Utf8) == value)
     notes = table["ci_note"].drop_nulls()
@@ -311,7 +311,7 @@ def _unread(verdicts: pl.DataFrame, group: str) -> float | None:
     pairwise order) pick its answers; a value they never hold (the mean of both orders) picks all."""
     if "status" not in verdicts.columns:
         return None
-    for column, value in (part.split("=", 1) for part in group.split(",") if "=" in part):
+    for column, value in group_columns(group).items():
         if column in verdicts.columns:
             picked = verdicts.filter(pl.col(column).cast(pl.Utf8) == value)
             verdicts = picked if picked.height else verdicts

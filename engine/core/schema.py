@@ -85,9 +85,13 @@ def _check_union(value: Any, annotation: Any, where: str, key: str) -> Any:
     raise ConfigError(f"expected {_describe(annotation)}, got {type(value).__name__} {value!r}", where=where, parameter=key)
 
 
+def python_value(value: Any) -> Any:
+    """A numpy scalar from a Python caller (np.int64(1), np.True_) as its Python value; anything else as it is."""
+    return value.item() if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 else value
+
+
 def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-        value = value.item()        # a numpy scalar from a Python caller (np.int64(1)) is its Python number
+    value = python_value(value)
     origin = typing.get_origin(annotation)
     if annotation is Any:
         return value
