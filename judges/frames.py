@@ -17,6 +17,15 @@ def split(frame: pl.DataFrame, by: str | list[str]) -> dict[tuple[Any, ...], pl.
     return dict(zip(names, parts, strict=True))
 
 
+def text_picked(label: pl.Expr, order: pl.Expr = pl.col("order")) -> pl.Expr:
+    """THE text a pairwise verdict picked, whichever order the texts were shown in: its label names a
+    position (A: the text shown first; order `ab` shows text a first, `ba` text b), the pick a text
+    (a, b or tie); null where there is no label. A stored verdict's `value` is its label in lower
+    case, a position too: never read it as a text."""
+    return (pl.when(label == "tie").then(pl.lit("tie")).when((label == "A") == (order == "ab")).then(pl.lit("a"))
+            .when(label.is_not_null()).then(pl.lit("b")))
+
+
 def tie_credit(verdict: str, human: str = "human") -> pl.Expr:
     """THE tie rule of agreement with a human's pick (docs/statistics.md, Ties: a fair coin): 1 for
     the human's pick, 0.5 for a tie, 0 for the other text; of a verdict column (a single order's

@@ -9,7 +9,8 @@ Method:
    Reward-model judges (`reward:MODEL`, mode "reward"): each text scored alone by a Bradley-Terry
    reward model; the higher wins, P(a) = sigmoid(r_a - r_b); no order, so no swap or position bias.
 3. Accuracy against the human label (a tie verdict half credit), per order and averaged over the
-   two orders; swap-flip rate
+   two orders, over the pairs that have one (pairs without are judged for the bias tables; data
+   with no human label at all has no accuracy, length-control or calibration table); swap-flip rate
    (the two orders disagree), first-position win rate, longer-text win rate and tie rate, each with
    a 95% interval, pairs the clusters (`metrics.proportion`). A pair's combined verdict follows the
    tie rule: `inconsistent` (orders that disagree make a tie) or `probability` (average P(text a)
@@ -17,8 +18,6 @@ Method:
 """
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -35,18 +34,23 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed, units_where
-from .frames import split, tie_credit
-from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, too_few
+from .frames import split, text_picked, tie_credit
+from .length_control import (
+    FEATURE_COLUMNS,
+    STYLE,
+    control_features,
+    lc_accuracy_of,
+    lc_rule,
+    length_controlled,
+    text_features,
+)
+from .metrics.bootstrap import RESAMPLES
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
-from .metrics.logistic import cluster_robust_cov, fit_logistic, separated, sigmoid
 from .tables import calibration_tables, label_distribution, rate_rows
 from .templates import TemplateFields, template_of
 
 ORDERS = ("ab", "ba")
-STYLE = {"headers": re.compile(r"^\s{0,3}#{1,6}\s", re.M), "lists": re.compile(r"^\s*(?:[-*+]|\d+[.)])\s", re.M),
-         "bold": re.compile(r"\*\*[^*\n]+\*\*|__[^_\n]+__")}
-FEATURE_COLUMNS = ("words_a", "words_b", *(f"{k}_{side}" for k in STYLE for side in "ab"))
 # which text is longer in words (None when equal): the longer-text bias is measured against it
 LONGER = (pl.when(pl.col("words_a") > pl.col("words_b")).then(pl.lit("a"))
           .when(pl.col("words_b") > pl.col("words_a")).then(pl.lit("b")).otherwise(None))
@@ -79,7 +83,7 @@ class Pairwise(Protocol):
         modes=("label", "analyze", "distribution", "reward"), missing=("drop", "label", "wrong"),
         summary=("accuracy", "bias"), post_options=("tie_rule",),
         tables={"accuracy": MetricTable(by=("order",), pooled="order=mean of both", higher=("accuracy",),
-                                        rank=("accuracy",)),
+                                        rank=("accuracy",), when="labelled"),
                 "bias": MetricTable(by=("metric",)),
                 # not for a reward model
                 "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",),
@@ -117,10 +121,10 @@ class Pairwise(Protocol):
         labelled = rows.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
         if rank.name == "length_control.lc_accuracy":
             labelled = labelled.filter(pl.col("pick") != "tie")
-            x = _control_features(labelled, options.style_control and all(f"{k}_a" in labelled.columns for k in STYLE))
+            x = control_features(labelled, options.style_control and all(f"{k}_a" in labelled.columns for k in STYLE))
             cols = {f"x{i}": [r[i] for r in x] for i in range(len(x[0]))} if x else {"x0": []}
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
-                            lc_accuracy_of, rule=_lc_rule)
+                            lc_accuracy_of, rule=lc_rule)
         return Units.rate(labelled["pair_id"].to_list(), labelled.select(tie_credit("pick").alias("v"))["v"].to_list(),
                           labelled["order"].to_list())
 
@@ -188,13 +192,17 @@ class Pairwise(Protocol):
         first won (real answers that prefer a side)."""
         t = table.with_columns(pl.when(pl.col("order") == "ab").then(probability(table, "A"))
                                .otherwise(probability(table, "B")).cast(pl.Float64).alias("p_a"))
-        answer = (pl.when(pl.col("status") != "ok").then(None)
-                  .when(pl.col("label") == "tie").then(pl.lit("tie"))
-                  .when((pl.col("label") == "A") == (pl.col("order") == "ab")).then(pl.lit("a"))
-                  .otherwise(pl.lit("b")))
+        answer = pl.when(pl.col("status") == "ok").then(text_picked(pl.col("label")))
         t = t.with_columns(answer.alias("answer"), LONGER.alias("longer"),
                            pl.when(answer.is_in(["a", "b"])).then(pl.col("label") == "A").alias("first_won"))
         return t.with_columns(_imputed(policy).alias("pick"))
+
+    def text_answers(self, verdicts: pl.DataFrame) -> pl.DataFrame:
+        """Each real answer as the text it picked (`pair_id`, `judge`, `answer`: a, b or tie): a
+        verdict's stored label and value name a position, a reward model's two scores a text."""
+        drop = MissingPolicy.parse("drop")
+        d = self.reward_decisions(verdicts, drop) if "side" in verdicts.columns else self.decisions(verdicts, drop)
+        return d.filter(pl.col("answer").is_not_null()).select("pair_id", "judge", "answer")
 
     def human_view(self, verdicts: pl.DataFrame, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
         """The text each verdict picked (a, b or tie, in whichever order it was shown) beside the
@@ -216,21 +224,38 @@ class Pairwise(Protocol):
         d = self.reward_decisions(table, policy) if reward else self.decisions(table, policy)
         judges = d.select("judge").unique(maintain_order=True)
         units = combine(d, opts.tie_rule)
-        answered = d.filter(pl.col("status") == "ok").with_columns((pl.col("human") == "a").alias("human_a"))
-        tables = {"accuracy": _accuracy(d, units, judges, reward, opts.tie_rule), "bias": _bias(d, units, judges, reward),
-                  "pairs": units.select(pl.exclude("judge"), "judge"),
+        tables = {"bias": _bias(d, units, judges, reward), "pairs": units.select(pl.exclude("judge"), "judge"),
                   "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "answer",
                                            "pick", "p_a", *[c for c in FEATURE_COLUMNS if c in d.columns]]),
                   "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"), "pair_id")
-                  if not reward else pl.DataFrame(),
-                  **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a",
-                                       resamples=opts.resamples, cluster="pair_id")}
+                  if not reward else pl.DataFrame()}
+        if not _labelled(d, ctx):
+            return tables
+        answered = d.filter(pl.col("status") == "ok").with_columns((pl.col("human") == "a").alias("human_a"))
+        tables |= {"accuracy": _accuracy(d, units, judges, reward, opts.tie_rule),
+                   **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a",
+                                        resamples=opts.resamples, cluster="pair_id")}
         if not reward:
             labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             tables["length_control"] = pl.DataFrame(
                 [{"judge": judge, **length_controlled(j, opts.style_control)}
                  for (judge,), j in split(labelled, "judge").items()], infer_schema_length=None)
         return tables
+
+
+def _labelled(d: pl.DataFrame, ctx: Context) -> bool:
+    """Whether any pair has a human label (the tables of agreement with humans need one); pairs
+    without one are said, as they count in the bias tables only."""
+    pairs = d.select("pair_id", "human").unique("pair_id")
+    unlabelled = pairs["human"].null_count()
+    if unlabelled == pairs.height:
+        ctx.no_labels(f"no pair has a human label (a column `label` of a, b or tie): the bias tables read all "
+                      f"{pairs.height} pairs; no accuracy, length-control or calibration table")
+        return False
+    if unlabelled:
+        ctx.warn(f"{unlabelled} of {pairs.height} pairs have no human label: accuracy, length control and calibration "
+                 f"read the {pairs.height - unlabelled} labelled ones, the bias tables all {pairs.height}")
+    return True
 
 
 def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool, rule: str) -> pl.DataFrame:
@@ -281,9 +306,9 @@ def _imputed(policy: MissingPolicy) -> pl.Expr:
     """The pick agreement is scored on: the real answer, else what the missing-answer policy says
     (a label names a position, A or B, which this verdict's order maps to a text)."""
     return imputed(policy, pl.col("answer"),
-                   label=lambda lab: pl.lit("tie") if lab == "tie" else
-                   pl.when((pl.lit(lab) == "A") == (pl.col("order") == "ab")).then(pl.lit("a")).otherwise(pl.lit("b")),
-                   wrong=pl.when(pl.col("human") == "a").then(pl.lit("b")).otherwise(pl.lit("a")))
+                   label=lambda lab: text_picked(pl.lit(lab)),
+                   wrong=pl.when(pl.col("human") == "a").then(pl.lit("b"))
+                   .when(pl.col("human").is_null()).then(None).otherwise(pl.lit("a")))   # unlabelled: no wrong text
 
 
 def combine(d: pl.DataFrame, rule: str) -> pl.DataFrame:
@@ -305,88 +330,3 @@ def combine(d: pl.DataFrame, rule: str) -> pl.DataFrame:
         pl.col("pair_id").cast(pl.Utf8), pl.col("repeat").cast(pl.Int64), pl.col("order").cast(pl.Utf8),
         pl.col("human").cast(pl.Utf8), pl.col("picks").cast(pl.Int64), pl.col("answers").cast(pl.Int64),
         "inconsistent", p_a.cast(pl.Float64), pl.col("combined").cast(pl.Utf8), pl.col("judge").cast(pl.Utf8))
-
-
-# Per-row values whose mean is a published rate (nulls left out): agreement with the human pick,
-# and the half credit of a combined verdict (a tie earns 0.5).
-def text_features(pair: Pair, style: bool = True) -> tuple[tuple[str, int], ...]:
-    """Words (and, for style control, markdown style counts) of both texts: request metadata, not
-    part of any key."""
-    out = [("words_a", len(pair.text_a.split())), ("words_b", len(pair.text_b.split()))]
-    for name, pattern in STYLE.items() if style else ():
-        out += [(f"{name}_a", len(pattern.findall(pair.text_a))), (f"{name}_b", len(pattern.findall(pair.text_b)))]
-    return tuple(out)
-
-
-def _control_features(rows: pl.DataFrame, style: bool) -> list[list[float]]:
-    """Per verdict: log length ratio of the human-preferred text to the other, and (style) each
-    style count's normalised difference (pref - other) / (pref + other + 1)."""
-    a_preferred = pl.col("human") == "a"
-
-    def pref(name: str) -> tuple[pl.Expr, pl.Expr]:
-        a, b = pl.col(f"{name}_a").cast(pl.Float64), pl.col(f"{name}_b").cast(pl.Float64)
-        return pl.when(a_preferred).then(a).otherwise(b), pl.when(a_preferred).then(b).otherwise(a)
-
-    words, other = pref("words")
-    columns = [((words + 1) / (other + 1)).log().alias("length")]
-    for k in STYLE if style else ():
-        mine, theirs = pref(k)
-        columns.append(((mine - theirs) / (mine + theirs + 1)).alias(k))
-    return rows.select(columns).to_numpy().tolist() if rows.height else []
-
-
-def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
-    """Agreement with humans at equal length (and style): logistic regression of "the judge picked
-    the human-preferred text" on the log length ratio of that text to the other (and the style
-    differences), read at zero difference, sigmoid(intercept); 95% CI from the intercept's
-    cluster-robust standard error (pairs as clusters). Verdicts that picked a tie are left out.
-    No interval with fewer than MIN_CLUSTERS pairs (else a t(G - 1) quantile); under perfect
-    separation (the judge always right, or right exactly on one side of a length ratio) the fit is
-    set by its ridge penalty, not the data: `separated` flags it and the interval is left out."""
-    style = style and all(f"{k}_a" in labelled.columns for k in STYLE)
-    rows = labelled.filter(pl.col("pick") != "tie")
-    names = ["length"] + (list(STYLE) if style else [])
-    if not rows.height:
-        return {"features": "+".join(names), "n": 0, "accuracy": None, "lc_accuracy": None, "ci_low": None,
-                "ci_high": None, "separated": None, "ci_note": None, **{f"coef_{n}": None for n in names}}
-    x = _control_features(rows, style)
-    y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
-    beta, lo, hi, split, note = lc_fit(x, y, rows["pair_id"].to_list())
-    return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
-            "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,
-            **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
-
-
-def lc_fit(x: list[list[float]], y: list[float], pairs: list) -> tuple:
-    """(coefficients, CI low, CI high, separated, note) of the length-controlled fit: the interval
-    from the intercept's cluster-robust standard error with a t(G - 1) quantile (the tables' and
-    a sweep's, `lc_units`)."""
-    beta = fit_logistic(x, y)
-    g = len(set(map(str, pairs)))
-    split = separated(x, y)
-    note = too_few(g) if g < MIN_CLUSTERS else SEPARATED if split else None
-    if note is not None:
-        return beta, None, None, split, note
-    from scipy.special import stdtrit
-
-    se = math.sqrt(max(cluster_robust_cov(x, y, beta, pairs)[0, 0], 0.0))
-    z = float(stdtrit(g - 1, 0.975))                   # t(G - 1): few clusters
-    return beta, sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se), split, None
-
-
-def lc_accuracy_of(c) -> float:
-    """Length- (and style-) controlled agreement of rows with features x0.. and outcome y."""
-    x = [c[k] for k in sorted(k for k in c if k.startswith("x"))]
-    if not len(c["y"]):
-        return math.nan
-    return sigmoid(float(fit_logistic(list(zip(*x)), c["y"].astype(float).tolist())[0]))
-
-
-def _lc_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
-    """A sweep's interval of lc_accuracy: the table's (`lc_fit`), not a bootstrap of refits."""
-    x = [list(r) for r in zip(*(u.columns[k] for k in sorted(k for k in u.columns if k.startswith("x"))))]
-    _, lo, hi, _, note = lc_fit(x, u.columns["y"].astype(float).tolist(), u.cluster_of_rows().tolist())
-    return (math.nan if lo is None else lo), (math.nan if hi is None else hi), note
-
-
-SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"

@@ -13,7 +13,8 @@ import pytest
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue, tie_credit
 from litjudge.judges.metrics import active
-from tests.annotate_run import POINTS, InThread, fresh, listwise_run, pairwise_run, rubric_run
+from tests.annotate_run import POINTS, InThread, fresh, judged, listwise_run, pairwise_run, rubric_run
+from tests.test_cli_probe import pairs_run
 
 
 @pytest.fixture(scope="module")
@@ -179,3 +180,32 @@ def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
         item = c.get("/api/next", params={"annotator": "ann"}).json()
         assert [a["key"] for a in item["questions"][0]["answers"]] == ["1", "2"]
         one_line_400(post(c, item, {item["cluster"]: "tie"}), "labels: 'tie' is not an answer of this protocol (a, b)")
+
+
+def test_the_queues_read_the_text_a_verdict_picked_not_the_position_it_named(tmp_path):
+    """A stored pairwise verdict names a position (A: the text shown first). A judge preferring text
+    a in both orders answers A, then B: it is sure and its decision is a; a judge answering A in
+    both orders flips with the order: unsure, a judge total of one half. The pairwise queue and a
+    rubric's pairwise question read them so (both had read the position as the text, so the
+    flipping judge looked sure and the consistent one split)."""
+    rows = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i}", "label": "a"}
+            for i in range(8)]
+    sure = {f"p{i}/{o}": "A" if (o == "ab") == (i < 4) else "B" for i in range(8) for o in ("ab", "ba")}
+    flips = {f"p{i}/{o}": "A" for i in range(8) for o in ("ab", "ba")}
+    for name, answers, decision, total in (("sure", sure, ["a"] * 4 + ["b"] * 4, [1.0] * 8),
+                                           ("flips", flips, ["a"] * 8, [0.5] * 8)):
+        q = build_queue(judged(pairs_run(tmp_path / name, name="p", pairs=rows, answers=answers)), 20)
+        assert [q.decision[c.cluster] for c in q.clusters] == decision, name
+        assert q.judge_total.tolist() == total and (q.uncertainty > 0).all() == (name == "flips"), name
+        folder = tmp_path / f"rubric-{name}"
+        folder.mkdir()
+        (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
+        (folder / "answers.jsonl").write_text("".join(json.dumps({"id": k.replace("/", "/better/"), "response": v}) + "\n"
+                                                      for k, v in answers.items()))
+        (folder / "r.toml").write_text(
+            f'name = "r"\nprotocol = "rubric"\njudge = "replay:{folder / "answers.jsonl"}"\n[dataset]\n'
+            'loader = "pairs_jsonl"\npath = "pairs.jsonl"\n[options]\npairs_from = "data"\n[[options.questions]]\n'
+            'id = "better"\ntext = "Which is better?"\nscale = "pairwise"\n')
+        r = build_queue(judged(folder / "r.toml"), 20)
+        wins = [1.0] * 4 + [0.0] * 4 if name == "sure" else [0.5] * 8       # text a's win rate per pair
+        assert r.judge_total.tolist() == wins and (r.uncertainty > 0).all() == (name == "flips"), name

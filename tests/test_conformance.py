@@ -22,10 +22,10 @@ import pytest
 from litjudge.engine.app.sweep import SweepSpec
 from litjudge.engine.app.sweep_rank import Ranked, ranking
 from litjudge.judges.base import RankBy
+from litjudge.judges.length_control import length_controlled
 from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, RESAMPLES, too_few
 from litjudge.judges.metrics.calibration import calibration_units, squared_calibration_error
 from litjudge.judges.metrics.estimates import Units, balanced_accuracy_of, kappa_of, same_as_best
-from litjudge.judges.pairwise import length_controlled
 from litjudge.judges.tables import calibration_tables, label_distribution
 from litjudge.judges.ttcw import TTCW, TTCWOptions
 from tests.conformance_data import COVERAGE, DRAWS, HARD, UNEQUAL, beta_rates, coverage, judges
@@ -298,7 +298,7 @@ def test_the_ranked_brier_score_covers():
 
 def test_a_ranked_rate_prints_the_interval_of_its_table():
     """pairwise accuracy.accuracy and length_control.lc_accuracy in a sweep read the same
-    interval as the accuracy and length-control tables (`Units.rate`, `pairwise.lc_fit`)."""
+    interval as the accuracy and length-control tables (`Units.rate`, `length_control.lc_fit`)."""
     from litjudge.judges.pairwise import Pairwise, PairwiseOptions
     from tests.conformance_data import context, pairwise_frame, right_in_both_orders
 

@@ -357,7 +357,7 @@ def test_a_plugin_loaders_labels_are_normalised_and_its_wrong_types_name_it(tmp_
     for loader, says in (
             ("tupleplug", "returned a tuple (('p0', 'Write.', 'first', 'second', 'a')) as pair 1, where an iterable of "
                           "litjudge.engine.data.pairs.Pair is expected"),
-            ("oddplug", "gave pair 'p0' the label 'maybe', which is none of ['a', 'b', 'tie'] (any case)"),
+            ("oddplug", "gave pair 'p0' the label 'maybe', which is none of ['a', 'b', 'tie'] (any case) or None (not known)"),
             ("crashplug", "failed: KeyError: 'story'")):
         refused = run(loader)
         assert (refused.returncode, refused.stderr.strip()) == (

@@ -277,7 +277,7 @@ def test_no_interval_on_degenerate_input():
 
 
 def test_length_control_on_one_pair_and_under_separation():
-    from litjudge.judges.pairwise import SEPARATED, length_controlled
+    from litjudge.judges.length_control import SEPARATED, length_controlled
 
     def frame(n_pairs, right):
         rows = []

@@ -156,8 +156,12 @@ def _settings(config: dict[str, Any]) -> str:
     return _canonical({k: config.get(k) for k in AGGREGATION})
 
 
+# The kinds of folder whose judging a `limit` cuts (an ensemble's reads finished runs whole).
+LIMITED_KINDS = ("run", "tasks", "sweep")
+
+
 def _limit(kind: str, config: dict[str, Any]) -> int | None:
-    limit = config.get("limit") if kind in ("run", "tasks", "sweep") else None
+    limit = config.get("limit") if kind in LIMITED_KINDS else None
     return limit if isinstance(limit, int) else None
 
 
@@ -175,7 +179,7 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
                  _limit(kind, m["config"]), _settings(m["config"]),
-                 m["units"] if kind in ("run", "tasks", "sweep") and isinstance(m.get("units"), int) else None)
+                 m["units"] if kind in LIMITED_KINDS and isinstance(m.get("units"), int) else None)
 
 
 def holds_another(run_dir: Path, new: Claim) -> bool:

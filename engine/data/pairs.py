@@ -1,8 +1,10 @@
-"""Pairs of texts answering the same prompt, with the human preference, for the pairwise protocol.
+"""Pairs of texts answering the same prompt, with the human preference where known, for the pairwise
+protocol.
 
 Readers (each failing with the file and line of a bad row):
-- `pairs_jsonl`: the generic format: `prompt`, `text_a`, `text_b`, `label` in {a, b, tie}; optional
-  `pair_id`, `source_a`, `source_b`.
+- `pairs_jsonl`: the generic format: `prompt`, `text_a`, `text_b`; optional `label` in {a, b, tie}
+  (absent, null or blank: no human preference, so the pair is judged and counts in the bias tables,
+  not in agreement), `pair_id`, `source_a`, `source_b`.
 - `litbench_csv`: LitBench's rehydrated CSV (`prompt, chosen_story, rejected_story, ...`); the
   chosen story is `text_a` (the protocol shows both orders anyway). Users rehydrate the texts from
   Reddit with LitBench's own script; they are not redistributed.
@@ -12,6 +14,7 @@ Readers (each failing with the file and line of a bad row):
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError, Setting
-from .readers import id_text, optional_text, read_jsonl, read_text, require
+from .readers import id_text, missing_field, optional_text, read_jsonl, read_text, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
 
@@ -33,7 +36,7 @@ class Pair:
     prompt: str
     text_a: str
     text_b: str
-    label: str                    # which text humans preferred: a, b or tie
+    label: str | None             # which text humans preferred: a, b or tie; None: not known
     source_a: str = ""
     source_b: str = ""
     group: str = ""
@@ -65,12 +68,8 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
     seen: set[str] = set()
     count = 0
     for n, rec in records:
-        require(rec, {"prompt": str, "text_a": str, "text_b": str, "label": str}, path, n)
-        label = rec["label"].strip().lower()         # "A", " Tie": the same labels in another case
-        if label not in LABELS:
-            raise DataError((f"field 'label' must be one of {list(LABELS)} (any case), got {rec['label']!r:.40}; "
-                             "rename your values, e.g. ", Setting("dataset.values.label", {rec["label"][:20]: "a"})),
-                            path=str(path), row=n)
+        require(rec, {"prompt": str, "text_a": str, "text_b": str}, path, n)
+        label = human_label(rec, path, n)
         pid = id_text(rec, "pair_id", path, n, default=f"line{n}")       # absent: its line; null: an error
         if pid in seen:
             raise DataError(f"duplicate pair_id {pid!r}", path=str(path), row=n)
@@ -81,6 +80,25 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
                    {k: v for k, v in rec.items() if k not in PAIR_FIELDS})
     if not count:
         raise DataError("no pairs", path=str(path))
+
+
+def human_label(rec: dict[str, Any], path: Path, row: int) -> str | None:
+    """A row's human preference: a, b or tie in any case ("A", " Tie"); None where the row has none
+    (no `label` field, null, NaN or a blank cell, as an empty CSV cell reads). Anything else is one
+    line naming the row and the renaming that would read it."""
+    if "label" not in rec and any(isinstance(c, str) and c.strip() == "label" for c in rec):
+        raise missing_field(rec, "label", path, row)      # ' label': a header's spaces, not a pair without one
+    value = rec.get("label")
+    if value is None or isinstance(value, float) and math.isnan(value) or isinstance(value, str) and not value.strip():
+        return None
+    if not isinstance(value, str):
+        raise DataError(f"field 'label' should be text (a, b or tie), got {value!r:.40}", path=str(path), row=row)
+    label = value.strip().lower()
+    if label not in LABELS:
+        raise DataError((f"field 'label' must be one of {list(LABELS)} (any case), got {value!r:.40}; "
+                         "rename your values, e.g. ", Setting("dataset.values.label", {value[:20]: "a"})),
+                        path=str(path), row=row)
+    return label
 
 
 def load_litbench_csv(path: Path) -> list[Pair]:

@@ -71,9 +71,11 @@ class PluginPairs:
             if not isinstance(pair, Pair):
                 raise self.loader.wrong(pair, f" as pair {k}")
             label = pair.label.strip().lower() if isinstance(pair.label, str) else pair.label
-            if label not in LABELS:
+            if label == "":                           # a blank label, as a file's empty cell: not known
+                label = None
+            if label is not None and label not in LABELS:
                 raise self.loader.refuse(f"gave pair {pair.pair_id!r} the label {pair.label!r:.40}, which is none of "
-                                         f"{list(LABELS)} (any case)")
+                                         f"{list(LABELS)} (any case) or None (not known)")
             yield pair if label == pair.label else dataclasses.replace(pair, label=label)
 
 

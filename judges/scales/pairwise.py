@@ -13,7 +13,7 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.errors import DataError
 
-from ..frames import tie_credit
+from ..frames import text_picked, tie_credit
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from .base import INTERVAL, SCALES, Scale, Schema, Setting, number, rate_row
@@ -65,9 +65,7 @@ class Pairwise(Scale):
 
     def answer(self, label: pl.Expr) -> pl.Expr:
         """The text picked, whichever order it was shown in: a, b or tie."""
-        ab = pl.col("order") == "ab"
-        return pl.when(label == "tie").then(pl.lit("tie")).when((label == "A") == ab).then(pl.lit("a")) \
-            .when(label.is_not_null()).then(pl.lit("b"))
+        return text_picked(label)
 
     def scored(self, q: Any, answer: pl.Expr, p: dict[str, pl.Expr]) -> tuple[pl.Expr, pl.Expr]:
         """1 for text a, 0 for text b, 0.5 for a tie; P(text a)."""

@@ -15,6 +15,7 @@ import polars as pl
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context
 from litjudge.judges.metrics import active
+from litjudge.judges.pairwise import Pairwise
 
 from ...core.errors import ConfigError
 from ...data.cards import dataset_card
@@ -169,13 +170,12 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame) -> Built:
     run's `tie` option a person may answer a tie."""
     pairs = {p.pair_id: p for p in ctx.load("pairs")}
     answers = texts_ab(bool(getattr(ctx.options, "tie", False)))
-    ok = verdicts.filter((pl.col("status") == "ok") & pl.col("value").is_not_null())
-    ok = ok.with_columns(pl.col("value").cast(pl.Utf8))
+    picked = Pairwise().text_answers(verdicts)         # the texts picked, not the positions shown
     clusters, totals, dist, decision = [], [], [], {}
-    for (pair_id,), rows in sorted(ok.group_by("pair_id"), key=lambda g: str(g[0][0])):
+    for (pair_id,), rows in sorted(picked.group_by("pair_id"), key=lambda g: str(g[0][0])):
         if pair_id not in pairs:
             continue
-        values = rows["value"].to_list()
+        values = rows["answer"].to_list()
         counts = [values.count(side) for side in ("a", "b", "tie")]
         decided = ("a", "b", "tie")[int(np.argmax(counts))]
         pair = pairs[pair_id]

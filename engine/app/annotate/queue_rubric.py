@@ -23,6 +23,7 @@ import polars as pl
 from litjudge.engine.core.verdicts import probability
 from litjudge.grammars.listwise import Listwise
 from litjudge.judges.base import Context
+from litjudge.judges.frames import text_picked
 from litjudge.judges.listwise import POETRY_CRITERIA, ListwiseRanking, singular
 
 from ...core.errors import ConfigError
@@ -58,7 +59,7 @@ def _votes(rows: pl.DataFrame, q: Any, answers: tuple[Answer, ...]) -> tuple[np.
         p = r.get("_p") or {}
         if q.scale == "pairwise":
             shown = [p.get(labels[v][r["order"] == "ba"]) for v in values]
-            answer = r["value"]
+            answer = r["_picked"]                  # the text picked (the stored value names a position)
         else:
             shown = [p.get(v) for v in values]
             answer = r["label"]
@@ -100,7 +101,8 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
                               if c not in verdicts.columns)
     labels = sorted({a.value for q in questions for a in answers[q.id]} | {"A", "B"})
     v = v.with_columns(pl.coalesce(pl.col("text_id").cast(pl.Utf8), pl.col("pair_id").cast(pl.Utf8)).alias("_cluster"),
-                       pl.struct([probability(v, lab).alias(lab) for lab in labels]).alias("_p"))
+                       pl.struct([probability(v, lab).alias(lab) for lab in labels]).alias("_p"),
+                       text_picked(pl.col("label")).alias("_picked"))
     clusters, dist, has, stored = [], [], [], False
     for (cid,), rows in sorted(v.group_by("_cluster"), key=lambda g: str(g[0][0])):
         shown = _shown(str(cid), rows.row(0, named=True), items, pairs)
