@@ -346,10 +346,12 @@ def _pairs(ctx: Context, hint: bool) -> Iterator[Pair]:
     try:
         yield from ctx.load("pairs")
     except DataError as e:
-        if not hint or not e.message.startswith(tuple(f"missing field {f!r}" for f in ("prompt", "text_a", "text_b"))):
+        if not hint:
             raise
-        raise DataError(f"{e.message}: a rubric of pairwise questions only reads pairs (prompt, text_a, text_b); to "
-                        'compare the texts of each group two by two, set options.pairs_from = "groups"',
+        fields = e.message.startswith(tuple(f"missing field {f!r}" for f in ("prompt", "text_a", "text_b")))
+        raise DataError(f"{e.message}: a rubric of pairwise questions only reads " + (
+                        "pairs (prompt, text_a, text_b)" if fields else f"the pairs of dataset {ctx.card.name!r}") +
+                        '; to compare the texts of each group two by two, set options.pairs_from = "groups"',
                         path=e.path, row=e.row) from None
 
 

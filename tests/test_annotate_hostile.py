@@ -45,13 +45,13 @@ def test_a_point_as_a_number_is_stored_as_the_point_and_a_name_with_a_newline_is
         assert {(r.item, r.label) for r in s.app.labels.rows()} == {(vivid, "4"), (natural, "Yes")}
 
 
-def imported(fresh, name: str, data: bytes) -> tuple[int, int] | str:
+def imported(fresh, name: str, data: bytes, per_item: int = 1) -> tuple[int, int] | str:
     """The file imported into the run's queue: a started one as it was, else a new one of the default
     budget (50 draws, every one of the 12 texts drawn: only a drawn text's labels are taken)."""
     queue, labels = open_queue(fresh, Options())
     try:
         (fresh / name).write_bytes(data)
-        return import_labels(queue, labels, fresh / name)
+        return import_labels(queue, labels, fresh / name, per_item)
     except DataError as e:
         assert "\n" not in str(e), str(e)
         return str(e)
@@ -84,7 +84,7 @@ def test_import_refuses_an_annotator_the_page_would_refuse(fresh, name):
 
 def test_export_csv_cells_a_spreadsheet_would_run_are_guarded_and_read_back(fresh):
     rows = "annotator,item,label,time\n@ann,t00/vivid,4,2026-01-01\n+bob,t00/vivid,2,2026-01-01\n-eve,t01/vivid,1,2026-01-01\n"
-    assert imported(fresh, "f.csv", rows.encode()) == (3, 0)
+    assert imported(fresh, "f.csv", rows.encode(), per_item=2) == (3, 0)
     queue, labels = open_queue(fresh, Options())
     try:
         export_labels(queue, labels, fresh / "out.csv")
@@ -226,3 +226,26 @@ def test_the_printed_url_encodes_the_annotators_name():
     from litjudge.engine.app.annotate.serve import url_of
     assert url_of("127.0.0.1", 8765, None, "Ann Lee+1") == "http://127.0.0.1:8765/?annotator=Ann+Lee%2B1"
     assert url_of("::1", 80, "t/k", None) == "http://[::1]:80/?token=t%2Fk"
+
+
+def test_an_import_gives_a_text_no_more_annotators_than_the_page_would(fresh):
+    """--per-item 1: ann's answer to a text stands; a file giving it bob's too was stored (the page
+    answers 409), and moved the estimate. Refused whole, nothing stored; --per-item 2 takes it; a
+    file of two annotators of one text is refused on its own."""
+    queue, labels = open_queue(fresh, Options(budget=10))
+    took = next(t for t in sorted({c.cluster for c in queue.clusters}) if t in set(labels.first_draw))
+    other = next(t for t in labels.first_draw if t != took)
+    labels.close()
+    assert imported(fresh, "ann.csv", f"annotator,item,label\nann,{took}/vivid,4\n".encode()) == (1, 0)
+    said = imported(fresh, "bob.csv", f"annotator,item,label\nbob,{other}/vivid,3\nbob,{took}/vivid,2\n".encode())
+    assert isinstance(said, str) and said.endswith(
+        f"bob.csv: cluster '{took}' would have 2 annotators (ann, bob), and the queue takes 1 per item, as the page "
+        "does: import with --per-item 2 for more; nothing was imported"), said
+    queue, labels = open_queue(fresh, Options(budget=10))
+    try:
+        assert {r.annotator for r in labels.rows()} == {"ann"}                # bob's first row not stored either
+        assert import_labels(queue, labels, fresh / "bob.csv", per_item=2) == (2, 0)
+    finally:
+        labels.close()
+    two = imported(fresh, "two.csv", f"annotator,item,label\ncy,{other}/natural,Yes\ndee,{other}/natural,No\n".encode())
+    assert isinstance(two, str) and "would have 3 annotators (bob, cy, dee)" in two, two

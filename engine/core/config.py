@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from .errors import ConfigError, did_you_mean
+from .manifest import config_dict
 from .paths import configs_dir, data_root
 from .sampling import Sampling, SamplingConfig  # noqa: F401  (Sampling re-exported: every config table from one module)
 from .schema import FieldError, build, check_choices
@@ -216,6 +217,25 @@ SOURCE_PART = re.compile(r" \((?:task|cell) .*\Z", re.S)
 def source_file(source: str) -> Path | None:
     """The config file a run config's `source` names (None for a config without a file)."""
     return Path(SOURCE_PART.sub("", source)).expanduser() if source else None
+
+
+def whole_source(source: str) -> str:
+    """`source` with its file's whole path, for a run's manifest: the run folder read later from
+    another working folder (annotate, reparse) finds the data and template paths its config gave
+    relative to the file. Messages keep the path as the user gave it."""
+    path = source_file(source)
+    if path is None or not path.is_file():
+        return source
+    return str(path.resolve()) + source[len(SOURCE_PART.sub("", source)):]
+
+
+def manifest_config(config: Any) -> dict[str, Any]:
+    """A run config as its manifest records it: its `source` with the file's whole path
+    (`whole_source`), so the run folder is read again from any working folder."""
+    out = config_dict(config)
+    if out.get("source"):
+        out["source"] = whole_source(out["source"])
+    return out
 
 
 def source_folder(source: str) -> Path:

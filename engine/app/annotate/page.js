@@ -25,7 +25,11 @@
   function render() {
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
-    if (item.done) { box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you!'})); return; }
+    if (item.done) {
+      box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you!'}));
+      if (item.mine !== undefined) $('#mine').textContent = String(item.mine);
+      return;
+    }
     box.dataset.cluster = item.cluster;
     box.appendChild(make('div', {cls: 'note', text: `Draw ${item.draw + 1} · drawn ${item.times_drawn}× · probability ${item.probability.toFixed(4)}`}));
     if (item.context) box.appendChild(make('div', {cls: 'context', dir: 'auto', text: item.context}));

@@ -134,10 +134,12 @@ def _iso_time(text: str) -> bool:
     return True
 
 
-def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
+def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -> tuple[int, int]:
     """Store the file's labels (each (annotator, cluster) one submission, keyed by its `key` column
     where litjudge's export gave one, else by its content: a second import of the same file, or an
-    export imported back, stores nothing). Returns (submissions stored, already there)."""
+    export imported back, stores nothing). A story takes at most `per_item` annotators, as the page
+    hands it out: a file that would give one more is refused whole, before anything is stored.
+    Returns (submissions stored, already there)."""
     rows = read_rows(path)
     if not rows:
         raise DataError("no rows to import (columns: annotator, item, label; time optional)", path=str(path))
@@ -166,6 +168,7 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
                             path=str(path), row=n)
         groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (label, r.get("time", ""))
         keys.setdefault((r["annotator"], cluster_of[r["item"]]), set()).add(r.get("key", ""))
+    _refuse_past_per_item(groups, labels, per_item, path)
     stored = again = 0
     for (annotator, cluster), items in groups.items():
         content = json.dumps([annotator, cluster, sorted(items.items())])
@@ -181,6 +184,22 @@ def import_labels(queue: Queue, labels: Labels, path: Path) -> tuple[int, int]:
             raise DataError(f"{e} (an edited export: remove its key column)", path=str(path)) from e
         stored, again = stored + fresh, again + (not fresh)
     return stored, again
+
+
+def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, per_item: int, path: Path) -> None:
+    """One DataError when the stored answers and the file's would give a story more annotators than
+    `per_item` (the page's rule: a K+1th answer moved the estimate past the queue's design)."""
+    who: dict[str, set[str]] = {}
+    for (annotator, _), (_, cluster) in labels.latest().items():
+        who.setdefault(cluster, set()).add(annotator)
+    for annotator, cluster in groups:
+        who.setdefault(cluster, set()).add(annotator)
+    over = next((c for _, c in groups if len(who[c]) > per_item), None)      # the file's stories only
+    if over is not None:
+        names = ", ".join(sorted(who[over])[:4])
+        raise DataError(f"cluster {over[:60]!r} would have {len(who[over])} annotators ({names}), and the queue takes "
+                        f"{per_item} per item, as the page does: import with --per-item {len(who[over])} for more; "
+                        "nothing was imported", path=str(path))
 
 
 def export_labels(queue: Queue, labels: Labels, path: Path) -> int:

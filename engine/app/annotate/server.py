@@ -142,11 +142,14 @@ class Routes:
         texts = [{"heading": h, "text": t, "id": "ab"[i] if pair else ""} for i, (h, t) in enumerate(c.texts)]
         if shown == "ba":
             texts.reverse()
-        done = sum(1 for who in labels.done_by(self.items_of).values() if annotator in who)
         return {"done": False, "cluster": c.cluster, "title": c.title, "draw": labels.first_draw[c.cluster],
                 "times_drawn": labels.times_drawn[c.cluster], "probability": labels.probability[c.cluster],
                 "texts": texts, "shown": shown, "context": c.context, "questions": [q.shown(shown) for q in c.questions],
-                "mine": done}
+                "mine": self.mine(annotator)}
+
+    def mine(self, annotator: str) -> int:
+        """The stories (or pairs) this annotator has answered, for the page's 'You: N done'."""
+        return sum(1 for who in self.labels.done_by(self.items_of).values() if annotator in who)
 
     async def index(self, request: Request) -> Response:
         return HTMLResponse(page(), headers={"Content-Security-Policy": "default-src 'self'; script-src 'self' "
@@ -164,8 +167,8 @@ class Routes:
     async def next_item(self, request: Request) -> Response:
         annotator = annotator_of(request.query_params.get("annotator"))
         cluster = self.labels.next_cluster(annotator, self.items_of, self.settings.per_item, self.settings.lock_seconds)
-        if cluster is None:
-            return JSONResponse({"done": True})
+        if cluster is None:                            # the count too: the last submit is in it
+            return JSONResponse({"done": True, "mine": self.mine(annotator)})
         return JSONResponse(self.cluster_json(cluster, annotator))
 
     async def label(self, request: Request) -> Response:

@@ -21,7 +21,7 @@ def cmd_annotate(args) -> int:
         queue, labels = open_queue(run, options)
         try:
             if args.import_file:
-                stored, again = import_labels(queue, labels, Path(args.import_file))
+                stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
                 print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
             if args.export_file:
                 n = export_labels(queue, labels, Path(args.export_file))

@@ -108,7 +108,8 @@ def config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", help="folder holding the shared datasets (default ../shared/datasets)")
     p.add_argument("--data", help="your own data file (or folder) in the config's dataset layout")
     p.add_argument("--cache", metavar="PATH", help="the verdict cache shared by every run: a file, or a folder to "
-                   "hold verdicts.sqlite (default ~/.cache/litjudge/verdicts.sqlite; also LITJUDGE_VERDICT_CACHE)")
+                   "hold verdicts.sqlite (default LITJUDGE_VERDICT_CACHE, else verdicts.sqlite in LITJUDGE_CACHE, "
+                   "~/.cache/litjudge)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the shared verdict cache")
 
 
@@ -185,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--budget", type=_whole(1), metavar="N",
                     help="draws of the queue (default 50; a started queue: its own)")
     an.add_argument("--per-item", type=_whole(1), default=1, metavar="K", help="annotators per item (default 1)")
-    an.add_argument("--floor", type=float, metavar="F", help="uniform share of the draw probabilities (default 0.2)")
+    an.add_argument("--floor", type=float, metavar="F", help="share of the draw probabilities drawn by "
+                    "size, whatever the judges say (default 0.2)")
     an.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default 0)")
     an.add_argument("--lock", type=float, default=600.0, metavar="SECONDS",
                     help="how long an item shown to one annotator is kept from the others (default 600)")
