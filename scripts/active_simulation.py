@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from litjudge.engine.app.annotate.simulate import plot_widths
-from litjudge.judges.metrics.active import MAX_COST, MIN, label_ratio, probabilities, vote_uncertainty
+from litjudge.judges.metrics.active import MAX_COST, MIN, label_ratio, probabilities
 from litjudge.judges.metrics.active_sim import DESIGNS, STORIES, TESTS, Curves, Population, saving, scenarios, simulate
+from litjudge.judges.metrics.uncertainty import vote_uncertainty
 
 BUDGETS = (10, 20, 50)
 REPEATS, BOOT, SEED = 2000, 300, 0                 # the defaults the docs' figures were made with

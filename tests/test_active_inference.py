@@ -16,6 +16,7 @@ import pytest
 
 from litjudge.engine.core.paths import PROJECT_ROOT
 from litjudge.judges.metrics import active as A
+from litjudge.judges.metrics import uncertainty as U
 from litjudge.judges.metrics.active_sim import DESIGNS, mean_width, saving, scenarios, simulate
 
 REPEATS = 600
@@ -183,11 +184,11 @@ def test_an_interval_outside_the_range_is_clipped_whole_never_reversed():
 
 def test_uncertainty_sources():
     ci = np.array([0, 0, 1, 1])
-    assert np.allclose(A.binary_uncertainty(np.array([0.5, 0.5, 0.0, 1.0]), ci, 2), [np.sqrt(0.5), 0.0])
+    assert np.allclose(U.binary_uncertainty(np.array([0.5, 0.5, 0.0, 1.0]), ci, 2), [np.sqrt(0.5), 0.0])
     votes = np.array([[1, 0], [1, 1], [0, np.nan], [np.nan, np.nan]], dtype=float)
-    assert np.allclose(A.vote_uncertainty(votes, ci, 2), [np.sqrt(0.25), np.sqrt(0.25)])
+    assert np.allclose(U.vote_uncertainty(votes, ci, 2), [np.sqrt(0.25), np.sqrt(0.25)])
     dist = np.array([[0.5, 0.0, 0.5], [0, 1, 0], [1, 0, 0], [0, 0, 1]])
-    assert np.allclose(A.points_uncertainty(dist, np.array([1.0, 2.0, 3.0]), ci, 2), [1.0, 0.0])
+    assert np.allclose(U.points_uncertainty(dist, np.array([1.0, 2.0, 3.0]), ci, 2), [1.0, 0.0])
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +263,26 @@ def test_docs_simulation_figures_come_from_the_script():
     curves = simulate(pop, script.KS, repeats, floor=script.FLOOR, seed=seed + 1)
     for row in script.table_rows(script.SURE, curves, boot):
         assert row in part, row
+
+
+def test_n_eff_is_the_uniform_human_only_draws_of_the_same_width():
+    """The page's 'labels gained' is n_eff - k, 'how many more uniformly drawn, human-only labels the
+    same width would need'. n_eff was a variance ratio: at 12 draws whose t had few degrees of
+    freedom the active interval was wider than human-only's and still read 42 labels gained. Now
+    the width of n_eff uniform human-only draws, t(rho (n - 1)) sqrt(s2 / n) (scipy.stats' t, the
+    moments written out here), equals the active half width; and where the active interval is the
+    wider one, fewer labels than were drawn."""
+    from scipy import stats
+
+    y, f, u, m = _population(7)
+    d = A.design([f"s{i}" for i in range(len(y))], u, 12, seed=3)
+    e = A.estimate(d, f, m, y, 12)
+    idx, p, k, n = d.draws[:12], d.probability[d.draws[:12]], 12, len(y)
+    a = y[idx] - (y[idx] / p).sum() / (m[idx] / p).sum() * m[idx]
+    s2 = n * np.mean(a * a / p) * k / (k - 1) / np.mean(m[idx] / p) ** 2
+    rho = min(np.mean(a * a / p) ** 2 / (n * np.mean(a ** 4 / p)), 1.0)
+    width = stats.t.ppf(0.975, max(rho * (e.n_eff - 1), 1.0)) * np.sqrt(s2 / e.n_eff)
+    assert width == pytest.approx(e.half_width, rel=1e-9)
+    uniform_k = stats.t.ppf(0.975, max(rho * (k - 1), 1.0)) * np.sqrt(s2 / k)
+    assert (e.n_eff < k) == (e.half_width > uniform_k)
+    assert A.same_width(20.0, 1.0, 1.0) == 1.0 and A.same_width(10.0, 1.0, 1.0) == pytest.approx((12.7062 / 10) ** 2, rel=1e-4)

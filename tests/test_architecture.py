@@ -251,7 +251,7 @@ def test_a_new_protocol_is_one_file_and_one_line(smollm, runs_dir):
 # The kernel every stage shares; what only local engines need lives in engine/backends/local.
 KERNEL = {"backend", "cache", "config", "console", "distribution", "envs", "errors", "hooks", "manifest", "paths",
           "planner", "plan_process", "progress", "registry", "requests", "run_lock", "runner", "sampling", "schema",
-          "session", "settings", "store", "verdicts"}
+          "session", "settings", "store", "store_rows", "verdicts"}
 SQL = __import__("re").compile(r"\b(SELECT .* FROM|INSERT (OR \w+ )?INTO|UPDATE \w+ SET|DELETE FROM|CREATE TABLE|ALTER TABLE)\b")
 
 

@@ -390,3 +390,47 @@ def test_the_parser_is_built_once_and_each_call_parses_afresh():
     assert (first.command, first.config, first.show, first.no_cache) == ("run", "demo", 5, True)
     assert (second.command, second.config, second.limit, second.no_cache) == ("plan", "other", None, False)
     assert not hasattr(second, "show") and first.fn is not second.fn
+
+
+def test_reparse_and_status_of_a_damaged_or_busy_store_are_one_line(tmp_path, finished):
+    """An emptied store.sqlite: reparse was an internal error (ColumnNotFoundError) and made the
+    file an empty store; a damaged provider batch row: status a JSONDecodeError; a folder a run
+    holds: reparse rewrote its tables under it (two budgets at once printed each other's rows)."""
+    import sqlite3
+
+    from litjudge.engine.core.run_lock import RunLock
+
+    run = copy_run(finished, tmp_path)
+    (run / "store.sqlite").replace(run / "kept.sqlite")
+    (run / "store.sqlite").write_bytes(b"")
+    for command in ("reparse", "status"):
+        one_line(cli(command, str(run), cwd=tmp_path), "store.sqlite: holds no litjudge store (empty, or another",
+                 "--rebuild-store")
+    assert (run / "store.sqlite").stat().st_size == 0                   # left as found
+    (run / "kept.sqlite").replace(run / "store.sqlite")
+    with sqlite3.connect(run / "store.sqlite") as db:
+        db.execute("INSERT INTO batches VALUES ('l2', NULL, 'fp', 'anthropic', 'submitting', 1700000000, 'not json')")
+    one_line(cli("status", str(run), cwd=tmp_path), "provider batch 'l2' is damaged (its keys are not a list)")
+    held = RunLock(run)
+    try:
+        one_line(cli("reparse", str(run), cwd=tmp_path), f"run folder {run} is in use by another")
+    finally:
+        held.release()
+    assert cli("reparse", str(run), cwd=tmp_path).returncode == 0
+
+
+def test_generate_refuses_an_output_it_cannot_write_before_generating(tmp_path):
+    """`litjudge generate` writes its stories once, at the end: an --out it cannot write was met after
+    minutes of generation, and the stories lost. Refused first, in one line, no engine started."""
+    (tmp_path / "afile").write_text("")
+    for out, says in ((tmp_path / "afile" / "x.jsonl", "afile is a file, in the way of the folder"),
+                      (tmp_path, "is a folder: give the dataset's file name")):
+        r = cli("generate", "--out", str(out), "--limit", "1", "--max-rounds", "0", cwd=tmp_path)
+        one_line(r, "--out", says)
+        assert "preparing" not in r.stderr and not list(tmp_path.glob("runs*"))
+
+
+def test_data_list_reads_the_names_it_is_given(tmp_path):
+    one_line(cli("data", "list", "nosuch", cwd=tmp_path), "unknown dataset 'nosuch'")
+    r = cli("data", "list", "ttcw-demo", cwd=tmp_path)
+    assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["ttcw-demo"], r.stdout

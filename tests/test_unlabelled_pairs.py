@@ -1,7 +1,8 @@
 """Pairs without a human preference (two systems' stories, nobody has compared them yet) are
 judged: the bias tables read every pair, agreement with humans only the labelled ones (exactly
 the numbers of a run over those alone), and with no label at all the run says so and has no
-accuracy table. Where the label looks meant but cannot be read, it is still one line. Replayed
+accuracy table. Where the label looks meant but cannot be read, it is still one line; two items of
+one text under a recording, answered once, are said. Replayed
 judges: no model is the point."""
 from __future__ import annotations
 
@@ -112,3 +113,22 @@ def _csv(path):
 
     with path.open() as fh:
         return list(csv.DictReader(fh))
+
+
+def test_two_items_of_one_text_under_a_recording_are_said(tmp_path):
+    """A request is asked once; a recording answers by item id: x2, asking what x1 asked, is
+    answered with x1's recording, not its own. Said in one warning naming both, and counted in the
+    manifest (it had been silent: x2's recorded flips read as agreement)."""
+    rows = [{"pair_id": p, "prompt": "Rain", "text_a": "Rain fell on the tin roof.", "text_b": "It rained.", "label": "a"}
+            for p in ("x1", "x2")]
+    cfg = pairs_run(tmp_path, pairs=rows, answers={"x1/ab": "A", "x1/ba": "B", "x2/ab": "B", "x2/ba": "A"})
+    r = cli("run", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert ("2 request(s) of an item ask what an earlier item asked (the same texts), and a request is asked once: each "
+            "is answered with the earlier item's recording, not its own (e.g. 'x2/ab' as 'x1/ab'; 'x2/ba' as "
+            "'x1/ba')") in r.stderr, r.stderr[-2000:]
+    manifest = json.loads((tmp_path / "runs" / "out" / "p" / "manifest.json").read_text())
+    assert manifest["judges"][0]["plan"]["answered_as_earlier"] == 2
+    distinct = [{**p, "text_b": f"It rained on {p['pair_id']}."} for p in rows]
+    quiet = cli("run", str(pairs_run(tmp_path / "distinct", pairs=distinct)), cwd=tmp_path / "distinct")
+    assert quiet.returncode == 0 and "earlier item" not in quiet.stderr

@@ -22,6 +22,7 @@ from litjudge.judges.frames import split
 from .. import backends as registry
 from ..core.errors import ConfigError
 from ..core.requests import JudgeRequest, RequestMeta, content_key
+from ..core.run_lock import run_folder_lock
 from ..core.runner import run_judge
 from ..core.session import Spend
 from ..core.store import Store
@@ -81,7 +82,13 @@ def budget_requests(request: JudgeRequest, analysis: str, budgets: list[int], cu
 def budgets(run_dir: Path, budgets_: list[int], progress: bool = True,
             spend: Spend | None = None) -> tuple[Path, pl.DataFrame]:
     """Every API judge it asks again counts against one budget, as in a run: `spend`, the
-    invocation's (`Session.spend`; None: this call's own)."""
+    invocation's (`Session.spend`; None: this call's own). Under the run folder's lock: two at once
+    wrote one budgets table and printed each other's rows."""
+    with run_folder_lock(run_dir):
+        return _budgets(run_dir, budgets_, progress, spend)
+
+
+def _budgets(run_dir: Path, budgets_: list[int], progress: bool, spend: Spend | None) -> tuple[Path, pl.DataFrame]:
     spend = spend if spend is not None else Spend()
     manifest = read_manifest(run_dir)
     if manifest.kind != "run":

@@ -9,12 +9,13 @@ reference is the dataset's story of `reference_source`), so it can be judged lik
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..backends.local.modes import run_steps
 from ..backends.local.steps import Decoding, FreeText, Prompt
-from ..core.errors import DataError
+from ..core.errors import ConfigError, DataError
 from ..core.paths import paper_prompt
 from ..core.requests import Message
 from ..data.ttcw import load_ttcw
@@ -31,6 +32,21 @@ class Draft:
     @property
     def words(self) -> int:
         return len(self.story.split())
+
+
+def check_output(out: Path) -> None:
+    """One line, before any story is generated, where `out` cannot be written: the stories are
+    written once, at the end (a folder, a file in the way of its folder, a folder not writable)."""
+    if out.is_dir():
+        raise ConfigError("is a folder: give the dataset's file name (e.g. stories.jsonl)", where=str(out),
+                          parameter="--out")
+    existing = next(p for p in (out.parent, *out.parent.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{existing} is a file, in the way of the folder the dataset goes in", where=str(out),
+                          parameter="--out")
+    if not os.access(existing, os.W_OK) or out.exists() and not os.access(out, os.W_OK):
+        raise ConfigError(f"cannot be written ({existing if not out.exists() else out} is not writable)",
+                          where=str(out), parameter="--out")
 
 
 def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_source: str = "GPT4",

@@ -22,7 +22,8 @@ import polars as pl
 
 from ..core.console import say
 from ..core.errors import StoreError, fault, os_error_of
-from ..core.store import RESULT_COLUMNS, Store
+from ..core.store import Store
+from ..core.store_rows import RESULT_COLUMNS
 from .manifest import RunManifest
 
 

@@ -17,6 +17,7 @@ from ..core.backend import JudgeSpec
 from ..core.console import say
 from ..core.errors import StoreError
 from ..core.manifest import data_identity
+from ..core.run_lock import run_folder_lock
 from ..core.runner import parse_result
 from ..core.store import Store
 from ..data.cards import dataset_card
@@ -28,7 +29,13 @@ from .run import PreparedRun, aggregate_store, by_judge, run_id, verdict_counts
 
 
 def reparse(run_dir: Path) -> dict[str, int]:
-    """Re-parse every stored output, then rebuild the tables of the run (or of each of its tasks)."""
+    """Re-parse every stored output, then rebuild the tables of the run (or of each of its tasks),
+    under the run folder's lock (a run or another reparse writing them is waited for by no one)."""
+    with run_folder_lock(run_dir):
+        return _reparse(run_dir)
+
+
+def _reparse(run_dir: Path) -> dict[str, int]:
     manifest = read_manifest(run_dir)
     if manifest.kind in ("sweep", "ensemble"):
         raise StoreError(f"{run_dir}: a {manifest.kind}, not a run: "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ConfigError
@@ -43,3 +45,16 @@ class RunLock:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = -1
+
+
+@contextmanager
+def run_folder_lock(run_dir: Path) -> Iterator[None]:
+    """A finished run folder's lock while a command rewrites it (reparse, budgets): one line if a run
+    or another such command holds it. A folder without a manifest is left to the command's own
+    message (no lock file is written into a folder that is not a run's)."""
+    held = RunLock(run_dir) if (run_dir / "manifest.json").is_file() else None
+    try:
+        yield
+    finally:
+        if held is not None:
+            held.release()

@@ -23,6 +23,7 @@ import orjson
 from .console import say
 from .errors import REBUILD_STORE, StoreError, lock_wait, store_failure
 from .paths import writable
+from .store_rows import RESULT_COLUMNS, ResultRow, decode_row, encode_row
 
 LAYOUT_VERSION = "2"      # 2: the plan table without its wide primary key (layout 1 stores are upgraded)
 
@@ -66,9 +67,6 @@ FROM plan p LEFT JOIN results r ON p.key = r.key WHERE p.run = ? ORDER BY p.rowi
 PLAN_RESULT_COLUMNS = ("key", "item_id", "meta", "status", "label", "value", "reason", "distribution", "label_mass",
                        "analysis", "raw")
 
-RESULT_COLUMNS = ("key", "judge", "backend", "mode", "language", "status", "label", "value", "reason", "raw",
-                  "analysis", "distribution", "label_mass", "prompt_tokens", "cached_tokens", "output_tokens",
-                  "created", "failure", "cut")
 ADDED_COLUMNS = {"failure": "TEXT", "cut": "INTEGER"}      # columns added since layout 2: added in place
 
 
@@ -83,29 +81,6 @@ class BatchRecord:
     status: str
     created: float
     keys: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ResultRow:
-    key: str
-    judge: str
-    backend: str
-    mode: str
-    language: dict[str, Any]
-    status: str
-    label: str | None
-    value: Any
-    reason: str | None
-    raw: str
-    analysis: str | None = None
-    distribution: dict[str, float] | None = None
-    label_mass: float | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    output_tokens: int | None = None
-    created: float = 0.0
-    failure: str | None = None      # the backend's error where it gave no answer
-    cut: bool = False               # the output was cut at max_tokens
 
 
 KEYS_PER_QUERY = 5000    # parameters of one `key IN (...)` query (SQLite allows 32,766)
@@ -129,6 +104,8 @@ class Store:
             self.db = sqlite3.connect(self.path, timeout=1.0)
 
         def setup():
+            if not create and self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+                raise self._not_a_store()
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA cache_size=-262144")          # 256 MiB of pages: a million keys insert fast
@@ -148,7 +125,11 @@ class Store:
                 self.db.execute("INSERT INTO meta VALUES ('layout', ?)", (LAYOUT_VERSION,))
                 self.db.commit()
             return found
-        row = self._write(setup)
+        try:
+            row = self._write(setup)
+        except StoreError:
+            self.db.close()
+            raise
         if row is not None and row[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {row[0]}, this litjudge reads {LAYOUT_VERSION}")
 
@@ -158,10 +139,18 @@ class Store:
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro" + ("" if writable(self.path.parent) else "&immutable=1")
         with self._guard():
             self.db = sqlite3.connect(uri, uri=True, timeout=1.0)
+            if self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+                self.db.close()
+                raise self._not_a_store()
             found = self.db.execute("SELECT v FROM meta WHERE k='layout'").fetchone()
         if found is None or found[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {found[0] if found else 'unknown'}, this litjudge reads "
                              f"{LAYOUT_VERSION} (a run of this version upgrades it; it cannot be read in place)")
+
+    def _not_a_store(self) -> StoreError:
+        """An existing file that holds no store: opening it to read had made it an empty one."""
+        return StoreError([f"{self.path}: holds no litjudge store (empty, or another program's database); ",
+                           REBUILD_STORE, " moves it aside (kept, renamed) and recomputes every verdict"])
 
     @classmethod
     def open(cls, path: Path, create: bool = True, readonly: bool = False) -> Store:
@@ -225,7 +214,7 @@ class Store:
 
     def put_results(self, rows: Iterable[ResultRow]) -> int:
         """Insert finished results in one transaction; keys already stored are left untouched."""
-        values = [_encode(r) for r in rows]
+        values = [encode_row(r) for r in rows]
 
         def insert() -> int:
             with self.db:
@@ -301,7 +290,18 @@ class Store:
             q, args = q + " AND fingerprint=?", (*states, fingerprint)
         with self._guard():
             rows = self.db.execute(q + " ORDER BY created", args).fetchall()
-        return [BatchRecord(r[0], r[1], r[2], r[3], r[4], r[5], tuple(json.loads(r[6]))) for r in rows]
+        return [BatchRecord(r[0], r[1], r[2], r[3], r[4], r[5], self._batch_keys(r[0], r[6])) for r in rows]
+
+    def _batch_keys(self, local_id: str, keys: str) -> tuple[str, ...]:
+        """A provider batch's request keys (a JSON list); a damaged row is one line naming it."""
+        try:
+            found = json.loads(keys)
+        except (TypeError, ValueError):
+            found = None
+        if not isinstance(found, list):
+            raise StoreError([f"{self.path}: provider batch {local_id!r} is damaged (its keys are not a list); ",
+                              REBUILD_STORE, " moves the store aside (kept, renamed) and recomputes every verdict"])
+        return tuple(map(str, found))
 
     def results(self, keys: Iterable[str] | None = None) -> Iterator[ResultRow]:
         with self._guard():
@@ -316,9 +316,9 @@ class Store:
     def _results(self, keys: Iterable[str] | None) -> Iterator[ResultRow]:
         if keys is None:
             cur = self.db.execute(f"SELECT {','.join(RESULT_COLUMNS)} FROM results ORDER BY key")
-            yield from (_decode(r) for r in cur)
+            yield from (decode_row(r) for r in cur)
             return
-        yield from (_decode(r) for r in self._where_key_in(",".join(RESULT_COLUMNS), keys))
+        yield from (decode_row(r) for r in self._where_key_in(",".join(RESULT_COLUMNS), keys))
 
     def _where_key_in(self, columns: str, keys: Iterable[str]) -> Iterator[tuple]:
         """`columns` of the stored results whose key is among `keys`, asked in chunks of KEYS_PER_QUERY
@@ -357,19 +357,6 @@ def meta_json(meta: dict[str, Any]) -> str:
     return orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode()
 
 
-_SPEC_JSON: dict[int, tuple[dict, str]] = {}      # id -> (the spec dict, kept alive; its JSON)
-
-
-def _spec_json(spec: dict[str, Any]) -> str:
-    """A language spec's JSON, encoded once per spec object (a run stores the same one many times)."""
-    hit = _SPEC_JSON.get(id(spec))
-    if hit is None or hit[0] is not spec:
-        if len(_SPEC_JSON) > 10_000:
-            _SPEC_JSON.clear()
-        hit = _SPEC_JSON[id(spec)] = (spec, json.dumps(spec, sort_keys=True))
-    return hit[1]
-
-
 def _json_rows(rows: list[tuple]) -> str | None:
     """Rows as one JSON array for `Store._insert`; None where JSON would not carry a value exactly
     (a NUL in a string: json_extract stops there; a float that is not finite, which orjson writes as
@@ -382,19 +369,3 @@ def _json_rows(rows: list[tuple]) -> str | None:
             type(v) is float and not math.isfinite(v) for row in rows for v in row)):
         return None
     return text
-
-
-def _encode(r: ResultRow) -> tuple:
-    return (r.key, r.judge, r.backend, r.mode, _spec_json(r.language), r.status, r.label,
-            json.dumps(r.value), r.reason, r.raw, r.analysis,
-            json.dumps(r.distribution) if r.distribution is not None else None, r.label_mass,
-            r.prompt_tokens, r.cached_tokens, r.output_tokens, r.created or time.time(), r.failure, int(r.cut))
-
-
-def _decode(row: tuple) -> ResultRow:
-    d = dict(zip(RESULT_COLUMNS, row))
-    d["language"] = json.loads(d["language"])
-    d["value"] = json.loads(d["value"]) if d["value"] is not None else None
-    d["distribution"] = json.loads(d["distribution"]) if d["distribution"] else None
-    d["cut"] = bool(d["cut"])
-    return ResultRow(**d)

@@ -32,7 +32,7 @@ useless judge made the interval 1.13-1.30x as wide as human-only in the simulati
 human-only; uniform p, equal sizes and a tuned lam give the regression estimator (uniform PPI++).
 For a calibrated P(Yes) and lam = 1, E[(Y_c - f_c)^2] = sum over c's items of p(1-p), and the
 variance sum_c E[(Y_c - f_c)^2] / p_c is smallest at p_c proportional to its square root:
-`binary_uncertainty`.
+`uncertainty.binary_uncertainty`.
 
 Finite samples. The tuned lam and the ratio are smooth functions of i.i.d. means (bias O(1/k));
 the interval is Student t on linearized residuals, with Satterthwaite's df when a few heavily
@@ -161,43 +161,6 @@ def design(clusters: Sequence[str], uncertainty: np.ndarray, budget: int, *, flo
     return Design(ids, p, draws.astype(np.int64), float(used.reshape(-1)[0]), int(seed))
 
 
-def _per_cluster(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
-    """sqrt of the per-cluster sum of item variances (the optimal HH size measure)."""
-    ci = np.asarray(cluster_index, dtype=np.int64)
-    v = np.clip(np.nan_to_num(np.asarray(item_values, dtype=float)), 0.0, None)
-    return np.sqrt(np.bincount(ci, weights=v, minlength=n_clusters))
-
-
-def binary_uncertainty(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Per cluster sqrt(sum over its items of p(1-p)): the variance-optimal HH size for a
-    calibrated P(Yes) with lam = 1."""
-    p = np.clip(np.asarray(p_yes, dtype=float), 0.0, 1.0)
-    return _per_cluster(p * (1.0 - p), cluster_index, n_clusters)
-
-
-def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
-    """From several judges' 0/1 votes (items, judges; NaN = no answer): the vote share s per item,
-    treated as a P(Yes), uncertainty sqrt(sum s(1-s)) per cluster. An item no judge answered
-    counts as s = 1/2 (nothing known)."""
-    v = np.asarray(votes, dtype=float)
-    if v.ndim == 1:
-        v = v[:, None]
-    answered = np.sum(np.isfinite(v), axis=1)
-    share = np.divide(np.nansum(v, axis=1), answered, out=np.full(len(v), 0.5), where=answered > 0)
-    return binary_uncertainty(share, cluster_index, n_clusters)
-
-
-def points_uncertainty(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray,
-                       n_clusters: int) -> np.ndarray:
-    """From a distribution over a rubric's points (items, K): the variance of the point value
-    under it, sqrt(sum) per cluster."""
-    d = np.asarray(dist, dtype=float)
-    d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
-    x = np.asarray(points, dtype=float)
-    mean = d @ x
-    return _per_cluster(d @ (x * x) - mean * mean, cluster_index, n_clusters)
-
-
 def labelled_prefix(design: Design, labelled: Mapping[int, float] | set[int] | Sequence[int]) -> int:
     """The longest prefix of the draws whose clusters are all labelled (a skip blocks the rest)."""
     have = set(labelled)
@@ -219,7 +182,7 @@ class ActiveEstimate:
     lam: float
     draws: int
     clusters_read: int
-    n_eff: float        # uniform human-only draws that would give this width
+    n_eff: float        # uniform human-only draws whose interval is this wide (no interval: same variance)
     note: str | None    # why no interval (fewer than MIN draws, ...)
 
 
@@ -336,17 +299,46 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     # Uniform human-only's variance over this one, both with M estimated by these draws (as `fit`):
     # with the known M on one side only, n_eff moved with (M_hat / M)^2, not with the design.
     m_hat = float((m_all[idx] / p).mean())
-    n_eff = float(k) if k < 2 or not var_a > 0 else \
-        float(n_cl * float((a * a / p).mean()) * k / (k - 1) / m_hat ** 2 / float(var_a))
+    s2 = float(n_cl * float((a * a / p).mean()) * k / (k - 1) / m_hat ** 2) if k >= 2 else 0.0
+    n_eff = float(k) if k < 2 or not var_a > 0 else s2 / float(var_a)
     nan = float("nan")
     if k < MIN:
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
     if not np.isfinite(half):
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)
+    if s2 > 0:
+        n_eff = same_width(half, s2, _dof_share(a, p, n_cl), alpha)
     # The interval clipped into the range as a whole: clipping each end alone reversed it when the
     # unclipped value lay more than a half width outside (0.000 to -0.001 was printed, 5 stories).
     low, high = (float(np.clip(end, lo, hi)) for end in (value - half, value + half))
     return ActiveEstimate(point, low, high, half, lam_v, k, reads, n_eff, None)
+
+
+def _dof_share(a: np.ndarray, p: np.ndarray, n_cl: int) -> float:
+    """rho of uniform human-only's degrees of freedom, rho (n - 1) at n draws: Satterthwaite's
+    (sum r^2)^2 / sum r^4 (n - 1) / n as `fit` computes it, its moments over uniformly drawn
+    clusters estimated from these draws with HH weights 1/p (1: every cluster alike)."""
+    second, fourth = float((a * a / p).mean()), float((a ** 4 / p).mean())
+    return float(np.clip(second * second / (n_cl * fourth), 1e-9, 1.0)) if fourth > 0 else 1.0
+
+
+def same_width(half: float, s2: float, rho: float, alpha: float = 0.05) -> float:
+    """The uniform human-only draws n whose interval is `half` wide: t(rho (n - 1)) sqrt(s2 / n),
+    the t on at least 1 df as `fit`'s; n_eff, which the page's labels gained reads (a variance ratio
+    ignored the degrees of freedom: 12 draws whose interval was wider than human-only's read as 42
+    labels gained). Bisection: the width falls with n."""
+    def width(n: float) -> float:
+        return float(stdtrit(max(rho * (n - 1), 1.0), 1 - alpha / 2)) * (s2 / n) ** 0.5
+
+    lo, hi = 1.0, 2.0
+    if width(lo) <= half:
+        return lo
+    while width(hi) > half and hi < 1e12:
+        lo, hi = hi, hi * 2
+    for _ in range(100):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if width(mid) > half else (lo, mid)
+    return float(hi)
 
 
 def _centred(y: np.ndarray, f: np.ndarray, m: np.ndarray, p: np.ndarray, phi: float) -> tuple[np.ndarray, np.ndarray]:

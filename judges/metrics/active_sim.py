@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .active import binary_uncertainty, fit, probabilities
+from .active import fit, probabilities
+from .uncertainty import binary_uncertainty
 
 DESIGNS = ("human-only", "uniform PPI++", "active")
 TESTS = 14           # a simulated story's yes/no tests (as TTCW)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from litjudge.judges.metrics import active
+from litjudge.judges.metrics import uncertainty
 
 # Keys that are never an answer's: the page's moves (j/k), skip (s) and undo (u).
 RESERVED_KEYS = ("j", "k", "s", "u")
@@ -116,9 +116,9 @@ def texts_ab(tie: bool) -> tuple[Answer, ...]:
 def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per cluster (one headline item each; rows of `dist` in cluster order): the judges' expected
     score on the quantity's scale and its uncertainty, the standard deviation of the score under
-    the judges' distribution over the answers (`active.points_uncertainty`: for two answers scored
+    the judges' distribution over the answers (`uncertainty.points_uncertainty`: for two answers scored
     1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure)."""
     d = np.asarray(dist, dtype=float).reshape(n, len(scores))
     total = d.sum(axis=1, keepdims=True)
     d = np.divide(d, total, out=np.full_like(d, 1.0 / len(scores)), where=total > 0)
-    return d @ scores, active.points_uncertainty(d, scores, np.arange(n), n)
+    return d @ scores, uncertainty.points_uncertainty(d, scores, np.arange(n), n)

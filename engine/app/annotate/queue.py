@@ -14,7 +14,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context
-from litjudge.judges.metrics import active
+from litjudge.judges.metrics import active, uncertainty
 from litjudge.judges.pairwise import Pairwise
 
 from ...core.errors import ConfigError
@@ -154,9 +154,9 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
         index += [len(clusters) - 1] * len(asked)
     p_arr, i_arr = np.asarray(p_items, dtype=float), np.asarray(index, dtype=np.int64)
     if has_p:
-        u, source = active.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)"
+        u, source = uncertainty.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)"
     else:
-        u, source = active.vote_uncertainty(p_arr, i_arr, len(clusters)), "the vote share across the run's judges"
+        u, source = uncertainty.vote_uncertainty(p_arr, i_arr, len(clusters)), "the vote share across the run's judges"
     return Built(clusters, np.asarray(totals, dtype=float), u, source, "pass rate, all tests pooled",
                  "Read the story, then answer every test question Yes or No. One story answers all of its questions.")
 

@@ -189,12 +189,14 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -
 def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, per_item: int, path: Path) -> None:
     """One DataError when the stored answers and the file's would give a story more annotators than
     `per_item` (the page's rule: a K+1th answer moved the estimate past the queue's design)."""
-    who: dict[str, set[str]] = {}
+    stored: dict[str, set[str]] = {}
     for (annotator, _), (_, cluster) in labels.latest().items():
-        who.setdefault(cluster, set()).add(annotator)
+        stored.setdefault(cluster, set()).add(annotator)
+    who = {c: set(stored.get(c, ())) for _, c in groups}
     for annotator, cluster in groups:
-        who.setdefault(cluster, set()).add(annotator)
-    over = next((c for _, c in groups if len(who[c]) > per_item), None)      # the file's stories only
+        who[cluster].add(annotator)
+    # a story the file gives a new annotator (an export imported back adds none)
+    over = next((c for c, names in who.items() if names - stored.get(c, set()) and len(names) > per_item), None)
     if over is not None:
         names = ", ".join(sorted(who[over])[:4])
         raise DataError(f"cluster {over[:60]!r} would have {len(who[over])} annotators ({names}), and the queue takes "

@@ -340,7 +340,8 @@ def command(argv: list[str] | None) -> int:
         print(f"litjudge: error: {exc}", file=terminal())
         return 2
     except Terminated:
-        print("litjudge: stopped (SIGTERM); finished verdicts are stored and a re-run resumes", file=terminal())
+        stored = "; finished verdicts are stored and a re-run resumes" if args.command in JUDGING else ""
+        print(f"litjudge: stopped (SIGTERM){stored}", file=terminal())
         return 128 + signal.SIGTERM
     except PluginInterrupted as exc:
         print(f"litjudge: interrupted {exc.where}: if that was not Ctrl-C, the plugin's import raised "

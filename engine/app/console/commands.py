@@ -19,7 +19,7 @@ from ...core.requests import Message
 from ...data.cards import load_card
 from ..budgets import budgets, parse_budgets
 from ..ensemble import ensemble
-from ..generate import generate_candidates
+from ..generate import check_output, generate_candidates
 from ..report import write_report
 from ..runs import load_run, task_folders
 from ..summary import figures, history, totals
@@ -129,6 +129,7 @@ LOCAL_BACKENDS = ("vllm", "transformers")
 
 def cmd_generate(args) -> int:
     """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
+    check_output(Path(args.out))                   # before the engine: the stories are written at the end
     spec = registry.model_spec(args.model, max_model_len=args.max_model_len)
     if spec.backend not in LOCAL_BACKENDS:
         raise ConfigError(f"`litjudge generate` writes stories with a local model (vLLM or transformers), and "

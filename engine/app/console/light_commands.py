@@ -82,11 +82,12 @@ def cmd_judges(args) -> int:
 
 
 def cmd_data(args) -> int:
-    """`data list`: every card, where its data is, whether it is there; `data fetch NAME`: get it."""
+    """`data list [NAME ...]`: every card (or those named), where its data is, whether it is there;
+    `data fetch NAME`: get it."""
     root = Path(args.data_root) if args.data_root else data_root()
-    if args.action == "list":
-        for path in sorted(cards_dir().glob("*.toml")):
-            card = load_card(path.stem)
+    if args.action == "list":                       # names: those cards only (an unknown one is one line)
+        for name in args.names or [p.stem for p in sorted(cards_dir().glob("*.toml"))]:
+            card = load_card(name)
             where = card.folder(str(root))
             source = card.upstream.get("repository", "") if card.upstream else "(your data, or shipped)"
             print(f"{card.name:22s} {presence(card, root):8s} {where}  {source}")
