@@ -11,7 +11,8 @@ Method:
 3. Accuracy against the human label (a tie verdict half credit), per order and averaged over the
    two orders, over the pairs that have one (pairs without are judged for the bias tables; data
    with no human label at all has no accuracy, length-control or calibration table); swap-flip rate
-   (the two orders disagree), first-position win rate, longer-text win rate and tie rate, each with
+   (the two orders disagree), first-position win rate, longer-text win rate, tie rate and text a's
+   win rate (which text the judge prefers, a tie half: two systems' texts need no human), each with
    a 95% interval, pairs the clusters (`metrics.proportion`). A pair's combined verdict follows the
    tie rule: `inconsistent` (orders that disagree make a tie) or `probability` (average P(text a)
    over the orders).
@@ -282,15 +283,17 @@ def _per_judge(judges: pl.DataFrame, parts: list[pl.DataFrame], columns: list[st
 
 def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool) -> pl.DataFrame:
     """Per judge: swap-flip, first-position win, longer-text win and tie rates of its real answers,
-    each with a 95% interval over pairs, and the count of non-answers (no swap or position for a
-    reward model: it sees no order)."""
-    real = d.filter(pl.col("answer").is_not_null())
+    and text a's win rate (a tie half: no human label needed), each with a 95% interval over pairs,
+    and the count of non-answers (no swap or position for a reward model: it sees no order)."""
+    real = d.filter(pl.col("answer").is_not_null()).with_columns(pl.lit("a").alias("_a"))
     metrics = {"swap_flip_rate": (units.filter(pl.col("answers") == 2), pl.col("inconsistent")),
                # the one definition (metrics.position): of the verdicts that prefer a side, the first shown
                "first_position_win_rate": (real, pl.col("first_won")),
                "longer_text_win_rate": (real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie")),
                                         pl.col("longer") == pl.col("answer")),
-               "tie_rate": (real, pl.col("answer") == "tie")}
+               "tie_rate": (real, pl.col("answer") == "tie"),
+               # which text the judge prefers, whatever the order (two systems' texts as a and b: which wins)
+               "text_a_win_rate": (real, tie_credit("answer", "_a"))}
     parts = [rate_rows(frame.with_columns(values.cast(pl.Float64).alias("value")), ["judge"], "pair_id", "value",
                        groups=judges).with_columns(pl.lit(name).alias("metric"))
              for name, (frame, values) in metrics.items() if not (reward and name in REWARD_BLIND)]

@@ -48,7 +48,7 @@ def test_accuracy_and_bias_rates_cover_the_truth(p, rho, pairs):
               ("order", "combined (inconsistent; tie = 0.5)"): p}
     got = {key: coverage(*rows(acc, *key).select("ci_low", "ci_high"), truth) for key, truth in truths.items()}
     for metric, truth in (("swap_flip_rate", 2 * p * (1 - p) * (1 - rho)), ("longer_text_win_rate", p),
-                          ("first_position_win_rate", 0.5), ("tie_rate", 0.0)):
+                          ("first_position_win_rate", 0.5), ("tie_rate", 0.0), ("text_a_win_rate", 0.5)):
         got[("bias", metric)] = coverage(*rows(bias, "metric", metric).select("ci_low", "ci_high"), truth)
     for label, truth in (("A", (1 - UNPARSED) / 2), ("unparsed", UNPARSED)):
         got[("label", label)] = coverage(*rows(shares, "label", label).select("ci_low", "ci_high"), truth)
@@ -93,3 +93,22 @@ def test_a_constant_judge_gets_the_exact_bound_and_covers(right):
     assert both["ci_low"].to_list() == pytest.approx([truth - s * truth] * both.height)
     assert both["ci_high"].to_list() == pytest.approx([min(1.0, truth + s * (1 - truth))] * both.height)
     assert coverage(both["ci_low"], both["ci_high"], truth) == 1.0
+
+
+@pytest.mark.parametrize("p, pairs", [(0.15, MIN_CLUSTERS), (0.95, MIN_CLUSTERS), (0.7, 30)])
+def test_text_a_win_rate_covers_and_is_unbiased_without_human_labels(p, pairs):
+    """Two systems' texts, no human label: a judge preferring text a with a pair-level chance
+    r ~ Beta(mean p, 0.3) in both orders, a tie on a tenth of the verdicts. The published text a
+    win rate (a tie half) has the truth 0.9 p + 0.05, its interval covers it at the smallest sample
+    it prints one for, and its mean over the draws is within 0.01 of it."""
+    rng = np.random.default_rng(int(1000 * p) + pairs)
+    a_first = np.ones((DRAWS, pairs), dtype=bool)            # 'right' is picking text a
+    right = beta_rates(rng, (DRAWS, pairs), p, 0.3)
+    frame = pairwise_frame(rng, right_in_both_orders(right, a_first), a_first, unparsed=0.0,
+                           tie=np.full((DRAWS, pairs), TIE)).with_columns(pl.lit(None, pl.Utf8).alias("human"))
+    tables = Pairwise().tables(frame, context(Pairwise(), "pairs-generic"))
+    assert "accuracy" not in tables
+    won = rows(tables["bias"], "metric", "text_a_win_rate")
+    truth = (1 - TIE) * p + TIE / 2
+    assert coverage(*won.select("ci_low", "ci_high"), truth) >= COVERAGE
+    assert abs(won["value"].mean() - truth) < 0.01, won["value"].mean()

@@ -406,7 +406,7 @@ def test_the_report_fits_a_1400_px_page_and_shows_no_empty_column(runs_dir, tmp_
     renderer = bias.canvas.get_renderer()
     legend = bias.axes[0].get_legend().get_window_extent(renderer)
     bars = [b.get_window_extent(renderer) for b in bias.axes[0].patches]
-    assert len(bars) == 8 and not any(legend.overlaps(b) for b in bars)
+    assert len(bars) == 10 and not any(legend.overlaps(b) for b in bars)
     assert bias.bbox.contains(legend.x1 - 1, legend.y0 + 1)                       # and inside the figure
     page = write_report([run_dir])
     out = layout(page, """

@@ -309,7 +309,8 @@ def pairwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
         out.append(Panel("Bias panel", "Swap-flip rate (orders disagree), first-position win rate (of verdicts that "
                                        "prefer a side; ties left out), longer-text win rate and tie rate, each with "
                                        f"its {rate_interval('pairs')}, from the judge's real answers. Unbiased: 0, 0.5, "
-                                       "0.5.", [("bias", bias)],
+                                       "0.5. Text a's win rate (a tie half) says which text the judge prefers: with two "
+                                       "systems' texts as a and b, which system wins.", [("bias", bias)],
                          [("bias", _grouped_bars(shown, "metric", "value", "Bias", "rate", "ci_low", "ci_high", (0, 1)))]))
     lc = t.get("length_control")
     if lc is not None and lc.height:
