@@ -250,7 +250,7 @@ def _labelled(d: pl.DataFrame, ctx: Context) -> bool:
     pairs = d.select("pair_id", "human").unique("pair_id")
     unlabelled = pairs["human"].null_count()
     if unlabelled == pairs.height:
-        ctx.no_labels(f"no pair has a human label (a column `label` of a, b or tie): the bias tables read all "
+        ctx.no_labels(f"no pair has a human label (a, b or tie in the label column): the bias tables read all "
                       f"{pairs.height} pairs; no accuracy, length-control or calibration table")
         return False
     if unlabelled:

@@ -249,3 +249,20 @@ def test_an_import_gives_a_text_no_more_annotators_than_the_page_would(fresh):
         labels.close()
     two = imported(fresh, "two.csv", f"annotator,item,label\ncy,{other}/natural,Yes\ndee,{other}/natural,No\n".encode())
     assert isinstance(two, str) and "would have 3 annotators (bob, cy, dee)" in two, two
+
+
+def test_an_import_counts_a_story_the_page_is_showing_someone(fresh):
+    """xavier has the story on the page (a live lock); an import gave yolanda an answer to it, and
+    xavier's submit was stored too: two annotators on a queue of one per item."""
+    queue, labels = open_queue(fresh, Options(budget=10))
+    try:
+        items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
+        held = labels.next_cluster("xavier", items_of, 1, 60.0)
+        item = items_of[held][0]
+        (fresh / "y.csv").write_text(f"annotator,item,label\nyolanda,{item},4\n")
+        with pytest.raises(DataError, match=f"cluster '{held}' would have 2 annotators \\(xavier, yolanda; xavier "
+                                            "reading it on the page now\\), and the queue takes 1 per item"):
+            import_labels(queue, labels, fresh / "y.csv")
+        assert labels.rows() == []
+    finally:
+        labels.close()

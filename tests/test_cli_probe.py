@@ -410,7 +410,12 @@ def test_reparse_and_status_of_a_damaged_or_busy_store_are_one_line(tmp_path, fi
     (run / "kept.sqlite").replace(run / "store.sqlite")
     with sqlite3.connect(run / "store.sqlite") as db:
         db.execute("INSERT INTO batches VALUES ('l2', NULL, 'fp', 'anthropic', 'submitting', 1700000000, 'not json')")
-    one_line(cli("status", str(run), cwd=tmp_path), "provider batch 'l2' is damaged (its keys are not a list)")
+    one_line(cli("status", str(run), cwd=tmp_path), "provider batch 'l2' is damaged (its keys or its time)")
+    with sqlite3.connect(run / "store.sqlite") as db:
+        db.execute("UPDATE batches SET keys = '[\"k1\"]', created = 'yesterday' WHERE local_id = 'l2'")
+    one_line(cli("status", str(run), cwd=tmp_path), "provider batch 'l2' is damaged (its keys or its time)")
+    with sqlite3.connect(run / "store.sqlite") as db:
+        db.execute("DELETE FROM batches")
     held = RunLock(run)
     try:
         one_line(cli("reparse", str(run), cwd=tmp_path), f"run folder {run} is in use by another")

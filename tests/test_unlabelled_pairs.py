@@ -129,6 +129,29 @@ def test_two_items_of_one_text_under_a_recording_are_said(tmp_path):
             "'x1/ba')") in r.stderr, r.stderr[-2000:]
     manifest = json.loads((tmp_path / "runs" / "out" / "p" / "manifest.json").read_text())
     assert manifest["judges"][0]["plan"]["answered_as_earlier"] == 2
+    assert any("ask what an earlier item asked" in w for w in manifest["warnings"])      # Result.problems() too
     distinct = [{**p, "text_b": f"It rained on {p['pair_id']}."} for p in rows]
     quiet = cli("run", str(pairs_run(tmp_path / "distinct", pairs=distinct)), cwd=tmp_path / "distinct")
     assert quiet.returncode == 0 and "earlier item" not in quiet.stderr
+
+
+def test_a_sweep_over_partly_labelled_pairs_says_what_its_cells_read(tmp_path):
+    """A sweep ranks on each cell's labelled pairs; the cells' warnings (a run prints them) were
+    dropped: now on the console, in the sweep's manifest and in its results.json."""
+    rows = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i} more",
+             **({"label": "ab"[i % 2]} if i % 3 else {})} for i in range(12)]
+    cfg = pairs_run(tmp_path, pairs=rows)
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "B"}) + "\n"
+                                              for i in range(12) for o in ("ab", "ba")))
+    text = cfg.read_text().replace(f'judge = "replay:{tmp_path / "answers.jsonl"}"\n', "")
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(text.replace('name = "p"', 'name = "s"') + "\n[matrix]\njudge = "
+                     f'["replay:{tmp_path / "answers.jsonl"}", "replay:{tmp_path / "b.jsonl"}"]\n'
+                     '[sweep]\nrank_by = "accuracy.accuracy"\n')
+    r = cli("run", str(sweep), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = [ln for ln in r.stderr.splitlines() if "4 of 12 pairs have no human label" in ln]
+    assert len(said) == 2 and all(ln.startswith("litjudge: warning: cell ") for ln in said), r.stderr[-2000:]
+    folder = tmp_path / "runs" / "out" / "s"
+    for name in ("manifest.json", "results.json"):
+        assert sum("4 of 12 pairs" in w for w in json.loads((folder / name).read_text())["warnings"]) == 2, name

@@ -94,7 +94,8 @@ def sweep_results(ranking: pl.DataFrame, manifest: Mapping[str, Any], higher_is_
     and whether a paired test tells it from the best) as the results."""
     return {**_head("sweep", manifest),
             "headline": {"metric": manifest.get("rank_by"), "higher_is_better": higher_is_better},
-            "results": _records(ranking), "judges": _identities(manifest), **_tail(manifest)}
+            "results": _records(ranking), "judges": _identities(manifest), **_tail(manifest),
+            "warnings": list(manifest.get("warnings", []))}
 
 
 def ensemble_results(name: str, tables: Mapping[str, pl.DataFrame], manifest: Mapping[str, Any]) -> dict[str, Any]:

@@ -287,8 +287,7 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     t = time.perf_counter()
     verdicts, tables, warnings = aggregate_store(prep, state.store, ids)
     aggregate_s = time.perf_counter() - t
-    tables["skipped"] = pl.DataFrame(state.skipped[name], schema={"judge": pl.Utf8, "item_id": pl.Utf8,
-                                                                   "reason": pl.Utf8})
+    tables["skipped"] = pl.DataFrame(state.skipped[name], schema=dict.fromkeys(("judge", "item_id", "reason"), pl.Utf8))
     generation = state.generation
     if generation is not None:
         tables.update(generation.tables)
@@ -296,6 +295,7 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if too_long_n:
         warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
                         "(truncation = \"skip\"; listed in tables/skipped)")
+    warnings += [note for j in state.judge_runs if (note := j.plan.shared_note(j.judge))]   # a recording's items
     read = state.reads.get(name)
     if read is not None:
         read.check_unchanged()                     # the manifest names the bytes that were judged

@@ -219,7 +219,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                                         truncation=config.truncation,
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache,
                                         apart=True))
-        metrics, ranked = evaluate(sweep, protocol, cells, store)
+        metrics, ranked, warnings = evaluate(sweep, protocol, cells, store)
     finally:
         store.close()
         if cache is not None:
@@ -244,7 +244,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                     "model_calls_saved_by_post_settings": (settings - 1) * sum(j.plan.summary()["distinct_requests"]
                                                                                for j in judge_runs)},
         "generated_now": sum(j.generated for j in judge_runs),
-        "units": max((w.units for w in works), default=None),
+        "units": max((w.units for w in works), default=None), "warnings": warnings,
     }
     write_sweep(run_dir, metrics, ranking, manifest)
     table, _, metric = sweep.rank_by.partition("@")[0].partition(".")
@@ -263,11 +263,13 @@ def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: Judge
 
 
 def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
-             store: Store) -> tuple[pl.DataFrame, list[Ranked]]:
+             store: Store) -> tuple[pl.DataFrame, list[Ranked], list[str]]:
     """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and
-    group, and per (cell, setting, judge) the ranked estimate with its resampling units."""
+    group, per (cell, setting, judge) the ranked estimate with its resampling units, and what the
+    protocol warned of, once per cell (pairs without labels, say: a run says it, a sweep kept it)."""
     rows: list[dict[str, Any]] = []
     ranked: list[Ranked] = []
+    warned: dict[str, None] = {}
     rank = protocol.parse_rank_by(sweep.rank_by)
     for cell, prep in cells:
         for spec in prep.specs:
@@ -275,6 +277,7 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
             for setting in sweep.post_settings():
                 ctx = _context(prep, cell, setting, spec)
                 tables = protocol.tables(verdicts, ctx)
+                warned.update(dict.fromkeys(f"cell {cell.id}: {w}" for w in ctx.warnings))
                 head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
                         **{k: v for k, v in setting.items()}, "judge": spec.name}
                 tidied = tidy(tables, protocol.declared, head)
@@ -290,7 +293,7 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                                          protocol.rank_units(tables, spec.name, rank, ctx.options),
                                          note=_table_note(tables.get(rank.table), f"judge={spec.name},{group}")
                                          if math.isnan(row["value"]) else None))
-    return pl.DataFrame(rows, infer_schema_length=None), ranked
+    return pl.DataFrame(rows, infer_schema_length=None), ranked, list(warned)
 
 
 def _table_note(table: pl.DataFrame | None, group: str) -> str | None:

@@ -69,7 +69,7 @@ class PlanStats:
         if not self.shared:
             return None
         eg = "; ".join(f"{a!r} as {b!r}" for a, b in self.shared_examples)
-        return (f"litjudge: warning: {judge}: {self.shared} request(s) of an item ask what an earlier item asked (the "
+        return (f"{judge}: {self.shared} request(s) of an item ask what an earlier item asked (the "
                 "same texts), and a request is asked once: each is answered with the earlier item's recording, not "
                 f"its own (e.g. {eg}); give each item its own text where the recordings differ")
 

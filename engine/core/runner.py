@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import time
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field
@@ -20,7 +19,6 @@ from litjudge.grammars.language import VerdictLanguage
 from . import plan_process
 from .backend import Backend, JudgeSpec, Planner
 from .cache import warn_left_aside
-from .console import say
 from .distribution import argmax_label
 from .errors import ContractError, LitjudgeError
 from .hooks import hooks
@@ -233,8 +231,6 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
         if engine is None:
             lazy.close()
     identity = stream.identity
-    if note := stream.stats.shared_note(spec.name):
-        say(note, logging.WARNING)
     return JudgeRun(spec.name, stream.stats, tally.generated, reasked, time.time() - t0,
                     {"engine_starts": lazy.starts, **described, "fingerprint": identity.fingerprint,
                      "chat_template_hash": identity.template_hash,

@@ -290,18 +290,20 @@ class Store:
             q, args = q + " AND fingerprint=?", (*states, fingerprint)
         with self._guard():
             rows = self.db.execute(q + " ORDER BY created", args).fetchall()
-        return [BatchRecord(r[0], r[1], r[2], r[3], r[4], r[5], self._batch_keys(r[0], r[6])) for r in rows]
+        return [self._batch(r) for r in rows]
 
-    def _batch_keys(self, local_id: str, keys: str) -> tuple[str, ...]:
-        """A provider batch's request keys (a JSON list); a damaged row is one line naming it."""
+    def _batch(self, r: tuple) -> BatchRecord:
+        """A provider batch's ledger row; a damaged one (keys not a list of texts, a time not a
+        number) is one line naming it."""
         try:
-            found = json.loads(keys)
+            keys = json.loads(r[6])
         except (TypeError, ValueError):
-            found = None
-        if not isinstance(found, list):
-            raise StoreError([f"{self.path}: provider batch {local_id!r} is damaged (its keys are not a list); ",
-                              REBUILD_STORE, " moves the store aside (kept, renamed) and recomputes every verdict"])
-        return tuple(map(str, found))
+            keys = None
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or \
+                not isinstance(r[5], int | float) or isinstance(r[5], bool):
+            raise StoreError([f"{self.path}: provider batch {r[0]!r} is damaged (its keys or its time); ", REBUILD_STORE,
+                              " moves the store aside (kept, renamed) and recomputes every verdict"])
+        return BatchRecord(r[0], r[1], r[2], r[3], r[4], float(r[5]), tuple(keys))
 
     def results(self, keys: Iterable[str] | None = None) -> Iterator[ResultRow]:
         with self._guard():

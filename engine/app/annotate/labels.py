@@ -163,6 +163,15 @@ class Labels:
                 raise
         return chosen
 
+    def reading(self) -> dict[str, set[str]]:
+        """cluster -> the annotators holding a live lock on it (reading it on the page now)."""
+        with self.lock:
+            rows = self.db.execute("SELECT cluster, annotator FROM locks WHERE expires >= ?", (time.time(),)).fetchall()
+        out: dict[str, set[str]] = {}
+        for cluster, annotator in rows:
+            out.setdefault(cluster, set()).add(annotator)
+        return out
+
     def holds(self, annotator: str, cluster: str) -> bool:
         with self.lock:
             row = self.db.execute("SELECT expires FROM locks WHERE cluster = ? AND annotator = ?",

@@ -192,16 +192,19 @@ def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, pe
     stored: dict[str, set[str]] = {}
     for (annotator, _), (_, cluster) in labels.latest().items():
         stored.setdefault(cluster, set()).add(annotator)
-    who = {c: set(stored.get(c, ())) for _, c in groups}
+    reading = labels.reading()                 # a place the page has handed out counts, as on the page
+    who = {c: stored.get(c, set()) | reading.get(c, set()) for _, c in groups}
     for annotator, cluster in groups:
-        who[cluster].add(annotator)
+        who[cluster] = who[cluster] | {annotator}
     # a story the file gives a new annotator (an export imported back adds none)
-    over = next((c for c, names in who.items() if names - stored.get(c, set()) and len(names) > per_item), None)
+    over = next((c for c, names in who.items() if names - stored.get(c, set()) - reading.get(c, set())
+                 and len(names) > per_item), None)
     if over is not None:
         names = ", ".join(sorted(who[over])[:4])
-        raise DataError(f"cluster {over[:60]!r} would have {len(who[over])} annotators ({names}), and the queue takes "
-                        f"{per_item} per item, as the page does: import with --per-item {len(who[over])} for more; "
-                        "nothing was imported", path=str(path))
+        now = f"; {', '.join(sorted(reading[over]))} reading it on the page now" if reading.get(over) else ""
+        raise DataError(f"cluster {over[:60]!r} would have {len(who[over])} annotators ({names}{now}), and the queue "
+                        f"takes {per_item} per item, as the page does: import with --per-item {len(who[over])} for "
+                        "more; nothing was imported", path=str(path))
 
 
 def export_labels(queue: Queue, labels: Labels, path: Path) -> int:

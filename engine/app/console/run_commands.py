@@ -158,6 +158,8 @@ def print_sweep(args, done: Executed) -> int:
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
           f"model calls, and the post settings saved {sh['model_calls_saved_by_post_settings']} more (evaluated "
           f"from stored verdicts); {out.manifest.generated_now} generated now")
+    for warning in out.manifest.warnings:          # the cells' (data without labels, say)
+        print(f"litjudge: warning: {warning}", file=terminal())
     keep_log(args, out.run_dir)
     print(f"Results: {out.run_dir} (sweep_metrics.parquet: one row per cell, setting, judge, metric, group)")
     return unanswered_exit(out.manifest.unanswered, out.manifest.judges)
