@@ -266,3 +266,16 @@ def test_an_import_counts_a_story_the_page_is_showing_someone(fresh):
         assert labels.rows() == []
     finally:
         labels.close()
+
+
+def test_an_import_answering_one_item_twice_differently_is_refused(fresh):
+    """bob,ITEM,4 then bob,ITEM,2: the last row stood, silently. The same answer twice is one."""
+    queue, labels = open_queue(fresh, Options(budget=10))
+    took = next(t for t in sorted({c.cluster for c in queue.clusters}) if t in set(labels.first_draw))
+    labels.close()
+    said = imported(fresh, "twice.csv", f"annotator,item,label\nbob,{took}/vivid,4\nbob,{took}/vivid,2\n".encode())
+    assert isinstance(said, str) and said.endswith(
+        f"twice.csv:3: 'bob' answers item '{took}/vivid' twice ('4', then '2'): keep one row per annotator and "
+        "item"), said
+    assert imported(fresh, "same.csv", f"annotator,item,label\nbob,{took}/vivid,4\nbob,{took}/vivid,4\n".encode()) \
+        == (1, 0)

@@ -407,6 +407,11 @@ def test_reparse_and_status_of_a_damaged_or_busy_store_are_one_line(tmp_path, fi
         one_line(cli(command, str(run), cwd=tmp_path), "store.sqlite: holds no litjudge store (empty, or another",
                  "--rebuild-store")
     assert (run / "store.sqlite").stat().st_size == 0                   # left as found
+    (run / "store.sqlite").unlink()
+    (run / "store.sqlite").mkdir()                                      # a folder: not permissions, not the disk
+    for command in ("reparse", "status"):
+        one_line(cli(command, str(run), cwd=tmp_path), "store.sqlite: is a folder, where the store's file belongs")
+    (run / "store.sqlite").rmdir()
     (run / "kept.sqlite").replace(run / "store.sqlite")
     with sqlite3.connect(run / "store.sqlite") as db:
         db.execute("INSERT INTO batches VALUES ('l2', NULL, 'fp', 'anthropic', 'submitting', 1700000000, 'not json')")

@@ -95,6 +95,8 @@ class Store:
         self.left_aside = False      # a shared cache that failed once: the invocation's later judges skip it
         if not create and not self.path.exists():
             raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a folder, where the store's file belongs: move it aside")
         if readonly:
             self._open_readonly()
             return

@@ -166,7 +166,11 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -
             takes = ", ".join(a.value for a in queue.question(r["item"]).answers)
             raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({takes})",
                             path=str(path), row=n)
-        groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})[r["item"]] = (label, r.get("time", ""))
+        answers = groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})
+        if r["item"] in answers and answers[r["item"]][0] != label:   # which one stands? not the file's row order
+            raise DataError(f"{r['annotator']!r} answers item {r['item'][:60]!r} twice ({answers[r['item']][0]!r}, "
+                            f"then {label!r}): keep one row per annotator and item", path=str(path), row=n)
+        answers[r["item"]] = (label, r.get("time", ""))
         keys.setdefault((r["annotator"], cluster_of[r["item"]]), set()).add(r.get("key", ""))
     _refuse_past_per_item(groups, labels, per_item, path)
     stored = again = 0
