@@ -155,3 +155,12 @@ def test_a_sweep_over_partly_labelled_pairs_says_what_its_cells_read(tmp_path):
     folder = tmp_path / "runs" / "out" / "s"
     for name in ("manifest.json", "results.json"):
         assert sum("4 of 12 pairs" in w for w in json.loads((folder / name).read_text())["warnings"]) == 2, name
+    unlabelled = tmp_path / "none"
+    rows = [{k: v for k, v in r.items() if k != "label"} for r in rows]
+    text = pairs_run(unlabelled, pairs=rows).read_text().replace(f'judge = "replay:{unlabelled / "answers.jsonl"}"\n', "")
+    (unlabelled / "s.toml").write_text(text.replace('name = "p"', 'name = "s"') + "\n[matrix]\njudge = "
+                                       f'["replay:{unlabelled / "answers.jsonl"}", "replay:{tmp_path / "b.jsonl"}"]\n'
+                                       '[sweep]\nrank_by = "accuracy.accuracy"\n')
+    r = cli("run", str(unlabelled / "s.toml"), cwd=unlabelled)
+    assert r.returncode == 0 and "no cell has a value of accuracy.accuracy" in r.stderr, r.stderr[-2000:]
+    assert "Top " not in r.stdout, r.stdout                      # no empty table under a header

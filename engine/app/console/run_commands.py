@@ -148,10 +148,10 @@ def print_sweep(args, done: Executed) -> int:
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "clusters", "same_as_best"]
     if "unread" in out.ranking.columns and (out.ranking["unread"].fill_null(0.0) > 0).any():
         cols.append("unread")          # each value is over the answers read: say where some were not
-    print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
-                 f"Top {args.show} cells x settings by {sweep.rank_by} "
-                 f"({out.ranking['group'][0] + '; ' if out.ranking.height else ''}95% CI over clusters)", max_rows=args.show)
-    if out.ranking.height:
+    if out.ranking.height:                         # an empty ranking is said by its warning, not an empty table
+        print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
+                     f"Top {args.show} cells x settings by {sweep.rank_by} ({out.ranking['group'][0]}; 95% CI over "
+                     "clusters)", max_rows=args.show)
         print("\n".join(["", *interval_notes(out.ranking), MULTIPLE_COMPARISONS]))
     sh = out.manifest.sharing
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
