@@ -27,7 +27,6 @@ Method, as you write it (`[[options.questions]]` in a config, `questions=[...]` 
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -43,6 +42,7 @@ from litjudge.engine.core.errors import ConfigError, DataError, did_you_mean
 from litjudge.engine.core.schema import Key
 from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
 from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
+from litjudge.engine.data.readers import missing_value
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
 from .metrics.bootstrap import RESAMPLES
@@ -377,8 +377,7 @@ def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
                           f"(columns: "
                           f"{', '.join(map(str, have))[:300]})",
                           where=ctx.config.source or "config", key=where)
-    blank = isinstance(value, str) and not value.strip()      # "" as an empty CSV cell reads: no answer
-    return None if value is None or blank or (isinstance(value, float) and math.isnan(value)) else value
+    return None if missing_value(value) else value
 
 
 def _text(value: Any) -> str:

@@ -14,7 +14,6 @@ Readers (each failing with the file and line of a bad row):
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError, Setting
-from .readers import id_text, missing_field, optional_text, read_jsonl, read_text, require
+from .readers import id_text, missing_field, missing_value, optional_text, read_jsonl, read_text, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
 
@@ -89,7 +88,7 @@ def human_label(rec: dict[str, Any], path: Path, row: int) -> str | None:
     if "label" not in rec and any(isinstance(c, str) and c.strip() == "label" for c in rec):
         raise missing_field(rec, "label", path, row)      # ' label': a header's spaces, not a pair without one
     value = rec.get("label")
-    if value is None or isinstance(value, float) and math.isnan(value) or isinstance(value, str) and not value.strip():
+    if missing_value(value):
         return None
     if not isinstance(value, str):
         raise DataError(f"field 'label' should be text (a, b or tie), got {value!r:.40}", path=str(path), row=row)

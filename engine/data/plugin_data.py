@@ -14,6 +14,7 @@ from ..core.errors import LitjudgeError, PluginError
 from ..core.registry import Origin
 from .items import ItemSet, RatedItem
 from .pairs import LABELS, Pair
+from .readers import missing_value
 from .reference import GroupStory, StoryGroup
 from .ttcw import TTCWData
 
@@ -70,9 +71,8 @@ class PluginPairs:
         for k, pair in enumerate(self.pairs, start=1):
             if not isinstance(pair, Pair):
                 raise self.loader.wrong(pair, f" as pair {k}")
-            label = pair.label.strip().lower() if isinstance(pair.label, str) else pair.label
-            if label == "":                           # a blank label, as a file's empty cell: not known
-                label = None
+            label = None if missing_value(pair.label) else \
+                pair.label.strip().lower() if isinstance(pair.label, str) else pair.label
             if label is not None and label not in LABELS:
                 raise self.loader.refuse(f"gave pair {pair.pair_id!r} the label {pair.label!r:.40}, which is none of "
                                          f"{list(LABELS)} (any case) or None (not known)")

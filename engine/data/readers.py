@@ -187,6 +187,11 @@ def missing_field(rec: dict[str, Any], name: str, path: Path, row: int, why: Seq
     return DataError((f"missing field {name!r}", *why, f" (the row's columns: {listed}){hint}"), path=str(path), row=row)
 
 
+def missing_value(value: Any) -> bool:
+    """No answer in a cell: null, NaN (pandas' missing value) or blank text (an empty CSV cell)."""
+    return value is None or isinstance(value, float) and math.isnan(value) or isinstance(value, str) and not value.strip()
+
+
 def optional_text(rec: dict[str, Any], name: str) -> str:
     """An optional text field (a source, a group): "" when absent or null, never "None"."""
     value = rec.get(name)
