@@ -4,7 +4,9 @@ then the constrained verdict (`... reasoning ...\nVerdict: Yes`).
 Only the tail after the LAST marker line counts, and it must be exactly in the inner language,
 so verdict-like strings inside the analysis (or copied from a story) never change the verdict.
 Local backends produce this form in two passes: the analysis (stopped at the marker, bounded by
-`max_analysis_tokens`), then the inner language constrained after `\n{marker} `.
+`max_analysis_tokens`), then the verdict constrained at `decision_point`: a label set's label with
+the space before it, right after `\n{marker}`, as the tokenizer joins them (`:` ` Yes`; decided
+after a lone space token the model would answer where it never writes); a listwise after the space.
 """
 from __future__ import annotations
 
@@ -31,8 +33,11 @@ class Analyzed(VerdictLanguage):
             raise GrammarError("max_analysis_tokens must be >= 1")
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.kind, "inner": self.inner.spec(), "marker": self.marker,
+        spec = {"kind": self.kind, "inner": self.inner.spec(), "marker": self.marker,
                 "max_analysis_tokens": self.max_analysis_tokens}
+        if self.decision_point != self.tail_prefix:
+            spec["decided"] = "after the marker"  # stores before 2026-12 decided after a lone space: asked again
+        return spec
 
     @staticmethod
     def tail_prefix_of(language: VerdictLanguage) -> str:
@@ -43,8 +48,15 @@ class Analyzed(VerdictLanguage):
 
     @property
     def tail_prefix(self) -> str:
-        """What separates the analysis from the verdict; the decision point of the second pass."""
+        """What separates the analysis from the verdict in the text (the second pass decides at
+        `decision_point`, this or before its space)."""
         return f"\n{self.marker} "
+
+    @property
+    def decision_point(self) -> str:
+        """Where the second pass decides: before the space for a label set (the verdict is the
+        space and the label, one token in most vocabularies), after it for a listwise."""
+        return f"\n{self.marker}" if self.inner.labels() else self.tail_prefix
 
     def regex(self) -> str:
         return r"[\s\S]*" + re.escape(self.tail_prefix) + "(?:" + self.inner.regex() + ")"

@@ -136,6 +136,32 @@ def test_analyze_mode_stores_the_analysis_and_constrains_only_the_tail(tiny):
         assert o.raw.endswith("\nVerdict: " + parsed.label)
 
 
+# Questions the default judge answers both ways after a brief analysis (one "No" at least).
+QUESTIONS = ("Is the sky green on a clear day?", "Is two plus two equal to five?", "Do fish climb trees to sleep?",
+             "Is this story long? Story: Hi.", "Does this story rhyme? Story: The dog ran.", "Is water dry?",
+             "Is fire cold?", "Can a rock sing opera?", "Is this text a sonnet? Text: ok.",
+             "Is the story sad? Story: Everyone laughed all day.")
+
+
+def test_an_analysis_verdict_is_decided_where_the_judge_would_say_it(smollm):
+    """After the analysis the label is decoded with its space, right after the marker (SmolLM2
+    writes `:` ` Yes`): the greedy verdict is the label most probable there, as `litjudge budgets`
+    reads it (its full budget is the run). Decided after `:` ` ` (a lone space, where the model
+    never writes a label) the judge answered Yes where it says No (measured: two of these ten,
+    and 6 of the 14 of runs/ttcw-analyze.toml --limit 1, bfloat16)."""
+    lang = g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=64)
+    reqs = requests_for(lang, len(QUESTIONS), mode="analyze", temperature=0.0, prompts=QUESTIONS)
+    plan = make_plan(reqs, smollm)
+    outs = {o.key: o for o in smollm.generate(plan.unique)}
+    asked = [JudgeRequest(u.request.messages, g.binary(), "distribution", Sampling(temperature=0.0), u.request.meta,
+                          prefill=outs[u.key].analysis + lang.tail_prefix) for u in plan.unique]
+    read = make_plan(asked, smollm)
+    said = {u.request.meta.item_id: lang.parse(outs[u.key].raw).label for u in plan.unique}
+    likely = {u.request.meta.item_id: o.distribution for u, o in zip(read.unique, smollm.generate(read.unique))}
+    sure = {i: max(d, key=d.get) for i, d in likely.items() if abs(d["Yes"] - 0.5) > 0.02}  # batch noise aside
+    assert "No" in sure.values() and {i: said[i] for i in sure} == sure
+
+
 def test_preflight_reports_too_long_prompts_by_item(smollm):
     long = JudgeRequest((Message("user", "word " * 5000),), g.binary(), "label", Sampling(),
                         RequestMeta("test", "the-long-story"))

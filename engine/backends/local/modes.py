@@ -9,8 +9,9 @@ programs of a whole batch on one engine, so prefix-sharing requests run side by 
 - listwise (label mode of a `Listwise` language): slot by slot, line k a choice among the lines
   `k. id : s` for the ids not yet listed and scores not above the last, continuing the model's own
   tokens: every id exactly once, by construction, for any N;
-- analyze: a free analysis stopped at the marker (bounded), then the verdict constrained after
-  `\\n{marker} ` as a continuation of the same assistant turn (the prefix cache serves it);
+- analyze: a free analysis stopped at the marker (bounded), then the verdict constrained at the
+  language's `decision_point` (a label with its space right after `\\n{marker}`, as the tokenizer
+  joins them) as a continuation of the same assistant turn (the prefix cache serves it);
 - distribution: label probabilities read unconstrained at the decision point (one next-token step
   when every label is one distinct token, else each label's continuation scored as prompt tokens).
 """
@@ -104,14 +105,17 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Single:
     decoding = Decoding.of(p.request.sampling, p.request.attempt)
     first = yield FreeText(Prompt(p.token_ids, p.prompt), lang.max_analysis_tokens, decoding, stop=(lang.marker,))
     analysis = first.text.rstrip()
-    tail = analysis + lang.tail_prefix
+    tail = analysis + lang.decision_point
     tail_tokens = ctx.labels(p.prompt, [tail]).extend(p.token_ids, tail)
     prompt = Prompt(tuple(tail_tokens), p.prompt + tail)
     if isinstance(lang.inner, Listwise):
         return (yield from listwise(p, lang.inner, prompt, ctx, analysis, len(first.token_ids), first.cached_tokens,
                                     p.prompt_tokens))
-    room = ctx.max_len - len(tail_tokens)
-    r = yield Constrained(prompt, max(1, min(p.max_tokens, room)), decoding, language=lang.inner)
+    size = max(1, min(p.max_tokens, ctx.max_len - len(tail_tokens)))
+    gap = lang.tail_prefix.removeprefix(lang.decision_point)       # the space a label is decoded with
+    labels = lang.inner.labels()
+    r = yield (Constrained(prompt, size, decoding, choices=tuple(gap + label for label in labels)) if labels
+               else Constrained(prompt, size, decoding, language=lang.inner))
     return Generation(p.key, tail + r.text, analysis=analysis, prompt_tokens=p.prompt_tokens,
                       cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + len(r.token_ids),
                       finish_reason=r.finish_reason)
