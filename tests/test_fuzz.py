@@ -182,10 +182,11 @@ def valid(line: bytes, seen: set) -> bool | None:
         return False
     if not isinstance(rec, dict):
         return False
-    for name in ("prompt", "text_a", "text_b", "label"):
+    for name in ("prompt", "text_a", "text_b"):
         if not isinstance(rec.get(name), str) or not rec[name].strip():
             return False
-    if rec["label"] not in ("a", "b", "tie"):
+    label = rec.get("label")                          # none (absent, null, blank): a pair without one
+    if not (label is None or isinstance(label, str) and label.strip().lower() in ("", "a", "b", "tie")):
         return False
     if "pair_id" not in rec:
         return True                                   # its line number is its id
