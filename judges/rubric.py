@@ -47,7 +47,7 @@ from litjudge.engine.data.readers import missing_value
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
 from .metrics.bootstrap import RESAMPLES
 from .metrics.estimates import Units
-from .rubric_tables import aggregate, check_rank, human_view, rank_units
+from .rubric_tables import aggregate, check_rank, human_view, rank_units, without_humans
 from .scales import Live, Scale, names, own_settings, scales
 from .scales import scale as scale_named
 from .scales import settings as scale_settings
@@ -297,7 +297,10 @@ class Rubric(Protocol):
         return human_view(verdicts)
 
     def aggregate(self, table: pl.DataFrame, ctx: Context) -> dict[str, pl.DataFrame]:
-        return aggregate(table, ctx.options)
+        tables = aggregate(table, ctx.options)
+        for message in without_humans(tables["per_verdict"], list(ctx.options.questions)):
+            ctx.warn(message)
+        return tables
 
 
 # -- prompts ----------------------------------------------------------------------------------

@@ -139,6 +139,21 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
             **{name: frame(name, rows) for name, rows in detail.items()}, "per_verdict": d}
 
 
+def without_humans(d: pl.DataFrame, questions: list) -> list[str]:
+    """Each question whose human column some texts (pairs) leave empty: its agreement reads the
+    others only, which the headline's n shows but does not say (a column empty throughout is said
+    in the headline's note)."""
+    said = []
+    for q in questions:
+        units = d.filter(pl.col("question") == q.id).unique("cluster")
+        missing = units["human"].null_count()
+        if q.human and 0 < missing < units.height:
+            what = "pairs" if q.scale == "pairwise" else "texts"
+            said.append(f"question {q.id!r}: {missing} of {units.height} {what} have no human answer in "
+                        f"{q.human!r}: its agreement reads the {units.height - missing} that have one")
+    return said
+
+
 def _undefined_why(labelled: pl.DataFrame, metric: str) -> str:
     """Why a headline has no value: one answer on a side leaves an agreement beyond chance (and a
     rank correlation) nothing to measure."""

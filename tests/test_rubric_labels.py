@@ -48,6 +48,8 @@ def test_an_empty_cell_in_a_pairwise_human_column_is_still_missing(tmp_path):
                             out=tmp_path / "out", progress=False)
     acc = result.tables["pairwise_agreement"]
     assert acc["n"].to_list() == [15, 15, 30]    # of 18 pairs, the 3 with s05 have no human answer
+    assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
+           "the 15 that have one" in result.manifest.warnings
 
 
 def test_json_true_in_a_points_human_column_is_refused_not_point_one(tmp_path):
