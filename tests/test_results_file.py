@@ -58,7 +58,8 @@ def test_results_json_after_a_replay_run_of_two_protocols(tmp_path):
         assert (res["n"], res["unparsed"], res["missing"]) == (manifest["verdicts"]["rows"], 0, 0) and res["n"] > 0
         assert res["seconds"] == manifest["seconds"] and res["created"] == manifest["created"]
         (judge,) = res["judges"]
-        assert judge["judge"] == f"replay:{rec}" and judge["backend"] == "replay"
+        assert judge["judge"] == "replay:rec.jsonl" and judge["backend"] == "replay"      # beside the config
+        assert str(tmp_path) not in json.dumps(res) and {row["judge"] for row in res["results"]} <= {judge["judge"]}
         assert judge["fingerprint"] == manifest["judges"][0]["fingerprint"] and judge["sha256"]
         assert judge["n"] == res["n"] and judge["unparsed"] == 0
         # the headline row is the table's pooled row, with its interval
@@ -115,7 +116,10 @@ def test_a_sweep_folder_has_its_ranking_as_results(tmp_path):
     res = json.loads((tmp_path / "runs" / "out" / "litbench-sweep" / "results.json").read_text())
     assert res["kind"] == "sweep" and res["headline"] == {"metric": "accuracy.accuracy", "higher_is_better": True}
     rows = ranking(tmp_path)
+    public = {row["judge"]: "replay:" + Path(row["judge"].removeprefix("replay:")).relative_to(tmp_path).as_posix()
+              for row in rows}                                # named from the config's folder, as published
     assert [(row["judge"], row["value"], row["ci_low"]) for row in res["results"]] == [
-        (row["judge"], float(row["value"]), float(row["ci_low"])) for row in rows]
-    assert {j["judge"] for j in res["judges"]} == {row["judge"] for row in rows} and all(j["sha256"] for j in res["judges"])
+        (public[row["judge"]], float(row["value"]), float(row["ci_low"])) for row in rows]
+    assert {j["judge"] for j in res["judges"]} == set(public.values()) and all(j["sha256"] for j in res["judges"])
+    assert str(tmp_path) not in json.dumps(res)
     assert res["versions"]["litjudge"] == __version__ and res["config"]["protocol"] == "pairwise"

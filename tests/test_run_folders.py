@@ -325,9 +325,13 @@ def test_a_tasks_and_a_sweep_cells_paths_start_from_the_config_folder(tmp_path):
     (folder / "tasks.toml").write_text(f'name = "tk"\njudge = "replay:{folder / "answers.jsonl"}"\n[[tasks]]\nname = "one"\n'
                                        + task)
     (folder / "sweep.toml").write_text(cfg.read_text().replace('name = "t"', 'name = "sw"')
-                                       + '[matrix]\ntemplate = ["prompt.txt", "A={text_a} B={text_b}"]\n')
+                                       + '[matrix]\ntemplate = ["", "prompt.txt", "A={text_a} B={text_b}"]\n')
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for name in ("tasks.toml", "sweep.toml"):
         r = cli("run", str(folder / name), "--quiet", cwd=elsewhere)
         assert r.returncode == 0, (name, r.stderr[-2000:])
+    text = next(tmp_path.rglob("sw/results.json")).read_text()           # "" is the built-in prompt's cell
+    assert {r["cell"] for r in json.loads(text)["results"]} == {"default", "prompt.txt", "A-text_a-B-text_b"}
+    assert {r["judge"] for r in json.loads(text)["results"]} == {"replay:answers.jsonl"}   # named as published
+    assert str(tmp_path) not in text

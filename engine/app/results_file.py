@@ -4,8 +4,9 @@ their intervals per judge and view, the config, the versions, each judge's ident
 verdicts (unparsed, missing) and how long. The headline is the protocol's declared estimate (its
 `rank_by`, what a sweep ranks by) and the other rankable metrics of that table, every row of it (a
 view, an order, a question), the pooled one marked. docs/python-api.md ("results.json") lists the
-keys; `SCHEMA` changes when one changes meaning. Its `config` and `dataset` name no absolute path:
-data files relative to the run config's folder, any other path as `<local path>/NAME` (public.py)."""
+keys; `SCHEMA` changes when one changes meaning. It names no absolute path (a data file, a replay
+file or a local model's folder as a judge's name, one in a warning): a path under the run config's
+folder relative to it, any other as `<local path>/NAME` (public.py), as a dataset card does."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from litjudge.judges.base import Protocol
 from litjudge.judges.contract import Declaration
 
 from .outputs import write_text
-from .public import config_folder, redact
+from .public import config_folder, public_names, redact
 
 SCHEMA = "litjudge.results/1"
 # What of a judge's manifest entry identifies it (the rest is the plan's and the engine's figures).
@@ -47,7 +48,7 @@ def results(protocol: Protocol, options: Any, tables: Mapping[str, pl.DataFrame]
                        "seconds": _number(entry.get("seconds")),
                        "headline": {k: top[k] for k in ("value", "ci_low", "ci_high", "n")} if top else None})
     total = manifest.get("verdicts", {})
-    return {
+    return _published(manifest, {
         **_head("run", manifest), "task": manifest.get("task"),
         "protocol": manifest.get("protocol"),
         "dataset": redact(manifest.get("dataset"), config_folder(manifest.get("config"))),
@@ -59,7 +60,7 @@ def results(protocol: Protocol, options: Any, tables: Mapping[str, pl.DataFrame]
         "n": total.get("rows"), "unparsed": total.get("unparsed"), "missing": total.get("missing"),
         "missing_policy": manifest.get("missing_policy"), **_tail(manifest),
         "warnings": list(manifest.get("warnings", [])),
-    }
+    })
 
 
 def headline_rows(protocol: Protocol, tables: Mapping[str, pl.DataFrame], judge: str, table: str,
@@ -92,10 +93,10 @@ def headline_rows(protocol: Protocol, tables: Mapping[str, pl.DataFrame], judge:
 def sweep_results(ranking: pl.DataFrame, manifest: Mapping[str, Any], higher_is_better: bool | None) -> dict[str, Any]:
     """A sweep: its ranking (cells x settings x judges by the ranked estimate, each with its interval
     and whether a paired test tells it from the best) as the results."""
-    return {**_head("sweep", manifest),
-            "headline": {"metric": manifest.get("rank_by"), "higher_is_better": higher_is_better},
-            "results": _records(ranking), "judges": _identities(manifest), **_tail(manifest),
-            "warnings": list(manifest.get("warnings", []))}
+    return _published(manifest, {**_head("sweep", manifest),
+                                 "headline": {"metric": manifest.get("rank_by"), "higher_is_better": higher_is_better},
+                                 "results": _records(ranking), "judges": _identities(manifest), **_tail(manifest),
+                                 "warnings": list(manifest.get("warnings", []))})
 
 
 def ensemble_results(name: str, tables: Mapping[str, pl.DataFrame], manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,6 +118,20 @@ def _tail(manifest: Mapping[str, Any]) -> dict[str, Any]:
                                            "python": machine.get("python"), "torch": machine.get("torch"),
                                            "git_commit": manifest.get("git_commit")}.items() if v},
             "config": redact(manifest.get("config"), config_folder(manifest.get("config")))}
+
+
+def _published(manifest: Mapping[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with its judges named as they may be published (public_names: a replay file's or a
+    local model folder's path, two alike told apart) and the paths in its warnings made public."""
+    base = config_folder(manifest.get("config"))
+    names = public_names([e["judge"] for e in manifest.get("judges", []) if isinstance(e.get("judge"), str)], base)
+
+    def named(row: Any) -> Any:
+        judge = row.get("judge") if isinstance(row, dict) else None
+        return {**row, "judge": names.get(judge) or redact(judge, base)} if isinstance(judge, str) else row
+
+    return {**record, "results": [named(r) for r in record["results"]], "judges": [named(j) for j in record["judges"]],
+            "warnings": [redact(w, base) for w in record["warnings"]]}
 
 
 def _identities(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:

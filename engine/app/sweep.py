@@ -70,10 +70,12 @@ SLUG_CHARS = 40
 
 def _slug(value: Any) -> str:
     """A matrix value as part of a cell's id (its rows in the tables, its runs in the store; users
-    read it and may make folders of it, so never "." or ".."). A path (a judge's folder) is named by
-    its last part; tables (a rubric's questions) and long text (an inline template) by what they
+    read it and may make folders of it, so never "." or ".."; "" is "default"). A path (a judge's
+    folder) is named by its last part; tables (a rubric's questions) and long text (an inline template) by what they
     hold: question ids, or the text's start, plus a short hash of the whole value, so two wordings
     of one question are two cells."""
+    if value == "":
+        return "default"                   # an axis's own default (a template axis: the built-in prompt)
     if isinstance(value, str) and "/" in value and not any(c.isspace() for c in value):
         value = Path(value).name or value
     tables = isinstance(value, dict) or isinstance(value, list) and any(isinstance(v, dict) for v in value)
