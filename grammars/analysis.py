@@ -4,9 +4,10 @@ then the constrained verdict (`... reasoning ...\nVerdict: Yes`).
 Only the tail after the LAST marker line counts, and it must be exactly in the inner language,
 so verdict-like strings inside the analysis (or copied from a story) never change the verdict.
 Local backends produce this form in two passes: the analysis (stopped at the marker, bounded by
-`max_analysis_tokens`), then the verdict constrained at `decision_point`: a label set's label with
-the space before it, right after `\n{marker}`, as the tokenizer joins them (`:` ` Yes`; decided
-after a lone space token the model would answer where it never writes); a listwise after the space.
+`max_analysis_tokens`), then the verdict at `decision_point`: a label set's label is the one most
+probable right after `\n{marker}` with its space, as the tokenizer joins them (`:` ` Yes`), each
+label scored whole (decoded token by token, a lone space token led to labels the model never
+writes there); a listwise is constrained after the space.
 """
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ class Analyzed(VerdictLanguage):
     max_analysis_tokens: int = 256
 
     def __post_init__(self) -> None:
-        if not self.marker.strip() or "\n" in self.marker:
-            raise GrammarError(f"analysis marker must be one non-empty line, got {self.marker!r}")
+        if not self.marker.strip() or "\n" in self.marker or self.marker != self.marker.strip():
+            raise GrammarError(f"analysis marker must be one non-empty line without spaces around it, got {self.marker!r}")
         if self.max_analysis_tokens < 1:
             raise GrammarError("max_analysis_tokens must be >= 1")
 
@@ -36,7 +37,7 @@ class Analyzed(VerdictLanguage):
         spec = {"kind": self.kind, "inner": self.inner.spec(), "marker": self.marker,
                 "max_analysis_tokens": self.max_analysis_tokens}
         if self.decision_point != self.tail_prefix:
-            spec["decided"] = "after the marker"  # stores before 2026-12 decided after a lone space: asked again
+            spec["decided"] = "by label probability"  # before 2026-12 decoded after a lone space: asked again
         return spec
 
     @staticmethod
@@ -54,8 +55,8 @@ class Analyzed(VerdictLanguage):
 
     @property
     def decision_point(self) -> str:
-        """Where the second pass decides: before the space for a label set (the verdict is the
-        space and the label, one token in most vocabularies), after it for a listwise."""
+        """Where the second pass decides: before the space for a label set (each label is scored
+        with its space, one token in most vocabularies), after it for a listwise."""
         return f"\n{self.marker}" if self.inner.labels() else self.tail_prefix
 
     def regex(self) -> str:

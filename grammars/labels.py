@@ -32,10 +32,20 @@ class LabelSet(VerdictLanguage):
             raise GrammarError(f"verdict language {self.name!r}: labels must be non-empty and unpadded: {texts}")
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "pairs": [[k, v] for k, v in self.pairs]}
+        spec = {"kind": self.kind, "name": self.name, "pairs": [[k, v] for k, v in self.pairs]}
+        if self.prefixed:
+            spec["scored"] = "to the end"     # stored before 2026-12: P("1") held P("10"), asked again
+        return spec
 
     def labels(self) -> tuple[str, ...]:
         return tuple(label for label, _ in self.pairs)
+
+    @property
+    def prefixed(self) -> bool:
+        """Whether a label starts another ("1" and "10", "Good" and "Good+"): a label's probability
+        is then of it and the end of the answer, else P("1") would hold P("10")."""
+        texts = self.labels()
+        return any(a != b and b.startswith(a) for a in texts for b in texts)
 
     def max_chars(self) -> int:
         return max(len(label) for label in self.labels())

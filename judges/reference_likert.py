@@ -31,7 +31,7 @@ import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.paths import paper_prompt
-from litjudge.engine.core.schema import check_choices
+from litjudge.engine.core.schema import check_choices, check_field
 from litjudge.engine.data.reference import GroupStory, StoryGroup
 from litjudge.engine.data.ttcw import check_tests
 from litjudge.grammars import VerdictLanguage
@@ -65,6 +65,8 @@ class ReferenceLikertOptions:
     def __post_init__(self) -> None:
         check_choices(self)
         check_tests(self.tests)
+        check_field(bool(self.marker.strip()) and self.marker == self.marker.strip() and "\n" not in self.marker, "marker",
+                    f"must be one line without spaces around it (the verdict follows after one), got {self.marker!r}")
 
 
 def paper_template(points: int) -> str:

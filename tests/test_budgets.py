@@ -78,3 +78,40 @@ def test_budgets_from_one_trace(tmp_path, tiny, litjudge_shared):
     assert rep.returncode == 0 and "## Agreement against thinking tokens" in (run_dir / "report" / "report.md").read_text()
     wrong = litjudge_shared(engines, "budgets", str(tmp_path / "nope"), env=env)
     assert wrong.returncode == 2
+
+
+@pytest.mark.slow
+def test_budgets_without_a_value_to_show_are_one_line(tmp_path, tiny, litjudge_shared):
+    """The demo rubric has no human answers: every budget's agreement is undefined, and budgets
+    printed an empty table (exit 0)."""
+    from litjudge.engine.core.paths import PROJECT_ROOT
+
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
+    text = (PROJECT_ROOT / "runs" / "rubric-demo.toml").read_text().replace('mode = "label"', 'mode = "analyze"')
+    text = text.replace('judge = "smollm2-135m"', f'judge = "{tiny.spec.name}"').replace(
+        "[[options.questions]]", "[options]\nanalysis_tokens = 8\n\n[[options.questions]]", 1)
+    text = text.replace("max_model_len = 2048\nkv_cache_gib = 2", 'max_model_len = 4096\nkv_cache_gib = 0.0625\ndtype = "float32"')
+    cfg = write_config(tmp_path / "rubric-demo.toml", text)
+    engines = {tiny.spec.name: tiny}
+    r = litjudge_shared(engines, "run", str(cfg), "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    b = litjudge_shared(engines, "budgets", str(tmp_path / "rubric-demo"), "--budgets", "0,full", "--quiet", env=env)
+    assert b.returncode == 2 and "no budget has a value of agreement" in b.stderr and "┌" not in b.stdout, b.stderr
+    assert len(b.stderr.strip().splitlines()) == 1
+
+
+@needs_data
+@pytest.mark.slow
+def test_budgets_of_a_protocol_without_probabilities_name_the_protocol(tmp_path, tiny, litjudge_shared):
+    """Reference-based Likert aggregates label and analyze verdicts: budgets, which read label
+    probabilities, were refused as if the run's config named the wrong mode."""
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path)}
+    cfg = write_config(tmp_path / "ref.toml", f'name = "ref"\nprotocol = "reference_likert"\ndataset = "confederacy"\n'
+                       f'judge = "{tiny.spec.name}"\nmode = "analyze"\nlimit = 1\n[options]\ntests = [1]\n'
+                       'analysis_tokens = 8\n[engine]\nmax_model_len = 4096\nkv_cache_gib = 0.0625\ndtype = "float32"\n')
+    engines = {tiny.spec.name: tiny}
+    r = litjudge_shared(engines, "run", str(cfg), "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    b = litjudge_shared(engines, "budgets", str(tmp_path / "ref"), "--quiet", env=env)
+    assert b.returncode == 2 and len(b.stderr.strip().splitlines()) == 1, b.stderr
+    assert "protocol 'reference_likert' aggregates label and analyze verdicts only" in b.stderr

@@ -44,7 +44,7 @@ def test_the_label_tokens_are_the_modes_and_extend_the_prompt_exactly(name):
     assert report["labels"] == {k: list(v) for k, v in lt.continuations.items()}
     special = set(renderer.specials.ids.values())
     assert not special & {i for c in lt.continuations.values() for i in c}     # a label is never a special token
-    assert report["single_token"] is False and report["method"] == "full-continuation scoring (fallback)"
+    assert report["single_token"] is False and report["method"] == "next-token logprobs along each label's tokens"
 
 
 def test_check_labels_prints_what_the_modes_find():

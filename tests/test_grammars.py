@@ -1,4 +1,5 @@
 """Verdict languages: every admitted string parses to its value; everything else is rejected."""
+import math
 import random
 import re
 
@@ -99,7 +100,7 @@ def test_a_label_is_decided_with_its_space_and_a_listwise_after_it():
     its space, as tokenizers join them), and that is in the key; a listwise's key is unchanged."""
     labels, lists = g.Analyzed(g.binary(), "Verdict:"), g.Analyzed(g.Listwise(("a", "b")), "Ranking:")
     assert labels.decision_point == "\nVerdict:" and labels.tail_prefix == "\nVerdict: "
-    assert labels.spec()["decided"] == "after the marker" and g.language_from_spec(labels.spec()) == labels
+    assert labels.spec()["decided"] == "by label probability" and g.language_from_spec(labels.spec()) == labels
     assert lists.decision_point == lists.tail_prefix == "\nRanking: " and "decided" not in lists.spec()
 
 
@@ -212,3 +213,20 @@ def test_use_list_grammar_admits_exactly_the_parsers_answers():
         assert accepts(text), text
     for bad in ("1. ab\n2. cd\n3. ef gh ij", "1. abcdef\n2. c\n3. d", "1. a1\n2. c\n3. d", "1. a\n2. c\n3. d\n"):
         assert isinstance(lang.parse(bad), g.Unparsed) and not accepts(bad), bad
+
+
+def test_a_closed_answer_is_picked_as_its_decoding_samples():
+    """Analyze mode's label after the marker: the most probable (the first of equals) when greedy,
+    else drawn at the temperature within the top-p nucleus, the same for the same seed."""
+    from collections import Counter
+
+    from litjudge.engine.backends.local.steps import Decoding
+
+    logprobs = {"Yes": math.log(0.2), "No": math.log(0.7), "Maybe": math.log(0.1)}
+    assert Decoding().pick(logprobs) == "No" and Decoding().pick({"a": 0.0, "b": 0.0}) == "a"
+    assert Decoding().pick({"a": -math.inf, "b": -math.inf}) == "a"
+    drawn = Counter(Decoding(1.0, 1.0, seed).pick(logprobs) for seed in range(3000))
+    assert abs(drawn["No"] / 3000 - 0.7) < 0.03 and abs(drawn["Maybe"] / 3000 - 0.1) < 0.02
+    assert {Decoding(1.0, 0.75, seed).pick(logprobs) for seed in range(300)} == {"No", "Yes"}    # 0.7 < 0.75
+    assert {Decoding(0.01, 1.0, seed).pick(logprobs) for seed in range(100)} == {"No"}
+    assert Decoding(1.0, 1.0, 7).pick(logprobs) == Decoding(1.0, 1.0, 7).pick(logprobs)

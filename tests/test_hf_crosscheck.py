@@ -4,6 +4,7 @@ verdicts agree on >= 95% of 60 requests, and distribution-mode probabilities agr
 request at a time, 0.27 s each on one core: 150 and 60 requests took 58 s and 20 s of the suite,
 and agreed on 150 of 150."""
 import json
+import math
 
 import pytest
 
@@ -64,3 +65,29 @@ def test_distribution_probabilities_agree_with_vllm(smollm, hf):
     print(f"\nP(Yes) vLLM vs transformers: max |diff| {max(diffs):.4f}, mean {sum(diffs) / len(diffs):.4f} "
           f"over {len(diffs)} requests")
     assert max(diffs) <= MAX_TOLERANCE and sum(diffs) / len(diffs) <= MEAN_TOLERANCE
+
+
+@pytest.mark.slow
+def test_a_label_that_starts_another_is_scored_with_the_end_of_the_answer(smollm, hf):
+    """"1" and "10": each label's probability is of it and the end token after it, as the
+    transformers model computes it here by hand. Scored without the end, P("1") held P("10") (it
+    was at least one half for any prompt); this judge finds "10" likelier even after "0 + 1"."""
+    import torch
+
+    lang = g.LabelSet("n", (("1", 1), ("10", 10)))
+    asked = ["What is 0 + 1? Reply with the number only.", "Reply with the number ten in digits, nothing else.",
+             "What is 5 + 5? Reply with the number only."]           # far from even odds (bfloat16 here)
+    plan = make_plan([JudgeRequest((Message("user", q),), lang, "distribution", Sampling(), RequestMeta("x", f"q{i}"))
+                      for i, q in enumerate(asked)], smollm)
+    got = {o.key: o.distribution["10"] for o in smollm.generate(plan.unique)}
+    tok = hf.renderer.tokenizer
+    for u in plan.unique:
+        scores = {}
+        for label in ("1", "10"):
+            answer = [*tok(label, add_special_tokens=False)["input_ids"], tok.eos_token_id]
+            with torch.no_grad():
+                logits = hf.model(torch.tensor([[*u.token_ids, *answer]])).logits[0].float().log_softmax(-1)
+            scores[label] = sum(logits[len(u.token_ids) + j - 1, t].item() for j, t in enumerate(answer))
+        reference = 1 / (1 + math.exp(scores["1"] - scores["10"]))
+        assert got[u.key] == pytest.approx(reference, abs=0.1), (u.request.meta.item_id, got[u.key], reference)
+    assert min(got.values()) > 0.5                                    # never at most one half, as it was

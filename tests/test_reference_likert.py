@@ -149,3 +149,16 @@ def test_reference_options_run_end_to_end(tiny, runs_dir, points, mode, referenc
         assert "ranking" in out.tables
     if mode == "analyze":
         assert out.verdicts["analysis"].is_not_null().all()
+
+
+@pytest.mark.parametrize("marker", ["Therefore: ", " Therefore:", "", "Therefore:\nSo:"])
+def test_a_marker_with_spaces_around_it_or_two_lines_is_one_line(tmp_path, marker):
+    """A marker ending in a space wrote the verdict after two (`Therefore:  [[A>B]]`); an empty one
+    was refused without naming the option."""
+    import litjudge
+
+    config = {"name": "m", "protocol": "reference_likert", "dataset": "confederacy", "judge": "replay:x.jsonl",
+              "mode": "analyze", "options": {"marker": marker}}
+    with pytest.raises(litjudge.ConfigError) as exc:
+        litjudge.run(config, out=tmp_path / "out", progress=False)
+    assert "\n" not in str(exc.value) and "options.marker: must be one line without spaces around it" in str(exc.value)

@@ -294,3 +294,18 @@ def test_the_transformers_backend_generates_from_the_planned_ids():
     assert sorted(map(tuple, seen)) == sorted(tuple(p.token_ids) for p in plan.unique)
     assert all(only_template_tokens(hf.renderer.tokenizer, x) for x in seen)
     assert all(o.raw in ("Yes", "No") for o in out)
+
+
+@pytest.mark.parametrize("marker", ["Verdict:", "判定：", "Having weighed every consideration above and compared the "
+                                    "story with each criterion one by one, my final answer is:", "🙂" * 8 + " then:"])
+def test_an_analysis_budget_holds_its_marker_line(marker):
+    """The window an analyze request needs: its analysis, the marker line and the verdict with the
+    end token, however the marker tokenizes (8 tokens were kept for any marker: a 20-token one ran
+    past a window that the plan said it fit, an internal error)."""
+    from litjudge.engine.core.planner import budget_tokens
+
+    tok = tokenizer("smollm2-135m")
+    lang = g.Analyzed(g.categorical(["Good", "Medium", "Bad"]), marker, max_analysis_tokens=16)
+    request = JudgeRequest((Message("user", "Judge it."),), lang, "analyze", Sampling(), RequestMeta("t", "i"))
+    needed = max(len(tok(lang.tail_prefix + label, add_special_tokens=False)["input_ids"]) for label in lang.inner.labels())
+    assert budget_tokens(request) >= 16 + needed + 1

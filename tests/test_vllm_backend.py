@@ -98,7 +98,7 @@ def test_distribution_mode_single_token_labels(smollm):
         assert 0.0 < o.label_mass <= 1.0 + 1e-6
 
 
-def test_distribution_mode_multi_token_labels_use_the_fallback(tiny):
+def test_distribution_mode_reads_multi_token_labels_one_prefix_at_a_time(tiny):
     lang = g.likert(5)
     reqs = requests_for(lang, 2, mode="distribution", temperature=0.0)
     plan = make_plan(reqs, tiny)
@@ -113,7 +113,7 @@ def test_an_eager_engine_compiles_nothing_to_read_probabilities(tiny):
     """vLLM's sampler ranks log-probabilities with a `torch.compile`d kernel: on CPU, an eager
     engine runs it eagerly (compiled, a process's first distribution took 17.6 s more with torch's
     cache empty, and needed a C++ compiler). Both ways of reading a label's probability, the next
-    token's (single-token labels) and a continuation's (the fallback), through a fresh torch."""
+    token's (single-token labels) and each prefix's of a longer label, through a fresh torch."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
@@ -143,23 +143,30 @@ QUESTIONS = ("Is the sky green on a clear day?", "Is two plus two equal to five?
              "Is the story sad? Story: Everyone laughed all day.")
 
 
-def test_an_analysis_verdict_is_decided_where_the_judge_would_say_it(smollm):
-    """After the analysis the label is decoded with its space, right after the marker (SmolLM2
-    writes `:` ` Yes`): the greedy verdict is the label most probable there, as `litjudge budgets`
-    reads it (its full budget is the run). Decided after `:` ` ` (a lone space, where the model
-    never writes a label) the judge answered Yes where it says No (measured: two of these ten,
-    and 6 of the 14 of runs/ttcw-analyze.toml --limit 1, bfloat16)."""
-    lang = g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=64)
+@pytest.mark.parametrize("inner", [g.binary(), g.categorical(["très bien", "良い", "mauvais"]),
+                                   g.categorical(["?!", ":-)"]), g.score(1, 10)],
+                         ids=["binary", "unicode", "punctuation", "one-to-ten"])
+def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_marker(smollm, inner):
+    """After the analysis, the verdict is the label most probable right after the marker, each
+    scored whole with its space (SmolLM2 writes `:` ` Yes`), as `litjudge budgets` reads it (its
+    full budget is the run). Decoded token by token after `:` ` ` (a lone space, where the model
+    never writes a label) the judge answered Yes where it says No (two of these ten, and 6 of the
+    14 of runs/ttcw-analyze.toml --limit 1, bfloat16); with the space decoded too, a lone space
+    token still led to labels it found unlikely (良い, ?!) and a label that starts another to the
+    longer one (10 for 1)."""
+    lang = g.Analyzed(inner, "Verdict:", max_analysis_tokens=32)
     reqs = requests_for(lang, len(QUESTIONS), mode="analyze", temperature=0.0, prompts=QUESTIONS)
     plan = make_plan(reqs, smollm)
     outs = {o.key: o for o in smollm.generate(plan.unique)}
-    asked = [JudgeRequest(u.request.messages, g.binary(), "distribution", Sampling(temperature=0.0), u.request.meta,
+    asked = [JudgeRequest(u.request.messages, inner, "distribution", Sampling(temperature=0.0), u.request.meta,
                           prefill=outs[u.key].analysis + lang.tail_prefix) for u in plan.unique]
     read = make_plan(asked, smollm)
     said = {u.request.meta.item_id: lang.parse(outs[u.key].raw).label for u in plan.unique}
     likely = {u.request.meta.item_id: o.distribution for u, o in zip(read.unique, smollm.generate(read.unique))}
-    sure = {i: max(d, key=d.get) for i, d in likely.items() if abs(d["Yes"] - 0.5) > 0.02}  # batch noise aside
-    assert "No" in sure.values() and {i: said[i] for i in sure} == sure
+    sure = {i: max(d, key=d.get) for i, d in likely.items()                # batch noise aside
+            if sorted(d.values())[-1] - sorted(d.values())[-2] > 0.04}
+    assert len(sure) >= len(QUESTIONS) // 2 and {i: said[i] for i in sure} == sure
+    assert inner.labels() != ("Yes", "No") or "No" in sure.values()
 
 
 def test_preflight_reports_too_long_prompts_by_item(smollm):

@@ -98,7 +98,12 @@ def _budgets(run_dir: Path, budgets_: list[int], progress: bool, spend: Spend | 
     if config.mode != "analyze":
         raise ConfigError(f"budgets need an analyze-mode run; this run's mode is {config.mode!r}", where=str(run_dir))
     prep = prepare(config)
+    if "distribution" not in prep.protocol.declared.modes:
+        raise ConfigError(f"budgets read each budget's verdict as label probabilities (distribution mode), and protocol "
+                          f"{config.protocol!r} aggregates {' and '.join(prep.protocol.declared.modes)} verdicts only",
+                          where=str(run_dir))
     dist = prepare(dataclasses.replace(config, mode="distribution"))
+    rank = dist.protocol.parse_rank_by(dist.protocol.declared.rank_by)
     store = Store.open(run_dir / "store.sqlite", create=False)
     rows = []
     try:
@@ -118,7 +123,6 @@ def _budgets(run_dir: Path, budgets_: list[int], progress: bool, spend: Spend | 
             run_judge(spec, planner, partial(registry.create, spec, config.cluster), iter(requests), store,
                       spend=spend, truncation="skip", progress=progress)
             frame = verdict_frame(store, f"{config.name}/budgets/{spec.name}", spec.name)
-            rank = dist.protocol.parse_rank_by(dist.protocol.declared.rank_by)
             for (b,), part in split(frame, "budget").items():
                 ctx = dist.context(spec)
                 tables = dist.protocol.tables(part.drop("budget", "thinking_tokens"), ctx)
@@ -134,6 +138,10 @@ def _budgets(run_dir: Path, budgets_: list[int], progress: bool, spend: Spend | 
                              "metric": f"{rank.name} ({group})", "value": value})
     finally:
         store.close()
+    if not rows:            # e.g. data without human labels: no agreement at any budget
+        raise ConfigError(f"no budget has a value of {rank.table}.{rank.metric} (the run's data has no human answers to "
+                          "agree with?): the budgets' verdicts are stored, and there is no table to show",
+                          where=str(run_dir))
     table = pl.DataFrame(rows)
     (run_dir / "budgets").mkdir(exist_ok=True)
     write_tables(run_dir / "budgets", {"budgets": table})

@@ -24,7 +24,7 @@ from ..core.backend import JudgeSpec
 from ..core.errors import BackendUnavailable
 from .base import StepBackend, context_window
 from .local.render import PromptRenderer
-from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
+from .local.steps import Constrained, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .tokenizer_only import TokenizerOnly
 
 
@@ -78,13 +78,9 @@ class TransformersBackend(StepBackend):
             return self._constrained(step)
         if isinstance(step, FreeText):
             return self._free_text(step)
-        if isinstance(step, NextTokenLogprobs):
-            last = self._logprobs_after(list(step.prompt.tokens), keep=1)[-1]
-            return StepResult(logprobs={i: float(last[i]) for i in step.token_ids})
-        assert isinstance(step, ContinuationLogprob)
-        ids, n = list(step.prompt.tokens), step.continuation
-        lp = self._logprobs_after(ids, keep=n + 1)       # row i: the position before continuation token i
-        return StepResult(continuation_logprob=float(sum(lp[i, t] for i, t in enumerate(ids[len(ids) - n:]))))
+        assert isinstance(step, NextTokenLogprobs)
+        last = self._logprobs_after(list(step.prompt.tokens), keep=1)[-1]
+        return StepResult(logprobs={i: float(last[i]) for i in step.token_ids})
 
     def _sampling_kwargs(self, d: Decoding) -> dict:
         if d.temperature == 0.0:

@@ -22,7 +22,7 @@ from ..core.errors import BackendUnavailable, ConfigError
 from .base import StepBackend, context_window
 from .hardware import gpu_present, onednn_fell_back, preloaded_libraries, vector_flags
 from .local.render import PromptRenderer
-from .local.steps import Constrained, ContinuationLogprob, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
+from .local.steps import Constrained, Decoding, FreeText, NextTokenLogprobs, Step, StepResult
 from .local.vllm_gc import close_engine, engine_collections_only
 from .local.vllm_processor_template import known_text_only_folders
 from .local.vllm_scan import tolerant_kernel_scan
@@ -215,10 +215,8 @@ class VLLMBackend(StepBackend):
             params = _params(step.decoding, step.max_tokens, structured_outputs=StructuredOutputsParams(**fields))
         elif isinstance(step, FreeText):
             params = _params(step.decoding, step.max_tokens, stop=list(step.stop) or None)
-        elif isinstance(step, NextTokenLogprobs):
-            params = _params(greedy, 1, logprob_token_ids=list(step.token_ids))
         else:
-            params = _params(greedy, 1, prompt_logprobs=0)
+            params = _params(greedy, 1, logprob_token_ids=list(step.token_ids))
         params.output_kind = RequestOutputKind.FINAL_ONLY
         self._serial += 1
         # Our own request ids: outputs come back under them (the engine's internal ids differ).
@@ -248,10 +246,6 @@ def _result(step: Step, out) -> StepResult:
     if isinstance(step, NextTokenLogprobs):
         top = comp.logprobs[0] if comp.logprobs else {}
         return StepResult(cached_tokens=cached, logprobs={i: top[i].logprob for i in step.token_ids if i in top})
-    if isinstance(step, ContinuationLogprob):
-        n = step.continuation
-        lp = sum(d[t].logprob for d, t in zip(out.prompt_logprobs[-n:], out.prompt_token_ids[-n:], strict=True))
-        return StepResult(cached_tokens=cached, continuation_logprob=lp)
     return StepResult(comp.text, tuple(comp.token_ids), comp.finish_reason, cached)
 
 

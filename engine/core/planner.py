@@ -144,8 +144,8 @@ def budget_tokens(request: JudgeRequest) -> int:
     if request.sampling.max_tokens:
         return request.sampling.max_tokens
     n = max_verdict_tokens(request.language)
-    if isinstance(request.language, Analyzed):
-        n += request.language.max_analysis_tokens + 8
+    if isinstance(request.language, Analyzed):      # and its marker line: a token per byte at worst
+        n += request.language.max_analysis_tokens + len(request.language.tail_prefix.encode("utf-8"))
     return n
 
 

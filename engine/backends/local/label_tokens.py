@@ -3,8 +3,8 @@
 The assistant turn is prefilled up to the decision point and the next token is read without a
 constraint. When every label is one distinct token after the prompt, one forward step gives all
 label logprobs (`logprob_token_ids`). Otherwise (e.g. `[[A>>B]]` vs `[[A>B]]` share their first
-token) the documented fallback scores each full label continuation as prompt tokens and sums their
-logprobs. Only engines that hold a tokenizer need this; API backends read label logprobs by text.
+token) each label's tokens are read one prefix at a time and their logprobs summed (modes.label_logprobs).
+Only engines that hold a tokenizer need this; API backends read label logprobs by text.
 """
 from __future__ import annotations
 
@@ -55,4 +55,4 @@ def check_language(lt: LabelTokens) -> dict[str, object]:
     whether they are single next tokens."""
     return {"single_token": lt.single_token,
             "labels": {k: list(v) for k, v in lt.continuations.items()},
-            "method": "next-token logprobs" if lt.single_token else "full-continuation scoring (fallback)"}
+            "method": "next-token logprobs" if lt.single_token else "next-token logprobs along each label's tokens"}

@@ -1,10 +1,10 @@
 """The small primitive a local engine offers the verdict modes: run one decoding step on a token
-prompt and report it. Four kinds of step cover every mode:
+prompt and report it. Three kinds of step cover every mode:
 
 - `Constrained`: decode exactly one string of a verdict language, or one of a list of choices;
 - `FreeText`: decode freely up to `max_tokens` or a stop string (an analysis);
-- `NextTokenLogprobs`: one unconstrained step, the log-probabilities of some candidate tokens;
-- `ContinuationLogprob`: the summed log-probability of the prompt's last n tokens.
+- `NextTokenLogprobs`: one unconstrained step, the log-probabilities of some candidate tokens (a
+  label of several tokens is read one prefix at a time: the prefix cache serves each).
 
 An engine (`StepEngine`) accepts steps and reports each result when it finishes; the modes
 (`engine.core.modes`) decide which steps to take. Engines never know about modes.
@@ -12,6 +12,7 @@ An engine (`StepEngine`) accepts steps and reports each result when it finishes;
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -49,6 +50,22 @@ class Decoding:
     def of(cls, sampling: Sampling, attempt: int = 0) -> Decoding:
         return cls(sampling.temperature, sampling.top_p if not sampling.greedy else 1.0, sampling.engine_seed(attempt))
 
+    def pick(self, logprobs: dict[str, float]) -> str:
+        """One answer of a closed set by its logprobs as this decoding samples: the most probable
+        (the first of equals) when greedy, else drawn at the temperature within the top-p nucleus
+        by the seed."""
+        order = sorted(logprobs, key=lambda x: -logprobs[x])          # stable: the first of equals first
+        if self.temperature == 0.0:
+            return order[0]
+        top = max(logprobs.values())
+        if top == -math.inf:
+            return order[0]
+        weights = [math.exp((logprobs[x] - top) / self.temperature) for x in order]
+        total, kept, mass = sum(weights), 0, 0.0
+        while kept < len(order) and mass < self.top_p * total:
+            mass, kept = mass + weights[kept], kept + 1
+        return random.Random(self.seed).choices(order[:kept], weights[:kept])[0]
+
 
 @dataclass(frozen=True)
 class Constrained:
@@ -73,13 +90,7 @@ class NextTokenLogprobs:
     token_ids: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class ContinuationLogprob:
-    prompt: Prompt
-    continuation: int                            # score the prompt's last n tokens
-
-
-Step = Constrained | FreeText | NextTokenLogprobs | ContinuationLogprob
+Step = Constrained | FreeText | NextTokenLogprobs
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,6 @@ class StepResult:
     finish_reason: str | None = None             # "stop", or "length" when cut at max_tokens
     cached_tokens: int = 0                       # prompt tokens served from the prefix cache
     logprobs: dict[int, float] = field(default_factory=dict)   # NextTokenLogprobs: token id -> logprob
-    continuation_logprob: float = math.nan       # ContinuationLogprob
 
 
 class StepEngine(Protocol):
