@@ -309,3 +309,17 @@ def test_an_analysis_budget_holds_its_marker_line(marker):
     request = JudgeRequest((Message("user", "Judge it."),), lang, "analyze", Sampling(), RequestMeta("t", "i"))
     needed = max(len(tok(lang.tail_prefix + label, add_special_tokens=False)["input_ids"]) for label in lang.inner.labels())
     assert budget_tokens(request) >= 16 + needed + 1
+
+
+def test_a_distribution_budget_holds_its_longest_label_and_the_end():
+    """Distribution mode reads each label token by token after the prompt ("1", "0", then the end
+    token): a prompt one token short of the window was planned as fitting (1 token was kept) and
+    ran past it."""
+    from litjudge.engine.core.planner import budget_tokens
+
+    tok = tokenizer("smollm2-135m")
+    for lang in (g.score(1, 10), g.likert(7), g.categorical(["très bien", "良い", "mauvais"])):
+        request = JudgeRequest((Message("user", "Judge it."),), lang, "distribution", Sampling(max_tokens=1),
+                               RequestMeta("t", "i"))
+        longest = max(len(tok(label, add_special_tokens=False)["input_ids"]) for label in lang.labels())
+        assert budget_tokens(request) >= longest + 1, lang.name

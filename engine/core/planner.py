@@ -138,9 +138,10 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def budget_tokens(request: JudgeRequest) -> int:
-    """Output tokens a request may need: the verdict, plus the analysis in analyze mode."""
+    """Output tokens a request may need: the verdict, plus the analysis in analyze mode (in
+    distribution mode, the labels read after the prompt: "10" and the end token)."""
     if request.mode == "distribution":
-        return 1
+        return max_verdict_tokens(request.language)
     if request.sampling.max_tokens:
         return request.sampling.max_tokens
     n = max_verdict_tokens(request.language)
