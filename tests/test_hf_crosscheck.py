@@ -67,13 +67,26 @@ def test_distribution_probabilities_agree_with_vllm(smollm, hf):
     assert max(diffs) <= MAX_TOLERANCE and sum(diffs) / len(diffs) <= MEAN_TOLERANCE
 
 
+def by_hand(hf, prompt: list[int], answers: dict[str, list[int]]) -> dict[str, float]:
+    """Each answer's probability after `prompt`, renormalised over them: the transformers model's
+    log-softmax summed over the answer's tokens, one forward pass each (the reference)."""
+    import torch
+
+    scores = {}
+    for label, answer in answers.items():
+        with torch.no_grad():
+            logits = hf.model(torch.tensor([[*prompt, *answer]])).logits[0].float().log_softmax(-1)
+        scores[label] = sum(logits[len(prompt) + j - 1, t].item() for j, t in enumerate(answer))
+    top = max(scores.values())
+    total = sum(math.exp(v - top) for v in scores.values())
+    return {label: math.exp(v - top) / total for label, v in scores.items()}
+
+
 @pytest.mark.slow
 def test_a_label_that_starts_another_is_scored_with_the_end_of_the_answer(smollm, hf):
     """"1" and "10": each label's probability is of it and the end token after it, as the
     transformers model computes it here by hand. Scored without the end, P("1") held P("10") (it
     was at least one half for any prompt); this judge finds "10" likelier even after "0 + 1"."""
-    import torch
-
     lang = g.LabelSet("n", (("1", 1), ("10", 10)))
     asked = ["What is 0 + 1? Reply with the number only.", "Reply with the number ten in digits, nothing else.",
              "What is 5 + 5? Reply with the number only."]           # far from even odds (bfloat16 here)
@@ -82,12 +95,26 @@ def test_a_label_that_starts_another_is_scored_with_the_end_of_the_answer(smollm
     got = {o.key: o.distribution["10"] for o in smollm.generate(plan.unique)}
     tok = hf.renderer.tokenizer
     for u in plan.unique:
-        scores = {}
-        for label in ("1", "10"):
-            answer = [*tok(label, add_special_tokens=False)["input_ids"], tok.eos_token_id]
-            with torch.no_grad():
-                logits = hf.model(torch.tensor([[*u.token_ids, *answer]])).logits[0].float().log_softmax(-1)
-            scores[label] = sum(logits[len(u.token_ids) + j - 1, t].item() for j, t in enumerate(answer))
-        reference = 1 / (1 + math.exp(scores["1"] - scores["10"]))
+        reference = by_hand(hf, list(u.token_ids), {x: [*tok(x, add_special_tokens=False)["input_ids"], tok.eos_token_id]
+                                                    for x in ("1", "10")})["10"]
         assert got[u.key] == pytest.approx(reference, abs=0.1), (u.request.meta.item_id, got[u.key], reference)
     assert min(got.values()) > 0.5                                    # never at most one half, as it was
+
+
+@pytest.mark.slow
+def test_labels_that_join_the_space_and_labels_that_do_not_are_read_from_one_point(smollm, hf):
+    """After "Verdict: ", SmolLM2 writes "Great" as ":" " Great" and "7" as ":" " " "7": each label
+    is read from after the colon, with its space, as by hand here. "7" was read from after the
+    space, without P(" "): 0.88 where the judge's own is 0.54."""
+    lang = g.categorical(["Great", "7", "Poor"])
+    asked = ["Rate this story: 'The cat sat.' Answer Great, 7 or Poor.", "Is a sunset pretty? Answer Great, 7 or Poor."]
+    plan = make_plan([JudgeRequest((Message("user", q),), lang, "distribution", Sampling(), RequestMeta("x", f"q{i}"),
+                                   prefill="My verdict: ") for i, q in enumerate(asked)], smollm)
+    got = {o.key: o.distribution for o in smollm.generate(plan.unique)}
+    tok = hf.renderer.tokenizer
+    for u in plan.unique:
+        ids = list(u.token_ids)
+        assert tok.decode(ids[-1:]) == " " and tok.decode(ids[-2:-1]) == ":"
+        reference = by_hand(hf, ids[:-1], {x: tok(" " + x, add_special_tokens=False)["input_ids"] for x in lang.labels()})
+        for label in lang.labels():
+            assert got[u.key][label] == pytest.approx(reference[label], abs=0.1), (label, got[u.key], reference)

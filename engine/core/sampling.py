@@ -17,7 +17,7 @@ class Sampling:
 
     temperature: float = 0.0        # 0: greedy; at most 5
     top_p: float = 1.0              # nucleus mass in (0, 1]
-    seed: int | None = 0            # >= 0; the engine seed of a re-ask adds 7919 x the attempt
+    seed: int | None = 0            # >= 0; repeat r uses seed + r (nearby seeds share draws), a re-ask + 7919 x attempt
     max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
 
     def __post_init__(self) -> None:

@@ -154,17 +154,19 @@ def label_logprobs(answers: dict[str, tuple[int, ...]], prompt: Sequence[int], c
     this way, EPYC Zen 4)."""
     end = (ctx.eos_token_id,) if ended and ctx.eos_token_id is not None else ()
     spelled = {x: ids + end for x, ids in answers.items()}
-    start = {x: next((i for i, (a, b) in enumerate(zip(ids, prompt)) if a != b), min(len(prompt), len(ids)))
-             for x, ids in spelled.items()}
+    # every label from the same point, the first where any leaves the prompt: "Verdict: " + "Great"
+    # is ":" " Great" and + "7" is ":" " " "7", so "7" is P(" ") P("7"), not P("7") alone
+    point = min(next((i for i, (a, b) in enumerate(zip(ids, prompt)) if a != b), min(len(prompt), len(ids)))
+                for ids in spelled.values())
     nexts: dict[tuple[int, ...], set[int]] = {}
-    for x, ids in spelled.items():
-        for k in range(start[x], len(ids)):
+    for ids in spelled.values():
+        for k in range(point, len(ids)):
             nexts.setdefault(ids[:k], set()).add(ids[k])
     points = list(nexts)
     results: tuple[StepResult, ...] = yield tuple(NextTokenLogprobs(Prompt(at, ""), tuple(sorted(nexts[at])))
                                               for at in points)
     read = dict(zip(points, results))
-    return ({x: sum(read[ids[:k]].logprobs.get(ids[k], float("-inf")) for k in range(start[x], len(ids)))
+    return ({x: sum(read[ids[:k]].logprobs.get(ids[k], float("-inf")) for k in range(point, len(ids)))
              for x, ids in spelled.items()}, read[min(points, key=len)].cached_tokens)   # the prompt's own
 
 
