@@ -4,10 +4,10 @@ then the constrained verdict (`... reasoning ...\nVerdict: Yes`).
 Only the tail after the LAST marker line counts, and it must be exactly in the inner language,
 so verdict-like strings inside the analysis (or copied from a story) never change the verdict.
 Local backends produce this form in two passes: the analysis (stopped at the marker, bounded by
-`max_analysis_tokens`), then the verdict at `decision_point`: a label set's label is the one most
-probable right after `\n{marker}` with its space, as the tokenizer joins them (`:` ` Yes`), each
-label scored whole (decoded token by token, a lone space token led to labels the model never
-writes there); a listwise is constrained after the space.
+`max_analysis_tokens`), then the verdict: a label set's label is the one most probable right
+after `\n{marker}` with its space, as the tokenizer joins them (`:` ` Yes`), each label scored
+whole (decoded token by token, a lone space token led to labels the model never writes there); a
+listwise is constrained after `\n{marker} `.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Analyzed(VerdictLanguage):
     def spec(self) -> dict[str, Any]:
         spec = {"kind": self.kind, "inner": self.inner.spec(), "marker": self.marker,
                 "max_analysis_tokens": self.max_analysis_tokens}
-        if self.decision_point != self.tail_prefix:
+        if self.inner.labels():
             spec["decided"] = "by label probability"  # before 2026-12 decoded after a lone space: asked again
         return spec
 
@@ -49,15 +49,8 @@ class Analyzed(VerdictLanguage):
 
     @property
     def tail_prefix(self) -> str:
-        """What separates the analysis from the verdict in the text (the second pass decides at
-        `decision_point`, this or before its space)."""
+        """What separates the analysis from the verdict in the text."""
         return f"\n{self.marker} "
-
-    @property
-    def decision_point(self) -> str:
-        """Where the second pass decides: before the space for a label set (each label is scored
-        with its space, one token in most vocabularies), after it for a listwise."""
-        return f"\n{self.marker}" if self.inner.labels() else self.tail_prefix
 
     def regex(self) -> str:
         return r"[\s\S]*" + re.escape(self.tail_prefix) + "(?:" + self.inner.regex() + ")"

@@ -117,7 +117,7 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
         return Generation(p.key, tail + label, analysis=analysis, prompt_tokens=p.prompt_tokens,
                           cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + 1,
                           finish_reason="stop")
-    tail = analysis + lang.decision_point
+    tail = analysis + lang.tail_prefix
     tail_tokens = ctx.labels(p.prompt, [tail]).extend(p.token_ids, tail)
     prompt = Prompt(tuple(tail_tokens), p.prompt + tail)
     if isinstance(lang.inner, Listwise):
