@@ -28,8 +28,8 @@ class Analyzed(VerdictLanguage):
     max_analysis_tokens: int = 256
 
     def __post_init__(self) -> None:
-        if not self.marker.strip() or "\n" in self.marker or self.marker != self.marker.strip():
-            raise GrammarError(f"analysis marker must be one non-empty line without spaces around it, got {self.marker!r}")
+        if (wrong := marker_problem(self.marker)) is not None:
+            raise GrammarError(f"analysis marker {wrong}")
         if self.max_analysis_tokens < 1:
             raise GrammarError("max_analysis_tokens must be >= 1")
 
@@ -93,3 +93,11 @@ class Analyzed(VerdictLanguage):
 
 def _ebnf_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def marker_problem(marker: str) -> str | None:
+    """What is wrong with a marker, or None: one line of text without spaces around it (the verdict
+    follows after one); where an option names one (reference-based Likert's), it is checked there."""
+    if not marker.strip() or "\n" in marker or marker != marker.strip():
+        return f"must be one line without spaces around it (the verdict follows after one), got {marker!r}"
+    return None

@@ -40,13 +40,6 @@ class LabelSet(VerdictLanguage):
     def labels(self) -> tuple[str, ...]:
         return tuple(label for label, _ in self.pairs)
 
-    @property
-    def prefixed(self) -> bool:
-        """Whether a label starts another ("1" and "10", "Good" and "Good+"): a label's probability
-        is then of it and the end of the answer, else P("1") would hold P("10")."""
-        texts = self.labels()
-        return any(a != b and b.startswith(a) for a in texts for b in texts)
-
     def max_chars(self) -> int:
         return max(len(label) for label in self.labels())
 

@@ -60,6 +60,13 @@ class VerdictLanguage(ABC):
         """The finite set of complete answers, or None for structured languages."""
         return None
 
+    @property
+    def prefixed(self) -> bool:
+        """Whether a label starts another ("1" and "10", "Good" and "Good+"): a label's probability
+        is then of it and the end of the answer, else P("1") would hold P("10")."""
+        texts = self.labels() or ()
+        return any(a != b and b.startswith(a) for a in texts for b in texts)
+
     @abstractmethod
     def max_chars(self) -> int:
         """Length in characters of the longest admitted answer (bounds the token budget)."""

@@ -35,6 +35,7 @@ from litjudge.engine.core.schema import check_choices, check_field
 from litjudge.engine.data.reference import GroupStory, StoryGroup
 from litjudge.engine.data.ttcw import check_tests
 from litjudge.grammars import VerdictLanguage
+from litjudge.grammars.analysis import marker_problem
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
 from .frames import split
@@ -65,8 +66,7 @@ class ReferenceLikertOptions:
     def __post_init__(self) -> None:
         check_choices(self)
         check_tests(self.tests)
-        check_field(bool(self.marker.strip()) and self.marker == self.marker.strip() and "\n" not in self.marker, "marker",
-                    f"must be one line without spaces around it (the verdict follows after one), got {self.marker!r}")
+        check_field((wrong := marker_problem(self.marker)) is None, "marker", wrong or "")
 
 
 def paper_template(points: int) -> str:

@@ -144,10 +144,10 @@ def without_humans(d: pl.DataFrame, questions: list) -> list[str]:
     others only, which the headline's n shows but does not say (a column empty throughout is said
     in the headline's note)."""
     said = []
-    for q in questions:
+    for q in (q for q in questions if q.human):
         units = d.filter(pl.col("question") == q.id).unique("cluster")
         missing = units["human"].null_count()
-        if q.human and 0 < missing < units.height:
+        if 0 < missing < units.height:
             what = "pairs" if q.scale == "pairwise" else "texts"
             said.append(f"question {q.id!r}: {missing} of {units.height} {what} have no human answer in "
                         f"{q.human!r}: its agreement reads the {units.height - missing} that have one")

@@ -14,8 +14,8 @@ programs of a whole batch on one engine, so prefix-sharing requests run side by 
   (each scored whole with its space, as `litjudge budgets` reads it; sampled by its probability
   when sampling), or a listwise constrained;
 - distribution: label probabilities read unconstrained at the decision point (one next-token step
-  when every label is one distinct token, else each label's continuation scored as prompt tokens,
-  with the end token after it where a label starts another).
+  when every label is one distinct token, else one per prefix the labels' tokens share; with the
+  end token after each label where a label starts another: `label_logprobs`).
 """
 from __future__ import annotations
 
@@ -109,10 +109,9 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
     labels = lang.inner.labels()
     if labels:        # the label most probable after the marker (sampled by it): as `budgets` reads it
         tail = analysis + lang.tail_prefix
-        lt = ctx.labels(p.prompt, [tail + label for label in labels])
+        lt = ctx.labels(p.prompt, [tail, *(tail + label for label in labels)])      # one tokenization of the tail
         scores, _ = yield from label_logprobs({x: tuple(lt.extend(p.token_ids, tail + x)) for x in labels},
-                                              ctx.labels(p.prompt, [tail]).extend(p.token_ids, tail), ctx,
-                                              ended=getattr(lang.inner, "prefixed", False))
+                                              lt.extend(p.token_ids, tail), ctx, ended=lang.inner.prefixed)
         label = decoding.pick(scores)
         return Generation(p.key, tail + label, analysis=analysis, prompt_tokens=p.prompt_tokens,
                           cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + 1,
@@ -136,7 +135,7 @@ def distribution(p: Prepared, ctx: ModeContext) -> Program:
         raise ValueError("distribution mode needs a finite label set")
     lt = ctx.labels(p.prompt, labels)
     scores, cached = yield from label_logprobs({x: tuple(lt.extend(p.token_ids, x)) for x in labels},
-                                               p.token_ids, ctx, ended=getattr(p.request.language, "prefixed", False))
+                                               p.token_ids, ctx, ended=p.request.language.prefixed)
     dist, mass = normalise(scores)
     return Generation(p.key, "", distribution=dist, label_mass=mass, prompt_tokens=p.prompt_tokens,
                       cached_tokens=cached, output_tokens=1)
