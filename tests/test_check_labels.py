@@ -12,7 +12,7 @@ import pytest
 
 import litjudge.grammars as g
 from litjudge.engine.app.console.cli import main
-from litjudge.engine.backends.local.label_tokens import check_language
+from litjudge.engine.backends.local.label_tokens import check_language, label_reading
 from litjudge.engine.backends.local.models import resolve_judge
 from litjudge.engine.backends.local.render import load_renderer
 from litjudge.engine.backends.local.special import Rendered
@@ -40,11 +40,31 @@ def test_the_label_tokens_are_the_modes_and_extend_the_prompt_exactly(name):
     lt = renderer.label_tokens(prompt, labels)
     for label in labels:
         assert lt.extend(ids, label) == full(renderer, prompt, label), label
-    report = check_language(lt)
+    report = check_language(lt, ids, False, renderer.tokenizer.eos_token_id)
     assert report["labels"] == {k: list(v) for k, v in lt.continuations.items()}
     special = set(renderer.specials.ids.values())
     assert not special & {i for c in lt.continuations.values() for i in c}     # a label is never a special token
-    assert report["single_token"] is False and report["method"] == "next-token logprobs along each label's tokens"
+    assert report["single_token"] is False and report["steps"] > 1
+    assert report["method"] == f"{report['steps']} next-token steps, one per prefix the labels share"
+
+
+def test_labels_of_one_token_each_where_one_starts_another_are_not_read_in_one_step():
+    """"No" and "Not" are one distinct token each after "Verdict: " (SmolLM2), but "No" starts
+    "Not", so each is read with the end token after it (P("No") held P("Not") else): three steps, as
+    the modes read them. check-labels once said "single-token: yes" here (every label one token)."""
+    judge = resolve_judge("smollm2-135m")
+    renderer = load_renderer(judge.path, judge.chat)
+    prompt = renderer.render([Message("user", "Judge this.")], "Verdict: ")
+    ids, eos = renderer.encode(prompt), renderer.tokenizer.eos_token_id
+    lang = g.categorical(["No", "Not"])
+    lt = renderer.label_tokens(prompt, lang.labels())
+    assert all(len(c) == 1 for c in lt.continuations.values()) and lang.prefixed
+    reading = label_reading({x: tuple(lt.extend(ids, x)) for x in lang.labels()}, ids, lang.prefixed, eos)
+    assert reading.steps == 3 and all(s[-1] == eos for s in reading.spelled.values())
+    report = check_language(lt, ids, lang.prefixed, eos)
+    assert report["single_token"] is False and report["steps"] == 3 and "end token" in str(report["method"])
+    unended = check_language(lt, ids, False, eos)              # "Yes" and "No": one step
+    assert unended["single_token"] is True and unended["method"] == "one next-token step"
 
 
 def test_check_labels_prints_what_the_modes_find():
@@ -55,7 +75,10 @@ def test_check_labels_prints_what_the_modes_find():
     with contextlib.redirect_stdout(out):
         assert main(["check-labels", "smollm2-135m", "binary", "likert5", "score10", "--prefill", PREFILL]) == 0
     lines = out.getvalue().splitlines()
+    ids, eos = renderer.encode(prompt), renderer.tokenizer.eos_token_id
     for line, (name, lang) in zip(lines, [("binary", g.binary()), ("likert5", g.likert(5)), ("score10", g.score(1, 10))],
                                   strict=True):
-        single = renderer.label_tokens(prompt, lang.labels()).single_token
-        assert line.startswith(name) and f"single-token: {'yes' if single else 'no '}" in line, line
+        lt = renderer.label_tokens(prompt, lang.labels())
+        steps = label_reading({x: tuple(lt.extend(ids, x)) for x in lang.labels()}, ids, lang.prefixed, eos).steps
+        assert line.startswith(name) and f"single-token: {'yes' if steps == 1 else 'no '}" in line, line
+        assert ("one next-token step" if steps == 1 else f"{steps} next-token steps") in line, line

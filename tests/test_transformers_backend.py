@@ -60,7 +60,9 @@ def test_distribution_mode_projects_only_the_positions_it_reads_and_agrees_with_
         reqs = [JudgeRequest((Message("user", f"Story {k}: the lighthouse kept a diary. Judge it."),), lang,
                              "distribution", Sampling(), RequestMeta("t", f"s{k}")) for k in range(3)]
         plan = make_plan(reqs, hf)
-        single = check_language(hf.renderer.label_tokens(plan.unique[0].prompt, lang.labels()))["single_token"]
+        first = plan.unique[0]
+        single = check_language(hf.renderer.label_tokens(first.prompt, lang.labels()), first.token_ids, lang.prefixed,
+                                hf.renderer.tokenizer.eos_token_id)["single_token"]
         assert single == (lang.labels() == ("Yes", "No")), lang.labels()       # both paths are exercised
         sliced = {o.key: o.distribution for o in hf.generate(plan.unique)}
         hf._keeps_logits = False

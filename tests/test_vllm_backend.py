@@ -87,11 +87,17 @@ def test_greedy_label_mode_is_deterministic_and_deduplicated(smollm):
     assert a == b and set(a.values()) <= {"Yes", "No"}
 
 
+def reading(engine, p, lang) -> dict:
+    """check-labels' report of how the modes read `lang`'s labels after a prepared request's prompt."""
+    renderer = engine.renderer
+    return check_language(renderer.label_tokens(p.prompt, lang.labels()), p.token_ids, lang.prefixed,
+                          renderer.tokenizer.eos_token_id)
+
+
 def test_distribution_mode_single_token_labels(smollm):
     reqs = requests_for(g.binary(), 4, mode="distribution", temperature=0.0)
     plan = make_plan(reqs, smollm)
-    report = check_language(smollm.renderer.label_tokens(plan.unique[0].prompt, ["Yes", "No"]))
-    assert report["single_token"]
+    assert reading(smollm, plan.unique[0], g.binary())["single_token"]
     for o in smollm.generate(plan.unique):
         assert set(o.distribution) == {"Yes", "No"}
         assert math.isclose(sum(o.distribution.values()), 1.0, rel_tol=1e-6)
@@ -102,7 +108,7 @@ def test_distribution_mode_reads_multi_token_labels_one_prefix_at_a_time(tiny):
     lang = g.likert(5)
     reqs = requests_for(lang, 2, mode="distribution", temperature=0.0)
     plan = make_plan(reqs, tiny)
-    assert not check_language(tiny.renderer.label_tokens(plan.unique[0].prompt, lang.labels()))["single_token"]
+    assert not reading(tiny, plan.unique[0], lang)["single_token"]
     for o in tiny.generate(plan.unique):
         assert set(o.distribution) == set(lang.labels())
         assert math.isclose(sum(o.distribution.values()), 1.0, rel_tol=1e-6)

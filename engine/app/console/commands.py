@@ -107,9 +107,8 @@ def cmd_budgets(args) -> int:
 
 
 def cmd_check_labels(args) -> int:
-    """Can each label be scored as one next token at the decision point? (distribution mode)"""
-
-
+    """How distribution mode reads each language's labels at the decision point: in one next-token
+    step, or one per prefix the labels share (the modes' own reading)."""
     languages = {"binary": g.binary(), "likert3": g.likert(3), "likert5": g.likert(5), "likert7": g.likert(7),
                  "preference": g.preference(), "score5": g.score(1, 5), "score10": g.score(1, 10)}
     unknown = [n for n in args.languages if n not in languages]
@@ -118,8 +117,10 @@ def cmd_check_labels(args) -> int:
     judge = resolve_judge(args.judge)
     renderer = load_renderer(judge.path, judge.chat)
     prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
+    ids, eos = renderer.encode(prompt), renderer.tokenizer.eos_token_id
     for name in args.languages or list(languages):
-        report = check_language(renderer.label_tokens(prompt, languages[name].labels()))
+        lang = languages[name]
+        report = check_language(renderer.label_tokens(prompt, lang.labels()), ids, lang.prefixed, eos)
         print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
     return 0
 

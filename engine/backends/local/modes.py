@@ -29,7 +29,7 @@ from litjudge.grammars.listwise import Listwise
 
 from ...core.distribution import normalise
 from ...core.requests import Generation, Prepared
-from .label_tokens import LabelTokens
+from .label_tokens import LabelTokens, label_reading
 from .steps import (
     Constrained,
     Decoding,
@@ -151,22 +151,13 @@ def label_logprobs(answers: dict[str, tuple[int, ...]], prompt: Sequence[int], c
     per prefix else ("1" -> "0" or the end), each a prompt the prefix cache serves (a label scored as
     prompt tokens recomputed the whole prompt: 30 s for four 559-token prompts of a 1-10 scale, 0.7 s
     this way, EPYC Zen 4)."""
-    end = (ctx.eos_token_id,) if ended and ctx.eos_token_id is not None else ()
-    spelled = {x: ids + end for x, ids in answers.items()}
-    # every label from the same point, the first where any leaves the prompt: "Verdict: " + "Great"
-    # is ":" " Great" and + "7" is ":" " " "7", so "7" is P(" ") P("7"), not P("7") alone
-    point = min(next((i for i, (a, b) in enumerate(zip(ids, prompt)) if a != b), min(len(prompt), len(ids)))
-                for ids in spelled.values())
-    nexts: dict[tuple[int, ...], set[int]] = {}
-    for ids in spelled.values():
-        for k in range(point, len(ids)):
-            nexts.setdefault(ids[:k], set()).add(ids[k])
-    points = list(nexts)
-    results: tuple[StepResult, ...] = yield tuple(NextTokenLogprobs(Prompt(at, ""), tuple(sorted(nexts[at])))
+    reading = label_reading(answers, prompt, ended, ctx.eos_token_id)
+    points = list(reading.nexts)
+    results: tuple[StepResult, ...] = yield tuple(NextTokenLogprobs(Prompt(at, ""), reading.nexts[at])
                                               for at in points)
     read = dict(zip(points, results))
-    return ({x: sum(read[ids[:k]].logprobs.get(ids[k], float("-inf")) for k in range(point, len(ids)))
-             for x, ids in spelled.items()}, read[min(points, key=len)].cached_tokens)   # the prompt's own
+    return ({x: sum(read[ids[:k]].logprobs.get(ids[k], float("-inf")) for k in range(reading.point, len(ids)))
+             for x, ids in reading.spelled.items()}, read[min(points, key=len)].cached_tokens)   # the prompt's own
 
 
 @dataclass
