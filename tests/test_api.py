@@ -376,3 +376,46 @@ def first_certificate() -> str:
     begin, end = "-----BEGIN CERTIFICATE-----", "-----END CERTIFICATE-----"
     start = text.index(begin)
     return text[start:text.index(end, start) + len(end)] + "\n"
+
+
+def test_distribution_through_an_api_refuses_labels_where_one_starts_another():
+    """An API's distribution reads each label from the first answer token's top log-probabilities:
+    on a 1-10 scale P("1") held P("10") (the token "1" begins both), so such a label set is refused
+    at planning, in one line naming the mode; a binary one plans."""
+    import litjudge.grammars as grammars
+    from litjudge.engine import backends
+    from litjudge.engine.core.config import RunConfig, Sampling
+    from litjudge.engine.core.errors import ConfigError
+    from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
+
+    judge = "openai-compatible:http://127.0.0.1:1/v1:m"
+    planner = backends.planner(backends.resolve(judge, RunConfig(name="d", protocol="ttcw", dataset="ttcw-demo",
+                                                                 judge=judge, mode="distribution")))
+
+    def request(language):
+        return JudgeRequest((Message("user", "How vivid?"),), language, "distribution", Sampling(), RequestMeta("r", "s1"))
+
+    for language in (grammars.score(1, 10), grammars.categorical(["No", "Not"])):
+        with pytest.raises(ConfigError) as refused:
+            planner.render(request(language))
+        line = str(refused.value)
+        assert "\n" not in line and refused.value.parameter == "mode" and "first answer token" in line, line
+        assert repr(language.labels()[0]) in line, line
+    assert planner.render(request(grammars.binary())).startswith("How vivid?")
+
+
+def test_an_apis_label_spelled_with_and_without_a_space_counts_once_with_both():
+    """The top log-probabilities may hold " Yes" and "Yes": both are the label Yes, and their
+    probabilities add (the later one replaced the earlier)."""
+    import math
+
+    import litjudge.grammars as grammars
+    from litjudge.engine.backends.providers import from_top_logprobs
+    from litjudge.engine.core.config import Sampling
+    from litjudge.engine.core.requests import JudgeRequest, Message, RequestMeta
+
+    r = JudgeRequest((Message("user", "?"),), grammars.binary(), "distribution", Sampling(), RequestMeta("t", "s1"))
+    g = from_top_logprobs("k", r, [(" Yes", math.log(0.3)), ("Yes", math.log(0.2)), (" No", math.log(0.25)),
+                                   ("Maybe", math.log(0.1))], "", {})
+    assert math.isclose(g.label_mass, 0.75) and math.isclose(g.distribution["Yes"], 0.5 / 0.75)
+    assert g.raw == "Yes" and g.error is None

@@ -139,6 +139,13 @@ class ApiBackend(Backend):
     def render(self, request: JudgeRequest) -> str:
         # Judged text goes to the provider as message content: its own chat formatting places the turn
         # markers around it and nothing here is tokenized (a self-hosted server's handling is that server's).
+        if request.mode == "distribution" and request.language.prefixed:
+            # the labels are read from the first answer token's top log-probabilities: P("1") would hold P("10")
+            labels = request.language.labels() or ()
+            first = next(a for a in labels if any(b != a and b.startswith(a) for b in labels))
+            raise ConfigError(f"judge {self.spec.name!r}: distribution mode through an API reads each label from the "
+                              f"first answer token, which cannot tell {first!r} from a label it starts; use mode "
+                              "\"label\", or a local judge", parameter="mode", value="distribution")
         return plain_layout(request.messages) + (request.prefill or "")
 
     def encode(self, prompt: str) -> list[int]:

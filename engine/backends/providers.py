@@ -199,9 +199,13 @@ def from_json(key: str, r: JudgeRequest, text: str, common: dict) -> Generation:
 
 def from_top_logprobs(key: str, r: JudgeRequest, top: Iterable[tuple[str, float]], text: str,
                       common: dict) -> Generation:
-    """Label probabilities from the first answer token's top (token, log-probability) pairs (labels
-    that are not among them get 0; label_mass says how much of the mass the labels held)."""
-    probs_of = {token.strip(): math.exp(logprob) for token, logprob in top}
+    """Label probabilities from the first answer token's top (token, log-probability) pairs, a label's
+    spellings with and without a leading space summed (labels that are not among them get 0;
+    label_mass says how much of the mass the labels held). A label set where one label starts
+    another is refused at planning (ApiBackend.render): the first token cannot tell them apart."""
+    probs_of: dict[str, float] = {}
+    for token, logprob in top:              # " Yes" and "Yes" are both the label Yes
+        probs_of[token.strip()] = probs_of.get(token.strip(), 0.0) + math.exp(logprob)
     labels = r.language.labels() or ()
     probs = {lab: probs_of.get(lab, 0.0) for lab in labels}
     mass = sum(probs.values())

@@ -228,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     cf.add_argument("--explain", metavar="KEY", help="one key (or a table, or a key's last part): type, default, "
                                                     "allowed values, what it does")
     cf.set_defaults(fn=lazy(".config_command:cmd_config"))
-    c = sub.add_parser("check-labels", help="how distribution mode reads each verdict language's labels with a judge: in one next-token step, or in how many")
+    c = sub.add_parser("check-labels", help="how distribution mode reads each verdict language's labels with a judge: "
+                                            "in one next-token step, or in how many")
     c.add_argument("judge")
     c.add_argument("languages", nargs="*")
     c.add_argument("--prefill", default="", help="assistant text before the label (the decision point)")
