@@ -82,3 +82,15 @@ def test_check_labels_prints_what_the_modes_find():
         steps = label_reading({x: tuple(lt.extend(ids, x)) for x in lang.labels()}, ids, lang.prefixed, eos).steps
         assert line.startswith(name) and f"single-token: {'yes' if steps == 1 else 'no '}" in line, line
         assert ("one next-token step" if steps == 1 else f"{steps} next-token steps") in line, line
+
+
+def test_a_label_set_of_ones_own_is_checked_and_a_bad_one_refused_in_one_line(capsys):
+    """`--label` (repeated) checks a set of the user's own labels as the modes read them; a set the
+    grammars refuse (a duplicate, a padded label) is one line, before any judge is loaded."""
+    assert main(["check-labels", "smollm2-135m", "--prefill", "Verdict: ", "--label", "No", "--label", "Not"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 and out[0].startswith("labels ") and "3 next-token steps" in out[0] and "end token" in out[0]
+    for bad, why in ((["A", "A"], "duplicate labels"), ([" x"], "non-empty and unpadded")):
+        assert main(["check-labels", "no-such-judge", *[a for b in bad for a in ("--label", b)]]) != 0
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and why in err and "no-such-judge" not in err, err

@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("judge")
     c.add_argument("languages", nargs="*")
     c.add_argument("--prefill", default="", help="assistant text before the label (the decision point)")
+    c.add_argument("--label", action="append", default=[], metavar="LABEL",
+                   help="a label of your own set (repeat it: --label Great --label Good --label Poor), checked as "
+                        "the `labels` language")
     c.set_defaults(fn=lazy(".commands:cmd_check_labels"))
     gen = sub.add_parser("generate", help="generate candidate stories from the TTCW plots (length-matched)")
     gen.add_argument("--model", default="smollm2-135m")

@@ -114,12 +114,14 @@ def cmd_check_labels(args) -> int:
     unknown = [n for n in args.languages if n not in languages]
     if unknown:
         raise ConfigError(f"unknown language {unknown[0]!r} (known: {', '.join(languages)})")
+    chosen = {n: languages[n] for n in args.languages or ([] if args.label else languages)}
+    if args.label:
+        chosen["labels"] = g.categorical(args.label, "labels")      # a bad set is refused in one line
     judge = resolve_judge(args.judge)
     renderer = load_renderer(judge.path, judge.chat)
     prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
     ids, eos = renderer.encode(prompt), renderer.tokenizer.eos_token_id
-    for name in args.languages or list(languages):
-        lang = languages[name]
+    for name, lang in chosen.items():
         report = check_language(renderer.label_tokens(prompt, lang.labels()), ids, lang.prefixed, eos)
         print(f"{name:11s} single-token: {'yes' if report['single_token'] else 'no '}  -> {report['method']}")
     return 0
