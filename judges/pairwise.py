@@ -127,7 +127,8 @@ class Pairwise(Protocol):
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
                             lc_accuracy_of, rule=lc_rule)
         return Units.rate(labelled["pair_id"].to_list(), labelled.select(tie_credit("pick").alias("v"))["v"].to_list(),
-                          labelled["order"].to_list())
+                          labelled["order"].to_list(), need=None if set(labelled["order"]) <= {"reward"}
+                          or rank.where().get("order") in ORDERS else len(ORDERS))
 
     def load(self, ctx: Context) -> list[Pair]:
         return ctx.load("pairs")
@@ -254,8 +255,10 @@ def _labelled(d: pl.DataFrame, ctx: Context) -> bool:
                       f"{pairs.height} pairs; no accuracy, length-control or calibration table")
         return False
     if unlabelled:
+        ties = (pairs["human"] == "tie").sum()
+        tied = f" ({ties} of them tied by the humans, which agreement leaves out)" if ties else ""
         ctx.warn(f"{unlabelled} of {pairs.height} pairs have no human label: accuracy, length control and calibration "
-                 f"read the {pairs.height - unlabelled} labelled ones, the bias tables all {pairs.height}")
+                 f"read the {pairs.height - unlabelled} labelled ones{tied}, the bias tables all {pairs.height}")
     return True
 
 
@@ -267,10 +270,13 @@ def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward
     orders = judges.join(pl.DataFrame({"order": ["reward"] if reward else list(ORDERS)}), how="cross")
     combined = units.filter(pl.col("combined").is_not_null() & (pl.col("human") != "tie")).with_columns(
         tie_credit("combined").alias("accuracy"))
-    parts = [rate_rows(labelled, ["judge", "order"], "pair_id", "accuracy", groups=orders),
-             rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges)
+    untied = d.filter(pl.col("human").is_not_null() & (pl.col("human") != "tie")).height
+    empty = "no answer on a pair the humans did not tie" if untied else "the humans tied every labelled pair"
+    parts = [rate_rows(labelled, ["judge", "order"], "pair_id", "accuracy", groups=orders, empty=empty),
+             rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges,
+                       need=1 if reward else len(ORDERS), empty=empty)
              .with_columns(pl.lit("mean of both").alias("order")),
-             rate_rows(combined, ["judge"], "pair_id", "accuracy", groups=judges)
+             rate_rows(combined, ["judge"], "pair_id", "accuracy", groups=judges, empty=empty)
              .with_columns(pl.lit(f"combined ({rule}; tie = 0.5)").alias("order"))]
     return _per_judge(judges, parts, ["judge", "order", "accuracy", "n", "ci_low", "ci_high", "ci_note"])
 
@@ -283,20 +289,29 @@ def _per_judge(judges: pl.DataFrame, parts: list[pl.DataFrame], columns: list[st
 
 def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool) -> pl.DataFrame:
     """Per judge: swap-flip, first-position win, longer-text win and tie rates of its real answers,
-    and text a's win rate (a tie half: no human label needed), each with a 95% interval over pairs,
-    and the count of non-answers (no swap or position for a reward model: it sees no order)."""
+    and text a's win rate (a tie half: no human label needed; the mean of the orders' rates), each
+    with a 95% interval over pairs and a note where there is nothing to measure, and the count of
+    non-answers (no swap or position for a reward model: it sees no order)."""
     real = d.filter(pl.col("answer").is_not_null()).with_columns(pl.lit("a").alias("_a"))
-    metrics = {"swap_flip_rate": (units.filter(pl.col("answers") == 2), pl.col("inconsistent")),
+    none = "no answer"
+    metrics = {"swap_flip_rate": (units.filter(pl.col("answers") == 2), pl.col("inconsistent"),
+                                  "no pair has both orders answered"),
                # the one definition (metrics.position): of the verdicts that prefer a side, the first shown
-               "first_position_win_rate": (real, pl.col("first_won")),
+               "first_position_win_rate": (real, pl.col("first_won"), "no answer prefers a side"),
                "longer_text_win_rate": (real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie")),
-                                        pl.col("longer") == pl.col("answer")),
-               "tie_rate": (real, pl.col("answer") == "tie"),
-               # which text the judge prefers, whatever the order (two systems' texts as a and b: which wins)
-               "text_a_win_rate": (real, tie_credit("answer", "_a"))}
+                                        pl.col("longer") == pl.col("answer"),
+                                        "no answer prefers one of two texts of different lengths"),
+               "tie_rate": (real, pl.col("answer") == "tie", none),
+               # which text the judge prefers, whatever the order (two systems' texts as a and b: which
+               # wins): the mean of the two orders' rates (`by_order`), so that an order answered less
+               # often (more unparsed) does not weigh its position bias in
+               "text_a_win_rate": (real, tie_credit("answer", "_a"), none)}
+    by_order = {"text_a_win_rate"}                 # a mean of the orders' rates, as accuracy's mean of both
     parts = [rate_rows(frame.with_columns(values.cast(pl.Float64).alias("value")), ["judge"], "pair_id", "value",
-                       groups=judges).with_columns(pl.lit(name).alias("metric"))
-             for name, (frame, values) in metrics.items() if not (reward and name in REWARD_BLIND)]
+                       groups=judges, empty=empty, stratum="order" if name in by_order else None,
+                       need=(1 if reward else len(ORDERS)) if name in by_order else None)
+             .with_columns(pl.lit(name).alias("metric"))
+             for name, (frame, values, empty) in metrics.items() if not (reward and name in REWARD_BLIND)]
     unparsed = d.group_by("judge").agg(pl.col("answer").is_null().sum().cast(pl.Float64).alias("value"),
                                        pl.len().cast(pl.Int64).alias("n")).with_columns(pl.lit("unparsed").alias("metric"))
     return _per_judge(judges, [*parts, unparsed], ["judge", "metric", "value", "n", "ci_low", "ci_high", "ci_note"])

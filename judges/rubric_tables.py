@@ -169,11 +169,15 @@ def _undefined_why(labelled: pl.DataFrame, metric: str) -> str:
 
 def _mean(rows: pl.DataFrame, q, resamples: int) -> dict:
     """The mean score with its interval: the project's mean interval on a points scale, the rate
-    interval (proportion.rate_with_ci) for 0/1 scores; none on a scale without a score."""
+    interval (proportion.rate_with_ci) for 0/1 scores, over a pairwise question's two orders the
+    mean of their rates (text a's win rate: an order answered less often brings no position bias
+    in); none on a scale without a score."""
     if not q.kind.score:
         return {"mean_score": None, "n": None, "ci_low": None, "ci_high": None, "ci_note": None}
     bounds = q.kind.score_bounds(q)
-    m = (rate_with_ci(rows["cluster"].to_list(), rows["score"].to_list()) if bounds is None else
+    strata = rows["order"].to_list() if q.kind.pairwise else None
+    m = (rate_with_ci(rows["cluster"].to_list(), rows["score"].to_list(), strata, 2 if strata else None)
+         if bounds is None else
          mean_with_ci(rows["cluster"].to_list(), rows["score"].to_list(), resamples=resamples, bounds=bounds))
     return {"mean_score": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high, "ci_note": m.note}
 

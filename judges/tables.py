@@ -93,18 +93,20 @@ def label_distribution(df: pl.DataFrame, cluster: str, label: str = "label") -> 
 
 
 def rate_rows(frame: pl.DataFrame, by: list[str], cluster: str, value: str, stratum: str | None = None,
-              groups: pl.DataFrame | None = None) -> pl.DataFrame:
+              groups: pl.DataFrame | None = None, need: int | None = None, empty: str | None = None
+              ) -> pl.DataFrame:
     """One row per `by` group (`groups`, default the frame's in first-seen order): the rate of
     `value` (in [0, 1]; nulls left out; None where a group has none), over `stratum` the mean of
-    each stratum's rate, `n` the values, and its 95% interval with `cluster` as the units
-    (`proportion.rate_interval`: every group's at once)."""
+    each stratum's rate (None where fewer than `need` strata hold a value), `n` the values, and its
+    95% interval with `cluster` as the units (`proportion.rate_interval`: every group's at once);
+    `empty`, the note of a group without a value (what it lacks)."""
     keys = [*by, cluster] + ([stratum] if stratum else [])
     f = frame.select(*keys, pl.col(value).cast(pl.Float64)).drop_nulls(value)
     groups = (frame.select(by) if groups is None else groups.select(by)).unique(maintain_order=True).with_row_index("_d")
     if not f.height:
         return groups.drop("_d").with_columns(pl.lit(None, pl.Float64).alias(value), pl.lit(0, pl.Int64).alias("n"),
                                               *(pl.lit(None, pl.Float64).alias(c) for c in ("ci_low", "ci_high")),
-                                              pl.lit(None, pl.Utf8).alias("ci_note"))
+                                              pl.lit(empty, pl.Utf8).alias("ci_note"))
     cells = (f.group_by(keys).agg(pl.col(value).sum().alias("_s"), pl.len().alias("_m")).join(groups, on=by)
              .with_columns((pl.col(cluster).cast(pl.Utf8).rank("dense").over(by) - 1).alias("_g"),
                            (pl.col(stratum).cast(pl.Utf8).rank("dense") - 1 if stratum else pl.lit(0)).alias("_t")))
@@ -112,10 +114,11 @@ def rate_rows(frame: pl.DataFrame, by: list[str], cluster: str, value: str, stra
     shape = (groups.height, int(g.max()) + 1, int(t.max()) + 1)
     sums, counts = np.zeros(shape), np.zeros(shape)
     sums[d, g, t], counts[d, g, t] = cells["_s"].to_numpy(), cells["_m"].to_numpy()
-    rate, low, high, rule = rate_interval(sums, counts)
+    rate, low, high, rule = rate_interval(sums, counts, need=need)
     clusters = (counts.sum(axis=2) > 0).sum(axis=1)
-    notes = [too_few(int(k)) if r == 3 else NOTES.get(int(r)) for r, k in zip(rule, clusters)]
     n = counts.sum(axis=(1, 2))
+    notes = [empty if m == 0 and empty is not None else too_few(int(k)) if r == 3 else NOTES.get(int(r))
+             for r, k, m in zip(rule, clusters, n)]
     return groups.drop("_d").with_columns(
         pl.Series(value, np.where(n > 0, rate, np.nan)).fill_nan(None),
         pl.Series("n", n.astype(np.int64)), pl.Series("ci_low", low).fill_nan(None),

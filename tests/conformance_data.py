@@ -73,16 +73,17 @@ def context(protocol: Protocol, dataset: str, **config) -> Context:
 
 # -- pairwise: pairs judged in both orders, `repeats` times, some verdicts unparsed -------------
 def pairwise_frame(rng: np.random.Generator, said_a: np.ndarray, human_a: np.ndarray, *, repeats: int = 3,
-                   unparsed: float = 0.2, tie: np.ndarray | None = None) -> pl.DataFrame:
+                   unparsed: float | tuple[float, float] = 0.2, tie: np.ndarray | None = None) -> pl.DataFrame:
     """`said_a[d, g, o]`: the chance the judge of draw d says "A" (the text shown first) on pair g
     in order o (0: ab, 1: ba), each repeat drawn anew; `tie[d, g]` the chance of a tie first;
-    `human_a[d, g]` whether humans preferred text a, which is then the longer text."""
+    `human_a[d, g]` whether humans preferred text a, which is then the longer text; `unparsed` the
+    chance a verdict is unreadable (per order: (ab, ba))."""
     draws, pairs = human_a.shape
     shape = (draws, pairs, 2, repeats)
     label = np.where(rng.random(shape) < said_a[..., None], "A", "B").astype(object)
     if tie is not None:
         label = np.where(rng.random(shape) < tie[..., None, None], "tie", label)
-    ok = (rng.random(shape) >= unparsed).ravel()
+    ok = (rng.random(shape) >= np.asarray(unparsed, dtype=float).reshape(-1)[None, None, :, None]).ravel()
     d, g, o, r = (a.ravel() for a in np.indices(shape))
     words_a = np.where(human_a[d, g], 300, 100)
     orders = np.asarray(["ab", "ba"])[o]

@@ -85,15 +85,16 @@ class Units:
                    bounds, rule, published_range)
 
     @classmethod
-    def rate(cls, clusters: Sequence[Hashable], values: Sequence[float], strata: Sequence[Hashable] | None = None
-             ) -> Units:
-        """A rate of values in [0, 1] (over strata: the mean of each stratum's rate), with the
-        interval its tables print (`proportion.rate_with_ci`)."""
+    def rate(cls, clusters: Sequence[Hashable], values: Sequence[float], strata: Sequence[Hashable] | None = None,
+             need: int | None = None) -> Units:
+        """A rate of values in [0, 1] (over strata: the mean of each stratum's rate, none where
+        fewer than `need` strata hold a value), with the interval its tables print
+        (`proportion.rate_with_ci`)."""
         columns = {"v": np.asarray(values, dtype=float)}
         if strata is None:
             return cls.of(clusters, columns, mean_of("v"), (0.0, 1.0), _rate_rule)
         return cls.of(clusters, {**columns, "stratum": np.asarray([str(s) for s in strata])},
-                      mean_of_stratum_means("v", "stratum"), (0.0, 1.0), _rate_rule)
+                      mean_of_stratum_means("v", "stratum", need), (0.0, 1.0), _rate_rule)
 
     @classmethod
     def agreement(cls, clusters: Sequence[Hashable], truth: Sequence, pred: Sequence, statistic: Statistic) -> Units:
@@ -162,8 +163,13 @@ def _rate_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str |
     """A rate's interval from its rows, as `proportion.rate_with_ci` computes it for the tables."""
     clusters = u.cluster_of_rows()
     ci = rate_with_ci(clusters.tolist(), u.columns["v"].tolist(),
-                      u.columns["stratum"].tolist() if "stratum" in u.columns else None)
+                      u.columns["stratum"].tolist() if "stratum" in u.columns else None, _need(u))
     return (math.nan if ci.ci_low is None else ci.ci_low, math.nan if ci.ci_high is None else ci.ci_high, ci.note)
+
+
+def _need(u: Units) -> int | None:
+    """The strata a rate's rows must all hold (a pair's two orders: `Units.rate`'s `need`)."""
+    return u.statistic.need if isinstance(u.statistic, MeanOf) else None
 
 
 def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, seed: int = 0,
@@ -192,7 +198,7 @@ def intervals_with_notes(cells: Sequence[Units], resamples: int = RESAMPLES, see
             where = (cells[i].cluster_of_rows()[known], strata[i][known])
             np.add.at(sums[d], where, v[known])
             np.add.at(counts[d], where, 1.0)
-        _, low, high, rule = rate_interval(sums, counts)
+        _, low, high, rule = rate_interval(sums, counts, need=np.asarray([_need(cells[i]) or 0 for i in chunk]))
         present = (counts.sum(axis=2) > 0).sum(axis=1)
         for d, i in enumerate(chunk):
             out[i] = (float(low[d]), float(high[d]), rate_note(int(rule[d]), int(present[d])))

@@ -58,15 +58,17 @@ def clopper_pearson(x: np.ndarray, n: np.ndarray, alpha: float = 0.05) -> tuple[
     return low, high
 
 
-def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, values: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, values: np.ndarray | None = None,
+                  need: int | np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(value, low, high, rule) of D estimates at once from per-cluster, per-stratum sums of values
     and counts of shape (D, G, S): value = the mean over strata of each stratum's sum / count (one
     stratum: the plain rate; the two orders of a pair: their mean). `rule` says which interval
-    each got: 0 Korn-Graubard, 1 the few-clusters guard, 2 constant, 3 none (too few clusters).
-    Clusters with count 0 in every stratum are left out of G. `values` (D,): how many values the
-    estimate is over, the bound on n* (default: the counts' total; a mean of per-cluster means
-    passes each cluster's mean with count 1 and its values here)."""
+    each got: 0 Korn-Graubard, 1 the few-clusters guard, 2 constant, 3 none (too few clusters), 4
+    none and no value (fewer than `need` strata hold a value: the mean of a pair's two orders with
+    one order unanswered would be the other's alone, its position bias included). Clusters with
+    count 0 in every stratum are left out of G. `values` (D,): how many values the estimate is
+    over, the bound on n* (default: the counts' total; a mean of per-cluster means passes each
+    cluster's mean with count 1 and its values here)."""
     sums, counts = np.asarray(sums, dtype=float), np.asarray(counts, dtype=float)
     present = counts.sum(axis=2) > 0                                     # (D, G)
     g = present.sum(axis=1).astype(float)                                # clusters per estimate
@@ -86,6 +88,9 @@ def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, val
     constant = variance <= 1e-14 * np.maximum(value * (1 - value), 1e-300)
     few = (rarer < FEW_CLUSTERS) | (np.minimum(value, 1 - value) < LOPSIDED)
     rule = np.where(g < MIN_CLUSTERS, 3, np.where(constant, 2, np.where(few, 1, 0)))
+    if need is not None:
+        short = strata < need
+        value, rule = np.where(short, np.nan, value), np.where(short, 4, rule)
     # each interval computed only where its rule applies (the Beta quantiles are most of the cost)
     low, high = np.full(value.shape, np.nan), np.full(value.shape, np.nan)
     kg, guarded, flat = rule <= 1, rule == 1, rule == 2
@@ -117,7 +122,9 @@ def _constant(value: np.ndarray, g: np.ndarray, alpha: float) -> tuple[np.ndarra
     return np.asarray([p[0] for p in pairs]), np.asarray([p[1] for p in pairs])
 
 
-NOTES = {1: FEW, 2: CONSTANT}
+ONE_ORDER = ("one order has no answer: the mean of both orders would be the other order's alone, its position "
+             "bias included: no value")
+NOTES = {1: FEW, 2: CONSTANT, 4: ONE_ORDER}
 
 
 def cluster_sums(clusters: Sequence[Hashable], values: Sequence[float], strata: Sequence[Hashable] | None = None
@@ -134,9 +141,10 @@ def cluster_sums(clusters: Sequence[Hashable], values: Sequence[float], strata: 
 
 
 def rate_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None],
-                 strata: Sequence[Hashable] | None = None) -> MeanCI:
+                 strata: Sequence[Hashable] | None = None, need: int | None = None) -> MeanCI:
     """THE rate of values in [0, 1] (missing ones left out) with its 95% interval (module doc):
-    over strata (a pair's two orders), the mean of each stratum's rate. `n` counts the values."""
+    over strata (a pair's two orders), the mean of each stratum's rate, none where fewer than
+    `need` strata hold a value (rate_interval's rule 4). `n` counts the values."""
     known = [(i, float(v)) for i, v in enumerate(values) if v is not None and not is_missing(v)]
     if not known:
         return MeanCI(None, 0, None, None)
@@ -145,7 +153,7 @@ def rate_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None],
         raise ValueError(f"a rate's values lie in [0, 1], got {min(vals)} .. {max(vals)}")
     sums, counts = cluster_sums([clusters[i] for i in keep], vals,
                                 None if strata is None else [strata[i] for i in keep])
-    return _one(*rate_interval(sums, counts), n=len(keep), clusters=int(sums.shape[1]))
+    return _one(*rate_interval(sums, counts, need=need), n=len(keep), clusters=int(sums.shape[1]))
 
 
 def rate_note(rule: int, clusters: int) -> str | None:
@@ -155,7 +163,8 @@ def rate_note(rule: int, clusters: int) -> str | None:
 
 def _one(value: np.ndarray, low: np.ndarray, high: np.ndarray, rule: np.ndarray, n: int, clusters: int) -> MeanCI:
     """The first (only) estimate of `rate_interval` as a MeanCI with its note."""
-    return MeanCI(float(value[0]), n, or_none(float(low[0])), or_none(float(high[0])), rate_note(int(rule[0]), clusters))
+    return MeanCI(or_none(float(value[0])), n, or_none(float(low[0])), or_none(float(high[0])),
+                  rate_note(int(rule[0]), clusters))
 
 
 def cluster_mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None]) -> MeanCI:

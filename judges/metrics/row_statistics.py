@@ -38,13 +38,17 @@ class MeanOf:
 
     column: str
     stratum: str | None = None
+    need: int | None = None           # strata that must hold a value (a pair's two orders), else NaN
 
     def __call__(self, c: Columns) -> float:
         if not len(c[self.column]):
             return math.nan
         if self.stratum is None:
             return float(c[self.column].mean())
-        return float(np.mean([c[self.column][c[self.stratum] == s].mean() for s in np.unique(c[self.stratum])]))
+        strata = np.unique(c[self.stratum])
+        if self.need is not None and len(strata) < self.need:
+            return math.nan
+        return float(np.mean([c[self.column][c[self.stratum] == s].mean() for s in strata]))
 
     def sums(self, u: Units) -> tuple[np.ndarray, np.ndarray]:
         """Per cluster of `u` and stratum: the sum of the column and the count, (G, S)."""
@@ -65,7 +69,10 @@ class MeanOf:
         size = np.where(kept, counts[np.maximum(clusters, 0)], 0.0).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanmean(np.where(size > 0, total / np.where(size > 0, size, 1), np.nan), axis=1)
+            means = np.nanmean(np.where(size > 0, total / np.where(size > 0, size, 1), np.nan), axis=1)
+        if self.need is not None:
+            means = np.where((size > 0).sum(axis=-1) < self.need, np.nan, means)
+        return means
 
 
 def mean_of(column: str) -> MeanOf:
@@ -73,9 +80,9 @@ def mean_of(column: str) -> MeanOf:
     return MeanOf(column)
 
 
-def mean_of_stratum_means(column: str, stratum: str) -> MeanOf:
-    """The mean over strata of each stratum's mean (`MeanOf`)."""
-    return MeanOf(column, stratum)
+def mean_of_stratum_means(column: str, stratum: str, need: int | None = None) -> MeanOf:
+    """The mean over strata of each stratum's mean (`MeanOf`), NaN with fewer than `need` strata."""
+    return MeanOf(column, stratum, need)
 
 
 def binary_counts(c: Columns) -> tuple[float, float, float, float]:

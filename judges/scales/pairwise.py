@@ -87,7 +87,7 @@ class Pairwise(Scale):
             m = rate_with_ci(part["cluster"].to_list(), part["v"].to_list())
             out.append({"order": order, "accuracy": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high,
                         "ci_note": m.note})
-        m = rate_with_ci(rows["cluster"].to_list(), rows["v"].to_list(), strata=rows["order"].to_list())
+        m = rate_with_ci(rows["cluster"].to_list(), rows["v"].to_list(), strata=rows["order"].to_list(), need=2)
         out.append({"order": BOTH, "accuracy": m.value, "n": m.n, "ci_low": m.ci_low, "ci_high": m.ci_high,
                     "ci_note": m.note})
         return {self.table: out}
@@ -97,7 +97,8 @@ class Pairwise(Scale):
         order = where.get("order", BOTH)
         if order != BOTH:
             rows = rows.filter(pl.col("order") == order)
-        return Units.rate(rows["cluster"].to_list(), rows["v"].to_list(), rows["order"].to_list() if order == BOTH else None)
+        return Units.rate(rows["cluster"].to_list(), rows["v"].to_list(), rows["order"].to_list() if order == BOTH else None,
+                          need=2 if order == BOTH else None)
 
     @staticmethod
     def _decided(rows: pl.DataFrame) -> pl.DataFrame:
