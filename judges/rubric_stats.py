@@ -208,16 +208,18 @@ STRATIFIED = ("balanced_accuracy",)
 
 def agreement_row(tables: np.ndarray, statistics: dict[str, Statistic], resamples: int = RESAMPLES, seed: int = 0,
                   withheld: str | None = None) -> dict[str, float | int | str | None]:
-    """Each statistic with its interval (`NAME`, `NAME_low`, `NAME_high`), the clusters, and one
-    note on the intervals (they share the clusters: too few for all, or why one is missing);
-    `withheld`: no interval at all, for that reason."""
+    """Each statistic with its interval (`NAME`, `NAME_low`, `NAME_high`, and `NAME_note`, the note
+    on it alone, which a headline of that statistic shows), the clusters, and one note on the
+    intervals (they share the clusters: too few for all, or why one is missing); `withheld`: no
+    interval at all, for that reason."""
     row: dict[str, float | int | str | None] = {"clusters": len(tables)}
     notes = [withheld] if withheld else []
     for name, statistic in statistics.items():
         e = (stratified_estimate if name in STRATIFIED else estimate)(tables, statistic, resamples, seed)
         if withheld:
             e |= {"low": None, "high": None, "note": None}
-        row |= {name: e["value"], f"{name}_low": e["low"], f"{name}_high": e["high"]}
+        row |= {name: e["value"], f"{name}_low": e["low"], f"{name}_high": e["high"],
+                f"{name}_note": joined_notes(withheld, e["note"])}
         if e["note"]:
             notes.append(e["note"] if len(tables) < MIN_CLUSTERS else f"{name}: {e['note']}")
     row["ci_note"] = joined_notes(*notes)

@@ -127,7 +127,7 @@ def aggregate(table: pl.DataFrame, options) -> dict[str, pl.DataFrame]:
                          "agreement_low": row.get(f"{metric}_low", row.get("ci_low")),
                          "agreement_high": row.get(f"{metric}_high", row.get("ci_high")), "n": row["n"],
                          "ci_note": joined_notes(_undefined_why(labelled, metric) if undefined else None,
-                                                 row["ci_note"])})
+                                                 row.get(f"{metric}_note", row["ci_note"]))})   # its own note
     # per question over every judge: a label one judge never said is its share 0, with its interval
     shares = [label_distribution(g, "cluster", label="answer").with_columns(pl.lit(qid).alias("question"))
               for (qid,), g in d.group_by(["question"], maintain_order=True)]

@@ -317,3 +317,22 @@ def test_blank_humans_are_no_answer_and_an_undefined_headline_says_why(tmp_path)
     with pytest.raises(litjudge.DataError, match='set options.pairs_from = "groups"'):
         litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS[2:],
                        columns=COLUMNS, out=tmp_path / "out", progress=False)
+
+
+def test_a_headlines_note_is_about_its_own_metric(tmp_path):
+    """A points question's headline is its quadratic-weighted kappa: its note is the kappa's, not
+    another metric's of the same row (within-one, where every answer is within one point: the
+    statistics audit found that note on the headline)."""
+    rows = stories(40, 4)
+    out = [{"id": f"{r['id']}/natural", "response": "Yes"} for r in rows]
+    out += [{"id": f"{r['id']}/vivid", "response": str(min(5, r["vivid_human"] + (i % 2)))} for i, r in enumerate(rows)]
+    path = tmp_path / "rec.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in out))
+    questions = [q for q in QUESTIONS if q["id"] != "surprise"]
+    result = litjudge.judge(rows, protocol="rubric", judge=f"replay:{path}", options={"questions": questions},
+                            columns=COLUMNS, out=tmp_path / "out", progress=False)
+    detail = result.tables["points_agreement"].to_dicts()[0]
+    assert detail["within_one"] == 1.0 and "within_one: " in detail["ci_note"], detail
+    headline = result.tables["agreement"].filter(pl.col("question") == "vivid").to_dicts()[0]
+    assert headline["metric"] == "qwk" and headline["agreement_low"] is not None, headline
+    assert headline["ci_note"] is None or "within_one" not in headline["ci_note"], headline

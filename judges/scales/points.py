@@ -88,7 +88,7 @@ class Points(Scale):
                                      ("mean_difference", pred - truth, (1.0 - k, k - 1.0))):
             m = (rate_with_ci(clusters, values.astype(float).tolist()) if bounds is None else
                  mean_with_ci(clusters, values.astype(float).tolist(), resamples=resamples, bounds=bounds))
-            row |= {name: m.value, f"{name}_low": m.ci_low, f"{name}_high": m.ci_high}
+            row |= {name: m.value, f"{name}_low": m.ci_low, f"{name}_high": m.ci_high, f"{name}_note": m.note}
             if m.note and m.note not in notes and len(set(map(str, clusters))) >= MIN_CLUSTERS:
                 notes.append(f"{name}: {m.note}")
         row["ci_note"] = joined_notes(*notes)
