@@ -149,8 +149,10 @@ def without_humans(d: pl.DataFrame, questions: list) -> list[str]:
         missing = units["human"].null_count()
         if 0 < missing < units.height:
             what = "pairs" if q.scale == "pairwise" else "texts"
+            ties = (units["human"] == "tie").sum() if q.scale == "pairwise" else 0
+            tied = f" ({ties} of them tied by the humans, which agreement leaves out)" if ties else ""
             said.append(f"question {q.id!r}: {missing} of {units.height} {what} have no human answer in "
-                        f"{q.human!r}: its agreement reads the {units.height - missing} that have one")
+                        f"{q.human!r}: its agreement reads the {units.height - missing} that have one{tied}")
     return said
 
 

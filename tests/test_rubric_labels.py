@@ -52,6 +52,21 @@ def test_an_empty_cell_in_a_pairwise_human_column_is_still_missing(tmp_path):
            "the 15 that have one" in result.manifest.warnings
 
 
+def test_the_missing_answers_warning_counts_the_human_ties_agreement_leaves_out(tmp_path):
+    """s00 and s01 hold the same value (a human tie: left out of agreement), s05 none: of the 15
+    pairs with a human answer, the warning says 1 is a tie, and accuracy reads the other 14."""
+    rows = stories()
+    rows[5]["surprise_human"] = ""
+    rows[1]["surprise_human"] = rows[0]["surprise_human"]
+    data = write_csv(tmp_path / "stories.csv", rows)
+    result = litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
+                            questions=QUESTIONS[2:], columns=COLUMNS, options={"pairs_from": "groups"},
+                            out=tmp_path / "out", progress=False)
+    assert result.tables["pairwise_agreement"]["n"].to_list() == [14, 14, 28]
+    assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
+           "the 15 that have one (1 of them tied by the humans, which agreement leaves out)" in result.manifest.warnings
+
+
 def test_json_true_in_a_points_human_column_is_refused_not_point_one(tmp_path):
     rows = stories()
     rows[3]["vivid_human"] = True
