@@ -192,9 +192,11 @@ def test_a_bad_submission_is_one_line_400(run, change, status, line):
             body.update(change)
         r = c.post("/api/label", json=body)
         assert r.status_code == status and r.text.startswith(line) and r.text.count("\n") == 1, r.text
-        assert c.post("/api/label", content=b"not json").status_code == 400
-        assert c.post("/api/label", content=b"x" * (70 * 1024)).status_code == 413
-        chunked = c.post("/api/label", content=iter([b"x" * 4096] * 20))          # no length: bounded as read
+        as_json = {"Content-Type": "application/json"}
+        assert c.post("/api/label", content=b"not json", headers=as_json).status_code == 400
+        assert c.post("/api/label", content=b"not json").status_code == 415             # a submission is JSON
+        assert c.post("/api/label", content=b"x" * (70 * 1024), headers=as_json).status_code == 413
+        chunked = c.post("/api/label", content=iter([b"x" * 4096] * 20), headers=as_json)   # no length: bounded as read
         assert chunked.status_code == 413 and chunked.text == "request body over 65536 bytes\n"
         assert c.get("/api/export.jsonl").text == ""
 

@@ -187,3 +187,73 @@ def test_a_rubric_text_labelled_by_keyboard_in_chromium(browser, tmp_path):
                                                            (f"{second}/natural", "Yes"), (f"{second}/vivid", "2")}
         assert page.evaluate("window.__xss") is None
         until(lambda: page.text_content("#quantity") == "natural: share Yes")
+
+
+def test_a_name_then_keys_another_sites_page_the_last_undo_and_a_dead_server_in_chromium(browser, shots, tmp_path):
+    """What the hostile pass found in the page (2026-12-01): a name typed and Enter left the focus
+    in the name box, so the first answers' keys became part of the name; a page of another site
+    undid an annotator's labels with a no-cors POST; the last page ("Nothing left") had no Undo;
+    with the server gone, the only message was "Failed to fetch", at the top of the page."""
+    import http.server
+    import threading
+
+    run = ttcw_run(tmp_path / "ttcw", stories=12)
+    served = Served(run, "--budget", "2")
+    drawn = len(set(build_queue(run, 2).design.draws.tolist()))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(served.url)
+        page.fill("#annotator", "newbie")
+        page.press("#annotator", "Enter")
+        first = current(page)
+        page.keyboard.press("y")                              # an answer, not a letter of the name
+        assert page.input_value("#annotator") == "newbie"
+        assert page.get_attribute(".q.current", "data-item") != page.get_attribute(".q", "data-item")
+        for k in "y" * (TESTS - 1):
+            page.keyboard.press(k)
+        page.keyboard.press("Enter")
+        until(lambda: page.get_attribute("#item", "data-cluster") != first or page.query_selector(".done"))
+        while not page.query_selector(".done"):
+            label_by_keys(page, "n" * TESTS)
+        assert len(exported(served)) == drawn * TESTS
+        # another site's page (another origin: 127.0.0.2) sends the undo a no-cors fetch can send
+        attack = (f"<script>fetch('http://127.0.0.1:{served.port}/api/undo', {{method: 'POST', mode: 'no-cors', "
+                  "headers: {'Content-Type': 'text/plain'}, body: '{\"annotator\": \"newbie\"}'})"
+                  ".then(() => document.title = 'sent', () => document.title = 'sent');</script>")
+
+        class Evil(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = attack.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+        evil = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Evil)
+        threading.Thread(target=evil.serve_forever, daemon=True).start()
+        other = browser.new_page()
+        try:
+            other.goto(f"http://127.0.0.2:{evil.server_address[1]}/")
+            until(lambda: other.title() == "sent")
+        finally:
+            other.close()
+            evil.shutdown()
+        assert len(exported(served)) == drawn * TESTS                 # nothing undone
+        # the last page: Undo brings the last story back
+        page.keyboard.press("u")
+        until(lambda: page.query_selector("#item[data-cluster]") is not None and not page.query_selector(".done"))
+        assert len(exported(served)) == (drawn - 1) * TESTS
+        page.screenshot(path=str(shots / "annotate-undone.png"), full_page=True)
+        # the server gone: the message is beside the buttons, and says what to do
+        served.kill()
+        for k in "y" * TESTS:
+            page.keyboard.press(k)
+        page.keyboard.press("Enter")
+        until(lambda: "does not answer" in (page.text_content("#inline-status") or ""))
+        page.screenshot(path=str(shots / "annotate-server-gone.png"), full_page=True)
+    finally:
+        page.close()
+        served.kill()

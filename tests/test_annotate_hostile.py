@@ -41,6 +41,10 @@ def test_a_point_as_a_number_is_stored_as_the_point_and_a_name_with_a_newline_is
         r = c.post("/api/label", json={**post, "labels": {vivid: 4.5, natural: "Yes"}, "annotator": "ann",
                                        "key": uuid.uuid4().hex})
         assert r.status_code == 400 and r.text == "labels: 4.5 is not an answer of this protocol (1, 2, 3, 4, 5)\n"
+        huge = c.post("/api/label", content=json.dumps({**post, "labels": {vivid: 10 ** 400, natural: "Yes"},
+                                                        "annotator": "ann", "key": uuid.uuid4().hex}),
+                      headers={"Content-Type": "application/json"})      # a 400-digit point was a 500
+        assert huge.status_code == 400 and huge.text.startswith("labels: 1000") and huge.text.count("\n") == 1
         c.post("/api/label", json={**post, "annotator": "ann", "key": uuid.uuid4().hex}).raise_for_status()
         assert {(r.item, r.label) for r in s.app.labels.rows()} == {(vivid, "4"), (natural, "Yes")}
 

@@ -52,7 +52,7 @@ class Question:
             return None
         try:
             number = float(text)
-        except ValueError:
+        except (ValueError, OverflowError):          # a 400-digit integer is no float: no answer either
             return None
         whole = str(int(number)) if math.isfinite(number) and number == int(number) else ""
         return whole if self.allows(whole) else None

@@ -115,14 +115,15 @@ class Labels:
                 "WHERE s.kind = 'label' AND s.undone = 0 ORDER BY s.seq").fetchall()
         return {(a, item): (label, cluster) for a, item, label, cluster in rows}
 
-    def done_by(self, items_of: dict[str, tuple[str, ...]]) -> dict[str, set[str]]:
-        """cluster -> the annotators who answered every one of its items."""
+    def done_by(self, items_of: dict[str, tuple[str, ...]], partly: bool = False) -> dict[str, set[str]]:
+        """cluster -> the annotators who answered every one of its items (`partly`: any of them, as
+        an import may: they hold one of its `per_item` places all the same)."""
         answered: dict[tuple[str, str], set[str]] = {}
         for (a, item), (_, cluster) in self.latest().items():
             answered.setdefault((a, cluster), set()).add(item)
         out: dict[str, set[str]] = {}
         for (a, cluster), items in answered.items():
-            if set(items_of.get(cluster, ())) <= items:
+            if partly or set(items_of.get(cluster, ())) <= items:
                 out.setdefault(cluster, set()).add(a)
         return out
 
@@ -135,9 +136,11 @@ class Labels:
     # -- assignment -------------------------------------------------------------------------------
     def next_cluster(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int,
                      lock_seconds: float) -> str | None:
-        """The first cluster, in draw order, this annotator has not answered nor skipped, that fewer
-        than `per_item` annotators have answered or hold; it is locked for them for `lock_seconds`."""
-        done = self.done_by(items_of)
+        """The first cluster, in draw order, this annotator has not answered whole nor skipped, that
+        fewer than `per_item` annotators have answered (wholly or in part: an import of some of a
+        story's tests took a place, and the story went to another annotator too) or hold; it is
+        locked for them for `lock_seconds`."""
+        done, placed = self.done_by(items_of), self.done_by(items_of, partly=True)
         skipped = self.skipped_by(annotator)
         with self.lock:
             t = time.time()
@@ -149,10 +152,10 @@ class Labels:
                     held.setdefault(c, set()).add(a)
                 chosen = None
                 for c in self.order:
-                    who = done.get(c, set())
-                    if annotator in who or c in skipped:
+                    who = placed.get(c, set())
+                    if annotator in done.get(c, set()) or c in skipped:
                         continue
-                    if annotator in held.get(c, set()) or len(who | held.get(c, set())) < per_item:
+                    if annotator in held.get(c, set()) | who or len(who | held.get(c, set())) < per_item:
                         chosen = c
                         break
                 if chosen is not None:

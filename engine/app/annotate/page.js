@@ -13,7 +13,9 @@
   const headers = () => Object.assign({'Content-Type': 'application/json'}, token ? {'X-Litjudge-Token': token} : {});
   const newKey = () => 'k' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 12);
   async function api(path, body) {
-    const r = await fetch(path, body === undefined ? {headers: headers()} : {method: 'POST', headers: headers(), body: JSON.stringify(body)});
+    let r;
+    try { r = await fetch(path, body === undefined ? {headers: headers()} : {method: 'POST', headers: headers(), body: JSON.stringify(body)}); }
+    catch (e) { throw new Error('The server does not answer (is litjudge annotate still running?): your answers stay on this page; press Enter again once it is back.'); }
     if (!r.ok) throw new Error((await r.text()).trim());
     return r.json();
   }
@@ -21,12 +23,17 @@
     // A submit is retried with the same key: the server stores it once.
     for (let i = 0; ; i++) { try { return await api(path, body); } catch (e) { if (i >= 2 || /^\w+:/.test(e.message)) throw e; } }
   }
-  function status(text, bad) { const s = $('#status'); s.textContent = text; s.className = 'status' + (bad ? ' err' : ''); }
+  function status(text, bad) {            // at the top, and beside the buttons where the reader is
+    for (const s of [$('#status'), $('#inline-status')]) if (s) { s.textContent = text; s.className = 'status' + (bad ? ' err' : ''); }
+  }
   function render() {
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
     if (item.done) {
-      box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you!'}));
+      box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you! (A story or pair ' +
+                                   'you skipped is not shown again to you; Undo brings back your last submit or skip.)'}));
+      const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
+      box.appendChild(make('div', {cls: 'actions'}, undoB, make('span', {id: 'inline-status', cls: 'status'})));
       if (item.mine !== undefined) $('#mine').textContent = String(item.mine);
       return;
     }
@@ -58,7 +65,7 @@
     submit.onclick = () => submitItem();
     const skipB = make('button', {text: 'Skip (s)'}); skipB.onclick = () => skipItem();
     const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
-    box.appendChild(make('div', {cls: 'actions'}, submit, skipB, undoB));
+    box.appendChild(make('div', {cls: 'actions'}, submit, skipB, undoB, make('span', {id: 'inline-status', cls: 'status'})));
     $('#mine').textContent = String(item.mine);
     const on = box.querySelector('.q.current');
     if (on && on.scrollIntoView) on.scrollIntoView({block: 'nearest'});
@@ -68,6 +75,7 @@
     localStorage.setItem('litjudge-annotator', annotator());
     try { item = await api('/api/next?annotator=' + encodeURIComponent(annotator())); }
     catch (e) { status(e.message, true); return; }
+    if ($('#status').classList.contains('err')) status('');      // an earlier error is past
     answers = {}; current = 0; render(); estimate();
   }
   async function submitItem() {
@@ -135,7 +143,7 @@
   document.addEventListener('keydown', ev => {
     if (ev.target.tagName === 'INPUT' || !item || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const k = ev.key.toLowerCase();
-    if (item.done) return;
+    if (item.done) { if (k === 'u') { undoLast(); ev.preventDefault(); } return; }
     const q = item.questions[current], chosen = q.answers.find(a => a.key === k);
     if (chosen) {
       answers[q.item] = chosen.value;
@@ -163,6 +171,8 @@
     const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
     $('#annotator').value = name;
     $('#annotator').addEventListener('change', load);
+    // Enter takes the name and leaves the box: the keys that follow answer questions, not type into it
+    $('#annotator').addEventListener('keydown', ev => { if (ev.key === 'Enter') { ev.preventDefault(); ev.target.blur(); } });
     if (name) load(); else { status('Type your name (top right) and press Enter.'); estimate(); }
   })();
 })();

@@ -21,7 +21,7 @@ from .export import FIELDS, csv_text, jsonl, records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
 from .queue_store import Options, open_queue
-from .server import NAME, NAME_RULE, Settings, create_app, new_token
+from .server import NAME, NAME_RULE, Settings, create_app, loopback_hosts, new_token
 
 
 def loopback(host: str) -> bool:
@@ -64,7 +64,8 @@ class Annotation:
         self.sock = listening_socket(options.host, options.port)
         port = self.sock.getsockname()[1]
         self.token = None if loopback(options.host) else new_token()
-        app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token))
+        hosts = loopback_hosts(options.host, port) if self.token is None else frozenset()
+        app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token, hosts))
         import uvicorn  # the server, imported when one is served (`import litjudge` stays quick)
 
         self.server = uvicorn.Server(uvicorn.Config(app, host=options.host, port=port, log_level="warning",
@@ -111,8 +112,11 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     except UnicodeDecodeError as e:
         raise DataError(f"not UTF-8 text (byte {e.start}): save the file as UTF-8", path=str(path)) from e
     if path.suffix == ".csv":
-        return [{k: uncell(v or "") for k, v in r.items() if k is not None}
-                for r in csv.DictReader(io.StringIO(text, newline=""))]
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            return [{k: uncell(v or "") for k, v in r.items() if k is not None} for r in reader]
+        except csv.Error as e:                       # a cell past the csv module's limit, a stray NUL
+            raise DataError(f"not a CSV file litjudge can read ({e})", path=str(path), row=reader.line_num + 1) from e
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -144,8 +148,10 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -
     if not rows:
         raise DataError("no rows to import (columns: annotator, item, label; time optional)", path=str(path))
     cluster_of = queue.cluster_of_item()
-    groups: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}
-    keys: dict[tuple[str, str], set[str]] = {}
+    # one submission per (annotator, cluster, key): an export's rows carry their submission's key, so
+    # one person's two answers to a story (two tabs) are two submissions, the later standing, as stored
+    groups: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
+    shown: dict[tuple[str, str, str], str] = {}         # the order a pair was shown in (an export's)
     for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
         missing = [c for c in ("annotator", "item", "label") if not r.get(c)]
         if missing:
@@ -166,24 +172,26 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -
             takes = ", ".join(a.value for a in queue.question(r["item"]).answers)
             raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({takes})",
                             path=str(path), row=n)
-        answers = groups.setdefault((r["annotator"], cluster_of[r["item"]]), {})
+        answers = groups.setdefault((r["annotator"], cluster_of[r["item"]], r.get("key", "")), {})
         if r["item"] in answers and answers[r["item"]][0] != label:   # which one stands? not the file's row order
             raise DataError(f"{r['annotator']!r} answers item {r['item'][:60]!r} twice ({answers[r['item']][0]!r}, "
                             f"then {label!r}): keep one row per annotator and item", path=str(path), row=n)
         answers[r["item"]] = (label, r.get("time", ""))
-        keys.setdefault((r["annotator"], cluster_of[r["item"]]), set()).add(r.get("key", ""))
-    _refuse_past_per_item(groups, labels, per_item, path)
+        if r.get("shown", "") not in ("", "ab", "ba"):
+            raise DataError(f"shown {r['shown'][:10]!r}: the order a pair's texts were shown in, ab or ba (or empty)",
+                            path=str(path), row=n)
+        shown.setdefault((r["annotator"], cluster_of[r["item"]], r.get("key", "")), r.get("shown", ""))
+    _refuse_past_per_item({(a, c): items for (a, c, _), items in groups.items()}, labels, per_item, path)
     stored = again = 0
-    for (annotator, cluster), items in groups.items():
+    for (annotator, cluster, given), items in groups.items():
         content = json.dumps([annotator, cluster, sorted(items.items())])
-        given = keys[(annotator, cluster)]
         # a file litjudge exported carries each submission's own key: imported again (into this
         # store or the one it came from) it is the same submission, stored once
-        key = given.pop() if len(given) == 1 and "" not in given else \
-            "import:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+        key = given or "import:" + hashlib.sha256(content.encode()).hexdigest()[:32]
         at = max((t for _, t in items.values()), default="") or None
         try:
-            fresh = labels.submit(key, annotator, cluster, {i: v for i, (v, _) in items.items()}, source="import", at=at)
+            fresh = labels.submit(key, annotator, cluster, {i: v for i, (v, _) in items.items()}, source="import", at=at,
+                                  shown=shown[(annotator, cluster, given)])
         except KeyReused as e:
             raise DataError(f"{e} (an edited export: remove its key column)", path=str(path)) from e
         stored, again = stored + fresh, again + (not fresh)

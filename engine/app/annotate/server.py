@@ -1,7 +1,12 @@
 """The annotation app (starlette, served by uvicorn): one page, and a small JSON API that accepts
 only clusters of the queue, the items of that cluster and the protocol's labels. Every request
-carries the token when the app is bound beyond loopback (403 without it); bodies are bounded (413);
-a bad request is one line (400)."""
+carries the token when the app is bound beyond loopback (403 without it); on loopback it must name
+the app's own address (`Host`: a page elsewhere reaching it through a name it resolves to
+127.0.0.1 is refused); a request from a page of another origin is refused (403), and a submission
+is JSON (`Content-Type: application/json`, 415 else), which a browser sends from another origin only
+after asking the app, which never agrees; bodies are bounded (413); a bad request is one line (400).
+Measured before: a page on another origin undid an annotator's labels with a no-cors `text/plain`
+POST."""
 from __future__ import annotations
 
 import hmac
@@ -37,6 +42,13 @@ class Settings:
     per_item: int = 1                 # annotators per cluster
     lock_seconds: float = 600.0       # how long a cluster shown to one annotator is kept from the others
     token: str | None = None          # required on every request when set
+    hosts: frozenset[str] = frozenset()   # the Host headers the app answers (empty: any; beyond loopback the token guards)
+
+
+def loopback_hosts(host: str, port: int) -> frozenset[str]:
+    """The names a loopback-bound app is reached by (its own address among them), with its port."""
+    bound = f"[{host}]" if ":" in host else host
+    return frozenset(f"{h}:{port}".lower() for h in (bound, "127.0.0.1", "localhost", "[::1]"))
 
 
 class BadRequest(Exception):
@@ -50,18 +62,20 @@ class TooLarge(BadRequest):
 
 
 class Guard:
-    """ASGI middleware: the token (403) and the body bound (413) before any route runs."""
+    """ASGI middleware: the token, the host and the origin (403), a submission's JSON type (415)
+    and the body bound (413) before any route runs."""
 
-    def __init__(self, app: ASGIApp, token: str | None):
-        self.app, self.token = app, token
+    def __init__(self, app: ASGIApp, token: str | None, hosts: frozenset[str] = frozenset()):
+        self.app, self.token, self.hosts = app, token, hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.token is not None and not self._has_token(scope):
-            await PlainTextResponse("a token is required: open the URL litjudge annotate printed (it ends in ?token=...)\n",
-                                    status_code=403)(scope, receive, send)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            status, line = refusal
+            await PlainTextResponse(line + "\n", status_code=status)(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
@@ -69,6 +83,23 @@ class Guard:
             await PlainTextResponse(f"request body over {MAX_BODY} bytes\n", status_code=413)(scope, receive, send)
             return
         await self.app(scope, receive, send)     # a body without a length is bounded as it is read (`body`)
+
+    def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        headers = {k.lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        if self.token is not None and not self._has_token(scope):
+            return 403, "a token is required: open the URL litjudge annotate printed (it ends in ?token=...)"
+        host = headers.get(b"host", "")
+        if self.hosts and host.lower() not in self.hosts:
+            return 403, f"this app answers {min(self.hosts)}, not {host[:80]!r}: open the URL litjudge annotate printed"
+        origin = headers.get(b"origin")
+        if origin is not None and origin.lower() not in {f"http://{h}" for h in (self.hosts or {host.lower()})}:
+            return 403, "a request from another site's page: open the URL litjudge annotate printed"
+        if headers.get(b"sec-fetch-site") == "cross-site":
+            return 403, "a request from another site's page: open the URL litjudge annotate printed"
+        if scope.get("method") == "POST" and headers.get(b"content-type", "").split(";")[0].strip().lower() \
+                != "application/json":
+            return 415, "a submission is JSON: Content-Type: application/json"
+        return None
 
     def _has_token(self, scope: Scope) -> bool:
         assert self.token is not None
@@ -227,4 +258,4 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
               Route("/api/skip", refusing(r.skip), methods=["POST"]),
               Route("/api/undo", refusing(r.undo), methods=["POST"]), Route("/api/estimate", refusing(r.estimate)),
               Route("/api/export.jsonl", r.export_jsonl), Route("/api/export.csv", r.export_csv)]
-    return Guard(Starlette(routes=routes), settings.token)
+    return Guard(Starlette(routes=routes), settings.token, settings.hosts)

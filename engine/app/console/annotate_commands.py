@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core.console import terminal
+from ...core.errors import ConfigError
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
 from ..annotate.queue_store import Options, open_queue, settings
@@ -15,8 +16,13 @@ from .signals import Terminated
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port)
     run = Path(args.run_dir)
+    _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)
+    if args.export_file and not args.import_file and not (run / FILE).exists():
+        # exporting nothing would start the queue (its budget fixed from then on): say so instead
+        raise ConfigError(f"no labels to export: the annotation queue of {run} has not been started (no {FILE})",
+                          where=str(run))
     if args.import_file or args.export_file:
         queue, labels = open_queue(run, options)
         try:
@@ -44,13 +50,27 @@ def cmd_annotate(args) -> int:
     return 0
 
 
+def _refuse_mixed(args) -> None:
+    """Options of one mode given with another's, in one line (the server started silently with a
+    simulation's --repeats, and --simulate ignored --export)."""
+    if not args.simulate and (args.repeats is not None or args.target_width is not None):
+        given = "--repeats" if args.repeats is not None else "--target-width"
+        raise ConfigError(f"{given} goes with --simulate COLUMN (a simulation of the queue); without it, annotate "
+                          "serves the page")
+    if args.simulate and (args.import_file or args.export_file):
+        given = "--import" if args.import_file else "--export"
+        raise ConfigError(f"--simulate answers the queue from the run's own column and stores nothing: {given} is "
+                          "for the labels people gave; run them apart")
+
+
 def simulate(run: Path, options: Options, args) -> int:
     """`--simulate COLUMN`: the three designs answered from the run's human column (no store is
     opened, no label written)."""
 
     s = settings(run, options)
     queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by)
-    sim = run_simulation(queue, args.simulate, args.repeats, seed=s.seed, target=args.target_width)
+    sim = run_simulation(queue, args.simulate, 500 if args.repeats is None else args.repeats, seed=s.seed,
+                         target=args.target_width)
     print(f"Simulated queue of {run} ({queue.protocol}: {queue.quantity}) answered from {sim.column!r} "
           f"(its estimate from every label: {sim.truth:.4f}): {sim.repeats} repeats of {sim.budget} draws over "
           f"{len(queue.clusters)} clusters, active by {queue.uncertainty_source}")

@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--simulate", metavar="COLUMN", help="answer the queue from this human column of the run (TTCW: "
                                                           "expert_pass; pairwise: human) and report labels needed, "
                                                           "coverage and a plot for the three designs, and exit")
-    an.add_argument("--repeats", type=int, default=500, metavar="R", help="repeats of the simulation (default 500)")
+    an.add_argument("--repeats", type=int, default=None, metavar="R", help="repeats of the simulation (default 500)")
     an.add_argument("--target-width", type=float, metavar="W", help="the 95%% half width the labels needed are for "
                                                                    "(default: uniform PPI++'s at the budget)")
     an.set_defaults(fn=lazy(".annotate_commands:cmd_annotate"))

@@ -1,0 +1,125 @@
+"""What a hostile pass of the TTCW annotation queue found (2026-12-01), each held here (a real uvicorn server, the
+console's commands): a page on another site undid an annotator's labels with a no-cors `text/plain`
+POST and read the export through a name resolving to loopback; an import of some of a story's
+tests left the story to a second annotator under `--per-item 1`; an export holding one person's two
+answers to a story could not be imported back, and lost the order a pair was shown in; a CSV cell
+past the csv module's limit was an internal error (a 400-digit point: tests/test_annotate_hostile.py); `--repeats` without
+`--simulate` started the server silently, `--simulate` ignored `--export`, and `--export` before
+any label started the queue with the default budget."""
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from litjudge.engine.app.annotate.queue import build_queue
+from tests.annotate_run import TESTS, InThread, finished_fixture, fresh, run_fixture  # noqa: F401 (fixtures)
+from tests.conftest import litjudge
+
+
+def key() -> str:
+    return "k" + uuid.uuid4().hex
+
+
+def answer(c, annotator: str) -> dict:
+    """The next story for `annotator`, answered Yes throughout; its /api/next item."""
+    item = c.get("/api/next", params={"annotator": annotator}).json()
+    body = {"annotator": annotator, "cluster": item["cluster"], "key": key(),
+            "labels": {q["item"]: "Yes" for q in item["questions"]}}
+    assert c.post("/api/label", json=body).json()["stored"] is True
+    return item
+
+
+def test_another_sites_page_can_neither_write_nor_read(run):
+    with InThread(run, budget=40) as s, s.client() as c:
+        answer(c, "erin")
+        before = c.get("/api/export.jsonl").text
+        undo = json.dumps({"annotator": "erin"})
+        # what a no-cors fetch sends: a "simple" type, the attacker's origin
+        r = c.post("/api/undo", content=undo, headers={"Content-Type": "text/plain"})
+        assert r.status_code == 415 and r.text == "a submission is JSON: Content-Type: application/json\n", r.text
+        for origin in ("http://evil.example", "http://127.0.0.2:9", "null"):
+            r = c.post("/api/undo", content=undo, headers={"Content-Type": "application/json", "Origin": origin})
+            assert r.status_code == 403 and r.text.count("\n") == 1 and "another site" in r.text, (origin, r.text)
+        r = c.post("/api/undo", content=undo, headers={"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"})
+        assert r.status_code == 403
+        # a name of the attacker's that resolves to 127.0.0.1 (DNS rebinding): the Host says so
+        r = c.get("/api/export.csv", headers={"Host": f"attacker.example:{s.port}"})
+        assert r.status_code == 403 and "open the URL litjudge annotate printed" in r.text
+        assert c.get("/api/export.jsonl").text == before and len(before.splitlines()) == TESTS
+        # the page's own requests: its origin, by each name of loopback
+        own = c.post("/api/undo", content=undo, headers={"Content-Type": "application/json",
+                                                         "Origin": f"http://127.0.0.1:{s.port}"})
+        assert own.status_code == 200 and own.json()["undone"]
+        assert c.get("/api/info", headers={"Host": f"localhost:{s.port}"}).status_code == 200
+
+
+def test_a_partial_import_holds_the_storys_place(run, tmp_path):
+    """One of a story's tests imported for lab1 (a lab's sheet): with one annotator per story, the
+    page no longer hands that story to anyone else, and gives it to lab1 to finish."""
+    with InThread(run, budget=40):
+        pass
+    q = build_queue(run, 40)
+    first = q.clusters[int(q.design.draws[0])]
+    sheet = tmp_path / "partial.csv"
+    sheet.write_text(f"annotator,item,label\nlab1,{first.questions[0].item},Yes\n")
+    r = litjudge("annotate", str(run), "--import", str(sheet))
+    assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr
+    with InThread(run) as s, s.client() as c:
+        assert c.get("/api/next", params={"annotator": "web"}).json()["cluster"] != first.cluster
+        assert c.get("/api/next", params={"annotator": "lab1"}).json()["cluster"] == first.cluster
+
+
+def test_an_export_with_two_answers_of_one_person_imports_back(run, finished, tmp_path):
+    """Two tabs: one person answered a story twice (the later stands). The export holds both
+    submissions, each with its key: imported into a fresh copy of the run, both are stored, the
+    later standing, and the estimate is the same."""
+    with InThread(run, budget=40) as s, s.client() as c:
+        item = answer(c, "bob")
+        again = {"annotator": "bob", "cluster": item["cluster"], "key": key(),
+                 "labels": {q["item"]: "No" for q in item["questions"]}}
+        assert c.post("/api/label", json=again).json()["stored"] is True
+        answer(c, "bob")
+        estimate = c.get("/api/estimate").json()
+        exported = c.get("/api/export.csv").text
+    file = tmp_path / "both.csv"
+    file.write_text(exported)
+    other = fresh(finished, tmp_path / "other")
+    r = litjudge("annotate", str(other), "--budget", "40", "--import", str(file))
+    assert r.returncode == 0 and "3 submissions stored, 0 already there" in r.stdout, r.stderr
+    with InThread(other) as s, s.client() as c:
+        assert c.get("/api/estimate").json() == estimate
+    r = litjudge("annotate", str(other), "--import", str(file))
+    assert r.returncode == 0 and "0 submissions stored, 3 already there" in r.stdout, r.stderr
+
+
+def test_an_unreadable_csv_is_one_line(run, tmp_path):
+    with InThread(run, budget=40):
+        pass
+    q = build_queue(run, 40)
+    item = q.clusters[int(q.design.draws[0])].questions[0].item
+    big = tmp_path / "big.csv"
+    big.write_text(f"annotator,item,label\nlab,{item},\"{'x' * 200_000}\"\n")
+    r = litjudge("annotate", str(run), "--import", str(big))
+    assert r.returncode == 2 and "big.csv:2: not a CSV file litjudge can read" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--repeats", "5"], "--repeats goes with --simulate COLUMN"),
+    (["--target-width", "0.1"], "--target-width goes with --simulate COLUMN"),
+    (["--simulate", "expert_pass", "--export", "x.csv"], "--simulate answers the queue from the run's own column"),
+])
+def test_options_of_another_mode_are_one_line(run, args, line):
+    r = litjudge("annotate", str(run), *args, timeout=60)
+    assert r.returncode == 2 and line in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (run / "annotations.sqlite").exists()
+
+
+def test_exporting_before_any_label_starts_nothing(run, tmp_path):
+    r = litjudge("annotate", str(run), "--export", str(tmp_path / "x.csv"))
+    assert r.returncode == 2 and "no labels to export" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (run / "annotations.sqlite").exists() and not (tmp_path / "x.csv").exists()
+    r = litjudge("annotate", str(run), "--budget", "30", "--export", str(tmp_path / "y.csv"))
+    assert r.returncode == 2 and "no labels to export" in r.stderr
