@@ -52,7 +52,7 @@ def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
     assert needed.startswith(f"{goal:.4f}: ")
     for d in DESIGNS:
         n = labels_needed(ks, mean_width(c.half[d]), goal)
-        assert f"{d} {n:.1f}" in needed
+        assert (f"{d} {MIN} or fewer" if n <= MIN else f"{d} {n:.1f}") in needed
     png = run / "annotate-simulation.png"
     assert f"Plot: {png}" in r.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (run / FILE).exists()                      # a simulation opens no store, writes no label
@@ -85,6 +85,11 @@ def test_pairwise_answers_from_the_human_label_and_a_target_width(tmp_path):
     assert set(table(r.stdout)) == set(DESIGNS)
     assert "Labels needed for a half width of 0.2500: " in r.stdout
     assert (run / "annotate-simulation.png").is_file()
+    # a width every design has at the fewest labels simulated: "10 or fewer", not "10.0"
+    r = litjudge("annotate", str(run), "--simulate", "human", "--budget", "12", "--repeats", "20",
+                 "--target-width", "5")
+    needed = r.stdout.split("Labels needed for a half width of 5.0000: ", 1)[1].splitlines()[0]
+    assert needed == ", ".join(f"{d} {MIN} or fewer" for d in DESIGNS), needed
 
 
 @pytest.mark.parametrize("args, line", [

@@ -108,7 +108,7 @@
     const label = (x, y, t, anchor) => { const e = el('text', {x, y, 'font-size': 10, fill: '#555', 'text-anchor': anchor || 'start'}); e.textContent = t; };
     label(W / 2, H - 8, 'labelled draws', 'middle'); label(P + 4, 12, 'interval half-width');
     if (!ys.length) { label(W / 2, H / 2, 'widths appear with the first interval', 'middle'); return svg; }
-    const ymax = Math.max(...ys), n = curve[curve.length - 1].draws;
+    const ymax = Math.max(...ys) > 0 ? Math.max(...ys) : 1, n = curve[curve.length - 1].draws;   // all 0: no NaN
     const x = d => P + (W - P - 10) * (n > 1 ? (d - 1) / (n - 1) : 0.5), y = v => H - P - (H - P - 22) * v / ymax;
     label(P - 2, 26, ymax.toFixed(2), "end"); label(P - 2, H - P, '0', 'end'); label(W - 8, H - P + 12, String(n), 'end');
     series.forEach(([key, color, name], i) => {
@@ -132,7 +132,8 @@
       t.appendChild(row);
     });
     t.appendChild(make('tr', {}, make('td', {text: 'uniform PPI++'}), make('td', {cls: 'n', text: ''}),
-      make('td', {cls: 'n', text: e.uniform_half_width === null ? '–' : `± ${fmt(e.uniform_half_width)} (projected)`})));
+      make('td', {cls: 'n', text: e.uniform_half_width === null || e.active.low === null ? '–'
+                                  : `± ${fmt(e.uniform_half_width)} (projected)`})));
     $('#est-note').textContent = e.active.note ? `No interval yet: ${e.active.note}.` : '';
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators: Krippendorff's alpha ${fmt(ag.krippendorff_alpha)} ` +

@@ -140,7 +140,7 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
         ax.set_ylabel("mean 95% half width")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(title, fontsize=11 if len(names) > 1 else 9, wrap=True)     # one panel: a long title fits
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

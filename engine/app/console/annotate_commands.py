@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from litjudge.judges.metrics.active import MIN
+
 from ...core.console import terminal
 from ...core.errors import ConfigError
 from ..annotate.labels import FILE
@@ -78,7 +80,8 @@ def simulate(run: Path, options: Options, args) -> int:
     for r in sim.rows:
         print(f"{r.design:<15} {r.labels:>6} {r.half_width:>15.4f} {r.coverage:>8.3f}")
     print(f"Labels needed for a half width of {sim.target:.4f}: " + ", ".join(
-        f"{r.design} {r.needed:.1f}" if r.needed == r.needed else f"{r.design} more than {sim.reach}"
+        f"{r.design} more than {sim.reach}" if r.needed != r.needed else       # NaN: past the curves
+        f"{r.design} {MIN} or fewer" if r.needed <= MIN else f"{r.design} {r.needed:.1f}"   # reached at the first point
         for r in sim.rows))
     print(f"Plot: {sim.plot}")
     return 0
