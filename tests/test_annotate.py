@@ -157,7 +157,7 @@ def test_labels_doubled_submit_locks_skip_undo_and_resume(run):
         c.post("/api/skip", json={"annotator": "ann", "cluster": second["cluster"], "key": key()})
         third = c.get("/api/next", params={"annotator": "ann"}).json()
         assert third["cluster"] not in (first["cluster"], second["cluster"], other["cluster"])
-        assert c.post("/api/undo", json={"annotator": "ann"}).json() == {"undone": second["cluster"]}
+        assert c.post("/api/undo", json={"annotator": "ann"}).json() == {"undone": second["cluster"], "earlier_stands": False}
         assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == second["cluster"]
         assert c.post("/api/undo", json={"annotator": "ann"}).json()["undone"] == first["cluster"]
         assert c.get("/api/export.jsonl").text == ""

@@ -123,3 +123,19 @@ def test_exporting_before_any_label_starts_nothing(run, tmp_path):
     assert not (run / "annotations.sqlite").exists() and not (tmp_path / "x.csv").exists()
     r = litjudge("annotate", str(run), "--budget", "30", "--export", str(tmp_path / "y.csv"))
     assert r.returncode == 2 and "no labels to export" in r.stderr
+
+
+def test_an_undo_of_a_second_answer_says_the_first_stands(run):
+    """Two tabs answered one story: undoing the later answer leaves the earlier standing, and the
+    answer says so (the page said "shown again" and showed another story)."""
+    with InThread(run, budget=40) as s, s.client() as c:
+        item = answer(c, "tabs")
+        again = {"annotator": "tabs", "cluster": item["cluster"], "key": key(),
+                 "labels": {q["item"]: "No" for q in item["questions"]}}
+        assert c.post("/api/label", json=again).json()["stored"] is True
+        assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
+                                                                          "earlier_stands": True}
+        assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] != item["cluster"]
+        assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
+                                                                          "earlier_stands": False}
+        assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] == item["cluster"]

@@ -14,10 +14,12 @@ import uuid
 import polars as pl
 import pytest
 
+from litjudge.engine.app.annotate.export import records
 from litjudge.engine.app.annotate.queue_store import Options, open_queue
 from litjudge.engine.app.annotate.serve import export_labels, import_labels
 from litjudge.engine.core.errors import ConfigError, DataError, StoreError
 from tests.annotate_run import InThread, rubric_run
+from tests.conftest import litjudge
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +104,13 @@ def test_export_csv_cells_a_spreadsheet_would_run_are_guarded_and_read_back(fres
 
 
 def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh):
+    """...and its labels, the people's, are still exported (from the store: the fields the run's
+    judges gave are empty); the export refused them, and only sqlite reached them."""
     queue, labels = open_queue(fresh, Options(budget=10))
+    cluster = queue.clusters[int(queue.design.draws[0])]
+    labels.submit("k-before-rejudging", "ann", cluster.cluster, {q.item: "Yes" if q.item.endswith("natural") else "4"
+                                                                 for q in cluster.questions})
+    before = records(queue, labels)
     labels.close()
     verdicts = pl.read_parquet(fresh / "verdicts.parquet")           # the same items, other verdicts
     verdicts.with_columns(pl.when(pl.col("question") == "vivid").then(pl.lit("3")).otherwise(pl.col("label"))
@@ -111,6 +119,13 @@ def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh
         open_queue(fresh, Options())
     assert "the run's verdicts changed since its annotation queue was drawn" in str(e.value)
     assert "\n" not in str(e.value)
+    r = litjudge("annotate", str(fresh), "--export", str(fresh / "kept.jsonl"))
+    assert r.returncode == 0 and "Exported 2 labels" in r.stdout and "verdicts changed" in r.stderr, r.stderr
+    kept = [json.loads(x) for x in (fresh / "kept.jsonl").read_text().splitlines()]
+    own = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source",
+           "shown", "draws")
+    assert [{k: x[k] for k in own} for x in kept] == [{k: x[k] for k in own} for x in before]
+    assert all(x["score"] is None and x["judge_total"] is None for x in kept)
 
 
 def test_labels_from_the_page_exported_and_imported_back_are_stored_once(fresh):

@@ -41,6 +41,17 @@ def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
     return out
 
 
+def stored_records(labels: Labels) -> list[dict[str, Any]]:
+    """The standing labels as `records` gives them, from the store alone: for a run judged again
+    since its queue was drawn, whose labels stay the people's (the fields the queue gives, `score`
+    to `clusters_all`, are empty: the run's judges no longer say what they did)."""
+    positions: dict[str, list[int]] = {}
+    for k, c in enumerate(labels.draw_clusters):
+        positions.setdefault(c, []).append(k)
+    derived = dict.fromkeys(FIELDS[FIELDS.index("score"):])
+    return [{**asdict(r), "draws": " ".join(map(str, positions.get(r.cluster, []))), **derived} for r in labels.rows()]
+
+
 def jsonl(rows: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
 

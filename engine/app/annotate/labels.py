@@ -238,15 +238,19 @@ class Labels:
         raise Locked(f"cluster {cluster!r} has been answered by its {per_item} annotator{'s' * (per_item != 1)} (the "
                      "queue's annotators per item): ask for the next one (/api/next)")
 
-    def undo(self, annotator: str) -> str | None:
-        """Take back this annotator's latest answer or skip; returns its cluster (shown next again)."""
+    def undo(self, annotator: str) -> tuple[str | None, bool]:
+        """Take back this annotator's latest answer or skip: its cluster (None: nothing to undo), and
+        whether an earlier answer of theirs to it still stands (two tabs answered it twice: it is not
+        shown again)."""
         with self.lock:
             row = self.db.execute("SELECT seq, cluster FROM submissions WHERE annotator = ? AND undone = 0 AND "
                                   "source = 'web' ORDER BY seq DESC LIMIT 1", (annotator,)).fetchone()
             if row is None:
-                return None
+                return None, False
             self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
-        return row[1]
+            stands = self.db.execute("SELECT 1 FROM submissions WHERE annotator = ? AND cluster = ? AND kind = 'label' "
+                                     "AND undone = 0", (annotator, row[1])).fetchone() is not None
+        return row[1], stands
 
     # -- reads for the estimate and the export ------------------------------------------------------
     def rows(self) -> list[Row]:

@@ -93,7 +93,9 @@
   }
   async function undoLast() {
     if (busy) return; busy = true;
-    try { const r = await post('/api/undo', {annotator: annotator()}); status(r.undone ? 'Undone: shown again.' : 'Nothing to undo.'); await load(); }
+    try { const r = await post('/api/undo', {annotator: annotator()});
+          status(!r.undone ? 'Nothing to undo.' : r.earlier_stands ? 'Undone; your earlier answer to that story stands.'
+                 : 'Undone: shown again.'); await load(); }
     catch (e) { status(e.message, true); } finally { busy = false; }
   }
   const fmt = x => x === null || x === undefined ? '–' : x.toFixed(3);

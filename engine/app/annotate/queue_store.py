@@ -80,6 +80,16 @@ def settings(run: Path, options: Options) -> Settings:
     return Settings(budget, floor, seed, "uniform" if was and "floor_by" not in was else "size")
 
 
+class QueueChanged(ConfigError):
+    """The run's verdicts changed since its queue was drawn: the queue cannot be served, its labels
+    can still be exported (`open_stored`)."""
+
+
+def open_stored(run: Path) -> Labels:
+    """A started queue's store as it was drawn, without its run's queue (for its export)."""
+    return Labels(Path(run) / FILE, (), np.empty(0), np.empty(0, dtype=np.int64), stored_design(run))
+
+
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
     s = settings(run, options)
@@ -93,7 +103,7 @@ def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     stored = [(c, labels.probability[c]) for c in labels.draw_clusters]
     if [c for c, _ in drawn] != [c for c, _ in stored] or not np.allclose([p for _, p in drawn], [p for _, p in stored]):
         labels.close()
-        raise ConfigError("the run's verdicts changed since its annotation queue was drawn (the draws or their "
-                          f"probabilities differ from those in {FILE}): annotate the run the queue was drawn from, or "
-                          f"move {FILE} aside for a new queue", where=str(run))
+        raise QueueChanged("the run's verdicts changed since its annotation queue was drawn (the draws or their "
+                           f"probabilities differ from those in {FILE}): annotate the run the queue was drawn from, or "
+                           f"move {FILE} aside for a new queue (--export still writes its labels)", where=str(run))
     return queue, labels

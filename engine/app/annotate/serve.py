@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...core.errors import ConfigError, DataError, Option
-from .export import FIELDS, csv_text, jsonl, records, uncell
+from .export import FIELDS, csv_text, jsonl, records, stored_records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
 from .queue_store import Options, open_queue
@@ -219,13 +219,14 @@ def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, pe
                         "more; nothing was imported", path=str(path))
 
 
-def export_labels(queue: Queue, labels: Labels, path: Path) -> int:
-    """The standing labels (`export.records`) to a new .csv or .jsonl file, or a new Hugging Face
-    dataset folder (never over an existing file or folder)."""
+def export_labels(queue: Queue | None, labels: Labels, path: Path) -> int:
+    """The standing labels (`export.records`; without a queue, a run judged again since it was
+    drawn, `export.stored_records`) to a new .csv or .jsonl file, or a new Hugging Face dataset
+    folder (never over an existing file or folder)."""
     if path.exists():
         raise ConfigError("exists: give a new file name (litjudge does not replace a file it did not create)",
                           where=str(path))
-    rows = records(queue, labels)
+    rows = records(queue, labels) if queue is not None else stored_records(labels)
     if path.suffix == ".jsonl":
         path.write_text(jsonl(rows))
     elif path.suffix == ".csv":

@@ -236,7 +236,8 @@ class Routes:
 
     async def undo(self, request: Request) -> Response:
         data = await body(request)
-        return JSONResponse({"undone": self.labels.undo(annotator_of(data.get("annotator")))})
+        cluster, stands = self.labels.undo(annotator_of(data.get("annotator")))
+        return JSONResponse({"undone": cluster, "earlier_stands": stands})
 
     async def estimate(self, request: Request) -> Response:
         return JSONResponse(estimates(self.queue, [asdict(r) for r in self.labels.rows()]))

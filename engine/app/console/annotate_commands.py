@@ -9,7 +9,7 @@ from ...core.console import terminal
 from ...core.errors import ConfigError
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
-from ..annotate.queue_store import Options, open_queue, settings
+from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, settings
 from ..annotate.serve import Annotation, export_labels, import_labels
 from ..annotate.simulate import run_simulation
 from .signals import Terminated
@@ -25,6 +25,25 @@ def cmd_annotate(args) -> int:
         # exporting nothing would start the queue (its budget fixed from then on): say so instead
         raise ConfigError(f"no labels to export: the annotation queue of {run} has not been started (no {FILE})",
                           where=str(run))
+    if args.export_file and not args.import_file:
+        try:
+            queue, labels = open_queue(run, options)
+        except QueueChanged as changed:          # the labels stay the people's: exported from the store
+            labels = open_stored(run)
+            try:
+                n = export_labels(None, labels, Path(args.export_file))
+            finally:
+                labels.close()
+            print(f"litjudge: {run}: {changed}", file=terminal())
+            print(f"Exported {n} labels -> {args.export_file} (from the store alone: score, counted and the judges' "
+                  "totals are empty)")
+            return 0
+        try:
+            n = export_labels(queue, labels, Path(args.export_file))
+            print(f"Exported {n} labels -> {args.export_file}")
+        finally:
+            labels.close()
+        return 0
     if args.import_file or args.export_file:
         queue, labels = open_queue(run, options)
         try:
