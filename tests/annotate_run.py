@@ -116,13 +116,20 @@ class Served:
         self.base = f"http://{self.host}:{self.port}"
         self._wait_listening()
 
+    def until(self, marker: str, timeout: float = 120) -> str:
+        """stdout after what was read, up to the line starting with `marker`."""
+        return self._until(marker, timeout)
+
     def _until(self, marker: str, timeout: float = 120) -> str:
         """stdout up to the line starting with `marker` (read by a thread: a line the text layer has
         buffered is invisible to select)."""
-        lines: queue.Queue[str] = queue.Queue()
-        assert self.proc.stdout is not None
-        stdout = self.proc.stdout
-        threading.Thread(target=lambda: [lines.put(x) for x in iter(stdout.readline, "")] and None, daemon=True).start()
+        lines: queue.Queue[str] | None = getattr(self, "_lines", None)
+        if lines is None:                      # one reader for the process's life: later calls read on
+            lines = self._lines = queue.Queue()
+            assert self.proc.stdout is not None
+            stdout = self.proc.stdout
+            threading.Thread(target=lambda: [lines.put(x) for x in iter(stdout.readline, "")] and None,
+                             daemon=True).start()
         out, deadline = "", time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -225,6 +225,8 @@ def test_a_changed_design_is_refused_in_one_line(run):
 def test_beyond_loopback_every_request_needs_the_token(run):
     with Served(run, "--budget", "40", host="0.0.0.0") as s:
         assert s.token and "every request needs the token" in s.printed
+        hint = s.until("Colleagues open it")          # 0.0.0.0 is no address to give them
+        assert f":{s.port}/?token={s.token}" in hint and "http://0.0.0.0" not in hint.splitlines()[-1], hint
         with s.client(token=False) as c:
             for path in ("/", "/api/info", "/api/next?annotator=a", "/api/export.csv"):
                 assert c.get(path).status_code == 403

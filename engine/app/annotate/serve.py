@@ -62,7 +62,7 @@ class Annotation:
                                f"got {annotator!r}"])
         self.queue, self.labels = open_queue(run, options)
         self.sock = listening_socket(options.host, options.port)
-        port = self.sock.getsockname()[1]
+        self.port = port = self.sock.getsockname()[1]
         self.token = None if loopback(options.host) else new_token()
         hosts = loopback_hosts(options.host, port) if self.token is None else frozenset()
         app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token, hosts))

@@ -1,6 +1,7 @@
 """`litjudge annotate RUN`: serve the annotation page, or import or export its labels."""
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from litjudge.judges.metrics.active import MIN
@@ -10,7 +11,7 @@ from ...core.errors import ConfigError
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
 from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, settings
-from ..annotate.serve import Annotation, export_labels, import_labels
+from ..annotate.serve import Annotation, export_labels, import_labels, url_of
 from ..annotate.simulate import run_simulation
 from .signals import Terminated
 
@@ -63,6 +64,9 @@ def cmd_annotate(args) -> int:
     if app.token:
         print(f"Bound to {args.host}: every request needs the token (in the URL below)")
     print(f"Open {app.url}", flush=True)
+    if args.host in ("0.0.0.0", "::"):             # every address of this machine: colleagues need one of them
+        print(f"Colleagues open it by this machine's name or address in place of {args.host} (e.g. "
+              f"{url_of(socket.gethostname(), app.port, app.token)})", flush=True)
     print("Stop with Ctrl-C; labels are saved as they are submitted.", file=terminal(), flush=True)
     try:
         app.run()
