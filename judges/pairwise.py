@@ -48,6 +48,7 @@ from .length_control import (
 from .metrics.bootstrap import RESAMPLES
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
+from .metrics.proportion import ONE_ORDER
 from .tables import calibration_tables, label_distribution, rate_rows
 from .templates import TemplateFields, template_of
 
@@ -276,9 +277,21 @@ def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward
              rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges,
                        need=1 if reward else len(ORDERS), empty=empty)
              .with_columns(pl.lit("mean of both").alias("order")),
-             rate_rows(combined, ["judge"], "pair_id", "accuracy", groups=judges, empty=empty)
+             _one_order_blank(rate_rows(combined, ["judge"], "pair_id", "accuracy", groups=judges, empty=empty),
+                              labelled, 1 if reward else len(ORDERS))
              .with_columns(pl.lit(f"combined ({rule}; tie = 0.5)").alias("order"))]
     return _per_judge(judges, parts, ["judge", "order", "accuracy", "n", "ci_low", "ci_high", "ci_note"])
+
+
+def _one_order_blank(rows: pl.DataFrame, answered: pl.DataFrame, need: int) -> pl.DataFrame:
+    """The combined verdict's rows without a value where the judge answered fewer than `need`
+    orders: a pair's combined verdict is then its one order's answer, every pair's, which is that
+    order's accuracy, position bias included (as the mean of both: `ONE_ORDER`)."""
+    orders = answered.group_by("judge").agg(pl.col("order").n_unique().alias("_orders"))
+    short = rows.join(orders, on="judge", how="left").select((pl.col("_orders").fill_null(0) < need)
+                                                            & pl.col("accuracy").is_not_null()).to_series()
+    blank = {c: pl.when(short).then(None).otherwise(pl.col(c)) for c in ("accuracy", "ci_low", "ci_high")}
+    return rows.with_columns(**blank, ci_note=pl.when(short).then(pl.lit(ONE_ORDER)).otherwise(pl.col("ci_note")))
 
 
 def _per_judge(judges: pl.DataFrame, parts: list[pl.DataFrame], columns: list[str]) -> pl.DataFrame:

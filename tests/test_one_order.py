@@ -42,6 +42,8 @@ def test_a_pairwise_judge_answered_in_one_order_has_no_mean_of_both(tmp_path):
     assert ba["accuracy"] is None and ba["n"] == 0 and ba["ci_note"] == "no answer on a pair the humans did not tie"
     both = row(acc, "order", "mean of both")
     assert both["accuracy"] is None and both["ci_low"] is None and both["ci_note"] == ONE_ORDER, both
+    combined = row(acc, "order", "combined (inconsistent; tie = 0.5)")        # each pair's one answer: ab's
+    assert combined["accuracy"] is None and combined["ci_note"] == ONE_ORDER, combined
     won = row(bias, "metric", "text_a_win_rate")
     assert won["value"] is None and won["ci_note"] == ONE_ORDER and won["n"] == 20, won
     flips = row(bias, "metric", "swap_flip_rate")
