@@ -139,3 +139,14 @@ def test_an_undo_of_a_second_answer_says_the_first_stands(run):
         assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
                                                                           "earlier_stands": False}
         assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] == item["cluster"]
+
+
+def test_an_annotator_holds_one_story_at_a_time(run):
+    """After an undo the page shows the undone story again; the story it showed before is free for
+    the others at once (it stayed locked for the lock's 600 s, with one annotator per story)."""
+    with InThread(run, budget=40) as s, s.client() as c:
+        first = answer(c, "x")
+        held = c.get("/api/next", params={"annotator": "x"}).json()["cluster"]
+        assert c.post("/api/undo", json={"annotator": "x"}).json()["undone"] == first["cluster"]
+        assert c.get("/api/next", params={"annotator": "x"}).json()["cluster"] == first["cluster"]
+        assert c.get("/api/next", params={"annotator": "y"}).json()["cluster"] == held

@@ -158,6 +158,8 @@ class Labels:
                     if annotator in held.get(c, set()) | who or len(who | held.get(c, set())) < per_item:
                         chosen = c
                         break
+                # one story at a time: the one they held before (an undo shows another) is free for others
+                self.db.execute("DELETE FROM locks WHERE annotator = ? AND cluster != ?", (annotator, chosen or ""))
                 if chosen is not None:
                     self.db.execute("INSERT OR REPLACE INTO locks VALUES (?, ?, ?)", (chosen, annotator, t + lock_seconds))
                 self.db.execute("COMMIT")
