@@ -183,6 +183,11 @@ class Protocol(Named, ABC):
         ("" when nothing but other data helps): said after the refusal."""
         return ""
 
+    def orders_categories(self, options: Any) -> bool:
+        """Whether `[dataset] category_order` means anything to this run: it orders rated items'
+        categories (listwise reads them), so a run reading other data ignores it, and says so."""
+        return self.reads(options) == "items"
+
     def template_fields(self, options: Any) -> TemplateFields | None:
         """The fields your own prompt template (`template = ...`) may and must name; None: none taken."""
         return None
@@ -328,9 +333,11 @@ class Protocol(Named, ABC):
         """The result tables of a verdict frame: its declared fields typed, then `aggregate`, its
         tables held to the declaration (judges.contract) before anyone writes them."""
         kind = self.reads(ctx.options)
-        if ctx.card.category_order and kind != "items":     # only rated items have categories to order
-            ctx.warn(f"[dataset] category_order is ignored: protocol {self.declared.name!r} reads {kind}, which have "
-                     "no categories (it orders rated items' categories, as listwise reads them); remove it")
+        if ctx.card.category_order and not self.orders_categories(ctx.options):
+            why = f"reads {kind}, which have no categories" if kind != "items" else "does not order categories with it"
+            ctx.warn(f"[dataset] category_order is ignored: protocol {self.declared.name!r} {why} (it orders rated items' "
+                     "categories, as listwise reads them; a rubric's categorical question lists its own, best first, in "
+                     "`categories`); remove it")
         with self._blamed("aggregate"):
             tables = self.aggregate(self.declared.typed(verdicts), ctx)
         return self.declared.checked(tables, ctx.unlabelled)

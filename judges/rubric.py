@@ -190,6 +190,9 @@ class Rubric(Protocol):
     def reads(self, options: RubricOptions) -> str:
         return "pairs" if options.reads_pairs else "items"
 
+    def orders_categories(self, options: RubricOptions) -> bool:
+        return False                                 # a categorical question's order is its `categories`
+
     def reads_hint(self, options: RubricOptions, gives: tuple[str, ...]) -> str:
         pair = options.reads_pairs and "items" in gives
         return '; to pair the texts of each group two by two, set options.pairs_from = "groups"' if pair else ""

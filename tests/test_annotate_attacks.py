@@ -66,6 +66,9 @@ def test_a_partial_import_holds_the_storys_place(run, tmp_path):
     sheet.write_text(f"annotator,item,label\nlab1,{first.questions[0].item},Yes\n")
     r = litjudge("annotate", str(run), "--import", str(sheet))
     assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr
+    said = f"litjudge: unfinished story {first.cluster!r}: 1 of its {TESTS} items answered (by lab1): the estimates " \
+           "read no draw from its first (draw 1) on until it is finished"
+    assert said in r.stderr, r.stderr
     with InThread(run) as s, s.client() as c:
         assert c.get("/api/next", params={"annotator": "web"}).json()["cluster"] != first.cluster
         assert c.get("/api/next", params={"annotator": "lab1"}).json()["cluster"] == first.cluster

@@ -221,3 +221,34 @@ def test_a_human_value_outside_the_categories_is_one_line(tmp_path, value):
     text = str(exc.value)
     assert "\n" not in text and "item s04" in text and "'genre_human'" in text and repr(value)[:20] in text
     assert "which is none of ['comedy', 'tragedy', 'romance'] (in any case)" in text
+
+
+def test_number_categories_read_a_float_column_and_category_order_is_said_to_be_ignored(tmp_path):
+    """Categories "1", "2", "3" from a column of numbers with an empty cell (pandas holds 2.0): the
+    whole numbers name their categories, as a points question reads them (it was refused: 'holds
+    2.0, which is none of'); 2.5 is still refused. `category_order` does not order a categorical
+    question (its `categories` do): a warning says so."""
+    import pandas as pd
+
+    from litjudge import LitjudgeWarning
+
+    levels = ["1", "2", "3"]
+    rows = [{"id": f"s{i:02d}", "story": f"Story {i}.", "h": None if i == 5 else float(1 + i % 3)} for i in range(12)]
+    (tmp_path / "rec.jsonl").write_text("".join(json.dumps({"id": f"{r['id']}/level", "response": levels[i % 3]}) + "\n"
+                                                for i, r in enumerate(rows)))
+    question = {"id": "level", "text": "Which level?", "scale": "categorical", "categories": levels, "human": "h"}
+    frame = pd.DataFrame(rows)
+    assert frame["h"].dtype == float
+    with pytest.warns(LitjudgeWarning) as caught:
+        result = litjudge.judge(frame, protocol="rubric", judge=f"replay:{tmp_path / 'rec.jsonl'}", questions=[question],
+                                columns=COLUMNS, out=tmp_path / "out", progress=False, category_order=["3", "2", "1"])
+    per = result.tables["per_verdict"]
+    assert per["human"].to_list() == [None if i == 5 else levels[i % 3] for i in range(12)]
+    assert result.tables["categorical_agreement"].row(0, named=True)["accuracy"] == 1.0
+    said = [str(w.message) for w in caught if "category_order" in str(w.message)]
+    assert len(said) == 1 and "categorical question lists its own" in said[0] and "\n" not in said[0], said
+    frame.loc[3, "h"] = 2.5
+    with pytest.raises(DataError) as exc:
+        litjudge.judge(frame, protocol="rubric", judge=f"replay:{tmp_path / 'rec.jsonl'}", questions=[question],
+                       columns=COLUMNS, out=tmp_path / "out2", progress=False)
+    assert "holds 2.5, which is none of" in str(exc.value)

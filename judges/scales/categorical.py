@@ -55,9 +55,12 @@ class Categorical(Scale):
         return grammars.categorical(list(q.categories))
 
     def human(self, q: Any, value: Any, unit: str) -> str | None:
-        """The category the column names, in any case (and padding)."""
+        """The category the column names, in any case (and padding); a whole number written as a float
+        (a pandas column of numbers with an empty cell holds 2.0) names the category "2"."""
         if value is None:
             return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         found = {c.casefold(): c for c in q.categories}.get(str(value).strip().casefold())
         if found is None or isinstance(value, bool):
             raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "

@@ -198,6 +198,25 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -
     return stored, again
 
 
+def unfinished(queue: Queue, labels: Labels) -> list[str]:
+    """A line per drawn cluster some of whose items have an answer and some none: the estimates
+    read the longest prefix of draws whose clusters are all answered, so it ends at such a cluster's
+    first draw until someone finishes it (an import of some of a story's tests)."""
+    answered: dict[str, set[str]] = {}
+    who: dict[str, set[str]] = {}
+    for (annotator, item), (_, cluster) in labels.latest().items():
+        answered.setdefault(cluster, set()).add(item)
+        who.setdefault(cluster, set()).add(annotator)
+    out = []
+    for cluster, items in sorted(answered.items(), key=lambda kv: labels.first_draw.get(kv[0], -1)):
+        total = len(queue.clusters[queue.index(cluster)].questions)
+        if len(items) < total and cluster in labels.first_draw:
+            out.append(f"{cluster!r}: {len(items)} of its {total} items answered (by {', '.join(sorted(who[cluster]))}): "
+                       f"the estimates read no draw from its first (draw {labels.first_draw[cluster] + 1}) on until it "
+                       "is finished; the page gives it to them to finish")
+    return out
+
+
 def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, per_item: int, path: Path) -> None:
     """One DataError when the stored answers and the file's would give a story more annotators than
     `per_item` (the page's rule: a K+1th answer moved the estimate past the queue's design)."""

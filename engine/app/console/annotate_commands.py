@@ -11,7 +11,7 @@ from ...core.errors import ConfigError
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
 from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, settings
-from ..annotate.serve import Annotation, export_labels, import_labels, url_of
+from ..annotate.serve import Annotation, export_labels, import_labels, unfinished, url_of
 from ..annotate.simulate import run_simulation
 from .signals import Terminated
 
@@ -51,6 +51,8 @@ def cmd_annotate(args) -> int:
             if args.import_file:
                 stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
                 print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
+                for line in unfinished(queue, labels):
+                    print(f"litjudge: unfinished story {line}", file=terminal())
             if args.export_file:
                 n = export_labels(queue, labels, Path(args.export_file))
                 print(f"Exported {n} labels -> {args.export_file}")
