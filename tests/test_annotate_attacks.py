@@ -153,3 +153,18 @@ def test_an_annotator_holds_one_story_at_a_time(run):
         assert c.post("/api/undo", json={"annotator": "x"}).json()["undone"] == first["cluster"]
         assert c.get("/api/next", params={"annotator": "x"}).json()["cluster"] == first["cluster"]
         assert c.get("/api/next", params={"annotator": "y"}).json()["cluster"] == held
+
+
+def test_a_refused_first_import_starts_no_queue(run, tmp_path):
+    """A file refused whole (a label that is no answer) left the queue started with the default
+    budget, so the next --budget was refused too: a refused first import leaves no store."""
+    q = build_queue(run, 40)
+    item = q.clusters[int(q.design.draws[0])].questions[0].item
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"annotator,item,label\nlab,{item},Maybe\n")
+    r = litjudge("annotate", str(run), "--import", str(bad))
+    assert r.returncode == 2 and "label 'Maybe' is not an answer" in r.stderr, r.stderr
+    assert not list(run.glob("annotations.sqlite*"))
+    bad.write_text(f"annotator,item,label\nlab,{item},Yes\n")
+    r = litjudge("annotate", str(run), "--budget", "40", "--import", str(bad))
+    assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 from litjudge.judges.metrics.active import MIN
 
 from ...core.console import terminal
-from ...core.errors import ConfigError
+from ...core.errors import ConfigError, DataError
 from ..annotate.labels import FILE
 from ..annotate.queue import build_queue
 from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, settings
@@ -46,10 +46,18 @@ def cmd_annotate(args) -> int:
             labels.close()
         return 0
     if args.import_file or args.export_file:
+        started = (run / FILE).exists()
         queue, labels = open_queue(run, options)
         try:
             if args.import_file:
-                stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
+                try:
+                    stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
+                except DataError:
+                    if not started:              # a refused first import starts no queue (its budget stays open)
+                        labels.close()
+                        for part in (FILE, f"{FILE}-wal", f"{FILE}-shm"):
+                            (run / part).unlink(missing_ok=True)
+                    raise
                 print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
                 for line in unfinished(queue, labels):
                     print(f"litjudge: unfinished story {line}", file=terminal())
