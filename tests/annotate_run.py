@@ -1,7 +1,7 @@
 """Finished runs to annotate, made in a temporary folder by replayed judges (no model, no shared
-data); the fixtures `finished` (one TTCW run a module that imports it) and `run` (a fresh copy of
-it a test); and `Served`: `litjudge annotate` as a real uvicorn server in a process of its own, for
-tests/test_annotate*.py."""
+data); the fixture `run` (a fresh copy a test of `finished`, the session's TTCW run:
+tests/conftest.py); and `Served`: `litjudge annotate` as a real uvicorn server in a process of
+its own, for tests/test_annotate*.py."""
 from __future__ import annotations
 
 import json
@@ -44,15 +44,9 @@ def fresh(run: Path, tmp_path: Path) -> Path:
     return shutil.copytree(run, tmp_path / "runs" / run.name)
 
 
-@pytest.fixture(scope="module", name="finished")
-def finished_fixture(tmp_path_factory) -> Path:
-    """`finished`: the TTCW run of `ttcw_run`, made once a module that imports this fixture."""
-    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
-
-
 @pytest.fixture(name="run")
 def run_fixture(finished: Path, tmp_path: Path) -> Path:
-    """`run`: a fresh copy of `finished` a test."""
+    """`run`: a fresh copy of `finished` (tests/conftest.py: the session's TTCW run) a test."""
     return fresh(finished, tmp_path)
 
 

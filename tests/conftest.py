@@ -164,6 +164,16 @@ def smollm32(request):
                                                   dtype="float32"))
 
 
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory) -> Path:
+    """A finished TTCW run of two replayed judges (tests/annotate_run.py `ttcw_run`), made once a
+    worker for the annotation tests, which each take a fresh copy (`run`): made once a module, the
+    three modules built it three times (11 s each)."""
+    from tests.annotate_run import ttcw_run
+
+    return ttcw_run(tmp_path_factory.mktemp("ttcw"))
+
+
 def run_on(engine, config, run_dir: Path):
     """`config` (a RunConfig, or the path of one) run in this process on `engine` (a session
     fixture's), into `run_dir`, from an empty prefix cache, as on an engine of its own."""

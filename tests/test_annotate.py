@@ -19,7 +19,6 @@ from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.judges.metrics import active
 from litjudge.judges.metrics.agreement import krippendorff_alpha
 from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run
-from tests.annotate_run import finished_fixture as finished_fixture
 from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import DATA, litjudge, needs_data
 

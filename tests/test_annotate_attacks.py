@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from litjudge.engine.app.annotate.queue import build_queue
-from tests.annotate_run import TESTS, InThread, finished_fixture, fresh, run_fixture  # noqa: F401 (fixtures)
+from tests.annotate_run import TESTS, InThread, fresh, run_fixture  # noqa: F401 (a fixture)
 from tests.conftest import litjudge
 
 

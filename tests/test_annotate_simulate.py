@@ -11,7 +11,6 @@ from litjudge.engine.app.annotate.simulate import human_scores, run_simulation
 from litjudge.judges.metrics.active import MIN
 from litjudge.judges.metrics.active_sim import DESIGNS, Population, labels_needed, mean_width, simulate
 from tests.annotate_run import STORIES, TESTS, pairwise_run
-from tests.annotate_run import finished_fixture as finished_fixture
 from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import litjudge
 
