@@ -241,7 +241,7 @@ class Pairwise(Protocol):
         if not reward:
             labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             tables["length_control"] = pl.DataFrame(
-                [{"judge": judge, **length_controlled(j, opts.style_control)}
+                [{"judge": judge, **_both_orders(length_controlled(j, opts.style_control), j)}
                  for (judge,), j in split(labelled, "judge").items()], infer_schema_length=None)
         return tables
 
@@ -283,6 +283,14 @@ def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward
     return _per_judge(judges, parts, ["judge", "order", "accuracy", "n", "ci_low", "ci_high", "ci_note"])
 
 
+def _both_orders(row: dict, answered: pl.DataFrame) -> dict:
+    """A length-controlled row without a value where the judge answered one order only: its fit
+    would read that order's picks, position bias included (`ONE_ORDER`)."""
+    if answered["order"].n_unique() >= len(ORDERS):
+        return row
+    return {**row, "accuracy": None, "lc_accuracy": None, "ci_low": None, "ci_high": None, "ci_note": ONE_ORDER}
+
+
 def _one_order_blank(rows: pl.DataFrame, answered: pl.DataFrame, need: int) -> pl.DataFrame:
     """The combined verdict's rows without a value where the judge answered fewer than `need`
     orders: a pair's combined verdict is then its one order's answer, every pair's, which is that
@@ -311,6 +319,7 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
                                   "no pair has both orders answered"),
                # the one definition (metrics.position): of the verdicts that prefer a side, the first shown
                "first_position_win_rate": (real, pl.col("first_won"), "no answer prefers a side"),
+               # (the mean of the orders' rates: `by_order`; the longer text is more often text a)
                "longer_text_win_rate": (real.filter(pl.col("longer").is_not_null() & (pl.col("answer") != "tie")),
                                         pl.col("longer") == pl.col("answer"),
                                         "no answer prefers one of two texts of different lengths"),
@@ -319,7 +328,7 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
                # wins): the mean of the two orders' rates (`by_order`), so that an order answered less
                # often (more unparsed) does not weigh its position bias in
                "text_a_win_rate": (real, tie_credit("answer", "_a"), none)}
-    by_order = {"text_a_win_rate"}                 # a mean of the orders' rates, as accuracy's mean of both
+    by_order = {"text_a_win_rate", "longer_text_win_rate"}   # a mean of the orders' rates, as accuracy's mean of both
     parts = [rate_rows(frame.with_columns(values.cast(pl.Float64).alias("value")), ["judge"], "pair_id", "value",
                        groups=judges, empty=empty, stratum="order" if name in by_order else None,
                        need=(1 if reward else len(ORDERS)) if name in by_order else None)

@@ -32,7 +32,7 @@ def row(table: pl.DataFrame, column: str, value: str) -> dict:
 
 
 def test_a_pairwise_judge_answered_in_one_order_has_no_mean_of_both(tmp_path):
-    data = pairs(20)
+    data = [{**r, "story_1": r["story_1"] + " told at length"} for r in pairs(20)]      # text a the longer
     result = litjudge.judge(data, protocol="pairwise", judge=ab_only(tmp_path, data), columns=COLUMNS, values=VALUES,
                             out=tmp_path / "out", progress=False)
     acc, bias = result.tables["accuracy"], result.tables["bias"]
@@ -49,8 +49,36 @@ def test_a_pairwise_judge_answered_in_one_order_has_no_mean_of_both(tmp_path):
     flips = row(bias, "metric", "swap_flip_rate")
     assert flips["value"] is None and flips["ci_note"] == "no pair has both orders answered", flips
     assert row(bias, "metric", "first_position_win_rate")["value"] == 1.0           # what it did say
+    longer = row(bias, "metric", "longer_text_win_rate")        # its ab picks: the longer text shown first
+    assert longer["value"] is None and longer["ci_note"] == ONE_ORDER, longer
+    lc = result.tables["length_control"].to_dicts()[0]
+    assert lc["lc_accuracy"] is None and lc["accuracy"] is None and lc["ci_note"] == ONE_ORDER, lc
     published = json.loads((result.run_dir / "results.json").read_text())["results"]
     assert [r["value"] for r in published if r["headline"]] == [None]
+
+
+def test_a_sweep_ranks_the_one_order_judge_unranked_saying_why(tmp_path):
+    """A sweep over a judge answering both orders and one answering one: the second is unranked
+    with the one-order note, also where a post axis (`[sweep.post]`) is folded (its rows were rebuilt
+    without their note: "a constant judge or one human answer" stood there)."""
+    data = pairs(20)
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in data))
+    both = tmp_path / "both.jsonl"
+    both.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "A" if (i + (o == "ba")) % 3 else "B"})
+                            + "\n" for i, r in enumerate(data) for o in ("ab", "ba")))
+    one = ab_only(tmp_path, data)
+    columns = "".join(f'{k} = "{v}"\n' for k, v in COLUMNS.items())
+    values = "".join(f'{k} = "{v}"\n' for k, v in VALUES["label"].items())
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'name = "s"\nprotocol = "pairwise"\n[dataset]\npath = "{rows}"\n[dataset.columns]\n{columns}'
+                      f'[dataset.values.label]\n{values}[matrix]\njudge = ["replay:{both}", "{one}"]\n'
+                      '[sweep]\nrank_by = "accuracy.accuracy"\n[sweep.post]\n"options.tie_rule" = ["inconsistent", '
+                      '"probability"]\n')
+    result = litjudge.run(config, out=tmp_path / "out", progress=False)
+    ranking = result.tables["sweep_ranking"]
+    assert ranking["rank"].to_list()[0] == 1 and ranking["rank"].to_list()[1] is None
+    assert ranking["ci_note"].to_list()[1].startswith(ONE_ORDER), ranking.to_dicts()
 
 
 def test_tied_labels_leave_accuracy_without_a_value_and_say_why(tmp_path):

@@ -339,7 +339,7 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
             key = tuple((k, str(v)) for k, v in r.head.items() if k != axis)
             values.setdefault(key, set()).add(r.value if not math.isnan(r.value) else "nan")
         if all(len(v) <= 1 for v in values.values()):
-            ranked = [Ranked({k: v for k, v in r.head.items() if k != axis}, r.value, r.n, r.units, r.missing)
+            ranked = [dataclasses.replace(r, head={k: v for k, v in r.head.items() if k != axis})   # its note too
                       for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
