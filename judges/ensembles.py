@@ -261,7 +261,9 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPL
     each label in kappa and balanced accuracy; `n` counts every held-out item, `ties` the ties.
     `resamples`: the jury's calibration interval."""
     judges = opts.judges or sorted(set(frame["judge"].to_list()), key=frame["judge"].to_list().index)
-    x = _jury_inputs(shared_items(_wide(frame, judges), judges, "jury"), judges)
+    w = _wide(frame, judges)
+    shared = shared_items(w, judges, "jury")
+    x = _jury_inputs(shared, judges)
     s = Split.of(x.clusters, x.truth, opts.calibration_fraction, opts.seed)
     weights = fit_stacking([x.probs[k] for k in s.calibration], [x.truth[k] for k in s.calibration],
                            one_hot=[x.one_hot[k] for k in s.calibration])
@@ -271,7 +273,13 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPL
     rows = [_member_row(name, p, x, s.test) for name, p in {**members, **pooled}.items()]
     weight_rows = [{"member": "intercept", "weight": weights[0]}] + [{"member": j, "weight": wt}
                                                                       for j, wt in zip(judges, weights[1:])]
-    out = {"jury": pl.DataFrame(rows), "jury_weights": pl.DataFrame(weight_rows)}
+    # what each member answered of the labelled items: the jury reads those every member answered (a
+    # member answered in one order of a pair only took the other order from every member's score)
+    answered = {f"judge: {j}": int((w[f"pred|{j}"].is_not_null() | w[f"p|{j}"].is_not_null()).sum()) for j in judges}
+    jury = pl.DataFrame(rows).with_columns(
+        pl.col("member").replace_strict(answered, default=shared.height, return_dtype=pl.Int64).alias("answered"),
+        pl.lit(w.height, pl.Int64).alias("items"), pl.lit(shared.height, pl.Int64).alias("shared_items"))
+    out = {"jury": jury, "jury_weights": pl.DataFrame(weight_rows)}
     cal_rows = [{"judge": f"jury ({name})", "p": pooled[name][k], "truth": x.truth[k], "cluster": x.clusters[k]}
                 for name in ("stacked", "average") for k in s.test]
     if cal_rows:

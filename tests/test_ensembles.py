@@ -137,6 +137,27 @@ def test_jury_tables_recomputed_by_brute_force():
     assert out["jury_weights"].height == 3
 
 
+def test_the_jury_says_which_items_it_reads(caplog):
+    """A member that answered half the items (a pairwise judge answered in one order only) leaves
+    the jury the items every member answered: the jury table says how many each answered, of how
+    many, and a warning says so (every member's row was scored on those without a word)."""
+    import logging
+
+    from litjudge.engine.app.ensemble import _say_what_the_jury_left_out
+
+    frame = decision_frame(np.random.default_rng(6))
+    frame = frame.filter((pl.col("judge") == "prob") | (pl.col("item").str.slice(1).cast(pl.Int64) % 2 == 0))
+    jury = jury_tables(frame, JuryOptions(calibration_fraction=0.5, seed=2), resamples=50)["jury"]
+    answered = dict(zip(jury["member"], jury["answered"]))
+    assert answered["judge: prob"] == 240 and answered["judge: oneh"] == 120 and answered["average"] == 120
+    assert set(jury["items"]) == {240} and set(jury["shared_items"]) == {120}
+    with caplog.at_level(logging.WARNING, logger="litjudge"):
+        _say_what_the_jury_left_out(jury)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["litjudge: warning: the jury reads the 120 items every member answered, of 240 labelled "
+                    "(answered: prob 240, oneh 120); every member's row is scored on those"], said
+
+
 def test_cascade_tables_route_every_held_out_item_once():
     frame = decision_frame(np.random.default_rng(6), items=400)
     out = cascade_tables(frame, CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1))
@@ -206,6 +227,7 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     results = json.loads((tmp_path / "ens" / "results.json").read_text())          # the one file other tools load
     assert results["kind"] == "ensemble" and results["run"] == "ens" and results["results"]["cascade_summary"][0]["items"] == 672
     assert [m["member"] for m in results["results"]["jury"]] == jury["member"].to_list()
+    assert set(jury["shared_items"]) == set(jury["items"]) == {672} and "the jury reads" not in r.stderr
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import polars as pl
 from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, decision_item, jury_tables
 
 from ..core.config import config_path, load_config, read_toml, valid_name
+from ..core.console import say
 from ..core.errors import ConfigError
 from ..core.manifest import git_commit, litjudge_version, machine
 from ..core.schema import build, check_field
@@ -109,6 +111,17 @@ def _ensemble_folder(out: Path) -> None:
                           "another name (--name, or name in its config)", where=str(out))
 
 
+def _say_what_the_jury_left_out(jury: pl.DataFrame | None) -> None:
+    """A warning when the jury reads fewer items than are labelled: those every member answered,
+    each member's count said (a member answered in one order only halved every member's items)."""
+    if jury is None or not jury.height or jury["shared_items"][0] == jury["items"][0]:
+        return
+    members = jury.filter(pl.col("member").str.starts_with("judge: "))
+    counts = ", ".join(f"{m.removeprefix('judge: ')} {n}" for m, n in zip(members["member"], members["answered"]))
+    say(f"litjudge: warning: the jury reads the {jury['shared_items'][0]} items every member answered, of "
+        f"{jury['items'][0]} labelled (answered: {counts}); every member's row is scored on those", logging.WARNING)
+
+
 def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: list[str] | None, target: float,
              delta: float, calibration_fraction: float, seed: int,
              session: Session | None = None) -> tuple[Path, dict[str, pl.DataFrame]]:
@@ -127,6 +140,7 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
             tables |= jury_tables(frame, JuryOptions(jury, calibration_fraction, seed))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    _say_what_the_jury_left_out(tables.get("jury"))
     out = (session or Session.current()).run_dir(name)
     _ensemble_folder(out)
     out.mkdir(parents=True, exist_ok=True)
