@@ -106,3 +106,23 @@ def test_a_rubric_pairwise_question_answered_in_one_order_has_no_mean(tmp_path):
     assert scores["mean_score"] is None and scores["ci_note"] == ONE_ORDER, scores
     headline = result.tables["agreement"].filter(pl.col("question") == "surprise").to_dicts()[0]
     assert headline["agreement"] is None and ONE_ORDER in (headline["ci_note"] or ""), headline
+
+
+def test_a_sweep_where_no_cell_has_a_value_writes_a_ranking_with_its_columns(tmp_path):
+    """Every judge answered in one order only: the ranking has no row, but its columns (the CSV was
+    one empty line, the loaded table of shape (0, 0))."""
+    data = pairs(20)
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in data))
+    one = ab_only(tmp_path, data)
+    columns = "".join(f'{k} = "{v}"\n' for k, v in COLUMNS.items())
+    values = "".join(f'{k} = "{v}"\n' for k, v in VALUES["label"].items())
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'name = "s"\nprotocol = "pairwise"\n[dataset]\npath = "{rows}"\n[dataset.columns]\n{columns}'
+                      f'[dataset.values.label]\n{values}[matrix]\njudge = ["{one}"]\n'
+                      '[sweep]\nrank_by = "accuracy.accuracy"\n')
+    result = litjudge.run(config, out=tmp_path / "out", progress=False)
+    ranking = result.tables["sweep_ranking"]
+    assert ranking.height == 0 and {"rank", "judge", "value", "ci_note", "same_as_best"} <= set(ranking.columns)
+    header = (result.run_dir / "sweep_ranking.csv").read_text().splitlines()
+    assert header and header[0].startswith("rank,"), header

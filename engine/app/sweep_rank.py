@@ -55,8 +55,11 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
     (no rank, no value), the cells where it is undefined, each saying why in ci_note: a cell left out
     silently read as a sweep of fewer cells. Empty when it is undefined in every cell."""
     kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
-    if not kept:
-        return pl.DataFrame()
+    if not kept:          # its columns all the same (a CSV of one empty line, a frame of shape (0, 0), before)
+        head = dict(pl.DataFrame([r.head for r in rows], infer_schema_length=None).schema) if rows else {}
+        return pl.DataFrame(schema={"rank": pl.Int64, **head, "value": pl.Float64, "n": pl.Int64, "clusters": pl.Int64,
+                                    "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8,
+                                    "same_as_best": pl.Boolean})
     undefined = [r for r in rows if math.isnan(r.value)]
     with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
     verdicts = same_as_best([units for _, units in with_units], up, resamples)

@@ -332,7 +332,7 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
         # value (no human labels, say): the cells' tables are kept, the ranking is empty.
         say(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
               "metrics are written, its ranking is empty", logging.WARNING)
-        return pl.DataFrame()
+        return ranking(ranked, True)                   # no row, its columns
     for axis in list(sweep.post):
         values: dict[tuple, set] = {}
         for r in ranked:
