@@ -112,8 +112,8 @@ class Result:
         """Write the HTML report (tables, plots and the per-item viewer) and return its path."""
         if out is not None:
             _path_argument(out, "out", "a folder's path (str or Path) for the report")
-        if self.kind in ("sweep", "ensemble"):
-            raise ConfigError(f"a {self.kind} has no report of its own: report one of its cells' runs, or read "
+        if self.kind == "sweep":                 # an ensemble's is its cascade and jury panels, as the console's
+            raise ConfigError("a sweep has no report of its own: report one of its cells' runs, or read "
                               "`tables['sweep_ranking']`", where=str(self.run_dir))
         return write_report([self.run_dir], Path(out) if out else None)
 

@@ -228,6 +228,10 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     assert results["kind"] == "ensemble" and results["run"] == "ens" and results["results"]["cascade_summary"][0]["items"] == 672
     assert [m["member"] for m in results["results"]["jury"]] == jury["member"].to_list()
     assert set(jury["shared_items"]) == set(jury["items"]) == {672} and "the jury reads" not in r.stderr
+    from litjudge import load                         # the Python report of an ensemble, as the console's
+
+    page = load(tmp_path / "ens").report()
+    assert page.is_file() and "Jury" in page.read_text()
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
 
