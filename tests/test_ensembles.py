@@ -228,7 +228,7 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     assert results["kind"] == "ensemble" and results["run"] == "ens" and results["results"]["cascade_summary"][0]["items"] == 672
     assert [m["member"] for m in results["results"]["jury"]] == jury["member"].to_list()
     assert set(jury["shared_items"]) == set(jury["items"]) == {672} and "the jury reads" not in r.stderr
-    from litjudge import load                         # the Python report of an ensemble, as the console's
+    from litjudge import load  # the Python report of an ensemble, as the console's
 
     page = load(tmp_path / "ens").report()
     assert page.is_file() and "Jury" in page.read_text()
