@@ -232,6 +232,9 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 
     page = load(tmp_path / "ens").report()
     assert page.is_file() and "Jury" in page.read_text()
+    said = litjudge("report", str(tmp_path / "ens"), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert said.returncode == 0 and said.stdout.startswith("# litjudge ensemble ens: git "), said.stdout
+    assert "vLLM" not in said.stdout and "unparsed" not in said.stdout          # no verdicts of its own
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
 

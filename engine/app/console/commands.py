@@ -32,6 +32,12 @@ def cmd_report(args) -> int:
     for path in task_folders([Path(p) for p in args.run_dirs]):
         run = load_run(path)
         m = run.manifest
+        if m.kind == "ensemble":                 # no judge, vLLM or verdicts of its own: its runs'
+            print(f"# litjudge ensemble {run.name}: git {m.git_commit}, machine {m.machine_name}")
+            if args.text:
+                for name, table in run.tables.items():
+                    print_table(table, f"## {name}")
+            continue
         print(f"# litjudge run {run.name}: protocol {m.protocol}, dataset {m.dataset}")
         print(f"git {m.git_commit}, vLLM {m.vllm}, machine {m.machine_name}")
         total = totals(path)
