@@ -240,8 +240,11 @@ class Pairwise(Protocol):
                                         resamples=opts.resamples, cluster="pair_id")}
         if not reward:
             labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
+            # a judge answered in one order only: its fit would read that order's picks, position bias included
+            one_order = answered_in_fewer(labelled, len(ORDERS))
             tables["length_control"] = pl.DataFrame(
-                [{"judge": judge, **_both_orders(length_controlled(j, opts.style_control), j)}
+                [{"judge": judge, **length_controlled(j, opts.style_control),
+                  **(ONE_ORDER_ROW if judge in one_order else {})}
                  for (judge,), j in split(labelled, "judge").items()], infer_schema_length=None)
         return tables
 
@@ -275,31 +278,35 @@ def _accuracy(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward
     empty = "no answer on a pair the humans did not tie" if untied else "the humans tied every labelled pair"
     parts = [rate_rows(labelled, ["judge", "order"], "pair_id", "accuracy", groups=orders, empty=empty),
              rate_rows(labelled, ["judge"], "pair_id", "accuracy", stratum="order", groups=judges,
-                       need=1 if reward else len(ORDERS), empty=empty)
+                       need=orders_needed(reward), empty=empty)
              .with_columns(pl.lit("mean of both").alias("order")),
              _one_order_blank(rate_rows(combined, ["judge"], "pair_id", "accuracy", groups=judges, empty=empty),
-                              labelled, 1 if reward else len(ORDERS))
+                              answered_in_fewer(labelled, orders_needed(reward)))
              .with_columns(pl.lit(f"combined ({rule}; tie = 0.5)").alias("order"))]
     return _per_judge(judges, parts, ["judge", "order", "accuracy", "n", "ci_low", "ci_high", "ci_note"])
 
 
-def _both_orders(row: dict, answered: pl.DataFrame) -> dict:
-    """A length-controlled row without a value where the judge answered one order only: its fit
-    would read that order's picks, position bias included (`ONE_ORDER`)."""
-    if answered["order"].n_unique() >= len(ORDERS):
-        return row
-    return {**row, "accuracy": None, "lc_accuracy": None, "ci_low": None, "ci_high": None, "ci_note": ONE_ORDER}
+def orders_needed(reward: bool) -> int:
+    """The orders a mean over a pair's orders needs: both (a reward model sees no order: its one)."""
+    return 1 if reward else len(ORDERS)
 
 
-def _one_order_blank(rows: pl.DataFrame, answered: pl.DataFrame, need: int) -> pl.DataFrame:
-    """The combined verdict's rows without a value where the judge answered fewer than `need`
-    orders: a pair's combined verdict is then its one order's answer, every pair's, which is that
+def answered_in_fewer(answered: pl.DataFrame, need: int) -> set[str]:
+    """The judges whose answers (`answered`: one row per answer) name fewer than `need` orders."""
+    orders = answered.group_by("judge").agg(pl.col("order").n_unique())
+    return set(orders.filter(pl.col("order") < need)["judge"].to_list())
+
+
+ONE_ORDER_ROW = {"accuracy": None, "lc_accuracy": None, "ci_low": None, "ci_high": None, "ci_note": ONE_ORDER}
+
+
+def _one_order_blank(rows: pl.DataFrame, short: set[str]) -> pl.DataFrame:
+    """The combined verdict's rows without a value for the judges in `short` (answered in one order
+    only): a pair's combined verdict is then its one order's answer, every pair's, which is that
     order's accuracy, position bias included (as the mean of both: `ONE_ORDER`)."""
-    orders = answered.group_by("judge").agg(pl.col("order").n_unique().alias("_orders"))
-    short = rows.join(orders, on="judge", how="left").select((pl.col("_orders").fill_null(0) < need)
-                                                            & pl.col("accuracy").is_not_null()).to_series()
-    blank = {c: pl.when(short).then(None).otherwise(pl.col(c)) for c in ("accuracy", "ci_low", "ci_high")}
-    return rows.with_columns(**blank, ci_note=pl.when(short).then(pl.lit(ONE_ORDER)).otherwise(pl.col("ci_note")))
+    blank = pl.col("judge").is_in(list(short)) & pl.col("accuracy").is_not_null()
+    values = {c: pl.when(blank).then(None).otherwise(pl.col(c)) for c in ("accuracy", "ci_low", "ci_high")}
+    return rows.with_columns(**values, ci_note=pl.when(blank).then(pl.lit(ONE_ORDER)).otherwise(pl.col("ci_note")))
 
 
 def _per_judge(judges: pl.DataFrame, parts: list[pl.DataFrame], columns: list[str]) -> pl.DataFrame:
@@ -331,7 +338,7 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
     by_order = {"text_a_win_rate", "longer_text_win_rate"}   # a mean of the orders' rates, as accuracy's mean of both
     parts = [rate_rows(frame.with_columns(values.cast(pl.Float64).alias("value")), ["judge"], "pair_id", "value",
                        groups=judges, empty=empty, stratum="order" if name in by_order else None,
-                       need=(1 if reward else len(ORDERS)) if name in by_order else None)
+                       need=orders_needed(reward) if name in by_order else None)
              .with_columns(pl.lit(name).alias("metric"))
              for name, (frame, values, empty) in metrics.items() if not (reward and name in REWARD_BLIND)]
     unparsed = d.group_by("judge").agg(pl.col("answer").is_null().sum().cast(pl.Float64).alias("value"),

@@ -22,6 +22,12 @@ def key() -> str:
     return "k" + uuid.uuid4().hex
 
 
+def first_drawn(run):
+    """The queue's first drawn cluster (a budget of 40, as the tests start it)."""
+    q = build_queue(run, 40)
+    return q.clusters[int(q.design.draws[0])]
+
+
 def answer(c, annotator: str) -> dict:
     """The next story for `annotator`, answered Yes throughout; its /api/next item."""
     item = c.get("/api/next", params={"annotator": annotator}).json()
@@ -60,8 +66,7 @@ def test_a_partial_import_holds_the_storys_place(run, tmp_path):
     page no longer hands that story to anyone else, and gives it to lab1 to finish."""
     with InThread(run, budget=40):
         pass
-    q = build_queue(run, 40)
-    first = q.clusters[int(q.design.draws[0])]
+    first = first_drawn(run)
     sheet = tmp_path / "partial.csv"
     sheet.write_text(f"annotator,item,label\nlab1,{first.questions[0].item},Yes\n")
     r = litjudge("annotate", str(run), "--import", str(sheet))
@@ -100,8 +105,7 @@ def test_an_export_with_two_answers_of_one_person_imports_back(run, finished, tm
 def test_an_unreadable_csv_is_one_line(run, tmp_path):
     with InThread(run, budget=40):
         pass
-    q = build_queue(run, 40)
-    item = q.clusters[int(q.design.draws[0])].questions[0].item
+    item = first_drawn(run).questions[0].item
     big = tmp_path / "big.csv"
     big.write_text(f"annotator,item,label\nlab,{item},\"{'x' * 200_000}\"\n")
     r = litjudge("annotate", str(run), "--import", str(big))
@@ -158,8 +162,7 @@ def test_an_annotator_holds_one_story_at_a_time(run):
 def test_a_refused_first_import_starts_no_queue(run, tmp_path):
     """A file refused whole (a label that is no answer) left the queue started with the default
     budget, so the next --budget was refused too: a refused first import leaves no store."""
-    q = build_queue(run, 40)
-    item = q.clusters[int(q.design.draws[0])].questions[0].item
+    item = first_drawn(run).questions[0].item
     bad = tmp_path / "bad.csv"
     bad.write_text(f"annotator,item,label\nlab,{item},Maybe\n")
     r = litjudge("annotate", str(run), "--import", str(bad))

@@ -25,6 +25,19 @@ def ab_only(folder, rows) -> str:
     return f"replay:{path}"
 
 
+def swept(tmp_path, data: list[dict], judges: list[str], more: str = ""):
+    """A pairwise sweep over `judges` on `data` (the Python API's columns), ranked by accuracy."""
+    rows = tmp_path / "pairs.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in data))
+    columns = "".join(f'{k} = "{v}"\n' for k, v in COLUMNS.items())
+    values = "".join(f'{k} = "{v}"\n' for k, v in VALUES["label"].items())
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'name = "s"\nprotocol = "pairwise"\n[dataset]\npath = "{rows}"\n[dataset.columns]\n{columns}'
+                      f'[dataset.values.label]\n{values}[matrix]\njudge = {json.dumps(judges)}\n'
+                      f'[sweep]\nrank_by = "accuracy.accuracy"\n{more}')
+    return litjudge.run(config, out=tmp_path / "out", progress=False)
+
+
 def row(table: pl.DataFrame, column: str, value: str) -> dict:
     rows = table.filter(pl.col(column) == value).to_dicts()
     assert len(rows) == 1, (column, value, rows)
@@ -62,20 +75,11 @@ def test_a_sweep_ranks_the_one_order_judge_unranked_saying_why(tmp_path):
     with the one-order note, also where a post axis (`[sweep.post]`) is folded (its rows were rebuilt
     without their note: "a constant judge or one human answer" stood there)."""
     data = pairs(20)
-    rows = tmp_path / "pairs.jsonl"
-    rows.write_text("".join(json.dumps(r) + "\n" for r in data))
     both = tmp_path / "both.jsonl"
     both.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "A" if (i + (o == "ba")) % 3 else "B"})
                             + "\n" for i, r in enumerate(data) for o in ("ab", "ba")))
-    one = ab_only(tmp_path, data)
-    columns = "".join(f'{k} = "{v}"\n' for k, v in COLUMNS.items())
-    values = "".join(f'{k} = "{v}"\n' for k, v in VALUES["label"].items())
-    config = tmp_path / "sweep.toml"
-    config.write_text(f'name = "s"\nprotocol = "pairwise"\n[dataset]\npath = "{rows}"\n[dataset.columns]\n{columns}'
-                      f'[dataset.values.label]\n{values}[matrix]\njudge = ["replay:{both}", "{one}"]\n'
-                      '[sweep]\nrank_by = "accuracy.accuracy"\n[sweep.post]\n"options.tie_rule" = ["inconsistent", '
-                      '"probability"]\n')
-    result = litjudge.run(config, out=tmp_path / "out", progress=False)
+    result = swept(tmp_path, data, [f"replay:{both}", ab_only(tmp_path, data)],
+                   '[sweep.post]\n"options.tie_rule" = ["inconsistent", "probability"]\n')
     ranking = result.tables["sweep_ranking"]
     assert ranking["rank"].to_list()[0] == 1 and ranking["rank"].to_list()[1] is None
     assert ranking["ci_note"].to_list()[1].startswith(ONE_ORDER), ranking.to_dicts()
@@ -112,16 +116,7 @@ def test_a_sweep_where_no_cell_has_a_value_writes_a_ranking_with_its_columns(tmp
     """Every judge answered in one order only: the ranking has no row, but its columns (the CSV was
     one empty line, the loaded table of shape (0, 0))."""
     data = pairs(20)
-    rows = tmp_path / "pairs.jsonl"
-    rows.write_text("".join(json.dumps(r) + "\n" for r in data))
-    one = ab_only(tmp_path, data)
-    columns = "".join(f'{k} = "{v}"\n' for k, v in COLUMNS.items())
-    values = "".join(f'{k} = "{v}"\n' for k, v in VALUES["label"].items())
-    config = tmp_path / "sweep.toml"
-    config.write_text(f'name = "s"\nprotocol = "pairwise"\n[dataset]\npath = "{rows}"\n[dataset.columns]\n{columns}'
-                      f'[dataset.values.label]\n{values}[matrix]\njudge = ["{one}"]\n'
-                      '[sweep]\nrank_by = "accuracy.accuracy"\n')
-    result = litjudge.run(config, out=tmp_path / "out", progress=False)
+    result = swept(tmp_path, data, [ab_only(tmp_path, data)])
     ranking = result.tables["sweep_ranking"]
     assert ranking.height == 0 and {"rank", "judge", "value", "ci_note", "same_as_best"} <= set(ranking.columns)
     header = (result.run_dir / "sweep_ranking.csv").read_text().splitlines()

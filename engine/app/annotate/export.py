@@ -20,20 +20,26 @@ FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability"
 FORMULA = ("=", "+", "-", "@", "\t", "\r")    # what a spreadsheet reads as the start of a formula
 
 
+def draw_positions(labels: Labels) -> dict[str, str]:
+    """cluster -> its every draw's position in the draw sequence, space-separated (`draws`)."""
+    positions: dict[str, list[int]] = {}
+    for k, c in enumerate(labels.draw_clusters):
+        positions.setdefault(c, []).append(k)
+    return {c: " ".join(map(str, ks)) for c, ks in positions.items()}
+
+
 def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
     """The standing labels, oldest first, as exported. `draws`: every draw of the cluster (its
     positions in the draw sequence, space-separated); `score`: the answer on its question's
     scale (`Queue.score`); `counted`: whether that question is in the quantity; `judge_total` and
     `cluster_items`: the cluster's f and m;
     `judge_total_all`, `items_all` and `clusters_all`: F, M and N, over every cluster of the queue."""
-    positions: dict[str, list[int]] = {}
-    for k, c in enumerate(labels.draw_clusters):
-        positions.setdefault(c, []).append(k)
+    positions = draw_positions(labels)
     big_f, big_m = float(queue.judge_total.sum()), float(queue.size.sum())
     out = []
     for r in labels.rows():
         c = queue.index(r.cluster)
-        out.append({**asdict(r), "draws": " ".join(map(str, positions.get(r.cluster, []))),
+        out.append({**asdict(r), "draws": positions.get(r.cluster, ""),
                     "score": queue.score(r.cluster, r.label, r.item),
                     "counted": queue.question(r.item).counted, "judge_total": float(queue.judge_total[c]),
                     "cluster_items": int(queue.size[c]), "judge_total_all": big_f, "items_all": big_m,
@@ -45,11 +51,9 @@ def stored_records(labels: Labels) -> list[dict[str, Any]]:
     """The standing labels as `records` gives them, from the store alone: for a run judged again
     since its queue was drawn, whose labels stay the people's (the fields the queue gives, `score`
     to `clusters_all`, are empty: the run's judges no longer say what they did)."""
-    positions: dict[str, list[int]] = {}
-    for k, c in enumerate(labels.draw_clusters):
-        positions.setdefault(c, []).append(k)
+    positions = draw_positions(labels)
     derived = dict.fromkeys(FIELDS[FIELDS.index("score"):])
-    return [{**asdict(r), "draws": " ".join(map(str, positions.get(r.cluster, []))), **derived} for r in labels.rows()]
+    return [{**asdict(r), "draws": positions.get(r.cluster, ""), **derived} for r in labels.rows()]
 
 
 def jsonl(rows: list[dict[str, Any]]) -> str:

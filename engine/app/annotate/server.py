@@ -77,33 +77,31 @@ class Guard:
             status, line = refusal
             await PlainTextResponse(line + "\n", status_code=status)(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
-            await PlainTextResponse(f"request body over {MAX_BODY} bytes\n", status_code=413)(scope, receive, send)
-            return
         await self.app(scope, receive, send)     # a body without a length is bounded as it is read (`body`)
 
     def _refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """(status, line) of a request refused before any route runs; None for one that passes."""
         headers = {k.lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        if self.token is not None and not self._has_token(scope):
+        if self.token is not None and not self._has_token(scope, headers):
             return 403, "a token is required: open the URL litjudge annotate printed (it ends in ?token=...)"
         host = headers.get(b"host", "")
         if self.hosts and host.lower() not in self.hosts:
             return 403, f"this app answers {min(self.hosts)}, not {host[:80]!r}: open the URL litjudge annotate printed"
         origin = headers.get(b"origin")
-        if origin is not None and origin.lower() not in {f"http://{h}" for h in (self.hosts or {host.lower()})}:
-            return 403, "a request from another site's page: open the URL litjudge annotate printed"
-        if headers.get(b"sec-fetch-site") == "cross-site":
+        if (origin is not None and origin.lower() not in {f"http://{h}" for h in (self.hosts or {host.lower()})}) \
+                or headers.get(b"sec-fetch-site") == "cross-site":
             return 403, "a request from another site's page: open the URL litjudge annotate printed"
         if scope.get("method") == "POST" and headers.get(b"content-type", "").split(";")[0].strip().lower() \
                 != "application/json":
             return 415, "a submission is JSON: Content-Type: application/json"
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            return 413, f"request body over {MAX_BODY} bytes"
         return None
 
-    def _has_token(self, scope: Scope) -> bool:
+    def _has_token(self, scope: Scope, headers: dict[bytes, str]) -> bool:
         assert self.token is not None
-        given = dict(scope.get("headers") or []).get(TOKEN_HEADER.encode(), b"").decode("latin-1")
+        given = headers.get(TOKEN_HEADER.encode(), "")
         if not given:
             query = scope.get("query_string", b"").decode("latin-1")
             given = next((v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "token"), "")

@@ -9,7 +9,7 @@ from litjudge.judges.metrics.active import MIN
 from ...core.console import terminal
 from ...core.errors import ConfigError, DataError
 from ..annotate.labels import FILE
-from ..annotate.queue import build_queue
+from ..annotate.queue import Queue, build_queue
 from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, settings
 from ..annotate.serve import Annotation, export_labels, import_labels, unfinished, url_of
 from ..annotate.simulate import run_simulation
@@ -22,51 +22,8 @@ def cmd_annotate(args) -> int:
     _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)
-    if args.export_file and not args.import_file and not (run / FILE).exists():
-        # exporting nothing would start the queue (its budget fixed from then on): say so instead
-        raise ConfigError(f"no labels to export: the annotation queue of {run} has not been started (no {FILE})",
-                          where=str(run))
-    if args.export_file and not args.import_file:
-        try:
-            queue, labels = open_queue(run, options)
-        except QueueChanged as changed:          # the labels stay the people's: exported from the store
-            labels = open_stored(run)
-            try:
-                n = export_labels(None, labels, Path(args.export_file))
-            finally:
-                labels.close()
-            print(f"litjudge: {run}: {changed}", file=terminal())
-            print(f"Exported {n} labels -> {args.export_file} (from the store alone: score, counted and the judges' "
-                  "totals are empty)")
-            return 0
-        try:
-            n = export_labels(queue, labels, Path(args.export_file))
-            print(f"Exported {n} labels -> {args.export_file}")
-        finally:
-            labels.close()
-        return 0
     if args.import_file or args.export_file:
-        started = (run / FILE).exists()
-        queue, labels = open_queue(run, options)
-        try:
-            if args.import_file:
-                try:
-                    stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
-                except DataError:
-                    if not started:              # a refused first import starts no queue (its budget stays open)
-                        labels.close()
-                        for part in (FILE, f"{FILE}-wal", f"{FILE}-shm"):
-                            (run / part).unlink(missing_ok=True)
-                    raise
-                print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
-                for line in unfinished(queue, labels):
-                    print(f"litjudge: unfinished story {line}", file=terminal())
-            if args.export_file:
-                n = export_labels(queue, labels, Path(args.export_file))
-                print(f"Exported {n} labels -> {args.export_file}")
-        finally:
-            labels.close()
-        return 0
+        return import_export(run, options, args)
     app = Annotation(run, options, args.annotator)
     q = app.queue
     print(f"Annotation queue of {run} ({q.protocol}: {q.quantity}): {len(q.design.draws)} draws over "
@@ -82,6 +39,45 @@ def cmd_annotate(args) -> int:
         app.run()
     except (KeyboardInterrupt, Terminated):        # the way to stop it: nothing is lost
         print(f"litjudge: annotation server stopped; every submitted label is in {run / FILE}", file=terminal())
+    return 0
+
+
+def import_export(run: Path, options: Options, args) -> int:
+    """`--import FILE` and/or `--export FILE`. An export alone never starts a queue, and exports
+    from the store alone a queue whose run was judged again since (the labels stay the people's); a
+    refused first import starts no queue either (its budget stays open)."""
+    started = (run / FILE).exists()
+    if args.export_file and not args.import_file and not started:
+        raise ConfigError(f"no labels to export: the annotation queue of {run} has not been started (no {FILE})",
+                          where=str(run))
+    queue: Queue | None
+    try:
+        queue, labels = open_queue(run, options)
+    except QueueChanged as changed:
+        if args.import_file:
+            raise
+        queue, labels = None, open_stored(run)
+        print(f"litjudge: {run}: {changed}", file=terminal())
+    try:
+        if args.import_file:
+            assert queue is not None
+            try:
+                stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
+            except DataError:
+                if not started:
+                    labels.close()
+                    for part in (FILE, f"{FILE}-wal", f"{FILE}-shm"):
+                        (run / part).unlink(missing_ok=True)
+                raise
+            print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
+            for line in unfinished(queue, labels):
+                print(f"litjudge: unfinished story {line}", file=terminal())
+        if args.export_file:
+            n = export_labels(queue, labels, Path(args.export_file))
+            alone = "" if queue is not None else " (from the store alone: score, counted and the judges' totals are empty)"
+            print(f"Exported {n} labels -> {args.export_file}{alone}")
+    finally:
+        labels.close()
     return 0
 
 
