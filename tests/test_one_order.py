@@ -112,12 +112,15 @@ def test_a_rubric_pairwise_question_answered_in_one_order_has_no_mean(tmp_path):
     assert headline["agreement"] is None and ONE_ORDER in (headline["ci_note"] or ""), headline
 
 
-def test_a_sweep_where_no_cell_has_a_value_writes_a_ranking_with_its_columns(tmp_path):
-    """Every judge answered in one order only: the ranking has no row, but its columns (the CSV was
-    one empty line, the loaded table of shape (0, 0))."""
+def test_a_sweep_where_no_cell_has_a_value_lists_every_cell_unranked_with_why(tmp_path):
+    """Every judge answered in one order only: no cell is ranked, and each is listed, unranked, with
+    the reason its table gives (the ranking had no row: the CSV was one empty line, then a header
+    alone, and nothing said why), in columns of the ranking's types."""
     data = pairs(20)
     result = swept(tmp_path, data, [ab_only(tmp_path, data)])
     ranking = result.tables["sweep_ranking"]
-    assert ranking.height == 0 and {"rank", "judge", "value", "ci_note", "same_as_best"} <= set(ranking.columns)
-    header = (result.run_dir / "sweep_ranking.csv").read_text().splitlines()
-    assert header and header[0].startswith("rank,"), header
+    assert ranking.height == 1 and ranking["rank"].is_null().all() and ranking["value"].is_null().all()
+    assert ranking.schema["rank"] == pl.Int64 and ranking.schema["value"] == pl.Float64
+    assert ranking["ci_note"][0] == f"{ONE_ORDER}: unranked", ranking["ci_note"][0]
+    lines = (result.run_dir / "sweep_ranking.csv").read_text().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("rank,"), lines

@@ -53,13 +53,9 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
     """The rows best first (`up`: higher is better, as the protocol declares the metric), each with
     its interval (ci_low, ci_high, ci_note: the one interval rule) and `same_as_best`; then, unranked
     (no rank, no value), the cells where it is undefined, each saying why in ci_note: a cell left out
-    silently read as a sweep of fewer cells. Empty when it is undefined in every cell."""
+    silently read as a sweep of fewer cells. Undefined in every cell, every cell is listed unranked
+    (an empty ranking said nothing of why); its columns are the same whatever it holds."""
     kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
-    if not kept:          # its columns all the same (a CSV of one empty line, a frame of shape (0, 0), before)
-        head = dict(pl.DataFrame([r.head for r in rows], infer_schema_length=None).schema) if rows else {}
-        return pl.DataFrame(schema={"rank": pl.Int64, **head, "value": pl.Float64, "n": pl.Int64, "clusters": pl.Int64,
-                                    "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8,
-                                    "same_as_best": pl.Boolean})
     undefined = [r for r in rows if math.isnan(r.value)]
     with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
     verdicts = same_as_best([units for _, units in with_units], up, resamples)
@@ -81,7 +77,10 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
     out += [{"rank": None, **r.head, "value": None, "n": r.n, "clusters": 0, "ci_low": None, "ci_high": None,
              "ci_note": f"{r.note}: unranked" if r.note else UNDEFINED_IN_CELL[r.missing], "same_as_best": None}
             for r in undefined]
-    return pl.DataFrame(out, infer_schema_length=None)
+    head = dict(pl.DataFrame([r.head for r in rows], infer_schema_length=None).schema) if rows else {}
+    schema: dict[str, Any] = {"rank": pl.Int64, **head, "value": pl.Float64, "n": pl.Int64, "clusters": pl.Int64,
+              "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8, "same_as_best": pl.Boolean}
+    return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)
 
 
 # Why an unranked cell has no value: its tables say it undefined (their ci_note says why), or hold no row of it.

@@ -327,12 +327,6 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     with its interval and whether a paired test can tell it from the best (`sweep_rank`). A post
     axis the estimate ignores only repeats rows: its first value is kept. (A cell's best post
     setting is chosen on the same data: an optimistic pick, which same_as_best tempers.)"""
-    if all(r.missing for r in ranked):
-        # The metric is a valid one (checked when the sweep loaded), but these data give it no
-        # value (no human labels, say): the cells' tables are kept, the ranking is empty.
-        say(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
-              "metrics are written, its ranking is empty", logging.WARNING)
-        return ranking(ranked, True)                   # no row, its columns
     for axis in list(sweep.post):
         values: dict[tuple, set] = {}
         for r in ranked:
@@ -344,9 +338,15 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
-    if not table.height:
+    if all(r.missing for r in ranked):
+        # The metric is a valid one (checked when the sweep loaded), but these data give it no
+        # value (no human labels, say): the cells' tables are kept, and each is listed unranked.
+        say(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
+            "metrics are written, and its ranking lists every cell unranked", logging.WARNING)
+    elif table.height and table["rank"].null_count() == table.height:
         say(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
-              "class): the sweep's metrics are written, its ranking is empty", logging.WARNING)
+            "class): the sweep's metrics are written, and its ranking lists every cell unranked, its ci_note saying "
+            "why", logging.WARNING)
     elif (unranked := table["rank"].null_count()):
         say(f"litjudge: warning: {sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking "
             "(no answer read, a constant judge or one human answer): they are listed last, unranked, their ci_note "

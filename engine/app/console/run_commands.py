@@ -148,11 +148,17 @@ def print_sweep(args, done: Executed) -> int:
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "clusters", "same_as_best"]
     if "unread" in out.ranking.columns and (out.ranking["unread"].fill_null(0.0) > 0).any():
         cols.append("unread")          # each value is over the answers read: say where some were not
-    if out.ranking.height:                         # an empty ranking is said by its warning, not an empty table
+    ranked = out.ranking.height - out.ranking["rank"].null_count() if out.ranking.height else 0
+    if ranked:
         print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                      f"Top {args.show} cells x settings by {sweep.rank_by} ({out.ranking['group'][0]}; 95% CI over "
                      "clusters)", max_rows=args.show)
         print("\n".join(["", *interval_notes(out.ranking), MULTIPLE_COMPARISONS]))
+    elif out.ranking.height:                       # none ranked: each cell with why it has no value
+        print_table(out.ranking.select([c for c in ["cell", *sweep.post, "judge", "n", "ci_note"]
+                                        if c in out.ranking.columns]).head(args.show),
+                     f"No cell ranked by {sweep.rank_by} ({out.ranking['group'][0]}): each is undefined", max_rows=args.show)
+        print("\n".join(["", *(f"undefined where: {n}" for n in sorted(set(out.ranking["ci_note"].drop_nulls())))]))
     sh = out.manifest.sharing
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
