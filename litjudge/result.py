@@ -125,8 +125,9 @@ class Result:
                 f" &middot; {counts.rows if counts else self.verdicts.height} verdicts"
                 + (f" ({counts.unparsed} unparsed)" if counts else ""))
         parts = [f"<p>{head}</p>"] + [f"<p style='color:#b00020'>{html.escape(p)}</p>" for p in self.problems()]
-        for name, table in self.summary.items():
-            parts.append(f"<p><i>{html.escape(name)}</i></p>" + table.head(12)._repr_html_())
+        with pl.Config(fmt_str_lengths=2000):         # a note in full (polars cuts a string at 30 characters)
+            for name, table in self.summary.items():
+                parts.append(f"<p><i>{html.escape(name)}</i></p>" + table.head(12)._repr_html_())
         return "\n".join(parts)
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from html import escape
 
 import pandas as pd
 import polars as pl
@@ -103,6 +104,9 @@ def test_tables_are_the_run_folders_and_a_repeat_generates_nothing(tmp_path):
     assert [j["generated"] for j in m.judges] == [0] and m.judge_names == [second.verdicts["judge"][0]]
     html = first._repr_html_()
     assert "24 verdicts" in html and "accuracy" in html
+    notes = {n for t in first.summary.values() if "ci_note" in t.columns for n in t["ci_note"].drop_nulls()}
+    assert any(len(n) > 60 for n in notes), notes
+    assert all(escape(n) in html for n in notes), [n for n in notes if escape(n) not in html]   # in full
     assert first.report().name == "report.html"
 
 
