@@ -162,6 +162,29 @@ def test_labels_doubled_submit_locks_skip_undo_and_resume(run):
         assert c.get("/api/export.jsonl").text == ""
 
 
+def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
+    """A lone annotator who skips the first drawn story and answers the next: no draw counts yet,
+    and the estimate names the draw, its story and the later draws waiting; once someone answers
+    it, nothing waits."""
+    with InThread(run, budget=40) as s, s.client() as c:
+        first = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert first["draw"] == 0
+        c.post("/api/skip", json={"annotator": "ann", "cluster": first["cluster"], "key": key()})
+        assert c.get("/api/estimate").json()["waiting"] is None                    # nothing answered yet
+        second = c.get("/api/next", params={"annotator": "ann"}).json()
+        c.post("/api/label", json={"annotator": "ann", "cluster": second["cluster"], "key": key(),
+                                   "labels": {q["item"]: "Yes" for q in second["questions"]}})
+        e = c.get("/api/estimate").json()
+        assert e["labelled_draws"] == 0 and e["waiting"]["draw"] == 1, e["waiting"]
+        assert e["waiting"] == {"draw": 1, "cluster": first["cluster"], "clusters_after": 1}
+        bob = c.get("/api/next", params={"annotator": "bob"}).json()
+        assert bob["cluster"] == first["cluster"]                                  # another annotator gets it
+        c.post("/api/label", json={"annotator": "bob", "cluster": bob["cluster"], "key": key(),
+                                   "labels": {q["item"]: "No" for q in bob["questions"]}})
+        e = c.get("/api/estimate").json()
+        assert e["labelled_draws"] >= 2 and e["waiting"] is None, e     # repeats of answered stories wait for nobody
+
+
 def test_per_item_shows_a_cluster_to_k_annotators(run):
     with InThread(run, budget=40, per_item=2) as s, s.client() as c:
         a = c.get("/api/next", params={"annotator": "ann"}).json()

@@ -149,7 +149,14 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
         shown = page.eval_on_selector_all(".text .body", "els => els.map(e => [e.textContent, getComputedStyle(e).direction])")
         assert sorted(d for _, d in shown) == ["ltr", "rtl"] and all((d == "rtl") == t.startswith(RTL) for t, d in shown)
         page.screenshot(path=str(shots / "annotate-pairwise.png"), full_page=True)
-        assert label_by_keys(page, "1") != first
+        page.keyboard.press("s")              # the first draw skipped: the estimates wait for it, and say so
+        until(lambda: page.get_attribute("#item", "data-cluster") != first)
+        second = current(page)
+        assert label_by_keys(page, "1") != second
+        until(lambda: "stop at draw 1" in (page.text_content("#est-note") or ""))
+        note = page.text_content("#est-note")
+        assert f"draw 1 ({first})" in note and "1 answered one drawn after it waits for it" in note, note
+        assert page.text_content("#done-draws").startswith("0 /")
         row = exported(served)[0]
         # key 1 chose the text shown first: a in order ab, b in order ba
         assert row["label"] == row["shown"][0]

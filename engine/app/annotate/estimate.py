@@ -80,4 +80,17 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
     return {"quantity": queue.quantity, "bounds": list(b), "labelled_draws": k, "budget": len(queue.design.draws),
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
-            "agreement": agreement(latest(rows)), "curve": points}
+            "agreement": agreement(latest(rows)), "curve": points, "waiting": waiting(queue, totals, k)}
+
+
+def waiting(queue: Queue, totals: Mapping[int, float], k: int) -> dict[str, Any] | None:
+    """Where answers wait: draw k + 1's cluster has no whole answer (skipped, or being read) while
+    clusters first drawn after it have, which the estimates cannot use until it has (a lone
+    annotator who skipped it saw the count stay put); None where nothing waits. A later draw of a
+    cluster answered before it (draws are with replacement) waits for nobody."""
+    draws = queue.design.draws.tolist()
+    before = set(draws[:k + 1])
+    later = len({c for c in draws[k + 1:] if c in totals and c not in before})
+    if k >= len(draws) or not later:
+        return None
+    return {"draw": k + 1, "cluster": queue.clusters[draws[k]].cluster, "clusters_after": later}
