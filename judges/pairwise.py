@@ -128,8 +128,8 @@ class Pairwise(Protocol):
             return Units.of(labelled["pair_id"].to_list(), {**cols, "y": (labelled["pick"] == labelled["human"]).to_numpy()},
                             lc_accuracy_of, rule=lc_rule)
         return Units.rate(labelled["pair_id"].to_list(), labelled.select(tie_credit("pick").alias("v"))["v"].to_list(),
-                          labelled["order"].to_list(), need=None if set(labelled["order"]) <= {"reward"}
-                          or rank.where().get("order") in ORDERS else len(ORDERS))
+                          labelled["order"].to_list(), need=None if rank.where().get("order") in ORDERS
+                          else orders_needed(set(labelled["order"]) <= {"reward"}))
 
     def load(self, ctx: Context) -> list[Pair]:
         return ctx.load("pairs")

@@ -115,14 +115,18 @@ class Labels:
                 "WHERE s.kind = 'label' AND s.undone = 0 ORDER BY s.seq").fetchall()
         return {(a, item): (label, cluster) for a, item, label, cluster in rows}
 
+    def answered(self) -> dict[tuple[str, str], set[str]]:
+        """(annotator, cluster) -> the items of it they have a standing answer to."""
+        out: dict[tuple[str, str], set[str]] = {}
+        for (a, item), (_, cluster) in self.latest().items():
+            out.setdefault((a, cluster), set()).add(item)
+        return out
+
     def done_by(self, items_of: dict[str, tuple[str, ...]], partly: bool = False) -> dict[str, set[str]]:
         """cluster -> the annotators who answered every one of its items (`partly`: any of them, as
         an import may: they hold one of its `per_item` places all the same)."""
-        answered: dict[tuple[str, str], set[str]] = {}
-        for (a, item), (_, cluster) in self.latest().items():
-            answered.setdefault((a, cluster), set()).add(item)
         out: dict[str, set[str]] = {}
-        for (a, cluster), items in answered.items():
+        for (a, cluster), items in self.answered().items():
             if partly or set(items_of.get(cluster, ())) <= items:
                 out.setdefault(cluster, set()).add(a)
         return out

@@ -204,8 +204,8 @@ def unfinished(queue: Queue, labels: Labels) -> list[str]:
     first draw until someone finishes it (an import of some of a story's tests)."""
     answered: dict[str, set[str]] = {}
     who: dict[str, set[str]] = {}
-    for (annotator, item), (_, cluster) in labels.latest().items():
-        answered.setdefault(cluster, set()).add(item)
+    for (annotator, cluster), items in labels.answered().items():
+        answered.setdefault(cluster, set()).update(items)
         who.setdefault(cluster, set()).add(annotator)
     out = []
     for cluster, items in sorted(answered.items(), key=lambda kv: labels.first_draw.get(kv[0], -1)):
@@ -221,7 +221,7 @@ def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, pe
     """One DataError when the stored answers and the file's would give a story more annotators than
     `per_item` (the page's rule: a K+1th answer moved the estimate past the queue's design)."""
     stored: dict[str, set[str]] = {}
-    for (annotator, _), (_, cluster) in labels.latest().items():
+    for annotator, cluster in labels.answered():
         stored.setdefault(cluster, set()).add(annotator)
     reading = labels.reading()                 # a place the page has handed out counts, as on the page
     who = {c: stored.get(c, set()) | reading.get(c, set()) for _, c in groups}
