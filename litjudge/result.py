@@ -121,9 +121,10 @@ class Result:
         """A notebook cell's view: what ran, how many verdicts, and the headline tables."""
         m = self.manifest
         counts = m.verdicts if "verdicts" in m.raw else None
-        head = (f"<b>litjudge</b> {html.escape(self.kind)} <code>{html.escape(str(self.run_dir))}</code>"
-                f" &middot; {counts.rows if counts else self.verdicts.height} verdicts"
+        size = (f"{len(m.raw.get('cells') or [])} cells, {m.sharing.get('requests', 0)} requests" if self.kind == "sweep"
+                else f"{counts.rows if counts else self.verdicts.height} verdicts"   # a sweep's are in its cells' runs
                 + (f" ({counts.unparsed} unparsed)" if counts else ""))
+        head = f"<b>litjudge</b> {html.escape(self.kind)} <code>{html.escape(str(self.run_dir))}</code> &middot; {size}"
         parts = [f"<p>{head}</p>"] + [f"<p style='color:#b00020'>{html.escape(p)}</p>" for p in self.problems()]
         with pl.Config(fmt_str_lengths=2000):         # a note in full (polars cuts a string at 30 characters)
             for name, table in self.summary.items():

@@ -155,7 +155,7 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
         assert label_by_keys(page, "1") != second
         until(lambda: "stop at draw 1" in (page.text_content("#est-note") or ""))
         note = page.text_content("#est-note")
-        assert f"draw 1 ({first})" in note and "1 answered one drawn after it waits for it" in note, note
+        assert f"draw 1 (\u2068{first}\u2069)" in note and "1 answered one drawn after it waits for it" in note, note
         assert page.text_content("#done-draws").startswith("0 /")
         row = exported(served)[0]
         # key 1 chose the text shown first: a in order ab, b in order ba

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pytest
 
 import litjudge
 from litjudge.judges.metrics.proportion import ONE_ORDER
@@ -117,7 +118,11 @@ def test_a_sweep_where_no_cell_has_a_value_lists_every_cell_unranked_with_why(tm
     the reason its table gives (the ranking had no row: the CSV was one empty line, then a header
     alone, and nothing said why), in columns of the ranking's types."""
     data = pairs(20)
-    result = swept(tmp_path, data, [ab_only(tmp_path, data)])
+    with pytest.warns(litjudge.LitjudgeWarning, match="accuracy.accuracy is undefined in every cell"):
+        result = swept(tmp_path, data, [ab_only(tmp_path, data)])
+    said = json.loads((result.run_dir / "results.json").read_text())["warnings"]    # kept, not only printed
+    assert any("undefined in every cell" in w for w in said), said
+    assert "1 cells, 40 requests" in result._repr_html_()                         # a sweep's size (was "0 verdicts")
     ranking = result.tables["sweep_ranking"]
     assert ranking.height == 1 and ranking["rank"].is_null().all() and ranking["value"].is_null().all()
     assert ranking.schema["rank"] == pl.Int64 and ranking.schema["value"] == pl.Float64

@@ -99,8 +99,13 @@ def test_the_console_lists_an_exact_bound_as_an_interval():
     from litjudge.engine.app.console.run_commands import interval_notes
     from litjudge.judges.metrics.bootstrap import too_few
 
-    ranking = pl.DataFrame({"ci_low": [0.69, None], "ci_note": [CONSTANT, too_few(4)]})
+    ranking = pl.DataFrame({"rank": [1, 2], "ci_low": [0.69, None], "ci_note": [CONSTANT, too_few(4)]})
     assert interval_notes(ranking) == [f"no interval where: {too_few(4)}", f"interval where: {CONSTANT}"]
+    # an unranked row's note says why it has no value, not why it has no interval
+    unranked = pl.concat([ranking, pl.DataFrame({"rank": [None], "ci_low": [None], "ci_note": ["no answer read: unranked"]},
+                                                schema=ranking.schema)])
+    assert interval_notes(unranked) == [f"no interval where: {too_few(4)}", f"interval where: {CONSTANT}",
+                                        "unranked where: no answer read: unranked"]
 
 
 def test_a_perfect_jury_member_gets_the_exact_bound_as_the_pairwise_table_does():

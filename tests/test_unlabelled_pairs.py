@@ -163,7 +163,7 @@ def test_a_sweep_over_partly_labelled_pairs_says_what_its_cells_read(tmp_path):
                                        '[sweep]\nrank_by = "accuracy.accuracy"\n')
     r = cli("run", str(unlabelled / "s.toml"), cwd=unlabelled)
     assert r.returncode == 0 and "no cell has a value of accuracy.accuracy" in r.stderr, r.stderr[-2000:]
-    assert "Top " not in r.stdout, r.stdout                      # no ranking's header over unranked cells
-    assert "No cell ranked by accuracy.accuracy" in r.stdout and "undefined where: " in r.stdout, r.stdout
+    assert "best first" not in r.stdout, r.stdout                # no ranking's header over unranked cells
+    assert "No cell ranked by accuracy.accuracy" in r.stdout and "unranked where: " in r.stdout, r.stdout
     listed = pl.read_csv(unlabelled / "runs" / "out" / "s" / "sweep_ranking.csv")
     assert listed.height == 2 and listed["rank"].is_null().all() and listed["ci_note"].is_not_null().all(), listed

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 import shutil
 import time
@@ -31,7 +30,7 @@ from litjudge.judges.base import Context, group_columns
 from .. import backends as registry
 from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
-from ..core.console import log_to, say
+from ..core.console import log_to
 from ..core.errors import LitjudgeError
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
 from ..core.planner import StreamPlanner, common_prefix, fewer_collections
@@ -224,7 +223,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
         store.close()
         if cache is not None:
             cache.close()
-    ranking = rank(sweep, ranked)
+    ranking, unranked = rank(sweep, ranked)
+    warnings += unranked
     model_calls_saved = sum(j.plan.summary()["requests"] - j.plan.summary()["distinct_requests"] for j in judge_runs)
     settings = len(sweep.post_settings())
     manifest = {
@@ -322,9 +322,10 @@ def _unread(verdicts: pl.DataFrame, group: str) -> float | None:
     return unread.height / answered.height if answered.height else None
 
 
-def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
+def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
     """Cells x settings x judges by the protocol's pooled estimate of `rank_by`, best first, each
-    with its interval and whether a paired test can tell it from the best (`sweep_rank`). A post
+    with its interval and whether a paired test can tell it from the best (`sweep_rank`), and what
+    the ranking warns of (cells it could not rank: kept in the manifest and results.json). A post
     axis the estimate ignores only repeats rows: its first value is kept. (A cell's best post
     setting is chosen on the same data: an optimistic pick, which same_as_best tempers.)"""
     for axis in list(sweep.post):
@@ -338,20 +339,19 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> pl.DataFrame:
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
+    unranked = table["rank"].null_count()
     if all(r.missing for r in ranked):
         # The metric is a valid one (checked when the sweep loaded), but these data give it no
         # value (no human labels, say): the cells' tables are kept, and each is listed unranked.
-        say(f"litjudge: warning: no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's "
-            "metrics are written, and its ranking lists every cell unranked", logging.WARNING)
-    elif table.height and table["rank"].null_count() == table.height:
-        say(f"litjudge: warning: {sweep.rank_by} is undefined in every cell (e.g. a constant judge or one truth "
-            "class): the sweep's metrics are written, and its ranking lists every cell unranked, its ci_note saying "
-            "why", logging.WARNING)
-    elif (unranked := table["rank"].null_count()):
-        say(f"litjudge: warning: {sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking "
-            "(no answer read, a constant judge or one human answer): they are listed last, unranked, their ci_note "
-            "saying why", logging.WARNING)
-    return table
+        return table, [f"no cell has a value of {sweep.rank_by} (data without human labels?): the sweep's metrics are "
+                       "written, and its ranking lists every cell unranked"]
+    if unranked and unranked == table.height:
+        return table, [f"{sweep.rank_by} is undefined in every cell: the sweep's metrics are written, and its ranking "
+                       "lists every cell unranked, its ci_note saying why"]
+    if unranked:
+        return table, [f"{sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking: they are "
+                       "listed last, unranked, their ci_note saying why"]
+    return table, []
 
 
 def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:

@@ -136,7 +136,8 @@
     t.appendChild(make('tr', {}, make('td', {text: 'uniform PPI++'}), make('td', {cls: 'n', text: ''}),
       make('td', {cls: 'n', text: e.uniform_half_width === null || e.active.low === null ? '–'
                                   : `± ${fmt(e.uniform_half_width)} (projected)`})));
-    const w = e.waiting, held = w ? `The estimates stop at draw ${w.draw} (${w.cluster}): it has no answer yet, and ` +
+    // the story's id isolated (U+2068 ... U+2069): a right-to-left override in it reversed the rest of the note
+    const w = e.waiting, held = w ? `The estimates stop at draw ${w.draw} (\u2068${w.cluster}\u2069): it has no answer yet, and ` +
       `${w.clusters_after} answered ${w.clusters_after === 1 ? 'one drawn after it waits' : 'ones drawn after it wait'} ` +
       `for it (skipped? another annotator can answer it, or Undo (u) takes back your answers and skips, latest first).` : '';
     $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '', held].filter(Boolean).join(' ');

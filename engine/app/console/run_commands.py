@@ -135,11 +135,15 @@ def keep_log(args, run_dir: Path) -> None:
 
 
 def interval_notes(ranking) -> list[str]:
-    """The ranking's interval notes, each once: under "no interval where" only the notes of rows
-    printed without one (a constant rate's exact bound is an interval, and says how it was made)."""
-    missing = ranking["ci_low"].is_null()
-    lines = [f"no interval where: {n}" for n in sorted(set(ranking.filter(missing)["ci_note"].drop_nulls().to_list()))]
-    return lines + [f"interval where: {n}" for n in sorted(set(ranking.filter(~missing)["ci_note"].drop_nulls().to_list()))]
+    """The ranking's notes, each once: under "no interval where" only the notes of ranked rows
+    printed without one (a constant rate's exact bound is an interval, and says how it was made),
+    under "unranked where" why the unranked ones have no value."""
+    ranked = ranking.filter(pl.col("rank").is_not_null())
+    missing = ranked["ci_low"].is_null()
+    lines = [f"no interval where: {n}" for n in sorted(set(ranked.filter(missing)["ci_note"].drop_nulls().to_list()))]
+    lines += [f"interval where: {n}" for n in sorted(set(ranked.filter(~missing)["ci_note"].drop_nulls().to_list()))]
+    return lines + [f"unranked where: {n}" for n in
+                    sorted(set(ranking.filter(pl.col("rank").is_null())["ci_note"].drop_nulls().to_list()))]
 
 
 def print_sweep(args, done: Executed) -> int:
@@ -148,17 +152,20 @@ def print_sweep(args, done: Executed) -> int:
     cols = ["rank", "cell", *sweep.post, "judge", "value", "ci_low", "ci_high", "clusters", "same_as_best"]
     if "unread" in out.ranking.columns and (out.ranking["unread"].fill_null(0.0) > 0).any():
         cols.append("unread")          # each value is over the answers read: say where some were not
-    ranked = out.ranking.height - out.ranking["rank"].null_count() if out.ranking.height else 0
+    rows = out.ranking.height
+    ranked = rows - out.ranking["rank"].null_count()
+    shown = f"{min(args.show, rows)} of {rows}" if rows > args.show else f"all {rows}"
     if ranked:
         print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
-                     f"Top {args.show} cells x settings by {sweep.rank_by} ({out.ranking['group'][0]}; 95% CI over "
-                     "clusters)", max_rows=args.show)
-        print("\n".join(["", *interval_notes(out.ranking), MULTIPLE_COMPARISONS]))
-    elif out.ranking.height:                       # none ranked: each cell with why it has no value
+                     f"Cells x settings by {sweep.rank_by} ({out.ranking['group'][0]}; 95% CI over clusters): {shown}, "
+                     "best first", max_rows=args.show)
+        print("\n".join(["", *interval_notes(out.ranking.head(args.show)), MULTIPLE_COMPARISONS]))
+    elif rows:                                     # none ranked: each cell with why it has no value
         print_table(out.ranking.select([c for c in ["cell", *sweep.post, "judge", "n", "ci_note"]
                                         if c in out.ranking.columns]).head(args.show),
-                     f"No cell ranked by {sweep.rank_by} ({out.ranking['group'][0]}): each is undefined", max_rows=args.show)
-        print("\n".join(["", *(f"undefined where: {n}" for n in sorted(set(out.ranking["ci_note"].drop_nulls())))]))
+                     f"No cell ranked by {sweep.rank_by} ({out.ranking['group'][0]}): {shown}, each undefined",
+                     max_rows=args.show)
+        print("\n".join(["", *interval_notes(out.ranking.head(args.show))]))
     sh = out.manifest.sharing
     print(f"\n{len(sweep.cells)} cells x {sh['post_settings_per_cell']} post settings; {sh['requests']} requests, "
           f"{sh['distinct_requests']} distinct: sharing across cells saved {sh['model_calls_saved_across_cells']} "
