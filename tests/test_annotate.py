@@ -185,6 +185,36 @@ def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
         assert e["labelled_draws"] >= 2 and e["waiting"] is None, e     # repeats of answered stories wait for nobody
 
 
+def test_a_lone_annotator_brings_back_what_they_skipped_at_the_end(run):
+    """Alone: skip the first two stories, answer the rest; the last page says 2 skipped, unskip
+    brings them back in draw order (once: a second call brings none), and answering them lets the
+    estimates read every draw."""
+    with InThread(run, budget=6) as s, s.client() as c:
+        order, skipped = [], []
+        while not (item := c.get("/api/next", params={"annotator": "ann"}).json()).get("done"):
+            order.append(item["cluster"])
+            if len(order) <= 2:
+                skipped.append(item["cluster"])
+                c.post("/api/skip", json={"annotator": "ann", "cluster": item["cluster"], "key": key()})
+            else:
+                c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
+                                           "labels": {q["item"]: "Yes" for q in item["questions"]}})
+        assert item == {"done": True, "mine": len(order) - 2, "skipped": 2}
+        assert c.get("/api/estimate").json()["labelled_draws"] == 0
+        assert c.post("/api/unskip", json={"annotator": "bob"}).json() == {"back": []}     # only one's own
+        assert c.post("/api/unskip", json={"annotator": "ann"}).json() == {"back": skipped}
+        assert c.post("/api/unskip", json={"annotator": "ann"}).json() == {"back": []}
+        for cluster in skipped:
+            item = c.get("/api/next", params={"annotator": "ann"}).json()
+            assert item["cluster"] == cluster
+            c.post("/api/label", json={"annotator": "ann", "cluster": cluster, "key": key(),
+                                       "labels": {q["item"]: "No" for q in item["questions"]}})
+        assert c.get("/api/next", params={"annotator": "ann"}).json() == {"done": True, "mine": len(order), "skipped": 0}
+        e = c.get("/api/estimate").json()
+        assert e["labelled_draws"] == e["budget"] and e["waiting"] is None, e
+        assert c.post("/api/unskip", json={"annotator": "<b>"}).status_code == 400
+
+
 def test_per_item_shows_a_cluster_to_k_annotators(run):
     with InThread(run, budget=40, per_item=2) as s, s.client() as c:
         a = c.get("/api/next", params={"annotator": "ann"}).json()

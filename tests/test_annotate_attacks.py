@@ -46,8 +46,11 @@ def test_another_sites_page_can_neither_write_nor_read(run):
         r = c.post("/api/undo", content=undo, headers={"Content-Type": "text/plain"})
         assert r.status_code == 415 and r.text == "a submission is JSON: Content-Type: application/json\n", r.text
         for origin in ("http://evil.example", "http://127.0.0.2:9", "null"):
-            r = c.post("/api/undo", content=undo, headers={"Content-Type": "application/json", "Origin": origin})
-            assert r.status_code == 403 and r.text.count("\n") == 1 and "another site" in r.text, (origin, r.text)
+            for path in ("/api/undo", "/api/unskip", "/api/skip", "/api/label"):      # every write
+                r = c.post(path, content=undo, headers={"Content-Type": "application/json", "Origin": origin})
+                assert r.status_code == 403 and r.text.count("\n") == 1 and "another site" in r.text, (path, origin, r.text)
+        r = c.post("/api/unskip", content=undo, headers={"Content-Type": "text/plain"})
+        assert r.status_code == 415
         r = c.post("/api/undo", content=undo, headers={"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site"})
         assert r.status_code == 403
         # a name of the attacker's that resolves to 127.0.0.1 (DNS rebinding): the Host says so

@@ -168,6 +168,13 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
             label_by_keys(page, "2")
         assert page.query_selector(".done") and page.text_content("#mine") == str(len(exported(served)))
         page.screenshot(path=str(shots / "annotate-pairwise-done.png"), full_page=True)
+        assert page.text_content("#unskip") == "Answer the 1 you skipped (b)"
+        page.keyboard.press("b")                   # the skipped first pair again, then the estimates read on
+        until(lambda: page.get_attribute("#item", "data-cluster") == first)
+        label_by_keys(page, "1")
+        until(lambda: page.query_selector(".done") is not None and page.query_selector("#unskip") is None)
+        until(lambda: "stop at draw" not in (page.text_content("#est-note") or ""))
+        assert not page.text_content("#done-draws").startswith("0 /")
 
 
 def test_a_rubric_text_labelled_by_keyboard_in_chromium(browser, tmp_path):

@@ -258,6 +258,17 @@ class Labels:
                                      "AND undone = 0", (annotator, row[1])).fetchone() is not None
         return row[1], stands
 
+    def unskip(self, annotator: str) -> list[str]:
+        """Bring back every story this annotator skipped (they are offered again, in draw order):
+        alone on a queue, the estimates wait at their first skip, and undo reached it only by taking
+        back every later answer. The clusters brought back; none a second time."""
+        with self.lock:
+            rows = self.db.execute("SELECT DISTINCT cluster FROM submissions WHERE annotator = ? AND kind = 'skip' AND "
+                                   "undone = 0", (annotator,)).fetchall()
+            self.db.execute("UPDATE submissions SET undone = 1 WHERE annotator = ? AND kind = 'skip' AND undone = 0",
+                            (annotator,))
+        return sorted((r[0] for r in rows), key=lambda c: self.first_draw.get(c, -1))
+
     # -- reads for the estimate and the export ------------------------------------------------------
     def rows(self) -> list[Row]:
         """Every standing label (undone ones and skips left out), oldest first."""

@@ -30,10 +30,16 @@
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
     if (item.done) {
-      box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you! (A story or pair ' +
-                                   'you skipped is not shown again to you; Undo brings back your last submit or skip.)'}));
+      box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you! ' +
+        (item.skipped ? '(What you skipped waits for another annotator, or for you: the first button brings it back. '
+                      : '(') + 'Undo brings back your last submit or skip.)'}));
       const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
-      box.appendChild(make('div', {cls: 'actions'}, undoB, make('span', {id: 'inline-status', cls: 'status'})));
+      const buttons = [undoB];
+      if (item.skipped) {                 // alone, the estimates wait at the first of them
+        const backB = make('button', {id: 'unskip', text: `Answer the ${item.skipped} you skipped (b)`});
+        backB.onclick = () => unskip(); buttons.unshift(backB);
+      }
+      box.appendChild(make('div', {cls: 'actions'}, ...buttons, make('span', {id: 'inline-status', cls: 'status'})));
       if (item.mine !== undefined) $('#mine').textContent = String(item.mine);
       return;
     }
@@ -91,6 +97,12 @@
     try { await post('/api/skip', {annotator: annotator(), cluster: item.cluster, key: newKey()}); status('Skipped.'); await load(); }
     catch (e) { status(e.message, true); } finally { busy = false; }
   }
+  async function unskip() {
+    if (busy) return; busy = true;
+    try { const r = await post('/api/unskip', {annotator: annotator()});
+          status(r.back.length ? `Brought back ${r.back.length} you skipped.` : 'Nothing you skipped.'); await load(); }
+    catch (e) { status(e.message, true); } finally { busy = false; }
+  }
   async function undoLast() {
     if (busy) return; busy = true;
     try { const r = await post('/api/undo', {annotator: annotator()});
@@ -139,7 +151,7 @@
     // the story's id isolated (U+2068 ... U+2069): a right-to-left override in it reversed the rest of the note
     const w = e.waiting, held = w ? `The estimates stop at draw ${w.draw} (\u2068${w.cluster}\u2069): it has no answer yet, and ` +
       `${w.clusters_after} answered ${w.clusters_after === 1 ? 'one drawn after it waits' : 'ones drawn after it wait'} ` +
-      `for it (skipped? another annotator can answer it, or Undo (u) takes back your answers and skips, latest first).` : '';
+      `for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).` : '';
     $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '', held].filter(Boolean).join(' ');
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators: Krippendorff's alpha ${fmt(ag.krippendorff_alpha)} ` +
@@ -150,7 +162,10 @@
   document.addEventListener('keydown', ev => {
     if (ev.target.tagName === 'INPUT' || !item || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     const k = ev.key.toLowerCase();
-    if (item.done) { if (k === 'u') { undoLast(); ev.preventDefault(); } return; }
+    if (item.done) {
+      if (k === 'u') undoLast(); else if (k === 'b' && item.skipped) unskip(); else return;
+      ev.preventDefault(); return;
+    }
     const q = item.questions[current], chosen = q.answers.find(a => a.key === k);
     if (chosen) {
       answers[q.item] = chosen.value;

@@ -197,7 +197,8 @@ class Routes:
         annotator = annotator_of(request.query_params.get("annotator"))
         cluster = self.labels.next_cluster(annotator, self.items_of, self.settings.per_item, self.settings.lock_seconds)
         if cluster is None:                            # the count too: the last submit is in it
-            return JSONResponse({"done": True, "mine": self.mine(annotator)})
+            return JSONResponse({"done": True, "mine": self.mine(annotator),
+                                 "skipped": len(self.labels.skipped_by(annotator))})
         return JSONResponse(self.cluster_json(cluster, annotator))
 
     async def label(self, request: Request) -> Response:
@@ -237,6 +238,10 @@ class Routes:
         cluster, stands = self.labels.undo(annotator_of(data.get("annotator")))
         return JSONResponse({"undone": cluster, "earlier_stands": stands})
 
+    async def unskip(self, request: Request) -> Response:
+        data = await body(request)
+        return JSONResponse({"back": self.labels.unskip(annotator_of(data.get("annotator")))})
+
     async def estimate(self, request: Request) -> Response:
         return JSONResponse(estimates(self.queue, [asdict(r) for r in self.labels.rows()]))
 
@@ -255,6 +260,7 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
     routes = [Route("/", r.index), Route("/api/info", refusing(r.info)), Route("/api/next", refusing(r.next_item)),
               Route("/api/label", refusing(r.label), methods=["POST"]),
               Route("/api/skip", refusing(r.skip), methods=["POST"]),
-              Route("/api/undo", refusing(r.undo), methods=["POST"]), Route("/api/estimate", refusing(r.estimate)),
+              Route("/api/undo", refusing(r.undo), methods=["POST"]),
+              Route("/api/unskip", refusing(r.unskip), methods=["POST"]), Route("/api/estimate", refusing(r.estimate)),
               Route("/api/export.jsonl", r.export_jsonl), Route("/api/export.csv", r.export_csv)]
     return Guard(Starlette(routes=routes), settings.token, settings.hosts)
