@@ -215,6 +215,30 @@ def test_a_lone_annotator_brings_back_what_they_skipped_at_the_end(run):
         assert c.post("/api/unskip", json={"annotator": "<b>"}).status_code == 400
 
 
+@pytest.mark.parametrize("per_item", [1, 2])
+def test_what_comes_back_is_what_the_queue_would_give_them(run, per_item):
+    """A skipped story another annotator answered since comes back only where it has room for
+    them (per-item 2, not 1); one they answered in another tab is not counted nor brought back."""
+    with InThread(run, budget=6, per_item=per_item) as s, s.client() as c:
+        first = c.get("/api/next", params={"annotator": "ann"}).json()
+        c.post("/api/skip", json={"annotator": "ann", "cluster": first["cluster"], "key": key()})
+        bob = c.get("/api/next", params={"annotator": "bob"}).json()
+        assert bob["cluster"] == first["cluster"]
+        c.post("/api/label", json={"annotator": "bob", "cluster": bob["cluster"], "key": key(),
+                                   "labels": {q["item"]: "No" for q in bob["questions"]}})
+        second = c.get("/api/next", params={"annotator": "ann"}).json()      # skipped in one tab, answered in another
+        c.post("/api/skip", json={"annotator": "ann", "cluster": second["cluster"], "key": key()})
+        c.post("/api/label", json={"annotator": "ann", "cluster": second["cluster"], "key": key(),
+                                   "labels": {q["item"]: "Yes" for q in second["questions"]}})
+        while not (item := c.get("/api/next", params={"annotator": "ann"}).json()).get("done"):
+            c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
+                                       "labels": {q["item"]: "Yes" for q in item["questions"]}})
+        back = [first["cluster"]] if per_item == 2 else []
+        assert item["skipped"] == len(back)
+        assert c.post("/api/unskip", json={"annotator": "ann"}).json() == {"back": back}
+        assert c.get("/api/next", params={"annotator": "ann"}).json().get("cluster") == (back[0] if back else None)
+
+
 def test_per_item_shows_a_cluster_to_k_annotators(run):
     with InThread(run, budget=40, per_item=2) as s, s.client() as c:
         a = c.get("/api/next", params={"annotator": "ann"}).json()

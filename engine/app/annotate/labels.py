@@ -154,14 +154,8 @@ class Labels:
                 held: dict[str, set[str]] = {}
                 for c, a in self.db.execute("SELECT cluster, annotator FROM locks").fetchall():
                     held.setdefault(c, set()).add(a)
-                chosen = None
-                for c in self.order:
-                    who = placed.get(c, set())
-                    if annotator in done.get(c, set()) or c in skipped:
-                        continue
-                    if annotator in held.get(c, set()) | who or len(who | held.get(c, set())) < per_item:
-                        chosen = c
-                        break
+                chosen = next((c for c in self.order if c not in skipped
+                                and _open_to(annotator, c, done, placed, held, per_item)), None)
                 # one story at a time: the one they held before (an undo shows another) is free for others
                 self.db.execute("DELETE FROM locks WHERE annotator = ? AND cluster != ?", (annotator, chosen or ""))
                 if chosen is not None:
@@ -258,16 +252,24 @@ class Labels:
                                      "AND undone = 0", (annotator, row[1])).fetchone() is not None
         return row[1], stands
 
-    def unskip(self, annotator: str) -> list[str]:
-        """Bring back every story this annotator skipped (they are offered again, in draw order):
-        alone on a queue, the estimates wait at their first skip, and undo reached it only by taking
-        back every later answer. The clusters brought back; none a second time."""
+    def skipped_open(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
+        """The clusters this annotator skipped that the queue would give them but for the skip, in
+        draw order: not one they answered since (another tab), nor one whose `per_item` places
+        others have filled."""
+        done, placed, held = self.done_by(items_of), self.done_by(items_of, partly=True), self.reading()
+        skipped = self.skipped_by(annotator)
+        return [c for c in self.order if c in skipped and _open_to(annotator, c, done, placed, held, per_item)]
+
+    def unskip(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
+        """Bring back the stories this annotator skipped that are open to them (`skipped_open`; they
+        are offered again, in draw order): alone on a queue, the estimates wait at their first skip,
+        and undo reached it only by taking back every later answer. The clusters brought back; none
+        a second time."""
+        back = self.skipped_open(annotator, items_of, per_item)
         with self.lock:
-            rows = self.db.execute("SELECT DISTINCT cluster FROM submissions WHERE annotator = ? AND kind = 'skip' AND "
-                                   "undone = 0", (annotator,)).fetchall()
-            self.db.execute("UPDATE submissions SET undone = 1 WHERE annotator = ? AND kind = 'skip' AND undone = 0",
-                            (annotator,))
-        return sorted((r[0] for r in rows), key=lambda c: self.first_draw.get(c, -1))
+            self.db.executemany("UPDATE submissions SET undone = 1 WHERE annotator = ? AND cluster = ? AND "
+                                "kind = 'skip' AND undone = 0", [(annotator, c) for c in back])
+        return back
 
     # -- reads for the estimate and the export ------------------------------------------------------
     def rows(self) -> list[Row]:
@@ -282,6 +284,16 @@ class Labels:
     def annotators(self) -> list[str]:
         with self.lock:
             return [r[0] for r in self.db.execute("SELECT DISTINCT annotator FROM submissions ORDER BY annotator")]
+
+
+def _open_to(annotator: str, cluster: str, done: dict[str, set[str]], placed: dict[str, set[str]],
+             held: dict[str, set[str]], per_item: int) -> bool:
+    """Whether the queue may give `cluster` to `annotator`: they have not answered it whole, and it
+    is theirs already (answered in part, or held) or has fewer than `per_item` annotators."""
+    if annotator in done.get(cluster, set()):
+        return False
+    taken = placed.get(cluster, set()) | held.get(cluster, set())
+    return annotator in taken or len(taken) < per_item
 
 
 def open_labels(run: Path, clusters: Iterable[str], probability: np.ndarray, draws: np.ndarray, design: dict) -> Labels:

@@ -106,8 +106,10 @@
   async function undoLast() {
     if (busy) return; busy = true;
     try { const r = await post('/api/undo', {annotator: annotator()});
+          await load();
           status(!r.undone ? 'Nothing to undo.' : r.earlier_stands ? 'Undone; your earlier answer to that story stands.'
-                 : 'Undone: shown again.'); await load(); }
+                 : item && item.cluster === r.undone ? 'Undone: shown again.'
+                 : 'Undone: that one comes back after the ones drawn before it.'); }
     catch (e) { status(e.message, true); } finally { busy = false; }
   }
   const fmt = x => x === null || x === undefined ? '–' : x.toFixed(3);

@@ -198,7 +198,8 @@ class Routes:
         cluster = self.labels.next_cluster(annotator, self.items_of, self.settings.per_item, self.settings.lock_seconds)
         if cluster is None:                            # the count too: the last submit is in it
             return JSONResponse({"done": True, "mine": self.mine(annotator),
-                                 "skipped": len(self.labels.skipped_by(annotator))})
+                                 "skipped": len(self.labels.skipped_open(annotator, self.items_of,
+                                                                         self.settings.per_item))})
         return JSONResponse(self.cluster_json(cluster, annotator))
 
     async def label(self, request: Request) -> Response:
@@ -240,7 +241,8 @@ class Routes:
 
     async def unskip(self, request: Request) -> Response:
         data = await body(request)
-        return JSONResponse({"back": self.labels.unskip(annotator_of(data.get("annotator")))})
+        back = self.labels.unskip(annotator_of(data.get("annotator")), self.items_of, self.settings.per_item)
+        return JSONResponse({"back": back})
 
     async def estimate(self, request: Request) -> Response:
         return JSONResponse(estimates(self.queue, [asdict(r) for r in self.labels.rows()]))
