@@ -5,6 +5,7 @@ import and export, and the page's estimate equal to a recomputation from the exp
 import dataclasses
 import hashlib
 import json
+import re
 import signal
 import time
 import uuid
@@ -237,6 +238,20 @@ def test_what_comes_back_is_what_the_queue_would_give_them(run, per_item):
         assert item["skipped"] == len(back)
         assert c.post("/api/unskip", json={"annotator": "ann"}).json() == {"back": back}
         assert c.get("/api/next", params={"annotator": "ann"}).json().get("cluster") == (back[0] if back else None)
+
+
+def test_one_judge_without_repeats_gives_the_draws_nothing_to_choose_by_and_the_queue_says_so(finished, tmp_path):
+    """One judge's 0/1 answers have no spread: every cluster's uncertainty is 0 and the 'active'
+    draws are uniform PPI++'s by size; the queue's source said 'the vote share across the run's
+    judges' as if it chose."""
+    from tests.annotate_run import judged
+
+    text = (finished.parent.parent / "r.toml").read_text()
+    one = tmp_path / "one.toml"
+    one.write_text(re.sub(r'judge = \[("[^"]+"), [^\]]+\]', r"judge = [\1]", text).replace('name = "r"', 'name = "one"'))
+    q = build_queue(judged(one), 20)
+    assert not q.uncertainty.any() and "0 for every cluster" in q.uncertainty_source, q.uncertainty_source
+    assert "0 for every cluster" not in build_queue(finished, 20).uncertainty_source      # two judges differ
 
 
 def test_per_item_shows_a_cluster_to_k_annotators(run):

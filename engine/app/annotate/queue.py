@@ -123,8 +123,13 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
                            size=size if floor_by == "size" else None)
     answers = tuple(dict.fromkeys(a.value for c in clusters for q in c.questions for a in q.answers))
     positive = next((a.value for c in clusters for q in c.questions for a in q.answers if a.score == 1.0), answers[0])
+    source = built.source
+    if not np.any(built.uncertainty):              # nothing to choose by (one judge's 0/1 votes, say)
+        source += (" - 0 for every cluster (no item's answers differ, as one judge's without repeats do), "
+                   "so the draws follow cluster size alone, as uniform PPI++'s would: distribution mode, more judges "
+                   "or sampled repeats give the queue an uncertainty to draw by")
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
-                 built.uncertainty, built.source, design, built.decision, built.instructions, built.bounds)
+                 built.uncertainty, source, design, built.decision, built.instructions, built.bounds)
 
 
 def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
