@@ -91,6 +91,6 @@ def waiting(queue: Queue, totals: Mapping[int, float], k: int) -> dict[str, Any]
     draws = queue.design.draws.tolist()
     before = set(draws[:k + 1])
     later = len({c for c in draws[k + 1:] if c in totals and c not in before})
-    if k >= len(draws) or not later:
+    if not later:                             # (every draw read: none after it)
         return None
     return {"draw": k + 1, "cluster": queue.clusters[draws[k]].cluster, "clusters_after": later}
