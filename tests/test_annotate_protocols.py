@@ -126,16 +126,54 @@ def test_a_points_headline_is_estimated_on_its_scale(points_first, tmp_path):
     assert e.half_width == pytest.approx(4 * unit.half_width) and e.lam == pytest.approx(unit.lam)
 
 
-def test_a_rubric_reads_the_judges_distribution_over_the_points(points_first, tmp_path):
+@pytest.mark.parametrize("column, said", [("distribution", ""), ("analysis_distribution", " read after their analysis")])
+def test_a_rubric_reads_the_judges_distribution_over_the_points(points_first, tmp_path, column, said):
+    """Distribution mode's P(label), or analyze mode's read after the analysis: the same reading."""
     run = fresh(points_first, tmp_path)
     v = pl.read_parquet(run / "verdicts.parquet")
     p = [{"1": 0.1, "2": 0.2, "3": 0.4, "4": 0.2, "5": 0.1} if q == "vivid" else {"Yes": 0.7, "No": 0.3}
          for q in v["question"]]
-    v.with_columns(pl.Series("distribution", p)).write_parquet(run / "verdicts.parquet")
+    v.with_columns(pl.Series(column, p)).write_parquet(run / "verdicts.parquet")
     q = build_queue(run, 30)
-    assert q.uncertainty_source == "the judges' P(label)"
+    assert q.uncertainty_source == "the judges' P(label)" + said
     assert q.judge_total == pytest.approx(np.full(len(q.clusters), 3.0))
     assert q.uncertainty == pytest.approx(np.full(len(q.clusters), np.sqrt(0.1 * 4 + 0.2 * 1 + 0 + 0.2 * 1 + 0.1 * 4)))
+
+
+def test_a_pairwise_queue_draws_by_p_text_and_one_stored_before_reopens_by_the_picks(tmp_path):
+    """A pair's uncertainty is read from its verdicts' P(text) over both orders where stored (here
+    after an analysis; P(A) of order ba is text b's): pair i P(text a) 0.9 or 0.5, so sqrt(p (1 - p))
+    0.3 or 0.5, where the picks say 0 for the pairs both orders agree on. A queue stored before it
+    read P(text) (its design has no `pairs_by`) reopens as it was drawn, by the picks."""
+    import hashlib
+
+    from litjudge.engine.app.annotate.labels import open_labels, stored_design
+    from litjudge.engine.app.annotate.queue_store import Options, open_queue
+
+    run = pairwise_run(tmp_path / "pw")
+    v = pl.read_parquet(run / "verdicts.parquet")
+    even = v["pair_id"].str.slice(1).cast(pl.Int64) % 2 == 0
+    p_a = pl.when(even).then(pl.when(pl.col("order") == "ab").then(0.9).otherwise(0.1)).otherwise(0.6)
+    v = v.with_columns(pl.struct(p_a.alias("A"), (1 - p_a).alias("B")).alias("analysis_distribution"))
+    v.write_parquet(run / "verdicts.parquet")
+    new, old = build_queue(run, 20), build_queue(run, 20, pairs_by="picks")
+    assert new.uncertainty_source == "the judges' P(text) over both orders read after their analysis"
+    assert new.uncertainty == pytest.approx([0.3 if int(c.cluster[1:]) % 2 == 0 else 0.5 for c in new.clusters])
+    assert old.uncertainty_source == "the disagreement between the two orders"
+    assert old.uncertainty == pytest.approx([0.0 if int(c.cluster[1:]) % 3 == 0 else 0.5 for c in old.clusters])
+    ids = "\n".join(c.cluster for c in old.clusters)
+    open_labels(run, (c.cluster for c in old.clusters), old.design.probability, old.design.draws,
+                {"budget": 20, "floor": 0.2, "seed": 0, "protocol": "pairwise", "floor_by": "size",
+                 "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}).close()   # as the store was written
+    q, labels = open_queue(run, Options())
+    labels.close()
+    assert np.array_equal(q.design.draws, old.design.draws) and "pairs_by" not in stored_design(run)
+    again = fresh(run, tmp_path / "new")
+    (again / "annotations.sqlite").unlink()
+    q, labels = open_queue(again, Options(budget=20))
+    labels.close()
+    assert stored_design(again)["pairs_by"] == "probability"
+    assert np.allclose(q.design.probability, new.design.probability)
 
 
 def test_a_listwise_item_takes_the_datas_categories(tmp_path):

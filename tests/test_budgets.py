@@ -9,6 +9,7 @@ import sqlite3
 import polars as pl
 import pytest
 
+from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.engine.app.budgets import FULL, parse_budgets
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import cohen_kappa
@@ -64,6 +65,14 @@ def test_budgets_from_one_trace(tmp_path, tiny, litjudge_shared):
     verdicts = pl.read_parquet(run_dir / "verdicts.parquet")
     original = dict(zip(verdicts["item_id"].to_list(), (verdicts["label"] == "Yes").to_list(), strict=True))
     assert by_budget[FULL] == original                                  # the full trace: the run's own verdicts
+    # and its P(Yes) the one the run kept after the analysis (what the annotation queue draws by)
+    full = {json.loads(meta)["item_id"]: json.loads(dist)["Yes"] for meta, dist in rows
+            if json.loads(meta)["budget"] == FULL}
+    kept = dict(zip(verdicts["item_id"].to_list(), verdicts["analysis_distribution"].struct.field("Yes").to_list(),
+                    strict=True))
+    assert kept == pytest.approx(full, abs=1e-4)
+    queue = build_queue(run_dir, 1)
+    assert queue.uncertainty.all() and queue.uncertainty_source == "the judges' P(Yes) read after their analysis"
     expert = pl.read_parquet(run_dir / "tables" / "per_item.parquet")
     truth = dict(zip(expert["item_id"].to_list(), expert["expert_pass"].to_list(), strict=True))
     for budget, name in ((0, "0"), (8, "8"), (FULL, "full")):

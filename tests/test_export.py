@@ -264,10 +264,13 @@ def test_exported_columns_are_typed_for_the_hub(config_run, tmp_path):
     features = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))["train"].features
     assert features["distribution"].feature.dtype == "float64" and features["value"].dtype != "null"
     assert not [name for name, f in features.items() if getattr(f, "dtype", "") == "null"]
-    frame = pl.DataFrame({"value": [None, None], "distribution": [{"A": 0.75, "B": 0.25}, None]})
+    frame = pl.DataFrame({"value": [None, None], "distribution": [{"A": 0.75, "B": 0.25}, None],
+                          "analysis_distribution": [None, {"Yes": 0.5, "No": 0.5}]})
     typed = hub_typed(frame)
     assert typed["distribution"].to_list() == [[0.75, 0.25], None]
     assert typed["distribution_labels"].to_list() == [["A", "B"], None] and typed.schema["value"] == pl.Utf8
+    assert typed["analysis_distribution"].to_list() == [None, [0.5, 0.5]]
+    assert typed["analysis_distribution_labels"].to_list() == [None, ["Yes", "No"]]
     (tmp_path / "t" / "data").mkdir(parents=True)
     typed.write_parquet(tmp_path / "t" / "data" / "train.parquet")
     back = datasets.load_dataset(str(tmp_path / "t"), cache_dir=str(tmp_path / "cache2"))["train"]

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.engine.app.run import run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError, DataError
@@ -429,6 +430,8 @@ def test_pairwise_analysis_then_verdict(tiny, runs_dir, tmp_path):
     v = out.verdicts
     assert v.height == 6 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"A", "B"}
     assert all("\nPreferred: " in raw for raw in v["raw"]) and v["analysis"].is_not_null().all()
+    q = build_queue(out.run_dir, 3)                   # one judge: it draws by P(text) after the analysis
+    assert q.uncertainty.all() and q.uncertainty_source == "the judges' P(text) over both orders read after their analysis"
 
 
 def test_categories_without_an_order_rank_by_name_and_say_so(tiny, runs_dir, tmp_path):

@@ -81,10 +81,24 @@ def test_distribution_mode_gives_p_label_and_the_expected_score(tiny, runs_dir):
 
 
 def test_analyze_mode_ends_with_a_constrained_verdict(tiny, runs_dir):
-    """Free analysis, then a verdict the grammar holds (the session's tiny random judge writes both)."""
+    """Free analysis, then a verdict the grammar holds (the session's tiny random judge writes both).
+    The labels' probabilities after the analysis are kept, so the annotation queue of this one
+    judge draws by them (a label-mode judge alone gives it 0 uncertainty everywhere)."""
+    from litjudge.engine.app.annotate.queue import build_queue
+    from litjudge.engine.app.report.viewer import viewer_frame
+    from litjudge.engine.app.runs import load_run
+
     outcome = run(load_config(DEMO, mode="analyze", options={"analysis_tokens": 16}, judge=tiny.spec.name),
                   progress=False, backends={tiny.spec.name: tiny}, run_dir=runs_dir / "analyze")
     assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
+    kept = outcome.verdicts["analysis_distribution"]
+    assert kept.is_not_null().all() and outcome.verdicts["distribution"].is_null().all()
+    q = build_queue(runs_dir / "analyze", 4)
+    headline = [any(x.counted for x in c.questions) for c in q.clusters]     # the 3 texts (the first question's)
+    assert sum(headline) == 3 and all(q.uncertainty[headline] > 0)
+    assert q.uncertainty_source == "the judges' P(label) read after their analysis"
+    shown = viewer_frame(load_run(runs_dir / "analyze"))           # the report's item viewer shows them, said so
+    assert shown["probability"].is_not_null().all() and shown["distribution"].str.starts_with("after the analysis: ").all()
 
 
 DATAFRAME_CALL = """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -25,7 +26,7 @@ rows = st.builds(
     label_mass=st.none() | st.floats(allow_nan=True, allow_infinity=True),
     prompt_tokens=st.none() | st.integers(0, 2**40), cached_tokens=st.none() | st.integers(0, 10**6),
     output_tokens=st.none() | st.integers(0, 10**6), created=st.floats(1e9, 2e9), failure=st.none() | text,
-    cut=st.booleans())
+    cut=st.booleans(), analysis_distribution=st.none() | st.dictionaries(text, st.floats(0, 1), max_size=3))
 
 
 def same(a: float | None, b: float | None) -> bool:
@@ -62,3 +63,29 @@ def test_plan_rows_keep_their_order_and_every_character(tmp_path):
     got = store.plan("run")
     want = entries[:2500] + [e for e in entries[2500:] if "\x00" not in e[2] and "\x00" not in e[3]["w"]]
     assert [(k, item, meta) for k, item, meta in got] == [(k, item, meta) for _, k, item, meta in want]
+
+
+def test_a_store_written_before_analysis_distribution_reads_it_as_none_and_gains_it_when_written(tmp_path):
+    """A store of an earlier version lacks the column: read-only (status, a read-only shared cache) it
+    reads as None, every other field as stored; opened to write, the column is added in place and a
+    new verdict keeps its probabilities."""
+    path = tmp_path / "store.sqlite"
+    old = ResultRow("k1", "j", "vllm", "analyze", {"kind": "labels"}, "ok", "Yes", "Yes", None, "...Verdict: Yes",
+                    analysis="...", label_mass=0.9, created=1.7e9)
+    store = Store(path)
+    store.put_results([old])
+    store.add_plan([("run", "k1", "item", {"protocol": "p"})])
+    store.close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE results DROP COLUMN analysis_distribution")
+    db.commit()
+    db.close()
+    ro = Store(path, readonly=True)
+    assert list(ro.results()) == [old] and list(ro.raw_results(["k1"]))[0][-1] is None
+    assert [row[-1] for rows in ro.plan_results("run") for row in rows] == [None]
+    ro.close()
+    new = dataclasses.replace(old, key="k2", analysis_distribution={"Yes": 0.75, "No": 0.25})
+    rw = Store(path)
+    rw.put_results([new])
+    assert {r.key: r for r in rw.results()} == {"k1": old, "k2": new}
+    rw.close()

@@ -173,6 +173,15 @@ def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_ma
             if sorted(d.values())[-1] - sorted(d.values())[-2] > 0.04}
     assert len(sure) >= len(QUESTIONS) // 2 and {i: said[i] for i in sure} == sure
     assert inner.labels() != ("Yes", "No") or "No" in sure.values()
+    # The probabilities the label was picked by are kept (what the annotation queue draws by): each
+    # label's, summing to 1, the label the likeliest, and the same as distribution mode reads them.
+    kept = {u.request.meta.item_id: outs[u.key].analysis_distribution for u in plan.unique}
+    assert all(d is not None and list(d) == list(inner.labels()) and abs(sum(d.values()) - 1) < 1e-9
+               for d in kept.values())
+    assert {i: max(d, key=d.get) for i, d in kept.items()} == said
+    gap = max(abs(kept[i][lab] - likely[i][lab]) for i in likely for lab in likely[i])
+    assert gap < 0.05, gap
+    assert all(0 < outs[u.key].label_mass <= 1 for u in plan.unique)
 
 
 def test_preflight_reports_too_long_prompts_by_item(smollm):

@@ -17,7 +17,7 @@ as the run's results.json gives them. It names no absolute path of the user's di
 relative to the run config's folder, any other path (a replay file, a local model's folder, also in
 the tables' `judge` column) as `<local path>/NAME` (public.py). Columns are typed for the Hub:
 `value` in its type (text where the verdicts mix kinds, as a rubric's Yes / 3 / A), `distribution`
-a list of floats beside `distribution_labels` (never a null-typed column). Publishing is one call,
+(and `analysis_distribution`) a list of floats beside its labels (never a null-typed column). Publishing is one call,
 made by `export --push-to-hub REPO` (push_to_hub here) or by hand:
 
     from huggingface_hub import HfApi
@@ -158,21 +158,23 @@ def public_judges(df: pl.DataFrame, base: Path | None) -> pl.DataFrame:
 
 def hub_typed(df: pl.DataFrame) -> pl.DataFrame:
     """Columns the Hub reads with a type: a null-typed column takes the type it would have had
-    (`distribution` a list of floats, any other text); a struct of label probabilities becomes the
-    list of floats beside `distribution_labels` (the labels in the same order)."""
+    (`distribution` and `analysis_distribution` a list of floats, any other text); a struct of label
+    probabilities becomes the list of floats beside `<column>_labels` (the labels in the same order)."""
     out = df
-    if "distribution" in out.columns:
-        dtype = out.schema["distribution"]
+    for column in ("distribution", "analysis_distribution"):
+        if column not in out.columns:
+            continue
+        dtype = out.schema[column]
         if isinstance(dtype, pl.Struct):
             labels = [f.name for f in dtype.fields]
             out = out.with_columns(
-                pl.when(pl.col("distribution").is_null()).then(None).otherwise(
-                    pl.concat_list([pl.col("distribution").struct.field(n).cast(pl.Float64) for n in labels])
-                ).alias("distribution"),
-                pl.when(pl.col("distribution").is_null()).then(None).otherwise(
-                    pl.lit(pl.Series([labels], dtype=pl.List(pl.Utf8)))).alias("distribution_labels"))
+                pl.when(pl.col(column).is_null()).then(None).otherwise(
+                    pl.concat_list([pl.col(column).struct.field(n).cast(pl.Float64) for n in labels])
+                ).alias(column),
+                pl.when(pl.col(column).is_null()).then(None).otherwise(
+                    pl.lit(pl.Series([labels], dtype=pl.List(pl.Utf8)))).alias(f"{column}_labels"))
         elif dtype == pl.Null:
-            out = out.with_columns(pl.col("distribution").cast(pl.List(pl.Float64)))
+            out = out.with_columns(pl.col(column).cast(pl.List(pl.Float64)))
     nulls = [c for c, t in out.schema.items() if t == pl.Null]
     return out.with_columns(pl.col(c).cast(pl.Utf8) for c in nulls) if nulls else out
 

@@ -125,7 +125,8 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
     mark_report_stale(run_dir)
 
 
-JSON_COLUMNS = {"language", "value", "distribution"}      # stored as JSON text: written through as is
+# Stored as JSON text: written through as is.
+JSON_COLUMNS = {"language", "value", "distribution", "analysis_distribution"}
 
 
 def log_line(row: tuple, prompt: str | None) -> bytes:

@@ -152,7 +152,10 @@ class Generation:
     raw: str
     analysis: str | None = None
     distribution: dict[str, float] | None = None
-    label_mass: float | None = None
+    label_mass: float | None = None      # the labels' total probability where they were read (either mode)
+    # Analyze mode: each label's probability right after the analysis and the marker (normalised over
+    # the labels), which the label was picked by. Not `distribution`: that one decides the label.
+    analysis_distribution: dict[str, float] | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0
     output_tokens: int = 0

@@ -82,7 +82,7 @@ def to_row(g: Generation, language: VerdictLanguage, mode: str, judge: str, back
                      label=label, value=value, reason=reason, raw=g.raw, analysis=g.analysis,
                      distribution=g.distribution, label_mass=g.label_mass, prompt_tokens=g.prompt_tokens,
                      cached_tokens=g.cached_tokens, output_tokens=g.output_tokens, created=time.time(),
-                     failure=g.error, cut=cut)
+                     failure=g.error, cut=cut, analysis_distribution=g.analysis_distribution)
 
 
 def reparsed(row: ResultRow, language: VerdictLanguage) -> ResultRow:

@@ -39,11 +39,12 @@ CREATE TABLE IF NOT EXISTS results (
     raw TEXT NOT NULL,               -- the verdict text exactly as generated
     analysis TEXT,                   -- analyze mode: the free analysis before the marker
     distribution TEXT,               -- distribution mode: {label: probability}, JSON
-    label_mass REAL,                 -- distribution mode: total probability on the labels
+    label_mass REAL,                 -- distribution (or analyze) mode: total probability on the labels
     prompt_tokens INTEGER, cached_tokens INTEGER, output_tokens INTEGER,
     created REAL NOT NULL,
     failure TEXT,                    -- the backend's error where it gave no answer (never parsed)
-    cut INTEGER                      -- 1: the output was cut at max_tokens
+    cut INTEGER,                     -- 1: the output was cut at max_tokens
+    analysis_distribution TEXT       -- analyze mode: {label: probability} after the analysis, JSON
 );
 CREATE TABLE IF NOT EXISTS plan (  -- derived: every run writes its own plan rows again
     run TEXT NOT NULL, key TEXT NOT NULL, item_id TEXT NOT NULL,
@@ -62,12 +63,14 @@ CREATE TABLE IF NOT EXISTS batches (  -- provider batches: recorded before submi
 """
 
 PLAN_RESULTS = """
-SELECT p.key, p.item_id, p.meta, r.status, r.label, r.value, r.reason, r.distribution, r.label_mass, r.analysis, r.raw
+SELECT p.key, p.item_id, p.meta, r.status, r.label, r.value, r.reason, r.distribution, r.label_mass, r.analysis, r.raw,
+       {analysis_distribution}
 FROM plan p LEFT JOIN results r ON p.key = r.key WHERE p.run = ? ORDER BY p.rowid"""
 PLAN_RESULT_COLUMNS = ("key", "item_id", "meta", "status", "label", "value", "reason", "distribution", "label_mass",
-                       "analysis", "raw")
+                       "analysis", "raw", "analysis_distribution")
 
-ADDED_COLUMNS = {"failure": "TEXT", "cut": "INTEGER"}      # columns added since layout 2: added in place
+# Columns added since layout 2: added in place (read as NULL from an old store opened read-only).
+ADDED_COLUMNS = {"failure": "TEXT", "cut": "INTEGER", "analysis_distribution": "TEXT"}
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class Store:
             raise StoreError(f"{self.path.parent}: not a litjudge run (no store.sqlite)")
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a folder, where the store's file belongs: move it aside")
+        self._missing: frozenset[str] = frozenset()    # added columns an old store opened read-only lacks (read as NULL)
         if readonly:
             self._open_readonly()
             return
@@ -145,6 +149,8 @@ class Store:
                 self.db.close()
                 raise self._not_a_store()
             found = self.db.execute("SELECT v FROM meta WHERE k='layout'").fetchone()
+            have = {row[1] for row in self.db.execute("PRAGMA table_info(results)")}
+        self._missing = frozenset(ADDED_COLUMNS) - have
         if found is None or found[0] != LAYOUT_VERSION:
             raise StoreError(f"{self.path}: store layout {found[0] if found else 'unknown'}, this litjudge reads "
                              f"{LAYOUT_VERSION} (a run of this version upgrades it; it cannot be read in place)")
@@ -315,14 +321,19 @@ class Store:
         """Stored rows as tuples in RESULT_COLUMNS order, JSON columns left as their JSON text (the
         log writes them through without decoding)."""
         with self._guard():
-            yield from self._where_key_in(",".join(RESULT_COLUMNS), keys)
+            yield from self._where_key_in(self._selected, keys)
 
     def _results(self, keys: Iterable[str] | None) -> Iterator[ResultRow]:
         if keys is None:
-            cur = self.db.execute(f"SELECT {','.join(RESULT_COLUMNS)} FROM results ORDER BY key")
+            cur = self.db.execute(f"SELECT {self._selected} FROM results ORDER BY key")
             yield from (decode_row(r) for r in cur)
             return
-        yield from (decode_row(r) for r in self._where_key_in(",".join(RESULT_COLUMNS), keys))
+        yield from (decode_row(r) for r in self._where_key_in(self._selected, keys))
+
+    @property
+    def _selected(self) -> str:
+        """The results' columns as a read selects them: NULL for one an old read-only store lacks."""
+        return ",".join(f"NULL AS {c}" if c in self._missing else c for c in RESULT_COLUMNS)
 
     def _where_key_in(self, columns: str, keys: Iterable[str]) -> Iterator[tuple]:
         """`columns` of the stored results whose key is among `keys`, asked in chunks of KEYS_PER_QUERY
@@ -336,8 +347,10 @@ class Store:
     def plan_results(self, run: str) -> Iterator[list[tuple]]:
         """One run's plan rows joined with their results (None where not stored yet), in plan order,
         in batches: (key, item_id, meta JSON, status, label, value JSON, reason, distribution JSON,
-        label_mass, analysis, raw). The verdict frame (`engine.core.verdicts`) is built from these."""
-        return self._batches(PLAN_RESULTS, (run,))
+        label_mass, analysis, raw, analysis_distribution JSON). The verdict frame (`engine.core.verdicts`)
+        is built from these."""
+        added = "NULL" if "analysis_distribution" in self._missing else "r.analysis_distribution"
+        return self._batches(PLAN_RESULTS.format(analysis_distribution=added), (run,))
 
     def token_counts(self) -> Iterator[list[tuple]]:
         """(key, prompt tokens, output tokens) of every stored result, in batches."""

@@ -1,5 +1,5 @@
 """A stored verdict (`ResultRow`) and its row in the store's results table: its columns, encoded
-and decoded (JSON for the language spec, the value and the distribution)."""
+and decoded (JSON for the language spec, the value and the distributions)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from typing import Any
 
 RESULT_COLUMNS = ("key", "judge", "backend", "mode", "language", "status", "label", "value", "reason", "raw",
                   "analysis", "distribution", "label_mass", "prompt_tokens", "cached_tokens", "output_tokens",
-                  "created", "failure", "cut")
+                  "created", "failure", "cut", "analysis_distribution")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class ResultRow:
     created: float = 0.0
     failure: str | None = None      # the backend's error where it gave no answer
     cut: bool = False               # the output was cut at max_tokens
+    analysis_distribution: dict[str, float] | None = None    # analyze mode: P(label) after the analysis
 
 
 _SPEC_JSON: dict[int, tuple[dict, str]] = {}      # id -> (the spec dict, kept alive; its JSON)
@@ -53,7 +54,8 @@ def encode_row(r: ResultRow) -> tuple:
     return (r.key, r.judge, r.backend, r.mode, spec_json(r.language), r.status, r.label,
             json.dumps(r.value), r.reason, r.raw, r.analysis,
             json.dumps(r.distribution) if r.distribution is not None else None, r.label_mass,
-            r.prompt_tokens, r.cached_tokens, r.output_tokens, r.created or time.time(), r.failure, int(r.cut))
+            r.prompt_tokens, r.cached_tokens, r.output_tokens, r.created or time.time(), r.failure, int(r.cut),
+            json.dumps(r.analysis_distribution) if r.analysis_distribution is not None else None)
 
 
 def decode_row(row: tuple) -> ResultRow:
@@ -61,6 +63,7 @@ def decode_row(row: tuple) -> ResultRow:
     d = dict(zip(RESULT_COLUMNS, row))
     d["language"] = json.loads(d["language"])
     d["value"] = json.loads(d["value"]) if d["value"] is not None else None
-    d["distribution"] = json.loads(d["distribution"]) if d["distribution"] else None
+    for name in ("distribution", "analysis_distribution"):
+        d[name] = json.loads(d[name]) if d[name] else None
     d["cut"] = bool(d["cut"])
     return ResultRow(**d)

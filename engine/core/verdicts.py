@@ -2,8 +2,8 @@
 metadata as columns, and every stored value decoded once, here: what aggregation, sweeps, budgets
 and the generation stage read. Protocols never parse JSON: `value` arrives typed (an int for a
 binary or Likert verdict, text for a preference or a category, a list of [id, score] pairs for a
-ranking, a list of uses), and `distribution` as a struct of label probabilities (`probability`
-reads one label's, null where the verdict had none)."""
+ranking, a list of uses), and `distribution` (and `analysis_distribution`, analyze mode's) as a
+struct of label probabilities (`probability` reads one label's, null where the verdict had none)."""
 from __future__ import annotations
 
 import polars as pl
@@ -30,15 +30,32 @@ def verdict_frame(store: Store, run_id: str, judge: str) -> pl.DataFrame:
         pl.when(pl.col("reason").is_null() & pl.col("status").is_null()).then(pl.lit("not generated"))
         .otherwise(pl.col("reason")).alias("reason"),
         value.str.json_decode(infer_schema_length=None).alias("value"),
-        frame["distribution"].str.json_decode(infer_schema_length=None).alias("distribution"))
+        *(frame[c].str.json_decode(infer_schema_length=None).alias(c) for c in ("distribution", "analysis_distribution")))
 
 
-def probability(frame: pl.DataFrame, label: str) -> pl.Expr:
-    """P(label) of each verdict read in distribution mode (null where there is none)."""
-    dtype = frame.schema.get("distribution")
+def probability(frame: pl.DataFrame, label: str, column: str = "distribution") -> pl.Expr:
+    """P(label) of each verdict read in distribution mode (null where there is none); of `column`
+    "analysis_distribution": read after an analysis (analyze mode)."""
+    dtype = frame.schema.get(column)
     if isinstance(dtype, pl.Struct) and label in [f.name for f in dtype.fields]:
-        return pl.col("distribution").struct.field(label)
+        return pl.col(column).struct.field(label).cast(pl.Float64)
     return pl.lit(None, dtype=pl.Float64)
+
+
+def judged_probability(frame: pl.DataFrame, label: str) -> pl.Expr:
+    """P(label) as the judge gave it, whichever mode read it: distribution mode's, else the one read
+    after an analysis; null where neither is stored (a label-mode verdict, an API judge's analysis).
+    What the annotation queue draws by; the tables read distribution mode's alone."""
+    return pl.coalesce(probability(frame, label), probability(frame, label, "analysis_distribution"))
+
+
+def has_probabilities(frame: pl.DataFrame) -> str | None:
+    """Which kind of stored probability the verdicts hold: "distribution", "analysis" (read after an
+    analysis), or None."""
+    for column, kind in (("distribution", "distribution"), ("analysis_distribution", "analysis")):
+        if isinstance(frame.schema.get(column), pl.Struct) and frame[column].is_not_null().any():
+            return kind
+    return None
 
 
 UNPARSED_WARN = 0.1          # the share of a judge's answers left unread that is worth a line of its own

@@ -18,11 +18,12 @@ from litjudge.judges.metrics import active, uncertainty
 from litjudge.judges.pairwise import Pairwise
 
 from ...core.errors import ConfigError
+from ...core.verdicts import has_probabilities, judged_probability
 from ...data.cards import dataset_card
 from ..manifest import recorded_config
 from ..outputs import read_manifest, read_table
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
-from .queue_rubric import listwise, rubric
+from .queue_rubric import AFTER, listwise, rubric, votes, with_probabilities
 
 PROTOCOLS_SERVED = ("ttcw", "pairwise", "rubric", "listwise")
 __all__ = ["PROTOCOLS_SERVED", "Answer", "Cluster", "Question", "Queue", "build_queue"]
@@ -95,12 +96,16 @@ def tie_credit(label: str, decision: str) -> float:
 
 # How a queue's floor is drawn: by cluster size, or uniform (queues stored before 2026-11-29).
 FloorBy = Literal["size", "uniform"]
+# What a pairwise queue's uncertainty reads: the verdicts' P(text) where stored, or their picks
+# alone (queues stored before 2026-12-01).
+PairsBy = Literal["probability", "picks"]
 
 
-def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, floor_by: FloorBy = "size") -> Queue:
+def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, floor_by: FloorBy = "size",
+                pairs_by: PairsBy = "probability") -> Queue:
     """The queue of `run` (a finished run folder); refuses protocols the app does not serve yet.
-    `floor_by`: the floor's draws by cluster size, or uniform (how queues stored before
-    2026-11-29 were drawn, so that they reopen as they were)."""
+    `floor_by` and `pairs_by`: as the queue was drawn (FloorBy, PairsBy), so that a queue stored
+    before either rule changed reopens as it was."""
     run = Path(run)
     if not (run / "manifest.json").is_file() or not (run / "verdicts.parquet").is_file():
         raise ConfigError("not a finished run folder (no manifest.json and verdicts.parquet): give the folder "
@@ -114,7 +119,10 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     options = protocol.options(config)
     ctx = Context(config, options, dataset_card(config.dataset, config.source, config.protocol), replay=True)
     verdicts = read_table(run / "verdicts.parquet")
-    built = {"ttcw": _ttcw, "pairwise": _pairwise, "rubric": rubric, "listwise": listwise}[config.protocol](ctx, verdicts)
+    if config.protocol == "pairwise":
+        built = _pairwise(ctx, verdicts, pairs_by)
+    else:
+        built = {"ttcw": _ttcw, "rubric": rubric, "listwise": listwise}[config.protocol](ctx, verdicts)
     clusters = built.clusters
     if not clusters:
         raise ConfigError("the run has no verdict on an item with text to show: nothing to annotate", where=str(run))
@@ -126,24 +134,21 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     source = built.source
     if not np.any(built.uncertainty):              # nothing to choose by (one judge's 0/1 votes, say)
         source += (" - 0 for every cluster (no item's answers differ, as one judge's without repeats do), "
-                   "so the draws follow cluster size alone, as uniform PPI++'s would: distribution mode, more judges "
-                   "or sampled repeats give the queue an uncertainty to draw by")
+                   "so the draws follow cluster size alone, as uniform PPI++'s would: a local judge in distribution or "
+                   "analyze mode, more judges or sampled repeats give the queue an uncertainty to draw by")
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds)
 
 
 def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
-    """Stories with text and a verdict; per (story, test) the judges' P(Yes) averaged where stored,
-    else the share of the run's judges saying Yes (the vote share)."""
+    """Stories with text and a verdict; per (story, test) the judges' P(Yes) averaged where stored
+    (distribution mode's, or analyze mode's after the analysis), else the share of the run's judges
+    saying Yes (the vote share)."""
     data = ctx.load("ttcw")
     ok = verdicts.filter((pl.col("status") == "ok") & pl.col("label").is_not_null())
-    has_p = "distribution" in ok.columns and ok.schema["distribution"] != pl.Null
-    yes = (pl.col("label") == "Yes").cast(pl.Float64)
-    if has_p:
-        p = pl.col("distribution").struct.field("Yes")
-        ok = ok.with_columns(pl.when(p.is_not_null()).then(p).otherwise(yes).alias("p"))
-    else:
-        ok = ok.with_columns(yes.alias("p"))
+    kind = has_probabilities(ok)
+    ok = ok.with_columns(pl.coalesce(judged_probability(ok, "Yes"), (pl.col("label") == "Yes").cast(pl.Float64))
+                         .alias("p"))
     per_item = ok.group_by("story_id", "test").agg(pl.col("p").mean()).sort("story_id", "test")
     share = {(s, t): p for s, t, p in per_item.iter_rows()}
     stories = {s.story_id: s for s in data.stories if s.text is not None}
@@ -158,24 +163,31 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
         p_items += [share[(story_id, t)] for t in asked]
         index += [len(clusters) - 1] * len(asked)
     p_arr, i_arr = np.asarray(p_items, dtype=float), np.asarray(index, dtype=np.int64)
-    if has_p:
-        u, source = uncertainty.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)"
+    if kind is not None:
+        u, source = uncertainty.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)" + AFTER[kind]
     else:
         u, source = uncertainty.vote_uncertainty(p_arr, i_arr, len(clusters)), "the vote share across the run's judges"
     return Built(clusters, np.asarray(totals, dtype=float), u, source, "pass rate, all tests pooled",
                  "Read the story, then answer every test question Yes or No. One story answers all of its questions.")
 
 
-def _pairwise(ctx: Context, verdicts: pl.DataFrame) -> Built:
+def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probability") -> Built:
     """Pairs with a verdict. The quantity is the judges' accuracy against the person's preference;
     the judges' decision is the answer most of a pair's verdicts gave (both orders, every judge;
     a before b, b before a tie on equal counts), a pair's judge total the share of its verdicts
     agreeing with it (a tie on one side half: `tie_credit`), its uncertainty the disagreement
-    between the verdicts (sqrt(share_a (1 - share_a)) without ties: `clusters.spread`). With the
+    between the verdicts (sqrt(share_a (1 - share_a)) without ties: `clusters.spread`), their
+    P(text) in place of their picks where stored (distribution mode, or after an analysis). With the
     run's `tie` option a person may answer a tie."""
     pairs = {p.pair_id: p for p in ctx.load("pairs")}
     answers = texts_ab(bool(getattr(ctx.options, "tie", False)))
     picked = Pairwise().text_answers(verdicts)         # the texts picked, not the positions shown
+    by_p = pairs_by == "probability" and "side" not in verdicts.columns           # a reward model's: no P(label)
+    kind = has_probabilities(verdicts) if by_p else None
+    read = {}                                          # pair -> its verdicts' summed P(text), where stored
+    if kind is not None:
+        ok = with_probabilities(verdicts.filter(pl.col("status") == "ok"), ["A", "B", "tie"])
+        read = {key[0]: votes(rows, answers, pairwise=True)[0] for key, rows in ok.group_by("pair_id")}
     clusters, totals, dist, decision = [], [], [], {}
     for (pair_id,), rows in sorted(picked.group_by("pair_id"), key=lambda g: str(g[0][0])):
         if pair_id not in pairs:
@@ -188,11 +200,13 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame) -> Built:
                                 (Question(pair_id, pair.prompt or "Which text is better?", answers, pairwise=True),)))
         decision[str(pair_id)] = decided
         totals.append(sum(tie_credit(v, decided) for v in values) / len(values))
-        dist.append(counts[:len(answers)])
+        dist.append(read.get(pair_id, counts[:len(answers)]))
     scores = np.asarray([a.score for a in answers])
     _, u = spread(np.asarray(dist, dtype=float), scores, len(clusters))
     tie = " Answer Tie (t) when neither is better." if len(answers) == 3 else ""
-    return Built(clusters, np.asarray(totals, dtype=float), u, "the disagreement between the two orders",
+    source = "the disagreement between the two orders" if kind is None else \
+        "the judges' P(text) over both orders" + AFTER[kind]
+    return Built(clusters, np.asarray(totals, dtype=float), u, source,
                  "judge accuracy" + (" (a tie half)" if tie else ""),
                  "Read both texts, then choose the better one. The order is random; answer on the texts, not their "
                  "place." + tie, decision=decision)

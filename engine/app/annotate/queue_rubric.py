@@ -6,8 +6,9 @@ points question's 1..N each with its anchor, a pairwise question's two texts and
 question allows one). The headline is the first question's mean on its scale (binary: the share
 of its positive label; points: the mean point; pairwise: text a's win rate, a tie half), the
 other questions are asked and stored but not in it. The judges' side of the first question: per
-cluster their mean distribution over its answers (P(label) where the run stored it, else each
-verdict's answer: the vote share across the run's judges, repeats and both orders of a pair).
+cluster their mean distribution over its answers (P(label) where the run stored it, in distribution
+mode or after an analysis, else each verdict's answer: the vote share across the run's judges,
+repeats and both orders of a pair).
 
 Listwise: a cluster is one item of the run's lists. A person gives it one of the data's
 categories (worst first; its score the category's rank), or, when the data names none, a score
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from litjudge.engine.core.verdicts import probability
+from litjudge.engine.core.verdicts import has_probabilities, judged_probability
 from litjudge.grammars.listwise import Listwise
 from litjudge.judges.base import Context
 from litjudge.judges.frames import text_picked
@@ -30,6 +31,7 @@ from ...core.errors import ConfigError
 from .clusters import Answer, Built, Cluster, Question, points, spread, texts_ab, yes_no
 
 VOTES = "the vote share across the run's judges"
+AFTER = {"distribution": "", "analysis": " read after their analysis"}     # where a stored P(label) was read
 
 
 def answers_of(q: Any) -> tuple[Answer, ...]:
@@ -49,15 +51,23 @@ def _headline(q: Any, n_points: int) -> tuple[str, tuple[float, float]]:
     return f"{q.id}: win rate of text a (a tie half)", (0.0, 1.0)
 
 
-def _votes(rows: pl.DataFrame, q: Any, answers: tuple[Answer, ...]) -> tuple[np.ndarray, bool]:
-    """The judges' summed distribution over `answers` for one cluster's verdicts on `q` (a
-    verdict's P(label) where stored, else its answer), and whether any P was stored."""
+def with_probabilities(verdicts: pl.DataFrame, labels: list[str]) -> pl.DataFrame:
+    """The verdicts with what `votes` reads: `_p`, each label's stored probability
+    (`judged_probability`), and `_picked`, the text a pairwise verdict picked."""
+    return verdicts.with_columns(pl.struct([judged_probability(verdicts, lab).alias(lab) for lab in labels]).alias("_p"),
+                                 text_picked(pl.col("label")).alias("_picked"))
+
+
+def votes(rows: pl.DataFrame, answers: tuple[Answer, ...], pairwise: bool) -> tuple[np.ndarray, bool]:
+    """The judges' summed distribution over `answers` for one cluster's verdicts on a question (a
+    verdict's P(label) where stored, else its answer; a pairwise question's positions read as the
+    texts they showed), and whether any P was stored. Rows from `with_probabilities`."""
     out, stored = np.zeros(len(answers)), False
     values = [a.value for a in answers]
     labels = {"a": ("A", "B"), "b": ("B", "A"), "tie": ("tie", "tie")}
     for r in rows.iter_rows(named=True):
         p = r.get("_p") or {}
-        if q.scale == "pairwise":
+        if pairwise:
             shown = [p.get(labels[v][r["order"] == "ba"]) for v in values]
             answer = r["_picked"]                  # the text picked (the stored value names a position)
         else:
@@ -100,9 +110,8 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
     v = verdicts.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("text_id", "pair_id", "item_a", "item_b", "order")
                               if c not in verdicts.columns)
     labels = sorted({a.value for q in questions for a in answers[q.id]} | {"A", "B"})
-    v = v.with_columns(pl.coalesce(pl.col("text_id").cast(pl.Utf8), pl.col("pair_id").cast(pl.Utf8)).alias("_cluster"),
-                       pl.struct([probability(v, lab).alias(lab) for lab in labels]).alias("_p"),
-                       text_picked(pl.col("label")).alias("_picked"))
+    v = with_probabilities(v, labels).with_columns(
+        pl.coalesce(pl.col("text_id").cast(pl.Utf8), pl.col("pair_id").cast(pl.Utf8)).alias("_cluster"))
     clusters, dist, has, stored = [], [], [], False
     for (cid,), rows in sorted(v.group_by("_cluster"), key=lambda g: str(g[0][0])):
         shown = _shown(str(cid), rows.row(0, named=True), items, pairs)
@@ -113,7 +122,7 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
                    for q in questions if q.id in asked)
         clusters.append(Cluster(str(cid), str(cid), shown[0], qs, shown[1]))
         ok = rows.filter((pl.col("question") == head.id) & (pl.col("status") == "ok"))
-        d, p = _votes(ok, head, answers[head.id])
+        d, p = votes(ok, answers[head.id], head.scale == "pairwise")
         dist.append(d)
         has.append(head.id in asked)
         stored = stored or p
@@ -122,7 +131,7 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
     counted = np.asarray(has, dtype=bool)
     quantity, bounds = _headline(head, len(head.points))
     return Built(clusters, np.where(counted, total, 0.0), np.where(counted, u, 0.0),
-                 "the judges' P(label)" if stored else VOTES, quantity,
+                 "the judges' P(label)" + AFTER[has_probabilities(v) or "distribution"] if stored else VOTES, quantity,
                  "Read the text (or both texts), then answer every question on its scale. The order of two texts is "
                  f"random; answer on the texts, not their place. The estimate is of the first question ({head.id}).",
                  bounds)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...core.errors import ConfigError, Option
 from .labels import FILE, Labels, open_labels, stored_design
-from .queue import FloorBy, Queue, build_queue
+from .queue import FloorBy, PairsBy, Queue, build_queue
 
 DEFAULT_BUDGET = 50
 
@@ -68,16 +68,18 @@ class Settings:
     floor: float
     seed: int
     floor_by: FloorBy                        # a queue stored before the floor went by size: uniform
+    pairs_by: PairsBy                        # a pairwise queue stored before it read P(text): picks
 
 
 def settings(run: Path, options: Options) -> Settings:
     """Budget, floor and seed: those given, else the stored queue's, else the defaults; and how the
-    stored queue's floor was drawn (a new queue's: by size)."""
+    stored queue's floor and pairs were drawn (a new queue's: by size, by P(text))."""
     was = stored_design(run)
     budget = options.budget if options.budget is not None else was.get("budget", DEFAULT_BUDGET)
     floor = options.floor if options.floor is not None else was.get("floor", 0.2)
     seed = options.seed if options.seed is not None else was.get("seed", 0)
-    return Settings(budget, floor, seed, "uniform" if was and "floor_by" not in was else "size")
+    return Settings(budget, floor, seed, "uniform" if was and "floor_by" not in was else "size",
+                    "picks" if was and "pairs_by" not in was else "probability")
 
 
 class QueueChanged(ConfigError):
@@ -93,11 +95,12 @@ def open_stored(run: Path) -> Labels:
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
     s = settings(run, options)
-    queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by)
+    queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by, pairs_by=s.pairs_by)
     ids = "\n".join(c.cluster for c in queue.clusters)
     design = {"budget": s.budget, "floor": s.floor, "seed": s.seed, "protocol": queue.protocol,
               "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16],
-              **({"floor_by": "size"} if s.floor_by == "size" else {})}      # a store of before keeps its own
+              **({"floor_by": "size"} if s.floor_by == "size" else {}),       # a store of before keeps its own
+              **({"pairs_by": "probability"} if s.pairs_by == "probability" else {})}
     labels = open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability, queue.design.draws, design)
     drawn = [(queue.clusters[int(c)].cluster, float(queue.design.probability[int(c)])) for c in queue.design.draws]
     stored = [(c, labels.probability[c]) for c in labels.draw_clusters]

@@ -99,7 +99,7 @@ def simulate(run: Path, options: Options, args) -> int:
     opened, no label written)."""
 
     s = settings(run, options)
-    queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by)
+    queue = build_queue(run, s.budget, floor=s.floor, seed=s.seed, floor_by=s.floor_by, pairs_by=s.pairs_by)
     sim = run_simulation(queue, args.simulate, 500 if args.repeats is None else args.repeats, seed=s.seed,
                          target=args.target_width)
     print(f"Simulated queue of {run} ({queue.protocol}: {queue.quantity}) answered from {sim.column!r} "

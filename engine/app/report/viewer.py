@@ -138,14 +138,18 @@ def viewer_frame(run: LoadedRun) -> pl.DataFrame:
 
 
 def _probability(v: pl.DataFrame) -> list[pl.Series]:
-    if not isinstance(v.schema.get("distribution"), pl.Struct):
-        return [pl.Series("probability", [None] * v.height, pl.Float64), pl.Series("distribution", [None] * v.height,
-                                                                                    pl.Utf8)]
+    """Each verdict's P(its label) and its labels' probabilities as text: distribution mode's, else
+    those analyze mode read after the analysis (said so)."""
+    def column(name: str) -> list:
+        return v[name].to_list() if isinstance(v.schema.get(name), pl.Struct) else [None] * v.height
+
     probs, texts = [], []
-    for label, dist in zip(v["label"].to_list(), v["distribution"].to_list(), strict=True):
-        dist = {k: p for k, p in (dist or {}).items() if p is not None}
+    for label, read, after in zip(v["label"].to_list(), column("distribution"), column("analysis_distribution"),
+                                  strict=True):
+        dist = {k: p for k, p in (read or after or {}).items() if p is not None}
         probs.append(dist.get(label) if label is not None else None)
-        texts.append(" · ".join(f"{k} {p:.2f}" for k, p in sorted(dist.items(), key=lambda kv: -kv[1])) or None)
+        text = " · ".join(f"{k} {p:.2f}" for k, p in sorted(dist.items(), key=lambda kv: -kv[1]))
+        texts.append(None if not text else text if read else f"after the analysis: {text}")
     return [pl.Series("probability", probs, pl.Float64), pl.Series("distribution", texts, pl.Utf8)]
 
 

@@ -12,7 +12,7 @@ programs of a whole batch on one engine, so prefix-sharing requests run side by 
 - analyze: a free analysis stopped at the marker (bounded), then, as a continuation of the same
   assistant turn (the prefix cache serves it), a label set's most probable label after the marker
   (each scored whole with its space, as `litjudge budgets` reads it; sampled by its probability
-  when sampling), or a listwise constrained;
+  when sampling; their probabilities kept as `analysis_distribution`), or a listwise constrained;
 - distribution: label probabilities read unconstrained at the decision point (one next-token step
   when every label is one distinct token, else one per prefix the labels' tokens share; with the
   end token after each label where a label starts another: `label_logprobs`).
@@ -113,7 +113,9 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
         scores, _ = yield from label_logprobs({x: tuple(lt.extend(p.token_ids, tail + x)) for x in labels},
                                               lt.extend(p.token_ids, tail), ctx, ended=lang.inner.prefixed)
         label = decoding.pick(scores)
-        return Generation(p.key, tail + label, analysis=analysis, prompt_tokens=p.prompt_tokens,
+        dist, mass = normalise(scores)
+        return Generation(p.key, tail + label, analysis=analysis, analysis_distribution=dist if mass > 0 else None,
+                          label_mass=mass, prompt_tokens=p.prompt_tokens,
                           cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + 1,
                           finish_reason="stop")
     tail = analysis + lang.tail_prefix
