@@ -198,11 +198,15 @@ POINTS = ("Flat: nothing <em>seen</em>.", "A few generic images.", "Some concret
           "Vivid throughout.")
 
 
+GENRES = ("comedy", "tragedy", "science fiction")
+
+
 def rubric_run(folder: Path, texts: int = 24, per_group: int = 4, pairwise: bool = False,
-               first: str = "binary") -> Path:
+               first: str = "binary", genre: bool = False) -> Path:
     """A finished rubric run of two replayed judges over texts carrying HTML payloads: a binary
     question, a 5-point one with an anchor per point (`first` says which comes first: the page's
-    headline), and with `pairwise` a pairwise question with ties over each group's texts two by two."""
+    headline; "genre" a categorical question of GENRES), with `pairwise` a pairwise question with
+    ties over each group's texts two by two, with `genre` the categorical one last."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = [{"item_id": f"t{i:02d}", "group": f"g{i // per_group}",
              "text": f"Text {i}.\n{PAYLOADS[i % len(PAYLOADS)]}\nThe end of text {i}."} for i in range(texts)]
@@ -213,13 +217,18 @@ def rubric_run(folder: Path, texts: int = 24, per_group: int = 4, pairwise: bool
               f'points = {json.dumps(list(POINTS))}\n')
     tie = ('[[options.questions]]\nid = "surprise"\ntext = "Which ending surprises more?"\nscale = "pairwise"\n'
            'tie = true\n' if pairwise else "")
+    categorical = f'[[options.questions]]\nid = "genre"\ntext = "Which genre?"\nscale = "categorical"\n' \
+                  f'categories = {json.dumps(list(GENRES))}\n'
     questions = (binary + points if first == "binary" else points + binary) + tie
+    questions = categorical + questions if first == "genre" else questions + (categorical if genre else "")
     judges = []
     for j, bias in (("one", 0), ("two", 1)):
         out = []
         for i, r in enumerate(rows):
             out += [{"id": f"{r['item_id']}/natural", "response": "Yes" if (i + bias) % 3 else "No"},
-                    {"id": f"{r['item_id']}/vivid", "response": str(1 + (i * 2 + bias) % 5)}]
+                    {"id": f"{r['item_id']}/vivid", "response": str(1 + (i * 2 + bias) % 5)},
+                    *([{"id": f"{r['item_id']}/genre", "response": GENRES[(i + bias) % 3]}]
+                      if genre or first == "genre" else [])]
             for b in rows[i + 1:] if pairwise else ():
                 if b["group"] == r["group"]:
                     out += [{"id": f"{r['item_id']}|{b['item_id']}/surprise/{o}",

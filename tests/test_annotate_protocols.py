@@ -12,6 +12,7 @@ import pytest
 
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue, tie_credit
+from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import active
 from tests.annotate_run import POINTS, InThread, fresh, judged, listwise_run, pairwise_run, rubric_run
 from tests.test_cli_probe import cli, pairs_run
@@ -174,6 +175,26 @@ def test_a_pairwise_queue_draws_by_p_text_and_one_stored_before_reopens_by_the_p
     labels.close()
     assert stored_design(again)["pairs_by"] == "probability"
     assert np.allclose(q.design.probability, new.design.probability)
+
+
+def test_a_categorical_question_offers_its_categories_and_cannot_be_the_headline(tmp_path):
+    """A categorical question is asked with its categories (keys 1, 2, 3), and no other answer is
+    taken; it was offered as 'Text a / Text b'. First, where the page estimates its mean, it is
+    refused in one line: categories have no number (its headline read 'win rate of text a')."""
+    from tests.annotate_run import GENRES
+
+    run = rubric_run(tmp_path / "rb", texts=8, genre=True)
+    with InThread(run, budget=8) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        genre = next(q for q in item["questions"] if q["item"].endswith("/genre"))
+        assert [(a["value"], a["caption"], a["key"]) for a in genre["answers"]] == \
+            [(g, g, str(k)) for k, g in enumerate(GENRES, start=1)]
+        labels = {q["item"]: q["answers"][0]["value"] for q in item["questions"]}
+        one_line_400(post(c, item, {**labels, genre["item"]: "a"}), "labels: 'a' is not an answer of this protocol ")
+        assert post(c, item, {**labels, genre["item"]: GENRES[2]}).status_code == 200
+    with pytest.raises(ConfigError, match=r"^the annotation page estimates the first question's mean, and 'genre' is "
+                                          r"categorical: its answers have no number\. Put a binary, points or pairwise"):
+        build_queue(rubric_run(tmp_path / "first", texts=8, first="genre"), 8)
 
 
 def test_a_listwise_item_takes_the_datas_categories(tmp_path):

@@ -271,6 +271,8 @@ def test_exported_columns_are_typed_for_the_hub(config_run, tmp_path):
     assert typed["distribution_labels"].to_list() == [["A", "B"], None] and typed.schema["value"] == pl.Utf8
     assert typed["analysis_distribution"].to_list() == [None, [0.5, 0.5]]
     assert typed["analysis_distribution_labels"].to_list() == [None, ["Yes", "No"]]
+    none = hub_typed(pl.DataFrame({"distribution": [None, None]}))        # no verdict had any: the same columns
+    assert none.schema == {"distribution": pl.List(pl.Float64), "distribution_labels": pl.List(pl.Utf8)}
     (tmp_path / "t" / "data").mkdir(parents=True)
     typed.write_parquet(tmp_path / "t" / "data" / "train.parquet")
     back = datasets.load_dataset(str(tmp_path / "t"), cache_dir=str(tmp_path / "cache2"))["train"]

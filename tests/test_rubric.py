@@ -99,6 +99,11 @@ def test_analyze_mode_ends_with_a_constrained_verdict(tiny, runs_dir):
     assert q.uncertainty_source == "the judges' P(label) read after their analysis"
     shown = viewer_frame(load_run(runs_dir / "analyze"))           # the report's item viewer shows them, said so
     assert shown["probability"].is_not_null().all() and shown["distribution"].str.starts_with("after the analysis: ").all()
+    # as stored before they were kept: the queue says why it has nothing to draw by, and what reads them
+    verdicts = runs_dir / "analyze" / "verdicts.parquet"
+    pl.read_parquet(verdicts).with_columns(pl.lit(None).alias("analysis_distribution")).write_parquet(verdicts)
+    said = build_queue(runs_dir / "analyze", 4).uncertainty_source
+    assert "0 for every cluster" in said and "this analyze run's verdicts hold no label probabilities" in said, said
 
 
 DATAFRAME_CALL = """

@@ -87,6 +87,40 @@ def test_greedy_label_mode_is_deterministic_and_deduplicated(smollm):
     assert a == b and set(a.values()) <= {"Yes", "No"}
 
 
+# Sixty questions the default judge answers both ways.
+NUMBERS = tuple(f"Question {i}: is the number {i * 37 % 101} larger than {i * 53 % 97}? Answer Yes or No."
+                for i in range(60))
+
+
+@pytest.mark.parametrize("mode", ["label", "analyze"])
+def test_sampled_verdicts_of_one_repeat_are_drawn_independently(smollm, mode):
+    """Every request of a repeat has the same seed, as a protocol asks them (`ctx.sampling(repeat)`).
+    A seed per repeat gave them all the same random stream, so a sampled label was Yes exactly
+    where P(Yes) passed one threshold shared by every question: SmolLM2 answered these 60 Yes/No
+    questions at temperature 1 with 60 Yes where its P(Yes) summed to 10.0 (label mode), and after
+    an analysis with 23 where they summed to 50.4 (`Decoding.pick` by the same seed). Each request
+    now draws by a seed of its own, from its key: the Yes count is about the sum of P(Yes), and
+    some No has a higher P(Yes) than some Yes."""
+    lang = g.binary() if mode == "label" else g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=8)
+    asked = [JudgeRequest((Message("user", q),), lang, mode, Sampling(temperature=1.0, seed=0),
+                          RequestMeta("test", f"q{i}")) for i, q in enumerate(NUMBERS)]
+    plan = make_plan(asked, smollm)
+    outs = {o.key: o for o in smollm.generate(plan.unique)}
+    item = {u.key: u.request.meta.item_id for u in plan.unique}
+    said = {item[k]: o.raw.endswith("Yes") for k, o in outs.items()}
+    if mode == "label":
+        read = make_plan([JudgeRequest(r.messages, g.binary(), "distribution", Sampling(), r.meta) for r in asked], smollm)
+        of = {u.key: u.request.meta.item_id for u in read.unique}
+        p_yes = {of[o.key]: o.distribution["Yes"] for o in smollm.generate(read.unique)}
+    else:
+        p_yes = {item[k]: o.analysis_distribution["Yes"] for k, o in outs.items()}
+    assert len(said) == len(p_yes) == len(NUMBERS)
+    expected, sd = sum(p_yes.values()), math.sqrt(sum(p * (1 - p) for p in p_yes.values()))
+    assert abs(sum(said.values()) - expected) <= 3.5 * sd + 1, (sum(said.values()), expected)
+    ranked = sorted((p_yes[i], said[i]) for i in said)
+    assert any(yes and not later for i, (_, yes) in enumerate(ranked) for _, later in ranked[i + 1:]), ranked
+
+
 def reading(engine, p, lang) -> dict:
     """check-labels' report of how the modes read `lang`'s labels after a prepared request's prompt."""
     renderer = engine.renderer

@@ -173,8 +173,9 @@ def hub_typed(df: pl.DataFrame) -> pl.DataFrame:
                 ).alias(column),
                 pl.when(pl.col(column).is_null()).then(None).otherwise(
                     pl.lit(pl.Series([labels], dtype=pl.List(pl.Utf8)))).alias(f"{column}_labels"))
-        elif dtype == pl.Null:
-            out = out.with_columns(pl.col(column).cast(pl.List(pl.Float64)))
+        elif dtype == pl.Null:              # no verdict had any: the same columns, empty (one schema for every export)
+            out = out.with_columns(pl.col(column).cast(pl.List(pl.Float64)),
+                                   pl.lit(None, pl.List(pl.Utf8)).alias(f"{column}_labels"))
     nulls = [c for c, t in out.schema.items() if t == pl.Null]
     return out.with_columns(pl.col(c).cast(pl.Utf8) for c in nulls) if nulls else out
 

@@ -18,6 +18,7 @@ from ..backends.local.steps import Decoding, FreeText, Prompt
 from ..core.errors import ConfigError, DataError
 from ..core.paths import paper_prompt
 from ..core.requests import Message
+from ..core.sampling import stream_seed
 from ..data.ttcw import load_ttcw
 
 
@@ -74,8 +75,9 @@ def generate_candidates(backend, ttcw_folder: Path, out: Path, *, reference_sour
             else:
                 ask = prompts["expand"].format(word_count=d.target_words, current_word_count=d.words, story=d.story)
             texts.append(backend.renderer.render([Message("user", ask)]))
-        decoding = Decoding(temperature, 1.0, seed + rnd)
-        outs = run_steps(backend, [FreeText(Prompt(tuple(backend.encode(t)), t), max_tokens, decoding) for t in texts])
+        outs = run_steps(backend, [FreeText(Prompt(tuple(backend.encode(t)), t), max_tokens,
+                                            Decoding(temperature, 1.0, stream_seed(seed, rnd, d.group)))
+                                   for t, d in zip(texts, todo, strict=True)])      # a random stream each story
         for d, o in zip(todo, outs, strict=True):
             d.story, d.rounds = o.text.strip(), d.rounds + (rnd > 0)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ class OpenAI(SdkProvider):
         args: dict[str, Any] = {"model": model, "messages": chat_messages(r), "temperature": s.temperature,
                                 "max_tokens": p.max_tokens}
         if not s.greedy:
-            args.update(top_p=s.top_p, seed=s.engine_seed(r.attempt))
+            args.update(top_p=s.top_p, seed=s.engine_seed(p.key))
         if r.prefill:
             args.update(self.continued())
         if r.mode == "distribution":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ class Sampling:
 
     temperature: float = 0.0        # 0: greedy; at most 5
     top_p: float = 1.0              # nucleus mass in (0, 1]
-    seed: int | None = 0            # >= 0; repeat r uses seed + r (nearby seeds share draws), a re-ask + 7919 x attempt
+    seed: int | None = 0            # >= 0; each request draws by a seed of its own, from its key (holding this one)
     max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
 
     def __post_init__(self) -> None:
@@ -35,12 +36,32 @@ class Sampling:
         return self.temperature == 0.0
 
     def key_fields(self) -> dict[str, Any]:
-        return {"temperature": self.temperature, "top_p": self.top_p if not self.greedy else 1.0,
-                "seed": None if self.greedy else self.seed, "max_tokens": self.max_tokens}
+        """What of these settings a request's key holds; a sampled one also the seed rule, so a verdict
+        drawn under an earlier rule is not reused (SEED_RULE)."""
+        fields = {"temperature": self.temperature, "top_p": self.top_p if not self.greedy else 1.0,
+                  "seed": None if self.greedy else self.seed, "max_tokens": self.max_tokens}
+        return fields if self.greedy else {**fields, "seed_rule": SEED_RULE}
 
-    def engine_seed(self, attempt: int = 0) -> int | None:
-        """THE seed rule every backend applies: none when greedy; a re-ask (attempt k) draws anew."""
-        return None if self.greedy else (self.seed or 0) + 7919 * attempt
+    def engine_seed(self, key: str) -> int | None:
+        """THE seed rule every backend applies: none when greedy; else the request's own, from its
+        content key (which holds this seed, the repeat and the re-ask), so no two requests share a
+        random stream. One seed per repeat gave every request of a repeat the same uniforms in vLLM's
+        per-request generators (and the same `Decoding.pick`): a sampled Yes/No verdict was Yes
+        exactly where P(Yes) passed one threshold shared by every item (SmolLM2: 60 Yes of 60
+        questions whose P(Yes) summed to 10.0; tests/test_vllm_backend.py)."""
+        return None if self.greedy else stream_seed(key)
+
+
+# 2: each request's own seed from its key (engine_seed). 1, unnamed in keys: seed + repeat for every
+# request of a repeat, whose draws were one shared threshold across items.
+SEED_RULE = 2
+
+
+def stream_seed(*parts: object) -> int:
+    """A 31-bit seed of its own for what `parts` name (a content key; a generation's seed, round
+    and story), the same on every run: what keeps draws independent across requests."""
+    text = parts[0] if len(parts) == 1 and isinstance(parts[0], str) else repr(parts)
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16) & 0x7FFFFFFF
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,12 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     source = built.source
     if not np.any(built.uncertainty):              # nothing to choose by (one judge's 0/1 votes, say)
         source += (" - 0 for every cluster (no item's answers differ, as one judge's without repeats do), "
-                   "so the draws follow cluster size alone, as uniform PPI++'s would: a local judge in distribution or "
-                   "analyze mode, more judges or sampled repeats give the queue an uncertainty to draw by")
+                   "so the draws follow cluster size alone, as uniform PPI++'s would: " + (
+                       "this analyze run's verdicts hold no label probabilities (an API judge's, or stored before "
+                       "litjudge kept them: `litjudge run CONFIG --rebuild-store --no-cache` reads them again with a "
+                       "local judge)" if config.mode == "analyze" else
+                       "a local judge in distribution or analyze mode, more judges or sampled repeats give the queue "
+                       "an uncertainty to draw by"))
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds)
 

@@ -34,13 +34,25 @@ VOTES = "the vote share across the run's judges"
 AFTER = {"distribution": "", "analysis": " read after their analysis"}     # where a stored P(label) was read
 
 
+NUMBERED = ("binary", "points", "pairwise")     # the scales whose answers have a number: a headline's
+
+
 def answers_of(q: Any) -> tuple[Answer, ...]:
-    """A rubric question's answers, from its public fields (scale, labels, points, tie)."""
+    """A rubric question's answers, from its public fields (scale, labels, points, tie, categories);
+    one line for a scale the page has none for (a scale of your own)."""
     if q.scale == "binary":
         return yes_no(*q.labels)
     if q.scale == "points":
         return points(tuple(q.points))
-    return texts_ab(bool(q.tie))
+    if q.scale == "pairwise":
+        return texts_ab(bool(q.tie))
+    if q.scale == "categorical":
+        if len(q.categories) > 10:
+            raise ConfigError(f"question {q.id!r} names {len(q.categories)} categories; the annotation page takes at "
+                              "most 10 (one key each)")
+        return tuple(Answer(c, c, str(k % 10), float(k)) for k, c in enumerate(q.categories, start=1))
+    raise ConfigError(f"question {q.id!r}: the annotation page has no answers for its scale {q.scale!r} (it serves "
+                      f"{', '.join(NUMBERED)} and categorical questions)")
 
 
 def _headline(q: Any, n_points: int) -> tuple[str, tuple[float, float]]:
@@ -105,6 +117,10 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
     opts = ctx.options
     questions = list(opts.questions)
     head = questions[0]
+    if head.scale not in NUMBERED:
+        raise ConfigError(f"the annotation page estimates the first question's mean, and {head.id!r} is {head.scale}: "
+                          f"its answers have no number. Put a {', '.join(NUMBERED[:-1])} or {NUMBERED[-1]} question "
+                          "first (the others are asked and stored as well)")
     answers = {q.id: answers_of(q) for q in questions}
     items, pairs = _texts(ctx, opts.reads_pairs)
     v = verdicts.with_columns(pl.lit(None, pl.Utf8).alias(c) for c in ("text_id", "pair_id", "item_a", "item_b", "order")

@@ -74,7 +74,7 @@ def program(p: Prepared, ctx: ModeContext) -> Program:
 
 
 def label(p: Prepared) -> Single:
-    r = yield Constrained(Prompt(p.token_ids, p.prompt), p.max_tokens, Decoding.of(p.request.sampling, p.request.attempt),
+    r = yield Constrained(Prompt(p.token_ids, p.prompt), p.max_tokens, Decoding.of(p.request.sampling, p.key),
                           language=p.request.language)
     return Generation(p.key, r.text, prompt_tokens=p.prompt_tokens, cached_tokens=r.cached_tokens,
                       output_tokens=len(r.token_ids), finish_reason=r.finish_reason)
@@ -82,7 +82,7 @@ def label(p: Prepared) -> Single:
 
 def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, analysis: str | None = None,
              output_tokens: int = 0, cached: int = 0, prompted: int = 0) -> Single:
-    decoding = Decoding.of(p.request.sampling, p.request.attempt)
+    decoding = Decoding.of(p.request.sampling, p.key)
     lines: list[str] = []
     cap = lang.hi
     while True:
@@ -103,7 +103,7 @@ def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, anal
 
 
 def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
-    decoding = Decoding.of(p.request.sampling, p.request.attempt)
+    decoding = Decoding.of(p.request.sampling, p.key)
     first = yield FreeText(Prompt(p.token_ids, p.prompt), lang.max_analysis_tokens, decoding, stop=(lang.marker,))
     analysis = first.text.rstrip()
     labels = lang.inner.labels()

@@ -47,8 +47,9 @@ class Decoding:
     seed: int | None = None
 
     @classmethod
-    def of(cls, sampling: Sampling, attempt: int = 0) -> Decoding:
-        return cls(sampling.temperature, sampling.top_p if not sampling.greedy else 1.0, sampling.engine_seed(attempt))
+    def of(cls, sampling: Sampling, key: str) -> Decoding:
+        """The decoding of the request whose content key is `key` (its seed its own: engine_seed)."""
+        return cls(sampling.temperature, sampling.top_p if not sampling.greedy else 1.0, sampling.engine_seed(key))
 
     def pick(self, logprobs: dict[str, float]) -> str:
         """One answer of a closed set by its logprobs as this decoding samples: the most probable
