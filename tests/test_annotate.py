@@ -251,7 +251,16 @@ def test_one_judge_without_repeats_gives_the_draws_nothing_to_choose_by_and_the_
     one.write_text(re.sub(r'judge = \[("[^"]+"), [^\]]+\]', r"judge = [\1]", text).replace('name = "r"', 'name = "one"'))
     q = build_queue(judged(one), 20)
     assert not q.uncertainty.any() and "0 for every cluster" in q.uncertainty_source, q.uncertainty_source
+    assert q.uncertainty_source.endswith("more judges or sampled repeats give the queue an uncertainty to draw by")
     assert "0 for every cluster" not in build_queue(finished, 20).uncertainty_source      # two judges differ
+    # a run that sampled its repeats is not told to sample repeats
+    from litjudge.engine.app.annotate.queue import _nothing_differs, _what_gives_uncertainty
+    from litjudge.engine.core.config import SamplingConfig, load_config
+
+    sampled = dataclasses.replace(load_config(one), sampling=SamplingConfig(temperature=1.0, repeats=3))
+    assert _nothing_differs(sampled) == "no item's answers differ across the run's judges and sampled repeats"
+    assert _what_gives_uncertainty(sampled) == ("a local judge in distribution or analyze mode or more judges give the "
+                                                "queue an uncertainty to draw by")
 
 
 def test_per_item_shows_a_cluster_to_k_annotators(run):

@@ -191,7 +191,14 @@ def test_a_categorical_question_offers_its_categories_and_cannot_be_the_headline
             [(g, g, str(k)) for k, g in enumerate(GENRES, start=1)]
         labels = {q["item"]: q["answers"][0]["value"] for q in item["questions"]}
         one_line_400(post(c, item, {**labels, genre["item"]: "a"}), "labels: 'a' is not an answer of this protocol ")
-        assert post(c, item, {**labels, genre["item"]: GENRES[2]}).status_code == 200
+        assert post(c, item, {**labels, genre["item"]: " Science FICTION"}).status_code == 200     # as the run reads it
+    from litjudge.engine.app.annotate.export import records
+    from litjudge.engine.app.annotate.queue_store import Options, open_queue
+
+    queue, stored = open_queue(run, Options())
+    exported = {r["item"]: (r["score"], r["label"]) for r in records(queue, stored)}
+    stored.close()
+    assert exported[genre["item"]] == (None, GENRES[2]) and len(exported) == len(labels)   # a category has no number
     with pytest.raises(ConfigError, match=r"^the annotation page estimates the first question's mean, and 'genre' is "
                                           r"categorical: its answers have no number\. Put a binary, points or pairwise"):
         build_queue(rubric_run(tmp_path / "first", texts=8, first="genre"), 8)

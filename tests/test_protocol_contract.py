@@ -39,6 +39,9 @@ def test_the_framework_applies_limit_and_repeats_each_with_its_own_seed():
     assert [dict(r.meta.fields)["repeat"] for r in requests] == [0, 1, 2] * 2
     assert len({r.sampling.seed for r in requests[:3]}) == 3
     assert all(r.mode == "label" and r.meta.protocol == "single" for r in requests)
+    # two runs a seed apart share no draw: seed + repeat made repeat 1 of seed 5 repeat 0 of seed 6
+    seeds = {SamplingConfig(temperature=0.7, seed=s, repeats=3).for_repeat(r).seed for s in (5, 6) for r in range(3)}
+    assert len(seeds) == 6
 
 
 def test_modes_are_opt_in_and_analyze_wraps_each_ask_with_its_marker():

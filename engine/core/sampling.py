@@ -18,7 +18,7 @@ class Sampling:
 
     temperature: float = 0.0        # 0: greedy; at most 5
     top_p: float = 1.0              # nucleus mass in (0, 1]
-    seed: int | None = 0            # >= 0; each request draws by a seed of its own, from its key (holding this one)
+    seed: int | None = 0            # >= 0; each request draws by a seed of its own (from this one, its repeat, its key)
     max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
 
     def __post_init__(self) -> None:
@@ -52,8 +52,9 @@ class Sampling:
         return None if self.greedy else stream_seed(key)
 
 
-# 2: each request's own seed from its key (engine_seed). 1, unnamed in keys: seed + repeat for every
-# request of a repeat, whose draws were one shared threshold across items.
+# 2: each request's own seed from its key (engine_seed), a repeat's seed drawn from the run's and the
+# repeat (for_repeat). 1, unnamed in keys: seed + repeat for every request of a repeat, whose draws
+# were one shared threshold across items (and repeat 1 of seed 0 was repeat 0 of seed 1).
 SEED_RULE = 2
 
 
@@ -80,11 +81,14 @@ class SamplingConfig(Sampling):
                "temperature > 0 to sample them, or repeats = 1")
 
     def for_repeat(self, repeat: int) -> Sampling:
-        """The request-level settings of sample number `repeat` (seed + repeat): one object per
-        repeat, made and checked once (a million-request plan asked for it a million times)."""
+        """The request-level settings of sample number `repeat`, its seed drawn from the run's and the
+        repeat (`stream_seed`: seed + repeat made repeat 1 of seed 0 the draws of repeat 0 of seed 1,
+        so two runs a seed apart shared most of their verdicts): one object per repeat, made and
+        checked once (a million-request plan asked for it a million times)."""
         return _for_repeat(self, repeat)
 
 
 @functools.lru_cache(maxsize=256)
 def _for_repeat(config: SamplingConfig, repeat: int) -> Sampling:
-    return Sampling(config.temperature, config.top_p, (config.seed or 0) + repeat, config.max_tokens)
+    seed = None if config.greedy else stream_seed(config.seed or 0, repeat)
+    return Sampling(config.temperature, config.top_p, seed, config.max_tokens)

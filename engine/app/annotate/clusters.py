@@ -6,6 +6,7 @@ serves the page (buttons and hotkeys), the API's refusals, the import and the es
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ class Answer:
     value: str                      # what is stored as the label
     caption: str                    # what its button says
     key: str                        # its hotkey
-    score: float                    # its value on the headline quantity's scale
+    score: float                    # its value on the headline quantity's scale (NaN: none, a category)
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,19 @@ class Question:
 
     def canonical(self, label: Any) -> str | None:
         """The stored answer `label` means, None when it is none of this question's: an answer as
-        stored, with spaces around it (a spreadsheet's cell), or on a point scale the same whole
-        number written as a number or as 4.0 (a JSON number, a float column)."""
+        stored, with spaces around it (a spreadsheet's cell), in another case or Unicode form where
+        that names one answer (a category "Tragedy", as the run reads a human column; not a pair's
+        a / b, whose capitals name positions), or on a point scale the same whole number written as
+        a number or as 4.0 (a JSON number, a float column)."""
         if isinstance(label, bool) or not isinstance(label, (str, int, float)):
             return None
         text = label.strip() if isinstance(label, str) else label
         if isinstance(text, str) and self.allows(text):
             return text
+        if isinstance(text, str) and not self.pairwise:
+            same = [a.value for a in self.answers if _folded(a.value) == _folded(text)]
+            if len(same) == 1:
+                return same[0]
         if not all(a.value.isdigit() for a in self.answers):
             return None
         try:
@@ -71,6 +78,11 @@ class Question:
             answers += [a for a in self.answers if a.value == "tie"]
         return {"item": self.item, "text": self.text,
                 "answers": [{"value": a.value, "caption": a.caption, "key": a.key} for a in answers]}
+
+
+def _folded(text: str) -> str:
+    """`text` as answers are matched whatever their case and Unicode form (NFC, casefolded)."""
+    return unicodedata.normalize("NFC", text).casefold()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -31,16 +32,17 @@ def draw_positions(labels: Labels) -> dict[str, str]:
 def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
     """The standing labels, oldest first, as exported. `draws`: every draw of the cluster (its
     positions in the draw sequence, space-separated); `score`: the answer on its question's
-    scale (`Queue.score`); `counted`: whether that question is in the quantity; `judge_total` and
-    `cluster_items`: the cluster's f and m;
+    scale (`Queue.score`; empty for a category, which has none); `counted`: whether that question
+    is in the quantity; `judge_total` and `cluster_items`: the cluster's f and m;
     `judge_total_all`, `items_all` and `clusters_all`: F, M and N, over every cluster of the queue."""
     positions = draw_positions(labels)
     big_f, big_m = float(queue.judge_total.sum()), float(queue.size.sum())
     out = []
     for r in labels.rows():
         c = queue.index(r.cluster)
+        score = queue.score(r.cluster, r.label, r.item)
         out.append({**asdict(r), "draws": positions.get(r.cluster, ""),
-                    "score": queue.score(r.cluster, r.label, r.item),
+                    "score": None if math.isnan(score) else score,          # a category has no number
                     "counted": queue.question(r.item).counted, "judge_total": float(queue.judge_total[c]),
                     "cluster_items": int(queue.size[c]), "judge_total_all": big_f, "items_all": big_m,
                     "clusters_all": len(queue.clusters)})

@@ -17,6 +17,7 @@ from litjudge.judges.base import Context
 from litjudge.judges.metrics import active, uncertainty
 from litjudge.judges.pairwise import Pairwise
 
+from ...core.config import RunConfig
 from ...core.errors import ConfigError
 from ...core.verdicts import has_probabilities, judged_probability
 from ...data.cards import dataset_card
@@ -133,15 +134,31 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     positive = next((a.value for c in clusters for q in c.questions for a in q.answers if a.score == 1.0), answers[0])
     source = built.source
     if not np.any(built.uncertainty):              # nothing to choose by (one judge's 0/1 votes, say)
-        source += (" - 0 for every cluster (no item's answers differ, as one judge's without repeats do), "
-                   "so the draws follow cluster size alone, as uniform PPI++'s would: " + (
-                       "this analyze run's verdicts hold no label probabilities (an API judge's, or stored before "
-                       "litjudge kept them: `litjudge run CONFIG --rebuild-store --no-cache` reads them again with a "
-                       "local judge)" if config.mode == "analyze" else
-                       "a local judge in distribution or analyze mode, more judges or sampled repeats give the queue "
-                       "an uncertainty to draw by"))
+        source += f" - 0 for every cluster ({_nothing_differs(config)}), so the draws follow cluster size alone, as " \
+                  "uniform PPI++'s would: " + _what_gives_uncertainty(config)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds)
+
+
+def _sampled(config: RunConfig) -> bool:
+    return config.sampling.repeats > 1 and not config.sampling.greedy
+
+
+def _nothing_differs(config: RunConfig) -> str:
+    """Why a queue's uncertainty is 0 everywhere, as far as the run's config says."""
+    if _sampled(config):
+        return "no item's answers differ across the run's judges and sampled repeats"
+    return "no item's answers differ, as one judge's without repeats do"
+
+
+def _what_gives_uncertainty(config: RunConfig) -> str:
+    """What would give a queue whose uncertainty is 0 everywhere one to draw by, of what the run has not tried."""
+    if config.mode == "analyze":
+        return ("this analyze run's verdicts hold no label probabilities (an API judge's, or stored before litjudge "
+                "kept them: `litjudge run CONFIG --rebuild-store --no-cache` reads them again with a local judge)")
+    ways = ["a local judge in distribution or analyze mode", "more judges"] + ([] if _sampled(config) else
+                                                                               ["sampled repeats"])
+    return ", ".join(ways[:-1]) + " or " + ways[-1] + " give the queue an uncertainty to draw by"
 
 
 def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:

@@ -16,6 +16,7 @@ on the judge's scale; the headline is the mean of that score. The judges' side: 
 over its lists, repeats and judges, mapped linearly onto the answers' range."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ def answers_of(q: Any) -> tuple[Answer, ...]:
         if len(q.categories) > 10:
             raise ConfigError(f"question {q.id!r} names {len(q.categories)} categories; the annotation page takes at "
                               "most 10 (one key each)")
-        return tuple(Answer(c, c, str(k % 10), float(k)) for k, c in enumerate(q.categories, start=1))
+        return tuple(Answer(c, c, str(k % 10), math.nan) for k, c in enumerate(q.categories, start=1))   # no number
     raise ConfigError(f"question {q.id!r}: the annotation page has no answers for its scale {q.scale!r} (it serves "
                       f"{', '.join(NUMBERED)} and categorical questions)")
 
