@@ -62,10 +62,7 @@ CREATE TABLE IF NOT EXISTS batches (  -- provider batches: recorded before submi
 );
 """
 
-PLAN_RESULTS = """
-SELECT p.key, p.item_id, p.meta, r.status, r.label, r.value, r.reason, r.distribution, r.label_mass, r.analysis, r.raw,
-       {analysis_distribution}
-FROM plan p LEFT JOIN results r ON p.key = r.key WHERE p.run = ? ORDER BY p.rowid"""
+# A run's plan rows joined with their results: the first three columns the plan's, the rest the results'.
 PLAN_RESULT_COLUMNS = ("key", "item_id", "meta", "status", "label", "value", "reason", "distribution", "label_mass",
                        "analysis", "raw", "analysis_distribution")
 
@@ -349,8 +346,10 @@ class Store:
         in batches: (key, item_id, meta JSON, status, label, value JSON, reason, distribution JSON,
         label_mass, analysis, raw, analysis_distribution JSON). The verdict frame (`engine.core.verdicts`)
         is built from these."""
-        added = "NULL" if "analysis_distribution" in self._missing else "r.analysis_distribution"
-        return self._batches(PLAN_RESULTS.format(analysis_distribution=added), (run,))
+        picks = ",".join(f"p.{c}" if c in ("key", "item_id", "meta") else "NULL" if c in self._missing else f"r.{c}"
+                         for c in PLAN_RESULT_COLUMNS)          # an added column an old read-only store lacks: NULL
+        return self._batches(f"SELECT {picks} FROM plan p LEFT JOIN results r ON p.key = r.key WHERE p.run = ? "
+                             "ORDER BY p.rowid", (run,))
 
     def token_counts(self) -> Iterator[list[tuple]]:
         """(key, prompt tokens, output tokens) of every stored result, in batches."""
