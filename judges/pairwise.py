@@ -49,7 +49,7 @@ from .metrics.bootstrap import RESAMPLES
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
 from .metrics.proportion import ONE_ORDER
-from .tables import calibration_tables, label_distribution, rate_rows
+from .tables import AFTER_ANALYSIS, calibration_tables, label_distribution, rate_rows, stated_probability
 from .templates import TemplateFields, template_of
 
 ORDERS = ("ab", "ba")
@@ -116,10 +116,10 @@ class Pairwise(Protocol):
         if rows is None:
             return None
         if rank.table == "calibration_summary":
-            rows = rows.filter(pl.col("p_a").is_not_null() & pl.col("human").is_in(["a", "b"]) & (pl.col("status") == "ok"))
-            if rank.metric == "squared_calibration_error":
-                return calibration_units(rows["pair_id"].to_list(), rows["p_a"].to_list(), (rows["human"] == "a").to_list())
-            return brier_units(rows["pair_id"].to_list(), rows["p_a"].to_list(), (rows["human"] == "a").to_list())
+            rows = rows.with_columns(stated_probability(rows, "p_a").alias("p")).filter(
+                pl.col("p").is_not_null() & pl.col("human").is_in(["a", "b"]) & (pl.col("status") == "ok"))
+            units = calibration_units if rank.metric == "squared_calibration_error" else brier_units
+            return units(rows["pair_id"].to_list(), rows["p"].to_list(), (rows["human"] == "a").to_list())
         labelled = rows.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
         if rank.name == "length_control.lc_accuracy":
             labelled = labelled.filter(pl.col("pick") != "tie")
@@ -193,8 +193,10 @@ class Pairwise(Protocol):
         None when it gave none), the pick agreement is scored on (`pick`: the answer, or what the
         missing-answer policy puts in its place), P(text a) when known, and whether the text shown
         first won (real answers that prefer a side)."""
-        t = table.with_columns(pl.when(pl.col("order") == "ab").then(probability(table, "A"))
-                               .otherwise(probability(table, "B")).cast(pl.Float64).alias("p_a"))
+        t = table.with_columns(*(pl.when(pl.col("order") == "ab").then(probability(table, "A", column))
+                                 .otherwise(probability(table, "B", column)).cast(pl.Float64).alias(name)
+                                 for name, column in (("p_a", "distribution"),
+                                                      ("p_a" + AFTER_ANALYSIS, "analysis_distribution"))))
         answer = pl.when(pl.col("status") == "ok").then(text_picked(pl.col("label")))
         t = t.with_columns(answer.alias("answer"), LONGER.alias("longer"),
                            pl.when(answer.is_in(["a", "b"])).then(pl.col("label") == "A").alias("first_won"))
@@ -227,9 +229,10 @@ class Pairwise(Protocol):
         d = self.reward_decisions(table, policy) if reward else self.decisions(table, policy)
         judges = d.select("judge").unique(maintain_order=True)
         units = combine(d, opts.tie_rule)
+        published = ("p_a" + AFTER_ANALYSIS, *FEATURE_COLUMNS)
         tables = {"bias": _bias(d, units, judges, reward), "pairs": units.select(pl.exclude("judge"), "judge"),
                   "per_verdict": d.select(["judge", "pair_id", "order", "repeat", "human", "status", "label", "answer",
-                                           "pick", "p_a", *[c for c in FEATURE_COLUMNS if c in d.columns]]),
+                                           "pick", "p_a", *[c for c in published if c in d.columns]]),
                   "label_distribution": label_distribution(d.filter(pl.col("order") != "reward"), "pair_id")
                   if not reward else pl.DataFrame()}
         if not _labelled(d, ctx):

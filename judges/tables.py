@@ -13,28 +13,40 @@ from .metrics.calibration import brier_score, expected_calibration_error, reliab
 from .metrics.proportion import NOTES, rate_interval
 
 CALIBRATION_BINS = 10
+AFTER_ANALYSIS = "_after_analysis"     # `p_yes_after_analysis`: analyze mode's P, read after the analysis
+
+
+def stated_probability(frame: pl.DataFrame, prob: str) -> pl.Expr:
+    """The probability a judge stated for the positive label: distribution mode's (`prob`), else the
+    one analyze mode read right after its analysis (`prob` + AFTER_ANALYSIS, where the frame has it).
+    What calibration reads; a verdict's decision reads `prob` alone (an analyze verdict is its label)."""
+    after = prob + AFTER_ANALYSIS
+    return pl.coalesce(pl.col(prob), pl.col(after)) if after in frame.columns else pl.col(prob)
 
 
 def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALIBRATION_BINS,
                        resamples: int = RESAMPLES, cluster: str | None = None) -> dict[str, pl.DataFrame]:
-    """Per judge, from rows holding a probability of the positive label (`prob`, distribution
-    mode) and the human truth (`truth`, bool): the reliability diagram's bins (`calibration`) and
-    the plug-in ECE (as published, biased upward: no interval), the debiased squared calibration
-    error with its 95% interval (clusters resampled: the `cluster` column's stories or pairs; each
-    verdict when None), and Brier (`calibration_summary`). Empty when no row has a probability
-    (label or analyze mode)."""
-    have = df.filter(pl.col(prob).is_not_null() & pl.col(truth).is_not_null())
+    """Per judge, from rows holding a probability of the positive label (`stated_probability`:
+    distribution mode's, else analyze mode's after the analysis; `read` says which) and the human
+    truth (`truth`, bool): the reliability diagram's bins (`calibration`) and the plug-in ECE (as
+    published, biased upward: no interval), the debiased squared calibration error with its 95%
+    interval (clusters resampled: the `cluster` column's stories or pairs; each verdict when None),
+    and Brier (`calibration_summary`). Empty when no row has a probability (label mode, an API
+    judge's analysis)."""
+    have = (df.with_columns(pl.col(prob).is_null().alias("_after"), stated_probability(df, prob).alias(prob))
+            .filter(pl.col(prob).is_not_null() & pl.col(truth).is_not_null()))
     if not have.height:
         return {}
     bin_rows, summary = [], []
     for (judge,), g in split(have, "judge").items():
         p, y = g[prob].to_list(), [float(v) for v in g[truth].to_list()]
+        read = "after the analysis" if g["_after"].all() else "distribution" if not g["_after"].any() else "both"
         for b in reliability_bins(p, y, bins):
             bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
                              "mean_prediction": b.mean_prediction, "observed_frequency": b.observed_frequency})
         clusters = g[cluster].to_list() if cluster else None
         ce2, lo, hi = squared_calibration_error_ci(p, y, bins, resamples=resamples, clusters=clusters)
-        summary.append({"judge": judge, "n": len(p), "ece": expected_calibration_error(p, y, bins),
+        summary.append({"judge": judge, "read": read, "n": len(p), "ece": expected_calibration_error(p, y, bins),
                         "squared_calibration_error": ce2, "squared_calibration_error_low": or_none(lo),
                         "squared_calibration_error_high": or_none(hi),
                         "ci_note": interval_note(len(set(map(str, clusters or range(len(p))))), lo),

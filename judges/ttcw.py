@@ -46,7 +46,7 @@ from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .ppi_annotated import Annotated
 from .ppi_tables import ppi_tables
-from .tables import calibration_tables, corrected_pass_rates, label_distribution
+from .tables import AFTER_ANALYSIS, calibration_tables, corrected_pass_rates, label_distribution, stated_probability
 from .templates import TemplateFields, template_of
 from .ttcw_agreement import agreements
 
@@ -148,10 +148,10 @@ class TTCW(Protocol):
         if rows is None:
             return None
         if rank.table == "calibration_summary":
-            rows = rows.filter(pl.col("p_yes").is_not_null() & (pl.col("status") == "ok"))
-            if rank.metric == "squared_calibration_error":
-                return calibration_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
-            return brier_units(rows["story_id"].to_list(), rows["p_yes"].to_list(), rows["expert_pass"].to_list())
+            rows = rows.with_columns(stated_probability(rows, "p_yes").alias("p")).filter(
+                pl.col("p").is_not_null() & (pl.col("status") == "ok"))
+            units = calibration_units if rank.metric == "squared_calibration_error" else brier_units
+            return units(rows["story_id"].to_list(), rows["p"].to_list(), rows["expert_pass"].to_list())
         rows = rows.filter(pl.col("judge_pass").is_not_null())
         if rank.table in ("overall", "per_test"):
             return Units.agreement(rows["story_id"].to_list(), rows["expert_pass"].to_list(), rows["judge_pass"].to_list(),
@@ -218,7 +218,8 @@ class TTCW(Protocol):
         experts, where they have a label)."""
         thr = ctx.options.threshold
 
-        t = (table.with_columns(probability(table, "Yes").cast(pl.Float64).alias("p_yes"))
+        t = (table.with_columns(probability(table, "Yes").cast(pl.Float64).alias("p_yes"),
+                                probability(table, "Yes", "analysis_distribution").alias("p_yes" + AFTER_ANALYSIS))
              .join(expert, on=["story_id", "test"], how="left"))
         answer = (pl.when(pl.col("status") != "ok").then(None)
                   .when(pl.col("p_yes").is_not_null()).then(pl.col("p_yes") >= thr)
@@ -271,8 +272,9 @@ class TTCW(Protocol):
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
                 cutoff.append({"judge": judge, "view": view, "story_cutoff": ctx.options.story_cutoff,
                                **self._story_cutoff(j, ctx.options.story_cutoff)})
-        per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label",
-                             "p_yes", "judge_pass", "expert_pass"]).sort(["judge", "story_id", "test", "repeat"])
+        per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label", "p_yes",
+                             "p_yes" + AFTER_ANALYSIS, "judge_pass", "expert_pass"]
+                            ).sort(["judge", "story_id", "test", "repeat"])
         answers = per_item.with_columns(pl.when(pl.col("status") != "ok").then(pl.lit("unparsed"))
                                         .when(pl.col("judge_pass")).then(pl.lit("Yes")).otherwise(pl.lit("No")).alias("label"))
         tables = {"verdict_grid": self.verdict_grid(per_item), "per_item": per_item,

@@ -135,3 +135,31 @@ def test_text_a_win_rate_is_the_mean_of_the_orders_when_one_is_answered_less(pai
     got = coverage(*won.select("ci_low", "ci_high"), truth)
     assert got >= COVERAGE, got
     assert abs(won["value"].mean() - truth) < 0.01, (won["value"].mean(), truth)
+
+
+def test_an_analyze_runs_calibration_reads_its_p_text_after_the_analysis():
+    """Analyze mode keeps the P(A) it read after its analysis: the same verdicts with their
+    probabilities stored there publish distribution mode's calibration tables and sweep ranking
+    (P(text a) by order, pairs resampled), with `read` saying where from; the picks stay the labels."""
+    from litjudge.judges.base import RankBy
+
+    rng = np.random.default_rng(8)
+    human = rng.random((4, 3 * MIN_CLUSTERS)) < 0.5
+    frame = pairwise_frame(rng, right_in_both_orders(np.full(human.shape, 0.7), human), human, unparsed=UNPARSED)
+    p_a = rng.random(frame.height)
+    stated = pl.DataFrame({"A": p_a, "B": 1 - p_a}).to_struct("distribution")
+    given = frame.with_columns(pl.when(pl.col("status") == "ok").then(stated).alias("distribution"))
+    analyzed = given.with_columns(pl.col("distribution").alias("analysis_distribution"),
+                                  pl.lit(None, dtype=given.schema["distribution"]).alias("distribution"))
+    theirs, ours = (Pairwise().tables(f, context(Pairwise(), "pairs-generic", mode=m))
+                    for f, m in ((given, "distribution"), (analyzed, "analyze")))
+    for name in ("calibration_summary", "calibration"):
+        assert ours[name].drop("read", strict=False).equals(theirs[name].drop("read", strict=False)), name
+    assert set(ours["calibration_summary"]["read"]) == {"after the analysis"} != set(theirs["calibration_summary"]["read"])
+    assert ours["per_verdict"]["p_a_after_analysis"].equals(theirs["per_verdict"]["p_a"], check_names=False)
+    assert ours["accuracy"].equals(theirs["accuracy"])
+    judge = ours["calibration_summary"]["judge"][0]
+    for metric in ("squared_calibration_error", "brier"):
+        a, b = (Pairwise().rank_units(t, judge, RankBy(f"calibration_summary.{metric}"), Pairwise().options(
+            context(Pairwise(), "pairs-generic").config)) for t in (ours, theirs))
+        assert a.value() == pytest.approx(b.value()) and a.clusters == b.clusters

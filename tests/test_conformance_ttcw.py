@@ -41,7 +41,8 @@ def truths() -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def tables(tmp_path_factory):
+def simulated(tmp_path_factory) -> tuple[pl.DataFrame, str]:
+    """The verdicts of every draw's judge in distribution mode, and the dataset's card."""
     rng = np.random.default_rng(21)
     names = [f"{d}x{g}" for d in range(DRAWS) for g in range(STORIES)]
     draw = np.repeat(np.arange(DRAWS), STORIES)
@@ -49,8 +50,39 @@ def tables(tmp_path_factory):
     labelled = np.tile(np.arange(STORIES) < 2 * MIN_CLUSTERS, DRAWS)
     majority = {(s, t + 1): bool(y[k, t]) for k, s in enumerate(names) if labelled[k] for t in range(TESTS)}
     card = ttcw_dataset(tmp_path_factory.mktemp("ttcw"), names, TESTS, majority)
-    frame = ttcw_frame(draw, names, TESTS, p >= 0.5, p_yes=p, unparsed=rng.random(p.shape) < 0.05)
+    return ttcw_frame(draw, names, TESTS, p >= 0.5, p_yes=p, unparsed=rng.random(p.shape) < 0.05), card
+
+
+@pytest.fixture(scope="module")
+def tables(simulated):
+    frame, card = simulated
     return TTCW().tables(frame, context(TTCW(), card, mode="distribution"))
+
+
+def test_an_analyze_runs_calibration_reads_its_p_yes_after_the_analysis(simulated, tables):
+    """Analyze mode keeps the P(Yes) it read after its analysis (`analysis_distribution`): the same
+    verdicts with their probabilities stored there publish the same calibration tables as
+    distribution mode (so the coverage and bias above are theirs), with `read` saying where from,
+    and per_item beside p_yes. The decision stays the label: a sampled analyze verdict may say the
+    less likely answer (a fifth of them flipped here), and it passes by what it said."""
+    frame, card = simulated
+    frame = frame.filter(pl.col("judge").is_in(frame["judge"].unique(maintain_order=True).head(12).to_list()))
+    flip = pl.Series(np.random.default_rng(3).random(frame.height) < 0.2)
+    analyzed = frame.with_columns(
+        pl.col("distribution").alias("analysis_distribution"),
+        pl.lit(None, dtype=frame.schema["distribution"]).alias("distribution"),
+        pl.when(flip & (pl.col("status") == "ok")).then(pl.when(pl.col("label") == "Yes").then(pl.lit("No"))
+                                                         .otherwise(pl.lit("Yes"))).otherwise(pl.col("label")).alias("label"))
+    out = TTCW().tables(analyzed, context(TTCW(), card, mode="analyze"))
+    judges = out["calibration_summary"]["judge"]
+    for name in ("calibration_summary", "calibration"):
+        theirs = tables[name].filter(pl.col("judge").is_in(judges.to_list()))
+        assert out[name].drop("read", strict=False).equals(theirs.drop("read", strict=False)), name
+    assert set(out["calibration_summary"]["read"]) == {"after the analysis"}
+    assert set(tables["calibration_summary"]["read"]) == {"distribution"}
+    items = out["per_item"].filter(pl.col("status") == "ok")
+    assert items["p_yes"].is_null().all() and items["p_yes_after_analysis"].is_not_null().all()
+    assert (items["judge_pass"] == (items["label"] == "Yes")).all()
 
 
 def test_every_interval_of_the_ttcw_tables_covers_its_truth(tables):

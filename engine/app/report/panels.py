@@ -141,7 +141,7 @@ def _label_distribution(t: dict[str, pl.DataFrame]) -> list[Panel]:
 
 
 def _calibration_panels(t: Mapping[str, pl.DataFrame | None]) -> list[Panel]:
-    """Reliability diagram and ECE of the judge's label probabilities (distribution mode)."""
+    """Reliability diagram and ECE of the judge's label probabilities (distribution or analyze mode)."""
     raw, summary = t.get("calibration"), t.get("calibration_summary")
     if raw is None or summary is None or not raw.height:
         return []
@@ -160,8 +160,9 @@ def _calibration_panels(t: Mapping[str, pl.DataFrame | None]) -> list[Panel]:
     ax.legend(fontsize=7)
     fig.tight_layout()
     return [Panel("Calibration of the judge's probabilities",
-                  "Distribution mode: predictions binned by the probability of the positive label (TTCW: Yes; "
-                  "pairwise: text a better), against how often humans said so; numbers are verdicts per bin. "
+                  "Predictions binned by the probability of the positive label (TTCW: Yes; pairwise: text a "
+                  "better), against how often humans said so; numbers are verdicts per bin. The probability is "
+                  "distribution mode's, or analyze mode's read right after the analysis (the `read` column). "
                   "ECE = sum of (bin share x |mean prediction - observed frequency|), as the papers print it: biased "
                   "upward (a calibrated judge's ECE stays above 0), so no interval. squared_calibration_error: the "
                   "debiased CE^2 of Kumar, Liang & Ma (2019), unbiased (a calibrated judge's scatters around 0, below 0 "
