@@ -162,7 +162,7 @@ def _calibration_panels(t: Mapping[str, pl.DataFrame | None]) -> list[Panel]:
     return [Panel("Calibration of the judge's probabilities",
                   "Predictions binned by the probability of the positive label (TTCW: Yes; pairwise: text a "
                   "better), against how often humans said so; numbers are verdicts per bin. The probability is "
-                  "distribution mode's, or analyze mode's read right after the analysis (the `read` column). "
+                  "distribution mode's, or analyze mode's read right after the analysis (column read). "
                   "ECE = sum of (bin share x |mean prediction - observed frequency|), as the papers print it: biased "
                   "upward (a calibrated judge's ECE stays above 0), so no interval. squared_calibration_error: the "
                   "debiased CE^2 of Kumar, Liang & Ma (2019), unbiased (a calibrated judge's scatters around 0, below 0 "
