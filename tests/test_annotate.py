@@ -394,7 +394,7 @@ def test_import_and_export_from_the_console(run, tmp_path):
     import datasets
     assert datasets.load_from_disk(str(folder)).to_list() == rows
     again = litjudge("annotate", str(run), "--export", str(out))
-    assert again.returncode == 2 and "exists: give a new file name" in again.stderr
+    assert again.returncode == 2 and "exists: --export writes a new file or folder only" in again.stderr
     bad = tmp_path / "bad.csv"
     bad.write_text(f"annotator,item,label\nx,{drawn[0].questions[0].item},Maybe\n")
     r = litjudge("annotate", str(run), "--import", str(bad))

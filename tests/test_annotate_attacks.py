@@ -174,3 +174,25 @@ def test_a_refused_first_import_starts_no_queue(run, tmp_path):
     bad.write_text(f"annotator,item,label\nlab,{item},Yes\n")
     r = litjudge("annotate", str(run), "--budget", "40", "--import", str(bad))
     assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr
+
+
+def test_an_export_that_starts_a_queue_is_drawn_with_its_settings_or_refused(run, tmp_path):
+    """A new user's pass: an export imported into a copy of the run without its queue started the
+    queue silently with the default budget (its own --budget refused from then on). The import now
+    says which settings it starts the queue with, and an export whose stories this queue would draw
+    elsewhere (another --seed here) is refused whole in one line, leaving no store."""
+    import shutil
+
+    with InThread(run, budget=40) as s, s.client() as c:
+        answer(c, "erin")
+    out = tmp_path / "labels.csv"
+    assert litjudge("annotate", str(run), "--export", str(out)).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("annotations.sqlite*"))
+    r = litjudge("annotate", str(copy), "--seed", "7", "--import", str(out))
+    assert r.returncode == 2 and "by the queue this file comes from" in r.stderr and "--seed it had" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not list(copy.glob("annotations.sqlite*"))
+    r = litjudge("annotate", str(copy), "--budget", "40", "--import", str(out))
+    assert r.returncode == 0 and "Started the annotation queue" in r.stdout, r.stderr
+    assert "--budget 40 --floor 0.2 --seed 0 (fixed from now on" in r.stdout
+    assert "1 submissions stored" in r.stdout

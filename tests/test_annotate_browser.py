@@ -71,13 +71,15 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
     served = Served(run, "--budget", str(budget))
     port = served.port
     ann = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []                # the browser's console: not even a favicon's 404
+    ann.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     ann.goto(served.url + "?annotator=ann")
     seen = [current(ann)]
     for n in range(20):
         keys = "yny"[: TESTS] if n % 2 else "nny"[: TESTS]
         seen.append(label_by_keys(ann, keys))
         assert ann.evaluate("window.__xss") is None
-    assert len(set(seen)) == 21
+    assert len(set(seen)) == 21 and errors == [], errors
     rows = exported(served)
     prefix = estimates(queue, rows)["labelled_draws"]
     assert prefix >= 20

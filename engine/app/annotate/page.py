@@ -14,5 +14,6 @@ def page() -> str:
     here = resources.files(__package__)
     style, body, script = ((here / name).read_text(encoding="utf-8") for name in ("page.css", "page.html", "page.js"))
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>litjudge annotate</title>"
-            f"<meta name=viewport content='width=device-width'><style>{style}</style></head>"
+            f"<meta name=viewport content='width=device-width'><link rel=icon href='data:,'>"   # no /favicon.ico 404
+            f"<style>{style}</style></head>"
             f"<body>{body}<script>{script}</script></body></html>")

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...core.errors import ConfigError, DataError, Option
-from .export import FIELDS, csv_text, jsonl, records, stored_records, uncell
+from .export import FIELDS, csv_text, draw_positions, jsonl, records, stored_records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
 from .queue_store import Options, open_queue
@@ -130,6 +130,18 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
+def _refuse_other_design(rows: list[dict[str, str]], cluster_of: dict[str, str], positions: dict[str, str],
+                         path: Path) -> None:
+    """An export's rows name where their story was drawn (`draws`): a queue started by importing
+    them must have drawn it there too, in one line naming the first that differs."""
+    for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
+        given, cluster = r.get("draws", "").split(), cluster_of.get(r.get("item", ""))
+        if given and cluster is not None and given != positions.get(cluster, "").split():
+            raise DataError(f"item {r['item'][:60]!r} was drawn at {' '.join(given)} by the queue this file comes from, "
+                            f"here at {positions.get(cluster) or 'no draw'}: start the queue with the --budget, "
+                            "--floor and --seed it had", path=str(path), row=n)
+
+
 def _iso_time(text: str) -> bool:
     try:
         datetime.fromisoformat(text.strip())
@@ -138,16 +150,20 @@ def _iso_time(text: str) -> bool:
     return True
 
 
-def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1) -> tuple[int, int]:
+def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, starts: bool = False) -> tuple[int, int]:
     """Store the file's labels (each (annotator, cluster) one submission, keyed by its `key` column
     where litjudge's export gave one, else by its content: a second import of the same file, or an
     export imported back, stores nothing). A story takes at most `per_item` annotators, as the page
     hands it out: a file that would give one more is refused whole, before anything is stored.
-    Returns (submissions stored, already there)."""
+    `starts`: this import started the queue, so an export's `draws` must be this queue's (else it
+    came from a queue started with another --budget, --floor or --seed, which this one would
+    silently replace). Returns (submissions stored, already there)."""
     rows = read_rows(path)
     if not rows:
         raise DataError("no rows to import (columns: annotator, item, label; time optional)", path=str(path))
     cluster_of = queue.cluster_of_item()
+    if starts:
+        _refuse_other_design(rows, cluster_of, draw_positions(labels), path)
     # one submission per (annotator, cluster, key): an export's rows carry their submission's key, so
     # one person's two answers to a story (two tabs) are two submissions, the later standing, as stored
     groups: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
@@ -243,7 +259,7 @@ def export_labels(queue: Queue | None, labels: Labels, path: Path) -> int:
     drawn, `export.stored_records`) to a new .csv or .jsonl file, or a new Hugging Face dataset
     folder (never over an existing file or folder)."""
     if path.exists():
-        raise ConfigError("exists: give a new file name (litjudge does not replace a file it did not create)",
+        raise ConfigError("exists: --export writes a new file or folder only (give another name, or move it aside)",
                           where=str(path))
     rows = records(queue, labels) if queue is not None else stored_records(labels)
     if path.suffix == ".jsonl":

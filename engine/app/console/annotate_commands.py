@@ -62,13 +62,17 @@ def import_export(run: Path, options: Options, args) -> int:
         if args.import_file:
             assert queue is not None
             try:
-                stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item)
+                stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item, starts=not started)
             except DataError:
                 if not started:
                     labels.close()
                     for part in (FILE, f"{FILE}-wal", f"{FILE}-shm"):
                         (run / part).unlink(missing_ok=True)
                 raise
+            if not started:
+                s = settings(run, options)
+                print(f"Started the annotation queue of {run} to import into: --budget {s.budget} --floor {s.floor:g} "
+                      f"--seed {s.seed} (fixed from now on: {FILE})")
             print(f"Imported {args.import_file}: {stored} submissions stored, {again} already there")
             for line in unfinished(queue, labels):
                 print(f"litjudge: unfinished story {line}", file=terminal())
