@@ -294,6 +294,8 @@ def test_a_bad_submission_is_one_line_400(run, change, status, line):
         assert r.status_code == status and r.text.startswith(line) and r.text.count("\n") == 1, r.text
         as_json = {"Content-Type": "application/json"}
         assert c.post("/api/label", content=b"not json", headers=as_json).status_code == 400
+        deep = c.post("/api/label", content=b'{"a":' * 10_000 + b"1" + b"}" * 10_000, headers=as_json)
+        assert deep.status_code == 400 and deep.text == "the body is not JSON\n", deep.text   # was a 500 (RecursionError)
         assert c.post("/api/label", content=b"not json").status_code == 415             # a submission is JSON
         assert c.post("/api/label", content=b"x" * (70 * 1024), headers=as_json).status_code == 413
         chunked = c.post("/api/label", content=iter([b"x" * 4096] * 20), headers=as_json)   # no length: bounded as read

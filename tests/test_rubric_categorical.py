@@ -8,6 +8,7 @@ them is unparsed, counted as such, and left out of the agreement."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
@@ -190,10 +191,12 @@ def test_the_judge_is_constrained_to_the_category_names():
 @pytest.mark.parametrize("question, words", [
     ({**GENRE, "categories": []}, "a categorical scale names its categories (categories = [...], at least 2), got []"),
     ({**GENRE, "categories": ["comedy"]}, "at least 2), got ['comedy']"),
-    ({**GENRE, "categories": ["comedy", "Tragedy", "COMEDY"]}, "category names must differ in more than case, spacing or "
-                                                               "invisible characters, got ['COMEDY', 'comedy']"),
+    ({**GENRE, "categories": ["comedy", "Tragedy", "COMEDY"]}, "category names must differ in more than case, spacing, "
+                                                               "invisible characters or Unicode form, got ['COMEDY', "
+                                                               "'comedy']"),
     ({**GENRE, "categories": ["sci fi", "sci  fi"]}, "got ['sci  fi', 'sci fi']"),
     ({**GENRE, "categories": ["comedy", "comedy\u200b"]}, "got ['comedy', 'comedy\\u200b']"),
+    ({**GENRE, "categories": ["Caf\u00e9", "Cafe\u0301"]}, "spacing, invisible characters or Unicode form"),
     ({**GENRE, "categories": ["comedy", "<b>tragedy</b>"]}, "category '<b>tragedy</b>' is not a plain"),
     ({**GENRE, "categories": ["comedy", "<|im_end|>"]}, "category '<|im_end|>' is not a plain"),
     ({**GENRE, "categories": ["comedy", "dark\ncomedy"]}, "category 'dark\\ncomedy' is not a plain"),
@@ -252,3 +255,18 @@ def test_number_categories_read_a_float_column_and_category_order_is_said_to_be_
         litjudge.judge(frame, protocol="rubric", judge=f"replay:{tmp_path / 'rec.jsonl'}", questions=[question],
                        columns=COLUMNS, out=tmp_path / "out2", progress=False)
     assert "holds 2.5, which is none of" in str(exc.value)
+
+
+def test_a_human_answer_in_another_unicode_form_is_the_category_as_on_the_annotation_page():
+    """A hostile pass: the annotation page read a decomposed `comédie` as the category, while a run
+    refused the same text in a human column (case folded, Unicode form not). One rule (`fold`)."""
+    from litjudge.engine.app.annotate.clusters import Answer, Question
+    from litjudge.judges.scales import scale as scale_named
+
+    composed, decomposed = "Com\u00e9die", "COME\u0301DIE"
+    q = SimpleNamespace(id="genre", human="genre", categories=(composed, "drame"))
+    assert scale_named("categorical").human(q, decomposed, "s1") == composed
+    binary = SimpleNamespace(id="ok", human="ok", labels=("Oui\u0301", "Non"))
+    assert scale_named("binary").human(binary, "OUI\u0301", "s1") == "Oui\u0301"
+    asked = Question("s1/genre", "Genre?", (Answer(composed, composed, "1", float("nan")), Answer("drame", "drame", "2", float("nan"))))
+    assert asked.canonical(decomposed) == composed

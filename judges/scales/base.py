@@ -49,19 +49,27 @@ CONTROL = r"\x00-\x1f\x7f"
 NOT_PLAIN = re.compile(rf"[{CONTROL}<>\[\]{{}}|\\`]")
 
 
+def fold(text: str) -> str:
+    """THE rule by which answers are matched, whatever their case and Unicode form (NFC, casefolded):
+    a human column, an annotation and the check that a question's answers differ all read it."""
+    return unicodedata.normalize("NFC", text).casefold()
+
+
 def check_answer_names(qid: str, names: list[str], what: str) -> None:
     """THE rule for the names a question's answers go by (a binary scale's labels, a categorical
     one's categories): plain and unpadded (no line breaks, markup, template braces; not 'unparsed',
     which names a verdict with no answer), and distinct in any case, spacing or invisible
-    character (`comedy` and `comedy` with a zero-width space were two answers nobody could tell apart)."""
+    character or Unicode form (`comedy` and `comedy` with a zero-width space were two answers nobody could
+    tell apart, as were `Café` with its é composed and decomposed)."""
     for name in names:
         if not name.strip() or name != name.strip() or NOT_PLAIN.search(name) or name.casefold() == "unparsed":
             raise ValueError(f"question {qid!r}: {what} {name!r:.60} is not a plain, unpadded name (no line breaks, "
                              "markup or any of <>[]{}|\\`; 'unparsed' names a verdict with no answer)")
-    key = [" ".join("".join(c for c in n if unicodedata.category(c) != "Cf").casefold().split()) for n in names]
+    key = [" ".join(fold("".join(c for c in n if unicodedata.category(c) != "Cf")).split()) for n in names]
     twice = sorted({n for n, k in zip(names, key) if key.count(k) > 1})
     if twice:
-        raise ValueError(f"question {qid!r}: {what} names must differ in more than case, spacing or invisible characters, "
+        raise ValueError(f"question {qid!r}: {what} names must differ in more than case, spacing, invisible characters "
+                         "or Unicode form, "
                          f"got {twice}")
 
 

@@ -11,7 +11,7 @@ from litjudge.engine.core.errors import DataError
 
 from ..metrics.estimates import Units
 from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kappa, table_units, tables_by_cluster
-from .base import SCALES, Scale, Schema, Setting, check_answer_names, with_ci
+from .base import SCALES, Scale, Schema, Setting, check_answer_names, fold, with_ci
 
 TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
 
@@ -63,8 +63,8 @@ class Binary(Scale):
         reads 0 as "false", whichever is listed first)."""
         if value is None:
             return None
-        text = str(value).strip().lower()
-        labels = {lab.lower(): lab for lab in q.labels}
+        text = fold(str(value).strip())
+        labels = {fold(lab): lab for lab in q.labels}
         if text in labels:
             return labels[text]
         meaning = "true" if value is True or text in TRUE else "false" if value is False or text in FALSE else None

@@ -20,7 +20,7 @@ from ..metrics.bootstrap import MIN_CLUSTERS, joined_notes
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
 from ..rubric_stats import agreement_row, few_per_class, kappa, per_class, table_units, tables_by_cluster
-from .base import SCALES, Bars, PanelSpec, Scale, Schema, Setting, check_answer_names, with_ci
+from .base import SCALES, Bars, PanelSpec, Scale, Schema, Setting, check_answer_names, fold, with_ci
 
 SHARES = "categorical_shares"
 
@@ -55,13 +55,14 @@ class Categorical(Scale):
         return grammars.categorical(list(q.categories))
 
     def human(self, q: Any, value: Any, unit: str) -> str | None:
-        """The category the column names, in any case (and padding); a whole number written as a float
-        (a pandas column of numbers with an empty cell holds 2.0) names the category "2"."""
+        """The category the column names, in any case and Unicode form (and padding; `fold`); a whole
+        number written as a float (a pandas column of numbers with an empty cell holds 2.0) names the
+        category "2"."""
         if value is None:
             return None
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        found = {c.casefold(): c for c in q.categories}.get(str(value).strip().casefold())
+        found = {fold(c): c for c in q.categories}.get(fold(str(value).strip()))
         if found is None or isinstance(value, bool):
             raise DataError(f"question {q.id!r}: column {q.human!r} holds {value!r:.40}, which is none of "
                             f"{list(q.categories)} (in any case)", path=unit)

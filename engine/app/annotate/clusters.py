@@ -6,13 +6,13 @@ serves the page (buttons and hotkeys), the API's refusals, the import and the es
 from __future__ import annotations
 
 import math
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from litjudge.judges.metrics import uncertainty
+from litjudge.judges.scales.base import fold
 
 # Keys that are never an answer's: the page's moves (j/k), skip (s) and undo (u).
 RESERVED_KEYS = ("j", "k", "s", "u")
@@ -52,7 +52,7 @@ class Question:
         if isinstance(text, str) and self.allows(text):
             return text
         if isinstance(text, str) and not self.pairwise:
-            same = [a.value for a in self.answers if _folded(a.value) == _folded(text)]
+            same = [a.value for a in self.answers if fold(a.value) == fold(text)]
             if len(same) == 1:
                 return same[0]
         if not all(a.value.isdigit() for a in self.answers):
@@ -78,11 +78,6 @@ class Question:
             answers += [a for a in self.answers if a.value == "tie"]
         return {"item": self.item, "text": self.text,
                 "answers": [{"value": a.value, "caption": a.caption, "key": a.key} for a in answers]}
-
-
-def _folded(text: str) -> str:
-    """`text` as answers are matched whatever their case and Unicode form (NFC, casefolded)."""
-    return unicodedata.normalize("NFC", text).casefold()
 
 
 @dataclass(frozen=True)

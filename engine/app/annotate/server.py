@@ -134,7 +134,7 @@ async def body(request: Request) -> dict:
         raw.append(chunk)
     try:
         data = json.loads(b"".join(raw))
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:      # 10,000 nested objects: too deep to read
         raise BadRequest("the body is not JSON") from e
     if not isinstance(data, dict):
         raise BadRequest("the body is not a JSON object")
