@@ -105,9 +105,9 @@ def test_stored_keys_of_every_committed_config_are_unchanged(monkeypatch):
     recorded before the redesign (tests/golden/committed_keys.json). They were recorded where
     `dtype = "auto"` is bfloat16 (a CPU with fast bf16 instructions): the CPU is pinned to one (AMD's
     AVX-512 BF16), since where auto runs float32 the keys differ by design (tests/test_hardware.py).
-    A sampled config's keys changed once on purpose: listwise-confederacy-subsets' on 2026-12-01, when
-    each sampled request got a seed of its own (`sampling.SEED_RULE`; its verdicts of before, one
-    random stream per repeat, are not reused)."""
+    A sampled config's keys changed twice on purpose, listwise-confederacy-subsets' on 2026-12-01: when
+    each sampled request got a seed of its own (`sampling.SEED_RULE` 2; its verdicts of before, one
+    random stream per repeat, are not reused), and when each slot of a list did (SEED_RULE 3)."""
     from litjudge.engine.backends import factory, hardware
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))

@@ -121,6 +121,22 @@ def test_sampled_verdicts_of_one_repeat_are_drawn_independently(smollm, mode):
     assert any(yes and not later for i, (_, yes) in enumerate(ranked) for _, later in ranked[i + 1:]), ranked
 
 
+def test_a_sampled_lists_slots_draw_by_streams_of_their_own(tiny):
+    """A list is decoded slot by slot, each slot a request of the engine's; with the request's one
+    seed every slot drew by the same noise, so a sampled list repeated its first score down the list:
+    of 120 lists of 4 at temperature 1 (the session's tiny judge), 97 began above the lowest score
+    and 86 of those kept it to the end; the default judge's lists 42 of 46. Each slot now draws by a
+    stream of its own (`Decoding.step`): 8 of 97 (the default judge's: 2 of 46)."""
+    lang = g.Listwise(("P1", "P2", "P3", "P4"))
+    plan = make_plan(requests_for(lang, 120), tiny)
+    scores = [tuple(int(line.rsplit(" ", 1)[1]) for line in o.raw.strip().splitlines())
+              for o in tiny.generate(plan.unique)]
+    assert len(scores) == 120 and all(len(s) == 4 for s in scores)
+    above = [s for s in scores if s[0] > 1]
+    repeated = sum(len(set(s)) == 1 for s in above)
+    assert len(above) >= 20 and repeated <= len(above) // 4, (repeated, len(above), Counter(scores).most_common(6))
+
+
 def reading(engine, p, lang) -> dict:
     """check-labels' report of how the modes read `lang`'s labels after a prepared request's prompt."""
     renderer = engine.renderer

@@ -154,7 +154,8 @@ class Generation:
     distribution: dict[str, float] | None = None
     label_mass: float | None = None      # the labels' total probability where they were read (either mode)
     # Analyze mode: each label's probability right after the analysis and the marker (normalised over
-    # the labels), which the label was picked by. Not `distribution`: that one decides the label.
+    # the labels, at temperature 1), from which the label was picked (at the run's temperature and
+    # top-p). Not `distribution`: that one decides the label.
     analysis_distribution: dict[str, float] | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0

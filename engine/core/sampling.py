@@ -52,10 +52,12 @@ class Sampling:
         return None if self.greedy else stream_seed(key)
 
 
-# 2: each request's own seed from its key (engine_seed), a repeat's seed drawn from the run's and the
-# repeat (for_repeat). 1, unnamed in keys: seed + repeat for every request of a repeat, whose draws
-# were one shared threshold across items (and repeat 1 of seed 0 was repeat 0 of seed 1).
-SEED_RULE = 2
+# 3: each engine step of a request its own stream too (`Decoding.step`: a list's slots, the verdict
+# after an analysis). 2: each request's own seed from its key (engine_seed), a repeat's seed drawn
+# from the run's and the repeat (for_repeat). 1, unnamed in keys: seed + repeat for every request of
+# a repeat, whose draws were one shared threshold across items (and repeat 1 of seed 0 was repeat 0
+# of seed 1).
+SEED_RULE = 3
 
 
 def stream_seed(*parts: object) -> int:

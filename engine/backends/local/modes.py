@@ -88,7 +88,8 @@ def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, anal
     while True:
         listed = {line.split(" ", 2)[1] for line in lines}
         choices = slot_lines(lang, len(lines) + 1, [i for i in lang.ids if i not in listed], cap)
-        r = yield Constrained(prompt, max(len(c) for c in choices) + 2, decoding, choices=tuple(choices))
+        step = decoding.step(len(lines) + (analysis is not None))          # each slot draws by its own stream
+        r = yield Constrained(prompt, max(len(c) for c in choices) + 2, step, choices=tuple(choices))
         lines.append(r.text.rstrip("\n"))
         output_tokens += len(r.token_ids)
         cached += r.cached_tokens
@@ -125,7 +126,7 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
         return (yield from listwise(p, lang.inner, prompt, ctx, analysis, len(first.token_ids), first.cached_tokens,
                                     p.prompt_tokens))
     size = max(1, min(p.max_tokens, ctx.max_len - len(tail_tokens)))
-    r = yield Constrained(prompt, size, decoding, language=lang.inner)
+    r = yield Constrained(prompt, size, decoding.step(1), language=lang.inner)
     return Generation(p.key, tail + r.text, analysis=analysis, prompt_tokens=p.prompt_tokens,
                       cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + len(r.token_ids),
                       finish_reason=r.finish_reason)

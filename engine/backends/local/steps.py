@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from litjudge.grammars.language import VerdictLanguage
 
 from ...core.config import Sampling
+from ...core.sampling import stream_seed
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,12 @@ class Decoding:
     def of(cls, sampling: Sampling, key: str) -> Decoding:
         """The decoding of the request whose content key is `key` (its seed its own: engine_seed)."""
         return cls(sampling.temperature, sampling.top_p if not sampling.greedy else 1.0, sampling.engine_seed(key))
+
+    def step(self, n: int) -> Decoding:
+        """The decoding of a request's n-th engine step (0: its first) with a random stream of its
+        own: vLLM gives two requests of one seed the same numbers, so a list's slots (a request each)
+        drew by the same noise, and an analysis's verdict by its analysis's."""
+        return self if n == 0 or self.seed is None else replace(self, seed=stream_seed(self.seed, n))
 
     def pick(self, logprobs: dict[str, float]) -> str:
         """One answer of a closed set by its logprobs as this decoding samples: the most probable
