@@ -84,6 +84,7 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
     prefix = estimates(queue, rows)["labelled_draws"]
     assert prefix >= 20
     until(lambda: ann.text_content("#done-draws") == f"{prefix} / {budget}")
+    until(lambda: len(ann.query_selector_all("#plot circle")) == 3)     # each series' latest width, marked
     ann.screenshot(path=str(shots / "annotate-ttcw.png"), full_page=True)
     assert len(rows) == 20 * TESTS and len({r["cluster"] for r in rows}) == 20
     # judged text is text: the payloads are shown literally, nothing of them became an element

@@ -130,6 +130,7 @@
     series.forEach(([key, color, name], i) => {
       const pts = curve.filter(p => p[key] !== null).map(p => `${x(p.draws).toFixed(1)},${y(p[key]).toFixed(1)}`);
       if (pts.length) el('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2});
+      if (pts.length) { const [cx, cy] = pts[pts.length - 1].split(','); el('circle', {cx, cy, r: 3, fill: color}); }   // the latest (one point: no line)
       el('rect', {x: W - 100, y: 22 + 13 * i, width: 10, height: 3, fill: color}); label(W - 86, 26 + 13 * i, name);
     });
     return svg;
