@@ -530,3 +530,23 @@ def test_per_item_two_lets_both_holders_submit_and_refuses_a_third(run):
         r = c.post("/api/label", json={"annotator": "zoe", "cluster": b["cluster"], "key": key(),
                                        "labels": {q["item"]: "Yes" for q in b["questions"]}})
         assert r.status_code == 409 and "is being read by another annotator" in r.text
+
+
+def test_an_interval_over_the_whole_range_says_why():
+    """A new user read a 10-draw interval of 0 to 1 beside uniform PPI++'s projected ± 0.27 as a
+    wrong number: one No on the draw of smallest probability (it counts 1/p) left the interval few
+    degrees of freedom. The estimate now says so where the interval spans the whole range, and
+    nothing where it does not."""
+    from litjudge.engine.app.annotate.estimate import whole_range
+
+    uncertainty = np.array([0.5] * 11 + [0.01])
+    design = active.design([f"c{i}" for i in range(12)], uncertainty, 10, floor=0.2, seed=4)
+    assert 11 in design.draws.tolist() and design.probability[11] < design.probability[0] / 2
+    judge, size = np.full(12, 0.9), np.ones(12)
+    drawn = set(design.draws.tolist())
+    lopsided = active.estimate(design, judge, size, {c: float(c != 11) for c in drawn}, 10)
+    assert (lopsided.low, lopsided.high) == (0.0, 1.0)
+    assert whole_range(lopsided, (0.0, 1.0)).startswith("The interval spans the whole range at 10 labelled draws")
+    mixed = active.estimate(design, judge, size, {c: float(c % 2) for c in drawn}, 10)
+    assert 0 < mixed.low < mixed.high and whole_range(mixed, (0.0, 1.0)) is None
+    assert whole_range(active.estimate(design, judge, size, {c: 1.0 for c in drawn}, 9), (0.0, 1.0)) is None  # no interval

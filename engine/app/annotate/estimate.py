@@ -59,6 +59,16 @@ def _one(e: active.ActiveEstimate) -> dict[str, Any]:
             "note": e.note}
 
 
+def whole_range(e: active.ActiveEstimate, bounds: tuple[float, float]) -> str | None:
+    """Why an interval spans the quantity's whole range, where it does: a new user read such an
+    interval beside uniform PPI++'s projected width as a wrong number."""
+    if e.note is not None or not (e.low <= bounds[0] and e.high >= bounds[1]):
+        return None
+    return (f"The interval spans the whole range at {e.draws} labelled draws: the labels so far vary a lot for "
+            "their weight (a draw of small probability counts 1/p, and few such draws give the interval few "
+            "degrees of freedom); it narrows as more draws are labelled")
+
+
 def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = True) -> dict[str, Any]:
     """Human-only, active and uniform PPI++'s projected width for the labelled prefix, and the
     curve of interval width against labelled draws (every prefix from 1 to it)."""
@@ -80,6 +90,7 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
     return {"quantity": queue.quantity, "bounds": list(b), "labelled_draws": k, "budget": len(queue.design.draws),
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
+            "whole_range": whole_range(act, b),
             "agreement": agreement(latest(rows)), "curve": points, "waiting": waiting(queue, totals, k)}
 
 

@@ -155,7 +155,8 @@
     const w = e.waiting, held = w ? `The estimates stop at draw ${w.draw} (\u2068${w.cluster}\u2069): it has no answer yet, and ` +
       `${w.clusters_after} answered ${w.clusters_after === 1 ? 'one drawn after it waits' : 'ones drawn after it wait'} ` +
       `for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).` : '';
-    $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '', held].filter(Boolean).join(' ');
+    $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '',
+                                  e.whole_range ? `${e.whole_range}.` : '', held].filter(Boolean).join(' ');
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators: Krippendorff's alpha ${fmt(ag.krippendorff_alpha)} ` +
       `over ${ag.items} items answered by two or more.` : '';
