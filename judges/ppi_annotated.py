@@ -31,6 +31,9 @@ class Annotated:
     human: Mapping[str, float]           # item -> the annotators' majority on the 0/1 scale (0.5: a tie)
     floor: float = 0.2
     seed: int = 0
+    # the items the queue asks in its quantity (a TTCW test no judge of the annotated run answered is
+    # not asked): a later run's rows of other items in the queue's clusters are not its population
+    asked: frozenset[str] = frozenset()
 
     def design(self) -> active.Design:
         return active.Design(self.clusters, np.asarray(self.probability, dtype=float),

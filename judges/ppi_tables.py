@@ -106,7 +106,7 @@ def ppi_tables(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: st
     if not items.height:
         table = pl.DataFrame(schema=COLUMNS)
     elif annotated is not None:
-        table, drawn = _annotated(items, annotated, group, cluster, quantity)
+        table, drawn = _annotated(items, annotated, group, cluster, item, quantity)
         table = _ordered(table, views, rows, group)
     else:
         table = _ordered(_estimated(items, group, cluster, quantity), views, rows, group)
@@ -134,13 +134,18 @@ def _estimated(items: pl.DataFrame, group: str, cluster: str, quantity: str) -> 
                               pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
 
 
-def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, quantity: str
+def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, item: str, quantity: str
                ) -> tuple[pl.DataFrame, list[str]]:
     """The table's rows from the annotations (one per view, judge and group: `ppi_annotated.estimates`
     over the queue's labelled prefix), and the clusters that prefix reads; all_labels: the data's
-    own human labels, all hidden here."""
-    k, drawn = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
+    own human labels, all hidden here. The queue's clusters hold the items it asked: a row of an
+    item it did not ask (a TTCW test its judges left unanswered) is not in the estimate, as on the
+    page (it had stopped the labelled prefix at the first such story: 1 draw read of 30)."""
     queued = pl.col(cluster).cast(pl.Utf8).is_in(list(annotated.clusters))
+    unasked = queued & ~pl.col(item).cast(pl.Utf8).is_in(list(annotated.asked)) if annotated.asked else pl.lit(False)
+    left_out = items.filter(unasked & (pl.col(group) == POOLED)).group_by("view", "judge").len()
+    items = items.filter(~unasked)
+    k, drawn = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
     out = []
     for key, cell in items.group_by(["view", "judge", group], maintain_order=True):
         # the estimates are of the queue's clusters: all_labels too (it was over the view's every
@@ -154,6 +159,10 @@ def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: s
             said = (f"over the annotation queue's {len(annotated.clusters)} clusters, not this view's {outside} "
                     "others (the queue never drew them)")
             row["ci_note"] = joined_notes(row["ci_note"], said)
+        unasked_n = left_out.filter((pl.col("view") == key[0]) & (pl.col("judge") == key[1]))["len"].sum()
+        if unasked_n and key[2] == POOLED:
+            row["ci_note"] = joined_notes(row["ci_note"], f"without {unasked_n} items of the queue's clusters that it "
+                                                          "did not ask (no judge of the annotated run answered them)")
         out.append(row)
     frame = pl.DataFrame(out, infer_schema_length=None)
     return frame.with_columns(pl.col(c).fill_nan(None) for c, kind in frame.schema.items() if kind == pl.Float64), drawn

@@ -142,8 +142,37 @@ def test_a_view_beyond_the_queue_says_so_and_its_all_labels_is_the_queues_popula
     human = {f"{s}/{t}": 1.0 for s in queue for t in ("1", "2")}
     items = items.with_columns(pl.col("item_id").replace_strict(human, default=None, return_dtype=pl.Float64).alias("_y"))
     annotated = Annotated("runs/a", "ttcw", tuple(queue), tuple([0.1] * 10), tuple(range(10)), human)
-    table, _ = _annotated(items, annotated, "test", "story_id", "rate")
+    table, _ = _annotated(items, annotated, "test", "story_id", "item_id", "rate")
     pooled = table.filter(pl.col("test") == "all").row(0, named=True)
     assert pooled["all_labels"] == 1.0                     # the queue's 10 stories, not 10 of 12
     assert pooled["ci_note"].endswith("over the annotation queue's 10 clusters, not this view's 2 others (the queue "
                                       "never drew them)")
+
+
+def test_a_queue_that_left_out_unanswered_tests_is_read_whole_by_a_later_run(tmp_path):
+    """An audit: where the annotated run's judge left a test of a story unanswered, the queue does
+    not ask it, but the later run kept its row; the story never counted as labelled, so the table
+    read 1 draw of 30 (0.071, no interval, where the page showed 0.199 from all 30). The later run
+    now reads the items the queue asked: the page's estimate, with a note of what it left out."""
+    ttcw_run(tmp_path, tests=4)
+    one = tmp_path / "one.jsonl"
+    kept = [line for line in one.read_text().splitlines() if not re.search(r'"story_s0[01]_GPT4_test4"', line)]
+    assert len(kept) == len(one.read_text().splitlines()) - 2
+    one.write_text("\n".join(kept) + "\n")
+    assert run(tmp_path, "a").returncode == 0
+    with InThread(tmp_path / "runs" / "a", budget=20) as s, s.client() as c:
+        while not (item := c.get("/api/next", params={"annotator": "ann"}).json())["done"]:
+            assert all(not q["item"].endswith(("s00_GPT4_test4", "s01_GPT4_test4")) for q in item["questions"])
+            c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": uuid.uuid4().hex,
+                                       "labels": {q["item"]: answer("ann", q["item"]) for q in item["questions"]}
+                                       }).raise_for_status()
+        page = c.get("/api/estimate").json()
+    r = run(tmp_path, "b", "annotations:runs/a")
+    assert r.returncode == 0, r.stderr[-3000:]
+    pooled = pl.read_parquet(tmp_path / "runs" / "b" / "tables" / "ppi.parquet").filter(
+        (pl.col("view") == "all") & (pl.col("test") == "all")).row(0, named=True)
+    assert page["labelled_draws"] == 20 and pooled["clusters"] == page["active"]["clusters_read"]
+    for column, (name, field) in {"ppi": ("active", "value"), "ppi_low": ("active", "low"),
+                                  "human_only": ("human", "value"), "human_high": ("human", "high")}.items():
+        assert abs(pooled[column] - page[name][field]) <= 1e-9, (column, pooled[column], page[name][field])
+    assert "without 2 items of the queue's clusters that it did not ask" in pooled["ci_note"], pooled["ci_note"]
