@@ -196,3 +196,28 @@ def test_an_export_that_starts_a_queue_is_drawn_with_its_settings_or_refused(run
     assert r.returncode == 0 and "Started the annotation queue" in r.stdout, r.stderr
     assert "--budget 40 --floor 0.2 --seed 0 (fixed from now on" in r.stdout
     assert "1 submissions stored" in r.stdout
+
+
+def test_an_export_drawn_with_another_floor_starts_no_queue(tmp_path):
+    """A hostile pass: another --floor barely moves a queue's draw positions, so an export imported
+    with one started the queue at settings its own never had. The rows' draw probabilities show it
+    (a pairwise queue, drawn by its judge's disagreement between orders: unequal probabilities)."""
+    import shutil
+
+    from tests.annotate_run import pairwise_run
+
+    run = pairwise_run(tmp_path / "p")
+    assert len(set(build_queue(run, 20).design.probability.round(9).tolist())) > 1
+    with InThread(run, budget=20) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "erin"}).json()
+        c.post("/api/label", json={"annotator": "erin", "cluster": item["cluster"], "key": key(),
+                                   "labels": {item["cluster"]: "a"}, "shown": item["shown"]}).raise_for_status()
+    out = tmp_path / "labels.jsonl"
+    assert litjudge("annotate", str(run), "--export", str(out)).returncode == 0
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("annotations.sqlite*"))
+    r = litjudge("annotate", str(copy), "--budget", "20", "--floor", "0.9", "--import", str(out))
+    assert r.returncode == 2 and "--floor and --seed it had" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not list(copy.glob("annotations.sqlite*"))
+    r = litjudge("annotate", str(copy), "--budget", "20", "--import", str(out))
+    assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr

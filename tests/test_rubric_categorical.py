@@ -268,5 +268,8 @@ def test_a_human_answer_in_another_unicode_form_is_the_category_as_on_the_annota
     assert scale_named("categorical").human(q, decomposed, "s1") == composed
     binary = SimpleNamespace(id="ok", human="ok", labels=("Oui\u0301", "Non"))
     assert scale_named("binary").human(binary, "OUI\u0301", "s1") == "Oui\u0301"
+    greek = SimpleNamespace(id="time", human="time", categories=("\u03a0\u03a1\u03a9\u0399\u0308\u0301", "night"))
+    for written in ("\u03c0\u03c1\u03c9\u03b9\u0308\u0301", "\u03c0\u03c1\u03c9\u0390"):  # casefolded NFC was not NFC
+        assert scale_named("categorical").human(greek, written, "s1") == greek.categories[0]
     asked = Question("s1/genre", "Genre?", (Answer(composed, composed, "1", float("nan")), Answer("drame", "drame", "2", float("nan"))))
     assert asked.canonical(decomposed) == composed

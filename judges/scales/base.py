@@ -50,9 +50,11 @@ NOT_PLAIN = re.compile(rf"[{CONTROL}<>\[\]{{}}|\\`]")
 
 
 def fold(text: str) -> str:
-    """THE rule by which answers are matched, whatever their case and Unicode form (NFC, casefolded):
-    a human column, an annotation and the check that a question's answers differ all read it."""
-    return unicodedata.normalize("NFC", text).casefold()
+    """THE rule by which answers are matched, whatever their case and Unicode form: Unicode's
+    canonical caseless match, NFD(casefold(NFD(text))) (casefolding NFC text left some decomposed,
+    so `ΠΡΩΪ́` and `πρωΐ` no longer met). A human column, an annotation and the check that a
+    question's answers differ all read it."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", text).casefold())
 
 
 def check_answer_names(qid: str, names: list[str], what: str) -> None:

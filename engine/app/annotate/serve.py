@@ -8,9 +8,11 @@ import hashlib
 import io
 import ipaddress
 import json
+import math
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -131,15 +133,32 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _refuse_other_design(rows: list[dict[str, str]], cluster_of: dict[str, str], positions: dict[str, str],
-                         path: Path) -> None:
-    """An export's rows name where their story was drawn (`draws`): a queue started by importing
-    them must have drawn it there too, in one line naming the first that differs."""
+                         probability: Mapping[str, float], path: Path) -> None:
+    """An export's rows name where their story was drawn (`draws`) and with what probability: a
+    queue started by importing them must have drawn it there too, with that probability (a floor
+    changes the probabilities more than the positions), in one line naming the first that differs."""
     for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
         given, cluster = r.get("draws", "").split(), cluster_of.get(r.get("item", ""))
-        if given and cluster is not None and given != positions.get(cluster, "").split():
-            raise DataError(f"item {r['item'][:60]!r} was drawn at {' '.join(given)} by the queue this file comes from, "
-                            f"here at {positions.get(cluster) or 'no draw'}: start the queue with the --budget, "
-                            "--floor and --seed it had", path=str(path), row=n)
+        if cluster is None:
+            continue
+        if given and given != positions.get(cluster, "").split():
+            here = positions.get(cluster) or "no draw"
+            said = f"was drawn at {' '.join(given)} by the queue this file comes from, here at {here}"
+        elif (p := _number(r.get("probability", ""))) is not None and not math.isclose(
+                p, probability.get(cluster, -1.0), rel_tol=1e-9):
+            said = (f"was drawn with probability {r['probability'][:12]} by the queue this file comes from, here with "
+                    f"{probability.get(cluster, 0.0):.6g}")
+        else:
+            continue
+        raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget, --floor and --seed it had",
+                        path=str(path), row=n)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text) if text.strip() else None
+    except ValueError:
+        return None
 
 
 def _iso_time(text: str) -> bool:
@@ -163,7 +182,7 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
         raise DataError("no rows to import (columns: annotator, item, label; time optional)", path=str(path))
     cluster_of = queue.cluster_of_item()
     if starts:
-        _refuse_other_design(rows, cluster_of, draw_positions(labels), path)
+        _refuse_other_design(rows, cluster_of, draw_positions(labels), labels.probability, path)
     # one submission per (annotator, cluster, key): an export's rows carry their submission's key, so
     # one person's two answers to a story (two tabs) are two submissions, the later standing, as stored
     groups: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
