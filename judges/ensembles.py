@@ -25,7 +25,7 @@ from .metrics.bootstrap import MIN_CLUSTERS, RESAMPLES
 from .metrics.jury import average, fit_stacking, majority, stacked
 from .metrics.proportion import cluster_mean_with_ci, rate_with_ci
 from .metrics.selective import Level, cascade
-from .tables import calibration_tables
+from .tables import calibration_tables, stated_probability
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,8 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPL
     cal_rows = [{"judge": f"jury ({name})", "p": pooled[name][k], "truth": x.truth[k], "cluster": x.clusters[k]}
                 for name in ("stacked", "average") for k in s.test]
     if cal_rows:
-        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=resamples, cluster="cluster")
+        calib = calibration_tables(pl.DataFrame(cal_rows), "p", "truth", resamples=resamples, cluster="cluster",
+                                   given="jury")
         out.update({f"jury_{name}": table for name, table in calib.items()})
     return out
 
@@ -301,18 +302,19 @@ def decision_item(protocol: str) -> pl.Expr:
 def decision_frame(protocol: str, tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     """A run's binary decisions as the ensembles' input, from its stored tables: TTCW items (story
     resampled; truth = the expert majority) or pairwise verdicts (pair resampled; truth = the human
-    pick of text a). Judges without probabilities have p = None (one-hot)."""
+    pick of text a). p: the judge's stated probability (`tables.stated_probability`: distribution
+    mode's, else analyze mode's after its analysis); judges without one have p = None (one-hot)."""
     if protocol == "ttcw" and "per_item" in tables:
         t = tables["per_item"].filter(pl.col("expert_pass").is_not_null())
         frame = t.select("judge", decision_item(protocol),
                          pl.col("story_id").alias("cluster"), pl.col("expert_pass").alias("truth"),
-                         pl.col("judge_pass").alias("pred"), pl.col("p_yes").alias("p"))
+                         pl.col("judge_pass").alias("pred"), stated_probability(t, "p_yes").alias("p"))
     elif protocol == "pairwise" and "per_verdict" in tables:
         t = tables["per_verdict"].filter(pl.col("human").is_in(["a", "b"]))
         frame = t.select("judge", decision_item(protocol), pl.col("pair_id").cast(pl.Utf8).alias("cluster"),
                          (pl.col("human") == "a").alias("truth"),
                          pl.when(pl.col("pick").is_null()).then(None).otherwise(pl.col("pick") == "a").alias("pred"),
-                         pl.col("p_a").alias("p"))
+                         stated_probability(t, "p_a").alias("p"))
     else:
         raise ValueError(f"juries and cascades take binary decisions of a ttcw or pairwise run, not {protocol!r}")
     return frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"), pl.lit(None, dtype=pl.Float64).alias("cost"))

@@ -240,7 +240,8 @@ class Pairwise(Protocol):
         answered = d.filter(pl.col("status") == "ok").with_columns((pl.col("human") == "a").alias("human_a"))
         tables |= {"accuracy": _accuracy(d, units, judges, reward, opts.tie_rule),
                    **calibration_tables(answered.filter(pl.col("human") != "tie"), "p_a", "human_a",
-                                        resamples=opts.resamples, cluster="pair_id")}
+                                        resamples=opts.resamples, cluster="pair_id",
+                                        given="reward model" if reward else "distribution")}
         if not reward:
             labelled = d.filter(pl.col("pick").is_not_null() & (pl.col("human") != "tie"))
             # a judge answered in one order only: its fit would read that order's picks, position bias included

@@ -25,9 +25,11 @@ def stated_probability(frame: pl.DataFrame, prob: str) -> pl.Expr:
 
 
 def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALIBRATION_BINS,
-                       resamples: int = RESAMPLES, cluster: str | None = None) -> dict[str, pl.DataFrame]:
+                       resamples: int = RESAMPLES, cluster: str | None = None,
+                       given: str = "distribution") -> dict[str, pl.DataFrame]:
     """Per judge, from rows holding a probability of the positive label (`stated_probability`:
-    distribution mode's, else analyze mode's after the analysis; `read` says which) and the human
+    `given`, what `prob` holds: distribution mode's, a reward model's, a jury's; else analyze
+    mode's after the analysis; `read` says which) and the human
     truth (`truth`, bool): the reliability diagram's bins (`calibration`) and the plug-in ECE (as
     published, biased upward: no interval), the debiased squared calibration error with its 95%
     interval (clusters resampled: the `cluster` column's stories or pairs; each verdict when None),
@@ -40,7 +42,7 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
     bin_rows, summary = [], []
     for (judge,), g in split(have, "judge").items():
         p, y = g[prob].to_list(), [float(v) for v in g[truth].to_list()]
-        read = "after the analysis" if g["_after"].all() else "distribution" if not g["_after"].any() else "both"
+        read = "after the analysis" if g["_after"].all() else given if not g["_after"].any() else "both"
         for b in reliability_bins(p, y, bins):
             bin_rows.append({"judge": judge, "bin_low": b.low, "bin_high": b.high, "n": b.n,
                              "mean_prediction": b.mean_prediction, "observed_frequency": b.observed_frequency})

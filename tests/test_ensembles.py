@@ -292,3 +292,23 @@ def test_an_ensemble_config_goes_through_the_schema_of_run_configs(tmp_path, bod
     with pytest.raises(ConfigError) as err:
         load_ensemble(path)
     assert str(path) in str(err.value) and message in str(err.value), str(err.value)
+
+
+def test_an_analyze_judge_enters_a_jury_by_its_probability_after_the_analysis():
+    """A hostile pass: an analyze judge entered a jury one-hot (its `p_yes_after_analysis` unread),
+    though its run calibrates it; a jury's pooled probabilities said "distribution" in `read`. The
+    decision frame reads the stated probability (distribution mode's, else after the analysis), as
+    the tables do, and the jury's calibration says it is the jury's."""
+    from litjudge.judges.ensembles import decision_frame as frame_of
+
+    per_item = pl.DataFrame({"judge": ["analyze"] * 2 + ["dist"] * 2, "item_id": ["s/1", "s/2"] * 2,
+                             "story_id": ["s", "s"] * 2, "test": [1, 2] * 2, "repeat": [0] * 4, "expert_pass": [True, False] * 2,
+                             "judge_pass": [True, False, True, True], "p_yes": [None, None, 0.9, 0.6],
+                             "p_yes_after_analysis": [0.8, 0.3, None, None]})
+    got = frame_of("ttcw", {"per_item": per_item}).sort("judge", "item")
+    assert got["p"].to_list() == [0.8, 0.3, 0.9, 0.6]
+    older = frame_of("ttcw", {"per_item": per_item.drop("p_yes_after_analysis")}).sort("judge", "item")
+    assert older["p"].to_list() == [None, None, 0.9, 0.6]          # a run folder of before: one-hot, as it was
+    out = jury_tables(decision_frame(np.random.default_rng(5)), JuryOptions(calibration_fraction=0.5, seed=2),
+                      resamples=50)
+    assert set(out["jury_calibration_summary"]["read"]) == {"jury"}

@@ -374,6 +374,8 @@ def test_reward_model_judge_scores_each_text_and_the_higher_wins(tiny_reward_mod
         assert decided.filter(pl.col("pair_id") == r_["pair_id"])["combined"][0] == want
     acc = pl.read_parquet(tmp_path / "runs" / "rm" / "tables" / "accuracy.parquet")
     assert acc["order"][0] == "reward" and acc["n"][0] == 2          # the tie pair has no right answer
+    calibration = pl.read_parquet(tmp_path / "runs" / "rm" / "tables" / "calibration_summary.parquet")
+    assert calibration["read"].to_list() == ["reward model"]         # its sigmoid, not a distribution's
 
 
 def test_reward_mode_needs_a_reward_judge(tmp_path):
