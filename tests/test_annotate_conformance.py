@@ -96,11 +96,15 @@ def recompute(rows: list[dict]) -> dict:
                 "lam": lam, "draws": k}
 
     uniform = None
-    if k >= MIN:
+    if k >= MIN and len(set(seq)) > 1:
         a0, b0 = y - theta_h * m, f - big_f / big_m * m
         saa, sab, sbb = (a0 * a0 / p).mean(), (a0 * b0 / p).mean(), (b0 * b0 / p).mean()
-        resid = max(0.0, saa - (sab * sab / sbb if sbb > 0 else 0.0)) * k / (k - 2)
-        uniform = min(1.0, stats.t.ppf(0.975, k - 2) * math.sqrt(n_clusters * resid / k) / big_m)
+        lam_u = sab / sbb if sbb > 0 else 0.0
+        resid = max(0.0, saa - lam_u * sab) * k / (k - 2)
+        r_u = a0 - lam_u * b0                          # Satterthwaite's share from these residuals
+        rho = min(1.0, max(1e-9, (r_u * r_u / p).mean() ** 2 / (n_clusters * (r_u ** 4 / p).mean())))
+        df = max(1.0, min(k - 2.0, rho * (k - 1)))
+        uniform = min(1.0, stats.t.ppf(0.975, df) * math.sqrt(n_clusters * resid / k) / big_m)
     return {"labelled_draws": k, "clusters_labelled": len(human), "active": one(None), "human": one(0.0),
             "uniform_half_width": uniform}
 
