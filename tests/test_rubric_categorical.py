@@ -273,3 +273,7 @@ def test_a_human_answer_in_another_unicode_form_is_the_category_as_on_the_annota
         assert scale_named("categorical").human(greek, written, "s1") == greek.categories[0]
     asked = Question("s1/genre", "Genre?", (Answer(composed, composed, "1", float("nan")), Answer("drame", "drame", "2", float("nan"))))
     assert asked.canonical(decomposed) == composed
+    nan = float("nan")
+    pair = Question("p1", "Which?", (Answer("a", "a", "1", 1.0), Answer("b", "b", "2", 0.0), Answer("tie", "tie", "t", nan)),
+                    pairwise=True)
+    assert [pair.canonical(x) for x in ("TIE", " Tie ", "A", "b")] == ["tie", "tie", None, "b"]  # A: a position

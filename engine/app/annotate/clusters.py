@@ -44,14 +44,14 @@ class Question:
         """The stored answer `label` means, None when it is none of this question's: an answer as
         stored, with spaces around it (a spreadsheet's cell), in another case or Unicode form where
         that names one answer (a category "Tragedy", as the run reads a human column; not a pair's
-        a / b, whose capitals name positions), or on a point scale the same whole number written as
-        a number or as 4.0 (a JSON number, a float column)."""
+        a / b, whose capitals name positions, but its "Tie"), or on a point scale the same whole
+        number written as a number or as 4.0 (a JSON number, a float column)."""
         if isinstance(label, bool) or not isinstance(label, (str, int, float)):
             return None
         text = label.strip() if isinstance(label, str) else label
         if isinstance(text, str) and self.allows(text):
             return text
-        if isinstance(text, str) and not self.pairwise:
+        if isinstance(text, str) and (not self.pairwise or fold(text) == "tie"):
             same = [a.value for a in self.answers if fold(a.value) == fold(text)]
             if len(same) == 1:
                 return same[0]
