@@ -155,13 +155,13 @@ GOOD_PAIR = '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "lab
 
 @pytest.mark.parametrize("good, line, message", [
     (GOOD_ITEM, '{"group": "g", "text": "x"}', ":2: missing field 'item_id'"),
-    (GOOD_ITEM, '{"group": "g", "item_id": "p1", "text": "x"}', ":2: duplicate item_id 'p1'"),
+    (GOOD_ITEM, '{"group": "g", "item_id": "p1", "text": "x"}', ":2: duplicate item_id 'p1' (first on line 1)"),
     (GOOD_ITEM, '{"group": "g", "item_id": "p9", "text": "x", "category": "Superb"}', ":2: category 'Superb' is not one of"),
     (GOOD_ITEM, '{"group": "g", "item_id": "p9", "text": "x", "human_score": "high"}',
      ":2: field 'human_score' should be a number"),
     (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "label": "a"}', ":2: missing field 'text_b'"),
     (GOOD_PAIR, '{"prompt": "p", "text_a": "x", "text_b": "y", "label": "C"}', ":2: field 'label' must be one of ['a', 'b', 'tie']"),
-    (GOOD_PAIR, '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "a"}', ":2: duplicate pair_id 'd1'"),
+    (GOOD_PAIR, '{"pair_id": "d1", "prompt": "p", "text_a": "x", "text_b": "y", "label": "a"}', ":2: duplicate pair_id 'd1' (first on line 1)"),
 ])
 def test_bad_rows_name_file_and_line(tmp_path, good, line, message):
     path = tmp_path / "data.jsonl"

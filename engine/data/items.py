@@ -87,15 +87,16 @@ def load_rated_jsonl(path: Path, category_order: list[str] | tuple[str, ...] = (
 def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
                        category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
     """Rated items from (row number, record) rows in the generic fields; bad rows name their row."""
-    items, seen = [], set()
+    items: list[RatedItem] = []
+    seen: dict[str, int] = {}      # item_id -> its first row (a duplicate names it)
     for n, rec in records:
         group = id_text(rec, "group", path, n, absent=("texts with no groups: one for them all, ",
                                                         Setting("dataset.columns", {"group": "=all"})))
         item = id_text(rec, "item_id", path, n)
         require(rec, {"text": str}, path, n)
         if item in seen:
-            raise DataError(f"duplicate item_id {item!r}", path=str(path), row=n)
-        seen.add(item)
+            raise DataError(f"duplicate item_id {item!r} (first on line {seen[item]})", path=str(path), row=n)
+        seen[item] = n
         score = rec.get("human_score")
         if score is not None:
             require(rec, {"human_score": (int, float)}, path, n)
