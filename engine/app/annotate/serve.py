@@ -174,9 +174,9 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
     where litjudge's export gave one, else by its content: a second import of the same file, or an
     export imported back, stores nothing). A story takes at most `per_item` annotators, as the page
     hands it out: a file that would give one more is refused whole, before anything is stored.
-    `starts`: this import started the queue, so an export's `draws` must be this queue's (else it
-    came from a queue started with another --budget, --floor or --seed, which this one would
-    silently replace). Returns (submissions stored, already there)."""
+    `starts`: this import started the queue, so an export's `draws` and `probability` must be this
+    queue's (else it came from a queue started with another --budget, --floor or --seed, which this
+    one would silently replace). Returns (submissions stored, already there)."""
     rows = read_rows(path)
     if not rows:
         raise DataError("no rows to import (columns: annotator, item, label; time optional)", path=str(path))
