@@ -4,6 +4,7 @@ tests/conftest.py); and `Served`: `litjudge annotate` as a real uvicorn server i
 its own, for tests/test_annotate*.py."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
@@ -102,6 +103,8 @@ class Served:
         self.proc = subprocess.Popen([sys.executable, "-m", "litjudge", "annotate", str(run), "--host", host,
                                       "--port", str(port or 0), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, env={**os.environ, "PYTHONPATH": path}, cwd=run.parent)
+        # a test that fails before its kill left its server serving after the session (found by `ps`)
+        atexit.register(lambda proc=self.proc: proc.poll() is None and proc.kill())
         self.printed = self._until("Open ")
         self.url = self.printed.splitlines()[-1].split("Open ", 1)[1].strip()
         self.token = self.url.split("token=", 1)[1].split("&")[0] if "token=" in self.url else None
