@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError, DataError, Setting
-from .readers import id_text, optional_text, read_jsonl, require
+from .readers import first_use, id_text, optional_text, read_jsonl, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
 
@@ -88,15 +88,13 @@ def items_from_records(records: Iterable[tuple[int, dict]], path: Path,
                        category_order: list[str] | tuple[str, ...] = ()) -> ItemSet:
     """Rated items from (row number, record) rows in the generic fields; bad rows name their row."""
     items: list[RatedItem] = []
-    seen: dict[str, int] = {}      # item_id -> its first row (a duplicate names it)
+    seen: dict[str, int] = {}      # item_id -> its first row (`first_use`)
     for n, rec in records:
         group = id_text(rec, "group", path, n, absent=("texts with no groups: one for them all, ",
                                                         Setting("dataset.columns", {"group": "=all"})))
         item = id_text(rec, "item_id", path, n)
         require(rec, {"text": str}, path, n)
-        if item in seen:
-            raise DataError(f"duplicate item_id {item!r} (first on line {seen[item]})", path=str(path), row=n)
-        seen[item] = n
+        first_use(seen, item, "item_id", path, n)
         score = rec.get("human_score")
         if score is not None:
             require(rec, {"human_score": (int, float)}, path, n)

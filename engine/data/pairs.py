@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import DataError, Setting
-from .readers import id_text, missing_field, missing_value, optional_text, read_jsonl, read_text, require
+from .readers import first_use, id_text, missing_field, missing_value, optional_text, read_jsonl, read_text, require
 from .reference import load_confederacy
 from .ttcw import load_ttcw
 
@@ -64,15 +64,13 @@ def iter_pairs_jsonl(path: Path) -> Iterator[Pair]:
 
 def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Iterator[Pair]:
     """Pairs from (row number, record) rows in the generic fields; each bad row fails naming its row."""
-    seen: dict[str, int] = {}      # id -> its first row (a duplicate names it)
+    seen: dict[str, int] = {}      # id -> its first row (`first_use`)
     count = 0
     for n, rec in records:
         require(rec, {"prompt": str, "text_a": str, "text_b": str}, path, n)
         label = human_label(rec, path, n)
         pid = id_text(rec, "pair_id", path, n, default=f"line{n}")       # absent: its line; null: an error
-        if pid in seen:
-            raise DataError(f"duplicate pair_id {pid!r} (first on line {seen[pid]})", path=str(path), row=n)
-        seen[pid] = n
+        first_use(seen, pid, "pair_id", path, n)
         count += 1
         yield Pair(pid, rec["prompt"], rec["text_a"], rec["text_b"], label, optional_text(rec, "source_a"),
                    optional_text(rec, "source_b"), optional_text(rec, "group"),

@@ -202,6 +202,14 @@ def optional_text(rec: dict[str, Any], name: str) -> str:
     return str(value)
 
 
+def first_use(seen: dict[str, int], value: str, name: str, path: Path, row: int) -> None:
+    """`value` of the id field `name` taken at `row`, once per file: a second use names the line of
+    the first (`seen`: each id's first row, kept by the caller)."""
+    if value in seen:
+        raise DataError(f"duplicate {name} {value!r} (first on line {seen[value]})", path=str(path), row=row)
+    seen[value] = row
+
+
 def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], path: Path, row: int) -> None:
     """Every field present with the right type; strings non-empty; numbers finite."""
     for name, typ in fields.items():

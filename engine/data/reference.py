@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import DataError
-from .readers import id_text, optional_text, read_jsonl, read_text, require
+from .readers import first_use, id_text, optional_text, read_jsonl, read_text, require
 
 RUBRIC = ("Readability", "Narrative elts.", "Structural elts.", "Plot logic", "Creativity", "JKT style",
           "Epic genre", "Combat", "Acc. characters", "Humor")
@@ -82,13 +82,11 @@ def load_reference_jsonl(path: Path) -> list[StoryGroup]:
 def groups_from_records(records: Iterable[tuple[int, dict]], path: Path) -> list[StoryGroup]:
     """Story groups (one reference each) from (row number, record) rows; bad rows name their row."""
     stories: dict[str, list[tuple[GroupStory, bool]]] = defaultdict(list)
-    seen: dict[str, int] = {}      # id -> its first row (a duplicate names it)
+    seen: dict[str, int] = {}      # id -> its first row (`first_use`)
     for n, rec in records:
         group, item = id_text(rec, "group", path, n), id_text(rec, "item_id", path, n)
         require(rec, {"text": str, "human_score": (int, float)}, path, n)
-        if item in seen:
-            raise DataError(f"duplicate item_id {item!r} (first on line {seen[item]})", path=str(path), row=n)
-        seen[item] = n
+        first_use(seen, item, "item_id", path, n)
         is_ref = rec.get("reference", False)
         if not isinstance(is_ref, bool):
             raise DataError("field 'reference' must be true or false", path=str(path), row=n)

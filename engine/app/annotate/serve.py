@@ -144,10 +144,10 @@ def _refuse_other_design(rows: list[dict[str, str]], cluster_of: dict[str, str],
         if given and given != positions.get(cluster, "").split():
             here = positions.get(cluster) or "no draw"
             said = f"was drawn at {' '.join(given)} by the queue this file comes from, here at {here}"
-        elif (p := _number(r.get("probability", ""))) is not None and not math.isclose(
-                p, probability.get(cluster, -1.0), rel_tol=1e-9):
-            said = (f"was drawn with probability {r['probability'][:12]} by the queue this file comes from, here with "
-                    f"{probability.get(cluster, 0.0):.6g}")
+        elif (p := _number(r.get("probability", ""))) is not None and not (
+                (ours := probability.get(cluster)) is not None and math.isclose(p, ours, rel_tol=1e-9)):
+            here = "not drawn" if ours is None else f"with {ours:.6g}"
+            said = f"was drawn with probability {r['probability'][:12]} by the queue this file comes from, here {here}"
         else:
             continue
         raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget, --floor and --seed it had",
