@@ -23,7 +23,8 @@ def make(tmp_path, stories=None, tests=None, majority=None):
 @pytest.mark.parametrize("stories, tests, majority, message", [
     ([{**STORY, "content": ""}], None, None, "stories.json:1: field 'content' is empty"),
     ([STORY, {k: v for k, v in STORY.items() if k != "story_id"}], None, None, "stories.json:2: missing field 'story_id'"),
-    ([STORY, STORY], None, None, "stories.json:2: duplicate story_id '0_GPT4'"),
+    ([STORY, STORY], None, None, "stories.json:2: duplicate story_id '0_GPT4' (first on line 1)"),
+    (None, [TEST, TEST], None, "tests.json:2: duplicate ttcw_idx '1' (first on line 1)"),
     (None, [{**TEST, "ttcw_idx": "one"}], None, "tests.json:1: field 'ttcw_idx' should be a whole number"),
     (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 7, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown test id 7"),
     (None, None, [{"story_id": "9_X", "ttcw_idx": 1, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown story_id '9_X'"),
@@ -44,7 +45,7 @@ def test_non_utf8_and_invalid_json_are_named(tmp_path):
     with pytest.raises(DataError, match=r"stories.json:1: invalid JSON"):
         load_ttcw(folder, require_labels=False)
     (folder / "rec.jsonl").write_text('{"id": "a", "response": "Yes"}\n{"id": "a", "response": "No"}\n')
-    with pytest.raises(DataError, match=r"rec.jsonl:2: duplicate id 'a'"):
+    with pytest.raises(DataError, match=r"rec.jsonl:2: duplicate id 'a' \(first on line 1\)"):
         load_recorded(folder / "rec.jsonl")
 
 

@@ -202,14 +202,18 @@ QUESTIONS = ("Is the sky green on a clear day?", "Is two plus two equal to five?
 @pytest.mark.parametrize("inner", [g.binary(), g.categorical(["très bien", "良い", "mauvais"]),
                                    g.categorical(["?!", ":-)"]), g.score(1, 10)],
                          ids=["binary", "unicode", "punctuation", "one-to-ten"])
-def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_marker(smollm, inner):
+def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_marker(smollm32, inner):
     """After the analysis, the verdict is the label most probable right after the marker, each
     scored whole with its space (SmolLM2 writes `:` ` Yes`), as `litjudge budgets` reads it (its
     full budget is the run). Decoded token by token after `:` ` ` (a lone space, where the model
     never writes a label) the judge answered Yes where it says No (two of these ten, and 6 of the
     14 of runs/ttcw-analyze.toml --limit 1, bfloat16); with the space decoded too, a lone space
     token still led to labels it found unlikely (良い, ?!) and a label that starts another to the
-    longer one (10 for 1)."""
+    longer one (10 for 1). In float32 (`smollm32`): in bfloat16 the same probabilities read after an
+    analysis decoded token by token and after one prefilled with it differed by up to 0.10 on a Xeon
+    with AMX (0.35 -> 0.28 for '2', the likeliest label swapped), which no tolerance here separates
+    from a wrong reading."""
+    smollm = smollm32
     lang = g.Analyzed(inner, "Verdict:", max_analysis_tokens=32)
     reqs = requests_for(lang, len(QUESTIONS), mode="analyze", temperature=0.0, prompts=QUESTIONS)
     plan = make_plan(reqs, smollm)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import DataError
-from .readers import read_json_list, read_jsonl, require
+from .readers import first_use, read_json_list, read_jsonl, require
 
 
 @dataclass(frozen=True)
@@ -87,20 +87,19 @@ def load_ttcw(folder: Path, instructions: Path | None = None, require_labels: bo
     tests_path, stories_path = folder / "tests.json", folder / "stories.json"
     steps = _load_instructions(instructions) if instructions else {}
     tests = []
+    test_rows: dict[str, int] = {}
     for row, rec in enumerate(read_json_list(tests_path), start=1):
         require(rec, {"ttcw_idx": int, "torrance_dimension": str, "category": str, "question": str,
                       "full_prompt": str}, tests_path, row)
         tests.append(TTCWTest(rec["ttcw_idx"], rec["torrance_dimension"], rec["category"], rec["question"],
                               rec["full_prompt"], _match_instruction(steps, rec)))
-    if len({t.idx for t in tests}) != len(tests):
-        raise DataError("duplicate ttcw_idx", path=str(tests_path))
-    stories, seen = [], set()
+        first_use(test_rows, str(rec["ttcw_idx"]), "ttcw_idx", tests_path, row)
+    stories: list[Story] = []
+    story_rows: dict[str, int] = {}
     for row, rec in enumerate(read_json_list(stories_path), start=1):
         require(rec, {"story_idx": int, "story_id": str, "content": str}, stories_path, row)
         sid = rec["story_id"]
-        if sid in seen:
-            raise DataError(f"duplicate story_id {sid!r}", path=str(stories_path), row=row)
-        seen.add(sid)
+        first_use(story_rows, sid, "story_id", stories_path, row)
         content = rec["content"].strip()
         is_url = content.startswith(("http://", "https://")) and len(content.split()) == 1
         source = sid.split("_", 1)[1] if "_" in sid else "unknown"
@@ -167,10 +166,10 @@ def _match_instruction(steps: dict[str, dict], rec: dict) -> str:
 def load_recorded(path: Path) -> dict[str, str]:
     """A recorded judge's responses by item id (`{"id": ..., "response": ...}` per line)."""
     out: dict[str, str] = {}
+    rows: dict[str, int] = {}
     for n, rec in read_jsonl(path):
         require(rec, {"id": str}, path, n)
-        if rec["id"] in out:
-            raise DataError(f"duplicate id {rec['id']!r}", path=str(path), row=n)
+        first_use(rows, rec["id"], "id", path, n)
         response = rec.get("response")
         if response is not None and not isinstance(response, str):
             raise DataError(f"field 'response' must be text (a string), got {type(response).__name__}", path=str(path),
