@@ -45,10 +45,11 @@ def human_value(annotated: Annotated, item: str) -> pl.Expr:
     return pl.col(item).cast(pl.Utf8).replace_strict(dict(annotated.human), default=None, return_dtype=pl.Float64)
 
 
-def labelled_prefix(items: pl.DataFrame, annotated: Annotated, cluster: str) -> tuple[int, list[str]]:
+def labelled_prefix(items: pl.DataFrame, annotated: Annotated, cluster: str) -> tuple[int, list[str], list[str]]:
     """The labelled draws' prefix (a cluster is labelled when every one of its items in this run has
-    an annotation) and the clusters read in it. Refuses a run that does not judge every cluster of
-    the queue: its estimate would be of another population."""
+    an annotation), the clusters read in it, and the labelled ones it holds back (drawn after the
+    first draw not labelled whole: the design reads no draw past it). Refuses a run that does not
+    judge every cluster of the queue: its estimate would be of another population."""
     have = set(items[cluster].cast(pl.Utf8).unique().to_list())
     missing = [c for c in annotated.clusters if c not in have]
     if missing:
@@ -59,7 +60,8 @@ def labelled_prefix(items: pl.DataFrame, annotated: Annotated, cluster: str) -> 
             .filter(pl.col("ok"))[cluster].to_list())
     index = {c: i for i, c in enumerate(annotated.clusters)}
     k = active.labelled_prefix(annotated.design(), {index[c] for c in done if c in index})
-    return k, sorted({annotated.clusters[i] for i in annotated.draws[:k]})
+    read = sorted({annotated.clusters[i] for i in annotated.draws[:k]})
+    return k, read, sorted(set(done) & set(index) - set(read))
 
 
 def estimates(items: pl.DataFrame, annotated: Annotated, cluster: str, k: int) -> dict[str, object]:

@@ -16,7 +16,7 @@ estimates depend on which items the judge could answer (a judge silent on half t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -82,13 +82,15 @@ def labelled(ppi: PPIConfig, cluster: str, human: str, drawn: list[str]) -> pl.E
 
 def ppi_tables(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: str, item: str, group: str,
                human: str, judge_value: pl.Expr, quantity: str, unanswered: float = 0.5,
-               annotated: Annotated | None = None) -> dict[str, pl.DataFrame]:
+               annotated: Annotated | None = None, warn: Callable[[str], None] | None = None
+               ) -> dict[str, pl.DataFrame]:
     """`ppi`: one row per view, judge and `group` value, plus the pooled group ("all"): human-only
     and PPI++ estimates of the rate of `human` (bool, or a float in [0, 1]) with `judge_value` as the
     prediction. Repeats of an item are averaged into one judge value; an item with none reads
     `unanswered` (module docstring). With `annotated` (`[ppi] labelled = "annotations:RUN"`) the
     human labels are the annotators' and the estimates the active ones (judges/ppi_annotated.py).
-    `ppi_labelled`: the clusters whose labels the estimates read (column `cluster`), drawn once here."""
+    `ppi_labelled`: the clusters whose labels the estimates read (column `cluster`), drawn once here.
+    `warn`: told of annotated clusters the estimates cannot read (after a draw not labelled whole)."""
     rows = pl.concat([v.with_columns(pl.lit(name).alias("view")) for name, v in views.items()], how="diagonal_relaxed")
     human_y = human_value(annotated, item) if annotated is not None else pl.col(human).cast(pl.Float64)
     rows = rows.with_columns(judge_value.cast(pl.Float64).alias("_f"), human_y.alias("_y"),
@@ -106,7 +108,7 @@ def ppi_tables(views: Mapping[str, pl.DataFrame], ppi: PPIConfig, *, cluster: st
     if not items.height:
         table = pl.DataFrame(schema=COLUMNS)
     elif annotated is not None:
-        table, drawn = _annotated(items, annotated, group, cluster, item, quantity)
+        table, drawn = _annotated(items, annotated, group, cluster, item, quantity, warn)
         table = _ordered(table, views, rows, group)
     else:
         table = _ordered(_estimated(items, group, cluster, quantity), views, rows, group)
@@ -134,8 +136,8 @@ def _estimated(items: pl.DataFrame, group: str, cluster: str, quantity: str) -> 
                               pl.Series("all_labels", np.where(hidden, all_labels, np.nan)).fill_nan(None))
 
 
-def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, item: str, quantity: str
-               ) -> tuple[pl.DataFrame, list[str]]:
+def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: str, item: str, quantity: str,
+               warn: Callable[[str], None] | None = None) -> tuple[pl.DataFrame, list[str]]:
     """The table's rows from the annotations (one per view, judge and group: `ppi_annotated.estimates`
     over the queue's labelled prefix), and the clusters that prefix reads; all_labels: the data's
     own human labels, all hidden here. The queue's clusters hold the items it asked: a row of an
@@ -145,7 +147,12 @@ def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: s
     unasked = queued & ~pl.col(item).cast(pl.Utf8).is_in(list(annotated.asked)) if annotated.asked else pl.lit(False)
     left_out = items.filter(unasked & (pl.col(group) == POOLED)).group_by("view", "judge").len()
     items = items.filter(~unasked)
-    k, drawn = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
+    k, drawn, held = annotated_prefix(items.filter(pl.col(group) == POOLED), annotated, cluster)
+    blocked = held and (f"{len(held)} labelled clusters (e.g. {held[0][:60]!r}) not read: the estimates read the "
+                        f"queue's draws up to draw {k + 1} ({annotated.clusters[annotated.draws[k]][:60]!r}), the "
+                        "first not labelled whole; label it to read them")
+    if blocked and warn is not None:
+        warn(f"[ppi] from the annotations of {annotated.source}: {blocked}")
     out = []
     for key, cell in items.group_by(["view", "judge", group], maintain_order=True):
         # the estimates are of the queue's clusters: all_labels too (it was over the view's every
@@ -159,6 +166,8 @@ def _annotated(items: pl.DataFrame, annotated: Annotated, group: str, cluster: s
             said = (f"over the annotation queue's {len(annotated.clusters)} clusters, not this view's {outside} "
                     "others (the queue never drew them)")
             row["ci_note"] = joined_notes(row["ci_note"], said)
+        if blocked:                       # every row: each test's estimate reads the same draws
+            row["ci_note"] = joined_notes(row["ci_note"], blocked)
         unasked_n = left_out.filter((pl.col("view") == key[0]) & (pl.col("judge") == key[1]))["len"].sum()
         if unasked_n and key[2] == POOLED:
             row["ci_note"] = joined_notes(row["ci_note"], f"without {unasked_n} items of the queue's clusters that it "

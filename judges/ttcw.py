@@ -14,7 +14,7 @@ Recorded proprietary judges are replayed through the same metrics with the upstr
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -286,7 +286,8 @@ class TTCW(Protocol):
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
                                                pl.len().alias("tests")))
         if ctx.config.ppi.enabled and (ctx.annotations is not None or d["expert_pass"].is_not_null().any()):
-            tables.update(self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy, ctx.annotations))
+            tables.update(self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy, ctx.annotations,
+                                                  ctx.warn))
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
@@ -304,7 +305,8 @@ class TTCW(Protocol):
 
     @staticmethod
     def prediction_powered(views: dict[str, pl.DataFrame], ppi: PPIConfig, missing: MissingPolicy = MissingPolicy(),
-                           annotated: Annotated | None = None) -> dict[str, pl.DataFrame]:
+                           annotated: Annotated | None = None, warn: Callable[[str], None] | None = None
+                           ) -> dict[str, pl.DataFrame]:
         """`[ppi]`: the experts' pass rate per test and over all tests from the labelled stories'
         labels, alone and with the judge's answers on every story (its P(Yes) where it gave one,
         else its decision), a story's tests one cluster. A test the judge did not answer reads the
@@ -313,7 +315,7 @@ class TTCW(Protocol):
         whose labels it read."""
         stand_in = float(missing.label == "Yes") if missing.kind == "label" and missing.label in ("Yes", "No") else 0.5
         return ppi_tables(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
-                          quantity="expert pass rate", unanswered=stand_in, annotated=annotated,
+                          quantity="expert pass rate", unanswered=stand_in, annotated=annotated, warn=warn,
                           judge_value=pl.when(pl.col("status") == "ok")
                           .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
 

@@ -157,7 +157,8 @@ def test_labels_doubled_submit_locks_skip_undo_and_resume(run):
         c.post("/api/skip", json={"annotator": "ann", "cluster": second["cluster"], "key": key()})
         third = c.get("/api/next", params={"annotator": "ann"}).json()
         assert third["cluster"] not in (first["cluster"], second["cluster"], other["cluster"])
-        assert c.post("/api/undo", json={"annotator": "ann"}).json() == {"undone": second["cluster"], "earlier_stands": False}
+        assert c.post("/api/undo", json={"annotator": "ann"}).json() == {"undone": second["cluster"], "earlier_stands": False,
+                                                                         "stands": None}
         assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == second["cluster"]
         assert c.post("/api/undo", json={"annotator": "ann"}).json()["undone"] == first["cluster"]
         assert c.get("/api/export.jsonl").text == ""
@@ -186,6 +187,22 @@ def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
         assert e["labelled_draws"] >= 2 and e["waiting"] is None, e     # repeats of answered stories wait for nobody
 
 
+def test_nothing_left_but_a_story_another_holds_says_so_and_it_comes_back_when_the_lock_runs_out(run):
+    """A new user's queue said "done" while others had stories open: those come back when a lock
+    runs out unanswered (a closed tab). The last page now counts them and says when."""
+    import time
+
+    with InThread(run, budget=4, lock_seconds=1.5) as s, s.client() as c:
+        held = c.get("/api/next", params={"annotator": "bob"}).json()["cluster"]
+        while not (item := c.get("/api/next", params={"annotator": "ann"}).json()).get("done"):
+            assert item["cluster"] != held
+            c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
+                                       "labels": {q["item"]: "Yes" for q in item["questions"]}}).raise_for_status()
+        assert item["held"] == 1 and item["lock_minutes"] == 0.0, item
+        time.sleep(1.6)                                       # bob closed the tab: the lock ran out
+        assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == held
+
+
 def test_a_lone_annotator_brings_back_what_they_skipped_at_the_end(run):
     """Alone: skip the first two stories, answer the rest; the last page says 2 skipped, unskip
     brings them back in draw order (once: a second call brings none), and answering them lets the
@@ -200,7 +217,7 @@ def test_a_lone_annotator_brings_back_what_they_skipped_at_the_end(run):
             else:
                 c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
                                            "labels": {q["item"]: "Yes" for q in item["questions"]}})
-        assert item == {"done": True, "mine": len(order) - 2, "skipped": 2}
+        assert item == {"done": True, "mine": len(order) - 2, "skipped": 2, "held": 0, "lock_minutes": 10.0}
         assert c.get("/api/estimate").json()["labelled_draws"] == 0
         assert c.post("/api/unskip", json={"annotator": "bob"}).json() == {"back": []}     # only one's own
         assert c.post("/api/unskip", json={"annotator": "ann"}).json() == {"back": skipped}
@@ -210,7 +227,8 @@ def test_a_lone_annotator_brings_back_what_they_skipped_at_the_end(run):
             assert item["cluster"] == cluster
             c.post("/api/label", json={"annotator": "ann", "cluster": cluster, "key": key(),
                                        "labels": {q["item"]: "No" for q in item["questions"]}})
-        assert c.get("/api/next", params={"annotator": "ann"}).json() == {"done": True, "mine": len(order), "skipped": 0}
+        assert c.get("/api/next", params={"annotator": "ann"}).json() == {"done": True, "mine": len(order), "skipped": 0,
+                                                                          "held": 0, "lock_minutes": 10.0}
         e = c.get("/api/estimate").json()
         assert e["labelled_draws"] == e["budget"] and e["waiting"] is None, e
         assert c.post("/api/unskip", json={"annotator": "<b>"}).status_code == 400

@@ -8,6 +8,8 @@ past the csv module's limit was an internal error (a 400-digit point: tests/test
 any label started the queue with the default budget."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import uuid
 
@@ -84,8 +86,9 @@ def test_a_partial_import_holds_the_storys_place(run, tmp_path):
 
 def test_an_export_with_two_answers_of_one_person_imports_back(run, finished, tmp_path):
     """Two tabs: one person answered a story twice (the later stands). The export holds both
-    submissions, each with its key: imported into a fresh copy of the run, both are stored, the
-    later standing, and the estimate is the same."""
+    submissions, each with its key, the earlier marked `standing` false (its rows and the later
+    ones may have one time: an import keeps the file's): imported into a fresh copy of the run,
+    both are stored, the later standing, and the estimate is the same."""
     with InThread(run, budget=40) as s, s.client() as c:
         item = answer(c, "bob")
         again = {"annotator": "bob", "cluster": item["cluster"], "key": key(),
@@ -96,6 +99,12 @@ def test_an_export_with_two_answers_of_one_person_imports_back(run, finished, tm
         exported = c.get("/api/export.csv").text
     file = tmp_path / "both.csv"
     file.write_text(exported)
+    rows = list(csv.DictReader(io.StringIO(exported)))
+    replaced = [r for r in rows if r["standing"] == "False"]
+    assert {r["cluster"] for r in replaced} == {item["cluster"]} and {r["label"] for r in replaced} == {"Yes"}
+    assert len(replaced) == len(item["questions"])
+    standing = [(r["annotator"], r["item"]) for r in rows if r["standing"] == "True"]
+    assert len(standing) == len(set(standing)) == len(rows) - len(replaced)
     other = fresh(finished, tmp_path / "other")
     r = litjudge("annotate", str(other), "--budget", "40", "--import", str(file))
     assert r.returncode == 0 and "3 submissions stored, 0 already there" in r.stdout, r.stderr
@@ -144,11 +153,29 @@ def test_an_undo_of_a_second_answer_says_the_first_stands(run):
                  "labels": {q["item"]: "No" for q in item["questions"]}}
         assert c.post("/api/label", json=again).json()["stored"] is True
         assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
-                                                                          "earlier_stands": True}
+                                                                          "earlier_stands": True, "stands": "earlier"}
         assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] != item["cluster"]
         assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
-                                                                          "earlier_stands": False}
+                                                                          "earlier_stands": False, "stands": None}
         assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] == item["cluster"]
+
+
+def test_an_undo_before_an_import_of_the_same_story_says_the_later_answer_stands(run, tmp_path):
+    """A page answer, then an import of that person's answers to the same story: the undo takes back
+    the page's answer, and the imported one, later, stands (the page said "your earlier answer
+    stands", and the estimate did not move)."""
+    from litjudge.engine.app.annotate.serve import import_labels
+
+    with InThread(run, budget=40) as s, s.client() as c:
+        item = answer(c, "lab")
+        file = tmp_path / "later.csv"
+        file.write_text("annotator,item,label\n" + "".join(f"lab,{q['item']},No\n" for q in item["questions"]))
+        assert import_labels(s.app.queue, s.app.labels, file) == (1, 0)
+        before = c.get("/api/estimate").json()
+        assert c.post("/api/undo", json={"annotator": "lab"}).json() == {"undone": item["cluster"],
+                                                                         "earlier_stands": False, "stands": "later"}
+        assert c.get("/api/estimate").json() == before
+        assert {r.label for r in s.app.labels.rows() if r.cluster == item["cluster"]} == {"No"}
 
 
 def test_an_annotator_holds_one_story_at_a_time(run):

@@ -52,8 +52,10 @@ def parsed(row: dict) -> dict:
 
 def recompute(rows: list[dict]) -> dict:
     """The page's estimates from the exported rows alone (docs/annotate.md, "Method")."""
-    rows = [parsed(r) for r in rows if str(r["counted"]) in ("True", "true")]   # JSONL true, CSV "True"
-    latest = {(r["annotator"], r["item"]): r for r in rows}            # oldest first: the last one stands
+    rows = [parsed(r) for r in rows if str(r["counted"]) in ("True", "true")   # JSONL true, CSV "True"
+            and str(r["standing"]) in ("True", "true")]               # an answer replaced later is history
+    latest = {(r["annotator"], r["item"]): r for r in rows}
+    assert len(latest) == len(rows), "two standing answers of one annotator to one item"
     scores: dict[str, dict[str, list[float]]] = {}
     info: dict[str, dict] = {}
     for r in latest.values():

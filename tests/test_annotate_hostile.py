@@ -295,6 +295,6 @@ def test_an_import_answering_one_item_twice_differently_is_refused(fresh):
     said = imported(fresh, "twice.csv", f"annotator,item,label\nbob,{took}/vivid,4\nbob,{took}/vivid,2\n".encode())
     assert isinstance(said, str) and said.endswith(
         f"twice.csv:3: 'bob' answers item '{took}/vivid' twice ('4', then '2'): keep one row per annotator and "
-        "item"), said
+        "item (an export's rows whose standing is false were replaced later: drop them)"), said
     assert imported(fresh, "same.csv", f"annotator,item,label\nbob,{took}/vivid,4\nbob,{took}/vivid,4\n".encode()) \
         == (1, 0)

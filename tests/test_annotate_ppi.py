@@ -176,3 +176,31 @@ def test_a_queue_that_left_out_unanswered_tests_is_read_whole_by_a_later_run(tmp
                                   "human_only": ("human", "value"), "human_high": ("human", "high")}.items():
         assert abs(pooled[column] - page[name][field]) <= 1e-9, (column, pooled[column], page[name][field])
     assert "without 2 items of the queue's clusters that it did not ask" in pooled["ci_note"], pooled["ci_note"]
+
+
+def test_labels_past_a_draw_not_labelled_whole_are_held_back_and_said(annotated, tmp_path):
+    """A new user labelled draw 18 of a queue whose draw 16 nobody had finished: the later run's
+    table silently read 12 stories, not 13. The design reads no draw past the first not labelled
+    whole, so the held-back labels stay out; the run now warns, naming one of them and the draw to
+    label, and every row's ci_note says the same (each test's estimate reads the same draws)."""
+    import sqlite3
+
+    folder, page = annotated
+    copy = shutil.copytree(folder / "runs" / "a", tmp_path / "a")
+    queue, labels = open_queue(copy, Options())
+    labels.close()
+    draws = [queue.clusters[int(c)].cluster for c in queue.design.draws]
+    gap = draws[4]
+    later = sorted(set(draws[5:]) - set(draws[:5]))
+    assert later, "the fixture's queue reads clusters after its fifth draw"
+    with sqlite3.connect(copy / "annotations.sqlite") as db:
+        db.execute("UPDATE submissions SET undone = 1 WHERE cluster = ?", (gap,))
+    r = run(folder, "held", f"annotations:{copy}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = [line for line in (r.stdout + r.stderr).splitlines() if "not read" in line]
+    assert len(said) == 1 and f"{len(later)} labelled clusters (e.g. {later[0]!r}) not read" in said[0], said
+    assert f"up to draw 5 ({gap!r}), the first not labelled whole; label it to read them" in said[0], said
+    table = pl.read_parquet(folder / "runs" / "held" / "tables" / "ppi.parquet")
+    pooled = table.filter((pl.col("view") == "all") & (pl.col("test") == "all")).row(0, named=True)
+    assert pooled["clusters"] == len(set(draws[:4])) and "not read" in pooled["ci_note"], pooled
+    assert table["ci_note"].fill_null("").str.contains(f"up to draw 5 ({gap!r})", literal=True).all()

@@ -17,10 +17,12 @@ from .queue import Queue
 
 def latest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, str]]:
     """(annotator, item) -> (cluster, label): each annotator's standing answer. `rows`: the labels
-    oldest first (annotator, cluster, item, label), as `Labels.rows` or the export gives them."""
+    oldest first (annotator, cluster, item, label, and `standing` where given), as `Labels.rows`
+    or the export gives them; a row marked not standing was replaced by a later one."""
     out: dict[tuple[str, str], tuple[str, str]] = {}
     for r in rows:
-        out[(str(r["annotator"]), str(r["item"]))] = (str(r["cluster"]), str(r["label"]))
+        if r.get("standing", True) not in (False, "False", "false"):
+            out[(str(r["annotator"]), str(r["item"]))] = (str(r["cluster"]), str(r["label"]))
     return out
 
 

@@ -17,7 +17,8 @@ from .labels import Labels
 from .queue import Queue
 
 FIELDS = ("annotator", "time", "cluster", "item", "label", "draw", "probability", "times_drawn", "key", "source", "shown",
-          "draws", "score", "counted", "judge_total", "cluster_items", "judge_total_all", "items_all", "clusters_all")
+          "standing", "draws", "score", "counted", "judge_total", "cluster_items", "judge_total_all", "items_all",
+          "clusters_all")
 FORMULA = ("=", "+", "-", "@", "\t", "\r")    # what a spreadsheet reads as the start of a formula
 
 
@@ -30,7 +31,8 @@ def draw_positions(labels: Labels) -> dict[str, str]:
 
 
 def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
-    """The standing labels, oldest first, as exported. `draws`: every draw of the cluster (its
+    """The labels, oldest first, as exported (`standing`: the annotator's latest answer to the item,
+    the one the estimate reads). `draws`: every draw of the cluster (its
     positions in the draw sequence, space-separated); `score`: the answer on its question's
     scale (`Queue.score`; empty for a category, which has none); `counted`: whether that question
     is in the quantity; `judge_total` and `cluster_items`: the cluster's f and m;
@@ -50,7 +52,7 @@ def records(queue: Queue, labels: Labels) -> list[dict[str, Any]]:
 
 
 def stored_records(labels: Labels) -> list[dict[str, Any]]:
-    """The standing labels as `records` gives them, from the store alone: for a run judged again
+    """The labels as `records` gives them, from the store alone: for a run judged again
     since its queue was drawn, whose labels stay the people's (the fields the queue gives, `score`
     to `clusters_all`, are empty: the run's judges no longer say what they did)."""
     positions = draw_positions(labels)

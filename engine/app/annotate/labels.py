@@ -47,6 +47,7 @@ class Row:
     key: str
     source: str
     shown: str                # pairwise: the order the texts were shown in ("ab" or "ba")
+    standing: bool = True     # the annotator's latest answer to the item (False: a later one replaced it)
 
 
 def now() -> str:
@@ -238,19 +239,20 @@ class Labels:
         raise Locked(f"cluster {cluster!r} has been answered by its {per_item} annotator{'s' * (per_item != 1)} (the "
                      "queue's annotators per item): ask for the next one (/api/next)")
 
-    def undo(self, annotator: str) -> tuple[str | None, bool]:
-        """Take back this annotator's latest answer or skip: its cluster (None: nothing to undo), and
-        whether an earlier answer of theirs to it still stands (two tabs answered it twice: it is not
-        shown again)."""
+    def undo(self, annotator: str) -> tuple[str | None, str | None]:
+        """Take back this annotator's latest answer or skip on the page: its cluster (None: nothing
+        to undo), and which answer of theirs to it still stands, so it is not shown again: "earlier"
+        (two tabs answered it twice), "later" (an import after it: the undo changed no answer), or
+        None."""
         with self.lock:
             row = self.db.execute("SELECT seq, cluster FROM submissions WHERE annotator = ? AND undone = 0 AND "
                                   "source = 'web' ORDER BY seq DESC LIMIT 1", (annotator,)).fetchone()
             if row is None:
-                return None, False
+                return None, None
             self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
-            stands = self.db.execute("SELECT 1 FROM submissions WHERE annotator = ? AND cluster = ? AND kind = 'label' "
-                                     "AND undone = 0", (annotator, row[1])).fetchone() is not None
-        return row[1], stands
+            other = self.db.execute("SELECT MAX(seq) FROM submissions WHERE annotator = ? AND cluster = ? AND "
+                                    "kind = 'label' AND undone = 0", (annotator, row[1])).fetchone()[0]
+        return row[1], None if other is None else "later" if other > row[0] else "earlier"
 
     def skipped_open(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
         """The clusters this annotator skipped that the queue would give them but for the skip, in
@@ -273,13 +275,19 @@ class Labels:
 
     # -- reads for the estimate and the export ------------------------------------------------------
     def rows(self) -> list[Row]:
-        """Every standing label (undone ones and skips left out), oldest first."""
+        """Every label submitted and not undone (skips left out), oldest first, each marked
+        `standing` where it is its annotator's latest answer to the item (the one every estimate
+        reads): an answer replaced later (a second tab, an edited import) is kept, as history, and
+        is not standing. Their `time`s may be equal (an import keeps the file's): the order is the
+        store's."""
         with self.lock:
             got = self.db.execute(
                 "SELECT s.annotator, s.time, s.cluster, l.item, l.label, s.key, s.source, s.shown FROM submissions s "
                 "JOIN labels l ON l.key = s.key WHERE s.kind = 'label' AND s.undone = 0 ORDER BY s.seq, l.item").fetchall()
+        last = {(a, item): n for n, (a, _, _, item, *_) in enumerate(got)}
         return [Row(a, t, c, item, label, self.first_draw.get(c, -1), self.probability.get(c, float("nan")),
-                    self.times_drawn.get(c, 0), key, source, shown) for a, t, c, item, label, key, source, shown in got]
+                    self.times_drawn.get(c, 0), key, source, shown, last[(a, item)] == n)
+                for n, (a, t, c, item, label, key, source, shown) in enumerate(got)]
 
     def annotators(self) -> list[str]:
         with self.lock:

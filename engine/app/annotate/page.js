@@ -30,7 +30,10 @@
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
     if (item.done) {
-      box.appendChild(make('div', {cls: 'done', text: 'Nothing left for you in this queue. Thank you! ' +
+      const held = item.held ? `${item.held} ${item.held === 1 ? 'story is' : 'stories are'} open with other ` +
+        `annotators: one they leave unanswered comes back after ${item.lock_minutes} minutes (reload then). ` : '';
+      box.appendChild(make('div', {cls: 'done', text: (item.held ? 'Nothing for you right now. ' :
+        'Nothing left for you in this queue. ') + 'Thank you! ' + held +
         (item.skipped ? '(What you skipped waits for another annotator, or for you: the first button brings it back. '
                       : '(') + 'Undo brings back your last submit or skip.)'}));
       const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
@@ -107,7 +110,8 @@
     if (busy) return; busy = true;
     try { const r = await post('/api/undo', {annotator: annotator()});
           await load();
-          status(!r.undone ? 'Nothing to undo.' : r.earlier_stands ? 'Undone; your earlier answer to that story stands.'
+          status(!r.undone ? 'Nothing to undo.' : r.stands === 'earlier' ? 'Undone; your earlier answer to that story stands.'
+                 : r.stands === 'later' ? 'Undone; a later answer of yours to that story (imported) stands, so no answer changed.'
                  : item && item.cluster === r.undone ? 'Undone: shown again.'
                  : 'Undone: that one comes back after the ones drawn before it.'); }
     catch (e) { status(e.message, true); } finally { busy = false; }

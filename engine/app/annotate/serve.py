@@ -150,8 +150,9 @@ def _refuse_other_design(rows: list[dict[str, str]], cluster_of: dict[str, str],
             said = f"was drawn with probability {r['probability'][:12]} by the queue this file comes from, here {here}"
         else:
             continue
-        raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget, --floor and --seed it had",
-                        path=str(path), row=n)
+        raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget, --floor and --seed it had "
+                        "(if it had these, its run's judges differ from this run's, which draw by their own "
+                        "uncertainty: import into a run of the same judges)", path=str(path), row=n)
 
 
 def _number(text: str) -> float | None:
@@ -210,7 +211,8 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
         answers = groups.setdefault((r["annotator"], cluster_of[r["item"]], r.get("key", "")), {})
         if r["item"] in answers and answers[r["item"]][0] != label:   # which one stands? not the file's row order
             raise DataError(f"{r['annotator']!r} answers item {r['item'][:60]!r} twice ({answers[r['item']][0]!r}, "
-                            f"then {label!r}): keep one row per annotator and item", path=str(path), row=n)
+                            f"then {label!r}): keep one row per annotator and item (an export's rows whose standing is "
+                            "false were replaced later: drop them)", path=str(path), row=n)
         answers[r["item"]] = (label, r.get("time", ""))
         if r.get("shown", "") not in ("", "ab", "ba"):
             raise DataError(f"shown {r['shown'][:10]!r}: the order a pair's texts were shown in, ab or ba (or empty)",
@@ -274,7 +276,7 @@ def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, pe
 
 
 def export_labels(queue: Queue | None, labels: Labels, path: Path) -> int:
-    """The standing labels (`export.records`; without a queue, a run judged again since it was
+    """Every label, each marked `standing` or not (`export.records`; without a queue, a run judged again since it was
     drawn, `export.stored_records`) to a new .csv or .jsonl file, or a new Hugging Face dataset
     folder (never over an existing file or folder)."""
     if path.exists():

@@ -197,9 +197,15 @@ class Routes:
         annotator = annotator_of(request.query_params.get("annotator"))
         cluster = self.labels.next_cluster(annotator, self.items_of, self.settings.per_item, self.settings.lock_seconds)
         if cluster is None:                            # the count too: the last submit is in it
+            # stories others hold open that this annotator has not answered: they come back to the
+            # queue when a lock runs out unanswered (a tab closed), so "nothing left" is not final
+            done = self.labels.done_by(self.items_of)
+            held = sum(1 for c, who in self.labels.reading().items()
+                       if annotator not in who and annotator not in done.get(c, set()))
             return JSONResponse({"done": True, "mine": self.mine(annotator),
                                  "skipped": len(self.labels.skipped_open(annotator, self.items_of,
-                                                                         self.settings.per_item))})
+                                                                         self.settings.per_item)),
+                                 "held": held, "lock_minutes": round(self.settings.lock_seconds / 60, 1)})
         return JSONResponse(self.cluster_json(cluster, annotator))
 
     async def label(self, request: Request) -> Response:
@@ -237,7 +243,7 @@ class Routes:
     async def undo(self, request: Request) -> Response:
         data = await body(request)
         cluster, stands = self.labels.undo(annotator_of(data.get("annotator")))
-        return JSONResponse({"undone": cluster, "earlier_stands": stands})
+        return JSONResponse({"undone": cluster, "earlier_stands": stands == "earlier", "stands": stands})
 
     async def unskip(self, request: Request) -> Response:
         data = await body(request)
