@@ -285,9 +285,8 @@ class TTCW(Protocol):
         tables["pass_rates_by_source"] = (tables["pass_rates"].group_by(["judge", "view", "source"], maintain_order=True)
                                           .agg(pl.col("judge_pass_rate").mean(), pl.col("expert_pass_rate").mean(),
                                                pl.len().alias("tests")))
-        if ctx.config.ppi.enabled and (ctx.annotations is not None or d["expert_pass"].is_not_null().any()):
-            tables.update(self.prediction_powered(views, ctx.config.ppi, ctx.config.missing_policy, ctx.annotations,
-                                                  ctx.warn))
+        if (ppi := ctx.config.ppi).enabled and (ctx.annotations is not None or d["expert_pass"].is_not_null().any()):
+            tables.update(self.prediction_powered(views, ppi, ctx.config.missing_policy, ctx.annotations, ctx.warn))
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])

@@ -107,7 +107,9 @@ def test_stored_keys_of_every_committed_config_are_unchanged(monkeypatch):
     AVX-512 BF16), since where auto runs float32 the keys differ by design (tests/test_hardware.py).
     A sampled config's keys changed twice on purpose, listwise-confederacy-subsets' on 2026-12-01: when
     each sampled request got a seed of its own (`sampling.SEED_RULE` 2; its verdicts of before, one
-    random stream per repeat, are not reused), and when each slot of a list did (SEED_RULE 3)."""
+    random stream per repeat, are not reused), and when each slot of a list did (SEED_RULE 3). The
+    recorded judges' keys (ttcw-replay, rubric-confederacy) changed on 2026-12-01, when a recorded
+    judge's key took the item id (a recording answers by item: two items of one text were one)."""
     from litjudge.engine.backends import factory, hardware
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
@@ -199,17 +201,19 @@ def test_content_key_is_the_canonical_json_of_its_fields():
     from litjudge.engine.core.requests import JudgeRequest as R
     from litjudge.engine.core.requests import Message, RequestMeta, content_key
 
-    ident = JudgeIdentity("sha256:abc", "t\u00e9mplate", "vllm")
-    for lang in (g.binary(), g.likert(7, "1", "2"), g.Listwise(("ab", "cd", "ef")), g.Analyzed(g.preference(tie="tie"))):
-        for sampling in (Sampling(), Sampling(temperature=0.7, top_p=0.9, seed=3, max_tokens=9)):
-            r = R((Message("system", "Be fair. \u201cquotes\u201d"), Message("user", 'A "story"\n\ttab')), lang,
-                  "analyze" if isinstance(lang, g.Analyzed) else "label", sampling, RequestMeta("p", "i"),
-                  prefill="Answer: ", attempt=2)
-            body = {"k": 1, "judge": [ident.fingerprint, ident.template_hash, ident.backend_family],
-                    "messages": [[m.role, m.content] for m in r.messages], "prefill": r.prefill,
-                    "language": lang.spec(), "mode": r.mode, "sampling": sampling.key_fields(), "attempt": 2}
-            text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-            assert content_key(r, ident) == hashlib.sha256(text.encode()).hexdigest()
+    for ident in (JudgeIdentity("sha256:abc", "t\u00e9mplate", "vllm"), JudgeIdentity("replay:x:sha256:ab", "none", "replay")):
+        for lang in (g.binary(), g.likert(7, "1", "2"), g.Listwise(("ab", "cd", "ef")), g.Analyzed(g.preference(tie="tie"))):
+            for sampling in (Sampling(), Sampling(temperature=0.7, top_p=0.9, seed=3, max_tokens=9)):
+                r = R((Message("system", "Be fair. \u201cquotes\u201d"), Message("user", 'A "story"\n\ttab')), lang,
+                      "analyze" if isinstance(lang, g.Analyzed) else "label", sampling, RequestMeta("p", "i\u00e9/ab"),
+                      prefill="Answer: ", attempt=2)
+                body = {"k": 1, "judge": [ident.fingerprint, ident.template_hash, ident.backend_family],
+                        "messages": [[m.role, m.content] for m in r.messages], "prefill": r.prefill,
+                        "language": lang.spec(), "mode": r.mode, "sampling": sampling.key_fields(), "attempt": 2,
+                        # a recording answers by item: its item id is part of the request
+                        **({"item": "i\u00e9/ab"} if ident.backend_family == "replay" else {})}
+                text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+                assert content_key(r, ident) == hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_the_protocol_contract_is_one_declaration():

@@ -348,3 +348,24 @@ def test_status_and_plan_read_a_read_only_run_folder(tmp_path):
         assert plan.returncode == 0 and "8 of 8 distinct requests are stored already" in plan.stdout, plan.stderr[-2000:]
     finally:
         subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def test_a_recording_named_relatively_is_never_another_folders_file_of_the_name(tmp_path):
+    """A hostile pass: `judge = "replay:judge.jsonl"` read the working folder's file of the name
+    before the one beside the config: run from another folder holding one, the same config judged
+    with other answers (accuracy 1.000 -> 0.000), into the same run folder, silently. Both there
+    and different is one line; beside the config alone (or where both are one file) it runs."""
+    cfg = pairs_run(tmp_path / "proj")
+    cfg.write_text(cfg.read_text().replace(f"replay:{tmp_path / 'proj' / 'answers.jsonl'}", "replay:answers.jsonl"))
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "answers.jsonl").write_text((tmp_path / "proj" / "answers.jsonl").read_text().replace('"A"', '"B"'))
+    r = cli("run", str(cfg), "--quiet", cwd=other)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("litjudge: error:")]
+    assert r.returncode == 2 and len(line) == 1, r.stderr[-2000:]
+    assert f"answers.jsonl is both beside the config ({tmp_path / 'proj' / 'answers.jsonl'}) and in the working " \
+           f"folder ({other / 'answers.jsonl'}), two files: give the path of the one meant" in line[0], line
+    assert not (other / "runs").exists()
+    (tmp_path / "third").mkdir()
+    for cwd in (tmp_path / "proj", tmp_path / "third"):
+        assert cli("run", str(cfg), "--quiet", cwd=cwd).returncode == 0

@@ -88,6 +88,25 @@ def test_inline_dataset_renames_columns_and_values(tmp_path, fmt):
         (i, prompt, a, b, {"model_a": "a", "model_b": "b"}[w]) for i, prompt, a, b, w in ROWS]
 
 
+def test_a_values_map_matches_in_any_case_and_spacing_as_labels_are_read(tmp_path):
+    """A hostile pass: a map `A = "b"`, `B = "a"` renamed the cell `A` only; `a` and `A ` passed
+    through and were read as the label a (labels are read in any case): the opposite preference,
+    silently. The map now matches as the labels are read; a cell two keys match so, renaming it
+    otherwise, is one line; a key of its own wins."""
+    rows = [("q1", "A"), ("q2", "a"), ("q3", " A "), ("q4", "B")]
+    (tmp_path / "d.csv").write_text("id,instruction,response_1,response_2,preferred\n" +
+                                    "".join(f"{i},P,x,y,{v}\n" for i, v in rows))
+    mapping = ('[dataset.columns]\npair_id = "id"\nprompt = "instruction"\ntext_a = "response_1"\n'
+               'text_b = "response_2"\nlabel = "preferred"\n[dataset.values.label]\n')
+    base = 'name = "m"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n[dataset]\npath = "d.csv"\n'
+    cfg = write_config(tmp_path / "m.toml", base + mapping + 'A = "b"\nB = "a"\n')
+    assert [p.label for p in pairs_of(cfg)] == ["b", "b", "b", "a"]
+    cfg = write_config(tmp_path / "own.toml", base + mapping + 'A = "b"\nB = "a"\na = "a"\n')
+    with pytest.raises(DataError, match=r"d.csv:4: value ' A ' of field 'label' \(column 'preferred'\) matches several keys of "
+                                        r"\[dataset.values.label\] in another case or spacing \('a', 'b'\)"):
+        pairs_of(cfg)
+
+
 def test_a_card_file_anywhere_and_data_over_a_shipped_layout(tmp_path):
     name = write_rows(tmp_path, "csv")
     card_file = tmp_path / "mine.toml"

@@ -115,24 +115,28 @@ def _csv(path):
         return list(csv.DictReader(fh))
 
 
-def test_two_items_of_one_text_under_a_recording_are_said(tmp_path):
-    """A request is asked once; a recording answers by item id: x2, asking what x1 asked, is
-    answered with x1's recording, not its own. Said in one warning naming both, and counted in the
-    manifest (it had been silent: x2's recorded flips read as agreement)."""
+def test_two_items_of_one_text_under_a_recording_each_read_their_own(tmp_path):
+    """A recording answers by item id. x2, asking what x1 asked, was answered with x1's recording
+    (one request: a key was the texts alone), first silently (x2's recorded flips read as
+    agreement), then with a warning; and a later run whose data renamed x1 to x2 read x1's stored
+    verdict as x2's, silently (a hostile pass). A recorded judge's key now holds the item id: each
+    item reads its own recording, in one run and from the store of an earlier one."""
     rows = [{"pair_id": p, "prompt": "Rain", "text_a": "Rain fell on the tin roof.", "text_b": "It rained.", "label": "a"}
             for p in ("x1", "x2")]
-    cfg = pairs_run(tmp_path, pairs=rows, answers={"x1/ab": "A", "x1/ba": "B", "x2/ab": "B", "x2/ba": "A"})
+    answers = {"x1/ab": "A", "x1/ba": "B", "x2/ab": "B", "x2/ba": "A"}
+    cfg = pairs_run(tmp_path, pairs=rows, answers=answers)
     r = cli("run", str(cfg), cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert ("2 request(s) of an item ask what an earlier item asked (the same texts), and a request is asked once: each "
-            "is answered with the earlier item's recording, not its own (e.g. 'x2/ab' as 'x1/ab'; 'x2/ba' as "
-            "'x1/ba')") in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 0 and "earlier item" not in r.stderr, r.stderr[-2000:]
+    verdicts = _csv(tmp_path / "runs" / "out" / "p" / "tables" / "per_verdict.csv")
+    assert {f"{v['pair_id']}/{v['order']}": v["label"] for v in verdicts} == answers
     manifest = json.loads((tmp_path / "runs" / "out" / "p" / "manifest.json").read_text())
-    assert manifest["judges"][0]["plan"]["answered_as_earlier"] == 2
-    assert any("ask what an earlier item asked" in w for w in manifest["warnings"])      # Result.problems() too
-    distinct = [{**p, "text_b": f"It rained on {p['pair_id']}."} for p in rows]
-    quiet = cli("run", str(pairs_run(tmp_path / "distinct", pairs=distinct)), cwd=tmp_path / "distinct")
-    assert quiet.returncode == 0 and "earlier item" not in quiet.stderr
+    assert manifest["judges"][0]["plan"]["distinct_requests"] == 4
+    # the data renamed: x1's texts now under x2 alone, the same recording; the store holds x1's verdicts
+    (tmp_path / "pairs.jsonl").write_text(json.dumps({**rows[0], "pair_id": "x2"}) + "\n")
+    r = cli("run", str(cfg), "--overwrite", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    verdicts = _csv(tmp_path / "runs" / "out" / "p" / "tables" / "per_verdict.csv")
+    assert {f"{v['pair_id']}/{v['order']}": v["label"] for v in verdicts} == {"x2/ab": "B", "x2/ba": "A"}
 
 
 def test_a_sweep_over_partly_labelled_pairs_says_what_its_cells_read(tmp_path):

@@ -295,7 +295,6 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     if too_long_n:
         warnings.append(f"{too_long_n} request(s) left out: their prompts do not fit the context window "
                         "(truncation = \"skip\"; listed in tables/skipped)")
-    warnings += [note for j in state.judge_runs if (note := j.plan.shared_note(j.judge))]   # a recording's items
     read = state.reads.get(name)
     if read is not None:
         read.check_unchanged()                     # the manifest names the bytes that were judged

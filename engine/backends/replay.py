@@ -35,6 +35,10 @@ def replay_source(name: str, config: RunConfig) -> Path:
     path = Path(ref)
     if path.suffix == ".jsonl":
         beside = source_folder(config.source) / path if config.source else path
+        if not path.is_absolute() and path.is_file() and beside.is_file() and not path.samefile(beside):
+            # a run from another folder read another file of the name: other verdicts, silently
+            raise JudgeNotFound(f"judge {name!r}: {ref} is both beside the config ({beside}) and in the working "
+                                f"folder ({path.resolve()}), two files: give the path of the one meant")
         path = beside if not path.is_absolute() and not path.exists() and beside.is_file() else path
         if not path.exists():
             raise JudgeNotFound(f"no recorded outputs for judge {name!r}: {path} does not exist")

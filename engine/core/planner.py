@@ -58,27 +58,12 @@ class PlanStats:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("build_and_key", "render", "tokenize",
                                                                                "prepare", "order"), 0.0))
     tokenization: dict[str, Any] = field(default_factory=dict)   # how prompts were tokenized (pieces or whole)
-    # a recorded judge: requests of an item that an earlier item asked too, answered once with the
-    # earlier one's recording (their count, and the first few (item, earlier item))
-    shared: int = 0
-    shared_examples: list[tuple[str, str]] = field(default_factory=list)
-
-    def shared_note(self, judge: str) -> str | None:
-        """The warning for `shared` (None: none): a recording answers by item id, litjudge asks a
-        request once, so a later item's own recorded answer is not read."""
-        if not self.shared:
-            return None
-        eg = "; ".join(f"{a!r} as {b!r}" for a, b in self.shared_examples)
-        return (f"{judge}: {self.shared} request(s) of an item ask what an earlier item asked (the "
-                "same texts), and a request is asked once: each is answered with the earlier item's recording, not "
-                f"its own (e.g. {eg}); give each item its own text where the recordings differ")
 
     def summary(self) -> dict[str, Any]:
         return {"requests": self.requests, "distinct_requests": self.distinct_requests,
                 "prompt_tokens": self.prompt_tokens, "distinct_prefill_tokens": self.distinct_prefill_tokens,
                 "too_long_skipped": len(self.too_long), "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
-                **({"tokenization": self.tokenization} if self.tokenization else {}),
-                **({"answered_as_earlier": self.shared} if self.shared else {})}
+                **({"tokenization": self.tokenization} if self.tokenization else {})}
 
 
 @dataclass
@@ -166,7 +151,6 @@ class StreamPlanner:
         # a recorded judge answers by item id: per run, each id's one key (and what asked it)
         self._served: dict[tuple[str, str], tuple[str, RequestMeta]] | None = (
             {} if planner.capabilities.recorded else None)
-        self._answered_as: dict[str, str] = {}          # a recorded judge: each key's first item id
 
     def chunks(self, requests: Iterable[tuple[str, JudgeRequest]]) -> Generator[PlanChunk, None, None]:
         it = iter(requests)
@@ -192,12 +176,7 @@ class StreamPlanner:
         them read perfect. Refused at planning, before anything is generated, naming what differs."""
         assert self._served is not None
         first = self._served.setdefault((run, r.meta.item_id), (key, r.meta))   # not the request: its text
-        if first[0] == key:
-            earlier = self._answered_as.setdefault(key, r.meta.item_id)
-            if earlier != r.meta.item_id:
-                self.stats.shared += 1
-                if len(self.stats.shared_examples) < 3:
-                    self.stats.shared_examples.append((r.meta.item_id, earlier))
+        if first[0] == key:          # its key holds the item id: two items of one text are two requests
             return
         was, now = first[1].as_dict(), r.meta.as_dict()
         differ = [k for k in dict.fromkeys([*was, *now]) if was.get(k) != now.get(k)]

@@ -102,9 +102,13 @@ def content_key(request: JudgeRequest, judge: JudgeIdentity) -> str:
     """The ONLY place a request key is computed (store, planner, replay and CLI all call it).
 
     sha256 of the canonical JSON (sorted keys, no spaces) of {k, judge, messages, prefill, language,
-    mode, sampling, attempt}; the parts many requests share are encoded once (`_part`), and the
-    text is exactly `json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`."""
-    text = (f'{{"attempt":{request.attempt},"judge":{_part(judge)},"k":{KEY_VERSION},'
+    mode, sampling, attempt}, and for a recorded judge the item id: a recording answers by item, so
+    two items of the same texts are two requests (one key served the second item the first one's
+    recording, within a run and from the store of an earlier one). The parts many requests share
+    are encoded once (`_part`), and the text is exactly `json.dumps(body, sort_keys=True,
+    separators=(",", ":"), ensure_ascii=False)`."""
+    item = f'"item":{_canonical_text(request.meta.item_id)},' if judge.backend_family == "replay" else ""
+    text = (f'{{"attempt":{request.attempt},{item}"judge":{_part(judge)},"k":{KEY_VERSION},'
             f'"language":{_part(request.language)},'
             f'"messages":{_canonical_texts([[m.role, m.content] for m in request.messages])},'
             f'"mode":{_canonical_text(request.mode)},"prefill":{_canonical_text(request.prefill)},'

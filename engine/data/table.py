@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,30 @@ def check_first(card: DatasetCard, kind: str, location: Path, first: dict[str, A
     check_mapping(card, kind, location, first)
 
 
+def fold(text: str) -> str:
+    """THE rule by which answers are matched, whatever their case and Unicode form: Unicode's
+    canonical caseless match, NFD(casefold(NFD(text))) (casefolding NFC text left some decomposed,
+    so `ΠΡΩΪ́` and `πρωΐ` no longer met). A human column, an annotation, the check that a
+    question's answers differ and a `[dataset.values]` map all read it."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", text).casefold())
+
+
+def renamed(table: dict[str, str], value: Any, name: str, location: Path, row: int) -> Any:
+    """A value through the card's `values` map of field `name`: its own key, else the key it matches
+    in any case, Unicode form and outer spaces, as the labels themselves are read (a map `A = "b"`
+    left `a` and `A ` to be read as the label a: the opposite preference, silently). A value two
+    keys match so, each renaming it otherwise, is one line."""
+    text = str(value)
+    if text in table:
+        return table[text]
+    targets = {v for k, v in table.items() if fold(k.strip()) == fold(text.strip())}
+    if len(targets) > 1:
+        raise DataError(f"value {text!r:.40} of field {name!r} matches several keys of [dataset.values.{name}] in "
+                        f"another case or spacing ({', '.join(sorted(map(repr, targets)))}): add it as a key of its "
+                        "own", path=str(location), row=row)
+    return targets.pop() if targets else value
+
+
 def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """Rows renamed to litjudge's fields by the card's `columns` (and `values`) mapping. A mapped
     column the data lacks fails on the first row, naming the columns it has."""
@@ -195,7 +220,7 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
                 continue
             table = card.values.get(name)
             if table and out[name] is not None:
-                out[name] = table.get(str(out[name]), out[name])
+                out[name] = renamed(table, out[name], name, location, n)
             out[name] = typed(name, out[name])
         if kind != "groups":
             out.update((c, v) for c, v in rec.items() if c not in FIELDS[kind] and c not in consumed)

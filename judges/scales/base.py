@@ -32,7 +32,7 @@ import polars as pl
 
 from litjudge.engine.core.registry import Named, Registry
 from litjudge.engine.core.schema import Key
-from litjudge.engine.data.table import plain_number
+from litjudge.engine.data.table import fold, plain_number
 from litjudge.grammars import LabelSet
 
 from ..contract import MetricTable, Table
@@ -47,14 +47,6 @@ INTERVAL: Schema = {"n": pl.Int64, "ci_low": pl.Float64, "ci_high": pl.Float64, 
 CONTROL = r"\x00-\x1f\x7f"
 # what an answer's name may not hold: control characters, markup and template braces
 NOT_PLAIN = re.compile(rf"[{CONTROL}<>\[\]{{}}|\\`]")
-
-
-def fold(text: str) -> str:
-    """THE rule by which answers are matched, whatever their case and Unicode form: Unicode's
-    canonical caseless match, NFD(casefold(NFD(text))) (casefolding NFC text left some decomposed,
-    so `ΠΡΩΪ́` and `πρωΐ` no longer met). A human column, an annotation and the check that a
-    question's answers differ all read it."""
-    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", text).casefold())
 
 
 def check_answer_names(qid: str, names: list[str], what: str) -> None:
