@@ -29,6 +29,10 @@ def make(tmp_path, stories=None, tests=None, majority=None):
     (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 7, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown test id 7"),
     (None, None, [{"story_id": "9_X", "ttcw_idx": 1, "binary_verdict": "Yes"}], "expert_majority.json:1: unknown story_id '9_X'"),
     (None, None, [{"story_id": "0_GPT4", "ttcw_idx": 1, "binary_verdict": "maybe"}], "binary_verdict must be Yes or No"),
+    # a hostile pass: an entry that is no object was an internal error (TypeError)
+    ([STORY, 7], None, None, "stories.json:2: not a JSON object of fields (story_idx, story_id, content), got int 7"),
+    (None, [TEST, "ttcw_idx"], None, "tests.json:2: not a JSON object of fields (ttcw_idx, torrance_dimension, category, "
+                                     "question, full_prompt), got str 'ttcw_idx'"),
 ])
 def test_bad_rows_name_file_and_row(tmp_path, stories, tests, majority, message):
     folder = make(tmp_path, stories, tests, majority)
@@ -38,6 +42,10 @@ def test_bad_rows_name_file_and_row(tmp_path, stories, tests, majority, message)
 
 def test_non_utf8_and_invalid_json_are_named(tmp_path):
     folder = make(tmp_path)
+    (folder / "prompt_with_background.txt").write_bytes(b"Story:\n\xff{story}")     # an internal error before
+    with pytest.raises(DataError, match=r"prompt_with_background.txt:2: not utf-8 text \(byte 0 of this line\)"):
+        load_ttcw(folder, require_labels=False)
+    (folder / "prompt_with_background.txt").unlink()
     (folder / "stories.json").write_bytes('[{"content": "caf\xe9"}]'.encode("cp1252"))
     with pytest.raises(DataError, match="stories.json:1: not utf-8 text"):
         load_ttcw(folder, require_labels=False)

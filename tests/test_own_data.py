@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 
 import polars as pl
 import pytest
@@ -104,6 +105,49 @@ def test_a_values_map_matches_in_any_case_and_spacing_as_labels_are_read(tmp_pat
     cfg = write_config(tmp_path / "own.toml", base + mapping + 'A = "b"\nB = "a"\na = "a"\n')
     with pytest.raises(DataError, match=r"d.csv:4: value ' A ' of field 'label' \(column 'preferred'\) matches several keys of "
                                         r"\[dataset.values.label\] in another case or spacing \('a', 'b'\)"):
+        pairs_of(cfg)
+
+
+@pytest.mark.parametrize("extra, line", [
+    ('[dataset.columns]\nprompt = ["instruction"]\n', "dataset.columns.prompt: expected str, got list ['instruction']"),
+    ('[dataset.values]\nlabel = "x"\n', "dataset.values.label: expected a table, got str"),
+])
+def test_a_map_of_the_wrong_shape_is_one_line(tmp_path, extra, line):
+    """A hostile pass: each was an internal error (TypeError: unhashable type; AttributeError)."""
+    name = write_rows(tmp_path, "csv")
+    cfg = write_config(tmp_path / "m.toml", f'name = "m"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n[dataset]\n'
+                                              f'path = "{name}"\n{extra}')
+    with pytest.raises(LitjudgeError, match=re.escape(line)):
+        pairs_of(cfg)
+
+
+def test_a_score_no_float_holds_and_a_folder_named_as_data_are_one_line(tmp_path):
+    """A hostile pass: a score of 10**400 was an OverflowError; a folder named as the data read
+    "cannot be written (Is a directory)", of a file nothing writes."""
+    (tmp_path / "ideas.jsonl").write_text(json.dumps({"uid": "u1", "prompt_id": "g", "answer": "An idea.", "rating": 2})
+                                          + "\n"
+                                          + '{"uid": "u2", "prompt_id": "g", "answer": "Another.", "rating": 1'
+                                          + "0" * 400 + "}\n")
+    with pytest.raises(DataError, match=r"ideas.jsonl:2: field 'human_score' \(column 'rating'\) must be a finite "
+                                        r"number, got one of 401 digits"):
+        items_of(ideas_config(tmp_path, "ideas.jsonl"))
+    (tmp_path / "adir").mkdir()
+    cfg = write_config(tmp_path / "d.toml", config_text("adir").replace('path = "adir"', 'path = "adir"\nformat = "csv"'))
+    r = litjudge("plan", str(cfg))
+    assert r.returncode == 2 and "adir: Is a directory; check the path and run again" in r.stderr, r.stderr[-2000:]
+    assert "cannot be written" not in r.stderr
+
+
+def test_a_bad_byte_deep_in_a_csv_names_its_own_line(tmp_path):
+    """The text layer decodes a chunk ahead of the rows: a bad byte on line 501 was named as line
+    1, the one on line 2001 as line 1833."""
+    name = write_rows(tmp_path, "csv")
+    text = (tmp_path / name).read_bytes().splitlines(keepends=True)
+    rows = text[:1] + [f"q{i},P,a,b,model_a\n".encode() for i in range(600)]
+    rows[500] = b"q499,P,caf\xe9,b,model_a\n"
+    (tmp_path / name).write_bytes(b"".join(rows))
+    cfg = write_config(tmp_path / "m.toml", config_text(name))
+    with pytest.raises(DataError, match=r"prefs.csv:501: not UTF-8 text \(byte 10 of this line\)"):
         pairs_of(cfg)
 
 

@@ -237,7 +237,9 @@ def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
         fix = f"give {option} a folder, or move the file" if option else \
             "give --out (out= in Python, or LITJUDGE_RUNS_DIR) a folder, or move the file"
     else:
-        what, fix = f"cannot be written ({exc.strerror})", "check the folder and run again"
+        # a refusal of a read or a write alike (a folder where a data file is named, a name too long,
+        # a symbolic link loop): it read "cannot be written" for a data file that was never written
+        what, fix = f"{exc.strerror or exc}", "check the path and run again"
     return SystemFault(f"{path}: {what}; {fix}")
 
 

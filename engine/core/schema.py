@@ -113,7 +113,10 @@ def _check_type(value: Any, annotation: Any, where: str, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"expected a table, got {type(value).__name__}", where=where, parameter=key)
-        return value
+        (_, inner) = typing.get_args(annotation) or (str, Any)
+        # each entry's type too: `prompt = ["instruction"]` under [dataset.columns], or a string where
+        # [dataset.values] takes a table per field, reached the loader as an internal error
+        return {k: _check_type(v, inner, where, f"{key}.{k}") for k, v in value.items()}
     if annotation is type(None):
         if value is not None:
             raise ConfigError("expected nothing", where=where, parameter=key)

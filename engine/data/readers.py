@@ -27,8 +27,9 @@ def read_text(path: Path, encodings: tuple[str, ...] = ("utf-8-sig",)) -> str:
             return data.decode(enc)
         except UnicodeDecodeError as exc:
             first = first or exc
-    line = data[: first.start].count(b"\n") + 1 if first else None
-    raise DataError(f"not {' or '.join(e.replace('-sig', '') for e in encodings)} text (byte {first.start if first else 0} "
+    at = first.start if first else 0
+    line, column = data[:at].count(b"\n") + 1 if first else None, at - data.rfind(b"\n", 0, at) - 1
+    raise DataError(f"not {' or '.join(e.replace('-sig', '') for e in encodings)} text (byte {column} "
                     f"of this line)", path=str(path), row=line)
 
 
@@ -132,8 +133,21 @@ def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any
             hint = " (a quote opened in the row starting here is not closed where its cell ends)" \
                 if "expected after" in str(exc) or "end of data" in str(exc) else ""
             raise DataError(f"cannot be read as CSV: {exc}{hint}", path=str(path), row=start) from None
-        except UnicodeDecodeError as exc:
-            raise DataError(f"not UTF-8 text (byte {exc.start} of a line)", path=str(path), row=start) from None
+        except UnicodeDecodeError:
+            # decoded ahead of the rows, a chunk at a time: the row being read is not where the byte is
+            raise _not_utf8(path) from None
+
+
+def _not_utf8(path: Path) -> DataError:
+    """The line of the first byte that is not UTF-8 (a hostile pass: a bad byte on line 501 was
+    named as line 1, where the decoded chunk began)."""
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return DataError(f"not UTF-8 text (byte {exc.start} of this line)", path=str(path), row=n)
+    return DataError("not UTF-8 text", path=str(path))
 
 
 TYPE_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false", list: "a list",
@@ -210,8 +224,20 @@ def first_use(seen: dict[str, int], value: str, name: str, path: Path, row: int)
     seen[value] = row
 
 
+def _fits_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], path: Path, row: int) -> None:
-    """Every field present with the right type; strings non-empty; numbers finite."""
+    """Every field present with the right type; strings non-empty; numbers finite. A record that is
+    no object at all (a number or a string in a JSON list of records) is one line too."""
+    if not isinstance(rec, dict):
+        raise DataError(f"not a JSON object of fields ({', '.join(fields)}), got {type(rec).__name__} {rec!r:.40}",
+                        path=str(path), row=row)
     for name, typ in fields.items():
         if name not in rec or rec[name] is None:
             raise missing_field(rec, name, path, row) if name not in rec else \
@@ -223,3 +249,7 @@ def require(rec: dict[str, Any], fields: dict[str, type | tuple[type, ...]], pat
             raise DataError(f"field {name!r} is empty", path=str(path), row=row)
         if isinstance(rec[name], float) and not math.isfinite(rec[name]):
             raise DataError(f"field {name!r} must be a finite number, got {rec[name]!r}", path=str(path), row=row)
+        if isinstance(rec[name], int) and float in (typ if isinstance(typ, tuple) else (typ,)) \
+                and not _fits_float(rec[name]):          # float() raised OverflowError, an internal error
+            raise DataError(f"field {name!r} must be a finite number, got one of {len(str(abs(rec[name])))} digits",
+                            path=str(path), row=row)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import DataError
-from .readers import first_use, read_json_list, read_jsonl, require
+from .readers import first_use, read_json_list, read_jsonl, read_text, require
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def load_ttcw(folder: Path, instructions: Path | None = None, require_labels: bo
                              None if is_url else content))
     template = folder / "prompt_with_background.txt"
     data = TTCWData(stories, tests, folder=folder,
-                    upstream_template=template.read_text(encoding="utf-8") if template.exists() else None)
+                    upstream_template=read_text(template, ("utf-8",)) if template.exists() else None)
     known_tests, known_stories = {t.idx for t in tests}, {s.story_id for s in stories}
     maj = folder / "expert_majority.json"
     if maj.exists():

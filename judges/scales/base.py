@@ -81,11 +81,14 @@ def rate_row(metric: str, rows: pl.DataFrame, values: pl.Expr) -> dict:
 
 def number(value: Any) -> float:
     """A human column's number: an int or float as it is, a string only as plain decimal digits; NaN
-    for anything else (true/false are no numbers here)."""
+    for anything else (true/false are no numbers here), infinite for an integer too large for a float."""
     if isinstance(value, bool):
         return math.nan
     if isinstance(value, numbers.Real):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:              # an integer no float holds (10**400): beyond any scale
+            return -math.inf if str(value).startswith("-") else math.inf
     parsed = plain_number(value) if isinstance(value, str) else None
     return math.nan if parsed is None else parsed
 
