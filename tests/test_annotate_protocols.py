@@ -127,6 +127,27 @@ def test_a_points_headline_is_estimated_on_its_scale(points_first, tmp_path):
     assert e.half_width == pytest.approx(4 * unit.half_width) and e.lam == pytest.approx(unit.lam)
 
 
+def test_annotators_agreement_is_on_the_estimates_question_alone(points_first, tmp_path):
+    """Two annotators of every text, agreeing on each vivid point and never on the yes/no question
+    after it: the page's alpha is the headline's (perfect, over its items), where it pooled both
+    questions' unlike labels into one (a new user's try)."""
+    from litjudge.judges.metrics.agreement import krippendorff_alpha
+
+    run = fresh(points_first, tmp_path)
+    with InThread(run, budget=6, per_item=2) as s, s.client() as c:
+        for who in ("ann", "bob"):
+            while not (item := c.get("/api/next", params={"annotator": who}).json())["done"]:
+                k = int(item["cluster"][1:])
+                post(c, item, {x["item"]: (str(1 + k % 5) if x["item"].endswith("vivid") else
+                                           "Yes" if who == "ann" else "No") for x in item["questions"]},
+                     annotator=who).raise_for_status()
+        agreement = c.get("/api/estimate").json()["agreement"]
+        texts = {json.loads(x)["cluster"] for x in c.get("/api/export.jsonl").text.splitlines()}
+    assert len(texts) > 2 and agreement == {"krippendorff_alpha": 1.0, "items": len(texts), "level": "nominal"}
+    pooled = [["Yes", "No"]] * len(texts) + [[str(1 + int(t[1:]) % 5)] * 2 for t in texts]
+    assert krippendorff_alpha(pooled).value < 0.5           # what it printed, both questions pooled
+
+
 @pytest.mark.parametrize("column, said", [("distribution", ""), ("analysis_distribution", " read after their analysis")])
 def test_a_rubric_reads_the_judges_distribution_over_the_points(points_first, tmp_path, column, said):
     """Distribution mode's P(label), or analyze mode's read after the analysis: the same reading."""

@@ -26,13 +26,16 @@ def latest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str
     return out
 
 
-def agreement(answers: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, Any]:
-    """Krippendorff's alpha (nominal) between annotators, over the items two or more answered."""
+def agreement(queue: Queue, answers: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, Any]:
+    """Krippendorff's alpha (nominal) between annotators, over the items of the quantity's questions
+    that two or more answered: a rubric's other questions (another scale: a yes/no beside points
+    beside genres) were pooled into one alpha of unlike labels (a new user's try)."""
     by_item: dict[str, list[str]] = {}
     for (_, item), (_, label) in answers.items():
-        by_item.setdefault(item, []).append(label)
+        if queue.question(item).counted:
+            by_item.setdefault(item, []).append(label)
     alpha = krippendorff_alpha(list(by_item.values()))
-    return {"krippendorff_alpha": _num(alpha.value), "items": alpha.n}
+    return {"krippendorff_alpha": _num(alpha.value), "items": alpha.n, "level": "nominal"}
 
 
 def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
@@ -93,7 +96,7 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
             "whole_range": whole_range(act, b),
-            "agreement": agreement(latest(rows)), "curve": points, "waiting": waiting(queue, totals, k)}
+            "agreement": agreement(queue, latest(rows)), "curve": points, "waiting": waiting(queue, totals, k)}
 
 
 def waiting(queue: Queue, totals: Mapping[int, float], k: int) -> dict[str, Any] | None:

@@ -162,8 +162,8 @@
     $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '',
                                   e.whole_range ? `${e.whole_range}.` : '', held].filter(Boolean).join(' ');
     const ag = e.agreement;
-    $('#agree').textContent = ag.items ? `Agreement between annotators: Krippendorff's alpha ${fmt(ag.krippendorff_alpha)} ` +
-      `over ${ag.items} items answered by two or more.` : '';
+    $('#agree').textContent = ag.items ? `Agreement between annotators on the estimate's question: Krippendorff's ` +
+      `alpha (nominal) ${fmt(ag.krippendorff_alpha)} over ${ag.items} items answered by two or more.` : '';
     $('#gained').textContent = e.labels_gained === null ? '–' : e.labels_gained.toFixed(1);
     $('#plotbox').replaceChildren(svgPlot(e.curve));
   }
