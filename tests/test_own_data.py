@@ -138,6 +138,22 @@ def test_a_score_no_float_holds_and_a_folder_named_as_data_are_one_line(tmp_path
     assert "cannot be written" not in r.stderr
 
 
+def test_a_device_or_a_pipe_named_as_data_or_recording_is_refused(tmp_path):
+    """A hostile pass: /dev/zero read as JSONL grew until the kernel killed the run, and a FIFO as
+    the data or the recording waited forever."""
+    from litjudge.engine.backends.replay import replay_source
+    from litjudge.engine.core.errors import JudgeNotFound
+
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    for data in ("/dev/zero", str(tmp_path / "pipe.jsonl")):
+        cfg = write_config(tmp_path / "z.toml", config_text(data).replace(MAPPING, "") + 'format = "jsonl"\n')
+        with pytest.raises(DataError, match="is not a regular file or folder"):
+            pairs_of(cfg)
+    with pytest.raises(JudgeNotFound, match="are not a file"):
+        replay_source(f"replay:{tmp_path / 'pipe.jsonl'}", load_config(write_config(tmp_path / "c.toml",
+                                                                                      config_text("x.csv"))))
+
+
 def test_a_bad_byte_deep_in_a_csv_names_its_own_line(tmp_path):
     """The text layer decodes a chunk ahead of the rows: a bad byte on line 501 was named as line
     1, the one on line 2001 as line 1833."""

@@ -42,6 +42,9 @@ def replay_source(name: str, config: RunConfig) -> Path:
         path = beside if not path.is_absolute() and not path.exists() and beside.is_file() else path
         if not path.exists():
             raise JudgeNotFound(f"no recorded outputs for judge {name!r}: {path} does not exist")
+        if not path.is_file():          # a folder; a pipe or a device was read forever
+            raise JudgeNotFound(f"the recorded outputs of judge {name!r}, {path}, are not a file (a folder, a device or "
+                                "a pipe): give a JSONL file")
         return path
     folder = load_card("ttcw").folder(config.data_root)
     path = folder / "judge_outputs" / f"{ref}.jsonl"

@@ -116,6 +116,9 @@ def load_dataset(card: DatasetCard, kind: str, location: Path) -> Any:
         raise DataError(f"dataset {card.name!r} is not at {location}" + (
             f": run `litjudge data fetch {card.name}` (from {card.upstream['repository']}, verified)" if card.upstream
             else " (set --data-root or LITJUDGE_DATA_ROOT)"))
+    if not card.hub and not location.is_file() and not location.is_dir():
+        # a device or a pipe: /dev/zero read as JSONL grew until the kernel killed the run, a FIFO waited forever
+        raise DataError("is not a regular file or folder (a device or a pipe?): give a data file", path=str(location))
     if card.loader in FOLDER_LOADERS and location.is_file():
         raise DataError(f"dataset {card.name!r} (loader {card.loader!r}) reads a folder ({FOLDER_LOADERS[card.loader]}), "
                         "not a file: give the folder, or a config whose dataset layout reads files (e.g. "
