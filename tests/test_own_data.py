@@ -154,6 +154,15 @@ def test_a_device_or_a_pipe_named_as_data_or_recording_is_refused(tmp_path):
                                                                                       config_text("x.csv"))))
 
 
+def test_an_error_line_writes_control_characters_as_escapes(tmp_path):
+    """A hostile pass: a path holding a NUL or an escape (which starts a terminal sequence) reached
+    the terminal raw in the error line."""
+    cfg = write_config(tmp_path / "e.toml", config_text("x\\u001b[31m\\u0000.csv"))
+    r = litjudge("plan", str(cfg))
+    assert r.returncode == 2 and "x\\x1b[31m\\x00.csv" in r.stderr, r.stderr[-2000:]
+    assert "\x1b" not in r.stderr and "\x00" not in r.stderr
+
+
 def test_a_bad_byte_deep_in_a_csv_names_its_own_line(tmp_path):
     """The text layer decodes a chunk ahead of the rows: a bad byte on line 501 was named as line
     1, the one on line 2001 as line 1833."""

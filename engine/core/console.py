@@ -28,6 +28,16 @@ def terminal() -> TextIO:
     return _terminal or sys.stderr
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
+
+
+def printable(text: str) -> str:
+    """A message as the terminal shows it: control characters a path, an id or a judged text carried
+    in (a NUL, an escape that would start a terminal sequence) written as escapes (\\x1b); newlines
+    and tabs stay."""
+    return text.translate(_CONTROL)
+
+
 # What litjudge says (notes, warnings) goes through this logger, never `print`, so a Python caller
 # decides what is shown (logging's configuration, or `judge(progress=...)`); the console shows it
 # all on the terminal (`shown`). Outside `shown`, logging's own rules hold: a warning reaches stderr

@@ -19,7 +19,7 @@ from litjudge.judges import PROTOCOLS
 
 from ...core import envs
 from ...core.config import DTYPES
-from ...core.console import prepare_environment, quiet, shown, terminal
+from ...core.console import prepare_environment, printable, quiet, shown, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, PluginInterrupted, fault
 from ...core.manifest import litjudge_version
 from ...core.session import Session
@@ -333,7 +333,7 @@ def command(argv: list[str] | None) -> int:
         session = args.session = command_session(args)
         args.console_log = log = console_log(session)
     except LitjudgeError as exc:
-        print(f"litjudge: error: {exc}", file=terminal())
+        print(printable(f"litjudge: error: {exc}"), file=terminal())
         return 2
     try:
         with quiet(log, enabled=not args.verbose), shown():
@@ -341,7 +341,7 @@ def command(argv: list[str] | None) -> int:
             sys.stdout.flush()              # a closed pipe is met here, where it is answered, not at exit
             return code
     except (LitjudgeError, GrammarError) as exc:
-        print(f"litjudge: error: {exc}", file=terminal())
+        print(printable(f"litjudge: error: {exc}"), file=terminal())
         return 2
     except Terminated:
         stored = "; finished verdicts are stored and a re-run resumes" if args.command in JUDGING else ""
@@ -359,15 +359,15 @@ def command(argv: list[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # the interpreter's last flush goes nowhere
         return 128 + signal.SIGPIPE
     except OSError as exc:
-        print(f"litjudge: error: {fault(exc, exc.filename or 'a file')}", file=terminal())
+        print(printable(f"litjudge: error: {fault(exc, exc.filename or 'a file')}"), file=terminal())
         return 2
     except Exception as exc:  # noqa: BLE001  (a bug: one line here, the traceback in a file)
         try:
             where = f"; the traceback is in {crash_log(exc, session)}"
         except OSError:
             where = ""
-        print(f"litjudge: internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug, please report it{where})",
-              file=terminal())
+        print(printable(f"litjudge: internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug, please report "
+                        f"it{where})"), file=terminal())
         return 1
 
 
