@@ -87,9 +87,12 @@ def beside(baseline: Baseline, protocol: str, tables: dict[str, pl.DataFrame], w
             for metric, paper in row.values.items():
                 low, high = (_number(x) for x in _interval(found, metric))
                 run_value = _number(found.get(metric))
+                # the run's own count beside its value: a run of other items (504 judgeable stories'
+                # tests against the paper's 672) printed OUTSIDE with nothing saying so
+                n = found.get("n")
                 out.append({"paper_judge": row.judge, "run_judge": found["judge"], "metric": metric, "paper": paper,
-                            "run": run_value, "ci_low": low, "ci_high": high,
-                            "inside": None if low is None or high is None else low <= paper <= high})
+                            "run": run_value, "run_n": n if isinstance(n, int) else None, "ci_low": low,
+                            "ci_high": high, "inside": None if low is None or high is None else low <= paper <= high})
     schema = {"paper_judge": pl.Utf8, "run_judge": pl.Utf8, "metric": pl.Utf8, "paper": pl.Float64, "run": pl.Float64,
-              "ci_low": pl.Float64, "ci_high": pl.Float64, "inside": pl.Boolean}
+              "run_n": pl.Int64, "ci_low": pl.Float64, "ci_high": pl.Float64, "inside": pl.Boolean}
     return pl.DataFrame(out, schema=schema)

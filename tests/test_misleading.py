@@ -5,6 +5,7 @@ manifest (the run's own `[api] key_env`, not OPENAI_API_KEY), `plan` where the r
 (say where it looked), and a sweep's corrupt store (`--rebuild-store` sets it aside)."""
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -106,3 +107,23 @@ def test_rebuild_store_sets_a_sweeps_corrupt_store_aside(tmp_path):
     db = sqlite3.connect(store)
     assert db.execute("SELECT count(*) FROM results").fetchone()[0] == 8
     db.close()
+
+
+def test_a_sweep_names_a_constant_judge_as_a_run_does(tmp_path):
+    """A new user's sweep ranked a judge answering one label to every item (its agreement is
+    defined: kappa 0, no better than chance) without the warning a run of it prints: the sweep's
+    warnings now name it, cell by cell."""
+    pairs = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i} words",
+              "label": "ab"[i % 2]} for i in range(6)]
+    cfg = pairs_run(tmp_path, name="s", pairs=pairs)
+    varied = tmp_path / "varied.jsonl"
+    varied.write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "AB"[(i + (o == "ba")) % 2]}) + "\n"
+                              for i in range(6) for o in ("ab", "ba")))
+    cfg.write_text(cfg.read_text().replace(f'judge = "replay:{tmp_path / "answers.jsonl"}"\n',
+                                           f'[matrix]\njudge = ["replay:{tmp_path / "answers.jsonl"}", "replay:{varied}"]\n'))
+    r = cli("run", str(cfg), "--quiet", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = [line for line in r.stderr.splitlines() if "a constant judge" in line]
+    assert len(said) == 1 and "answers.jsonl" in said[0] and "varied" not in said[0], r.stderr[-2000:]
+    manifest = json.loads((tmp_path / "runs" / "out" / "s" / "manifest.json").read_text())
+    assert any("a constant judge" in w for w in manifest["warnings"]), manifest["warnings"]

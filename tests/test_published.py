@@ -57,3 +57,4 @@ def test_compare_puts_the_notebook_beside_the_replay_run(tmp_path):
         low, high = cluster_bootstrap(j["story_id"].to_list(), truth, pred, balanced_accuracy)
         assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), abs=1e-12)
         assert round(row["run"], 2) == row["paper"]
+        assert row["run_n"] == j.height               # the items behind it: the paper's are all 672

@@ -6,12 +6,12 @@ pairwise accuracy over both orders, TTCW agreement over all tests, reference-Lik
 Never "the table's first row": that ranked pairwise judges by the order-ab row alone, where a judge
 that always answers "A" beats a good one on data whose better text is shown first.
 
-Ties with the best: every cell is compared with the best by one simultaneous paired cluster
-bootstrap over the clusters (stories, pairs, lists) all cells were judged on
+Ties with the best: every cell is compared with the best by one simultaneous cluster bootstrap
+drawing from the union of the cells' clusters (stories, pairs, lists), paired where cells share them
 (`metrics.estimates.same_as_best`): the chance that any cell truly as good as the best is marked
 worse is about 5% at most, the best having been picked on the same data (tested in
 tests/test_conformance.py). `same_as_best` is True where the comparison cannot separate the cell
-from the best, False where it can, None where fewer than MIN_CLUSTERS clusters are shared by all. The top
+from the best, False where it can, None where the cell has fewer than MIN_CLUSTERS clusters. The top
 row's own value is optimistic when many cells are close (the winner's curse: with 20 equally good
 cells its interval covered the truth in 53% of sweeps): read the set marked same_as_best, not the
 winner alone.
@@ -32,9 +32,10 @@ import polars as pl
 from litjudge.judges.metrics.bootstrap import RESAMPLES
 from litjudge.judges.metrics.estimates import Units, intervals_with_notes, same_as_best
 
-MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous paired cluster bootstrap of every cell against the best over the "
-                        "clusters all share (max pairwise error, 95%): a cell marked false is worse than the best with "
-                        "95% family-wise confidence; true cannot be told apart from it; read that set, not the winner")
+MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous cluster bootstrap of every cell against the best, drawing from "
+                        "all cells' clusters (paired where cells share them; max pairwise error, 95%): a cell marked "
+                        "false is worse than the best with 95% family-wise confidence; true cannot be told apart from it; "
+                        "read that set, not the winner")
 
 
 @dataclass(frozen=True)

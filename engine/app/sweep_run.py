@@ -41,6 +41,7 @@ from ..core.session import Session
 from ..core.store import Store
 from ..core.verdicts import answered_and_unread, verdict_frame
 from .calibrate import SAMPLE
+from .constant_judge import constant_judge_warnings
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .results_file import sweep_results, tidy, write_results
@@ -277,7 +278,9 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
             for setting in sweep.post_settings():
                 ctx = _context(prep, cell, setting, spec)
                 tables = protocol.tables(verdicts, ctx)
-                warned.update(dict.fromkeys(f"cell {cell.id}: {w}" for w in ctx.warnings))
+                # a constant judge's agreement is defined (kappa 0) and ranked: said as a run says it
+                warned.update(dict.fromkeys(f"cell {cell.id}: {w}" for w in
+                                            [*ctx.warnings, *constant_judge_warnings(verdicts, tables)]))
                 head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
                         **{k: v for k, v in setting.items()}, "judge": spec.name}
                 tidied = tidy(tables, protocol.declared, head)
