@@ -122,6 +122,12 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
     args = _checked_arguments(JUDGE_WHERE, out=out, cache=cache, progress=progress, overwrite=overwrite, name=name,
                               rebuild_store=rebuild_store)
     out, cache, progress, overwrite, name = (args[k] for k in ("out", "cache", "progress", "overwrite", "name"))
+    # first: ["pairwise"] was an unhashable TypeError, " pairwise" blamed on the `name` made of it
+    if not isinstance(protocol, str):
+        raise ConfigError(f"expected a protocol's name (one of {', '.join(PROTOCOLS.names())}), got "
+                          f"{type(protocol).__name__} {protocol!r:.60}", where=JUDGE_WHERE, parameter="protocol")
+    if protocol not in PROTOCOLS:
+        PROTOCOLS.get(protocol)                           # unknown: one line with "did you mean"
     moved = _option_keywords(protocol, config)            # questions=[...]: an option of the rubric protocol
     if moved:
         given = dict(options or {})
@@ -149,13 +155,19 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         created = not run_dir.exists()
         refuse_foreign(run_dir, OVERWRITE)            # a folder of the user's: before the lock writes into it
         lock = RunLock(run_dir)                       # taken before the rows are written into the folder
+        previous: bytes | None = None
         try:
             claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
             if lines is not None:
+                previous = path.read_bytes() if path.is_file() else None
                 _write_rows(lines, path)
             done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock,
                                                                    rebuild=args["rebuild_store"]))
         except LitjudgeError as exc:
+            if previous is not None and isinstance(exc, DataError):
+                # rows refused while read (a bad label on row 6 of an overwrite): the folder's tables
+                # were made from the rows before, which it keeps, so `load()` reads them together
+                _write_rows(previous, path)
             lock.release()
             if created and not (run_dir / "store.sqlite").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)   # a refusal leaves no folder behind
@@ -188,9 +200,12 @@ def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: An
     if values is not None and not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
         raise ConfigError('expected a dict of field -> {your value: litjudge\'s}, e.g. values={"label": {"first": "a"}}',
                           where=JUDGE_WHERE, parameter="values")
-    if category_order is not None and (isinstance(category_order, str) or not all(
+    # a list or a tuple only: a set's order changes from one process to the next (spearman_category
+    # read -0.91 for +0.91), a dict's keys ignore its values, a generator was used up by this check
+    if category_order is not None and (not isinstance(category_order, list | tuple) or not all(
             isinstance(c, str) for c in category_order)):
-        raise ConfigError('expected a list of your category names, worst first, e.g. category_order=["low", "high"]',
+        raise ConfigError('expected a list of your category names, worst first, e.g. category_order=["low", "high"] '
+                          f"(a set or a dict has no order to trust), got {type(category_order).__name__}",
                           where=JUDGE_WHERE, parameter="category_order")
     table["dataset"] = {"name": "python", "title": "your data (litjudge.judge)", "loader": "table", "root": "card",
                         **({"category_order": list(category_order)} if category_order is not None else {}),
@@ -268,7 +283,7 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
                               rebuild_store=rebuild_store)
     out, cache, progress, overwrite = (args[k] for k in ("out", "cache", "progress", "overwrite"))
     if isinstance(config, Mapping):
-        table, where = json.loads(json.dumps(plain_table(config, "config"), default=str)), RUN_WHERE
+        table, where = _config_values(plain_table(config, "config"), "config"), RUN_WHERE
     elif is_path(config):
         table, where = read_toml(config), str(config)
     else:
@@ -284,6 +299,23 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
                             f"{sum(m.unanswered for m in done.incomplete)} requests unanswered; run it "
                             "again to ask them")
     return _finished(done.run_dir)
+
+
+def _config_values(value: Any, key: str) -> Any:
+    """A config given as a dict, as TOML would hold it: a numpy number as its Python number, and any
+    other value that is no text, number, true/false, list or table one line naming its key (they
+    were turned into text: bytes b"Is it good?" reached the prompt as "b'Is it good?'", and
+    limit=np.int64(3) was refused as the string '3')."""
+    if isinstance(value, dict):
+        return {k: _config_values(v, f"{key}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_config_values(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return _config_values(value.item(), key)
+    raise ConfigError(f"{type(value).__name__} is no config value (text, a number, true or false, a list or a dict), "
+                      f"got {value!r:.60}", where=RUN_WHERE, parameter=key.removeprefix("config."))
 
 
 def _finished(run_dir: Path | None) -> Result:

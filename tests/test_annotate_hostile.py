@@ -177,8 +177,9 @@ def test_a_key_reused_for_other_answers_is_refused_not_dropped(fresh):
     ({"lock_seconds": float("nan")}, "--lock must be a number of seconds > 0, got nan"),
     ({"lock_seconds": -5.0}, "--lock must be a number of seconds > 0, got -5.0"),
     ({"port": 99999}, "--port must be a port from 0 to 65535 (0: a free one), got 99999"),
-    ({"budget": "5"}, "--budget must be a whole number >= 1, got '5'"),
-    ({"budget": True}, "--budget must be a whole number >= 1, got True"),
+    ({"budget": "5"}, "--budget must be a whole number from 1 to 1,000,000, got '5'"),
+    ({"budget": True}, "--budget must be a whole number from 1 to 1,000,000, got True"),
+    ({"budget": 10**12}, "--budget must be a whole number from 1 to 1,000,000, got 1000000000000"),  # 7.28 TiB asked
     ({"floor": float("nan")}, "--floor must be a number in (0, 1], got nan"),
     ({"seed": -2}, "--seed must be a whole number >= 0, got -2"),
     ({"per_item": 0}, "--per-item must be a whole number >= 1, got 0")])
@@ -200,6 +201,15 @@ def test_the_python_call_names_a_wrong_option_and_a_bad_annotator_in_one_line(fr
         litjudge.annotate(fresh, annotator='x"><script>')
     with pytest.raises(ConfigError, match=r"^port must be a port from 0 to 65535"):
         litjudge.annotate(fresh, port=70000)
+    # a hostile pass: no run at all was a TypeError of pathlib's; numpy's numbers failed when stored
+    for run in (None, 5, [str(fresh)]):
+        with pytest.raises(ConfigError, match=r"annotate takes a finished run \(a Result, or its folder"):
+            litjudge.annotate(run)
+    import numpy as np
+    litjudge.annotate(fresh, budget=np.int64(5), floor=np.float32(0.25)).stop()
+    again = litjudge.annotate(fresh, budget=5, floor=0.25)             # the stored settings: the same numbers
+    again.stop()
+    assert (again.queue.protocol, len(again.queue.design.draws)) == ("rubric", 5)
 
 
 def test_an_import_of_a_text_not_drawn_or_a_time_that_is_not_one_is_refused(fresh):

@@ -5,6 +5,7 @@ path is the same `engine.app.run.run` the console drives and tests elsewhere."""
 import json
 import math
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import polars as pl
 import pytest
 
 import litjudge
+from litjudge.engine.core.errors import ConfigError, DataError
 from litjudge.engine.core.run_lock import RunLock
 from tests.conftest import PROJECT_ROOT
 
@@ -213,6 +215,13 @@ def test_run_takes_a_config_file_or_a_dict_and_overrides(tmp_path):
                          progress=False)
     assert sweep.kind == "sweep" and sweep.tables["sweep_ranking"].height >= 1
     assert litjudge.load(sweep.run_dir).kind == "sweep"
+    # a dict's values as TOML holds them (a hostile pass: each was turned into text): a numpy number
+    # is its number, bytes are one line naming the key
+    import numpy as np
+    r = litjudge.run({**table, "name": "np", "limit": np.int64(2)}, out=tmp_path / "out", progress=False)
+    assert r.verdicts.height == 4
+    with pytest.raises(ConfigError, match=r"options.note: bytes is no config value .*got b'Is it good\?'"):
+        litjudge.run({**table, "name": "b", "options": {"note": b"Is it good?"}}, out=tmp_path / "out", progress=False)
     with pytest.raises(litjudge.ConfigError, match="run config not found"):
         litjudge.run(tmp_path / "missing.toml")
     with pytest.raises(litjudge.ConfigError, match=r"litjudge.run\(dict\): protocl: unknown key"):
@@ -338,3 +347,32 @@ def test_a_tie_verdict_is_half_credit_in_each_order_as_in_the_combined_verdict(t
     units = Pairwise().rank_units(r.tables, r.verdicts["judge"][0], RankBy("accuracy.accuracy"),
                                   PairwiseOptions(tie=True))
     assert units is not None and units.value() == 0.75
+
+
+def test_an_overwrite_refused_for_a_bad_row_leaves_the_folder_as_it_was(tmp_path):
+    """A hostile pass: `overwrite=True` with a bad label on row 6 raised, but had replaced the
+    folder's input rows first, beside tables made from the old ones (`load()` read them together).
+    The folder keeps its rows; the same call without the bad row then replaces it."""
+    first = judged(tmp_path, pd.DataFrame(pairs()), name="victim")
+    before = (first.run_dir / "input" / "data.jsonl").read_bytes()
+    bad = pairs()
+    bad[5]["winner"] = "maybe"
+    with pytest.raises(DataError, match="maybe"):
+        judged(tmp_path, pd.DataFrame(bad), name="victim", overwrite=True)
+    assert (first.run_dir / "input" / "data.jsonl").read_bytes() == before
+    assert litjudge.load(first.run_dir).tables["accuracy"].equals(first.tables["accuracy"])
+    again = judged(tmp_path, pd.DataFrame(pairs(10)), name="victim", overwrite=True)
+    assert again.verdicts.height == 20
+
+
+def test_a_category_order_with_no_order_to_trust_is_refused():
+    """A set's order changes between processes (spearman_category read -0.91 for +0.91), a dict
+    ignores its values, a generator was used up by the check: a list or a tuple only."""
+    rows = [{"item_id": f"i{k}", "group": "g", "text": f"t{k}", "category": "low"} for k in range(3)]
+    for protocol, said in ((["listwise"], "protocol: expected a protocol's name"),
+                           (" listwise", "unknown protocol ' listwise' (did you mean 'listwise'?)")):
+        with pytest.raises(ConfigError, match=re.escape(said)):         # not a TypeError, nor blamed on `name`
+            litjudge.judge(rows, protocol=protocol, judge="replay:x.jsonl", progress=False)
+    for order in ({"low", "high"}, {"high": 2, "low": 1}, (c for c in ["low", "high"]), 5):
+        with pytest.raises(ConfigError, match="category_order: expected a list of your category names"):
+            litjudge.judge(rows, protocol="listwise", judge="replay:x.jsonl", category_order=order, progress=False)

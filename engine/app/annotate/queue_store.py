@@ -35,6 +35,9 @@ def _real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+MAX_BUDGET = 1_000_000       # draws: 10**12 asked numpy for 7.28 TiB of draw indices
+
+
 @dataclass(frozen=True)
 class Options:
     """How a queue is drawn and served, checked here for the console and Python alike: each wrong
@@ -51,7 +54,8 @@ class Options:
 
     def __post_init__(self) -> None:
         for name, ok, need in (
-                ("budget", self.budget is None or (_whole(self.budget) and self.budget >= 1), "a whole number >= 1"),
+                ("budget", self.budget is None or (_whole(self.budget) and 1 <= self.budget <= MAX_BUDGET),
+                 f"a whole number from 1 to {MAX_BUDGET:,}"),
                 ("floor", self.floor is None or (_real(self.floor) and 0.0 < self.floor <= 1.0), "a number in (0, 1]"),
                 ("seed", self.seed is None or (_whole(self.seed) and self.seed >= 0), "a whole number >= 0"),
                 ("per_item", _whole(self.per_item) and self.per_item >= 1, "a whole number >= 1"),
@@ -60,6 +64,14 @@ class Options:
                 ("port", _whole(self.port) and 0 <= self.port <= 65535, "a port from 0 to 65535 (0: a free one)")):
             if not ok:
                 raise ConfigError([OPTIONS[name], f" must be {need}, got {getattr(self, name)!r}"])
+        # numpy's numbers as Python's: they are stored as JSON (np.int64(5) failed there, after the
+        # store was made)
+        for name in ("budget", "seed", "per_item", "port"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("floor", "lock_seconds"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
 
 
 @dataclass(frozen=True)

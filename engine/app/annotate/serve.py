@@ -9,6 +9,7 @@ import io
 import ipaddress
 import json
 import math
+import os
 import socket
 import threading
 import time
@@ -304,5 +305,8 @@ def annotate(run: Any, *, budget: int | None = None, per_item: int = 1, floor: f
              lock_seconds: float = 600.0) -> Annotation:
     """`litjudge.annotate`: the annotation app of a finished run (a Result or its folder), served
     from a thread of this process on a free port; returns it running (`.url`, `.stop()`)."""
-    path = Path(getattr(run, "run_dir", run))
-    return Annotation(path, Options(budget, floor, seed, per_item, lock_seconds, host, port), annotator).start()
+    folder = getattr(run, "run_dir", run)
+    if not isinstance(folder, str | os.PathLike):
+        raise ConfigError(f"annotate takes a finished run (a Result, or its folder as a str or Path), got "
+                          f"{type(run).__name__} {run!r:.60}", parameter="run")
+    return Annotation(Path(folder), Options(budget, floor, seed, per_item, lock_seconds, host, port), annotator).start()

@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=lazy(".export_commands:cmd_export"))
     cmp_ = sub.add_parser("compare", help="the report's panels side by side across runs (judges, prompt variants)")
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN")
-    cmp_.add_argument("--out", help="folder to write (default: runs/out/compare-A-vs-B)")
+    cmp_.add_argument("--out", help="folder to write (default: compare-A-vs-B beside the first run's folder)")
     cmp_.add_argument("--published", metavar="NAME",
                       help="the paper's numbers beside the run's, with its 95%% CI (ttcw-notebook, litbench, li2025)")
     cmp_.set_defaults(fn=lazy(".commands:cmd_compare"))
