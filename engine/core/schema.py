@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
 import types
 import typing
 from typing import Any
@@ -51,8 +52,9 @@ def check_choices(table: Any) -> None:
 
 
 def finite(x: float) -> bool:
-    """Neither NaN nor infinite (TOML has both): every float setting's range check starts here."""
-    return x == x and x not in (float("inf"), float("-inf"))
+    """A number, neither NaN nor infinite (TOML has both): every float setting's range check starts
+    here (a text, `temperature="hot"` from Python, was a TypeError at the range's comparison)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and x == x and x not in (float("inf"), float("-inf"))
 
 
 def check_field(ok: bool, field: str, message: str) -> None:
