@@ -30,7 +30,9 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
                   hi: str | None = None, ylim: tuple[float, float] | None = None):
     df = _who(df)
     xs = df[x].unique(maintain_order=True).to_list()
-    whos = df["who"].unique(maintain_order=True).to_list()
+    # judges in one order, each its own colour in every chart (in the order met, one judge was
+    # orange in the kappa chart and pink in the pass-rate chart)
+    whos = sorted(df["who"].unique().to_list(), key=str)
     names = [_legend_name(w) for w in whos]
     beside = 0.6 + 0.055 * max(map(len, names)) if len(whos) > 1 else 0.0      # the legend's room, in inches
     fig, ax = plt.subplots(figsize=(min(12.0, max(6.0, 0.35 * len(xs) * max(1, len(whos)) + 2)) + beside, 3.8))
@@ -45,7 +47,7 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
             err = np.array([[h - vals[v][lo] if v in vals and vals[v][lo] is not None else 0 for v, h in zip(xs, heights)],
                             [vals[v][hi] - h if v in vals and vals[v][hi] is not None else 0 for v, h in zip(xs, heights)]])
             err = np.nan_to_num(np.clip(err, 0, None))
-        ax.bar(pos, heights, width, label=names[k], yerr=err, capsize=2 if err is not None else 0)
+        ax.bar(pos, heights, width, label=names[k], yerr=err, capsize=2 if err is not None else 0, color=f"C{k % 10}")
     crowded = len(xs) > 6 or max((len(str(v)) for v in xs), default=0) * len(xs) > 60
     ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30 if crowded else 0,
                   ha="right" if crowded else "center")
@@ -85,9 +87,13 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
         view = _comparable_view(per_test)
         wide = _who(view).pivot(on="who", index="test", values="kappa", aggregate_function="first")
         fleiss = view.group_by("test", maintain_order=True).agg(pl.col("expert_fleiss_kappa").first())
+        judgeable = (view["view"] == "judgeable").any()
         p = Panel("Agreement with the expert majority, per TTCW test",
                   "Cohen's kappa and balanced accuracy of each judge against the 2-of-3 expert majority; "
-                  "the experts' own Fleiss' kappa per test is a ceiling of sorts.",
+                  "the experts' own Fleiss' kappa per test is a ceiling of sorts."
+                  + (" Over the judgeable stories (those with text), so that judges stand on the same stories; "
+                     "the per_test table below has the all-items view too. A missing bar: undefined (one expert "
+                     "class in that test)." if judgeable else ""),
                   [("kappa_per_test", wide.join(fleiss, on="test")), ("per_test", per_test)])
         p.figures.append(("kappa_per_test", _grouped_bars(view, "test", "kappa", "Cohen's kappa per test", "kappa")))
         p.figures.append(("bacc_per_test", _grouped_bars(view, "test", "balanced_accuracy", "Balanced accuracy per test",
@@ -104,7 +110,8 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
         experts = view.unique("source", maintain_order=True)
         ax.scatter(np.arange(experts.height), experts["expert_pass_rate"].to_list(), color="black", marker="D",
                    zorder=5, label="experts")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)   # beside, not over a bar
+        fig.tight_layout()
         out.append(Panel("Pass rates per story source", "", [("pass_rates_by_source", by_source)],
                          [("pass_rates_by_source", fig)]))
     if "story_counts" in t:
