@@ -376,3 +376,29 @@ def test_a_category_order_with_no_order_to_trust_is_refused():
     for order in ({"low", "high"}, {"high": 2, "low": 1}, (c for c in ["low", "high"]), 5):
         with pytest.raises(ConfigError, match="category_order: expected a list of your category names"):
             litjudge.judge(rows, protocol="listwise", judge="replay:x.jsonl", category_order=order, progress=False)
+
+
+def test_threads_judging_into_one_folder_are_told_another_thread_holds_it(tmp_path):
+    """A hostile pass: of 4 threads calling judge() with the same rows into one folder, some were
+    told the folder was one of the user's (caught between another's mkdir of input/ and its
+    rename) or held by "another litjudge process (pid unknown)". Each now either runs or is told
+    another run of this process holds the folder."""
+    import threading
+
+    frame = pd.DataFrame(pairs())
+    for attempt in range(6):
+        said: list[str] = []
+
+        def one(said=said, attempt=attempt) -> None:
+            try:
+                judged(tmp_path, frame, name=f"race{attempt}")
+                said.append("ran")
+            except ConfigError as e:
+                said.append(str(e))
+
+        threads = [threading.Thread(target=one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert "ran" in said and all(s == "ran" or "in use by another run in this process" in s for s in said), said

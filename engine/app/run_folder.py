@@ -240,8 +240,11 @@ def not_a_run(run_dir: Path) -> list[str]:
 
 
 def _only_rows(path: Path) -> bool:
-    """judge()'s rows, written before the run's store: `input/` holding data.jsonl alone."""
-    return path.name == "input" and path.is_dir() and [p.name for p in path.iterdir()] == ["data.jsonl"]
+    """judge()'s rows, written before the run's store: `input/` holding data.jsonl alone, or being
+    written (empty, or a hidden temporary beside it): another thread's judge() of the same folder,
+    caught between its mkdir and its rename, read as a folder of the user's."""
+    return path.name == "input" and path.is_dir() and all(p.name == "data.jsonl" or p.name.startswith(".")
+                                                          for p in path.iterdir())
 
 
 def _shorter(new: Claim, old: Claim) -> bool:

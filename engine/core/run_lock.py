@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,7 @@ LOCK_NAME = ".lock"
 # The locks this process holds: a thread refused by one of them is told so even before the holder
 # has written its pid into the file (it read "pid unknown" then).
 _HELD: set[str] = set()
+_GUARD = threading.Lock()
 
 
 class RunLock:
@@ -25,17 +27,18 @@ class RunLock:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / LOCK_NAME
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(self.fd, 64).decode(errors="replace").strip() or "unknown"
-            os.close(self.fd)
-            ours = str(self.path.resolve()) in _HELD or holder == str(os.getpid())
-            who = ("by another run in this process (another thread)" if ours else
-                   f"by another litjudge process (pid {holder})")
-            raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish, or give this run another "
-                              "name (the config's name, or name=) or folder (--out, or out=)") from None
-        _HELD.add(str(self.path.resolve()))
+        with _GUARD:           # the lock and its note in _HELD at once: a thread refused between them read "pid unknown"
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(self.fd, 64).decode(errors="replace").strip() or "unknown"
+                os.close(self.fd)
+                ours = str(self.path.resolve()) in _HELD or holder == str(os.getpid())
+                who = ("by another run in this process (another thread)" if ours else
+                       f"by another litjudge process (pid {holder})")
+                raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish, or give this run "
+                                  "another name (the config's name, or name=) or folder (--out, or out=)") from None
+            _HELD.add(str(self.path.resolve()))
         os.ftruncate(self.fd, 0)
         os.write(self.fd, str(os.getpid()).encode())
 
