@@ -27,6 +27,7 @@ file replaced while the run read it is one error, not a manifest naming bytes th
 """
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import logging
@@ -233,10 +234,14 @@ def not_a_run(run_dir: Path) -> list[str]:
     the user's, whose results.json or tables/ a run would overwrite. Hidden files (.lock,
     .gitkeep, a temporary being written) and judge()'s rows alone (input/data.jsonl) are no such
     thing. [] for a run's folder, an empty one or none."""
-    if not run_dir.is_dir() or any(next(run_dir.glob(mark), None) is not None for mark in RUN_MARKS):
+    if not run_dir.is_dir():
         return []
-    return sorted(p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()
-                  if not p.name.startswith(".") and not _only_rows(p))
+    # one listing, read once: another thread's run making its store between a check for the marks
+    # and the listing had its store.sqlite listed as a file of the user's
+    held = list(run_dir.iterdir())
+    if any(fnmatch.fnmatch(p.name, mark) for p in held for mark in (*RUN_MARKS, "store.sqlite-*")):
+        return []
+    return sorted(p.name + ("/" if p.is_dir() else "") for p in held if not p.name.startswith(".") and not _only_rows(p))
 
 
 def _only_rows(path: Path) -> bool:
