@@ -195,8 +195,8 @@ def _judge_table(protocol: str, judge: str | list[str], columns: Any, values: An
         raise ConfigError(f"use letters, digits, '-' and '_' only, got {table['name']!r}", where=JUDGE_WHERE,
                           parameter="name", value=table["name"])
     if columns is not None and not (isinstance(columns, Mapping) and all(isinstance(v, str) for v in columns.values())):
-        raise ConfigError('expected a dict of field -> your column name, e.g. columns={"text_a": "story_1"}',
-                          where=JUDGE_WHERE, parameter="columns")
+        raise ConfigError(f'expected a dict of field -> your column name, e.g. columns={{"text_a": "story_1"}}, got '
+                          f"{columns!r:.80}", where=JUDGE_WHERE, parameter="columns")
     if values is not None and not (isinstance(values, Mapping) and all(isinstance(v, Mapping) for v in values.values())):
         raise ConfigError('expected a dict of field -> {your value: litjudge\'s}, e.g. values={"label": {"first": "a"}}',
                           where=JUDGE_WHERE, parameter="values")
@@ -356,6 +356,8 @@ def annotate(run: Result | str | Path, **options: Any) -> Any:
 
 
 def _existing_file(data: str | os.PathLike) -> Path:
+    if not str(data).strip():         # "" is the working folder: "cannot be read as arrow: Directory ..."
+        raise ConfigError("an empty path: give your data's file (or its rows)", where=JUDGE_WHERE, parameter="data")
     path = Path(data).expanduser().resolve()
     if not path.exists():
         raise DataError("no such file", path=str(path))

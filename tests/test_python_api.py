@@ -402,3 +402,18 @@ def test_threads_judging_into_one_folder_are_told_another_thread_holds_it(tmp_pa
         for t in threads:
             t.join()
         assert "ran" in said and all(s == "ran" or "in use by another run in this process" in s for s in said), said
+
+
+def test_an_empty_path_a_recording_that_is_no_file_and_a_column_that_is_no_name_are_one_line():
+    """A hostile pass: "" read the working folder as arrow, "replay:/tmp" and "replay:" were looked
+    up as recorded TTCW judges, columns={"label": 3} did not say what it got."""
+    from litjudge.engine.core.errors import JudgeNotFound
+
+    rows = [{"pair_id": "p", "prompt": "w", "text_a": "a", "text_b": "b"}]
+    with pytest.raises(ConfigError, match=r"data: an empty path"):
+        litjudge.judge("", protocol="pairwise", progress=False)
+    for judge in ("replay:/tmp", "replay:"):
+        with pytest.raises(JudgeNotFound, match=r"replay:NAME names a recorded TTCW judge, replay:FILE.jsonl a file"):
+            litjudge.judge(rows, protocol="pairwise", judge=judge, progress=False)
+    with pytest.raises(ConfigError, match=r"columns: expected a dict of field -> your column name.*got \{'label': 3\}"):
+        litjudge.judge(rows, protocol="pairwise", columns={"label": 3}, progress=False)

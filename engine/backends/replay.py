@@ -32,6 +32,10 @@ def replay_source(name: str, config: RunConfig) -> Path:
     `replay:FILE.jsonl`; a missing one says which of the three it is: an unknown name (the known
     ones listed), the TTCW data absent from the data root, or a missing file."""
     ref = name.removeprefix("replay:")
+    if not ref.strip() or ("/" in ref and not ref.endswith(".jsonl")):
+        # "replay:" or "replay:/tmp" was looked up as a recorded TTCW judge of that name
+        raise JudgeNotFound(f"judge {name!r}: replay:NAME names a recorded TTCW judge, replay:FILE.jsonl a file of "
+                            "yours (one JSON object per line, {\"id\": ..., \"response\": ...})")
     path = Path(ref)
     if path.suffix == ".jsonl":
         beside = source_folder(config.source) / path if config.source else path
