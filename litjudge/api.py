@@ -42,7 +42,7 @@ from litjudge.engine.data.table import FIELDS, check_first
 from litjudge.judges import PROTOCOLS
 
 from . import rows as data_rows
-from .python_terms import plain_table
+from .python_terms import config_values, plain_table
 from .result import LitjudgeWarning, Result, is_path
 
 JUDGE_WHERE = "litjudge.judge()"
@@ -283,7 +283,7 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
                               rebuild_store=rebuild_store)
     out, cache, progress, overwrite = (args[k] for k in ("out", "cache", "progress", "overwrite"))
     if isinstance(config, Mapping):
-        table, where = _config_values(plain_table(config, "config"), "config"), RUN_WHERE
+        table, where = config_values(plain_table(config, "config"), "config", RUN_WHERE), RUN_WHERE
     elif is_path(config):
         table, where = read_toml(config), str(config)
     else:
@@ -299,23 +299,6 @@ def run(config: str | Path | Mapping[str, Any], *, out: str | Path | None = None
                             f"{sum(m.unanswered for m in done.incomplete)} requests unanswered; run it "
                             "again to ask them")
     return _finished(done.run_dir)
-
-
-def _config_values(value: Any, key: str) -> Any:
-    """A config given as a dict, as TOML would hold it: a numpy number as its Python number, and any
-    other value that is no text, number, true/false, list or table one line naming its key (they
-    were turned into text: bytes b"Is it good?" reached the prompt as "b'Is it good?'", and
-    limit=np.int64(3) was refused as the string '3')."""
-    if isinstance(value, dict):
-        return {k: _config_values(v, f"{key}.{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_config_values(v, f"{key}[{i}]") for i, v in enumerate(value)]
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if type(value).__module__ == "numpy" and hasattr(value, "item"):
-        return _config_values(value.item(), key)
-    raise ConfigError(f"{type(value).__name__} is no config value (text, a number, true or false, a list or a dict), "
-                      f"got {value!r:.60}", where=RUN_WHERE, parameter=key.removeprefix("config."))
 
 
 def _finished(run_dir: Path | None) -> Result:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from litjudge.engine.core.errors import ConfigError
+
 
 def plain_table(value: Any, key: str) -> Any:
     """A config value as the TOML table it stands for: `EngineConfig(...)`, `SamplingConfig(...)`,
@@ -29,3 +31,20 @@ def plain_table(value: Any, key: str) -> Any:
     if isinstance(value, Path):
         return str(value)
     return value
+
+
+def config_values(value: Any, key: str, where: str) -> Any:
+    """A config given as a dict, as TOML would hold it: a numpy number as its Python number, and any
+    other value that is no text, number, true/false, list or table one line naming its key (they
+    were turned into text: bytes b"Is it good?" reached the prompt as "b'Is it good?'", and
+    limit=np.int64(3) was refused as the string '3')."""
+    if isinstance(value, dict):
+        return {k: config_values(v, f"{key}.{k}", where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [config_values(v, f"{key}[{i}]", where) for i, v in enumerate(value)]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return config_values(value.item(), key, where)
+    raise ConfigError(f"{type(value).__name__} is no config value (text, a number, true or false, a list or a dict), "
+                      f"got {value!r:.60}", where=where, parameter=key.removeprefix("config."))
