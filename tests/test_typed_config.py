@@ -48,6 +48,8 @@ def test_a_table_built_in_python_is_held_to_the_same_set():
     with pytest.raises(FieldError, match=r"ListwiseOptions\(design=\.\.\.\): must be one of"):
         ListwiseOptions(design="segmentd")            # type: ignore[arg-type]
     assert EngineConfig(dtype="float32").dtype == "float32"
+    from litjudge.engine.core.errors import LitjudgeError
+    assert isinstance(caught.value, LitjudgeError) and isinstance(caught.value, ValueError)   # both, for callers
     # a text or a bool where a number goes (a hostile pass: `temperature="hot"` was a TypeError)
     from litjudge.engine.core.sampling import Sampling
     for wrong in ("hot", True, None):

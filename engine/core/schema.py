@@ -11,12 +11,14 @@ import types
 import typing
 from typing import Any
 
-from .errors import ConfigError, did_you_mean
+from .errors import ConfigError, LitjudgeError, did_you_mean
 
 
-class FieldError(ValueError):
+class FieldError(LitjudgeError, ValueError):
     """A value out of its range, raised by a config type's checks; `build` names the full key. Met
-    by Python code building the dataclass itself, it names the field (and the class, when known)."""
+    by Python code building the dataclass itself, it names the field (and the class, when known),
+    and is a LitjudgeError as every error litjudge raises on purpose (a ValueError alone, it escaped
+    `except LitjudgeError`: `litjudge.EngineConfig(dtype=5)`, a hostile pass)."""
 
     def __init__(self, field: str, message: str, owner: str = ""):
         self.field, self.message, self.owner = field, message, owner
