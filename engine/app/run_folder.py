@@ -212,7 +212,7 @@ def claim(run_dir: Path, new: Claim, *, overwrite: bool, switch: str) -> None:
 
 # Files only a run of litjudge's writes: a folder holding one is a run's (begun, finished, or its store
 # moved aside by --rebuild-store), never the user's own.
-RUN_MARKS = ("store.sqlite", "manifest.json", "history.jsonl", "store.sqlite.corrupt-*")
+RUN_MARKS = ("store.sqlite", "store.sqlite-*", "manifest.json", "history.jsonl", "store.sqlite.corrupt-*")
 
 
 def _other(switch: str) -> str:
@@ -239,7 +239,7 @@ def not_a_run(run_dir: Path) -> list[str]:
     # one listing, read once: another thread's run making its store between a check for the marks
     # and the listing had its store.sqlite listed as a file of the user's
     held = list(run_dir.iterdir())
-    if any(fnmatch.fnmatch(p.name, mark) for p in held for mark in (*RUN_MARKS, "store.sqlite-*")):
+    if any(fnmatch.fnmatch(p.name, mark) for p in held for mark in RUN_MARKS):
         return []
     return sorted(p.name + ("/" if p.is_dir() else "") for p in held if not p.name.startswith(".") and not _only_rows(p))
 
