@@ -34,21 +34,13 @@ from litjudge.grammars.upstream import UpstreamYesNo
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
 from .frames import split
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
-from .metrics.base import NAN
-from .metrics.bootstrap import (
-    FEW_PER_CLASS,
-    MIN_CLUSTERS,
-    balanced_accuracy_bootstrap,
-    clusters_per_class,
-    interval_note,
-)
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units, balanced_accuracy_of, kappa_of, pearson_of, spearman_of
 from .ppi_annotated import Annotated
 from .ppi_tables import ppi_tables
 from .tables import AFTER_ANALYSIS, calibration_tables, corrected_pass_rates, label_distribution, stated_probability
 from .templates import TemplateFields, template_of
-from .ttcw_agreement import agreements
+from .ttcw_agreement import agreements, with_intervals
 
 Variant = Literal["default", "upstream", "analyze"]
 VARIANTS = get_args(Variant)
@@ -268,7 +260,7 @@ class TTCW(Protocol):
                 for test in sorted(tests[judge]):
                     per_test.append({"judge": judge, "view": view, "test": test, **of_test[(judge, test)],
                                      "expert_fleiss_kappa": fleiss.get(test)})
-                overall.append({"judge": judge, "view": view, **of_judge[(judge,)], **self._interval(j)})
+                overall.append({"judge": judge, "view": view, **with_intervals(of_judge[(judge,)], j, "story_id")})
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
                 cutoff.append({"judge": judge, "view": view, "story_cutoff": ctx.options.story_cutoff,
                                **self._story_cutoff(j, ctx.options.story_cutoff)})
@@ -317,17 +309,6 @@ class TTCW(Protocol):
                           quantity="expert pass rate", unanswered=stand_in, annotated=annotated, warn=warn,
                           judge_value=pl.when(pl.col("status") == "ok")
                           .then(pl.coalesce(pl.col("p_yes"), pl.col("judge_pass").cast(pl.Float64))))
-
-    @staticmethod
-    def _interval(g: pl.DataFrame) -> dict:
-        """95% CI of the balanced accuracy, resampling whole stories (a story's verdicts move
-        together); none where the experts' rarer answer is in fewer than MIN_CLUSTERS stories."""
-        ok = g.filter(pl.col("judge_pass").is_not_null() & pl.col("expert_pass").is_not_null())
-        stories, truth = ok["story_id"].to_list(), ok["expert_pass"].to_list()
-        few = ok["story_id"].n_unique() >= MIN_CLUSTERS and clusters_per_class(stories, truth) < MIN_CLUSTERS
-        low, high = (NAN, NAN) if few else balanced_accuracy_bootstrap(stories, truth, ok["judge_pass"].to_list())
-        note = FEW_PER_CLASS if few else interval_note(ok["story_id"].n_unique(), low) if ok.height else None
-        return {"balanced_accuracy_low": low, "balanced_accuracy_high": high, "ci_note": note}
 
     @staticmethod
     def _rates(v: pl.DataFrame) -> pl.DataFrame:

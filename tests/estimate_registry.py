@@ -44,9 +44,10 @@ def both(source: str, table: str, tests: tuple[str, ...], low: str = "ci_low", h
 
 PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
     # TTCW
-    **both("ttcw", "overall", (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",
-                               TT + "test_no_balanced_accuracy_interval_where_the_rarer_expert_answer_is_in_few_stories"),
-           "balanced_accuracy_low", "balanced_accuracy_high"),
+    **{key: (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",
+             TT + "test_the_published_agreement_is_nearly_unbiased",
+             TT + "test_no_balanced_accuracy_interval_where_the_rarer_expert_answer_is_in_few_stories")
+       for m in ("kappa", "balanced_accuracy") for key in both("ttcw", "overall", (), f"{m}_low", f"{m}_high")},
     **both("ttcw", "label_distribution", RATES + (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",)),
     **both("ttcw", "corrected_pass_rates", (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",)),
     **both("ttcw", "calibration_summary", CALIBRATION, "squared_calibration_error_low", "squared_calibration_error_high"),

@@ -192,16 +192,23 @@ def test_pairwise_accuracy_brute_force(pairs):
 
 
 @SETTINGS
-@given(st.lists(st.tuples(st.integers(0, 12), maybe_missing, maybe_missing), min_size=0, max_size=80), st.integers(0, 5))
-def test_vectorized_balanced_accuracy_bootstrap_is_the_reference_bootstrap(rows, seed):
-    """The numpy balanced-accuracy bootstrap draws the same clusters and gets the same interval as
-    the plain resampling loop over the metric."""
-    from litjudge.judges.metrics.bootstrap import balanced_accuracy_bootstrap
+@given(st.lists(st.tuples(st.integers(0, 14), st.booleans(), st.booleans()), min_size=0, max_size=90), st.integers(0, 5))
+def test_the_agreement_intervals_are_the_reference_bootstrap(rows, seed):
+    """Kappa's and balanced accuracy's intervals, as the TTCW tables and a sweep print them
+    (`Units.agreement`, from per-cluster 2 x 2 counts in numpy), draw the same clusters and get the
+    same interval as the plain resampling loop over the metric; none below MIN_CLUSTERS clusters
+    or where an expert answer is in fewer."""
+    from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, clusters_per_class
+    from litjudge.judges.metrics.estimates import Units, balanced_accuracy_of, kappa_of
 
     clusters, truth, pred = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
-    fast = balanced_accuracy_bootstrap(clusters, truth, pred, resamples=120, seed=seed)
-    slow = cluster_bootstrap(clusters, truth, pred, balanced_accuracy, resamples=120, seed=seed)
-    assert (math.isnan(fast[0]) and math.isnan(slow[0])) or fast == pytest.approx(slow, abs=1e-12)
+    for statistic, metric in ((kappa_of, cohen_kappa), (balanced_accuracy_of, balanced_accuracy)):
+        fast = Units.agreement(clusters, truth, pred, statistic).interval(resamples=120, seed=seed)
+        if len(set(clusters)) < MIN_CLUSTERS or clusters_per_class(clusters, truth) < MIN_CLUSTERS:
+            assert math.isnan(fast[0]) and math.isnan(fast[1])
+            continue
+        slow = cluster_bootstrap(clusters, truth, pred, metric, resamples=120, seed=seed)
+        assert (math.isnan(fast[0]) and math.isnan(slow[0])) or fast == pytest.approx(slow, abs=1e-12)
 
 
 @SETTINGS

@@ -84,6 +84,25 @@ def test_ttcw_report_tables_are_the_stored_numbers(replay_run):
 
 
 @needs_data
+def test_overall_agreement_is_drawn_with_its_intervals_and_from_a_run_written_before_kappa_had_one(replay_run,
+                                                                                                  tmp_path):
+    """The overall panel draws each judge's kappa and balanced accuracy with the intervals its table
+    prints; a run whose stored overall table has no kappa interval (written before it had one)
+    still reports, its kappa bars without whiskers."""
+    import shutil
+
+    overall = pl.read_parquet(replay_run / "tables" / "overall.parquet")
+    assert overall["kappa_low"].is_not_null().all() and (overall["kappa_low"] <= overall["kappa"]).all()
+    old = tmp_path / "old" / replay_run.name
+    shutil.copytree(replay_run, old)
+    overall.drop("kappa_low", "kappa_high").write_parquet(old / "tables" / "overall.parquet")
+    for run_dir in (replay_run, old):
+        html = write_report([run_dir]).read_text()
+        panel = html[html.index("Overall agreement"):]
+        assert "resampling whole stories" in panel[:600] and "<img class='plot'" in panel[:3000], run_dir
+
+
+@needs_data
 def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
     report = write_report([replay_run]).parent
     cp = pl.read_csv(report / "tables" / "corrected_pass_rates.csv")

@@ -7,6 +7,7 @@ import pytest
 
 from litjudge.judges.metrics import bootstrap
 from litjudge.judges.metrics.bootstrap import REUSED_CELLS, resample_batches, resample_counts, resample_indices
+from litjudge.judges.metrics.estimates import Units, balanced_accuracy_of
 
 
 @pytest.mark.parametrize("clusters,cells", [(7, 50), (30, 4_000_000), (1001, 3000), (300_000, 4_000_000)])
@@ -39,7 +40,7 @@ def test_intervals_on_the_same_clusters_share_the_draws_and_stay_as_they_were():
     bootstrap._reused.cache_clear()
     bootstrap._reused_counts.cache_clear()
     truth = [i % 2 == 0 for i in range(60)]
-    bootstrap.balanced_accuracy_bootstrap(clusters, truth, [v > 0 for v in values], seed=11)
+    Units.agreement(clusters, truth, [v > 0 for v in values], balanced_accuracy_of).interval(seed=11)
     assert bootstrap.mean_bootstrap(clusters, values, seed=11) == alone
 
 

@@ -231,34 +231,6 @@ def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamp
     return percentile_interval(drawn[:, 0] / drawn[:, 1], g, alpha)
 
 
-def balanced_accuracy_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence, resamples: int = RESAMPLES,
-                                seed: int = 0, alpha: float = 0.05, batch_cells: int = BATCH_CELLS) -> tuple[float, float]:
-    """(low, high) of balanced accuracy over cluster resamples: the same draws and the same value
-    as `cluster_bootstrap(..., balanced_accuracy)`, from per-cluster hits and counts of each class
-    in numpy (a Python metric call per resample is too slow for every judge of a sweep). Pairs
-    with a missing side are left out, as the metric leaves them out."""
-    if not len(truth):
-        return math.nan, math.nan
-    _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
-    known = np.asarray([not (is_missing(t) or is_missing(p)) for t, p in zip(truth, pred, strict=True)], dtype=bool)
-    classes = sorted({t for t, k in zip(truth, known, strict=True) if k}, key=str)
-    g = int(inverse.max()) + 1
-    hits = np.zeros((g, len(classes)))
-    counts = np.zeros((g, len(classes)))
-    for c, cls in enumerate(classes):
-        is_cls = known & np.asarray([k and t == cls for t, k in zip(truth, known, strict=True)], dtype=bool)
-        right = is_cls & np.asarray([p == cls for p in pred], dtype=bool)
-        counts[:, c] = np.bincount(inverse, weights=is_cls.astype(float), minlength=g)
-        hits[:, c] = np.bincount(inverse, weights=right.astype(float), minlength=g)
-    drawn = resampled_sums(np.stack([hits, counts], axis=1), seed, resamples, batch_cells)
-    h, n = drawn[:, 0], drawn[:, 1]
-    with warnings.catch_warnings():       # a resample with no known pair: NaN, left out below
-        warnings.simplefilter("ignore", RuntimeWarning)
-        recall = np.nanmean(np.where(n > 0, h / np.maximum(n, 1), np.nan), axis=1)
-    stats = np.where((n > 0).sum(axis=1) >= 2, recall, np.nan)     # one class: undefined
-    return percentile_interval(stats, g, alpha)
-
-
 def difference_of_means_ci(clusters: Sequence[Hashable], values: Sequence[float], own: Sequence[bool],
                            resamples: int = 2000, seed: int = 0, alpha: float = 0.05) -> tuple[float, float, float]:
     """mean(values where own) - mean(values where not own), and its bootstrap interval (the one

@@ -100,7 +100,7 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                                                          "balanced accuracy", ylim=(0, 1))))
         out.append(p)
     if "overall" in t:
-        out.append(Panel("Overall agreement", "", [("overall", t["overall"])]))
+        out.append(_overall(t["overall"]))
     if "pass_rates_by_source" in t:
         by_source = t["pass_rates_by_source"]
         view = _comparable_view(by_source)
@@ -135,6 +135,23 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     out += _calibration_panels(t)
     out += _label_distribution(t)
     return out
+
+
+def _overall(overall: pl.DataFrame) -> Panel:
+    """Each judge's kappa and balanced accuracy over all tests, with their 95% intervals (stories
+    resampled): the numbers a sweep ranks by, drawn so overlapping intervals are seen at once."""
+    view = _comparable_view(overall)
+
+    def bound(name: str) -> pl.Expr:          # a run written before kappa had one has no column
+        return pl.col(name).fill_nan(None) if name in view.columns else pl.lit(None, dtype=pl.Float64)
+    drawn = pl.concat([view.select("judge", "view", pl.lit(label).alias("metric"), pl.col(m).alias("value"),
+                                   bound(f"{m}_low").alias("low"), bound(f"{m}_high").alias("high"))
+                       for m, label in (("kappa", "Cohen's kappa"), ("balanced_accuracy", "balanced accuracy"))])
+    note = ("Over every test judged, with 95% intervals resampling whole stories (none where an expert answer "
+            "is in fewer than 10 stories: the table's ci_note says why).")
+    return Panel("Overall agreement", note, [("overall", overall)],
+                 [("overall", _grouped_bars(drawn, "metric", "value", "Agreement over all tests", "agreement",
+                                            "low", "high"))])
 
 
 def _label_distribution(t: dict[str, pl.DataFrame]) -> list[Panel]:
