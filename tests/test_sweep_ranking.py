@@ -122,6 +122,29 @@ def test_a_ttcw_run_of_two_stories_prints_no_interval(tmp_path):
     assert "too few clusters (2" in r.stdout
 
 
+@needs_data
+def test_a_post_axis_that_leaves_the_ranked_estimate_alone_is_named_not_dropped_in_silence(tmp_path):
+    """A threshold on P(Yes) changes nothing of a label-mode run: the ranking lists each cell once
+    for it (its rows were repeats) and says so; the story cutoff, which changes the ranked
+    story_cutoff.kappa, keeps its column and its rows."""
+    cfg = tmp_path / "idle.toml"
+    cfg.write_text('name = "idle"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "label"\nmissing = "label:No"\n'
+                   '[options]\nvariant = "upstream"\n[matrix]\njudge = ["replay:gpt4", "replay:claude3-opus"]\n'
+                   '[sweep]\nrank_by = "story_cutoff.kappa"\nbootstrap = 200\n'
+                   '[sweep.post]\n"options.threshold" = [0.3, 0.5, 0.7]\n"options.story_cutoff" = [0.25, 0.5]\n')
+    r = cli("run", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    folder = tmp_path / "runs" / "out" / "idle"
+    ranked = pl.read_parquet(folder / "sweep_ranking.parquet")
+    assert "options.threshold" not in ranked.columns and ranked.height == 2 * 2
+    assert sorted(set(ranked["options.story_cutoff"].to_list())) == [0.25, 0.5]
+    said = "options.threshold does not change story_cutoff.kappa: the ranking lists each cell once for its 3 values"
+    assert said in r.stderr and said in json.loads((folder / "manifest.json").read_text())["warnings"][0]
+    assert "options.story_cutoff does not change" not in r.stderr
+    metrics = pl.read_parquet(folder / "sweep_metrics.parquet")           # every setting's tables are kept
+    assert metrics.select("cell", "options.threshold", "options.story_cutoff").unique().height == 2 * 3 * 2
+
+
 def test_every_ranked_value_has_an_interval_inside_its_range_and_constant_judges_the_exact_bound(tmp_path):
     """D1: the exact bound of a constant judge ran on [0, size of the first cluster]: a perfect
     judge printed 1.000 [0.912, 1.088], always-"A" 0.500 [0.456, 0.632]. Now: the perfect judge

@@ -329,8 +329,10 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
     """Cells x settings x judges by the protocol's pooled estimate of `rank_by`, best first, each
     with its interval and whether a paired test can tell it from the best (`sweep_rank`), and what
     the ranking warns of (cells it could not rank: kept in the manifest and results.json). A post
-    axis the estimate ignores only repeats rows: its first value is kept. (A cell's best post
-    setting is chosen on the same data: an optimistic pick, which same_as_best tempers.)"""
+    axis the estimate ignores only repeats rows: its first value is kept, and a warning says so (the
+    ranking's column for it was gone without a word). (A cell's best post setting is chosen on the
+    same data: an optimistic pick, which same_as_best tempers.)"""
+    idle = []
     for axis in list(sweep.post):
         values: dict[tuple, set] = {}
         for r in ranked:
@@ -339,6 +341,9 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
         if all(len(v) <= 1 for v in values.values()):
             ranked = [dataclasses.replace(r, head={k: v for k, v in r.head.items() if k != axis})   # its note too
                       for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
+            if len(sweep.post[axis]) > 1:
+                idle.append(f"{axis} does not change {sweep.rank_by}: the ranking lists each cell once for its "
+                            f"{len(sweep.post[axis])} values (they change other tables: sweep_metrics.parquet)")
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
@@ -352,9 +357,9 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
         return table, [f"{sweep.rank_by} is undefined in every cell: the sweep's metrics are written, and its ranking "
                        "lists every cell unranked, its ci_note saying why"]
     if unranked:
-        return table, [f"{sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking: they are "
-                       "listed last, unranked, their ci_note saying why"]
-    return table, []
+        return table, [*idle, f"{sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking: they "
+                       "are listed last, unranked, their ci_note saying why"]
+    return table, idle
 
 
 def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:
