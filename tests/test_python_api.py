@@ -269,6 +269,21 @@ def test_a_recording_that_lacks_some_ids_says_so_not_an_empty_answer(tmp_path):
     assert gone["reason"].to_list() == ["the recording has no response for this id"] * 4
 
 
+def test_a_recording_keyed_by_other_ids_says_why_and_which_id_was_asked(tmp_path):
+    """Pairs without a pair_id column are named by their line (`line1`, ...): a recording keyed by
+    the rows' own `id` matches none. The warning says why no answer was read and which id was
+    asked, and the annotation page refuses in one line that says the verdicts were unread (it
+    said the run had no verdict on an item with text)."""
+    rows = pairs(12)
+    columns = {k: v for k, v in COLUMNS.items() if k != "pair_id"}
+    with pytest.warns(litjudge.LitjudgeWarning, match=r"none of its 24 answers could be read as a verdict, most often "
+                      r"no answer: the recording has no response for this id \(24\) \(the first: item 'line1/ab'\)"):
+        r = judged(tmp_path, rows, columns=columns)
+    with pytest.raises(litjudge.ConfigError, match=r"none of the run's 24 verdicts could be read \(its warnings say "
+                       r"why\): nothing to annotate"):
+        litjudge.annotate(r)
+
+
 def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):
     rows = pairs(4)
     noise = tmp_path / "noise.jsonl"

@@ -69,9 +69,11 @@ def answered_and_unread(verdicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
 
 
 def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPolicy()) -> list[str]:
-    """A line per judge whose answers often could not be read as a verdict (but not all: that is its
-    own error), with what it said most and what the agreement tables did with them under the run's
-    missing-answer policy: a judge answering "Tie" where ties are off is seen, not only a smaller n."""
+    """A line per judge whose answers often could not be read as a verdict, with what it said most
+    and what the agreement tables did with them under the run's missing-answer policy: a judge
+    answering "Tie" where ties are off is seen, not only a smaller n. Where none could be read (its
+    own error: no result), the line says what it said most or why it had no answer (a recording
+    keyed by other ids than the data's), which the error alone left to verdicts.parquet."""
     if not {"judge", "status", "raw"} <= set(verdicts.columns):
         return []
     done = {"drop": "the agreement tables leave them out",
@@ -80,7 +82,7 @@ def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPo
     out = []
     for (judge,), v in verdicts.group_by(["judge"], maintain_order=True):
         answered, bad = answered_and_unread(v)
-        if 0 < bad.height < answered.height and bad.height >= UNPARSED_WARN * answered.height:
+        if 0 < bad.height and bad.height >= UNPARSED_WARN * answered.height:
             # what it said, or, for no answer at all, why (a backend's failure: "the recording has no response ...")
             # as said, padding and all: "Yes " is unread where "Yes" is a label, and shown stripped it read as one
             said = pl.col("raw").cast(pl.Utf8).fill_null("").str.slice(0, 40)
@@ -90,6 +92,11 @@ def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPo
                                            maintain_order=True).len() \
                 .sort("len", descending=True, maintain_order=True).row(0)
             top = f"no answer: {' '.join(failure.split())[:80]}" if failure else repr(text)
+            if bad.height == answered.height:
+                first = f" (the first: item {bad['item_id'][0]!r})" if "item_id" in bad.columns else ""
+                out.append(f"{judge}: none of its {answered.height} answers could be read as a verdict, most often "
+                           f"{top} ({n}){first}")
+                continue
             out.append(f"{judge}: {bad.height} of {answered.height} answers ({bad.height / answered.height:.0%}) could "
                        f"not be read as a verdict, most often {top} ({n}); {done} (the report's item viewer shows "
                        "each)")

@@ -126,7 +126,10 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
         built = {"ttcw": _ttcw, "rubric": rubric, "listwise": listwise}[config.protocol](ctx, verdicts)
     clusters = built.clusters
     if not clusters:
-        raise ConfigError("the run has no verdict on an item with text to show: nothing to annotate", where=str(run))
+        read = int((verdicts["status"] == "ok").sum()) if "status" in verdicts.columns else verdicts.height
+        why = (f"none of the run's {verdicts.height} verdicts could be read (its warnings say why)" if verdicts.height
+               and not read else "the run has no verdict on an item with text to show")
+        raise ConfigError(f"{why}: nothing to annotate", where=str(run))
     size = np.asarray([sum(q.counted for q in c.questions) for c in clusters], dtype=float)
     design = active.design([c.cluster for c in clusters], built.uncertainty, budget, floor=floor, seed=seed,
                            size=size if floor_by == "size" else None)
