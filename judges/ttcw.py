@@ -31,7 +31,7 @@ from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.ttcw import TTCWData, check_tests, item_id
 from litjudge.grammars.upstream import UpstreamYesNo
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, imputed, units_where
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table, group_columns, imputed, units_where
 from .frames import split
 from .metrics import balanced_accuracy, cohen_kappa, fleiss_kappa, pearson, spearman
 from .metrics.calibration import brier_units, calibration_units
@@ -44,6 +44,7 @@ from .ttcw_agreement import agreements, with_intervals
 
 Variant = Literal["default", "upstream", "analyze"]
 VARIANTS = get_args(Variant)
+VIEWS = ("all", "judgeable")         # every story, and those with text (the others are URLs)
 AGREEMENT = ("kappa", "balanced_accuracy")
 CORRELATION = ("pearson", "spearman")
 CALIBRATION = ("ece", "squared_calibration_error", "brier")
@@ -130,11 +131,24 @@ class TTCW(Protocol):
     def template_fields(self, options) -> TemplateFields:
         return FIELDS
 
+    def check_rank(self, rank: RankBy, options: TTCWOptions) -> None:
+        if (view := rank.where().get("view", "all")) not in VIEWS:
+            raise ValueError(f"TTCW's views are {' and '.join(VIEWS)} (the stories with text), not {view!r}")
+
+    def group_rows(self, verdicts: pl.DataFrame, group: str) -> pl.DataFrame:
+        """A view is the verdicts' stories: all, or those with text (`judgeable`)."""
+        if group_columns(group).get("view") == "judgeable" and "judgeable" in verdicts.columns:
+            verdicts = verdicts.filter(pl.col("judgeable").fill_null(False))
+        return super().group_rows(verdicts, group)
+
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: TTCWOptions):
         """Stories are the clusters of every rankable estimate (a story's 14 verdicts move together)."""
         items = tables.get("per_item")
-        if items is None or rank.where().get("view", "all") != "all":
+        view = rank.where().get("view", "all")
+        if items is None or view not in VIEWS or (view == "judgeable" and "judgeable" not in items.columns):
             return None
+        if view == "judgeable":
+            items = items.filter(pl.col("judgeable"))
         where = RankBy(rank.name, ",".join(f"{k}={v}" for k, v in rank.where().items() if k != "view"))
         rows = units_where(items.filter((pl.col("judge") == judge) & pl.col("expert_pass").is_not_null()), where)
         if rows is None:
@@ -264,8 +278,8 @@ class TTCW(Protocol):
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})
                 cutoff.append({"judge": judge, "view": view, "story_cutoff": ctx.options.story_cutoff,
                                **self._story_cutoff(j, ctx.options.story_cutoff)})
-        per_item = d.select(["judge", "item_id", "story_id", "test", "source", "repeat", "status", "label", "p_yes",
-                             "p_yes" + AFTER_ANALYSIS, "judge_pass", "expert_pass"]
+        per_item = d.select(["judge", "item_id", "story_id", "test", "source", "judgeable", "repeat", "status", "label",
+                             "p_yes", "p_yes" + AFTER_ANALYSIS, "judge_pass", "expert_pass"]
                             ).sort(["judge", "story_id", "test", "repeat"])
         answers = per_item.with_columns(pl.when(pl.col("status") != "ok").then(pl.lit("unparsed"))
                                         .when(pl.col("judge_pass")).then(pl.lit("Yes")).otherwise(pl.lit("No")).alias("label"))

@@ -329,6 +329,24 @@ def test_a_recording_edited_or_of_another_folder_is_read_anew(tmp_path):
     assert first.manifest.judges[0]["sha256"] != again.manifest.judges[0]["sha256"]
 
 
+def test_a_recording_edited_after_the_run_planned_with_it_is_refused_not_stored_under_its_old_checksum(tmp_path):
+    """A sweep resolves every judge (the recording's checksum goes into every key) before it runs
+    the first; a recording edited while earlier judges ran was answered from its new text under the
+    old checksum, and a later run of the old text reused those answers. The backend reads the file
+    the run planned with, or refuses in one line."""
+    from litjudge.engine.backends.replay import ReplayBackend
+    from litjudge.engine.core.config import RunConfig
+
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(json.dumps({"id": "p00/ab", "response": "A"}) + "\n")
+    spec = ReplayBackend.resolve(f"replay:{rec}", RunConfig("t", protocol="pairwise", dataset="pairs-generic"))
+    assert ReplayBackend(spec).records == {"p00/ab": "A"}
+    rec.write_text(json.dumps({"id": "p00/ab", "response": "B"}) + "\n")
+    with pytest.raises(litjudge.DataError, match=r"rec.jsonl: the recording changed after the run planned with it "
+                       r"\(sha256 [0-9a-f]{16} then, [0-9a-f]{16} now\): nothing of it was stored; run again"):
+        ReplayBackend(spec)
+
+
 def test_the_category_order_is_a_keyword_and_reaches_the_loader(tmp_path):
     """`category_order=` is the config's `[dataset] category_order`: a category outside it is the
     loader's one line, and a string where a list belongs is refused at the edge."""

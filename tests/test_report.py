@@ -201,6 +201,22 @@ def test_compare_puts_judges_side_by_side(tmp_path):
     assert runs_table["run"].to_list() == ["gpt4-run", "claude-run"]
 
 
+def test_compared_runs_of_one_judge_are_two_bars_in_the_overall_chart():
+    """`compare` of a judge before and after: the overall chart draws each run's numbers (it drew
+    only the last run's, under the judge's bare name), named run: judge in its legend."""
+    from litjudge.engine.app.report.panels import ttcw_panels
+
+    overall = pl.DataFrame({"run": ["before", "after"], "judge": ["replay:gpt4"] * 2, "view": ["all"] * 2,
+                            "kappa": [0.061, 0.064], "kappa_low": [0.02, 0.0], "kappa_high": [0.11, 0.18],
+                            "balanced_accuracy": [0.584, 0.5435], "balanced_accuracy_low": [0.55, 0.5],
+                            "balanced_accuracy_high": [0.62, 0.59]})
+    panel = next(p for p in ttcw_panels({"overall": overall}) if p.title == "Overall agreement")
+    ax = panel.figures[0][1].axes[0]
+    heights = sorted(round(bar.get_height(), 4) for bar in ax.patches)
+    assert heights == [0.061, 0.064, 0.5435, 0.584], heights
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["after: replay:gpt4", "before: replay:gpt4"]
+
+
 def test_report_of_a_non_run_is_one_clear_line(tmp_path):
     r = litjudge("report", str(tmp_path))
     assert r.returncode == 2 and "not a finished run (no manifest.json)" in r.stderr

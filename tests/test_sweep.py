@@ -28,6 +28,7 @@ HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n
     ('[matrix]\n"options.threshold" = [0.2]\n[sweep.post]\n"options.threshold" = [0.5]\n',
      "matrix.options.threshold: needs no inference"),
     ('[sweep.post]\n"options.threshold" = [0.5, 1.5]\n', "options.threshold must be in [0, 1]"),
+    ('[sweep.post]\n"options.story_cutoff" = [0.5, 0.25, 0.5]\n', "sweep.post.options.story_cutoff: 0.5 is listed twice"),
     ('[matrix]\n"options.tests" = [[1], [99]]\n',
      "bad.toml (cell {'options.tests': [99]}): options: options.tests names TTCW tests 1 to 14, each once, got [99]"),
     ('[sweep]\nrankby = "overall.kappa"\n', "sweep.rankby: unknown key"),

@@ -138,11 +138,41 @@ def test_a_post_axis_that_leaves_the_ranked_estimate_alone_is_named_not_dropped_
     ranked = pl.read_parquet(folder / "sweep_ranking.parquet")
     assert "options.threshold" not in ranked.columns and ranked.height == 2 * 2
     assert sorted(set(ranked["options.story_cutoff"].to_list())) == [0.25, 0.5]
-    said = "options.threshold does not change story_cutoff.kappa: the ranking lists each cell once for its 3 values"
+    said = ("options.threshold gives story_cutoff.kappa the same value in every cell for its 3 values: the ranking "
+            "lists each cell once for it, at 0.3")
     assert said in r.stderr and said in json.loads((folder / "manifest.json").read_text())["warnings"][0]
-    assert "options.story_cutoff does not change" not in r.stderr
+    assert "options.story_cutoff gives" not in r.stderr
     metrics = pl.read_parquet(folder / "sweep_metrics.parquet")           # every setting's tables are kept
     assert metrics.select("cell", "options.threshold", "options.story_cutoff").unique().height == 2 * 3 * 2
+
+
+@needs_data
+def test_a_sweep_ranked_over_the_judgeable_stories_prints_the_interval_of_their_table(tmp_path):
+    """`overall.kappa@view=judgeable` ranked with no interval ("no resampling units") and counted
+    gemini-pro's 14 unanswered URL-only items as unread in a view without them. Each cell now prints
+    its overall table's judgeable interval and unread share; a view TTCW has not is one line."""
+    cfg = tmp_path / "view.toml"
+    body = ('name = "view"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "label"\nmissing = "label:No"\n'
+            '[options]\nvariant = "upstream"\ninclude_unjudgeable = true\n'
+            '[matrix]\njudge = ["replay:gpt4", "replay:gemini-pro"]\n[sweep]\nrank_by = "RANK"\nbootstrap = 1000\n')
+    cfg.write_text(body.replace("RANK", "overall.kappa@view=judgeable"))
+    r = cli("run", str(cfg), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ranked = {row["judge"]: row for row in pl.read_parquet(tmp_path / "runs" / "out" / "view" / "sweep_ranking.parquet")
+              .iter_rows(named=True)}
+    plain = tmp_path / "plain.toml"
+    plain.write_text(body.replace('name = "view"', 'name = "plain"\njudge = ["replay:gpt4", "replay:gemini-pro"]')
+                     .replace('[matrix]\njudge = ["replay:gpt4", "replay:gemini-pro"]\n', "")
+                     .replace('[sweep]\nrank_by = "RANK"\nbootstrap = 1000\n', ""))
+    assert cli("run", str(plain), cwd=tmp_path).returncode == 0
+    table = pl.read_parquet(tmp_path / "runs" / "out" / "plain" / "tables" / "overall.parquet")
+    for row in table.filter(pl.col("view") == "judgeable").iter_rows(named=True):
+        got = ranked[row["judge"]]
+        assert got["value"] == pytest.approx(row["kappa"]) and got["clusters"] == 36, got
+        assert (got["ci_low"], got["ci_high"]) == pytest.approx((row["kappa_low"], row["kappa_high"])), (got, row)
+        assert got["unread"] == 0.0, got
+    cfg.write_text(body.replace("RANK", "overall.kappa@view=nosuch"))
+    one_line(cli("run", str(cfg), cwd=tmp_path), "TTCW's views are all and judgeable (the stories with text), not 'nosuch'")
 
 
 def test_every_ranked_value_has_an_interval_inside_its_range_and_constant_judges_the_exact_bound(tmp_path):

@@ -165,6 +165,9 @@ def _check_post(post: dict[str, Any], matrix: dict[str, list], protocol: Any, ba
                               where=where, parameter=f"sweep.post.{axis}")
         if not isinstance(values, list) or not values:
             raise ConfigError("expected a non-empty list of values", where=where, parameter=f"sweep.post.{axis}")
+        if twice := [v for i, v in enumerate(values) if v in values[:i]]:
+            raise ConfigError(f"{twice[0]!r} is listed twice (each value is one setting: list each once)", where=where,
+                              parameter=f"sweep.post.{axis}")
         if axis in matrix:
             raise ConfigError("needs no inference: list it under [sweep.post], not [matrix]", where=where,
                               parameter=f"matrix.{axis}")

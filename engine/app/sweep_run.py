@@ -288,7 +288,7 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                 group = protocol.rank_group(rank, ctx.options)
                 row = next((r for r in tidied if r["table"] == rank.table and r["metric"] == rank.metric
                             and r["group"] == group), None)
-                where = {"group": group, "unread": _unread(verdicts, group)}
+                where = {"group": group, "unread": _unread(protocol, verdicts, group)}
                 if row is None:              # listed unranked, not left out (a sweep of fewer cells, silently)
                     ranked.append(Ranked({**head, **where}, math.nan, None, None, missing=True))
                 else:
@@ -310,18 +310,13 @@ def _table_note(table: pl.DataFrame | None, group: str) -> str | None:
     return notes[0] if len(notes) == 1 else None
 
 
-def _unread(verdicts: pl.DataFrame, group: str) -> float | None:
+def _unread(protocol, verdicts: pl.DataFrame, group: str) -> float | None:
     """The share of the answers behind a cell's ranked value that could not be read as a verdict:
     its value is over the rest (a judge answering "Tie" where ties are off ranked level with one
-    that answered all). The ranked group's columns that verdicts have (a rubric's question, a
-    pairwise order) pick its answers; a value they never hold (the mean of both orders) picks all."""
+    that answered all). The protocol picks the ranked group's answers (`Protocol.group_rows`)."""
     if "status" not in verdicts.columns:
         return None
-    for column, value in group_columns(group).items():
-        if column in verdicts.columns:
-            picked = verdicts.filter(pl.col(column).cast(pl.Utf8) == value)
-            verdicts = picked if picked.height else verdicts
-    answered, unread = answered_and_unread(verdicts)
+    answered, unread = answered_and_unread(protocol.group_rows(verdicts, group))
     return unread.height / answered.height if answered.height else None
 
 
@@ -342,8 +337,9 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
             ranked = [dataclasses.replace(r, head={k: v for k, v in r.head.items() if k != axis})   # its note too
                       for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
             if len(sweep.post[axis]) > 1:
-                idle.append(f"{axis} does not change {sweep.rank_by}: the ranking lists each cell once for its "
-                            f"{len(sweep.post[axis])} values (they change other tables: sweep_metrics.parquet)")
+                idle.append(f"{axis} gives {sweep.rank_by} the same value in every cell for its "
+                            f"{len(sweep.post[axis])} values: the ranking lists each cell once for it, at "
+                            f"{sweep.post[axis][0]!r} (every setting's tables: sweep_metrics.parquet)")
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig, source_folder
-from ..core.errors import JudgeNotFound
+from ..core.errors import DataError, JudgeNotFound
 from ..core.paths import path_version
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..data.cards import load_card
@@ -105,7 +105,15 @@ class ReplayBackend(Backend):
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
-        self.records = _recorded(Path(spec.target))
+        path = Path(spec.target)
+        self.records = _recorded(path)
+        # Its checksum is in every key: the answers read must be those of the file the run planned
+        # with (a recording edited while a sweep ran its earlier judges was stored under the old one).
+        now = hashlib.sha256(path.read_bytes()).hexdigest()
+        if now != spec.detail("sha256"):
+            raise DataError(f"the recording changed after the run planned with it (sha256 {spec.detail('sha256')[:16]} "
+                            f"then, {now[:16]} now): nothing of it was stored; run again to judge with it as it is",
+                            path=str(path))
         self._tok = WordTokenizer()
 
     def identity(self) -> JudgeIdentity:

@@ -144,11 +144,15 @@ def _overall(overall: pl.DataFrame) -> Panel:
 
     def bound(name: str) -> pl.Expr:          # a run written before kappa had one has no column
         return pl.col(name).fill_nan(None) if name in view.columns else pl.lit(None, dtype=pl.Float64)
-    drawn = pl.concat([view.select("judge", "view", pl.lit(label).alias("metric"), pl.col(m).alias("value"),
+    keys = [c for c in ("run", "judge", "view") if c in view.columns]     # compared runs: a bar per run's judge
+    drawn = pl.concat([view.select(*keys, pl.lit(label).alias("metric"), pl.col(m).alias("value"),
                                    bound(f"{m}_low").alias("low"), bound(f"{m}_high").alias("high"))
                        for m, label in (("kappa", "Cohen's kappa"), ("balanced_accuracy", "balanced accuracy"))])
+    judgeable = (view["view"] == "judgeable").any()
     note = ("Over every test judged, with 95% intervals resampling whole stories (none where an expert answer "
-            "is in fewer than 10 stories: the table's ci_note says why).")
+            "is in fewer than 10 stories: the table's ci_note says why)."
+            + (" Drawn over the judgeable stories (those with text), so that judges stand on the same stories; the "
+               "table has the all-items view too." if judgeable else ""))
     return Panel("Overall agreement", note, [("overall", overall)],
                  [("overall", _grouped_bars(drawn, "metric", "value", "Agreement over all tests", "agreement",
                                             "low", "high"))])
