@@ -485,6 +485,8 @@ def test_the_real_ttcw_queue_reads_the_seven_judges_vote_share(tmp_path):
     assert q.judge_total[0] == pytest.approx(said["label"].sum())
     assert q.uncertainty_source == "the vote share across the run's judges"
     assert len(story.texts[0][1]) > 1000 and story.questions[0].text.startswith("1. ")
+    # the 12 New Yorker stories are judged (URLs only) and never drawn: said where the queue starts
+    assert q.outside == "12 judged stories without text (a URL only) are never drawn: the estimate is of the 36 with text"
 
 
 def test_a_lock_times_out_and_the_python_api_takes_a_result(run):

@@ -128,6 +128,18 @@ def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh
     assert all(x["score"] is None and x["judge_total"] is None for x in kept)
 
 
+def test_a_queue_whose_run_was_judged_again_with_the_same_draws_is_refused_too(fresh):
+    """Judged again by another judge (new content keys) whose answers leave the draws and their
+    probabilities as they were (a uniform draw, say): the queue was served, its judges' totals the
+    new judge's. What the judges said is part of what a queue was drawn from."""
+    queue, labels = open_queue(fresh, Options(budget=10))
+    labels.close()
+    verdicts = pl.read_parquet(fresh / "verdicts.parquet")
+    verdicts.with_columns(pl.col("key") + "-another-judge").write_parquet(fresh / "verdicts.parquet")
+    with pytest.raises(ConfigError, match="the run's verdicts changed since its annotation queue was drawn"):
+        open_queue(fresh, Options())
+
+
 def test_labels_from_the_page_exported_and_imported_back_are_stored_once(fresh):
     """An export carries each submission's key: importing it back (CSV or JSONL) is the same
     submission, not a second one (it once was, keyed by content and a time the store had changed)."""

@@ -101,6 +101,7 @@ class Built:
     instructions: str
     bounds: tuple[float, float] = (0.0, 1.0)   # the quantity's range (a points mean: 1..N)
     decision: dict[str, str] = field(default_factory=dict)  # pairwise: the judges' decision per pair
+    outside: str = ""                       # what the run judged that the queue never draws, and why
 
 
 def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:

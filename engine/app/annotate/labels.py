@@ -107,6 +107,16 @@ class Labels:
     def close(self) -> None:
         self.db.close()
 
+    def meta(self, key: str) -> str | None:
+        """A value the store keeps beside its design (None where it has none)."""
+        with self.lock:
+            row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.lock:
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
     # -- what is labelled -------------------------------------------------------------------------
     def latest(self) -> dict[tuple[str, str], tuple[str, str]]:
         """(annotator, item) -> (label, cluster): each annotator's latest standing answer per item."""

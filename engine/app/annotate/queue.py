@@ -47,6 +47,7 @@ class Queue:
     decision: dict[str, str]                 # pairwise: the judges' majority decision per pair (else empty)
     instructions: str = ""
     bounds: tuple[float, float] = (0.0, 1.0)  # the quantity's range (a rubric's points mean: 1..N)
+    outside: str = ""                        # what the run judged that the queue never draws, and why
 
     def score(self, cluster: str, label: str, item: str | None = None) -> float:
         """A person's answer on the quantity's scale: pairwise counts agreement with the judges'
@@ -140,7 +141,7 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
         source += f" - 0 for every cluster ({_nothing_differs(config)}), so the draws follow cluster size alone, as " \
                   "uniform PPI++'s would: " + _what_gives_uncertainty(config)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
-                 built.uncertainty, source, design, built.decision, built.instructions, built.bounds)
+                 built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside)
 
 
 def _sampled(config: RunConfig) -> bool:
@@ -191,8 +192,11 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
         u, source = uncertainty.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)" + AFTER[kind]
     else:
         u, source = uncertainty.vote_uncertainty(p_arr, i_arr, len(clusters)), "the vote share across the run's judges"
+    no_text = len({s for s, _ in share} - set(stories))
     return Built(clusters, np.asarray(totals, dtype=float), u, source, "pass rate, all tests pooled",
-                 "Read the story, then answer every test question Yes or No. One story answers all of its questions.")
+                 "Read the story, then answer every test question Yes or No. One story answers all of its questions.",
+                 outside=f"{no_text} judged stories without text (a URL only) are never drawn: the estimate is of the "
+                         f"{len(clusters)} with text" if no_text else "")
 
 
 def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probability") -> Built:

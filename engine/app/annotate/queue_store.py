@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from ...core.errors import ConfigError, Option
 from .labels import FILE, Labels, open_labels, stored_design
@@ -104,6 +105,16 @@ def open_stored(run: Path) -> Labels:
     return Labels(Path(run) / FILE, (), np.empty(0), np.empty(0, dtype=np.int64), stored_design(run))
 
 
+def verdicts_fingerprint(run: Path) -> str:
+    """What the run's judges said, item by item (each verdict's content key, which names the judge
+    and the request, its status and label): a run judged again into the folder differs, even where
+    the queue's draws do not (a uniform draw, the same uncertainty) and only its judges' totals move."""
+    verdicts = pl.read_parquet(Path(run) / "verdicts.parquet")
+    verdicts = verdicts.select([c for c in ("key", "item_id", "status", "label") if c in verdicts.columns])
+    text = verdicts.select(pl.all().cast(pl.Utf8)).sort(verdicts.columns).write_csv()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     """The run's queue and its store; settings not given are the stored queue's (or the defaults)."""
     s = settings(run, options)
@@ -116,9 +127,14 @@ def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     labels = open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability, queue.design.draws, design)
     drawn = [(queue.clusters[int(c)].cluster, float(queue.design.probability[int(c)])) for c in queue.design.draws]
     stored = [(c, labels.probability[c]) for c in labels.draw_clusters]
-    if [c for c, _ in drawn] != [c for c, _ in stored] or not np.allclose([p for _, p in drawn], [p for _, p in stored]):
+    judged = verdicts_fingerprint(run)
+    if labels.meta("verdicts") is None:       # a queue started before the verdicts were recorded: from now on
+        labels.set_meta("verdicts", judged)
+    if [c for c, _ in drawn] != [c for c, _ in stored] or not np.allclose([p for _, p in drawn], [p for _, p in stored]) \
+            or labels.meta("verdicts") != judged:
         labels.close()
-        raise QueueChanged("the run's verdicts changed since its annotation queue was drawn (the draws or their "
-                           f"probabilities differ from those in {FILE}): annotate the run the queue was drawn from, or "
-                           f"move {FILE} aside for a new queue (--export still writes its labels)", where=str(run))
+        raise QueueChanged("the run's verdicts changed since its annotation queue was drawn (its judges' verdicts, "
+                           f"the draws or their probabilities differ from those in {FILE}): annotate the run the "
+                           f"queue was drawn from, or move {FILE} aside for a new queue (--export still writes its "
+                           "labels)", where=str(run))
     return queue, labels

@@ -27,7 +27,8 @@ def cmd_annotate(args) -> int:
     app = Annotation(run, options, args.annotator)
     q = app.queue
     print(f"Annotation queue of {run} ({q.protocol}: {q.quantity}): {len(q.design.draws)} draws over "
-          f"{len(set(q.design.draws.tolist()))} of {len(q.clusters)} clusters, by {q.uncertainty_source}")
+          f"{len(set(q.design.draws.tolist()))} of {len(q.clusters)} clusters, by {q.uncertainty_source}"
+          + (f"; {q.outside}" if q.outside else ""))
     if app.token:
         print(f"Bound to {args.host}: every request needs the token (in the URL below)")
     print(f"Open {app.url}", flush=True)
