@@ -19,6 +19,7 @@ from litjudge.engine.backends.local.models import ALIASES
 from litjudge.engine.core import envs
 from litjudge.engine.core.session import Session
 from tests.conftest import MODEL_CACHE, PROJECT_ROOT
+from tests.conftest import litjudge as litjudge_cli
 from tests.fake_api import FakeAPI
 from tests.test_python_api import COLUMNS, VALUES, pairs
 
@@ -68,6 +69,17 @@ def test_every_litjudge_variable_is_read_in_one_module_and_documented():
     assert named <= set(envs.BY_NAME), sorted(named - set(envs.BY_NAME))
     assert all(v.kind and v.default and v.doc for v in envs.VARIABLES)
     assert envs.markdown().count("\n| `LITJUDGE_") == len(envs.VARIABLES)
+
+
+def test_a_misspelt_litjudge_variable_is_named_not_ignored_in_silence(tmp_path):
+    """A variable one word off one litjudge reads was ignored without a word (the cache went to
+    ~/.cache/litjudge); each invocation names it and the one it resembles. Names like none (a
+    test's fault hook) are not flagged."""
+    typo = "LITJUDGE_" + "CACHE_DIR"
+    assert envs.misspelt({typo: "/x", "LITJUDGE_FAULT_KILL_AFTER": "1", "LITJUDGE_CACHE": "/y"}) == [
+        f"{typo} is not a litjudge variable (did you mean LITJUDGE_CACHE?): it is ignored (docs/environment.md lists them)"]
+    r = litjudge_cli("protocols", env={typo: str(tmp_path)})
+    assert r.returncode == 0 and f"litjudge: warning: {typo} is not a litjudge variable" in r.stderr, r.stderr
 
 
 def test_two_calls_in_two_threads_keep_their_own_folders_and_caches(tmp_path):

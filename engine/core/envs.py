@@ -11,8 +11,9 @@ docs show.
 """
 from __future__ import annotations
 
+import difflib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,6 +129,17 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *BY_NAME])
+
+
+def misspelt(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """A line for each LITJUDGE_* name set that litjudge does not read but one it reads resembles
+    (the cache's with a _DIR on its end): a typo is otherwise ignored without a word."""
+    out = []
+    for name in sorted(k for k in environ if k.startswith("LITJUDGE_") and k not in BY_NAME):
+        if close := difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.75):
+            out.append(f"{name} is not a litjudge variable (did you mean {close[0]}?): it is ignored "
+                       "(docs/environment.md lists them)")
+    return out
 
 
 def markdown() -> str:

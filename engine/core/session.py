@@ -15,11 +15,13 @@ budget caps (`[api] max_cost_usd`, `max_tokens_total`) hold for, so two judges u
 it once, whichever entry (console, `litjudge.run`, `litjudge.judge`) started them."""
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import envs
+from .console import say
 from .paths import cache_dir, runs_output_dir
 
 CACHE_FILE = "verdicts.sqlite"
@@ -57,6 +59,8 @@ class Session:
         """The settings of one invocation: `out` (a folder for run folders) and `cache` (True or
         None: the environment's or the default verdict cache; False: none; a path: that file, or a
         folder to hold verdicts.sqlite) as given, everything else from the environment."""
+        for line in envs.misspelt():
+            say(f"litjudge: warning: {line}", logging.WARNING)
         runs = Path(out).expanduser().resolve() if out is not None else runs_output_dir().resolve()
         if cache is False:
             shared = None
