@@ -267,6 +267,14 @@ def test_a_recording_that_lacks_some_ids_says_so_not_an_empty_answer(tmp_path):
         r = judged(tmp_path, rows, judge=f"replay:{rec}")
     gone = r.verdicts.filter(pl.col("status") == "unparsed")
     assert gone["reason"].to_list() == ["the recording has no response for this id"] * 4
+    assert not [p for p in r.problems() if "match no item" in p]          # it lacks them: no id of its is unused
+    # the same ids with a typo in the recording: its own ids are named beside the items they missed
+    rec.write_text(rec.read_text() + "".join(json.dumps({"id": f"{r['id']}x/{o}", "response": "B"}) + "\n"
+                                             for r in rows[4:] for o in ("ab", "ba")))
+    with pytest.warns(litjudge.LitjudgeWarning, match=r"4 of its recording's 12 ids match no item of the run \(e\.g\. "
+                      r"'p04x/ab'\) while 4 items had no response \(e\.g\. 'p04/ab'\): are the recording's ids the "
+                      r"data's\?"):
+        judged(tmp_path, rows, judge=f"replay:{rec}", name="typo")
 
 
 def test_a_recording_keyed_by_other_ids_says_why_and_which_id_was_asked(tmp_path):

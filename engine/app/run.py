@@ -21,6 +21,7 @@ from litjudge.judges.ppi_annotated import Annotated
 from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
 
 from .. import backends as registry
+from ..backends.replay import unmatched_ids
 from ..core.backend import JudgeSpec
 from ..core.cache import claim_role, open_verdict_cache
 from ..core.config import RunConfig, manifest_config
@@ -361,8 +362,8 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     ids = run_ids or {s.name: run_id(prep.config, "", s.name) for s in prep.specs}
     verdicts = pl.concat([verdict_frame(store, ids[s.name], s.name) for s in prep.specs], how="diagonal_relaxed")
     tables = prep.protocol.tables(verdicts, ctx := prep.context())
-    said = unparsed_warnings(verdicts, prep.config.missing_policy) + constant_judge_warnings(verdicts, tables)
-    return verdicts, tables, ctx.warnings + said
+    return verdicts, tables, [*ctx.warnings, *unparsed_warnings(verdicts, prep.config.missing_policy),
+                              *unmatched_ids(verdicts, prep.specs), *constant_judge_warnings(verdicts, tables)]
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,

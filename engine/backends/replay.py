@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import polars as pl
+
 from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig, source_folder
 from ..core.errors import DataError, JudgeNotFound
@@ -144,4 +146,29 @@ class ReplayBackend(Backend):
             if item in self.records:
                 yield Generation(p.key, self.records[item], prompt_tokens=p.prompt_tokens)
             else:
-                yield Generation(p.key, "", error="the recording has no response for this id")
+                yield Generation(p.key, "", error=NO_RESPONSE)
+
+
+NO_RESPONSE = "the recording has no response for this id"
+
+
+def unmatched_ids(verdicts: pl.DataFrame, specs: Sequence[JudgeSpec]) -> list[str]:
+    """A line per replayed judge that had no response for some items while ids of its recording
+    match no item: a typo in the recording's ids (`s00/dialog` for `s00/dialogue`) read as the
+    judge's non-answers, the recording's own ids never named."""
+    out = []
+    for spec in specs:
+        if spec.backend != ReplayBackend.name or not {"judge", "reason", "item_id"} <= set(verdicts.columns):
+            continue
+        mine = verdicts.filter(pl.col("judge") == spec.name)
+        missed = mine.filter(pl.col("reason") == NO_RESPONSE)["item_id"].to_list()
+        if not missed:
+            continue
+        asked = set(mine["item_id"].to_list())
+        records = _recorded(Path(spec.target))
+        unused = sorted(i for i in records if i not in asked)
+        if unused:
+            out.append(f"{spec.name}: {len(unused)} of its recording's {len(records)} ids match no item of the run "
+                       f"(e.g. {unused[0]!r}) while {len(missed)} items had no response (e.g. {sorted(missed)[0]!r}): "
+                       "are the recording's ids the data's?")
+    return out
