@@ -103,6 +103,24 @@ def test_overall_agreement_is_drawn_with_its_intervals_and_from_a_run_written_be
 
 
 @needs_data
+def test_a_table_deleted_since_the_run_is_one_line_and_reparse_rebuilds_it(replay_run, tmp_path):
+    """A run's table deleted after the run left its panel out of the report and its rows out of a
+    compare without a word; the manifest lists the tables the run wrote, and a missing one is the
+    unreadable tables' line with its remedy."""
+    import shutil
+
+    gone = tmp_path / "gone" / replay_run.name
+    shutil.copytree(replay_run, gone)
+    (gone / "tables" / "overall.parquet").unlink()
+    for args in (("report", str(gone)), ("compare", str(replay_run), str(gone), "--out", str(tmp_path / "cmp"))):
+        r = litjudge(*args)
+        assert r.returncode == 2 and f"{gone}: tables/overall.parquet is missing though the run wrote it; " \
+            f"`litjudge reparse {gone}` rebuilds the tables from the store" in r.stderr, r.stderr[-2000:]
+    assert litjudge("reparse", str(gone)).returncode == 0
+    assert (gone / "tables" / "overall.parquet").is_file() and litjudge("report", str(gone)).returncode == 0
+
+
+@needs_data
 def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
     report = write_report([replay_run]).parent
     cp = pl.read_csv(report / "tables" / "corrected_pass_rates.csv")

@@ -121,7 +121,8 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
             for row in store.raw_results(set(verdicts["key"].to_list())):
                 fh.write(log_line(row, prompts.get(row[0]) if prompts else None))
     write_file(log_path, log)
-    write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
+    # the tables it wrote: a reader tells one deleted since from one the run never had
+    write_text(run_dir / "manifest.json", json.dumps({**manifest, "tables": sorted(tables)}, indent=2, default=str))
     mark_report_stale(run_dir)
 
 

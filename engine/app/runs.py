@@ -35,6 +35,11 @@ def load_run(path: Path) -> LoadedRun:
     if not tables:
         raise StoreError(f"{path}: the run has no tables (tables/*.parquet); `litjudge reparse {path}` rebuilds them "
                          "from the store")
+    listed = manifest.raw.get("tables")
+    if missing := [n for n in listed if n not in tables] if isinstance(listed, list) else []:
+        more = f" (and {len(missing) - 1} more)" if missing[1:] else ""
+        raise StoreError(f"{path}: tables/{missing[0]}.parquet is missing{more} though the run wrote it; "
+                         f"`litjudge reparse {path}` rebuilds the tables from the store")
     budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
     if budgets.exists():
         tables["budgets"] = read_table(budgets)

@@ -18,7 +18,7 @@ import polars as pl
 
 from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import RunConfig, source_folder
-from ..core.errors import DataError, JudgeNotFound
+from ..core.errors import DataError, JudgeNotFound, LitjudgeError
 from ..core.paths import path_version
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..data.cards import load_card
@@ -165,7 +165,12 @@ def unmatched_ids(verdicts: pl.DataFrame, specs: Sequence[JudgeSpec]) -> list[st
         if not missed:
             continue
         asked = set(mine["item_id"].to_list())
-        records = _recorded(Path(spec.target))
+        if not spec.target or not Path(spec.target).is_file():     # a rebuild from the manifest: no file named
+            continue
+        try:
+            records = _recorded(Path(spec.target))
+        except LitjudgeError:          # unreadable now: the run read it, a rebuild need not
+            continue
         unused = sorted(i for i in records if i not in asked)
         if unused:
             out.append(f"{spec.name}: {len(unused)} of its recording's {len(records)} ids match no item of the run "
