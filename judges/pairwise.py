@@ -226,6 +226,10 @@ class Pairwise(Protocol):
         opts: PairwiseOptions = ctx.options
         policy = ctx.config.missing_policy
         reward = "side" in table.columns
+        first = next(iter(self.load(ctx)), None)
+        if first is not None and first.pair_id == "line1" and "id" in first.extra:      # no pair_id: named by line
+            ctx.warn("the pairs are named by their line (line1, ...), not by your column 'id': name it the pairs' id "
+                     "with columns={'pair_id': 'id'} ([dataset.columns] pair_id = \"id\")")
         d = self.reward_decisions(table, policy) if reward else self.decisions(table, policy)
         judges = d.select("judge").unique(maintain_order=True)
         units = combine(d, opts.tie_rule)

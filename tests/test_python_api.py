@@ -284,9 +284,13 @@ def test_a_recording_keyed_by_other_ids_says_why_and_which_id_was_asked(tmp_path
     said the run had no verdict on an item with text)."""
     rows = pairs(12)
     columns = {k: v for k, v in COLUMNS.items() if k != "pair_id"}
-    with pytest.warns(litjudge.LitjudgeWarning, match=r"none of its 24 answers could be read as a verdict, most often "
-                      r"no answer: the recording has no response for this id \(24\) \(the first: item 'line1/ab'\)"):
+    with pytest.warns(litjudge.LitjudgeWarning) as said:
         r = judged(tmp_path, rows, columns=columns)
+    lines = [str(w.message) for w in said]
+    assert "the pairs are named by their line (line1, ...), not by your column 'id': name it the pairs' id with " \
+           "columns={'pair_id': 'id'} ([dataset.columns] pair_id = \"id\")" in lines, lines
+    assert any(line.endswith("none of its 24 answers could be read as a verdict, most often no answer: the recording "
+                             "has no response for this id (24) (the first: item 'line1/ab')") for line in lines), lines
     with pytest.raises(litjudge.ConfigError, match=r"none of the run's 24 verdicts could be read \(its warnings say "
                        r"why\): nothing to annotate"):
         litjudge.annotate(r)
