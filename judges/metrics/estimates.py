@@ -28,7 +28,6 @@ from .bootstrap import (
     FEW_PER_CLASS,
     MIN_CLUSTERS,
     RESAMPLES,
-    clusters_per_class,
     constant_interval,
     expanded_alpha,
     interval_note,
@@ -154,7 +153,8 @@ class Units:
 def _agreement_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
     """The bootstrap interval of an agreement metric, withheld where a truth class is in fewer
     than MIN_CLUSTERS clusters."""
-    if clusters_per_class(u.cluster_of_rows().tolist(), u.columns["truth"].tolist()) < MIN_CLUSTERS:
+    rows, truth = u.cluster_of_rows(), u.columns["truth"].astype(bool)      # `clusters_per_class`, in numpy
+    if min(np.unique(rows[truth]).size, np.unique(rows[~truth]).size) < MIN_CLUSTERS:
         return math.nan, math.nan, FEW_PER_CLASS
     return replace(u, rule=None).interval_with_note(resamples, seed)
 

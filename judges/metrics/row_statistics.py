@@ -123,8 +123,12 @@ class BinaryAgreement:
         rows = u.cluster_of_rows()
         cells = np.stack([np.bincount(rows, weights=(a & b).astype(float), minlength=u.clusters)
                           for a, b in ((t, p), (t, ~p), (~t, p), (~t, ~p))])          # (4, G)
-        drawn = np.where(clusters >= 0, cells[:, np.maximum(clusters, 0)], 0.0).sum(axis=2)
-        return self.of(*drawn)
+        # each resample's 2 x 2 counts: its draw counts times the clusters' (gathering the drawn
+        # clusters' counts and adding them was 2-5 ms of every TTCW table's interval)
+        resamples, valid = len(clusters), clusters >= 0
+        flat = (clusters + u.clusters * np.arange(resamples)[:, None])[valid]
+        counts = np.bincount(flat, minlength=resamples * u.clusters).reshape(resamples, u.clusters)
+        return self.of(*(cells @ counts.T.astype(float)))
 
 
 kappa_of = BinaryAgreement(kappa_from)
