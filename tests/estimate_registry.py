@@ -46,7 +46,8 @@ PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
     # TTCW
     **{key: (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",
              TT + "test_the_published_agreement_is_nearly_unbiased",
-             TT + "test_no_balanced_accuracy_interval_where_the_rarer_expert_answer_is_in_few_stories")
+             TT + "test_no_balanced_accuracy_interval_where_the_rarer_expert_answer_is_in_few_stories",
+             C + "test_no_agreement_interval_where_a_judge_answer_is_in_few_stories_and_the_rest_cover")
        for m in ("kappa", "balanced_accuracy") for key in both("ttcw", "overall", (), f"{m}_low", f"{m}_high")},
     **both("ttcw", "label_distribution", RATES + (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",)),
     **both("ttcw", "corrected_pass_rates", (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",)),
@@ -111,7 +112,8 @@ PUBLISHED.update({**both("annotate", "estimate", ANNOTATE, "active_low", "active
 # Calibration bin edges are the diagram's fixed bins, not estimates.
 NOT_ESTIMATES = ("bin_low", "bin_high")
 
-AGREEMENT = (C + "test_the_ranked_agreement_interval_covers",)
+AGREEMENT = (C + "test_the_ranked_agreement_interval_covers",
+             C + "test_no_agreement_interval_where_a_judge_answer_is_in_few_stories_and_the_rest_cover")
 STORY = (C + "test_the_ranked_story_level_estimates_cover",)
 SPEARMAN = (LI + "test_the_ranked_listwise_spearman_covers_resampling_groups",)
 RANKED_CALIBRATION = (C + "test_the_calibration_table_and_the_sweep_print_the_same_interval",) + CALIBRATION

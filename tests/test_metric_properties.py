@@ -197,14 +197,15 @@ def test_the_agreement_intervals_are_the_reference_bootstrap(rows, seed):
     """Kappa's and balanced accuracy's intervals, as the TTCW tables and a sweep print them
     (`Units.agreement`, from per-cluster 2 x 2 counts in numpy), draw the same clusters and get the
     same interval as the plain resampling loop over the metric; none below MIN_CLUSTERS clusters
-    or where an expert answer is in fewer."""
+    or where an expert answer, or a judge's, is in fewer."""
     from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, clusters_per_class
     from litjudge.judges.metrics.estimates import Units, balanced_accuracy_of, kappa_of
 
     clusters, truth, pred = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     for statistic, metric in ((kappa_of, cohen_kappa), (balanced_accuracy_of, balanced_accuracy)):
         fast = Units.agreement(clusters, truth, pred, statistic).interval(resamples=120, seed=seed)
-        if len(set(clusters)) < MIN_CLUSTERS or clusters_per_class(clusters, truth) < MIN_CLUSTERS:
+        if len(set(clusters)) < MIN_CLUSTERS or min(clusters_per_class(clusters, truth),
+                                                    clusters_per_class(clusters, pred)) < MIN_CLUSTERS:
             assert math.isnan(fast[0]) and math.isnan(fast[1])
             continue
         slow = cluster_bootstrap(clusters, truth, pred, metric, resamples=120, seed=seed)

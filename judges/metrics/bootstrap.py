@@ -66,6 +66,8 @@ def interval_note(clusters: int, low: float | None) -> str | None:
 
 
 CONSTANT = "every cluster gives the same value: exact binomial bound on a cluster that differs"
+FEW_JUDGE_ANSWERS = (f"one of the judge's answers is in fewer than {MIN_CLUSTERS} clusters: the agreement rests on "
+                     "too few independent units: no interval")
 FEW_PER_CLASS = (f"a human answer is in fewer than {MIN_CLUSTERS} clusters: its rate (sensitivity or specificity) "
                  "rests on too few independent units: no interval")
 
