@@ -56,6 +56,6 @@ def agreement_intervals(rows: pl.DataFrame, cluster: str) -> dict:
         low, high, notes[name] = Units.agreement(clusters, truth, pred, statistic).interval_with_note()
         out |= {f"{name}_low": low, f"{name}_high": high}
     same = len(set(notes.values())) == 1
-    out["ci_note"] = None if not ok.height else joined_notes(
+    out["ci_note"] = "no verdict with an expert label was read: no agreement" if not ok.height else joined_notes(
         *(note if same or note is None else f"{name.replace('_', ' ')}: {note}" for name, note in notes.items()))
     return out

@@ -180,3 +180,12 @@ def test_the_overall_table_prints_the_interval_a_sweep_ranks_by(tables):
             assert (low, high) == pytest.approx((row[f"{metric}_low"], row[f"{metric}_high"]), nan_ok=True)
             printed += not math.isnan(low)
     assert printed >= 40
+
+
+def test_an_overall_row_without_a_labelled_verdict_says_why():
+    """A judge with no verdict in a view (no story of it answered) printed n 0 and NaNs with no note."""
+    from litjudge.judges.ttcw_agreement import with_intervals
+
+    empty = pl.DataFrame(schema={"story_id": pl.Utf8, "judge_pass": pl.Boolean, "expert_pass": pl.Boolean})
+    row = with_intervals({"n": 0, "kappa": math.nan, "balanced_accuracy": math.nan}, empty, "story_id")
+    assert math.isnan(row["kappa_low"]) and row["ci_note"] == "no verdict with an expert label was read: no agreement"

@@ -233,6 +233,13 @@ def test_compared_runs_of_one_judge_are_two_bars_in_the_overall_chart():
     heights = sorted(round(bar.get_height(), 4) for bar in ax.patches)
     assert heights == [0.061, 0.064, 0.5435, 0.584], heights
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["after: replay:gpt4", "before: replay:gpt4"]
+    # a missing interval has no whisker (drawn flat at its value, it read as an exact one)
+    missing = overall.with_columns(pl.when(pl.col("run") == "after").then(None).otherwise(pl.col("kappa_low"))
+                                   .alias("kappa_low"))
+    panel = next(p for p in ttcw_panels({"overall": missing}) if p.title == "Overall agreement")
+    from matplotlib.container import ErrorbarContainer
+    bars = [c for c in panel.figures[0][1].axes[0].containers if isinstance(c, ErrorbarContainer)]
+    assert sum(len(c.lines[2][0].get_segments()) for c in bars) == 3
 
 
 def test_report_of_a_non_run_is_one_clear_line(tmp_path):

@@ -71,13 +71,24 @@ def test_every_litjudge_variable_is_read_in_one_module_and_documented():
     assert envs.markdown().count("\n| `LITJUDGE_") == len(envs.VARIABLES)
 
 
-def test_a_misspelt_litjudge_variable_is_named_not_ignored_in_silence(tmp_path):
+def test_a_misspelt_litjudge_variable_is_named_not_ignored_in_silence(tmp_path, monkeypatch, caplog):
     """A variable one word off one litjudge reads was ignored without a word (the cache went to
-    ~/.cache/litjudge); each invocation names it and the one it resembles. Names like none (a
-    test's fault hook) are not flagged."""
+    ~/.cache/litjudge); a command names it and the one it resembles, a Python process once. Names
+    like none (a test's fault hook, a name sharing only the prefix) are not flagged."""
+    import logging
+
+    from litjudge.engine.core import session
+
     typo = "LITJUDGE_" + "CACHE_DIR"
-    assert envs.misspelt({typo: "/x", "LITJUDGE_FAULT_KILL_AFTER": "1", "LITJUDGE_CACHE": "/y"}) == [
+    unrelated = {n: "1" for n in ("LITJUDGE_FAULT_KILL_AFTER", "LITJUDGE_" + "HOME", "LITJUDGE_" + "PORT", "LITJUDGE_")}
+    assert envs.misspelt({typo: "/x", "LITJUDGE_CACHE": "/y", **unrelated}) == [
         f"{typo} is not a litjudge variable (did you mean LITJUDGE_CACHE?): it is ignored (docs/environment.md lists them)"]
+    monkeypatch.setenv(typo, str(tmp_path))
+    monkeypatch.setattr(session, "_SAID", set())
+    with caplog.at_level(logging.WARNING, logger="litjudge"):
+        Session.current(out=tmp_path)
+        Session.current(out=tmp_path)
+    assert [r.getMessage() for r in caplog.records].count(f"litjudge: warning: {envs.misspelt()[0]}") == 1
     r = litjudge_cli("protocols", env={typo: str(tmp_path)})
     assert r.returncode == 0 and f"litjudge: warning: {typo} is not a litjudge variable" in r.stderr, r.stderr
 

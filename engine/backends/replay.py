@@ -153,16 +153,17 @@ NO_RESPONSE = "the recording has no response for this id"
 
 
 def unmatched_ids(verdicts: pl.DataFrame, specs: Sequence[JudgeSpec]) -> list[str]:
-    """A line per replayed judge that had no response for some items while ids of its recording
-    match no item: a typo in the recording's ids (`s00/dialog` for `s00/dialogue`) read as the
-    judge's non-answers, the recording's own ids never named."""
+    """A line per replayed judge that had no response for any item while its recording holds ids:
+    keyed by other ids than the data's (pairs named by their line), read as the judge's
+    non-answers with the recording's own ids never named. (Where some match, the rest may be the
+    items a --limit or a test subset left out: not said.)"""
     out = []
     for spec in specs:
         if spec.backend != ReplayBackend.name or not {"judge", "reason", "item_id"} <= set(verdicts.columns):
             continue
         mine = verdicts.filter(pl.col("judge") == spec.name)
         missed = mine.filter(pl.col("reason") == NO_RESPONSE)["item_id"].to_list()
-        if not missed:
+        if not missed or len(missed) < mine.height:
             continue
         asked = set(mine["item_id"].to_list())
         if not spec.target or not Path(spec.target).is_file():     # a rebuild from the manifest: no file named
@@ -173,7 +174,7 @@ def unmatched_ids(verdicts: pl.DataFrame, specs: Sequence[JudgeSpec]) -> list[st
             continue
         unused = sorted(i for i in records if i not in asked)
         if unused:
-            out.append(f"{spec.name}: {len(unused)} of its recording's {len(records)} ids match no item of the run "
-                       f"(e.g. {unused[0]!r}) while {len(missed)} items had no response (e.g. {sorted(missed)[0]!r}): "
-                       "are the recording's ids the data's?")
+            # ascii: an id in another Unicode form than the data's looked the same as the item's
+            out.append(f"{spec.name}: none of its recording's {len(records)} ids is an item of the run (e.g. "
+                       f"{unused[0]!a}, where the run asked e.g. {sorted(missed)[0]!a}): are its ids the data's?")
     return out

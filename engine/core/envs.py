@@ -134,9 +134,15 @@ def __dir__() -> list[str]:
 def misspelt(environ: Mapping[str, str] = os.environ) -> list[str]:
     """A line for each LITJUDGE_* name set that litjudge does not read but one it reads resembles
     (the cache's with a _DIR on its end): a typo is otherwise ignored without a word."""
-    out = []
+    out, known = [], {name.removeprefix("LITJUDGE_"): name for name in BY_NAME}
     for name in sorted(k for k in environ if k.startswith("LITJUDGE_") and k not in BY_NAME):
-        if close := difflib.get_close_matches(name, list(BY_NAME), n=1, cutoff=0.75):
+        # the part after the shared prefix (whole, any name resembled one: a HOME after it the cache's),
+        # close to one, or one with a word added or left off (a _DIR after CACHE)
+        part = name.removeprefix("LITJUDGE_")
+        close = [k for k in known if len(part) >= 4 and (part.startswith(k + "_") or k.startswith(part + "_"))] \
+            or difflib.get_close_matches(part, list(known), n=1, cutoff=0.75)
+        if close:
+            close = [known[close[0]]]
             out.append(f"{name} is not a litjudge variable (did you mean {close[0]}?): it is ignored "
                        "(docs/environment.md lists them)")
     return out

@@ -25,6 +25,7 @@ from .console import say
 from .paths import cache_dir, runs_output_dir
 
 CACHE_FILE = "verdicts.sqlite"
+_SAID: set[str] = set()          # the misspelt variables this process has named
 
 
 @dataclass
@@ -60,7 +61,9 @@ class Session:
         None: the environment's or the default verdict cache; False: none; a path: that file, or a
         folder to hold verdicts.sqlite) as given, everything else from the environment."""
         for line in envs.misspelt():
-            say(f"litjudge: warning: {line}", logging.WARNING)
+            if line not in _SAID:                # once a process: a notebook's every call said it again
+                _SAID.add(line)
+                say(f"litjudge: warning: {line}", logging.WARNING)
         runs = Path(out).expanduser().resolve() if out is not None else runs_output_dir().resolve()
         if cache is False:
             shared = None

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from litjudge.judges.metrics.active import MIN
 
-from ...core.console import terminal
+from ...core.console import printable, terminal
 from ...core.errors import ConfigError, DataError
 from ..annotate.labels import FILE
 from ..annotate.queue import Queue, build_queue
@@ -58,7 +58,7 @@ def import_export(run: Path, options: Options, args) -> int:
         if args.import_file:
             raise
         queue, labels = None, open_stored(run)
-        print(f"litjudge: {run}: {changed}", file=terminal())
+        print(printable(f"litjudge: warning: {changed}"), file=terminal())     # the error names the folder
     try:
         if args.import_file:
             assert queue is not None

@@ -3,6 +3,7 @@ recomputed differently) and matplotlib figures of them. Several runs (`litjudge 
 concatenated with a `run` column, and judges are labelled `run: judge` so they sit side by side."""
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -42,12 +43,16 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
         vals = {r[x]: r for r in sub.iter_rows(named=True)}
         heights = [vals[v][y] if v in vals and vals[v][y] is not None else np.nan for v in xs]
         pos = np.arange(len(xs)) + (k - (len(whos) - 1) / 2) * width
-        err = None
-        if lo and hi:
-            err = np.array([[h - vals[v][lo] if v in vals and vals[v][lo] is not None else 0 for v, h in zip(xs, heights)],
-                            [vals[v][hi] - h if v in vals and vals[v][hi] is not None else 0 for v, h in zip(xs, heights)]])
-            err = np.nan_to_num(np.clip(err, 0, None))
-        ax.bar(pos, heights, width, label=names[k], yerr=err, capsize=2 if err is not None else 0, color=f"C{k % 10}")
+        # past 10 judges, tab20's 20 colours (C0-C9 repeat: two runs' judges were one red)
+        colour = f"C{k}" if len(whos) <= 10 else plt.get_cmap("tab20")(k % 20)
+        ax.bar(pos, heights, width, label=names[k], color=colour)
+        if lo and hi:       # whiskers only where there is an interval: a missing one drawn flat read as exact
+            bounds = [(p, h, vals[v][lo], vals[v][hi]) for p, v, h in zip(pos, xs, heights)
+                      if v in vals and _finite(vals[v][lo]) and _finite(vals[v][hi]) and _finite(h)]
+            if bounds:
+                b = np.asarray(bounds, dtype=float)
+                ax.errorbar(b[:, 0], b[:, 1], yerr=np.clip([b[:, 1] - b[:, 2], b[:, 3] - b[:, 1]], 0, None),
+                            fmt="none", ecolor="black", elinewidth=1, capsize=2)
     crowded = len(xs) > 6 or max((len(str(v)) for v in xs), default=0) * len(xs) > 60
     ax.set_xticks(np.arange(len(xs)), [str(v) for v in xs], rotation=30 if crowded else 0,
                   ha="right" if crowded else "center")
@@ -61,6 +66,10 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
                   ncols=1 if len(whos) <= 12 else 2)
     fig.tight_layout()
     return fig
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def _legend_name(who: object, most: int = 48) -> str:
@@ -149,8 +158,8 @@ def _overall(overall: pl.DataFrame) -> Panel:
                                    bound(f"{m}_low").alias("low"), bound(f"{m}_high").alias("high"))
                        for m, label in (("kappa", "Cohen's kappa"), ("balanced_accuracy", "balanced accuracy"))])
     judgeable = (view["view"] == "judgeable").any()
-    note = ("Over every test judged, with 95% intervals resampling whole stories (none where an expert answer "
-            "is in fewer than 10 stories: the table's ci_note says why)."
+    note = ("Over every test judged, with 95% intervals resampling whole stories (none from fewer than 10 "
+            "stories, or where an expert's or the judge's answer is in fewer than 10: the table's ci_note says why)."
             + (" Drawn over the judgeable stories (those with text), so that judges stand on the same stories; the "
                "table has the all-items view too." if judgeable else ""))
     return Panel("Overall agreement", note, [("overall", overall)],
