@@ -47,8 +47,8 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
         colour = f"C{k}" if len(whos) <= 10 else plt.get_cmap("tab20")(k % 20)
         ax.bar(pos, heights, width, label=names[k], color=colour)
         if lo and hi:       # whiskers only where there is an interval: a missing one drawn flat read as exact
-            bounds = [(p, h, vals[v][lo], vals[v][hi]) for p, v, h in zip(pos, xs, heights)
-                      if v in vals and _finite(vals[v][lo]) and _finite(vals[v][hi]) and _finite(h)]
+            bounds = [(p, h, vals[v][lo], vals[v][hi]) for p, v, h in zip(pos, xs, heights) if v in vals
+                      and all(isinstance(e, int | float) and math.isfinite(e) for e in (vals[v][lo], vals[v][hi], h))]
             if bounds:
                 b = np.asarray(bounds, dtype=float)
                 ax.errorbar(b[:, 0], b[:, 1], yerr=np.clip([b[:, 1] - b[:, 2], b[:, 3] - b[:, 1]], 0, None),
@@ -66,10 +66,6 @@ def _grouped_bars(df: pl.DataFrame, x: str, y: str, title: str, ylabel: str, lo:
                   ncols=1 if len(whos) <= 12 else 2)
     fig.tight_layout()
     return fig
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def _legend_name(who: object, most: int = 48) -> str:
