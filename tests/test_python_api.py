@@ -39,9 +39,11 @@ def recording(folder, rows) -> str:
 
 
 def judged(tmp_path, data, **kw):
-    kw = {"protocol": "pairwise", "judge": recording(tmp_path, pairs()), "columns": COLUMNS, "values": VALUES,
-          "out": tmp_path / "out", "progress": False, **kw}
-    return litjudge.judge(data, **kw)
+    # the recording written only where no judge is given: rewritten while another thread's run read
+    # it, a run planned with its checksum half-way and was refused (the replay backend's check)
+    kw = {"protocol": "pairwise", "columns": COLUMNS, "values": VALUES, "out": tmp_path / "out", "progress": False,
+          **kw}
+    return litjudge.judge(data, **{"judge": kw.get("judge") or recording(tmp_path, pairs()), **kw})
 
 
 SCRIPT = """
@@ -355,6 +357,29 @@ def test_a_recording_edited_after_the_run_planned_with_it_is_refused_not_stored_
         ReplayBackend(spec)
 
 
+def test_judging_a_folder_again_under_its_annotation_queue_says_what_becomes_of_the_queue(tmp_path):
+    """A run judged again into a folder whose annotation queue was drawn from its old verdicts was
+    replaced without a word; the queue's page was refused only at its next start (one running kept
+    the old queue). The run now says so as it writes its verdicts (`stale_queue`); a re-run that
+    changes no verdict says nothing."""
+    from litjudge.engine.app.annotate.labels import stale_queue
+    from litjudge.engine.app.annotate.queue_store import Options, open_queue
+
+    rows = pairs()
+    first = judged(tmp_path, rows, name="queued")
+    _, labels = open_queue(first.run_dir, Options(budget=5))             # a started queue
+    labels.close()
+    assert stale_queue(judged(tmp_path, rows, name="queued").run_dir) is None
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "B"}) + "\n"
+                             for r in rows for o in ("ab", "ba")))
+    again = judged(tmp_path, rows, name="queued", judge=f"replay:{other}", overwrite=True)
+    assert again.run_dir == first.run_dir and stale_queue(again.run_dir) == (
+        f"litjudge: warning: {first.run_dir} holds an annotation queue drawn from other verdicts than this run's: its "
+        "page is refused from its next start (one running now keeps the old queue); `litjudge annotate "
+        f"{first.run_dir} --export FILE` still writes its labels")
+
+
 def test_the_category_order_is_a_keyword_and_reaches_the_loader(tmp_path):
     """`category_order=` is the config's `[dataset] category_order`: a category outside it is the
     loader's one line, and a string where a list belongs is refused at the edge."""
@@ -427,12 +452,13 @@ def test_threads_judging_into_one_folder_are_told_another_thread_holds_it(tmp_pa
     import threading
 
     frame = pd.DataFrame(pairs())
+    judge = recording(tmp_path, pairs())             # written once: the threads race for the folder, not the file
     for attempt in range(6):
         said: list[str] = []
 
         def one(said=said, attempt=attempt) -> None:
             try:
-                judged(tmp_path, frame, name=f"race{attempt}")
+                judged(tmp_path, frame, name=f"race{attempt}", judge=judge)
                 said.append("ran")
             except ConfigError as e:
                 said.append(str(e))

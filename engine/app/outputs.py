@@ -24,6 +24,7 @@ from ..core.console import say
 from ..core.errors import StoreError, fault, os_error_of
 from ..core.store import Store
 from ..core.store_rows import RESULT_COLUMNS
+from .annotate.labels import stale_queue
 from .manifest import RunManifest
 
 
@@ -115,6 +116,8 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
         prompts = read_logged_prompts(log_path)
     write_tables(run_dir, tables)
     write_file(run_dir / "verdicts.parquet", lambda tmp: verdicts.write_parquet(tmp))
+    if said := stale_queue(run_dir):       # judged again under a started annotation queue
+        say(said, logging.WARNING)
 
     def log(tmp: Path) -> None:
         with tmp.open("wb") as fh:

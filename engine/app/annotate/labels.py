@@ -5,6 +5,7 @@ draw and its probability, fixed when the queue starts), each submission under it
 off one cluster."""
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from ...core.errors import ConfigError, StoreError
 
@@ -331,3 +333,35 @@ def stored_design(run: Path) -> dict[str, Any]:
     finally:
         db.close()
     return json.loads(row[0]) if row else {}
+
+
+def verdicts_fingerprint(run: Path) -> str:
+    """What the run's judges said, item by item (each verdict's content key, which names the judge
+    and the request, its status and label): a run judged again into the folder differs, even where
+    the queue's draws do not (a uniform draw, the same uncertainty) and only its judges' totals move."""
+    verdicts = pl.read_parquet(Path(run) / "verdicts.parquet")
+    verdicts = verdicts.select([c for c in ("key", "item_id", "status", "label") if c in verdicts.columns])
+    text = verdicts.select(pl.all().cast(pl.Utf8)).sort(verdicts.columns).write_csv()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stale_queue(run: Path) -> str | None:
+    """What a run that just wrote its verdicts says of the folder's annotation queue drawn from other
+    verdicts (None where there is none, or it was drawn from these): its page is refused from its
+    next start, and a server running now goes on with the old queue."""
+    path = Path(run) / FILE
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'verdicts'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError:
+        return None
+    if row is None or row[0] == verdicts_fingerprint(run):
+        return None
+    return (f"litjudge: warning: {run} holds an annotation queue drawn from other verdicts than this run's: its page "
+            f"is refused from its next start (one running now keeps the old queue); `litjudge annotate {run} --export "
+            "FILE` still writes its labels")

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 from ...core.errors import ConfigError, Option
-from .labels import FILE, Labels, open_labels, stored_design
+from .labels import FILE, Labels, open_labels, stored_design, verdicts_fingerprint
 from .queue import FloorBy, PairsBy, Queue, build_queue
 
 DEFAULT_BUDGET = 50
@@ -103,16 +102,6 @@ class QueueChanged(ConfigError):
 def open_stored(run: Path) -> Labels:
     """A started queue's store as it was drawn, without its run's queue (for its export)."""
     return Labels(Path(run) / FILE, (), np.empty(0), np.empty(0, dtype=np.int64), stored_design(run))
-
-
-def verdicts_fingerprint(run: Path) -> str:
-    """What the run's judges said, item by item (each verdict's content key, which names the judge
-    and the request, its status and label): a run judged again into the folder differs, even where
-    the queue's draws do not (a uniform draw, the same uncertainty) and only its judges' totals move."""
-    verdicts = pl.read_parquet(Path(run) / "verdicts.parquet")
-    verdicts = verdicts.select([c for c in ("key", "item_id", "status", "label") if c in verdicts.columns])
-    text = verdicts.select(pl.all().cast(pl.Utf8)).sort(verdicts.columns).write_csv()
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
