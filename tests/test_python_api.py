@@ -369,12 +369,15 @@ def test_judging_a_folder_again_under_its_annotation_queue_says_what_becomes_of_
     first = judged(tmp_path, rows, name="queued")
     _, labels = open_queue(first.run_dir, Options(budget=5))             # a started queue
     labels.close()
-    assert stale_queue(judged(tmp_path, rows, name="queued").run_dir) is None
+    def said(run_dir):
+        return stale_queue(run_dir, pl.read_parquet(run_dir / "verdicts.parquet"))
+
+    assert said(judged(tmp_path, rows, name="queued").run_dir) is None
     other = tmp_path / "other.jsonl"
     other.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "B"}) + "\n"
                              for r in rows for o in ("ab", "ba")))
     again = judged(tmp_path, rows, name="queued", judge=f"replay:{other}", overwrite=True)
-    assert again.run_dir == first.run_dir and stale_queue(again.run_dir) == (
+    assert again.run_dir == first.run_dir and said(again.run_dir) == (
         f"litjudge: warning: {first.run_dir} holds an annotation queue drawn from other verdicts than this run's: its "
         "page is refused from its next start (one running now keeps the old queue); `litjudge annotate "
         f"{first.run_dir} --export FILE` still writes its labels")

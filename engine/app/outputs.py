@@ -116,7 +116,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
         prompts = read_logged_prompts(log_path)
     write_tables(run_dir, tables)
     write_file(run_dir / "verdicts.parquet", lambda tmp: verdicts.write_parquet(tmp))
-    if said := stale_queue(run_dir):       # judged again under a started annotation queue
+    if said := stale_queue(run_dir, verdicts):       # judged again under a started annotation queue
         say(said, logging.WARNING)
 
     def log(tmp: Path) -> None:

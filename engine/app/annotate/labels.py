@@ -322,45 +322,42 @@ def open_labels(run: Path, clusters: Iterable[str], probability: np.ndarray, dra
 
 def stored_design(run: Path) -> dict[str, Any]:
     """The design an existing store was started with ({} for a new queue)."""
-    path = Path(run) / FILE
-    if not path.exists():
-        return {}
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'design'").fetchone()
-    except sqlite3.DatabaseError:
-        return {}
-    finally:
-        db.close()
-    return json.loads(row[0]) if row else {}
+    design = stored_meta(run, "design")
+    return json.loads(design) if design else {}
 
 
-def verdicts_fingerprint(run: Path) -> str:
-    """What the run's judges said, item by item (each verdict's content key, which names the judge
-    and the request, its status and label): a run judged again into the folder differs, even where
-    the queue's draws do not (a uniform draw, the same uncertainty) and only its judges' totals move."""
-    verdicts = pl.read_parquet(Path(run) / "verdicts.parquet")
-    verdicts = verdicts.select([c for c in ("key", "item_id", "status", "label") if c in verdicts.columns])
-    text = verdicts.select(pl.all().cast(pl.Utf8)).sort(verdicts.columns).write_csv()
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def stale_queue(run: Path) -> str | None:
-    """What a run that just wrote its verdicts says of the folder's annotation queue drawn from other
-    verdicts (None where there is none, or it was drawn from these): its page is refused from its
-    next start, and a server running now goes on with the old queue."""
+def stored_meta(run: Path, key: str) -> str | None:
+    """A value of the run's queue store's meta table, read without opening the store for writing
+    (None where there is no store, no such value, or no readable store)."""
     path = Path(run) / FILE
     if not path.exists():
         return None
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'verdicts'").fetchone()
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         finally:
             db.close()
     except sqlite3.DatabaseError:
         return None
-    if row is None or row[0] == verdicts_fingerprint(run):
+    return None if row is None else str(row[0])
+
+
+def verdicts_fingerprint(verdicts: pl.DataFrame) -> str:
+    """What the run's judges said, item by item (each verdict's content key, which names the judge
+    and the request, its status and label): a run judged again into the folder differs, even where
+    the queue's draws do not (a uniform draw, the same uncertainty) and only its judges' totals move."""
+    verdicts = verdicts.select([c for c in ("key", "item_id", "status", "label") if c in verdicts.columns])
+    text = verdicts.select(pl.all().cast(pl.Utf8)).sort(verdicts.columns).write_csv()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stale_queue(run: Path, verdicts: pl.DataFrame) -> str | None:
+    """What a run that just wrote `verdicts` says of the folder's annotation queue drawn from other
+    verdicts (None where there is none, or it was drawn from these): its page is refused from its
+    next start, and a server running now goes on with the old queue."""
+    drawn_from = stored_meta(run, "verdicts")
+    if drawn_from is None or drawn_from == verdicts_fingerprint(verdicts):
         return None
     return (f"litjudge: warning: {run} holds an annotation queue drawn from other verdicts than this run's: its page "
             f"is refused from its next start (one running now keeps the old queue); `litjudge annotate {run} --export "

@@ -24,6 +24,7 @@ from ...data.cards import dataset_card
 from ..manifest import recorded_config
 from ..outputs import read_manifest, read_table
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
+from .labels import verdicts_fingerprint
 from .queue_rubric import AFTER, listwise, rubric, votes, with_probabilities
 
 PROTOCOLS_SERVED = ("ttcw", "pairwise", "rubric", "listwise")
@@ -48,6 +49,7 @@ class Queue:
     instructions: str = ""
     bounds: tuple[float, float] = (0.0, 1.0)  # the quantity's range (a rubric's points mean: 1..N)
     outside: str = ""                        # what the run judged that the queue never draws, and why
+    judged: str = ""                         # `labels.verdicts_fingerprint` of the verdicts it was built from
 
     def score(self, cluster: str, label: str, item: str | None = None) -> float:
         """A person's answer on the quantity's scale: pairwise counts agreement with the judges'
@@ -141,7 +143,8 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
         source += f" - 0 for every cluster ({_nothing_differs(config)}), so the draws follow cluster size alone, as " \
                   "uniform PPI++'s would: " + _what_gives_uncertainty(config)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
-                 built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside)
+                 built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside,
+                 verdicts_fingerprint(verdicts))
 
 
 def _sampled(config: RunConfig) -> bool:

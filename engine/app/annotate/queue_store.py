@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import ConfigError, Option
-from .labels import FILE, Labels, open_labels, stored_design, verdicts_fingerprint
+from .labels import FILE, Labels, open_labels, stored_design
 from .queue import FloorBy, PairsBy, Queue, build_queue
 
 DEFAULT_BUDGET = 50
@@ -116,11 +116,10 @@ def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     labels = open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability, queue.design.draws, design)
     drawn = [(queue.clusters[int(c)].cluster, float(queue.design.probability[int(c)])) for c in queue.design.draws]
     stored = [(c, labels.probability[c]) for c in labels.draw_clusters]
-    judged = verdicts_fingerprint(run)
     if labels.meta("verdicts") is None:       # a queue started before the verdicts were recorded: from now on
-        labels.set_meta("verdicts", judged)
+        labels.set_meta("verdicts", queue.judged)
     if [c for c, _ in drawn] != [c for c, _ in stored] or not np.allclose([p for _, p in drawn], [p for _, p in stored]) \
-            or labels.meta("verdicts") != judged:
+            or labels.meta("verdicts") != queue.judged:
         labels.close()
         raise QueueChanged("the run's verdicts changed since its annotation queue was drawn (its judges' verdicts, "
                            f"the draws or their probabilities differ from those in {FILE}): annotate the run the "
