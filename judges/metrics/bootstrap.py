@@ -72,12 +72,17 @@ FEW_PER_CLASS = (f"a human answer is in fewer than {MIN_CLUSTERS} clusters: its 
                  "rests on too few independent units: no interval")
 
 
-def clusters_per_class(clusters: Sequence[Hashable], truth: Sequence) -> int:
+def clusters_per_class(clusters: Sequence[Hashable] | np.ndarray, truth: Sequence | np.ndarray) -> int:
     """The fewest clusters holding any one truth class (0 with fewer than 2 classes): an agreement
     metric's sensitivity and specificity each rest on the clusters holding their class. Where
     the experts pass 5% of tests with stories alike inside, the positives sit in one or two
     stories, and a story-resampled balanced accuracy covered 0.4-0.6 at 10 stories
-    (tests/test_conformance.py); below MIN_CLUSTERS such clusters no interval is printed."""
+    (tests/test_conformance.py); below MIN_CLUSTERS such clusters no interval is printed. Boolean
+    numpy truth (no missing value) is counted in numpy: the loop below was 1 ms of every interval of
+    a TTCW table's agreement (`estimates.Units.agreement`)."""
+    if isinstance(truth, np.ndarray) and truth.dtype == bool:
+        at = np.asarray(clusters)
+        return min(np.unique(at[truth]).size, np.unique(at[~truth]).size)
     by_class: dict[str, set[str]] = {}
     for c, t in zip(clusters, truth, strict=True):
         if not is_missing(t):

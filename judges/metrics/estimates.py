@@ -29,6 +29,7 @@ from .bootstrap import (
     FEW_PER_CLASS,
     MIN_CLUSTERS,
     RESAMPLES,
+    clusters_per_class,
     constant_interval,
     expanded_alpha,
     interval_note,
@@ -157,12 +158,9 @@ def _agreement_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, 
     stories (14 tests each) had its kappa's interval cover 0.91 and balanced accuracy's 0.91 (0.87
     at 2 stories), and 0.95-0.97 from 10 such stories up (tests/test_conformance.py)."""
     rows = u.cluster_of_rows()
-    truth, pred = u.columns["truth"].astype(bool), u.columns["pred"].astype(bool)
-    def fewest(side: np.ndarray) -> int:                 # `clusters_per_class` of a boolean side, in numpy
-        return min(np.unique(rows[side]).size, np.unique(rows[~side]).size)
-    if fewest(truth) < MIN_CLUSTERS:
+    if clusters_per_class(rows, u.columns["truth"].astype(bool)) < MIN_CLUSTERS:
         return math.nan, math.nan, FEW_PER_CLASS
-    if fewest(pred) < MIN_CLUSTERS:
+    if clusters_per_class(rows, u.columns["pred"].astype(bool)) < MIN_CLUSTERS:
         return math.nan, math.nan, FEW_JUDGE_ANSWERS
     return replace(u, rule=None).interval_with_note(resamples, seed)
 
