@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from litjudge.engine.app.sweep_rank import RANKED_AFTER
 from litjudge.judges.metrics.bootstrap import too_few
 from tests.conftest import PROJECT_ROOT, needs_data
 from tests.test_cli_probe import cli, one_line
@@ -72,18 +73,29 @@ def test_the_unbiased_judge_ranks_first_with_an_interval_on_every_value(tmp_path
 
 def test_a_cell_whose_answers_were_partly_unread_says_how_many(tmp_path):
     """A judge answering "Tie" where ties are off is ranked on the answers read; the ranking says
-    what share was not (the table printed nothing of it, the cell level with complete ones)."""
+    what share was not (the table printed nothing of it, the cell level with complete ones). One
+    that left all but 2 pairs unread, right on those, is ranked after the cells that have an
+    interval: it topped the ranking at 1.0 with none."""
     cfg = litbench_sweep(tmp_path)
     answers = [json.loads(line) for line in (tmp_path / "unbiased.jsonl").read_text().splitlines()]
     for k in range(0, len(answers), 4):
         answers[k]["response"] = "Tie"                               # 20 of 80 unread
     (tmp_path / "muddled.jsonl").write_text("".join(json.dumps(a) + "\n" for a in answers))
-    cfg.write_text(cfg.read_text().replace("judge = [", f'judge = ["replay:{tmp_path / "muddled.jsonl"}", '))
+    lucky = [{"id": a["id"], "response": ("A" if a["id"].endswith("/ab") else "B") if a["id"] < "p02" else "Tie"}
+             for a in answers]                                      # right on p00, p01; 76 of 80 unread
+    (tmp_path / "lucky.jsonl").write_text("".join(json.dumps(a) + "\n" for a in lucky))
+    cfg.write_text(cfg.read_text().replace("judge = [", f'judge = ["replay:{tmp_path / "muddled.jsonl"}", '
+                                                        f'"replay:{tmp_path / "lucky.jsonl"}", '))
     r = cli("run", str(cfg), cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
-    unread = {Path(row["judge"].removeprefix("replay:")).stem: float(row["unread"]) for row in ranking(tmp_path)}
-    assert unread == {"muddled": 0.25, "unbiased": 0.0, "always_a": 0.0}
+    rows = {Path(row["judge"].removeprefix("replay:")).stem: row for row in ranking(tmp_path)}
+    assert {k: float(row["unread"]) for k, row in rows.items()} == {
+        "muddled": 0.25, "unbiased": 0.0, "always_a": 0.0, "lucky": 0.95}
     assert "unread" in r.stdout
+    assert rows["lucky"]["value"] == "1.0" and rows["lucky"]["rank"] == "4" and rows["lucky"]["same_as_best"] == ""
+    assert rows["lucky"]["ci_note"].endswith(RANKED_AFTER) and too_few(2) in rows["lucky"]["ci_note"]
+    assert all(RANKED_AFTER not in rows[k]["ci_note"] for k in ("muddled", "unbiased", "always_a"))
+    assert "1 of 4 ranked rows have fewer than 10 clusters" in " ".join(r.stderr.split())
 
 
 def test_one_order_ranks_only_when_asked_explicitly(tmp_path):

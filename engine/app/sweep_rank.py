@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.judges.metrics.bootstrap import RESAMPLES
+from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, RESAMPLES
 from litjudge.judges.metrics.estimates import Units, intervals_with_notes, same_as_best
 
 MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous cluster bootstrap of every cell against the best, drawing from "
@@ -51,12 +51,15 @@ class Ranked:
 
 
 def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.DataFrame:
-    """The rows best first (`up`: higher is better, as the protocol declares the metric), each with
-    its interval (ci_low, ci_high, ci_note: the one interval rule) and `same_as_best`; then, unranked
+    """The rows best first (`up`: higher is better, as the protocol declares the metric), those of
+    fewer than MIN_CLUSTERS clusters after the rest (`comparable`), each with its interval (ci_low,
+    ci_high, ci_note: the one interval rule) and `same_as_best`; then, unranked
     (no rank, no value), the cells where it is undefined, each saying why in ci_note: a cell left out
     silently read as a sweep of fewer cells. Undefined in every cell, every cell is listed unranked
     (an empty ranking said nothing of why); its columns are the same whatever it holds."""
-    kept = sorted((r for r in rows if not math.isnan(r.value)), key=lambda r: -r.value if up else r.value)
+    kept = sorted((r for r in rows if not math.isnan(r.value)),
+                  key=lambda r: (not comparable(r), -r.value if up else r.value))
+    behind = any(comparable(r) for r in kept)
     undefined = [r for r in rows if math.isnan(r.value)]
     with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
     verdicts = same_as_best([units for _, units in with_units], up, resamples)
@@ -71,6 +74,8 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
         if r.units is not None:
             lo, hi, note = interval_of[i]
         same = same_of.get(i)
+        if behind and not comparable(r):
+            note = f"{note or 'no interval'}; {RANKED_AFTER}"
         value, lo, hi = _in_range(r, r.value, lo, hi)
         out.append({"rank": i + 1, **r.head, "value": value, "n": r.n, "clusters": clusters,
                     "ci_low": None if math.isnan(lo) else lo, "ci_high": None if math.isnan(hi) else hi,
@@ -82,6 +87,17 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
     schema: dict[str, Any] = {"rank": pl.Int64, **head, "value": pl.Float64, "n": pl.Int64, "clusters": pl.Int64,
               "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.Utf8, "same_as_best": pl.Boolean}
     return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)
+
+
+RANKED_AFTER = (f"fewer than {MIN_CLUSTERS} clusters, so not compared with the best: ranked after the cells "
+                "that are")
+
+
+def comparable(row: Ranked) -> bool:
+    """Whether the row joins the comparison with the best (`same_as_best`): it has MIN_CLUSTERS
+    clusters. A row of fewer is ranked after those that do, whatever its value: 2 pairs read of 200
+    (the rest unread) at accuracy 1.0 topped a sweep's ranking with no interval and no verdict."""
+    return row.units is not None and row.units.clusters >= MIN_CLUSTERS
 
 
 # Why an unranked cell has no value: its tables say it undefined (their ci_note says why), or hold no row of it.

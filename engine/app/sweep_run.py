@@ -26,6 +26,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context, group_columns
+from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -48,7 +49,7 @@ from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import claim, claim_of, refuse_foreign
 from .sweep import Cell, Sweep
-from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
+from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, comparable, ranking
 
 
 @dataclass
@@ -327,7 +328,7 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
     axis the estimate ignores only repeats rows: its first value is kept, and a warning says so (the
     ranking's column for it was gone without a word). (A cell's best post setting is chosen on the
     same data: an optimistic pick, which same_as_best tempers.)"""
-    idle = []
+    said = []
     for axis in list(sweep.post):
         values: dict[tuple, set] = {}
         for r in ranked:
@@ -337,13 +338,17 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
             ranked = [dataclasses.replace(r, head={k: v for k, v in r.head.items() if k != axis})   # its note too
                       for r in ranked if r.head.get(axis) == sweep.post[axis][0]]
             if len(sweep.post[axis]) > 1:
-                idle.append(f"{axis} gives {sweep.rank_by} the same value in every cell for its "
+                said.append(f"{axis} gives {sweep.rank_by} the same value in every cell for its "
                             f"{len(sweep.post[axis])} values: the ranking lists each cell once for it, at "
                             f"{sweep.post[axis][0]!r} (every setting's tables: sweep_metrics.parquet)")
     table_name, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
     unranked = table["rank"].null_count()
+    few = sum(1 for r in ranked if not math.isnan(r.value) and not comparable(r))
+    if few and few < table.height - unranked:
+        said.append(f"{few} of {table.height - unranked} ranked rows have fewer than {MIN_CLUSTERS} clusters (no "
+                    "interval, not compared with the best): ranked after the rows that have them, whatever their value")
     if all(r.missing for r in ranked):
         # The metric is a valid one (checked when the sweep loaded), but these data give it no
         # value (no human labels, say): the cells' tables are kept, and each is listed unranked.
@@ -353,9 +358,9 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
         return table, [f"{sweep.rank_by} is undefined in every cell: the sweep's metrics are written, and its ranking "
                        "lists every cell unranked, its ci_note saying why"]
     if unranked:
-        return table, [*idle, f"{sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking: they "
+        return table, [*said, f"{sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking: they "
                        "are listed last, unranked, their ci_note saying why"]
-    return table, idle
+    return table, said
 
 
 def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:
