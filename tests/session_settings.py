@@ -65,8 +65,10 @@ assert set(SESSION_SETTINGS) <= set(envs.BY_NAME), "a session setting that engin
 # (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 CPU, measured) aborted that backend in later sessions.
 # Ray reads RAY_TMPDIR before TMPDIR (a user's would take the session's Ray elsewhere). The
 # datasets library's cache (~/.cache/huggingface/datasets: the export tests' reads left lock files
-# there) and pip's (~/.cache/pip/wheels: the wheels the install tests build) are the user's too.
+# there) and pip's (~/.cache/pip/wheels: the wheels the install tests build) are the user's too, as
+# is matplotlib's font list (~/.cache/matplotlib, written by the first report a session draws; 0.2 s).
 THIRD_PARTY_SETTINGS = {"TMPDIR": str(SESSION_TMP), "RAY_TMPDIR": str(SESSION_TMP),
+                        "MPLCONFIGDIR": str(SESSION_TMP / "matplotlib"),
                         "TORCHINDUCTOR_CACHE_DIR": str(SESSION_TMP / "torchinductor"),
                         "HF_DATASETS_CACHE": str(SESSION_TMP / "hf-datasets"),
                         "PIP_CACHE_DIR": str(SESSION_TMP / "pip-cache")}

@@ -210,10 +210,11 @@ from vllm.utils.network_utils import get_file_store_init_method, get_open_zmq_ip
 from datasets import config
 from pip._internal.locations import USER_CACHE_DIR
 from tests.chromium import browser_env
+import matplotlib
 print(tempfile.gettempdir(), cache_dir(), _HEADER_DIR, get_default_ray_temp_dir(),
       get_file_store_init_method().removeprefix("file://"), get_open_zmq_ipc_path().removeprefix("ipc://"),
       config.HF_DATASETS_CACHE, __import__("os").environ.get("PIP_CACHE_DIR", USER_CACHE_DIR),
-      browser_env()["XDG_CONFIG_HOME"])
+      browser_env()["XDG_CONFIG_HOME"], matplotlib.get_cachedir())
 """
 
 
@@ -221,7 +222,7 @@ def test_what_the_suite_writes_to_temporary_folders_is_the_sessions():
     """torch's compile cache and precompiled headers (/tmp/torchinductor_$USER: 155 MB a session,
     and a kernel compiled under another CPU capability aborted the transformers backend), vLLM's
     rendezvous files and sockets, Ray's sessions, the datasets library's and pip's caches, the
-    browser's configuration: all in the session's temporary folder, which goes when the session
+    browser's configuration, matplotlib's font list: all in the session's temporary folder, which goes when the session
     ends, here and in a command's process; never the user's."""
     from tests.session_settings import SESSION_TMP, SYSTEM_TMP
 
@@ -231,7 +232,7 @@ def test_what_the_suite_writes_to_temporary_folders_is_the_sessions():
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         exec(TEMPORARY_FOLDERS, exec_globals)
     for paths in (printed.getvalue().split(), here.stdout.split()):
-        assert len(paths) == 9, here.stderr[-2000:]
+        assert len(paths) == 10, here.stderr[-2000:]
         assert all(SESSION_TMP in Path(p).parents or Path(p) == SESSION_TMP for p in paths), (SESSION_TMP, paths)
     assert SESSION_TMP.parent == SYSTEM_TMP and SESSION_TMP.name.startswith("litjudge-tests-")
 
