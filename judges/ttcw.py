@@ -271,8 +271,10 @@ class TTCW(Protocol):
             for judge, test in of_test:
                 tests.setdefault(judge, []).append(test)
             for (judge,), j in split(v, "judge").items():
+                of_its_tests = split(j, "test")
                 for test in sorted(tests[judge]):
-                    per_test.append({"judge": judge, "view": view, "test": test, **of_test[(judge, test)],
+                    per_test.append({"judge": judge, "view": view, "test": test,
+                                     **with_intervals(of_test[(judge, test)], of_its_tests[(test,)], "story_id"),
                                      "expert_fleiss_kappa": fleiss.get(test)})
                 overall.append({"judge": judge, "view": view, **with_intervals(of_judge[(judge,)], j, "story_id")})
                 stories.append({"judge": judge, "view": view, **self._story_correlation(j)})

@@ -49,6 +49,9 @@ PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
              TT + "test_no_balanced_accuracy_interval_where_the_rarer_expert_answer_is_in_few_stories",
              C + "test_no_agreement_interval_where_a_judge_answer_is_in_few_stories_and_the_rest_cover")
        for m in ("kappa", "balanced_accuracy") for key in both("ttcw", "overall", (), f"{m}_low", f"{m}_high")},
+    **{key: (TT + "test_the_per_test_intervals_cover_at_the_fewest_stories_they_are_printed_for",
+             C + "test_no_agreement_interval_where_a_judge_answer_is_in_few_stories_and_the_rest_cover")
+       for m in ("kappa", "balanced_accuracy") for key in both("ttcw", "per_test", (), f"{m}_low", f"{m}_high")},
     **both("ttcw", "label_distribution", RATES + (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",)),
     **both("ttcw", "corrected_pass_rates", (TT + "test_every_interval_of_the_ttcw_tables_covers_its_truth",)),
     **both("ttcw", "calibration_summary", CALIBRATION, "squared_calibration_error_low", "squared_calibration_error_high"),

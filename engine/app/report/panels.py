@@ -98,11 +98,14 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                   "the experts' own Fleiss' kappa per test is a ceiling of sorts."
                   + (" Over the judgeable stories (those with text), so that judges stand on the same stories; "
                      "the per_test table below has the all-items view too. A missing bar: undefined (one expert "
-                     "class in that test)." if judgeable else ""),
+                     "class in that test)." if judgeable else "")
+                  + " Whiskers: 95% intervals over stories, where each answer is in 10 of them.",
                   [("kappa_per_test", wide.join(fleiss, on="test")), ("per_test", per_test)])
-        p.figures.append(("kappa_per_test", _grouped_bars(view, "test", "kappa", "Cohen's kappa per test", "kappa")))
-        p.figures.append(("bacc_per_test", _grouped_bars(view, "test", "balanced_accuracy", "Balanced accuracy per test",
-                                                         "balanced accuracy", ylim=(0, 1))))
+        for name, metric, title in (("kappa_per_test", "kappa", "Cohen's kappa"),
+                                    ("bacc_per_test", "balanced_accuracy", "Balanced accuracy")):
+            ci = (f"{metric}_low", f"{metric}_high") if f"{metric}_low" in view.columns else (None, None)  # older runs
+            p.figures.append((name, _grouped_bars(view, "test", metric, f"{title} per test", metric.replace("_", " "),
+                                                  *ci, ylim=(0, 1) if metric != "kappa" else None)))
         out.append(p)
     if "overall" in t:
         out.append(_overall(t["overall"]))
