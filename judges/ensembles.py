@@ -8,8 +8,9 @@
   split, with the jury's calibration.
 
 The input is a decision frame, one row per (judge, item): item, cluster (what moves together in
-resampling and splitting, e.g. the story), truth and pred (bools), p (P(positive), None for a
-judge without probabilities: one-hot), tokens and cost (per verdict, for the cascade's shares).
+resampling and splitting, e.g. the story), truth and pred (bools; None where the judge gave no
+decision: unread, or a pair's tie), p (P(positive), None for a judge without probabilities:
+one-hot; 0.5 for its tie), tokens and cost (per verdict, for the cascade's shares).
 """
 from __future__ import annotations
 
@@ -83,6 +84,14 @@ def _prob(pred: bool | None, p: float | None) -> float | None:
     return None if pred is None else float(pred)
 
 
+def _confidence(pred: bool | None, p: float | None) -> float:
+    """The judge's confidence in the answer it gave: P(that answer), 1 for a label alone, 0 without one."""
+    if pred is None:
+        return 0.0
+    q = p if p is not None else float(pred)
+    return q if pred else 1.0 - q
+
+
 def shared_items(w: pl.DataFrame, judges: list[str], what: str) -> pl.DataFrame:
     """The items every judge answered, the only ones an ensemble pools or escalates. Refused in one
     line when they cannot make both a calibration and a held-out split (fewer than 2 clusters:
@@ -122,25 +131,30 @@ class Split:
 
     @classmethod
     def of(cls, clusters: list[str], truth: list, fraction: float, seed: int) -> Split:
+        """The split; refused in one line where it leaves no held-out cluster (every figure was NaN)."""
         chosen = split(clusters, fraction, seed)
+        if len(chosen) == len(set(clusters)):
+            raise ValueError(f"calibration_fraction {fraction} puts all {len(chosen)} clusters in the calibration "
+                             "split, none held out to report on: lower it")
         return cls(clusters, truth, [i for i, c in enumerate(clusters) if c in chosen],
                    [i for i, c in enumerate(clusters) if c not in chosen], len(chosen))
 
 
 def _levels(w: pl.DataFrame, judges: list[str]) -> list[Level]:
-    """Each judge as a cascade level: its answers and its confidence max(p, 1 - p) (0 without one)."""
+    """Each judge as a cascade level: its answers and its confidence in the answer it gave (p for
+    a Yes, 1 - p for a No; 1 one-hot; 0 without an answer). Not max(p, 1 - p): a judge deciding
+    by a threshold of 0.66 answered No with confidence 0.651 at P(Yes) 0.651."""
     levels = []
     for j in judges:
         preds, probs = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
-        conf = [max(q, 1 - q) if (q := _prob(a, b)) is not None else 0.0 for a, b in zip(preds, probs)]
-        levels.append(Level(j, preds, conf))
+        levels.append(Level(j, preds, [_confidence(a, b) for a, b in zip(preds, probs)]))
     return levels
 
 
 def _work(w: pl.DataFrame, judges: list[str], items: list[int]) -> tuple[float, float | None]:
-    """Total tokens (at least 1) and cost (None when no judge reports one) of every judge on `items`."""
+    """Total tokens and cost (None when no judge reports one) of every judge on `items`."""
     known_cost = any(w[f"cost|{j}"].is_not_null().any() for j in judges)
-    tokens = sum(sum(w[f"tokens|{j}"][i] or 0 for j in judges) for i in items) or 1
+    tokens = sum(sum(w[f"tokens|{j}"][i] or 0 for j in judges) for i in items)
     cost = sum(sum(w[f"cost|{j}"][i] or 0.0 for j in judges) for i in items)
     return tokens, cost if known_cost else None
 
@@ -164,7 +178,7 @@ def _level_rows(w: pl.DataFrame, levels: list[Level], thresholds: list[float | N
         rows.append({"level": k + 1, "judge": lv.judge, "threshold": t, "reached": len(reached), "answered": len(mine),
                      "coverage": len(mine) / len(s.test) if s.test else None,
                      **_interval([s.clusters[i] for i in mine], hits),
-                     "token_share": tokens / total_tokens if known_tokens else None,
+                     "token_share": tokens / total_tokens if known_tokens and total_tokens else None,
                      "cost_usd": cost, "cost_share": cost / total_cost if cost is not None and total_cost else None})
     return rows, hits_all, clusters_all
 
@@ -219,20 +233,23 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions) -> dict[str, pl.Da
 @dataclass(frozen=True)
 class JuryInputs:
     """The items every juror judged: per item each judge's P(positive) (one-hot where it gave only
-    a label), the truth and the cluster."""
+    a label), its decision (1 positive, 0 negative, 0.5 a tie: as its run decided, by the run's
+    threshold), the truth and the cluster."""
 
     probs: list[list[float]]
     one_hot: list[list[bool]]
     truth: list[bool]
     clusters: list[str]
+    decisions: list[list[float]]
 
 
 def _jury_inputs(w: pl.DataFrame, judges: list[str]) -> JuryInputs:
-    probs_cols, hot_cols = [], []
+    probs_cols, hot_cols, said_cols = [], [], []
     for j in judges:
         preds, ps = w[f"pred|{j}"].to_list(), w[f"p|{j}"].to_list()
         probs_cols.append([_prob(a, b) for a, b in zip(preds, ps)])
         hot_cols.append([b is None for b in ps])
+        said_cols.append([0.5 if a is None else float(a) for a in preds])
     probs, keep = [], []
     for i in range(w.height):
         known = [p for col in probs_cols if (p := col[i]) is not None]
@@ -240,7 +257,8 @@ def _jury_inputs(w: pl.DataFrame, judges: list[str]) -> JuryInputs:
             probs.append(known)
             keep.append(i)
     return JuryInputs(probs, [[col[i] for col in hot_cols] for i in keep],
-                      [w["truth"][i] for i in keep], [w["cluster"][i] for i in keep])
+                      [w["truth"][i] for i in keep], [w["cluster"][i] for i in keep],
+                      [[col[i] for col in said_cols] for i in keep])
 
 
 def _member_row(name: str, p: list[float], x: JuryInputs, test: list[int]) -> dict:
@@ -267,9 +285,11 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPL
     s = Split.of(x.clusters, x.truth, opts.calibration_fraction, opts.seed)
     weights = fit_stacking([x.probs[k] for k in s.calibration], [x.truth[k] for k in s.calibration],
                            one_hot=[x.one_hot[k] for k in s.calibration])
-    pooled = {"majority vote": majority(x.probs), "average": average(x.probs),
+    # each judge, and the majority vote, by the judges' decisions (a run deciding at P(Yes) >= 0.66 was
+    # scored at 0.5 here); the average and the stacking pool their probabilities
+    pooled = {"majority vote": majority(x.decisions), "average": average(x.probs),
               "stacked": stacked(weights, x.probs, x.one_hot)}
-    members = {f"judge: {j}": [row[n] for row in x.probs] for n, j in enumerate(judges)}
+    members = {f"judge: {j}": [row[n] for row in x.decisions] for n, j in enumerate(judges)}
     rows = [_member_row(name, p, x, s.test) for name, p in {**members, **pooled}.items()]
     weight_rows = [{"member": "intercept", "weight": weights[0]}] + [{"member": j, "weight": wt}
                                                                       for j, wt in zip(judges, weights[1:])]
@@ -311,10 +331,11 @@ def decision_frame(protocol: str, tables: dict[str, pl.DataFrame]) -> pl.DataFra
                          pl.col("judge_pass").alias("pred"), stated_probability(t, "p_yes").alias("p"))
     elif protocol == "pairwise" and "per_verdict" in tables:
         t = tables["per_verdict"].filter(pl.col("human").is_in(["a", "b"]))
+        tie = pl.col("pick") == "tie"          # no decision (the cascade escalates it); half a vote in the jury
         frame = t.select("judge", decision_item(protocol), pl.col("pair_id").cast(pl.Utf8).alias("cluster"),
                          (pl.col("human") == "a").alias("truth"),
-                         pl.when(pl.col("pick").is_null()).then(None).otherwise(pl.col("pick") == "a").alias("pred"),
-                         stated_probability(t, "p_a").alias("p"))
+                         pl.when(pl.col("pick").is_null() | tie).then(None).otherwise(pl.col("pick") == "a").alias("pred"),
+                         pl.coalesce(stated_probability(t, "p_a"), pl.when(tie).then(pl.lit(0.5))).alias("p"))
     else:
         raise ValueError(f"juries and cascades take binary decisions of a ttcw or pairwise run, not {protocol!r}")
     return frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"), pl.lit(None, dtype=pl.Float64).alias("cost"))

@@ -272,15 +272,16 @@ def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
 def test_the_queues_read_the_text_a_verdict_picked_not_the_position_it_named(tmp_path):
     """A stored pairwise verdict names a position (A: the text shown first). A judge preferring text
     a in both orders answers A, then B: it is sure and its decision is a; a judge answering A in
-    both orders flips with the order: unsure, a judge total of one half. The pairwise queue and a
-    rubric's pairwise question read them so (both had read the position as the text, so the
+    both orders flips with the order: unsure, a judge total of one half, its decision a tie (as the
+    run's accuracy table combines its orders). The pairwise queue and a rubric's pairwise question
+    read them so (both had read the position as the text, so the
     flipping judge looked sure and the consistent one split)."""
     rows = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i}", "label": "a"}
             for i in range(8)]
     sure = {f"p{i}/{o}": "A" if (o == "ab") == (i < 4) else "B" for i in range(8) for o in ("ab", "ba")}
     flips = {f"p{i}/{o}": "A" for i in range(8) for o in ("ab", "ba")}
     for name, answers, decision, total in (("sure", sure, ["a"] * 4 + ["b"] * 4, [1.0] * 8),
-                                           ("flips", flips, ["a"] * 8, [0.5] * 8)):
+                                           ("flips", flips, ["tie"] * 8, [0.5] * 8)):
         q = build_queue(judged(pairs_run(tmp_path / name, name="p", pairs=rows, answers=answers)), 20)
         assert [q.decision[c.cluster] for c in q.clusters] == decision, name
         assert q.judge_total.tolist() == total and (q.uncertainty > 0).all() == (name == "flips"), name

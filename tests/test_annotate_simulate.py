@@ -2,27 +2,31 @@
 from a human column of a finished replayed run, before anyone is paid; its numbers are
 `active_sim.simulate`'s on the queue's own design, the truth the column's full estimate."""
 
+import json
+
 import numpy as np
+import polars as pl
 import pytest
 
 from litjudge.engine.app.annotate.labels import FILE
-from litjudge.engine.app.annotate.queue import build_queue
+from litjudge.engine.app.annotate.queue import build_queue, tie_credit
 from litjudge.engine.app.annotate.simulate import human_scores, run_simulation
 from litjudge.judges.metrics.active import MIN
 from litjudge.judges.metrics.active_sim import DESIGNS, Population, labels_needed, mean_width, simulate
-from tests.annotate_run import STORIES, TESTS, pairwise_run
+from tests.annotate_run import STORIES, TESTS, judged, pairwise_run
 from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import litjudge
 
 
-def table(stdout: str) -> dict[str, tuple[int, float, float]]:
-    """design -> (labels, mean half width, coverage) from the printed table."""
+def table(stdout: str) -> dict[str, tuple[int, float, float, float]]:
+    """design -> (labels, mean half width, coverage, share with an interval) from the printed table
+    (NaN for "no interval" and "-")."""
     out = {}
     for line in stdout.splitlines():
         for d in DESIGNS:
             if line.startswith(d + " "):
-                labels, width, cover = line[len(d):].split()
-                out[d] = (int(labels), float(width), float(cover))
+                labels, *rest = line[len(d):].replace("no interval", "nan").replace(" - ", " nan ").split()
+                out[d] = (int(labels), *(float(x) for x in rest))
     return out
 
 
@@ -34,7 +38,7 @@ def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
     truth = np.mean([(k * 7 + t * 3) % 5 < 2 for k in range(STORIES) for t in range(1, TESTS + 1)])
     assert f"its estimate from every label: {truth:.4f}" in r.stdout
     shown = table(r.stdout)
-    assert set(shown) == set(DESIGNS) and all(labels == 20 for labels, _, _ in shown.values())
+    assert set(shown) == set(DESIGNS) and all(labels == 20 for labels, *_ in shown.values())
     # the same numbers as a direct call of the vectorized simulation on the queue's own design and seed
     q = build_queue(run, 20, floor=0.2, seed=4)
     y = human_scores(q, "expert_pass")
@@ -44,7 +48,9 @@ def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
                  probability=q.design.probability)
     for d in DESIGNS:
         assert shown[d][1] == pytest.approx(float(mean_width(c.half[d])[20 - MIN]), abs=5e-5)
-        assert shown[d][2] == pytest.approx(float(c.covered[d][20 - MIN].mean()), abs=5e-4)
+        printed = np.isfinite(c.half[d][20 - MIN])      # coverage of the intervals given, as the tables count it
+        assert shown[d][2] == pytest.approx(float(c.covered[d][20 - MIN][printed].mean()), abs=5e-4)
+        assert shown[d][3] == pytest.approx(float(printed.mean()), abs=5e-4)
         assert 0.85 <= shown[d][2] <= 1.0
     goal = float(mean_width(c.half["uniform PPI++"])[20 - MIN])
     needed = r.stdout.split("Labels needed for a half width of ", 1)[1].splitlines()[0]
@@ -77,9 +83,13 @@ def test_pairwise_answers_from_the_human_label_and_a_target_width(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     q = build_queue(run, 12)
     # the judges' accuracy against the humans' label: the pair's label (tests/annotate_run.py) against
-    # the judge's majority decision over both orders
+    # the judge's majority decision over both orders, a tie (half) where the orders disagree, as the
+    # run's accuracy table combines them: the one judge answers "A" in both orders of two pairs in three
     human = {f"p{i:02d}": "ab"[i % 2] for i in range(16)}
-    accuracy = np.mean([human[c.cluster] == q.decision[c.cluster] for c in q.clusters])
+    assert q.decision == {f"p{i:02d}": "tie" if i % 3 else "a" for i in range(16)}
+    accuracy = np.mean([tie_credit(human[c.cluster], q.decision[c.cluster]) for c in q.clusters])
+    combined = pl.read_parquet(run / "tables" / "accuracy.parquet").filter(pl.col("order").str.starts_with("combined"))
+    assert combined["accuracy"].item() == pytest.approx(accuracy)
     assert f"its estimate from every label: {accuracy:.4f}" in r.stdout
     assert set(table(r.stdout)) == set(DESIGNS)
     assert "Labels needed for a half width of 0.2500: " in r.stdout
@@ -103,3 +113,28 @@ def test_a_bad_simulation_is_one_line(run, args, line):
     assert r.returncode != 0 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and line in r.stderr, r.stderr
     assert not (run / "annotate-simulation.png").exists()
+
+
+def test_a_judge_always_answering_the_first_position_scores_half_and_no_design_gives_an_interval(tmp_path):
+    """A judge answering "A" in both orders of every pair, on data whose better text is always text
+    a: its orders disagree on every pair, so the queue's decision is a tie (the accuracy table's
+    combined 0.5), not "a" (the page said 1.0; 0.0 had the data named the better text b). Every
+    labelled draw then scores 0.5: no design gives an interval, and the simulation says so, not a
+    half width and a coverage of 0."""
+    rows = [{"pair_id": f"p{i:02d}", "prompt": "Which is better?", "text_a": f"First {i}.", "text_b": f"Second {i}.",
+             "label": "a"} for i in range(20)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps({"id": f"p{i:02d}/{o}", "response": "A"}) + "\n"
+                                                    for i in range(20) for o in ("ab", "ba")))
+    cfg = tmp_path / "first.toml"
+    cfg.write_text(f'name = "first"\nprotocol = "pairwise"\njudge = "replay:{tmp_path / "answers.jsonl"}"\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    run = judged(cfg)
+    q = build_queue(run, 10)
+    assert set(q.decision.values()) == {"tie"} and set(human_scores(q, "human")) == {0.5}
+    r = litjudge("annotate", str(run), "--simulate", "human", "--budget", "10", "--repeats", "20")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "its estimate from every label: 0.5000" in r.stdout
+    shown = table(r.stdout)
+    assert all(np.isnan(width) and np.isnan(cover) and share == 0.0 for _, width, cover, share in shown.values())
+    assert "Labels needed: not compared" in r.stdout and "0.0000" not in r.stdout

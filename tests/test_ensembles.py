@@ -79,7 +79,12 @@ def test_a_two_level_cascade_keeps_its_guarantee_over_1000_draws():
 
 
 def test_threshold_edge_cases():
-    assert choose_threshold([0.9] * 10, [True] * 10, 0.8, 0.1) is None          # fewer than 30: no certificate
+    assert choose_threshold([0.9] * 10, [True] * 10, 0.8, 0.1) is None          # 0.8^10 = 0.107 > delta
+    # fewer than min_answered (30): tested on all of them (the grid started at 30 and certified none);
+    # 24 error-free verdicts of 12 pairs: the clustered p-value 0.8^12 = 0.069 <= delta
+    assert choose_threshold([0.9] * 11, [True] * 11, 0.8, 0.1) == 0.9
+    assert choose_threshold([0.9] * 24, [True] * 24, 0.8, 0.1, clusters=[i // 2 for i in range(24)]) == 0.9
+    assert choose_threshold([], [], 0.8, 0.1) is None
     assert choose_threshold([0.9] * 40, [False] * 40, 0.8, 0.1) is None          # always wrong: never certified
     with pytest.raises(ValueError, match="equal lengths"):
         choose_threshold([0.9], [True, False], 0.8, 0.1)
@@ -312,3 +317,98 @@ def test_an_analyze_judge_enters_a_jury_by_its_probability_after_the_analysis():
     out = jury_tables(decision_frame(np.random.default_rng(5)), JuryOptions(calibration_fraction=0.5, seed=2),
                       resamples=50)
     assert set(out["jury_calibration_summary"]["read"]) == {"jury"}
+
+
+def pairwise_tables(picks: dict[str, list[str | None]], p_a: dict[str, list[float | None]] | None = None,
+                    pairs: int = 40) -> dict[str, pl.DataFrame]:
+    """A pairwise run's per_verdict table: each judge's pick per pair (order ab only), humans always
+    preferring text a but on every fourth pair."""
+    rows = []
+    for judge, said in picks.items():
+        for i in range(pairs):
+            rows.append({"judge": judge, "pair_id": f"p{i:02d}", "order": "ab", "repeat": 0, "pick": said[i],
+                         "human": "b" if i % 4 == 3 else "a", "p_a": (p_a or {}).get(judge, [None] * pairs)[i]})
+    return {"per_verdict": pl.DataFrame(rows, schema_overrides={"p_a": pl.Float64})}
+
+
+def test_a_tie_is_half_a_vote_in_the_jury_and_no_answer_in_the_cascade():
+    """A pairwise judge answering "tie" was read as picking text b: its jury row scored the share of
+    held-out pairs whose better text is b (0.2), not a tie's half credit; the cascade took its tie
+    for a sure "b"."""
+    from litjudge.judges.ensembles import decision_frame as frame_of
+
+    frame = frame_of("pairwise", pairwise_tables({"ties": ["tie"] * 40, "right": ["b" if i % 4 == 3 else "a"
+                                                                                for i in range(40)]}))
+    ties = frame.filter(pl.col("judge") == "ties")
+    assert ties["pred"].is_null().all() and set(ties["p"]) == {0.5}
+    jury = {r["member"]: r for r in jury_tables(frame, JuryOptions(), resamples=50)["jury"].iter_rows(named=True)}
+    assert jury["judge: ties"]["agreement"] == 0.5 and jury["judge: ties"]["ties"] == jury["judge: ties"]["n"]
+    assert jury["judge: right"]["agreement"] == 1.0
+    levels = cascade_tables(frame, CascadeOptions(judges=["ties", "right"], target=0.7, delta=0.1))["cascade"]
+    assert levels["answered"].to_list()[0] == 0                 # a tie is never an answer: it escalates
+    assert levels["answered"].to_list()[1] == levels["reached"].to_list()[1] > 0
+
+
+def test_a_judge_deciding_by_its_own_threshold_is_scored_by_its_decisions():
+    """A TTCW judge in distribution mode at threshold 0.66: its run passes P(Yes) >= 0.66. Its jury
+    row scored P(Yes) > 0.5 instead, and the cascade answered No with confidence max(p, 1 - p)."""
+    from litjudge.judges.ensembles import _levels, _wide
+    from litjudge.judges.ensembles import decision_frame as frame_of
+
+    p = [0.6, 0.7, 0.2, 0.65] * 10
+    per_item = pl.DataFrame({"judge": "d66", "item_id": [f"s{i}/1" for i in range(40)], "story_id": [f"s{i}" for i in
+                             range(40)], "test": 1, "repeat": 0, "expert_pass": [False, True, False, False] * 10,
+                             "judge_pass": [q >= 0.66 for q in p], "p_yes": p})
+    frame = frame_of("ttcw", {"per_item": per_item})
+    jury = {r["member"]: r for r in jury_tables(frame, JuryOptions(), resamples=50)["jury"].iter_rows(named=True)}
+    assert jury["judge: d66"]["agreement"] == 1.0                 # its decisions are all right; P > 0.5 half wrong
+    level = _levels(_wide(frame, ["d66"]), ["d66"])[0]
+    assert level.confidence[:4] == pytest.approx([0.4, 0.7, 0.8, 0.35])   # in the answer given: No at 0.6 is 0.4
+
+
+def test_runs_over_different_data_or_sharing_a_judge_are_refused_in_one_line(tmp_path):
+    """Two runs whose pairs share ids but not labels were pooled silently, scored by the first run's
+    labels (so the result hung on the order of the arguments); a judge named alike in two runs of
+    different pairs (two recordings with one file name) was merged into one row."""
+    from tests.test_cli_probe import cli, one_line
+
+    def run(name: str, better: str, recording: str, first: int = 0) -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        pairs = [{"pair_id": f"p{i:02d}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i}",
+                  "label": better} for i in range(first, first + 24)]
+        (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+        (folder / recording).write_text("".join(json.dumps({"id": f"{p['pair_id']}/{o}", "response": "A"}) + "\n"
+                                                for p in pairs for o in ("ab", "ba")))
+        (folder / "r.toml").write_text(f'name = "{name}"\nprotocol = "pairwise"\njudge = "replay:{recording}"\n'
+                                       '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+        r = cli("run", str(folder / "r.toml"), "--quiet", cwd=folder)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return str(folder / "runs" / "out" / name)
+
+    a, b, c = run("a", "a", "one.jsonl"), run("b", "b", "two.jsonl"), run("c", "a", "one.jsonl", first=24)
+    one_line(cli("ensemble", a, b, "--jury", "--name", "e1", cwd=tmp_path),
+             "the runs give item 'p00#ab#0' different human labels", "different datasets with the same ids")
+    one_line(cli("ensemble", a, c, "--jury", "--name", "e2", cwd=tmp_path),
+             "judge 'replay:one.jsonl' is in two of the runs", "name each judge once")
+    assert not (tmp_path / "runs" / "out" / "e1").exists() and not (tmp_path / "runs" / "out" / "e2").exists()
+
+
+def test_one_calibration_split_serves_the_cascade_and_the_jury_or_it_is_said(tmp_path):
+    """[jury] calibration_fraction and seed were dropped without a word beside a [cascade]."""
+    path = tmp_path / "ens.toml"
+    path.write_text('[[runs]]\nconfig = "a.toml"\n[cascade]\njudges = ["x"]\n[jury]\ncalibration_fraction = 0.8\n')
+    with pytest.raises(ConfigError, match="calibration_fraction = 0.5 and \\[jury\\] calibration_fraction = 0.8 differ"):
+        load_ensemble(path)
+
+
+def test_an_empty_held_out_split_is_refused_and_an_unreached_level_has_no_share():
+    frame = decision_frame(np.random.default_rng(6), items=400)
+    with pytest.raises(ValueError, match="puts all 100 clusters in the calibration split"):
+        jury_tables(frame, JuryOptions(calibration_fraction=0.999))
+    perfect = frame.filter(pl.col("judge") == "oneh").with_columns(pl.lit("perfect").alias("judge"),
+                                                                    pl.col("truth").alias("pred"))
+    levels = cascade_tables(pl.concat([frame, perfect]), CascadeOptions(judges=["perfect", "prob"], target=0.6,
+                                                                        delta=0.1))["cascade"]
+    second = levels.row(1, named=True)
+    assert second["reached"] == 0 and second["token_share"] == 0.0, second    # it was 1 / (every token)

@@ -74,11 +74,24 @@ def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
     if len(protocols) > 1:
         raise ConfigError(f"the runs are of different protocols ({', '.join(sorted(protocols))}): an ensemble "
                           "pools judges on the same items")
+    seen: dict[str, str] = {}
+    for path, part in zip(run_dirs, frames, strict=True):
+        for judge in part["judge"].unique(maintain_order=True):
+            if seen.setdefault(judge, path) != path:      # a replay judge is named by its file's name: two
+                raise ConfigError(f"judge {judge!r} is in two of the runs ({seen[judge]} and {path}): an ensemble "
+                                  "pools different judges; name each judge once")   # recordings, one name
     frame = pl.concat(frames, how="diagonal_relaxed")
     dup = frame.group_by("judge").agg(pl.col("item").n_unique().alias("u"), pl.len().alias("n")).filter(
         pl.col("u") < pl.col("n"))
     if dup.height:
-        raise ConfigError(f"judge {dup['judge'][0]!r} appears in more than one of the runs: name each judge once")
+        raise ConfigError(f"judge {dup['judge'][0]!r} has an item twice: name each judge once")
+    differ = frame.group_by("item", maintain_order=True).agg(pl.col("truth").n_unique().alias("t"),
+                                                             pl.col("cluster").n_unique().alias("c"))
+    differ = differ.filter((pl.col("t") > 1) | (pl.col("c") > 1))
+    if differ.height and len(run_dirs) > 1:
+        raise ConfigError(f"the runs give item {differ['item'][0]!r} different human labels or stories ({differ.height} "
+                          "item(s) in all): an ensemble pools judges of the same data; are these runs over different "
+                          "datasets with the same ids?")
     return frame
 
 
@@ -172,8 +185,15 @@ class EnsembleConfig:
                     "runs must be [[runs]] tables, each with a `config`")
 
     def settings(self) -> tuple[list[str] | None, list[str] | None, float, float, float, int]:
-        """(cascade judges, jury judges, target, delta, calibration_fraction, seed) as `ensemble` takes them."""
+        """(cascade judges, jury judges, target, delta, calibration_fraction, seed) as `ensemble` takes them:
+        one split serves both (the jury's own was dropped without a word where they differed)."""
         c, j = self.cascade, self.jury
+        for key in ("calibration_fraction", "seed"):
+            if c and j and getattr(c, key) != getattr(j, key):
+                raise ConfigError(f"[cascade] {key} = {getattr(c, key)} and [jury] {key} = {getattr(j, key)} differ "
+                                  "(a table without it takes the default): the cascade and the jury share one "
+                                  f"calibration split; give the same {key} in both", where=self.source or None,
+                                  parameter=f"jury.{key}")
         first = c or j
         return (c.judges if c else None, j.judges if j else None, c.target if c else 0.8, c.delta if c else 0.1,
                 first.calibration_fraction if first else 0.5, first.seed if first else 0)

@@ -87,10 +87,13 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
 
 
 def mean_width(half: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Mean half width per row over the repeats that give an interval (weights: a bootstrap's)."""
+    """Mean half width per row over the repeats that give an interval (weights: a bootstrap's);
+    NaN where none does (0 read as intervals of no width)."""
     w = np.full(half.shape[-1], 1.0) if weights is None else weights
     ok = np.isfinite(half)
-    return (np.where(ok, half, 0.0) @ w) / np.maximum(ok @ w, 1e-300)
+    held = ok @ w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(held > 0, (np.where(ok, half, 0.0) @ w) / np.where(held > 0, held, 1.0), np.nan)
 
 
 def labels_needed(ks: np.ndarray, width: np.ndarray, target: float) -> float:

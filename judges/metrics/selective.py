@@ -71,10 +71,10 @@ def choose_threshold(confidence: Sequence[float], correct: Sequence[bool], targe
                      min_answered: int = 30, step: int = 10,
                      clusters: Sequence[Hashable] | None = None) -> float | None:
     """The lowest confidence threshold certified by fixed-sequence testing (see the module doc).
-    Thresholds are tested in a fixed grid: those admitting min_answered, min_answered + step, ...
-    calibration items (ties admitted together), strictest first. `clusters` (one id per row):
-    rows that share an id are not independent (repeats, orders of a pair, tests of a story); the
-    test then counts clusters, not rows."""
+    Thresholds are tested in a fixed grid: those admitting min_answered (or all, if fewer),
+    min_answered + step, ... calibration items (ties admitted together), strictest first.
+    `clusters` (one id per row): rows that share an id are not independent (repeats, orders of a
+    pair, tests of a story); the test then counts clusters, not rows."""
     if len(confidence) != len(correct) or (clusters is not None and len(clusters) != len(correct)):
         raise ValueError(f"need equal lengths, got {len(confidence)}, {len(correct)}"
                          + ("" if clusters is None else f" and {len(clusters)}"))
@@ -84,7 +84,9 @@ def choose_threshold(confidence: Sequence[float], correct: Sequence[bool], targe
     ranked = sorted(zip(confidence, correct, ids), key=lambda t: -t[0])
     fewest = math.ceil(math.log(delta) / math.log(1.0 - risk)) if largest > 1 else 0
     chosen = None
-    for n in range(min_answered, len(ranked) + 1, step):
+    # from min_answered, or every item where there are fewer (known before any label is read: the
+    # grid stays fixed; 24 error-free verdicts of 12 pairs were never tested, none certified)
+    for n in range(min(min_answered, len(ranked)) or 1, len(ranked) + 1, step):
         level = ranked[n - 1][0]
         admitted = [(ok, g) for c, ok, g in ranked if c >= level]
         if len({g for _, g in admitted}) < fewest:

@@ -204,8 +204,10 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
 
 def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probability") -> Built:
     """Pairs with a verdict. The quantity is the judges' accuracy against the person's preference;
-    the judges' decision is the answer most of a pair's verdicts gave (both orders, every judge;
-    a before b, b before a tie on equal counts), a pair's judge total the share of its verdicts
+    the judges' decision is the answer most of a pair's verdicts gave (both orders, every judge),
+    a tie where two answers are given equally often (as the accuracy table combines a pair's
+    orders that disagree: "a first" made a judge always answering "A" right on every pair whose
+    better text the data names a), a pair's judge total the share of its verdicts
     agreeing with it (a tie on one side half: `tie_credit`), its uncertainty the disagreement
     between the verdicts (sqrt(share_a (1 - share_a)) without ties: `clusters.spread`), their
     P(text) in place of their picks where stored (distribution mode, or after an analysis). With the
@@ -225,7 +227,8 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probabi
             continue
         values = rows["answer"].to_list()
         counts = [values.count(side) for side in ("a", "b", "tie")]
-        decided = ("a", "b", "tie")[int(np.argmax(counts))]
+        top = [side for side, n in zip(("a", "b", "tie"), counts, strict=True) if n == max(counts)]
+        decided = top[0] if len(top) == 1 else "tie"
         pair = pairs[pair_id]
         clusters.append(Cluster(pair_id, pair_id, (("Text A", pair.text_a), ("Text B", pair.text_b)),
                                 (Question(pair_id, pair.prompt or "Which text is better?", answers, pairwise=True),)))

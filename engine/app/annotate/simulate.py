@@ -30,8 +30,9 @@ REACH = 3            # the curves run to REACH x the budget: the labels a design
 class Row:
     design: str
     labels: int               # the budget
-    half_width: float         # mean 95% half width over the repeats that give an interval
-    coverage: float           # share of repeats whose interval covers the column's full estimate
+    half_width: float         # mean 95% half width over the repeats that give an interval (NaN: none does)
+    coverage: float           # share of those repeats whose interval covers the column's full estimate
+    intervals: float          # share of the repeats that give an interval
     needed: float             # labels for the target half width (NaN: more than the curves reach)
 
 
@@ -107,13 +108,20 @@ def run_simulation(queue: Queue, column: str, repeats: int, *, seed: int = 0, ta
     i = budget - MIN
     widths = {d: mean_width(curves.half[d]) for d in DESIGNS}
     goal = float(widths["uniform PPI++"][i]) if target is None else float(target)
-    rows = tuple(Row(d, budget, float(widths[d][i]), float(curves.covered[d][i].mean()),
+    rows = tuple(Row(d, budget, float(widths[d][i]), _coverage(curves, d, i), float(np.isfinite(curves.half[d][i]).mean()),
                      labels_needed(ks, widths[d], goal)) for d in DESIGNS)
     path = plot if plot is not None else queue.run / PLOT
     plot_widths({f"{queue.quantity}, {column}": curves}, path,
                 f"{queue.run.name}: mean half width against labels ({repeats} repeats)", budget=budget, target=goal,
                 unit="stories" if queue.protocol == "ttcw" else "pairs")
     return Simulation(column, float(y.sum() / queue.size.sum()), budget, repeats, goal, reach, rows, curves, path)
+
+
+def _coverage(curves: Curves, design: str, i: int) -> float:
+    """The share of the repeats' intervals that cover (NaN where none gives one): a repeat without
+    an interval makes no claim (its value may well be the truth), as the tables count coverage."""
+    shown = np.isfinite(curves.half[design][i])
+    return float(curves.covered[design][i][shown].mean()) if shown.any() else math.nan
 
 
 def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: int | None = None,
@@ -133,7 +141,7 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
             ax.plot(c.ks[keep], mean_width(c.half[d][keep]), label=d)
         if budget is not None:
             ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
-        if target is not None:
+        if target is not None and math.isfinite(target):
             ax.axhline(target, color="grey", linestyle="--", linewidth=1)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(f"labelled {unit} (draws)")

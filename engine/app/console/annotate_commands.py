@@ -110,12 +110,17 @@ def simulate(run: Path, options: Options, args) -> int:
     print(f"Simulated queue of {run} ({queue.protocol}: {queue.quantity}) answered from {sim.column!r} "
           f"(its estimate from every label: {sim.truth:.4f}): {sim.repeats} repeats of {sim.budget} draws over "
           f"{len(queue.clusters)} clusters, active by {queue.uncertainty_source}")
-    print(f"{'design':<15} {'labels':>6} {'mean half width':>15} {'coverage':>8}")
+    print(f"{'design':<15} {'labels':>6} {'mean half width':>15} {'coverage':>8} {'with an interval':>16}")
     for r in sim.rows:
-        print(f"{r.design:<15} {r.labels:>6} {r.half_width:>15.4f} {r.coverage:>8.3f}")
-    print(f"Labels needed for a half width of {sim.target:.4f}: " + ", ".join(
-        f"{r.design} more than {sim.reach}" if r.needed != r.needed else       # NaN: past the curves
-        f"{r.design} {MIN} or fewer" if r.needed <= MIN else f"{r.design} {r.needed:.1f}"   # reached at the first point
-        for r in sim.rows))
+        width, cover = ("no interval", "-") if r.intervals == 0 else (f"{r.half_width:.4f}", f"{r.coverage:.3f}")
+        print(f"{r.design:<15} {r.labels:>6} {width:>15} {cover:>8} {r.intervals:>16.3f}")
+    if sim.target != sim.target:         # NaN: uniform PPI++ gives no interval at the budget
+        print("Labels needed: not compared (no repeat of uniform PPI++ gives an interval at this budget: every labelled "
+              "draw the same value, say); give --target-width")
+    else:
+        print(f"Labels needed for a half width of {sim.target:.4f}: " + ", ".join(
+            f"{r.design} more than {sim.reach}" if r.needed != r.needed else       # NaN: past the curves
+            f"{r.design} {MIN} or fewer" if r.needed <= MIN else f"{r.design} {r.needed:.1f}"   # at the first point
+            for r in sim.rows))
     print(f"Plot: {sim.plot}")
     return 0

@@ -105,7 +105,7 @@ def ttcw_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                                     ("bacc_per_test", "balanced_accuracy", "Balanced accuracy")):
             ci = (f"{metric}_low", f"{metric}_high") if f"{metric}_low" in view.columns else (None, None)  # older runs
             p.figures.append((name, _grouped_bars(view, "test", metric, f"{title} per test", metric.replace("_", " "),
-                                                  *ci, ylim=(0, 1) if metric != "kappa" else None)))
+                                                  ci[0], ci[1], ylim=(0, 1) if metric != "kappa" else None)))
         out.append(p)
     if "overall" in t:
         out.append(_overall(t["overall"]))
