@@ -178,7 +178,12 @@ def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
                                    "labels": {q["item"]: "Yes" for q in second["questions"]}})
         e = c.get("/api/estimate").json()
         assert e["labelled_draws"] == 0 and e["waiting"]["draw"] == 1, e["waiting"]
-        assert e["waiting"] == {"draw": 1, "cluster": first["cluster"], "clusters_after": 1}
+        assert e["waiting"] == {"draw": 1, "cluster": first["cluster"], "clusters_after": 1, "partly": []}
+        # part of it answered (an import of some of its tests): kept for that annotator, and said so
+        q = build_queue(run, 40)
+        rows = [*(json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()),
+                {"annotator": "imp", "cluster": first["cluster"], "item": first["questions"][0]["item"], "label": "No"}]
+        assert estimates(q, rows, curve=False)["waiting"]["partly"] == ["imp"]
         bob = c.get("/api/next", params={"annotator": "bob"}).json()
         assert bob["cluster"] == first["cluster"]                                  # another annotator gets it
         c.post("/api/label", json={"annotator": "bob", "cluster": bob["cluster"], "key": key(),

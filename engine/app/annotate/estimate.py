@@ -96,17 +96,22 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
             "whole_range": whole_range(act, b),
-            "agreement": agreement(queue, latest(rows)), "curve": points, "waiting": waiting(queue, totals, k)}
+            "agreement": agreement(queue, latest(rows)), "curve": points, "waiting": waiting(queue, totals, k, rows)}
 
 
-def waiting(queue: Queue, totals: Mapping[int, float], k: int) -> dict[str, Any] | None:
+def waiting(queue: Queue, totals: Mapping[int, float], k: int,
+            rows: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any] | None:
     """Where answers wait: draw k + 1's cluster has no whole answer (skipped, or being read) while
     clusters first drawn after it have, which the estimates cannot use until it has (a lone
     annotator who skipped it saw the count stay put); None where nothing waits. A later draw of a
-    cluster answered before it (draws are with replacement) waits for nobody."""
+    cluster answered before it (draws are with replacement) waits for nobody. `partly`: who answered
+    some of its items (an import of part of a story): the page keeps it for them to finish, so the
+    page tells the others so, not that they can answer it."""
     draws = queue.design.draws.tolist()
     before = set(draws[:k + 1])
     later = len({c for c in draws[k + 1:] if c in totals and c not in before})
     if not later:                             # (every draw read: none after it)
         return None
-    return {"draw": k + 1, "cluster": queue.clusters[draws[k]].cluster, "clusters_after": later}
+    cluster = queue.clusters[draws[k]].cluster
+    partly = sorted({a for (a, _), (c, _) in latest(rows).items() if c == cluster})
+    return {"draw": k + 1, "cluster": cluster, "clusters_after": later, "partly": partly}

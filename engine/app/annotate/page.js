@@ -156,9 +156,13 @@
       make('td', {cls: 'n', text: e.uniform_half_width === null || e.active.low === null ? '–'
                                   : `± ${fmt(e.uniform_half_width)} (projected)`})));
     // the story's id isolated (U+2068 ... U+2069): a right-to-left override in it reversed the rest of the note
-    const w = e.waiting, held = w ? `The estimates stop at draw ${w.draw} (\u2068${w.cluster}\u2069): it has no answer yet, and ` +
+    // a story partly answered (an import of some of its questions) is kept for whoever began it
+    const w = e.waiting, held = w ? `The estimates stop at draw ${w.draw} (\u2068${w.cluster}\u2069): it has ` +
+      (w.partly && w.partly.length ? 'answers to some of its questions only, and ' : 'no answer yet, and ') +
       `${w.clusters_after} answered ${w.clusters_after === 1 ? 'one drawn after it waits' : 'ones drawn after it wait'} ` +
-      `for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).` : '';
+      (w.partly && w.partly.length ? `for it (it is kept for \u2068${w.partly.join(', ')}\u2069 to finish, on this ` +
+        'page or by importing the rest of it).'
+       : 'for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).') : '';
     $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '',
                                   e.whole_range ? `${e.whole_range}.` : '', held].filter(Boolean).join(' ');
     const ag = e.agreement;
