@@ -237,6 +237,8 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
 
     page = load(tmp_path / "ens").report()
     assert page.is_file() and "Jury" in page.read_text()
+    runs_table = pl.read_csv(page.parent / "tables" / "runs.csv")        # its member runs (an empty table was drawn)
+    assert runs_table["member_run"].to_list() == [str(run_dir.resolve())]
     said = litjudge("report", str(tmp_path / "ens"), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert said.returncode == 0 and said.stdout.startswith("# litjudge ensemble ens: git "), said.stdout
     assert "vLLM" not in said.stdout and "unparsed" not in said.stdout          # no verdicts of its own

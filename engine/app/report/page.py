@@ -39,7 +39,8 @@ section{border-top:2px solid #eee;padding-top:.5em}
 
 def header(runs: list[LoadedRun]) -> pl.DataFrame:
     """One row per judge of each run: the latest invocation's figures and, where the run folder was
-    run more than once, the totals of all its invocations (RUN/history.jsonl)."""
+    run more than once, the totals of all its invocations (RUN/history.jsonl); an ensemble's row per
+    member run."""
     rows = []
     for r in runs:
         m = r.manifest
@@ -61,6 +62,9 @@ def header(runs: list[LoadedRun]) -> pl.DataFrame:
                          "dtype": j.get("dtype"), "dtype_why": j.get("dtype_reason"),
                          "onednn_fallback": j.get("onednn_fallback"),
                          "vllm": m.vllm, "git": (m.git_commit or "")[:12], "machine": m.machine_name})
+        if not m.judges:            # an ensemble judges nothing itself: its member runs (an empty table was drawn)
+            rows += [{"run": r.name, "member_run": str(member), "protocol": m.protocol, "git": (m.git_commit or "")[:12],
+                      "machine": m.machine_name} for member in m.raw.get("runs", [])]
     return pl.DataFrame(rows)
 
 
