@@ -242,6 +242,10 @@ class Protocol(Named, ABC):
         # tidy rows carry): another order, or a column left out, matched no row, and the ranking was
         # empty ("data without human labels?")
         where = RankBy(name, group).where()
+        named = [part.split("=")[0] for part in group.split(",")]
+        twice = next((c for c in named if named.count(c) > 1), None)
+        if twice:
+            raise ValueError(f"the group after '@' names {twice!r} twice ({group!r}): a row has one value of each column")
         columns = self.declared.metric_tables.get(name.partition(".")[0], ())
         unknown = [c for c in where if c not in columns]
         if unknown or len(where) != len(group.split(",")):

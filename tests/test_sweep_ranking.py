@@ -248,6 +248,7 @@ def test_a_rank_by_row_is_named_by_every_column_of_its_table_in_any_order():
     assert ttcw.parse_rank_by("per_test.kappa@test=1,view=all").group == "view=all,test=1"
     for protocol, text, words in [(rubric, "pairwise_agreement.accuracy@question=pw", "names no order"),
                                   (ttcw, "per_test.kappa@test=1", "names no view"),
-                                  (rubric, "agreement.agreement@question=pw,order=ab", "agreement has no column 'order'")]:
+                                  (rubric, "agreement.agreement@question=pw,order=ab", "agreement has no column 'order'"),
+                                  (ttcw, "per_test.kappa@view=all,view=judgeable", "names 'view' twice")]:
         with pytest.raises(ValueError, match=words):
             protocol.parse_rank_by(text)
