@@ -242,6 +242,11 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     said = litjudge("report", str(tmp_path / "ens"), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert said.returncode == 0 and said.stdout.startswith("# litjudge ensemble ens: git "), said.stdout
     assert "vLLM" not in said.stdout and "unparsed" not in said.stdout          # no verdicts of its own
+    (tmp_path / "ens" / "tables" / "jury.parquet").unlink()         # a table deleted since: named, and how to redo it
+    gone = litjudge("report", str(tmp_path / "ens"), env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert gone.returncode != 0 and gone.stderr.count("\n") == 1, gone.stderr
+    assert "tables/jury.parquet is missing" in gone.stderr and "`litjudge ensemble`" in gone.stderr, gone.stderr
+    assert "reparse" not in gone.stderr                              # reparse refuses an ensemble
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
 

@@ -163,7 +163,8 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
                 "judges": [],
                 "config": {"protocol": "ensemble", "mode": "-", "cascade": cascade, "jury": jury, "target": target,
                            "delta": delta, "calibration_fraction": calibration_fraction, "seed": seed},
-                "dataset": {"card": "-"}, "verdicts": {"rows": int(frame.height), "unparsed": 0}}
+                "dataset": {"card": "-"}, "verdicts": {"rows": int(frame.height), "unparsed": 0},
+                "tables": sorted(tables)}                       # a table deleted since is named when it is read
     write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str))
     write_results(out, ensemble_results(name, tables, manifest))
     return out, tables

@@ -174,8 +174,20 @@ def read_table(path: Path) -> pl.DataFrame:
         return pl.read_parquet(path)
     except (pl.exceptions.PolarsError, OSError) as exc:
         run_dir = path.parent.parent if path.parent.name == "tables" else path.parent    # RUN/tables/X, RUN/verdicts
-        raise StoreError(f"{path}: unreadable ({type(exc).__name__}); `litjudge reparse {run_dir}` rebuilds the "
-                         "tables and verdicts.parquet from the store") from None
+        raise StoreError(f"{path}: unreadable ({type(exc).__name__}); {rebuild_hint(run_dir)}") from None
+
+
+def rebuild_hint(run_dir: Path) -> str:
+    """How a folder's tables are written again: `reparse` from a run's store; an ensemble has no
+    store (reparse refuses it), so it is computed again from its member runs."""
+    try:
+        kind = json.loads((run_dir / "manifest.json").read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    if kind == "ensemble":
+        return (f"an ensemble's tables are computed again by `litjudge ensemble` over its member runs with --name "
+                f"{run_dir.name} (its manifest.json lists the runs and settings)")
+    return f"`litjudge reparse {run_dir}` rebuilds the tables and verdicts.parquet from the store"
 
 
 def read_logged_prompts(log_path: Path) -> dict[str, str]:

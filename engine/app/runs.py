@@ -9,7 +9,7 @@ import polars as pl
 
 from ..core.errors import ConfigError, StoreError
 from .manifest import RunManifest
-from .outputs import read_manifest, read_table
+from .outputs import read_manifest, read_table, rebuild_hint
 
 
 @dataclass
@@ -33,13 +33,12 @@ def load_run(path: Path) -> LoadedRun:
                           where=str(path))
     tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
     if not tables:
-        raise StoreError(f"{path}: the run has no tables (tables/*.parquet); `litjudge reparse {path}` rebuilds them "
-                         "from the store")
+        raise StoreError(f"{path}: the run has no tables (tables/*.parquet); {rebuild_hint(path)}")
     listed = manifest.raw.get("tables")
     if missing := [n for n in listed if n not in tables] if isinstance(listed, list) else []:
         more = f" (and {len(missing) - 1} more)" if missing[1:] else ""
         raise StoreError(f"{path}: tables/{missing[0]}.parquet is missing{more} though the run wrote it; "
-                         f"`litjudge reparse {path}` rebuilds the tables from the store")
+                         f"{rebuild_hint(path)}")
     budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
     if budgets.exists():
         tables["budgets"] = read_table(budgets)
