@@ -102,7 +102,8 @@ class TTCW(Protocol):
     # Ranked pooled over all 14 tests (view=all); a single test's row ranks only when named
     # (per_test.kappa@view=all,test=3): ranking by "the first row" ranked test 1.
     declared = Declaration(
-        name="ttcw", version="1", reads="ttcw", options=TTCWOptions, limit_counts="stories with text",
+        name="ttcw", version="1", reads="ttcw", options=TTCWOptions,
+        limit_counts="stories with text (every story with include_unjudgeable)",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
         summary=("verdict_grid", "per_test", "overall", "story_counts", "ppi"), post_options=("threshold", "story_cutoff"),
         tables={"overall": MetricTable(by=("view",), pooled="view=all", higher=AGREEMENT, rank=AGREEMENT,
