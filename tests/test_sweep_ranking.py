@@ -252,3 +252,33 @@ def test_a_rank_by_row_is_named_by_every_column_of_its_table_in_any_order():
                                   (ttcw, "per_test.kappa@view=all,view=judgeable", "names 'view' twice")]:
         with pytest.raises(ValueError, match=words):
             protocol.parse_rank_by(text)
+
+
+def test_data_whose_stories_have_no_text_are_refused_with_the_reason_and_an_empty_cell_is_listed(tmp_path):
+    """TTCW stories that are URLs only (as the New Yorker's): a run said "no requests (check options,
+    limit and dataset)", and a sweep failed on an internal error in aggregation (its verdict frame
+    empty). Both now say every item was skipped and why; a cell of a sweep with nothing to judge
+    (include_unjudgeable off) beside one with recorded answers is listed unranked, saying so."""
+    from tests.conformance_data import ttcw_dataset
+
+    names = [f"s{i}" for i in range(12)]
+    card = ttcw_dataset(tmp_path, names, 3, {(s, t): (i + t) % 2 == 0 for i, s in enumerate(names) for t in (1, 2, 3)})
+    stories = tmp_path / "ttcw-sim" / "stories.json"
+    stories.write_text(json.dumps([{**s, "content": f"https://example.org/{s['story_id']}"}
+                                   for s in json.loads(stories.read_text())]))
+    (tmp_path / "rec.jsonl").write_text("".join(json.dumps({"id": f"{s}_GPT4/{t}", "response": "Yes"}) + "\n"
+                                                for s in names for t in (1, 2, 3)))
+    head = f'protocol = "ttcw"\ndataset = "{card}"\n'
+    (tmp_path / "one.toml").write_text(f'name = "one"\n{head}judge = "replay:{tmp_path / "rec.jsonl"}"\n')
+    (tmp_path / "sw.toml").write_text(f'name = "sw"\n{head}[matrix]\njudge = ["replay:{tmp_path / "rec.jsonl"}"]\n[sweep]\n')
+    for cfg in ("one.toml", "sw.toml"):
+        one_line(cli("run", str(tmp_path / cfg), cwd=tmp_path), "the protocol produced no requests to judge: every "
+                 "item was skipped (36 of 36: story text not in the dataset (New Yorker URL))")
+    (tmp_path / "mix.toml").write_text(f'name = "mix"\n{head}[matrix]\n"options.include_unjudgeable" = [false, true]\n'
+                                       f'judge = ["replay:{tmp_path / "rec.jsonl"}"]\n[sweep]\n')
+    r = cli("run", str(tmp_path / "mix.toml"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = list(csv.DictReader(open(tmp_path / "runs" / "out" / "mix" / "sweep_ranking.csv")))
+    empty = next(row for row in rows if row["cell"].startswith("False"))
+    assert empty["rank"] == "" and empty["ci_note"] == "no verdict in this cell (every item skipped): unranked"
+    assert "has no verdict: every item of the cell was skipped" in r.stderr

@@ -270,9 +270,7 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
         state.generation.engines.pop(spec.name).close()       # the generator's engine, now done judging too
     state.judge_runs.append(jr)
     if not jr.plan.requests:
-        raise ConfigError("the protocol produced no requests to judge" + (
-            f": all {len(jr.plan.too_long)} prompts are longer than the context window" if jr.plan.too_long
-            else " (check options, limit and dataset)"), where=config.source)
+        raise jr.plan.nothing_to_judge([s for _, built in builds for s in built.skipped], config.source)
     for name, built in builds:
         state.skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
         state.units[name] = max(state.units.get(name, 0), built.units)

@@ -220,6 +220,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                                         truncation=config.truncation,
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache,
                                         apart=True))
+            if not judge_runs[-1].plan.requests:          # no cell asked it anything: said as a run says it
+                raise judge_runs[-1].plan.nothing_to_judge(w.skipped, sweep.source)
         metrics, ranked, warnings = evaluate(sweep, protocol, cells, store)
     finally:
         store.close()
@@ -276,6 +278,13 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
     for cell, prep in cells:
         for spec in prep.specs:
             verdicts = verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name)
+            if not verdicts.height:           # the cell asked nothing (its items skipped): listed, not aggregated
+                warned[f"cell {cell.id}: {spec.name} has no verdict: every item of the cell was skipped"] = None
+                ranked += [Ranked({"cell": cell.id, **{k: str(v) for k, v in cell.values.items()}, **setting,
+                                   "judge": spec.name, "group": None, "unread": None}, math.nan, None, None,
+                                  missing=True, note="no verdict in this cell (every item skipped)")
+                           for setting in sweep.post_settings()]
+                continue
             for setting in sweep.post_settings():
                 ctx = _context(prep, cell, setting, spec)
                 tables = protocol.tables(verdicts, ctx)

@@ -20,6 +20,7 @@ import gc
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,19 @@ class PlanStats:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("build_and_key", "render", "tokenize",
                                                                                "prepare", "order"), 0.0))
     tokenization: dict[str, Any] = field(default_factory=dict)   # how prompts were tokenized (pieces or whole)
+
+    def nothing_to_judge(self, skipped: Sequence[Any], where: str | None) -> ConfigError:
+        """Why the plan holds no request, in one line: every prompt too long for the context window,
+        every item skipped by the protocol (`skipped`: its Skips; the commonest reason, counted), or
+        nothing asked at all. (A sweep of such data failed on an internal error in aggregation.)"""
+        if self.too_long:
+            why = f": all {len(self.too_long)} prompts are longer than the context window"
+        elif skipped:
+            reason, n = Counter(s.reason for s in skipped).most_common(1)[0]
+            why = f": every item was skipped ({n} of {len(skipped)}: {reason})"
+        else:
+            why = " (check options, limit and dataset)"
+        return ConfigError("the protocol produced no requests to judge" + why, where=where)
 
     def summary(self) -> dict[str, Any]:
         return {"requests": self.requests, "distinct_requests": self.distinct_requests,
