@@ -157,6 +157,10 @@ class Protocol(Named, ABC):
     what it asks about each unit, and how verdicts aggregate. Everything else is the framework's."""
 
     declared: ClassVar[Declaration]
+    # Where its human labels come from when tables are rebuilt (`litjudge reparse`): the requests'
+    # stored meta, as the run planned them (False), or the dataset as it is now (True: its aggregate
+    # loads the data).
+    labels_read_when_aggregating: ClassVar[bool] = False
 
     @classmethod
     def registered_name(cls) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 
 from tests.test_cli_probe import PAIRS, cli, pairs_run
@@ -100,8 +101,13 @@ def test_reparse_says_when_the_data_file_changed(tmp_path):
     assert same.returncode == 0 and "changed since the run" not in same.stderr
     flipped = [dict(p, label="b" if p["label"] == "a" else "a") for p in PAIRS]
     (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in flipped))
+    before = pl.read_parquet(run / "tables" / "accuracy.parquet")
     r = cli("reparse", str(run), cwd=tmp_path)
     assert r.returncode == 0 and "the data file" in r.stderr and "changed since the run" in r.stderr
+    # and says which labels the tables read: pairwise keeps those stored with its requests (it said "as
+    # they are now" while every label stayed as it was)
+    assert "keep the human labels stored with the run's requests" in " ".join(r.stderr.split())
+    assert pl.read_parquet(run / "tables" / "accuracy.parquet").equals(before)
 
 
 def test_a_test_run_leaves_the_users_cache_alone(tmp_path):

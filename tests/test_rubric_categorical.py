@@ -162,6 +162,25 @@ def test_humans_in_any_case_and_judge_answers_outside_the_categories_unparsed(tm
     assert "categorical_agreement" in [name for name, _ in panels["Agreement with the humans"].tables]
 
 
+def test_category_names_with_dollar_signs_are_drawn_as_written(tmp_path):
+    """A category named "$^^$" (legal: rubric.md forbids only the grammar's own characters) crashed
+    the report (matplotlib read it as maths); "x_$y$" was drawn as a subscript. Drawn as written,
+    and the setting is the report's own: matplotlib's is as it was after it."""
+    import matplotlib
+
+
+    names = ["$^^$", "x_$y$", "plain"]
+    rows = [{**r, "genre_human": names[i % 3]} for i, r in enumerate(stories())]
+    result = judged(tmp_path, rows, [names[i % 3] for i in range(12)],
+                    {**GENRE, "categories": names, "human": "genre_human"})
+    assert result.tables["categorical_agreement"]["accuracy"][0] == 1.0
+    page = result.report(tmp_path / "report")
+    assert page.is_file() and matplotlib.rcParams["text.parse_math"] is True
+    with matplotlib.pyplot.rc_context({"text.parse_math": False}):          # as the report draws them
+        mine = {p.title: p for p in rubric_panels(result.tables)}["Categories: the judge beside the humans"]
+        assert [x.get_text() for x in mine.figures[0][1].axes[0].get_xticklabels()] == [f"genre: {g}" for g in names]
+
+
 def test_a_judge_under_vllm_answers_only_category_names(tiny, runs_dir):
     """Constrained decoding under vLLM: every verdict is one of the names, in label and in
     distribution mode (P(answer) from the names' probabilities; no expected score: no number).

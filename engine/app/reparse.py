@@ -12,6 +12,7 @@ import polars as pl
 
 from litjudge.grammars import language_from_spec
 from litjudge.judges import PROTOCOLS
+from litjudge.judges.base import Protocol
 
 from ..core.backend import JudgeSpec
 from ..core.console import say
@@ -74,9 +75,11 @@ def reparse_store(store: Store) -> dict[str, int]:
     return {"results": total, "changed": changed}
 
 
-def data_changed_warning(folder: Path, manifest: RunManifest) -> None:
+def data_changed_warning(folder: Path, manifest: RunManifest, protocol: Protocol) -> None:
     """Say so when the run's data file is no longer the bytes it judged (its sha256 in the
-    manifest): the rebuilt tables read the labels from the file as it is now."""
+    manifest), and which labels the rebuilt tables read: the file's as it is now where the
+    protocol loads the data to aggregate, else those stored with the run's requests (it said "as
+    they are now" of a rubric whose tables kept every old label)."""
     recorded = manifest.data
     if not recorded.get("sha256"):
         return
@@ -84,16 +87,19 @@ def data_changed_warning(folder: Path, manifest: RunManifest) -> None:
     now = data_identity(path).get("sha256") if path.exists() else None
     if now != recorded["sha256"]:
         state = f"now {now[:12]}" if now else "it is gone"
+        read = ("the rebuilt tables read its labels as they are now" if protocol.labels_read_when_aggregating else
+                "the rebuilt tables keep the human labels stored with the run's requests, as they were then; run the "
+                "config again to read the file as it is (stored verdicts are reused, none generated again)")
         say(f"litjudge: warning: {folder}: the data file {path} changed since the run (sha256 {recorded['sha256'][:12]} "
-              f"then, {state}): the rebuilt tables read its labels as they are now", logging.WARNING)
+              f"then, {state}): {read}", logging.WARNING)
 
 
 def rebuild(folder: Path, manifest: RunManifest, store: Store, task: str = "") -> None:
     """One run's (or task's) tables from the store. Tables the protocol does not compute (items
     skipped before planning, the generation stage's) are kept as they were."""
     config = recorded_config(folder, manifest)
-    data_changed_warning(folder, manifest)
     protocol = PROTOCOLS.get(config.protocol)()
+    data_changed_warning(folder, manifest, protocol)
     specs = tuple(JudgeSpec(j["judge"], j.get("backend", ""), "", j.get("fingerprint", ""), "")
                   for j in manifest.judges)
     prep = PreparedRun(config, protocol, protocol.options(config),

@@ -132,23 +132,24 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(curves)
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
-        c = curves[name]
-        keep = c.ks >= MIN
-        for d in DESIGNS:
-            ax.plot(c.ks[keep], mean_width(c.half[d][keep]), label=d)
-        if budget is not None:
-            ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
-        if target is not None and math.isfinite(target):
-            ax.axhline(target, color="grey", linestyle="--", linewidth=1)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel(f"labelled {unit} (draws)")
-        ax.set_ylabel("mean 95% half width")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(title, fontsize=11 if len(names) > 1 else 9, wrap=True)     # one panel: a long title fits
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with plt.rc_context({"text.parse_math": False}):        # a run or column name drawn as written, not as maths
+        names = list(curves)
+        fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
+        for ax, name in zip(axes[0], names, strict=True):
+            c = curves[name]
+            keep = c.ks >= MIN
+            for d in DESIGNS:
+                ax.plot(c.ks[keep], mean_width(c.half[d][keep]), label=d)
+            if budget is not None:
+                ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
+            if target is not None and math.isfinite(target):
+                ax.axhline(target, color="grey", linestyle="--", linewidth=1)
+            ax.set_title(name, fontsize=10)
+            ax.set_xlabel(f"labelled {unit} (draws)")
+            ax.set_ylabel("mean 95% half width")
+            ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=8)
+        fig.suptitle(title, fontsize=11 if len(names) > 1 else 9, wrap=True)     # one panel: a long title fits
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)

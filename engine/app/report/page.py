@@ -182,7 +182,16 @@ def clear_report_folder(out: Path) -> None:
 
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path. A run of
-    several tasks stands for its task folders, side by side (the AUT study's two designs)."""
+    several tasks stands for its task folders, side by side (the AUT study's two designs). Text in
+    the charts is never mathtext: a category named "$^^$" (a label from the user's data) crashed
+    the report, "x_$y$" was drawn as maths; the setting holds for this call only."""
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"text.parse_math": False}):
+        return _write_report(run_dirs, out)
+
+
+def _write_report(run_dirs: list[Path], out: Path | None) -> Path:
     runs = unique_labels([load_run(d) for d in task_folders([Path(d) for d in run_dirs])])
     out = Path(out) if out else (Path(run_dirs[0]) / "report" if len(run_dirs) == 1 else
                                  runs[0].path.parent / ("compare-" + "-vs-".join(r.path.name for r in runs)))
