@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,15 +26,24 @@ from . import PROTOCOLS
 from .contract import Ask, Declaration, MetricTable, Table  # noqa: F401  (a protocol imports its contract from here)
 from .metrics.estimates import Units
 from .ppi_annotated import Annotated
+from .rank_by import RankBy, group_columns, parse_rank_by, units_where  # noqa: F401  (protocols import them here)
 from .templates import Template, TemplateFields, checked, template_of
 
 
 @dataclass(frozen=True)
 class Skip:
-    """An item the protocol could not judge, and why (reported with the results)."""
+    """An item the protocol could not judge, and why (reported with the results: tables/skipped;
+    `warn`: and in a warning, where the user may not expect it, e.g. a text alone in its group)."""
 
     item_id: str
     reason: str
+    warn: bool = False
+
+
+def skip_warnings(skipped: list[dict]) -> list[str]:
+    """One warning per reason of the skips marked `warn` (rows of tables/skipped, with `warn`)."""
+    counts = Counter(r["reason"] for r in skipped if r.get("warn"))
+    return [f"{n} item(s) not judged: {reason} (listed in tables/skipped)" for reason, n in counts.items()]
 
 
 @dataclass
@@ -113,54 +123,11 @@ class Context:
         return self.config.sampling.for_repeat(repeat)
 
 
-@dataclass(frozen=True)
-class RankBy:
-    """What a sweep ranks by: a protocol's rankable estimate (`table.metric`) and, only when asked
-    explicitly, one group of its table (`col=value,...`; "" = the protocol's pooled row)."""
-
-    name: str
-    group: str = ""
-
-    @property
-    def table(self) -> str:
-        return self.name.partition(".")[0]
-
-    @property
-    def metric(self) -> str:
-        return self.name.partition(".")[2]
-
-    def where(self) -> dict[str, str]:
-        """The explicit group as column -> value ({} for the pooled estimate)."""
-        return group_columns(self.group)
-
-    def __str__(self) -> str:
-        return f"{self.name}@{self.group}" if self.group else self.name
-
-
-def group_columns(group: str) -> dict[str, str]:
-    """A tidy group (`col=value,...`, as tables' rows and `rank_by` name them) as column -> value; a
-    part without '=' (the pooled row, "all") names no column."""
-    return dict(part.split("=", 1) for part in group.split(",") if "=" in part)
-
-
-def units_where(frame: pl.DataFrame, rank: RankBy) -> pl.DataFrame | None:
-    """The rows of a unit frame in `rank`'s explicit group (None: a column it names is not there)."""
-    for column, value in rank.where().items():
-        if column not in frame.columns:
-            return None
-        frame = frame.filter(pl.col(column).cast(pl.Utf8) == value)
-    return frame
-
-
 class Protocol(Named, ABC):
     """A protocol: one `declared = Declaration(...)` (judges.contract), the units `limit` counts,
     what it asks about each unit, and how verdicts aggregate. Everything else is the framework's."""
 
     declared: ClassVar[Declaration]
-    # Where its human labels come from when tables are rebuilt (`litjudge reparse`): the requests'
-    # stored meta, as the run planned them (False), or the dataset as it is now (True: its aggregate
-    # loads the data).
-    labels_read_when_aggregating: ClassVar[bool] = False
 
     @classmethod
     def registered_name(cls) -> str:
@@ -229,38 +196,8 @@ class Protocol(Named, ABC):
 
     def parse_rank_by(self, text: str) -> RankBy:
         """`table.metric` (the pooled estimate) or `table.metric@col=value[,col=value]` (one group,
-        asked explicitly); ValueError naming what is rankable."""
-        name, _, group = text.partition("@")
-        rankable = self.declared.rank_metrics
-        if name not in rankable:
-            raise ValueError(f"protocol {self.name!r} cannot rank by {name!r}: a sweep ranks by one of "
-                             f"{', '.join(rankable)} (each has a direction: higher or lower is better)")
-        if not group and rankable[name] is None:
-            raise ValueError(f"{name!r} has a value per group and no pooled one: name the group, e.g. "
-                             f"{name}@COLUMN=VALUE")
-        if group and not all(part.count("=") == 1 and part.split("=")[0] for part in group.split(",")):
-            raise ValueError(f"the group after '@' is COLUMN=VALUE[,COLUMN=VALUE], got {group!r}")
-        if not group:
-            return RankBy(name, group)
-        # a row is named by every column its table groups by, in the table's order (the form its
-        # tidy rows carry): another order, or a column left out, matched no row, and the ranking was
-        # empty ("data without human labels?")
-        where = RankBy(name, group).where()
-        named = [part.split("=")[0] for part in group.split(",")]
-        twice = next((c for c in named if named.count(c) > 1), None)
-        if twice:
-            raise ValueError(f"the group after '@' names {twice!r} twice ({group!r}): a row has one value of each column")
-        columns = self.declared.metric_tables.get(name.partition(".")[0], ())
-        unknown = [c for c in where if c not in columns]
-        if unknown or len(where) != len(group.split(",")):
-            raise ValueError(f"{name.partition('.')[0]} has no column {unknown[0] if unknown else group!r} to pick a "
-                             f"row by (its rows: {', '.join(columns) or 'one pooled row'})")
-        missing = [c for c in columns if c not in where]
-        if missing:
-            raise ValueError(f"{name}@{group} names no {', '.join(missing)}: a row of {name.partition('.')[0]} is "
-                             f"named by each of {', '.join(columns)} (e.g. {name}@" + ",".join(
-                                 f"{c}={where.get(c, 'VALUE')}" for c in columns) + ")")
-        return RankBy(name, ",".join(f"{c}={where[c]}" for c in columns))
+        asked explicitly); ValueError naming what is rankable (`rank_by.parse_rank_by`)."""
+        return parse_rank_by(self.name, self.declared, text)
 
     def options(self, config: RunConfig) -> Any:
         """The protocol's options, validated; also checks the run's missing-answer policy fits."""

@@ -106,6 +106,8 @@ class Declaration:
     decision_key: tuple[str, ...] = ()
     self_preference: str = ""
     report: str | PanelsFunction = ""
+    labels_when_aggregating: bool = False   # its aggregate reads the humans' labels from the dataset (a rebuild
+                                            # reads them as they are now); else they travel in the requests' meta
 
     def __post_init__(self) -> None:
         if not set(self.modes) <= set(MODES) or not self.modes:

@@ -96,9 +96,9 @@ class ListwiseRanking(Protocol):
     # One Spearman over the judge's items, pooled over lists (score = the 1-5 score). ICC is per
     # list and F has no interval: neither is rankable (ranking by "the first list" ranked list 1).
     # Label mode only: a ranking is many tokens (no distribution), and no analyze layout is written.
-    labels_read_when_aggregating = True          # its aggregate loads the dataset (a rebuild reads it as it is now)
     declared = Declaration(
         name="listwise", version="1", reads="items", options=ListwiseOptions, limit_counts="groups",
+        labels_when_aggregating=True,
         summary=("agreement", "anova", "category_means", "icc", "success"),
         tables={"agreement": MetricTable(by=("score",), pooled="score=score", higher=RANKABLE, rank=RANKABLE),
                 "anova": MetricTable(by=("score",), higher=("F",)),

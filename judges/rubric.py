@@ -38,15 +38,15 @@ import polars as pl
 
 import litjudge.grammars as grammars
 from litjudge.engine.core.config import valid_name
-from litjudge.engine.core.errors import ConfigError, DataError, did_you_mean
+from litjudge.engine.core.errors import ConfigError, DataError
 from litjudge.engine.core.schema import Key
-from litjudge.engine.data.items import ITEM_FIELDS, RatedItem
-from litjudge.engine.data.pairs import PAIR_FIELDS, Pair
-from litjudge.engine.data.readers import missing_value
+from litjudge.engine.data.items import RatedItem
+from litjudge.engine.data.pairs import Pair
 
-from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table
+from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table
 from .metrics.bootstrap import RESAMPLES
 from .metrics.estimates import Units
+from .rubric_columns import column
 from .rubric_tables import aggregate, check_rank, human_view, rank_units, without_humans
 from .scales import Live, Scale, names, own_settings, scales
 from .scales import scale as scale_named
@@ -247,13 +247,13 @@ class Rubric(Protocol):
         data = ctx.load("items")
         return list(data.groups().items()) if opts.pairwise else list(data.items)
 
-    def asks(self, ctx: Context, unit: Any) -> Iterator[Ask]:
+    def asks(self, ctx: Context, unit: Any) -> Iterator[Ask | Skip]:
         """A text's single-text questions (the text first); a pair's pairwise questions in both
         orders; a group: each of its texts, then each pair of them."""
         opts: RubricOptions = ctx.options
         if isinstance(unit, Pair):
             yield from self._pair_asks(ctx, unit, unit.pair_id, (unit.text_a, unit.text_b), unit.prompt, unit.group,
-                                       lambda q: _column(ctx, unit, q.reference) if q.reference else "",
+                                       lambda q: column(ctx, unit, q.reference) if q.reference else "",
                                        lambda q: _pair_human(ctx, q, unit), ())
             return
         group, items = unit if isinstance(unit, tuple) else (unit.group, [unit])
@@ -263,20 +263,23 @@ class Rubric(Protocol):
                             "(a pairwise question's asks are 'A|B/question/order'): rename it", path=f"item {clash}")
         for item in items:
             yield from self._text_asks(ctx, item)
+        if len(items) == 1:                 # no other text to pair it with: said, not dropped in silence
+            yield from (Skip(f"{items[0].item_id}/{q.id}", f"a text alone in its group has no pair for pairwise "
+                             f"question {q.id!r}", warn=True) for q in opts.pairwise)
         for a, b in combinations(items if opts.pairwise else (), 2):
             yield from self._pair_asks(ctx, a, f"{a.item_id}|{b.item_id}", (a.text, b.text), "", group,
-                                       lambda q, a=a: _column(ctx, a, q.reference) if q.reference else "",
+                                       lambda q, a=a: column(ctx, a, q.reference) if q.reference else "",
                                        lambda q, a=a, b=b: _items_human(ctx, q, a, b),
                                        (("item_a", a.item_id), ("item_b", b.item_id)))
 
     def _text_asks(self, ctx: Context, item: RatedItem) -> Iterator[Ask]:
         own = _own_templates(ctx)
         for q in ctx.options.single:
-            reference = _text(_column(ctx, item, q.reference)) if q.reference else ""
+            reference = _text(column(ctx, item, q.reference)) if q.reference else ""
             values = {"text": item.text, "question": q.text, "labels": q.labels_text, "rubric": q.rubric,
                       "reference": reference, "group": item.group}
             prompt = own[q.id].render(values) if q.id in own else single_prompt(q, values, ctx.config.mode)
-            human = q.kind.human(q, _column(ctx, item, q.human), f"item {item.item_id}") if q.human else None
+            human = q.kind.human(q, column(ctx, item, q.human), f"item {item.item_id}") if q.human else None
             yield Ask(f"{item.item_id}/{q.id}", prompt, q.language, (
                 ("question", q.id), ("scale", q.scale), ("text_id", item.item_id), ("group", item.group),
                 ("human", human)))
@@ -361,38 +364,14 @@ def _pairs(ctx: Context, hint: bool) -> Iterator[Pair]:
                         path=e.path, row=e.row) from None
 
 
-# -- the data's columns -------------------------------------------------------------------------
-def _column(ctx: Context, row: RatedItem | Pair, name: str) -> Any:
-    """A question's column in a text's (or pair's) row: a field, a column [dataset.columns] renamed (by
-    your name for it), or another column. None for a missing value (null, NaN, a blank string); an
-    absent column is one line."""
-    renamed = {c: f for f, c in ctx.card.columns.items() if not str(c).startswith("=")}
-    own = ITEM_FIELDS if isinstance(row, RatedItem) else PAIR_FIELDS
-    field = renamed.get(name, name)
-    if field in own:
-        value = getattr(row, field)
-    elif name in row.extra:
-        value = row.extra[name]
-    else:
-        where = next((f"options.questions[{n}]" for n, q in enumerate(ctx.options.questions)
-                      if name in (q.human, q.reference)), "options.questions")
-        have = [c for f in own if getattr(row, f) not in (None, "") and ((c := ctx.card.columns.get(f, f)) in renamed
-                                                                          or f not in ctx.card.columns)] + list(row.extra)
-        unit = f"item {row.item_id!r}" if isinstance(row, RatedItem) else f"pair {row.pair_id!r}"
-        raise ConfigError(f"column {name!r} is not in the data: {unit} has no such column{did_you_mean(name, have)} "
-                          f"(columns: "
-                          f"{', '.join(map(str, have))[:300]})",
-                          where=ctx.config.source or "config", key=where)
-    return None if missing_value(value) else value
-
-
+# -- the data's columns (rubric_columns.py: `column`) ---------------------------------------------
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
 def _pair_human(ctx: Context, q: Question, pair: Pair) -> str | None:
-    return q.kind.human(q, _column(ctx, pair, q.human), f"pair {pair.pair_id}")
+    return q.kind.human(q, column(ctx, pair, q.human), f"pair {pair.pair_id}")
 
 
 def _items_human(ctx: Context, q: Question, a: RatedItem, b: RatedItem) -> str | None:
-    return q.kind.human_between(q, _column(ctx, a, q.human), _column(ctx, b, q.human), a.item_id, b.item_id)
+    return q.kind.human_between(q, column(ctx, a, q.human), column(ctx, b, q.human), a.item_id, b.item_id)

@@ -101,9 +101,8 @@ class TTCWOptions:
 class TTCW(Protocol):
     # Ranked pooled over all 14 tests (view=all); a single test's row ranks only when named
     # (per_test.kappa@view=all,test=3): ranking by "the first row" ranked test 1.
-    labels_read_when_aggregating = True          # its aggregate loads the dataset (a rebuild reads it as it is now)
     declared = Declaration(
-        name="ttcw", version="1", reads="ttcw", options=TTCWOptions,
+        name="ttcw", version="1", reads="ttcw", options=TTCWOptions, labels_when_aggregating=True,
         limit_counts="stories with text (every story with include_unjudgeable)",
         modes=("label", "analyze", "distribution"), missing=("drop", "label", "wrong"),
         summary=("verdict_grid", "per_test", "overall", "story_counts", "ppi"), post_options=("threshold", "story_cutoff"),

@@ -239,6 +239,13 @@ def test_human_columns_that_are_absent_or_unreadable_are_one_line(tmp_path):
         litjudge.judge(rows, protocol="rubric", judge=judge, questions=absent, columns={**COLUMNS, "group": "=all"},
                        out=tmp_path, progress=False)
     assert "(columns: id, story, prompt, natural_human," in str(exc.value) and "=all" not in str(exc.value), exc.value
+    # a field's name that [dataset.columns] reads from another column (group from "prompt"): your own column
+    # of that name was never read, and the field's values (the prompts) were taken for the humans' answers
+    clash = [dict(r, group="Yes") for r in rows]
+    with pytest.raises(ConfigError, match="column 'group' is litjudge's field group, which \\[dataset.columns\\] "
+                                          "reads from your column 'prompt': name that column here"):
+        litjudge.judge(clash, protocol="rubric", judge=judge, questions=[{**QUESTIONS[0], "human": "group"}],
+                       columns=COLUMNS, out=tmp_path, progress=False)
     bad = [dict(r, natural_human="maybe") for r in rows]
     with pytest.raises(DataError, match="column 'natural_human' holds 'maybe', which is none of"):
         litjudge.judge(bad, protocol="rubric", judge=judge, questions=QUESTIONS[:1], columns=COLUMNS, out=tmp_path,
@@ -336,6 +343,22 @@ def test_blank_humans_are_no_answer_and_an_undefined_headline_says_why(tmp_path)
     with pytest.raises(litjudge.DataError, match='set options.pairs_from = "groups"'):
         litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS[2:],
                        columns=COLUMNS, out=tmp_path / "out", progress=False)
+
+
+def test_a_text_alone_in_its_group_is_said_not_dropped_by_a_pairwise_question(tmp_path):
+    """Texts alone in their group (a stray space made " prompt 0" a group of its own) were never
+    asked a pairwise question, with no warning and no row in tables/skipped."""
+    rows = stories(9)
+    rows[8]["prompt"] = "prompt 9"                                   # alone; and one with a stray space
+    rows[7]["prompt"] = " prompt 1"
+    result = litjudge.judge(rows, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS,
+                            columns=COLUMNS, options={"pairs_from": "groups"}, out=tmp_path / "out", progress=False)
+    skipped = result.tables["skipped"]
+    assert sorted(skipped["item_id"]) == ["s07/surprise", "s08/surprise"] and skipped.columns == ["judge", "item_id",
+                                                                                                   "reason"]
+    assert [w for w in result.manifest.warnings if "not judged" in w] == [
+        "2 item(s) not judged: a text alone in its group has no pair for pairwise question 'surprise' (listed in "
+        "tables/skipped)"]
 
 
 def test_a_headlines_note_is_about_its_own_metric(tmp_path):

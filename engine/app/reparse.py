@@ -87,7 +87,7 @@ def data_changed_warning(folder: Path, manifest: RunManifest, protocol: Protocol
     now = data_identity(path).get("sha256") if path.exists() else None
     if now != recorded["sha256"]:
         state = f"now {now[:12]}" if now else "it is gone"
-        read = ("the rebuilt tables read its labels as they are now" if protocol.labels_read_when_aggregating else
+        read = ("the rebuilt tables read its labels as they are now" if protocol.declared.labels_when_aggregating else
                 "the rebuilt tables keep the human labels stored with the run's requests, as they were then; run the "
                 "config again to read the file as it is (stored verdicts are reused, none generated again)")
         say(f"litjudge: warning: {folder}: the data file {path} changed since the run (sha256 {recorded['sha256'][:12]} "

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from litjudge.judges import PROTOCOLS
-from litjudge.judges.base import Context, Protocol
+from litjudge.judges.base import Context, Protocol, skip_warnings
 from litjudge.judges.frames import split
 from litjudge.judges.ppi_annotated import Annotated
 from litjudge.judges.ppi_tables import check_ppi, ppi_manifest
@@ -272,7 +272,8 @@ def judge(state: RunState, spec: JudgeSpec) -> None:
     if not jr.plan.requests:
         raise jr.plan.nothing_to_judge([s for _, built in builds for s in built.skipped], config.source)
     for name, built in builds:
-        state.skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason} for s in built.skipped]
+        state.skipped[name] += [{"judge": spec.name, "item_id": s.item_id, "reason": s.reason, "warn": s.warn}
+                                for s in built.skipped]
         state.units[name] = max(state.units.get(name, 0), built.units)
     for name, _ in tasks:
         state.skipped[name] += [{"judge": spec.name, "item_id": item, "reason": f"prompt too long: {n} tokens > {limit}"}
@@ -287,6 +288,7 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     verdicts, tables, warnings = aggregate_store(prep, state.store, ids)
     aggregate_s = time.perf_counter() - t
     tables["skipped"] = pl.DataFrame(state.skipped[name], schema=dict.fromkeys(("judge", "item_id", "reason"), pl.Utf8))
+    warnings += skip_warnings(state.skipped[name])
     generation = state.generation
     if generation is not None:
         tables.update(generation.tables)
