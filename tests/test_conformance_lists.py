@@ -157,7 +157,8 @@ def test_jury_agreement_with_ties_covers(rate, rho):
         truth = rng.random(len(cluster)) < 0.5
         hit = rng.random(len(cluster)) < right[cluster]
         p = np.where(rng.random(len(cluster)) < 0.1, 0.5, np.where(hit == truth, 0.9, 0.1))
-        x = JuryInputs([[q] for q in p], [[False]] * len(p), truth.tolist(), [f"s{c}" for c in cluster])
+        x = JuryInputs([[q] for q in p], [[False]] * len(p), truth.tolist(), [f"s{c}" for c in cluster],
+                       [[float(q > 0.5) if q != 0.5 else 0.5] for q in p])
         row = _member_row("judge", p.tolist(), x, list(range(len(p))))
         lows.append(row["ci_low"])
         highs.append(row["ci_high"])

@@ -115,7 +115,7 @@ def test_a_table_deleted_since_the_run_is_one_line_and_reparse_rebuilds_it(repla
     for args in (("report", str(gone)), ("compare", str(replay_run), str(gone), "--out", str(tmp_path / "cmp"))):
         r = litjudge(*args)
         assert r.returncode == 2 and f"{gone}: tables/overall.parquet is missing though the run wrote it; " \
-            f"`litjudge reparse {gone}` rebuilds the tables from the store" in r.stderr, r.stderr[-2000:]
+            f"`litjudge reparse {gone}` rebuilds the tables and verdicts.parquet from the store" in r.stderr, r.stderr[-2000:]
     assert litjudge("reparse", str(gone)).returncode == 0
     assert (gone / "tables" / "overall.parquet").is_file() and litjudge("report", str(gone)).returncode == 0
 
