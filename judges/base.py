@@ -179,10 +179,11 @@ class Protocol(Named, ABC):
         """ValueError when a cell with these options can have no value of `rank` (a group naming
         what the run does not ask), said before anything runs instead of an empty ranking."""
 
-    def group_rows(self, verdicts: pl.DataFrame, group: str) -> pl.DataFrame:
-        """The verdicts behind a tidy group's row (what a sweep's `unread` counts): the group's
-        columns that verdicts have (a rubric's question, a pairwise order) pick them; a value they
-        never hold (the mean of both orders) picks all."""
+    def group_rows(self, verdicts: pl.DataFrame, group: str, table: str = "") -> pl.DataFrame:
+        """The verdicts behind a tidy group's row of `table` (what a sweep's `unread` counts): the
+        group's columns that verdicts have (a rubric's question, a pairwise order) pick them; a value
+        they never hold (the mean of both orders) picks all. A protocol whose table reads only some
+        verdicts (those with a human label) narrows them."""
         for column, value in group_columns(group).items():
             if column in verdicts.columns:
                 picked = verdicts.filter(pl.col(column).cast(pl.Utf8) == value)

@@ -107,6 +107,15 @@ class Pairwise(Protocol):
         """{text_a} is the text shown first (as A), {text_b} the one shown second: they swap in order ba."""
         return TemplateFields(("prompt", "text_a", "text_b", "labels"), ("text_a", "text_b"))
 
+    def group_rows(self, verdicts: pl.DataFrame, group: str, table: str = "") -> pl.DataFrame:
+        """Accuracy and calibration read the pairs the humans labelled a or b (a human tie, or no
+        label, is left out): the verdicts behind them are those (a sweep's `unread` counted a
+        judge's unreadable answers on unlabelled pairs, 0.25 where every answer behind was read)."""
+        rows = super().group_rows(verdicts, group, table)
+        if table in ("accuracy", "length_control", "calibration_summary") and "human" in rows.columns:
+            rows = rows.filter(pl.col("human").is_in(["a", "b"]))
+        return rows
+
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: PairwiseOptions):
         """Pairs are the clusters of every rankable estimate (a pair's orders and repeats move together)."""
         verdicts = tables.get("per_verdict")

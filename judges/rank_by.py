@@ -81,4 +81,7 @@ def parse_rank_by(protocol: str, declared: Declaration, text: str) -> RankBy:
         raise ValueError(f"{name}@{group} names no {', '.join(missing)}: a row of {name.partition('.')[0]} is "
                          f"named by each of {', '.join(columns)} (e.g. {name}@" + ",".join(
                              f"{c}={where.get(c, 'VALUE')}" for c in columns) + ")")
-    return RankBy(name, ",".join(f"{c}={where[c]}" for c in columns))
+    chosen = ",".join(f"{c}={where[c]}" for c in columns)
+    # the pooled row named explicitly ("@order=mean of both") is the pooled estimate: its units are
+    # every row's (filtered by a value no verdict holds, it had none: no interval, 0 clusters)
+    return RankBy(name, "" if chosen == rankable[name] else chosen)

@@ -136,11 +136,11 @@ class TTCW(Protocol):
         if (view := rank.where().get("view", "all")) not in VIEWS:
             raise ValueError(f"TTCW's views are {' and '.join(VIEWS)} (the stories with text), not {view!r}")
 
-    def group_rows(self, verdicts: pl.DataFrame, group: str) -> pl.DataFrame:
+    def group_rows(self, verdicts: pl.DataFrame, group: str, table: str = "") -> pl.DataFrame:
         """A view is the verdicts' stories: all, or those with text (`judgeable`)."""
         if group_columns(group).get("view") == "judgeable" and "judgeable" in verdicts.columns:
             verdicts = verdicts.filter(pl.col("judgeable").fill_null(False))
-        return super().group_rows(verdicts, group)
+        return super().group_rows(verdicts, group, table)
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: TTCWOptions):
         """Stories are the clusters of every rankable estimate (a story's 14 verdicts move together)."""

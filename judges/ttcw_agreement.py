@@ -27,7 +27,9 @@ def agreements(v: pl.DataFrame, by: list[str]) -> dict[tuple, dict]:
         k, ba = binary_agreement(tp, fn, fp, tn)
         out[tuple(row[c] for c in by)] = {
             "n": n, "unparsed": row["unparsed"], "kappa": k.value, "balanced_accuracy": ba.value,
-            "note": "one expert class: balanced accuracy undefined" if n and not ba.defined else None,
+            "note": "; ".join(why for why, undefined in (
+                ("the judge and the experts each gave one answer throughout: kappa undefined", not k.defined),
+                ("one expert class: balanced accuracy undefined", not ba.defined)) if n and undefined) or None,
             "judge_pass_rate": row["said_yes"] / judged if judged else None,
             "expert_pass_rate": (tp + fn) / n if n else None}
     return out

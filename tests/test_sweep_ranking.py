@@ -95,7 +95,7 @@ def test_a_cell_whose_answers_were_partly_unread_says_how_many(tmp_path):
     assert rows["lucky"]["value"] == "1.0" and rows["lucky"]["rank"] == "4" and rows["lucky"]["same_as_best"] == ""
     assert rows["lucky"]["ci_note"].endswith(RANKED_AFTER) and too_few(2) in rows["lucky"]["ci_note"]
     assert all(RANKED_AFTER not in rows[k]["ci_note"] for k in ("muddled", "unbiased", "always_a"))
-    assert "1 of 4 ranked rows have fewer than 10 clusters" in " ".join(r.stderr.split())
+    assert "1 of 4 ranked rows have no interval (fewer than 10 clusters" in " ".join(r.stderr.split())
 
 
 def test_one_order_ranks_only_when_asked_explicitly(tmp_path):
@@ -282,3 +282,61 @@ def test_data_whose_stories_have_no_text_are_refused_with_the_reason_and_an_empt
     empty = next(row for row in rows if row["cell"].startswith("False"))
     assert empty["rank"] == "" and empty["ci_note"] == "no verdict in this cell (every item skipped): unranked"
     assert "has no verdict: every item of the cell was skipped" in r.stderr
+
+
+def test_a_row_whose_interval_is_withheld_is_not_compared_with_the_best():
+    """A judge whose humans said Yes in 3 of 40 stories has kappa without an interval (the rule
+    withholds it: it would not cover); it was marked worse than the best "with 95% confidence"
+    (or the best itself). It is ranked after the rows that have one and is not compared."""
+    from litjudge.engine.app.sweep_rank import Ranked, ranking
+    from litjudge.judges.metrics.estimates import Units, kappa_of
+
+    rng = np.random.default_rng(4)
+    stories = [f"s{i}" for i in range(40)]
+    balanced = rng.random(40) < 0.5
+    rare = np.arange(40) < 3
+    rows = [Ranked({"judge": "fair"}, 0.0, 40, Units.agreement(stories, balanced.tolist(),
+                                                                 (balanced ^ (rng.random(40) < 0.2)).tolist(), kappa_of)),
+            Ranked({"judge": "rare"}, 0.0, 40, Units.agreement(stories, rare.tolist(), rare.tolist(), kappa_of))]
+    rows = [Ranked(r.head, r.units.value(), r.n, r.units) for r in rows]
+    table = ranking(rows, True, 200)
+    assert table["judge"].to_list() == ["fair", "rare"] and table["value"][1] == 1.0 > table["value"][0]
+    assert table["same_as_best"].to_list() == [True, None] and table["ci_low"][1] is None
+    assert table["ci_note"][1].endswith(RANKED_AFTER) and RANKED_AFTER not in (table["ci_note"][0] or "")
+
+
+def test_the_pooled_row_named_explicitly_is_the_pooled_estimate_and_unread_counts_the_labelled_pairs():
+    """`accuracy.accuracy@order=mean of both` filtered the verdicts by an order none holds: no
+    interval, 0 clusters. And `unread` counted a judge's unreadable answers on pairs the humans tied
+    or left unlabelled, which accuracy never reads (0.25 where every answer behind it was read)."""
+    from litjudge.engine.core.verdicts import answered_and_unread
+    from litjudge.judges import PROTOCOLS
+
+    pairwise = PROTOCOLS.get("pairwise")()
+    assert pairwise.parse_rank_by("accuracy.accuracy@order=mean of both") == pairwise.parse_rank_by("accuracy.accuracy")
+    verdicts = pl.DataFrame({"pair_id": [f"p{i // 2}" for i in range(32)], "order": ["ab", "ba"] * 16,
+                             "human": ["a"] * 24 + ["tie"] * 4 + [None] * 4,
+                             "status": ["ok"] * 24 + ["unparsed"] * 8, "label": ["A", "B"] * 12 + [None] * 8})
+    for table, unread in (("accuracy", 0), ("bias", 8)):
+        rows = pairwise.group_rows(verdicts, "order=mean of both", table)
+        assert answered_and_unread(rows)[1].height == unread, table
+
+
+def test_an_unranked_ttcw_row_says_why_its_value_is_undefined():
+    """A judge saying No to every story where the experts did too: kappa undefined. The ranking's
+    note was the interval's ("a human answer is in fewer than 10 clusters ..."), and its clusters 0."""
+    from litjudge.engine.app.sweep_rank import Ranked, ranking
+    from litjudge.engine.app.sweep_run import _table_note
+    from litjudge.judges.metrics.estimates import Units, kappa_of
+    from litjudge.judges.ttcw_agreement import agreements, with_intervals
+
+    v = pl.DataFrame({"judge": ["no"] * 36, "story_id": [f"s{i}" for i in range(36)], "status": ["ok"] * 36,
+                      "judge_pass": [False] * 36, "expert_pass": [False] * 36})
+    row = with_intervals(agreements(v, ["judge"])[("no",)], v, "story_id")
+    table = pl.DataFrame([{"judge": "no", "view": "all", **row}])
+    why = _table_note(table, "judge=no,view=all")
+    assert why == "the judge and the experts each gave one answer throughout: kappa undefined; one expert class: " \
+                  "balanced accuracy undefined"
+    units = Units.agreement(v["story_id"].to_list(), [False] * 36, [False] * 36, kappa_of)
+    out = ranking([Ranked({"judge": "no"}, float("nan"), 36, units, note=why)], True, 50).row(0, named=True)
+    assert out["rank"] is None and out["clusters"] == 36 and out["ci_note"] == f"{why}: unranked"

@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS, RESAMPLES
+from litjudge.judges.metrics.bootstrap import RESAMPLES
 from litjudge.judges.metrics.estimates import Units, intervals_with_notes, same_as_best
 
 MULTIPLE_COMPARISONS = ("same_as_best: one simultaneous cluster bootstrap of every cell against the best, drawing from "
@@ -51,36 +51,39 @@ class Ranked:
 
 
 def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.DataFrame:
-    """The rows best first (`up`: higher is better, as the protocol declares the metric), those of
-    fewer than MIN_CLUSTERS clusters after the rest (`comparable`), each with its interval (ci_low,
-    ci_high, ci_note: the one interval rule) and `same_as_best`; then, unranked
-    (no rank, no value), the cells where it is undefined, each saying why in ci_note: a cell left out
+    """The rows best first (`up`: higher is better, as the protocol declares the metric), those
+    without an interval after the rest, each with its interval (ci_low, ci_high, ci_note: the one
+    interval rule) and `same_as_best`, which compares the rows that have one; then, unranked (no
+    rank, no value), the cells where it is undefined, each saying why in ci_note: a cell left out
     silently read as a sweep of fewer cells. Undefined in every cell, every cell is listed unranked
-    (an empty ranking said nothing of why); its columns are the same whatever it holds."""
-    kept = sorted((r for r in rows if not math.isnan(r.value)),
-                  key=lambda r: (not comparable(r), -r.value if up else r.value))
-    behind = any(comparable(r) for r in kept)
+    (an empty ranking said nothing of why); its columns are the same whatever it holds.
+
+    A row without an interval (fewer than MIN_CLUSTERS clusters, or an answer in too few of them:
+    the interval rule withholds it because it would not cover) is not compared with the best and is
+    ranked after those that are, whatever its value: 2 pairs read of 200 (the rest unread) at
+    accuracy 1.0 topped a sweep's ranking with no interval; a TTCW judge whose experts said Yes in
+    3 stories was marked worse than the best "with 95% confidence"."""
+    defined = [r for r in rows if not math.isnan(r.value)]
     undefined = [r for r in rows if math.isnan(r.value)]
-    with_units = [(i, r.units) for i, r in enumerate(kept) if r.units is not None]
-    verdicts = same_as_best([units for _, units in with_units], up, resamples)
-    same_of = dict(zip([i for i, _ in with_units], verdicts, strict=True))
-    interval_of = dict(zip([i for i, _ in with_units], intervals_with_notes([u for _, u in with_units], resamples),
-                           strict=True))
+    units = {i: r.units for i, r in enumerate(defined) if r.units is not None}
+    found = dict(zip(units, intervals_with_notes(list(units.values()), resamples), strict=True))
+    intervals = [found.get(i, (math.nan, math.nan, "no resampling units for this estimate: no interval"))
+                 for i in range(len(defined))]
+    order = sorted(range(len(defined)), key=lambda i: (math.isnan(intervals[i][0]),
+                                                       -defined[i].value if up else defined[i].value))
+    compared = [i for i in order if i in units and not math.isnan(intervals[i][0])]
+    same_of = dict(zip(compared, same_as_best([units[i] for i in compared], up, resamples), strict=True))
     out = []
-    for i, r in enumerate(kept):
-        lo, hi = math.nan, math.nan
-        note: str | None = "no resampling units for this estimate: no interval"
-        clusters = r.units.clusters if r.units is not None else 0
-        if r.units is not None:
-            lo, hi, note = interval_of[i]
-        same = same_of.get(i)
-        if behind and not comparable(r):
+    for rank, i in enumerate(order, start=1):
+        r, (lo, hi, note) = defined[i], intervals[i]
+        if compared and i not in same_of:
             note = f"{note or 'no interval'}; {RANKED_AFTER}"
         value, lo, hi = _in_range(r, r.value, lo, hi)
-        out.append({"rank": i + 1, **r.head, "value": value, "n": r.n, "clusters": clusters,
+        out.append({"rank": rank, **r.head, "value": value, "n": r.n, "clusters": r.units.clusters if r.units else 0,
                     "ci_low": None if math.isnan(lo) else lo, "ci_high": None if math.isnan(hi) else hi,
-                    "ci_note": note, "same_as_best": same})
-    out += [{"rank": None, **r.head, "value": None, "n": r.n, "clusters": 0, "ci_low": None, "ci_high": None,
+                    "ci_note": note, "same_as_best": same_of.get(i)})
+    out += [{"rank": None, **r.head, "value": None, "n": r.n, "clusters": r.units.clusters if r.units else 0,
+             "ci_low": None, "ci_high": None,
              "ci_note": f"{r.note}: unranked" if r.note else UNDEFINED_IN_CELL[r.missing], "same_as_best": None}
             for r in undefined]
     head = dict(pl.DataFrame([r.head for r in rows], infer_schema_length=None).schema) if rows else {}
@@ -89,15 +92,7 @@ def ranking(rows: list[Ranked], up: bool, resamples: int = RESAMPLES) -> pl.Data
     return pl.DataFrame(out, schema=schema) if out else pl.DataFrame(schema=schema)
 
 
-RANKED_AFTER = (f"fewer than {MIN_CLUSTERS} clusters, so not compared with the best: ranked after the cells "
-                "that are")
-
-
-def comparable(row: Ranked) -> bool:
-    """Whether the row joins the comparison with the best (`same_as_best`): it has MIN_CLUSTERS
-    clusters. A row of fewer is ranked after those that do, whatever its value: 2 pairs read of 200
-    (the rest unread) at accuracy 1.0 topped a sweep's ranking with no interval and no verdict."""
-    return row.units is not None and row.units.clusters >= MIN_CLUSTERS
+RANKED_AFTER = "not compared with the best: ranked after the rows that have an interval"
 
 
 # Why an unranked cell has no value: its tables say it undefined (their ci_note says why), or hold no row of it.

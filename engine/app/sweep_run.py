@@ -49,7 +49,7 @@ from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import claim, claim_of, refuse_foreign
 from .sweep import Cell, Sweep
-from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, comparable, ranking
+from .sweep_rank import MULTIPLE_COMPARISONS, RANKED_AFTER, Ranked, ranking
 
 
 @dataclass
@@ -298,7 +298,7 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                 group = protocol.rank_group(rank, ctx.options)
                 row = next((r for r in tidied if r["table"] == rank.table and r["metric"] == rank.metric
                             and r["group"] == group), None)
-                where = {"group": group, "unread": _unread(protocol, verdicts, group)}
+                where = {"group": group, "unread": _unread(protocol, verdicts, group, rank.table)}
                 if row is None:              # listed unranked, not left out (a sweep of fewer cells, silently)
                     ranked.append(Ranked({**head, **where}, math.nan, None, None, missing=True))
                 else:
@@ -310,23 +310,28 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
 
 
 def _table_note(table: pl.DataFrame | None, group: str) -> str | None:
-    """The ci_note of a table's row of the group (`col=value,...`): why its value is undefined."""
+    """Why a table's row of the group (`col=value,...`) has no value: its `note` where the table
+    keeps one (TTCW's says why kappa is undefined; its ci_note is about the interval), else its
+    ci_note."""
     if table is None or "ci_note" not in table.columns:
         return None
     for column, value in group_columns(group).items():
         if column in table.columns:
             table = table.filter(pl.col(column).cast(pl.Utf8) == value)
-    notes = table["ci_note"].drop_nulls()
-    return notes[0] if len(notes) == 1 else None
+    for name in ("note", "ci_note"):
+        notes = table[name].drop_nulls() if name in table.columns else pl.Series([], dtype=pl.Utf8)
+        if len(notes) == 1:
+            return notes[0]
+    return None
 
 
-def _unread(protocol, verdicts: pl.DataFrame, group: str) -> float | None:
+def _unread(protocol, verdicts: pl.DataFrame, group: str, table: str) -> float | None:
     """The share of the answers behind a cell's ranked value that could not be read as a verdict:
     its value is over the rest (a judge answering "Tie" where ties are off ranked level with one
     that answered all). The protocol picks the ranked group's answers (`Protocol.group_rows`)."""
     if "status" not in verdicts.columns:
         return None
-    answered, unread = answered_and_unread(protocol.group_rows(verdicts, group))
+    answered, unread = answered_and_unread(protocol.group_rows(verdicts, group, table))
     return unread.height / answered.height if answered.height else None
 
 
@@ -354,10 +359,11 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
     unranked = table["rank"].null_count()
-    few = sum(1 for r in ranked if not math.isnan(r.value) and not comparable(r))
-    if few and few < table.height - unranked:
-        said.append(f"{few} of {table.height - unranked} ranked rows have fewer than {MIN_CLUSTERS} clusters (no "
-                    "interval, not compared with the best): ranked after the rows that have them, whatever their value")
+    few = int(table["ci_note"].str.ends_with(RANKED_AFTER).sum()) if table.height else 0
+    if few:
+        said.append(f"{few} of {table.height - unranked} ranked rows have no interval (fewer than {MIN_CLUSTERS} "
+                    "clusters, or an answer in too few of them): not compared with the best, and ranked after the rows "
+                    "that have one, whatever their value")
     if all(r.missing for r in ranked):
         # The metric is a valid one (checked when the sweep loaded), but these data give it no
         # value (no human labels, say): the cells' tables are kept, and each is listed unranked.
