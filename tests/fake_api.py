@@ -53,9 +53,11 @@ class Loopback:
 
 
 class FakeAPI(Loopback):
-    def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0):
+    def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0,
+                 reply: str = "full"):
         self.faults = faults or {}          # request number (1-based) -> 429 | 500 | "timeout"
         self.answer = answer
+        self.reply = reply                  # "full"; "no usage" (token counts left out); "no choices" ([])
         self.received: list[dict] = []
         self.headers: list[dict] = []
         self.lock = threading.Lock()
@@ -106,9 +108,14 @@ class FakeAPI(Loopback):
         else:
             text = self._label(allowed)
         prompt = sum(len(m["content"].split()) for m in body["messages"])
-        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1}}
+        out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1}}
+        if self.reply == "no usage":
+            del out["usage"]
+        elif self.reply == "no choices":
+            out["choices"] = []
+        return out
 
     def messages(self, body: dict) -> dict:
         tool = body["tools"][0]

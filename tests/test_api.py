@@ -20,6 +20,7 @@ from litjudge.engine.core.config import load_config
 from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
 from tests.fake_api import FakeAPI, free_port, refusing_port
 from tests.short_data import demo_cut_short
+from tests.test_cli_probe import one_line
 
 DEMO = """
 name = "{name}"
@@ -139,6 +140,29 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
         assert r.returncode == 0 and "12 verdicts (0 unparsed)" in r.stdout
         assert len(server.received) == 12              # nothing answered before was asked again
+
+
+def test_replies_without_usage_or_choices_keep_the_cap_and_are_no_internal_error(tmp_path):
+    """A server that leaves `usage` out: every reply counted 0 tokens, and a cap held nothing (all
+    12 sent); each now counts its worst case (its bytes and max_tokens), with a warning. A reply of
+    no choice was an internal error (IndexError); it is a failed request. A dollar cap without
+    prices capped nothing: refused in one line."""
+    runs = tmp_path / "runs"
+    with FakeAPI(reply="no usage") as server:
+        judge = f"openai-compatible:{server.url}/v1:fake-judge"
+        cfg = demo_config(tmp_path, "nousage", judge, api="concurrency = 1\nmax_tokens_total = 3000")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 3 and 1 <= len(server.received) < 12, (len(server.received), r.stderr[-2000:])
+        assert "replies carry no token usage" in r.stderr and "held back by the budget cap" in r.stderr
+    with FakeAPI(reply="no choices") as server:
+        judge = f"openai-compatible:{server.url}/v1:fake-judge"
+        cfg = demo_config(tmp_path, "nochoice", judge, api="concurrency = 1\nmax_retries = 0")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert r.returncode != 0 and len(server.received) == 12
+    cfg = demo_config(tmp_path, "noprice", "openai-compatible:http://127.0.0.1:9/v1:m", api="max_cost_usd = 1.0")
+    one_line(litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)}),
+             "api.max_cost_usd caps dollars", "set api.price_in_per_mtok and api.price_out_per_mtok")
 
 
 def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):

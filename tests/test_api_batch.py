@@ -155,9 +155,10 @@ def test_batch_mode_is_refused_for_other_servers(tmp_path):
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_batch_mode_keeps_its_budget(tmp_path, provider):
-    """A batch is paid for once submitted: with a cap below any request's worst case nothing is
-    submitted and the run exits 3 (it used to submit all 12 and exit 0); with a cap for about 5
-    worst cases only those are submitted and the spend stays under it; without a cap all go."""
+    """A batch is paid for once submitted: with a cap below any request's worst case (its bytes,
+    not its words) nothing is submitted and the run exits 3 (it used to submit all 12 and exit 0);
+    with a cap for a few worst cases only those are submitted and the spend stays under it; without
+    a cap all go."""
     with FakeBatchAPI() as server:
         cfg = tmp_path / "b.toml"
         text = SWEEP.format(name="b", provider=provider, url=base(provider, server.url), batch="true")
@@ -169,13 +170,13 @@ def test_batch_mode_keeps_its_budget(tmp_path, provider):
         api = json.loads((tmp_path / "runs" / "out" / "b" / "manifest.json").read_text())["judges"][0]["api"]
         assert api["not_sent_over_budget"] == 12 and api["estimated_cost_usd"] == 0
         # a cap for a few worst cases: only those are submitted, and what was spent stays under it
-        cfg.write_text(text + "max_tokens_total = 1500\n")
+        cfg.write_text(text + "max_tokens_total = 6000\n")
         r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
         assert r.returncode == 3, (r.returncode, r.stderr[-2000:])
         api = json.loads((tmp_path / "runs" / "out" / "b" / "manifest.json").read_text())["judges"][0]["api"]
         sent = len(server.requests_seen)
         assert 1 <= sent < 12 and api["not_sent_over_budget"] == 12 - sent
-        assert api["prompt_tokens"] + api["completion_tokens"] <= 1500
+        assert api["prompt_tokens"] + api["completion_tokens"] <= 6000
         cfg.write_text(text)                                     # no cap: the rest are submitted
         r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
         assert r.returncode == 0, r.stderr[-2000:]

@@ -28,6 +28,7 @@ ADOPT_WINDOW_S = 600.0     # a crashed submission's batch was created within thi
 class Anthropic(SdkProvider):
     name, title, key_env = "anthropic", "Anthropic", "ANTHROPIC_API_KEY"
     structured = "tool"
+    billed_overhead = 512            # a forced tool adds its system prompt (~313-346 tokens, as documented)
     capabilities = Capabilities(frozenset({"label", "analyze"}),
                                 notes={"distribution": "the Anthropic API gives no log-probabilities"})
     batch_rate, batch_limit = 0.5, 100_000    # half price; 100,000 requests per batch (as documented, Nov 2026)

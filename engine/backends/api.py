@@ -17,6 +17,8 @@ Keys are read from the environment only and scrubbed from every error text this 
 """
 from __future__ import annotations
 
+import json
+import logging
 import os
 import random
 import threading
@@ -28,6 +30,7 @@ from typing import Any, ClassVar
 
 from ..core.backend import Backend, JudgeSpec
 from ..core.config import ApiConfig, RunConfig
+from ..core.console import say
 from ..core.errors import BackendUnavailable, ConfigError
 from ..core.requests import Generation, JudgeIdentity, JudgeRequest, Prepared
 from ..core.session import Spend
@@ -92,6 +95,10 @@ class ApiBackend(Backend):
         if config.api.batch and not provider.batch_limit:
             raise ConfigError(f"api.batch: the {provider.title} API has no provider batches (judge {name!r}); leave "
                               "api.batch out for it", parameter="api.batch")
+        if config.api.max_cost_usd and not (config.api.price_in_per_mtok or config.api.price_out_per_mtok):
+            raise ConfigError(f"api.max_cost_usd caps dollars, and judge {name!r} has no price to turn its tokens into "
+                              "dollars (it capped nothing): set api.price_in_per_mtok and api.price_out_per_mtok, or "
+                              "cap tokens with api.max_tokens_total", parameter="api.max_cost_usd")
         base_url = config.api.base_url or url or None
         return JudgeSpec(name, cls.name, model, f"api:{provider.name}:{base_url or 'default'}:{model}",
                          f"api-{provider.name}", True, config.engine, config.api,
@@ -121,6 +128,7 @@ class ApiBackend(Backend):
         self._key = key
         self.structured = cfg.structured if cfg.structured != "auto" else provider.structured
         self.account = _Accounting(cfg, provider)
+        self._said_no_usage = False
         self._tok = WordTokenizer()
         self.api = provider(key, self.base_url, cfg.timeout_s)
 
@@ -203,10 +211,33 @@ class ApiBackend(Backend):
         return self.api.body(p, self.model, self.structured)
 
     def read(self, p: Prepared, reply: Any) -> Generation:
-        """A provider's reply (online, or a batch's) as the Generation of `p`, its tokens counted."""
-        g = self.api.read(p, reply, self.structured)
-        self.account.add(g.prompt_tokens, g.output_tokens)
+        """A provider's reply (online, or a batch's) as the Generation of `p`, its tokens counted: a
+        reply without token usage (a server that leaves it out) counts its worst case against the
+        caps (they held nothing: 0 tokens a reply); a reply without a choice is a failed request, its
+        worst case counted too (it was an internal error)."""
+        try:
+            g = self.api.read(p, reply, self.structured)
+        except (IndexError, AttributeError, TypeError) as exc:
+            g = Generation(p.key, "", error=f"the server's reply holds no answer ({type(exc).__name__}: "
+                                            f"{str(exc)[:80]})", retryable=True)
+        tokens = (g.prompt_tokens, g.output_tokens)
+        if not g.prompt_tokens:
+            tokens = self.worst_case(p)
+            if not self._said_no_usage:
+                self._said_no_usage = True
+                say(f"litjudge: warning: judge {self.spec.name}: the server's replies carry no token usage: each "
+                    "counts its worst case (its request's bytes and max_tokens) against the budget", logging.WARNING)
+        self.account.add(*tokens)
         return g
+
+    def worst_case(self, p: Prepared) -> tuple[int, int]:
+        """The most tokens `p` can be billed, prompt and output: its request as sent, one token per
+        UTF-8 byte (a byte-level tokenizer's most; the judge's own count is of words) and what the
+        provider adds (`Provider.billed_overhead`: roles, a tool's prompt), and the request's max_tokens."""
+        body = self.body(p)
+        sent = len(json.dumps(body, ensure_ascii=False).encode())
+        out = max(p.max_tokens, *(int(body.get(k) or 0) for k in ("max_tokens", "max_completion_tokens")))
+        return sent + self.provider.billed_overhead, out
 
     def _one(self, p: Prepared) -> Generation | None:
         if self.account.over_budget():

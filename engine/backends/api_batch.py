@@ -108,8 +108,9 @@ class BatchRunner:
         if not cfg.max_tokens_total and not cfg.max_cost_usd:
             return list(fresh)
 
-        def worst(p: Prepared) -> tuple[int, float]:
-            return p.prompt_tokens + p.max_tokens, cost(account.prices, p.prompt_tokens, p.max_tokens, batch=True)
+        def worst(p: Prepared) -> tuple[int, float]:     # its bytes, not its words (a batch went 24% past the cap)
+            prompt, out = self.b.worst_case(p)
+            return prompt + out, cost(account.prices, prompt, out, batch=True)
 
         tokens = account.spend.tokens + sum(worst(p)[0] for p in in_flight)      # the invocation's spend so far
         dollars = account.spend.dollars + sum(worst(p)[1] for p in in_flight)

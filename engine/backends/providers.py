@@ -71,6 +71,9 @@ class Provider(ABC):
     structured: ClassVar[str] = "none"
     capabilities: ClassVar[Capabilities] = LABEL_MODES
     batch_rate: ClassVar[float] = 1.0
+    # tokens the provider may bill beyond a request's bytes: role markers and chat formatting (and a
+    # forced tool's own prompt); a budget's worst case counts them
+    billed_overhead: ClassVar[int] = 32
     batch_limit: ClassVar[int] = 0
     sampling: ClassVar[str] = "as configured"
 
