@@ -358,8 +358,9 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
                        need=orders_needed(reward) if name in by_order else None)
              .with_columns(pl.lit(name).alias("metric"))
              for name, (frame, values, empty) in metrics.items() if not (reward and name in REWARD_BLIND)]
-    unparsed = d.group_by("judge").agg(pl.col("answer").is_null().sum().cast(pl.Float64).alias("value"),
-                                       pl.len().cast(pl.Int64).alias("n")).with_columns(pl.lit("unparsed").alias("metric"))
+    asked = d.filter(pl.col("status") != "missing") if "status" in d.columns else d    # never answered: not unparsed
+    unparsed = asked.group_by("judge").agg(pl.col("answer").is_null().sum().cast(pl.Float64).alias("value"),
+                                           pl.len().cast(pl.Int64).alias("n")).with_columns(pl.lit("unparsed").alias("metric"))
     return _per_judge(judges, [*parts, unparsed], ["judge", "metric", "value", "n", "ci_low", "ci_high", "ci_note"])
 
 

@@ -134,6 +134,7 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         assert f"{12 - first} request(s) were left without an answer" in r.stderr and "held back by the budget cap" in r.stderr
         api = json.loads((runs / "budget" / "manifest.json").read_text())["judges"][0]["api"]
         assert 1 <= first < 12 and api["not_sent_over_budget"] == 12 - first
+        assert f"{first} verdicts of 12 planned (0 unparsed; {12 - first} never answered" in r.stdout   # "12 verdicts"
         v = verdicts(runs / "budget")
         assert v.filter(pl.col("status") == "ok").height == first and v.filter(pl.col("status") == "missing").height == 12 - first
         cfg = demo_config(tmp_path, "budget", judge, api="concurrency = 1")

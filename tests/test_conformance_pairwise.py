@@ -163,3 +163,17 @@ def test_an_analyze_runs_calibration_reads_its_p_text_after_the_analysis():
         a, b = (Pairwise().rank_units(t, judge, RankBy(f"calibration_summary.{metric}"), Pairwise().options(
             context(Pairwise(), "pairs-generic").config)) for t in (ours, theirs))
         assert a.value() == pytest.approx(b.value()) and a.clusters == b.clusters
+
+
+def test_a_request_never_answered_is_not_counted_unparsed():
+    """A judge the budget cap never let ask anything: its bias table said "unparsed 40 of 40" though
+    nothing came back to be read. Never answered (status missing) is not unparsed."""
+    rng = np.random.default_rng(8)
+    human = rng.random((1, 20)) < 0.5
+    frame = pairwise_frame(rng, right_in_both_orders(np.full((1, 20), 0.8), human), human, repeats=1, unparsed=0.0)
+    never = pl.col("pair_id") >= "p010"
+    frame = frame.with_columns(pl.when(never).then(pl.lit("missing")).otherwise(pl.col("status")).alias("status"),
+                               pl.when(never).then(None).otherwise(pl.col("label")).alias("label"))
+    bias = Pairwise().tables(frame, context(Pairwise(), "pairs-generic"))["bias"]
+    row = bias.filter(pl.col("metric") == "unparsed").row(0, named=True)
+    assert (row["value"], row["n"]) == (0.0, 20)

@@ -75,7 +75,10 @@ def cmd_run(args) -> int:
                 title = name.replace("_", " ").capitalize()
                 print_table(frame, f"{task}: {title}" if task else title, max_rows=args.show)
     m = outcome.manifest
-    print(f"\n{m.verdicts.rows} verdicts ({m.verdicts.unparsed} unparsed) in {m.seconds or 0.0:.1f} s")
+    v = m.verdicts          # a request never answered (a cap, an outage) is no verdict: "80 verdicts" had 10
+    print(f"\n{v.rows} verdicts ({v.unparsed} unparsed) in {m.seconds or 0.0:.1f} s" if not v.missing else
+          f"\n{v.rows - v.missing} verdicts of {v.rows} planned ({v.unparsed} unparsed; {v.missing} never answered: the "
+          f"same command asks them) in {m.seconds or 0.0:.1f} s")
     for f, j in zip(figures(m), m.judges, strict=True):
         plan = j["plan"]
         shared = f", {j['from_cache']} from the shared verdict cache" if j.get("from_cache") else ""
