@@ -343,8 +343,10 @@ def test_an_ensemble_with_an_api_member_down_is_not_built(tmp_path):
 
 def test_an_interrupted_run_is_in_the_history(tmp_path):
     """Ctrl-C mid-run: the invocation is a line of history.jsonl (interrupted), and the next run
-    resumes; it used to leave no trace there."""
+    resumes; it used to leave no trace there. The reply in flight is waited for and stored: it was
+    paid for, dropped, and asked again by the next run."""
     import signal
+    import sqlite3
     import subprocess
     import sys
     import time
@@ -360,13 +362,18 @@ def test_an_interrupted_run_is_in_the_history(tmp_path):
         while len(server.received) < 2 and time.time() < deadline:
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
-        assert proc.returncode != 0
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0 and "keeping the replies in flight" in err, err[-2000:]
         lines = [json.loads(x) for x in (runs / "ctrlc" / "history.jsonl").read_text().splitlines()]
         assert len(lines) == 1 and lines[0]["interrupted"] is True
+        asked = len(server.received)
+        with sqlite3.connect(runs / "ctrlc" / "store.sqlite") as db:             # the run stored both
+            stored_n = db.execute("SELECT count(*) FROM results").fetchone()[0]
+        assert stored_n == asked >= 2, (stored_n, asked)
         server.faults = {}
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
         assert r.returncode == 0, r.stderr[-2000:]
+        assert len(server.received) == 12                    # nothing paid for was asked again
     lines = [json.loads(x) for x in (runs / "ctrlc" / "history.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and "interrupted" not in lines[1]
 

@@ -25,7 +25,7 @@ import threading
 import time
 from array import array
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from typing import Any, ClassVar
 
 from ..core.backend import Backend, JudgeSpec
@@ -42,6 +42,8 @@ from .local.render import plain_layout
 from .openai_provider import OpenAI, OpenAICompatible
 from .prices import cost, prices
 from .providers import STORED_FAILURES, Provider
+
+SALVAGE_WAIT_S = 5.0      # after Ctrl-C, how long the replies in flight are waited for (then stored)
 
 
 class _Accounting:
@@ -129,6 +131,7 @@ class ApiBackend(Backend):
         self.structured = cfg.structured if cfg.structured != "auto" else provider.structured
         self.account = _Accounting(cfg, provider)
         self._said_no_usage = False
+        self._left: list[Future] = []           # replies received, not handed over when generate stopped
         self._tok = WordTokenizer()
         self.api = provider(key, self.base_url, cfg.timeout_s)
 
@@ -195,16 +198,30 @@ class ApiBackend(Backend):
             yield from BatchRunner(self, self.ledger).generate(batch)
             return
         pool = ThreadPoolExecutor(max_workers=self.cfg.concurrency)
+        futures, handed = [], set()
         try:
             futures = [pool.submit(self._one, p) for p in batch]
             for f in as_completed(futures):
+                handed.add(f)
                 g = f.result()
                 if g is None:                # over budget: not sent, not stored
                     continue
                 yield g
         finally:
-            # Ctrl-C or a crash: requests not yet sent are dropped (a re-run resumes them), not waited on.
+            # Ctrl-C or a crash: requests not yet sent are dropped (a re-run resumes them), not waited on;
+            # replies already here are kept for the runner to store (`salvaged`: they were paid for and lost)
             pool.shutdown(wait=False, cancel_futures=True)
+            self._left = [f for f in futures if f not in handed and not f.cancelled()]
+
+    def salvaged(self) -> list[Generation]:
+        """The replies that had arrived, and those in flight that arrive within SALVAGE_WAIT_S (paid
+        for: a re-run asked them again, 12 of 80 in a hostile pass); a second Ctrl-C stops waiting."""
+        left, self._left = self._left, []
+        if any(not f.done() for f in left):
+            say(f"litjudge: keeping the replies in flight (up to {SALVAGE_WAIT_S:.0f} s; Ctrl-C again leaves them)",
+                logging.WARNING)
+        done, _ = wait(left, timeout=SALVAGE_WAIT_S)
+        return [g for f in done if not f.cancelled() and f.exception() is None and (g := f.result()) is not None]
 
     def body(self, p: Prepared) -> dict[str, Any]:
         """The provider's request of one prepared request (as sent online, or in a provider batch)."""

@@ -144,6 +144,11 @@ class Backend(Named, ABC):
         (provider batches are recorded in it) and the invocation's API spend (`Session.spend`, what
         the budget caps hold for across all of its judges)."""
 
+    def salvaged(self) -> list[Generation]:
+        """After `generate` was stopped (Ctrl-C): the answers it had received but not yet yielded
+        (an API's paid replies), for the runner to store; [] for a backend that keeps none."""
+        return []
+
     def progress_note(self) -> str:
         """A short line for the progress bar (replicas, open provider batches); "" for none."""
         return ""

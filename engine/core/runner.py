@@ -290,27 +290,34 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
     outputs = iter(backend.generate(todo))
     answered = 0
     extra: list[str] = []                    # keys answered twice, or never asked: the backend breaks its contract
-    while True:
-        t = time.perf_counter()
-        g = next(outputs, None)
-        t2 = time.perf_counter()
-        tally.stage["backend"] += t2 - t
-        if g is None:
-            break
-        if g.retryable:
-            continue
-        p = by_key.pop(g.key, None)
-        if p is None:
-            extra.append(g.key)
-            continue
-        answered += 1
-        row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
-        writer.add(row)
-        bar.update(g, backend.progress_note())
-        tally.generated += 1
-        if on_result:
-            on_result(row)
-        tally.stage["parse_and_store"] += time.perf_counter() - t2
+    try:
+        while True:
+            t = time.perf_counter()
+            g = next(outputs, None)
+            t2 = time.perf_counter()
+            tally.stage["backend"] += t2 - t
+            if g is None:
+                break
+            if g.retryable:
+                continue
+            p = by_key.pop(g.key, None)
+            if p is None:
+                extra.append(g.key)
+                continue
+            answered += 1
+            row = to_row(g, p.request.language, p.request.mode, spec.name, backend.name)
+            writer.add(row)
+            bar.update(g, backend.progress_note())
+            tally.generated += 1
+            if on_result:
+                on_result(row)
+            tally.stage["parse_and_store"] += time.perf_counter() - t2
+    except KeyboardInterrupt:          # what the backend received and had not handed over: stored, not lost
+        getattr(outputs, "close", lambda: None)()
+        for g in backend.salvaged():
+            if not g.retryable and (p := by_key.pop(g.key, None)) is not None:
+                writer.add(to_row(g, p.request.language, p.request.mode, spec.name, backend.name))
+        raise
     tally.unanswered += len(todo) - answered
     t = time.perf_counter()
     writer.flush()
