@@ -340,3 +340,16 @@ def test_an_unranked_ttcw_row_says_why_its_value_is_undefined():
     units = Units.agreement(v["story_id"].to_list(), [False] * 36, [False] * 36, kappa_of)
     out = ranking([Ranked({"judge": "no"}, float("nan"), 36, units, note=why)], True, 50).row(0, named=True)
     assert out["rank"] is None and out["clusters"] == 36 and out["ci_note"] == f"{why}: unranked"
+
+
+def test_a_rubric_cells_unread_counts_the_texts_its_agreement_reads():
+    """A rubric's ranked tables are agreements with the humans: a text without a human answer is
+    not behind the value, and its unreadable verdict was counted in `unread` all the same."""
+    from litjudge.engine.core.verdicts import answered_and_unread
+    from litjudge.judges import PROTOCOLS
+
+    rubric = PROTOCOLS.get("rubric")()
+    verdicts = pl.DataFrame({"question": ["q"] * 10, "human": ["Yes"] * 6 + [None] * 4,
+                             "status": ["ok"] * 6 + ["unparsed"] * 4, "label": ["Yes"] * 6 + [None] * 4})
+    assert answered_and_unread(rubric.group_rows(verdicts, "question=q", "binary_agreement"))[1].height == 0
+    assert answered_and_unread(rubric.group_rows(verdicts, "question=q", "scores"))[1].height == 4
