@@ -212,10 +212,10 @@ class Rubric(Protocol):
         """Every rankable table is an agreement with the humans: it reads the verdicts that have a
         human answer (a pairwise question's human tie left out), so a sweep's `unread` counts those."""
         rows = super().group_rows(verdicts, group, table)
-        if table.endswith("agreement") and "human" in rows.columns:
-            rows = rows.filter(pl.col("human").is_not_null() & ((pl.col("human") != "tie")
-                                                                | pl.lit(table != "pairwise_agreement")))
-        return rows
+        if not table.endswith("agreement") or "human" not in rows.columns:
+            return rows
+        read = pl.col("human").is_not_null()
+        return rows.filter(read & (pl.col("human") != "tie") if table == "pairwise_agreement" else read)
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: RubricOptions) -> Units | None:
         return rank_units(tables, judge, rank, self.rank_group(rank, options), list(options.questions),

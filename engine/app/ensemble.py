@@ -84,7 +84,8 @@ def combined_frame(run_dirs: list[str]) -> pl.DataFrame:
     dup = frame.group_by("judge").agg(pl.col("item").n_unique().alias("u"), pl.len().alias("n")).filter(
         pl.col("u") < pl.col("n"))
     if dup.height:
-        raise ConfigError(f"judge {dup['judge'][0]!r} has an item twice: name each judge once")
+        raise ConfigError(f"judge {dup['judge'][0]!r} has one decision twice in its run's tables: the protocol's "
+                          "decision_key does not name one decision (a plugin's declaration?)")
     differ = frame.group_by("item", maintain_order=True).agg(pl.col("truth").n_unique().alias("t"),
                                                              pl.col("cluster").n_unique().alias("c"))
     differ = differ.filter((pl.col("t") > 1) | (pl.col("c") > 1))

@@ -49,7 +49,7 @@ from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import claim, claim_of, refuse_foreign
 from .sweep import Cell, Sweep
-from .sweep_rank import MULTIPLE_COMPARISONS, RANKED_AFTER, Ranked, ranking
+from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
 
 @dataclass
@@ -280,9 +280,8 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
             verdicts = verdict_frame(store, cell_run_id(sweep, cell, spec.name), spec.name)
             if not verdicts.height:           # the cell asked nothing (its items skipped): listed, not aggregated
                 warned[f"cell {cell.id}: {spec.name} has no verdict: every item of the cell was skipped"] = None
-                ranked += [Ranked({"cell": cell.id, **{k: str(v) for k, v in cell.values.items()}, **setting,
-                                   "judge": spec.name, "group": None, "unread": None}, math.nan, None, None,
-                                  missing=True, note="no verdict in this cell (every item skipped)")
+                ranked += [Ranked({**_head(cell, setting, spec.name), "group": None, "unread": None}, math.nan, None,
+                                  None, missing=True, note="no verdict in this cell (every item skipped)")
                            for setting in sweep.post_settings()]
                 continue
             for setting in sweep.post_settings():
@@ -291,8 +290,7 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                 # a constant judge's agreement is defined (kappa 0) and ranked: said as a run says it
                 warned.update(dict.fromkeys(f"cell {cell.id}: {w}" for w in
                                             [*ctx.warnings, *constant_judge_warnings(verdicts, tables)]))
-                head = {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()},
-                        **{k: v for k, v in setting.items()}, "judge": spec.name}
+                head = _head(cell, setting, spec.name)
                 tidied = tidy(tables, protocol.declared, head)
                 rows += tidied
                 group = protocol.rank_group(rank, ctx.options)
@@ -307,6 +305,11 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                                          note=_table_note(tables.get(rank.table), f"judge={spec.name},{group}")
                                          if math.isnan(row["value"]) else None))
     return pl.DataFrame(rows, infer_schema_length=None), ranked, list(warned)
+
+
+def _head(cell: Cell, setting: dict[str, Any], judge: str) -> dict[str, Any]:
+    """Where a ranking row stands: its cell, the cell's axis values, the post setting and the judge."""
+    return {"cell": cell.id, **{k: str(v) for k, v in cell.values.items()}, **setting, "judge": judge}
 
 
 def _table_note(table: pl.DataFrame | None, group: str) -> str | None:
@@ -359,8 +362,9 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
     up = PROTOCOLS.get(sweep.base.protocol).declared.direction(table_name, metric) is not False
     table = ranking(ranked, up, resamples=sweep.bootstrap)
     unranked = table["rank"].null_count()
-    few = int(table["ci_note"].str.ends_with(RANKED_AFTER).sum()) if table.height else 0
-    if few:
+    ranked_rows = table.filter(pl.col("rank").is_not_null())
+    few = ranked_rows["ci_low"].null_count() if ranked_rows["ci_low"].null_count() < ranked_rows.height else 0
+    if few:                                      # `ranking` puts them after the rows with an interval
         said.append(f"{few} of {table.height - unranked} ranked rows have no interval (fewer than {MIN_CLUSTERS} "
                     "clusters, or an answer in too few of them): not compared with the best, and ranked after the rows "
                     "that have one, whatever their value")

@@ -112,8 +112,9 @@ class BatchRunner:
             prompt, out = self.b.worst_case(p)
             return prompt + out, cost(account.prices, prompt, out, batch=True)
 
-        tokens = account.spend.tokens + sum(worst(p)[0] for p in in_flight)      # the invocation's spend so far
-        dollars = account.spend.dollars + sum(worst(p)[1] for p in in_flight)
+        flying = [worst(p) for p in in_flight]                                  # each request's body built once
+        tokens = account.spend.tokens + sum(t for t, _ in flying)                 # the invocation's spend so far
+        dollars = account.spend.dollars + sum(d for _, d in flying)
         kept = []
         for p in fresh:
             t, d = worst(p)

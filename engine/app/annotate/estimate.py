@@ -38,12 +38,12 @@ def agreement(queue: Queue, answers: Mapping[tuple[str, str], tuple[str, str]]) 
     return {"krippendorff_alpha": _num(alpha.value), "items": alpha.n, "level": "nominal"}
 
 
-def human_totals(queue: Queue, rows: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+def human_totals(queue: Queue, standing: Mapping[tuple[str, str], tuple[str, str]]) -> dict[int, float]:
     """cluster index -> human total, for every cluster whose every item has an answer (an item's
-    answer: the mean of its annotators' scores; a rubric's questions after the first are answered
-    but not in the quantity)."""
+    answer: the mean of its annotators' scores, `standing` as `latest` gives them; a rubric's
+    questions after the first are answered but not in the quantity)."""
     scores: dict[str, dict[str, list[float]]] = {}
-    for (_, item), (cluster, label) in latest(rows).items():
+    for (_, item), (cluster, label) in standing.items():
         scores.setdefault(cluster, {}).setdefault(item, []).append(queue.score(cluster, label, item))
     out = {}
     for cluster, by_item in scores.items():
@@ -77,8 +77,8 @@ def whole_range(e: active.ActiveEstimate, bounds: tuple[float, float]) -> str | 
 def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = True) -> dict[str, Any]:
     """Human-only, active and uniform PPI++'s projected width for the labelled prefix, and the
     curve of interval width against labelled draws (every prefix from 1 to it)."""
-    rows = list(rows)
-    totals = human_totals(queue, rows)
+    standing = latest(rows)                               # each annotator's standing answers, read once
+    totals = human_totals(queue, standing)
     k = active.labelled_prefix(queue.design, totals)
     args = (queue.design, queue.judge_total, queue.size, totals)
     b = queue.bounds                                      # the quantity's own scale (a points mean: 1..N)
@@ -96,11 +96,11 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
             "whole_range": whole_range(act, b),
-            "agreement": agreement(queue, latest(rows)), "curve": points, "waiting": waiting(queue, totals, k, rows)}
+            "agreement": agreement(queue, standing), "curve": points, "waiting": waiting(queue, totals, k, standing)}
 
 
 def waiting(queue: Queue, totals: Mapping[int, float], k: int,
-            rows: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any] | None:
+            standing: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, Any] | None:
     """Where answers wait: draw k + 1's cluster has no whole answer (skipped, or being read) while
     clusters first drawn after it have, which the estimates cannot use until it has (a lone
     annotator who skipped it saw the count stay put); None where nothing waits. A later draw of a
@@ -113,5 +113,5 @@ def waiting(queue: Queue, totals: Mapping[int, float], k: int,
     if not later:                             # (every draw read: none after it)
         return None
     cluster = queue.clusters[draws[k]].cluster
-    partly = sorted({a for (a, _), (c, _) in latest(rows).items() if c == cluster})
+    partly = sorted({a for (a, _), (c, _) in standing.items() if c == cluster})
     return {"draw": k + 1, "cluster": cluster, "clusters_after": later, "partly": partly}
