@@ -14,7 +14,7 @@ import polars as pl
 from litjudge.engine.core.errors import ConfigError
 
 PUBLISHED_FILE = Path(__file__).with_name("published.toml")
-RESERVED = ("judge", "run_judges", "table", "where", "config", "note")
+RESERVED = ("judge", "run_judges", "table", "where", "config", "note", "n")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class Baseline:
     protocol: str
     tested: bool
     rows: tuple[PublishedRow, ...]
+    n: int | None = None                # what the table's `n` was behind each paper number, where known
 
 
 def baselines() -> dict[str, Baseline]:
@@ -47,7 +48,8 @@ def baselines() -> dict[str, Baseline]:
                                   {k: float(v) for k, v in r.items() if k not in RESERVED},
                                   r.get("table", b["table"]), r.get("where", b.get("where", {})),
                                   r.get("config", b.get("config", ""))) for r in b["rows"])
-        out[name] = Baseline(name, b["title"], b["paper"], b["source"], b["protocol"], bool(b.get("tested")), rows)
+        out[name] = Baseline(name, b["title"], b["paper"], b["source"], b["protocol"], bool(b.get("tested")), rows,
+                             b.get("n"))
     return out
 
 
@@ -96,3 +98,18 @@ def beside(baseline: Baseline, protocol: str, tables: dict[str, pl.DataFrame], w
     schema = {"paper_judge": pl.Utf8, "run_judge": pl.Utf8, "metric": pl.Utf8, "paper": pl.Float64, "run": pl.Float64,
               "run_n": pl.Int64, "ci_low": pl.Float64, "ci_high": pl.Float64, "inside": pl.Boolean}
     return pl.DataFrame(out, schema=schema)
+
+
+def headline(baseline: Baseline, table: pl.DataFrame) -> str:
+    """How many published numbers fall inside the run's 95% CI, counting only rows over as many
+    verdicts as the paper's (`Baseline.n`, where known): a run of 504 judgeable items beside the
+    paper's 672 is over other items, whose interval need not hold the paper's number: said apart."""
+    with_ci = table.filter(pl.col("inside").is_not_null())
+    other = with_ci.filter(pl.col("run_n").is_null() | (pl.col("run_n") != baseline.n)) if baseline.n else with_ci.clear()
+    same = with_ci.filter(pl.col("run_n") == baseline.n) if baseline.n else with_ci
+    text = f"{int(same['inside'].sum())} of {same.height} published numbers inside the run's 95% CI"
+    if other.height:
+        ns = ", ".join(str(n) for n in sorted(set(other["run_n"].drop_nulls()))) or "unknown"
+        text += (f" (over the paper's {baseline.n} verdicts); {other.height} more not counted: the run's are over "
+                 f"{ns} verdicts, other items than the paper's")
+    return text

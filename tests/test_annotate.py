@@ -208,6 +208,21 @@ def test_nothing_left_but_a_story_another_holds_says_so_and_it_comes_back_when_t
         assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == held
 
 
+def test_a_story_kept_for_its_importer_is_not_counted_as_coming_back_to_others(run):
+    """A story answered in part by an import is kept for that annotator: their lock on it is not a
+    story that comes back to anyone else when it runs out, so another's last page counts 0 held."""
+    with InThread(run, budget=4) as s, s.client() as c:
+        first = s.app.labels.order[0]
+        item = next(i for i, cl in s.app.queue.cluster_of_item().items() if cl == first)
+        s.app.labels.submit(key(), "imp", first, {item: "No"}, source="import")
+        assert c.get("/api/next", params={"annotator": "imp"}).json()["cluster"] == first      # theirs, locked
+        while not (got := c.get("/api/next", params={"annotator": "ann"}).json()).get("done"):
+            assert got["cluster"] != first
+            c.post("/api/label", json={"annotator": "ann", "cluster": got["cluster"], "key": key(),
+                                       "labels": {q["item"]: "Yes" for q in got["questions"]}}).raise_for_status()
+        assert got["held"] == 0, got
+
+
 def test_a_lone_annotator_brings_back_what_they_skipped_at_the_end(run):
     """Alone: skip the first two stories, answer the rest; the last page says 2 skipped, unskip
     brings them back in draw order (once: a second call brings none), and answering them lets the

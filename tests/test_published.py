@@ -10,7 +10,7 @@ from litjudge.engine.app.runs import load_run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import balanced_accuracy, cluster_bootstrap
-from litjudge.judges.published import baselines, beside, published
+from litjudge.judges.published import baselines, beside, headline, published
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
 
@@ -37,6 +37,25 @@ def test_unknown_baseline_and_wrong_protocol_are_one_line():
         published("x")
     with pytest.raises(ConfigError, match="the run's protocol is 'ttcw'; baseline 'litbench' is for 'pairwise'"):
         beside(published("litbench"), "ttcw", {})
+
+
+def test_the_count_of_numbers_inside_leaves_out_rows_over_other_items_than_the_papers():
+    """The notebook's numbers are over all 672 verdicts; a run over the 504 judgeable items is over
+    other items, whose interval need not hold the paper's number: said apart, not counted."""
+    baseline = published("ttcw-notebook")
+    assert baseline.n == 672
+
+    def table(*rows):
+        return pl.DataFrame([{"run_n": n, "inside": inside} for n, inside in rows],
+                            schema={"run_n": pl.Int64, "inside": pl.Boolean})
+
+    assert headline(baseline, table((672, True), (672, False), (672, None))) == (
+        "1 of 2 published numbers inside the run's 95% CI")
+    assert headline(baseline, table((672, True), (504, False), (504, True), (None, False))) == (
+        "1 of 1 published numbers inside the run's 95% CI (over the paper's 672 verdicts); 3 more not counted: "
+        "the run's are over 504 verdicts, other items than the paper's")
+    assert headline(published("litbench"), table((4960, True), (100, False))) == (
+        "1 of 2 published numbers inside the run's 95% CI")                      # no paper count: all counted
 
 
 @needs_data

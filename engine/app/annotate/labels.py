@@ -274,6 +274,15 @@ class Labels:
         skipped = self.skipped_by(annotator)
         return [c for c in self.order if c in skipped and _open_to(annotator, c, done, placed, held, per_item)]
 
+    def held_for(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> int:
+        """How many stories others hold open that come back to this annotator when those locks run
+        out unanswered (a closed tab): not one they answered or skipped, nor one kept for others
+        (answered in part by an import's annotator, or its `per_item` places filled)."""
+        done, placed, held = self.done_by(items_of), self.done_by(items_of, partly=True), self.reading()
+        skipped = self.skipped_by(annotator)
+        return sum(1 for c, who in held.items() if annotator not in who and c not in skipped
+                   and _open_to(annotator, c, done, placed, {}, per_item))
+
     def unskip(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
         """Bring back the stories this annotator skipped that are open to them (`skipped_open`; they
         are offered again, in draw order): alone on a queue, the estimates wait at their first skip,

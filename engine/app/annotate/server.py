@@ -197,11 +197,9 @@ class Routes:
         annotator = annotator_of(request.query_params.get("annotator"))
         cluster = self.labels.next_cluster(annotator, self.items_of, self.settings.per_item, self.settings.lock_seconds)
         if cluster is None:                            # the count too: the last submit is in it
-            # stories others hold open that this annotator has not answered: they come back to the
-            # queue when a lock runs out unanswered (a tab closed), so "nothing left" is not final
-            done = self.labels.done_by(self.items_of)
-            held = sum(1 for c, who in self.labels.reading().items()
-                       if annotator not in who and annotator not in done.get(c, set()))
+            # stories others hold open come back to the queue when a lock runs out unanswered (a
+            # tab closed), so "nothing left" is not final
+            held = self.labels.held_for(annotator, self.items_of, self.settings.per_item)
             return JSONResponse({"done": True, "mine": self.mine(annotator),
                                  "skipped": len(self.labels.skipped_open(annotator, self.items_of,
                                                                          self.settings.per_item)),

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 import litjudge.grammars as g
-from litjudge.judges.published import beside, published
+from litjudge.judges.published import beside, headline, published
 
 from ... import backends as registry
 from ...backends.local.label_tokens import check_language
@@ -84,8 +84,7 @@ def compare_published(args) -> int:
                                        .when(pl.col("inside").not_()).then(pl.lit("OUTSIDE"))
                                        .otherwise(pl.lit("no CI")).alias("paper in run's 95% CI")).drop("inside"),
                     f"{run.name} beside {baseline.name}", max_rows=200)
-        inside = table["inside"].drop_nulls()
-        print(f"{int(inside.sum())} of {inside.len()} published numbers inside the run's 95% CI")
+        print(headline(baseline, table))
     return 0
 
 
