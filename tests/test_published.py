@@ -10,6 +10,7 @@ from litjudge.engine.app.runs import load_run
 from litjudge.engine.core.config import load_config
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import balanced_accuracy, cluster_bootstrap
+from litjudge.judges.metrics.bootstrap import clusters_per_class
 from litjudge.judges.published import baselines, beside, headline, published
 from tests.conftest import PROJECT_ROOT, litjudge, needs_data
 
@@ -73,7 +74,9 @@ def test_compare_puts_the_notebook_beside_the_replay_run(tmp_path):
         j = per_item.filter((pl.col("judge") == row["run_judge"]) & pl.col("judge_pass").is_not_null())
         truth, pred = j["expert_pass"].to_list(), j["judge_pass"].to_list()
         assert row["run"] == pytest.approx(balanced_accuracy(truth, pred).value, abs=1e-12)
-        low, high = cluster_bootstrap(j["story_id"].to_list(), truth, pred, balanced_accuracy)
+        stories = j["story_id"].to_list()            # expanded for the rarer answer's stories
+        fewest = min(clusters_per_class(stories, truth), clusters_per_class(stories, pred))
+        low, high = cluster_bootstrap(stories, truth, pred, balanced_accuracy, expand_for=fewest)
         assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), abs=1e-12)
         assert round(row["run"], 2) == row["paper"]
         assert row["run_n"] == j.height               # the items behind it: the paper's are all 672

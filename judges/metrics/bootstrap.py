@@ -207,10 +207,11 @@ def percentile_interval(stats: np.ndarray, clusters: int, alpha: float = 0.05) -
 
 def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Sequence,
                       metric: Callable[[list, list], MetricResult], resamples: int = RESAMPLES, seed: int = 0,
-                      alpha: float = 0.05) -> tuple[float, float]:
+                      alpha: float = 0.05, expand_for: int | None = None) -> tuple[float, float]:
     """(low, high) of `metric(truth, pred)` over `resamples` cluster resamples; resamples where the
     metric is undefined (NaN) are left out; (nan, nan) when none is defined, with one cluster, or
-    when every resample gives the same value."""
+    when every resample gives the same value. `expand_for`: the count the expansion reads where it
+    is not every cluster (an agreement's rarer answer's clusters, as `Units.agreement` prints it)."""
     truth_a, pred_a = np.asarray(truth, dtype=object), np.asarray(pred, dtype=object)
     _, inverse = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
     members = [np.flatnonzero(inverse == i) for i in range(inverse.max() + 1)] if len(inverse) else []
@@ -220,7 +221,7 @@ def cluster_bootstrap(clusters: Sequence[Hashable], truth: Sequence, pred: Seque
     for drawn in resample_indices(seed, len(members), resamples):
         idx = np.concatenate([members[i] for i in drawn])
         stats.append(metric(truth_a[idx].tolist(), pred_a[idx].tolist()).value)
-    return percentile_interval(np.asarray(stats, dtype=float), len(members), alpha)
+    return percentile_interval(np.asarray(stats, dtype=float), expand_for or len(members), alpha)
 
 
 def mean_bootstrap(clusters: Sequence[Hashable], values: Sequence[float], resamples: int = RESAMPLES, seed: int = 0,
