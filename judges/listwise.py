@@ -23,6 +23,7 @@ Method:
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -160,15 +161,29 @@ class ListwiseRanking(Protocol):
             cells.setdefault((item.source, item.category), []).append(item)
         if opts.design == "segmented":
             segments = [[x for v in cells.values() for x in v[k::opts.segments]] for k in range(opts.segments)]
-            return [rng.sample(s, len(s)) for s in segments if s]
+            if not all(segments):        # fewer lists than asked, said nothing
+                largest = max(len(v) for v in cells.values())
+                raise ConfigError(f"options.segments = {opts.segments}, and group {pool[0].group!r}'s largest "
+                                  f"(source, category) cell holds {largest} item(s): {largest} list(s) at most; "
+                                  "give fewer segments", parameter="options.segments")
+            return [rng.sample(s, len(s)) for s in segments]
         by_cat: dict[str | None, list[RatedItem]] = {}
         for item in pool:
             by_cat.setdefault(item.category, []).append(item)
+        if None in by_cat and len(by_cat) > 1:     # equal numbers per category: one without is in none
+            raise ConfigError(f"the subsets design draws equal numbers per category, and {len(by_cat[None])} item(s) "
+                              f"of group {pool[0].group!r} have none (first: {by_cat[None][0].item_id!r}): give them one, "
+                              "or use design = \"comprehensive\" or \"segmented\"", parameter="options.design")
         if opts.subset_size % len(by_cat):
             # equal numbers per category: a subset_size of 4 over 3 categories gave lists of 3, saying nothing
             raise ConfigError(f"options.subset_size = {opts.subset_size} cannot hold equal numbers of the pool's "
                               f"{len(by_cat)} categories: give a multiple of {len(by_cat)}", parameter="options.subset_size")
         per = opts.subset_size // len(by_cat)
+        short = sorted((str(c), len(v)) for c, v in by_cat.items() if len(v) < per)
+        if short:                        # a shorter list, unequal per category, said nothing
+            raise ConfigError(f"options.subset_size = {opts.subset_size} over {len(by_cat)} categories takes {per} "
+                              f"of each, and group {pool[0].group!r} has {short[0][1]} of {short[0][0]!r}: "
+                              "give a smaller subset_size", parameter="options.subset_size")
         out = []
         for _ in range(opts.subsets):
             subset = [x for cat in sorted(by_cat, key=str) for x in rng.sample(by_cat[cat], min(per, len(by_cat[cat])))]
@@ -193,6 +208,10 @@ class ListwiseRanking(Protocol):
             if len(listed) > opts.max_items:
                 raise ConfigError(f"group {group!r}: a list of {len(listed)} items exceeds options.max_items "
                                   f"({opts.max_items}); use per_category or another design", parameter="options.design")
+            if opts.orders > math.factorial(len(listed)):
+                raise ConfigError(f"options.orders = {opts.orders}, and list {k + 1} of group {group!r} holds "
+                                  f"{len(listed)} items: {math.factorial(len(listed))} orders at most",
+                                  parameter="options.orders")
             codes = _codes(len(listed), rng)
             verdict = grammars.Listwise(tuple(codes))
             ids = json.dumps(dict(zip(codes, (i.item_id for i in listed))))
@@ -243,7 +262,11 @@ class ListwiseRanking(Protocol):
                        "the items have one category" if j["category_rank"].drop_nans().n_unique() <= 1 else None)
                 # no p-value: the items' scores are relative within their lists, not independent
                 # draws, so a test counting items overstates the evidence (rank_units resamples groups)
-                agreement.append({"judge": judge, "score": name, "items": j.height,
+                # the items each Spearman reads: those with a category (a human score) and a value
+                valued = j.filter(pl.col(col).is_not_null())
+                agreement.append({"judge": judge, "score": name,
+                                  "items": valued.filter(pl.col("category_rank").fill_nan(None).is_not_null()).height,
+                                  "items_human": valued.filter(pl.col("human_score").fill_nan(None).is_not_null()).height,
                                   "spearman_category": cat.value, "spearman_human": hum.value,
                                   "note": why if cat.value != cat.value else None})
                 anova.append({"judge": judge, "score": name, **anova_row(j, col)})
@@ -345,11 +368,16 @@ def singular(plural: str) -> str:
 
 def shown_orders(listed: list[tuple[str, RatedItem]], opts: ListwiseOptions, where: str
                  ) -> list[list[tuple[str, RatedItem]]]:
-    """The list as drawn, then `orders - 1` shuffles of it, each seeded by its own index."""
+    """The list as drawn, then `orders - 1` shuffles of it, each seeded by its own index and
+    drawn again where it repeats an earlier order (a list of 3 was shown twice in one order, and
+    its two orders counted as two)."""
     out = [listed]
     for order in range(1, opts.orders):
         rng = random.Random(f"{opts.seed}/{where}/order{order}")
-        out.append(rng.sample(listed, len(listed)))
+        shuffled = rng.sample(listed, len(listed))
+        while shuffled in out:
+            shuffled = rng.sample(listed, len(listed))
+        out.append(shuffled)
     return out
 
 

@@ -74,14 +74,15 @@ def _by_item(frame: pl.DataFrame | None, column: str) -> dict:
 def _mean_ci(lists: list[str], values: list[float]) -> dict:
     """Mean over lists of each list's mean over its repeats (the module's rule: a list with a repeat
     left undefined weighed less when every (list, repeat) counted alike), with a CI resampling
-    lists; `units` counts the (list, repeat) values defined, `lists` the lists."""
+    lists; `units` counts the (list, repeat) values defined, `lists` the lists with one (those the
+    mean and its interval read: a list whose every repeat is undefined was counted and not read)."""
     per: dict[str, list[float]] = {}
     for name, v in zip(lists, values, strict=True):
         if v is not None and not math.isnan(v):
             per.setdefault(name, []).append(v)
     names = sorted(per)
     row = mean_with_ci(names, [sum(per[n]) / len(per[n]) for n in names]).row("spearman", n="lists")
-    return row | {"units": sum(len(v) for v in per.values()), "lists": len(set(lists))}
+    return row | {"units": sum(len(v) for v in per.values()), "lists": len(names)}
 
 
 def _spearman(x: list, y: list) -> float:

@@ -99,6 +99,58 @@ def test_designs_balance_categories_and_are_seeded():
     assert len(pool) == 9 and {i.category for i in pool} == {"low", "mid", "high"}
 
 
+def test_designs_refuse_the_lists_they_cannot_build_and_orders_are_distinct():
+    """A hostile pass's silent designs: segments beyond the largest cell made fewer lists; a subset
+    counted uncategorised items as a category, or came out shorter and unequal; a group named twice
+    was judged once and counted twice; a list of 3 was shown twice in one order and its PSC tables
+    counted 2 orders (orders = 1000 on lists of 6 planned 1,098 distinct requests of 2,000)."""
+    from litjudge.engine.data.items import ItemSet, select_groups
+    from litjudge.judges.listwise import shown_orders
+
+    proto = ListwiseRanking()
+    small = _items(2)                                        # cells of 2 items
+    with pytest.raises(ConfigError, match=r"options.segments = 4, and group 'g'.s largest \(source, category\) "
+                                          r"cell holds 2 item\(s\): 2 list\(s\) at most"):
+        proto.lists(small, ListwiseOptions(design="segmented", segments=4), random.Random(0))
+    assert len(proto.lists(small, ListwiseOptions(design="segmented", segments=2), random.Random(0))) == 2
+    mixed = [*_items(2), RatedItem("odd", "g", "text", None, None, "m1")]
+    with pytest.raises(ConfigError, match="1 item\\(s\\) of group 'g' have none \\(first: 'odd'\\)"):
+        proto.lists(mixed, ListwiseOptions(design="subsets", subset_size=3), random.Random(0))
+    with pytest.raises(ConfigError, match="takes 5 of each, and group 'g' has 4 of 'high'"):
+        proto.lists(small, ListwiseOptions(design="subsets", subset_size=15), random.Random(0))
+    plain = [RatedItem(f"i{k}", "g", "t", None, None) for k in range(6)]     # no categories at all: one pool
+    assert [len(x) for x in proto.lists(plain, ListwiseOptions(design="subsets", subset_size=4, subsets=2),
+                                        random.Random(0))] == [4, 4]
+    with pytest.raises(ConfigError, match=r"group\(s\) \['g'\] named twice in options.groups"):
+        select_groups(ItemSet(tuple(small)), ["g", "g"])
+    listed = [(c, plain[k]) for k, c in enumerate("abc")]
+    for seed in range(20):
+        orders = shown_orders(listed, ListwiseOptions(orders=6, seed=seed), "g/0")
+        assert len({tuple(c for c, _ in o) for o in orders}) == 6            # every order of 3, once each
+
+
+def test_too_many_orders_for_a_list_is_one_line_and_agreement_counts_the_items_it_reads(
+        tmp_path, smollm, litjudge_shared):
+    """orders beyond a list's n! is refused in one line; the agreement table's `items` counts the
+    items its Spearman reads (an item without a category or a human score is in neither: it said 6
+    over 5), and `items_human` the human-score one's."""
+    rows = [{"group": "g", "item_id": f"i{k}", "text": f"Poem {k}.", "category": ["Bad", "Medium", "Good"][k % 3],
+             "human_score": float(k)} for k in range(5)] + [{"group": "g", "item_id": "bare", "text": "Poem x."}]
+    data = tmp_path / "items.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = write_config(tmp_path / "lw.toml", 'name = "lw"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
+                                             'judge = "smollm2-135m"\n[options]\norders = 721\n')
+    env = {"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    r = litjudge_shared({"smollm2-135m": smollm}, "plan", str(cfg), "--data", str(data), env=env)
+    assert r.returncode == 2 and "options.orders = 721, and list 1 of group 'g' holds 6 items: 720 orders at most" \
+        in r.stderr, r.stderr[-2000:]
+    cfg.write_text(cfg.read_text().replace("orders = 721", "orders = 1"))
+    r = litjudge_shared({"smollm2-135m": smollm}, "run", str(cfg), "--data", str(data), "--quiet", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    agreement = pl.read_parquet(tmp_path / "runs" / "lw" / "tables" / "agreement.parquet")
+    assert agreement["items"].to_list() == [5, 5] and agreement["items_human"].to_list() == [5, 5]
+
+
 # -- pairwise aggregation by hand ---------------------------------------------------------------
 def test_pairwise_decisions_by_hand():
     rows = [  # pair p1: human a; judge says A in both orders -> picks a then b: inconsistent

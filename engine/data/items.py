@@ -65,6 +65,9 @@ def select_groups(data: ItemSet, wanted: list[str], limit: int | None = None) ->
     if unknown:
         raise ConfigError(f"unknown group(s) {unknown} (known: {', '.join(sorted(groups)[:30])})",
                           parameter="options.groups")
+    twice = sorted({g for g in wanted if wanted.count(g) > 1})
+    if twice:              # each named group's lists were judged once and counted twice
+        raise ConfigError(f"group(s) {twice} named twice in options.groups", parameter="options.groups")
     chosen = [(g, groups[g]) for g in wanted] if wanted else list(groups.items())
     return chosen[:limit] if limit else chosen
 
