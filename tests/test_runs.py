@@ -57,6 +57,37 @@ def test_reparse_reapplies_the_parser_without_a_model(smollm, runs_dir):
     assert status == "unparsed" and "not one of" in reason
 
 
+def test_a_data_folder_is_hashed_and_reparse_says_when_it_changed(smollm, runs_dir, tmp_path, caplog):
+    """A folder dataset (TTCW's layout) was named, not hashed: its experts' labels edited, reparse
+    rebuilt the tables from them with "0 changed" and not a word (kappa 0.052 -> 0.355 in a hostile
+    pass). Its sha256 is over its files (paths and contents, hidden ones left out) now."""
+    import dataclasses
+    import logging
+    import shutil
+
+    from litjudge.engine.app.reparse import data_changed_warning
+    from litjudge.engine.app.runs import load_run
+    from litjudge.engine.core.manifest import data_identity
+    from litjudge.judges.ttcw import TTCW
+
+    outcome = run(load_config(DEMO), progress=False, backends={"smollm2-135m": smollm})
+    manifest = load_run(outcome.run_dir).manifest
+    demo = PROJECT_ROOT / "datasets" / "demo" / "ttcw-demo"
+    assert manifest.data == data_identity(demo) and manifest.data["files"] == 2 and len(manifest.data["sha256"]) == 64
+    copy = tmp_path / "ttcw-demo"
+    shutil.copytree(demo, copy)
+    (copy / ".hidden").write_text("an editor's file")                  # not the data: the same sha256
+    assert data_identity(copy)["sha256"] == manifest.data["sha256"]
+    moved = dataclasses.replace(manifest, data=data_identity(copy))
+    with caplog.at_level(logging.WARNING, logger="litjudge"):
+        data_changed_warning(outcome.run_dir, moved, TTCW())
+        assert not [r for r in caplog.records if r.name.startswith("litjudge")]
+        stories = copy / "stories.json"
+        stories.write_text(stories.read_text().replace("a", "b", 1))
+        data_changed_warning(outcome.run_dir, moved, TTCW())
+    assert f"the data folder {copy} changed since the run" in caplog.text
+
+
 @needs_data
 def test_replay_recomputes_the_recorded_judges_agreement(runs_dir):
     r = litjudge("run", "runs/ttcw-replay.toml", "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs_dir)})

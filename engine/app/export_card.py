@@ -154,7 +154,8 @@ def _hashes(raw: dict[str, Any], data: dict[str, Any]) -> list[str]:
     out = []
     identity = data.get("data", {}) if isinstance(data.get("data"), dict) else {}
     if identity.get("sha256"):
-        out.append(f"- data file sha256: {_code(identity['sha256'])} ({_code(identity.get('path', ''))})")
+        kind = f"folder ({identity['files']} files)" if "files" in identity else "file"
+        out.append(f"- data {kind} sha256: {_code(identity['sha256'])} ({_code(identity.get('path', ''))})")
     for j in raw.get("judges", []):
         if isinstance(j, dict):
             out.append(f"- judge {_code(j.get('judge'))}: backend {_code(j.get('backend', ''))}, weights "

@@ -90,7 +90,8 @@ def data_changed_warning(folder: Path, manifest: RunManifest, protocol: Protocol
         read = ("the rebuilt tables read its labels as they are now" if protocol.declared.labels_when_aggregating else
                 "the rebuilt tables keep the human labels stored with the run's requests, as they were then; run the "
                 "config again to read the file as it is (stored verdicts are reused, none generated again)")
-        say(f"litjudge: warning: {folder}: the data file {path} changed since the run (sha256 {recorded['sha256'][:12]} "
+        kind = "folder" if path.is_dir() else "file"
+        say(f"litjudge: warning: {folder}: the data {kind} {path} changed since the run (sha256 {recorded['sha256'][:12]} "
               f"then, {state}): {read}", logging.WARNING)
 
 

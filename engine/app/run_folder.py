@@ -56,7 +56,7 @@ DATASET_LOCATION = ("path", "root", "base", "name", "title")   # where an inline
 class DataRead:
     """A data file (or folder) as the run found it before reading it."""
 
-    identity: dict[str, Any]            # path, and for a file its bytes and sha256 (the manifest's `data`)
+    identity: dict[str, Any]            # path, bytes and sha256 (the manifest's `data`; a folder's: `files` too)
     stamp: tuple[int, ...] | None       # a file's `file_identity` (its rewrite shows); None for a folder
 
     @classmethod
@@ -66,7 +66,9 @@ class DataRead:
 
     @property
     def sha256(self) -> str:
-        return str(self.identity.get("sha256", ""))
+        """A data file's sha256, the claim's ("": a folder, whose hash the manifest records for
+        reparse, is named by the config in the claim)."""
+        return "" if "files" in self.identity else str(self.identity.get("sha256", ""))
 
     def check_unchanged(self) -> None:
         """One DataError when the file was replaced or rewritten since it was hashed."""
@@ -176,7 +178,8 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     if not isinstance(m, dict) or not isinstance(m.get("config"), dict):
         return None
     kind = m.get("kind", "run")
-    sha = ((m.get("dataset") or {}).get("data") or {}).get("sha256") if _hashes_data(kind, m["config"]) else None
+    data = (m.get("dataset") or {}).get("data") or {}
+    sha = data.get("sha256") if _hashes_data(kind, m["config"]) and "files" not in data else None
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
     return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
                  _limit(kind, m["config"]), _settings(m["config"]),

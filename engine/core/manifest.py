@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import platform
 import subprocess
@@ -80,10 +81,25 @@ def config_dict(obj: Any) -> Any:
     return obj
 
 
+# A data folder past this size is named and counted, not hashed (TTCW's is 4.8 MB: 10 ms).
+FOLDER_HASH_LIMIT = 1 << 30
+
+
 def data_identity(location: Path) -> dict[str, Any]:
-    """Where a run's data was read from and, for a single file, its size and sha256, so a result
-    can be traced to the exact bytes judged (a folder is named, not hashed)."""
+    """Where a run's data was read from, its size and sha256, so a result can be traced to the
+    exact bytes judged and `reparse` can say the labels changed (a TTCW folder's experts' labels
+    edited were read in silence). A folder's sha256 is over its files' relative paths and
+    contents, hidden ones left out; past FOLDER_HASH_LIMIT bytes it is only counted."""
     out: dict[str, Any] = {"path": str(location)}
     if location.is_file():
         out.update(bytes=location.stat().st_size, sha256=sha256_file(location).hexdigest())
+    elif location.is_dir():
+        files = sorted(p for p in location.rglob("*") if p.is_file()
+                       and not any(part.startswith(".") for part in p.relative_to(location).parts))
+        out.update(files=len(files), bytes=sum(p.stat().st_size for p in files))
+        if out["bytes"] <= FOLDER_HASH_LIMIT:
+            digest = hashlib.sha256()
+            for p in files:
+                digest.update(p.relative_to(location).as_posix().encode() + b"\0" + sha256_file(p).digest())
+            out["sha256"] = digest.hexdigest()
     return out
