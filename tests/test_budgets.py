@@ -27,6 +27,8 @@ CONFIG = ('name = "analyzed"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "{jud
 
 def test_budgets_are_parsed_at_the_edge():
     assert parse_budgets("64, 0,full,16") == [0, 16, 64, FULL]
+    with pytest.raises(ConfigError, match="999999999999999999999 tokens is more than any analysis holds"):
+        parse_budgets("999999999999999999999")        # a 64-bit store's overflow, its plan half cleared
     with pytest.raises(ConfigError, match="--budgets takes token counts and 'full'"):
         parse_budgets("10,all")
 

@@ -392,6 +392,34 @@ def test_the_parser_is_built_once_and_each_call_parses_afresh():
     assert not hasattr(second, "show") and first.fn is not second.fn
 
 
+def test_a_reparse_stopped_mid_write_is_refused_by_report_and_export_until_reparsed(tmp_path, finished, monkeypatch):
+    """A reparse killed between its tables and its verdicts left new tables beside the old verdicts
+    and manifest, which export published as one run (a card's kappa 0.052 over data whose was 0.0).
+    The folder is marked while its outputs are written: report and export refuse it in one line
+    naming reparse, which writes it whole again."""
+    from litjudge.engine.app import outputs
+    from litjudge.engine.app.reparse import reparse
+
+    run = copy_run(finished, tmp_path)
+    real = outputs.write_file
+
+    def stopped(path, write):
+        if path.name == "verdicts.parquet":
+            raise KeyboardInterrupt
+        return real(path, write)
+
+    monkeypatch.setattr(outputs, "write_file", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        reparse(run)
+    monkeypatch.setattr(outputs, "write_file", real)
+    assert (run / outputs.WRITING).exists()
+    for args in (("report", str(run)), ("export", str(run), "--to", str(tmp_path / "hf"))):
+        one_line(cli(*args, cwd=tmp_path), "were being written when that stopped", f"litjudge reparse {run}")
+    assert not (tmp_path / "hf").exists()
+    assert reparse(run)["results"] > 0 and not (run / outputs.WRITING).exists()
+    assert cli("report", str(run), cwd=tmp_path).returncode == 0
+
+
 def test_reparse_and_status_of_a_damaged_or_busy_store_are_one_line(tmp_path, finished):
     """An emptied store.sqlite: reparse was an internal error (ColumnNotFoundError) and made the
     file an empty store; a damaged provider batch row: status a JSONDecodeError; a folder a run

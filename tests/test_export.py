@@ -171,6 +171,56 @@ def test_only_export_s_own_marked_staging_folders_are_ever_removed(judged, tmp_p
     assert sorted(p.name for p in out.iterdir()) == [f"{STAGING}mine", "README.md", "data"]
 
 
+def test_an_export_stopped_between_its_renames_is_made_whole_and_a_missing_table_is_one_line(
+        judged, config_run, tmp_path, monkeypatch):
+    """A hostile pass: an export killed between moving its data/ in and its card left one run's card
+    over another's rows (load_dataset read them in silence) and the next export refused with a
+    misleading line; Ctrl-C there now moves the card in, and the next export finishes what a kill
+    left. A table deleted since the run was left out of the export in silence: now one line."""
+    import shutil
+
+    from litjudge.engine.app import export as module
+    from litjudge.engine.core.errors import StoreError
+
+    out = tmp_path / "hf"
+    module.export(judged.run_dir, out)
+    real, stopped = os.replace, []
+
+    def interrupted(src, dst):
+        if str(dst).endswith("README.md") and not stopped:
+            stopped.append(dst)
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(module.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        module.export(config_run, out)
+    monkeypatch.setattr(module.os, "replace", real)
+    assert stopped and 'pretty_name: "litjudge run p"' in (out / "README.md").read_text()          # the card followed its data
+    assert "verdicts.parquet" in os.listdir(out / "data") and not list(out.glob(f"{module.STAGING}*"))
+    # killed there (no finally): the staged card is left beside the new data/ until the next export
+    module.export(judged.run_dir, out)
+    stale = out / f"{module.STAGING}killed"
+    stale.mkdir()
+    (stale / module.STAGED).write_text("")
+    shutil.copytree(out / "data", stale / "old-data")
+    other = tmp_path / "other"
+    module.export(config_run, other)
+    shutil.rmtree(out / "data")
+    shutil.copytree(other / "data", out / "data")
+    shutil.copy(other / "README.md", stale / "README.md")
+    assert 'pretty_name: "litjudge run exported"' in (out / "README.md").read_text()               # the mixed folder
+    module.export(config_run, out)                       # made whole first, then replaced: no refusal
+    assert 'pretty_name: "litjudge run p"' in (out / "README.md").read_text() and not stale.exists()
+    copy = tmp_path / "copy"
+    shutil.copytree(config_run, copy)
+    gone = sorted((copy / "tables").glob("*.parquet"))[0]
+    gone.unlink()
+    with pytest.raises(StoreError, match=f"tables/{gone.stem}.parquet is missing .*though the run wrote it"):
+        module.export(copy, tmp_path / "hf3")
+    assert not (tmp_path / "hf3").exists()
+
+
 # -- a card you can publish: no absolute path of the user's disk, what ran and what it found on it ------------------
 @pytest.fixture
 def config_run(tmp_path):

@@ -35,6 +35,9 @@ from .run import prepare, run_id
 FULL = -1
 
 
+MOST_TOKENS = 10_000_000        # a budget beyond any context window
+
+
 def parse_budgets(text: str) -> list[int]:
     out = []
     for part in text.split(","):
@@ -42,6 +45,9 @@ def parse_budgets(text: str) -> list[int]:
         if part == "full":
             out.append(FULL)
         elif part.isascii() and part.isdigit():      # not "¹" or "٣": digits int() refuses or reads otherwise
+            if int(part) > MOST_TOKENS:              # stored as a 64-bit integer: 10^21 crashed, its plan half cleared
+                raise ConfigError(f"--budgets: {part[:30]} tokens is more than any analysis holds (at most "
+                                  f"{MOST_TOKENS:,}); 'full' is the whole analysis")
             out.append(int(part))
         else:
             raise ConfigError(f"--budgets takes token counts and 'full', comma-separated; got {part!r}")

@@ -28,12 +28,15 @@ may not be yours to publish (the data card's license says).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
 import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,10 +45,12 @@ import polars as pl
 from litjudge.judges import PROTOCOLS
 
 from ..core.errors import BackendUnavailable, ConfigError, StoreError
+from ..core.run_lock import run_folder_lock
 from .export_card import MARKER, card
 from .manifest import RunManifest
 from .outputs import file_mode, guarded, read_logged_prompts, read_manifest, read_table
 from .public import config_folder, public_names
+from .runs import run_tables
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def _parts(run_dir: Path, manifest: RunManifest, prompts: bool) -> dict[str, pl.
                 "ensemble": "an ensemble folder: export one of its member runs (a folder holding verdicts.parquet)"}
         raise ConfigError(said.get(manifest.kind, f"a {manifest.kind} folder: export a run folder (one holding "
                                    "verdicts.parquet)"), where=str(run_dir))
-    tables = {path.stem: read_table(path) for path in sorted((run_dir / "tables").glob("*.parquet"))}
+    tables = run_tables(run_dir, manifest)
     return {"verdicts": verdict_rows(run_dir, prompts, manifest.protocol, tables), **tables}
 
 
@@ -117,6 +122,44 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     run_dir, to = Path(run_dir).expanduser(), Path(to).expanduser().resolve()   # "--to ." names its folder
     if not run_dir.is_dir():
         raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(run_dir))
+    # a reparse rewriting the run (its tables and card of one version), another export into `to`
+    with run_folder_lock(run_dir), _target_lock(to):
+        if to.is_dir():
+            _finish_interrupted(to)
+        return _export(run_dir, to, prompts)
+
+
+@contextlib.contextmanager
+def _target_lock(to: Path) -> Iterator[None]:
+    """The folder holding `to` (its nearest existing one: the same for every export into `to`, made
+    or not) locked while an export checks and writes it: two exports into one folder each took the
+    other's staging folder for a killed one's."""
+    held = next((p for p in (*to.parents, to) if p.is_dir()), None)
+    if held is None:
+        yield
+        return
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _finish_interrupted(to: Path) -> None:
+    """An export killed mid-way, made whole: between its two renames it left the new data/ under the
+    earlier card (another run's name over this run's rows, which `load_dataset` read in silence):
+    the staged card follows its data; killed with the earlier data/ moved out and the new not in,
+    the earlier is put back. Then the staging folder goes."""
+    for stale in [p for p in to.glob(f"{STAGING}*") if _is_staging(p)]:
+        if not (stale / "data").exists() and (stale / "README.md").exists() and (to / "data").is_dir():
+            os.replace(stale / "README.md", to / "README.md")
+        elif (stale / "old-data").is_dir() and not (to / "data").exists():
+            os.replace(stale / "old-data", to / "data")
+        _remove_staging(stale)
+
+
+def _export(run_dir: Path, to: Path, prompts: bool) -> Exported:
     manifest = read_manifest(run_dir)
     if to.exists() and (not to.is_dir() or (_holds_more_than_staging(to) and MARKER not in _text(to / "README.md"))):
         raise ConfigError("exists and is not an earlier export: give a new (or empty) folder", where=str(to))
@@ -245,6 +288,9 @@ def _write(to: Path, parts: dict[str, pl.DataFrame], readme: str) -> None:
             raise
         os.replace(staging / "README.md", to / "README.md")
     finally:
+        if not (staging / "data").exists() and (staging / "README.md").exists() and (to / "data").is_dir():
+            with contextlib.suppress(OSError):    # Ctrl-C between the renames: the card follows its data
+                os.replace(staging / "README.md", to / "README.md")
         _remove_staging(staging)
 
 

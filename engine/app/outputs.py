@@ -68,6 +68,8 @@ def write_file(path: Path, write: Callable[[Path], object]) -> None:
     guarded(go, path)
 
 
+# Present while `write_outputs` replaces a run's files one after another (hidden: not the user's file).
+WRITING = ".outputs-writing"
 STALE_TEMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}$")      # a `write_file` temporary: .NAME.XXXXXXXX
 
 
@@ -109,8 +111,13 @@ def write_tables(run_dir: Path, tables: dict[str, pl.DataFrame]) -> None:
 
 def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.DataFrame, manifest: dict,
                   store: Store, prompts: dict[str, str] | None = None) -> None:
-    """Tables (Parquet + CSV), the verdicts, the request/response log (JSONL) and the manifest."""
+    """Tables (Parquet + CSV), the verdicts, the request/response log (JSONL) and the manifest,
+    each replaced whole, under WRITING: a reparse killed between two of them left new tables beside
+    the old verdicts and manifest, which export and report read as one run (a card's kappa 0.052
+    over data whose was 0.0); `read_manifest` refuses such a folder until it is written again."""
     guarded(lambda: run_dir.mkdir(parents=True, exist_ok=True), run_dir)
+    remove_stale_temporaries(run_dir)
+    write_text(run_dir / WRITING, "litjudge was writing this run's outputs; if this file stays, that was stopped\n")
     log_path = run_dir / "log.jsonl"
     if prompts is None and log_path.exists():      # reparse: keep the prompts logged by the run
         prompts = read_logged_prompts(log_path)
@@ -126,6 +133,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
     write_file(log_path, log)
     # the tables it wrote: a reader tells one deleted since from one the run never had
     write_text(run_dir / "manifest.json", json.dumps({**manifest, "tables": sorted(tables)}, indent=2, default=str))
+    guarded(lambda: (run_dir / WRITING).unlink(missing_ok=True), run_dir / WRITING)
     mark_report_stale(run_dir)
 
 
@@ -143,9 +151,14 @@ def log_line(row: tuple, prompt: str | None) -> bytes:
     return orjson.dumps(rec) + b"\n"
 
 
-def read_manifest(run_dir: Path) -> RunManifest:
-    """A run's manifest, typed, or one line saying what is wrong with it and what to do."""
+def read_manifest(run_dir: Path, *, rewriting: bool = False) -> RunManifest:
+    """A run's manifest, typed, or one line saying what is wrong with it and what to do: also where
+    its outputs were being written when that stopped (WRITING), unless `rewriting` them (reparse)."""
     path = run_dir / "manifest.json"
+    if not rewriting and (run_dir / WRITING).exists() and path.exists():
+        raise StoreError(f"{run_dir}: its tables and manifest were being written when that stopped (a reparse or a "
+                         f"run interrupted), so they may be of two versions: `litjudge reparse {run_dir}` writes them "
+                         "again from the store")
     if not path.exists():
         hint = (" (an interrupted run: run its config again to finish it)" if (run_dir / "store.sqlite").exists()
                 else "")

@@ -37,7 +37,7 @@ def reparse(run_dir: Path) -> dict[str, int]:
 
 
 def _reparse(run_dir: Path) -> dict[str, int]:
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir, rewriting=True)
     if manifest.kind in ("sweep", "ensemble"):
         raise StoreError(f"{run_dir}: a {manifest.kind}, not a run: "
                          + ("its cells' tables are built from the store by `litjudge run` of the sweep config again "
@@ -49,7 +49,7 @@ def _reparse(run_dir: Path) -> dict[str, int]:
         if manifest.kind == "tasks":
             for task in manifest.tasks:
                 folder = run_dir / task.task
-                rebuild(folder, read_manifest(folder), store, task.task)
+                rebuild(folder, read_manifest(folder, rewriting=True), store, task.task)
             write_results(run_dir, tasks_results([(t.task, json.loads((run_dir / t.task / "results.json").read_text()))
                                                   for t in manifest.tasks], manifest.raw))
         elif manifest.kind != "generation":       # a generation-only run has no tables to rebuild

@@ -31,6 +31,16 @@ def load_run(path: Path) -> LoadedRun:
         raise ConfigError("a generation-only run (--generate-only): its items are generated/items.jsonl and its "
                           "tables tables/generation*.csv; run the config without --generate-only to judge them",
                           where=str(path))
+    tables = run_tables(path, manifest)
+    budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
+    if budgets.exists():
+        tables["budgets"] = read_table(budgets)
+    return LoadedRun(path.name, path, manifest, tables)
+
+
+def run_tables(path: Path, manifest: RunManifest) -> dict[str, pl.DataFrame]:
+    """A run's tables, or one line where one its manifest lists is gone (report and export alike:
+    export published the others without a word)."""
     tables = {p.stem: read_table(p) for p in sorted((path / "tables").glob("*.parquet"))}
     if not tables:
         raise StoreError(f"{path}: the run has no tables (tables/*.parquet); {rebuild_hint(path)}")
@@ -39,10 +49,7 @@ def load_run(path: Path) -> LoadedRun:
         more = f" (and {len(missing) - 1} more)" if missing[1:] else ""
         raise StoreError(f"{path}: tables/{missing[0]}.parquet is missing{more} though the run wrote it; "
                          f"{rebuild_hint(path)}")
-    budgets = path / "budgets" / "tables" / "budgets.parquet"          # `litjudge budgets RUN`
-    if budgets.exists():
-        tables["budgets"] = read_table(budgets)
-    return LoadedRun(path.name, path, manifest, tables)
+    return tables
 
 
 def unique_labels(runs: list[LoadedRun]) -> list[LoadedRun]:
