@@ -48,6 +48,7 @@ from .ttcw import fields as ttcw_fields
 from .ttcw import prompt as ttcw_prompt
 
 ORDERS = ("ref_first", "cand_first")
+DEFAULT_CUTOFFS = (-4, -3, -2, -1, 0, 1, 2, 3, 4)
 RANKABLE = ("spearman", "kendall", "pairwise_accuracy")
 _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly better"},
              7: {1: "slightly better", 2: "clearly better", 3: "significantly better"}}
@@ -57,7 +58,7 @@ _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly bette
 class ReferenceLikertOptions:
     points: Literal[3, 5, 7] = 5                      # the Likert scale's points
     cutoff: int = -2                                  # the reported pass rule
-    cutoffs: tuple[int, ...] = (-4, -3, -2, -1, 0, 1, 2, 3, 4)   # the sweep, from stored verdicts
+    cutoffs: tuple[int, ...] = DEFAULT_CUTOFFS       # the sweep, from stored verdicts (default: every reachable)
     tests: tuple[int, ...] = ()                       # TTCW test ids; empty = all 14
     reference: bool = True                            # False: no-reference ablation (binary test)
     analysis_tokens: int = 256                        # analyze mode: bound on the free analysis
@@ -67,6 +68,16 @@ class ReferenceLikertOptions:
         check_choices(self)
         check_tests(self.tests)
         check_field((wrong := marker_problem(self.marker)) is None, "marker", wrong or "")
+        # L+ - L- of a p-point scale is in [-(p-1), p-1]: a cutoff beyond passes every test or none,
+        # and its ranking (every story tied) printed a pairwise accuracy of 0.5 with an interval
+        reach = self.points - 1
+        check_field(-reach <= self.cutoff <= reach, "cutoff",
+                    f"must be in [{-reach}, {reach}] on a {self.points}-point scale (L+ - L-), got {self.cutoff}")
+        if self.cutoffs == DEFAULT_CUTOFFS:          # the sweep: every cutoff the scale reaches
+            object.__setattr__(self, "cutoffs", tuple(range(-reach, reach + 1)))
+        beyond = [c for c in self.cutoffs if not -reach <= c <= reach]
+        check_field(not beyond, "cutoffs", f"{beyond} beyond [{-reach}, {reach}], the {self.points}-point scale's "
+                                           "L+ - L-")
 
 
 def paper_template(points: int) -> str:

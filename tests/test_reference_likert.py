@@ -94,6 +94,27 @@ def test_generic_format_errors_name_file_and_line(tmp_path):
     f.write_text('{"group": 1, "item_id": "a", "text": "x"}\n')
     with pytest.raises(DataError, match="r.jsonl:1: missing field 'human_score'"):
         load_reference_jsonl(f)
+    # a group of its reference alone went unjudged and uncounted in silence (12 groups of 13)
+    f.write_text('{"group": 1, "item_id": "a", "text": "x", "human_score": 1, "reference": true}\n'
+                 '{"group": 1, "item_id": "b", "text": "y", "human_score": 2}\n'
+                 '{"group": "lone", "item_id": "c", "text": "z", "human_score": 1, "reference": true}\n')
+    with pytest.raises(DataError, match="group lone: only its reference story, no candidate to judge beside it"):
+        load_reference_jsonl(f)
+
+
+def test_a_cutoff_the_scale_cannot_reach_is_refused_and_the_sweep_is_the_scale_s():
+    """L+ - L- of a p-point scale is in [-(p-1), p-1]: cutoff = 10 on 5 points passed no test, and
+    its every-story-tied ranking printed a pairwise accuracy of 0.5 with an interval."""
+    from litjudge.engine.core.schema import FieldError
+    from litjudge.judges.reference_likert import ReferenceLikertOptions as Options
+
+    with pytest.raises(FieldError, match=r"must be in \[-4, 4\] on a 5-point scale \(L\+ - L-\), got 10"):
+        Options(cutoff=10)
+    with pytest.raises(FieldError, match=r"\[3, -3\] beyond \[-2, 2\], the 3-point scale's"):
+        Options(points=3, cutoff=0, cutoffs=(3, 0, -3))
+    assert Options(points=3, cutoff=-1).cutoffs == (-2, -1, 0, 1, 2)
+    assert Options(points=7).cutoffs == tuple(range(-6, 7)) and Options().cutoffs == tuple(range(-4, 5))
+    assert Options(cutoffs=(0, 1)).cutoffs == (0, 1)
 
 
 @needs_data

@@ -164,7 +164,7 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         if not self._known(name):
             raise ConfigError(f"unknown {self.kind} {name!r}{did_you_mean(name, self.names())} "
-                              f"(known: {', '.join(self.names())})")
+                              f"(known: {', '.join(self.names())}; a plugin's is known once its package is installed)")
         if name in self._broken:
             raise PluginError(self._broken[name])
         entry = self._entries[name]

@@ -106,4 +106,8 @@ def _split_reference(stories: list[GroupStory], is_reference, where: str) -> Sto
     if len(refs) != 1:
         raise DataError(f"group {stories[0].group}: expected exactly one reference story, found {len(refs)}",
                         path=where)
-    return StoryGroup(refs[0].group, refs[0], tuple(s for s in stories if s is not refs[0]))
+    candidates = tuple(s for s in stories if s is not refs[0])
+    if not candidates:               # nothing to compare with its reference: the group went unjudged in silence
+        raise DataError(f"group {stories[0].group}: only its reference story, no candidate to judge beside it",
+                        path=where)
+    return StoryGroup(refs[0].group, refs[0], candidates)
