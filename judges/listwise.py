@@ -336,7 +336,11 @@ def icc_row(wide: pl.DataFrame) -> dict:
     2), said in `note`."""
     values = icc(wide.drop_nulls().to_numpy())
     beyond = [k for k, v in values.items() if v == v and not -1 - 1e-9 <= v <= 1 + 1e-9]
-    note = f"{', '.join(beyond)} outside [-1, 1]: too few items ({wide.height}) for a stable estimate" if beyond else None
+    undefined = [k for k, v in values.items() if v != v]       # blank in the table: said why
+    note = "; ".join([*([f"{', '.join(beyond)} outside [-1, 1]: too few items ({wide.height}) for a stable "
+                         "estimate"] if beyond else []),
+                      *([f"{', '.join(undefined)} undefined: a variance it divides by is zero"] if undefined else [])])
+    note = note or None
     return {"items": wide.height, "repeats": wide.width, **values, "note": note}
 
 

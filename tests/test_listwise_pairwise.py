@@ -522,3 +522,5 @@ def test_iccs_outside_their_range_say_why():
     assert row["note"] == "ICC2k, ICC3k outside [-1, 1]: too few items (2) for a stable estimate"
     steady = icc_row(pl.DataFrame({"r0": [1.0, 2.0, 3.0, 4.0], "r1": [1.0, 2.0, 3.5, 4.0]}))
     assert steady["note"] is None and steady["ICC1"] > 0.9
+    alike = icc_row(pl.DataFrame({"r0": [3.0, 3.0, 3.0], "r1": [3.0, 3.0, 3.0]}))      # blank, and said why
+    assert alike["note"] == "ICC1, ICC2, ICC3, ICC1k, ICC2k, ICC3k undefined: a variance it divides by is zero"
