@@ -337,10 +337,10 @@ def icc_row(wide: pl.DataFrame) -> dict:
     values = icc(wide.drop_nulls().to_numpy())
     beyond = [k for k, v in values.items() if v == v and not -1 - 1e-9 <= v <= 1 + 1e-9]
     undefined = [k for k, v in values.items() if v != v]       # blank in the table: said why
-    note = "; ".join([*([f"{', '.join(beyond)} outside [-1, 1]: too few items ({wide.height}) for a stable "
+    said = "; ".join([*([f"{', '.join(beyond)} outside [-1, 1]: too few items ({wide.height}) for a stable "
                          "estimate"] if beyond else []),
                       *([f"{', '.join(undefined)} undefined: a variance it divides by is zero"] if undefined else [])])
-    note = note or None
+    note = said or None
     return {"items": wide.height, "repeats": wide.width, **values, "note": note}
 
 

@@ -85,8 +85,12 @@ def estimates(items: pl.DataFrame, annotated: Annotated, cluster: str, k: int) -
     labelled_items = int(m[read].sum())
     note = powered.note if powered.note == alone.note else \
         "; ".join(f"{who}: {why}" for who, why in (("human-only", alone.note), ("active", powered.note)) if why)
-    return {"n_labelled": labelled_items, "n_unlabelled": int(m.sum()) - labelled_items, "clusters": len(read),
-            "unlabelled_clusters": int((m > 0).sum()) - len(read), "human_only": alone.value,
+    # the row's own clusters: a drawn story with no item in it (a test no judge answered there) is
+    # neither a labelled nor an unlabelled one of this row (9 and 25 were printed for 8 and 26)
+    held = m > 0
+    labelled_clusters = int(held[read].sum()) if read else 0
+    return {"n_labelled": labelled_items, "n_unlabelled": int(m.sum()) - labelled_items, "clusters": labelled_clusters,
+            "unlabelled_clusters": int(held.sum()) - labelled_clusters, "human_only": alone.value,
             "human_low": alone.low, "human_high": alone.high, "ppi": powered.value, "ppi_low": powered.low,
             "ppi_high": powered.high, "lambda": powered.lam, "rectifier": rectifier, "n_eff": powered.n_eff,
             "ci_note": note or None}

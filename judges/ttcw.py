@@ -299,7 +299,8 @@ class TTCW(Protocol):
         if not d["expert_pass"].is_not_null().any():
             # No human labels (e.g. the demo sample): only what the judge said, no agreement tables.
             tables["per_test"] = tables["per_test"].select(["judge", "view", "test", "unparsed", "judge_pass_rate"])
-            ctx.no_labels(f"no expert labels found in {ctx.dataset_path} (expert_majority.json): agreement tables "
+            ctx.no_labels(f"no expert label in {ctx.dataset_path} (expert_majority.json) for a story this run judges: "
+                          "agreement tables "
                           "(overall, story counts, calibration)"
                           + (" and [ppi]'s table (no label to estimate from)"
                              if ctx.config.ppi.enabled and ctx.annotations is None else "")

@@ -51,10 +51,10 @@ def test_stale_tables_never_survive_and_missing_labels_warn(tmp_path, replay_cfg
     shutil.copytree(DATA / "ttcw", unlabelled / "ttcw")
     (unlabelled / "ttcw" / "expert_majority.json").unlink()
     r = litjudge("run", str(cfg), "--quiet", "--data-root", str(unlabelled), env=env)
-    assert r.returncode == 0 and "warning: no expert labels found" in r.stderr
+    assert r.returncode == 0 and "warning: no expert label in" in r.stderr
     assert not (tables / "overall.parquet").exists() and not (tables / "story_counts.parquet").exists()
     manifest = json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text())
-    assert any("no expert labels" in w for w in manifest["warnings"])
+    assert any("no expert label in" in w for w in manifest["warnings"])
 
 
 @pytest.mark.parametrize("body, message", [

@@ -223,3 +223,40 @@ def test_every_item_labelled_has_no_ppi_estimate_and_so_no_lambda_or_n_eff():
     table = TTCW.prediction_powered({"all": frame(7)}, PPIConfig("all"))["ppi"]
     assert table["ppi"].is_null().all() and table["lambda"].is_null().all() and table["n_eff"].is_null().all()
     assert table["human_only"].is_not_null().all() and table["ci_note"].str.contains("every item is labelled").all()
+
+
+def test_a_hostile_pass_s_ppi_counts_and_settings():
+    """A hostile pass: (1) from annotations, a per-test row counted a drawn story with no item in that
+    row among its labelled clusters and subtracted it from the unlabelled (9 and 25 for 8 and 26);
+    (2) n_eff was null or n_labelled at lambda 0 as a variance came out 0 or 5.7e-31; (3) a seed
+    with labelled = "all" or a column was accepted and recorded, changing nothing; (4) a sweep's
+    ppi rows had no `n`."""
+    from types import SimpleNamespace
+
+    from litjudge.engine.app.results_file import tidy
+    from litjudge.engine.core.schema import FieldError
+    from litjudge.judges.metrics.ppi import effective_labels
+    from litjudge.judges.ppi_annotated import Annotated, estimates
+
+    clusters = tuple(f"s{i}" for i in range(6))
+    annotated = Annotated("queue", "ttcw", clusters, (1 / 6,) * 6, (0, 1, 2), {}, floor=0.2)
+    # this row's items: none in s0 (drawn, a test nobody answered there), one in each of s1..s5
+    items = pl.DataFrame({"story_id": clusters[1:], "_f": [1.0, 0.0, 1.0, 0.0, 1.0],
+                          "_y": [1.0, 0.0, None, None, None], "_h": [None] * 5})
+    row = estimates(items, annotated, "story_id", 3)
+    assert (row["n_labelled"], row["clusters"], row["n_unlabelled"], row["unlabelled_clusters"]) == (2, 2, 3, 3)
+
+    zero = np.asarray([0.0])
+    for variance in (0.0, 5.7e-31):
+        powered = SimpleNamespace(labelled_items=np.asarray([14]), unlabelled_items=np.asarray([20]),
+                                  variance=np.asarray([variance]), lam=zero)
+        assert effective_labels(SimpleNamespace(variance=np.asarray([variance])), powered).tolist() == [14.0]
+
+    for labelled in ("all", "column:judgeable"):
+        with pytest.raises(FieldError, match=f"seed draws a share, and labelled = '{labelled}' draws none"):
+            PPIConfig(labelled=labelled, seed=3)
+    assert PPIConfig(labelled=0.2, seed=3).seed == 3
+
+    table = pl.DataFrame({"view": ["all"], "test": ["all"], "judge": ["j"], "n_labelled": [140], "ppi": [0.4]})
+    rows = tidy({"ppi": table}, TTCW().declared, {"cell": "c"})
+    assert rows and all(r["n"] == 140 for r in rows)

@@ -159,7 +159,8 @@ def tidy(tables: dict[str, pl.DataFrame], declared: Declaration, head: dict[str,
         if df is None or not df.height:
             continue
         floats = [c for c, t in df.schema.items() if t.is_float() and c not in group_cols]
-        n_col = next((c for c in ("n", "stories", "pairs_both_orders", "groups") if c in df.columns), None)
+        # the count behind each value (the ppi table's: its labelled rows; a sweep's ppi rows had none)
+        n_col = next((c for c in ("n", "stories", "pairs_both_orders", "groups", "n_labelled") if c in df.columns), None)
         for rec in df.iter_rows(named=True):
             group = ",".join(f"{c}={rec[c]}" for c in group_cols) or "all"
             for metric in floats:

@@ -143,7 +143,9 @@ class PPIConfig:
         else:
             _check(self.labelled in ("", "all") or bool(self.column or self.annotations), "labelled",
                    f'must be a share in (0, 1), "column:NAME", "annotations:RUN_FOLDER" or "all", got {self.labelled!r}')
-        _check(self.enabled or self.seed == 0, "seed", "[ppi] seed draws a share: set labelled = SHARE too")
+        _check(self.share is not None or self.seed == 0, "seed", "[ppi] seed draws a share: set labelled = SHARE too"
+               if not self.enabled else f"[ppi] seed draws a share, and labelled = {self.labelled!r} draws none "
+               "(accepted and recorded, it changed nothing): remove it, or set labelled = SHARE")
         _check(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
 
     @property

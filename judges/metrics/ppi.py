@@ -244,7 +244,11 @@ def effective_labels(human: Estimate, powered: Estimate) -> np.ndarray:
     replicate, may find a smaller variance by chance), and never more than the items there are
     (labelled and unlabelled: a judge cannot be worth labels for items that do not exist)."""
     n = powered.labelled_items.astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(powered.variance > 0, n * human.variance / powered.variance, np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):    # a variance of rounding noise (5.7e-31) is none
+        ratio = np.where(powered.variance > ROUNDING_VARIANCE, n * human.variance / powered.variance, np.nan)
     ratio = np.minimum(ratio, n + powered.unlabelled_items)
-    return np.where((powered.lam == 0) & np.isfinite(ratio), n, ratio)
+    # lambda 0 is n whatever the variances (a zero one gave null, one of 5.7e-31 gave n)
+    return np.where(powered.lam == 0, n, ratio)
+
+
+ROUNDING_VARIANCE = 1e-18       # a rate's variance below this is floating-point noise around 0

@@ -22,10 +22,13 @@ def ppi_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     return [Panel("Prediction-powered estimates (PPI++)",
                   "The humans' quantity from the labelled stories alone (grey) and with the judge's answers on every "
                   "story (blue, PPI++: lambda-weighted judge mean plus the rectifier measured on the labelled items), "
-                  "each with its 95% interval (stories resampled by a jackknife, lambda tuned again each time; none "
-                  "from fewer than 10 labelled stories). n_eff: the labelled items a human-only estimate would need "
-                  "for the PPI++ interval's width. The dashed line, where shown, is the rate over every label, hidden "
-                  "ones too.", [("ppi", table), *([("ppi_labelled", chosen)] if chosen is not None else [])], figures)]
+                  "each with its 95% interval (stories resampled by a jackknife, lambda tuned again each time; with "
+                  "an annotation queue's labels, the active estimator's interval; none from fewer than 10 labelled "
+                  "stories). n_eff: how many human labels the PPI++ estimate's variance is worth (labelled rows; with "
+                  "an annotation queue's labels, uniform draws of stories); the intervals also count degrees of "
+                  "freedom, so compare them for what is published. The dashed line, where shown, is the rate over "
+                  "every label, hidden ones too.",
+                  [("ppi", table), *([("ppi_labelled", chosen)] if chosen is not None else [])], figures)]
 
 
 def _forest(rows: pl.DataFrame, title: str):
@@ -42,9 +45,9 @@ def _forest(rows: pl.DataFrame, title: str):
         ax.hlines(y[shown] + offset, lo[shown], hi[shown], color=colour, linewidth=3, label=label)
         ax.plot(value[shown], y[shown] + offset, "o", color=colour, markersize=5)
         ax.plot(value[~shown], y[~shown] + offset, "o", markerfacecolor="white", color=colour, markersize=5)
-    for yy, n_eff, n in zip(y, rows["n_eff"].to_list(), rows["n_labelled"].to_list()):
-        if n_eff is not None:
-            ax.annotate(f"n_eff {n_eff:.0f} / {n}", (1.0, yy - 0.17), xycoords=("axes fraction", "data"),
+    for yy, n_eff in zip(y, rows["n_eff"].to_list()):
+        if n_eff is not None:             # not "/ n_labelled": from annotations it counts draws, not rows
+            ax.annotate(f"n_eff {n_eff:.0f}", (1.0, yy - 0.17), xycoords=("axes fraction", "data"),
                         xytext=(4, 0), textcoords="offset points", va="center", fontsize=7, color=POWERED)
     truth = rows["all_labels"].drop_nulls()
     if truth.len():
