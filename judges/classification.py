@@ -142,7 +142,9 @@ class Classification(Protocol):
             rho = spearman([rank[t] for t, p in zip(t_all, p_all) if p in rank],
                            [rank[p] for p in p_all if p in rank])
             # a non-answer counted wrong has no place on the ordinal scale: the Spearman's own n says so
-            metrics.append({"judge": judge, "items": j.height, "n": scored.height, "unparsed": j.height - ok.height,
+            # items are items (repeats of one counted once: 27 said for 9), verdicts every answer asked
+            metrics.append({"judge": judge, "items": j["item_id"].n_unique(), "verdicts": j.height, "n": scored.height,
+                            "unparsed": j.height - ok.height,
                             "accuracy": accuracy(t_all, p_all).value, "spearman_ordinal": rho.value,
                             "spearman_n": rho.n,
                             "p": _item_p_value(scored.filter(pl.col("pred").is_in(list(rank))), rank)})
@@ -152,8 +154,11 @@ class Classification(Protocol):
                 row = {"judge": judge, "true": t}
                 row.update({f"pred_{p}": sum(1 for a, b in zip(truth, pred) if a == t and b == p) for p in labels})
                 confusion.append(row)
-            counts += [{"judge": judge, "label": lab, "true": truth.count(lab), "predicted": pred.count(lab)}
-                       for lab in labels]
+            # the truth over every verdict and item asked, not the parsed ones (no label was "true" of 3
+            # Good items whose answers were all unparsed); predicted: the judge's parsed answers
+            truths, items = j["truth"].to_list(), j.unique("item_id")["truth"].to_list()
+            counts += [{"judge": judge, "label": lab, "items": items.count(lab), "true": truths.count(lab),
+                        "predicted": pred.count(lab)} for lab in labels]
         return {"metrics": pl.DataFrame(metrics), "confusion": pl.DataFrame(confusion),
                 "class_counts": pl.DataFrame(counts),
                 "per_item": table.select(["judge", "item_id", "group", "truth", "status", "label", "repeat"]).join(

@@ -178,3 +178,33 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path, 
         assert title in page
     for png in ("category_means", "category_positions", "oracle_spearman", "self_preference"):
         assert (tmp_path / "report" / f"{png}.png").stat().st_size > 1000
+
+
+def test_a_generate_only_run_of_other_items_drops_what_was_judged_of_the_old_ones(tmp_path):
+    """A hostile pass: `--generate-only --overwrite` with other [generate] settings wrote new items,
+    and each task's verdicts, tables and manifest of the old ones stayed under the same item ids,
+    read as theirs by report. Outputs judged of other items go (the store keeps every verdict);
+    those of the same items stay."""
+    import json as json_
+    from types import SimpleNamespace
+
+    from litjudge.engine.app.generate_stage import drop_judged_of_other_items
+
+    def judged(folder, sha):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "manifest.json").write_text(json_.dumps({"dataset": {"data": {"sha256": sha}}}))
+        for name in ("verdicts.parquet", "results.json"):
+            (folder / name).write_text("x")
+        (folder / "report").mkdir(exist_ok=True)
+
+    run, config = tmp_path / "study", SimpleNamespace(tasks=[{"name": "cls"}, {"name": "lists"}])
+    judged(run, "old")
+    judged(run / "cls", "old")
+    judged(run / "lists", "new")
+    (run / "store.sqlite").write_text("kept")
+    drop_judged_of_other_items(run, config, "new")
+    assert not (run / "cls").exists() and (run / "lists" / "verdicts.parquet").exists()
+    assert not (run / "verdicts.parquet").exists() and not (run / "results.json").exists()
+    assert not (run / "report").exists() and (run / "store.sqlite").read_text() == "kept"
+    drop_judged_of_other_items(run, config, "new")                 # again: nothing more to drop
+    assert (run / "lists" / "manifest.json").exists()

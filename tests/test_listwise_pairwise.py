@@ -198,6 +198,14 @@ def test_classification_confusion_by_hand():
                     load_card("aut-ocsai"))
     m = Classification().aggregate(silent, wrong)["metrics"].row(0, named=True)
     assert (m["n"], m["accuracy"], m["spearman_n"]) == (5, 0.4, 4)
+    # a hostile pass: the unparsed item's true label went uncounted (Bad: 0 for 1), and with repeats
+    # `items` counted verdicts (27 for 9 items)
+    repeated = pl.concat([silent.with_columns(pl.lit(r).alias("repeat")) for r in range(3)])
+    out = Classification().aggregate(repeated, wrong)
+    m = out["metrics"].row(0, named=True)
+    assert (m["items"], m["verdicts"], m["unparsed"]) == (5, 15, 3)
+    counts = {r["label"]: (r["items"], r["true"], r["predicted"]) for r in out["class_counts"].iter_rows(named=True)}
+    assert counts == {"Good": (2, 6, 3), "Medium": (1, 3, 9), "Bad": (2, 6, 0)}
 
 
 # -- data formats -----------------------------------------------------------------------------

@@ -67,3 +67,28 @@ def test_task_errors_name_the_task(tmp_path):
     none = write_config(tmp_path / "v.toml", 'name = "x"\n')
     with pytest.raises(ConfigError, match="protocol: missing required key"):
         load_config(none)
+
+
+def test_every_task_is_counted_and_tasks_of_two_protocols_finish(tmp_path, smollm, litjudge_shared):
+    """A hostile pass: the console counted the first task alone ("9 verdicts (1 unparsed)", exit 0,
+    "Results: RUN/t1") where a second task had none of its answers read; and tasks of two
+    protocols (a listwise ranking's list beside a label's text) crashed writing the run's manifest,
+    every time, leaving a folder no command would finish."""
+    (tmp_path / "rec.jsonl").write_text("".join(f'{{"id": "p{k}", "response": "Good"}}\n' for k in range(1, 7)))
+    tasks = ('[[tasks]]\nname = "t1"\nprotocol = "classification"\ndataset = "rated-items-generic"\n'
+             '[[tasks]]\nname = "t2"\nprotocol = "classification"\ndataset = "rated-items-generic"\n'
+             '[tasks.options]\nlabels = ["Top", "Mid", "Low"]\ncategory_map = {Good = "Top", Medium = "Mid", Bad = "Low"}\n')
+    cfg = write_config(tmp_path / "two.toml", f'name = "two"\njudge = "replay:{tmp_path / "rec.jsonl"}"\n' + tasks)
+    r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")})
+    assert r.returncode == 4, (r.returncode, r.stderr[-2000:])
+    assert "t1: 6 verdicts (0 unparsed)" in r.stdout and "t2: 6 verdicts (6 unparsed)" in r.stdout, r.stdout[-2000:]
+    assert f"Results: {tmp_path / 'runs' / 'two'}\n" in r.stdout and "warning: t2: replay:" in r.stderr
+    mixed = write_config(tmp_path / "mixed.toml", 'name = "mixed"\njudge = "smollm2-135m"\n'
+                         '[[tasks]]\nname = "lists"\nprotocol = "listwise"\ndataset = "rated-items-generic"\n'
+                         '[[tasks]]\nname = "labels"\nprotocol = "classification"\ndataset = "rated-items-generic"\n')
+    r = litjudge_shared({"smollm2-135m": smollm}, "run", str(mixed), "--quiet",
+                        env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")})
+    assert r.returncode == 0, r.stderr[-3000:]
+    shared = json.loads((tmp_path / "runs" / "mixed" / "manifest.json").read_text())
+    assert shared["verdicts"]["rows"] == 1 + 6 and [t["protocol"] for t in shared["tasks"]] == ["listwise",
+                                                                                                  "classification"]

@@ -15,6 +15,7 @@ tables `generation` (per generator x level: turns asked, parsed, malformed, uses
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -34,7 +35,7 @@ from ..core.runner import LazyBackend, run_judge
 from ..core.session import Spend
 from ..core.store import Store
 from ..core.verdicts import verdict_frame
-from .outputs import write_text
+from .outputs import guarded, write_text
 
 ITEMS_FILE = "items.jsonl"
 GENERATION_SCHEMA = {"generator": pl.Utf8, "level": pl.Utf8, "conversations": pl.Int64, "turns": pl.Int64,
@@ -186,3 +187,37 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, spend: Spend, pr
                       "generation_duplicates": pl.DataFrame(dups, schema=DUPLICATE_SCHEMA)}
     return outcome
 
+
+def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
+    """What the user must know of the generated items: malformed turns, uses in two levels."""
+    if generation is None:
+        return []
+    t, d = generation.tables["generation"], generation.tables["generation_duplicates"]
+    out = []
+    if t["malformed"].sum():
+        out.append(f"{t['malformed'].sum()} generation turn(s) did not parse: their conversations wrote no items "
+                   "(tables/generation)")
+    across = d.filter(pl.col("across_levels")).height
+    if across:
+        out.append(f"{across} use(s) were written at two or more levels of one object: the oracle levels overlap "
+                   "(tables/generation_duplicates)")
+    return out
+
+
+def drop_judged_of_other_items(run_dir: Path, config: RunConfig, items: str | None) -> None:
+    """The outputs of a judged run (the folder's own, or each task's folder) whose items were not
+    `items` (their sha256): removed. The store keeps every verdict: a run without --generate-only
+    writes them again, of the items it then judges."""
+    for folder in [run_dir, *(run_dir / str(t.get("name", "")) for t in config.tasks if t.get("name"))]:
+        try:
+            old = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+            judged = old["dataset"]["data"]["sha256"] if old.get("kind", "run") == "run" else None
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if judged and judged != items:
+            if folder == run_dir:             # its tables and manifest are the generation's next
+                for name in ("verdicts.parquet", "log.jsonl", "results.json"):
+                    guarded(partial((folder / name).unlink, missing_ok=True), folder / name)
+                shutil.rmtree(folder / "report", ignore_errors=True)
+            else:
+                shutil.rmtree(folder, ignore_errors=True)

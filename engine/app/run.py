@@ -38,7 +38,13 @@ from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
 from .annotate.annotations import load_annotations
 from .constant_judge import constant_judge_warnings
-from .generate_stage import GenerationOutcome, generate, with_generated_dataset
+from .generate_stage import (
+    GenerationOutcome,
+    drop_judged_of_other_items,
+    generate,
+    generation_warnings,
+    with_generated_dataset,
+)
 from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_outputs, write_tables, write_text
 from .results_file import results, tasks_results, write_results
@@ -317,8 +323,11 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
 
 def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
     """A run of several tasks: RUN/manifest.json names each task's folder."""
-    shared = build_manifest(state.tasks[0][1], state.judge_runs,
-                            pl.concat([o.verdicts for o in outcomes], how="diagonal_relaxed"), time.time() - state.t0)
+    # the counts read judge and status only: tasks of two protocols have values of two types (a
+    # listwise ranking's list, a label's text), which one frame could not hold (an internal error)
+    counted = [o.verdicts.select(c for c in ("judge", "status") if c in o.verdicts.columns) for o in outcomes]
+    shared = build_manifest(state.tasks[0][1], state.judge_runs, pl.concat(counted, how="diagonal_relaxed"),
+                            time.time() - state.t0)
     # the run's own config (its tasks), the one its folder is claimed by (run_folder.recorded_claim)
     shared.update(kind="tasks", config=manifest_config(state.config), units=max(state.units.values(), default=None),
                   tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
@@ -328,24 +337,11 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
                                                 for (n, p), o in zip(state.tasks, outcomes, strict=True)], shared))
 
 
-def generation_warnings(generation: GenerationOutcome | None) -> list[str]:
-    """What the user must know of the generated items: malformed turns, uses in two levels."""
-    if generation is None:
-        return []
-    t, d = generation.tables["generation"], generation.tables["generation_duplicates"]
-    out = []
-    if t["malformed"].sum():
-        out.append(f"{t['malformed'].sum()} generation turn(s) did not parse: their conversations wrote no items "
-                   "(tables/generation)")
-    across = d.filter(pl.col("across_levels")).height
-    if across:
-        out.append(f"{across} use(s) were written at two or more levels of one object: the oracle levels overlap "
-                   "(tables/generation_duplicates)")
-    return out
-
-
 def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationOutcome, seconds: float) -> RunOutcome:
-    """A run that only generates: its tables and manifest, no verdicts."""
+    """A run that only generates: its tables and manifest, no verdicts. What an earlier run judged of
+    other items (`--overwrite` with other [generate] settings) goes: its verdicts, tables and report
+    stood beside the new items under the same ids, and read as theirs (`drop_judged_of_other_items`)."""
+    drop_judged_of_other_items(run_dir, config, data_identity(generation.items_file).get("sha256"))
     manifest = {"kind": "generation", "litjudge": litjudge_version(), "git_commit": git_commit(),
                 "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": manifest_config(config),
                 "generation": generation.summary, "items": data_identity(generation.items_file),

@@ -21,6 +21,7 @@ from ..calibrate import cached, calibrate, estimate_seconds
 from ..execute import Asked, Executed, execute
 from ..manifest import RunManifest
 from ..reparse import reparse
+from ..run import RunOutcome
 from ..summary import figures
 from ..sweep import load_sweep
 from ..sweep_rank import MULTIPLE_COMPARISONS
@@ -66,7 +67,12 @@ def cmd_run(args) -> int:
             print(f"litjudge: warning: {warning}", file=terminal())
         print(f"Items: {outcome.manifest.items_path}\nResults: {outcome.run_dir}")
         return 0
-    several = bool(table.get("tasks"))            # [[tasks]]: each task's tables under its name
+    return print_run(args, outcome, several=bool(table.get("tasks")))
+
+
+def print_run(args, outcome: RunOutcome, several: bool) -> int:
+    """A finished run's summary tables, counts, judges, warnings and folder (with `several` tasks:
+    each task's tables under its name); its exit status."""
     for task_outcome in outcome.tasks or [outcome]:
         task = task_outcome.run_dir.name if several else ""
         for name in PROTOCOLS.get(task_outcome.manifest.protocol).declared.summary:
@@ -74,21 +80,33 @@ def cmd_run(args) -> int:
             if frame is not None and frame.height:
                 title = name.replace("_", " ").capitalize()
                 print_table(frame, f"{task}: {title}" if task else title, max_rows=args.show)
+    # every task's counts, warnings and exit status: the first task's alone said "9 verdicts (1 unparsed)"
+    # and exited 0 where a second task had none of its 9 read
     m = outcome.manifest
-    v = m.verdicts          # a request never answered (a cap, an outage) is no verdict: "80 verdicts" had 10
-    print(f"\n{v.rows} verdicts ({v.unparsed} unparsed) in {m.seconds or 0.0:.1f} s" if not v.missing else
-          f"\n{v.rows - v.missing} verdicts of {v.rows} planned ({v.unparsed} unparsed; {v.missing} never answered: the "
-          f"same command asks them) in {m.seconds or 0.0:.1f} s")
+    tasks = outcome.tasks or [outcome]
+    for n, task_outcome in enumerate(tasks):
+        v = task_outcome.manifest.verdicts
+        label = ("" if n else "\n") + (f"{task_outcome.run_dir.name}: " if several else "")
+        # a request never answered (a cap, an outage) is no verdict: "80 verdicts" had 10
+        print(f"{label}{v.rows} verdicts ({v.unparsed} unparsed) in {m.seconds or 0.0:.1f} s" if not v.missing else
+              f"{label}{v.rows - v.missing} verdicts of {v.rows} planned ({v.unparsed} unparsed; {v.missing} never "
+              f"answered: the same command asks them) in {m.seconds or 0.0:.1f} s")
     for f, j in zip(figures(m), m.judges, strict=True):
         plan = j["plan"]
         shared = f", {j['from_cache']} from the shared verdict cache" if j.get("from_cache") else ""
         print(f"  {f.judge}: {f.line()}{shared}; prompt tokens {plan['prompt_tokens']:,} "
               f"(distinct prefill {plan['distinct_prefill_tokens']:,})")
-    for warning in m.warnings:
-        print(f"litjudge: warning: {warning}", file=terminal())
-    keep_log(args, outcome.run_dir)
-    print(f"Results: {outcome.run_dir}")
-    return unanswered_exit(m.unanswered, m.judges) or nothing_parsed_exit(m)
+    said: dict[str, list[str]] = {}            # a warning every task gave (the run's own) is said once
+    for task_outcome in tasks:
+        for warning in task_outcome.manifest.warnings:
+            said.setdefault(warning, []).append(task_outcome.run_dir.name)
+    for warning, where in said.items():
+        label = f"{', '.join(where)}: " if several and len(where) < len(tasks) else ""
+        print(f"litjudge: warning: {label}{warning}", file=terminal())
+    folder = outcome.run_dir.parent if several else outcome.run_dir
+    keep_log(args, folder)
+    print(f"Results: {folder}")
+    return unanswered_exit(m.unanswered, m.judges) or max(nothing_parsed_exit(t.manifest) for t in tasks)
 
 
 UNANSWERED = 3      # exit status of a run that left requests without an answer (a re-run asks them again)
