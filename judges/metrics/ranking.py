@@ -5,8 +5,9 @@
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from itertools import combinations
+from itertools import combinations, permutations
 
 from .base import NAN, MetricResult, known_pairs, scipy_stats
 
@@ -17,15 +18,38 @@ def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[f
     return known_pairs(x, y)
 
 
+# Up to this many pairs a Pearson's or Spearman's p-value is exact, over every pairing (8! = 40,320):
+# scipy's t approximation read p = 0.000 for 3 items ranked perfectly, whose exact p is 1/3.
+EXACT_PAIRS = 8
+
+
 def _corr(name: str, x, y) -> MetricResult:
-    """scipy.stats' `name` correlation of the known pairs; scipy.stats is imported only when there
-    is one to compute (a judge answering one label throughout, as the demo's does, needs none: the
-    import was 3-8 s of such a run here)."""
+    """scipy.stats' `name` correlation of the known pairs, its p-value two-sided and exact over
+    every pairing up to EXACT_PAIRS pairs (`exact_p`; Kendall's: scipy's own, exact for few pairs
+    without ties); scipy.stats is imported only when there is one to compute (a judge answering one
+    label throughout, as the demo's does, needs none: the import was 3-8 s of such a run here)."""
     a, b = _paired(x, y)
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return MetricResult(NAN, len(a))
     res = getattr(scipy_stats(), name)(a, b)
-    return MetricResult(float(res.statistic), len(a), float(res.pvalue))
+    p = float(res.pvalue)
+    if name in ("pearsonr", "spearmanr") and len(a) <= EXACT_PAIRS:
+        rank = scipy_stats().rankdata
+        p = exact_p(rank(a), rank(b)) if name == "spearmanr" else exact_p(a, b)
+    return MetricResult(float(res.statistic), len(a), p)
+
+
+def exact_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """The two-sided permutation p-value of Pearson's r of `a` and `b` over every pairing of them
+    (of their ranks: Spearman's): the share of the n! pairings whose |r| reaches the observed."""
+    import numpy as np
+
+    x = np.asarray(a, dtype=float)
+    x = (x - x.mean()) / np.linalg.norm(x - x.mean())
+    y = np.asarray(b, dtype=float)
+    y = (y - y.mean()) / np.linalg.norm(y - y.mean())
+    r = y[_pairings(len(y))] @ x
+    return float(np.mean(np.abs(r) >= abs(float(x @ y)) - 1e-12))
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> MetricResult:
@@ -53,3 +77,13 @@ def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> Met
         d = (a[i] - a[j]) * (b[i] - b[j])
         correct += 1.0 if d > 0 else 0.5 if d == 0 else 0.0
     return MetricResult(correct / total if total else NAN, int(total))
+
+
+@functools.lru_cache(maxsize=EXACT_PAIRS)
+def _pairings(n: int):
+    """Every permutation of range(n), as one read-only array (n! rows), made once a process."""
+    import numpy as np
+
+    out = np.asarray(list(permutations(range(n))))
+    out.flags.writeable = False
+    return out
