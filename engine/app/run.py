@@ -341,10 +341,11 @@ def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationO
     """A run that only generates: its tables and manifest, no verdicts. What an earlier run judged of
     other items (`--overwrite` with other [generate] settings) goes: its verdicts, tables and report
     stood beside the new items under the same ids, and read as theirs (`drop_judged_of_other_items`)."""
-    drop_judged_of_other_items(run_dir, config, data_identity(generation.items_file).get("sha256"))
+    items = data_identity(generation.items_file)          # hashed once: the drop's test and the manifest's record
+    drop_judged_of_other_items(run_dir, config, items.get("sha256"))
     manifest = {"kind": "generation", "litjudge": litjudge_version(), "git_commit": git_commit(),
                 "machine": machine(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": manifest_config(config),
-                "generation": generation.summary, "items": data_identity(generation.items_file),
+                "generation": generation.summary, "items": items,
                 "warnings": generation_warnings(generation), "seconds": round(seconds, 2)}
     write_tables(run_dir, generation.tables)
     write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))

@@ -73,7 +73,8 @@ def cmd_run(args) -> int:
 def print_run(args, outcome: RunOutcome, several: bool) -> int:
     """A finished run's summary tables, counts, judges, warnings and folder (with `several` tasks:
     each task's tables under its name); its exit status."""
-    for task_outcome in outcome.tasks or [outcome]:
+    tasks = outcome.tasks or [outcome]
+    for task_outcome in tasks:
         task = task_outcome.run_dir.name if several else ""
         for name in PROTOCOLS.get(task_outcome.manifest.protocol).declared.summary:
             frame = task_outcome.tables.get(name)
@@ -83,7 +84,6 @@ def print_run(args, outcome: RunOutcome, several: bool) -> int:
     # every task's counts, warnings and exit status: the first task's alone said "9 verdicts (1 unparsed)"
     # and exited 0 where a second task had none of its 9 read
     m = outcome.manifest
-    tasks = outcome.tasks or [outcome]
     for n, task_outcome in enumerate(tasks):
         v = task_outcome.manifest.verdicts
         label = ("" if n else "\n") + (f"{task_outcome.run_dir.name}: " if several else "")
