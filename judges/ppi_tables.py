@@ -247,6 +247,12 @@ def ppi_manifest(ppi: PPIConfig, table: pl.DataFrame, chosen: pl.DataFrame) -> d
     labelled (`chosen`: one row each, the cluster in its first column), and the most labelled
     clusters and items any pooled row used (a judge's unanswered items are left out)."""
     most = table.filter(pl.col("test") == POOLED).select(pl.col("clusters", "n_labelled", "n_unlabelled").max()).row(0)
-    return {"labelled": ppi.labelled, "seed": ppi.seed, "choice": ppi.describe(), "labelled_clusters": most[0] or 0,
-            "labelled_items": most[1] or 0, "unlabelled_items": most[2] or 0,
+    return {**ppi_choice(ppi, chosen), "labelled_clusters": most[0] or 0, "labelled_items": most[1] or 0,
+            "unlabelled_items": most[2] or 0}
+
+
+def ppi_choice(ppi: PPIConfig, chosen: pl.DataFrame) -> dict[str, Any]:
+    """The labelled subset as drawn: the choice, its seed and which clusters (a sweep records it per
+    cell, whose tables it does not write)."""
+    return {"labelled": ppi.labelled, "seed": ppi.seed, "choice": ppi.describe(),
             "labelled_ids": [str(c) for c in chosen.to_series(0).to_list()] if chosen.width else []}

@@ -129,8 +129,10 @@ def read(spec: str, base: Path, where: str, key: str) -> Template:
     try:
         stat = path.stat()
     except OSError:
-        raise ConfigError(f"template file {str(path)!r} not found (an inline template names a field in braces, "
-                          "e.g. {story})", where=where, parameter=key) from None
+        # a name like a file's (a folder or a suffix in it) was meant as one: no word of inline templates
+        hint = "" if "/" in spec or Path(spec).suffix else \
+            " (an inline template names a field in braces, e.g. {story})"
+        raise ConfigError(f"template file {str(path)!r} not found{hint}", where=where, parameter=key) from None
     return _read_file(str(path.resolve()), stat.st_mtime_ns, stat.st_size, where, key)
 
 

@@ -12,7 +12,10 @@ import polars as pl
 import pytest
 
 from litjudge.engine.app.generate_stage import with_generated_dataset
+from litjudge.engine.app.sweep import load_sweep
+from litjudge.engine.app.sweep_run import plan_summary
 from litjudge.engine.core.config import GenerateConfig, load_config
+from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import PROJECT_ROOT, prompts_root
 from litjudge.judges.generation import AUTGeneration, duplicates
 from tests.conftest import OWN_KV_CACHE, litjudge, needs_prompts, with_kv_cache, write_config
@@ -147,6 +150,13 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path, 
                                                              for lv in ("common", "creative", "highly_creative")}
     nothing_to_report = litjudge("report", str(run_dir))
     assert nothing_to_report.returncode == 2 and "a generation-only run" in nothing_to_report.stderr
+    # The items plan as a dataset of their own, as `plan` of the [generate] config says (it refuses).
+    own = write_config(tmp_path / "items.toml", f'name = "items"\njudge = "{generators[0]}"\nmode = "label"\n'
+                       'protocol = "listwise"\noptions = { criterion = "aut", item_kind = "alternative uses" }\n'
+                       f'dataset = {{ loader = "rated_items_jsonl", path = "{run_dir / "generated" / "items.jsonl"}" }}\n')
+    with pytest.raises(ConfigError, match="rated_items_jsonl"):
+        load_sweep(cfg)
+    assert [row["requests"] for row in plan_summary(load_sweep(own))] == [3]            # a list per object
     # 3. Judge the first object in the same run folder: its generation is stored, so the run
     #    only judges (and the judge's engine starts once): its 6 cells x 3 uses in 3 lists, one use
     #    of each cell in each.

@@ -260,3 +260,21 @@ def test_a_hostile_pass_s_ppi_counts_and_settings():
     table = pl.DataFrame({"view": ["all"], "test": ["all"], "judge": ["j"], "n_labelled": [140], "ppi": [0.4]})
     rows = tidy({"ppi": table}, TTCW().declared, {"cell": "c"})
     assert rows and all(r["n"] == 140 for r in rows)
+
+
+@needs_data
+def test_a_sweep_with_ppi_records_each_cells_labelled_stories_as_a_run_does(tmp_path):
+    """A sweep writes no per-cell tables, so its manifest kept no trace of which stories were
+    labelled: now `ppi` lists each cell's choice and ids, the same as a run of that cell records."""
+    import litjudge
+
+    text = REPLAY.read_text().replace('name = "ttcw-replay-ppi"', 'name = "swept"')
+    text = "\n".join('judge = "replay:gpt4"' if line.startswith("judge =") else line for line in text.splitlines())
+    alone = write_config(tmp_path / "alone.toml", text.replace('name = "swept"', 'name = "alone"'))
+    swept = write_config(tmp_path / "swept.toml", text + '\n[matrix]\njudge = ["replay:gpt4", "replay:cgpt"]\n')
+    manifest = litjudge.run(swept, out=tmp_path / "out", progress=False).manifest.raw
+    ran = litjudge.run(alone, out=tmp_path / "out", progress=False).manifest.raw
+    assert len(manifest["ppi"]) == 2 and {c["cell"] for c in manifest["ppi"]} == {c["id"] for c in manifest["cells"]}
+    for cell in manifest["ppi"]:
+        assert (cell["labelled"], cell["seed"], cell["choice"]) == (0.2, 1, ran["ppi"]["choice"])
+        assert cell["labelled_ids"] == ran["ppi"]["labelled_ids"] and len(cell["labelled_ids"]) == 10

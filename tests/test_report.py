@@ -247,6 +247,22 @@ def test_report_of_a_non_run_is_one_clear_line(tmp_path):
     assert r.returncode == 2 and "not a finished run (no manifest.json)" in r.stderr
 
 
+def test_a_plugins_run_reported_without_its_plugin_is_refused_before_anything_is_written(finished, tmp_path):
+    """A run of a plugin's protocol, reported where the plugin is not installed: one line naming the
+    protocol, and no report folder (runs.csv was written before the item viewer looked the protocol up)."""
+    import shutil
+
+    from litjudge.engine.core.errors import ConfigError
+
+    run_dir = shutil.copytree(finished, tmp_path / "plugged")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["protocol"]["name"] = manifest["config"]["protocol"] = "toy_gone"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match=r"unknown protocol 'toy_gone'.*plugin") as refused:
+        write_report([run_dir])
+    assert "\n" not in str(refused.value) and not (run_dir / "report").exists()
+
+
 def clicks(page, script: str, tmp_path) -> dict:
     """Drive the report's item viewer in headless Chromium: a page of ours loads the report in a
     frame, runs `script` (real clicks on the viewer's controls: `box` is the viewer's section,

@@ -68,6 +68,13 @@ def test_template_mistakes_are_one_line(template, words):
     assert words in refused({**DEMO, "template": template})
 
 
+def test_a_missing_template_file_gets_the_inline_hint_only_where_it_could_have_meant_inline_text():
+    """A name like a file's (a suffix, a folder) is a file that is not there: nothing of inline templates."""
+    for spec, hinted in [("missing-template.txt", False), ("prompts/judge", False), ("Rate this story", True)]:
+        said = refused({**DEMO, "template": spec})
+        assert "not found" in said and ("inline template" in said) is hinted, said
+
+
 def test_a_protocol_without_a_template_says_so_and_a_rubric_mixing_kinds_needs_one_per_question():
     mixed = {**DEMO, "protocol": "rubric", "template": "{text} {question}",
              "options": {"questions": [{"id": "a", "text": "A?"}, {"id": "b", "text": "B?", "scale": "pairwise"}]}}

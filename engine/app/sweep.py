@@ -222,9 +222,11 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
                               parameter="matrix" if matrix else "sweep")
         return Sweep(base.name, where, base, [Cell(name, cfg, {"task": name}) for name, cfg in base.task_configs()])
     if base.generate.enabled:
+        # (after --generate-only too: a plan of this config still generates; the items' own config plans)
         raise ConfigError("a run with [generate] judges items that exist only once it runs, so it cannot be planned "
-                          "or swept ahead: `litjudge run CONFIG --generate-only` writes them first", where=where,
-                          parameter="generate")
+                          "or swept ahead: run it (`--generate-only` stops at RUN/generated/items.jsonl, which a "
+                          "config of its own plans and sweeps as dataset = {loader = \"rated_items_jsonl\", "
+                          "path = ...})", where=where, parameter="generate")
     protocol = PROTOCOLS.get(base.protocol)()
     _check_post(spec.post, matrix, protocol, base, where)
     rank_by = spec.rank_by or protocol.declared.rank_by

@@ -27,6 +27,7 @@ import polars as pl
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context, group_columns
 from litjudge.judges.metrics.bootstrap import MIN_CLUSTERS
+from litjudge.judges.ppi_tables import ppi_choice
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
@@ -222,7 +223,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                                         apart=True))
             if not judge_runs[-1].plan.requests:          # no cell asked it anything: said as a run says it
                 raise judge_runs[-1].plan.nothing_to_judge(w.skipped, sweep.source)
-        metrics, ranked, warnings = evaluate(sweep, protocol, cells, store)
+        metrics, ranked, warnings, labelled = evaluate(sweep, protocol, cells, store)
     finally:
         store.close()
         if cache is not None:
@@ -249,6 +250,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                                                                                for j in judge_runs)},
         "generated_now": sum(j.generated for j in judge_runs),
         "units": max((w.units for w in works), default=None), "warnings": warnings,
+        **({"ppi": labelled} if labelled else {}),       # each cell's labelled subset ([ppi]): its tables are not kept
     }
     write_sweep(run_dir, metrics, ranking, manifest)
     table, _, metric = sweep.rank_by.partition("@")[0].partition(".")
@@ -267,13 +269,15 @@ def _context(prep: PreparedRun, cell: Cell, setting: dict[str, Any], spec: Judge
 
 
 def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
-             store: Store) -> tuple[pl.DataFrame, list[Ranked], list[str]]:
+             store: Store) -> tuple[pl.DataFrame, list[Ranked], list[str], list[dict[str, Any]]]:
     """Every cell x post setting x judge, aggregated from stored verdicts: one row per metric and
-    group, per (cell, setting, judge) the ranked estimate with its resampling units, and what the
-    protocol warned of, once per cell (pairs without labels, say: a run says it, a sweep kept it)."""
+    group, per (cell, setting, judge) the ranked estimate with its resampling units, what the
+    protocol warned of, once per cell (pairs without labels, say: a run says it, a sweep kept it),
+    and each cell's labelled subset where it has [ppi] (drawn per cell: which stories, by its seed)."""
     rows: list[dict[str, Any]] = []
     ranked: list[Ranked] = []
     warned: dict[str, None] = {}
+    labelled: dict[str, dict[str, Any]] = {}
     rank = protocol.parse_rank_by(sweep.rank_by)
     for cell, prep in cells:
         for spec in prep.specs:
@@ -287,6 +291,8 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
             for setting in sweep.post_settings():
                 ctx = _context(prep, cell, setting, spec)
                 tables = protocol.tables(verdicts, ctx)
+                if "ppi_labelled" in tables and cell.id not in labelled:
+                    labelled[cell.id] = {"cell": cell.id, **ppi_choice(cell.config.ppi, tables["ppi_labelled"])}
                 # a constant judge's agreement is defined (kappa 0) and ranked: said as a run says it
                 warned.update(dict.fromkeys(f"cell {cell.id}: {w}" for w in
                                             [*ctx.warnings, *constant_judge_warnings(verdicts, tables)]))
@@ -304,7 +310,7 @@ def evaluate(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]],
                                          protocol.rank_units(tables, spec.name, rank, ctx.options),
                                          note=_table_note(tables.get(rank.table), f"judge={spec.name},{group}")
                                          if math.isnan(row["value"]) else None))
-    return pl.DataFrame(rows, infer_schema_length=None), ranked, list(warned)
+    return pl.DataFrame(rows, infer_schema_length=None), ranked, list(warned), list(labelled.values())
 
 
 def _head(cell: Cell, setting: dict[str, Any], judge: str) -> dict[str, Any]:

@@ -196,6 +196,7 @@ def _write_report(run_dirs: list[Path], out: Path | None) -> Path:
     out = Path(out) if out else (Path(run_dirs[0]) / "report" if len(run_dirs) == 1 else
                                  runs[0].path.parent / ("compare-" + "-vs-".join(r.path.name for r in runs)))
     panels = build_panels(runs)                  # every check (same protocol...) before anything is written
+    viewer = viewer_html(runs)                   # (a plugin's run without its plugin: refused here, not half-written)
     clear_report_folder(out)
     guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out, "--out (report(out=...) in Python)")
     (out / REPORT_MARK).touch()                  # a report interrupted half-way is still known as one
@@ -222,7 +223,7 @@ def _write_report(run_dirs: list[Path], out: Path | None) -> Path:
             page.append(f"<h3>{escaped(name)}</h3>{_html_table(shown)}")
             md += [f"### {_md(name)}", "", _md_table(shown), ""]
         page.append("</section>")
-    page.append(viewer_html(runs))
+    page.append(viewer)
     md += ["## Items", "", "The item viewer (filters, prompts, raw outputs, both orders) is in report.html.", ""]
     page.append(_CHECK + "</body></html>")
     write_text(out / "report.html", "\n".join(page))
