@@ -82,6 +82,8 @@ def lc_fit(x: list[list[float]], y: list[float], pairs: list) -> tuple:
     from scipy.special import stdtrit
 
     se = math.sqrt(max(cluster_robust_cov(x, y, beta, pairs)[0, 0], 0.0))
+    if se <= 1e-9:              # every pair's residuals cancel: a zero-width interval claims what no pair shows
+        return beta, None, None, split, CANCELLED
     z = float(stdtrit(g - 1, 0.975))                   # t(G - 1): few clusters
     return beta, sigmoid(beta[0] - z * se), sigmoid(beta[0] + z * se), split, None
 
@@ -102,3 +104,5 @@ def lc_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | No
 
 
 SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"
+CANCELLED = ("every pair's verdicts cancel in the fit (one right, one wrong at the same length ratio: a judge "
+             "that always picks one position): the clustered standard error is 0; no interval")

@@ -12,7 +12,6 @@ is refused unless `overwrite=True`."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import json
 import logging
@@ -28,7 +27,6 @@ from typing import Any
 
 from litjudge.engine.app.annotate.serve import annotate as serve_annotations
 from litjudge.engine.app.execute import Asked, execute
-from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run_folder import DataRead, claim, claim_of, default_name, refuse_foreign
 from litjudge.engine.core.config import RunConfig, load_config, read_toml, valid_name
 from litjudge.engine.core.console import prepare_environment, quiet, shown
@@ -147,7 +145,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
             _check_columns(cfg, data_path, first)     # this call's own mapping, whatever a folder holds
         except DataError as exc:
             raise _your_rows(exc) if in_memory and exc.path == str(data_path) else exc from None
-        read = _read_of(lines) if lines is not None else DataRead.of(data_path)
+        read = data_rows.identity(lines) if lines is not None else DataRead.of(data_path)
         new = claim_of("run", config_dict(cfg), [read])
         run_dir = session.run_dir(name or default_name(f"{protocol}-python", new))
         path = run_dir / INPUT if in_memory else data_path
@@ -160,14 +158,17 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
             claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
             if lines is not None:
                 previous = path.read_bytes() if path.is_file() else None
-                _write_rows(lines, path)
+                data_rows.write(lines, path)
             done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock,
                                                                    rebuild=args["rebuild_store"]))
-        except LitjudgeError as exc:
-            if previous is not None and isinstance(exc, DataError):
-                # rows refused while read (a bad label on row 6 of an overwrite): the folder's tables
-                # were made from the rows before, which it keeps, so `load()` reads them together
-                _write_rows(previous, path)
+        except BaseException as exc:
+            if previous is not None and not data_rows.judged(run_dir, lines):
+                # refused or stopped before its outputs were written (a bad label on row 6 of an
+                # overwrite, a judge not found, Ctrl-C): the folder's tables were made from the rows
+                # before, which it keeps, so `load()` reads them together
+                data_rows.write(previous, path)
+            if not isinstance(exc, LitjudgeError):
+                raise
             lock.release()
             if created and not (run_dir / "store.sqlite").exists():
                 shutil.rmtree(run_dir, ignore_errors=True)   # a refusal leaves no folder behind
@@ -240,11 +241,6 @@ def _check_columns(cfg: Any, location: Path, first: dict[str, Any] | None) -> No
         if not hint:
             raise
         raise DataError((*exc.parts, hint), path=exc.path, row=exc.row) from None
-
-
-def _read_of(lines: bytes) -> DataRead:
-    """The identity of rows not yet written: what RUN/input/data.jsonl will hold."""
-    return DataRead({"sha256": hashlib.sha256(lines).hexdigest(), "bytes": len(lines)}, None)
 
 
 def _your_rows(exc: DataError) -> DataError:
@@ -345,15 +341,6 @@ def _existing_file(data: str | os.PathLike) -> Path:
     if not path.exists():
         raise DataError("no such file", path=str(path))
     return path
-
-
-def _write_rows(data: bytes, target: Path) -> None:
-    """Rows in memory as RUN/input/data.jsonl, the file the `table` loader reads (rewritten only when
-    they change), so the run folder holds what was judged and `litjudge reparse` can read it again."""
-    if target.exists() and target.read_bytes() == data:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_file(target, lambda tmp: tmp.write_bytes(data))
 
 
 @contextmanager

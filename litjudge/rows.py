@@ -9,13 +9,17 @@ loader as a file given to `litjudge run`, so a value the protocol reads is check
 column it does not read is never refused (NaN in an unused column is no error from either side)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from litjudge.engine.app.outputs import write_file
+from litjudge.engine.app.run_folder import DataRead
 from litjudge.engine.core.errors import DataError
 from litjudge.engine.data.table import FIELDS
 
@@ -144,3 +148,26 @@ def _plain(value: Any) -> Any:
 
 def _lone_surrogate(text: str) -> bool:
     return any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+def identity(lines: bytes) -> DataRead:
+    """The identity of rows not yet written: what RUN/input/data.jsonl will hold."""
+    return DataRead({"sha256": hashlib.sha256(lines).hexdigest(), "bytes": len(lines)}, None)
+
+
+def judged(run_dir: Path, rows: bytes | None) -> bool:
+    """Whether the folder's manifest names these rows (the run wrote its outputs before it failed)."""
+    try:
+        data = json.loads((run_dir / "manifest.json").read_text())["dataset"]["data"]
+        return rows is not None and data["sha256"] == hashlib.sha256(rows).hexdigest()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def write(data: bytes, target: Path) -> None:
+    """Rows in memory as RUN/input/data.jsonl, the file the `table` loader reads (rewritten only when
+    they change), so the run folder holds what was judged and `litjudge reparse` can read it again."""
+    if target.exists() and target.read_bytes() == data:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_file(target, lambda tmp: tmp.write_bytes(data))

@@ -94,3 +94,12 @@ def test_a_label_set_of_ones_own_is_checked_and_a_bad_one_refused_in_one_line(ca
         assert main(["check-labels", "no-such-judge", *[a for b in bad for a in ("--label", b)]]) != 0
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and why in err and "no-such-judge" not in err, err
+
+
+def test_a_recorded_or_api_judge_is_told_check_labels_needs_a_local_model(capsys):
+    """A hostile pass: `check-labels replay:cgpt` said "unknown judge ... not an alias, not an existing
+    folder", of a judge `run` accepts; it says the command reads a local model's tokenizer."""
+    for judge in ("replay:cgpt", "openai:gpt-4o"):
+        assert main(["check-labels", judge, "binary"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "reads a local model's tokenizer" in err and "unknown judge" not in err, err

@@ -432,6 +432,14 @@ def test_an_overwrite_refused_for_a_bad_row_leaves_the_folder_as_it_was(tmp_path
     assert litjudge.load(first.run_dir).tables["accuracy"].equals(first.tables["accuracy"])
     again = judged(tmp_path, pd.DataFrame(pairs(10)), name="victim", overwrite=True)
     assert again.verdicts.height == 20
+    after = (again.run_dir / "input" / "data.jsonl").read_bytes()
+    # refused for another reason than its rows (a judge not found, an option), or stopped: the same
+    for wrong, error in ((dict(judge=f"replay:{tmp_path / 'gone.jsonl'}"), litjudge.JudgeNotFound),
+                         (dict(mode="distribution"), ConfigError)):
+        with pytest.raises(error):
+            judged(tmp_path, pd.DataFrame(pairs(4)), name="victim", overwrite=True, **wrong)
+        assert (again.run_dir / "input" / "data.jsonl").read_bytes() == after
+        assert litjudge.load(again.run_dir).verdicts.equals(again.verdicts)
 
 
 def test_a_category_order_with_no_order_to_trust_is_refused():
@@ -445,6 +453,23 @@ def test_a_category_order_with_no_order_to_trust_is_refused():
     for order in ({"low", "high"}, {"high": 2, "low": 1}, (c for c in ["low", "high"]), 5):
         with pytest.raises(ConfigError, match="category_order: expected a list of your category names"):
             litjudge.judge(rows, protocol="listwise", judge="replay:x.jsonl", category_order=order, progress=False)
+    # a category named twice has two ranks (a hostile pass: accepted and recorded as given)
+    with pytest.raises(ConfigError, match="category_order: 'low' is named twice; name each category once"):
+        litjudge.judge(rows, protocol="listwise", judge="replay:x.jsonl", category_order=["low", "high", "low"],
+                       progress=False)
+
+
+def test_a_missing_field_lists_the_columns_as_the_user_named_them(tmp_path):
+    """A hostile pass: the message listed the row after its renaming ('item_id, text, prompt'),
+    names the user never wrote; it lists the user's ('id, story, prompt')."""
+    items = pl.DataFrame({"id": ["i1", "i2"], "story": ["A tale.", "Another."], "prompt": ["Write."] * 2})
+    (tmp_path / "rec.jsonl").write_text('{"id": "i1/good", "response": "Yes"}\n')
+    with pytest.raises(DataError) as refused:
+        litjudge.judge(items, protocol="rubric", judge=f"replay:{tmp_path / 'rec.jsonl'}",
+                       columns={"item_id": "id", "text": "story"},
+                       options={"questions": [{"id": "good", "text": "Is it good?", "scale": "binary"}]},
+                       out=tmp_path / "out", progress=False)
+    assert "missing field 'group'" in str(refused.value) and "(the row's columns: id, story, prompt)" in str(refused.value)
 
 
 def test_threads_judging_into_one_folder_are_told_another_thread_holds_it(tmp_path):

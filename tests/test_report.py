@@ -547,3 +547,44 @@ def test_the_viewer_wraps_a_long_line_searches_prompts_and_shows_bidi_controls(r
     assert out["item"] == "p0[U+202E]gpj.exe" and out["found"] == 2 and out["none"] == 0, out
     assert out["judge"].endswith("rec[U+202E]lnosj.jsonl"), out
     assert "\u202e" not in (page.parent / "report.md").read_text()
+
+
+def test_a_folder_with_a_report_html_of_someone_elses_is_not_cleared(finished, tmp_path):
+    """A hostile pass: any file named report.html made --out a report folder, and the report deleted
+    the folder's other PNGs and tables/*.csv. Only litjudge's own page (or its mark file) does now."""
+    from litjudge.engine.core.errors import ConfigError
+
+    mine = tmp_path / "mine"
+    (mine / "tables").mkdir(parents=True)
+    (mine / "report.html").write_text("<html>my page</html>")
+    (mine / "holiday.png").write_bytes(b"png")
+    (mine / "tables" / "my-data.csv").write_text("a\n1\n")
+    with pytest.raises(ConfigError, match="a folder with other files, not a report's"):
+        write_report([finished], mine)
+    assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == [
+        "holiday.png", "report.html", "tables", "tables/my-data.csv"]
+    # a report litjudge wrote before the mark file existed is still its own: cleared and rewritten
+    old = tmp_path / "old"
+    write_report([finished], old)
+    (old / ".litjudge-report").unlink()
+    (old / "stale.png").write_bytes(b"png")
+    write_report([finished], old)
+    assert not (old / "stale.png").exists() and (old / "report.html").exists()
+
+
+def test_a_run_without_its_verdicts_file_is_one_line_not_a_report_without_its_viewer(finished, tmp_path):
+    """A hostile pass: with verdicts.parquet deleted the report left the item viewer out without a
+    word (report.md still said it was in report.html); it is the missing table's line now, and
+    reparse rebuilds it."""
+    import shutil
+
+    from litjudge.engine.app.reparse import reparse
+    from litjudge.engine.core.errors import StoreError
+
+    run_dir = shutil.copytree(finished, tmp_path / "r")
+    (run_dir / "verdicts.parquet").unlink()
+    with pytest.raises(StoreError, match=r"verdicts.parquet is missing though the run wrote it; `litjudge reparse"):
+        write_report([run_dir])
+    assert not (run_dir / "report").exists()
+    reparse(run_dir)
+    assert "section class='viewer'" in write_report([run_dir]).read_text()

@@ -298,6 +298,28 @@ def test_length_control_on_one_pair_and_under_separation():
     assert not mixed["separated"] and mixed["ci_low"] < mixed["lc_accuracy"] < mixed["ci_high"]
 
 
+def test_length_control_of_a_judge_that_always_picks_one_position_prints_no_zero_width_interval():
+    """A hostile pass: a judge answering "A" every time is right in exactly one order of each pair at
+    the pair's one length ratio, so each pair's score contribution is 0 and the clustered standard
+    error is exactly 0: the table printed [0.5, 0.5] with no note (as the sweep's interval did)."""
+    from litjudge.judges.length_control import CANCELLED, control_features, lc_accuracy_of, lc_rule, length_controlled
+    from litjudge.judges.metrics.estimates import Units
+
+    human = ["a", "b"] * 6
+    rows = pl.DataFrame([{"pair_id": f"p{i}", "order": order, "human": human[i],
+                          "pick": human[i] if order == "ab" else ("b" if human[i] == "a" else "a"),
+                          "words_a": 100 + 17 * i, "words_b": 90 + 5 * i} for i in range(12) for order in ("ab", "ba")])
+    got = length_controlled(rows, style=False)
+    assert got["lc_accuracy"] == pytest.approx(0.5) and not got["separated"]
+    assert got["ci_low"] is None and got["ci_high"] is None and got["ci_note"] == CANCELLED
+    x = control_features(rows, style=False)
+    units = Units.of(rows["pair_id"].to_list(), {"x0": np.asarray([r[0] for r in x]),
+                                                 "y": (rows["pick"] == rows["human"]).to_numpy().astype(float)},
+                     lc_accuracy_of, rule=lc_rule)                             # a sweep's, as pairwise.py builds it
+    low, high, note = units.interval_with_note(0, 0)
+    assert math.isnan(low) and math.isnan(high) and note == CANCELLED
+
+
 def test_separation_check_against_the_fitted_coefficients():
     """Where the LP finds separation, an unpenalised fit runs off (|coef| grows with iterations);
     where it finds none, the fit converges to a finite optimum."""

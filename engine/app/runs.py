@@ -49,6 +49,8 @@ def run_tables(path: Path, manifest: RunManifest) -> dict[str, pl.DataFrame]:
         more = f" (and {len(missing) - 1} more)" if missing[1:] else ""
         raise StoreError(f"{path}: tables/{missing[0]}.parquet is missing{more} though the run wrote it; "
                          f"{rebuild_hint(path)}")
+    if manifest.kind == "run" and not (path / "verdicts.parquet").exists():    # the item viewer's and export's rows
+        raise StoreError(f"{path}: verdicts.parquet is missing though the run wrote it; {rebuild_hint(path)}")
     return tables
 
 

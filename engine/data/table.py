@@ -238,7 +238,20 @@ def in_columns(card: DatasetCard, exc: DataError) -> DataError:
                 parts += (" (", Setting(f"dataset.values.{name}", table=True),
                           f" renames {', '.join(map(repr, card.values[name]))})")
             break
-    return DataError(parts, path=exc.path, row=exc.row)
+    return DataError(tuple(_your_columns(card, p) for p in parts), path=exc.path, row=exc.row)
+
+
+LISTED = " (the row's columns: "
+
+
+def _your_columns(card: DatasetCard, part: Any) -> Any:
+    """The columns a missing field's message lists, as the user named them (the row was renamed to
+    litjudge's fields: 'item_id, text' where the file says 'id, story')."""
+    if not isinstance(part, str) or not part.startswith(LISTED):
+        return part
+    listed, close, hint = part[len(LISTED):].partition(")")
+    yours = {f: c for f, c in card.columns.items() if not str(c).startswith("=")}
+    return LISTED + ", ".join(yours.get(n, n) for n in listed.split(", ")) + close + hint
 
 
 def checked(card: DatasetCard, records: Iterator[Any]) -> Iterator[Any]:

@@ -122,6 +122,9 @@ def cmd_check_labels(args) -> int:
     chosen = {n: languages[n] for n in args.languages or ([] if args.label else languages)}
     if args.label:
         chosen["labels"] = g.categorical(args.label, "labels")      # a bad set is refused in one line
+    if registry.model_spec(args.judge).backend not in LOCAL_BACKENDS:     # not "unknown judge": a judge, no tokenizer
+        raise ConfigError(f"`litjudge check-labels` reads a local model's tokenizer, and {args.judge!r} is not one "
+                          "(a recording or an API judge): give a model name or folder", parameter="judge")
     judge = resolve_judge(args.judge)
     renderer = load_renderer(judge.path, judge.chat)
     prompt = renderer.render([Message("user", "Judge this.")], args.prefill)

@@ -171,13 +171,26 @@ def clear_report_folder(out: Path) -> None:
     if not out.is_dir():
         raise ConfigError(f"{out} is a file: give a folder for the report (--out, or report(out=...) in Python)")
     entries = [p for p in out.iterdir() if p.name != STALE]
-    if entries and not (out / "report.html").exists() and not (out / REPORT_MARK).exists():
+    if entries and not (out / REPORT_MARK).exists() and not _ours(out / "report.html"):
         what = "a run folder" if (out / "manifest.json").exists() or (out / "store.sqlite").exists() else \
             "a folder with other files"
         raise ConfigError(f"--out {out} is {what}, not a report's: give a new or empty folder (a report folder is "
                           "cleared and rewritten)")
     for path in [*out.glob("*.png"), *out.glob("tables/*.csv"), out / "report.html", out / "report.md"]:
         guarded(partial(path.unlink, missing_ok=True), path)
+
+
+def _ours(page: Path) -> bool:
+    """A report.html litjudge wrote (a report from before the mark file): any page of that name
+    let its folder's other pictures and tables be deleted."""
+    try:
+        with page.open("rb") as f:
+            return f.read(len(_OPENING)) == _OPENING
+    except OSError:
+        return False
+
+
+_OPENING = b"<!doctype html><html><head><meta charset='utf-8'><title>litjudge "
 
 
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
