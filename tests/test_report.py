@@ -4,6 +4,7 @@ import dataclasses
 import html
 import json
 import math
+import re
 
 import polars as pl
 import pytest
@@ -96,6 +97,8 @@ def test_overall_agreement_is_drawn_with_its_intervals_and_from_a_run_written_be
     old = tmp_path / "old" / replay_run.name
     shutil.copytree(replay_run, old)
     overall.drop("kappa_low", "kappa_high").write_parquet(old / "tables" / "overall.parquet")
+    manifest = json.loads((old / "manifest.json").read_text())      # from before the manifest kept the columns
+    (old / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "table_columns"}))
     for run_dir in (replay_run, old):
         html = write_report([run_dir]).read_text()
         panel = html[html.index("Overall agreement"):]
@@ -588,3 +591,30 @@ def test_a_run_without_its_verdicts_file_is_one_line_not_a_report_without_its_vi
     assert not (run_dir / "report").exists()
     reparse(run_dir)
     assert "section class='viewer'" in write_report([run_dir]).read_text()
+
+
+def test_a_hand_edited_table_is_one_line_not_an_internal_error(finished, tmp_path):
+    """A hostile pass: a column dropped from a stored table, or cast to text, crashed the report as
+    "internal error ... please report it" (a KeyError in a chart, matplotlib's TypeError). The
+    manifest records each table's columns; an edited one is the deleted table's line. A run written
+    before the manifest kept them is read as before."""
+    import shutil
+
+    from litjudge.engine.core.errors import StoreError
+
+    overall = pl.read_parquet(finished / "tables" / "overall.parquet")
+    column = next(c for c in ("kappa", "balanced_accuracy") if c in overall.columns)
+    for name, edit, said in (("dropped", lambda t: t.drop(column), f"lacks column {column!r}, which the run wrote"),
+                             ("text", lambda t: t.with_columns(pl.col(column).cast(pl.Utf8)),
+                              f"column {column!r} holds text values where the run wrote number")):
+        run_dir = shutil.copytree(finished, tmp_path / name)
+        edit(overall).write_parquet(run_dir / "tables" / "overall.parquet")
+        with pytest.raises(StoreError, match=re.escape(f"tables/overall.parquet {said}") + ".*`litjudge reparse"):
+            write_report([run_dir])
+        assert not (run_dir / "report").exists()
+    old = shutil.copytree(finished, tmp_path / "old")
+    manifest = json.loads((old / "manifest.json").read_text())
+    assert set(manifest["table_columns"]) == set(manifest["tables"])
+    del manifest["table_columns"]
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    assert write_report([old]).exists()

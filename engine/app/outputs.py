@@ -131,8 +131,9 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
             for row in store.raw_results(set(verdicts["key"].to_list())):
                 fh.write(log_line(row, prompts.get(row[0]) if prompts else None))
     write_file(log_path, log)
-    # the tables it wrote: a reader tells one deleted since from one the run never had
-    write_text(run_dir / "manifest.json", json.dumps({**manifest, "tables": sorted(tables)}, indent=2, default=str))
+    # the tables it wrote, and their columns: a reader tells one deleted or edited since
+    write_text(run_dir / "manifest.json", json.dumps({**manifest, "tables": sorted(tables),
+                                                      "table_columns": table_columns(tables)}, indent=2, default=str))
     guarded(lambda: (run_dir / WRITING).unlink(missing_ok=True), run_dir / WRITING)
     mark_report_stale(run_dir)
 
@@ -179,6 +180,29 @@ def read_manifest(run_dir: Path, *, rewriting: bool = False) -> RunManifest:
             raise StoreError(f"{path}: damaged (no {missing[0]}); run the config again (`litjudge run`) to rewrite it "
                              "from the store")
     return RunManifest.of(manifest)
+
+
+def table_columns(tables: dict[str, pl.DataFrame]) -> dict[str, dict[str, str]]:
+    """Each table's columns and what they hold (`column_kind`), as the manifest records them."""
+    return {name: {c: column_kind(t[c].dtype) for c in t.columns} for name, t in sorted(tables.items())}
+
+
+def column_kind(dtype: pl.DataType) -> str:
+    """What a column holds, coarsely enough to survive Parquet ("any": all null, nothing to tell)."""
+    return ("any" if dtype == pl.Null else "number" if dtype.is_numeric() else "text" if dtype == pl.Utf8 else
+            "bool" if dtype == pl.Boolean else "other")
+
+
+def edited_column(name: str, table: pl.DataFrame, wrote: dict[str, str]) -> str | None:
+    """What in a stored table is not what the run wrote (a column gone, or holding text where it held
+    numbers: a hand edit the report would crash on), or None."""
+    gone = [c for c in wrote if c not in table.columns]
+    if gone:
+        return f"tables/{name}.parquet lacks column {gone[0]!r}, which the run wrote"
+    changed = next((c for c, kind in wrote.items() if "any" not in (kind, now := column_kind(table[c].dtype))
+                    and kind != now), None)
+    return None if changed is None else (f"tables/{name}.parquet column {changed!r} holds "
+                                         f"{column_kind(table[changed].dtype)} values where the run wrote {wrote[changed]}")
 
 
 def read_table(path: Path) -> pl.DataFrame:

@@ -9,7 +9,7 @@ import polars as pl
 
 from ..core.errors import ConfigError, StoreError
 from .manifest import RunManifest
-from .outputs import read_manifest, read_table, rebuild_hint
+from .outputs import edited_column, read_manifest, read_table, rebuild_hint
 
 
 @dataclass
@@ -49,6 +49,10 @@ def run_tables(path: Path, manifest: RunManifest) -> dict[str, pl.DataFrame]:
         more = f" (and {len(missing) - 1} more)" if missing[1:] else ""
         raise StoreError(f"{path}: tables/{missing[0]}.parquet is missing{more} though the run wrote it; "
                          f"{rebuild_hint(path)}")
+    wrote = manifest.raw.get("table_columns")
+    for name, columns in wrote.items() if isinstance(wrote, dict) else ():
+        if name in tables and isinstance(columns, dict) and (edited := edited_column(name, tables[name], columns)):
+            raise StoreError(f"{path}: {edited}; {rebuild_hint(path)}")
     if manifest.kind == "run" and not (path / "verdicts.parquet").exists():    # the item viewer's and export's rows
         raise StoreError(f"{path}: verdicts.parquet is missing though the run wrote it; {rebuild_hint(path)}")
     return tables
