@@ -23,6 +23,7 @@ Ablation `reference = false`: the binary TTCW test on the candidate alone (Yes =
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -40,7 +41,7 @@ from litjudge.grammars.analysis import marker_problem
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
 from .frames import split
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
-from .metrics.bootstrap import mean_with_ci
+from .metrics.bootstrap import studentized_mean_with_ci
 from .metrics.estimates import Units, mean_of
 from .templates import TemplateFields, template_of
 from .ttcw import FIELDS as TTCW_FIELDS
@@ -129,7 +130,7 @@ class ReferenceLikert(Protocol):
         rows = per_group.filter((pl.col("judge") == judge) & (pl.col("cutoff").cast(pl.Utf8) == cutoff))
         rows = rows.filter(pl.col(rank.metric).is_not_null() & pl.col(rank.metric).is_not_nan())
         return Units.of(rows["group"].to_list(), {"v": rows[rank.metric].to_numpy()}, mean_of("v"),
-                        bounds=BOUNDS[rank.metric])
+                        bounds=BOUNDS[rank.metric], rule=_group_mean_rule)
 
     def missing_labels(self, options: ReferenceLikertOptions) -> tuple[str, ...]:
         return self._language(options).labels()
@@ -287,10 +288,17 @@ def _group_intervals(ranking: pl.DataFrame, by: list[str], metrics: tuple[str, .
         row = dict(zip(by, key))
         for m in metrics:
             values = g[m].to_list()
-            mean = mean_with_ci(list(range(len(values))), values, bounds=BOUNDS[m])
+            mean = studentized_mean_with_ci(values, bounds=BOUNDS[m])
             row |= {f"{m}_low": mean.ci_low, f"{m}_high": mean.ci_high, f"{m}_ci_note": mean.note}
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
 BOUNDS = {"spearman": (-1.0, 1.0), "kendall": (-1.0, 1.0), "pairwise_accuracy": (0.0, 1.0)}
+
+
+def _group_mean_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
+    """A sweep's interval of a mean over groups: the table's (`studentized_mean_with_ci`)."""
+    mean = studentized_mean_with_ci(u.columns["v"].tolist(), resamples, seed, bounds=u.bounds)
+    return (math.nan if mean.ci_low is None else mean.ci_low), (math.nan if mean.ci_high is None else mean.ci_high), \
+        mean.note

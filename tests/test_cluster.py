@@ -116,6 +116,28 @@ def test_two_replicas_equal_one_engine_and_one_killed_mid_run_loses_nothing(repl
     assert verdicts(again).equals(verdicts(single)) and stored_once(again.run_dir)
 
 
+def test_replicas_the_cluster_has_no_room_for_or_an_address_nobody_answers_are_one_line(two_nodes, tiny_folder):
+    """A hostile pass: 3 replicas on a cluster of 2 CPUs waited for ever, printing nothing (Ray queues
+    an actor until resources free up), and `ray.init` at a HOST:PORT nothing listens on waited
+    without end: each is refused in one line, before any actor or engine starts."""
+    from litjudge.engine.backends.cluster import ClusterBackend, reachable
+    from litjudge.engine.core.errors import BackendUnavailable
+
+    config = demo(str(tiny_folder), ClusterConfig(replicas=3, address=two_nodes.address))
+    spec = backends.resolve(config.judges[0], config)
+    with pytest.raises(BackendUnavailable, match=r"asks 3 replicas x 1 CPU \(cpus_per_replica\) = 3 CPUs, and the "
+                                                 r"Ray cluster has 2: its replicas would wait for ever"):
+        ClusterBackend(spec, config.cluster)
+    import socket
+    with socket.socket() as s:                    # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(BackendUnavailable, match=rf"address '{address}': nothing answers at 127.0.0.1:{port}"):
+            reachable(address)
+    reachable(two_nodes.address)                  # a cluster that is there
+
+
 # -- sharding, by hand ---------------------------------------------------------------------------
 def test_prefix_groups_stay_whole_and_shards_balance_then_steal():
     from litjudge.engine.core.requests import Prepared

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -56,6 +57,11 @@ class Replica:
             self.served += 1
 
 
+    def close(self) -> None:
+        """The engine shut down as a run's own is (a killed actor left vLLM's /tmp/vllm_dist_* file)."""
+        self.backend.close()
+
+
 def connect(cluster: ClusterConfig) -> None:
     """`local`: start Ray on this machine; `auto` or `ray://host:port`: join a running cluster."""
     if ray.is_initialized():
@@ -63,8 +69,42 @@ def connect(cluster: ClusterConfig) -> None:
     if cluster.address in ("", "local"):
         ray.init(num_cpus=cluster.local_cpus or None, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, _node_ip_address="127.0.0.1")      # a one-machine Ray stays on loopback
-    else:
+        return
+    reachable(cluster.address)
+    try:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+    except ConnectionError as exc:              # an OSError: it was said as a path fault ("a file: ...")
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BackendUnavailable(f"[cluster] address {cluster.address!r}: no Ray cluster there ({said[:160]})") from None
+
+
+def reachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) that nothing answers at is one line now: `ray.init` waited
+    on it without end."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or type(exc).__name__
+        raise BackendUnavailable(f"[cluster] address {address!r}: nothing answers at {host}:{port} ({why}): start "
+                                 "the Ray cluster there, or give its address") from None
+
+
+def placeable(cluster: ClusterConfig) -> None:
+    """Replicas the cluster has no room for wait for ever (Ray queues an actor until resources
+    free up; 3 replicas on 2 CPUs showed nothing for minutes): refused, naming what is asked and
+    what the cluster has. (A cluster that scales up: start it at its size first.)"""
+    have = ray.cluster_resources()
+    for resource, each, key in (("CPU", cluster.cpus_per_replica, "cpus_per_replica"),
+                                ("GPU", cluster.gpus_per_replica, "gpus_per_replica")):
+        asked = cluster.replicas * each
+        if asked > have.get(resource, 0.0) + 1e-9:
+            raise BackendUnavailable(
+                f"[cluster] asks {cluster.replicas} replicas x {each:g} {resource} ({key}) = {asked:g} {resource}s, "
+                f"and the Ray cluster has {have.get(resource, 0.0):g}: its replicas would wait for ever; ask fewer "
+                "replicas, or a cluster that has them")
 
 
 class ClusterBackend(Backend):
@@ -97,6 +137,7 @@ class ClusterBackend(Backend):
 
     def __init__(self, spec: JudgeSpec, cluster: ClusterConfig):
         connect(cluster)
+        placeable(cluster)
         self.spec, self.cluster = spec, cluster
         if cluster.gpus_per_replica > 1:
             spec = dataclasses.replace(spec, engine=dataclasses.replace(spec.engine,
@@ -144,6 +185,9 @@ class ClusterBackend(Backend):
                             "cache_hit_rate": round(total.cache_hit_rate, 4)}}
 
     def close(self) -> None:
+        closing = [r.close.remote() for r in self.replicas.values()]      # each engine shut down (a dead
+        if closing:                                                          # replica's answers at once)
+            ray.wait(closing, num_returns=len(closing), timeout=60)
         for r in self.replicas.values():
             ray.kill(r)
         self.replicas.clear()
