@@ -109,26 +109,30 @@ def _covered(table: pl.DataFrame, metric: str, truth: float) -> float:
     return float(np.mean(~np.isnan(lo.astype(float)) & (lo <= truth) & (truth <= hi)))
 
 
-def _binary_judge(rng, y: np.ndarray) -> np.ndarray:
-    return np.where(y, rng.random(y.shape) < 0.75, rng.random(y.shape) < 0.2)
+def _binary_judge(rng, y: np.ndarray, sensitivity: float = 0.75, specificity: float = 0.8) -> np.ndarray:
+    return np.where(y, rng.random(y.shape) < sensitivity, rng.random(y.shape) < 1 - specificity)
 
 
-@pytest.mark.parametrize("positive, negative", [(10, 10), (10, 30)])
-def test_binary_agreement_intervals_cover_with_ten_texts_of_each_answer(positive, negative):
+@pytest.mark.parametrize("positive, negative, judge", [(10, 10, (0.75, 0.8)), (10, 30, (0.75, 0.8)),
+                                                       (10, 10, (0.9, 0.7))])
+def test_binary_agreement_intervals_cover_with_ten_texts_of_each_answer(positive, negative, judge):
+    """Kappa's interval expanded for every text covered 0.93 with a judge right 90% / 70% of the time
+    on the answers (a hostile pass, 3,000 data sets): it is expanded for the rarer human answer's texts."""
     big = np.random.default_rng(9).random(2_000_000) < positive / (positive + negative)
-    pred = _binary_judge(np.random.default_rng(8), big)
+    pred = _binary_judge(np.random.default_rng(8), big, *judge)
     truth = {"kappa": cohen_kappa_score(big, pred), "balanced_accuracy": balanced_accuracy_score(big, pred)}
     rng = np.random.default_rng(1)
     n = positive + negative
     y = np.tile(np.r_[np.ones(positive, bool), np.zeros(negative, bool)], MEAN_DRAWS)
-    p = _binary_judge(rng, y)
+    p = _binary_judge(rng, y, *judge)
     protocol, ctx = rubric(BINARY)
     frame = verdicts(np.repeat(np.arange(MEAN_DRAWS), n), np.tile(np.arange(n), MEAN_DRAWS), BINARY,
                      np.where(p, "Yes", "No").tolist(), np.where(y, "Yes", "No").tolist())
     table = protocol.tables(frame, ctx)["binary_agreement"]
     assert table.height == MEAN_DRAWS
-    for metric, value in truth.items():
-        assert _covered(table, metric, value) >= COVERAGE, (metric, _covered(table, metric, value))
+    got = {metric: _covered(table, metric, value) for metric, value in truth.items()}
+    print(got)
+    assert not {m: c for m, c in got.items() if c < COVERAGE}, got
 
 
 def test_no_binary_interval_with_fewer_than_ten_texts_of_an_answer():

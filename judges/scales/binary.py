@@ -10,7 +10,15 @@ import litjudge.grammars as grammars
 from litjudge.engine.core.errors import DataError
 
 from ..metrics.estimates import Units
-from ..rubric_stats import agreement_row, balanced_accuracy, few_per_class, kappa, table_units, tables_by_cluster
+from ..rubric_stats import (
+    agreement_row,
+    balanced_accuracy,
+    few_per_class,
+    kappa,
+    rarer_answer,
+    table_units,
+    tables_by_cluster,
+)
 from .base import SCALES, Scale, Schema, Setting, check_answer_names, fold, with_ci
 
 TRUE, FALSE = ("true", "yes", "1", "1.0"), ("false", "no", "0", "0.0")
@@ -83,14 +91,15 @@ class Binary(Scale):
         truth, pred = self._sides(labelled, q)
         # category 0 = the negative label, 1 = the positive: kappa and balanced accuracy are symmetric in them
         tables = tables_by_cluster(labelled["cluster"].to_list(), truth, pred, 2)
-        row = agreement_row(tables, STATISTICS, resamples, withheld=few_per_class(tables, q.labels[::-1]))
+        row = agreement_row(tables, STATISTICS, resamples, withheld=few_per_class(tables, q.labels[::-1]),
+                            expand_for=rarer_answer(tables))
         return {self.table: [{"n": labelled.height, **row, "judge_positive_rate": float(pred.mean()),
                               "human_positive_rate": float(truth.mean())}]}
 
     def rank_units(self, rows: pl.DataFrame, q: Any, metric: str, where: dict[str, str], resamples: int) -> Units | None:
         h, j = self._sides(rows, q)
         return table_units(rows["cluster"].to_list(), h, j, 2, metric, STATISTICS[metric], resamples,
-                           lambda tables: few_per_class(tables, q.labels[::-1]))
+                           lambda tables: few_per_class(tables, q.labels[::-1]), rarer_answer)
 
     @staticmethod
     def _sides(rows: pl.DataFrame, q: Any):

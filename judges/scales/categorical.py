@@ -19,7 +19,7 @@ from ..contract import Table
 from ..metrics.bootstrap import MIN_CLUSTERS, joined_notes
 from ..metrics.estimates import Units
 from ..metrics.proportion import rate_with_ci
-from ..rubric_stats import agreement_row, few_per_class, kappa, per_class, table_units, tables_by_cluster
+from ..rubric_stats import agreement_row, few_per_class, kappa, per_class, rarer_answer, table_units, tables_by_cluster
 from .base import SCALES, Bars, PanelSpec, Scale, Schema, Setting, check_answer_names, fold, with_ci
 
 SHARES = "categorical_shares"
@@ -76,7 +76,8 @@ class Categorical(Scale):
         h, j = self._sides(labelled, q)
         k, clusters = len(q.categories), labelled["cluster"].to_list()
         tables = tables_by_cluster(clusters, h, j, k)
-        row = agreement_row(tables, {"kappa": kappa}, resamples, withheld=self._withheld(tables, q))
+        row = agreement_row(tables, {"kappa": kappa}, resamples, withheld=self._withheld(tables, q),
+                            expand_for=rarer_answer(tables))
         m = rate_with_ci(clusters, (h == j).astype(float).tolist())
         row |= {"accuracy": m.value, "accuracy_low": m.ci_low, "accuracy_high": m.ci_high}
         notes = [str(row["ci_note"])] if row["ci_note"] else []
@@ -93,7 +94,7 @@ class Categorical(Scale):
         if metric == "accuracy":
             return Units.rate(rows["cluster"].to_list(), (h == j).astype(float).tolist())
         return table_units(rows["cluster"].to_list(), h, j, len(q.categories), metric, kappa, resamples,
-                           lambda tables: self._withheld(tables, q))
+                           lambda tables: self._withheld(tables, q), rarer_answer)
 
     def panel(self, tables: dict[str, pl.DataFrame]) -> PanelSpec | None:
         shares = tables.get(SHARES)
