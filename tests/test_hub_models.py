@@ -77,3 +77,15 @@ def test_a_hub_judge_runs_offline_and_its_commit_is_in_the_manifest(hub_home, tm
     (judge,) = manifest["judges"]
     assert judge["judge"] == REPO and judge["fingerprint"] == f"hub:{REPO}@{COMMIT}"
     assert manifest["verdicts"]["rows"] >= 1
+
+
+def test_a_malformed_repo_id_is_said_to_be_one_not_an_unreachable_hub():
+    """A hostile pass: `org/` and `org/na me` were "not in the Hugging Face cache and the hub is not
+    reachable: HFValidationError", of names no repo could have."""
+    from litjudge.engine.backends.local.models import resolve_judge
+    from litjudge.engine.core.errors import JudgeNotFound
+
+    for name in ("org/", "org/na me"):
+        with pytest.raises(JudgeNotFound, match=rf"hub model '{name}': not a repo id \(") as refused:
+            resolve_judge(name)
+        assert "reachable" not in str(refused.value) and "\n" not in str(refused.value)

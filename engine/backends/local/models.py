@@ -327,6 +327,9 @@ def _resolve_hub(name: str) -> ResolvedJudge:
 
         folder = Path(snapshot_download(repo, revision=revision or None, allow_patterns=HUB_FILES))
     except Exception as exc:  # noqa: BLE001  (the hub library raises many types; all mean "not usable here")
+        if type(exc).__name__ == "HFValidationError":          # `org/`, `org/na me`: no repo could have the name
+            raise JudgeNotFound(f"hub model {name!r}: not a repo id ({str(exc).strip().splitlines()[0][:160]})") \
+                from None
         where = "not in the Hugging Face cache" + (" (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE
                                                    else " and the hub is not reachable")
         raise JudgeNotFound(f"hub model {name!r} is {where}: {type(exc).__name__}; cache {constants.HF_HUB_CACHE}; "
