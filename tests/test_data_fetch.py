@@ -77,3 +77,17 @@ def test_a_write_refused_midway_leaves_no_partial_file_and_says_how_to_resume(mi
     listed = litjudge("data", "list", "--data-root", str(data))
     assert "ttcw" in listed.stdout and "partial (" in next(ln for ln in listed.stdout.splitlines()
                                                            if ln.startswith("ttcw "))
+
+
+def test_names_after_an_option_are_read_as_names(tmp_path, capsys):
+    """A hostile pass: `data list --data-root X aut-ocsai` was "unrecognized arguments: aut-ocsai"
+    (argparse ends a command's list of names at the first option); the list goes on after it, and an
+    unknown option is still argparse's one line."""
+    from litjudge.engine.app.console.cli import main
+
+    assert main(["data", "list", "--data-root", str(tmp_path), "aut-ocsai"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == 1 and listed[0].startswith("aut-ocsai") and "missing" in listed[0], listed
+    with pytest.raises(SystemExit) as refused:
+        main(["data", "list", "--data-root", str(tmp_path), "aut-ocsai", "--bogus"])
+    assert refused.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err

@@ -325,8 +325,23 @@ def parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
+LISTS = ("run_dirs", "names", "languages")      # a command's list of positionals
+
+
+def parsed(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments, with a command's list of names continued after an option (`data list
+    --data-root X ttcw`, `report RUN_A --out X RUN_B`): argparse ends the list at the first option
+    and refused the rest as "unrecognized arguments"."""
+    args, extra = parser().parse_known_args(argv)
+    lists = [name for name in LISTS if isinstance(getattr(args, name, None), list)]
+    if extra and len(lists) == 1 and not any(e.startswith("-") for e in extra):
+        setattr(args, lists[0], [*getattr(args, lists[0]), *extra])
+        return args
+    return parser().parse_args(argv) if extra else args      # anything else: argparse's own one line
+
+
 def command(argv: list[str] | None) -> int:
-    args = parser().parse_args(argv)
+    args = parsed(argv)
     prepare_environment(args.verbose)            # third-party libraries' own variables, before they load
     stop_on_sigterm()
     try:
