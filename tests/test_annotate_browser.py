@@ -85,6 +85,11 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
     assert prefix >= 20
     until(lambda: ann.text_content("#done-draws") == f"{prefix} / {budget}")
     until(lambda: len(ann.query_selector_all("#plot circle")) == 3)     # each series' latest width, marked
+    # the legend sits under the curves (at the top right, the first, widest interval was drawn under it)
+    legend = ann.eval_on_selector_all("#plot text", "ts => ts.map(t => [t.textContent, +t.getAttribute('y')])")
+    ys = ann.eval_on_selector_all("#plot polyline, #plot circle", "es => es.flatMap(e => e.tagName === 'circle' ? "
+                                  "[+e.getAttribute('cy')] : e.getAttribute('points').split(' ').map(p => +p.split(',')[1]))")
+    assert min(y for t, y in legend if t in ("human only", "uniform PPI++", "active")) > max(ys), (legend, ys)
     ann.screenshot(path=str(shots / "annotate-ttcw.png"), full_page=True)
     assert len(rows) == 20 * TESTS and len({r["cluster"] for r in rows}) == 20
     # judged text is text: the payloads are shown literally, nothing of them became an element
@@ -274,3 +279,47 @@ def test_a_name_then_keys_another_sites_page_the_last_undo_and_a_dead_server_in_
     finally:
         page.close()
         served.kill()
+
+
+def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_dead_server(browser, finished,
+                                                                                          tmp_path):
+    """A new user's try: below a long story Enter's "answer every question first" was off-screen;
+    a story answered by its annotators while open here was refused with "ask for the next one
+    (/api/next)" and kept on the page; a dead server's message said "press Enter" to an Undo.
+    The refusal is scrolled into view; the page says the story was not saved and shows the next;
+    each key is told to press itself again."""
+    run = shutil.copytree(finished, tmp_path / "run")
+    served = Served(run, "--budget", "30", "--per-item", "1", "--lock", "2")
+    page = browser.new_page(viewport={"width": 900, "height": 360})
+    try:
+        page.goto(served.url + "?annotator=kim")
+        opened = current(page)
+        page.keyboard.press("y")
+        page.keyboard.press("Enter")
+        until(lambda: "Answer every question first" in (page.text_content("#inline-status") or ""))
+        box = page.query_selector("#inline-status").bounding_box()
+        assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 361, box        # (subpixels)
+        time.sleep(2.5)                                       # kim's lock runs out; maria answers that story
+        with served.client() as c:
+            item = c.get("/api/next?annotator=maria").json()
+            assert item["cluster"] == opened
+            r = c.post("/api/label", json={"annotator": "maria", "cluster": opened, "key": "maria-first",
+                                           "shown": item.get("shown", ""),
+                                           "labels": {q["item"]: "No" for q in item["questions"]}})
+            assert r.status_code == 200, r.text
+        for _ in range(TESTS):
+            page.keyboard.press("y")
+        page.keyboard.press("Enter")
+        until(lambda: current(page) != opened)
+        said = page.text_content("#inline-status") or ""
+        assert said.startswith(f"Not saved: cluster '{opened}' has been answered by its 1 annotator") and \
+            said.endswith("Here is the next story.") and "/api/next" not in said, said
+        assert [r["annotator"] for r in exported(served) if r["cluster"] == opened] == ["maria"] * TESTS
+        served.kill()
+        page.keyboard.press("u")
+        until(lambda: "press u again once it is back" in (page.text_content("#inline-status") or ""))
+        assert "Enter" not in (page.text_content("#inline-status") or "")
+    finally:
+        page.close()
+        served.kill()
+

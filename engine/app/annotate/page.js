@@ -15,8 +15,9 @@
   async function api(path, body) {
     let r;
     try { r = await fetch(path, body === undefined ? {headers: headers()} : {method: 'POST', headers: headers(), body: JSON.stringify(body)}); }
-    catch (e) { throw new Error('The server does not answer (is litjudge annotate still running?): your answers stay on this page; press Enter again once it is back.'); }
-    if (!r.ok) throw new Error((await r.text()).trim());
+    catch (e) { const gone = new Error('The server does not answer (is litjudge annotate still running?)');
+                gone.offline = true; throw gone; }
+    if (!r.ok) { const e = new Error((await r.text()).trim()); e.code = r.status; throw e; }
     return r.json();
   }
   async function post(path, body) {
@@ -25,7 +26,12 @@
   }
   function status(text, bad) {            // at the top, and beside the buttons where the reader is
     for (const s of [$('#status'), $('#inline-status')]) if (s) { s.textContent = text; s.className = 'status' + (bad ? ' err' : ''); }
+    // a refusal is scrolled into view: below a long story, Enter's "answer every question first" was off-screen
+    const here = $('#inline-status');
+    if (bad && here && here.scrollIntoView) here.scrollIntoView({block: 'nearest'});
   }
+  // what to do about a failure, said for the key that met it (one text said "press Enter" on the last page too)
+  const failed = (e, again) => status(e.offline ? `${e.message}: ${again} once it is back.` : e.message, true);
   function render() {
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
@@ -83,7 +89,7 @@
     if (!annotator()) { status('Type your name first (top right).'); return; }
     localStorage.setItem('litjudge-annotator', annotator());
     try { item = await api('/api/next?annotator=' + encodeURIComponent(annotator())); }
-    catch (e) { status(e.message, true); return; }
+    catch (e) { failed(e, 'reload the page'); return; }
     if ($('#status').classList.contains('err')) status('');      // an earlier error is past
     answers = {}; current = 0; render(); estimate();
   }
@@ -93,18 +99,23 @@
     busy = true;
     try { const r = await post('/api/label', {annotator: annotator(), cluster: item.cluster, labels: answers, key: newKey(), shown: item.shown});
           status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
-    catch (e) { status(e.message, true); } finally { busy = false; }
+    catch (e) {
+      if (e.code === 409 && e.message.startsWith('cluster ')) {    // taken by others while it was open here
+        const why = e.message.split(': ask for the next')[0];
+        await load(); status(`Not saved: ${why}. Here is the next story.`, true);
+      } else failed(e, 'your answers stay on this page; press Enter again');
+    } finally { busy = false; }
   }
   async function skipItem() {
     if (busy || !item || item.done) return; busy = true;
     try { await post('/api/skip', {annotator: annotator(), cluster: item.cluster, key: newKey()}); status('Skipped.'); await load(); }
-    catch (e) { status(e.message, true); } finally { busy = false; }
+    catch (e) { failed(e, 'press s again'); } finally { busy = false; }
   }
   async function unskip() {
     if (busy) return; busy = true;
     try { const r = await post('/api/unskip', {annotator: annotator()});
           status(r.back.length ? `Brought back ${r.back.length} you skipped.` : 'Nothing you skipped.'); await load(); }
-    catch (e) { status(e.message, true); } finally { busy = false; }
+    catch (e) { failed(e, 'press b again'); } finally { busy = false; }
   }
   async function undoLast() {
     if (busy) return; busy = true;
@@ -114,12 +125,13 @@
                  : r.stands === 'later' ? 'Undone; a later answer of yours to that story (imported) stands, so no answer changed.'
                  : item && item.cluster === r.undone ? 'Undone: shown again.'
                  : 'Undone: that one comes back after the ones drawn before it.'); }
-    catch (e) { status(e.message, true); } finally { busy = false; }
+    catch (e) { failed(e, 'press u again'); } finally { busy = false; }
   }
   const fmt = x => x === null || x === undefined ? '–' : x.toFixed(3);
   function svgPlot(curve) {
     const NS = "http://www.w3.org/2000/svg", W = 300, H = 160, P = 30;
-    const svg = document.createElementNS(NS, 'svg'); svg.setAttribute('width', W); svg.setAttribute('height', H);
+    // the legend in a row under the axis: at the top right, the first (widest) interval was drawn under it
+    const svg = document.createElementNS(NS, 'svg'); svg.setAttribute('width', W); svg.setAttribute('height', H + 18);
     svg.setAttribute('id', 'plot');
     const el = (tag, attrs) => { const e = document.createElementNS(NS, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); svg.appendChild(e); return e; };
     const series = [['human', '#9ca3af', 'human only'], ['uniform', '#f59e0b', 'uniform PPI++'], ['active', '#2563eb', 'active']];
@@ -135,7 +147,7 @@
       const pts = curve.filter(p => p[key] !== null).map(p => `${x(p.draws).toFixed(1)},${y(p[key]).toFixed(1)}`);
       if (pts.length) el('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2});
       if (pts.length) { const [cx, cy] = pts[pts.length - 1].split(','); el('circle', {cx, cy, r: 3, fill: color}); }   // the latest (one point: no line)
-      el('rect', {x: W - 100, y: 22 + 13 * i, width: 10, height: 3, fill: color}); label(W - 86, 26 + 13 * i, name);
+      el('rect', {x: P + 92 * i, y: H + 8, width: 10, height: 3, fill: color}); label(P + 14 + 92 * i, H + 12, name);
     });
     return svg;
   }
