@@ -162,7 +162,7 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
             done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock,
                                                                    rebuild=args["rebuild_store"]))
         except BaseException as exc:
-            if previous is not None and not data_rows.judged(run_dir, lines):
+            if previous is not None and not data_rows.judged(run_dir, read):
                 # refused or stopped before its outputs were written (a bad label on row 6 of an
                 # overwrite, a judge not found, Ctrl-C): the folder's tables were made from the rows
                 # before, which it keeps, so `load()` reads them together

@@ -155,11 +155,12 @@ def identity(lines: bytes) -> DataRead:
     return DataRead({"sha256": hashlib.sha256(lines).hexdigest(), "bytes": len(lines)}, None)
 
 
-def judged(run_dir: Path, rows: bytes | None) -> bool:
-    """Whether the folder's manifest names these rows (the run wrote its outputs before it failed)."""
+def judged(run_dir: Path, rows: DataRead) -> bool:
+    """Whether the folder's manifest names these rows (`identity`'s: the run wrote its outputs
+    before it failed)."""
     try:
-        data = json.loads((run_dir / "manifest.json").read_text())["dataset"]["data"]
-        return rows is not None and data["sha256"] == hashlib.sha256(rows).hexdigest()
+        return bool(rows.sha256) and json.loads((run_dir / "manifest.json").read_text())["dataset"]["data"][
+            "sha256"] == rows.sha256
     except (OSError, ValueError, KeyError, TypeError):
         return False
 

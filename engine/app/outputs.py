@@ -199,10 +199,11 @@ def edited_column(name: str, table: pl.DataFrame, wrote: dict[str, str]) -> str 
     gone = [c for c in wrote if c not in table.columns]
     if gone:
         return f"tables/{name}.parquet lacks column {gone[0]!r}, which the run wrote"
-    changed = next((c for c, kind in wrote.items() if "any" not in (kind, now := column_kind(table[c].dtype))
-                    and kind != now), None)
-    return None if changed is None else (f"tables/{name}.parquet column {changed!r} holds "
-                                         f"{column_kind(table[changed].dtype)} values where the run wrote {wrote[changed]}")
+    for column, kind in wrote.items():
+        now = column_kind(table[column].dtype)
+        if kind != now and "any" not in (kind, now):
+            return f"tables/{name}.parquet column {column!r} holds {now} values where the run wrote {kind}"
+    return None
 
 
 def read_table(path: Path) -> pl.DataFrame:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from ..core.config import source_folder
 from ..core.errors import ConfigError
 from ..core.paths import cards_dir, data_root
-from ..core.schema import build, check_choices, check_field
+from ..core.schema import FieldError, build, check_choices
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,10 @@ class DatasetCard:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        twice = sorted({c for c in self.category_order if self.category_order.count(c) > 1}, key=str)
         # a category named twice has two ranks: which one its items take is not the user's to guess
-        check_field(not twice, "category_order", f"{twice[0]!r} is named twice; name each category once, worst "
-                                                 "first" if twice else "")
+        twice = next((c for c in self.category_order if self.category_order.count(c) > 1), None)
+        if twice is not None:
+            raise FieldError("category_order", f"{twice!r} is named twice; name each category once, worst first")
 
     def folder(self, root_override: str = "") -> Path:
         """Where the data is: `path` under the data root, the shipped samples, or the card's folder."""

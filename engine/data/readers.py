@@ -198,7 +198,10 @@ def missing_field(rec: dict[str, Any], name: str, path: Path, row: int, why: Seq
     hint = (f"; its column {near!r} has surrounding spaces: remove them (in the header)" if near else
             f"; {', '.join(map(repr, spaced[:3]))} {'has' if len(spaced) == 1 else 'have'} surrounding spaces"
             if spaced else "")
-    return DataError((f"missing field {name!r}", *why, f" (the row's columns: {listed}){hint}"), path=str(path), row=row)
+    return DataError((f"missing field {name!r}", *why, f"{LISTED}{listed}){hint}"), path=str(path), row=row)
+
+
+LISTED = " (the row's columns: "          # how a missing field's message lists the row's (table.in_columns reads it)
 
 
 def missing_value(value: Any) -> bool:

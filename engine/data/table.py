@@ -34,7 +34,7 @@ from ..core.errors import DataError, Part, Setting, did_you_mean
 from .cards import DatasetCard
 from .items import ITEM_FIELDS
 from .pairs import PAIR_FIELDS
-from .readers import read_csv, read_jsonl
+from .readers import LISTED, read_csv, read_jsonl
 
 IDS = ("pair_id", "item_id")           # fields a loader numbers by row where the data has none
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -239,9 +239,6 @@ def in_columns(card: DatasetCard, exc: DataError) -> DataError:
                           f" renames {', '.join(map(repr, card.values[name]))})")
             break
     return DataError(tuple(_your_columns(card, p) for p in parts), path=exc.path, row=exc.row)
-
-
-LISTED = " (the row's columns: "
 
 
 def _your_columns(card: DatasetCard, part: Any) -> Any:

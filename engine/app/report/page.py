@@ -185,12 +185,13 @@ def _ours(page: Path) -> bool:
     let its folder's other pictures and tables be deleted."""
     try:
         with page.open("rb") as f:
-            return f.read(len(_OPENING)) == _OPENING
+            ours = (OPENING + "litjudge ").encode()            # its title: "litjudge report: ...", "litjudge compare: ..."
+            return f.read(len(ours)) == ours
     except OSError:
         return False
 
 
-_OPENING = b"<!doctype html><html><head><meta charset='utf-8'><title>litjudge "
+OPENING = "<!doctype html><html><head><meta charset='utf-8'><title>"   # every report page's first bytes
 
 
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
@@ -215,7 +216,7 @@ def _write_report(run_dirs: list[Path], out: Path | None) -> Path:
     (out / REPORT_MARK).touch()                  # a report interrupted half-way is still known as one
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
-    page = [f"<!doctype html><html><head><meta charset='utf-8'><title>{escaped(title)}</title>{_STYLE}</head><body>",
+    page = [f"{OPENING}{escaped(title)}</title>{_STYLE}</head><body>",
             f"<h1>{escaped(title)}</h1>"]
     md = [f"# {_md(title)}", ""]
     for panel in panels:
