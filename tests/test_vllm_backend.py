@@ -199,10 +199,42 @@ QUESTIONS = ("Is the sky green on a clear day?", "Is two plus two equal to five?
              "Is the story sad? Story: Everyone laughed all day.")
 
 
-@pytest.mark.parametrize("inner", [g.binary(), g.categorical(["très bien", "良い", "mauvais"]),
-                                   g.categorical(["?!", ":-)"]), g.score(1, 10)],
-                         ids=["binary", "unicode", "punctuation", "one-to-ten"])
-def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_marker(smollm32, inner):
+ANALYSIS_LANGUAGES = {"binary": g.binary(), "unicode": g.categorical(["très bien", "良い", "mauvais"]),
+                      "punctuation": g.categorical(["?!", ":-)"]), "one-to-ten": g.score(1, 10)}
+
+
+@pytest.fixture(scope="module")
+def analyses(smollm32):
+    """Each language's ten analyses (`smollm32`) and the labels' probabilities read right after each
+    one's marker, prefilled with it: the four languages' forty analyses in one batch and their
+    readings in another (float32: a request's numbers do not depend on its batch), where a batch of
+    ten per language took 28 s of the four tests' 37 (Xeon with AMX)."""
+    langs = {name: g.Analyzed(inner, "Verdict:", max_analysis_tokens=32) for name, inner in ANALYSIS_LANGUAGES.items()}
+    reqs = [JudgeRequest((Message("user", q + " Answer in the required format."),), lang, "analyze",
+                         Sampling(temperature=0.0, seed=i), RequestMeta("test", f"{name}/item{i}"))
+            for name, lang in langs.items() for i, q in enumerate(QUESTIONS)]
+    plan = make_plan(reqs, smollm32)
+    outs = {o.key: o for o in smollm32.generate(plan.unique)}
+    lang_of = {u.key: langs[u.request.meta.item_id.split("/")[0]] for u in plan.unique}
+    asked = [JudgeRequest(u.request.messages, lang_of[u.key].inner, "distribution", Sampling(temperature=0.0),
+                          u.request.meta, prefill=outs[u.key].analysis + lang_of[u.key].tail_prefix)
+             for u in plan.unique]
+    read = make_plan(asked, smollm32)
+    likely = {u.request.meta.item_id: o.distribution for u, o in zip(read.unique, smollm32.generate(read.unique))}
+    by_name: dict[str, dict] = {name: {"lang": lang, "said": {}, "kept": {}, "likely": {}, "mass": []}
+                                for name, lang in langs.items()}
+    for u in plan.unique:
+        name, item = u.request.meta.item_id.split("/")
+        part, out = by_name[name], outs[u.key]
+        part["said"][item] = part["lang"].parse(out.raw).label
+        part["kept"][item] = out.analysis_distribution
+        part["likely"][item] = likely[u.request.meta.item_id]
+        part["mass"].append(out.label_mass)
+    return by_name
+
+
+@pytest.mark.parametrize("name", list(ANALYSIS_LANGUAGES))
+def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_marker(analyses, name):
     """After the analysis, the verdict is the label most probable right after the marker, each
     scored whole with its space (SmolLM2 writes `:` ` Yes`), as `litjudge budgets` reads it (its
     full budget is the run). Decoded token by token after `:` ` ` (a lone space, where the model
@@ -213,29 +245,21 @@ def test_an_analysis_verdict_is_the_label_the_judge_finds_likeliest_after_the_ma
     analysis decoded token by token and after one prefilled with it differed by up to 0.10 on a Xeon
     with AMX (0.35 -> 0.28 for '2', the likeliest label swapped), which no tolerance here separates
     from a wrong reading."""
-    smollm = smollm32
-    lang = g.Analyzed(inner, "Verdict:", max_analysis_tokens=32)
-    reqs = requests_for(lang, len(QUESTIONS), mode="analyze", temperature=0.0, prompts=QUESTIONS)
-    plan = make_plan(reqs, smollm)
-    outs = {o.key: o for o in smollm.generate(plan.unique)}
-    asked = [JudgeRequest(u.request.messages, inner, "distribution", Sampling(temperature=0.0), u.request.meta,
-                          prefill=outs[u.key].analysis + lang.tail_prefix) for u in plan.unique]
-    read = make_plan(asked, smollm)
-    said = {u.request.meta.item_id: lang.parse(outs[u.key].raw).label for u in plan.unique}
-    likely = {u.request.meta.item_id: o.distribution for u, o in zip(read.unique, smollm.generate(read.unique))}
+    inner, part = ANALYSIS_LANGUAGES[name], analyses[name]
+    said, likely, kept = part["said"], part["likely"], part["kept"]
+    assert len(said) == len(QUESTIONS)
     sure = {i: max(d, key=d.get) for i, d in likely.items()                # batch noise aside
             if sorted(d.values())[-1] - sorted(d.values())[-2] > 0.04}
     assert len(sure) >= len(QUESTIONS) // 2 and {i: said[i] for i in sure} == sure
     assert inner.labels() != ("Yes", "No") or "No" in sure.values()
     # The probabilities the label was picked by are kept (what the annotation queue draws by): each
     # label's, summing to 1, the label the likeliest, and the same as distribution mode reads them.
-    kept = {u.request.meta.item_id: outs[u.key].analysis_distribution for u in plan.unique}
     assert all(d is not None and list(d) == list(inner.labels()) and abs(sum(d.values()) - 1) < 1e-9
                for d in kept.values())
     assert {i: max(d, key=d.get) for i, d in kept.items()} == said
     gap = max(abs(kept[i][lab] - likely[i][lab]) for i in likely for lab in likely[i])
     assert gap < 0.05, gap
-    assert all(0 < outs[u.key].label_mass <= 1 for u in plan.unique)
+    assert all(0 < m <= 1 for m in part["mass"])
 
 
 def test_preflight_reports_too_long_prompts_by_item(smollm):

@@ -15,6 +15,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...core.console import LOG, say, terminal
 from ...core.errors import JudgeNotFound
@@ -215,19 +216,28 @@ def _outdated_by(model: RegistryModel, folder: Path) -> str:
         return f"its GGUF or its tokenizer could not be read ({type(exc).__name__}: {str(exc)[:120]})"
 
 
-def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def gguf_tokenizer(model: RegistryModel, gguf: Path) -> Any:
+    """The conversion's tokenizer: the GGUF's, given back the special tokens it says to add, which
+    transformers' loader drops (gguf_flags.py). Inside `one_parse()` it shares the weights' parse."""
+    from transformers import AutoTokenizer
 
-    with one_parse():                              # its config, tokenizer and weights from one parse
-        tok = AutoTokenizer.from_pretrained(tmp, gguf_file=gguf.name)
-        lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     with gguf.open("rb") as fh:
         flags = tokenizer_flags(fh)
     try:
-        give_flags(tok, flags)                     # the loader drops them (gguf_flags.py)
+        give_flags(tok, flags)
     except ValueError as exc:
         raise JudgeNotFound(f"{model.alias}: its tokenizer cannot add what its GGUF says: {exc}") from None
+    return tok
+
+
+def _convert(model: RegistryModel, tmp: Path, gguf: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with one_parse():                              # its config, tokenizer and weights from one parse
+        tok = gguf_tokenizer(model, gguf)
+        lm = AutoModelForCausalLM.from_pretrained(tmp, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The loaded weights are already de-quantized bf16; drop the GGUF quantizer state so the
     # folder saves (and loads in vLLM) as a plain checkpoint.
     lm.hf_quantizer = None
