@@ -133,6 +133,11 @@ class Units:
             return self.statistic.resampled_means(self, clusters)
         return np.asarray([self.statistic(self._rows(row[row >= 0])) for row in clusters], dtype=float)
 
+    def percentile(self, resamples: int, seed: int, expanded_for: int) -> tuple[float, float]:
+        """The expanded percentile interval over cluster resamples (`bootstrap.percentile_interval`),
+        expanded as for `expanded_for` clusters."""
+        return percentile_interval(self.resampled(resample_indices(seed, self.clusters, resamples)), expanded_for)
+
     def interval(self, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
         """95% interval (none below MIN_CLUSTERS clusters): the estimate's own `rule`, else over
         cluster resamples, and where no resample varies and the value's bounds are known,
@@ -145,8 +150,7 @@ class Units:
             return math.nan, math.nan, interval_note(self.clusters, None)
         if self.rule is not None:
             return self.rule(self, resamples, seed)
-        draws = resample_indices(seed, self.clusters, resamples)
-        low, high = percentile_interval(self.resampled(draws), self.clusters)
+        low, high = self.percentile(resamples, seed, self.clusters)
         if math.isnan(low) and self.bounds is not None:
             return (*constant_interval(self.value(), self.clusters, self.bounds), CONSTANT)
         return low, high, interval_note(self.clusters, low)
@@ -167,7 +171,7 @@ def _agreement_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, 
     answers = clusters_per_class(rows, u.columns["pred"].astype(bool))
     if answers < MIN_CLUSTERS:
         return math.nan, math.nan, FEW_JUDGE_ANSWERS
-    low, high = percentile_interval(u.resampled(resample_indices(seed, u.clusters, resamples)), min(truths, answers))
+    low, high = u.percentile(resamples, seed, min(truths, answers))
     return low, high, interval_note(u.clusters, low)
 
 
