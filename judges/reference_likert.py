@@ -41,8 +41,8 @@ from litjudge.grammars.analysis import marker_problem
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Table, imputed
 from .frames import split
 from .metrics import first_position_win_rate, kendall, pairwise_accuracy, spearman
-from .metrics.bootstrap import studentized_mean_with_ci
 from .metrics.estimates import Units, mean_of
+from .metrics.proportion import bounded_mean_with_ci
 from .templates import TemplateFields, template_of
 from .ttcw import FIELDS as TTCW_FIELDS
 from .ttcw import fields as ttcw_fields
@@ -288,7 +288,7 @@ def _group_intervals(ranking: pl.DataFrame, by: list[str], metrics: tuple[str, .
         row = dict(zip(by, key))
         for m in metrics:
             values = g[m].to_list()
-            mean = studentized_mean_with_ci(values, bounds=BOUNDS[m])
+            mean = bounded_mean_with_ci(values, BOUNDS[m])
             row |= {f"{m}_low": mean.ci_low, f"{m}_high": mean.ci_high, f"{m}_ci_note": mean.note}
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None)
@@ -298,7 +298,8 @@ BOUNDS = {"spearman": (-1.0, 1.0), "kendall": (-1.0, 1.0), "pairwise_accuracy": 
 
 
 def _group_mean_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
-    """A sweep's interval of a mean over groups: the table's (`studentized_mean_with_ci`)."""
-    mean = studentized_mean_with_ci(u.columns["v"].tolist(), resamples, seed, bounds=u.bounds)
+    """A sweep's interval of a mean over groups: the table's (`bounded_mean_with_ci`)."""
+    assert u.bounds is not None, "a mean over groups has its metric's bounds (Units.of(..., BOUNDS[m]))"
+    mean = bounded_mean_with_ci(u.columns["v"].tolist(), u.bounds, resamples, seed)
     return (math.nan if mean.ci_low is None else mean.ci_low), (math.nan if mean.ci_high is None else mean.ci_high), \
         mean.note

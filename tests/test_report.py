@@ -5,6 +5,7 @@ import html
 import json
 import math
 import re
+import shutil
 
 import polars as pl
 import pytest
@@ -566,13 +567,69 @@ def test_a_folder_with_a_report_html_of_someone_elses_is_not_cleared(finished, t
         write_report([finished], mine)
     assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == [
         "holiday.png", "report.html", "tables", "tables/my-data.csv"]
-    # a report litjudge wrote before the mark file existed is still its own: cleared and rewritten
+    # a report litjudge wrote before the mark file existed is still its own: its pages rewritten,
+    # its other files kept (which of them are litjudge's, nothing says)
     old = tmp_path / "old"
     write_report([finished], old)
     (old / ".litjudge-report").unlink()
     (old / "stale.png").write_bytes(b"png")
+    (old / "report.md").write_text("an old report.md")
     write_report([finished], old)
-    assert not (old / "stale.png").exists() and (old / "report.html").exists()
+    assert (old / "stale.png").exists() and (old / "report.md").read_text() != "an old report.md"
+
+
+def test_a_report_deletes_only_the_files_it_listed_and_writes_through_no_link(finished, tmp_path):
+    """A hostile pass: a report deleted every *.png and tables/*.csv of a folder it took for its own
+    (a notes folder holding a copy of a litjudge page; the user's figure added to RUN/report), and
+    through a `tables` link it deleted and overwrote the user's files where the link pointed. The
+    mark lists what the report writes; the next one deletes those alone, and a link is refused."""
+    from litjudge.engine.core.errors import ConfigError
+
+    first = write_report([finished], tmp_path / "first").parent
+    listed = (first / ".litjudge-report").read_text().splitlines()
+    plot = next(n for n in listed if n.endswith(".png"))
+    table = next(n for n in listed if n.startswith("tables/"))
+    assert listed[:2] == ["report.html", "report.md"] and all((first / n).is_file() for n in listed)
+    # the user's own files beside a report, an earlier report's file, names that are no report's
+    (first / "my-annotated-figure.png").write_bytes(b"mine")
+    (first / "tables" / "my-notes.csv").write_text("mine\n")
+    (first / "gone-plot.png").write_bytes(b"an earlier report's")
+    (tmp_path / "outside.csv").write_text("outside\n")
+    with (first / ".litjudge-report").open("a") as mark:
+        mark.write("gone-plot.png\n../outside.csv\n/etc/hostname\ntables/../../outside.csv\n")
+    write_report([finished], first)
+    assert (first / "my-annotated-figure.png").read_bytes() == b"mine"
+    assert (first / "tables" / "my-notes.csv").read_text() == "mine\n"
+    assert not (first / "gone-plot.png").exists() and (tmp_path / "outside.csv").read_text() == "outside\n"
+    assert (first / ".litjudge-report").read_text().splitlines() == listed
+    # a notes folder holding a copy of a litjudge page: the page is rewritten, the user's files kept
+    notes = tmp_path / "notes"
+    (notes / "tables").mkdir(parents=True)
+    shutil.copy(first / "report.html", notes / "report.html")
+    (notes / "fig1.png").write_bytes(b"mine")
+    (notes / "tables" / "my-data.csv").write_text("mine\n")
+    write_report([finished], notes)
+    assert (notes / "fig1.png").read_bytes() == b"mine" and (notes / "tables" / "my-data.csv").read_text() == "mine\n"
+    # a link where the report writes: refused in one line before anything is deleted or written
+    theirs = tmp_path / "userdata"
+    theirs.mkdir()
+    (theirs / "precious.csv").write_text("precious\n")
+    (theirs / table.removeprefix("tables/")).write_text("theirs\n")
+    linked = shutil.copytree(first, tmp_path / "linked", symlinks=True)
+    shutil.rmtree(linked / "tables")
+    (linked / "tables").symlink_to(theirs)
+    with pytest.raises(ConfigError, match=r"^--out .*linked: tables is a link \(to .*userdata\): a report writes its "
+                                          r"files into its own folder; remove the link or give a new folder$"):
+        write_report([finished], linked)
+    assert sorted(p.name for p in theirs.iterdir()) == ["precious.csv", table.removeprefix("tables/")]
+    assert (theirs / table.removeprefix("tables/")).read_text() == "theirs\n" and (linked / "report.html").exists()
+    (linked / "tables").unlink()
+    (linked / plot).unlink()
+    (linked / plot).symlink_to(theirs / "precious.csv")
+    (linked / ".litjudge-report").write_text("report.html\nreport.md\n")     # a plot it did not list
+    with pytest.raises(ConfigError, match=f"{plot} is a link"):
+        write_report([finished], linked)
+    assert (theirs / "precious.csv").read_text() == "precious\n"
 
 
 def test_a_run_without_its_verdicts_file_is_one_line_not_a_report_without_its_viewer(finished, tmp_path):

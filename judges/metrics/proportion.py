@@ -38,7 +38,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from .base import is_missing
-from .bootstrap import CONSTANT, MIN_CLUSTERS, MeanCI, constant_interval, or_none, too_few
+from .bootstrap import CONSTANT, MIN_CLUSTERS, MeanCI, constant_interval, or_none, resample_indices, too_few, with_note
 
 FEW_CLUSTERS = 5
 LOPSIDED = 0.2
@@ -178,3 +178,47 @@ def cluster_mean_with_ci(clusters: Sequence[Hashable], values: Sequence[float | 
     rates = sums / counts
     g = int(rates.shape[1])
     return _one(*rate_interval(rates, np.ones_like(rates), values=np.asarray([len(keep)])), n=g, clusters=g)
+
+
+LUMPY = (f"fewer than {FEW_CLUSTERS} units off the bound the values pile at: the bootstrap-t interval widened to "
+         "Clopper-Pearson with one trial per unit (the largest design effect)")
+
+
+def bounded_mean_with_ci(values: Sequence[float | None], bounds: tuple[float, float], resamples: int = 1000,
+                         seed: int = 0, alpha: float = 0.05) -> MeanCI:
+    """THE mean of one value per unit, the values within `bounds` (a reference-Likert group's
+    Spearman or pairwise accuracy), with a bootstrap-t 95% interval: each resample's t statistic
+    (its mean's distance from the mean in its own standard errors) gives the quantiles, so the
+    interval leans the way the values are skewed, where the percentile interval covered 0.92 at
+    10 groups. A resample of one value drawn n times has an infinite t (it is the most extreme
+    mean there is), kept, and the quantiles are read without interpolating into it: dropped, the
+    lower bound of [1]*9 + [-1] was its mean (0.8), and a judge whose groups pile at one bound
+    was covered 0.73-0.90 at 10 groups. Where fewer than FEW_CLUSTERS units lie off that bound
+    (a lumpy mean: two candidates a group, their accuracy 0, 0.5 or 1), the interval is widened
+    to Clopper-Pearson on the mean rescaled to [0, 1] with one trial per unit, as a rate's
+    (`rate_interval`): 0.95-0.99 in every case simulated (tests/test_conformance_lists.py).
+    Missing values are left out; below MIN_CLUSTERS units, or with no spread, as `mean_with_ci`
+    (`constant_interval` within `bounds`)."""
+    v = np.asarray([float(x) for x in values if x is not None and not is_missing(x)], dtype=float)
+    if not len(v):
+        return MeanCI(None, 0, None, None)
+    n, mean = len(v), float(v.mean())
+    sd = float(v.std(ddof=1)) if n > 1 else 0.0
+    if n < MIN_CLUSTERS or sd <= 1e-12 * max(1.0, abs(mean)):
+        return with_note(mean, n, n, math.nan, math.nan, bounds)
+    drawn = v[resample_indices(seed, n, resamples)]
+    means, sds = drawn.mean(axis=1), drawn.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        flat = np.where(means > mean, np.inf, np.where(means < mean, -np.inf, 0.0))
+        t = np.where(sds > 1e-12, (means - mean) / (sds / math.sqrt(n)), flat)
+    upper = float(np.quantile(t, 1 - alpha / 2, method="higher"))
+    lower = float(np.quantile(t, alpha / 2, method="lower"))
+    lo, hi = bounds
+    low, high = max(mean - upper * sd / math.sqrt(n), lo), min(mean - lower * sd / math.sqrt(n), hi)
+    off = min(int((v > lo + 1e-12).sum()), int((v < hi - 1e-12).sum()))
+    if off >= FEW_CLUSTERS:
+        return MeanCI(mean, n, low, high, None)
+    share = (mean - lo) / (hi - lo)
+    few_low, few_high = clopper_pearson(np.asarray([share * n]), np.asarray([float(n)]), alpha)
+    return MeanCI(mean, n, min(low, lo + float(few_low[0]) * (hi - lo)), max(high, lo + float(few_high[0]) * (hi - lo)),
+                  LUMPY)

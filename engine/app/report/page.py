@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import base64
 import io
-from functools import partial
 from pathlib import Path
 
 import polars as pl
 
 from ...core.errors import ConfigError
-from ..outputs import STALE, csv_safe, guarded, write_text
+from ..outputs import STALE, csv_safe, write_text
 from ..runs import LoadedRun, load_run, task_folders, unique_labels
 from ..summary import figures, history, totals
 from .extras import extra_panels, protocol_panels
+from .folder import OPENING, prepare_report_folder
 from .panels import Panel
 from .viewer import escaped, viewer_html
 
@@ -158,42 +158,6 @@ def _md_table(df: pl.DataFrame, max_rows: int = 60) -> str:
     return "\n".join(lines)
 
 
-REPORT_MARK = ".litjudge-report"
-
-
-def clear_report_folder(out: Path) -> None:
-    """A report folder holds only the current report: the files an earlier report wrote there
-    (another protocol's tables and plots, say) are removed first. A folder that is not a report's
-    (a run folder: `compare --out RUN_B` overwrote RUN_B's tables) is refused, and so is one with
-    other files in it."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise ConfigError(f"{out} is a file: give a folder for the report (--out, or report(out=...) in Python)")
-    entries = [p for p in out.iterdir() if p.name != STALE]
-    if entries and not (out / REPORT_MARK).exists() and not _ours(out / "report.html"):
-        what = "a run folder" if (out / "manifest.json").exists() or (out / "store.sqlite").exists() else \
-            "a folder with other files"
-        raise ConfigError(f"--out {out} is {what}, not a report's: give a new or empty folder (a report folder is "
-                          "cleared and rewritten)")
-    for path in [*out.glob("*.png"), *out.glob("tables/*.csv"), out / "report.html", out / "report.md"]:
-        guarded(partial(path.unlink, missing_ok=True), path)
-
-
-def _ours(page: Path) -> bool:
-    """A report.html litjudge wrote (a report from before the mark file): any page of that name
-    let its folder's other pictures and tables be deleted."""
-    try:
-        with page.open("rb") as f:
-            ours = (OPENING + "litjudge ").encode()            # its title: "litjudge report: ...", "litjudge compare: ..."
-            return f.read(len(ours)) == ours
-    except OSError:
-        return False
-
-
-OPENING = "<!doctype html><html><head><meta charset='utf-8'><title>"   # every report page's first bytes
-
-
 def write_report(run_dirs: list[Path], out: Path | None = None) -> Path:
     """Write report.html, report.md (+ PNGs) and tables/*.csv; return the HTML path. A run of
     several tasks stands for its task folders, side by side (the AUT study's two designs). Text in
@@ -211,9 +175,8 @@ def _write_report(run_dirs: list[Path], out: Path | None) -> Path:
                                  runs[0].path.parent / ("compare-" + "-vs-".join(r.path.name for r in runs)))
     panels = build_panels(runs)                  # every check (same protocol...) before anything is written
     viewer = viewer_html(runs)                   # (a plugin's run without its plugin: refused here, not half-written)
-    clear_report_folder(out)
-    guarded(lambda: (out / "tables").mkdir(parents=True, exist_ok=True), out, "--out (report(out=...) in Python)")
-    (out / REPORT_MARK).touch()                  # a report interrupted half-way is still known as one
+    prepare_report_folder(out, [*(f"{name}.png" for p in panels for name, _ in p.figures),
+                                *(f"tables/{name}.csv" for p in panels for name, _ in p.tables)])
     title = (f"litjudge report: {runs[0].name}" if len(runs) == 1 else
              "litjudge compare: " + ", ".join(r.name for r in runs))
     page = [f"{OPENING}{escaped(title)}</title>{_STYLE}</head><body>",
