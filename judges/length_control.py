@@ -54,7 +54,10 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     cluster-robust standard error (pairs as clusters). Verdicts that picked a tie are left out.
     No interval with fewer than MIN_CLUSTERS pairs (else a t(G - 1) quantile); under perfect
     separation (the judge always right, or right exactly on one side of a length ratio) the fit is
-    set by its ridge penalty, not the data: `separated` flags it and the interval is left out."""
+    set by its ridge penalty, not the data: `separated` flags it, and the value, its coefficients and
+    its interval are left out (a hostile pass: 19 of 20 pairs right, the one wrong at the shortest
+    preferred text, printed lc_accuracy 0.99999999 beside accuracy 0.95, and such fits made the
+    mean lc_accuracy of a judge right 95% of the time 0.962 at 10 pairs)."""
     style = style and all(f"{k}_a" in labelled.columns for k in STYLE)
     rows = labelled.filter(pl.col("pick") != "tie")
     names = ["length"] + (list(STYLE) if style else [])
@@ -64,9 +67,9 @@ def length_controlled(labelled: pl.DataFrame, style: bool) -> dict:
     x = control_features(rows, style)
     y = [float(p == h) for p, h in zip(rows["pick"].to_list(), rows["human"].to_list())]
     beta, lo, hi, split, note = lc_fit(x, y, rows["pair_id"].to_list())
-    return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y), "lc_accuracy": sigmoid(beta[0]),
-            "ci_low": lo, "ci_high": hi, "separated": split, "ci_note": note,
-            **{f"coef_{n}": float(b) for n, b in zip(names, beta[1:])}}
+    return {"features": "+".join(names), "n": len(y), "accuracy": sum(y) / len(y),
+            "lc_accuracy": None if split else sigmoid(beta[0]), "ci_low": lo, "ci_high": hi, "separated": split,
+            "ci_note": note, **{f"coef_{n}": None if split else float(b) for n, b in zip(names, beta[1:])}}
 
 
 def lc_fit(x: list[list[float]], y: list[float], pairs: list) -> tuple:
@@ -91,9 +94,10 @@ def lc_fit(x: list[list[float]], y: list[float], pairs: list) -> tuple:
 def lc_accuracy_of(c) -> float:
     """Length- (and style-) controlled agreement of rows with features x0.. and outcome y."""
     x = [c[k] for k in sorted(k for k in c if k.startswith("x"))]
-    if not len(c["y"]):
+    rows, y = list(zip(*x)), c["y"].astype(float).tolist()
+    if not len(y) or separated(rows, y):               # the table's: no value where the penalty sets it
         return math.nan
-    return sigmoid(float(fit_logistic(list(zip(*x)), c["y"].astype(float).tolist())[0]))
+    return sigmoid(float(fit_logistic(rows, y)[0]))
 
 
 def lc_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | None]:
@@ -103,6 +107,6 @@ def lc_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, str | No
     return (math.nan if lo is None else lo), (math.nan if hi is None else hi), note
 
 
-SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no interval"
+SEPARATED = "perfect separation: the fit is set by its ridge penalty, not the data; no value and no interval"
 CANCELLED = ("every pair's verdicts cancel in the fit (one right, one wrong at the same length ratio: a judge "
              "that always picks one position): the clustered standard error is 0; no interval")

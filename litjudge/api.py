@@ -155,18 +155,21 @@ def judge(data: Any, *, protocol: str, judge: str | list[str] = "smollm2-135m",
         lock = RunLock(run_dir)                       # taken before the rows are written into the folder
         previous: bytes | None = None
         try:
+            if lines is not None:
+                data_rows.recover(run_dir, path)      # an earlier overwrite killed mid-run
             claim(run_dir, new, overwrite=overwrite, switch=OVERWRITE)
             if lines is not None:
-                previous = path.read_bytes() if path.is_file() else None
-                data_rows.write(lines, path)
+                previous = data_rows.replace(lines, path)
             done = execute(final, JUDGE_WHERE, {}, session, Asked(overwrite=overwrite, switch=OVERWRITE, lock=lock,
                                                                    rebuild=args["rebuild_store"]))
+            if lines is not None:
+                data_rows.settle(run_dir, path, previous, read)
         except BaseException as exc:
-            if previous is not None and not data_rows.judged(run_dir, read):
+            if lines is not None:
                 # refused or stopped before its outputs were written (a bad label on row 6 of an
                 # overwrite, a judge not found, Ctrl-C): the folder's tables were made from the rows
                 # before, which it keeps, so `load()` reads them together
-                data_rows.write(previous, path)
+                data_rows.settle(run_dir, path, previous, read)
             if not isinstance(exc, LitjudgeError):
                 raise
             lock.release()
@@ -317,6 +320,7 @@ def load(run_dir: str | Path) -> Result:
         The run, as `judge()` and `run()` return it.
     """
     with _errors():
+        data_rows.recover_when_free(Path(run_dir), Path(run_dir) / INPUT)
         return Result.open(run_dir)
 
 

@@ -20,7 +20,8 @@ import polars as pl
 
 from litjudge.engine.app.outputs import write_file
 from litjudge.engine.app.run_folder import DataRead
-from litjudge.engine.core.errors import DataError
+from litjudge.engine.core.errors import ConfigError, DataError
+from litjudge.engine.core.run_lock import RunLock
 from litjudge.engine.data.table import FIELDS
 
 WHERE = "data"
@@ -172,3 +173,54 @@ def write(data: bytes, target: Path) -> None:
         return
     target.parent.mkdir(parents=True, exist_ok=True)
     write_file(target, lambda tmp: tmp.write_bytes(data))
+
+
+PREVIOUS = ".data.jsonl.previous"      # beside RUN/input/data.jsonl while an overwrite runs
+
+
+def replace(data: bytes, target: Path) -> bytes | None:
+    """`write`, the rows it replaces kept beside them first (PREVIOUS), as a journal: an overwrite
+    killed before its outputs (SIGTERM, kill -9: no handler runs) left the new rows, never judged,
+    beside the old run's tables, and `load()` read them together; `recover` puts the judged rows
+    back. Returns the rows replaced (None: there were none)."""
+    previous = target.read_bytes() if target.is_file() else None
+    if previous is not None and previous != data:
+        write_file(target.with_name(PREVIOUS), lambda tmp: tmp.write_bytes(previous))
+    write(data, target)
+    return previous
+
+
+def settle(run_dir: Path, target: Path, previous: bytes | None, rows: DataRead) -> None:
+    """After an overwrite ended (finished, refused or stopped): the rows the folder's outputs were
+    made from stay in `target` (the replaced ones unless the run wrote its outputs), the journal goes."""
+    if previous is not None and not judged(run_dir, rows):
+        write(previous, target)
+    target.with_name(PREVIOUS).unlink(missing_ok=True)
+
+
+def recover(run_dir: Path, target: Path) -> None:
+    """An overwrite's journal left by a killed process: the folder's outputs name the rows kept in
+    it (not the ones in `target`): they are put back. Call with the folder's lock held."""
+    journal = target.with_name(PREVIOUS)
+    if not journal.is_file():
+        return
+    kept = journal.read_bytes()
+    current = target.read_bytes() if target.is_file() else b""
+    if judged(run_dir, identity(kept)) and not judged(run_dir, identity(current)):
+        write(kept, target)
+    journal.unlink(missing_ok=True)
+
+
+def recover_when_free(run_dir: Path, target: Path) -> None:
+    """`recover`, for a reader (`load()`): only where a journal is left and no run holds the folder
+    (a run writing it settles its rows at its own end)."""
+    if not target.with_name(PREVIOUS).is_file():
+        return
+    try:
+        lock = RunLock(run_dir)
+    except ConfigError:
+        return
+    try:
+        recover(run_dir, target)
+    finally:
+        lock.release()

@@ -93,6 +93,10 @@ def test_a_rubric_pair_in_a_random_recorded_order_with_a_tie(rubric, tmp_path):
             one_line_400(post(c, item, {surprise["item"]: "Yes"}), "labels: 'Yes' is not an answer of this protocol "
                                                                      "(a, b, tie)")
             one_line_400(post(c, item, {surprise["item"]: "a"}, shown=""), "shown:")
+            # a hostile pass: the other order was stored, and exported as the order it was shown in
+            other = "ba" if item["shown"] == "ab" else "ab"
+            one_line_400(post(c, item, {surprise["item"]: "a"}, shown=other),
+                         f"shown: this pair was shown to 'ann' as '{item['shown']}' (/api/next), not '{other}'")
             assert post(c, item, {surprise["item"]: ["a", "tie"][i % 2]}).json()["stored"]
             seen.add(item["shown"])
         rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()]

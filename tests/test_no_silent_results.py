@@ -78,8 +78,10 @@ def test_a_report_folder_holds_only_the_current_report(tmp_path):
     assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0
     run = tmp_path / "runs" / "out" / "p"
     assert cli("report", str(run), cwd=tmp_path).returncode == 0
-    (run / "report" / "tables" / "overall.csv").write_text("judge,kappa\nold,0.9\n")     # another protocol's
-    (run / "report" / "per_test_kappa.png").write_bytes(b"old")
+    (run / "report" / "tables" / "overall.csv").write_text("judge,kappa\nold,0.9\n")     # another protocol's,
+    (run / "report" / "per_test_kappa.png").write_bytes(b"old")                          # listed as its report did
+    with (run / "report" / ".litjudge-report").open("a") as mark:
+        mark.write("tables/overall.csv\nper_test_kappa.png\n")
     assert cli("report", str(run), cwd=tmp_path).returncode == 0
     assert not (run / "report" / "tables" / "overall.csv").exists()
     assert not (run / "report" / "per_test_kappa.png").exists() and (run / "report" / "report.html").exists()

@@ -442,6 +442,36 @@ def test_an_overwrite_refused_for_a_bad_row_leaves_the_folder_as_it_was(tmp_path
         assert litjudge.load(again.run_dir).verdicts.equals(again.verdicts)
 
 
+def test_an_overwrite_killed_before_its_outputs_keeps_the_judged_rows(tmp_path):
+    """A hostile pass: `overwrite=True` killed mid-run (SIGTERM or kill -9: no handler runs) left the
+    new rows, never judged, in input/data.jsonl beside the old run's manifest and tables, and
+    `load()` read them together. The replaced rows are kept beside them until the outputs are
+    written; `load()` (or the next `judge()`) puts them back."""
+    first = judged(tmp_path, pd.DataFrame(pairs()), name="victim")
+    rows_file = first.run_dir / "input" / "data.jsonl"
+    before = rows_file.read_bytes()
+    script = textwrap.dedent("""
+        import json, sys, litjudge
+        cols = {"pair_id": "id", "prompt": "instruction", "text_a": "story_1", "text_b": "story_2", "label": "winner"}
+        litjudge.judge(json.loads(sys.argv[1]), protocol="pairwise", judge=sys.argv[2], columns=cols, out=sys.argv[3],
+                       values={"label": {"first": "a", "second": "b"}}, name="victim", overwrite=True, progress=False)
+        print("finished")
+    """)
+    more = pairs(20)
+    r = subprocess.run([sys.executable, "-c", script, json.dumps(more), recording(tmp_path / "out", more),
+                        str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "LITJUDGE_FAULT_KILL_AFTER": "1"})
+    assert r.returncode == -9 and "finished" not in r.stdout, r.stderr[-2000:]
+    assert rows_file.read_bytes() != before                      # the state the kill left
+    again = litjudge.load(first.run_dir)
+    assert rows_file.read_bytes() == before and not (rows_file.parent / ".data.jsonl.previous").exists()
+    assert again.verdicts.equals(first.verdicts) and again.problems() == first.problems()
+    # a finished overwrite leaves no journal; the next load finds nothing to put back
+    done = judged(tmp_path, pd.DataFrame(more), name="victim", judge=recording(tmp_path / "out", more), overwrite=True)
+    assert done.verdicts.height == 40 and sorted(p.name for p in rows_file.parent.iterdir()) == ["data.jsonl"]
+    assert litjudge.load(done.run_dir).verdicts.equals(done.verdicts)
+
+
 def test_a_category_order_with_no_order_to_trust_is_refused():
     """A set's order changes between processes (spearman_category read -0.91 for +0.91), a dict
     ignores its values, a generator was used up by the check: a list or a tuple only."""

@@ -291,8 +291,12 @@ def test_length_control_on_one_pair_and_under_separation():
     assert single["ci_low"] is None and single["ci_note"] == too_few(1)
     always = length_controlled(frame(12, lambda i: True), style=False)          # 100% accuracy
     assert always["separated"] and always["ci_low"] is None and always["ci_note"] == SEPARATED
+    assert always["lc_accuracy"] is None and always["coef_length"] is None and always["accuracy"] == 1
     by_length = length_controlled(frame(12, lambda i: i >= 6), style=False)    # right exactly when a is longer
-    assert by_length["separated"] and by_length["ci_note"] == SEPARATED
+    assert by_length["separated"] and by_length["ci_note"] == SEPARATED and by_length["lc_accuracy"] is None
+    # a hostile pass: 19 of 20 right, the wrong one at the shortest preferred text, printed 0.99999999
+    one_wrong = length_controlled(frame(20, lambda i: i > 0), style=False)
+    assert one_wrong["separated"] and one_wrong["lc_accuracy"] is None and one_wrong["accuracy"] == 0.95
     rng = np.random.default_rng(0)
     mixed = length_controlled(frame(40, lambda i: rng.random() < 0.7), style=False)
     assert not mixed["separated"] and mixed["ci_low"] < mixed["lc_accuracy"] < mixed["ci_high"]

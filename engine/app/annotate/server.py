@@ -157,6 +157,9 @@ class Routes:
     def __init__(self, queue: Queue, labels: Labels, settings: Settings):
         self.queue, self.labels, self.settings = queue, labels, settings
         self.items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
+        # the order each annotator was last shown each pair in: a label says it back (a hostile
+        # pass: a client's other order was stored, and exported as the order the texts were shown)
+        self.shown_to: dict[tuple[str, str], str] = {}
 
     def cluster_of(self, value: Any) -> str:
         if not isinstance(value, str) or value not in self.labels.first_draw:
@@ -171,6 +174,8 @@ class Routes:
         texts = [{"heading": h, "text": t, "id": "ab"[i] if pair else ""} for i, (h, t) in enumerate(c.texts)]
         if shown == "ba":
             texts.reverse()
+        if pair:
+            self.shown_to[(annotator, c.cluster)] = shown
         return {"done": False, "cluster": c.cluster, "title": c.title, "draw": labels.first_draw[c.cluster],
                 "times_drawn": labels.times_drawn[c.cluster], "probability": labels.probability[c.cluster],
                 "texts": texts, "shown": shown, "context": c.context, "questions": [q.shown(shown) for q in c.questions],
@@ -222,6 +227,9 @@ class Routes:
         pair = len(self.queue.clusters[self.queue.index(cluster)].texts) == 2
         if shown not in (("ab", "ba") if pair else ("",)):
             raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
+        given = self.shown_to.get((annotator, cluster))
+        if pair and given is not None and shown != given:       # None: served before this server started
+            raise BadRequest(f"shown: this pair was shown to {annotator!r} as {given!r} (/api/next), not {shown!r}")
         try:
             fresh = self.labels.submit(key, annotator, cluster, {k: str(v) for k, v in answers.items()}, shown=shown,
                                        per_item=self.settings.per_item)
