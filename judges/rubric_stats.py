@@ -35,7 +35,7 @@ from .metrics.bootstrap import (
     resampled_sums,
 )
 from .metrics.estimates import Units
-from .metrics.proportion import FEW_CLUSTERS, clopper_pearson
+from .metrics.proportion import LUMPY_RECALL, lumpy_recall_bounds
 
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -188,36 +188,11 @@ def stratified_estimate(tables: np.ndarray, statistic: Statistic, resamples: int
     if math.isnan(value):
         return {"value": None, "low": None, "high": None, "note": None}
     low, high = percentile_interval(statistic(total), smallest)
-    guard = lumpy_recalls(tables, strata) if not math.isnan(low) else None
+    guard = lumpy_recall_bounds(np.diagonal(tables, axis1=1, axis2=2), tables.sum(axis=2)) \
+        if not math.isnan(low) else None
     if guard is None:
         return {"value": value, "low": or_none(low), "high": or_none(high), "note": interval_note(smallest, low)}
     return {"value": value, "low": min(low, guard[0]), "high": max(high, guard[1]), "note": LUMPY_RECALL}
-
-
-LUMPY_RECALL = (f"an answer's recall with fewer than {FEW_CLUSTERS} texts right or fewer than {FEW_CLUSTERS} wrong: "
-                "widened to its Clopper-Pearson bounds with one trial per text")
-
-
-def lumpy_recalls(tables: np.ndarray, strata: np.ndarray) -> tuple[float, float] | None:
-    """Balanced accuracy's bounds where an answer's recall is lumpy: fewer than FEW_CLUSTERS of its
-    texts answered right, or wrong. Their resamples hardly vary (all 10 texts of the humans' rarer
-    answer right: never), and the interval covered 0.68 with the rarer answer in 10 texts of 100 (a
-    hostile pass); such a recall is replaced by its Clopper-Pearson bound with one trial per text
-    (the rate guard, `proportion.rate_interval`), the others kept at their value. None: no recall lumpy."""
-    lows, highs, lumpy = [], [], False
-    for c in np.unique(strata):
-        members = tables[strata == c]
-        right, asked = members[:, c, c], members[:, c, :].sum(axis=1)
-        recall, g = float(right.sum() / asked.sum()), float(len(members))
-        if min(int((right > 0).sum()), int((right < asked).sum())) < FEW_CLUSTERS:
-            low, high = clopper_pearson(np.asarray([recall * g]), np.asarray([g]))
-            lows.append(float(low[0]))
-            highs.append(float(high[0]))
-            lumpy = True
-        else:
-            lows.append(recall)
-            highs.append(recall)
-    return (float(np.mean(lows)), float(np.mean(highs))) if lumpy else None
 
 
 def per_class(tables: np.ndarray) -> np.ndarray:

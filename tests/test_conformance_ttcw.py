@@ -230,3 +230,29 @@ def test_an_overall_row_without_a_labelled_verdict_says_why():
     empty = pl.DataFrame(schema={"story_id": pl.Utf8, "judge_pass": pl.Boolean, "expert_pass": pl.Boolean})
     row = with_intervals({"n": 0, "kappa": math.nan, "balanced_accuracy": math.nan}, empty, "story_id")
     assert math.isnan(row["kappa_low"]) and row["ci_note"] == "no verdict with an expert label was read: no agreement"
+
+
+@pytest.mark.parametrize("rarer, recall", [(0.05, 0.97), (0.1, 0.9)])
+def test_balanced_accuracy_covers_where_the_rarer_answers_recall_is_lumpy(rarer, recall):
+    """A hostile pass: 30 stories of 14 tests, the experts' rarer answer 5-10% of them, the judge
+    right on it 90-97% of the time: its misses are in a few stories, the recall hardly varies over
+    story resamples, and balanced accuracy's interval covered 0.77-0.84 (0.955 with balanced
+    answers). Widened to the lumpy recall's Clopper-Pearson bounds, one trial per story, it covers
+    (`proportion.lumpy_recall_bounds`), through `agreement_intervals`, the tables' path."""
+    from litjudge.judges.ttcw_agreement import agreement_intervals
+
+    rng = np.random.default_rng(int(rarer * 100))
+    got, printed = 0, 0
+    for _ in range(300):
+        lean = rng.beta(1, (1 - rarer) / rarer, 30)                     # stories differ in how often they fail
+        expert = rng.random((30, 14)) >= lean[:, None]
+        judge = np.where(expert, rng.random(expert.shape) < 0.9, rng.random(expert.shape) >= recall)
+        rows = pl.DataFrame({"story_id": np.repeat([f"s{i:02d}" for i in range(30)], 14),
+                             "expert_pass": expert.ravel(), "judge_pass": judge.ravel()})
+        out = agreement_intervals(rows, "story_id")
+        if math.isnan(out["balanced_accuracy_low"]):
+            continue
+        printed += 1
+        got += out["balanced_accuracy_low"] <= (0.9 + recall) / 2 <= out["balanced_accuracy_high"]
+    print(rarer, recall, got / printed, printed)
+    assert printed >= 250 and got / printed >= 0.93, (got, printed)

@@ -36,7 +36,7 @@ from .bootstrap import (
     percentile_interval,
     resample_indices,
 )
-from .proportion import rate_interval, rate_note, rate_with_ci
+from .proportion import LUMPY_RECALL, lumpy_recall_bounds, rate_interval, rate_note, rate_with_ci
 from .row_statistics import (  # noqa: F401  (the statistics of estimates, imported from here)
     BinaryAgreement,
     MeanOf,
@@ -172,6 +172,14 @@ def _agreement_rule(u: Units, resamples: int, seed: int) -> tuple[float, float, 
     if answers < MIN_CLUSTERS:
         return math.nan, math.nan, FEW_JUDGE_ANSWERS
     low, high = u.percentile(resamples, seed, min(truths, answers))
+    if u.statistic is balanced_accuracy_of and not math.isnan(low):
+        truth, pred = u.columns["truth"].astype(bool), u.columns["pred"].astype(bool)
+        asked = np.stack([np.bincount(rows, ~truth, u.clusters), np.bincount(rows, truth, u.clusters)], axis=1)
+        right = np.stack([np.bincount(rows, ~truth & ~pred, u.clusters), np.bincount(rows, truth & pred, u.clusters)],
+                         axis=1)
+        guard = lumpy_recall_bounds(right, asked)
+        if guard is not None:
+            return min(low, guard[0]), max(high, guard[1]), LUMPY_RECALL
     return low, high, interval_note(u.clusters, low)
 
 
