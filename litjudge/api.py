@@ -320,8 +320,9 @@ def load(run_dir: str | Path) -> Result:
         The run, as `judge()` and `run()` return it.
     """
     with _errors():
-        data_rows.recover_when_free(Path(run_dir), Path(run_dir) / INPUT)
-        return Result.open(run_dir)
+        result = Result.open(run_dir)               # the argument checked first
+        data_rows.recover_when_free(result.run_dir, result.run_dir / INPUT)
+        return result
 
 
 def annotate(run: Result | str | Path, **options: Any) -> Any:
