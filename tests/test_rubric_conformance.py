@@ -120,7 +120,7 @@ def test_binary_agreement_intervals_cover_with_ten_texts_of_each_answer(positive
     on the answers (a hostile pass, 3,000 data sets): it is expanded for the rarer human answer's texts.
     Balanced accuracy's covered 0.68 with the rarer answer in 10 texts of 100 and a judge right in
     90% / 97% of them (a hostile pass): where all 10 were right its resamples never varied; a lumpy
-    recall is widened to its Clopper-Pearson bounds (`rubric_stats.lumpy_recalls`)."""
+    recall is widened to its Clopper-Pearson bounds (`proportion.lumpy_recall_bounds`)."""
     big = np.random.default_rng(9).random(2_000_000) < positive / (positive + negative)
     pred = _binary_judge(np.random.default_rng(8), big, *judge)
     truth = {"kappa": cohen_kappa_score(big, pred), "balanced_accuracy": balanced_accuracy_score(big, pred)}

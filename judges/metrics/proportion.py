@@ -38,7 +38,17 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from .base import is_missing
-from .bootstrap import CONSTANT, MIN_CLUSTERS, MeanCI, constant_interval, or_none, resample_indices, too_few, with_note
+from .bootstrap import (
+    CONSTANT,
+    MIN_CLUSTERS,
+    RESAMPLES,
+    MeanCI,
+    constant_interval,
+    or_none,
+    resample_indices,
+    too_few,
+    with_note,
+)
 
 FEW_CLUSTERS = 5
 LOPSIDED = 0.2
@@ -184,7 +194,7 @@ LUMPY = (f"fewer than {FEW_CLUSTERS} units off the bound the values pile at: the
          "Clopper-Pearson with one trial per unit (the largest design effect)")
 
 
-def bounded_mean_with_ci(values: Sequence[float | None], bounds: tuple[float, float], resamples: int = 1000,
+def bounded_mean_with_ci(values: Sequence[float | None], bounds: tuple[float, float], resamples: int = RESAMPLES,
                          seed: int = 0, alpha: float = 0.05) -> MeanCI:
     """THE mean of one value per unit, the values within `bounds` (a reference-Likert group's
     Spearman or pairwise accuracy), with a bootstrap-t 95% interval: each resample's t statistic
