@@ -55,9 +55,11 @@ class Loopback:
 class FakeAPI(Loopback):
     def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0,
                  reply: str = "full"):
-        self.faults = faults or {}          # request number (1-based) -> 429 | 500 | "timeout"
+        self.faults = faults or {}          # request number (1-based) -> 400 | 429 | 500 | "timeout" | "not json"
         self.answer = answer
-        self.reply = reply                  # "full"; "no usage" (token counts left out); "no choices" ([])
+        # "full"; "no usage" (token counts left out); "partial usage" (no completion_tokens); "negative
+        # usage"; "no choices" ([])
+        self.reply = reply
         self.received: list[dict] = []
         self.headers: list[dict] = []
         self.lock = threading.Lock()
@@ -78,14 +80,18 @@ class FakeAPI(Loopback):
                     time.sleep(3)
                 elif fault in (429, 500):
                     return self._send(fault, {"error": {"message": "injected", "type": "fault"}})
+                elif fault == "not json":             # a proxy's error page, or a body cut short
+                    return self._send(200, None, raw=b'{"id": "chatcmpl-fake", "choi')
+                elif fault == 400:
+                    return self._send(400, {"error": {"message": "injected: <b>bad</b> request", "type": "invalid"}})
                 if self.path.endswith("/chat/completions"):
                     return self._send(200, api.chat(body))
                 if self.path.endswith("/messages"):
                     return self._send(200, api.messages(body))
                 self._send(404, {"error": {"message": "no such route"}})
 
-            def _send(self, code, obj):
-                data = json.dumps(obj).encode()
+            def _send(self, code, obj, raw: bytes | None = None):
+                data = json.dumps(obj).encode() if raw is None else raw
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
@@ -113,6 +119,10 @@ class FakeAPI(Loopback):
                "usage": {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1}}
         if self.reply == "no usage":
             del out["usage"]
+        elif self.reply == "partial usage":
+            del out["usage"]["completion_tokens"]
+        elif self.reply == "negative usage":
+            out["usage"] = {"prompt_tokens": -1_000_000, "completion_tokens": -5, "total_tokens": -1_000_005}
         elif self.reply == "no choices":
             out["choices"] = []
         return out

@@ -6,7 +6,8 @@ retrieve with processing_status in_progress -> ended and a results_url, results 
 list). Answers are what tests/fake_api.py answers online (the first allowed label), so a batch run
 and an online run give the same verdicts. Faults per request (by its position in the batch):
 "invalid" (a 400 / invalid_request_error), "server" (a 500 / api_error), "missing" (no line at all),
-"malformed" (OpenAI: the output line cut short, not JSON);
+"malformed" (OpenAI: the output line cut short, not JSON), "twice" (OpenAI: its answer's line twice,
+and an error line for it too);
 `expire=True` ends every batch expired with no results."""
 from __future__ import annotations
 
@@ -164,6 +165,11 @@ class FakeBatchAPI(Loopback):
                     continue
                 ok.append({"id": f"r{i}", "custom_id": line["custom_id"], "error": None,
                            "response": {"status_code": 200, "request_id": f"req{i}", "body": self.answers.chat(line["body"])}})
+                if fault == "twice":             # answered, then a second line for it: an error
+                    bad.append({"id": f"r{i}b", "custom_id": line["custom_id"], "response": {
+                        "status_code": 400, "body": {"error": {"message": "injected duplicate", "type": "invalid"}}},
+                        "error": None})
+                    ok.append(ok[-1])
             fid_ok, fid_bad = f"file-{next(self.ids)}", f"file-{next(self.ids)}" if bad else None
             garbled = [i for i, x in enumerate(ok) if self.fault(bid, int(x["id"][1:])) == "malformed"]
             self.files[fid_ok] = "".join((json.dumps(x)[:40] if i in garbled else json.dumps(x)) + "\n"

@@ -105,7 +105,7 @@ def test_missing_key_is_one_clear_line(tmp_path):
 
 def test_faults_are_retried_and_counted_and_the_run_completes(tmp_path):
     runs = tmp_path / "runs"
-    faults = {1: 429, 2: 500, 4: "timeout", 6: 429, 9: 500}
+    faults = {1: 429, 2: 500, 3: "not json", 4: "timeout", 6: 429, 9: 500}    # "not json": an internal error once
     with FakeAPI(faults=faults) as server:
         cfg = demo_config(tmp_path, "faults", f"openai-compatible:{server.url}/v1:fake-judge",
                           api="concurrency = 2\ntimeout_s = 2.5\nbackoff_s = 0.05\nmax_tokens_total = 100000\n"
@@ -164,6 +164,28 @@ def test_replies_without_usage_or_choices_keep_the_cap_and_are_no_internal_error
     cfg = demo_config(tmp_path, "noprice", "openai-compatible:http://127.0.0.1:9/v1:m", api="max_cost_usd = 1.0")
     one_line(litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)}),
              "api.max_cost_usd caps dollars", "set api.price_in_per_mtok and api.price_out_per_mtok")
+
+
+def test_token_counts_that_are_no_counts_keep_the_cap_and_a_rejection_keeps_its_reason(tmp_path):
+    """Negative usage was added as it came: it lowered the spend, and a 3,000-token cap let all 12
+    requests through; a usage block without completion_tokens was an internal error (None added to
+    an int). Each now counts its request's worst case, as a reply without usage does. A 400's stored
+    reason was its class alone: it holds the server's message now."""
+    runs = tmp_path / "runs"
+    with FakeAPI(reply="negative usage") as server:
+        cfg = demo_config(tmp_path, "negative", f"openai-compatible:{server.url}/v1:fake-judge",
+                          api="concurrency = 1\nmax_tokens_total = 3000")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 3 and 1 <= len(server.received) < 12, (len(server.received), r.stderr[-2000:])
+        assert "counts that are not counts" in r.stderr and "held back by the budget cap" in r.stderr
+    api = json.loads((runs / "negative" / "manifest.json").read_text())["judges"][0]["api"]
+    assert api["prompt_tokens"] > 0 and api["completion_tokens"] > 0
+    with FakeAPI(reply="partial usage", faults={2: 400}) as server:
+        cfg = demo_config(tmp_path, "partial", f"openai-compatible:{server.url}/v1:fake-judge", api="concurrency = 1")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 0 and "internal error" not in r.stderr and len(server.received) == 12, r.stderr[-2000:]
+    reasons = pl.read_parquet(runs / "partial" / "verdicts.parquet").filter(pl.col("status") != "ok")["reason"]
+    assert reasons.to_list() == ["BadRequestError (HTTP 400): injected: <b>bad</b> request"]
 
 
 def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):
@@ -451,3 +473,8 @@ def test_an_apis_label_spelled_with_and_without_a_space_counts_once_with_both():
                                    ("Maybe", math.log(0.1))], "", {})
     assert math.isclose(g.label_mass, 0.75) and math.isclose(g.distribution["Yes"], 0.5 / 0.75)
     assert g.raw == "Yes" and g.error is None
+    # a NaN was stored as an ok verdict (and every later read of the run and the shared cache failed);
+    # a positive log-probability gave a label mass of 41
+    for top in ([("Yes", float("nan")), ("No", -1.0)], [("Yes", 3.0), (" Yes", 3.0)], [("Yes", -0.1), ("No", -0.2)]):
+        g = from_top_logprobs("k", r, top, "", {})
+        assert g.distribution is None and g.error and "the server's" in g.error, (top, g)

@@ -130,6 +130,23 @@ def test_per_request_errors_follow_the_rule(tmp_path, provider):
     assert len(server.created) == 2 and len(server.batches[server.created[1]]["lines"]) == 2
 
 
+def test_a_request_named_twice_in_the_results_is_read_once(tmp_path):
+    """A provider's output naming a request twice (its answer twice, then an error line for it):
+    each line was read, so its tokens counted twice against the caps and the last line won (the
+    answer thrown away, a failure stored). The first answer is read, once."""
+    with FakeBatchAPI(faults={0: "twice", 3: "twice"}) as server:
+        cfg = tmp_path / "d.toml"
+        cfg.write_text(SWEEP.format(name="d", provider="openai", url=base("openai", server.url), batch="true")
+                       .replace("[matrix]\n", "").replace('judge = ["openai:judge-a", "openai:judge-b"]',
+                                                           'judge = "openai:judge-a"'))
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 0 and "4 duplicate line(s) in the results of batch" in r.stderr, r.stderr[-3000:]
+    rows = stored(tmp_path / "runs" / "out" / "d")
+    assert len(rows) == 12 and all(status == "ok" for status, _ in rows.values())
+    api = json.loads((tmp_path / "runs" / "out" / "d" / "manifest.json").read_text())["judges"][0]["api"]
+    assert api["requests"] == 12, api
+
+
 def test_expired_batches_are_retried_and_open_ones_can_be_cancelled(tmp_path):
     port = free_port()
     with FakeBatchAPI(expire=True, port=port) as server:

@@ -26,6 +26,7 @@ import time
 from array import array
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..core.backend import Backend, JudgeSpec
@@ -237,13 +238,19 @@ class ApiBackend(Backend):
         except (IndexError, AttributeError, TypeError) as exc:
             g = Generation(p.key, "", error=f"the server's reply holds no answer ({type(exc).__name__}: "
                                             f"{str(exc)[:80]})", retryable=True)
-        tokens = (g.prompt_tokens, g.output_tokens)
-        if not g.prompt_tokens:
+        prompt, output = _count(g.prompt_tokens), _count(g.output_tokens)
+        if prompt and output is not None:
+            tokens = (prompt, output)
+        else:
+            # no usage, a part of it, or counts that are no counts (negative ones lowered the spend
+            # past the caps; a missing one was an internal error): the worst case is counted
             tokens = self.worst_case(p)
+            g = replace(g, prompt_tokens=prompt or 0, output_tokens=output or 0)
             if not self._said_no_usage:
                 self._said_no_usage = True
-                say(f"litjudge: warning: judge {self.spec.name}: the server's replies carry no token usage: each "
-                    "counts its worst case (its request's bytes and max_tokens) against the budget", logging.WARNING)
+                say(f"litjudge: warning: judge {self.spec.name}: the server's replies carry no token usage (or "
+                    "counts that are not counts): each counts its worst case (its request's bytes and max_tokens) "
+                    "against the budget", logging.WARNING)
         self.account.add(*tokens)
         return g
 
@@ -291,8 +298,19 @@ class ApiBackend(Backend):
 
 
 def _describe(exc: BaseException, status: int | None) -> str:
-    """An SDK error as one line, without request headers (where keys live)."""
-    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
+    """An SDK error as one line, without request headers (where keys live): its kind, its HTTP status
+    and the server's reason (its body's error message; a rejected request's reason was dropped)."""
+    head = f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else body
+    reason = error.get("message") if isinstance(error, dict) else error
+    reason = " ".join(str(reason).split())[:200] if reason else ""
+    return f"{head}: {reason}" if reason else head
+
+
+def _count(n: Any) -> int | None:
+    """A token count a server reported, or None where it is none (missing, negative, not a whole number)."""
+    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
 
 
 def api_backend(provider: type[Provider]) -> type[ApiBackend]:

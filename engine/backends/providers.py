@@ -169,11 +169,14 @@ class SdkProvider(Provider):
 
     @property
     def faults(self) -> tuple[type[BaseException], ...]:
-        return (self.sdk.APIError,)
+        # a reply that is not JSON (an HTML error page, a body cut short) is raised by the SDK as the
+        # decoder's error: it ended the run as an internal error, losing the replies in flight
+        return (self.sdk.APIError, json.JSONDecodeError)
 
     def classify(self, fault: BaseException) -> tuple[bool, int | None]:
         sdk = self.sdk
-        return isinstance(fault, (sdk.RateLimitError, sdk.InternalServerError, sdk.APIConnectionError)), status_of(fault)
+        retry = (sdk.RateLimitError, sdk.InternalServerError, sdk.APIConnectionError, json.JSONDecodeError)
+        return isinstance(fault, retry), status_of(fault)
 
     def close(self) -> None:
         self.client.close()
@@ -200,6 +203,9 @@ def from_json(key: str, r: JudgeRequest, text: str, common: dict) -> Generation:
     return Generation(key, verdict, **common)
 
 
+LOGPROB_SLACK = 1e-4       # rounding in a server's log-probabilities (a probability of 1 may read 1e-7)
+
+
 def from_top_logprobs(key: str, r: JudgeRequest, top: Iterable[tuple[str, float]], text: str,
                       common: dict) -> Generation:
     """Label probabilities from the first answer token's top (token, log-probability) pairs, a label's
@@ -208,7 +214,14 @@ def from_top_logprobs(key: str, r: JudgeRequest, top: Iterable[tuple[str, float]
     another is refused at planning (ApiBackend.render): the first token cannot tell them apart."""
     probs_of: dict[str, float] = {}
     for token, logprob in top:              # " Yes" and "Yes" are both the label Yes
+        if not (isinstance(logprob, (int, float)) and math.isfinite(logprob) and logprob <= LOGPROB_SLACK):
+            # a NaN stored as a verdict broke every later read of the run and the shared cache
+            return Generation(key, text, error=f"the server's log-probability of {token[:40]!r} is {logprob!r}, not a "
+                                               "probability's (finite, at most 0)", **common)
         probs_of[token.strip()] = probs_of.get(token.strip(), 0.0) + math.exp(logprob)
+    if sum(probs_of.values()) > 1 + LOGPROB_SLACK:
+        return Generation(key, text, error=f"the server's top log-probabilities add up to "
+                                           f"{sum(probs_of.values()):.4g} of probability, more than 1", **common)
     labels = r.language.labels() or ()
     probs = {lab: probs_of.get(lab, 0.0) for lab in labels}
     mass = sum(probs.values())
