@@ -70,9 +70,15 @@ def replay_run(tmp_path_factory):
     return out.run_dir
 
 
+@pytest.fixture(scope="module")
+def replay_report(replay_run):
+    """The replay run's report, written once for the tests that only read it (2 s a report)."""
+    return write_report([replay_run])
+
+
 @needs_data
-def test_ttcw_report_tables_are_the_stored_numbers(replay_run):
-    page = write_report([replay_run])
+def test_ttcw_report_tables_are_the_stored_numbers(replay_run, replay_report):
+    page = replay_report
     report = page.parent
     stored = {p.stem: pl.read_parquet(p) for p in (replay_run / "tables").glob("*.parquet")}
     for name in ("per_test", "overall", "story_counts"):
@@ -86,8 +92,8 @@ def test_ttcw_report_tables_are_the_stored_numbers(replay_run):
 
 
 @needs_data
-def test_overall_agreement_is_drawn_with_its_intervals_and_from_a_run_written_before_kappa_had_one(replay_run,
-                                                                                                  tmp_path):
+def test_overall_agreement_is_drawn_with_its_intervals_and_from_a_run_written_before_kappa_had_one(
+        replay_run, replay_report, tmp_path):
     """The overall panel draws each judge's kappa and balanced accuracy with the intervals its table
     prints; a run whose stored overall table has no kappa interval (written before it had one)
     still reports, its kappa bars without whiskers."""
@@ -100,10 +106,10 @@ def test_overall_agreement_is_drawn_with_its_intervals_and_from_a_run_written_be
     overall.drop("kappa_low", "kappa_high").write_parquet(old / "tables" / "overall.parquet")
     manifest = json.loads((old / "manifest.json").read_text())      # from before the manifest kept the columns
     (old / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "table_columns"}))
-    for run_dir in (replay_run, old):
-        html = write_report([run_dir]).read_text()
+    for page in (replay_report, write_report([old])):
+        html = page.read_text()
         panel = html[html.index("Overall agreement"):]
-        assert "resampling whole stories" in panel[:600] and "<img class='plot'" in panel[:3000], run_dir
+        assert "resampling whole stories" in panel[:600] and "<img class='plot'" in panel[:3000], page
 
 
 @needs_data
@@ -125,8 +131,8 @@ def test_a_table_deleted_since_the_run_is_one_line_and_reparse_rebuilds_it(repla
 
 
 @needs_data
-def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
-    report = write_report([replay_run]).parent
+def test_corrected_pass_rates_follow_rogan_gladen(replay_run, replay_report):
+    report = replay_report.parent
     cp = pl.read_csv(report / "tables" / "corrected_pass_rates.csv")
     per_item = pl.read_parquet(replay_run / "tables" / "per_item.parquet")
     row = cp.filter((pl.col("judge") == "replay:claude3-opus") & (pl.col("test") == "all")).row(0, named=True)
@@ -149,8 +155,8 @@ def test_corrected_pass_rates_follow_rogan_gladen(replay_run):
 
 @needs_data
 @needs_chromium
-def test_ttcw_report_renders_in_chromium(replay_run, tmp_path):
-    page = write_report([replay_run])
+def test_ttcw_report_renders_in_chromium(replay_report, tmp_path):
+    page = replay_report
     plots, ok = screenshot(page, tmp_path / "ttcw.png")
     assert plots >= 4 and ok == plots
 
@@ -287,10 +293,10 @@ document.getElementById('f').addEventListener('load', () => {{
 
 @needs_data
 @needs_chromium
-def test_item_viewer_filters_and_opens_a_row_in_chromium(replay_run, tmp_path):
+def test_item_viewer_filters_and_opens_a_row_in_chromium(replay_run, replay_report, tmp_path):
     """The viewer's counts after each click equal the same filters computed here from the run's
     own tables; a clicked row opens its logged prompt and the raw output."""
-    page = write_report([replay_run])
+    page = replay_report
     verdicts = pl.read_parquet(replay_run / "verdicts.parquet")
     per_item = pl.read_parquet(replay_run / "tables" / "per_item.parquet")
     wrong = per_item.filter((pl.col("status") == "ok") & pl.col("expert_pass").is_not_null()
