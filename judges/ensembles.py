@@ -65,6 +65,12 @@ def split(clusters: list[str], fraction: float, seed: int) -> set[str]:
     return set(unique[: max(1, round(fraction * len(unique)))])
 
 
+def labelled_clusters(frame: pl.DataFrame) -> list[str]:
+    """Every cluster of the runs' human-labelled items, whichever judge answered them: what the
+    calibration split is drawn over, the same for a cascade and a jury of one ensemble."""
+    return frame.filter(pl.col("truth").is_not_null())["cluster"].unique().to_list()
+
+
 def _wide(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
     """One row per item holding every named judge's (pred, p, tokens, cost); items a judge lacks
     are kept (its columns null)."""
@@ -130,12 +136,20 @@ class Split:
     calibration_clusters: int
 
     @classmethod
-    def of(cls, clusters: list[str], truth: list, fraction: float, seed: int) -> Split:
-        """The split; refused in one line where it leaves no held-out cluster (every figure was NaN)."""
-        chosen = split(clusters, fraction, seed)
-        if len(chosen) == len(set(clusters)):
+    def of(cls, clusters: list[str], truth: list, fraction: float, seed: int, among: list[str] | None = None) -> Split:
+        """The split, drawn over `among` (every labelled cluster of the ensemble's runs) and kept to
+        `clusters`, so a cascade and a jury reading different shared items split alike (each drew
+        over its own: a jury member short of 2 stories moved 7 of 30 to the other side). Refused in
+        one line where it leaves no held-out cluster (every figure was NaN) or no calibration one."""
+        own = set(clusters)
+        chosen = split(among if among is not None else clusters, fraction, seed) & own
+        if len(chosen) == len(own):
             raise ValueError(f"calibration_fraction {fraction} puts all {len(chosen)} clusters in the calibration "
                              "split, none held out to report on: lower it")
+        if not chosen:
+            raise ValueError(f"calibration_fraction {fraction} puts none of the {len(own)} clusters the judges share "
+                             "in the calibration split (it is drawn over every labelled cluster of the runs): raise "
+                             "it, or run the judges on the same data")
         return cls(clusters, truth, [i for i, c in enumerate(clusters) if c in chosen],
                    [i for i, c in enumerate(clusters) if c not in chosen], len(chosen))
 
@@ -221,7 +235,8 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions) -> dict[str, pl.Da
         raise ValueError(f"cascade judges {missing} are not judges of this run")
     every = _wide(frame, opts.judges)
     w = shared_items(every, opts.judges, "cascade")           # the items every level can answer
-    s = Split.of(w["cluster"].to_list(), w["truth"].to_list(), opts.calibration_fraction, opts.seed)
+    s = Split.of(w["cluster"].to_list(), w["truth"].to_list(), opts.calibration_fraction, opts.seed,
+                 labelled_clusters(frame))
     levels = _levels(w, opts.judges)
     result = cascade(levels, s.truth, s.calibration, opts.target, opts.delta, clusters=s.clusters)
     rows, hits, clusters = _level_rows(w, levels, result.thresholds, result.answered_by, s)
@@ -282,7 +297,7 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPL
     w = _wide(frame, judges)
     shared = shared_items(w, judges, "jury")
     x = _jury_inputs(shared, judges)
-    s = Split.of(x.clusters, x.truth, opts.calibration_fraction, opts.seed)
+    s = Split.of(x.clusters, x.truth, opts.calibration_fraction, opts.seed, labelled_clusters(frame))
     weights = fit_stacking([x.probs[k] for k in s.calibration], [x.truth[k] for k in s.calibration],
                            one_hot=[x.one_hot[k] for k in s.calibration])
     # each judge, and the majority vote, by the judges' decisions (a run deciding at P(Yes) >= 0.66 was

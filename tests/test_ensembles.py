@@ -409,6 +409,30 @@ def test_one_calibration_split_serves_the_cascade_and_the_jury_or_it_is_said(tmp
         load_ensemble(path)
 
 
+def test_a_jury_short_of_some_clusters_splits_as_the_cascade_does():
+    """The split was drawn over the clusters each ensemble read: a jury member without 2 of 60
+    clusters moved others across (the stacking fitted on stories the cascade held out, where the
+    docs say the two share one split). It is drawn over every labelled cluster of the runs."""
+    from litjudge.judges.ensembles import split
+
+    frame = decision_frame(np.random.default_rng(7))
+    short = frame.filter((pl.col("judge") == "prob") & ~pl.col("cluster").is_in(["c3", "c17"]))
+    frame = pl.concat([frame, short.with_columns(pl.lit("short").alias("judge"))])
+    calibration = split(frame["cluster"].to_list(), 0.5, 0)
+    held_out = frame.filter((pl.col("judge") == "short") & ~pl.col("cluster").is_in(list(calibration)))
+    jury = jury_tables(frame, JuryOptions(judges=["prob", "short"]), resamples=50)["jury"]
+    row = jury.filter(pl.col("member") == "judge: short").row(0, named=True)
+    assert row["n"] == held_out.height and row["agreement"] == pytest.approx(
+        (held_out["pred"] == held_out["truth"]).mean()), (row, held_out.height)
+    summary = cascade_tables(frame, CascadeOptions(judges=["prob", "oneh"]))["cascade_summary"].row(0, named=True)
+    assert summary["test_items"] == 4 * (60 - len(calibration))
+    with pytest.raises(ValueError, match="puts none of the 2 clusters the judges share in the calibration split"):
+        cut = [c for c in frame["cluster"].unique().to_list() if c not in calibration][:2]
+        jury_tables(pl.concat([frame.filter(pl.col("judge") == "prob"),
+                               short.filter(pl.col("cluster").is_in(cut)).with_columns(pl.lit("few").alias("judge"))]),
+                    JuryOptions(judges=["prob", "few"]), resamples=50)
+
+
 def test_an_empty_held_out_split_is_refused_and_an_unreached_level_has_no_share():
     frame = decision_frame(np.random.default_rng(6), items=400)
     with pytest.raises(ValueError, match="puts all 100 clusters in the calibration split"):
