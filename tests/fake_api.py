@@ -55,7 +55,8 @@ class Loopback:
 class FakeAPI(Loopback):
     def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0,
                  reply: str = "full"):
-        self.faults = faults or {}          # request number (1-based) -> 400 | 429 | 500 | "timeout" | "not json"
+        # request number (1-based) -> 400 | 429 | 500 | "timeout" | "not json" | "trickle"
+        self.faults = faults or {}
         self.answer = answer
         # "full"; "no usage" (token counts left out); "partial usage" (no completion_tokens); "negative
         # usage"; "no choices" ([])
@@ -85,19 +86,23 @@ class FakeAPI(Loopback):
                 elif fault == 400:
                     return self._send(400, {"error": {"message": "injected: <b>bad</b> request", "type": "invalid"}})
                 if self.path.endswith("/chat/completions"):
-                    return self._send(200, api.chat(body))
+                    return self._send(200, api.chat(body), trickle=fault == "trickle")
                 if self.path.endswith("/messages"):
                     return self._send(200, api.messages(body))
                 self._send(404, {"error": {"message": "no such route"}})
 
-            def _send(self, code, obj, raw: bytes | None = None):
+            def _send(self, code, obj, raw: bytes | None = None, trickle: bool = False):
                 data = json.dumps(obj).encode() if raw is None else raw
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
-                    self.wfile.write(data)
+                    for k in range(24 if trickle else 0):    # a byte every 0.25 s: no wait is long, the reply is
+                        self.wfile.write(data[k:k + 1])      # 6 s in all
+                        self.wfile.flush()
+                        time.sleep(0.25)
+                    self.wfile.write(data[24:] if trickle else data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass                     # the client timed out and left
 

@@ -105,7 +105,8 @@ def test_missing_key_is_one_clear_line(tmp_path):
 
 def test_faults_are_retried_and_counted_and_the_run_completes(tmp_path):
     runs = tmp_path / "runs"
-    faults = {1: 429, 2: 500, 3: "not json", 4: "timeout", 6: 429, 9: 500}    # "not json": an internal error once
+    # "not json" was an internal error; "trickle" (a byte every 0.25 s) was waited for, 6 s past timeout_s
+    faults = {1: 429, 2: 500, 3: "not json", 4: "timeout", 5: "trickle", 6: 429, 9: 500}
     with FakeAPI(faults=faults) as server:
         cfg = demo_config(tmp_path, "faults", f"openai-compatible:{server.url}/v1:fake-judge",
                           api="concurrency = 2\ntimeout_s = 2.5\nbackoff_s = 0.05\nmax_tokens_total = 100000\n"
@@ -115,6 +116,7 @@ def test_faults_are_retried_and_counted_and_the_run_completes(tmp_path):
         assert "12 verdicts (0 unparsed)" in r.stdout
         assert len(server.received) == 12 + len(faults)
         assert server.received[0]["structured_outputs"] == {"choice": ["Yes", "No"]}
+        assert not [h for h in server.headers if "deadline" in " ".join(h).lower()]     # the attempt's mark stays here
     api = json.loads((runs / "faults" / "manifest.json").read_text())["judges"][0]["api"]
     assert api["retries"] == len(faults) and api["failed_after_retries"] == 0
     assert api["requests"] == 12 and 0 < api["prompt_tokens"] + api["completion_tokens"] <= 100000

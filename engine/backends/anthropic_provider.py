@@ -53,7 +53,7 @@ class Anthropic(SdkProvider):
         return args
 
     def send(self, body: dict[str, Any]) -> Any:
-        return self.client.messages.create(**body)
+        return self.client.messages.create(**body, extra_headers=self.attempt())
 
     def read(self, p: Prepared, reply: Any, structured: str) -> Generation:
         common = dict(prompt_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens,

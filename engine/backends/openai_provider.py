@@ -70,7 +70,8 @@ class OpenAI(SdkProvider):
     def send(self, body: dict[str, Any]) -> Any:
         body = dict(body)
         extra = {k: body.pop(k) for k in EXTRA_BODY if k in body}
-        return self.client.chat.completions.create(**body, **({"extra_body": extra} if extra else {}))
+        return self.client.chat.completions.create(**body, extra_headers=self.attempt(),
+                                                   **({"extra_body": extra} if extra else {}))
 
     def read(self, p: Prepared, reply: Any, structured: str) -> Generation:
         usage = reply.usage

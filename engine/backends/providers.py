@@ -29,6 +29,7 @@ from litjudge.grammars.analysis import Analyzed
 from ..core.backend import Capabilities
 from ..core.errors import BackendUnavailable, ConfigError
 from ..core.requests import Generation, JudgeRequest, Prepared
+from . import deadline
 
 STORED_FAILURES = (400, 413, 422)      # the request itself is invalid: a failure, stored with its reason
 LABEL_MODES = Capabilities(frozenset({"label", "analyze", "distribution"}))
@@ -160,12 +161,19 @@ class SdkProvider(Provider):
         """The SDK's default HTTP client, verifying servers with the process's one TLS context: the
         context its HTTP library would make for it (the system's certificates, or SSL_CERT_FILE /
         SSL_CERT_DIR), made once. Each client made its own: 42-45 ms of reading certificates per
-        judge or batch, some 12 s of the suite's API tests (EPYC Zen 3)."""
+        judge or batch, some 12 s of the suite's API tests (EPYC Zen 3). Its hooks keep each online
+        attempt's deadline (`deadline`)."""
         client = sdk.DefaultHttpxClient
         library = _http_library(client)
         if library is None:                      # an HTTP library of unknown kind: the context it makes itself
             return client()
-        return client(verify=_tls_context(library, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")))
+        return client(verify=_tls_context(library, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")),
+                      event_hooks=deadline.hooks(library))
+
+    def attempt(self) -> dict[str, str]:
+        """The extra headers of one online attempt: its deadline, `timeout_s` from now (taken off
+        before the request is sent)."""
+        return deadline.attempt_headers(self.timeout)
 
     @property
     def faults(self) -> tuple[type[BaseException], ...]:

@@ -21,7 +21,7 @@ class ApiConfig:
     concurrency: int = 8            # requests in flight, >= 1
     max_retries: int = 6            # per request, on 429 / 5xx / timeouts / connection errors
     backoff_s: float = 0.5          # first wait; doubles each retry, full jitter
-    timeout_s: float = 60.0         # the longest wait to connect and between bytes of a reply (not a deadline)
+    timeout_s: float = 60.0         # per attempt, whole (online; a batch's transfers: per wait for bytes)
     max_tokens_total: int = 0       # budget: prompt + completion tokens of the run (0: no cap)
     max_cost_usd: float = 0.0       # budget: estimated cost (0: no cap)
     price_in_per_mtok: float = 0.0  # USD per million prompt tokens (for the estimate)
