@@ -118,3 +118,48 @@ def test_litjudge_cache_naming_a_file_is_one_line_naming_it(tmp_path):
     (tmp_path / "afile").write_text("x")
     one_line(cli("judges", cwd=tmp_path, env={"LITJUDGE_CACHE": str(tmp_path / "afile")}),
              f"LITJUDGE_CACHE={tmp_path / 'afile'}", "point LITJUDGE_CACHE at a folder")
+
+
+def test_a_cache_damaged_past_its_first_pages_is_left_aside(api, tmp_path):
+    """Damage found only when verdicts are read (the results' pages, not the schema's) escaped as
+    the run store's error: every run and plan stopped (exit 2) advising --rebuild-store, which does
+    nothing to a cache. It is left aside with the cache's one warning, as damage found on opening is."""
+    cfg, server = api
+    cache = tmp_path / "c.sqlite"
+    assert cli("run", str(cfg), "--quiet", "--out", str(tmp_path / "a"), "--cache", str(cache),
+               cwd=tmp_path).returncode == 0
+    asked = len(server.received)
+    db = sqlite3.connect(cache)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = [r[0] for r in db.execute("SELECT rootpage FROM sqlite_master WHERE tbl_name = 'results'")]
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    with open(cache, "r+b") as fh:
+        for page in pages:
+            fh.seek((page - 1) * size)
+            fh.write(b"\xff" * size)
+    for args in (("plan", str(cfg)), ("run", str(cfg), "--quiet", "--out", str(tmp_path / "b"))):
+        r = cli(*args, "--cache", str(cache), cwd=tmp_path)
+        assert r.returncode == 0 and "--rebuild-store" not in r.stderr, r.stderr[-2000:]
+        warning = [ln for ln in r.stderr.splitlines() if "shared verdict cache is left aside" in ln]
+        assert len(warning) == 1 and "corrupt" in warning[0] and f"move {cache} away" in warning[0], r.stderr[-2000:]
+    assert len(server.received) == asked + 12            # nothing read from it: every verdict asked again
+
+
+def test_another_programs_database_is_left_aside_untouched(api, tmp_path):
+    """`--cache` naming another program's SQLite database: its table was altered (litjudge's
+    columns added), litjudge's tables and a meta note added and its journal made WAL, in silence.
+    It is left aside with one warning, byte for byte as it was."""
+    cfg, _ = api
+    theirs = tmp_path / "theirs.sqlite"
+    db = sqlite3.connect(theirs)
+    with db:
+        db.execute("CREATE TABLE results (id INTEGER PRIMARY KEY, score REAL)")
+        db.execute("INSERT INTO results (score) VALUES (0.5), (0.7)")
+    db.close()
+    before = theirs.read_bytes()
+    r = cli("run", str(cfg), "--quiet", "--limit", "1", "--out", str(tmp_path / "a"), "--cache", str(theirs), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    warning = [ln for ln in r.stderr.splitlines() if "shared verdict cache is left aside" in ln]
+    assert len(warning) == 1 and "holds no litjudge store" in warning[0], r.stderr[-2000:]
+    assert theirs.read_bytes() == before and not (tmp_path / "theirs.sqlite-wal").exists()

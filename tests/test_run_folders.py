@@ -227,13 +227,18 @@ def test_a_corrupt_store_is_rebuilt_from_python_as_its_message_says(tmp_path):
 def test_two_threads_on_one_folder_are_told_it_is_this_process(tmp_path):
     """The second of two threads taking one folder's lock read 'another litjudge process (pid
     unknown)' when it came before the holder wrote its pid: the lock knows its own process's."""
-    from litjudge.engine.core.run_lock import RunLock
+    from litjudge.engine.core.run_lock import RunLock, run_folder_lock
 
     held = RunLock(tmp_path / "run")
     (tmp_path / "run" / ".lock").write_text("")             # as between the holder's flock and its pid
     try:
         with pytest.raises(litjudge.ConfigError, match="in use by another run in this process"):
             RunLock(tmp_path / "run")
+        # reparse, export and budgets rewrite the run itself: another name or folder is no way round
+        (tmp_path / "run" / "manifest.json").write_text("{}")
+        with pytest.raises(litjudge.ConfigError) as refused, run_folder_lock(tmp_path / "run"):
+            pass
+        assert str(refused.value).endswith("(another thread): wait for it to finish"), refused.value
     finally:
         held.release()
     RunLock(tmp_path / "run").release()

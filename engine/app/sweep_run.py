@@ -31,7 +31,7 @@ from litjudge.judges.ppi_tables import ppi_choice
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import claim_role, open_verdict_cache
+from ..core.cache import claim_role, open_verdict_cache, warn_left_aside
 from ..core.console import log_to
 from ..core.errors import LitjudgeError
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
@@ -116,9 +116,8 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
     Streams: the plan is never held whole. `session`: where the run folder and the verdict cache are."""
     rows = []
     session = session or Session.current()
-    stores = [s for s in (_existing(session.run_dir(sweep.name) / "store.sqlite"),
-                          open_verdict_cache(session.verdict_cache, readonly=True))
-              if s is not None]
+    cache = open_verdict_cache(session.verdict_cache, readonly=True)
+    stores = [s for s in (_existing(session.run_dir(sweep.name) / "store.sqlite"), cache) if s is not None]
     try:
         for w in work(sweep, prepared_cells(sweep)):
             config = w.cells[0][0].config
@@ -132,7 +131,13 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
                 keys = [p.key for p in part.unique]
                 done: set[str] = set()
                 for s in (stores if not recorded else stores[:1]):
-                    done |= s.finished_keys(k for k in keys if k not in done)
+                    try:
+                        done |= s.finished_keys(k for k in keys if k not in done)
+                    except LitjudgeError as exc:
+                        if s is not cache:
+                            raise                  # the run's own store: its remedy is the error's
+                        warn_left_aside(s.path, exc)          # the cache, damaged past its first pages
+                        stores = [x for x in stores if x is not s]
                 stored += len(done)
                 todo = [p for p in part.unique if p.key not in done]
                 for p in todo:
@@ -148,7 +153,7 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
                          "stats": st, "sample": sample, "planner": planner, "config": config, "spec": w.spec,
                          "skipped": w.skipped})
     finally:
-        for s in stores:
+        for s in {id(x): x for x in (*stores, cache) if x is not None}.values():
             s.close()
     return rows
 

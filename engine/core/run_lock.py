@@ -23,7 +23,9 @@ _GUARD = threading.Lock()
 class RunLock:
     """Held while a run writes its folder; `release` (or process exit) frees it."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, rewrite: bool = False):
+        """`rewrite`: a command rewriting a finished run (reparse, budgets), for which another
+        name or folder is no way round: the refusal says to wait."""
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / LOCK_NAME
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -36,8 +38,9 @@ class RunLock:
                 ours = str(self.path.resolve()) in _HELD or holder == str(os.getpid())
                 who = ("by another run in this process (another thread)" if ours else
                        f"by another litjudge process (pid {holder})")
-                raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish, or give this run "
-                                  "another name (the config's name, or name=) or folder (--out, or out=)") from None
+                other = "" if rewrite else (", or give this run another name (the config's name, or name=) or "
+                                            "folder (--out, or out=)")
+                raise ConfigError(f"run folder {run_dir} is in use {who}: wait for it to finish{other}") from None
             _HELD.add(str(self.path.resolve()))
         os.ftruncate(self.fd, 0)
         os.write(self.fd, str(os.getpid()).encode())
@@ -55,7 +58,7 @@ def run_folder_lock(run_dir: Path) -> Iterator[None]:
     """A finished run folder's lock while a command rewrites it (reparse, budgets): one line if a run
     or another such command holds it. A folder without a manifest is left to the command's own
     message (no lock file is written into a folder that is not a run's)."""
-    held = RunLock(run_dir) if (run_dir / "manifest.json").is_file() else None
+    held = RunLock(run_dir, rewrite=True) if (run_dir / "manifest.json").is_file() else None
     try:
         yield
     finally:

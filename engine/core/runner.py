@@ -128,10 +128,15 @@ class Writer:
         try:
             self.cache.put_results(rows)  # type: ignore[union-attr]
         except LitjudgeError as exc:
-            warn_left_aside(self.cache.path, exc)  # type: ignore[union-attr]
-            if self.cache is not None:
-                self.cache.left_aside = True      # for every later judge of this invocation too
-            self.cache = None
+            self.leave_cache_aside(exc)
+
+    def leave_cache_aside(self, exc: LitjudgeError) -> None:
+        """The shared cache failed (to write, or to read: damaged past its first pages): one warning,
+        and this run and every later judge of the invocation go on without it."""
+        if self.cache is not None:
+            warn_left_aside(self.cache.path, exc)
+            self.cache.left_aside = True
+        self.cache = None
 
 
 class LazyBackend:
@@ -273,7 +278,12 @@ class _Tally:
         if not todo or writer.cache is None:
             return todo
         wanted = {p.key: p for p in todo}
-        hits = [reparsed(h, wanted[h.key].request.language) for h in writer.cache.results(wanted)]
+        try:
+            found = list(writer.cache.results(wanted))
+        except LitjudgeError as exc:          # a cache damaged in its middle: it stopped every run (exit 2)
+            writer.leave_cache_aside(exc)
+            return todo
+        hits = [reparsed(h, wanted[h.key].request.language) for h in found]
         if not hits:
             return todo
         store.put_results(hits)

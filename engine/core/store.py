@@ -107,7 +107,10 @@ class Store:
             self.db = sqlite3.connect(self.path, timeout=1.0)
 
         def setup():
-            if not create and self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+            # another program's database (tables, none of them litjudge's meta): had its tables altered,
+            # ours added and its journal made WAL, without a word, when given as --cache
+            tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "meta" not in tables and (tables or not create):
                 raise self._not_a_store()
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
