@@ -7,6 +7,7 @@ folder, and the console carries no third-party warnings. And the `[gpu]` and `[c
 requirement sets (one vLLM version for both builds) resolve against PyPI."""
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -177,9 +178,12 @@ def test_installed_demo_and_own_data_run_from_any_folder(installed, tmp_path):
     (work / "prefs.csv").write_text("id,instruction,chosen,rejected\n"
                                     "p1,Write about rain,\"Rain fell, soft, on the tin roof.\",It rained.\n"
                                     "p2,Write about snow,Snow lay like salt on the road.,Snow.\n")
+    # the user's own judge's answers, recorded: the demo above is the installed engine's run (a second
+    # engine start here took 12-15 s and showed nothing the demo did not)
+    (work / "answers.jsonl").write_text("".join(json.dumps({"id": f"{p}/{o}", "response": "A"}) + "\n"
+                                                for p in ("p1", "p2") for o in ("ab", "ba")))
     (work / "own.toml").write_text(
-        'name = "own"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n'
-        '[engine]\nmax_model_len = 2048\nkv_cache_gib = 1\n'
+        'name = "own"\nprotocol = "pairwise"\njudge = "replay:answers.jsonl"\n'
         '[dataset]\npath = "prefs.csv"\n'
         '[dataset.columns]\npair_id = "id"\nprompt = "instruction"\ntext_a = "chosen"\ntext_b = "rejected"\nlabel = "=a"\n')
     own = run_installed(installed, work, "run", "own.toml", "--quiet")
