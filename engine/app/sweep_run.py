@@ -114,8 +114,7 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
     are already stored (in the run's folder or the shared verdict cache) and what is left to
     generate and prefill, and a sample of distinct requests left to generate (for a calibration).
     Streams: the plan is never held whole. `session`: where the run folder and the verdict cache are."""
-    rows = []
-    session = session or Session.current()
+    rows, session = [], session or Session.current()
     cache = open_verdict_cache(session.verdict_cache, readonly=True)
     stores = [s for s in (_existing(session.run_dir(sweep.name) / "store.sqlite"), cache) if s is not None]
     try:
@@ -133,10 +132,10 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
                 for s in (stores if not recorded else stores[:1]):
                     try:
                         done |= s.finished_keys(k for k in keys if k not in done)
-                    except LitjudgeError as exc:
+                    except LitjudgeError as exc:          # the cache damaged past its first pages: set aside
                         if s is not cache:
                             raise                  # the run's own store: its remedy is the error's
-                        warn_left_aside(s.path, exc)          # the cache, damaged past its first pages
+                        warn_left_aside(s.path, exc)
                         stores = [x for x in stores if x is not s]
                 stored += len(done)
                 todo = [p for p in part.unique if p.key not in done]
