@@ -8,8 +8,14 @@ import polars as pl
 
 from .frames import split
 from .metrics import corrected_pass_rate
-from .metrics.bootstrap import RESAMPLES, interval_note, or_none, too_few
-from .metrics.calibration import brier_score, expected_calibration_error, reliability_bins, squared_calibration_error_ci
+from .metrics.bootstrap import RESAMPLES, or_none, too_few
+from .metrics.calibration import (
+    brier_score,
+    calibration_note,
+    expected_calibration_error,
+    reliability_bins,
+    squared_calibration_error_ci,
+)
 from .metrics.proportion import NOTES, rate_interval
 
 CALIBRATION_BINS = 10
@@ -51,7 +57,7 @@ def calibration_tables(df: pl.DataFrame, prob: str, truth: str, bins: int = CALI
         summary.append({"judge": judge, "read": read, "n": len(p), "ece": expected_calibration_error(p, y, bins),
                         "squared_calibration_error": ce2, "squared_calibration_error_low": or_none(lo),
                         "squared_calibration_error_high": or_none(hi),
-                        "ci_note": interval_note(len(set(map(str, clusters or range(len(p))))), lo),
+                        "ci_note": calibration_note(len(set(map(str, clusters or range(len(p))))), len(p), lo),
                         "brier": brier_score(p, y).value,
                         "positive_rate": sum(y) / len(y), "mean_prediction": sum(p) / len(p)})
     return {"calibration": pl.DataFrame(bin_rows), "calibration_summary": pl.DataFrame(summary)}

@@ -82,6 +82,33 @@ def test_a_calibrated_judges_calibration_error_interval_holds_zero(stories):
     assert abs(ce2.mean()) < 3 * ce2.std() / math.sqrt(DRAWS) and got >= COVERAGE, (got, ce2.mean())
 
 
+@pytest.mark.parametrize("link", ["calibrated", "squared"])
+def test_the_calibration_error_interval_of_one_verdict_a_story_covers_from_twenty(link):
+    """Stories of one verdict each (a TTCW run of one test, pairs of one order): 10 of them covered
+    0.86-0.90 (a hostile pass); the interval needs 20 verdicts as well as 10 clusters, said where
+    it is withheld, and covers a calibrated judge's 0 and a miscalibrated one's (y ~ p^2) CE^2 at 20."""
+    from litjudge.judges.metrics.calibration import MIN_VERDICTS
+
+    rng = np.random.default_rng(21 if link == "calibrated" else 22)
+    p = rng.random((DRAWS, MIN_VERDICTS))
+    y = rng.random(p.shape) < (p if link == "calibrated" else p ** 2)
+    d, g = (a.ravel() for a in np.indices(p.shape))
+    frame = pl.DataFrame({"judge": np.asarray(judges(DRAWS))[d], "p": p.ravel(), "y": y.ravel(), "story": g})
+    summary = calibration_tables(frame, "p", "y", resamples=300, cluster="story")["calibration_summary"]
+    fine = np.minimum(np.arange(2_000_000) // 200_000, 9)             # the true binned CE^2 of y ~ p^2
+    q = (np.arange(2_000_000) + 0.5) / 2_000_000
+    truth = 0.0 if link == "calibrated" else sum(0.1 * ((q[fine == k] ** 2).mean() - q[fine == k].mean()) ** 2
+                                                 for k in range(10))
+    got = coverage(summary["squared_calibration_error_low"], summary["squared_calibration_error_high"], truth)
+    print(link, got, truth)
+    assert got >= COVERAGE, got
+    few = calibration_tables(frame.filter(pl.col("story") < 10), "p", "y", resamples=100,
+                             cluster="story")["calibration_summary"]
+    assert few["squared_calibration_error_low"].is_null().all()
+    assert set(few["ci_note"]) == {f"too few verdicts (10; the calibration error's interval needs {MIN_VERDICTS}): "
+                                   "no interval"}
+
+
 # -- the sweep ranking's intervals ----------------------------------------------------------
 def story_arrays(rng: np.random.Generator, stories: int, draws: int, prevalence: float = 0.35):
     """(truth, pred) of `draws` judges x stories x 14 tests: a story-level pass prevalence and

@@ -112,6 +112,45 @@ def test_every_interval_of_the_ttcw_tables_covers_its_truth(tables):
     assert not {k: c for k, c in got.items() if c < COVERAGE}, got
 
 
+def test_the_corrected_pass_rate_covers_at_ten_labelled_stories_and_says_where_it_cannot():
+    """Sensitivity and specificity rest on the labelled stories: an interval from 10 scored stories of
+    which 2 were labelled covered 0.81 (counted as 10 clusters); now the labelled ones count. At the
+    fewest it prints one for (10 labelled of 12, 5 tests each, a judge of Se 0.8 / Sp 0.7, story
+    effects), through the table; where Se + Sp <= 1 in many resamples the rate is not identified
+    and the interval is [0, 1]; where the point itself is undefined, no interval (it was printed)."""
+    from litjudge.judges.metrics.bootstrap import too_few
+    from litjudge.judges.metrics.prevalence import NO_BETTER
+    from litjudge.judges.tables import corrected_pass_rates
+
+    def per_item(rng, stories, labelled, se, sp, rate=0.3, tests=5):
+        p = rng.beta(rate * 4, (1 - rate) * 4, (DRAWS, stories, 1)).repeat(tests, axis=2)
+        truth = rng.random(p.shape) < p
+        said = np.where(truth, rng.random(p.shape) < se, rng.random(p.shape) >= sp)
+        d, s, t = np.indices(p.shape).reshape(3, -1)
+        return pl.DataFrame({"judge": [f"d{x}" for x in d], "story_id": [f"s{x}" for x in s],
+                             "test": [f"t{x}" for x in t], "judge_pass": said.ravel(),
+                             "expert_pass": np.where(s < labelled, truth.ravel(), None)})
+
+    rng = np.random.default_rng(11)
+    rows = corrected_pass_rates(per_item(rng, 12, 10, 0.8, 0.7), resamples=500).filter(pl.col("test") == "all")
+    got = coverage(rows["ci_low"], rows["ci_high"], 0.3)
+    points = rows["corrected_pass_rate"].drop_nulls().drop_nans()
+    bias = points.mean() - 0.3
+    print(got, bias, points.len())
+    assert got >= COVERAGE and abs(bias) < 3 * points.std() / math.sqrt(points.len()), (got, bias)
+    few = corrected_pass_rates(per_item(rng, 10, 2, 0.8, 0.7).head(10 * 5 * 20), resamples=200)
+    assert few.filter(pl.col("test") == "all")["ci_low"].fill_nan(None).is_null().all()
+    notes = set(few.filter(pl.col("test") == "all")["note"])
+    assert too_few(2) in notes and notes <= {too_few(2), NO_BETTER}, notes
+    chance = corrected_pass_rates(per_item(rng, 30, 10, 0.6, 0.5).head(30 * 5 * 50), resamples=200)
+    chance = chance.filter(pl.col("test") == "all")
+    undefined = chance.filter(pl.col("corrected_pass_rate").fill_nan(None).is_null())
+    assert undefined.height and undefined["ci_low"].fill_nan(None).is_null().all()
+    assert set(undefined["note"]) == {NO_BETTER}
+    wide = chance.filter(pl.col("note").str.contains("not identified"))
+    assert wide.height and set(wide["ci_low"]) == {0.0} and set(wide["ci_high"]) == {1.0}
+
+
 def test_the_published_agreement_is_nearly_unbiased(tables):
     """The overall table's kappa and balanced accuracy over each draw's ~114 verdicts of 20 stories
     average their truth but for a ratio of counts' O(1/n) bias: -0.012 and -0.006 here (standard

@@ -21,6 +21,11 @@ def _paired(x: Sequence[float], y: Sequence[float]) -> tuple[list[float], list[f
 # Up to this many pairs a Pearson's or Spearman's p-value is exact, over every pairing (8! = 40,320):
 # scipy's t approximation read p = 0.000 for 3 items ranked perfectly, whose exact p is 1/3.
 EXACT_PAIRS = 8
+# From there up to PERMUTED_PAIRS, a permutation test over PAIRINGS seeded random pairings, p = (1 + hits)
+# / (1 + PAIRINGS): its level is at most nominal by construction, where the t approximation's was 5.8%
+# at 9 pairs and 5.4% at 10-11 (Spearman; Pearson of skewed data: 6.6-7.5% at 9-12). Beyond, the t.
+PERMUTED_PAIRS = 50
+PAIRINGS = 9_999
 
 
 def _corr(name: str, x, y) -> MetricResult:
@@ -33,23 +38,27 @@ def _corr(name: str, x, y) -> MetricResult:
         return MetricResult(NAN, len(a))
     res = getattr(scipy_stats(), name)(a, b)
     p = float(res.pvalue)
-    if name in ("pearsonr", "spearmanr") and len(a) <= EXACT_PAIRS:
+    if name in ("pearsonr", "spearmanr") and len(a) <= PERMUTED_PAIRS:
         rank = scipy_stats().rankdata
         p = exact_p(rank(a), rank(b)) if name == "spearmanr" else exact_p(a, b)
     return MetricResult(float(res.statistic), len(a), p)
 
 
 def exact_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """The two-sided permutation p-value of Pearson's r of `a` and `b` over every pairing of them
-    (of their ranks: Spearman's): the share of the n! pairings whose |r| reaches the observed."""
+    """The two-sided permutation p-value of Pearson's r of `a` and `b` (of their ranks: Spearman's):
+    up to EXACT_PAIRS pairs the share of the n! pairings whose |r| reaches the observed; beyond, the
+    same over PAIRINGS seeded random pairings and the observed one, (1 + hits) / (1 + PAIRINGS)."""
     import numpy as np
 
     x = np.asarray(a, dtype=float)
     x = (x - x.mean()) / np.linalg.norm(x - x.mean())
     y = np.asarray(b, dtype=float)
     y = (y - y.mean()) / np.linalg.norm(y - y.mean())
-    r = y[_pairings(len(y))] @ x
-    return float(np.mean(np.abs(r) >= abs(float(x @ y)) - 1e-12))
+    observed = abs(float(x @ y)) - 1e-12
+    if len(y) <= EXACT_PAIRS:
+        return float(np.mean(np.abs(y[_pairings(len(y))] @ x) >= observed))
+    hits = int((np.abs(y[_random_pairings(len(y))] @ x) >= observed).sum())
+    return (1 + hits) / (1 + PAIRINGS)
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> MetricResult:
@@ -77,6 +86,17 @@ def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> Met
         d = (a[i] - a[j]) * (b[i] - b[j])
         correct += 1.0 if d > 0 else 0.5 if d == 0 else 0.0
     return MetricResult(correct / total if total else NAN, int(total))
+
+
+@functools.lru_cache(maxsize=4)
+def _random_pairings(n: int):
+    """PAIRINGS seeded random permutations of range(n) (the same for every call: a p-value is a
+    function of its data), made once a process for each n in use."""
+    import numpy as np
+
+    out = np.argsort(np.random.default_rng(n).random((PAIRINGS, n)), axis=1).astype(np.int8)
+    out.flags.writeable = False
+    return out
 
 
 @functools.lru_cache(maxsize=EXACT_PAIRS)
