@@ -29,10 +29,11 @@ PAIRINGS = 9_999
 
 
 def _corr(name: str, x, y) -> MetricResult:
-    """scipy.stats' `name` correlation of the known pairs, its p-value two-sided and exact over
-    every pairing up to EXACT_PAIRS pairs (`exact_p`; Kendall's: scipy's own, exact for few pairs
-    without ties); scipy.stats is imported only when there is one to compute (a judge answering one
-    label throughout, as the demo's does, needs none: the import was 3-8 s of such a run here)."""
+    """scipy.stats' `name` correlation of the known pairs, its p-value two-sided and a permutation
+    test's up to PERMUTED_PAIRS pairs (`exact_p`: exact to EXACT_PAIRS; Kendall's: scipy's own,
+    exact for few pairs without ties); scipy.stats is imported only when there is one to compute (a
+    judge answering one label throughout, as the demo's does, needs none: the import was 3-8 s of
+    such a run here)."""
     a, b = _paired(x, y)
     if len(a) < 3 or len(set(a)) < 2 or len(set(b)) < 2:
         return MetricResult(NAN, len(a))
