@@ -31,7 +31,7 @@ from litjudge.judges.ppi_tables import ppi_choice
 
 from .. import backends as registry
 from ..core.backend import JudgeSpec
-from ..core.cache import claim_role, open_verdict_cache, warn_left_aside
+from ..core.cache import claim_role, leave_aside, open_verdict_cache
 from ..core.console import log_to
 from ..core.errors import LitjudgeError
 from ..core.manifest import config_dict, git_commit, litjudge_version, machine
@@ -129,14 +129,13 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
             for part in stream.chunks(w.requests()):
                 keys = [p.key for p in part.unique]
                 done: set[str] = set()
-                for s in (stores if not recorded else stores[:1]):
+                for s in [x for x in (stores if not recorded else stores[:1]) if not x.left_aside]:
                     try:
                         done |= s.finished_keys(k for k in keys if k not in done)
                     except LitjudgeError as exc:          # the cache damaged past its first pages: set aside
                         if s is not cache:
                             raise                  # the run's own store: its remedy is the error's
-                        warn_left_aside(s.path, exc)
-                        stores = [x for x in stores if x is not s]
+                        leave_aside(s, exc)
                 stored += len(done)
                 todo = [p for p in part.unique if p.key not in done]
                 for p in todo:
@@ -152,7 +151,7 @@ def plan_summary(sweep: Sweep, session: Session | None = None) -> list[dict[str,
                          "stats": st, "sample": sample, "planner": planner, "config": config, "spec": w.spec,
                          "skipped": w.skipped})
     finally:
-        for s in {id(x): x for x in (*stores, cache) if x is not None}.values():
+        for s in stores:
             s.close()
     return rows
 

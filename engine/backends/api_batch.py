@@ -32,7 +32,6 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core.console import say
@@ -183,25 +182,19 @@ class BatchRunner:
             say(f"litjudge: {self.name}: {results.malformed} malformed line(s) in the results of batch "
                 f"{rec.batch_id}: their requests are asked again in a new batch", logging.WARNING)
         by_key: dict[str, Generation | None] = {k: None for k in rec.keys}
-        chosen = _one_line_per_key([line for line in results.lines
-                                    if line.key in by_key and self.b.pending.get(line.key) is not None])
-        if chosen.duplicates:
-            say(f"litjudge: {self.name}: {chosen.duplicates} duplicate line(s) in the results of batch {rec.batch_id} "
-                "(a request answered twice): each request's answer is read once", logging.WARNING)
-        for line in chosen.lines:
+        ours = [line for line in results.lines if line.key in by_key and self.b.pending.get(line.key) is not None]
+        chosen = _one_line_per_key(ours)
+        if len(chosen) < len(ours):
+            say(f"litjudge: {self.name}: {len(ours) - len(chosen)} duplicate line(s) in the results of batch "
+                f"{rec.batch_id} (a request answered twice): each request's answer is read once", logging.WARNING)
+        for line in chosen:
             by_key[line.key] = (self.b.read(self.b.pending[line.key], line.reply) if line.reply is not None else
                                 Generation(line.key, "", error=line.error, retryable=line.retryable))
         gap = f"no result in provider batch {rec.batch_id} (ended {results.ended})"
         return [g or Generation(k, "", error=gap, retryable=True) for k, g in by_key.items()]
 
 
-@dataclass(frozen=True)
-class _Chosen:
-    lines: list[BatchLine]
-    duplicates: int
-
-
-def _one_line_per_key(lines: list[BatchLine]) -> _Chosen:
+def _one_line_per_key(lines: list[BatchLine]) -> list[BatchLine]:
     """A batch's result lines, one per request: a provider's output naming a request twice was read
     twice (its tokens counted twice against the caps) and the last line won (an error after an
     answer threw the answer away). The first answer is kept, else the first failure."""
@@ -210,7 +203,7 @@ def _one_line_per_key(lines: list[BatchLine]) -> _Chosen:
         held = chosen.get(line.key)
         if held is None or (held.reply is None and line.reply is not None):
             chosen[line.key] = line
-    return _Chosen(list(chosen.values()), len(lines) - len(chosen))
+    return list(chosen.values())
 
 
 FINGERPRINT = re.compile(r"^api:(?P<provider>[^:]+):(?P<url>default|[a-z][a-z0-9+.-]*://[^/:]+(?::\d+)?(?:/[^:]*)?)"

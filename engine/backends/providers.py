@@ -227,9 +227,10 @@ def from_top_logprobs(key: str, r: JudgeRequest, top: Iterable[tuple[str, float]
             return Generation(key, text, error=f"the server's log-probability of {token[:40]!r} is {logprob!r}, not a "
                                                "probability's (finite, at most 0)", **common)
         probs_of[token.strip()] = probs_of.get(token.strip(), 0.0) + math.exp(logprob)
-    if sum(probs_of.values()) > 1 + LOGPROB_SLACK:
-        return Generation(key, text, error=f"the server's top log-probabilities add up to "
-                                           f"{sum(probs_of.values()):.4g} of probability, more than 1", **common)
+    total = sum(probs_of.values())
+    if total > 1 + LOGPROB_SLACK:
+        return Generation(key, text, error=f"the server's top log-probabilities add up to {total:.4g} of probability, "
+                                           "more than 1", **common)
     labels = r.language.labels() or ()
     probs = {lab: probs_of.get(lab, 0.0) for lab in labels}
     mass = sum(probs.values())

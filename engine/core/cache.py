@@ -52,6 +52,13 @@ def warn_left_aside(path: Path, exc: LitjudgeError) -> None:
         "with --no-cache (cache=False)", logging.WARNING)
 
 
+def leave_aside(cache: Store, exc: LitjudgeError) -> None:
+    """A cache that failed after it opened (to write; to read, damaged past its first pages): the one
+    warning, and marked so the invocation's later judges and reads skip it."""
+    warn_left_aside(cache.path, exc)
+    cache.left_aside = True
+
+
 def open_verdict_cache(path: Path | None, readonly: bool = False) -> Store | None:
     """The shared cache at `path` (the Session's `verdict_cache`; None: off), or None when it is off,
     absent (read only: nothing to read) or cannot be opened: a corrupt, unreadable, locked, read-only

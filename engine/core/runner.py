@@ -18,7 +18,7 @@ from litjudge.grammars.language import VerdictLanguage
 
 from . import plan_process
 from .backend import Backend, JudgeSpec, Planner
-from .cache import warn_left_aside
+from .cache import leave_aside
 from .distribution import argmax_label
 from .errors import ContractError, LitjudgeError
 from .hooks import hooks
@@ -134,8 +134,7 @@ class Writer:
         """The shared cache failed (to write, or to read: damaged past its first pages): one warning,
         and this run and every later judge of the invocation go on without it."""
         if self.cache is not None:
-            warn_left_aside(self.cache.path, exc)
-            self.cache.left_aside = True
+            leave_aside(self.cache, exc)
         self.cache = None
 
 
