@@ -464,6 +464,33 @@ def test_pairwise_records_the_order_shown_and_scores_agreement(tmp_path):
     assert {q.decision[c.cluster] for c in q.clusters} == {"a", "tie"}
 
 
+def test_one_person_s_two_tabs_and_a_restart_show_a_pair_in_one_order(tmp_path):
+    """A hostile pass: the order was drawn per showing, so a person's second tab redrew it and the
+    first tab's honest answer was refused for good (400, every retry); after a restart any order
+    was taken. Now it is drawn per person and pair: both tabs' answers are stored (the later one
+    stands), the other order is refused, and a restart shows the same order."""
+    run = pairwise_run(tmp_path / "pw")
+    with InThread(run, budget=20) as s, s.client() as c:
+        first = c.get("/api/next", params={"annotator": "ann"}).json()
+        second = c.get("/api/next", params={"annotator": "ann"}).json()     # the same person's other tab
+        assert second["cluster"] == first["cluster"] and second["shown"] == first["shown"]
+        for tab, label in ((second, "a"), (first, "b")):
+            r = c.post("/api/label", json={"annotator": "ann", "cluster": tab["cluster"], "key": key(),
+                                           "labels": {tab["cluster"]: label}, "shown": tab["shown"]})
+            assert r.status_code == 200 and r.json()["stored"], r.text
+        other = "ba" if first["shown"] == "ab" else "ab"
+        r = c.post("/api/label", json={"annotator": "ann", "cluster": first["cluster"], "key": key(),
+                                       "labels": {first["cluster"]: "a"}, "shown": other})
+        assert r.status_code == 400 and f"was shown to 'ann' as '{first['shown']}'" in r.text
+    with InThread(run) as s, s.client() as c:
+        rows = [json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines() if json.loads(x)["annotator"] == "ann"]
+        assert [(r["label"], r["shown"], r["standing"]) for r in rows] == [("a", first["shown"], False),
+                                                                          ("b", first["shown"], True)]
+        r = c.post("/api/label", json={"annotator": "ann", "cluster": first["cluster"], "key": key(),
+                                       "labels": {first["cluster"]: "a"}, "shown": other})
+        assert r.status_code == 400                                         # after a restart too
+
+
 def test_krippendorff_alpha_is_the_reference_packages():
     krippendorff = pytest.importorskip("krippendorff")
     rng = np.random.default_rng(5)
@@ -572,6 +599,26 @@ def test_per_item_two_lets_both_holders_submit_and_refuses_a_third(run):
         r = c.post("/api/label", json={"annotator": "zoe", "cluster": b["cluster"], "key": key(),
                                        "labels": {q["item"]: "Yes" for q in b["questions"]}})
         assert r.status_code == 409 and "is being read by another annotator" in r.text
+
+
+def test_per_item_given_once_is_the_queue_s_until_given_again(run, tmp_path):
+    """A hostile pass: a page served with --per-item 2 and an import without it took 1 per item and
+    said "the queue takes 1 per item, as the page does", though the page took 2."""
+    with InThread(run, budget=40, per_item=2) as s, s.client() as c:
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        for who in ("ann", "bob"):
+            assert c.post("/api/label", json={"annotator": who, "cluster": item["cluster"], "key": key(),
+                                              "labels": {q["item"]: "Yes" for q in item["questions"]}}).json()["stored"]
+    carol = tmp_path / "carol.csv"
+    carol.write_text("annotator,item,label\n" + "".join(f"carol,{q['item']},No\n" for q in item["questions"]))
+    r = litjudge("annotate", str(run), "--import", str(carol))
+    assert r.returncode == 2 and "would have 3 annotators (ann, bob, carol), and the queue takes 2 per item" in r.stderr
+    with InThread(run) as s, s.client() as c:                       # the page, restarted without it, takes 2 too
+        assert c.get("/api/info").json()["per_item"] == 2
+    r = litjudge("annotate", str(run), "--import", str(carol), "--per-item", "3")
+    assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr
+    with InThread(run) as s, s.client() as c:
+        assert c.get("/api/info").json()["per_item"] == 3
 
 
 def test_an_interval_over_the_whole_range_says_why():

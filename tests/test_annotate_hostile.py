@@ -142,6 +142,25 @@ def test_a_queue_whose_run_was_judged_again_with_the_same_draws_is_refused_too(f
         open_queue(fresh, Options())
 
 
+def test_a_queue_whose_run_was_judged_again_on_other_items_still_exports(fresh):
+    """A hostile pass: judged again on fewer texts, the queue's clusters differ, which was refused
+    as a setting ("start it with the same settings", which no setting fixes), and the export the
+    run's own warning promised refused too."""
+    queue, labels = open_queue(fresh, Options(budget=10))
+    cluster = queue.clusters[int(queue.design.draws[0])]
+    labels.submit("k-before-rejudging", "ann", cluster.cluster, {q.item: "Yes" if q.item.endswith("natural") else "4"
+                                                                 for q in cluster.questions})
+    labels.close()
+    verdicts = pl.read_parquet(fresh / "verdicts.parquet")
+    other = next(c.cluster for c in queue.clusters if c.cluster != cluster.cluster)
+    verdicts.filter(~pl.col("item_id").str.starts_with(other)).write_parquet(fresh / "verdicts.parquet")
+    with pytest.raises(ConfigError, match="the run's clusters changed since its annotation queue was drawn"):
+        open_queue(fresh, Options())
+    r = litjudge("annotate", str(fresh), "--export", str(fresh / "kept.csv"))
+    assert r.returncode == 0 and "Exported 2 labels" in r.stdout and "from the store alone" in r.stdout, r.stderr
+    assert "clusters changed" in r.stderr and "same settings" not in r.stderr
+
+
 def test_labels_from_the_page_exported_and_imported_back_are_stored_once(fresh):
     """An export carries each submission's key: importing it back (CSV or JSONL) is the same
     submission, not a second one (it once was, keyed by content and a time the store had changed)."""
@@ -283,7 +302,7 @@ def test_an_import_gives_a_text_no_more_annotators_than_the_page_would(fresh):
     said = imported(fresh, "bob.csv", f"annotator,item,label\nbob,{other}/vivid,3\nbob,{took}/vivid,2\n".encode())
     assert isinstance(said, str) and said.endswith(
         f"bob.csv: cluster '{took}' would have 2 annotators (ann, bob), and the queue takes 1 per item, as the page "
-        "does: import with --per-item 2 for more; nothing was imported"), said
+        "does (--per-item: the last given, else 1): import with --per-item 2 for more; nothing was imported"), said
     queue, labels = open_queue(fresh, Options(budget=10))
     try:
         assert {r.annotator for r in labels.rows()} == {"ann"}                # bob's first row not stored either

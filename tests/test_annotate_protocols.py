@@ -83,7 +83,7 @@ def test_a_rubric_pair_in_a_random_recorded_order_with_a_tie(rubric, tmp_path):
     with InThread(run, budget=200) as s, s.client() as c:
         seen: set[str] = set()
         for i in range(24):                            # until both orders were drawn, eight pairs at least
-            if i >= 8 and len(seen) == 2:              # (the order is secrets.choice: one order in 24 is 2**-23)
+            if i >= 8 and len(seen) == 2:              # (the order is drawn per person and pair from the seed)
                 break
             item = until_pair(c)
             assert item["shown"] in ("ab", "ba") and [t["id"] for t in item["texts"]] == list(item["shown"])

@@ -47,7 +47,7 @@ class Options:
     budget: int | None = None
     floor: float | None = None
     seed: int | None = None
-    per_item: int = 1
+    per_item: int | None = None              # None: the queue's last given, else 1 (`per_item`)
     lock_seconds: float = 600.0
     host: str = "127.0.0.1"
     port: int = 8765
@@ -58,7 +58,7 @@ class Options:
                  f"a whole number from 1 to {MAX_BUDGET:,}"),
                 ("floor", self.floor is None or (_real(self.floor) and 0.0 < self.floor <= 1.0), "a number in (0, 1]"),
                 ("seed", self.seed is None or (_whole(self.seed) and self.seed >= 0), "a whole number >= 0"),
-                ("per_item", _whole(self.per_item) and self.per_item >= 1, "a whole number >= 1"),
+                ("per_item", self.per_item is None or (_whole(self.per_item) and self.per_item >= 1), "a whole number >= 1"),
                 ("lock_seconds", _real(self.lock_seconds) and self.lock_seconds > 0, "a number of seconds > 0"),
                 ("host", isinstance(self.host, str) and bool(self.host.strip()), "an address (127.0.0.1, ::1, 0.0.0.0)"),
                 ("port", _whole(self.port) and 0 <= self.port <= 65535, "a port from 0 to 65535 (0: a free one)")):
@@ -94,6 +94,16 @@ def settings(run: Path, options: Options) -> Settings:
                     "picks" if was and "pairs_by" not in was else "probability")
 
 
+def per_item(labels: Labels, options: Options) -> int:
+    """Annotators per item: the one given, kept for the queue from now on; else the one last given
+    (a page served with --per-item 2, then an import without it: the import took 1 and said the page
+    did); else 1."""
+    if options.per_item is not None:
+        labels.set_meta("per_item", str(options.per_item))
+        return options.per_item
+    return int(labels.meta("per_item") or 1)
+
+
 class QueueChanged(ConfigError):
     """The run's verdicts changed since its queue was drawn: the queue cannot be served, its labels
     can still be exported (`open_stored`)."""
@@ -113,6 +123,13 @@ def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
               "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16],
               **({"floor_by": "size"} if s.floor_by == "size" else {}),       # a store of before keeps its own
               **({"pairs_by": "probability"} if s.pairs_by == "probability" else {})}
+    was = stored_design(run)
+    moved = [k for k in ("protocol", "clusters") if was and k in was and was[k] != design[k]]
+    if moved:        # the run's, not a setting: refused as a changed run (its export still works), not as a setting
+        raise QueueChanged(f"the run's {' and '.join(moved)} changed since its annotation queue was drawn (other "
+                           f"stories or pairs, or another protocol, than in {FILE}): annotate the run the queue was "
+                           f"drawn from, or move {FILE} aside for a new queue (--export still writes its labels)",
+                           where=str(run))
     labels = open_labels(run, (c.cluster for c in queue.clusters), queue.design.probability, queue.design.draws, design)
     drawn = [(queue.clusters[int(c)].cluster, float(queue.design.probability[int(c)])) for c in queue.design.draws]
     stored = [(c, labels.probability[c]) for c in labels.draw_clusters]

@@ -23,7 +23,7 @@ from ...core.errors import ConfigError, DataError, Option
 from .export import FIELDS, csv_text, draw_positions, jsonl, records, stored_records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
-from .queue_store import Options, open_queue
+from .queue_store import Options, open_queue, per_item
 from .server import NAME, NAME_RULE, Settings, create_app, loopback_hosts, new_token
 
 
@@ -68,7 +68,8 @@ class Annotation:
         self.port = port = self.sock.getsockname()[1]
         self.token = None if loopback(options.host) else new_token()
         hosts = loopback_hosts(options.host, port) if self.token is None else frozenset()
-        app = create_app(self.queue, self.labels, Settings(options.per_item, options.lock_seconds, self.token, hosts))
+        served = Settings(per_item(self.labels, options), options.lock_seconds, self.token, hosts)
+        app = create_app(self.queue, self.labels, served)
         import uvicorn  # the server, imported when one is served (`import litjudge` stays quick)
 
         self.server = uvicorn.Server(uvicorn.Config(app, host=options.host, port=port, log_level="warning",
@@ -272,8 +273,8 @@ def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, pe
         names = ", ".join(sorted(who[over])[:4])
         now = f"; {', '.join(sorted(reading[over]))} reading it on the page now" if reading.get(over) else ""
         raise DataError(f"cluster {over[:60]!r} would have {len(who[over])} annotators ({names}{now}), and the queue "
-                        f"takes {per_item} per item, as the page does: import with --per-item {len(who[over])} for "
-                        "more; nothing was imported", path=str(path))
+                        f"takes {per_item} per item, as the page does (--per-item: the last given, else 1): import "
+                        f"with --per-item {len(who[over])} for more; nothing was imported", path=str(path))
 
 
 def export_labels(queue: Queue | None, labels: Labels, path: Path) -> int:
@@ -300,7 +301,7 @@ def export_labels(queue: Queue | None, labels: Labels, path: Path) -> int:
     return len(rows)
 
 
-def annotate(run: Any, *, budget: int | None = None, per_item: int = 1, floor: float | None = None,
+def annotate(run: Any, *, budget: int | None = None, per_item: int | None = None, floor: float | None = None,
              seed: int | None = None, host: str = "127.0.0.1", port: int = 0, annotator: str | None = None,
              lock_seconds: float = 600.0) -> Annotation:
     """`litjudge.annotate`: the annotation app of a finished run (a Result or its folder), served

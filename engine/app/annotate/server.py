@@ -9,6 +9,7 @@ Measured before: a page on another origin undid an annotator's labels with a no-
 POST."""
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import re
@@ -112,6 +113,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+def order_shown(seed: int, annotator: str, cluster: str) -> str:
+    """The order a pair is shown to one person, `ab` or `ba`: drawn per person and pair from the
+    queue's seed, so it is the same in every tab and after a restart, and a label says it back (a
+    hostile pass: an order drawn per showing refused a second tab's answer for good, and a client's
+    other order was stored, exported as the order the texts were shown in)."""
+    digest = hashlib.sha256(f"{seed}\0{annotator}\0{cluster}".encode()).digest()
+    return ("ab", "ba")[digest[0] & 1]
+
+
 def annotator_of(value: Any) -> str:
     if not isinstance(value, str) or not NAME.fullmatch(value):
         raise BadRequest(f"annotator: {NAME_RULE}")
@@ -157,9 +167,6 @@ class Routes:
     def __init__(self, queue: Queue, labels: Labels, settings: Settings):
         self.queue, self.labels, self.settings = queue, labels, settings
         self.items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
-        # the order each annotator was last shown each pair in: a label says it back (a hostile
-        # pass: a client's other order was stored, and exported as the order the texts were shown)
-        self.shown_to: dict[tuple[str, str], str] = {}
 
     def cluster_of(self, value: Any) -> str:
         if not isinstance(value, str) or value not in self.labels.first_draw:
@@ -170,12 +177,10 @@ class Routes:
         queue, labels = self.queue, self.labels
         c = queue.clusters[queue.index(cluster)]
         pair = len(c.texts) == 2                       # two texts: shown in a random order, recorded
-        shown = secrets.choice(("ab", "ba")) if pair else ""
+        shown = order_shown(queue.design.seed, annotator, c.cluster) if pair else ""
         texts = [{"heading": h, "text": t, "id": "ab"[i] if pair else ""} for i, (h, t) in enumerate(c.texts)]
         if shown == "ba":
             texts.reverse()
-        if pair:
-            self.shown_to[(annotator, c.cluster)] = shown
         return {"done": False, "cluster": c.cluster, "title": c.title, "draw": labels.first_draw[c.cluster],
                 "times_drawn": labels.times_drawn[c.cluster], "probability": labels.probability[c.cluster],
                 "texts": texts, "shown": shown, "context": c.context, "questions": [q.shown(shown) for q in c.questions],
@@ -227,8 +232,8 @@ class Routes:
         pair = len(self.queue.clusters[self.queue.index(cluster)].texts) == 2
         if shown not in (("ab", "ba") if pair else ("",)):
             raise BadRequest("shown: the order the texts were shown in (ab or ba for a pair, empty otherwise)")
-        given = self.shown_to.get((annotator, cluster))
-        if pair and given is not None and shown != given:       # None: served before this server started
+        given = order_shown(self.queue.design.seed, annotator, cluster)
+        if pair and shown != given:
             raise BadRequest(f"shown: this pair was shown to {annotator!r} as {given!r} (/api/next), not {shown!r}")
         try:
             fresh = self.labels.submit(key, annotator, cluster, {k: str(v) for k, v in answers.items()}, shown=shown,

@@ -10,7 +10,7 @@ from ...core.console import printable, terminal
 from ...core.errors import ConfigError, DataError
 from ..annotate.labels import FILE
 from ..annotate.queue import Queue, build_queue
-from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, settings
+from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, per_item, settings
 from ..annotate.serve import Annotation, export_labels, import_labels, unfinished, url_of
 from ..annotate.simulate import run_simulation
 from .signals import Terminated
@@ -63,7 +63,8 @@ def import_export(run: Path, options: Options, args) -> int:
         if args.import_file:
             assert queue is not None
             try:
-                stored, again = import_labels(queue, labels, Path(args.import_file), options.per_item, starts=not started)
+                stored, again = import_labels(queue, labels, Path(args.import_file), per_item(labels, options),
+                                              starts=not started)
             except DataError:
                 if not started:
                     labels.close()

@@ -185,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--annotator", metavar="NAME", help="put this name in the printed URL")
     an.add_argument("--budget", type=_whole(1), metavar="N",
                     help="draws of the queue (default 50; a started queue: its own)")
-    an.add_argument("--per-item", type=_whole(1), default=1, metavar="K", help="annotators per item (default 1)")
+    an.add_argument("--per-item", type=_whole(1), metavar="K", help="annotators per item (default: the queue's last "
+                    "given, else 1)")
     an.add_argument("--floor", type=float, metavar="F", help="share of the draw probabilities drawn by "
                     "size, whatever the judges say (default 0.2)")
     an.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default 0)")
