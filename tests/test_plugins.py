@@ -320,6 +320,10 @@ def odd(location, card):             # a label no case makes one
 
 def crashes(location, card):
     raise KeyError("story")
+
+
+def twice(location, card):           # one id for two pairs: their verdicts would merge
+    return [Pair("p0", "Write.", f"first {i}", f"second {i}", "a") for i in range(2)]
 '''
 
 
@@ -335,7 +339,8 @@ def test_a_plugin_loaders_labels_are_normalised_and_its_wrong_types_name_it(tmp_
 
     plugin = distribution(tmp_path / "dist", "untrusted-plugin", "0.4", {"litjudge.loaders": {
         "caseplug.pairs": "untrusted_loader:pairs", "tupleplug.pairs": "untrusted_loader:tuples",
-        "oddplug.pairs": "untrusted_loader:odd", "crashplug.pairs": "untrusted_loader:crashes"}},
+        "oddplug.pairs": "untrusted_loader:odd", "crashplug.pairs": "untrusted_loader:crashes",
+        "twiceplug.pairs": "untrusted_loader:twice"}},
         {"untrusted_loader": UNTRUSTED_LOADER})
     (tmp_path / "data.txt").write_text("read by the plugin\n")
     (tmp_path / "rec.jsonl").write_text("".join(json.dumps({"id": f"p{i}/{o}", "response": "A" if o == "ab" else "B"})
@@ -358,10 +363,43 @@ def test_a_plugin_loaders_labels_are_normalised_and_its_wrong_types_name_it(tmp_
             ("tupleplug", "returned a tuple (('p0', 'Write.', 'first', 'second', 'a')) as pair 1, where an iterable of "
                           "litjudge.engine.data.pairs.Pair is expected"),
             ("oddplug", "gave pair 'p0' the label 'maybe', which is none of ['a', 'b', 'tie'] (any case) or None (not known)"),
-            ("crashplug", "failed: KeyError: 'story'")):
+            ("crashplug", "failed: KeyError: 'story'"),
+            ("twiceplug", "gave pair 2 ('p0'): duplicate pair_id 'p0' (first as pair 1)")):
         refused = run(loader)
         assert (refused.returncode, refused.stderr.strip()) == (
             2, f"litjudge: error: {who.format(loader)} {says}; fix or uninstall untrusted-plugin"), refused.stderr[-3000:]
+
+
+def test_a_plugin_loaders_rows_are_checked_as_a_files_rows():
+    """A hostile pass: a loader's NaN human score was counted in the agreement table's `items` and
+    left out of the Spearman beside it, a duplicate id merged two items, a number was judged as a
+    text; the same data in a file is refused. Now each is refused as the file's row is, naming it."""
+    from litjudge.engine.core.errors import PluginError
+    from litjudge.engine.core.registry import Origin
+    from litjudge.engine.data.items import ItemSet, RatedItem
+    from litjudge.engine.data.plugin_data import Loader, from_plugin
+    from litjudge.engine.data.reference import GroupStory, StoryGroup
+
+    def said(kind: str, data) -> str:
+        with pytest.raises(PluginError) as e:
+            from_plugin(Loader(f"toy.{kind}", Origin("toy-plugin", "0.1")), lambda: data)
+        return str(e.value).removeprefix(f"dataset loader 'toy.{kind}' of toy-plugin 0.1 ").removesuffix(
+            "; fix or uninstall toy-plugin")
+
+    def items(*rows) -> ItemSet:
+        return ItemSet(tuple(RatedItem(i, "all", text, human_score=score) for i, text, score in rows))
+
+    assert said("items", items(("i0", "t", 1.0), ("i1", "t", float("nan")))) == \
+        "gave item 2 ('i1'): field 'human_score' must be a finite number, got nan"
+    assert said("items", items(("i0", "t", 1.0), ("i0", "u", 2.0))) == \
+        "gave item 2 ('i0'): duplicate item_id 'i0' (first as item 1)"
+    assert said("items", items(("i0", 3, 1.0))) == "gave item 1 ('i0'): field 'text' should be text, got 3"
+    assert said("items", items(("i0", " ", None))) == "gave item 1 ('i0'): field 'text' is empty"
+    story = GroupStory("r", "g", "model", "text", float("inf"))
+    assert said("groups", [StoryGroup("g", story, ())]) == \
+        "gave story 1 ('r'): field 'human_score' must be a finite number, got inf"
+    fine = items(("i0", "t", None), ("i1", "t", 2))
+    assert from_plugin(Loader("toy.items", Origin("toy-plugin", "0.1")), lambda: fine) == fine
 
 
 def test_another_packages_damaged_entry_points_are_a_warning_not_every_runs_failure(group, tmp_path, caplog):

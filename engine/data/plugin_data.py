@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from ..core.errors import LitjudgeError, PluginError
+from ..core.errors import DataError, LitjudgeError, PluginError
 from ..core.registry import Origin
 from .items import ItemSet, RatedItem
 from .pairs import LABELS, Pair
-from .readers import missing_value
+from .readers import first_use, missing_value, require
 from .reference import GroupStory, StoryGroup
 from .ttcw import TTCWData
 
@@ -45,6 +46,29 @@ class Loader:
         return self.refuse(f"returned {_a(got)}{where}, where {expected} is expected")
 
 
+# The fields a file's reader requires of each row, required of a loader's objects: ids and texts
+# non-empty text, scores finite numbers (a NaN human score was counted in `items` and left out of
+# the Spearman beside it; a duplicate id merged two items' verdicts; a number as a text was judged).
+PAIR_FIELDS = {"pair_id": str, "prompt": str, "text_a": str, "text_b": str}
+ITEM_FIELDS = {"item_id": str, "group": str, "text": str}
+STORY_FIELDS = {"item_id": str, "group": str, "text": str}
+
+
+def _as_a_file_row(loader: Loader, what: str, k: int, obj: Any, fields: dict[str, Any], seen: dict[str, int]) -> None:
+    """`obj` (the loader's `k`th `what`) checked as a file's row: `fields` as `require` checks them,
+    a human score present a finite number, its id used once (`seen`)."""
+    rec = {name: getattr(obj, name) for name in (*fields, "human_score") if hasattr(obj, name)}
+    if rec.get("human_score") is not None:
+        fields = {**fields, "human_score": (int, float)}
+    name = next(iter(fields))
+    try:
+        require(rec, fields, Path(loader.name), k)
+        first_use(seen, rec[name], name, Path(loader.name), k)
+    except DataError as e:
+        said = e.message.replace("(first on line", f"(first as {what}")
+        raise loader.refuse(f"gave {what} {k} ({getattr(obj, name)!r:.40}): {said}") from None
+
+
 def from_plugin(loader: Loader, read: Callable[[], Any]) -> Any:
     """A plugin loader's data, read by `read`, checked and with its labels normalised. What the
     loader raises (other than litjudge's own one-line errors) is its own failure, named so."""
@@ -68,9 +92,11 @@ class PluginPairs:
         self.pairs = list(pairs) if isinstance(pairs, Iterator) else pairs
 
     def __iter__(self) -> Iterator[Pair]:
+        seen: dict[str, int] = {}
         for k, pair in enumerate(self.pairs, start=1):
             if not isinstance(pair, Pair):
                 raise self.loader.wrong(pair, f" as pair {k}")
+            _as_a_file_row(self.loader, "pair", k, pair, PAIR_FIELDS, seen)
             label = None if missing_value(pair.label) else \
                 pair.label.strip().lower() if isinstance(pair.label, str) else pair.label
             if label is not None and label not in LABELS:
@@ -90,9 +116,11 @@ def _items(loader: Loader, data: Any) -> ItemSet:
         raise loader.wrong(data)
     items = []
     by_case = {c.lower(): c for c in data.categories if isinstance(c, str)}
+    seen: dict[str, int] = {}
     for k, item in enumerate(data.items, start=1):
         if not isinstance(item, RatedItem):
             raise loader.wrong(item, f" as item {k} of its ItemSet")
+        _as_a_file_row(loader, "item", k, item, ITEM_FIELDS, seen)
         category = item.category
         if category is not None and data.categories and category not in data.categories:
             category = by_case.get(str(category).strip().lower())
@@ -107,6 +135,8 @@ def _groups(loader: Loader, data: Any) -> list[StoryGroup]:
     if isinstance(data, str | bytes | Mapping) or not isinstance(data, Iterable):
         raise loader.wrong(data)
     groups = list(data)
+    seen: dict[str, int] = {}
+    stories = 0
     for k, group in enumerate(groups, start=1):
         if not isinstance(group, StoryGroup):
             raise loader.wrong(group, f" as group {k}")
@@ -114,6 +144,8 @@ def _groups(loader: Loader, data: Any) -> list[StoryGroup]:
             if not isinstance(story, GroupStory):
                 raise loader.refuse(f"returned {_a(story)} as a story of group {group.group!r}, where a "
                                     "litjudge.engine.data.reference.GroupStory is expected")
+            stories += 1
+            _as_a_file_row(loader, "story", stories, story, STORY_FIELDS, seen)
     return groups
 
 
