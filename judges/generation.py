@@ -90,15 +90,20 @@ def normalised(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
 
 
+def _same_use(items: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The items by (group, use as normalised): a use written more than once has several."""
+    seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for item in items:
+        seen.setdefault((item["group"], normalised(item["text"])), []).append(item)
+    return seen
+
+
 def duplicates(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Uses written more than once for one group (object), in any levels or by any generators:
     one row per repeated use, with its levels, generators and item ids. `across_levels` marks the
     ones that put the same use in two categories of the oracle."""
-    seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for item in items:
-        seen.setdefault((item["group"], normalised(item["text"])), []).append(item)
     rows = []
-    for (group, use), same in seen.items():
+    for (group, use), same in _same_use(items).items():
         if len(same) > 1:
             levels = sorted({i["category"] for i in same})
             rows.append({"group": group, "use": use, "count": len(same), "levels": ", ".join(levels),
@@ -106,3 +111,9 @@ def duplicates(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
                          "generators": ", ".join(sorted({i["source"] for i in same})),
                          "item_ids": ", ".join(i["item_id"] for i in same)})
     return rows
+
+
+def across_levels(items: list[dict[str, Any]]) -> set[str]:
+    """The ids of the items whose use was written at another level of their group too (from the
+    items, not the table's joined ids: an object named "salt, pepper" split them wrongly)."""
+    return {i["item_id"] for same in _same_use(items).values() if len({i["category"] for i in same}) > 1 for i in same}

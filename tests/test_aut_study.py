@@ -17,7 +17,7 @@ from litjudge.engine.app.sweep_run import plan_summary
 from litjudge.engine.core.config import GenerateConfig, load_config
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import PROJECT_ROOT, prompts_root
-from litjudge.judges.generation import AUTGeneration, duplicates
+from litjudge.judges.generation import AUTGeneration, across_levels, duplicates
 from tests.conftest import OWN_KV_CACHE, litjudge, needs_prompts, with_kv_cache, write_config
 
 OBJECTS = ["fork", "wallet", "soap", "cotton swab", "paperclip"]
@@ -52,6 +52,16 @@ def test_uses_written_twice_are_reported_with_their_levels():
     assert rows["eat pasta"]["across_levels"] and rows["eat pasta"]["count"] == 3
     assert rows["eat pasta"]["levels"] == "common, creative" and rows["eat pasta"]["generators"] == "a, b"
     assert not rows["comb hair"]["across_levels"]
+    assert across_levels(items) == {"fork/a/common/0", "fork/a/creative/1", "fork/b/common/2"}
+
+
+def test_uses_at_two_levels_are_counted_for_an_object_whose_name_has_a_comma():
+    """A hostile pass: the ids were joined with ", " for the table and split again to count, so an
+    object "salt, pepper" counted 0 uses at two levels where the table listed one."""
+    items = [{"group": "salt, pepper", "item_id": f"salt, pepper/g/{lv}/0", "text": "season food", "category": lv,
+              "source": "g"} for lv in ("common", "creative")]
+    assert across_levels(items) == {"salt, pepper/g/common/0", "salt, pepper/g/creative/0"}
+    assert duplicates(items)[0]["across_levels"]
 
 
 def test_judging_tasks_read_the_generated_items(tmp_path):
@@ -126,17 +136,18 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path, 
     cfg = write_config(tmp_path / "study.toml",
                        with_kv_cache(STUDY.replace("{first}", generators[0]).replace("{second}", generators[1]), 0.25))
     out, run_dir = tmp_path / "out", tmp_path / "out" / "study"
+    env = {**OWN_KV_CACHE, "LITJUDGE_VERDICT_CACHE": str(tmp_path / "verdicts.sqlite")}     # shared by every run
     # 1. Killed (SIGKILL) during generation once 10 turns are stored (of the first generator's
     #    12: its 9 opening turns and one of its follow-ups).
     killed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out),
-                      env={"LITJUDGE_FAULT_KILL_AFTER": "10", **OWN_KV_CACHE})
+                      env={"LITJUDGE_FAULT_KILL_AFTER": "10", **env})
     assert killed.returncode == -9, killed.stderr[-2000:]
     con = sqlite3.connect(run_dir / "store.sqlite")
     stored = con.execute("SELECT count(*) FROM results").fetchone()[0]
     con.close()
     assert 10 <= stored < 24
     # 2. Resumed: only the missing turns are generated; all 2 x 3 x 3 lists parse (24 turns).
-    resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out), env=OWN_KV_CACHE)
+    resumed = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(out), env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert sum(g["generated"] for g in manifest["generation"]) == 24 - stored
@@ -148,6 +159,15 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path, 
     assert all(1 <= len(i["text"].split()) <= 4 for i in items)
     assert {(i["source"], i["category"]) for i in items} == {(g, lv) for g in generators
                                                              for lv in ("common", "creative", "highly_creative")}
+    # The same generation in another folder reads the shared verdict cache: no turn generated again
+    # (a hostile pass: generated turns skipped the cache), no engine started.
+    elsewhere = litjudge("run", str(cfg), "--generate-only", "--quiet", "--out", str(tmp_path / "elsewhere"),
+                         env=env)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    copied = json.loads((tmp_path / "elsewhere" / "study" / "manifest.json").read_text())["generation"]
+    assert [(g["generated"], g["engine_starts"]) for g in copied] == [(0, 0), (0, 0)]
+    assert (tmp_path / "elsewhere" / "study" / "generated" / "items.jsonl").read_bytes() == \
+        (run_dir / "generated" / "items.jsonl").read_bytes()
     nothing_to_report = litjudge("report", str(run_dir))
     assert nothing_to_report.returncode == 2 and "a generation-only run" in nothing_to_report.stderr
     # The items plan as a dataset of their own, as `plan` of the [generate] config says (it refuses).
@@ -160,7 +180,7 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path, 
     # 3. Judge the first object in the same run folder: its generation is stored, so the run
     #    only judges (and the judge's engine starts once): its 6 cells x 3 uses in 3 lists, one use
     #    of each cell in each.
-    judged = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out), env=OWN_KV_CACHE)
+    judged = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out), env=env)
     assert judged.returncode == 0, judged.stderr[-3000:]
     task = run_dir / "segmented"
     m = json.loads((task / "manifest.json").read_text())
@@ -173,7 +193,7 @@ def test_generate_then_judge_resumes_after_a_kill_and_reruns_for_free(tmp_path, 
     # Six lists are six independent units: too few for an interval, and the row says so.
     assert sp["groups"] < 10 and sp["ci_low"] is None and sp["ci_high"] is None and sp["ci_note"]
     # 4. A re-run generates and judges nothing, and starts no engine.
-    again = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out), env=OWN_KV_CACHE)
+    again = litjudge("run", str(cfg), "--limit", "1", "--quiet", "--out", str(out), env=env)
     assert again.returncode == 0
     m2 = json.loads((task / "manifest.json").read_text())
     assert [g["engine_starts"] for g in m2["generation"]] == [0, 0]

@@ -152,6 +152,31 @@ def test_a_shorter_limit_is_refused_only_where_the_folder_holds_judged_tables(tm
     claim(judged, limited(cfg, 2, judged, cfg.parent / "pairs.jsonl"), overwrite=False, switch="--overwrite")                # nothing left to rewrite
 
 
+def test_a_generation_that_writes_no_items_says_why_and_keeps_the_folders_items(tmp_path):
+    """A hostile pass: every turn unparsed, a judged run wrote an empty items file over the folder's
+    (a finished run's manifest then described items no longer there) and stopped at "no items",
+    without the generation's reason (--generate-only printed it)."""
+    uses = "1. comb hair\n2. dig soil\n3. stir paint\n4. pick a lock\n5. hold notes"
+    recording = tmp_path / "uses.jsonl"
+    recording.write_text("".join(json.dumps({"id": f"fork/{level}", "response": uses}) + "\n"
+                                 for level in ("common", "creative", "highly_creative")))
+    gen = tmp_path / "g.toml"
+    gen.write_text(GENERATE.format(folder=tmp_path))
+    assert cli("run", str(gen), "--generate-only", "--quiet", cwd=tmp_path).returncode == 0
+    items = tmp_path / "runs" / "out" / "g" / "generated" / "items.jsonl"
+    before = items.read_bytes()
+    assert before.count(b"\n") == 15
+    recording.write_text("".join(json.dumps({"id": f"fork/{level}", "response": " "}) + "\n"
+                                 for level in ("common", "creative", "highly_creative")))
+    (tmp_path / "judge.jsonl").write_text("")                        # never asked: nothing to judge
+    r = cli("run", str(gen), "--quiet", cwd=tmp_path)
+    assert one_line(r).endswith(
+        "the generation stage wrote no items to judge (3 generation turn(s) did not parse: their conversations wrote "
+        "no items (tables/generation)); the folder's items are kept as they were (--generate-only shows the "
+        "generation table)"), r.stderr
+    assert items.read_bytes() == before
+
+
 COUNT_OPENS = """
 import sys
 import litjudge

@@ -24,12 +24,12 @@ from typing import Any
 import polars as pl
 
 from litjudge.judges import PROTOCOLS
-from litjudge.judges.generation import GENERATION, Conversation, duplicates
+from litjudge.judges.generation import GENERATION, Conversation, across_levels, duplicates
 
 from .. import backends as registry
 from ..core.backend import Backend
 from ..core.config import GENERATED, RunConfig
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, DataError
 from ..core.requests import JudgeRequest, Message, RequestMeta
 from ..core.runner import LazyBackend, run_judge
 from ..core.session import Spend
@@ -107,8 +107,9 @@ class _Turns:
 
 
 def _converse(name: str, spec: Any, convs: list, config: RunConfig, language: Any, store: Store, engine: LazyBackend,
-              progress: bool, spend: Spend) -> _Turns:
-    """Every conversation of one generator, turn by turn: a turn is asked once the previous one parsed."""
+              progress: bool, spend: Spend, cache: Store | None) -> _Turns:
+    """Every conversation of one generator, turn by turn: a turn is asked once the previous one parsed.
+    `cache`: the shared verdict cache, as a judge's (a recorded generator's turns never enter it)."""
     planner = registry.planner(spec)            # tokenizer loaded once for every turn
     state = _Turns({c.conv_id: [] for c in convs}, malformed={c.conv_id: 0 for c in convs})
     for turn in range(max(len(c.turns) for c in convs)):
@@ -118,7 +119,8 @@ def _converse(name: str, spec: Any, convs: list, config: RunConfig, language: An
         run = f"{config.name}/generate/{name}/turn{turn + 1}"
         requests = ((run, turn_request(c, turn, state.answers[c.conv_id], name, config, language)) for c in todo)
         state.generated += run_judge(spec, planner, engine.start, requests, store, spend=spend, truncation="error",
-                                     progress=progress, engine=engine).generated
+                                     progress=progress, engine=engine,
+                                     cache=None if spec.capabilities.recorded else cache).generated
         frame = verdict_frame(store, run, name).select("item_id", "status", "raw", "value")
         for conv_id, status, raw, value in frame.iter_rows():
             if status == "ok":
@@ -143,10 +145,13 @@ def _level_rows(name: str, levels: list[str], convs: list, state: _Turns, items:
 
 
 def generate(config: RunConfig, run_dir: Path, store: Store, *, spend: Spend, progress: bool = True,
-             keep: str | None = None) -> GenerationOutcome:
+             keep: str | None = None, judging: bool = False, cache: Store | None = None) -> GenerationOutcome:
     """Run every generator's conversations turn by turn, store every turn, write the items.
     `keep`: the generator whose engine the judging stage reuses (it runs last and stays open);
-    `spend`: the invocation's API spend (`Session.spend`), which API generators count against."""
+    `spend`: the invocation's API spend (`Session.spend`), which API generators count against.
+    `judging`: tasks judge the items next, so none is an error, said before the folder's items are
+    replaced (an empty file was written over a finished run's, and the run then stopped at "no items").
+    `cache`: the shared verdict cache: a turn another folder generated is not generated again."""
     gen = config.generate
     protocol = GENERATION.get(gen.protocol)()
     convs = protocol.conversations(gen, config.limit)
@@ -167,7 +172,7 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, spend: Spend, pr
     for name in order:
         engine = LazyBackend(partial(registry.create, specs[name], config.cluster))
         try:
-            state = _converse(name, specs[name], convs, config, language, store, engine, progress, spend)
+            state = _converse(name, specs[name], convs, config, language, store, engine, progress, spend, cache)
         finally:
             if name == keep and engine.live is not None:
                 outcome.engines[name] = engine.live
@@ -177,14 +182,18 @@ def generate(config: RunConfig, run_dir: Path, store: Store, *, spend: Spend, pr
         items += [i for c in convs if state.finished(c) for i in protocol.items(c, name, state.values[c.conv_id])]
         rows += _level_rows(name, gen.levels, convs, state, items)
     dups = duplicates(items)
-    across = {i for d in dups if d["across_levels"] for i in d["item_ids"].split(", ")}
+    across = across_levels(items)
     for row in rows:
         row["duplicates_across_levels"] = sum(1 for i in items if i["item_id"] in across and i["source"] == row["generator"]
                                               and i["category"] == row["level"])
-    outcome.items_file.parent.mkdir(parents=True, exist_ok=True)
-    write_text(outcome.items_file, "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
     outcome.tables = {"generation": pl.DataFrame(rows, schema=GENERATION_SCHEMA),
                       "generation_duplicates": pl.DataFrame(dups, schema=DUPLICATE_SCHEMA)}
+    if judging and not items:
+        why = "; ".join(generation_warnings(outcome)) or "no conversation was generated"
+        raise DataError(f"the generation stage wrote no items to judge ({why}); the folder's items are kept as they "
+                        "were (--generate-only shows the generation table)", path=str(outcome.items_file))
+    outcome.items_file.parent.mkdir(parents=True, exist_ok=True)
+    write_text(outcome.items_file, "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
     return outcome
 
 

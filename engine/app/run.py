@@ -165,7 +165,8 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     new = claim_of("tasks" if config.tasks else "run", manifest_config(config), list(reads.values()))
     run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
     notes = lost_store_note(run_dir)
-    live_judges = any(not spec.capabilities.recorded for _, prep in tasks for spec in prep.specs)
+    generators = [registry.resolve(g, config) for g in config.generate.generators] if config.generate.enabled else []
+    live_judges = any(not spec.capabilities.recorded for spec in [*generators, *(s for _, p in tasks for s in p.specs)])
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     refuse_foreign(run_dir, switch)                # a folder of the user's: before the lock writes into it
     lock, store, cache = _open_stores(run_dir, lock, lambda: claim(run_dir, new, overwrite=overwrite, switch=switch),
@@ -225,7 +226,8 @@ def _stages(state: RunState) -> RunOutcome:
     config, run_dir, tasks = state.config, state.run_dir, state.tasks
     if config.generate.enabled:
         state.generation = generate(config, run_dir, state.store, spend=state.spend, progress=state.progress,
-                                    keep=tasks[0][1].specs[0].name if tasks else None)
+                                    keep=tasks[0][1].specs[0].name if tasks else None, judging=bool(tasks),
+                                    cache=state.cache)
         state.live.update(state.generation.engines)
         if not tasks:
             return generation_outcome(config, run_dir, state.generation, time.time() - state.t0)
