@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import litjudge
 from litjudge.engine.core.errors import ConfigError, PluginError
 from litjudge.engine.core.paths import PROJECT_ROOT
 from litjudge.engine.core.registry import BUILT_IN, Origin, Registry
@@ -400,6 +401,52 @@ def test_a_plugin_loaders_rows_are_checked_as_a_files_rows():
         "gave story 1 ('r'): field 'human_score' must be a finite number, got inf"
     fine = items(("i0", "t", None), ("i1", "t", 2))
     assert from_plugin(Loader("toy.items", Origin("toy-plugin", "0.1")), lambda: fine) == fine
+
+
+BOOM_BACKEND = PLUGIN_BACKEND.replace("class Constant(Backend):", "class Boom(Backend):").replace(
+    'name = "constant"', 'name = "boom"').replace(
+    '''        return (Generation(p.key, self.spec.target, prompt_tokens=p.prompt_tokens) for p in batch)''',
+    '''        if self.spec.target == "raise":
+            raise RuntimeError("backend exploded")
+        return (Generation(p.key, None if self.spec.target == "none" else 3) for p in batch)
+
+
+class Narrow(Boom):
+    name = "narrow"
+
+    def generate(self):
+        return ()''')
+
+
+@pytest.mark.parametrize("judge, said", [
+    ("boom:raise", "backend 'boom' of boom-plugin 0.1: its generate raised RuntimeError: backend exploded; fix or "
+                   "uninstall boom-plugin"),
+    ("narrow:x", "backend 'narrow' of boom-plugin 0.1: its generate raised TypeError: Narrow.generate() takes 1 "
+                 "positional argument but 2 were given; fix or uninstall boom-plugin"),
+    ("boom:none", "backend 'boom' (judge boom:none) answered key "),
+    ("boom:int", "backend 'boom' (judge boom:int) answered key ")])
+def test_a_plugin_backends_failure_names_it(judge, said, tmp_path, monkeypatch):
+    """A hostile pass: a plugin backend that raised, or took other arguments, was litjudge's
+    "internal error ... a bug, please report it"; one whose raw was None counted 6 verdicts
+    generated and stored none. Now one line naming the plugin, or the backend's contract."""
+    from litjudge.engine.backends.registry import BACKENDS
+    from tests.test_cli_probe import pairs_run
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "boom_backend.py").write_text(BOOM_BACKEND)
+    for name, cls in (("boom", "Boom"), ("narrow", "Narrow")):
+        BACKENDS.add(name, f"boom_backend:{cls}", origin=Origin("boom-plugin", "0.1"), prefix=f"{name}:")
+    try:
+        cfg = pairs_run(tmp_path / "d")
+        cfg.write_text(cfg.read_text().replace(f'judge = "replay:{tmp_path / "d" / "answers.jsonl"}"', f'judge = "{judge}"'))
+        with pytest.raises(litjudge.LitjudgeError) as caught:
+            litjudge.run(cfg, out=tmp_path / "runs", progress=False)
+    finally:
+        for name in ("boom", "narrow"):
+            BACKENDS.remove(name)
+    assert str(caught.value).startswith(said) and "\n" not in str(caught.value), str(caught.value)
+    if judge in ("boom:none", "boom:int"):
+        assert f"with a raw of {'NoneType None' if judge == 'boom:none' else 'int 3'}" in str(caught.value)
 
 
 def test_another_packages_damaged_entry_points_are_a_warning_not_every_runs_failure(group, tmp_path, caplog):

@@ -6,9 +6,10 @@ import dataclasses
 import importlib.util
 from typing import TYPE_CHECKING, Any, cast
 
-from ..core.backend import Capabilities, JudgeSpec
+from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import ClusterConfig, EngineConfig, RunConfig
 from ..core.errors import BackendUnavailable, ConfigError, did_you_mean
+from ..core.registry import BUILT_IN
 from .registry import BACKENDS, PLAIN
 
 if TYPE_CHECKING:                      # cluster.py imports Ray: imported when a run asks for replicas
@@ -93,12 +94,32 @@ def create(spec: JudgeSpec, cluster: ClusterConfig | None = None):
     """Start the judge's backend for generation: one engine here, or (with `[cluster]` replicas or
     an address) replicas on a Ray cluster, each running this same backend."""
     if cluster is None or not cluster.enabled:
-        return BACKENDS.get(spec.backend).create(spec)
+        return blamed(BACKENDS.get(spec.backend).create(spec), spec.backend)
     try:
         cls = cast("type[ClusterBackend]", BACKENDS.get("cluster"))   # the one entry taken with its [cluster] table
     except ImportError as exc:
         raise BackendUnavailable(f"[cluster] needs Ray: pip install 'litjudge[ray]' ({exc})") from None
     return cls(spec, cluster)
+
+
+def blamed(backend: Backend, name: str) -> Backend:
+    """A plugin backend whose `generate` fails (raises, or takes other arguments) is one line naming
+    it and its distribution, as a plugin protocol's failure is (it was litjudge's "internal error ...
+    a bug, please report it"); a built-in backend is returned as it is."""
+    if BACKENDS.origin(name) == BUILT_IN:
+        return backend
+    inner = backend.generate
+
+    def generate(batch):
+        try:
+            yield from inner(batch)
+        except Exception as exc:
+            said = BACKENDS.blame(name, "generate", exc)
+            if said is None:                        # litjudge's own one-line error (a contract), said as it is
+                raise
+            raise said from exc
+    backend.generate = generate                     # type: ignore[method-assign]
+    return backend
 
 
 def planner(spec: JudgeSpec):

@@ -307,6 +307,11 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
             tally.stage["backend"] += t2 - t
             if g is None:
                 break
+            if not isinstance(g, Generation) or not isinstance(g.raw, str):
+                raise ContractError(f"backend {backend.name!r} (judge {spec.name}) answered "
+                                    f"{_what(g)}: a backend answers with a Generation whose raw is the answer's text "
+                                    "('' for none). Fix the backend (`litjudge judges` names the distribution it "
+                                    "comes from)")
             if g.retryable:
                 continue
             p = by_key.pop(g.key, None)
@@ -340,6 +345,13 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
         raise ContractError(f"backend {backend.name!r} (judge {spec.name}) answered {what} (e.g. key {extra[0][:16]}): "
                             "a backend answers each request of its batch once; the first answers are stored, the rest "
                             "ignored. Fix the backend (`litjudge judges` names the distribution it comes from)")
+
+
+def _what(g: Any) -> str:
+    """A backend's wrong answer, as its refusal names it (a raw of None counted as generated and stored nothing)."""
+    if isinstance(g, Generation):
+        return f"key {g.key[:16]} with a raw of {type(g.raw).__name__} {g.raw!r:.40}"
+    return f"{type(g).__name__} {g!r:.60}"
 
 
 def rss_mib() -> float | None:
