@@ -4,6 +4,7 @@ call's log (one fd 2), neither taking the other's log from its folder."""
 from __future__ import annotations
 
 import io
+import os
 import sys
 import threading
 
@@ -72,3 +73,15 @@ def test_overlapping_calls_share_the_first_calls_log(tmp_path):
     assert seen == {"a": tmp_path / "a" / "engine.log", "b": tmp_path / "a" / "engine.log"}
     assert (tmp_path / "a" / "engine.log").read_text().splitlines() == ["from a", "from b"]
     assert not (tmp_path / "b" / "engine.log").exists() and not console._holders
+
+
+def test_a_command_that_logs_nothing_leaves_no_log(tmp_path):
+    """Every console command, and every Python call, made a log file under the cache folder, empty
+    when nothing was logged: thousands of empty files after a sweep of scripts. A log with a line
+    in it is kept."""
+    with console.quiet(tmp_path / "quiet.log"):
+        pass
+    assert not (tmp_path / "quiet.log").exists()
+    with console.quiet(tmp_path / "said.log"):
+        os.write(2, b"a third-party line\n")
+    assert (tmp_path / "said.log").read_text() == "a third-party line\n"

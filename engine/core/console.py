@@ -233,4 +233,9 @@ def _end() -> None:
     sys.stderr.flush()
     while _undo:
         _undo.pop()()
+    try:                                # an empty log is not kept (one was left for every command run)
+        if _log is not None and _log.stat().st_size == 0:
+            _log.unlink()
+    except OSError:
+        pass
     _terminal = _log = None
