@@ -145,6 +145,23 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         assert len(server.received) == 12              # nothing answered before was asked again
 
 
+def test_an_api_judge_is_not_replicated_and_keeps_one_budget(tmp_path):
+    """A hostile pass: with [cluster] replicas each replica made its own API client with its own
+    spend, so a cap was spent once per replica (twice the dollars), and the manifest said 0 sent.
+    An API judge runs from here, unreplicated, said in a note; the cap holds as without replicas."""
+    runs = tmp_path / "runs"
+    with FakeAPI() as server:
+        cfg = demo_config(tmp_path, "replicated", f"openai-compatible:{server.url}/v1:fake-judge",
+                          api="concurrency = 1\nmax_tokens_total = 1500\n[cluster]\nreplicas = 2")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        sent = len(server.received)
+    assert r.returncode == 3 and 1 <= sent < 12, (sent, r.stderr[-3000:])
+    assert "runs at its provider: [cluster] replicas are for local engines" in r.stderr
+    judge = json.loads((runs / "replicated" / "manifest.json").read_text())["judges"][0]
+    assert judge["api"]["requests"] == sent and judge["api"]["not_sent_over_budget"] == 12 - sent
+    assert "cluster" not in judge
+
+
 def test_replies_without_usage_or_choices_keep_the_cap_and_are_no_internal_error(tmp_path):
     """A server that leaves `usage` out: every reply counted 0 tokens, and a cap held nothing (all
     12 sent); each now counts its worst case (its bytes and max_tokens), with a warning. A reply of

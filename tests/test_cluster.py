@@ -34,6 +34,35 @@ def demo(judge: str, cluster: ClusterConfig | None = None):
     return dataclasses.replace(config, engine=engine, cluster=cluster or ClusterConfig())
 
 
+SIGTERM_AFTER_RAY = """
+import os, signal, time
+from litjudge.engine.app.console.signals import Terminated, stop_on_sigterm
+from litjudge.engine.backends.cluster import connect
+from litjudge.engine.core.config import ClusterConfig
+stop_on_sigterm()
+connect(ClusterConfig(replicas=1, local_cpus=1))
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+    print("no interrupt")
+except Terminated:
+    print("stopped as Ctrl-C stops")
+"""
+
+
+def test_sigterm_stops_a_replicated_run_as_ctrl_c_does(tmp_path):
+    """A hostile pass: `ray.init` put its own SIGTERM handler over the console's, so a replicated
+    run's SIGTERM was an abort (exit 134: no history line, replicas answering on, paid for and
+    lost). Ray started here (first in this module: before the two-node cluster of the tests below)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SIGTERM_AFTER_RAY], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0 and done.stdout.strip() == "stopped as Ctrl-C stops", (done.returncode,
+                                                                                         done.stderr[-2000:])
+
+
 @pytest.fixture(scope="module")
 def two_nodes():
     from ray.cluster_utils import Cluster
@@ -156,3 +185,23 @@ def test_prefix_groups_stay_whole_and_shards_balance_then_steal():
     assert [x.key for x in shards.take(0, 1)] == ["b1", "b2"]            # whole groups only
     assert [x.key for x in shards.take(0, 1)] == ["c1"]                  # idle: steals from the back of 1
     assert [x.key for x in shards.take(1, 10)] == ["a1", "a2"] and shards.empty
+
+
+def test_replicas_that_die_as_they_start_are_one_line_naming_why(two_nodes, tmp_path):
+    """A hostile pass: a replica killed as its engine started was an internal error (ActorDiedError
+    from the start's ray.get). A replica that dies then is dropped and counted, as one dying
+    mid-run is; none left is one line with the reason (here each replica's recording is gone)."""
+    from litjudge.engine.core.errors import BackendUnavailable
+
+    recording = tmp_path / "answers.jsonl"
+    recording.write_text('{"id": "p1/ab", "response": "A"}\n')
+    config = dataclasses.replace(load_config(DEMO, judge=f"replay:{recording}"),
+                                 cluster=ClusterConfig(replicas=2, address=two_nodes.address))
+    spec = backends.resolve(config.judges[0], config)
+    recording.unlink()                                       # each replica's backend now fails to start
+    with pytest.raises(BackendUnavailable) as caught:
+        backends.create(spec, config.cluster)
+    said = str(caught.value)
+    assert said.startswith("every replica died as it started ([0, 1]; ") and said.endswith("): nothing was judged")
+    assert "answers.jsonl" in said and "\n" not in said, said
+

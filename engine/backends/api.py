@@ -316,7 +316,8 @@ def _count(n: Any) -> int | None:
 def api_backend(provider: type[Provider]) -> type[ApiBackend]:
     """The API backend of `provider`: what the registry holds under the provider's name."""
     return type(f"{provider.__name__}Backend", (ApiBackend,), {
-        "name": provider.name, "capabilities": provider.capabilities, "provider": provider,
+        "name": provider.name, "capabilities": replace(provider.capabilities, remote=True),
+        "provider": provider,
         "__module__": __name__, "__doc__": f"API judges named {provider.name}:... ({provider.title})"})
 
 

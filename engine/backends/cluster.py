@@ -16,7 +16,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import re
+import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -63,9 +66,20 @@ class Replica:
 
 
 def connect(cluster: ClusterConfig) -> None:
-    """`local`: start Ray on this machine; `auto` or `ray://host:port`: join a running cluster."""
+    """`local`: start Ray on this machine; `auto` or `ray://host:port`: join a running cluster.
+    SIGTERM keeps the handler it had: `ray.init` sets its own, which ended a replicated run with an
+    abort (exit 134) and no history line while its replicas went on answering (a hostile pass)."""
     if ray.is_initialized():
         return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        _init(cluster)
+    finally:
+        if before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, before)
+
+
+def _init(cluster: ClusterConfig) -> None:
     if cluster.address in ("", "local"):
         ray.init(num_cpus=cluster.local_cpus or None, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, _node_ip_address="127.0.0.1")      # a one-machine Ray stays on loopback
@@ -76,6 +90,14 @@ def connect(cluster: ClusterConfig) -> None:
     except ConnectionError as exc:              # an OSError: it was said as a path fault ("a file: ...")
         said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BackendUnavailable(f"[cluster] address {cluster.address!r}: no Ray cluster there ({said[:160]})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """What killed an actor, in one line: the error its creation raised (the last line of the
+    remote traceback Ray puts in the message), else the message's first line."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in str(exc).splitlines() if line.strip()]
+    raised = [line for line in lines[1:] if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", line)]
+    return (raised[-1] if raised else lines[0] if lines else type(exc).__name__)[:300]
 
 
 def reachable(address: str) -> None:
@@ -152,16 +174,32 @@ class ClusterBackend(Backend):
                 env["VLLM_CPU_OMP_THREADS_BIND"] = str(i % cores)   # one core per CPU replica on a shared node
             self.replicas[i] = actor.options(num_cpus=cluster.cpus_per_replica, num_gpus=cluster.gpus_per_replica,
                                              max_restarts=0, max_task_retries=0).remote(spec, i, env)
-        t0 = time.perf_counter()
-        identities = ray.get([r.identity.remote() for r in self.replicas.values()])
-        self.start_seconds = round(time.perf_counter() - t0, 1)
-        if len(set(identities)) != 1:
-            raise BackendUnavailable(f"replicas disagree on the judge's identity: {set(identities)}")
-        self._identity = identities[0]
-        self.described = ray.get([r.describe.remote() for r in self.replicas.values()])
-        self.stats = {i: Throughput() for i in self.replicas}
         self.requeued = 0
         self.deaths: list[int] = []
+        t0 = time.perf_counter()
+        identities = set(self._from_each("identity").values())
+        self.start_seconds = round(time.perf_counter() - t0, 1)
+        if len(identities) != 1:
+            raise BackendUnavailable(f"replicas disagree on the judge's identity: {identities}")
+        self._identity = identities.pop()
+        self.described: dict[int, dict] = self._from_each("describe")
+        self.stats = {i: Throughput() for i in self.described}
+
+    def _from_each(self, method: str) -> dict[int, Any]:
+        """`method` of every living replica; one that died (killed as its engine started: an internal
+        error) is dropped and counted, as a death mid-run is; none left is one line."""
+        calls = {i: getattr(r, method).remote() for i, r in self.replicas.items()}
+        out, why = {}, ""
+        for i, call in calls.items():
+            try:
+                out[i] = ray.get(call)
+            except RayActorError as exc:
+                self.replicas.pop(i, None)
+                self.deaths.append(i)
+                why = _first_line(exc)
+        if not out:
+            raise BackendUnavailable(f"every replica died as it started ({self.deaths}; {why}): nothing was judged")
+        return out
 
     def identity(self) -> JudgeIdentity:
         return self._identity
@@ -177,7 +215,8 @@ class ClusterBackend(Backend):
         for s in self.stats.values():
             total.prompt_tokens += s.prompt_tokens
             total.cached_tokens += s.cached_tokens
-        return {**{k: v for k, v in self.described[0].items() if k not in ("node", "pid")},
+        first = next(iter(self.described.values()))
+        return {**{k: v for k, v in first.items() if k not in ("node", "pid")},
                 "engine_started": True, "engine_starts": len(self.described), "replicas": per,
                 "cluster": {"address": self.cluster.address or "local", "replicas": self.cluster.replicas,
                             "gpus_per_replica": self.cluster.gpus_per_replica, "start_seconds": self.start_seconds,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..core.backend import Backend, Capabilities, JudgeSpec
 from ..core.config import ClusterConfig, EngineConfig, RunConfig
+from ..core.console import say
 from ..core.errors import BackendUnavailable, ConfigError, did_you_mean
 from ..core.registry import BUILT_IN
 from .registry import BACKENDS, PLAIN
@@ -92,8 +93,13 @@ def check_mode(caps: Capabilities, backend: str, name: str, config: RunConfig) -
 
 def create(spec: JudgeSpec, cluster: ClusterConfig | None = None):
     """Start the judge's backend for generation: one engine here, or (with `[cluster]` replicas or
-    an address) replicas on a Ray cluster, each running this same backend."""
-    if cluster is None or not cluster.enabled:
+    an address) replicas on a Ray cluster, each running this same backend. An API judge is never
+    replicated (its requests are concurrent already, `api.concurrency`, and its budget is the
+    invocation's: replicas each spent the whole cap and reported none of it), and says so."""
+    if cluster is not None and cluster.enabled and spec.capabilities.remote:
+        say(f"litjudge: note: {spec.name} runs at its provider: [cluster] replicas are for local engines, so its "
+            "requests go from here (api.concurrency at a time), under the invocation's one budget")
+    if cluster is None or not cluster.enabled or spec.capabilities.remote:
         return blamed(BACKENDS.get(spec.backend).create(spec), spec.backend)
     try:
         cls = cast("type[ClusterBackend]", BACKENDS.get("cluster"))   # the one entry taken with its [cluster] table

@@ -25,6 +25,9 @@ class Capabilities:
     generates: bool = True                    # False: it only plans (the tokenizer-only planner)
     notes: dict[str, str] = field(default_factory=dict)   # mode -> why it is missing, for the error
     recorded: bool = False                    # it serves recorded answers by item id (no prompt reaches a model)
+    # its model runs at a provider: [cluster] replicas would be more clients, not more engines, each
+    # with its own budget (a cap was spent once per replica); such a judge runs unreplicated
+    remote: bool = False
 
 
 @dataclass(frozen=True)
