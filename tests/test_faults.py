@@ -69,6 +69,10 @@ def test_stale_tables_never_survive_and_missing_labels_warn(tmp_path, replay_cfg
                                  "temperature > 0 to sample them, or repeats = 1"),
     ("[sampling]\nrepeats = 3\ntemperature = 1.0", "sampling.repeats: judge 'replay:gpt4' is recorded: it holds one "
                                                    "answer per item, which all 3 repeats would share"),
+    # a hostile pass: three identical readings counted as three verdicts moved CE^2 from -0.017 to 0.122
+    ('mode = "distribution"\n[sampling]\nrepeats = 3\ntemperature = 0.7',
+     "sampling.repeats: 3 repeats in distribution mode are one reading 3 times (it reads probabilities, it samples "
+     "nothing)"),
     ("[engine]\nmax_model_len = -5", "engine.max_model_len: must be >= 32 tokens, got -5"),
     ("[engine]\nkv_cache_gib = -1.0", "engine.kv_cache_gib: must be > 0"),
     ("[engine]\nmax_num_seqs = -3", "engine.max_num_seqs: must be >= 1"),

@@ -444,6 +444,18 @@ def test_reward_mode_needs_a_reward_judge(tmp_path):
     assert r.returncode == 2 and "reward mode needs a reward-model judge, reward:MODEL" in r.stderr
 
 
+def test_a_reward_judge_that_is_no_reward_model_is_one_line_before_any_engine(tiny_folder, tmp_path):
+    """A hostile pass: `reward:smollm2-135m` planned 8 requests, started its engine, then vLLM's
+    "Classification API is not supported by this model" was an internal error."""
+    cfg = write_config(tmp_path / "rm.toml", f'name = "rm"\nprotocol = "pairwise"\ndataset = "pairs-generic"\n'
+                                             f'judge = "reward:{tiny_folder}"\nmode = "reward"\n')
+    for command in ("plan", "run"):
+        r = litjudge(command, str(cfg), env={"LITJUDGE_RUNS_DIR": str(tmp_path / "runs")})
+        assert r.returncode == 2 and "(LlamaForCausalLM) is a text generator, not a sequence-classification (reward) " \
+            "model" in r.stderr and "internal error" not in r.stderr, r.stderr[-2000:]
+    assert not (tmp_path / "runs").exists()
+
+
 def test_inter_judge_matrix_and_self_preference_by_hand():
     items = pl.DataFrame({"judge": ["j1"] * 4 + ["j2"] * 4, "item_id": ["a", "b", "c", "d"] * 2,
                           "mean_score": [1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0],

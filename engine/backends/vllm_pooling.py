@@ -4,10 +4,13 @@ score wins and P(a beats b) = sigmoid(r_a - r_b). Runs on vLLM's pooling runner 
 logits: no activation), through the same planner, store and metrics as generative judges."""
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 from ..core.backend import Capabilities, JudgeSpec
 from ..core.config import RunConfig
+from ..core.errors import ConfigError
 from ..core.requests import Generation, Prepared
 from .base import LocalBackend, local_spec
 from .local.render import PromptRenderer
@@ -16,6 +19,16 @@ from .tokenizer_only import TokenizerOnly
 from .vllm_backend import start_llm
 
 CHUNK = 32          # texts per classify call: results are stored after each chunk
+CLASSIFIERS = ("ForSequenceClassification", "ForRewardModeling", "RewardModel")   # what vLLM's classify runs
+
+
+def _architectures(folder: str) -> list[str]:
+    """The model's declared architectures (config.json), [] where it declares none (not checked)."""
+    try:
+        found = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")).get("architectures")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(a) for a in found] if isinstance(found, list) else []
 
 
 class RewardBackend(LocalBackend):
@@ -29,7 +42,17 @@ class RewardBackend(LocalBackend):
 
     @classmethod
     def resolve(cls, name: str, config: RunConfig, prefix: str = "") -> JudgeSpec:
-        return local_spec(name, config, cls.name, cls.name, prefix)
+        """A reward judge's model is a sequence classifier (a hostile pass: a chat model's engine
+        started, then vLLM's "Classification API is not supported by this model" was an internal
+        error, leaving a run folder of a log and an empty store)."""
+        spec = local_spec(name, config, cls.name, cls.name, prefix)
+        architectures = _architectures(spec.target)
+        if architectures and not any(a.endswith(CLASSIFIERS) for a in architectures):
+            raise ConfigError(f"judge {name!r}: its model ({', '.join(architectures)}) is a text generator, not a "
+                              "sequence-classification (reward) model; name a reward model after reward:, or judge "
+                              "with it in label, analyze or distribution mode", where=config.source or "config",
+                              parameter="judge")
+        return spec
 
     def __init__(self, spec: JudgeSpec):
         self.spec = spec
