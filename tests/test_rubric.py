@@ -93,6 +93,12 @@ def test_analyze_mode_ends_with_a_constrained_verdict(tiny, runs_dir):
     assert outcome.manifest.verdicts.rows == 12 and outcome.manifest.verdicts.unparsed == 0
     kept = outcome.verdicts["analysis_distribution"]
     assert kept.is_not_null().all() and outcome.verdicts["distribution"].is_null().all()
+    # analyses cut at analysis_tokens (a random judge rarely writes the marker in 16 tokens): stored as
+    # cut and said (a hostile pass: stored as finished, nothing said)
+    cut = outcome.verdicts.filter(pl.col("cut") == 1).height
+    assert 0 < cut <= 12 and any(w.startswith(f"{tiny.spec.name}: {cut} of its 12 verdicts followed an analysis cut "
+                                              "at analysis_tokens") for w in outcome.manifest.warnings), \
+        outcome.manifest.warnings
     q = build_queue(runs_dir / "analyze", 4)
     headline = [any(x.counted for x in c.questions) for c in q.clusters]     # the 3 texts (the first question's)
     assert sum(headline) == 3 and all(q.uncertainty[headline] > 0)

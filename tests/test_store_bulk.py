@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litjudge.engine.core.store import ResultRow, Store
+from litjudge.engine.core.store import PLAN_RESULT_COLUMNS, ResultRow, Store
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
 rows = st.builds(
@@ -82,7 +82,8 @@ def test_a_store_written_before_analysis_distribution_reads_it_as_none_and_gains
     db.close()
     ro = Store(path, readonly=True)
     assert list(ro.results()) == [old] and list(ro.raw_results(["k1"]))[0][-1] is None
-    assert [row[-1] for rows in ro.plan_results("run") for row in rows] == [None]
+    at = PLAN_RESULT_COLUMNS.index("analysis_distribution")
+    assert [row[at] for rows in ro.plan_results("run") for row in rows] == [None]
     ro.close()
     new = dataclasses.replace(old, key="k2", analysis_distribution={"Yes": 0.75, "No": 0.25})
     rw = Store(path)

@@ -33,7 +33,7 @@ from ..core.run_lock import RunLock
 from ..core.runner import JudgeRun, run_judge
 from ..core.session import Session, Spend
 from ..core.store import ResultRow, Store
-from ..core.verdicts import unparsed_warnings, verdict_frame
+from ..core.verdicts import cut_analysis_warnings, unparsed_warnings, verdict_frame
 from ..data.cards import DatasetCard, dataset_card
 from ..data.loaders import LOADERS, kinds_of
 from .annotate.annotations import load_annotations
@@ -362,7 +362,8 @@ def aggregate_store(prep: PreparedRun, store: Store, run_ids: dict[str, str] | N
     verdicts = pl.concat([verdict_frame(store, ids[s.name], s.name) for s in prep.specs], how="diagonal_relaxed")
     tables = prep.protocol.tables(verdicts, ctx := prep.context())
     return verdicts, tables, [*ctx.warnings, *unparsed_warnings(verdicts, prep.config.missing_policy),
-                              *unmatched_ids(verdicts, prep.specs), *constant_judge_warnings(verdicts, tables)]
+                              *cut_analysis_warnings(verdicts), *unmatched_ids(verdicts, prep.specs),
+                              *constant_judge_warnings(verdicts, tables)]
 
 
 def build_manifest(prep: PreparedRun, judge_runs: list[JudgeRun], verdicts: pl.DataFrame, seconds: float,

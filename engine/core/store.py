@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS batches (  -- provider batches: recorded before submi
 
 # A run's plan rows joined with their results: the first three columns the plan's, the rest the results'.
 PLAN_RESULT_COLUMNS = ("key", "item_id", "meta", "status", "label", "value", "reason", "distribution", "label_mass",
-                       "analysis", "raw", "analysis_distribution")
+                       "analysis", "raw", "analysis_distribution", "cut")
 
 # Columns added since layout 2: added in place (read as NULL from an old store opened read-only).
 ADDED_COLUMNS = {"failure": "TEXT", "cut": "INTEGER", "analysis_distribution": "TEXT"}
@@ -347,7 +347,7 @@ class Store:
     def plan_results(self, run: str) -> Iterator[list[tuple]]:
         """One run's plan rows joined with their results (None where not stored yet), in plan order,
         in batches: (key, item_id, meta JSON, status, label, value JSON, reason, distribution JSON,
-        label_mass, analysis, raw, analysis_distribution JSON). The verdict frame (`engine.core.verdicts`)
+        label_mass, analysis, raw, analysis_distribution JSON, cut). The verdict frame (`engine.core.verdicts`)
         is built from these."""
         picks = ",".join(f"p.{c}" if c in ("key", "item_id", "meta") else "NULL" if c in self._missing else f"r.{c}"
                          for c in PLAN_RESULT_COLUMNS)          # an added column an old read-only store lacks: NULL

@@ -16,7 +16,7 @@ def verdict_frame(store: Store, run_id: str, judge: str) -> pl.DataFrame:
     """Plan entries of one run joined with their results: one row per (item, order, repeat...),
     the request metadata as columns. Built column-wise from the store (a million rows fit)."""
     cols = list(PLAN_RESULT_COLUMNS)
-    schema = {c: (pl.Float64 if c == "label_mass" else pl.Utf8) for c in cols}
+    schema = {c: (pl.Float64 if c == "label_mass" else pl.Int64 if c == "cut" else pl.Utf8) for c in cols}
     parts = [pl.DataFrame(rows, schema=schema, orient="row") for rows in store.plan_results(run_id)]
     frame = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
     if not frame.height:
@@ -66,6 +66,22 @@ def answered_and_unread(verdicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
     those of them that could not be read as a verdict: what `unread` shares and warnings count."""
     answered = verdicts.filter(pl.col("status").is_in(["ok", "unparsed"]))
     return answered, answered.filter(pl.col("status") == "unparsed")
+
+
+def cut_analysis_warnings(verdicts: pl.DataFrame) -> list[str]:
+    """A line per judge some of whose verdicts followed an analysis cut at analysis_tokens: read as
+    verdicts (the label forced after the marker), and counted, but not of a finished analysis (a
+    hostile pass: 7 of 8 at 64 tokens were stored as finished, nothing said)."""
+    if not {"judge", "status", "cut", "analysis"} <= set(verdicts.columns):
+        return []
+    out = []
+    for (judge,), v in verdicts.group_by(["judge"], maintain_order=True):
+        read = v.filter(pl.col("status") == "ok")
+        cut = read.filter((pl.col("cut") == 1) & pl.col("analysis").is_not_null()).height
+        if cut:
+            out.append(f"{judge}: {cut} of its {read.height} verdicts followed an analysis cut at analysis_tokens "
+                       "(the verdict read after the marker all the same): raise analysis_tokens for finished analyses")
+    return out
 
 
 def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPolicy()) -> list[str]:

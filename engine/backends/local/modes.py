@@ -20,7 +20,7 @@ programs of a whole batch on one engine, so prefix-sharing requests run side by 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from litjudge.grammars.analysis import Analyzed
@@ -118,18 +118,25 @@ def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
         return Generation(p.key, tail + label, analysis=analysis, analysis_distribution=dist if mass > 0 else None,
                           label_mass=mass, prompt_tokens=p.prompt_tokens,
                           cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + 1,
-                          finish_reason="stop")
+                          finish_reason=cut_or(first, "stop"))
     tail = analysis + lang.tail_prefix
     tail_tokens = ctx.labels(p.prompt, [tail]).extend(p.token_ids, tail)
     prompt = Prompt(tuple(tail_tokens), p.prompt + tail)
     if isinstance(lang.inner, Listwise):
-        return (yield from listwise(p, lang.inner, prompt, ctx, analysis, len(first.token_ids), first.cached_tokens,
-                                    p.prompt_tokens))
+        ranked = yield from listwise(p, lang.inner, prompt, ctx, analysis, len(first.token_ids), first.cached_tokens,
+                                     p.prompt_tokens)
+        return replace(ranked, finish_reason=cut_or(first, ranked.finish_reason))
     size = max(1, min(p.max_tokens, ctx.max_len - len(tail_tokens)))
     r = yield Constrained(prompt, size, decoding.step(1), language=lang.inner)
     return Generation(p.key, tail + r.text, analysis=analysis, prompt_tokens=p.prompt_tokens,
                       cached_tokens=first.cached_tokens, output_tokens=len(first.token_ids) + len(r.token_ids),
-                      finish_reason=r.finish_reason)
+                      finish_reason=cut_or(first, r.finish_reason))
+
+
+def cut_or(analysis: Any, finish_reason: str | None) -> str | None:
+    """"length" where the analysis reached analysis_tokens (the verdict then forced after the marker:
+    stored as cut, and said, not as a verdict of a finished analysis), else the verdict's own."""
+    return "length" if analysis.finish_reason == "length" else finish_reason
 
 
 def distribution(p: Prepared, ctx: ModeContext) -> Program:
