@@ -132,8 +132,6 @@ def test_a_test_run_leaves_the_users_cache_alone(tmp_path):
     assert cli("run", str(cfg), "--quiet", cwd=tmp_path, env={"LITJUDGE_VERDICT_CACHE": ""}).returncode == 0
     assert cli("plan", str(cfg), cwd=tmp_path).returncode == 0
     assert snapshot() == before
-    logs = list((cache_dir() / "logs").iterdir()) if (cache_dir() / "logs").exists() else []
-    assert all(log.stat().st_size for log in logs)                  # the test's folder: an empty log is not kept
 
 
 def test_a_damaged_history_line_does_not_stop_a_report(tmp_path):

@@ -27,7 +27,7 @@ from litjudge.judges import PROTOCOLS
 from litjudge.judges.generation import GENERATION, Conversation, across_levels, duplicates
 
 from .. import backends as registry
-from ..core.backend import Backend
+from ..core.backend import Backend, JudgeSpec
 from ..core.config import GENERATED, RunConfig
 from ..core.errors import ConfigError, DataError
 from ..core.requests import JudgeRequest, Message, RequestMeta
@@ -78,6 +78,12 @@ def with_generated_dataset(config: RunConfig, run_dir: Path) -> RunConfig:
     if not config.protocol:
         return replace(config, tasks=tasks)
     return replace(config, tasks=tasks, dataset=card, options=options(config.protocol, dict(config.options)))
+
+
+def generator_specs(config: RunConfig) -> list[JudgeSpec]:
+    """The generators of a `[generate]` config, resolved (none without one): a run opens the shared
+    cache when one of them, or a judge, is a model."""
+    return [registry.resolve(g, config) for g in config.generate.generators] if config.generate.enabled else []
 
 
 def turn_request(conv: Conversation, turn: int, answers: list[str], generator: str, config: RunConfig,

@@ -43,6 +43,7 @@ from .generate_stage import (
     drop_judged_of_other_items,
     generate,
     generation_warnings,
+    generator_specs,
     with_generated_dataset,
 )
 from .manifest import KEY_ENV_NOTE, RunManifest
@@ -165,8 +166,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     new = claim_of("tasks" if config.tasks else "run", manifest_config(config), list(reads.values()))
     run_dir = run_dir if lock else folder_for(run_dir, new, derive=derive, overwrite=overwrite)
     notes = lost_store_note(run_dir)
-    generators = [registry.resolve(g, config) for g in config.generate.generators] if config.generate.enabled else []
-    live_judges = any(not spec.capabilities.recorded for spec in [*generators, *(s for _, p in tasks for s in p.specs)])
+    live_judges = any(not s.capabilities.recorded for s in generator_specs(config) + [j for _, p in tasks for j in p.specs])
     created = not run_dir.exists() or lock is not None and not (run_dir / "store.sqlite").exists()
     refuse_foreign(run_dir, switch)                # a folder of the user's: before the lock writes into it
     lock, store, cache = _open_stores(run_dir, lock, lambda: claim(run_dir, new, overwrite=overwrite, switch=switch),

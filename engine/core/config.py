@@ -142,7 +142,7 @@ class RunConfig:
         _check(self.limit is None or self.limit >= 1, "limit",
                f"must be >= 1 (leave it out to judge every item), got {self.limit}")
         _check(self.reasks >= 0, "reasks", f"must be >= 0, got {self.reasks}")
-        _check(self.mode not in ("distribution", "reward") or self.sampling.repeats == 1, "sampling.repeats",
+        _check(self.mode != "distribution" or self.sampling.repeats == 1, "sampling.repeats",
                f"{self.sampling.repeats} repeats in {self.mode} mode are one reading {self.sampling.repeats} times "
                "(it reads probabilities, it samples nothing), counted as independent verdicts (calibration too): "
                "leave repeats at 1")

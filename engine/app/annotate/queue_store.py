@@ -105,8 +105,8 @@ def per_item(labels: Labels, options: Options) -> int:
 
 
 class QueueChanged(ConfigError):
-    """The run's verdicts changed since its queue was drawn: the queue cannot be served, its labels
-    can still be exported (`open_stored`)."""
+    """The run's verdicts (or its items, or its protocol) changed since its queue was drawn: the
+    queue cannot be served, its labels can still be exported (`open_stored`)."""
 
 
 def open_stored(run: Path) -> Labels:
