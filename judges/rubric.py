@@ -281,10 +281,13 @@ class Rubric(Protocol):
                                        lambda q, a=a, b=b: _items_human(ctx, q, a, b),
                                        (("item_a", a.item_id), ("item_b", b.item_id)))
 
-    def _text_asks(self, ctx: Context, item: RatedItem) -> Iterator[Ask]:
+    def _text_asks(self, ctx: Context, item: RatedItem) -> Iterator[Ask | Skip]:
         own = _own_templates(ctx)
         for q in ctx.options.single:
             reference = _text(column(ctx, item, q.reference)) if q.reference else ""
+            if q.reference and not reference.strip():
+                yield _no_reference(f"{item.item_id}/{q.id}", q)
+                continue
             values = {"text": item.text, "question": q.text, "labels": q.labels_text, "rubric": q.rubric,
                       "reference": reference, "group": item.group}
             prompt = own[q.id].render(values) if q.id in own else single_prompt(q, values, ctx.config.mode)
@@ -294,10 +297,13 @@ class Rubric(Protocol):
                 ("human", human)))
 
     def _pair_asks(self, ctx: Context, row: Any, pair_id: str, texts: tuple[str, str], prompt: str, group: str,
-                   reference, human, extra: tuple) -> Iterator[Ask]:
+                   reference, human, extra: tuple) -> Iterator[Ask | Skip]:
         own = _own_templates(ctx)
         for q in ctx.options.pairwise:
             ref, answer = _text(reference(q)), human(q) if q.human else None
+            if q.reference and not ref.strip():
+                yield _no_reference(f"{pair_id}/{q.id}", q)
+                continue
             for order in ("ab", "ba"):
                 first, second = texts if order == "ab" else texts[::-1]
                 values = {"text_a": first, "text_b": second, "prompt": prompt, "question": q.text,
@@ -323,6 +329,12 @@ def _answer_line(q: Question, mode: str) -> str:
     if mode == "analyze":
         return f"Write a brief assessment, then end with a last line 'Verdict: X', where X is {q.labels_text}."
     return q.kind.answer_line(q)
+
+
+def _no_reference(ask: str, q: Question) -> Skip:
+    """A question with a reference column, for a text whose cell is empty: asked without it, it
+    would be another question (a hostile pass: asked so, silently, and pooled with the rest)."""
+    return Skip(ask, f"no reference text in {q.reference!r} for question {q.id!r}", warn=True)
 
 
 def single_prompt(q: Question, v: dict[str, str], mode: str) -> str:

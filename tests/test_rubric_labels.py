@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 
+import polars as pl
 import pytest
 
 import litjudge
@@ -65,6 +66,51 @@ def test_the_missing_answers_warning_counts_the_human_ties_agreement_leaves_out(
     assert result.tables["pairwise_agreement"]["n"].to_list() == [14, 14, 28]
     assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
            "the 15 that have one (1 of them tied by the humans, which agreement leaves out)" in result.manifest.warnings
+
+
+def test_human_ties_alone_are_said_too(tmp_path):
+    """A hostile pass: without an empty cell, the pairs the humans tied left agreement unsaid."""
+    rows = stories()
+    rows[1]["surprise_human"] = rows[0]["surprise_human"]
+    data = write_csv(tmp_path / "stories.csv", rows)
+    result = litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
+                            questions=QUESTIONS[2:], columns=COLUMNS, options={"pairs_from": "groups"},
+                            out=tmp_path / "out", progress=False)
+    assert result.tables["pairwise_agreement"]["n"].to_list() == [17, 17, 34]
+    assert "question 'surprise': 1 of 18 pairs were tied by the humans in 'surprise_human', which agreement leaves " \
+           "out: it reads the 17 others" in result.manifest.warnings
+
+
+def test_unread_answers_are_said_per_question(tmp_path):
+    """A hostile pass: 4 of a points question's 12 answers unread (33%) were 4 of the judge's 60
+    (7%, under the warning's 10%), and unsaid."""
+    rows = stories()
+    judge = recording(tmp_path / "rec.jsonl", rows)
+    lines = [json.loads(x) for x in (tmp_path / "rec.jsonl").read_text().splitlines()]
+    for x in lines:
+        if x["id"].endswith("/vivid") and x["id"] < "s04":
+            x["response"] = "7"
+    (tmp_path / "rec.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = litjudge.judge(write_csv(tmp_path / "stories.csv", rows), protocol="rubric", judge=judge,
+                            questions=QUESTIONS, columns=COLUMNS, options={"pairs_from": "groups"},
+                            out=tmp_path / "out", progress=False)
+    said = [w for w in result.manifest.warnings if "could not be read as a verdict" in w]
+    assert len(said) == 1 and said[0].startswith(f"{judge} (question 'vivid'): 4 of 12 answers (33%) could not be "
+                                                 "read as a verdict, most often '7' (4)"), said
+
+
+def test_a_text_without_its_reference_is_skipped_for_that_question_and_said(tmp_path):
+    """A hostile pass: a question with a reference column was asked without a reference where a
+    text's cell was empty, silently, and pooled with the texts asked with theirs."""
+    rows = [{**r, "ref": f"Reference {i}." if i != 1 else " "} for i, r in enumerate(stories())]
+    result = litjudge.judge(write_csv(tmp_path / "stories.csv", rows), protocol="rubric",
+                            judge=recording(tmp_path / "rec.jsonl", rows), questions=[{**QUESTIONS[0], "reference": "ref"}],
+                            columns=COLUMNS, out=tmp_path / "out", progress=False)
+    assert sorted(result.verdicts["item_id"].to_list()) == [f"s{i:02d}/natural" for i in range(12) if i != 1]
+    assert any("no reference text in 'ref' for question 'natural'" in w for w in result.manifest.warnings), \
+        result.manifest.warnings
+    skipped = pl.read_parquet(result.run_dir / "tables" / "skipped.parquet")
+    assert skipped["item_id"].to_list() == ["s01/natural"]
 
 
 def test_json_true_in_a_points_human_column_is_refused_not_point_one(tmp_path):

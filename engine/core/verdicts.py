@@ -85,7 +85,7 @@ def cut_analysis_warnings(verdicts: pl.DataFrame) -> list[str]:
 
 
 def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPolicy()) -> list[str]:
-    """A line per judge whose answers often could not be read as a verdict, with what it said most
+    """A line per judge (and question) whose answers often could not be read as a verdict, with what it said most
     and what the agreement tables did with them under the run's missing-answer policy: a judge
     answering "Tie" where ties are off is seen, not only a smaller n. Where none could be read (its
     own error: no result), the line says what it said most or why it had no answer (a recording
@@ -96,7 +96,11 @@ def unparsed_warnings(verdicts: pl.DataFrame, missing: MissingPolicy = MissingPo
             "label": f'the agreement tables count each as {missing.label!r} (missing = "label:{missing.label}")',
             "wrong": 'the agreement tables count each as wrong (missing = "wrong")'}[missing.kind]
     out = []
-    for (judge,), v in verdicts.group_by(["judge"], maintain_order=True):
+    # per question where a run asks several (a rubric): one question losing a third of its answers
+    # was under the share pooled over four questions, and unsaid (a hostile pass)
+    several = "question" in verdicts.columns and verdicts["question"].n_unique() > 1
+    for key, v in verdicts.group_by(["judge", "question"] if several else ["judge"], maintain_order=True):
+        judge = f"{key[0]} (question {key[1]!r})" if several else key[0]
         answered, bad = answered_and_unread(v)
         if 0 < bad.height and bad.height >= UNPARSED_WARN * answered.height:
             # what it said, or, for no answer at all, why (a backend's failure: "the recording has no response ...")
