@@ -40,13 +40,17 @@ def test_a_nan_cell_in_a_pairwise_human_column_is_refused_not_a_tie(tmp_path, ce
     one_line(exc, "item s05", "'surprise_human'", repr(cell), "not a finite number")
 
 
+def pairs_judged(tmp_path, rows: list[dict]):
+    """The pairwise question over the groups' pairs of `rows`, judged by a recording."""
+    return litjudge.judge(write_csv(tmp_path / "stories.csv", rows), protocol="rubric",
+                          judge=recording(tmp_path / "rec.jsonl", rows), questions=QUESTIONS[2:], columns=COLUMNS,
+                          options={"pairs_from": "groups"}, out=tmp_path / "out", progress=False)
+
+
 def test_an_empty_cell_in_a_pairwise_human_column_is_still_missing(tmp_path):
     rows = stories()
     rows[5]["surprise_human"] = ""
-    data = write_csv(tmp_path / "stories.csv", rows)
-    result = litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
-                            questions=QUESTIONS[2:], columns=COLUMNS, options={"pairs_from": "groups"},
-                            out=tmp_path / "out", progress=False)
+    result = pairs_judged(tmp_path, rows)
     acc = result.tables["pairwise_agreement"]
     assert acc["n"].to_list() == [15, 15, 30]    # of 18 pairs, the 3 with s05 have no human answer
     assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
@@ -59,10 +63,7 @@ def test_the_missing_answers_warning_counts_the_human_ties_agreement_leaves_out(
     rows = stories()
     rows[5]["surprise_human"] = ""
     rows[1]["surprise_human"] = rows[0]["surprise_human"]
-    data = write_csv(tmp_path / "stories.csv", rows)
-    result = litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
-                            questions=QUESTIONS[2:], columns=COLUMNS, options={"pairs_from": "groups"},
-                            out=tmp_path / "out", progress=False)
+    result = pairs_judged(tmp_path, rows)
     assert result.tables["pairwise_agreement"]["n"].to_list() == [14, 14, 28]
     assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
            "the 15 that have one (1 of them tied by the humans, which agreement leaves out)" in result.manifest.warnings
@@ -72,10 +73,7 @@ def test_human_ties_alone_are_said_too(tmp_path):
     """A hostile pass: without an empty cell, the pairs the humans tied left agreement unsaid."""
     rows = stories()
     rows[1]["surprise_human"] = rows[0]["surprise_human"]
-    data = write_csv(tmp_path / "stories.csv", rows)
-    result = litjudge.judge(data, protocol="rubric", judge=recording(tmp_path / "rec.jsonl", rows),
-                            questions=QUESTIONS[2:], columns=COLUMNS, options={"pairs_from": "groups"},
-                            out=tmp_path / "out", progress=False)
+    result = pairs_judged(tmp_path, rows)
     assert result.tables["pairwise_agreement"]["n"].to_list() == [17, 17, 34]
     assert "question 'surprise': 1 of 18 pairs were tied by the humans in 'surprise_human', which agreement leaves " \
            "out: it reads the 17 others" in result.manifest.warnings

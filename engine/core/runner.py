@@ -310,8 +310,7 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
             if not isinstance(g, Generation) or not isinstance(g.raw, str):
                 raise ContractError(f"backend {backend.name!r} (judge {spec.name}) answered "
                                     f"{_what(g)}: a backend answers with a Generation whose raw is the answer's text "
-                                    "('' for none). Fix the backend (`litjudge judges` names the distribution it "
-                                    "comes from)")
+                                    f"('' for none). {FIX_BACKEND}")
             if g.retryable:
                 continue
             p = by_key.pop(g.key, None)
@@ -344,7 +343,10 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
                                               else "") if part)
         raise ContractError(f"backend {backend.name!r} (judge {spec.name}) answered {what} (e.g. key {extra[0][:16]}): "
                             "a backend answers each request of its batch once; the first answers are stored, the rest "
-                            "ignored. Fix the backend (`litjudge judges` names the distribution it comes from)")
+                            f"ignored. {FIX_BACKEND}")
+
+
+FIX_BACKEND = "Fix the backend (`litjudge judges` names the distribution it comes from)"
 
 
 def _what(g: Any) -> str:

@@ -50,8 +50,7 @@ class Loader:
 # non-empty text, scores finite numbers (a NaN human score was counted in `items` and left out of
 # the Spearman beside it; a duplicate id merged two items' verdicts; a number as a text was judged).
 PAIR_FIELDS = {"pair_id": str, "prompt": str, "text_a": str, "text_b": str}
-ITEM_FIELDS = {"item_id": str, "group": str, "text": str}
-STORY_FIELDS = {"item_id": str, "group": str, "text": str}
+TEXT_FIELDS = {"item_id": str, "group": str, "text": str}      # a rated item's, a reference group's story's
 
 
 def _as_a_file_row(loader: Loader, what: str, k: int, obj: Any, fields: dict[str, Any], seen: dict[str, int]) -> None:
@@ -120,7 +119,7 @@ def _items(loader: Loader, data: Any) -> ItemSet:
     for k, item in enumerate(data.items, start=1):
         if not isinstance(item, RatedItem):
             raise loader.wrong(item, f" as item {k} of its ItemSet")
-        _as_a_file_row(loader, "item", k, item, ITEM_FIELDS, seen)
+        _as_a_file_row(loader, "item", k, item, TEXT_FIELDS, seen)
         category = item.category
         if category is not None and data.categories and category not in data.categories:
             category = by_case.get(str(category).strip().lower())
@@ -145,7 +144,7 @@ def _groups(loader: Loader, data: Any) -> list[StoryGroup]:
                 raise loader.refuse(f"returned {_a(story)} as a story of group {group.group!r}, where a "
                                     "litjudge.engine.data.reference.GroupStory is expected")
             stories += 1
-            _as_a_file_row(loader, "story", stories, story, STORY_FIELDS, seen)
+            _as_a_file_row(loader, "story", stories, story, TEXT_FIELDS, seen)
     return groups
 
 
