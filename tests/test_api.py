@@ -424,6 +424,34 @@ def _tls(provider):
     return provider.client._client._transport._pool._ssl_context
 
 
+def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
+    """A run stopped by an error after its judge had stored verdicts (a disk that filled, a replica set that
+    died) left no history line: the next invocation's totals lost what it had generated. Now a line,
+    `failed: <the error's first line>`, with the judge's figures so far; a refused run still leaves none."""
+    from litjudge.engine.app.run import run
+    from litjudge.engine.core.config import load_config
+    from litjudge.engine.core.errors import SystemFault
+
+    def fail_on_third(row) -> None:
+        stored.append(row)
+        if len(stored) == 3:
+            raise SystemFault("no space left on device: RUN/store.sqlite\nfree some space and run again")
+
+    stored: list = []
+    with FakeAPI() as server:
+        cfg = demo_config(tmp_path, "full", f"openai-compatible:{server.url}/v1:fake-judge", api="concurrency = 1")
+        with pytest.raises(SystemFault):
+            run(load_config(cfg), progress=False, run_dir=tmp_path / "full", on_result=fail_on_third)
+        lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
+        assert len(lines) == 1 and lines[0]["failed"] == "no space left on device: RUN/store.sqlite", lines
+        assert "interrupted" not in lines[0] and lines[0]["judges"][0]["generated"] >= 3
+        run(load_config(cfg), progress=False, run_dir=tmp_path / "full")        # resumes; two lines now
+    lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and "failed" not in lines[1]
+    assert [[j["generated"] for j in line["judges"]] for line in lines] == [[3], [9]]   # the totals: all 12
+    assert len(server.received) <= 12 + 1            # at most the one request in flight as it failed, asked again
+
+
 def test_sdk_clients_share_one_tls_context_made_as_their_library_makes_it(monkeypatch, tmp_path):
     """Both SDKs' clients verify with one context per process (each made its own: 45 ms of reading
     certificates per judge); a CA bundle named by SSL_CERT_FILE is read as the library reads it,

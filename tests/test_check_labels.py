@@ -102,4 +102,9 @@ def test_a_recorded_or_api_judge_is_told_check_labels_needs_a_local_model(capsys
     for judge in ("replay:cgpt", "openai:gpt-4o"):
         assert main(["check-labels", judge, "binary"]) == 2
         err = capsys.readouterr().err.strip()
-        assert "\n" not in err and "reads a local model's tokenizer" in err and "unknown judge" not in err, err
+        assert "\n" not in err and "reads a generative local model's tokenizer" in err and "unknown judge" not in err, err
+        assert "(a recording or an API judge)" in err
+    # a reward model was called "a recording or an API judge"
+    assert main(["check-labels", "reward:smollm2-135m", "binary"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "a reward model: it scores texts and generates none" in err and "recording" not in err, err

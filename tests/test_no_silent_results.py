@@ -174,10 +174,13 @@ def test_generate_with_a_model_that_cannot_write_is_refused(tmp_path):
     from tests.test_cli_probe import one_line
 
     (tmp_path / "r.jsonl").write_text('{"id": "x", "response": "y"}\n')
-    for model in (f"replay:{tmp_path / 'r.jsonl'}", "openai:gpt-x"):
+    for model in (f"replay:{tmp_path / 'r.jsonl'}", "openai:gpt-x", "reward:smollm2-135m"):
         one_line(cli("generate", "--model", model, "--out", str(tmp_path / "g.jsonl"), cwd=tmp_path),
                  "--model", "writes stories with a local model")
     assert not (tmp_path / "g.jsonl").exists()
+    # a reward model was "judge ... runs on the vllm-reward backend, which serves mode reward, not 'label'"
+    one_line(cli("generate", "--model", "reward:smollm2-135m", "--out", str(tmp_path / "g.jsonl"), cwd=tmp_path),
+             "--model", "a reward model: it scores texts and generates none")
 
 
 def test_a_damaged_cache_blocks_nothing(tmp_path):

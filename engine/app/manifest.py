@@ -83,6 +83,7 @@ class RunManifest:
     created: str | None = None
     seconds: float | None = None
     interrupted: bool = False
+    failed: str = ""                                         # a history line's: the error that stopped it
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -115,6 +116,7 @@ class RunManifest:
             created=d.get("created"),
             seconds=d.get("seconds"),
             interrupted=bool(d.get("interrupted")),
+            failed=str(d.get("failed") or ""),
             raw=d,
         )
 

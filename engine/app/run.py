@@ -178,16 +178,16 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
     try:
         with fewer_collections():
             return _stages(state)
-    except LitjudgeError:
+    except (LitjudgeError, KeyboardInterrupt) as e:
         # refused (a config or data error met while planning) before any verdict was stored: a new
         # run folder is taken away again, so nothing is left that looks like an interrupted run
-        refused = created and not store.has_results()
-        raise
-    except KeyboardInterrupt:                      # Ctrl-C or SIGTERM: the invocation is kept in the history too
-        append_history(run_dir, RunManifest.of({
-            "seconds": round(time.time() - t0, 2), "git_commit": git_commit(), "interrupted": True,
-            "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": j.seconds,
-                        **j.backend} for j in state.judge_runs]}))
+        refused = isinstance(e, LitjudgeError) and created and not store.has_results()
+        if not refused:       # Ctrl-C, SIGTERM or a failure: the invocation is kept in the history too
+            append_history(run_dir, RunManifest.of({
+                "seconds": round(time.time() - t0, 2), "git_commit": git_commit(),
+                **({"failed": str(e).splitlines()[0]} if isinstance(e, LitjudgeError) else {"interrupted": True}),
+                "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated,
+                            "seconds": j.seconds, **j.backend} for j in state.judge_runs]}))
         raise
     finally:
         _close(state, lock, remove=refused)

@@ -75,11 +75,13 @@ def figures(manifest: RunManifest) -> list[JudgeFigures]:
 
 def append_history(run_dir: Path, manifest: RunManifest) -> None:
     """One line per invocation: when, how long, and each judge's figures (an interrupted one is a
-    line too, `interrupted: true`, with the judges that finished before it)."""
+    line too, `interrupted: true`, and a failed one `failed: <its error's first line>`, with each
+    judge's figures so far)."""
     record = {"created": manifest.created or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
               "seconds": manifest.seconds, "git_commit": manifest.git_commit,
               "judges": [asdict(f) for f in figures(manifest)],
-              **({"interrupted": True} if manifest.interrupted else {})}
+              **({"interrupted": True} if manifest.interrupted else {}),
+              **({"failed": manifest.failed} if manifest.failed else {})}
     with (run_dir / HISTORY).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
 

@@ -8,7 +8,7 @@ the edge), `create(spec)` (start it for generation), `plan(spec)` (an engine-fre
 """
 from __future__ import annotations
 
-from .factory import backend_of, check_mode, create, model_spec, planner, resolve
+from .factory import backend_named, backend_of, check_mode, create, model_spec, planner, resolve
 from .registry import BACKENDS, PLAIN
 
-__all__ = ["BACKENDS", "PLAIN", "backend_of", "check_mode", "create", "model_spec", "planner", "resolve"]
+__all__ = ["BACKENDS", "PLAIN", "backend_named", "backend_of", "check_mode", "create", "model_spec", "planner", "resolve"]

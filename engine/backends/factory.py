@@ -133,6 +133,11 @@ def planner(spec: JudgeSpec):
     return BACKENDS.get(spec.backend).plan(spec)
 
 
+def backend_named(model: str) -> str:
+    """The backend a judge name runs on, outside a judging run: no mode checked, nothing loaded."""
+    return backend_of(model, RunConfig(name="local", protocol="-", dataset="-", judge=model))
+
+
 def model_spec(model: str, backend: str = "vllm", **engine: Any) -> JudgeSpec:
     """The spec of a local model outside a judging run (generation, the benchmark)."""
     config = RunConfig(name="local", protocol="-", dataset="-", judge=model, backend=backend,

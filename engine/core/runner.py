@@ -176,11 +176,10 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
     here); otherwise `start()` is called only when something is left to generate. `engine` is a
     lazily started engine the caller keeps across several calls (the turns of a conversation) and
     closes itself. `cache`: the shared verdict cache (engine.core.cache), read before generating and
-    written with every stored verdict. `apart`: `requests` reads nothing but files (a protocol's
-    build), so the plan may be made in a process of its own (engine.core.plan_process). `on_stop`:
-    given the judge's figures so far when it is interrupted (Ctrl-C, SIGTERM), for the run's history.
-    `spend`: the invocation's API spend (`Session.spend`), attached to the engine with the store
-    before it generates anything, so the budget caps hold for every judge of the invocation."""
+    written with every stored verdict. `apart`: `requests` reads nothing but files (a protocol's build), so the plan may
+    be made in a process of its own (engine.core.plan_process). `on_stop`: given the judge's figures so far when it is
+    interrupted (Ctrl-C, SIGTERM) or fails, for the history. `spend`: the invocation's API spend (`Session.spend`),
+    attached to the engine with the store before it generates anything, so the budget caps hold for every judge of it."""
     t0 = time.time()
     lazy = engine or LazyBackend(start, live)
     plan_with = lazy.live or planner
@@ -222,11 +221,12 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
                 _generate(spec, backend, todo, store, writer, bar, on_result, tally)
         reasked = reask(spec, plan_with, attached, tally.listwise, store, writer, reasks)
         described = (lazy.live or plan_with).describe()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, LitjudgeError) as e:
         if on_stop is not None:
-            on_stop(JudgeRun(spec.name, stream.stats, tally.generated, 0, time.time() - t0,
-                             {"throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed,
-                              "planned_ahead": ahead, "interrupted": True}, None, tally.unanswered, tally.from_cache))
+            on_stop(JudgeRun(spec.name, stream.stats, tally.generated, 0, time.time() - t0, {
+                "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed, "planned_ahead": ahead,
+                "failed" if isinstance(e, LitjudgeError) else "interrupted": True}, None, tally.unanswered,
+                tally.from_cache))
         raise
     finally:
         chunks.close()                          # stops the planner (thread, process) where the loop ended early

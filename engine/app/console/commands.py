@@ -122,9 +122,11 @@ def cmd_check_labels(args) -> int:
     chosen = {n: languages[n] for n in args.languages or ([] if args.label else languages)}
     if args.label:
         chosen["labels"] = g.categorical(args.label, "labels")      # a bad set is refused in one line
-    if registry.model_spec(args.judge).backend not in LOCAL_BACKENDS:     # not "unknown judge": a judge, no tokenizer
-        raise ConfigError(f"`litjudge check-labels` reads a local model's tokenizer, and {args.judge!r} is not one "
-                          "(a recording or an API judge): give a model name or folder", parameter="judge")
+    backend = registry.backend_named(args.judge)
+    if backend not in LOCAL_BACKENDS:     # not "unknown judge": a judge, no tokenizer
+        kind = NOT_GENERATIVE.get(backend, "a recording or an API judge")
+        raise ConfigError(f"`litjudge check-labels` reads a generative local model's tokenizer, and {args.judge!r} is "
+                          f"not one ({kind}): give a model name or folder", parameter="judge")
     judge = resolve_judge(args.judge)
     renderer = load_renderer(judge.path, judge.chat)
     prompt = renderer.render([Message("user", "Judge this.")], args.prefill)
@@ -136,16 +138,18 @@ def cmd_check_labels(args) -> int:
 
 
 LOCAL_BACKENDS = ("vllm", "transformers")
+NOT_GENERATIVE = {"vllm-reward": "a reward model: it scores texts and generates none"}
 
 
 def cmd_generate(args) -> int:
     """Write candidate stories from the TTCW plots with a judge-capable model (reference format)."""
     check_output(Path(args.out))                   # before the engine: the stories are written at the end
-    spec = registry.model_spec(args.model, max_model_len=args.max_model_len)
-    if spec.backend not in LOCAL_BACKENDS:
+    backend = registry.backend_named(args.model)
+    if backend not in LOCAL_BACKENDS:
         raise ConfigError(f"`litjudge generate` writes stories with a local model (vLLM or transformers), and "
-                          f"{args.model!r} is not one (its backend: {spec.backend}): give a model name or folder",
-                          parameter="--model")
+                          f"{args.model!r} is not one ({NOT_GENERATIVE.get(backend, f'its backend: {backend}')}): "
+                          "give a model name or folder", parameter="--model")
+    spec = registry.model_spec(args.model, max_model_len=args.max_model_len)
     backend = registry.create(spec)
     try:
         drafts = generate_candidates(backend, load_card("ttcw").folder(args.data_root or ""), Path(args.out),
