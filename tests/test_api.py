@@ -440,16 +440,21 @@ def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
     stored: list = []
     with FakeAPI() as server:
         cfg = demo_config(tmp_path, "full", f"openai-compatible:{server.url}/v1:fake-judge", api="concurrency = 1")
-        with pytest.raises(SystemFault):
+        with pytest.raises(SystemFault) as stopped:     # its traceback held, as a notebook's last error is
             run(load_config(cfg), progress=False, run_dir=tmp_path / "full", on_result=fail_on_third)
+        time.sleep(0.5)
+        # sending stopped with the error: the stream was closed then, not when its traceback was let go
+        # (the 9 requests left were all sent, and paid for, in the background)
+        assert stopped.value and len(server.received) <= 3 + 1, len(server.received)
         lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
         assert len(lines) == 1 and lines[0]["failed"] == "no space left on device: RUN/store.sqlite", lines
         assert "interrupted" not in lines[0] and lines[0]["judges"][0]["generated"] >= 3
         run(load_config(cfg), progress=False, run_dir=tmp_path / "full")        # resumes; two lines now
     lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and "failed" not in lines[1]
-    assert [[j["generated"] for j in line["judges"]] for line in lines] == [[3], [9]]   # the totals: all 12
-    assert len(server.received) <= 12 + 1            # at most the one request in flight as it failed, asked again
+    generated = [line["judges"][0]["generated"] for line in lines]
+    assert generated[0] in (3, 4) and sum(generated) == 12, generated   # a reply in flight is kept, counted once
+    assert len(server.received) == 12, len(server.received)              # none asked twice
 
 
 def test_sdk_clients_share_one_tls_context_made_as_their_library_makes_it(monkeypatch, tmp_path):

@@ -50,7 +50,7 @@ from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_outputs, write_tables, write_text
 from .results_file import results, tasks_results, write_results
 from .run_folder import DataRead, claim, claim_of, data_reads, folder_for, lost_store_note, refuse_foreign
-from .summary import append_history
+from .summary import append_history, append_stopped
 
 
 @dataclass
@@ -183,11 +183,7 @@ def run(config: RunConfig, *, progress: bool = True, on_result: Callable[[Result
         # run folder is taken away again, so nothing is left that looks like an interrupted run
         refused = isinstance(e, LitjudgeError) and created and not store.has_results()
         if not refused:       # Ctrl-C, SIGTERM or a failure: the invocation is kept in the history too
-            append_history(run_dir, RunManifest.of({
-                "seconds": round(time.time() - t0, 2), "git_commit": git_commit(),
-                **({"failed": str(e).splitlines()[0]} if isinstance(e, LitjudgeError) else {"interrupted": True}),
-                "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated,
-                            "seconds": j.seconds, **j.backend} for j in state.judge_runs]}))
+            append_stopped(run_dir, time.time() - t0, state.judge_runs, e)
         raise
     finally:
         _close(state, lock, remove=refused)

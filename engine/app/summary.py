@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import LitjudgeError
+from ..core.manifest import git_commit
+from ..core.runner import JudgeRun
 from .manifest import RunManifest
 
 HISTORY = "history.jsonl"
@@ -84,6 +87,16 @@ def append_history(run_dir: Path, manifest: RunManifest) -> None:
               **({"failed": manifest.failed} if manifest.failed else {})}
     with (run_dir / HISTORY).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(record) + "\n")
+
+
+def append_stopped(run_dir: Path, seconds: float, judge_runs: list[JudgeRun], stop: BaseException) -> None:
+    """The history line of an invocation that stopped before its end: interrupted (Ctrl-C, SIGTERM) or
+    failed (a litjudge error: its first line), with the figures of the judges it had begun."""
+    how = {"failed": str(stop).splitlines()[0]} if isinstance(stop, LitjudgeError) else {"interrupted": True}
+    append_history(run_dir, RunManifest.of({
+        "seconds": round(seconds, 2), "git_commit": git_commit(), **how,
+        "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": j.seconds,
+                    **j.backend} for j in judge_runs]}))
 
 
 def history(run_dir: Path) -> list[dict[str, Any]]:

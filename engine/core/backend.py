@@ -148,7 +148,7 @@ class Backend(Named, ABC):
         the budget caps hold for across all of its judges)."""
 
     def salvaged(self) -> list[Generation]:
-        """After `generate` was stopped (Ctrl-C): the answers it had received but not yet yielded
+        """After `generate` was stopped (Ctrl-C, an error): the answers it had received but not yet yielded
         (an API's paid replies), for the runner to store; [] for a backend that keeps none."""
         return []
 

@@ -2,8 +2,7 @@
 
 It owns everything shared by backends: skipping finished keys, streaming commits, bounded re-asks
 of answers the exact parser rejects, progress. The engine starts only when something is left to
-generate, and is shut down (memory released) before the next judge loads.
-"""
+generate, and is shut down (memory released) before the next judge loads."""
 from __future__ import annotations
 
 import dataclasses
@@ -325,11 +324,12 @@ def _generate(spec: JudgeSpec, backend: Backend, todo: list, store: Store, write
             if on_result:
                 on_result(row)
             tally.stage["parse_and_store"] += time.perf_counter() - t2
-    except KeyboardInterrupt:          # what the backend received and had not handed over: stored, not lost
-        getattr(outputs, "close", lambda: None)()
+    except BaseException:   # Ctrl-C or an error: sending stops now (not when the traceback lets the stream go:
+        getattr(outputs, "close", lambda: None)()   # an API judge sent 9 more), replies received are stored
         for g in backend.salvaged():
             if not g.retryable and (p := by_key.pop(g.key, None)) is not None:
                 writer.add(to_row(g, p.request.language, p.request.mode, spec.name, backend.name))
+                tally.generated += 1
         raise
     tally.unanswered += len(todo) - answered
     t = time.perf_counter()
