@@ -1,5 +1,6 @@
 """Real vLLM (CPU build), on the default judge and, where what the judge says is not the point, on the
 session's tiny random one: constraints, the three verdict modes, pre-flight."""
+import dataclasses
 import math
 import os
 import subprocess
@@ -190,6 +191,21 @@ def test_analyze_mode_stores_the_analysis_and_constrains_only_the_tail(tiny):
         parsed = lang.parse(o.raw)
         assert isinstance(parsed, g.Verdict) and parsed.label in ("Yes", "No")
         assert o.raw.endswith("\nVerdict: " + parsed.label)
+
+
+def test_a_max_tokens_below_the_analysis_budget_caps_the_analysis(tiny):
+    """[sampling] max_tokens caps an analyze-mode answer as a whole, as it caps an API judge's: the
+    analysis ran to max_analysis_tokens whatever it said (so the request could pass the context
+    window's check with its small budget and overrun it), and the setting only changed the keys."""
+    lang = g.Analyzed(g.binary(), "Verdict:", max_analysis_tokens=48)
+    capped = [dataclasses.replace(r, sampling=dataclasses.replace(r.sampling, max_tokens=24))
+              for r in requests_for(lang, 4, mode="analyze", temperature=0.0)]
+    free = list(tiny.generate(make_plan(requests_for(lang, 4, mode="analyze", temperature=0.0), tiny).unique))
+    outs = list(tiny.generate(make_plan(capped, tiny).unique))
+    assert max(o.output_tokens for o in free) > 24            # the analyses run longer when nothing caps them
+    assert all(o.output_tokens <= 24 and isinstance(lang.parse(o.raw), g.Verdict) for o in outs), \
+        [(o.output_tokens, o.raw[-30:]) for o in outs]
+    assert any(o.finish_reason == "length" for o in outs)     # cut, and stored as cut
 
 
 # Questions the default judge answers both ways after a brief analysis (one "No" at least).

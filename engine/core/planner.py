@@ -143,10 +143,21 @@ def budget_tokens(request: JudgeRequest) -> int:
         return max_verdict_tokens(request.language)
     if request.sampling.max_tokens:
         return request.sampling.max_tokens
-    n = max_verdict_tokens(request.language)
-    if isinstance(request.language, Analyzed):      # and its marker line: a token per byte at worst
-        n += request.language.max_analysis_tokens + len(request.language.tail_prefix.encode("utf-8"))
-    return n
+    if isinstance(request.language, Analyzed):
+        return request.language.max_analysis_tokens + after_analysis(request.language)
+    return max_verdict_tokens(request.language)
+
+
+def after_analysis(language: Analyzed) -> int:
+    """Output tokens after an analysis: its marker line (a token per byte at worst) and the verdict."""
+    return len(language.tail_prefix.encode("utf-8")) + max_verdict_tokens(language)
+
+
+def analysis_tokens(language: Analyzed, max_tokens: int) -> int:
+    """An analysis's share of its request's `max_tokens`: what the marker line and the verdict leave,
+    at most the language's max_analysis_tokens (a [sampling] max_tokens below the derived budget caps
+    the analysis, as it caps an API judge's whole answer, and keeps the request in its context window)."""
+    return max(1, min(language.max_analysis_tokens, max_tokens - after_analysis(language)))
 
 
 class StreamPlanner:

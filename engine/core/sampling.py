@@ -19,7 +19,7 @@ class Sampling:
     temperature: float = 0.0        # 0: greedy; at most 5
     top_p: float = 1.0              # nucleus mass in (0, 1]
     seed: int | None = 0            # >= 0; each request draws by a seed of its own (from this one, its repeat, its key)
-    max_tokens: int | None = None   # None (or 0 in a config): derived from the verdict language
+    max_tokens: int | None = None   # None (or 0 in a config): from the verdict language; analyze: analysis + verdict
 
     def __post_init__(self) -> None:
         if self.max_tokens == 0:

@@ -28,6 +28,7 @@ from litjudge.grammars.compile import slot_lines
 from litjudge.grammars.listwise import Listwise
 
 from ...core.distribution import normalise
+from ...core.planner import analysis_tokens
 from ...core.requests import Generation, Prepared
 from .label_tokens import LabelTokens, label_reading
 from .steps import (
@@ -105,7 +106,8 @@ def listwise(p: Prepared, lang: Listwise, prompt: Prompt, ctx: ModeContext, anal
 
 def analyze(p: Prepared, lang: Analyzed, ctx: ModeContext) -> Program:
     decoding = Decoding.of(p.request.sampling, p.key)
-    first = yield FreeText(Prompt(p.token_ids, p.prompt), lang.max_analysis_tokens, decoding, stop=(lang.marker,))
+    first = yield FreeText(Prompt(p.token_ids, p.prompt), analysis_tokens(lang, p.max_tokens), decoding,
+                           stop=(lang.marker,))
     analysis = first.text.rstrip()
     labels = lang.inner.labels()
     if labels:        # the label most probable after the marker (sampled by it): as `budgets` reads it
