@@ -129,6 +129,41 @@ def test_no_planner_outlives_its_runner(then):
         proc.wait()
 
 
+FORKED_UNDER_A_STOP = """
+import multiprocessing, os, signal, sys
+sys.path.insert(0, {root!r})
+from litjudge.engine.app.console.signals import stop_on_sigterm
+from litjudge.engine.core.plan_process import planned_apart
+from litjudge.engine.core.planner import StreamPlanner
+from tests.test_plan_process import Short, spec, stream_of
+stop_on_sigterm()                                  # as the console does
+sent = []
+def stop_while_forking():                          # the signal arrives during the planner's fork
+    if not sent:
+        sent.append(os.kill(os.getpid(), signal.{sig}))
+os.register_at_fork(before=stop_while_forking)
+chunks = planned_apart(StreamPlanner(Short(spec()), "error", chunk=16), stream_of(10**7))
+try:
+    next(chunks)
+    print("went on", flush=True)
+except KeyboardInterrupt as stop:
+    print("stopped:", type(stop).__name__, flush=True)
+print("planners left:", len(multiprocessing.active_children()), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig, raised", [("SIGINT", "KeyboardInterrupt"), ("SIGTERM", "Terminated")])
+def test_a_stop_that_arrives_while_the_planner_forks_stops_the_run(sig, raised):
+    """Ctrl-C or SIGTERM as the planner process is forked (a sweep handing over to its next judge)
+    was raised inside an at-fork callback, where Python drops it: the sweep went on and exited 0.
+    Now it is raised right after the fork, and the planner just started ends with the runner."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(FORKED_UNDER_A_STOP.format(root=root, sig=sig))],
+                       capture_output=True, text=True, cwd=root, timeout=120)
+    assert r.stdout.splitlines() == [f"stopped: {raised}", "planners left: 0"], (r.stdout, r.stderr[-2000:])
+    assert "Exception ignored" not in r.stderr, r.stderr[-2000:]
+
+
 @needs_data
 def test_a_run_plans_apart_and_says_so(tmp_path, monkeypatch):
     """A replayed TTCW run end to end: its plan made in a process of its own (the manifest says

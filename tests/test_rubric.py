@@ -205,6 +205,20 @@ def test_question_mistakes_are_one_line(questions, words):
     assert words in str(exc.value) and "\n" not in str(exc.value)
 
 
+@pytest.mark.parametrize("protocol, dataset, resamples", [("rubric", "ttcw-demo", 0), ("rubric", "ttcw-demo", 10**8),
+                                                       ("pairwise", "pairs-generic", 0),
+                                                       ("pairwise", "pairs-generic", 10**8)])
+def test_resamples_out_of_bounds_are_one_line_before_any_inference(protocol, dataset, resamples):
+    """A bootstrap's draws are resamples x clusters integers at once: 10^8 resamples were accepted and
+    failed as an internal error (out of memory) after all the run's inference; 0 was not refused."""
+    options = {"questions": [{"id": "a", "text": "A?"}]} if protocol == "rubric" else {}
+    with pytest.raises(ConfigError) as exc:
+        prepare(load_config("r", {"name": "r", "protocol": protocol, "dataset": dataset, "judge": "smollm2-135m",
+                                  "options": {**options, "resamples": resamples}}))
+    assert "resamples" in str(exc.value) and "must be 1 to 20,000, got" in str(exc.value), str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
 def test_one_kind_of_data_per_run_and_the_data_each_kind_reads():
     single, pair = {"id": "a", "text": "A?"}, {"id": "b", "text": "B?", "scale": "pairwise", "human": "label"}
     base = {"name": "r", "protocol": "rubric", "judge": "smollm2-135m"}

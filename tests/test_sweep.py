@@ -33,7 +33,9 @@ HEAD = 'name = "s"\nprotocol = "ttcw"\ndataset = "ttcw"\nmode = "distribution"\n
      "bad.toml (cell {'options.tests': [99]}): options: options.tests names TTCW tests 1 to 14, each once, got [99]"),
     ('[sweep]\nrankby = "overall.kappa"\n', "sweep.rankby: unknown key"),
     ('[sweep]\nbootstrp = 200\n', "sweep.bootstrp: unknown key (did you mean 'sweep.bootstrap'?)"),
-    ('[sweep]\nbootstrap = 0\n', "sweep.bootstrap: must be at least 1"),
+    ('[matrix]\njudge = ["smollm2-135m", "smollm2-135m"]\n', "matrix.judge: 'smollm2-135m' is listed twice"),
+    ('[sweep]\nbootstrap = 0\n', "sweep.bootstrap: must be 1 to 20,000, got 0"),
+    ('[sweep]\nbootstrap = 100000000\n', "sweep.bootstrap: must be 1 to 20,000, got 100,000,000"),   # 38 GB of draws
     ('[sweep]\nbootstrap = "many"\n', "sweep.bootstrap: expected int"),
     ('[sweep]\nrank_by = "overall.judge_pass_rate"\n', "sweep.rank_by: protocol 'ttcw' cannot rank by"),
     ('[sweep]\nrank_by = "bias.value"\n', "sweep.rank_by: protocol 'ttcw' cannot rank by"),

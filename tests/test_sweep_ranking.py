@@ -6,6 +6,7 @@ estimate (the mean of both orders) the unbiased judge wins. Replayed judges: no 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from pathlib import Path
 
@@ -353,3 +354,25 @@ def test_a_rubric_cells_unread_counts_the_texts_its_agreement_reads():
                              "status": ["ok"] * 6 + ["unparsed"] * 4, "label": ["Yes"] * 6 + [None] * 4})
     assert answered_and_unread(rubric.group_rows(verdicts, "question=q", "binary_agreement"))[1].height == 0
     assert answered_and_unread(rubric.group_rows(verdicts, "question=q", "scores"))[1].height == 4
+
+
+def test_a_sweep_of_changed_data_is_refused_and_its_manifest_names_the_data(tmp_path):
+    """A sweep edited to read other data (one human label changed) replaced its ranking unsaid, and
+    its manifest named no data: now refused as a run is, its manifest records each data file's
+    sha256, and --overwrite replaces it; a sweep folder of before (no data recorded) resumes as it did."""
+    cfg = litbench_sweep(tmp_path)
+    assert cli("run", str(cfg), cwd=tmp_path).returncode == 0
+    out, data = tmp_path / "runs" / "out" / "litbench-sweep", tmp_path / "pairs.jsonl"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [d["sha256"] for d in manifest["data"]] == [hashlib.sha256(data.read_bytes()).hexdigest()]
+    before = ranking(tmp_path)
+    assert cli("run", str(cfg), cwd=tmp_path).returncode == 0          # the same data: the same sweep
+    data.write_text(data.read_text().replace('"label": "a"', '"label": "b"', 1))
+    one_line(cli("run", str(cfg), cwd=tmp_path), "holds the results of another run", "other data", "--overwrite")
+    assert ranking(tmp_path) == before
+    assert cli("run", str(cfg), "--overwrite", cwd=tmp_path).returncode == 0
+    assert ranking(tmp_path) != before
+    del manifest["data"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    data.write_text(data.read_text().replace('"label": "a"', '"label": "b"', 1))
+    assert cli("run", str(cfg), cwd=tmp_path).returncode == 0          # recorded no data: compared by its config

@@ -143,9 +143,31 @@ def _requested(protocol: Any, options: Any) -> Any:
 
 
 def _hashes_data(kind: str, config: dict[str, Any]) -> bool:
-    """Whether a claim compares the data's bytes: a one-task run reading data it did not generate
-    (a multi-task run, a sweep and a [generate] run are compared by their config alone)."""
-    return kind == "run" and not (config.get("generate") or {}).get("generators")
+    """Whether a claim compares the data's bytes: a one-task run or a sweep reading data it did not
+    generate (a multi-task run and a [generate] run are compared by their config alone)."""
+    return kind in ("run", "sweep") and not (config.get("generate") or {}).get("generators")
+
+
+def cells_data(config: RunConfig, preps: list[Any]) -> list[DataRead]:
+    """The data files a sweep's cells (their PreparedRuns) read, each once, hashed before any is read."""
+    tasks = {str(loc): (str(loc), p.card, loc) for p in preps for loc in (p.context().dataset_path,)}
+    return list(data_reads(config, list(tasks.values())).values())
+
+
+def sweep_claim(run_dir: Path, config: dict[str, Any], reads: list[DataRead], **extra: Any) -> Claim:
+    """A sweep's claim, its data's sha256s in it as a run's are (a sweep edited to read changed data
+    replaced its tables unsaid); a sweep folder of before 2026-12-03 recorded none and keeps its claim."""
+    old = recorded_claim(run_dir)
+    return claim_of("sweep", config, [] if old is not None and old.kind == "sweep" and not old.data else reads,
+                    **extra)
+
+
+def _recorded_shas(recorded: Any) -> tuple[str, ...]:
+    """A manifest's data files' sha256s; none where one is missing or a folder (the config names those)."""
+    if not isinstance(recorded, list) or not recorded or not all(
+            isinstance(d, dict) and d.get("sha256") and "files" not in d for d in recorded):
+        return ()
+    return tuple(str(d["sha256"]) for d in recorded)
 
 
 def claim_of(kind: str, config: dict[str, Any], reads: list[DataRead], **extra: Any) -> Claim:
@@ -178,10 +200,10 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     if not isinstance(m, dict) or not isinstance(m.get("config"), dict):
         return None
     kind = m.get("kind", "run")
-    data = (m.get("dataset") or {}).get("data") or {}
-    sha = data.get("sha256") if _hashes_data(kind, m["config"]) and "files" not in data else None
+    recorded = m.get("data") if kind == "sweep" else [(m.get("dataset") or {}).get("data")]
+    shas = _recorded_shas(recorded) if _hashes_data(kind, m["config"]) else ()
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
-    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(sha)), **extra}, (sha,) if sha else (),
+    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(shas)), **extra}, shas,
                  _limit(kind, m["config"]), _settings(m["config"]),
                  m["units"] if kind in LIMITED_KINDS and isinstance(m.get("units"), int) else None)
 

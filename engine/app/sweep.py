@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from litjudge.judges import PROTOCOLS
-from litjudge.judges.metrics.bootstrap import RESAMPLES
+from litjudge.judges.metrics.bootstrap import MAX_RESAMPLES, RESAMPLES
 
 from ..core.config import RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
 from ..core.errors import ConfigError
@@ -119,7 +119,8 @@ class SweepSpec:
     post: dict[str, Any] = field(default_factory=dict)   # aggregate-only option -> values tried on stored verdicts
 
     def __post_init__(self) -> None:
-        check_field(self.bootstrap >= 1, "bootstrap", f"must be at least 1, got {self.bootstrap}")
+        check_field(1 <= self.bootstrap <= MAX_RESAMPLES, "bootstrap",
+                    f"must be 1 to {MAX_RESAMPLES:,}, got {self.bootstrap:,}")
 
 
 def _read_table(path: Path, table: dict[str, Any] | None, data: str | None) -> dict[str, Any]:
@@ -178,6 +179,10 @@ def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any],
     post setting, not after hours of inference."""
     cells = []
     axes = list(matrix)
+    for axis in axes:
+        if twice := [v for i, v in enumerate(matrix[axis]) if v in matrix[axis][:i]]:
+            raise ConfigError(f"{twice[0]!r} is listed twice (each value is one cell: list each once)", where=where,
+                              parameter=f"matrix.{axis}")
     slugs = [_axis_slugs(matrix[a]) for a in axes]
     for picks in itertools.product(*(range(len(matrix[a])) for a in axes)):
         combo = [matrix[a][i] for a, i in zip(axes, picks)]

@@ -8,8 +8,7 @@
 3. Every cell x post setting is aggregated from the store (no model call) into one tidy table, one
    row per (cell, setting, judge, metric, group), and the cells are ranked by the protocol's pooled
    estimate of the chosen metric, each with its cluster-bootstrap CI and a paired test against the
-   best (`sweep_rank`).
-"""
+   best (`sweep_rank`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,7 +47,7 @@ from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
-from .run_folder import claim, claim_of, refuse_foreign
+from .run_folder import DataRead, cells_data, claim, refuse_foreign, sweep_claim
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
@@ -70,8 +69,7 @@ class JudgeWork:
         """(run id, request) of every cell, cell after cell: a request two cells share is one key."""
         for _, run, prep in self.cells:
             built = prep.protocol.build(prep.context(self.spec))
-            for r in built.requests:
-                yield run, r
+            yield from ((run, r) for r in built.requests)
             self.skipped += built.skipped
             self.units = max(self.units, built.units)
 
@@ -177,13 +175,14 @@ def run_sweep(sweep: Sweep, session: Session | None = None, *, overwrite: bool =
     created = not run_dir.exists()
     lock = RunLock(run_dir)                        # one run per folder at a time
     try:
-        claim(run_dir, claim_of("sweep", config_dict(sweep.base), [], axes=sweep.axes, cells=cell_table(sweep)),
+        reads = cells_data(sweep.base, [prep for _, prep in cells])
+        claim(run_dir, sweep_claim(run_dir, config_dict(sweep.base), reads, axes=sweep.axes, cells=cell_table(sweep)),
               overwrite=overwrite, switch=switch)
         remove_stale_temporaries(run_dir)
         if rebuild:
             rebuild_store(run_dir)
         with fewer_collections():
-            return _run_sweep(sweep, protocol, cells, run_dir, t0, session)
+            return _run_sweep(sweep, protocol, cells, run_dir, t0, session, reads)
     except LitjudgeError:
         if created and not _stored_any(run_dir):   # refused while planning: no folder left that looks interrupted
             lock.release()
@@ -205,7 +204,7 @@ def _stored_any(run_dir: Path) -> bool:
 
 
 def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], run_dir: Path, t0: float,
-               session: Session) -> SweepOutcome:
+               session: Session, reads: list[DataRead]) -> SweepOutcome:
     progress = session.progress
     store = claim_role(Store.open(run_dir / "store.sqlite"), "run")      # never a verdict cache
     store.meta(KEY_ENV_NOTE, sweep.base.api.key_env)                     # for `status --cancel-batches` after a kill
@@ -238,8 +237,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
     manifest = {
         "kind": "sweep", "litjudge": litjudge_version(), "git_commit": git_commit(), "machine": machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 2),
-        "source": sweep.source, "config": config_dict(sweep.base), "axes": sweep.axes, "post": sweep.post,
-        "rank_by": sweep.rank_by, "multiple_comparisons": MULTIPLE_COMPARISONS,
+        "source": sweep.source, "config": config_dict(sweep.base), "data": [r.identity for r in reads], "axes": sweep.axes,
+        "post": sweep.post, "rank_by": sweep.rank_by, "multiple_comparisons": MULTIPLE_COMPARISONS,
         "cells": cell_table(sweep),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": round(j.seconds, 2),
                     "unanswered": j.unanswered, "from_cache": j.from_cache,
@@ -255,6 +254,8 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
         "units": max((w.units for w in works), default=None), "warnings": warnings,
         **({"ppi": labelled} if labelled else {}),       # each cell's labelled subset ([ppi]): its tables are not kept
     }
+    for read in reads:
+        read.check_unchanged()                       # a data file replaced while the cells read it: one error
     write_sweep(run_dir, metrics, ranking, manifest)
     table, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     write_results(run_dir, sweep_results(ranking, manifest, protocol.declared.direction(table, metric)))

@@ -33,9 +33,11 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 from array import array
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -69,14 +71,15 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
     setting = os.environ.pop("TOKENIZERS_PARALLELISM", None)
     child = context.Process(target=_child, args=(stream, requests, send, receive), name="litjudge-planner",
                             daemon=True)
-    try:
-        child.start()
-    finally:
-        if setting is not None:
-            os.environ["TOKENIZERS_PARALLELISM"] = setting
-    send.close()
     it, skipped = iter(requests), set[str]()
     try:
+        try:
+            with stops_held():
+                child.start()
+        finally:
+            if setting is not None:
+                os.environ["TOKENIZERS_PARALLELISM"] = setting
+            send.close()
         while True:
             with cycles_collected_after():
                 batch = list(islice(it, stream.chunk))      # this process's own copy of the stream
@@ -105,10 +108,38 @@ def planned_apart(stream: StreamPlanner, requests: Iterable[tuple[str, JudgeRequ
                             unique)
     finally:
         receive.close()
-        child.join(timeout=5)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        if child.pid is not None:       # started
+            child.join(timeout=5)
+            if child.is_alive():
+                child.kill()
+                child.join()
+
+
+STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def stops_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM that arrive while forking are raised after the fork, as their handlers raise
+    them. Python runs a handler at the main thread's next bytecode, and during `os.fork` that is an
+    at-fork callback (logging's), whose exception Python prints and drops ("Exception ignored in"):
+    a sweep stopped as one judge handed over to the next went on to its end and exited 0."""
+    if threading.current_thread() is not threading.main_thread():
+        yield                           # only the main thread runs (and sets) handlers
+        return
+    caught: list[int] = []
+    before = {s: signal.signal(s, lambda signum, _frame: caught.append(signum)) for s in STOPS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if caught:
+            stop = signal.Signals(caught[0])
+            if callable(then := before[stop]):
+                then(stop, None)                         # KeyboardInterrupt, the console's Terminated
+            elif then == signal.SIG_DFL:
+                signal.raise_signal(stop)                # the default: the process ends, as it would have
 
 
 STOPPED_SAY_S = 2.0        # a planner the system reports stopped is named after this long (not the watchdog's wait)
