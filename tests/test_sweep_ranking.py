@@ -359,12 +359,14 @@ def test_a_rubric_cells_unread_counts_the_texts_its_agreement_reads():
 def test_a_sweep_of_changed_data_is_refused_and_its_manifest_names_the_data(tmp_path):
     """A sweep edited to read other data (one human label changed) replaced its ranking unsaid, and
     its manifest named no data: now refused as a run is, its manifest records each data file's
-    sha256, and --overwrite replaces it; a sweep folder of before (no data recorded) resumes as it did."""
+    sha256 (and no judge where the judge is an axis), and --overwrite replaces it; a sweep folder of
+    before (no data recorded, the base's judge) resumes as it did."""
     cfg = litbench_sweep(tmp_path)
     assert cli("run", str(cfg), cwd=tmp_path).returncode == 0
     out, data = tmp_path / "runs" / "out" / "litbench-sweep", tmp_path / "pairs.jsonl"
     manifest = json.loads((out / "manifest.json").read_text())
     assert [d["sha256"] for d in manifest["data"]] == [hashlib.sha256(data.read_bytes()).hexdigest()]
+    assert "judge" not in manifest["config"]         # an axis: the base's default judge was recorded, never run
     before = ranking(tmp_path)
     assert cli("run", str(cfg), cwd=tmp_path).returncode == 0          # the same data: the same sweep
     data.write_text(data.read_text().replace('"label": "a"', '"label": "b"', 1))
@@ -373,6 +375,7 @@ def test_a_sweep_of_changed_data_is_refused_and_its_manifest_names_the_data(tmp_
     assert cli("run", str(cfg), "--overwrite", cwd=tmp_path).returncode == 0
     assert ranking(tmp_path) != before
     del manifest["data"]
+    manifest["config"]["judge"] = "smollm2-135m"                        # as a sweep of before recorded it
     (out / "manifest.json").write_text(json.dumps(manifest))
     data.write_text(data.read_text().replace('"label": "a"', '"label": "b"', 1))
     assert cli("run", str(cfg), cwd=tmp_path).returncode == 0          # recorded no data: compared by its config

@@ -158,8 +158,22 @@ def sweep_claim(run_dir: Path, config: dict[str, Any], reads: list[DataRead], **
     """A sweep's claim, its data's sha256s in it as a run's are (a sweep edited to read changed data
     replaced its tables unsaid); a sweep folder of before 2026-12-03 recorded none and keeps its claim."""
     old = recorded_claim(run_dir)
-    return claim_of("sweep", config, [] if old is not None and old.kind == "sweep" and not old.data else reads,
-                    **extra)
+    return claim_of("sweep", sweep_config(config, extra.get("axes")),
+                    [] if old is not None and old.kind == "sweep" and not old.data else reads, **extra)
+
+
+def sweep_config(config: dict[str, Any], axes: Any) -> dict[str, Any]:
+    """A sweep's base config as its manifest records it and its claim compares it: without its matrix
+    axes, which each cell sets (the base's defaults there, `judge = "smollm2-135m"` in a sweep of
+    replayed judges, named a judge it never ran)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
+    for axis in axes if isinstance(axes, list) else []:
+        head, _, tail = str(axis).partition(".")
+        if tail and isinstance(out.get(head), dict):
+            out[head].pop(tail, None)
+        elif not tail:
+            out.pop(head, None)
+    return out
 
 
 def _recorded_shas(recorded: Any) -> tuple[str, ...]:
@@ -203,8 +217,9 @@ def recorded_claim(run_dir: Path) -> Claim | None:
     recorded = m.get("data") if kind == "sweep" else [(m.get("dataset") or {}).get("data")]
     shas = _recorded_shas(recorded) if _hashes_data(kind, m["config"]) else ()
     extra = {k: m.get(k) for k in SWEEP_CLAIM} if kind == "sweep" else {}
-    return Claim(kind, {**config_identity(m["config"], data_hashed=bool(shas)), **extra}, shas,
-                 _limit(kind, m["config"]), _settings(m["config"]),
+    config = sweep_config(m["config"], m.get("axes")) if kind == "sweep" else m["config"]
+    return Claim(kind, {**config_identity(config, data_hashed=bool(shas)), **extra}, shas,
+                 _limit(kind, config), _settings(config),
                  m["units"] if kind in LIMITED_KINDS and isinstance(m.get("units"), int) else None)
 
 

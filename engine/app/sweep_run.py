@@ -47,7 +47,7 @@ from .manifest import KEY_ENV_NOTE, RunManifest
 from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
 from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
-from .run_folder import DataRead, cells_data, claim, refuse_foreign, sweep_claim
+from .run_folder import DataRead, cells_data, claim, refuse_foreign, sweep_claim, sweep_config
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
@@ -237,9 +237,9 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
     manifest = {
         "kind": "sweep", "litjudge": litjudge_version(), "git_commit": git_commit(), "machine": machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": round(time.time() - t0, 2),
-        "source": sweep.source, "config": config_dict(sweep.base), "data": [r.identity for r in reads], "axes": sweep.axes,
-        "post": sweep.post, "rank_by": sweep.rank_by, "multiple_comparisons": MULTIPLE_COMPARISONS,
-        "cells": cell_table(sweep),
+        "source": sweep.source, "config": sweep_config(config_dict(sweep.base), sweep.axes), "axes": sweep.axes,
+        "data": [r.identity for r in reads], "post": sweep.post, "rank_by": sweep.rank_by,
+        "multiple_comparisons": MULTIPLE_COMPARISONS, "cells": cell_table(sweep),
         "judges": [{"judge": j.judge, "plan": j.plan.summary(), "generated": j.generated, "seconds": round(j.seconds, 2),
                     "unanswered": j.unanswered, "from_cache": j.from_cache,
                     **{k: v for k, v in j.backend.items() if k != "throughput"}} for j in judge_runs],
