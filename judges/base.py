@@ -170,6 +170,10 @@ class Protocol(Named, ABC):
         where = config.source or "config"
         return {"template": checked(own, self.template_fields(options), self.name, where, "template")} if own else {}
 
+    def rank_by_for(self, options: Any) -> str:
+        """The estimate a run with these options is ranked by, its results' headline: the declared one."""
+        return self.declared.rank_by
+
     def rank_group(self, rank: RankBy, options: Any) -> str:
         """The tidy group (`col=value,...`) whose row holds the value ranked: the one asked
         explicitly, else the protocol's pooled row."""

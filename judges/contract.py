@@ -69,6 +69,9 @@ class MetricTable(Table):
     lower: tuple[str, ...] = ()
     rank: tuple[str, ...] = ()
     pooled: str | None = "all"
+    # (metric, the count column behind it) where that is not the table's one count (n, stories, ...):
+    # a mean over the groups where it is defined counts those, not every group
+    counts: tuple[tuple[str, str], ...] = ()
 
     def direction(self, metric: str) -> bool | None:
         """True: higher is better; False: lower is; None: no direction."""

@@ -51,6 +51,8 @@ from .ttcw import prompt as ttcw_prompt
 ORDERS = ("ref_first", "cand_first")
 DEFAULT_CUTOFFS = (-4, -3, -2, -1, 0, 1, 2, 3, 4)
 RANKABLE = ("spearman", "kendall", "pairwise_accuracy")
+# the groups behind each mean: those where the metric is defined (see `_rank`)
+GROUPS_BEHIND = (("spearman", "groups_defined"), ("kendall", "groups_defined"), ("pairwise_accuracy", "pairwise_groups"))
 _STRENGTH = {3: {1: "better"}, 5: {1: "slightly better", 2: "significantly better"},
              7: {1: "slightly better", 2: "clearly better", 3: "significantly better"}}
 
@@ -109,25 +111,33 @@ class ReferenceLikert(Protocol):
         summary=("story_scores", "ranking", "cutoff_sweep", "bias"),
         # with a reference (options.reference): the cutoff sweep, every cutoff's scores and the
         # position bias; without (the ablation): the mean ranking
-        tables={"cutoff_sweep": MetricTable(by=("cutoff",), pooled="", higher=RANKABLE, rank=RANKABLE, when="sometimes"),
+        tables={"cutoff_sweep": MetricTable(by=("cutoff",), pooled="", higher=RANKABLE, rank=RANKABLE, when="sometimes",
+                                            counts=GROUPS_BEHIND),
+                "ranking_mean": MetricTable(higher=RANKABLE, rank=RANKABLE, when="sometimes", counts=GROUPS_BEHIND),
                 "bias": MetricTable(when="sometimes"),
-                **dict.fromkeys(("story_scores_all", "ranking_mean"), Table(when="sometimes")),
+                "story_scores_all": Table(when="sometimes"),
                 **dict.fromkeys(("per_item", "story_scores", "ranking"), Table())},
         rank_by="cutoff_sweep.spearman",
         fields={"group": str, "candidate": str, "source": str, "human_score": float, "test": int, "order": str},
         report="litjudge.engine.app.report.panels:reference_likert_panels")
 
+    def rank_by_for(self, options: ReferenceLikertOptions) -> str:
+        """With a reference, the Spearman at the run's cutoff; the ablation without one has no cutoff: its
+        mean ranking's Spearman (its results named no value, blaming the human labels)."""
+        return self.declared.rank_by if options.reference else "ranking_mean.spearman"
+
     def rank_group(self, rank: RankBy, options: ReferenceLikertOptions) -> str:
-        return rank.group or f"cutoff={options.cutoff}"
+        return rank.group or ("all" if rank.table == "ranking_mean" else f"cutoff={options.cutoff}")
 
     def rank_units(self, tables: dict[str, pl.DataFrame], judge: str, rank: RankBy, options: ReferenceLikertOptions):
         """The story groups are the clusters: the estimate is the mean over groups of each group's
         rank agreement (groups where it is undefined left out, as in the table)."""
         per_group = tables.get("ranking")
         cutoff = rank.where().get("cutoff", str(options.cutoff))
-        if per_group is None or "cutoff" not in per_group.columns or set(rank.where()) - {"cutoff"}:
+        ablation = rank.table == "ranking_mean"                  # no reference, no cutoff
+        if per_group is None or ("cutoff" in per_group.columns) == ablation or set(rank.where()) - {"cutoff"}:
             return None
-        rows = per_group.filter((pl.col("judge") == judge) & (pl.col("cutoff").cast(pl.Utf8) == cutoff))
+        rows = per_group.filter((pl.col("judge") == judge) & (ablation or pl.col("cutoff").cast(pl.Utf8) == cutoff))
         rows = rows.filter(pl.col(rank.metric).is_not_null() & pl.col(rank.metric).is_not_nan())
         return Units.of(rows["group"].to_list(), {"v": rows[rank.metric].to_numpy()}, mean_of("v"),
                         bounds=BOUNDS[rank.metric], rule=_group_mean_rule)

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.engine.app.export import verdict_rows, with_answer
+from litjudge.engine.app.export import hub_typed, verdict_rows, with_answer
 from litjudge.engine.app.manifest import RunManifest
 from litjudge.engine.app.outputs import read_manifest, read_table
 from litjudge.engine.app.report import write_report
@@ -106,7 +106,8 @@ class Result:
             raise ConfigError(f"a {self.kind} holds no verdicts of its own: "
                               + ("take one task's, result.tasks[0].to_dataset()" if self.kind == "tasks"
                                  else "open one of its runs"), where=str(self.run_dir))
-        return datasets.Dataset.from_polars(verdict_rows(self.run_dir, prompts, self.manifest.protocol, self.tables))
+        return datasets.Dataset.from_polars(hub_typed(verdict_rows(self.run_dir, prompts, self.manifest.protocol,
+                                                                   self.tables)))
 
     def report(self, out: str | Path | None = None) -> Path:
         """Write the HTML report (tables, plots and the per-item viewer) and return its path."""

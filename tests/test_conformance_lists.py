@@ -166,6 +166,11 @@ def test_reference_likert_means_of_skewed_group_values_cover_at_ten_groups():
     units = ReferenceLikert().rank_units({"ranking": ranking}, shown["judge"], ReferenceLikert().parse_rank_by("cutoff_sweep.spearman@cutoff=0"),
                                          ReferenceLikertOptions())
     assert units is not None and units.interval() == pytest.approx((shown["spearman_low"], shown["spearman_high"]))
+    alone = ranking.drop("cutoff")                  # the ablation without a reference: its mean ranking, no cutoff
+    mean = _group_intervals(alone, ["judge"], ("spearman",)).filter(pl.col("judge") == shown["judge"]).row(0, named=True)
+    units = ReferenceLikert().rank_units({"ranking": alone}, shown["judge"], ReferenceLikert().parse_rank_by(
+        "ranking_mean.spearman"), ReferenceLikertOptions(reference=False))
+    assert units is not None and units.interval() == pytest.approx((mean["spearman_low"], mean["spearman_high"]))
 
 
 @pytest.mark.parametrize("metric,values,share", [

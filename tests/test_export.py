@@ -33,10 +33,11 @@ def judged(tmp_path):
 
 
 def _same(loaded: datasets.Dataset, stored: pl.DataFrame, exported: bool = False) -> None:
-    """The rows loaded back equal the run's (an export's: the judge's path made public, columns typed)."""
-    if exported:
-        from litjudge.engine.app.export import hub_typed, public_judges
-        stored = hub_typed(public_judges(stored, None))
+    """The rows loaded back equal the run's, columns typed for the Hub (an export's: the judge's path
+    made public too)."""
+    from litjudge.engine.app.export import hub_typed, public_judges
+
+    stored = hub_typed(public_judges(stored, None) if exported else stored)
     back = pl.from_arrow(loaded.data.table)
     assert isinstance(back, pl.DataFrame) and back.columns == stored.columns and back.height == stored.height
     key = [c for c in ("key", "judge", "question", "order", "metric", "label") if c in stored.columns]
@@ -314,6 +315,7 @@ def test_exported_columns_are_typed_for_the_hub(config_run, tmp_path):
     features = datasets.load_dataset(str(out), cache_dir=str(tmp_path / "cache"))["train"].features
     assert features["distribution"].feature.dtype == "float64" and features["value"].dtype != "null"
     assert not [name for name, f in features.items() if getattr(f, "dtype", "") == "null"]
+    assert litjudge.load(config_run).to_dataset().features == features      # in memory, typed the same (it was null)
     frame = pl.DataFrame({"value": [None, None], "distribution": [{"A": 0.75, "B": 0.25}, None],
                           "analysis_distribution": [None, {"Yes": 0.5, "No": 0.5}]})
     typed = hub_typed(frame)

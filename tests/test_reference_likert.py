@@ -183,3 +183,33 @@ def test_a_marker_with_spaces_around_it_or_two_lines_is_one_line(tmp_path, marke
     with pytest.raises(litjudge.ConfigError) as exc:
         litjudge.run(config, out=tmp_path / "out", progress=False)
     assert "\n" not in str(exc.value) and "options.marker: must be one line without spaces around it" in str(exc.value)
+
+
+def test_the_published_n_is_the_groups_behind_each_mean_and_the_ablation_has_a_headline():
+    """Through results.json's path: a group whose candidates all tie has no Spearman and is left out
+    of the mean, and the published n counted it all the same (2 for a mean over 1 group); the
+    ablation without a reference published no value at all, its note blaming the human labels."""
+    from litjudge.engine.app.results_file import results
+
+    lang, rows = g.likert(5), []
+    for group, cases in (("g0", {"worse": ("[[A>>B]]", "[[B>>A]]"), "slightly": ("[[A>B]]", "[[A=B]]"),
+                                 "better": ("[[B>>A]]", "[[A>>B]]")}),
+                         ("g1", {"a": ("[[A=B]]", "[[A=B]]"), "b": ("[[A=B]]", "[[A=B]]")})):   # all tie
+        for i, (cand, labels) in enumerate(cases.items()):
+            for order, label in zip(("ref_first", "cand_first"), labels):
+                rows.append({"judge": "j", "group": group, "candidate": cand, "source": "s", "human_score": float(i),
+                             "test": 1, "repeat": 0, "order": order, "status": "ok", "label": label,
+                             "value": str(lang.value_of(label))})
+    p, ctx = ctx_for(tests=[1])
+    record = results(p, ctx.options, p.aggregate(pl.DataFrame(rows), ctx), {"judges": [{"judge": "j"}]})
+    at = {(r["metric"], r["view"]): r for r in record["results"]}
+    assert at["cutoff_sweep.spearman", "cutoff=-2"]["n"] == 1 and at["cutoff_sweep.kendall", "cutoff=-2"]["n"] == 1
+    assert at["cutoff_sweep.pairwise_accuracy", "cutoff=-2"]["n"] == 2      # a tied group is in it, at 0.5
+    passed = {"slightly", "better", "b"}
+    alone = [{**r, "order": "alone", "label": "Yes" if r["candidate"] in passed else "No",
+              "value": "1" if r["candidate"] in passed else "0"} for r in rows if r["order"] == "ref_first"]
+    p, ctx = ctx_for(tests=[1], reference=False)
+    record = results(p, ctx.options, p.aggregate(pl.DataFrame(alone), ctx), {"judges": [{"judge": "j"}]})
+    assert record["headline"] == {"metric": "ranking_mean.spearman", "view": "all", "higher_is_better": True}
+    top = next(r for r in record["results"] if r["headline"])
+    assert top["value"] == pytest.approx(math.sqrt(3) / 2) and top["n"] == 1     # g0's scores 0, 1, 1 vs 0, 1, 2

@@ -32,7 +32,8 @@ IDENTITY = ("judge", "backend", "fingerprint", "chat_template_hash", "model", "r
 def results(protocol: Protocol, options: Any, tables: Mapping[str, pl.DataFrame], manifest: Mapping[str, Any]
             ) -> dict[str, Any]:
     """The results record of one run (or task) from its tables and manifest."""
-    rank = protocol.parse_rank_by(protocol.declared.rank_by) if protocol.declared.rank_by else None
+    rank_by = protocol.rank_by_for(options)
+    rank = protocol.parse_rank_by(rank_by) if rank_by else None
     pooled = protocol.rank_group(rank, options) if rank else None
     counts = manifest.get("verdicts_by_judge", {})
     rows: list[dict[str, Any]] = []
@@ -161,13 +162,14 @@ def tidy(tables: dict[str, pl.DataFrame], declared: Declaration, head: dict[str,
         floats = [c for c, t in df.schema.items() if t.is_float() and c not in group_cols]
         # the count behind each value (the ppi table's: its labelled rows; a sweep's ppi rows had none)
         n_col = next((c for c in ("n", "stories", "pairs_both_orders", "groups", "n_labelled") if c in df.columns), None)
+        own = dict(declared.metric_table_specs[name].counts)
         for rec in df.iter_rows(named=True):
             group = ",".join(f"{c}={rec[c]}" for c in group_cols) or "all"
             for metric in floats:
-                value = rec[metric]
+                value, count = rec[metric], own.get(metric, n_col)
                 rows.append({**head, "table": name, "metric": metric, "group": group,
                              "value": float(value) if value is not None else math.nan,
-                             "n": int(rec[n_col]) if n_col and rec[n_col] is not None else None,
+                             "n": int(rec[count]) if count and rec.get(count) is not None else None,
                              "higher_is_better": declared.direction(name, metric)})
     return rows
 
