@@ -180,15 +180,17 @@ def _level_rows(w: pl.DataFrame, levels: list[Level], thresholds: list[float | N
     and every answered item's hit and cluster."""
     judges = [lv.judge for lv in levels]
     known_tokens = any(w[f"tokens|{j}"].is_not_null().any() for j in judges)
-    total_tokens, total_cost = _work(w, judges, s.test)
+    reaching = [[i for i in s.test if (by := answered_by[i]) is None or by >= k] for k in range(len(levels))]
+    spent = [_work(w, [lv.judge], reached) for lv, reached in zip(levels, reaching)]   # every item reaching it was asked
+    # the shares are of what the cascade spent (they sum to 1), not of every judge asked every item
+    total_tokens, total_cost = sum(t for t, _ in spent), sum(c or 0.0 for _, c in spent)
     rows, hits_all, clusters_all = [], [], []
     for k, (lv, t) in enumerate(zip(levels, thresholds)):
         mine = [i for i in s.test if answered_by[i] == k]
-        reached = [i for i in s.test if (by := answered_by[i]) is None or by >= k]
+        reached, (tokens, cost) = reaching[k], spent[k]
         hits = [float(lv.answers[i] == s.truth[i]) for i in mine]
         hits_all += hits
         clusters_all += [s.clusters[i] for i in mine]
-        tokens, cost = _work(w, [lv.judge], reached)                   # every item that reached it was asked
         rows.append({"level": k + 1, "judge": lv.judge, "threshold": t, "reached": len(reached), "answered": len(mine),
                      "coverage": len(mine) / len(s.test) if s.test else None,
                      **_interval([s.clusters[i] for i in mine], hits),
@@ -324,6 +326,9 @@ def jury_tables(frame: pl.DataFrame, opts: JuryOptions, resamples: int = RESAMPL
     return out
 
 
+POOLED = ("ttcw", "pairwise")         # the protocols whose binary decisions `decision_frame` reads
+
+
 def decision_item(protocol: str) -> pl.Expr:
     """The `item` of one binary decision, from the verdict columns its protocol names
     (`Declaration.decision_key`); a protocol that names none is not pooled by ensembles."""
@@ -352,5 +357,5 @@ def decision_frame(protocol: str, tables: dict[str, pl.DataFrame]) -> pl.DataFra
                          pl.when(pl.col("pick").is_null() | tie).then(None).otherwise(pl.col("pick") == "a").alias("pred"),
                          pl.coalesce(stated_probability(t, "p_a"), pl.when(tie).then(pl.lit(0.5))).alias("p"))
     else:
-        raise ValueError(f"juries and cascades take binary decisions of a ttcw or pairwise run, not {protocol!r}")
+        raise ValueError(f"juries and cascades take binary decisions of a {' or '.join(POOLED)} run, not {protocol!r}")
     return frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"), pl.lit(None, dtype=pl.Float64).alias("cost"))

@@ -18,8 +18,7 @@ Method:
    ICC1k/2k/3k across repeats of the same list; the parse success rate per N; an inter-judge
    Spearman matrix; self-preference where a judge's own family wrote some items (`self_sources`):
    own minus others' mean, with a bootstrap CI resampling item groups. Item groups are the
-   independent units of every interval and p-value (a score is relative to its list).
-"""
+   independent units of every interval and p-value (a score is relative to its list)."""
 from __future__ import annotations
 
 import json
@@ -32,7 +31,7 @@ from typing import Literal, get_args
 import polars as pl
 
 import litjudge.grammars as grammars
-from litjudge.engine.core.errors import ConfigError
+from litjudge.engine.core.errors import ConfigError, did_you_mean
 from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.core.schema import check_choices
 from litjudge.engine.data.items import ItemSet, RatedItem, sample_per_category, select_groups
@@ -87,6 +86,9 @@ class ListwiseOptions:
         if not self.criterion.strip():
             raise ValueError("options.criterion is empty: name a paper criterion "
                              f"({', '.join(POETRY_CRITERIA)}), \"aut\", or write your own instruction")
+        if len(self.criterion.split()) == 1 and self.criterion not in (known := (*POETRY_CRITERIA, "aut")):  # a typo
+            raise ValueError(f"options.criterion {self.criterion!r} is none of the papers' criteria ({', '.join(known)})"
+                             f"{did_you_mean(self.criterion.lower(), known)}; an instruction of your own is a sentence")
         if not self.item_kind.strip():
             raise ValueError("options.item_kind is empty: say what the items are (\"poems\", \"stories\", ...)")
         if self.segments < 1:

@@ -26,6 +26,8 @@ import math
 
 import polars as pl
 
+from litjudge.grammars.listwise import position_scores
+
 from .frames import split
 from .metrics import spearman
 from .metrics.bootstrap import joined_notes
@@ -37,8 +39,9 @@ UNIT = ["judge", "group", "list", "repeat"]
 
 def central_rankings(units: dict[tuple, pl.DataFrame]) -> pl.DataFrame:
     """One row per (judge, group, list, repeat, item) of `units` (the verdicts split by UNIT): its
-    position score (N..1) in the order as drawn, in the central ranking of all orders, its mean
-    score over orders, where it was shown in the order as drawn, and how many orders were judged."""
+    position score as a share of the list (first 1, last 0) in the order as drawn and in the central
+    ranking of all orders (one scale: the central one was N..1 beside the share), its mean score over
+    orders, where it was shown in the order as drawn, and how many orders were judged."""
     rows = []
     for key, g in units.items():
         rankings, first = [], None
@@ -48,14 +51,14 @@ def central_rankings(units: dict[tuple, pl.DataFrame]) -> pl.DataFrame:
             if order == 0:
                 first = o
         central = kemeny(rankings)
-        n = len(central)
+        n, at = len(central), position_scores(tuple((str(item), 0) for item in central))
         mean_score = g.group_by("item_id").agg(pl.col("score").mean())
         means = dict(zip(mean_score["item_id"].to_list(), mean_score["score"].to_list(), strict=True))
         single, single_score, shown = (_by_item(first, c) for c in ("position", "score", "shown_at"))
-        for rank, item in enumerate(central):
+        for item in central:
             rows.append({**dict(zip(UNIT, key, strict=True)), "item_id": item, "orders": len(rankings),
                          "central_exact": is_exact(n),
-                         "single_position": single.get(item), "central_position": float(n - rank),
+                         "single_position": single.get(item), "central_position": at[str(item)],
                          "single_score": single_score.get(item), "mean_score": means.get(item),
                          "shown_at": shown.get(item)})
     return pl.DataFrame(rows, schema={"judge": pl.Utf8, "group": pl.Utf8, "list": pl.Int64, "repeat": pl.Int64,

@@ -160,6 +160,10 @@ def test_max_tokens_past_the_context_window(tmp_path):
 @needs_data
 @pytest.mark.parametrize("options, message", [
     ('criterion = ""', "options.criterion is empty"),
+    ('criterion = "creativty"', "options.criterion 'creativty' is none of the papers' criteria (creativity, quality, "
+                                "innovativeness, similarity, poeticness, aut) (did you mean 'creativity'?); an "
+                                "instruction of your own is a sentence"),      # the typo was the whole instruction
+    ('criterion = "Quality"', "(did you mean 'quality'?)"),
     ('criterion = "aut"\nsegments = 0\ndesign = "segmented"', "options.segments must be >= 1"),
 ])
 def test_listwise_options_that_cannot_judge_anything(tmp_path, options, message):

@@ -170,7 +170,8 @@ def test_cascade_tables_route_every_held_out_item_once():
     levels = out["cascade"]
     assert int(levels["answered"].sum()) + summary["abstained"] == summary["test_items"]
     assert summary["calibration_items"] + summary["test_items"] == 400
-    assert 0 < levels["token_share"].sum() <= 1 + 1e-12 and levels["cost_usd"].is_not_null().all()
+    # each level's share of the tokens the cascade spent (it was of every judge asked every item: 0.58 in all)
+    assert levels["token_share"].sum() == pytest.approx(1) and levels["cost_usd"].is_not_null().all()
     unknown = cascade_tables(frame.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"),
                                                 pl.lit(None, dtype=pl.Float64).alias("cost")),
                              CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1))["cascade"]
@@ -249,6 +250,8 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     assert "reparse" not in gone.stderr                              # reparse refuses an ensemble
     bad = litjudge("ensemble", str(run_dir), "--cascade", "replay:nobody", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
+    unread = litjudge("ensemble", str(run_dir), "--jury", "--target", "1.5", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert unread.returncode == 2 and "--target and --delta are the cascade's guarantee" in unread.stderr   # ran, exit 0
 
 
 @pytest.mark.slow
@@ -304,6 +307,24 @@ def test_an_ensemble_config_goes_through_the_schema_of_run_configs(tmp_path, bod
     with pytest.raises(ConfigError) as err:
         load_ensemble(path)
     assert str(path) in str(err.value) and message in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("members, message", [
+    (["pw.toml", "lw.toml"], "runs[1]: protocol: a 'listwise' run: juries and cascades take the binary decisions of a ttcw or "
+                             "pairwise run"),
+    (["pw.toml", "tt.toml"], "the runs are of different protocols (pairwise, ttcw)")])
+def test_members_an_ensemble_cannot_pool_are_refused_before_any_runs(tmp_path, members, message):
+    """A listwise member, or members of two protocols, were refused after every member had run in
+    full (a hostile pass: an engine started and verdicts generated, then the refusal)."""
+    (tmp_path / "pw.toml").write_text('name = "pw"\nprotocol = "pairwise"\ndataset = "pairs-generic"\n'
+                                      'judge = "replay:a.jsonl"\n')
+    (tmp_path / "lw.toml").write_text('name = "lw"\nprotocol = "listwise"\ndataset = "aut-ocsai"\n')
+    (tmp_path / "tt.toml").write_text('name = "tt"\nprotocol = "ttcw"\ndataset = "ttcw"\njudge = "replay:b.jsonl"\n')
+    path = tmp_path / "ens.toml"
+    path.write_text('name = "e"\n' + "".join(f'[[runs]]\nconfig = "{m}"\n' for m in members) + "[jury]\n")
+    with pytest.raises(ConfigError) as err:
+        load_ensemble(path)
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
 def test_an_analyze_judge_enters_a_jury_by_its_probability_after_the_analysis():

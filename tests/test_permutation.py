@@ -44,6 +44,9 @@ def test_psc_run_recomputed_from_stored_verdicts(tiny, runs_dir):
     best = min(disagreements(list(p), wins) for p in permutations(rankings[0]))
     central = out.tables["psc_rankings"].sort("central_position", descending=True)["item_id"].to_list()
     assert disagreements(central, wins) == best                     # the Kemeny optimum (6 items: exact)
+    psc = out.tables["psc_rankings"]                                 # both positions on one scale, first 1, last 0
+    for column in ("single_position", "central_position"):           # (the central one was N..1 beside the share)
+        assert sorted(psc[column].to_list()) == [k / 5 for k in range(6)], (column, psc[column].to_list())
     # position bias before: where each order showed each item vs its rank in that order, averaged
     # over the orders; after: each item's mean shown position vs its place in the Kemeny ranking
     # of all orders (what the aggregate inherits)

@@ -28,7 +28,15 @@ from typing import Any
 
 import polars as pl
 
-from litjudge.judges.ensembles import CascadeOptions, JuryOptions, cascade_tables, decision_frame, decision_item, jury_tables
+from litjudge.judges.ensembles import (
+    POOLED,
+    CascadeOptions,
+    JuryOptions,
+    cascade_tables,
+    decision_frame,
+    decision_item,
+    jury_tables,
+)
 
 from ..core.config import config_path, load_config, read_toml, valid_name
 from ..core.console import say
@@ -212,8 +220,15 @@ def load_ensemble(path: str | Path, table: dict[str, Any] | None = None) -> Ense
         cfg = dataclasses.replace(cfg, name=Path(where).stem)
     runs = cfg.runs
     check_ensemble(cfg.name, *cfg.settings(), where=where)
-    judges = [j for k, member in enumerate(runs)
-              for j in member_config(cfg, member, None, where=f"{where} runs[{k}]").judges]
+    members = [member_config(cfg, member, None, where=f"{where} runs[{k}]") for k, member in enumerate(runs)]
+    judges = [j for member in members for j in member.judges]
+    for k, member in enumerate(members):          # what `combined_frame` refuses, said before any member runs
+        if member.protocol not in POOLED:
+            raise ConfigError(f"a {member.protocol or 'multi-task'!r} run: juries and cascades take the binary "
+                              f"decisions of a {' or '.join(POOLED)} run", where=f"{where} runs[{k}]", parameter="protocol")
+    if len({m.protocol for m in members}) > 1:
+        raise ConfigError(f"the runs are of different protocols ({', '.join(sorted({m.protocol or '' for m in members}))}"
+                          "): an ensemble pools judges on the same items", where=where, parameter="runs")
     for section, options in (("cascade", cfg.cascade), ("jury", cfg.jury)):
         unknown = [j for j in (options.judges if options else []) if j not in judges]
         if unknown:                                # said before any member runs, not after

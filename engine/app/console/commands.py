@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 import litjudge.grammars as g
+from litjudge.judges.ensembles import CascadeOptions
 from litjudge.judges.published import beside, headline, published
 
 from ... import backends as registry
@@ -97,8 +98,12 @@ def cmd_ensemble(args) -> int:
     """A cascade (`--cascade J1,J2`) and/or a jury (`--jury [J1,J2]`) over finished runs' judges."""
     if args.cascade is None and args.jury is None:
         raise ConfigError("ensemble needs --cascade JUDGE,JUDGE... and/or --jury [JUDGE,...]")
-    out, tables = ensemble(args.run_dirs, args.name, _names(args.cascade), _names(args.jury), args.target, args.delta,
-                           args.calibration_fraction, args.seed)
+    if args.cascade is None and (args.target, args.delta) != (None, None):    # a jury's run went on, the flag unread
+        raise ConfigError("--target and --delta are the cascade's guarantee, and a jury has none: give --cascade "
+                          "JUDGE,JUDGE... too, or leave them out")
+    out, tables = ensemble(args.run_dirs, args.name, _names(args.cascade), _names(args.jury),
+                           CascadeOptions.target if args.target is None else args.target,
+                           CascadeOptions.delta if args.delta is None else args.delta, args.calibration_fraction, args.seed)
     return print_ensemble(out, tables)
 
 
