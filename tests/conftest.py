@@ -4,6 +4,7 @@ import ctypes.util
 import fcntl
 import os
 import re
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -59,6 +60,12 @@ apply_session_settings(os.environ.pop, os.environ.__setitem__)
 if FAULTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join([FAULTS, *filter(None, [os.environ.get("PYTHONPATH")])])
 warm_for(os.environ)          # the CLI's processes are forked from a warm interpreter with these settings
+
+# A suite started as a background job of a script (`make test &`, `nohup`) inherits SIGINT ignored, and
+# so would every process its tests start: the tests that send a Ctrl-C saw it ignored and the run
+# finish. Each process of the session takes the default back (its children start with it).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

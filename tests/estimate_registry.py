@@ -141,6 +141,11 @@ RANKED: dict[tuple[str, str], tuple[str, ...]] = {
                                                    "_is_bounded",),
     ("reference_likert", "cutoff_sweep.pairwise_accuracy"): (LI + "test_reference_likert_means_over_groups_cover_and_a"
                                                              "_constant_one_is_bounded",),
+    # the ablation without a reference: the same means over groups, no cutoff (its rank_units checked there)
+    **{("reference_likert", f"ranking_mean.{m}"): (LI + "test_reference_likert_means_over_groups_cover_and_a_constant_one"
+                                                   "_is_bounded",
+                                                   LI + "test_reference_likert_means_of_skewed_group_values_cover_at_ten_groups")
+       for m in ("spearman", "kendall", "pairwise_accuracy")},
     ("rubric", "agreement.agreement"): RUBRIC_RANKED + RUBRIC_BINARY + RUBRIC_POINTS + RUBRIC_PAIRWISE
     + (CA + "test_a_sweep_ranks_by_the_interval_the_table_prints",) + RUBRIC_CATEGORICAL,
     **{("rubric", f"binary_agreement.{m}"): RUBRIC_RANKED + RUBRIC_BINARY for m in ("kappa", "balanced_accuracy")},
