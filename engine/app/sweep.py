@@ -157,6 +157,11 @@ def _matrix(matrix: Any, overrides: dict[str, Any], where: str) -> dict[str, lis
     return {axis: [overrides[axis]] if overrides.get(axis) is not None else values for axis, values in matrix.items()}
 
 
+def _repeated(values: list[Any]) -> list[Any]:
+    """The values of an axis listed again after their first time (compared by ==: 1 and 1.0 are one)."""
+    return [v for i, v in enumerate(values) if v in values[:i]]
+
+
 def _check_post(post: dict[str, Any], matrix: dict[str, list], protocol: Any, base: RunConfig, where: str) -> None:
     """Every post axis is an aggregate-only option of the protocol, with values, and not also a matrix axis."""
     for axis, values in post.items():
@@ -166,7 +171,7 @@ def _check_post(post: dict[str, Any], matrix: dict[str, list], protocol: Any, ba
                               where=where, parameter=f"sweep.post.{axis}")
         if not isinstance(values, list) or not values:
             raise ConfigError("expected a non-empty list of values", where=where, parameter=f"sweep.post.{axis}")
-        if twice := [v for i, v in enumerate(values) if v in values[:i]]:
+        if twice := _repeated(values):
             raise ConfigError(f"{twice[0]!r} is listed twice (each value is one setting: list each once)", where=where,
                               parameter=f"sweep.post.{axis}")
         if axis in matrix:
@@ -180,7 +185,7 @@ def _cells(table: dict[str, Any], matrix: dict[str, list], post: dict[str, Any],
     cells = []
     axes = list(matrix)
     for axis in axes:
-        if twice := [v for i, v in enumerate(matrix[axis]) if v in matrix[axis][:i]]:
+        if twice := _repeated(matrix[axis]):
             raise ConfigError(f"{twice[0]!r} is listed twice (each value is one cell: list each once)", where=where,
                               parameter=f"matrix.{axis}")
     slugs = [_axis_slugs(matrix[a]) for a in axes]
