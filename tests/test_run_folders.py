@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -340,3 +341,44 @@ def test_a_tasks_and_a_sweep_cells_paths_start_from_the_config_folder(tmp_path):
     assert {r["cell"] for r in json.loads(text)["results"]} == {"default", "prompt.txt", "A-text_a-B-text_b"}
     assert {r["judge"] for r in json.loads(text)["results"]} == {"replay:answers.jsonl"}   # named as published
     assert str(tmp_path) not in text
+
+
+def test_a_run_of_another_kind_over_a_folder_leaves_none_of_the_old_runs_files(tmp_path):
+    """A hostile pass: a sweep written with --overwrite over a plain run's folder kept the run's
+    tables/, verdicts.parquet and log.jsonl beside its ranking (`litjudge annotate`, the item viewer
+    and export read them as the sweep's), and a run over the sweep kept its sweep_ranking.csv.
+    Each kind now leaves its own files only: a run, a sweep, a run of two tasks, a run again; a
+    manifest edited to name task folders outside the run removes nothing there."""
+    cfg = pairs_run(tmp_path / "a", name="x")
+    folder = tmp_path / "runs" / "out" / "x"
+    sweep = tmp_path / "a" / "sweep.toml"
+    sweep.write_text(cfg.read_text() + "\n[matrix]\nlimit = [1, 2]\n")
+    task = f'protocol = "pairwise"\n[tasks.dataset]\nloader = "pairs_jsonl"\npath = "{tmp_path / "a" / "pairs.jsonl"}"\n'
+    tasks = tmp_path / "a" / "tasks.toml"
+    tasks.write_text(f'name = "x"\njudge = "replay:{tmp_path / "a" / "answers.jsonl"}"\n[[tasks]]\nname = "one"\n'
+                     + task + '[[tasks]]\nname = "tables"\n' + task)
+    run_files = {"tables", "verdicts.parquet", "log.jsonl"}
+    sweep_files = {"sweep_metrics.parquet", "sweep_ranking.parquet", "sweep_ranking.csv"}
+
+    def held() -> set[str]:
+        return {p.name for p in folder.iterdir()}
+
+    def ran(config: Path) -> None:
+        r = cli("run", str(config), "--quiet", "--overwrite", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    ran(cfg)
+    assert run_files <= held() and not sweep_files & held()
+    ran(sweep)
+    assert sweep_files <= held() and not run_files & held(), held()
+    ran(tasks)              # a task named as a run's file is the task's folder, kept
+    assert {"one", "tables"} <= held() and not sweep_files & held() and not {"verdicts.parquet", "log.jsonl"} & held()
+    assert (folder / "tables" / "verdicts.parquet").is_file()
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["tasks"] += [{"task": "../victim"}, {"task": ".."}, {"task": str(victim)}]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    ran(cfg)
+    assert run_files <= held() and not {"one"} & held() and not sweep_files & held(), held()
+    assert (folder / "tables" / "accuracy.csv").is_file() and victim.is_dir() and tmp_path.is_dir()

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 import polars as pl
@@ -109,6 +109,52 @@ def write_tables(run_dir: Path, tables: dict[str, pl.DataFrame]) -> None:
     guarded(go, final)
 
 
+# What each kind of run writes at its folder's top level, beside what every kind writes (store.sqlite,
+# manifest.json, results.json, history.jsonl). A folder holds one run (engine.app.run_folder), so a run of
+# one kind written over another's (--overwrite) removes the other's files: a sweep over a plain run kept
+# its tables/ and verdicts.parquet, and a run over a sweep its sweep_ranking.csv, each read as the new
+# run's. `budgets/` is derived from a run's verdicts (`litjudge budgets`).
+RUN_FILES = ("tables", "verdicts.parquet", "log.jsonl", "budgets")
+SWEEP_FILES = ("sweep_metrics.parquet", "sweep_ranking.parquet", "sweep_ranking.csv")
+KIND_FILES = {"run": RUN_FILES, "sweep": SWEEP_FILES, "tasks": ()}
+
+
+def drop_other_kinds(run_dir: Path, kind: Literal["run", "sweep", "tasks"], tasks: tuple[str, ...] = ()) -> None:
+    """Before a run of `kind` writes its manifest: remove what a run of another kind wrote into the
+    folder (KIND_FILES), and the folders of an earlier run's tasks; never this run's own files nor
+    its `tasks` (a task may be named as another kind's file)."""
+    try:
+        old = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = {}
+    listed = old.get("tasks") if isinstance(old, dict) and old.get("kind") == "tasks" else None
+    old_tasks: list[str] = [t["task"] for t in listed if isinstance(t, dict) and _plain_name(t.get("task"))] \
+        if isinstance(listed, list) else []
+    own = {*KIND_FILES[kind], *tasks}
+    names = [*(f for k, files in KIND_FILES.items() if k != kind for f in files), *old_tasks]
+    for path in (run_dir / n for n in dict.fromkeys(names) if n not in own):
+        if path.is_dir() and not path.is_symlink():
+            guarded(partial(shutil.rmtree, path), path)
+        elif path.is_file() or path.is_symlink():
+            guarded(partial(path.unlink, missing_ok=True), path)
+
+
+def _plain_name(name: object) -> bool:
+    """A task's name as a folder of the run's own: never a path out of it (a manifest is a file anyone edits)."""
+    return isinstance(name, str) and bool(name) and Path(name).name == name and not name.startswith(".")
+
+
+def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:
+    """A sweep's metrics and ranking, then its manifest (the folder's other kinds' files removed first)."""
+    guarded(lambda: run_dir.mkdir(parents=True, exist_ok=True), run_dir)
+    write_file(run_dir / "sweep_metrics.parquet", lambda tmp: metrics.write_parquet(tmp))
+    write_file(run_dir / "sweep_ranking.parquet", lambda tmp: ranking.write_parquet(tmp))
+    write_file(run_dir / "sweep_ranking.csv", lambda tmp: ranking.write_csv(tmp))
+    drop_other_kinds(run_dir, "sweep")
+    write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
+    mark_report_stale(run_dir)
+
+
 def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.DataFrame, manifest: dict,
                   store: Store, prompts: dict[str, str] | None = None) -> None:
     """Tables (Parquet + CSV), the verdicts, the request/response log (JSONL) and the manifest,
@@ -131,6 +177,7 @@ def write_outputs(run_dir: Path, tables: dict[str, pl.DataFrame], verdicts: pl.D
             for row in store.raw_results(set(verdicts["key"].to_list())):
                 fh.write(log_line(row, prompts.get(row[0]) if prompts else None))
     write_file(log_path, log)
+    drop_other_kinds(run_dir, "run")
     # the tables it wrote, and their columns: a reader tells one deleted or edited since
     write_text(run_dir / "manifest.json", json.dumps({**manifest, "tables": sorted(tables),
                                                       "table_columns": table_columns(tables)}, indent=2, default=str))

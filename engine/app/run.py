@@ -47,7 +47,7 @@ from .generate_stage import (
     with_generated_dataset,
 )
 from .manifest import KEY_ENV_NOTE, RunManifest
-from .outputs import rebuild_store, remove_stale_temporaries, write_outputs, write_tables, write_text
+from .outputs import drop_other_kinds, rebuild_store, remove_stale_temporaries, write_outputs, write_tables, write_text
 from .results_file import results, tasks_results, write_results
 from .run_folder import DataRead, claim, claim_of, data_reads, folder_for, lost_store_note, refuse_foreign
 from .summary import append_history, append_stopped
@@ -330,6 +330,7 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
     shared.update(kind="tasks", config=manifest_config(state.config), units=max(state.units.values(), default=None),
                   tasks=[{"task": n, "protocol": p.config.protocol, "dataset": p.card.name,
                           "folder": str(state.run_dir / n)} for n, p in state.tasks])
+    drop_other_kinds(state.run_dir, "tasks", tuple(n for n, _ in state.tasks))
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
     write_results(state.run_dir, tasks_results([(n, results(p.protocol, p.options, o.tables, o.manifest.raw))
                                                 for (n, p), o in zip(state.tasks, outcomes, strict=True)], shared))
@@ -346,6 +347,7 @@ def generation_outcome(config: RunConfig, run_dir: Path, generation: GenerationO
                 "generation": generation.summary, "items": items,
                 "warnings": generation_warnings(generation), "seconds": round(seconds, 2)}
     write_tables(run_dir, generation.tables)
+    drop_other_kinds(run_dir, "run")
     write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
     return RunOutcome(run_dir, generation.tables, pl.DataFrame(), RunManifest.of(manifest))
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import shutil
 import time
@@ -44,7 +43,7 @@ from ..core.verdicts import answered_and_unread, verdict_frame
 from .calibrate import SAMPLE
 from .constant_judge import constant_judge_warnings
 from .manifest import KEY_ENV_NOTE, RunManifest
-from .outputs import rebuild_store, remove_stale_temporaries, write_file, write_text
+from .outputs import rebuild_store, remove_stale_temporaries, write_sweep
 from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import DataRead, cells_data, claim, refuse_foreign, sweep_claim, sweep_config
@@ -390,11 +389,3 @@ def rank(sweep: Sweep, ranked: list[Ranked]) -> tuple[pl.DataFrame, list[str]]:
         return table, [*said, f"{sweep.rank_by} is undefined in {unranked} of {table.height} rows of the ranking: they "
                        "are listed last, unranked, their ci_note saying why"]
     return table, said
-
-
-def write_sweep(run_dir: Path, metrics: pl.DataFrame, ranking: pl.DataFrame, manifest: dict) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_file(run_dir / "sweep_metrics.parquet", lambda tmp: metrics.write_parquet(tmp))
-    write_file(run_dir / "sweep_ranking.parquet", lambda tmp: ranking.write_parquet(tmp))
-    write_file(run_dir / "sweep_ranking.csv", lambda tmp: ranking.write_csv(tmp))
-    write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, default=str))
