@@ -30,7 +30,7 @@ from litjudge.engine.core.config import MissingPolicy
 from litjudge.engine.core.errors import ConfigError
 from litjudge.engine.core.paths import paper_prompt
 from litjudge.engine.core.requests import Message
-from litjudge.engine.core.schema import check_choices, check_field
+from litjudge.engine.core.schema import check_choices, refuse
 from litjudge.engine.core.verdicts import probability
 from litjudge.engine.data.pairs import Pair
 
@@ -45,7 +45,7 @@ from .length_control import (
     length_controlled,
     text_features,
 )
-from .metrics.bootstrap import MAX_RESAMPLES, RESAMPLES
+from .metrics.bootstrap import RESAMPLES, resamples_problem
 from .metrics.calibration import brier_units, calibration_units
 from .metrics.estimates import Units
 from .metrics.proportion import ONE_ORDER
@@ -75,8 +75,7 @@ class PairwiseOptions:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        check_field(1 <= self.resamples <= MAX_RESAMPLES, "resamples",
-                    f"must be 1 to {MAX_RESAMPLES:,}, got {self.resamples:,}")
+        refuse(resamples_problem(self.resamples), "resamples")
 
 
 class Pairwise(Protocol):

@@ -39,12 +39,12 @@ import polars as pl
 import litjudge.grammars as grammars
 from litjudge.engine.core.config import valid_name
 from litjudge.engine.core.errors import ConfigError, DataError
-from litjudge.engine.core.schema import Key
+from litjudge.engine.core.schema import Key, refuse
 from litjudge.engine.data.items import RatedItem
 from litjudge.engine.data.pairs import Pair
 
 from .base import Ask, Context, Declaration, MetricTable, Protocol, RankBy, Skip, Table
-from .metrics.bootstrap import MAX_RESAMPLES, RESAMPLES
+from .metrics.bootstrap import RESAMPLES, resamples_problem
 from .metrics.estimates import Units
 from .rubric_columns import column
 from .rubric_tables import aggregate, check_rank, human_view, rank_units, without_humans
@@ -147,8 +147,7 @@ class RubricOptions:
         ids = [q.id for q in self.questions]
         if len(set(ids)) != len(ids):
             raise ValueError(f"options.questions: question ids must be distinct, got {ids}")
-        if not 1 <= self.resamples <= MAX_RESAMPLES:
-            raise ValueError(f"options.resamples must be 1 to {MAX_RESAMPLES:,}, got {self.resamples:,}")
+        refuse(resamples_problem(self.resamples), "resamples")
         if self.pairs_from not in ("", "data", "groups"):
             raise ValueError(f"options.pairs_from must be \"data\" or \"groups\" (or left out), got {self.pairs_from!r}")
         if self.pairs_from == "data" and self.single:

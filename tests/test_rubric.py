@@ -210,12 +210,13 @@ def test_question_mistakes_are_one_line(questions, words):
                                                        ("pairwise", "pairs-generic", 10**8)])
 def test_resamples_out_of_bounds_are_one_line_before_any_inference(protocol, dataset, resamples):
     """A bootstrap's draws are resamples x clusters integers at once: 10^8 resamples were accepted and
-    failed as an internal error (out of memory) after all the run's inference; 0 was not refused."""
+    failed as an internal error (out of memory) after all the run's inference; 0 was not refused.
+    Both protocols word it alike (the rubric's said "options: options.resamples must be ...")."""
     options = {"questions": [{"id": "a", "text": "A?"}]} if protocol == "rubric" else {}
     with pytest.raises(ConfigError) as exc:
         prepare(load_config("r", {"name": "r", "protocol": protocol, "dataset": dataset, "judge": "smollm2-135m",
                                   "options": {**options, "resamples": resamples}}))
-    assert "resamples" in str(exc.value) and "must be 1 to 20,000, got" in str(exc.value), str(exc.value)
+    assert f"options.resamples: must be 1 to 20,000, got {resamples:,}" in str(exc.value), str(exc.value)
     assert "\n" not in str(exc.value)
 
 

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from litjudge.judges import PROTOCOLS
-from litjudge.judges.metrics.bootstrap import MAX_RESAMPLES, RESAMPLES
+from litjudge.judges.metrics.bootstrap import RESAMPLES, resamples_problem
 
 from ..core.config import RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
 from ..core.errors import ConfigError
-from ..core.schema import build, check_field
+from ..core.schema import build, refuse
 from ..data.cards import dataset_card, with_data
 
 MATRIX_TOP = ("judge", "mode", "limit", "template")
@@ -119,8 +119,7 @@ class SweepSpec:
     post: dict[str, Any] = field(default_factory=dict)   # aggregate-only option -> values tried on stored verdicts
 
     def __post_init__(self) -> None:
-        check_field(1 <= self.bootstrap <= MAX_RESAMPLES, "bootstrap",
-                    f"must be 1 to {MAX_RESAMPLES:,}, got {self.bootstrap:,}")
+        refuse(resamples_problem(self.bootstrap), "bootstrap")
 
 
 def _read_table(path: Path, table: dict[str, Any] | None, data: str | None) -> dict[str, Any]:

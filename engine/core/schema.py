@@ -64,6 +64,12 @@ def check_field(ok: bool, field: str, message: str) -> None:
         raise FieldError(field, message)
 
 
+def refuse(problem: str | None, field: str) -> None:
+    """A FieldError saying `problem` of `field`, where a check found one."""
+    if problem:
+        raise FieldError(field, problem)
+
+
 def _describe(annotation: Any) -> str:
     """A type as a TOML user reads it: `int`, `str or a list of str` (TOML has no null)."""
     if choices(annotation):

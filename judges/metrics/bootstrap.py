@@ -45,6 +45,11 @@ RESAMPLES = 1000
 # The most an option may ask for: an interval's draws are resamples x clusters integers at once (10^8
 # resamples of a sweep's 48 clusters asked 38 GB, after all of its inference); 20,000 of 10,000 stories 1.6 GB.
 MAX_RESAMPLES = 20_000
+
+
+def resamples_problem(n: int) -> str | None:
+    """What is wrong with `n` resamples asked for by an option (a table's, a sweep's), or None."""
+    return None if 1 <= n <= MAX_RESAMPLES else f"must be 1 to {MAX_RESAMPLES:,}, got {n:,}"
 NO_SPREAD = "every resample gives the same value: no interval"
 
 
