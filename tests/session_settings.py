@@ -19,6 +19,7 @@ a socket for each engine, two cache folders per worker and a Ray session. pytest
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -92,5 +93,23 @@ def _remove_session_tmp(maker: int = os.getpid()) -> None:
         shutil.rmtree(SESSION_TMP, ignore_errors=True)
 
 
+def _known_checksums(user_cache: Path, session_cache: Path, models: Path) -> None:
+    """The checksums the user's cache remembers of the model cache's judge folders, copied into the
+    session's: a remembered checksum stands only while every file has the size, inode and times it
+    was hashed with (engine/backends/local/checksum.py), so it changes no outcome, only spares each
+    session hashing every judge again (Qwen2.5-Coder 1.5B: 3 s of hashing, and 3 GB read from disk
+    where the page cache no longer held them, 12 s in a suite)."""
+    target = session_cache / "checksums"
+    for memo in sorted((user_cache / "checksums").glob("*.json")):
+        try:
+            folder = Path(json.loads(memo.read_text())["folder"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if folder.is_relative_to(models):
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(memo, target / memo.name)
+
+
 if _MADE_HERE:
     atexit.register(_remove_session_tmp)
+    _known_checksums(USER_CACHE, Path(SESSION_SETTINGS["LITJUDGE_CACHE"]), model_cache_dir().resolve())

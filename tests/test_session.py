@@ -270,3 +270,28 @@ def test_a_notebook_shows_litjudges_lines_and_the_log_keeps_the_rest(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == repr("litjudge: progress\nafter the call\n")
     assert "a third-party warning" in log.read_text() and "a library log line" in log.read_text()
+
+
+def test_the_session_takes_only_the_model_caches_remembered_checksums_and_they_still_check_the_files(tmp_path):
+    """The session starts from the checksums the user's cache remembers of the model cache's judge
+    folders (tests/session_settings.py): a damaged memo and one of a folder elsewhere are left
+    behind, and a remembered checksum still stands only while the folder's files are as hashed."""
+    import json
+
+    from litjudge.engine.backends.local import checksum
+    from tests.session_settings import _known_checksums
+
+    models, user, session = tmp_path / "models", tmp_path / "user", tmp_path / "session"
+    judge = models / "judge"
+    judge.mkdir(parents=True)
+    (judge / "model.safetensors").write_bytes(b"weights")
+    (user / "checksums").mkdir(parents=True)
+    kept = {"folder": str(judge), "files": [], "checksum": "remembered"}
+    (user / "checksums" / "a.json").write_text(json.dumps(kept))
+    (user / "checksums" / "b.json").write_text(json.dumps({**kept, "folder": str(tmp_path / "elsewhere")}))
+    (user / "checksums" / "c.json").write_text("{not json")
+    _known_checksums(user, session, models)
+    assert sorted(p.name for p in (session / "checksums").iterdir()) == ["a.json"]
+    memo = session / "checksums" / "a.json"
+    assert checksum._remembered(memo, judge, [["model.safetensors", 1]]) is None      # files differ: hashed again
+    assert checksum._remembered(memo, judge, []) == "remembered"
