@@ -316,3 +316,28 @@ def test_a_run_of_a_relative_config_is_annotated_from_any_folder(tmp_path):
     r = cli("annotate", str(run), "--simulate", "human", "--repeats", "5", "--budget", "10", cwd=elsewhere)
     assert r.returncode == 0 and "Simulated queue of" in r.stdout, r.stderr[-2000:]
     assert len(build_queue(run, 10).clusters) == 4
+
+
+def test_draws_that_hold_no_item_of_the_estimate_wait_for_one_and_the_estimate_goes_on(rubric, tmp_path):
+    """A hostile pass: a rubric of texts and pairs whose first two draws were pairs (the headline
+    question asks none of a pair's items) made /api/estimate a 500 (ZeroDivisionError) from the
+    second label on, and the page kept showing "1 labelled draw" however many were labelled.
+    Such a prefix has no value yet, said; the estimate goes on once a text is drawn."""
+    run = fresh(rubric, tmp_path)
+    q = build_queue(run, 40, seed=0)
+    seed = next(s for s in range(200) if all(len(q.clusters[i].texts) == 2
+                                              for i in build_queue(run, 40, seed=s).design.draws[:2]))
+    q = build_queue(run, 40, seed=seed)
+    first_text = next(k for k, i in enumerate(q.design.draws.tolist()) if len(q.clusters[i].texts) == 1)
+    with InThread(run, budget=40, seed=seed) as s, s.client() as c:
+        for k in range(first_text + 1):
+            item = c.get("/api/next", params={"annotator": "ann"}).json()
+            labels = {x["item"]: x["answers"][0]["value"] for x in item["questions"]}
+            assert post(c, item, labels).json()["stored"]
+            r = c.get("/api/estimate")
+            assert r.status_code == 200, r.text[-2000:]
+            shown = r.json()
+            assert shown["labelled_draws"] == k + 1, shown
+            if k < first_text:
+                assert shown["active"]["value"] is None and "holds an item" in shown["active"]["note"], shown
+        assert shown["active"]["value"] is not None, shown

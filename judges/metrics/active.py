@@ -56,6 +56,9 @@ MIN = 10               # draws before any interval (the t interval's coverage is
 
 TOO_FEW = "too few labelled draws ({}; an interval needs {})"
 NO_SPREAD = "every labelled draw gives the same weighted value: no interval"
+# A question's items in only some clusters (a rubric's pairwise question beside its texts' ones): its
+# estimate waits for a drawn cluster that holds one (the prefix of two pairs divided by zero).
+NONE_COUNTED = "none of the {} labelled draws holds an item of this estimate: no value yet"
 
 
 @dataclass(frozen=True)
@@ -284,10 +287,10 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     big_m = float(m_all.sum())
     idx = design.draws[:k]
     reads = len(set(idx.tolist()))
-    if k == 0 or big_m <= 0:
+    if k == 0 or big_m <= 0 or not m_all[idx].sum() > 0:
         nan = float("nan")
         return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0,
-                              TOO_FEW.format(k, MIN))
+                              TOO_FEW.format(k, MIN) if k == 0 or big_m <= 0 else NONE_COUNTED.format(k))
     p = design.probability[idx]
     y_h = _human(design, human_total, k)
     theta, half_a, lam_a, var_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam,
@@ -356,13 +359,14 @@ def uniform_width(design: Design, judge_total: np.ndarray, size: np.ndarray,
     estimated with HH weights 1/p; t on the df `fit` would give it, k - 2 or Satterthwaite's
     rho (k - 1) (`_dof_share` of the residuals) where fewer: on k - 2 alone the projection was
     narrower than the interval the same uniform design gave (0.056 against 0.069, an audit). NaN
-    below MIN draws, or from draws of one cluster (no spread to project: it printed 0)."""
+    below MIN draws, or from draws of one cluster (no spread to project: it printed 0), or of
+    clusters without an item of the estimate."""
     k = int(labelled_draws)
-    if k < MIN or len(set(design.draws[:k].tolist())) < 2:
-        return float("nan")
     n_cl = len(design.clusters)
     f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
     idx = design.draws[:k]
+    if k < MIN or len(set(idx.tolist())) < 2 or not m_all[idx].sum() > 0:
+        return float("nan")
     p = design.probability[idx]
     big_m = float(m_all.sum())
     a, b = _centred(_human(design, human_total, k), f_all[idx], m_all[idx], p, float(f_all.sum()) / big_m)
