@@ -323,3 +323,26 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
         page.close()
         served.kill()
 
+
+
+def test_an_estimate_the_server_fails_to_give_is_said_on_the_page(browser, shots, tmp_path):
+    """A hostile pass: the page swallowed a failed /api/estimate, so its panel kept the last numbers
+    as current (a server error froze it at "1 labelled draw" while labels went on being stored).
+    The failure, injected in the browser's network (the server is real), is said where the estimate
+    is read, as text; the labelling goes on, and the next good answer replaces the note."""
+    run = ttcw_run(tmp_path / "ttcw", stories=12)
+    with Served(run, "--budget", "20") as served:
+        page = browser.new_page()
+        page.route("**/api/estimate", lambda route: route.fulfill(status=500, body="<b>boom</b> from the server"))
+        page.goto(served.url + "?annotator=ann")
+        until(lambda: "could not be updated" in (page.text_content("#est-note") or ""))
+        note = page.text_content("#est-note")
+        assert note == "The estimate could not be updated (500): <b>boom</b> from the server", note
+        assert page.query_selector("#est-note b") is None
+        page.screenshot(path=str(shots / "annotate-estimate-failed.png"), full_page=True)
+        first = current(page)
+        assert label_by_keys(page, "y" * TESTS) != first            # labelling goes on
+        page.unroute("**/api/estimate")
+        label_by_keys(page, "n" * TESTS)
+        until(lambda: "could not be updated" not in (page.text_content("#est-note") or ""))
+        assert page.text_content("#done-draws") == "2 / 20"

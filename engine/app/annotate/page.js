@@ -152,7 +152,10 @@
     return svg;
   }
   async function estimate() {
-    let e; try { e = await api('/api/estimate'); } catch (err) { return; }
+    // a failure is said where the estimate is read: swallowed, the panel kept its last numbers as current
+    let e; try { e = await api('/api/estimate'); }
+    catch (err) { $('#est-note').textContent = `The estimate could not be updated (${err.code || 'no answer'}): ` +
+                                               `${err.message.slice(0, 300)}`; return; }
     $('#done-draws').textContent = `${e.labelled_draws} / ${e.budget}`;
     $('#bar').style.width = `${100 * e.labelled_draws / e.budget}%`;
     const t = $('#est'); t.replaceChildren();
