@@ -46,11 +46,12 @@ RESAMPLES = 1000
 # resamples of a sweep's 48 clusters asked 38 GB, after all of its inference); 20,000 of 10,000 stories 1.6 GB.
 MAX_RESAMPLES = 20_000
 
+NO_SPREAD = "every resample gives the same value: no interval"
+
 
 def resamples_problem(n: int) -> str | None:
     """What is wrong with `n` resamples asked for by an option (a table's, a sweep's), or None."""
     return None if 1 <= n <= MAX_RESAMPLES else f"must be 1 to {MAX_RESAMPLES:,}, got {n:,}"
-NO_SPREAD = "every resample gives the same value: no interval"
 
 
 def too_few(clusters: int) -> str:
