@@ -324,7 +324,6 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
         served.kill()
 
 
-
 def test_an_estimate_the_server_fails_to_give_is_said_on_the_page(browser, shots, tmp_path):
     """A hostile pass: the page swallowed a failed /api/estimate, so its panel kept the last numbers
     as current (a server error froze it at "1 labelled draw" while labels went on being stored).

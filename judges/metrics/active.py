@@ -287,10 +287,11 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     big_m = float(m_all.sum())
     idx = design.draws[:k]
     reads = len(set(idx.tolist()))
-    if k == 0 or big_m <= 0 or not m_all[idx].sum() > 0:
+    why = (TOO_FEW.format(k, MIN) if k == 0 or big_m <= 0 else
+           NONE_COUNTED.format(k) if not m_all[idx].sum() > 0 else None)
+    if why is not None:
         nan = float("nan")
-        return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0,
-                              TOO_FEW.format(k, MIN) if k == 0 or big_m <= 0 else NONE_COUNTED.format(k))
+        return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0, why)
     p = design.probability[idx]
     y_h = _human(design, human_total, k)
     theta, half_a, lam_a, var_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam,
