@@ -7,7 +7,6 @@ import hashlib
 import json
 import re
 import signal
-import time
 import uuid
 
 import httpx
@@ -19,7 +18,7 @@ from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.judges.metrics import active
 from litjudge.judges.metrics.agreement import krippendorff_alpha
-from tests.annotate_run import STORIES, TESTS, InThread, Served, pairwise_run
+from tests.annotate_run import STORIES, TESTS, InThread, Served, lapse_locks, pairwise_run
 from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import DATA, litjudge, needs_data
 
@@ -195,16 +194,14 @@ def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
 def test_nothing_left_but_a_story_another_holds_says_so_and_it_comes_back_when_the_lock_runs_out(run):
     """A new user's queue said "done" while others had stories open: those come back when a lock
     runs out unanswered (a closed tab). The last page now counts them and says when."""
-    import time
-
-    with InThread(run, budget=4, lock_seconds=1.5) as s, s.client() as c:
+    with InThread(run, budget=4, lock_seconds=90) as s, s.client() as c:
         held = c.get("/api/next", params={"annotator": "bob"}).json()["cluster"]
         while not (item := c.get("/api/next", params={"annotator": "ann"}).json()).get("done"):
             assert item["cluster"] != held
             c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
                                        "labels": {q["item"]: "Yes" for q in item["questions"]}}).raise_for_status()
-        assert item["held"] == 1 and item["lock_minutes"] == 0.0, item
-        time.sleep(1.6)                                       # bob closed the tab: the lock ran out
+        assert item["held"] == 1 and item["lock_minutes"] == 1.5, item
+        lapse_locks(run)                                      # bob closed the tab: the lock ran out
         assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] == held
 
 
@@ -540,15 +537,13 @@ def test_the_real_ttcw_queue_reads_the_seven_judges_vote_share(tmp_path):
 
 def test_a_lock_times_out_and_the_python_api_takes_a_result(run):
     import litjudge
-    # a lock of seconds: a stall of the worker (a full collection, the other worker's burst) must not
-    # expire ann's before bob asks
-    app = litjudge.annotate(litjudge.load(run), budget=40, lock_seconds=3.0, port=0)
+    app = litjudge.annotate(litjudge.load(run), budget=40, lock_seconds=60.0, port=0)
     try:
         assert app.url.startswith("http://127.0.0.1:") and app.token is None
         with httpx.Client(base_url=app.url.rstrip("/"), timeout=30) as c:
             held = c.get("/api/next", params={"annotator": "ann"}).json()["cluster"]
             assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held
-            time.sleep(3.2)                                  # ann's lock (and bob's) expired
+            lapse_locks(run)                                 # ann's lock (and bob's) expired
             assert c.get("/api/next", params={"annotator": "zoe"}).json()["cluster"] == held
     finally:
         app.stop()
@@ -565,7 +560,7 @@ def test_a_submit_for_a_cluster_another_annotator_holds_is_409_until_the_lock_ti
     """Issue 55's bug: bob's submit for the story the queue handed to ann (and locked for her) was
     stored. It is refused in one line (409) while ann's lock lives, her own submit is not, and once
     a lock has timed out the cluster is anyone's."""
-    with InThread(run, budget=40, lock_seconds=4.0) as s, s.client() as c:
+    with InThread(run, budget=40, lock_seconds=60.0) as s, s.client() as c:
         held = c.get("/api/next", params={"annotator": "ann"}).json()
         assert c.get("/api/next", params={"annotator": "bob"}).json()["cluster"] != held["cluster"]
 
@@ -576,7 +571,7 @@ def test_a_submit_for_a_cluster_another_annotator_holds_is_409_until_the_lock_ti
         assert r.status_code == 409 and r.text.count("\n") == 1, r.text
         assert r.text.startswith(f"cluster {held['cluster']!r} is being read by another annotator (locked until ")
         assert c.get("/api/export.jsonl").text == ""                  # nothing of bob's was stored
-        time.sleep(4.2)                                               # ann's lock (and bob's) timed out
+        lapse_locks(run)                                              # ann's lock (and bob's) timed out
         assert c.post("/api/label", json=body("bob")).json() == {"stored": True, "duplicate": False}
         mine = c.get("/api/next", params={"annotator": "ann"}).json()          # ann holds a new one
         other = {"annotator": "ann", "cluster": mine["cluster"], "key": key(),

@@ -12,7 +12,7 @@ import pytest
 
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
-from tests.annotate_run import POINTS, TESTS, Served, pairwise_run, rubric_run, ttcw_run
+from tests.annotate_run import POINTS, TESTS, Served, lapse_locks, pairwise_run, rubric_run, ttcw_run
 from tests.chromium import CHROMIUM, browser_env
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -289,7 +289,7 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
     The refusal is scrolled into view; the page says the story was not saved and shows the next;
     each key is told to press itself again."""
     run = shutil.copytree(finished, tmp_path / "run")
-    served = Served(run, "--budget", "30", "--per-item", "1", "--lock", "2")
+    served = Served(run, "--budget", "30", "--per-item", "1", "--lock", "600")
     page = browser.new_page(viewport={"width": 900, "height": 360})
     try:
         page.goto(served.url + "?annotator=kim")
@@ -299,7 +299,7 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
         until(lambda: "Answer every question first" in (page.text_content("#inline-status") or ""))
         box = page.query_selector("#inline-status").bounding_box()
         assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 361, box        # (subpixels)
-        time.sleep(2.5)                                       # kim's lock runs out; maria answers that story
+        lapse_locks(run)                                      # kim's lock runs out; maria answers that story
         with served.client() as c:
             item = c.get("/api/next?annotator=maria").json()
             assert item["cluster"] == opened
