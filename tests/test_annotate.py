@@ -459,6 +459,13 @@ def test_pairwise_records_the_order_shown_and_scores_agreement(tmp_path):
     # a pair whose orders disagree is a tie (half credit), as the run's accuracy table combines it
     assert all(q.score(r["cluster"], "a") == {"a": 1.0, "tie": 0.5, "b": 0.0}[q.decision[r["cluster"]]] for r in rows)
     assert {q.decision[c.cluster] for c in q.clusters} == {"a", "tie"}
+    # a new user's import of A / B (as the data's label column takes them): refused, saying why
+    sheet = tmp_path / "bob.csv"
+    sheet.write_text(f"annotator,item,label\nbob,{rows[0]['cluster']},A\n")
+    r = litjudge("annotate", str(run), "--import", str(sheet))
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        "is not an answer of this protocol (a, b): an import names the text picked, a (the data's text_a) or b "
+        "(text_b), not the position it was shown in"), r.stderr
 
 
 def test_one_person_s_two_tabs_and_a_restart_show_a_pair_in_one_order(tmp_path):
@@ -610,6 +617,14 @@ def test_per_item_given_once_is_the_queue_s_until_given_again(run, tmp_path):
     assert r.returncode == 2 and "would have 3 annotators (ann, bob, carol), and the queue takes 2 per item" in r.stderr
     with InThread(run) as s, s.client() as c:                       # the page, restarted without it, takes 2 too
         assert c.get("/api/info").json()["per_item"] == 2
+    # a new user's try: an import refused for its file kept its --per-item all the same, and the
+    # next import (and the page) gave stories a third annotator
+    bad = tmp_path / "bad.csv"
+    bad.write_text("annotator,item,label\n" + "".join(f"carol,{q['item']},Maybe\n" for q in item["questions"]))
+    r = litjudge("annotate", str(run), "--import", str(bad), "--per-item", "3")
+    assert r.returncode == 2 and "is not an answer of this protocol" in r.stderr, r.stderr
+    r = litjudge("annotate", str(run), "--import", str(carol))
+    assert r.returncode == 2 and "and the queue takes 2 per item" in r.stderr, r.stderr
     r = litjudge("annotate", str(run), "--import", str(carol), "--per-item", "3")
     assert r.returncode == 0 and "1 submissions stored" in r.stdout, r.stderr
     with InThread(run) as s, s.client() as c:

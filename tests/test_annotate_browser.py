@@ -311,10 +311,17 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
             page.keyboard.press("y")
         page.keyboard.press("Enter")
         until(lambda: current(page) != opened)
+        assert page.evaluate("window.scrollY") == 0          # the next story opens at its top, not halfway down
         said = page.text_content("#inline-status") or ""
         assert said.startswith(f"Not saved: cluster '{opened}' has been answered by its 1 annotator") and \
             said.endswith("Here is the next story.") and "/api/next" not in said, said
         assert [r["annotator"] for r in exported(served) if r["cluster"] == opened] == ["maria"] * TESTS
+        second = current(page)                               # a story saved: the next opens at its top too
+        for _ in range(TESTS):
+            page.keyboard.press("n")
+        page.keyboard.press("Enter")
+        until(lambda: current(page) not in (second, opened))
+        assert page.evaluate("window.scrollY") == 0 and page.text_content("#status") == "Saved."
         served.kill()
         page.keyboard.press("u")
         until(lambda: "press u again once it is back" in (page.text_content("#inline-status") or ""))

@@ -92,6 +92,9 @@
     catch (e) { failed(e, 'reload the page'); return; }
     if ($('#status').classList.contains('err')) status('');      // an earlier error is past
     answers = {}; current = 0; render(); estimate();
+    // a new story opens at its top: its first question scrolled into view left the reader halfway
+    // down a long story, its title, the save and the progress above the fold (a new user's try)
+    window.scrollTo(0, 0);
   }
   async function submitItem() {
     if (busy || !item || item.done) return;
@@ -103,6 +106,7 @@
       if (e.code === 409 && e.message.startsWith('cluster ')) {    // taken by others while it was open here
         const why = e.message.split(': ask for the next')[0];
         await load(); status(`Not saved: ${why}. Here is the next story.`, true);
+        window.scrollTo(0, 0);                                    // said at the top too, above the new story
       } else failed(e, 'your answers stay on this page; press Enter again');
     } finally { busy = false; }
   }

@@ -94,12 +94,14 @@ def settings(run: Path, options: Options) -> Settings:
                     "picks" if was and "pairs_by" not in was else "probability")
 
 
-def per_item(labels: Labels, options: Options) -> int:
+def per_item(labels: Labels, options: Options, keep: bool = True) -> int:
     """Annotators per item: the one given, kept for the queue from now on; else the one last given
     (a page served with --per-item 2, then an import without it: the import took 1 and said the page
-    did); else 1."""
+    did); else 1. `keep` False: an import not made yet, which keeps it once it is stored (a refused
+    import kept it, and the next import and the page gave a second annotator stories of one)."""
     if options.per_item is not None:
-        labels.set_meta("per_item", str(options.per_item))
+        if keep:
+            labels.set_meta("per_item", str(options.per_item))
         return options.per_item
     return int(labels.meta("per_item") or 1)
 

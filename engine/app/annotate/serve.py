@@ -207,9 +207,7 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
                             path=str(path), row=n)
         label = queue.canonical(r["item"], r["label"])
         if label is None:
-            takes = ", ".join(a.value for a in queue.question(r["item"]).answers)
-            raise DataError(f"label {r['label'][:40]!r} is not an answer of this protocol ({takes})",
-                            path=str(path), row=n)
+            raise DataError(_not_an_answer(queue, r["item"], r["label"]), path=str(path), row=n)
         answers = groups.setdefault((r["annotator"], cluster_of[r["item"]], r.get("key", "")), {})
         if r["item"] in answers and answers[r["item"]][0] != label:   # which one stands? not the file's row order
             raise DataError(f"{r['annotator']!r} answers item {r['item'][:60]!r} twice ({answers[r['item']][0]!r}, "
@@ -254,6 +252,17 @@ def unfinished(queue: Queue, labels: Labels) -> list[str]:
                        f"the estimates read no draw from its first (draw {labels.first_draw[cluster] + 1}) on until it "
                        "is finished; the page gives it to them to finish")
     return out
+
+
+def _not_an_answer(queue: Queue, item: str, label: str) -> str:
+    """Why an imported label is refused. A new user's pair labelled A / B (as the data's label column
+    takes them) read "not an answer" alone: a capital names a position as shown, which the page
+    records apart (`shown`), where an import names the text picked."""
+    question = queue.question(item)
+    takes = ", ".join(a.value for a in question.answers)
+    why = (": an import names the text picked, a (the data's text_a) or b (text_b), not the position it was "
+           "shown in" if question.pairwise and label.strip() in ("A", "B") else "")
+    return f"label {label[:40]!r} is not an answer of this protocol ({takes}){why}"
 
 
 def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, per_item: int, path: Path) -> None:

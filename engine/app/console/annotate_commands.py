@@ -63,14 +63,15 @@ def import_export(run: Path, options: Options, args) -> int:
         if args.import_file:
             assert queue is not None
             try:
-                stored, again = import_labels(queue, labels, Path(args.import_file), per_item(labels, options),
-                                              starts=not started)
+                stored, again = import_labels(queue, labels, Path(args.import_file),
+                                              per_item(labels, options, keep=False), starts=not started)
             except DataError:
                 if not started:
                     labels.close()
                     for part in (FILE, f"{FILE}-wal", f"{FILE}-shm"):
                         (run / part).unlink(missing_ok=True)
                 raise
+            per_item(labels, options)                       # stored: its --per-item is the queue's from now on
             if not started:
                 s = settings(run, options)
                 print(f"Started the annotation queue of {run} to import into: --budget {s.budget} --floor {s.floor:g} "
