@@ -419,8 +419,12 @@ def test_import_and_export_from_the_console(run, tmp_path):
     file.write_text("\n".join(lines) + "\n")
     r = litjudge("annotate", str(run), "--budget", "40", "--import", str(file))
     assert r.returncode == 0 and "3 submissions stored, 0 already there" in r.stdout, r.stderr
-    r = litjudge("annotate", str(run), "--import", str(file))
+    # the run by its name in the runs folder, as `litjudge run NAME` wrote it (a new user's try: only a
+    # folder was taken, and the refusal named ./runs/out where LITJUDGE_RUNS_DIR had moved the runs)
+    r = litjudge("annotate", run.name, "--import", str(file), env={"LITJUDGE_RUNS_DIR": str(run.parent)})
     assert r.returncode == 0 and "0 submissions stored, 3 already there" in r.stdout, r.stderr
+    r = litjudge("annotate", "no-such-run", "--export", str(tmp_path / "x.csv"), env={"LITJUDGE_RUNS_DIR": str(run.parent)})
+    assert r.returncode == 2 and f"e.g. {run.parent / 'NAME'}, or the run's name" in r.stderr, r.stderr
     out = tmp_path / "out.jsonl"
     r = litjudge("annotate", str(run), "--export", str(out))
     rows = [json.loads(x) for x in out.read_text().splitlines()]

@@ -79,6 +79,14 @@ def test_import_reads_points_as_a_spreadsheet_writes_them_a_bom_and_refuses_othe
         "c.csv: not UTF-8 text (byte 24): save the file as UTF-8")
     assert imported(fresh, "d.csv", b"annotator,item,label\nann,t05/vivid,4.5\n").endswith(
         "label '4.5' is not an answer of this protocol (1, 2, 3, 4, 5)")
+    # a new user's files: other column names, semicolons, two label columns (the last one was read)
+    assert imported(fresh, "g.csv", b"rater,story,answer\nann,t05/vivid,4\n").endswith(
+        "g.csv:1: no 'annotator' column: the header holds 'rater', 'story', 'answer'; an import's columns are "
+        "annotator, item, label (time optional)")
+    assert "(separated by ';'? the columns must be separated by commas)" in \
+        imported(fresh, "h.csv", b"annotator;item;label\nann;t05/vivid;4\n")
+    assert imported(fresh, "i.csv", b"annotator,item,label,label\nann,t05/vivid,4,2\n").endswith(
+        "i.csv:1: column 'label' is named twice in the header: keep one")
 
 
 @pytest.mark.parametrize("name", ["<b>x</b>", "ann\nbob", "=HYPERLINK(\"http://x\")"])
@@ -256,8 +264,10 @@ def test_an_import_of_a_text_not_drawn_or_a_time_that_is_not_one_is_refused(fres
                                                    "did not draw (only drawn items' labels enter the estimate)"), said
     said = imported(fresh, "t.csv", f"annotator,item,label,time\nann,{took}/vivid,4,yesterday\n".encode())
     assert isinstance(said, str) and "t.csv:2: time 'yesterday' is not an ISO 8601 time" in said, said
-    assert imported(fresh, "e.csv", b"a,b\n") == f"{fresh / 'e.csv'}: no rows to import (columns: annotator, item, " \
-        "label; time optional)"
+    assert imported(fresh, "e.csv", b"annotator,item,label\n") == f"{fresh / 'e.csv'}: no rows to import (columns: " \
+        "annotator, item, label; time optional)"
+    assert imported(fresh, "e.csv", b"a,b\n").endswith("e.csv:1: no 'annotator' column: the header holds 'a', 'b'; an "
+                                                       "import's columns are annotator, item, label (time optional)")
     assert imported(fresh, "ok.csv", f"annotator,item,label,time\nann,{took}/vivid,4,2026-11-30T10:00:00+0000\n"
                     .encode()) == (1, 0)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from ..core.errors import ConfigError, StoreError
+from ..core.paths import runs_output_dir
 from .manifest import RunManifest
 from .outputs import edited_column, read_manifest, read_table, rebuild_hint
 
@@ -20,10 +21,26 @@ class LoadedRun:
     tables: dict[str, pl.DataFrame]
 
 
+def run_folder(given: Path) -> Path:
+    """The folder a run argument names: the folder itself, else a run's bare name in the runs folder
+    (LITJUDGE_RUNS_DIR, else ./runs/out), where `litjudge run` wrote it under its name."""
+    given = Path(given)
+    if given.is_dir() or len(given.parts) != 1:
+        return given
+    named = runs_output_dir() / given
+    return named if named.is_dir() else given
+
+
+def run_folder_hint() -> str:
+    """The folder runs are written to, as an example of a run folder to give (the runs folder here,
+    not ./runs/out where LITJUDGE_RUNS_DIR moved it)."""
+    return f"give the folder `litjudge run` wrote, e.g. {runs_output_dir() / 'NAME'}, or the run's name"
+
+
 def load_run(path: Path) -> LoadedRun:
     path = Path(path)
     if not path.is_dir():
-        raise ConfigError("not a run directory (give the folder a run wrote, e.g. runs/out/demo)", where=str(path))
+        raise ConfigError(f"not a run directory ({run_folder_hint()})", where=str(path))
     manifest = read_manifest(path)
     if manifest.kind == "sweep":
         raise ConfigError("a sweep: its tables are sweep_metrics.parquet / sweep_ranking.csv", where=str(path))

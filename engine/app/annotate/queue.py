@@ -23,6 +23,7 @@ from ...core.verdicts import has_probabilities, judged_probability
 from ...data.cards import dataset_card
 from ..manifest import recorded_config
 from ..outputs import read_manifest, read_table
+from ..runs import run_folder_hint
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
 from .labels import verdicts_fingerprint
 from .queue_rubric import AFTER, listwise, rubric, votes, with_probabilities
@@ -105,15 +106,21 @@ FloorBy = Literal["size", "uniform"]
 PairsBy = Literal["probability", "picks"]
 
 
+def finished_run(run: Path) -> Path:
+    """`run` where it is a finished run folder; else the one-line refusal, before anything else is
+    said of it (an --export of a folder that does not exist said its queue was not started)."""
+    if not (run / "manifest.json").is_file() or not (run / "verdicts.parquet").is_file():
+        raise ConfigError(f"not a finished run folder (no manifest.json and verdicts.parquet): {run_folder_hint()}",
+                          where=str(run))
+    return run
+
+
 def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, floor_by: FloorBy = "size",
                 pairs_by: PairsBy = "probability") -> Queue:
     """The queue of `run` (a finished run folder); refuses protocols the app does not serve yet.
     `floor_by` and `pairs_by`: as the queue was drawn (FloorBy, PairsBy), so that a queue stored
     before either rule changed reopens as it was."""
-    run = Path(run)
-    if not (run / "manifest.json").is_file() or not (run / "verdicts.parquet").is_file():
-        raise ConfigError("not a finished run folder (no manifest.json and verdicts.parquet): give the folder "
-                          "`litjudge run` wrote, e.g. runs/out/NAME", where=str(run))
+    run = finished_run(Path(run))
     manifest = read_manifest(run)
     config = recorded_config(run, manifest)
     if config.protocol not in PROTOCOLS_SERVED:

@@ -118,6 +118,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     if path.suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text, newline=""))
         try:
+            _check_header(list(reader.fieldnames or []), path)
             return [{k: uncell(v or "") for k, v in r.items() if k is not None} for r in reader]
         except csv.Error as e:                       # a cell past the csv module's limit, a stray NUL
             raise DataError(f"not a CSV file litjudge can read ({e})", path=str(path), row=reader.line_num + 1) from e
@@ -132,6 +133,22 @@ def read_rows(path: Path) -> list[dict[str, str]]:
                 raise DataError("not a JSON object", path=str(path), row=n)
             rows.append({k: "" if v is None else str(v) for k, v in rec.items()})
     return rows
+
+
+def _check_header(header: list[str], path: Path) -> None:
+    """A CSV's header names each column once and has annotator, item and label: a file of other
+    columns (or separated by semicolons) was refused at its first row with "no annotator", which
+    showed nothing of what the header held, and one with two label columns was read by the last."""
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise DataError(f"column {twice[0]!r} is named twice in the header: keep one", path=str(path), row=1)
+    missing = [c for c in ("annotator", "item", "label") if c not in header]
+    if header and missing:
+        found = ", ".join(repr(c[:40]) for c in header[:8]) + (", ..." if len(header) > 8 else "")
+        other = next((c for c in ";\t|" if len(header) == 1 and c in header[0]), None)
+        hint = f" (separated by {other!r}? the columns must be separated by commas)" if other else ""
+        raise DataError(f"no {missing[0]!r} column: the header holds {found}{hint}; an import's columns are annotator, "
+                        "item, label (time optional)", path=str(path), row=1)
 
 
 def _refuse_other_design(rows: list[dict[str, str]], cluster_of: dict[str, str], positions: dict[str, str],

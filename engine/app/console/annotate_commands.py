@@ -9,16 +9,17 @@ from litjudge.judges.metrics.active import MIN
 from ...core.console import printable, terminal
 from ...core.errors import ConfigError, DataError
 from ..annotate.labels import FILE
-from ..annotate.queue import Queue, build_queue
+from ..annotate.queue import Queue, build_queue, finished_run
 from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, per_item, settings
 from ..annotate.serve import Annotation, export_labels, import_labels, unfinished, url_of
 from ..annotate.simulate import run_simulation
+from ..runs import run_folder
 from .signals import Terminated
 
 
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port)
-    run = Path(args.run_dir)
+    run = finished_run(run_folder(Path(args.run_dir)))
     _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)
