@@ -375,6 +375,15 @@ def test_beyond_loopback_every_request_needs_the_token(run):
         s.kill(signal.SIGTERM)                                       # the way to stop it: exit 0, one line
         assert s.proc.returncode == 0 and "annotation server stopped; every submitted label is in" in s.stderr
         assert "Traceback" not in s.stderr
+    # restarted, the queue keeps its token: the printed URL and an open tab still work (a new token
+    # at each start met a tab with "a token is required", its URL carrying the old one)
+    with InThread(run, host="0.0.0.0") as again, again.client() as c:
+        assert again.token == s.token and c.get("/api/info").status_code == 200
+        assert s.token not in c.get("/api/export.csv").text + c.get("/api/info").text
+    with InThread(run, host="0.0.0.0", new_token=True) as renewed, renewed.client(token=False) as c:
+        assert renewed.token != s.token                               # revoked: the old one opens nothing
+        assert c.get("/api/info", params={"token": s.token}).status_code == 403
+        assert c.get("/api/info", params={"token": renewed.token}).status_code == 200
 
 
 def test_loopback_needs_no_token(run):

@@ -236,7 +236,7 @@ def test_a_wrong_option_is_one_line_naming_it_for_the_console_and_for_python(opt
 
 def test_the_python_call_names_a_wrong_option_and_a_bad_annotator_in_one_line(fresh):
     import litjudge
-    with pytest.raises(ConfigError, match=r"^annotate\(\) has no option 'lock'; its options: budget, .*lock_seconds$"):
+    with pytest.raises(ConfigError, match=r"^annotate\(\) has no option 'lock'; its options: budget, .*lock_seconds, new_token$"):
         litjudge.annotate(fresh, lock=3)
     with pytest.raises(ConfigError, match=r"^annotator must be a name of 1-64 letters"):
         litjudge.annotate(fresh, annotator='x"><script>')

@@ -22,7 +22,8 @@ DEFAULT_BUDGET = 50
 # Each option as the console and Python name it (a message says `--lock` to one, `lock_seconds` to the other).
 OPTIONS = {"budget": Option("--budget", "budget"), "floor": Option("--floor", "floor"), "seed": Option("--seed", "seed"),
            "per_item": Option("--per-item", "per_item"), "lock_seconds": Option("--lock", "lock_seconds"),
-           "host": Option("--host", "host"), "port": Option("--port", "port")}
+           "host": Option("--host", "host"), "port": Option("--port", "port"),
+           "new_token": Option("--new-token", "new_token")}
 
 
 def _whole(value: Any) -> bool:
@@ -51,6 +52,7 @@ class Options:
     lock_seconds: float = 600.0
     host: str = "127.0.0.1"
     port: int = 8765
+    new_token: bool = False                  # beyond loopback: replace the queue's kept token (revoke it)
 
     def __post_init__(self) -> None:
         for name, ok, need in (
@@ -61,7 +63,8 @@ class Options:
                 ("per_item", self.per_item is None or (_whole(self.per_item) and self.per_item >= 1), "a whole number >= 1"),
                 ("lock_seconds", _real(self.lock_seconds) and self.lock_seconds > 0, "a number of seconds > 0"),
                 ("host", isinstance(self.host, str) and bool(self.host.strip()), "an address (127.0.0.1, ::1, 0.0.0.0)"),
-                ("port", _whole(self.port) and 0 <= self.port <= 65535, "a port from 0 to 65535 (0: a free one)")):
+                ("port", _whole(self.port) and 0 <= self.port <= 65535, "a port from 0 to 65535 (0: a free one)"),
+                ("new_token", isinstance(self.new_token, bool), "True or False")):
             if not ok:
                 raise ConfigError([OPTIONS[name], f" must be {need}, got {getattr(self, name)!r}"])
         # numpy's numbers as Python's: they are stored as JSON (np.int64(5) failed there, after the

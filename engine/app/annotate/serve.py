@@ -36,6 +36,18 @@ def loopback(host: str) -> bool:
         return False
 
 
+def queue_token(labels: Labels, new: bool = False) -> str:
+    """The token of a queue served beyond loopback: made at its first such start (or when `new`:
+    the old one revoked) and kept in its store, so that a restart keeps every printed URL and open
+    tab working (a new user's restart made a new one, and each open tab said "a token is required"
+    though its URL carried the old one)."""
+    token = labels.meta("token")
+    if token is None or new:
+        token = new_token()
+        labels.set_meta("token", token)
+    return token
+
+
 def url_of(host: str, port: int, token: str | None, annotator: str | None = None) -> str:
     shown = f"[{host}]" if ":" in host else host
     query = urlencode([(k, v) for k, v in (("token", token), ("annotator", annotator)) if v])
@@ -66,7 +78,7 @@ class Annotation:
         self.queue, self.labels = open_queue(run, options)
         self.sock = listening_socket(options.host, options.port)
         self.port = port = self.sock.getsockname()[1]
-        self.token = None if loopback(options.host) else new_token()
+        self.token = None if loopback(options.host) else queue_token(self.labels, options.new_token)
         hosts = loopback_hosts(options.host, port) if self.token is None else frozenset()
         served = Settings(per_item(self.labels, options), options.lock_seconds, self.token, hosts)
         app = create_app(self.queue, self.labels, served)
@@ -329,11 +341,12 @@ def export_labels(queue: Queue | None, labels: Labels, path: Path) -> int:
 
 def annotate(run: Any, *, budget: int | None = None, per_item: int | None = None, floor: float | None = None,
              seed: int | None = None, host: str = "127.0.0.1", port: int = 0, annotator: str | None = None,
-             lock_seconds: float = 600.0) -> Annotation:
+             lock_seconds: float = 600.0, new_token: bool = False) -> Annotation:
     """`litjudge.annotate`: the annotation app of a finished run (a Result or its folder), served
     from a thread of this process on a free port; returns it running (`.url`, `.stop()`)."""
     folder = getattr(run, "run_dir", run)
     if not isinstance(folder, str | os.PathLike):
         raise ConfigError(f"annotate takes a finished run (a Result, or its folder as a str or Path), got "
                           f"{type(run).__name__} {run!r:.60}", parameter="run")
-    return Annotation(Path(folder), Options(budget, floor, seed, per_item, lock_seconds, host, port), annotator).start()
+    options = Options(budget, floor, seed, per_item, lock_seconds, host, port, new_token)
+    return Annotation(Path(folder), options, annotator).start()

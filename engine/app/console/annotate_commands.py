@@ -18,7 +18,7 @@ from .signals import Terminated
 
 
 def cmd_annotate(args) -> int:
-    options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port)
+    options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port, args.new_token)
     run = finished_run(run_folder(Path(args.run_dir)))
     _refuse_mixed(args)
     if args.simulate:

@@ -195,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs the "
                                                          "printed token)")
     an.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: a free one)")
+    an.add_argument("--new-token", action="store_true", help="beyond loopback: a new token for the queue (the one "
+                                                             "it keeps across restarts stops working)")
     an.add_argument("--import", dest="import_file", metavar="FILE", help="store labels collected elsewhere (CSV or "
                                                                           "JSONL: annotator, item, label) and exit")
     an.add_argument("--export", dest="export_file", metavar="FILE", help="write the labels to a new .csv or .jsonl "
