@@ -99,16 +99,22 @@ def test_import_refuses_an_annotator_the_page_would_refuse(fresh, name):
 def test_export_csv_cells_a_spreadsheet_would_run_are_guarded_and_read_back(fresh):
     rows = "annotator,item,label,time\n@ann,t00/vivid,4,2026-01-01\n+bob,t00/vivid,2,2026-01-01\n-eve,t01/vivid,1,2026-01-01\n"
     assert imported(fresh, "f.csv", rows.encode(), per_item=2) == (3, 0)
+    # an apostrophe in a name (a new user's "Siobhán O'Brien" was refused), read back as it was; first,
+    # where the export's guard puts one, it is no name
+    obrien = "annotator,item,label\nSiobhán O'Brien,t02/vivid,3\n"
+    assert imported(fresh, "o.csv", obrien.encode(), per_item=2) == (1, 0)
+    assert "an apostrophe not first" in imported(fresh, "p.csv", b"annotator,item,label\n'ann,t03/vivid,3\n")
     queue, labels = open_queue(fresh, Options())
     try:
         export_labels(queue, labels, fresh / "out.csv")
         export_labels(queue, labels, fresh / "out.jsonl")
-        assert import_labels(queue, labels, fresh / "out.csv") == (0, 3)        # read back: the same labels
+        assert import_labels(queue, labels, fresh / "out.csv") == (0, 4)        # read back: the same labels
     finally:
         labels.close()
     cells = [line.split(",")[0] for line in (fresh / "out.csv").read_text().splitlines()[1:]]
-    assert cells == ["'@ann", "'+bob", "'-eve"]
-    assert [json.loads(x)["annotator"] for x in (fresh / "out.jsonl").read_text().splitlines()] == ["@ann", "+bob", "-eve"]
+    assert cells == ["'@ann", "'+bob", "'-eve", "Siobhán O'Brien"]
+    assert [json.loads(x)["annotator"] for x in (fresh / "out.jsonl").read_text().splitlines()] == \
+        ["@ann", "+bob", "-eve", "Siobhán O'Brien"]
 
 
 def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh):
