@@ -209,6 +209,17 @@ def test_a_rubric_text_labelled_by_keyboard_in_chromium(browser, tmp_path):
                                                            (f"{second}/natural", "Yes"), (f"{second}/vivid", "2")}
         assert page.evaluate("window.__xss") is None
         until(lambda: page.text_content("#quantity") == "natural: share Yes")
+        # labels gained below 0 were shown bare (-2.6, a new user's try): the page says what that means
+        with served.client() as c:
+            for k in range(2, 9):
+                item = c.get("/api/next", params={"annotator": "ann"}).json()
+                labels = {q["item"]: [a["value"] for a in q["answers"]][(k + i) % len(q["answers"])]
+                          for i, q in enumerate(item["questions"])}
+                c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": f"below-{k:04d}",
+                                           "labels": labels}).raise_for_status()
+            assert c.get("/api/estimate").json()["labels_gained"] < 0
+        page.reload()
+        until(lambda: "below 0: so far the judges’ choice of stories" in (page.text_content("#gained-why") or ""))
 
 
 def test_a_name_then_keys_another_sites_page_the_last_undo_and_a_dead_server_in_chromium(browser, shots, tmp_path):

@@ -188,6 +188,9 @@
     $('#agree').textContent = ag.items ? `Agreement between annotators on the estimate's question: Krippendorff's ` +
       `alpha (nominal) ${fmt(ag.krippendorff_alpha)} over ${ag.items} items answered by two or more.` : '';
     $('#gained').textContent = e.labels_gained === null ? '–' : e.labels_gained.toFixed(1);
+    // a number below 0 was shown bare (a new user's try): it says the judges' choice cost labels so far
+    $('#gained-why').textContent = e.labels_gained !== null && e.labels_gained < 0 ? ' (below 0: so far the ' +
+      'judges\u2019 choice of stories narrows the interval less than as many labels drawn at random would)' : '';
     $('#plotbox').replaceChildren(svgPlot(e.curve));
   }
   document.addEventListener('keydown', ev => {
