@@ -464,6 +464,7 @@ def test_pairwise_records_the_order_shown_and_scores_agreement(tmp_path):
         for _ in range(6):
             item = c.get("/api/next", params={"annotator": "ann"}).json()
             assert [t["id"] for t in item["texts"]] == list(item["shown"])
+            assert item["questions"][0]["text"] == "Which text is better?" and item["context"].startswith("Write about <i>")
             orders.add(item["shown"])
             c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": key(),
                                        "labels": {item["cluster"]: "a"}, "shown": item["shown"]}).raise_for_status()

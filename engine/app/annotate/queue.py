@@ -238,7 +238,10 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probabi
         decided = top[0] if len(top) == 1 else "tie"
         pair = pairs[pair_id]
         clusters.append(Cluster(pair_id, pair_id, (("Text A", pair.text_a), ("Text B", pair.text_b)),
-                                (Question(pair_id, pair.prompt or "Which text is better?", answers, pairwise=True),)))
+                                (Question(pair_id, "Which text is better?", answers, pairwise=True),),
+                                # the prompt above the texts: alone where the question goes, a new user's
+                                # "Right to left" asked nothing
+                                context=pair.prompt or ""))
         decision[str(pair_id)] = decided
         totals.append(sum(tie_credit(v, decided) for v in values) / len(values))
         dist.append(read.get(pair_id, counts[:len(answers)]))
