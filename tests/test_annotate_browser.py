@@ -136,6 +136,7 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
 def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_path):
     run = ttcw_run(tmp_path / "ttcw", stories=12)
     with Served(run, "--budget", "20", host="0.0.0.0") as served:
+        assert "floor raised" not in served.printed                  # this queue's floor is 0.2, as asked
         page = browser.new_page()
         assert page.goto(served.base + "/?annotator=ann").status == 403
         assert page.goto(served.url + "&annotator=ann").status == 200      # the printed URL carries the token
@@ -148,6 +149,9 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
     data.write_text("".join(json.dumps({**p, "text_b": f"{RTL} {p['pair_id']}"}) + "\n"
                             for p in map(json.loads, data.read_text().splitlines())))
     with Served(pairs, "--budget", "12") as served:
+        # the floor raised where it happens (a new user read 0.86 in /api/info, --help saying 0.2)
+        raised = build_queue(pairs, 12).design.floor
+        assert raised > 0.2 and f"the floor raised from 0.2 to {raised:.2f} before any label" in served.printed
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(served.url + "?annotator=ann")
         first = current(page)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from litjudge.judges.metrics.active import MIN
+from litjudge.judges.metrics.active import MAX_COST, MIN
 
 from ...core.console import printable, terminal
 from ...core.errors import ConfigError, DataError
@@ -27,9 +27,14 @@ def cmd_annotate(args) -> int:
         return import_export(run, options, args)
     app = Annotation(run, options, args.annotator)
     q = app.queue
+    asked = settings(run, options).floor
+    # said where it happens (--help says 0.2, and a new user read 0.86 in /api/info, explained under "Method" only)
+    raised = (f"; the floor raised from {asked:g} to {q.design.floor:.2f} before any label, so that the draws cost "
+              f"at most {MAX_COST:g} times uniform's variance if the judges' uncertainty means nothing"
+              if q.design.floor > asked + 1e-9 else "")
     print(f"Annotation queue of {run} ({q.protocol}: {q.quantity}): {len(q.design.draws)} draws over "
           f"{len(set(q.design.draws.tolist()))} of {len(q.clusters)} clusters, by {q.uncertainty_source}"
-          + (f"; {q.outside}" if q.outside else ""))
+          + (f"; {q.outside}" if q.outside else "") + raised)
     if app.token:
         print(f"Bound to {args.host}: every request needs the token (in the URL below)")
     print(f"Open {app.url}", flush=True)
