@@ -177,7 +177,7 @@ def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
                                    "labels": {q["item"]: "Yes" for q in second["questions"]}})
         e = c.get("/api/estimate").json()
         assert e["labelled_draws"] == 0 and e["waiting"]["draw"] == 1, e["waiting"]
-        assert e["waiting"] == {"draw": 1, "cluster": first["cluster"], "clusters_after": 1, "partly": []}
+        assert e["waiting"] == {"draw": 1, "cluster": first["cluster"], "clusters_after": 1, "partly": [], "held": []}
         # part of it answered (an import of some of its tests): kept for that annotator, and said so
         q = build_queue(run, 40)
         rows = [*(json.loads(x) for x in c.get("/api/export.jsonl").text.splitlines()),
@@ -185,6 +185,8 @@ def test_a_skipped_first_draw_holds_the_estimates_and_they_say_where(run):
         assert estimates(q, rows, curve=False)["waiting"]["partly"] == ["imp"]
         bob = c.get("/api/next", params={"annotator": "bob"}).json()
         assert bob["cluster"] == first["cluster"]                                  # another annotator gets it
+        # ...and holds it: the page names them, where it said another annotator could answer it (409)
+        assert c.get("/api/estimate").json()["waiting"]["held"] == ["bob"]
         c.post("/api/label", json={"annotator": "bob", "cluster": bob["cluster"], "key": key(),
                                    "labels": {q["item"]: "No" for q in bob["questions"]}})
         e = c.get("/api/estimate").json()

@@ -168,6 +168,12 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
         until(lambda: "stop at draw 1" in (page.text_content("#est-note") or ""))
         note = page.text_content("#est-note")
         assert f"draw 1 (\u2068{first}\u2069)" in note and "1 answered one drawn after it waits for it" in note, note
+        assert "another annotator can answer it" in note
+        with served.client() as c:                 # another annotator opens it: the note names them (it said
+            assert c.get("/api/next", params={"annotator": "zed"}).json()["cluster"] == first      # others could answer)
+        page.reload()
+        until(lambda: "it is open on the page of \u2068zed\u2069" in (page.text_content("#est-note") or ""))
+        lapse_locks(pairs)                         # zed's tab closed: ann may bring it back below
         assert page.text_content("#done-draws").startswith("0 /")
         row = exported(served)[0]
         # key 1 chose the text shown first: a in order ab, b in order ba

@@ -339,7 +339,7 @@ def test_an_import_counts_a_story_the_page_is_showing_someone(fresh):
         item = items_of[held][0]
         (fresh / "y.csv").write_text(f"annotator,item,label\nyolanda,{item},4\n")
         with pytest.raises(DataError, match=f"cluster '{held}' would have 2 annotators \\(xavier, yolanda; xavier "
-                                            "reading it on the page now\\), and the queue takes 1 per item"):
+                                            "holding it, shown on their page, until the lock runs out\\), and the queue takes 1 per item"):
             import_labels(queue, labels, fresh / "y.csv")
         assert labels.rows() == []
     finally:

@@ -181,6 +181,8 @@
       `${w.clusters_after} answered ${w.clusters_after === 1 ? 'one drawn after it waits' : 'ones drawn after it wait'} ` +
       (w.partly && w.partly.length ? `for it (it is kept for \u2068${w.partly.join(', ')}\u2069 to finish, on this ` +
         'page or by importing the rest of it).'
+       : w.held && w.held.length ? `for it (it is open on the page of \u2068${w.held.join(', ')}\u2069, and comes to ` +
+        'others if their lock runs out unanswered).'
        : 'for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).') : '';
     $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '',
                                   e.whole_range ? `${e.whole_range}.` : '', held].filter(Boolean).join(' ');

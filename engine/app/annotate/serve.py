@@ -309,7 +309,9 @@ def _refuse_past_per_item(groups: dict[tuple[str, str], Any], labels: Labels, pe
                  and len(names) > per_item), None)
     if over is not None:
         names = ", ".join(sorted(who[over])[:4])
-        now = f"; {', '.join(sorted(reading[over]))} reading it on the page now" if reading.get(over) else ""
+        # a lock, not a person seen reading: it was shown to them, and is theirs until it runs out
+        now = (f"; {', '.join(sorted(reading[over]))} holding it, shown on their page, until the lock runs out"
+               if reading.get(over) else "")
         raise DataError(f"cluster {over[:60]!r} would have {len(who[over])} annotators ({names}{now}), and the queue "
                         f"takes {per_item} per item, as the page does (--per-item: the last given, else 1): import "
                         f"with --per-item {len(who[over])} for more; nothing was imported", path=str(path))

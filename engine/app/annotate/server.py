@@ -264,7 +264,10 @@ class Routes:
         return JSONResponse({"back": back})
 
     async def estimate(self, request: Request) -> Response:
-        return JSONResponse(estimates(self.queue, [asdict(r) for r in self.labels.rows()]))
+        out = estimates(self.queue, [asdict(r) for r in self.labels.rows()])
+        if out["waiting"] is not None:        # who holds it open: the page said another could answer it (409)
+            out["waiting"]["held"] = sorted(self.labels.reading().get(out["waiting"]["cluster"], ()))
+        return JSONResponse(out)
 
     async def export_jsonl(self, request: Request) -> Response:
         return Response(jsonl(records(self.queue, self.labels)), media_type="application/x-ndjson",
