@@ -144,6 +144,21 @@ def test_a_started_queue_whose_run_was_judged_again_is_refused_not_redrawn(fresh
     assert all(x["score"] is None and x["judge_total"] is None for x in kept)
 
 
+def test_a_run_judged_again_under_its_running_page_is_said_on_the_page(fresh):
+    """A new user's try: the run judged again while its page was served; the page went on taking
+    labels and showing estimates of the old verdicts, unsaid. It says so now; labels are kept."""
+    with InThread(fresh, budget=10) as s, s.client() as c:
+        assert c.get("/api/estimate").json()["stale"] is None
+        verdicts = pl.read_parquet(fresh / "verdicts.parquet")       # as a run writes them: replaced whole
+        verdicts.write_parquet(fresh / "new.parquet")
+        (fresh / "new.parquet").replace(fresh / "verdicts.parquet")
+        assert c.get("/api/estimate").json()["stale"].startswith("The run was judged again since this page started")
+        item = c.get("/api/next", params={"annotator": "ann"}).json()
+        assert c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": uuid.uuid4().hex,
+                                          "labels": {q["item"]: q["answers"][0]["value"] for q in item["questions"]}}
+                      ).json()["stored"]
+
+
 def test_a_queue_whose_run_was_judged_again_with_the_same_draws_is_refused_too(fresh):
     """Judged again by another judge (new content keys) whose answers leave the draws and their
     probabilities as they were (a uniform draw, say): the queue was served, its judges' totals the

@@ -185,7 +185,8 @@
         'others if their lock runs out unanswered).'
        : 'for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).') : '';
     $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '',
-                                  e.whole_range ? `${e.whole_range}.` : '', held].filter(Boolean).join(' ');
+                                  e.whole_range ? `${e.whole_range}.` : '', held, e.stale ? `${e.stale}.` : '']
+                                  .filter(Boolean).join(' ');
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators on the estimate's question: Krippendorff's ` +
       `alpha (nominal) ${fmt(ag.krippendorff_alpha)} over ${ag.items} items answered by two or more.` : '';

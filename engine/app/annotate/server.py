@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ...core.paths import FileIdentity, file_identity
 from .estimate import estimates
 from .export import csv_text, jsonl, records
 from .labels import KeyReused, Labels, Locked
@@ -169,6 +170,14 @@ class Routes:
     def __init__(self, queue: Queue, labels: Labels, settings: Settings):
         self.queue, self.labels, self.settings = queue, labels, settings
         self.items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
+        self.verdicts = labels.path.parent / "verdicts.parquet"
+        self.verdicts_at = self._identity()       # the verdicts the queue was drawn from, as served
+
+    def _identity(self) -> FileIdentity | None:
+        try:
+            return file_identity(self.verdicts)
+        except OSError:
+            return None
 
     def cluster_of(self, value: Any) -> str:
         if not isinstance(value, str) or value not in self.labels.first_draw:
@@ -267,6 +276,10 @@ class Routes:
         out = estimates(self.queue, [asdict(r) for r in self.labels.rows()])
         if out["waiting"] is not None:        # who holds it open: the page said another could answer it (409)
             out["waiting"]["held"] = sorted(self.labels.reading().get(out["waiting"]["cluster"], ()))
+        # the run judged again under the running page: its estimate went on, unsaid, over the old verdicts
+        out["stale"] = ("The run was judged again since this page started: the estimates are of the verdicts it "
+                        "started with, labels are still saved, and the next start refuses this queue"
+                        if self._identity() != self.verdicts_at else None)
         return JSONResponse(out)
 
     async def export_jsonl(self, request: Request) -> Response:
