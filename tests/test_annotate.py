@@ -382,10 +382,16 @@ def test_beyond_loopback_every_request_needs_the_token(run):
     with InThread(run, host="0.0.0.0") as again, again.client() as c:
         assert again.token == s.token and c.get("/api/info").status_code == 200
         assert s.token not in c.get("/api/export.csv").text + c.get("/api/info").text
-    with InThread(run, host="0.0.0.0", new_token=True) as renewed, renewed.client(token=False) as c:
-        assert renewed.token != s.token                               # revoked: the old one opens nothing
-        assert c.get("/api/info", params={"token": s.token}).status_code == 403
-        assert c.get("/api/info", params={"token": renewed.token}).status_code == 200
+        with InThread(run, host="0.0.0.0", new_token=True) as renewed, again.client(token=False) as old:
+            assert renewed.token != s.token           # revoked on every server of the queue, this one's too
+            assert old.get("/api/info", params={"token": s.token}).status_code == 403
+            assert old.get("/api/info", params={"token": renewed.token}).status_code == 200
+    from litjudge import annotate
+    from litjudge.engine.core.errors import ConfigError
+    with pytest.raises(ConfigError, match=r"new_token replaces the token of a queue served beyond loopback: "):
+        annotate(run, new_token=True)                             # ignored, the kept token came back later
+    r = litjudge("annotate", str(run), "--new-token", "--export", str(run.parent / "t.csv"))
+    assert r.returncode == 2 and "--new-token replaces the token of the page served beyond loopback" in r.stderr
 
 
 def test_loopback_needs_no_token(run):
@@ -436,6 +442,9 @@ def test_import_and_export_from_the_console(run, tmp_path):
     assert r.returncode == 0 and "0 submissions stored, 3 already there" in r.stdout, r.stderr
     r = litjudge("annotate", "no-such-run", "--export", str(tmp_path / "x.csv"), env={"LITJUDGE_RUNS_DIR": str(run.parent)})
     assert r.returncode == 2 and f"e.g. {run.parent / 'NAME'}, or the run's name" in r.stderr, r.stderr
+    r = litjudge("annotate", f"./{run.name}", "--export", str(tmp_path / "y.csv"),      # a path, as given: not the
+                 env={"LITJUDGE_RUNS_DIR": str(run.parent)})                        # runs folder's run of that name
+    assert r.returncode == 2 and "not a finished run folder" in r.stderr and not (tmp_path / "y.csv").exists()
     out = tmp_path / "out.jsonl"
     r = litjudge("annotate", str(run), "--export", str(out))
     rows = [json.loads(x) for x in out.read_text().splitlines()]

@@ -49,6 +49,14 @@ def test_a_point_as_a_number_is_stored_as_the_point_and_a_name_with_a_newline_is
         assert huge.status_code == 400 and huge.text.startswith("labels: 1000") and huge.text.count("\n") == 1
         c.post("/api/label", json={**post, "annotator": "ann", "key": uuid.uuid4().hex}).raise_for_status()
         assert {(r.item, r.label) for r in s.app.labels.rows()} == {(vivid, "4"), (natural, "Yes")}
+        # a phone's O’Brien is the laptop's O'Brien: one annotator, kept as the plain apostrophe
+        theirs = c.get("/api/next", params={"annotator": "O\u2019Brien"}).json()
+        assert c.get("/api/next", params={"annotator": "O'Brien"}).json()["cluster"] == theirs["cluster"]
+        c.post("/api/label", json={"cluster": theirs["cluster"], "shown": theirs["shown"], "annotator": "O\u2019Brien",
+                                   "key": uuid.uuid4().hex, "labels": {q["item"]: "Yes" if q["item"].endswith("natural")
+                                                                        else 3 for q in theirs["questions"]}}
+               ).raise_for_status()
+        assert {r.annotator for r in s.app.labels.rows()} == {"ann", "O'Brien"}
 
 
 def imported(fresh, name: str, data: bytes, per_item: int = 1) -> tuple[int, int] | str:
@@ -87,6 +95,9 @@ def test_import_reads_points_as_a_spreadsheet_writes_them_a_bom_and_refuses_othe
         imported(fresh, "h.csv", b"annotator;item;label\nann;t05/vivid;4\n")
     assert imported(fresh, "i.csv", b"annotator,item,label,label\nann,t05/vivid,4,2\n").endswith(
         "i.csv:1: column 'label' is named twice in the header: keep one")
+    assert imported(fresh, "j.csv", b"annotator,item,label,,\nann,t05/vivid,4,,\n") == (1, 0)   # a sheet's empty columns
+    row = b'{"annotator": "ann", "item": "t06/vivid", "label": "4", "label": "2"}\n'   # the last was read, unsaid
+    assert imported(fresh, "k.jsonl", row).endswith("k.jsonl:1: key 'label' is named twice in the row: keep one")
 
 
 @pytest.mark.parametrize("name", ["<b>x</b>", "ann\nbob", "=HYPERLINK(\"http://x\")"])
@@ -103,6 +114,9 @@ def test_export_csv_cells_a_spreadsheet_would_run_are_guarded_and_read_back(fres
     # where the export's guard puts one, it is no name
     obrien = "annotator,item,label\nSiobhán O'Brien,t02/vivid,3\n"
     assert imported(fresh, "o.csv", obrien.encode(), per_item=2) == (1, 0)
+    # one person, one name: a phone's typographic apostrophe and decomposed accent are the same annotator
+    again = "annotator,item,label\nSiobha\u0301n O\u2019Brien,t02/vivid,3\n"
+    assert imported(fresh, "o2.csv", again.encode(), per_item=2) == (0, 1)
     assert "an apostrophe not first" in imported(fresh, "p.csv", b"annotator,item,label\n'ann,t03/vivid,3\n")
     queue, labels = open_queue(fresh, Options())
     try:
@@ -150,9 +164,15 @@ def test_a_run_judged_again_under_its_running_page_is_said_on_the_page(fresh):
     with InThread(fresh, budget=10) as s, s.client() as c:
         assert c.get("/api/estimate").json()["stale"] is None
         verdicts = pl.read_parquet(fresh / "verdicts.parquet")       # as a run writes them: replaced whole
-        verdicts.write_parquet(fresh / "new.parquet")
+        verdicts.write_parquet(fresh / "new.parquet")                 # the same verdicts written again: no news
+        (fresh / "new.parquet").replace(fresh / "verdicts.parquet")
+        assert c.get("/api/estimate").json()["stale"] is None
+        verdicts.with_columns(pl.when(pl.col("question") == "vivid").then(pl.lit("3")).otherwise(pl.col("label"))
+                              .alias("label")).write_parquet(fresh / "new.parquet")
         (fresh / "new.parquet").replace(fresh / "verdicts.parquet")
         assert c.get("/api/estimate").json()["stale"].startswith("The run was judged again since this page started")
+        (fresh / "verdicts.parquet").write_bytes(b"garbage")
+        assert c.get("/api/estimate").json()["stale"].startswith("The run's verdicts.parquet can no longer be read")
         item = c.get("/api/next", params={"annotator": "ann"}).json()
         assert c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": uuid.uuid4().hex,
                                           "labels": {q["item"]: q["answers"][0]["value"] for q in item["questions"]}}

@@ -2,6 +2,7 @@
 ensembles and the text summary read runs through this, never through the plotting code)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,14 +22,15 @@ class LoadedRun:
     tables: dict[str, pl.DataFrame]
 
 
-def run_folder(given: Path) -> Path:
-    """The folder a run argument names: the folder itself, else a run's bare name in the runs folder
-    (LITJUDGE_RUNS_DIR, else ./runs/out), where `litjudge run` wrote it under its name."""
-    given = Path(given)
-    if given.is_dir() or len(given.parts) != 1:
-        return given
+def run_folder(given: str) -> Path:
+    """The folder a run argument names: the folder itself, else a run's bare name (no separator, no
+    leading `.`: `./demo` is a path, taken as given) in the runs folder (LITJUDGE_RUNS_DIR, else
+    ./runs/out), where `litjudge run` wrote it under its name."""
+    path = Path(given)
+    if path.is_dir() or not given or given.startswith(".") or "/" in given or os.sep in given:
+        return path
     named = runs_output_dir() / given
-    return named if named.is_dir() else given
+    return named if named.is_dir() else path
 
 
 def run_folder_hint() -> str:

@@ -24,7 +24,7 @@ from .export import FIELDS, csv_text, draw_positions, jsonl, records, stored_rec
 from .labels import KeyReused, Labels
 from .queue import Queue
 from .queue_store import Options, open_queue, per_item
-from .server import NAME, NAME_RULE, Settings, create_app, loopback_hosts, new_token
+from .server import NAME, NAME_RULE, Settings, annotator_name, create_app, loopback_hosts, new_token
 
 
 def loopback(host: str) -> bool:
@@ -72,9 +72,13 @@ class Annotation:
     """A running annotation app (`litjudge.annotate`): its `url`, and `stop()`."""
 
     def __init__(self, run: Path, options: Options, annotator: str | None = None):
-        if annotator is not None and not (isinstance(annotator, str) and NAME.fullmatch(annotator)):
+        if annotator is not None and not (isinstance(annotator, str) and NAME.fullmatch(annotator_name(annotator))):
             raise ConfigError([Option("--annotator", "annotator"), f" must be {NAME_RULE} (as the page takes it), "
                                f"got {annotator!r}"])
+        annotator = annotator_name(annotator) if annotator is not None else None
+        if options.new_token and loopback(options.host):       # it was ignored, and the kept token came back later
+            raise ConfigError([Option("--new-token", "new_token"), " replaces the token of a queue served beyond loopback: "
+                               f"{options.host} takes none (give --host, host=, an address beyond it)"])
         self.queue, self.labels = open_queue(run, options)
         self.sock = listening_socket(options.host, options.port)
         self.port = port = self.sock.getsockname()[1]
@@ -138,20 +142,32 @@ def read_rows(path: Path) -> list[dict[str, str]]:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, object_pairs_hook=_once)
             except json.JSONDecodeError as e:
                 raise DataError(f"not JSON ({e.msg})", path=str(path), row=n) from e
+            except KeyError as e:                    # a key named twice: the last was read, unsaid
+                raise DataError(f"key {e.args[0]!r} is named twice in the row: keep one", path=str(path), row=n) from e
             if not isinstance(rec, dict):
                 raise DataError("not a JSON object", path=str(path), row=n)
             rows.append({k: "" if v is None else str(v) for k, v in rec.items()})
     return rows
 
 
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each named once (KeyError naming the first named twice)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise KeyError(key)
+        out[key] = value
+    return out
+
+
 def _check_header(header: list[str], path: Path) -> None:
     """A CSV's header names each column once and has annotator, item and label: a file of other
     columns (or separated by semicolons) was refused at its first row with "no annotator", which
     showed nothing of what the header held, and one with two label columns was read by the last."""
-    twice = sorted({c for c in header if header.count(c) > 1})
+    twice = sorted({c for c in header if c.strip() and header.count(c) > 1})     # (a spreadsheet's empty ones: none)
     if twice:
         raise DataError(f"column {twice[0]!r} is named twice in the header: keep one", path=str(path), row=1)
     missing = [c for c in ("annotator", "item", "label") if c not in header]
@@ -231,6 +247,7 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
         if r.get("time") and not _iso_time(r["time"]):
             raise DataError(f"time {r['time'][:40]!r} is not an ISO 8601 time (e.g. 2026-11-30T14:05:00+0000)",
                             path=str(path), row=n)
+        r["annotator"] = annotator_name(r["annotator"])            # as the page keeps it (one name per person)
         if not NAME.fullmatch(r["annotator"]):
             raise DataError(f"annotator {r['annotator'][:40]!r}: {NAME_RULE}",
                             path=str(path), row=n)

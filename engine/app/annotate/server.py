@@ -14,20 +14,24 @@ import hmac
 import json
 import re
 import secrets
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import polars as pl
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ...core.errors import StoreError
 from ...core.paths import FileIdentity, file_identity
+from ..outputs import read_table
 from .estimate import estimates
 from .export import csv_text, jsonl, records
-from .labels import KeyReused, Labels, Locked
+from .labels import KeyReused, Labels, Locked, verdicts_fingerprint
 from .page import page
 from .queue import Queue
 
@@ -69,8 +73,9 @@ class Guard:
     """ASGI middleware: the token, the host and the origin (403), a submission's JSON type (415)
     and the body bound (413) before any route runs."""
 
-    def __init__(self, app: ASGIApp, token: str | None, hosts: frozenset[str] = frozenset()):
-        self.app, self.token, self.hosts = app, token, hosts
+    def __init__(self, app: ASGIApp, token: str | None, hosts: frozenset[str] = frozenset(),
+                 kept: Callable[[], str | None] = lambda: None):
+        self.app, self.token, self.hosts, self.kept = app, token, hosts, kept
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -109,7 +114,9 @@ class Guard:
         if not given:
             query = scope.get("query_string", b"").decode("latin-1")
             given = next((v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "token"), "")
-        return hmac.compare_digest(given.encode(), self.token.encode())
+        # the queue's token as its store keeps it now: another start's --new-token revoked the one this
+        # server started with (it went on opening every page until this server was restarted)
+        return hmac.compare_digest(given.encode(), (self.kept() or self.token).encode())
 
 
 def new_token() -> str:
@@ -125,10 +132,18 @@ def order_shown(seed: int, annotator: str, cluster: str) -> str:
     return ("ab", "ba")[digest[0] & 1]
 
 
+def annotator_name(value: str) -> str:
+    """THE form a name is kept in: NFC, a typographic apostrophe as a plain one (a phone's O’Brien and
+    a laptop's O'Brien were two annotators of one story, as were a name's composed and decomposed
+    accents)."""
+    return unicodedata.normalize("NFC", value).replace("\u2019", "'")
+
+
 def annotator_of(value: Any) -> str:
-    if not isinstance(value, str) or not NAME.fullmatch(value):
+    name = annotator_name(value) if isinstance(value, str) else None
+    if name is None or not NAME.fullmatch(name):
         raise BadRequest(f"annotator: {NAME_RULE}")
-    return value
+    return name
 
 
 def key_of(value: Any) -> str:
@@ -172,6 +187,7 @@ class Routes:
         self.items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
         self.verdicts = labels.path.parent / "verdicts.parquet"
         self.verdicts_at = self._identity()       # the verdicts the queue was drawn from, as served
+        self.checked: tuple[FileIdentity | None, str | None] = (self.verdicts_at, None)
 
     def _identity(self) -> FileIdentity | None:
         try:
@@ -276,11 +292,25 @@ class Routes:
         out = estimates(self.queue, [asdict(r) for r in self.labels.rows()])
         if out["waiting"] is not None:        # who holds it open: the page said another could answer it (409)
             out["waiting"]["held"] = sorted(self.labels.reading().get(out["waiting"]["cluster"], ()))
-        # the run judged again under the running page: its estimate went on, unsaid, over the old verdicts
-        out["stale"] = ("The run was judged again since this page started: the estimates are of the verdicts it "
-                        "started with, labels are still saved, and the next start refuses this queue"
-                        if self._identity() != self.verdicts_at else None)
+        out["stale"] = self._stale()
         return JSONResponse(out)
+
+    def _stale(self) -> str | None:
+        """What the page says when the run was judged again under it (its estimate went on, unsaid,
+        over the old verdicts): read again once each time the file changes, by what its judges said
+        (a file touched or rewritten the same is no new judging)."""
+        now = self._identity()
+        if now != self.checked[0]:
+            try:
+                same = verdicts_fingerprint(read_table(self.verdicts)) == self.queue.judged
+                said = None if same else ("The run was judged again since this page started: the estimates are of "
+                                          "the verdicts it started with, labels are still saved, and the next start "
+                                          "refuses this queue")
+            except (StoreError, pl.exceptions.PolarsError) as e:      # gone or damaged: said as what it is
+                said = (f"The run's verdicts.parquet can no longer be read ({type(e).__name__}): the estimates are of "
+                        "the verdicts this page started with; labels are still saved")
+            self.checked = (now, said)
+        return self.checked[1]
 
     async def export_jsonl(self, request: Request) -> Response:
         return Response(jsonl(records(self.queue, self.labels)), media_type="application/x-ndjson",
@@ -300,4 +330,4 @@ def create_app(queue: Queue, labels: Labels, settings: Settings) -> ASGIApp:
               Route("/api/undo", refusing(r.undo), methods=["POST"]),
               Route("/api/unskip", refusing(r.unskip), methods=["POST"]), Route("/api/estimate", refusing(r.estimate)),
               Route("/api/export.jsonl", r.export_jsonl), Route("/api/export.csv", r.export_csv)]
-    return Guard(Starlette(routes=routes), settings.token, settings.hosts)
+    return Guard(Starlette(routes=routes), settings.token, settings.hosts, kept=lambda: labels.meta("token"))

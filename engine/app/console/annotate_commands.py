@@ -19,7 +19,7 @@ from .signals import Terminated
 
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port, args.new_token)
-    run = finished_run(run_folder(Path(args.run_dir)))
+    run = finished_run(run_folder(args.run_dir))
     _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)
@@ -105,6 +105,9 @@ def _refuse_mixed(args) -> None:
         given = "--import" if args.import_file else "--export"
         raise ConfigError(f"--simulate answers the queue from the run's own column and stores nothing: {given} is "
                           "for the labels people gave; run them apart")
+    if args.new_token and (args.simulate or args.import_file or args.export_file):    # it was ignored, unsaid
+        raise ConfigError("--new-token replaces the token of the page served beyond loopback: give it with --host to "
+                          "serve the page, not with --import, --export or --simulate")
 
 
 def simulate(run: Path, options: Options, args) -> int:
