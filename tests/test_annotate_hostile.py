@@ -91,10 +91,10 @@ def test_import_reads_points_as_a_spreadsheet_writes_them_a_bom_and_refuses_othe
     assert imported(fresh, "g.csv", b"rater,story,answer\nann,t05/vivid,4\n").endswith(
         "g.csv:1: no 'annotator' column: the header holds 'rater', 'story', 'answer'; an import's columns are "
         "annotator, item, label (time optional)")
-    assert "(separated by ';'? the columns must be separated by commas)" in \
+    assert "the header is one column, 'annotator;item;label': the file looks ';'-separated" in \
         imported(fresh, "h.csv", b"annotator;item;label\nann;t05/vivid;4\n")
     assert imported(fresh, "i.csv", b"annotator,item,label,label\nann,t05/vivid,4,2\n").endswith(
-        "i.csv:1: column 'label' is named twice in the header: keep one")
+        "i.csv:1: the header names column 'label' twice: rename one")
     assert imported(fresh, "j.csv", b"annotator,item,label,,\nann,t05/vivid,4,,\n") == (1, 0)   # a sheet's empty columns
     row = b'{"annotator": "ann", "item": "t06/vivid", "label": "4", "label": "2"}\n'   # the last was read, unsaid
     assert imported(fresh, "k.jsonl", row).endswith("k.jsonl:1: key 'label' is named twice in the row: keep one")

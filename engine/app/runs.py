@@ -33,10 +33,12 @@ def run_folder(given: str) -> Path:
     return named if named.is_dir() else path
 
 
-def run_folder_hint() -> str:
+def run_folder_hint(by_name: bool = False) -> str:
     """The folder runs are written to, as an example of a run folder to give (the runs folder here,
-    not ./runs/out where LITJUDGE_RUNS_DIR moved it)."""
-    return f"give the folder `litjudge run` wrote, e.g. {runs_output_dir() / 'NAME'}, or the run's name"
+    not ./runs/out where LITJUDGE_RUNS_DIR moved it); `by_name`: where a run's name is taken too
+    (`run_folder`)."""
+    return (f"give the folder `litjudge run` wrote, e.g. {runs_output_dir() / 'NAME'}"
+            + (", or the run's name" if by_name else ""))
 
 
 def load_run(path: Path) -> LoadedRun:

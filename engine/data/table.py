@@ -97,6 +97,14 @@ def csv_header(location: Path) -> list[str]:
         header = next(csv.reader([fh.readline()]), [])
     if not header:
         raise DataError("is empty: no header line naming the columns", path=str(location), row=1)
+    check_header(header, location)
+    return header
+
+
+def check_header(header: list[str], location: Path) -> None:
+    """THE rules of a CSV header litjudge reads (a data file's, an annotation import's): each column
+    named once, and commas between them (a header that reads as one column holding ';' or a tab is
+    another delimiter's file), each said in one line."""
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:
         raise DataError(f"the header names column {twice[0]!r} twice: rename one", path=str(location), row=1)
@@ -104,7 +112,6 @@ def csv_header(location: Path) -> list[str]:
         sep = next(d for d in (";", "\t", "|") if d in header[0])
         raise DataError(f"the header is one column, {header[0][:80]!r}: the file looks {sep!r}-separated; litjudge reads "
                         "comma-separated CSV (save it with commas, or as JSONL)", path=str(location), row=1)
-    return header
 
 
 # a number as people write one in a data file: ASCII digits, an optional sign and decimals; Python's

@@ -106,12 +106,13 @@ FloorBy = Literal["size", "uniform"]
 PairsBy = Literal["probability", "picks"]
 
 
-def finished_run(run: Path) -> Path:
+def finished_run(run: Path, by_name: bool = False) -> Path:
     """`run` where it is a finished run folder; else the one-line refusal, before anything else is
-    said of it (an --export of a folder that does not exist said its queue was not started)."""
+    said of it (an --export of a folder that does not exist said its queue was not started);
+    `by_name`: the caller took a run's name too (the console, `runs.run_folder`)."""
     if not (run / "manifest.json").is_file() or not (run / "verdicts.parquet").is_file():
-        raise ConfigError(f"not a finished run folder (no manifest.json and verdicts.parquet): {run_folder_hint()}",
-                          where=str(run))
+        raise ConfigError("not a finished run folder (no manifest.json and verdicts.parquet): "
+                          f"{run_folder_hint(by_name)}", where=str(run))
     return run
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...core.errors import ConfigError, DataError, Option
+from ...data.table import check_header
 from .export import FIELDS, csv_text, draw_positions, jsonl, records, stored_records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
@@ -72,10 +73,11 @@ class Annotation:
     """A running annotation app (`litjudge.annotate`): its `url`, and `stop()`."""
 
     def __init__(self, run: Path, options: Options, annotator: str | None = None):
-        if annotator is not None and not (isinstance(annotator, str) and NAME.fullmatch(annotator_name(annotator))):
+        name = annotator_name(annotator) if isinstance(annotator, str) else None
+        if annotator is not None and not (name is not None and NAME.fullmatch(name)):
             raise ConfigError([Option("--annotator", "annotator"), f" must be {NAME_RULE} (as the page takes it), "
                                f"got {annotator!r}"])
-        annotator = annotator_name(annotator) if annotator is not None else None
+        annotator = name
         if options.new_token and loopback(options.host):       # it was ignored, and the kept token came back later
             raise ConfigError([Option("--new-token", "new_token"), " replaces the token of a queue served beyond loopback: "
                                f"{options.host} takes none (give --host, host=, an address beyond it)"])
@@ -164,18 +166,16 @@ def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _check_header(header: list[str], path: Path) -> None:
-    """A CSV's header names each column once and has annotator, item and label: a file of other
-    columns (or separated by semicolons) was refused at its first row with "no annotator", which
-    showed nothing of what the header held, and one with two label columns was read by the last."""
-    twice = sorted({c for c in header if c.strip() and header.count(c) > 1})     # (a spreadsheet's empty ones: none)
-    if twice:
-        raise DataError(f"column {twice[0]!r} is named twice in the header: keep one", path=str(path), row=1)
+    """An import's CSV header: a data file's rules (`table.check_header`: each column named once,
+    commas between them) over its named columns (a spreadsheet's unnamed empty ones are none), and
+    annotator, item and label among them: a file of other columns was refused at its first row with
+    "no annotator", which showed nothing of what the header held, and one with two label columns
+    was read by the last."""
+    check_header([c for c in header if c.strip()], path)
     missing = [c for c in ("annotator", "item", "label") if c not in header]
     if header and missing:
         found = ", ".join(repr(c[:40]) for c in header[:8]) + (", ..." if len(header) > 8 else "")
-        other = next((c for c in ";\t|" if len(header) == 1 and c in header[0]), None)
-        hint = f" (separated by {other!r}? the columns must be separated by commas)" if other else ""
-        raise DataError(f"no {missing[0]!r} column: the header holds {found}{hint}; an import's columns are annotator, "
+        raise DataError(f"no {missing[0]!r} column: the header holds {found}; an import's columns are annotator, "
                         "item, label (time optional)", path=str(path), row=1)
 
 

@@ -186,8 +186,8 @@ class Routes:
         self.queue, self.labels, self.settings = queue, labels, settings
         self.items_of = {c.cluster: tuple(q.item for q in c.questions) for c in queue.clusters}
         self.verdicts = labels.path.parent / "verdicts.parquet"
-        self.verdicts_at = self._identity()       # the verdicts the queue was drawn from, as served
-        self.checked: tuple[FileIdentity | None, str | None] = (self.verdicts_at, None)
+        # the verdicts file as last read (at the start: the queue's own) and what the page says of it
+        self.checked: tuple[FileIdentity | None, str | None] = (self._identity(), None)
 
     def _identity(self) -> FileIdentity | None:
         try:

@@ -19,7 +19,7 @@ from .signals import Terminated
 
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port, args.new_token)
-    run = finished_run(run_folder(args.run_dir))
+    run = finished_run(run_folder(args.run_dir), by_name=True)
     _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)
