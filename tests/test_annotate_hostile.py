@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -392,3 +393,22 @@ def test_an_import_answering_one_item_twice_differently_is_refused(fresh):
         "item (an export's rows whose standing is false were replaced later: drop them)"), said
     assert imported(fresh, "same.csv", f"annotator,item,label\nbob,{took}/vivid,4\nbob,{took}/vivid,4\n".encode()) \
         == (1, 0)
+
+
+def test_a_folder_here_that_holds_no_run_does_not_hide_the_run_of_that_name(tmp_path, monkeypatch):
+    """`litjudge annotate demo` beside a folder `demo` of notes was refused as "not a finished run
+    folder", with the run of that name in the runs folder unsaid; `annotate ""` read the current folder."""
+    from litjudge.engine.app.runs import run_folder
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LITJUDGE_RUNS_DIR", str(tmp_path / "runs"))
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "runs" / "demo").mkdir(parents=True)
+    (tmp_path / "runs" / "demo" / "manifest.json").write_text("{}")
+    assert run_folder("demo") == tmp_path / "runs" / "demo"
+    assert run_folder("./demo") == Path("./demo")                      # a path is taken as given
+    (tmp_path / "demo" / "manifest.json").write_text("{}")             # a run here is the one meant
+    assert run_folder("demo") == Path("demo")
+    for empty in ("", " "):
+        with pytest.raises(ConfigError, match=r"^no run given \(an empty argument\): give the folder"):
+            run_folder(empty)

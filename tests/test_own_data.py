@@ -241,6 +241,9 @@ def test_a_csv_whose_header_repeats_a_column_or_is_empty_is_one_line(tmp_path):
     (tmp_path / "prefs.csv").write_text("")
     with pytest.raises(DataError, match=r"prefs.csv:1: is empty: no header line"):
         pairs_of(cfg)
+    # a spreadsheet's trailing empty columns (`...,winner,,`) are no columns: they were refused as '' twice
+    (tmp_path / "prefs.csv").write_text(HEADER.replace("\n", ",,\n") + "p1,W,a,b,model_a,,\n")
+    assert [p.pair_id for p in pairs_of(cfg)] == ["p1"]
 
 
 @pytest.mark.parametrize(("change", "expected"), [

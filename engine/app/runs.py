@@ -25,9 +25,12 @@ class LoadedRun:
 def run_folder(given: str) -> Path:
     """The folder a run argument names: the folder itself, else a run's bare name (no separator, no
     leading `.`: `./demo` is a path, taken as given) in the runs folder (LITJUDGE_RUNS_DIR, else
-    ./runs/out), where `litjudge run` wrote it under its name."""
+    ./runs/out), where `litjudge run` wrote it under its name. A folder of that name here that holds
+    no run does not hide the run of that name (it was refused as "not a run folder")."""
+    if not given.strip():
+        raise ConfigError(f"no run given (an empty argument): {run_folder_hint(by_name=True)}")
     path = Path(given)
-    if path.is_dir() or not given or given.startswith(".") or "/" in given or os.sep in given:
+    if (path / "manifest.json").is_file() or given.startswith(".") or "/" in given or os.sep in given:
         return path
     named = runs_output_dir() / given
     return named if named.is_dir() else path

@@ -102,10 +102,12 @@ def csv_header(location: Path) -> list[str]:
 
 
 def check_header(header: list[str], location: Path) -> None:
-    """THE rules of a CSV header litjudge reads (a data file's, an annotation import's): each column
-    named once, and commas between them (a header that reads as one column holding ';' or a tab is
+    """THE rules of a CSV header litjudge reads (a data file's, an annotation import's): each named
+    column named once (a spreadsheet's unnamed empty columns, `a,b,,`, are none: no field reads
+    them), and commas between them (a header that reads as one column holding ';' or a tab is
     another delimiter's file), each said in one line."""
-    twice = sorted({c for c in header if header.count(c) > 1})
+    named = [c for c in header if c.strip()]
+    twice = sorted({c for c in named if named.count(c) > 1})
     if twice:
         raise DataError(f"the header names column {twice[0]!r} twice: rename one", path=str(location), row=1)
     if len(header) == 1 and any(d in header[0] for d in (";", "\t", "|")):

@@ -166,12 +166,11 @@ def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _check_header(header: list[str], path: Path) -> None:
-    """An import's CSV header: a data file's rules (`table.check_header`: each column named once,
-    commas between them) over its named columns (a spreadsheet's unnamed empty ones are none), and
-    annotator, item and label among them: a file of other columns was refused at its first row with
-    "no annotator", which showed nothing of what the header held, and one with two label columns
-    was read by the last."""
-    check_header([c for c in header if c.strip()], path)
+    """An import's CSV header: a data file's rules (`table.check_header`: each named column named
+    once, commas between them), and annotator, item and label among them: a file of other columns
+    was refused at its first row with "no annotator", which showed nothing of what the header held,
+    and one with two label columns was read by the last."""
+    check_header(header, path)
     missing = [c for c in ("annotator", "item", "label") if c not in header]
     if header and missing:
         found = ", ".join(repr(c[:40]) for c in header[:8]) + (", ..." if len(header) > 8 else "")
