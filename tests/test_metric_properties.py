@@ -399,3 +399,24 @@ def test_ece_bootstrap_matches_the_generic_bootstrap():
     slow = cluster_bootstrap(stories, y, p, lambda t, q: MetricResult(expected_calibration_error(q, t), len(t)),
                              resamples=300)
     assert fast == pytest.approx(slow, abs=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["s1", "s10", "s2", "é", "a b", 3, 12]), st.sampled_from(["ab", "ba"]),
+                          st.floats(0, 1)), min_size=1, max_size=60))
+def test_cluster_sums_are_each_cells_values_added_in_order(rows):
+    """A rate's per-cluster, per-stratum sums (proportion.cluster_sums) equal numpy's unique and
+    add.at over the names as text, which they replaced: the same cells, the same sums to the last bit."""
+    from litjudge.judges.metrics.proportion import cluster_sums
+
+    clusters, strata, values = zip(*rows)
+    _, ci = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+    _, si = np.unique(np.asarray(strata), return_inverse=True)
+    sums, counts = np.zeros((1, ci.max() + 1, si.max() + 1)), np.zeros((1, ci.max() + 1, si.max() + 1))
+    np.add.at(sums[0], (ci, si), np.asarray(values))
+    np.add.at(counts[0], (ci, si), 1.0)
+    got = cluster_sums(clusters, values, strata)
+    assert np.array_equal(got[0], sums) and np.array_equal(got[1], counts)
+    one = np.zeros((1, ci.max() + 1, 1))
+    np.add.at(one[0], (ci, np.zeros_like(ci)), np.asarray(values))
+    assert np.array_equal(cluster_sums(clusters, values)[0], one)

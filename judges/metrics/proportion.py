@@ -103,11 +103,15 @@ def rate_interval(sums: np.ndarray, counts: np.ndarray, alpha: float = 0.05, val
         value, rule = np.where(short, np.nan, value), np.where(short, 4, rule)
     # each interval computed only where its rule applies (the Beta quantiles are most of the cost)
     low, high = np.full(value.shape, np.nan), np.full(value.shape, np.nan)
+    # (and not at all where none does: most calls are one estimate, and an empty ufunc call costs)
     kg, guarded, flat = rule <= 1, rule == 1, rule == 2
-    low[kg], high[kg] = korn_graubard(value[kg], variance[kg], n[kg], np.maximum(g[kg] - 1, 1), alpha)
-    few_low, few_high = clopper_pearson(value[guarded] * g[guarded], g[guarded], alpha)
-    low[guarded], high[guarded] = np.minimum(low[guarded], few_low), np.maximum(high[guarded], few_high)
-    low[flat], high[flat] = _constant(value[flat], g[flat], alpha)
+    if kg.any():
+        low[kg], high[kg] = korn_graubard(value[kg], variance[kg], n[kg], np.maximum(g[kg] - 1, 1), alpha)
+    if guarded.any():
+        few_low, few_high = clopper_pearson(value[guarded] * g[guarded], g[guarded], alpha)
+        low[guarded], high[guarded] = np.minimum(low[guarded], few_low), np.maximum(high[guarded], few_high)
+    if flat.any():
+        low[flat], high[flat] = _constant(value[flat], g[flat], alpha)
     return value, low, high, rule
 
 
@@ -139,15 +143,24 @@ NOTES = {1: FEW, 2: CONSTANT, 4: ONE_ORDER}
 
 def cluster_sums(clusters: Sequence[Hashable], values: Sequence[float], strata: Sequence[Hashable] | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Per cluster and stratum: the sum of the values and their count, as (1, G, S) arrays."""
-    _, ci = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
-    _, si = np.unique(np.asarray([str(s) for s in strata]), return_inverse=True) if strata is not None \
-        else (None, np.zeros(len(ci), dtype=int))
-    shape = (1, int(ci.max()) + 1, int(si.max()) + 1)
-    sums, counts = np.zeros(shape), np.zeros(shape)
-    np.add.at(sums[0], (ci, si), np.asarray(values, dtype=float))     # [0]: a view of the one row
-    np.add.at(counts[0], (ci, si), 1.0)
-    return sums, counts
+    """Per cluster and stratum: the sum of the values and their count, as (1, G, S) arrays, the
+    clusters and strata in the sorted order of their names (as text)."""
+    ci = _codes(clusters)
+    si = _codes(strata) if strata is not None else [0] * len(ci)
+    groups, kinds = max(ci) + 1, max(si) + 1
+    cells = np.asarray(ci) * kinds + np.asarray(si)
+    # bincount adds each cell's values in the order given, as np.add.at did (the same sums to the last bit)
+    sums = np.bincount(cells, weights=np.asarray(values, dtype=float), minlength=groups * kinds)
+    counts = np.bincount(cells, minlength=groups * kinds).astype(float)
+    return sums.reshape(1, groups, kinds), counts.reshape(1, groups, kinds)
+
+
+def _codes(keys: Sequence[Hashable]) -> list[int]:
+    """Each key's place among the distinct keys sorted as text (a few dozen keys a call: a dict
+    is faster here than numpy's unique over a string array)."""
+    names = [str(k) for k in keys]
+    place = {name: i for i, name in enumerate(sorted(set(names)))}
+    return [place[name] for name in names]
 
 
 def rate_with_ci(clusters: Sequence[Hashable], values: Sequence[float | None],
