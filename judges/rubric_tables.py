@@ -152,7 +152,8 @@ def without_humans(d: pl.DataFrame, questions: list) -> list[str]:
             what = "pairs" if q.scale == "pairwise" else "texts"
             tied = f" ({ties} of them tied by the humans, which agreement leaves out)" if ties else ""
             said.append(f"question {q.id!r}: {missing} of {units.height} {what} have no human answer in "
-                        f"{q.human!r}: its agreement reads the {units.height - missing} that have one{tied}")
+                        f"{q.human!r}: its agreement reads the {units.height - missing} that have one{tied}, "
+                        "of them those the judge's answer was read for (its n)")
         elif ties and missing == 0:          # said alone too (a hostile pass: 10 of 12 pairs tied, accuracy on 2, unsaid)
             said.append(f"question {q.id!r}: {ties} of {units.height} pairs were tied by the humans in {q.human!r}, "
                         f"which agreement leaves out: it reads the {units.height - ties} others")

@@ -272,3 +272,30 @@ def test_read_only_folders_are_one_line(tmp_path):
     finally:
         for folder in (done, runs):
             subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+# root reads a file of mode 000 all the same: the command runs without the capabilities that let it
+DROP_READ_OVERRIDE = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                      "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+
+
+def test_a_data_or_replay_file_that_may_not_be_read_is_said_so(tmp_path):
+    """A data file or a recording of mode 000 was refused as "is not writable; give write
+    permission or point --out elsewhere": litjudge only reads them (a new user's try)."""
+    (tmp_path / "texts.csv").write_text("item_id,text\na,Once.\nb,Twice.\n")
+    (tmp_path / "r.jsonl").write_text('{"id": "a/q", "response": "Yes"}\n{"id": "b/q", "response": "No"}\n')
+    cfg = write_config(tmp_path / "t.toml", 'name = "t"\nprotocol = "rubric"\njudge = "replay:r.jsonl"\n'
+                       '[dataset]\nloader = "table"\npath = "texts.csv"\n[dataset.columns]\ngroup = "=all"\n'
+                       '[[options.questions]]\nid = "q"\ntext = "Natural?"\nscale = "binary"\n')
+    env = {**os.environ, "LITJUDGE_RUNS_DIR": str(tmp_path / "runs")}
+    for name in ("texts.csv", "r.jsonl"):
+        (tmp_path / name).chmod(0)
+        try:
+            r = subprocess.run([*DROP_READ_OVERRIDE, sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        finally:
+            (tmp_path / name).chmod(0o644)
+        line = one_error_line(r, f"{name}: cannot be read (permission denied); give read permission")
+        assert "writ" not in line, line
+    assert subprocess.run([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], cwd=tmp_path, env=env,
+                          capture_output=True).returncode == 0

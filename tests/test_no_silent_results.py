@@ -330,6 +330,12 @@ def test_incomplete_judge_folders_are_named(tmp_path):
     cfg.write_text(f'name = "f"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "{tmp_path / "model"}"\n')
     one_line(cli("plan", str(cfg), "--no-calibrate", cwd=tmp_path), "not a complete Hugging Face model folder",
              "weights", "tokenizer")
+    # a recording given as the judge, without `replay:` (a new user's try: "not a complete Hugging Face
+    # model folder", of a file)
+    (tmp_path / "answers.jsonl").write_text('{"id": "x", "response": "Yes"}\n')
+    cfg.write_text('name = "f"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\njudge = "answers.jsonl"\n')
+    one_line(cli("plan", str(cfg), "--no-calibrate", cwd=tmp_path),
+             "judge answers.jsonl is a file, not a model folder: a recording of answers is the judge replay:answers.jsonl")
     cache = tmp_path / "models-cache"
     (cache / "models" / "smollm2-135m").mkdir(parents=True)
     (cache / "models" / "smollm2-135m" / "litjudge-model.json").write_text('{"alias": "smollm2-135m", "chec')

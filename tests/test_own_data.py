@@ -244,6 +244,9 @@ def test_a_csv_whose_header_repeats_a_column_or_is_empty_is_one_line(tmp_path):
     # a spreadsheet's trailing empty columns (`...,winner,,`) are no columns: they were refused as '' twice
     (tmp_path / "prefs.csv").write_text(HEADER.replace("\n", ",,\n") + "p1,W,a,b,model_a,,\n")
     assert [p.pair_id for p in pairs_of(cfg)] == ["p1"]
+    # and its empty rows (`,,,,`, whatever their number of commas) are blank lines: they failed as a missing field
+    (tmp_path / "prefs.csv").write_text(HEADER + "p1,W,a,b,model_a\n,,,,\n,,\r\np2,W,c,d,model_b\n, ,,,\n")
+    assert [p.pair_id for p in pairs_of(cfg)] == ["p1", "p2"]
 
 
 @pytest.mark.parametrize(("change", "expected"), [

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import warnings
 from html import escape
 
 import pandas as pd
@@ -292,6 +293,27 @@ def test_a_recording_keyed_by_other_ids_says_why_and_which_id_was_asked(tmp_path
     with pytest.raises(litjudge.ConfigError, match=r"none of the run's 24 verdicts could be read \(its warnings say "
                        r"why\): nothing to annotate"):
         litjudge.annotate(r)
+
+
+
+def test_a_recording_missing_some_ids_says_which_and_its_ids_the_run_did_not_ask(tmp_path):
+    """A recording whose p03/ba is misspelt (p03/bA): one unparsed verdict of 24, under the 10% a
+    warning took, and the misspelt id never named (a new user's try); a --limit's unasked ids
+    alone are not said."""
+    path = tmp_path / "rec.jsonl"
+    path.write_text("".join(json.dumps({"id": f"{r['id']}/{'bA' if (r['id'], o) == ('p03', 'ba') else o}",
+                                        "response": "A"}) + "\n" for r in pairs() for o in ("ab", "ba")))
+    with pytest.warns(litjudge.LitjudgeWarning) as said:
+        litjudge.judge(pairs(), protocol="pairwise", judge=f"replay:{path}", columns=COLUMNS, values=VALUES,
+                       out=tmp_path / "out", progress=False)
+    assert f"replay:{path}: its recording has no response for 1 of the 24 items asked (e.g. 'p03/ba'; each an " \
+           "unparsed verdict), and holds 1 id the run did not ask (e.g. 'p03/bA'): a misspelt id?" in \
+           [str(w.message) for w in said]
+    path.write_text("".join(json.dumps({"id": f"{r['id']}/{o}", "response": "A"}) + "\n" for r in pairs() for o in ("ab", "ba")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", litjudge.LitjudgeWarning)
+        litjudge.judge(pairs(), protocol="pairwise", judge=f"replay:{path}", columns=COLUMNS, values=VALUES,
+                       out=tmp_path / "limited", progress=False, limit=4)
 
 
 def test_a_result_with_nothing_parsed_warns_as_the_console_exits_4(tmp_path):

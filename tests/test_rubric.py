@@ -356,8 +356,9 @@ def test_blank_humans_are_no_answer_and_an_undefined_headline_says_why(tmp_path)
     assert head["natural"]["n"] == 10 and head["vivid"]["n"] == 11
     assert [w for w in result.manifest.warnings if "no human answer" in w] == [  # said beside n
         "question 'natural': 2 of 12 texts have no human answer in 'natural_human': its agreement reads the 10 "
-        "that have one", "question 'vivid': 1 of 12 texts have no human answer in 'vivid_human': its agreement "
-        "reads the 11 that have one"]
+        "that have one, of them those the judge's answer was read for (its n)", "question 'vivid': 1 of 12 texts "
+        "have no human answer in 'vivid_human': its agreement reads the 11 that have one, of them those the judge's "
+        "answer was read for (its n)"]
     assert head["natural"]["agreement"] is None
     assert head["natural"]["ci_note"].startswith(f"{head['natural']['metric']} is undefined: the humans and the judge "
                                                  "each gave one answer (over 10 answers)")

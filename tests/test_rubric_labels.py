@@ -54,7 +54,7 @@ def test_an_empty_cell_in_a_pairwise_human_column_is_still_missing(tmp_path):
     acc = result.tables["pairwise_agreement"]
     assert acc["n"].to_list() == [15, 15, 30]    # of 18 pairs, the 3 with s05 have no human answer
     assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
-           "the 15 that have one" in result.manifest.warnings
+           "the 15 that have one, of them those the judge's answer was read for (its n)" in result.manifest.warnings
 
 
 def test_the_missing_answers_warning_counts_the_human_ties_agreement_leaves_out(tmp_path):
@@ -66,7 +66,8 @@ def test_the_missing_answers_warning_counts_the_human_ties_agreement_leaves_out(
     result = pairs_judged(tmp_path, rows)
     assert result.tables["pairwise_agreement"]["n"].to_list() == [14, 14, 28]
     assert "question 'surprise': 3 of 18 pairs have no human answer in 'surprise_human': its agreement reads " \
-           "the 15 that have one (1 of them tied by the humans, which agreement leaves out)" in result.manifest.warnings
+           "the 15 that have one (1 of them tied by the humans, which agreement leaves out), of them those the " \
+           "judge's answer was read for (its n)" in result.manifest.warnings
 
 
 def test_human_ties_alone_are_said_too(tmp_path):

@@ -153,28 +153,36 @@ NO_RESPONSE = "the recording has no response for this id"
 
 
 def unmatched_ids(verdicts: pl.DataFrame, specs: Sequence[JudgeSpec]) -> list[str]:
-    """A line per replayed judge that had no response for any item while its recording holds ids:
-    keyed by other ids than the data's (pairs named by their line), read as the judge's
-    non-answers with the recording's own ids never named. (Where some match, the rest may be the
-    items a --limit or a test subset left out: not said.)"""
+    """A line per replayed judge whose recording had no response for some item asked: with the
+    recording's ids the run did not ask, where it holds any (keyed by other ids than the data's, or
+    a misspelt id), which were never named; a missing response is otherwise only an unparsed
+    verdict among the rest. (Ids asked for none, with every item answered, are the items a --limit
+    or a test subset left out: not said.)"""
     out = []
     for spec in specs:
         if spec.backend != ReplayBackend.name or not {"judge", "reason", "item_id"} <= set(verdicts.columns):
             continue
         mine = verdicts.filter(pl.col("judge") == spec.name)
-        missed = mine.filter(pl.col("reason") == NO_RESPONSE)["item_id"].to_list()
-        if not missed or len(missed) < mine.height:
+        missed = sorted(set(mine.filter(pl.col("reason") == NO_RESPONSE)["item_id"].to_list()))
+        if not missed:
             continue
         asked = set(mine["item_id"].to_list())
-        if not spec.target or not Path(spec.target).is_file():     # a rebuild from the manifest: no file named
-            continue
-        try:
-            records = _recorded(Path(spec.target))
-        except LitjudgeError:          # unreadable now: the run read it, a rebuild need not
-            continue
+        records: dict[str, str] = {}
+        if spec.target and Path(spec.target).is_file():     # a rebuild from the manifest: no file named
+            try:
+                records = _recorded(Path(spec.target))
+            except LitjudgeError:          # unreadable now: the run read it, a rebuild need not
+                pass
         unused = sorted(i for i in records if i not in asked)
-        if unused:
-            # ascii: an id in another Unicode form than the data's looked the same as the item's
-            out.append(f"{spec.name}: none of its recording's {len(records)} ids is an item of the run (e.g. "
-                       f"{unused[0]!a}, where the run asked e.g. {sorted(missed)[0]!a}): are its ids the data's?")
+        # ascii: an id in another Unicode form than the data's looked the same as the item's
+        if len(missed) == len(asked):
+            if unused:
+                out.append(f"{spec.name}: none of its recording's {len(records)} ids is an item of the run (e.g. "
+                           f"{unused[0]!a}, where the run asked e.g. {missed[0]!a}): are its ids the data's?")
+            continue
+        out.append(f"{spec.name}: its recording has no response for {len(missed)} of the {len(asked)} items asked "
+                   f"(e.g. {missed[0]!a}; each an unparsed verdict)"
+                   + (f", and holds {len(unused)} id{'s' * (len(unused) != 1)} the run did not ask (e.g. "
+                      f"{unused[0]!a}): a misspelt id?"
+                      if unused else ""))
     return out

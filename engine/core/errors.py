@@ -227,6 +227,10 @@ def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
         what = "the disk is full (or a file-size limit was hit)"
         fix = (f"free space (or give {option} a folder on another disk) and try again" if option else
                "free space and run again: finished verdicts are stored and a re-run resumes")
+    elif exc.errno in (errno.EACCES, errno.EPERM) and _unreadable(exc.filename or path):
+        # a data or replay file litjudge only reads: "not writable", with write permission the fix, was wrong
+        path = exc.filename or path
+        what, fix = "cannot be read (permission denied)", "give read permission (chmod u+r) or name another file"
     elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         what = "is not writable"
         fix = f"give write permission or give {option} another folder" if option else \
@@ -241,6 +245,14 @@ def fault(exc: OSError, path: object, option: str | None = None) -> SystemFault:
         # a symbolic link loop): it read "cannot be written" for a data file that was never written
         what, fix = f"{exc.strerror or exc}", "check the path and run again"
     return SystemFault(f"{path}: {what}; {fix}")
+
+
+def _unreadable(path: object) -> bool:
+    """The path exists and this process may not read it (a folder: list and enter it)."""
+    name = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if name is None or not os.path.exists(name):
+        return False
+    return not os.access(name, os.R_OK | (os.X_OK if os.path.isdir(name) else 0))
 
 
 OS_ERROR = re.compile(r"\(os error (\d+)\)")

@@ -109,8 +109,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number where the row starts, record) for every non-blank row of a comma-separated file
-    whose first line is `header`, read as consumed. Cells are text, an empty one missing. Quotes
+    """(line number where the row starts, record) for every non-blank row (a row of empty cells,
+    as spreadsheets save, is blank) of a comma-separated file whose first line is `header`, read
+    as consumed. Cells are text, an empty one missing. Quotes
     are read strictly: a stray one (`"The door opened,No` closed by a quote rows later) fails naming
     its line, as does a row whose cells do not match the header, instead of rows merging unseen."""
     import csv
@@ -123,7 +124,7 @@ def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any
             next(reader, None)                                  # the header (csv_header read it)
             start = reader.line_num + 1
             for row in reader:
-                if row:
+                if any(cell.strip() for cell in row):       # a spreadsheet's empty row (`,,,,`) is a blank line
                     if len(row) != len(header):
                         raise DataError(f"{len(row)} cells where the header has {len(header)} (a stray quote or "
                                         "comma?)", path=str(path), row=start)

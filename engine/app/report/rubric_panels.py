@@ -17,8 +17,10 @@ def rubric_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
     if scores is not None and scores.height:
         out.append(Panel("Scores per question",
                          "Each question's mean score (binary: the share of the positive answer; points: the mean "
-                         "point; a categorical question has none, its shares are label_distribution's) over the "
-                         f"answered verdicts; a share's {rate_interval('texts or pairs')}; a mean point's, "
+                         "point; a pairwise question's: text a's win rate, the mean of its two orders' rates, so an "
+                         "order answered more often brings no position bias in; a categorical question has none, "
+                         "its shares are label_distribution's) over the answered verdicts (n); a share's "
+                         f"{rate_interval('texts or pairs')}; a mean point's, "
                          "the cluster bootstrap's. Unparsed verdicts are counted, not scored.",
                          [("scores", scores), ("label_distribution", t.get("label_distribution", pl.DataFrame()))],
                          score_figures(scores)))

@@ -292,6 +292,10 @@ def check_model_folder(path: Path) -> None:
     """A local judge folder must hold what a model is made of: its config, weights and a
     tokenizer; a folder lacking one is named in one line (a folder with only config.json failed
     deep inside transformers)."""
+    if path.is_file():                # a recording (answers.jsonl) given as a judge: not a model at all
+        raise JudgeNotFound(f"judge {path} is a file, not a model folder"
+                            + (f": a recording of answers is the judge replay:{path}"
+                               if path.suffix.lower() in (".jsonl", ".json") else ""))
     missing = [what for what, ok in (
         ("config.json", (path / "config.json").exists()),
         ("weights (*.safetensors or *.bin)", any(next(path.glob(g), None) for g in WEIGHTS)),
