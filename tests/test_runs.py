@@ -133,6 +133,18 @@ def test_bad_configs_fail_with_one_clear_line(tmp_path, body, message):
     assert "Traceback" not in r.stderr
 
 
+def test_a_yaml_or_json_config_is_said_to_be_one(tmp_path):
+    """A config written as YAML or JSON was "not valid TOML: Expected '=' after a key" alone."""
+    from litjudge.engine.core.config import read_toml
+    from litjudge.engine.core.errors import ConfigError
+
+    for name, body in (("c.yaml", "name: x\nprotocol: ttcw\n"), ("c.json", '{"name": "x", "protocol": "ttcw"}')):
+        (tmp_path / name).write_text(body)
+        with pytest.raises(ConfigError, match=r"not valid TOML \(a (YAML|JSON) file: a run config is TOML, `key = "
+                                              r"value` lines; runs/demo.toml is one\): "):
+            read_toml(tmp_path / name)
+
+
 def test_missing_config_file_names_the_path(tmp_path):
     r = litjudge("run", str(tmp_path / "nope.toml"))
     assert r.returncode == 2 and "nope.toml: run config not found" in r.stderr

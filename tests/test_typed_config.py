@@ -64,6 +64,13 @@ def test_the_reference_shows_the_literal_values():
     assert points.allowed == "one of [3, 5, 7]" and points.type == "int"
 
 
+def test_a_list_of_tables_is_explained_with_the_keys_of_its_tables():
+    """`config --explain options.questions` printed a doc saying "the keys below" and no key below it."""
+    keys = [e.key for e in explain("options.questions")]
+    assert keys[0] == "options.questions" and {"options.questions[].id", "options.questions[].scale"} <= set(keys[1:])
+    assert all(k.startswith("options.questions[].") for k in keys[1:])
+
+
 def test_the_two_wordings_of_an_error_come_from_its_settings():
     rename = Setting("dataset.values.label", {"maybe": "a"})
     assert rename.console() == '[dataset.values.label] maybe = "a"'

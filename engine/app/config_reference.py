@@ -172,11 +172,14 @@ def entries() -> list[Entry]:
 
 def explain(key: str) -> list[Entry]:
     """The entries a user means by `key`: the key itself (`engine.dtype`, `[engine]` for a table's
-    keys, `options.threshold` in every protocol that has it), else every key ending in it (`dtype`)."""
+    keys, `options.threshold` in every protocol that has it; a list of tables with the keys of its
+    tables, `options.questions` with `options.questions[].scale`, which its doc calls "the keys
+    below"), else every key ending in it (`dtype`)."""
     key = key.strip().strip("[]").strip()
     everything = entries()
-    found = ([e for e in everything if e.key == key] or [e for e in everything if e.key.startswith(key + ".")]
-             or [e for e in everything if e.key.endswith("." + key)])
+    exact = [e for e in everything if e.key == key]
+    found = ([*exact, *(e for e in everything if e.key.startswith(key + "[]."))] if exact else
+             [e for e in everything if e.key.startswith(key + ".")] or [e for e in everything if e.key.endswith("." + key)])
     if not found:
         hint = did_you_mean(key, sorted({e.key for e in everything}), n=3) or " (`litjudge config` lists every key)"
         raise ConfigError(f"no config key {key!r}{hint}")

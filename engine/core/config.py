@@ -271,7 +271,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         # utf-8-sig: a byte-order mark (Windows editors write one) is not part of the TOML
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", where=str(path)) from None
+        other = {".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}.get(path.suffix.lower())
+        written = f" (a {other} file: a run config is TOML, `key = value` lines; runs/demo.toml is one)" if other else ""
+        raise ConfigError(f"not valid TOML{written}: {exc}", where=str(path)) from None
     except UnicodeDecodeError:
         raise ConfigError("not UTF-8 text", where=str(path)) from None
     except OSError as exc:
