@@ -85,7 +85,7 @@ def test_import_reads_points_as_a_spreadsheet_writes_them_a_bom_and_refuses_othe
     assert got == {("ann", "t00/vivid", "4"), ("ann", "t01/vivid", "4"), ("ann", "t02/natural", "No"),
                    ("bob", "t03/vivid", "2"), ("bob", "t04/vivid", "3")}
     assert imported(fresh, "c.csv", "annotator,item,label\nJosé,t05/vivid,3\n".encode("latin-1")).endswith(
-        "c.csv: not UTF-8 text (byte 24): save the file as UTF-8")
+        "c.csv:2: not UTF-8 text (byte 3 of this line)")
     assert imported(fresh, "d.csv", b"annotator,item,label\nann,t05/vivid,4.5\n").endswith(
         "label '4.5' is not an answer of this protocol (1, 2, 3, 4, 5)")
     # a new user's files: other column names, semicolons, two label columns (the last one was read)
@@ -99,6 +99,20 @@ def test_import_reads_points_as_a_spreadsheet_writes_them_a_bom_and_refuses_othe
     assert imported(fresh, "j.csv", b"annotator,item,label,,\nann,t05/vivid,4,,\n") == (1, 0)   # a sheet's empty columns
     row = b'{"annotator": "ann", "item": "t06/vivid", "label": "4", "label": "2"}\n'   # the last was read, unsaid
     assert imported(fresh, "k.jsonl", row).endswith("k.jsonl:1: key 'label' is named twice in the row: keep one")
+
+
+def test_import_reads_a_spreadsheets_empty_rows_as_blank_and_names_each_rows_own_line(fresh):
+    """As a data file is read: `,,` (a spreadsheet's empty row) was refused as "no annotator", and
+    after a blank line an error named the row's place among the rows read, not its line."""
+    rows = "annotator,item,label\nann,t00/vivid,4\n,,\n\nann,t01/vivid,4\n"
+    assert imported(fresh, "a.csv", rows.encode()) == (2, 0)
+    bad = "annotator,item,label\n\n,,\nbob,t02/vivid,4\nbob,t03/vivid,9\n"
+    assert imported(fresh, "b.csv", bad.encode()).endswith("b.csv:5: label '9' is not an answer of this protocol "
+                                                            "(1, 2, 3, 4, 5)")
+    lines = '\n{"annotator": "eve", "item": "t04/vivid", "label": "4"}\n\n{"annotator": "eve", "item": "nope", "label": "4"}\n'
+    assert imported(fresh, "c.jsonl", lines.encode()).endswith("c.jsonl:4: item 'nope' is not an item of this run's queue")
+    assert imported(fresh, "d.csv", "annotator,item,label\nann,t05/vivid,3\nJosé,t06/vivid,3\n".encode("latin-1")
+                    ).endswith("d.csv:3: not UTF-8 text (byte 3 of this line)")
 
 
 @pytest.mark.parametrize("name", ["<b>x</b>", "ann\nbob", "=HYPERLINK(\"http://x\")"])

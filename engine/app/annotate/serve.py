@@ -3,9 +3,7 @@ loopback, uvicorn serving it (in this process for `litjudge annotate`, in a thre
 `litjudge.annotate(result)`); and the store's import and export from the console."""
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import ipaddress
 import json
 import math
@@ -20,7 +18,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...core.errors import ConfigError, DataError, Option
-from ...data.table import check_header
+from ...data.readers import read_csv
+from ...data.table import check_header, csv_header
 from .export import FIELDS, csv_text, draw_positions, jsonl, records, stored_records, uncell
 from .labels import KeyReused, Labels
 from .queue import Queue
@@ -122,25 +121,24 @@ class Annotation:
 
 
 # -- import and export ---------------------------------------------------------------------------
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """Labels collected elsewhere: CSV or JSONL rows with annotator, item, label (and time), in
-    UTF-8 (a spreadsheet's byte order mark is read past; a CSV cell the export guarded is unguarded)."""
+def read_rows(path: Path) -> list[tuple[int, dict[str, str]]]:
+    """Labels collected elsewhere: (line, row) for each CSV or JSONL row with annotator, item, label
+    (and time), in UTF-8 (a spreadsheet's byte order mark is read past; a CSV cell the export guarded
+    is unguarded). A CSV is read as a data file is (`readers.read_csv`): its empty rows (`,,`) are
+    blank lines, and each row is named by its own line, not its place among the rows read."""
     if not path.is_file():
         raise DataError("no such file to import", path=str(path))
     if path.suffix not in (".csv", ".jsonl"):
         raise DataError("import takes .csv or .jsonl (columns annotator, item, label; time optional)", path=str(path))
+    if path.suffix == ".csv":
+        header = csv_header(path)
+        _check_header(header, path)
+        return [(n, {k: uncell(v or "") for k, v in r.items() if k}) for n, r in read_csv(path, header)]
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         raise DataError(f"not UTF-8 text (byte {e.start}): save the file as UTF-8", path=str(path)) from e
-    if path.suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        try:
-            _check_header(list(reader.fieldnames or []), path)
-            return [{k: uncell(v or "") for k, v in r.items() if k is not None} for r in reader]
-        except csv.Error as e:                       # a cell past the csv module's limit, a stray NUL
-            raise DataError(f"not a CSV file litjudge can read ({e})", path=str(path), row=reader.line_num + 1) from e
-    rows = []
+    rows: list[tuple[int, dict[str, str]]] = []
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
@@ -151,7 +149,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
                 raise DataError(f"key {e.args[0]!r} is named twice in the row: keep one", path=str(path), row=n) from e
             if not isinstance(rec, dict):
                 raise DataError("not a JSON object", path=str(path), row=n)
-            rows.append({k: "" if v is None else str(v) for k, v in rec.items()})
+            rows.append((n, {k: "" if v is None else str(v) for k, v in rec.items()}))
     return rows
 
 
@@ -178,12 +176,12 @@ def _check_header(header: list[str], path: Path) -> None:
                         "item, label (time optional)", path=str(path), row=1)
 
 
-def _refuse_other_design(rows: list[dict[str, str]], cluster_of: dict[str, str], positions: dict[str, str],
+def _refuse_other_design(rows: list[tuple[int, dict[str, str]]], cluster_of: dict[str, str], positions: dict[str, str],
                          probability: Mapping[str, float], path: Path) -> None:
     """An export's rows name where their story was drawn (`draws`) and with what probability: a
     queue started by importing them must have drawn it there too, with that probability (a floor
     changes the probabilities more than the positions), in one line naming the first that differs."""
-    for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
+    for n, r in rows:
         given, cluster = r.get("draws", "").split(), cluster_of.get(r.get("item", ""))
         if cluster is None:
             continue
@@ -234,7 +232,7 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
     # one person's two answers to a story (two tabs) are two submissions, the later standing, as stored
     groups: dict[tuple[str, str, str], dict[str, tuple[str, str]]] = {}
     shown: dict[tuple[str, str, str], str] = {}         # the order a pair was shown in (an export's)
-    for n, r in enumerate(rows, 2 if path.suffix == ".csv" else 1):
+    for n, r in rows:
         missing = [c for c in ("annotator", "item", "label") if not r.get(c)]
         if missing:
             raise DataError(f"no {missing[0]} (columns: annotator, item, label; time optional)", path=str(path), row=n)
