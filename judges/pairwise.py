@@ -89,8 +89,7 @@ class Pairwise(Protocol):
                                         rank=("accuracy",), when="labelled"),
                 "bias": MetricTable(by=("metric",)),
                 # not for a reward model
-                "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",),
-                                              when="sometimes"),
+                "length_control": MetricTable(higher=("accuracy", "lc_accuracy"), rank=("lc_accuracy",), when="sometimes"),
                 # with probabilities (distribution mode, a reward model) on labelled pairs
                 "calibration_summary": MetricTable(lower=("ece", "squared_calibration_error", "brier"),
                                                    rank=("squared_calibration_error", "brier"), when="sometimes"),
@@ -147,9 +146,10 @@ class Pairwise(Protocol):
     def prompt(self, opts: PairwiseOptions, mode: str, pair: Pair, first: str, second: str) -> str:
         head = (DEFAULT_TEMPLATE if opts.template == "default"
                 else paper_prompt("pairwise_litbench", "templates", opts.template))
-        ask = ("Write a brief comparison, then end with a last line 'Preferred: A' or 'Preferred: B'."
+        tie = " (or 'Preferred: tie' if they are equally good)" if opts.tie else ""   # not "A or B only. Answer tie"
+        ask = (f"Write a brief comparison, then end with a last line 'Preferred: A' or 'Preferred: B'{tie}."
                if mode == "analyze" else
-               "Answer with A or B only." + (" Answer tie if they are equally good." if opts.tie else ""))
+               "Answer with A, B or tie only (tie if they are equally good)." if opts.tie else "Answer with A or B only.")
         return f"{head}\n\nWriting prompt:\n{pair.prompt}\n\nResponse A:\n{first}\n\nResponse B:\n{second}\n\n{ask}"
 
     def units(self, ctx: Context) -> Iterator[Pair]:
@@ -268,19 +268,21 @@ class Pairwise(Protocol):
 
 
 def _labelled(d: pl.DataFrame, ctx: Context) -> bool:
-    """Whether any pair has a human label (the tables of agreement with humans need one); pairs
-    without one are said, as they count in the bias tables only."""
+    """Whether any pair has a human label (agreement's tables need one); pairs without one, or tied, are said."""
     pairs = d.select("pair_id", "human").unique("pair_id")
     unlabelled = pairs["human"].null_count()
     if unlabelled == pairs.height:
         ctx.no_labels(f"no pair has a human label (a, b or tie in the label column): the bias tables read all "
                       f"{pairs.height} pairs; no accuracy, length-control or calibration table")
         return False
+    ties = int((pairs["human"] == "tie").sum())
     if unlabelled:
-        ties = (pairs["human"] == "tie").sum()
         tied = f" ({ties} of them tied by the humans, which agreement leaves out)" if ties else ""
         ctx.warn(f"{unlabelled} of {pairs.height} pairs have no human label: accuracy, length control and calibration "
                  f"read the {pairs.height - unlabelled} labelled ones{tied}, the bias tables all {pairs.height}")
+    elif ties:          # said alone too (a new user's 7 of 24 pairs tied: accuracy's n 17, unsaid)
+        ctx.warn(f"{ties} of {pairs.height} pairs were tied by the humans, which agreement leaves out: accuracy, length "
+                 f"control and calibration read the {pairs.height - ties} others, the bias tables all {pairs.height}")
     return True
 
 
@@ -371,8 +373,7 @@ REWARD_BLIND = ("swap_flip_rate", "first_position_win_rate")
 def _imputed(policy: MissingPolicy) -> pl.Expr:
     """The pick agreement is scored on: the real answer, else what the missing-answer policy says
     (a label names a position, A or B, which this verdict's order maps to a text)."""
-    return imputed(policy, pl.col("answer"),
-                   label=lambda lab: text_picked(pl.lit(lab)),
+    return imputed(policy, pl.col("answer"), label=lambda lab: text_picked(pl.lit(lab)),
                    wrong=pl.when(pl.col("human") == "a").then(pl.lit("b"))
                    .when(pl.col("human").is_null()).then(None).otherwise(pl.lit("a")))   # unlabelled: no wrong text
 

@@ -118,10 +118,14 @@ def test_an_unreadable_csv_is_one_line(run, tmp_path):
     with InThread(run, budget=40):
         pass
     item = first_drawn(run).questions[0].item
-    big = tmp_path / "big.csv"
+    big = tmp_path / "big.csv"            # a cell past the csv module's 128 KiB: read, as a data file's is
     big.write_text(f"annotator,item,label\nlab,{item},\"{'x' * 200_000}\"\n")
     r = litjudge("annotate", str(run), "--import", str(big))
-    assert r.returncode == 2 and "big.csv:2: not a CSV file litjudge can read" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"big.csv:2: label '{'x' * 40}' is not an answer" in r.stderr, r.stderr
+    nul = tmp_path / "nul.csv"
+    nul.write_text(f"annotator,item,label\nlab,{item},Yes\nlab,{item},\"N\0o\n")
+    r = litjudge("annotate", str(run), "--import", str(nul))
+    assert r.returncode == 2 and "nul.csv:3: cannot be read as CSV" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
 
 

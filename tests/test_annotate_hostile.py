@@ -412,7 +412,7 @@ def test_an_import_answering_one_item_twice_differently_is_refused(fresh):
 def test_a_folder_here_that_holds_no_run_does_not_hide_the_run_of_that_name(tmp_path, monkeypatch):
     """`litjudge annotate demo` beside a folder `demo` of notes was refused as "not a finished run
     folder", with the run of that name in the runs folder unsaid; `annotate ""` read the current folder."""
-    from litjudge.engine.app.runs import run_folder
+    from litjudge.engine.core.paths import run_folder
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LITJUDGE_RUNS_DIR", str(tmp_path / "runs"))

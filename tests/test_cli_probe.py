@@ -225,6 +225,19 @@ def test_damaged_run_folders(tmp_path, finished, damage, command, message):
     one_line(cli(command, str(run), cwd=tmp_path), message)
 
 
+def test_every_command_that_reads_a_run_takes_its_name(tmp_path, finished):
+    """`report NAME` and `export NAME` were "not a run folder" where `annotate NAME` and `run`
+    took the run's name (a new user's try); a name of no run names where runs are looked for."""
+    run = copy_run(finished, tmp_path, "mine")
+    env = {"LITJUDGE_RUNS_DIR": str(run.parent)}
+    r = cli("report", "mine", "--out", str(tmp_path / "rep"), cwd=tmp_path, env=env)
+    assert r.returncode == 0 and (tmp_path / "rep" / "report.html").is_file(), r.stderr[-2000:]
+    r = cli("export", "mine", "--to", str(tmp_path / "ds"), cwd=tmp_path, env=env)
+    assert r.returncode == 0 and (tmp_path / "ds" / "README.md").is_file(), r.stderr[-2000:]
+    one_line(cli("export", "nope", "--to", str(tmp_path / "ds2"), cwd=tmp_path, env=env),
+             f"not a run folder (give the folder `litjudge run` wrote, e.g. {run.parent / 'NAME'}, or the run's name)")
+
+
 def test_reparse_survives_a_bad_log_line(tmp_path, finished):
     run = copy_run(finished, tmp_path)
     with (run / "log.jsonl").open("a") as fh:

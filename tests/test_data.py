@@ -4,6 +4,7 @@ import json
 import pytest
 
 from litjudge.engine.core.errors import DataError
+from litjudge.engine.data.readers import read_jsonl
 from litjudge.engine.data.ttcw import load_recorded, load_ttcw
 from tests.conftest import DATA, needs_data
 
@@ -55,6 +56,20 @@ def test_non_utf8_and_invalid_json_are_named(tmp_path):
     (folder / "rec.jsonl").write_text('{"id": "a", "response": "Yes"}\n{"id": "a", "response": "No"}\n')
     with pytest.raises(DataError, match=r"rec.jsonl:2: duplicate id 'a' \(first on line 1\)"):
         load_recorded(folder / "rec.jsonl")
+
+
+@pytest.mark.parametrize("text, said", [
+    ('[\n {"pair_id": "p1"}\n]\n', "x.json:1: holds a JSON array; litjudge reads JSON Lines, one object per line"),
+    ('\n[{"pair_id": "p1"}]\n', "x.json:2: holds a JSON array"),
+    ('{\n "pair_id": "p1"\n}\n', "x.json:1: holds an object written over several lines; litjudge reads JSON Lines"),
+])
+def test_a_json_file_that_is_not_json_lines_says_so(tmp_path, text, said):
+    """A new user's `--data arr.json`: valid JSON, refused as "invalid JSON (Expecting value)" or
+    "expected a JSON object"."""
+    (tmp_path / "x.json").write_text(text)
+    with pytest.raises(DataError) as err:
+        list(read_jsonl(tmp_path / "x.json"))
+    assert str(err.value).startswith(str(tmp_path / said)), str(err.value)
 
 
 @needs_data

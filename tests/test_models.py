@@ -22,6 +22,7 @@ def test_default_judge_is_converted_verified_and_reused():
 
 @pytest.mark.parametrize("name, message", [
     ("smollm3-xl", "unknown judge 'smollm3-xl'"),
+    ("smolm2-135m", r"unknown judge 'smolm2-135m' \(did you mean 'smollm2-135m'\?\): not an alias"),
     ("./no/such/folder", "unknown judge"),
 ])
 def test_unknown_judges_fail_clearly(name, message):

@@ -142,7 +142,13 @@ def test_labels_in_another_case_are_accepted_and_others_name_the_way_out(tmp_pat
     assert cli("plan", str(cfg), cwd=tmp_path).returncode == 0
     bad = pairs_run(tmp_path / "bad", pairs=[dict(upper[0], label="model_a")])
     r = cli("plan", str(bad), cwd=tmp_path)
-    assert r.returncode == 2 and "rename your values, e.g. [dataset.values.label] model_a = \"a\"" in r.stderr
+    assert r.returncode == 2 and "map each of your values to a, b or tie, e.g. [dataset.values.label] model_a = \"a\" " \
+        "if 'model_a' means text a is the better" in r.stderr
+    # the example's answer is guessed where the word says it (it was "a" for every value: copied for
+    # "second", the humans' preference reversed), and a map to no label is named as the cause
+    second = pairs_run(tmp_path / "second", pairs=[dict(upper[0], label="Second")])
+    assert '[dataset.values.label] Second = "b" if \'Second\' means text b is the better' in \
+        cli("plan", str(second), cwd=tmp_path).stderr
 
 
 def test_words_of_prompts_reports_and_files(tmp_path):

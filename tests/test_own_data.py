@@ -108,6 +108,19 @@ def test_a_values_map_matches_in_any_case_and_spacing_as_labels_are_read(tmp_pat
         pairs_of(cfg)
 
 
+def test_a_map_to_no_label_is_named_as_the_cause(tmp_path):
+    """A new user's `right = "bee"`: each row it renamed was refused for holding 'bee', with the
+    hint to rename 'bee' itself; the map is the cause, named before a row is read."""
+    (tmp_path / "d.csv").write_text("id,instruction,response_1,response_2,preferred\nq1,P,x,y,left\n")
+    mapping = ('[dataset.columns]\npair_id = "id"\nprompt = "instruction"\ntext_a = "response_1"\n'
+               'text_b = "response_2"\nlabel = "preferred"\n[dataset.values.label]\nleft = "A"\nright = "bee"\n')
+    cfg = write_config(tmp_path / "m.toml", 'name = "m"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n[dataset]\n'
+                                            'path = "d.csv"\n' + mapping)
+    with pytest.raises(DataError, match=re.escape("[dataset.values.label] renames 'right' to 'bee', which is not a, b or "
+                                                  "tie (the text the humans preferred, or neither)")):
+        pairs_of(cfg)
+
+
 @pytest.mark.parametrize("extra, line", [
     ('[dataset.columns]\nprompt = ["instruction"]\n', "dataset.columns.prompt: expected str, got list ['instruction']"),
     ('[dataset.values]\nlabel = "x"\n', "dataset.values.label: expected a table, got str"),
@@ -196,8 +209,8 @@ BAD = [  # (how the CSV is broken, the one line expected)
      "prefs.csv:3: missing field 'text_a' (column 'response_a')"),
     (lambda rows: rows[:2] + [("p3", "Write", "a", "b", "maybe")],
      "prefs.csv:4: field 'label' (column 'winner') must be one of ['a', 'b', 'tie'] (any case), got 'maybe'; "
-     "rename your values, e.g. [dataset.values.label] maybe = \"a\" ([dataset.values.label] renames "
-     "'model_a', 'model_b')"),
+     "map each of your values to a, b or tie, e.g. [dataset.values.label] maybe = \"a\" if 'maybe' means text a "
+     "is the better ([dataset.values.label] renames 'model_a', 'model_b')"),
     (lambda rows: rows + [("p1", "Again", "a", "b", "model_a")], "prefs.csv:5:"),
 ]
 

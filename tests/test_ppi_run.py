@@ -144,6 +144,7 @@ def test_repeats_of_an_item_are_one_judge_value():
 
 @pytest.mark.parametrize("table,message", [
     ("labelled = 1.5", "ppi.labelled: a share of the clusters must be in (0, 1), got 1.5"),
+    ("labelled = 1.0", 'got 1.0; every item the data holds a human label for is labelled = "all"'),
     ("labelled = 0", "ppi.labelled: a share of the clusters must be in (0, 1), got 0.0"),
     ('labelled = "some"', 'ppi.labelled: must be a share in (0, 1), "column:NAME", "annotations:RUN_FOLDER" or "all", got \'some\''),
     ("seed = 3", "ppi.labelled: needed once [ppi] is written (leave the table out for none)"),

@@ -71,6 +71,24 @@ def test_a_list_of_tables_is_explained_with_the_keys_of_its_tables():
     assert all(k.startswith("options.questions[].") for k in keys[1:])
 
 
+@pytest.mark.parametrize("key, said", [
+    ("matrx", "matrx: unknown key (did you mean 'matrix', a sweep's key?)"),
+    ("jurry", "jurry: unknown key (did you mean 'jury', an ensemble's key?)"),
+    ("zzz", "tasks; and a sweep's matrix, sweep; an ensemble's runs, cascade, jury)"),
+])
+def test_a_misspelt_key_of_a_sweep_or_an_ensemble_is_named(tmp_path, key, said):
+    """A new user's `[matrx]`: it was told a run's keys only, with no did-you-mean, by the run
+    and by the sweep's loader (`litjudge plan`)."""
+    from litjudge.engine.app.sweep import load_sweep
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'name = "x"\nprotocol = "pairwise"\njudge = "smollm2-135m"\n[{key}]\njudge = ["a"]\n')
+    for load in (load_config, load_sweep):
+        with pytest.raises(ConfigError) as err:
+            load(cfg)
+        assert str(err.value).endswith(said), str(err.value)
+
+
 def test_the_two_wordings_of_an_error_come_from_its_settings():
     rename = Setting("dataset.values.label", {"maybe": "a"})
     assert rename.console() == '[dataset.values.label] maybe = "a"'

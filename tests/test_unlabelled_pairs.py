@@ -70,6 +70,16 @@ def test_agreement_reads_the_labelled_pairs_exactly_and_bias_every_pair(tmp_path
     assert [per_pair[f"p{i:02d}"] for i in (0, 1, 3, 4)] == [None, "a", "b", None]
 
 
+def test_pairs_the_humans_tied_are_said_when_every_pair_is_labelled(tmp_path):
+    """A new user's 7 of 24 pairs tied: accuracy's n was 17, unsaid (ties were said only beside
+    unlabelled pairs)."""
+    rows = [{**r, "winner": "tie"} if i % 4 == 0 else r for i, r in enumerate(pairs(24))]
+    with pytest.warns(litjudge.LitjudgeWarning, match="6 of 24 pairs were tied by the humans, which agreement leaves "
+                                                      "out: accuracy, length control and calibration read the 18 others"):
+        tied = judged(tmp_path, rows, "tied")
+    assert tied.tables["accuracy"]["n"].to_list()[:2] == [18, 18]
+
+
 def test_missing_wrong_puts_no_wrong_text_on_an_unlabelled_pair(tmp_path):
     rows = [{**r, "winner": None} if i < 2 else r for i, r in enumerate(pairs(6))]
     path = tmp_path / "silent.jsonl"              # p00 and p02 unanswered in order ba

@@ -45,6 +45,7 @@ import polars as pl
 from litjudge.judges import PROTOCOLS
 
 from ..core.errors import BackendUnavailable, ConfigError, StoreError
+from ..core.paths import run_folder_hint
 from ..core.run_lock import run_folder_lock
 from .export_card import MARKER, card
 from .manifest import RunManifest
@@ -121,7 +122,7 @@ def export(run_dir: str | Path, to: str | Path, prompts: bool = False) -> Export
     it was (a folder export made is taken away again)."""
     run_dir, to = Path(run_dir).expanduser(), Path(to).expanduser().resolve()   # "--to ." names its folder
     if not run_dir.is_dir():
-        raise ConfigError("not a run folder (give the folder a run wrote, e.g. runs/out/demo)", where=str(run_dir))
+        raise ConfigError(f"not a run folder ({run_folder_hint(by_name=True)})", where=str(run_dir))
     # a reparse rewriting the run (its tables and card of one version), another export into `to`
     with run_folder_lock(run_dir), _target_lock(to):
         if to.is_dir():

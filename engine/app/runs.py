@@ -2,14 +2,13 @@
 ensembles and the text summary read runs through this, never through the plotting code)."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from ..core.errors import ConfigError, StoreError
-from ..core.paths import runs_output_dir
+from ..core.paths import run_folder_hint
 from .manifest import RunManifest
 from .outputs import edited_column, read_manifest, read_table, rebuild_hint
 
@@ -20,28 +19,6 @@ class LoadedRun:
     path: Path
     manifest: RunManifest
     tables: dict[str, pl.DataFrame]
-
-
-def run_folder(given: str) -> Path:
-    """The folder a run argument names: the folder itself, else a run's bare name (no separator, no
-    leading `.`: `./demo` is a path, taken as given) in the runs folder (LITJUDGE_RUNS_DIR, else
-    ./runs/out), where `litjudge run` wrote it under its name. A folder of that name here that holds
-    no run does not hide the run of that name (it was refused as "not a run folder")."""
-    if not given.strip():
-        raise ConfigError(f"no run given (an empty argument): {run_folder_hint(by_name=True)}")
-    path = Path(given)
-    if (path / "manifest.json").is_file() or given.startswith(".") or "/" in given or os.sep in given:
-        return path
-    named = runs_output_dir() / given
-    return named if named.is_dir() else path
-
-
-def run_folder_hint(by_name: bool = False) -> str:
-    """The folder runs are written to, as an example of a run folder to give (the runs folder here,
-    not ./runs/out where LITJUDGE_RUNS_DIR moved it); `by_name`: where a run's name is taken too
-    (`run_folder`)."""
-    return (f"give the folder `litjudge run` wrote, e.g. {runs_output_dir() / 'NAME'}"
-            + (", or the run's name" if by_name else ""))
 
 
 def load_run(path: Path) -> LoadedRun:

@@ -29,7 +29,7 @@ from typing import Any
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.metrics.bootstrap import RESAMPLES, resamples_problem
 
-from ..core.config import RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
+from ..core.config import OTHER_KINDS, RunConfig, apply_overrides, check_engine_judges, config_path, judges_named, read_toml
 from ..core.errors import ConfigError
 from ..core.schema import build, refuse
 from ..data.cards import dataset_card, with_data
@@ -222,7 +222,7 @@ def load_sweep(path: str | Path, data: str | None = None, table: dict[str, Any] 
     if not isinstance(raw_spec, dict):
         raise ConfigError("expected a table", where=where, parameter="sweep")
     spec = build(SweepSpec, raw_spec, where, prefix="sweep.")
-    base = build(RunConfig, copy.deepcopy(table), where, source=where)
+    base = build(RunConfig, copy.deepcopy(table), where, elsewhere=OTHER_KINDS, source=where)
     check_engine_judges(base.engine, named + base.judges + [j for v in matrix.get("judge", [])
                                                             for j in judges_named({"judge": v})], where)
     if base.tasks and not base.generate.enabled:   # several tasks: planned task by task (not a sweep)

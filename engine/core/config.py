@@ -280,6 +280,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot be read ({exc.strerror})", where=str(path)) from None
 
 
+# the keys that make a file another kind than a run (config_kind), named to a run's misspelt key
+OTHER_KINDS = {"matrix": "a sweep's", "sweep": "a sweep's", "runs": "an ensemble's", "cascade": "an ensemble's",
+               "jury": "an ensemble's"}
+
+
 def config_kind(table: dict[str, Any]) -> str:
     """What a config file is: a sweep ([matrix] / [sweep]), an ensemble ([[runs]], [cascade] or
     [jury]: keys no run config has, so the ensemble's schema says what is missing, where a run's
@@ -296,7 +301,7 @@ def load_config(path: str | Path, table: dict[str, Any] | None = None, **overrid
     path = config_path(path)
     table = copy.deepcopy(table) if table is not None else read_toml(path)
     named = judges_named(table)                   # before a --judge override replaces them
-    config = build(RunConfig, apply_overrides(table, overrides), str(path), source=str(path))
+    config = build(RunConfig, apply_overrides(table, overrides), str(path), elsewhere=OTHER_KINDS, source=str(path))
     check_engine_judges(config.engine, named + config.judges, str(path))
     return config
 

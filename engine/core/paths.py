@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import envs
-from .errors import DataError
+from .errors import ConfigError, DataError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -134,3 +134,25 @@ def sha256_file(path: Path, digest: Any = None) -> Any:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest
+
+
+def run_folder(given: str) -> Path:
+    """The folder a run argument names: the folder itself, else a run's bare name (no separator, no
+    leading `.`: `./demo` is a path, taken as given) in the runs folder (LITJUDGE_RUNS_DIR, else
+    ./runs/out), where `litjudge run` wrote it under its name. A folder of that name here that holds
+    no run does not hide the run of that name (it was refused as "not a run folder")."""
+    if not given.strip():
+        raise ConfigError(f"no run given (an empty argument): {run_folder_hint(by_name=True)}")
+    path = Path(given)
+    if (path / "manifest.json").is_file() or given.startswith(".") or "/" in given or os.sep in given:
+        return path
+    named = runs_output_dir() / given
+    return named if named.is_dir() else path
+
+
+def run_folder_hint(by_name: bool = False) -> str:
+    """The folder runs are written to, as an example of a run folder to give (the runs folder here,
+    not ./runs/out where LITJUDGE_RUNS_DIR moved it); `by_name`: where a run's name is taken too
+    (`run_folder`)."""
+    return (f"give the folder `litjudge run` wrote, e.g. {runs_output_dir() / 'NAME'}"
+            + (", or the run's name" if by_name else ""))

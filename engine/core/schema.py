@@ -9,6 +9,7 @@ import functools
 import numbers
 import types
 import typing
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import ConfigError, LitjudgeError, did_you_mean
@@ -159,16 +160,30 @@ def extra_keys(cls: type) -> dict[str, Key]:
     return keys() if callable(keys) else {}
 
 
-def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", **extra: Any):
-    """Build dataclass `cls` from a TOML table: unknown keys and wrong types fail, naming the key."""
+def _unknown_hint(key: str, names: list[str], elsewhere: dict[str, str], prefix: str) -> str:
+    """An unknown key's hint: the closest known key (one of another kind of file's said as whose),
+    else every key known."""
+    hint = did_you_mean(key, [*names, *elsewhere], prefix=prefix)
+    kind = next((whose for o, whose in elsewhere.items() if hint == did_you_mean(o, [o], prefix=prefix)), None)
+    if hint:
+        return hint[:-2] + f", {kind} key?)" if kind else hint
+    owners = "; ".join(f"{whose} {', '.join(o for o in elsewhere if elsewhere[o] == whose)}"
+                       for whose in dict.fromkeys(elsewhere.values()))
+    return f" (known: {', '.join(names)}" + (f"; and {owners}" if owners else "") + ")"
+
+
+def build(cls: type, table: dict[str, Any], where: str, prefix: str = "", elsewhere: Mapping[str, str] | None = None,
+          **extra: Any):
+    """Build dataclass `cls` from a TOML table: unknown keys and wrong types fail, naming the key.
+    `elsewhere`: keys another kind of file holds in this table, each with whose they are ("a
+    sweep's"), named where a misspelt one is closest (`[matrx]` was told only a run's keys)."""
     more = extra_keys(cls)
     hints = typing.get_type_hints(cls) | {k: key.type for k, key in more.items()}
     names = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in extra] + list(more)
     unknown = [k for k in table if k not in names]
     if unknown:
-        k = unknown[0]
-        hint = did_you_mean(k, names, prefix=prefix) or f" (known: {', '.join(names)})"
-        raise ConfigError(f"unknown key{hint}", where=where, parameter=prefix + k)
+        raise ConfigError(f"unknown key{_unknown_hint(unknown[0], names, dict(elsewhere or {}), prefix)}", where=where,
+                          parameter=prefix + unknown[0])
     kwargs = {k: _check_type(v, hints[k], where, prefix + k) for k, v in table.items()}
     required = [f.name for f in dataclasses.fields(cls)
                 if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

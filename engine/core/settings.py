@@ -139,7 +139,8 @@ class PPIConfig:
     def __post_init__(self) -> None:
         if isinstance(self.labelled, float):
             _check(_finite(self.labelled) and 0 < self.labelled < 1, "labelled",
-                   f"a share of the clusters must be in (0, 1), got {self.labelled}")
+                   f"a share of the clusters must be in (0, 1), got {self.labelled}"
+                   + ('; every item the data holds a human label for is labelled = "all"' if self.labelled >= 1 else ""))
         else:
             _check(self.labelled in ("", "all") or bool(self.column or self.annotations), "labelled",
                    f'must be a share in (0, 1), "column:NAME", "annotations:RUN_FOLDER" or "all", got {self.labelled!r}')

@@ -26,6 +26,11 @@ from .reference import load_confederacy
 from .ttcw import load_ttcw
 
 LABELS = ("a", "b", "tie")
+# a renaming's example for a preference another tool wrote, said with what it assumes (it once
+# suggested "a" for every value: copied for "second", it reversed the humans' preference)
+GUESSED = {"first": "a", "1": "a", "left": "a", "second": "b", "2": "b", "right": "b", "equal": "tie", "draw": "tie",
+           "same": "tie", "none": "tie"}
+MEANS = {"a": "text a is the better", "b": "text b is the better", "tie": "neither is better"}
 PAIR_FIELDS = ("pair_id", "prompt", "text_a", "text_b", "label", "source_a", "source_b", "group")
 
 
@@ -92,9 +97,10 @@ def human_label(rec: dict[str, Any], path: Path, row: int) -> str | None:
         raise DataError(f"field 'label' should be text (a, b or tie), got {value!r:.40}", path=str(path), row=row)
     label = value.strip().lower()
     if label not in LABELS:
-        raise DataError((f"field 'label' must be one of {list(LABELS)} (any case), got {value!r:.40}; "
-                         "rename your values, e.g. ", Setting("dataset.values.label", {value[:20]: "a"})),
-                        path=str(path), row=row)
+        target = GUESSED.get(label, "a")
+        raise DataError((f"field 'label' must be one of {list(LABELS)} (any case), got {value!r:.40}; map each of "
+                         "your values to a, b or tie, e.g. ", Setting("dataset.values.label", {value[:20]: target}),
+                         f" if {value[:20]!r} means {MEANS[target]}"), path=str(path), row=row)
     return label
 
 

@@ -92,6 +92,7 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise DataError("file not found", path=str(path))
     if path.is_dir():
         raise DataError("is a folder, not a JSONL file", path=str(path))
+    seen = False
     with path.open("rb") as fh:
         for n, raw in enumerate(fh, start=1):
             try:
@@ -102,10 +103,26 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 line = line.removeprefix("\ufeff")
             if not line.strip():
                 continue
+            if not seen:
+                _not_json_lines(line, path, n)
+            seen = True
             rec = parse_json(line, path, n)
             if not isinstance(rec, dict):
                 raise DataError("expected a JSON object", path=str(path), row=n)
             yield n, rec
+
+
+def _not_json_lines(first: str, path: Path, row: int) -> None:
+    """A .json file of one array, or of objects written over several lines, is JSON but not JSON
+    Lines: said so at its first line (it was "invalid JSON (Expecting value)", or "expected a JSON
+    object", of a file any JSON reader opens)."""
+    text = first.strip()
+    if text.startswith("["):
+        raise DataError("holds a JSON array; litjudge reads JSON Lines, one object per line (`jq -c '.[]' FILE` "
+                        "writes an array's objects so)", path=str(path), row=row)
+    if text == "{":
+        raise DataError("holds an object written over several lines; litjudge reads JSON Lines, one object per line "
+                        "(`jq -c . FILE` writes them so)", path=str(path), row=row)
 
 
 def read_csv(path: Path, header: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -33,7 +33,7 @@ from typing import Any
 from ..core.errors import DataError, Part, Setting, did_you_mean
 from .cards import DatasetCard
 from .items import ITEM_FIELDS
-from .pairs import PAIR_FIELDS
+from .pairs import LABELS, PAIR_FIELDS
 from .readers import LISTED, read_csv, read_jsonl
 
 IDS = ("pair_id", "item_id")           # fields a loader numbers by row where the data has none
@@ -163,6 +163,11 @@ def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str,
         verb = "maps" if section == "columns" else "renames values of"
         raise DataError((Setting(f"dataset.{section}", table=True), f" {verb} {name!r}, which {kind} data does not have",
                          *hint, f" (fields: {', '.join(fields)})"), path=str(location))
+    wrong = [(k, v) for k, v in card.values.get("label", {}).items() if str(v).strip().lower() not in LABELS]
+    if kind == "pairs" and wrong:        # each row it renames would be refused, the map unnamed as the cause
+        raise DataError((Setting("dataset.values.label", table=True), f" renames {wrong[0][0]!r:.40} to "
+                         f"{wrong[0][1]!r:.40}, which is not a, b or tie (the text the humans preferred, or neither)"),
+                        path=str(location))
     if first is not None:
         absent = [(f, c) for f, c in card.columns.items() if not str(c).startswith("=") and c not in first]
         if absent:
@@ -239,10 +244,13 @@ def mapped(card: DatasetCard, location: Path, kind: str) -> Iterator[tuple[int, 
 def in_columns(card: DatasetCard, exc: DataError) -> DataError:
     """The error of a mapped row, naming the user's column beside litjudge's field."""
     parts = exc.parts
-    for name, column in card.columns.items():
+    for name in dict.fromkeys([*card.columns, *card.values]):      # a field renamed, or only its values
+        column = card.columns.get(name, name)
         if not str(column).startswith("=") and f"field {name!r}" in exc.message:
             said = f"field {name!r}"
-            parts = tuple(p.replace(said, f"{said} (column {column!r})", 1) if isinstance(p, str) else p for p in parts)
+            if column != name:
+                parts = tuple(p.replace(said, f"{said} (column {column!r})", 1) if isinstance(p, str) else p
+                              for p in parts)
             if card.values.get(name):
                 parts += (" (", Setting(f"dataset.values.{name}", table=True),
                           f" renames {', '.join(map(repr, card.values[name]))})")

@@ -19,11 +19,11 @@ from litjudge.judges.pairwise import Pairwise
 
 from ...core.config import RunConfig
 from ...core.errors import ConfigError
+from ...core.paths import run_folder_hint
 from ...core.verdicts import has_probabilities, judged_probability
 from ...data.cards import dataset_card
 from ..manifest import recorded_config
 from ..outputs import read_manifest, read_table
-from ..runs import run_folder_hint
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
 from .labels import verdicts_fingerprint
 from .queue_rubric import AFTER, listwise, rubric, votes, with_probabilities

@@ -13,13 +13,12 @@ from ..annotate.queue import Queue, build_queue, finished_run
 from ..annotate.queue_store import Options, QueueChanged, open_queue, open_stored, per_item, settings
 from ..annotate.serve import Annotation, export_labels, import_labels, unfinished, url_of
 from ..annotate.simulate import run_simulation
-from ..runs import run_folder
 from .signals import Terminated
 
 
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port, args.new_token)
-    run = finished_run(run_folder(args.run_dir), by_name=True)
+    run = finished_run(Path(args.run_dir), by_name=True)       # a name: its folder (cli.named_runs)
     _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)

@@ -22,6 +22,7 @@ from ...core.config import DTYPES
 from ...core.console import prepare_environment, printable, quiet, shown, terminal
 from ...core.errors import ConfigError, GrammarError, LitjudgeError, PluginInterrupted, fault
 from ...core.manifest import litjudge_version
+from ...core.paths import run_folder
 from ...core.session import Session
 from .leave import leave
 from .preload import reexec_with_tcmalloc
@@ -36,10 +37,14 @@ JUDGING = ("run", "budgets", "ensemble")
 
 
 def lazy(target: str) -> Callable[[Any], int]:
-    """A command implemented in `.module:function`, imported when the command runs."""
+    """A command implemented in `.module:function`, imported when the command runs; its RUN
+    arguments given as folders (`paths.run_folder`: a run's bare name is its folder in the runs
+    folder, for every command that reads a finished run, where `annotate` alone took one)."""
     module, _, name = target.partition(":")
 
     def command(args) -> int:
+        for key, given in [(k, v) for k, v in vars(args).items() if k in ("run_dir", "run_dirs")]:
+            setattr(args, key, str(run_folder(given)) if isinstance(given, str) else [str(run_folder(r)) for r in given])
         return getattr(importlib.import_module(module, __package__), name)(args)
     return command
 

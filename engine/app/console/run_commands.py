@@ -16,6 +16,7 @@ from ...backends import BACKENDS
 from ...core.config import config_kind, read_toml
 from ...core.console import captured_log, terminal
 from ...core.errors import ConfigError, StoreError
+from ...core.paths import run_folder_hint
 from ...core.session import Session
 from ..calibrate import cached, calibrate, estimate_seconds
 from ..execute import Asked, Executed, execute
@@ -292,7 +293,7 @@ def cmd_reparse(args) -> int:
 
     path = Path(args.run_dir)
     if not path.is_dir():
-        raise StoreError(f"{path}: not a run folder (give the folder a run wrote, e.g. runs/out/demo)")
+        raise StoreError(f"{path}: not a run folder ({run_folder_hint(by_name=True)})")
     counts = reparse(path)
     print(f"reparsed {counts['results']} stored outputs, {counts['changed']} changed; tables rebuilt in {args.run_dir}")
     return 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.console import LOG, say, terminal
-from ...core.errors import JudgeNotFound
+from ...core.errors import JudgeNotFound, did_you_mean
 from ...core.paths import model_cache_dir
 from .checksum import MARKER, folder_checksum
 from .gguf_flags import departures, give_flags, tokenizer_flags
@@ -325,7 +325,8 @@ def resolve_judge(name: str) -> ResolvedJudge:
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return _resolve_hub(name)
     known = ", ".join(ALIASES)
-    raise JudgeNotFound(f"unknown judge {name!r}: not an alias ({known}), not an existing folder, not a hub repo id")
+    raise JudgeNotFound(f"unknown judge {name!r}{did_you_mean(name, ALIASES)}: not an alias ({known}), not an existing "
+                        "folder, not a hub repo id")
 
 
 # What vLLM needs of a hub snapshot (not the original/ checkpoints or other frameworks' weights).
