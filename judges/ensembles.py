@@ -78,7 +78,7 @@ def _wide(frame: pl.DataFrame, judges: list[str]) -> pl.DataFrame:
     for j in judges:
         part = frame.filter(pl.col("judge") == j).unique("item", keep="first").select(
             "item", pl.col("pred").alias(f"pred|{j}"), pl.col("p").alias(f"p|{j}"),
-            pl.col("tokens").alias(f"tokens|{j}"), pl.col("cost").alias(f"cost|{j}"))
+            pl.col("tokens").alias(f"tokens|{j}"), pl.col("cost").alias(f"cost|{j}"), pl.lit(True).alias(f"asked|{j}"))
         base = base.join(part, on="item", how="left")
     return base.filter(pl.col("truth").is_not_null())
 
@@ -98,12 +98,15 @@ def _confidence(pred: bool | None, p: float | None) -> float:
     return q if pred else 1.0 - q
 
 
-def shared_items(w: pl.DataFrame, judges: list[str], what: str) -> pl.DataFrame:
-    """The items every judge answered, the only ones an ensemble pools or escalates. Refused in one
-    line when they cannot make both a calibration and a held-out split (fewer than 2 clusters:
-    the held-out split would be empty and every figure NaN), saying how many there are."""
+def shared_items(w: pl.DataFrame, judges: list[str], what: str, answered: bool = True) -> pl.DataFrame:
+    """The items every judge answered, the only ones a jury pools (`answered=False`: every judge
+    was asked, the ones a cascade routes: an answer its level could not read escalates, as a level
+    unsure of it does; they were left out, and a cheap judge's unparsed quarter raised its coverage
+    from 0.6 to 1.0). Refused in one line when they cannot make both a calibration and a held-out
+    split (fewer than 2 clusters: the held-out split would be empty and every figure NaN), saying
+    how many there are."""
     have = w.filter(pl.all_horizontal([pl.col(f"pred|{j}").is_not_null() | pl.col(f"p|{j}").is_not_null()
-                                       for j in judges]))
+                                       if answered else pl.col(f"asked|{j}").is_not_null() for j in judges]))
     clusters = have["cluster"].n_unique()
     if clusters < 2:
         counts = ", ".join(f"{j}: {w[f'pred|{j}'].is_not_null().sum()}" for j in judges)
@@ -236,7 +239,7 @@ def cascade_tables(frame: pl.DataFrame, opts: CascadeOptions) -> dict[str, pl.Da
     if missing:
         raise ValueError(f"cascade judges {missing} are not judges of this run")
     every = _wide(frame, opts.judges)
-    w = shared_items(every, opts.judges, "cascade")           # the items every level can answer
+    w = shared_items(every, opts.judges, "cascade", answered=False)     # the items every level was asked
     s = Split.of(w["cluster"].to_list(), w["truth"].to_list(), opts.calibration_fraction, opts.seed,
                  labelled_clusters(frame))
     levels = _levels(w, opts.judges)

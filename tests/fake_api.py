@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -55,7 +56,7 @@ class Loopback:
 class FakeAPI(Loopback):
     def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0,
                  reply: str = "full"):
-        # request number (1-based) -> 400 | 429 | 500 | "timeout" | "not json" | "trickle"
+        # request number (1-based) -> 400 | 401 | 429 | 500 | "timeout" | "not json" | "trickle"
         self.faults = faults or {}
         self.answer = answer
         # "full"; "no usage" (token counts left out); "partial usage" (no completion_tokens); "negative
@@ -79,7 +80,7 @@ class FakeAPI(Loopback):
                 fault = api.faults.get(n)
                 if fault == "timeout":
                     time.sleep(3)
-                elif fault in (429, 500):
+                elif fault in (401, 429, 500):
                     return self._send(fault, {"error": {"message": "injected", "type": "fault"}})
                 elif fault == "not json":             # a proxy's error page, or a body cut short
                     return self._send(200, None, raw=b'{"id": "chatcmpl-fake", "choi')
@@ -119,8 +120,21 @@ class FakeAPI(Loopback):
         else:
             text = self._label(allowed)
         prompt = sum(len(m["content"].split()) for m in body["messages"])
+        # max_tokens honoured, as a provider does: cut to that many pieces (a word, or a punctuation
+        # mark: {"verdict": "Yes"} is 9, as a real tokenizer makes it 6-7), finish_reason "length"
+        pieces = re.findall(r"\w+|[^\w\s]|\s+", text)
+        cut = len([x for x in pieces if not x.isspace()]) > int(body.get("max_tokens") or 10**9)
+        if cut:
+            kept, n = [], 0
+            for x in pieces:
+                n += not x.isspace()
+                if n > int(body["max_tokens"]):
+                    break
+                kept.append(x)
+            text = "".join(kept)
         out = {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-               "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length" if cut else "stop"}],
                "usage": {"prompt_tokens": prompt, "completion_tokens": 1, "total_tokens": prompt + 1}}
         if self.reply == "no usage":
             del out["usage"]

@@ -145,6 +145,23 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         assert len(server.received) == 12              # nothing answered before was asked again
 
 
+def test_attempts_that_time_out_count_their_worst_case_against_the_cap(tmp_path):
+    """A new user's slow server: every attempt timed out, the server finished (and billed) each,
+    and none was counted: 16 generations sent, 9 times the cap, `estimated_cost_usd` 0. A timed-out
+    attempt counts its worst case (as a reply without usage does), and none is sent past the cap."""
+    runs = tmp_path / "runs"
+    with FakeAPI(faults={n: "timeout" for n in range(1, 60)}) as server:
+        judge = f"openai-compatible:{server.url}/v1:fake-judge"
+        cfg = demo_config(tmp_path, "slow", judge, api="concurrency = 1\ntimeout_s = 1\nmax_retries = 3\nbackoff_s = 0.01\n"
+                                                        "max_tokens_total = 3000")
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        sent = len(server.received)
+    assert r.returncode == 3 and "held back by the budget cap" in r.stderr, r.stderr[-3000:]
+    assert 1 <= sent <= 3, sent                          # each attempt's worst case is over 1,000 tokens here
+    api = json.loads((runs / "slow" / "manifest.json").read_text())["judges"][0]["api"]
+    assert api["not_sent_over_budget"] >= 11 and api["requests"] == 0
+
+
 def test_an_api_judge_is_not_replicated_and_keeps_one_budget(tmp_path):
     """A hostile pass: with [cluster] replicas each replica made its own API client with its own
     spend, so a cap was spent once per replica (twice the dollars), and the manifest said 0 sent.
@@ -217,7 +234,13 @@ def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):
         cfg = demo_config(tmp_path, "outage", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 3, r.stderr[-3000:]
-    assert "12 request(s) were left without an answer" in r.stderr
+    # and why (a new user's 401, refused connections and timeouts all said only "run again")
+    assert "12 request(s) were left without an answer" in r.stderr and \
+        ": 12 (the last: gave up after 2 attempts: APIConnectionError" in r.stderr, r.stderr
+    with FakeAPI(faults={n: 401 for n in range(1, 30)}) as refusing:
+        said = litjudge("run", str(demo_config(tmp_path, "refused", f"openai-compatible:{refusing.url}/v1:fake-judge")),
+                        "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert said.returncode == 3 and "(the last: AuthenticationError (HTTP 401): injected)" in said.stderr, said.stderr
     v = verdicts(runs / "outage")
     assert v.filter(pl.col("status") == "unparsed").height == 0 and v.filter(pl.col("status") == "missing").height == 12
     with FakeAPI(port=port) as server:                  # the server is up now, at the same address

@@ -163,6 +163,24 @@ def test_the_jury_says_which_items_it_reads(caplog):
                     "(answered: prob 240, oneh 120); every member's row is scored on those"], said
 
 
+def test_a_cascade_escalates_what_its_level_could_not_read():
+    """A new user's cheap level with a quarter of its answers unparsed: those items were left out
+    of the cascade (coverage 1.0 where escalating them gave 0.6). An unparsed answer is a level
+    without one: the item goes on to the next level, and every item asked is routed."""
+    frame = decision_frame(np.random.default_rng(6), items=400)
+    unread = (pl.col("judge") == "prob") & (pl.col("item").str.slice(1).cast(pl.Int64) % 4 == 0)
+    broken = frame.with_columns(pl.when(unread).then(None).otherwise(pl.col("pred")).alias("pred"),
+                                pl.when(unread).then(None).otherwise(pl.col("p")).alias("p"))
+    out = cascade_tables(broken, CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1))
+    summary = out["cascade_summary"].row(0, named=True)
+    assert summary["shared_items"] == 400 and summary["calibration_items"] + summary["test_items"] == 400
+    levels = out["cascade"]
+    assert int(levels["answered"].sum()) + summary["abstained"] == summary["test_items"]
+    # clusters of 4, one item of each unread by `prob`: a quarter of the held-out items goes on to `oneh`
+    assert levels["reached"].to_list()[0] == summary["test_items"]
+    assert levels["reached"].to_list()[1] >= summary["test_items"] // 4
+
+
 def test_cascade_tables_route_every_held_out_item_once():
     frame = decision_frame(np.random.default_rng(6), items=400)
     out = cascade_tables(frame, CascadeOptions(judges=["prob", "oneh"], target=0.7, delta=0.1))

@@ -57,7 +57,8 @@ class _Accounting:
         self.cfg, self.lock = cfg, threading.Lock()
         self.prices = prices(provider, cfg.price_in_per_mtok, cfg.price_out_per_mtok)
         self.prompt_tokens = self.completion_tokens = self.requests = self.retries = self.errors = 0
-        self.skipped_for_budget = 0
+        self.skipped_for_budget = self.timed_out = 0
+        self.last_error: str | None = None       # why the last request left unanswered was (said with the count)
         self.spend = Spend()
 
     @property
@@ -81,7 +82,8 @@ class _Accounting:
         return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "estimated_cost_usd": round(self.cost_usd, 6),
                 "retries": self.retries, "failed_after_retries": self.errors,
-                "not_sent_over_budget": self.skipped_for_budget,
+                "not_sent_over_budget": self.skipped_for_budget, "timed_out_attempts": self.timed_out,
+                **({"last_unanswered_error": self.last_error} if self.last_error else {}),
                 "budget": {"max_tokens_total": self.cfg.max_tokens_total, "max_cost_usd": self.cfg.max_cost_usd}}
 
 
@@ -276,6 +278,15 @@ class ApiBackend(Backend):
             except self.api.faults as exc:
                 retry, status = self.api.classify(exc)
                 last = not retry or attempt == self.cfg.max_retries
+                if self.api.maybe_billed(exc):       # its worst case against the caps (not a request answered)
+                    prompt, output = self.worst_case(p)
+                    self.account.spend.add(prompt + output, cost(self.account.prices, prompt, output, batch=False))
+                    with self.account.lock:
+                        self.account.timed_out += 1
+                    if not last and self.account.over_budget():      # no more attempts past the cap
+                        with self.account.lock:
+                            self.account.skipped_for_budget += 1
+                        return None
                 with self.account.lock:
                     if last:
                         self.account.errors += 1
@@ -285,13 +296,19 @@ class ApiBackend(Backend):
                     # A refused key, a missing model or a conflict is the service's state, not the
                     # model's answer: left unstored for a re-run. A request the server rejects as
                     # invalid (400, 422) would be rejected again: stored as a failure, with the reason.
-                    return Generation(p.key, "", error=self._scrub(_describe(exc, status)),
-                                      retryable=status not in STORED_FAILURES)
+                    return self._failed(p, _describe(exc, status), retryable=status not in STORED_FAILURES)
                 if last:
-                    return Generation(p.key, "", error=self._scrub(f"gave up after {attempt + 1} attempts: "
-                                                                   f"{_describe(exc, status)}"), retryable=True)
+                    return self._failed(p, f"gave up after {attempt + 1} attempts: {_describe(exc, status)}", True)
                 time.sleep(random.uniform(0, delay))          # full jitter
                 delay *= 2
+
+    def _failed(self, p: Prepared, error: str, retryable: bool) -> Generation:
+        """A request that failed; one left unanswered (retryable: not stored) is the last said why."""
+        error = self._scrub(error)
+        if retryable:
+            with self.account.lock:
+                self.account.last_error = error
+        return Generation(p.key, "", error=error, retryable=retryable)
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "***") if self._key and self._key != "EMPTY" else text

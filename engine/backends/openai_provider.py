@@ -35,6 +35,9 @@ EXTRA_BODY = ("structured_outputs", "add_generation_prompt", "continue_final_mes
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 
 
+JSON_WRAPPER_TOKENS = 16      # {"verdict": ...} (and an analysis's quotes and escapes) beyond the verdict's own
+
+
 class OpenAI(SdkProvider):
     name, title, key_env = "openai", "OpenAI", "OPENAI_API_KEY"
     structured = "json_schema"
@@ -61,6 +64,9 @@ class OpenAI(SdkProvider):
         elif structured == "json_schema":
             args["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "verdict", "schema": json_schema(r.language), "strict": True}}
+            # the verdict comes wrapped, {"verdict": "A"}: 6-7 tokens where the label's bound was 3, so
+            # every reply was cut short and stored unparsed (a new user's server that honours max_tokens)
+            args["max_tokens"] = p.max_tokens + JSON_WRAPPER_TOKENS
         return args
 
     def continued(self) -> dict[str, Any]:

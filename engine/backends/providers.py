@@ -99,6 +99,11 @@ class Provider(ABC):
     def classify(self, fault: BaseException) -> tuple[bool, int | None]:
         """(worth retrying: 429, 5xx, a timeout, a lost connection; the HTTP status if any)."""
 
+    def maybe_billed(self, fault: BaseException) -> bool:
+        """Whether a failed attempt may still be billed: one that timed out reached the server, which
+        may finish and bill it (a hostile pass: 16 timed-out generations, 9 times the cap, counted 0)."""
+        return False
+
     @abstractmethod
     def body(self, p: Prepared, model: str, structured: str) -> dict[str, Any]:
         """The request of one prepared request: sent online, or one request of a provider batch."""
@@ -185,6 +190,9 @@ class SdkProvider(Provider):
         sdk = self.sdk
         retry = (sdk.RateLimitError, sdk.InternalServerError, sdk.APIConnectionError, json.JSONDecodeError)
         return isinstance(fault, retry), status_of(fault)
+
+    def maybe_billed(self, fault: BaseException) -> bool:
+        return isinstance(fault, self.sdk.APITimeoutError)
 
     def close(self) -> None:
         self.client.close()

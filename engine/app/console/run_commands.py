@@ -14,7 +14,7 @@ from litjudge.judges import PROTOCOLS
 
 from ...backends import BACKENDS
 from ...core.config import config_kind, read_toml
-from ...core.console import captured_log, terminal
+from ...core.console import captured_log, printable, terminal
 from ...core.errors import ConfigError, StoreError
 from ...core.paths import run_folder_hint
 from ...core.session import Session
@@ -138,9 +138,11 @@ def unanswered_exit(left: int, judges: Iterable[dict[str, Any]]) -> int:
         return 0
     per = "; ".join(f"{j['judge']}: {j['unanswered']}" + (
         f" ({j['api']['not_sent_over_budget']} held back by the budget cap)"
-        if j.get("api", {}).get("not_sent_over_budget") else "") for j in judges if j.get("unanswered"))
-    print(f"litjudge: {left} request(s) were left without an answer ({per}): they are not verdicts and were not "
-          "stored; the tables cover the rest. Run the same command again to ask them again.", file=terminal())
+        if j.get("api", {}).get("not_sent_over_budget") else "") + (
+        f" (the last: {j['api']['last_unanswered_error'][:160]})" if j.get("api", {}).get("last_unanswered_error") else "")
+        for j in judges if j.get("unanswered"))
+    print(printable(f"litjudge: {left} request(s) were left without an answer ({per}): they are not verdicts and were "
+                    "not stored; the tables cover the rest. Run the same command again to ask them again."), file=terminal())
     return UNANSWERED
 
 
