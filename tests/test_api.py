@@ -198,8 +198,9 @@ def test_replies_without_usage_or_choices_keep_the_cap_and_are_no_internal_error
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
         assert r.returncode != 0 and len(server.received) == 12
     cfg = demo_config(tmp_path, "noprice", "openai-compatible:http://127.0.0.1:9/v1:m", api="max_cost_usd = 1.0")
-    one_line(litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)}),
-             "api.max_cost_usd caps dollars", "set api.price_in_per_mtok and api.price_out_per_mtok")
+    said = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)})
+    one_line(said, "api.max_cost_usd: caps dollars", "set api.price_in_per_mtok and api.price_out_per_mtok")
+    assert said.stderr.count("api.max_cost_usd") == 1, said.stderr          # the key named once, not twice
 
 
 def test_token_counts_that_are_no_counts_keep_the_cap_and_a_rejection_keeps_its_reason(tmp_path):

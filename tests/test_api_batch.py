@@ -168,6 +168,7 @@ def test_batch_mode_is_refused_for_other_servers(tmp_path):
                    'judge = "openai-compatible:http://127.0.0.1:9/v1:m"\n[api]\nbatch = true\n')
     r = cli("plan", str(cfg), cwd=tmp_path)
     assert r.returncode == 2 and "api.batch: the OpenAI-compatible API has no provider batches" in r.stderr
+    assert "api.batch: api.batch" not in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])

@@ -98,10 +98,10 @@ class ApiBackend(Backend):
         provider = cls.provider
         url, model = provider.parse(name.removeprefix(prefix), name)
         if config.api.batch and not provider.batch_limit:
-            raise ConfigError(f"api.batch: the {provider.title} API has no provider batches (judge {name!r}); leave "
+            raise ConfigError(f"the {provider.title} API has no provider batches (judge {name!r}); leave "
                               "api.batch out for it", parameter="api.batch")
         if config.api.max_cost_usd and not (config.api.price_in_per_mtok or config.api.price_out_per_mtok):
-            raise ConfigError(f"api.max_cost_usd caps dollars, and judge {name!r} has no price to turn its tokens into "
+            raise ConfigError(f"caps dollars, and judge {name!r} has no price to turn its tokens into "
                               "dollars (it capped nothing): set api.price_in_per_mtok and api.price_out_per_mtok, or "
                               "cap tokens with api.max_tokens_total", parameter="api.max_cost_usd")
         base_url = config.api.base_url or url or None
