@@ -71,6 +71,21 @@ class _Accounting:
             return bool((self.cfg.max_tokens_total and spend.tokens >= self.cfg.max_tokens_total)
                         or (self.cfg.max_cost_usd and spend.dollars >= self.cfg.max_cost_usd))
 
+    def held_back(self) -> bool:
+        """Whether the caps are spent: the request is then not sent (counted as held back)."""
+        if not self.over_budget():
+            return False
+        with self.lock:
+            self.skipped_for_budget += 1
+        return True
+
+    def add_timed_out(self, prompt: int, completion: int) -> None:
+        """An attempt that timed out, at its worst case: spent against the caps (the server may finish
+        and bill it), not a request answered."""
+        with self.lock:
+            self.timed_out += 1
+        self.spend.add(prompt + completion, cost(self.prices, prompt, completion, batch=self.cfg.batch))
+
     def add(self, prompt: int, completion: int) -> None:
         with self.lock:
             self.prompt_tokens += prompt
@@ -266,9 +281,7 @@ class ApiBackend(Backend):
         return sent + self.provider.billed_overhead, out
 
     def _one(self, p: Prepared) -> Generation | None:
-        if self.account.over_budget():
-            with self.account.lock:
-                self.account.skipped_for_budget += 1
+        if self.account.held_back():
             return None
         delay, attempt = self.cfg.backoff_s, -1
         while True:
@@ -278,14 +291,9 @@ class ApiBackend(Backend):
             except self.api.faults as exc:
                 retry, status = self.api.classify(exc)
                 last = not retry or attempt == self.cfg.max_retries
-                if self.api.maybe_billed(exc):       # its worst case against the caps (not a request answered)
-                    prompt, output = self.worst_case(p)
-                    self.account.spend.add(prompt + output, cost(self.account.prices, prompt, output, batch=False))
-                    with self.account.lock:
-                        self.account.timed_out += 1
-                    if not last and self.account.over_budget():      # no more attempts past the cap
-                        with self.account.lock:
-                            self.account.skipped_for_budget += 1
+                if self.api.maybe_billed(exc):
+                    self.account.add_timed_out(*self.worst_case(p))
+                    if not last and self.account.held_back():      # no more attempts past the cap
                         return None
                 with self.account.lock:
                     if last:

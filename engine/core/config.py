@@ -280,18 +280,18 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot be read ({exc.strerror})", where=str(path)) from None
 
 
-# the keys that make a file another kind than a run (config_kind), named to a run's misspelt key
-OTHER_KINDS = {"matrix": "a sweep's", "sweep": "a sweep's", "runs": "an ensemble's", "cascade": "an ensemble's",
-               "jury": "an ensemble's"}
+# the keys that make a file another kind than a run (config_kind), also named to a run's misspelt key
+SWEEP_KEYS, ENSEMBLE_KEYS = ("matrix", "sweep"), ("runs", "cascade", "jury")
+OTHER_KINDS = {**dict.fromkeys(SWEEP_KEYS, "a sweep's"), **dict.fromkeys(ENSEMBLE_KEYS, "an ensemble's")}
 
 
 def config_kind(table: dict[str, Any]) -> str:
     """What a config file is: a sweep ([matrix] / [sweep]), an ensemble ([[runs]], [cascade] or
     [jury]: keys no run config has, so the ensemble's schema says what is missing, where a run's
     said "jury: unknown key"), or a run; the commands read a file once and branch on this."""
-    if "matrix" in table or "sweep" in table:
+    if any(k in table for k in SWEEP_KEYS):
         return "sweep"
-    if "runs" in table or "cascade" in table or "jury" in table:
+    if any(k in table for k in ENSEMBLE_KEYS):
         return "ensemble"
     return "run"
 

@@ -84,6 +84,12 @@ def pairs_from_records(records: Iterable[tuple[int, dict]], path: Path) -> Itera
         raise DataError("no pairs", path=str(path))
 
 
+def as_label(text: str) -> str | None:
+    """THE reading of a pair's label: a, b or tie in any case and outer spaces; None for anything else."""
+    label = text.strip().lower()
+    return label if label in LABELS else None
+
+
 def human_label(rec: dict[str, Any], path: Path, row: int) -> str | None:
     """A row's human preference: a, b or tie in any case ("A", " Tie"); None where the row has none
     (no `label` field, null, NaN or a blank cell, as an empty CSV cell reads). Anything else is one
@@ -95,9 +101,9 @@ def human_label(rec: dict[str, Any], path: Path, row: int) -> str | None:
         return None
     if not isinstance(value, str):
         raise DataError(f"field 'label' should be text (a, b or tie), got {value!r:.40}", path=str(path), row=row)
-    label = value.strip().lower()
-    if label not in LABELS:
-        target = GUESSED.get(label, "a")
+    label = as_label(value)
+    if label is None:
+        target = GUESSED.get(value.strip().lower(), "a")
         raise DataError((f"field 'label' must be one of {list(LABELS)} (any case), got {value!r:.40}; map each of "
                          "your values to a, b or tie, e.g. ", Setting("dataset.values.label", {value[:20]: target}),
                          f" if {value[:20]!r} means {MEANS[target]}"), path=str(path), row=row)

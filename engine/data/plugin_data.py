@@ -14,7 +14,7 @@ from typing import Any
 from ..core.errors import DataError, LitjudgeError, PluginError
 from ..core.registry import Origin
 from .items import ItemSet, RatedItem
-from .pairs import LABELS, Pair
+from .pairs import LABELS, Pair, as_label
 from .readers import first_use, missing_value, require
 from .reference import GroupStory, StoryGroup
 from .ttcw import TTCWData
@@ -96,9 +96,9 @@ class PluginPairs:
             if not isinstance(pair, Pair):
                 raise self.loader.wrong(pair, f" as pair {k}")
             _as_a_file_row(self.loader, "pair", k, pair, PAIR_FIELDS, seen)
-            label = None if missing_value(pair.label) else \
-                pair.label.strip().lower() if isinstance(pair.label, str) else pair.label
-            if label is not None and label not in LABELS:
+            unknown = missing_value(pair.label)
+            label = None if unknown or not isinstance(pair.label, str) else as_label(pair.label)
+            if label is None and not unknown:
                 raise self.loader.refuse(f"gave pair {pair.pair_id!r} the label {pair.label!r:.40}, which is none of "
                                          f"{list(LABELS)} (any case) or None (not known)")
             yield pair if label == pair.label else dataclasses.replace(pair, label=label)

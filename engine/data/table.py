@@ -33,7 +33,7 @@ from typing import Any
 from ..core.errors import DataError, Part, Setting, did_you_mean
 from .cards import DatasetCard
 from .items import ITEM_FIELDS
-from .pairs import LABELS, PAIR_FIELDS
+from .pairs import PAIR_FIELDS, as_label
 from .readers import LISTED, read_csv, read_jsonl
 
 IDS = ("pair_id", "item_id")           # fields a loader numbers by row where the data has none
@@ -163,7 +163,7 @@ def check_mapping(card: DatasetCard, kind: str, location: Path, first: dict[str,
         verb = "maps" if section == "columns" else "renames values of"
         raise DataError((Setting(f"dataset.{section}", table=True), f" {verb} {name!r}, which {kind} data does not have",
                          *hint, f" (fields: {', '.join(fields)})"), path=str(location))
-    wrong = [(k, v) for k, v in card.values.get("label", {}).items() if str(v).strip().lower() not in LABELS]
+    wrong = [(k, v) for k, v in card.values.get("label", {}).items() if as_label(str(v)) is None]
     if kind == "pairs" and wrong:        # each row it renames would be refused, the map unnamed as the cause
         raise DataError((Setting("dataset.values.label", table=True), f" renames {wrong[0][0]!r:.40} to "
                          f"{wrong[0][1]!r:.40}, which is not a, b or tie (the text the humans preferred, or neither)"),

@@ -18,7 +18,7 @@ from .signals import Terminated
 
 def cmd_annotate(args) -> int:
     options = Options(args.budget, args.floor, args.seed, args.per_item, args.lock, args.host, args.port, args.new_token)
-    run = finished_run(Path(args.run_dir), by_name=True)       # a name: its folder (cli.named_runs)
+    run = finished_run(Path(args.run_dir), by_name=True)       # a name: its folder (cli.lazy)
     _refuse_mixed(args)
     if args.simulate:
         return simulate(run, options, args)
