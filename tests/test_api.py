@@ -459,17 +459,22 @@ def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
     def fail_on_third(row) -> None:
         stored.append(row)
         if len(stored) == 3:
+            sent.append(len(server.received))
             raise SystemFault("no space left on device: RUN/store.sqlite\nfree some space and run again")
 
     stored: list = []
+    sent: list[int] = []        # what the server had received when the error was raised
     with FakeAPI() as server:
         cfg = demo_config(tmp_path, "full", f"openai-compatible:{server.url}/v1:fake-judge", api="concurrency = 1")
         with pytest.raises(SystemFault) as stopped:     # its traceback held, as a notebook's last error is
             run(load_config(cfg), progress=False, run_dir=tmp_path / "full", on_result=fail_on_third)
         time.sleep(0.5)
         # sending stopped with the error: the stream was closed then, not when its traceback was let go
-        # (the 9 requests left were all sent, and paid for, in the background)
-        assert stopped.value and len(server.received) <= 3 + 1, len(server.received)
+        # (the 9 requests left were all sent, and paid for, in the background). The one sender may run
+        # ahead of the run storing its replies (a loaded machine: 5 sent at the third stored), and may
+        # start one more before it is stopped, never the rest.
+        assert stopped.value and len(server.received) <= sent[0] + 1 < 12, (sent, len(server.received))
+        first_sent = len(server.received)
         lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
         assert len(lines) == 1 and lines[0]["failed"] == "no space left on device: RUN/store.sqlite", lines
         assert "interrupted" not in lines[0] and lines[0]["judges"][0]["generated"] >= 3
@@ -477,7 +482,7 @@ def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
     assert len(lines) == 2 and "failed" not in lines[1]
     generated = [line["judges"][0]["generated"] for line in lines]
-    assert generated[0] in (3, 4) and sum(generated) == 12, generated   # a reply in flight is kept, counted once
+    assert 3 <= generated[0] <= first_sent and sum(generated) == 12, generated   # a reply in flight is kept, counted once
     assert len(server.received) == 12, len(server.received)              # none asked twice
 
 
