@@ -338,8 +338,8 @@ def _per_judge(judges: pl.DataFrame, parts: list[pl.DataFrame], columns: list[st
 def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bool) -> pl.DataFrame:
     """Per judge: swap-flip, first-position win, longer-text win and tie rates of its real answers,
     and text a's win rate (a tie half: no human label needed; the mean of the orders' rates), each
-    with a 95% interval over pairs and a note where there is nothing to measure, and the count of
-    non-answers (no swap or position for a reward model: it sees no order)."""
+    with a 95% interval over pairs and a note where there is nothing to measure, and the share of
+    verdicts asked that could not be read (no swap or position for a reward model: it sees no order)."""
     real = d.filter(pl.col("answer").is_not_null()).with_columns(pl.lit("a").alias("_a"))
     none = "no answer"
     metrics = {"swap_flip_rate": (units.filter(pl.col("answers") == 2), pl.col("inconsistent"),
@@ -362,8 +362,9 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
              .with_columns(pl.lit(name).alias("metric"))
              for name, (frame, values, empty) in metrics.items() if not (reward and name in REWARD_BLIND)]
     asked = d.filter(pl.col("status") != "missing") if "status" in d.columns else d    # never answered: not unparsed
-    unparsed = asked.group_by("judge").agg(pl.col("answer").is_null().sum().cast(pl.Float64).alias("value"),
-                                           pl.len().cast(pl.Int64).alias("n")).with_columns(pl.lit("unparsed").alias("metric"))
+    unparsed = rate_rows(asked.with_columns(pl.col("answer").is_null().cast(pl.Float64).alias("value")), ["judge"],
+                         "pair_id", "value", groups=judges, empty="no verdict was asked"
+                         ).with_columns(pl.lit("unparsed_rate").alias("metric"))
     return _per_judge(judges, [*parts, unparsed], ["judge", "metric", "value", "n", "ci_low", "ci_high", "ci_note"])
 
 

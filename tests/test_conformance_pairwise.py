@@ -175,5 +175,12 @@ def test_a_request_never_answered_is_not_counted_unparsed():
     frame = frame.with_columns(pl.when(never).then(pl.lit("missing")).otherwise(pl.col("status")).alias("status"),
                                pl.when(never).then(None).otherwise(pl.col("label")).alias("label"))
     bias = Pairwise().tables(frame, context(Pairwise(), "pairs-generic"))["bias"]
-    row = bias.filter(pl.col("metric") == "unparsed").row(0, named=True)
+    row = bias.filter(pl.col("metric") == "unparsed_rate").row(0, named=True)
     assert (row["value"], row["n"]) == (0.0, 20)
+    # a share of the verdicts asked, with its interval over pairs, as the rates beside it
+    half = frame.with_columns(pl.when(pl.col("pair_id") < "p005").then(None).otherwise(pl.col("label")).alias("label"),
+                              pl.when(pl.col("pair_id") < "p005").then(pl.lit("unparsed")).otherwise(pl.col("status"))
+                              .alias("status"))
+    row = Pairwise().tables(half, context(Pairwise(), "pairs-generic"))["bias"].filter(
+        pl.col("metric") == "unparsed_rate").row(0, named=True)
+    assert (row["value"], row["n"]) == (0.5, 20) and row["ci_low"] < 0.5 < row["ci_high"], row

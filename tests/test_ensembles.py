@@ -270,6 +270,13 @@ def test_ensemble_command_over_a_finished_run(tmp_path):
     assert bad.returncode == 2 and "--cascade names 'replay:nobody', not a judge of these runs" in bad.stderr
     unread = litjudge("ensemble", str(run_dir), "--jury", "--target", "1.5", env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
     assert unread.returncode == 2 and "--target and --delta are the cascade's guarantee" in unread.stderr   # ran, exit 0
+    # one --name for two ensembles: the second says it replaces the first (the default name is one folder for all)
+    jury = ("ensemble", str(run_dir), "--jury", "replay:gpt4,replay:claude3-opus", "--name", "ens")
+    other = litjudge(*jury, env={"LITJUDGE_RUNS_DIR": str(tmp_path)})
+    assert other.returncode == 0 and f"warning: replacing the ensemble of other settings in {tmp_path / 'ens'}; " \
+        "give --name" in other.stderr, other.stderr
+    again = litjudge(*jury, env={"LITJUDGE_RUNS_DIR": str(tmp_path)})     # the same ensemble again: unsaid
+    assert again.returncode == 0 and "replacing" not in again.stderr, again.stderr
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ from litjudge.judges.ensembles import (
 )
 
 from ..core.config import config_path, load_config, read_toml, valid_name
-from ..core.console import say
+from ..core.console import printable, say
 from ..core.errors import ConfigError
 from ..core.manifest import git_commit, litjudge_version, machine
 from ..core.schema import build, check_field
@@ -133,6 +133,21 @@ def _ensemble_folder(out: Path) -> None:
                           "another name (--name, or name in its config)", where=str(out))
 
 
+def _say_what_it_replaces(out: Path, runs: list[str], config: dict[str, Any]) -> None:
+    """A warning when the folder holds an ensemble of other runs or other settings, which this one
+    replaces (the default --name is one folder for every ensemble: a second over other runs took
+    the first's place unsaid)."""
+    try:
+        old = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(old, dict) or (old.get("runs"), old.get("config")) == (runs, config):
+        return
+    what = "other runs" if old.get("runs") != runs else "other settings"
+    say(f"litjudge: warning: replacing the ensemble of {what} in {printable(str(out))}; give --name (or name in "
+        "its config) to keep both", logging.WARNING)
+
+
 def _say_what_the_jury_left_out(jury: pl.DataFrame | None) -> None:
     """A warning when the jury reads fewer items than are labelled: those every member answered,
     each member's count said (a member answered in one order only halved every member's items)."""
@@ -165,13 +180,14 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
     _say_what_the_jury_left_out(tables.get("jury"))
     out = (session or Session.current()).run_dir(name)
     _ensemble_folder(out)
+    runs = [str(Path(d).resolve()) for d in run_dirs]
+    config = {"protocol": "ensemble", "mode": "-", "cascade": cascade, "jury": jury, "target": target,
+              "delta": delta, "calibration_fraction": calibration_fraction, "seed": seed}
+    _say_what_it_replaces(out, runs, config)
     out.mkdir(parents=True, exist_ok=True)
     write_tables(out, tables)
     manifest = {"kind": "ensemble", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "litjudge": litjudge_version(),
-                "git_commit": git_commit(), "machine": machine(), "runs": [str(Path(d).resolve()) for d in run_dirs],
-                "judges": [],
-                "config": {"protocol": "ensemble", "mode": "-", "cascade": cascade, "jury": jury, "target": target,
-                           "delta": delta, "calibration_fraction": calibration_fraction, "seed": seed},
+                "git_commit": git_commit(), "machine": machine(), "runs": runs, "judges": [], "config": config,
                 "dataset": {"card": "-"}, "verdicts": {"rows": int(frame.height), "unparsed": 0},
                 "tables": sorted(tables)}                       # a table deleted since is named when it is read
     write_text(out / "manifest.json", json.dumps(manifest, indent=2, default=str))

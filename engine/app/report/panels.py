@@ -342,7 +342,7 @@ def pairwise_panels(t: dict[str, pl.DataFrame]) -> list[Panel]:
                                                      (0, 1)))]))
     bias = t.get("bias")
     if bias is not None and bias.height:
-        shown = bias.filter(pl.col("metric") != "unparsed")
+        shown = bias.filter(~pl.col("metric").is_in(["unparsed_rate", "unparsed"]))   # (an older run's: a count)
         out.append(Panel("Bias panel", "Swap-flip rate (orders disagree), first-position win rate (of verdicts that "
                                        "prefer a side; ties left out), longer-text win rate and tie rate, each with "
                                        f"its {rate_interval('pairs')}, from the judge's real answers. Unbiased: 0, 0.5, "
