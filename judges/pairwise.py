@@ -341,6 +341,7 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
     with a 95% interval over pairs and a note where there is nothing to measure, and the share of
     verdicts asked that could not be read (no swap or position for a reward model: it sees no order)."""
     real = d.filter(pl.col("answer").is_not_null()).with_columns(pl.lit("a").alias("_a"))
+    asked = d.filter(pl.col("status") != "missing") if "status" in d.columns else d    # never answered: not unparsed
     none = "no answer"
     metrics = {"swap_flip_rate": (units.filter(pl.col("answers") == 2), pl.col("inconsistent"),
                                   "no pair has both orders answered"),
@@ -354,18 +355,15 @@ def _bias(d: pl.DataFrame, units: pl.DataFrame, judges: pl.DataFrame, reward: bo
                # which text the judge prefers, whatever the order (two systems' texts as a and b: which
                # wins): the mean of the two orders' rates (`by_order`), so that an order answered less
                # often (more unparsed) does not weigh its position bias in
-               "text_a_win_rate": (real, tie_credit("answer", "_a"), none)}
+               "text_a_win_rate": (real, tie_credit("answer", "_a"), none),
+               "unparsed_rate": (asked, pl.col("answer").is_null(), "no verdict was asked")}
     by_order = {"text_a_win_rate", "longer_text_win_rate"}   # a mean of the orders' rates, as accuracy's mean of both
     parts = [rate_rows(frame.with_columns(values.cast(pl.Float64).alias("value")), ["judge"], "pair_id", "value",
                        groups=judges, empty=empty, stratum="order" if name in by_order else None,
                        need=orders_needed(reward) if name in by_order else None)
              .with_columns(pl.lit(name).alias("metric"))
              for name, (frame, values, empty) in metrics.items() if not (reward and name in REWARD_BLIND)]
-    asked = d.filter(pl.col("status") != "missing") if "status" in d.columns else d    # never answered: not unparsed
-    unparsed = rate_rows(asked.with_columns(pl.col("answer").is_null().cast(pl.Float64).alias("value")), ["judge"],
-                         "pair_id", "value", groups=judges, empty="no verdict was asked"
-                         ).with_columns(pl.lit("unparsed_rate").alias("metric"))
-    return _per_judge(judges, [*parts, unparsed], ["judge", "metric", "value", "n", "ci_low", "ci_high", "ci_note"])
+    return _per_judge(judges, parts, ["judge", "metric", "value", "n", "ci_low", "ci_high", "ci_note"])
 
 
 REWARD_BLIND = ("swap_flip_rate", "first_position_win_rate")
