@@ -7,6 +7,7 @@ follow the stated rule (invalid: stored failure; the rest: retried in a new batc
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -311,3 +312,27 @@ def test_a_cache_left_aside_stays_aside_for_the_next_judge(tmp_path):
         assert r.stderr.count("is locked by another process; waiting") == 1, r.stderr[-2000:]
         assert r.stderr.count("left aside for this run") == 1
         assert len(stored(tmp_path / "runs" / "out" / "b")) == 24
+
+
+def test_plan_says_when_its_api_judges_together_pass_a_cap(tmp_path):
+    """The caps hold for the whole invocation, so the plan holds its two judges' estimates together
+    against them: each judge alone is under the dollar cap, both are over it (the run would hold
+    requests back and exit 3); a cap above the sum, or none, says nothing."""
+    cfg = tmp_path / "p.toml"
+    text = SWEEP.format(name="p", provider="openai", url="http://127.0.0.1:9/v1", batch="false")
+    cfg.write_text(text)
+    r = cli("plan", str(cfg), "--no-calibrate", cwd=tmp_path, env=ENV)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
+    costs = [float(x) for x in re.findall(r"┆\s*([0-9.]+)\s*│\s*$", r.stdout, re.M)]   # est_cost_usd, to 3 decimals
+    assert len(costs) == 2 and costs[0] > 0, r.stdout
+    for cap, over in ((1.5 * costs[0], True), (2.5 * costs[0], False)):
+        cfg.write_text(text + f"max_cost_usd = {cap}\n")
+        r = cli("plan", str(cfg), "--no-calibrate", cwd=tmp_path, env=ENV)
+        warned = [line for line in r.stderr.splitlines() if "warning" in line]
+        assert r.returncode == 0 and len(warned) == over, r.stderr[-2000:]
+        if over:
+            said = re.search(r"2 API judge\(s\) would spend about \$([0-9.]+), over api.max_cost_usd = ([0-9.]+)", warned[0])
+            assert said and float(said[1]) == pytest.approx(sum(costs), abs=1e-3) and float(said[2]) == pytest.approx(cap), warned
+    cfg.write_text(text + "max_tokens_total = 100\n")
+    assert "over api.max_tokens_total = 100: requests past the cap are held back" in cli(
+        "plan", str(cfg), "--no-calibrate", cwd=tmp_path, env=ENV).stderr

@@ -12,7 +12,6 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 
-from ...backends import BACKENDS
 from ...core.config import config_kind, read_toml
 from ...core.console import captured_log, printable, terminal
 from ...core.errors import ConfigError, StoreError
@@ -21,6 +20,7 @@ from ...core.session import Session
 from ..calibrate import cached, calibrate, estimate_seconds
 from ..execute import Asked, Executed, execute
 from ..manifest import RunManifest
+from ..plan_costs import api_estimate, over_the_caps
 from ..reparse import reparse
 from ..run import RunOutcome
 from ..summary import figures
@@ -207,16 +207,8 @@ def _estimate(r: dict[str, Any], calibrate_now: bool) -> tuple[float | None, str
     est, how, cost = None, "replay: no model", None
     spec = r["spec"]
     if spec.family.startswith("api-"):
-        api = r["config"].api
-        tokens_in = 1.3 * r["prompt_tokens"] * r["to_generate"] / max(r["distinct_requests"], 1)
-        tokens_out = r["to_generate"] * max((p.max_tokens for p in r["sample"]), default=0)
-        dollars = BACKENDS.get(spec.backend).cost(spec, tokens_in, tokens_out)
-        cost = None if dollars is None else round(dollars, 4)
-        how = (f"API: ~{tokens_in:,.0f} prompt tokens to send (1.3 x words), about {tokens_out:,} output tokens "
-               f"at most; cost from api.price_in_per_mtok / price_out_per_mtok"
-               + (" at the provider's batch rate; results within 24 h" if api.batch else
-                  "; time depends on the server"))
-        return est, how, cost
+        priced, how = api_estimate(r)
+        return est, how, None if priced.cost_usd is None else round(priced.cost_usd, 4)
     if spec.capabilities.recorded:
         return est, how, cost
     config = r["config"]
@@ -273,6 +265,8 @@ def cmd_plan(args) -> int:
     if too_long:
         print(f"{too_long} request(s) are left out: their prompts do not fit the context window "
               "(truncation = \"skip\"); raise max_model_len to keep them")
+    for line in over_the_caps([api_estimate(r)[0] for r in rows if r["spec"].family.startswith("api-")]):
+        print(f"litjudge: warning: {line}", file=terminal())
     if not total:
         skipped = [s for r in rows for s in r["skipped"]]
         reasons = "; ".join(f"{n} x {why}" for why, n in Counter(s.reason for s in skipped).most_common(3))
