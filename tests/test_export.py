@@ -377,3 +377,23 @@ def test_a_pipe_in_a_rubric_question_stays_in_its_cell_of_the_card(tmp_path):
     assert cli("export", str(run.run_dir), "--to", str(tmp_path / "hf")).returncode == 0
     row = next(line for line in (tmp_path / "hf" / "README.md").read_text().splitlines() if "monologue" in line)
     assert len(re.findall(r"(?<!\\)\|", row)) == 4 and "Dialogue \\| monologue?" in row, row
+
+
+def test_an_export_says_how_many_of_its_answers_hold_no_verdict(tmp_path):
+    """A run whose answers could not be read exports them (rows with status unparsed and why), and
+    the command says so, where it printed its rows alone: every answer unread is a dataset with no
+    verdict, some a dataset some of whose rows hold no label."""
+    rows = stories()
+    for name, unread in (("none-read", lambda answer: "I cannot say"),
+                         ("pairs-unread", lambda answer: "I cannot say" if answer in "AB" else answer)):
+        recorded = tmp_path / f"{name}.jsonl"
+        recording(recorded, rows)
+        recorded.write_text("".join(json.dumps({**line, "response": unread(line["response"])}) + "\n"
+                                    for line in map(json.loads, recorded.read_text().splitlines())))
+        run = litjudge.judge(rows, protocol="rubric", judge=f"replay:{recorded}", questions=QUESTIONS, columns=COLUMNS,
+                             out=tmp_path / "runs", name=name, progress=False)
+        unparsed = run.verdicts.filter(pl.col("status") == "unparsed").height
+        r = cli("export", str(run.run_dir), "--to", str(tmp_path / f"{name}-hf"))
+        assert r.returncode == 0 and unparsed, r.stderr[-2000:]
+        said = f"warning: {unparsed} of the {run.verdicts.height} answers exported could not be read as a verdict"
+        assert said in r.stderr and ("the dataset holds no verdict" in r.stderr) == (name == "none-read"), r.stderr

@@ -47,6 +47,7 @@ from litjudge.judges import PROTOCOLS
 from ..core.errors import BackendUnavailable, ConfigError, StoreError
 from ..core.paths import run_folder_hint
 from ..core.run_lock import run_folder_lock
+from ..core.verdicts import answered_and_unread
 from .export_card import MARKER, card
 from .manifest import RunManifest
 from .outputs import file_mode, guarded, read_logged_prompts, read_manifest, read_table
@@ -58,6 +59,8 @@ from .runs import run_tables
 class Exported:
     folder: Path
     configs: dict[str, int]                  # config name -> rows
+    answered: int = 0                        # verdicts the judges answered (read or not)
+    unread: int = 0                          # of them, those no verdict could be read from (status unparsed)
 
 
 def verdict_rows(run_dir: Path, prompts: bool = False, protocol: str = "",
@@ -189,7 +192,9 @@ def _export(run_dir: Path, to: Path, prompts: bool) -> Exported:
                 except OSError:
                     break
         raise
-    return Exported(to, {name: df.height for name, df in parts.items()})
+    read = [answered_and_unread(df) for name, df in parts.items() if name.endswith("verdicts")]
+    return Exported(to, {name: df.height for name, df in parts.items()}, sum(a.height for a, _ in read),
+                    sum(u.height for _, u in read))
 
 
 def public_judges(df: pl.DataFrame, base: Path | None) -> pl.DataFrame:
