@@ -56,11 +56,11 @@ class Loopback:
 class FakeAPI(Loopback):
     def __init__(self, faults: dict[int, object] | None = None, answer: str | None = None, port: int = 0,
                  reply: str = "full"):
-        # request number (1-based) -> 400 | 401 | 429 | 500 | "timeout" | "not json" | "trickle"
+        # request number (1-based) -> 400 | 401 | 429 | 500 | 502 | 504 | "timeout" | "not json" | "trickle" | "drop"
         self.faults = faults or {}
         self.answer = answer
         # "full"; "no usage" (token counts left out); "partial usage" (no completion_tokens); "negative
-        # usage"; "no choices" ([])
+        # usage"; "no choices" ([]); "odd" (a huge count, choices as a dict, a content list, in turn)
         self.reply = reply
         self.received: list[dict] = []
         self.headers: list[dict] = []
@@ -80,7 +80,10 @@ class FakeAPI(Loopback):
                 fault = api.faults.get(n)
                 if fault == "timeout":
                     time.sleep(3)
-                elif fault in (401, 429, 500):
+                elif fault == "drop":                  # the work done, the connection lost before the reply
+                    self.close_connection = True
+                    return None
+                elif fault in (401, 429, 500, 502, 504):
                     return self._send(fault, {"error": {"message": "injected", "type": "fault"}})
                 elif fault == "not json":             # a proxy's error page, or a body cut short
                     return self._send(200, None, raw=b'{"id": "chatcmpl-fake", "choi')
@@ -144,6 +147,14 @@ class FakeAPI(Loopback):
             out["usage"] = {"prompt_tokens": -1_000_000, "completion_tokens": -5, "total_tokens": -1_000_005}
         elif self.reply == "no choices":
             out["choices"] = []
+        elif self.reply == "odd":                    # in turn: a count past any real one, choices as a dict,
+            odd = len(self.received) % 3             # a content of parts
+            if odd == 0:
+                out["usage"]["completion_tokens"] = 10 ** 20
+            elif odd == 1:
+                out["choices"] = {"0": out["choices"][0]}
+            else:
+                out["choices"][0]["message"]["content"] = [{"type": "text", "text": text}]
         return out
 
     def messages(self, body: dict) -> dict:

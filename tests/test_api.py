@@ -145,12 +145,15 @@ def test_budget_cap_stops_sending_and_a_rerun_resumes(tmp_path):
         assert len(server.received) == 12              # nothing answered before was asked again
 
 
-def test_attempts_that_time_out_count_their_worst_case_against_the_cap(tmp_path):
+@pytest.mark.parametrize("fault", ["timeout", "drop", "not json", 502, 504])
+def test_attempts_the_server_may_bill_count_their_worst_case_against_the_cap(tmp_path, fault):
     """A new user's slow server: every attempt timed out, the server finished (and billed) each,
-    and none was counted: 16 generations sent, 9 times the cap, `estimated_cost_usd` 0. A timed-out
-    attempt counts its worst case (as a reply without usage does), and none is sent past the cap."""
+    and none was counted: 16 generations sent, 9 times the cap, `estimated_cost_usd` 0. A hostile
+    pass: a server dropping the connection after its work (or cutting its reply short) was sent 84
+    requests under a 200-token cap, 35 times it, counted nothing. Such an attempt counts its worst
+    case (as a reply without usage does), and none is sent past the cap."""
     runs = tmp_path / "runs"
-    with FakeAPI(faults={n: "timeout" for n in range(1, 60)}) as server:
+    with FakeAPI(faults={n: fault for n in range(1, 60)}) as server:
         judge = f"openai-compatible:{server.url}/v1:fake-judge"
         cfg = demo_config(tmp_path, "slow", judge, api="concurrency = 1\ntimeout_s = 1\nmax_retries = 3\nbackoff_s = 0.01\n"
                                                         "max_tokens_total = 3000")
@@ -159,7 +162,7 @@ def test_attempts_that_time_out_count_their_worst_case_against_the_cap(tmp_path)
     assert r.returncode == 3 and "held back by the budget cap" in r.stderr, r.stderr[-3000:]
     assert 1 <= sent <= 3, sent                          # each attempt's worst case is over 1,000 tokens here
     api = json.loads((runs / "slow" / "manifest.json").read_text())["judges"][0]["api"]
-    assert api["not_sent_over_budget"] >= 11 and api["requests"] == 0
+    assert api["not_sent_over_budget"] >= 11 and api["requests"] == 0 and api["maybe_billed_attempts"] == sent
 
 
 def test_an_api_judge_is_not_replicated_and_keeps_one_budget(tmp_path):
@@ -191,12 +194,15 @@ def test_replies_without_usage_or_choices_keep_the_cap_and_are_no_internal_error
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
         assert r.returncode == 3 and 1 <= len(server.received) < 12, (len(server.received), r.stderr[-2000:])
         assert "replies carry no token usage" in r.stderr and "held back by the budget cap" in r.stderr
-    with FakeAPI(reply="no choices") as server:
-        judge = f"openai-compatible:{server.url}/v1:fake-judge"
-        cfg = demo_config(tmp_path, "nochoice", judge, api="concurrency = 1\nmax_retries = 0")
-        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
-        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
-        assert r.returncode != 0 and len(server.received) == 12
+    for reply in ("no choices", "odd"):      # odd: 10**20 tokens, choices as a dict, a content list each ended the run
+        with FakeAPI(reply=reply) as server:
+            judge = f"openai-compatible:{server.url}/v1:fake-judge"
+            cfg = demo_config(tmp_path, reply.replace(" ", ""), judge, api="concurrency = 1\nmax_retries = 0")
+            r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+            assert "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
+            assert r.returncode == 3 and len(server.received) == 12
+    api = json.loads((runs / "odd" / "manifest.json").read_text())["judges"][0]["api"]
+    assert api["requests"] == 12 and api["completion_tokens"] < 10 ** 6, api     # the huge count read as none
     cfg = demo_config(tmp_path, "noprice", "openai-compatible:http://127.0.0.1:9/v1:m", api="max_cost_usd = 1.0")
     said = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)})
     one_line(said, "api.max_cost_usd: caps dollars", "set api.price_in_per_mtok and api.price_out_per_mtok")
@@ -228,13 +234,17 @@ def test_token_counts_that_are_no_counts_keep_the_cap_and_a_rejection_keeps_its_
 def test_api_outage_is_not_stored_and_a_rerun_after_it_answers(tmp_path):
     """A judge at a closed port: nothing is stored (transport failures are not verdicts), the run
     exits 3 saying how many requests are unanswered; once the server is up, the same command
-    asks them again and stores 12 verdicts."""
+    asks them again and stores 12 verdicts. A connection never made sent nothing: its attempts
+    are not counted against the cap as those a server may bill are."""
     runs = tmp_path / "runs"
     with refusing_port() as port:
         judge = f"openai-compatible:http://127.0.0.1:{port}/v1:fake-judge"
-        cfg = demo_config(tmp_path, "outage", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2")
+        cfg = demo_config(tmp_path, "outage", judge, api="max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 2\n"
+                                                          "max_tokens_total = 3000")
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
     assert r.returncode == 3, r.stderr[-3000:]
+    api = json.loads((runs / "outage" / "manifest.json").read_text())["judges"][0]["api"]
+    assert api["maybe_billed_attempts"] == 0 and api["not_sent_over_budget"] == 0 and api["failed_after_retries"] == 12
     # and why (a new user's 401, refused connections and timeouts all said only "run again")
     assert "12 request(s) were left without an answer" in r.stderr and \
         ": 12 (the last: gave up after 2 attempts: APIConnectionError" in r.stderr, r.stderr

@@ -57,7 +57,7 @@ class _Accounting:
         self.cfg, self.lock = cfg, threading.Lock()
         self.prices = prices(provider, cfg.price_in_per_mtok, cfg.price_out_per_mtok)
         self.prompt_tokens = self.completion_tokens = self.requests = self.retries = self.errors = 0
-        self.skipped_for_budget = self.timed_out = 0
+        self.skipped_for_budget = self.maybe_billed = self.maybe_billed_prompt = self.maybe_billed_completion = 0
         self.last_error: str | None = None       # why the last request left unanswered was (said with the count)
         self.spend = Spend()
 
@@ -79,11 +79,14 @@ class _Accounting:
             self.skipped_for_budget += 1
         return True
 
-    def add_timed_out(self, prompt: int, completion: int) -> None:
-        """An attempt that timed out, at its worst case: spent against the caps (the server may finish
-        and bill it), not a request answered."""
+    def add_maybe_billed(self, prompt: int, completion: int) -> None:
+        """An attempt that failed after the server had it (timed out, its connection lost, its reply
+        cut short, a gateway's 502 / 504), at its worst case: spent against the caps (the server may
+        finish and bill it), not a request answered."""
         with self.lock:
-            self.timed_out += 1
+            self.maybe_billed += 1
+            self.maybe_billed_prompt += prompt
+            self.maybe_billed_completion += completion
         self.spend.add(prompt + completion, cost(self.prices, prompt, completion, batch=self.cfg.batch))
 
     def add(self, prompt: int, completion: int) -> None:
@@ -97,7 +100,9 @@ class _Accounting:
         return {"requests": self.requests, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "estimated_cost_usd": round(self.cost_usd, 6),
                 "retries": self.retries, "failed_after_retries": self.errors,
-                "not_sent_over_budget": self.skipped_for_budget, "timed_out_attempts": self.timed_out,
+                "not_sent_over_budget": self.skipped_for_budget, "maybe_billed_attempts": self.maybe_billed,
+                "maybe_billed_usd_at_most": round(cost(self.prices, self.maybe_billed_prompt, self.maybe_billed_completion,
+                                                       batch=self.cfg.batch), 6),
                 **({"last_unanswered_error": self.last_error} if self.last_error else {}),
                 "budget": {"max_tokens_total": self.cfg.max_tokens_total, "max_cost_usd": self.cfg.max_cost_usd}}
 
@@ -252,7 +257,9 @@ class ApiBackend(Backend):
         worst case counted too (it was an internal error)."""
         try:
             g = self.api.read(p, reply, self.structured)
-        except (IndexError, AttributeError, TypeError) as exc:
+            if not isinstance(g.raw, str):        # a content of parts (a list) was parsed later: an internal error
+                raise TypeError(f"its content is a {type(g.raw).__name__}, not text")
+        except (IndexError, KeyError, AttributeError, TypeError, ValueError) as exc:
             g = Generation(p.key, "", error=f"the server's reply holds no answer ({type(exc).__name__}: "
                                             f"{str(exc)[:80]})", retryable=True)
         prompt, output = _count(g.prompt_tokens), _count(g.output_tokens)
@@ -292,7 +299,7 @@ class ApiBackend(Backend):
                 retry, status = self.api.classify(exc)
                 last = not retry or attempt == self.cfg.max_retries
                 if self.api.maybe_billed(exc):
-                    self.account.add_timed_out(*self.worst_case(p))
+                    self.account.add_maybe_billed(*self.worst_case(p))
                     if not last and self.account.held_back():      # no more attempts past the cap
                         return None
                 with self.account.lock:
@@ -333,9 +340,13 @@ def _describe(exc: BaseException, status: int | None) -> str:
     return f"{head}: {reason}" if reason else head
 
 
+MAX_COUNT = 2 ** 53     # more tokens than any reply holds (10**20 ended the run storing it: no SQLite integer)
+
+
 def _count(n: Any) -> int | None:
-    """A token count a server reported, or None where it is none (missing, negative, not a whole number)."""
-    return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+    """A token count a server reported, or None where it is none (missing, negative, not a whole
+    number, past any real count)."""
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < MAX_COUNT else None
 
 
 def api_backend(provider: type[Provider]) -> type[ApiBackend]:

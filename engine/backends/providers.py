@@ -192,10 +192,28 @@ class SdkProvider(Provider):
         return isinstance(fault, retry), status_of(fault)
 
     def maybe_billed(self, fault: BaseException) -> bool:
-        return isinstance(fault, self.sdk.APITimeoutError)
+        """A timeout; a connection lost once the request was out (not one never made: refused, or no
+        such host); a reply cut short or not JSON; a gateway's 502 or 504 (its upstream may have
+        finished). A hostile pass: a server dropping each connection after its work was billed 35
+        times the cap, counted nothing."""
+        if isinstance(fault, self.sdk.APITimeoutError | json.JSONDecodeError):
+            return True
+        if isinstance(fault, self.sdk.APIConnectionError):
+            return not _never_connected(fault)
+        return status_of(fault) in GATEWAY_FAILURES
 
     def close(self) -> None:
         self.client.close()
+
+
+GATEWAY_FAILURES = (502, 504)      # a proxy's: the server behind it may have done (and billed) the work
+
+
+def _never_connected(fault: BaseException) -> bool:
+    """Whether an SDK's connection error is of a connection never made (the HTTP library's
+    ConnectError or ConnectTimeout behind it): such a request was never sent."""
+    cause = fault.__cause__ or fault.__context__
+    return cause is not None and any(k.__name__ in ("ConnectError", "ConnectTimeout") for k in type(cause).__mro__)
 
 
 def chat_messages(r: JudgeRequest) -> list[dict[str, str]]:
