@@ -185,17 +185,19 @@ class Pairwise(Protocol):
             raise ConfigError("a reward model gives no labels: use missing = \"drop\" or \"wrong\"", parameter="missing")
         scores = table.with_columns(pl.when(pl.col("status") == "ok").then(pl.col("value").cast(pl.Float64)).alias("r"))
         index = ["judge", "pair_id", "human", *[c for c in FEATURE_COLUMNS if c in table.columns]]
-        wide = (scores.pivot(on="side", index=index, values="r", aggregate_function="first")
-                .rename({"a": "r_a", "b": "r_b"}))
+        wide = scores.pivot(on="side", index=index, values=["r", "status"], aggregate_function="first")
         diff = pl.col("r_a") - pl.col("r_b")
         answer = pl.when(pl.col("r_a").is_null() | pl.col("r_b").is_null()).then(None) \
             .when(diff > 0).then(pl.lit("a")).when(diff < 0).then(pl.lit("b")).otherwise(pl.lit("tie"))
+        # unparsed where a score could not be read; a side never scored was never asked (a hostile pass
+        # read 0 unreadable of 19 scores as an unparsed rate of 0.55)
+        status = pl.when(answer.is_not_null()).then(pl.lit("ok")).when(pl.any_horizontal(
+            pl.col("status_a", "status_b") == "unparsed")).then(pl.lit("unparsed")).otherwise(pl.lit("missing"))
         wide = wide.with_columns(answer.alias("answer"), (1 / (1 + (-diff).exp())).alias("p_a"),
                                  LONGER.alias("longer"), pl.lit("reward").alias("order"), pl.lit(0).alias("repeat"),
-                                 pl.when(answer.is_null()).then(pl.lit("unparsed")).otherwise(pl.lit("ok")).alias("status"),
-                                 pl.lit(None, dtype=pl.Utf8).alias("label"),
+                                 status.alias("status"), pl.lit(None, dtype=pl.Utf8).alias("label"),
                                  pl.lit(None, dtype=pl.Boolean).alias("first_won"))
-        return wide.with_columns(_imputed(policy).alias("pick"))
+        return wide.drop("status_a", "status_b").with_columns(_imputed(policy).alias("pick"))
 
     # -- aggregation --------------------------------------------------------------------------
     def decisions(self, table: pl.DataFrame, policy: MissingPolicy) -> pl.DataFrame:

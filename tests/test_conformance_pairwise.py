@@ -184,3 +184,24 @@ def test_a_request_never_answered_is_not_counted_unparsed():
     row = Pairwise().tables(half, context(Pairwise(), "pairs-generic"))["bias"].filter(
         pl.col("metric") == "unparsed_rate").row(0, named=True)
     assert (row["value"], row["n"]) == (0.5, 20) and row["ci_low"] < 0.5 < row["ci_high"], row
+
+
+def test_a_reward_models_side_never_scored_is_not_counted_unparsed():
+    """A reward model scores each text alone; a pair with a side never scored (the run stopped, the
+    cap held it back) was counted unparsed: 0 unreadable of 19 scores asked read as an unparsed rate
+    of 0.55 over 20 pairs (a hostile pass). Such a pair was never asked; an unreadable score still is."""
+    rows = [{"judge": "rm", "pair_id": f"p{g:03d}", "side": side, "order": "reward", "human": "a", "group": "sim",
+             "words_a": 300, "words_b": 100, "item_id": f"p{g:03d}/{side}",
+             "status": "missing" if g >= 10 or (g, side) == (9, "b") else "ok",
+             "value": None if g >= 10 or (g, side) == (9, "b") else float(g % 3 - (side == "b"))}
+            for g in range(20) for side in ("a", "b")]
+    ctx = context(Pairwise(), "pairs-generic", mode="reward", missing="drop")
+
+    def unparsed(frame_rows):
+        frame = pl.DataFrame(frame_rows, schema_overrides={"value": pl.Float64})
+        return Pairwise().tables(frame, ctx)["bias"].filter(pl.col("metric") == "unparsed_rate").row(0, named=True)
+
+    row = unparsed(rows)
+    assert (row["value"], row["n"]) == (0.0, 9), row
+    row = unparsed([{**r, "status": "unparsed", "value": None} if r["item_id"] == "p000/a" else r for r in rows])
+    assert (row["value"], row["n"]) == (pytest.approx(1 / 9), 9), row

@@ -192,9 +192,14 @@ def _export(run_dir: Path, to: Path, prompts: bool) -> Exported:
                 except OSError:
                     break
         raise
+    return Exported(to, {name: df.height for name, df in parts.items()}, *_answers(parts))
+
+
+def _answers(parts: dict[str, pl.DataFrame]) -> tuple[int, int]:
+    """The answers the exported verdicts hold (a run of tasks: every task's), and how many of them
+    could not be read as a verdict."""
     read = [answered_and_unread(df) for name, df in parts.items() if name.endswith("verdicts")]
-    return Exported(to, {name: df.height for name, df in parts.items()}, sum(a.height for a, _ in read),
-                    sum(u.height for _, u in read))
+    return sum(a.height for a, _ in read), sum(u.height for _, u in read)
 
 
 def public_judges(df: pl.DataFrame, base: Path | None) -> pl.DataFrame:
