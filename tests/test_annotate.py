@@ -108,6 +108,11 @@ def test_a_story_holding_a_large_share_of_the_items_keeps_the_interval_valid(dom
             covered.append(e["active"]["low"] <= truth <= e["active"]["high"])
     assert len(covered) >= 390 and np.mean(covered) >= 0.88, (np.mean(covered), len(covered))
     assert abs(np.mean(errors)) < 3 * np.std(errors) / np.sqrt(len(errors)) + 0.01, np.mean(errors)
+    # the queue's own rule for skewed draws (none here) is what the page withholds active's interval by
+    assert q.min_draws == active.MIN
+    e = estimates(dataclasses.replace(q, min_draws=31), labels, curve=False)
+    assert e["min_draws"] == 31 and e["active"]["low"] is None and e["human"]["low"] is not None
+    assert "an interval needs 31): the judges' probabilities" in e["active"]["note"] and e["labels_gained"] is None
 
 
 def test_a_queue_stored_with_the_uniform_floor_reopens_as_it_was_drawn(dominant, tmp_path):

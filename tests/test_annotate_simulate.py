@@ -45,7 +45,7 @@ def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
     assert y.sum() / q.size.sum() == pytest.approx(truth)
     ks = np.arange(MIN, 61)
     c = simulate(Population(y, q.judge_total, q.uncertainty, q.size), ks, 300, floor=q.design.floor, seed=4,
-                 probability=q.design.probability)
+                 probability=q.design.probability, needs=q.min_draws)
     for d in DESIGNS:
         assert shown[d][1] == pytest.approx(float(mean_width(c.half[d])[20 - MIN]), abs=5e-5)
         printed = np.isfinite(c.half[d][20 - MIN])      # coverage of the intervals given, as the tables count it
@@ -69,7 +69,8 @@ def test_the_queues_probabilities_are_the_ones_simulated(run):
     q = build_queue(run, 10, floor=0.5, seed=0)
     sim = run_simulation(q, "expert_pass", 2, seed=1, plot=run / "x.png")
     again = simulate(Population(human_scores(q, "expert_pass"), q.judge_total, q.uncertainty, q.size),
-                     np.arange(MIN, 31), 2, floor=q.design.floor, seed=1, probability=q.design.probability)
+                     np.arange(MIN, 31), 2, floor=q.design.floor, seed=1, probability=q.design.probability,
+                     needs=q.min_draws)
     for d in DESIGNS:
         assert np.array_equal(sim.curves.half[d], again.half[d], equal_nan=True)
         assert np.array_equal(sim.curves.covered[d], again.covered[d])

@@ -55,6 +55,8 @@ MAX_COST = 1.10       # the most a useless judge's draw probabilities may cost (
 MIN = 10               # draws before any interval (the t interval's coverage is checked from here)
 
 TOO_FEW = "too few labelled draws ({}; an interval needs {})"
+SKEWED = (": the judges' probabilities make a draw's weighted answers skewed (an answer rare but for a few "
+          "clusters), and a t interval from fewer draws covers less than it says (Cochran's n > 25 G1^2)")
 NO_SPREAD = "every labelled draw gives the same weighted value: no interval"
 # A question's items in only some clusters (a rubric's pairwise question beside its texts' ones): its
 # estimate waits for a drawn cluster that holds one (the prefix of two pairs divided by zero).
@@ -274,9 +276,9 @@ def _slope(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, p: np.ndarray) -> 
 
 def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
              human_total: Mapping[int, float] | np.ndarray, labelled_draws: int, *, lam: float | None = None,
-             bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05) -> ActiveEstimate:
+             bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05, needs: int = MIN) -> ActiveEstimate:
     """The mean per item (T / M) from the first `labelled_draws` draws: lam=None tunes lam, a
-    number fixes it (0: human-only)."""
+    number fixes it (0: human-only); an interval from `needs` draws on (`uncertainty.min_draws`)."""
     f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
     n_cl = len(design.clusters)
     if f_all.shape != (n_cl,) or m_all.shape != (n_cl,):
@@ -306,8 +308,9 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     s2 = float(n_cl * float((a * a / p).mean()) * k / (k - 1) / m_hat ** 2) if k >= 2 else 0.0
     n_eff = float(k) if k < 2 or not var_a > 0 else s2 / float(var_a)
     nan = float("nan")
-    if k < MIN:
-        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, TOO_FEW.format(k, MIN))
+    if k < max(needs, MIN):
+        why = TOO_FEW.format(k, max(needs, MIN)) + (SKEWED if needs > MIN else "")
+        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, why)
     if not np.isfinite(half):
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)
     if s2 > 0:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .active import fit, probabilities
-from .uncertainty import binary_uncertainty
+from .active import MIN, fit, probabilities
+from .uncertainty import binary_third, binary_uncertainty, min_draws
 
 DESIGNS = ("human-only", "uniform PPI++", "active")
 TESTS = 14           # a simulated story's yes/no tests (as TTCW)
@@ -29,6 +29,7 @@ class Population:
     judge: np.ndarray        # f_c: the judge's totals on the same items
     uncertainty: np.ndarray  # u_c
     size: np.ndarray         # m_c
+    third: np.ndarray | None = None   # the third central moment of Y_c under the judge (`uncertainty.min_draws`)
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,15 @@ def _draw(prob: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, floor: float = 0.2, seed: int = 0,
-             alpha: float = 0.05, probability: np.ndarray | None = None, lam: float | None = None) -> Curves:
+             alpha: float = 0.05, probability: np.ndarray | None = None, lam: float | None = None,
+             needs: int | None = None) -> Curves:
     """Every design at every prefix length in `ks` over `repeats` repeats (one draw sequence per
     repeat and design kind, its prefixes giving the smaller budgets, as on the page). `probability`
     (N,) or (R, N): active's draw probabilities as given (an annotation queue's design), instead of
     `probabilities(uncertainty, floor, size=size)`. `lam`: uniform PPI++'s and active's lam fixed (1: what an
-    oracle would pick for a calibrated judge) instead of tuned."""
+    oracle would pick for a calibrated judge) instead of tuned. `needs`: the draws before active gives
+    an interval where more than MIN (a queue's `min_draws`); None: `uncertainty.min_draws` of each
+    repeat's population, as the queue's page would, where `third` is known."""
     rng = np.random.default_rng(seed)
     y, f, u, m = (np.broadcast_to(np.asarray(a, dtype=float), np.broadcast_shapes(
         np.shape(pop.human), np.shape(pop.judge), np.shape(pop.uncertainty), np.shape(pop.size)))
@@ -72,6 +76,13 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
     p_act = probabilities(u, floor, size=m) if probability is None else \
         np.broadcast_to(np.asarray(probability, dtype=float), (repeats, n_cl))
     d_uni, d_act = _draw(p_uni, kmax, rng), _draw(p_act, kmax, rng)
+    # below MIN every design's widths are kept (the docs read a saving off the curve below 10 draws);
+    # only a skewed population's further draws are withheld, as the page withholds them
+    need: int | np.ndarray = 0 if needs is None or needs <= MIN else needs
+    if needs is None and pop.third is not None:
+        third = np.broadcast_to(np.asarray(pop.third, dtype=float), y.shape)
+        need = np.array([min_draws(p_act[r], u[r], third[r]) for r in range(repeats)])
+        need = np.where(need > MIN, need, 0)
     kinds = {"human-only": (d_uni, p_uni, 0.0), "uniform PPI++": (d_uni, p_uni, lam), "active": (d_act, p_act, lam)}
     half = {n: np.empty((len(ks), repeats)) for n in DESIGNS}
     covered = {n: np.empty((len(ks), repeats), dtype=bool) for n in DESIGNS}
@@ -81,6 +92,8 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
         yp, fp, mp = y[rows, d] / pd, f[rows, d] / pd, m[rows, d] / pd
         for i, k in enumerate(ks):
             theta, h, _, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, lam_d, alpha, pd[:, :k])
+            if name == "active":
+                h = np.where(k >= np.asarray(need), h, np.nan)
             half[name][i], error[name][i] = h, theta - truth
             covered[name][i] = np.abs(theta - truth) <= np.nan_to_num(h, nan=-1.0)
     return Curves(np.asarray(ks), half, covered, error)
@@ -164,7 +177,8 @@ def population(p_judge: np.ndarray, y_items: np.ndarray) -> Population:
     r, n, t = p_judge.shape
     idx = np.repeat(np.arange(r * n), t)
     u = binary_uncertainty(p_judge.reshape(-1), idx, r * n).reshape(r, n)
-    return Population(y_items.sum(axis=2), p_judge.sum(axis=2), u, np.full((r, n), float(t)))
+    third = binary_third(p_judge.reshape(-1), idx, r * n).reshape(r, n)
+    return Population(y_items.sum(axis=2), p_judge.sum(axis=2), u, np.full((r, n), float(t)), third)
 
 
 def scenarios(repeats: int, seed: int) -> dict[str, Population]:

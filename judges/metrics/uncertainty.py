@@ -1,16 +1,27 @@
 """A cluster's uncertainty, the size measure the annotation queue draws by: sqrt of the sum of its
 items' variances under the judges' answers (the variance-optimal Hansen-Hurwitz size for a
-calibrated judge with lam = 1; `active.design` mixes it with a floor)."""
+calibrated judge with lam = 1; `active.design` mixes it with a floor). Beside it, the sum of its
+items' third central moments (`*_third`): how skewed the cluster's answers are under the judges'
+probabilities, from which `min_draws` reads how many draws its interval needs."""
 from __future__ import annotations
 
 import numpy as np
 
+from .active import MIN
+
+SKEW_RULE = 25.0       # Cochran's n > 25 G1^2: the draws before an interval of skewed draws (`min_draws`)
+
+
+def _summed(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """The per-cluster sum of item values (NaN as 0)."""
+    ci = np.asarray(cluster_index, dtype=np.int64)
+    return np.bincount(ci, weights=np.nan_to_num(np.asarray(item_values, dtype=float)), minlength=n_clusters)
+
 
 def _per_cluster(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
     """sqrt of the per-cluster sum of item variances (the optimal HH size measure)."""
-    ci = np.asarray(cluster_index, dtype=np.int64)
-    v = np.clip(np.nan_to_num(np.asarray(item_values, dtype=float)), 0.0, None)
-    return np.sqrt(np.bincount(ci, weights=v, minlength=n_clusters))
+    return np.sqrt(np.clip(_summed(np.clip(np.nan_to_num(item_values), 0.0, None), cluster_index, n_clusters),
+                           0.0, None))
 
 
 def binary_uncertainty(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -20,24 +31,63 @@ def binary_uncertainty(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters:
     return _per_cluster(p * (1.0 - p), cluster_index, n_clusters)
 
 
-def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
-    """From several judges' 0/1 votes (items, judges; NaN = no answer): the vote share s per item,
-    treated as a P(Yes), uncertainty sqrt(sum s(1-s)) per cluster. An item no judge answered
-    counts as s = 1/2 (nothing known)."""
+def binary_third(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Per cluster the sum over its items of p(1-p)(1-2p), each answer's third central moment
+    under P(Yes) (independent items: the cluster total's)."""
+    p = np.clip(np.asarray(p_yes, dtype=float), 0.0, 1.0)
+    return _summed(p * (1.0 - p) * (1.0 - 2.0 * p), cluster_index, n_clusters)
+
+
+def vote_share(votes: np.ndarray) -> np.ndarray:
+    """Several judges' 0/1 votes (items, judges; NaN = no answer; one column: the share itself) as
+    the vote share per item, treated as a P(Yes); an item no judge answered counts as 1/2."""
     v = np.asarray(votes, dtype=float)
     if v.ndim == 1:
         v = v[:, None]
     answered = np.sum(np.isfinite(v), axis=1)
-    share = np.divide(np.nansum(v, axis=1), answered, out=np.full(len(v), 0.5), where=answered > 0)
-    return binary_uncertainty(share, cluster_index, n_clusters)
+    return np.divide(np.nansum(v, axis=1), answered, out=np.full(len(v), 0.5), where=answered > 0)
+
+
+def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """From several judges' 0/1 votes: uncertainty sqrt(sum s(1-s)) per cluster of their share s."""
+    return binary_uncertainty(vote_share(votes), cluster_index, n_clusters)
+
+
+def _points_moments(dist: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per item (rows of `dist`, normalised) the point value's second and third central moments."""
+    d = np.asarray(dist, dtype=float)
+    d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
+    x = np.asarray(points, dtype=float)
+    centred = x[None, :] - (d @ x)[:, None]
+    return (d * centred ** 2).sum(axis=1), (d * centred ** 3).sum(axis=1)
 
 
 def points_uncertainty(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray,
                        n_clusters: int) -> np.ndarray:
     """From a distribution over a rubric's points (items, K): the variance of the point value
     under it, sqrt(sum) per cluster."""
-    d = np.asarray(dist, dtype=float)
-    d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
-    x = np.asarray(points, dtype=float)
-    mean = d @ x
-    return _per_cluster(d @ (x * x) - mean * mean, cluster_index, n_clusters)
+    return _per_cluster(_points_moments(dist, points)[0], cluster_index, n_clusters)
+
+
+def points_third(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Per cluster the sum of its items' third central moments of the point value."""
+    return _summed(_points_moments(dist, points)[1], cluster_index, n_clusters)
+
+
+def min_draws(probability: np.ndarray, uncertainty: np.ndarray, third: np.ndarray | None) -> int:
+    """The labelled draws before the active estimate's interval: MIN, or Cochran's n > 25 G1^2
+    (Sampling Techniques, 1977, sec. 2.15: a 95% statement wrong at most 6% of the time) where G1
+    is the skewness of one draw's weighted residual (Y_c - f_c)/p_c, the cluster drawn with p_c and
+    its answers from the judges' probabilities (variance u_c^2, third central moment `third`):
+    sum third/p^2 / (sum u^2/p)^1.5. Fixed before any label, as the design. An audit's populations
+    with a rare answer in a few clusters (a calibrated judge, rate 3-7%) covered 0.86-0.95 at 10
+    draws; at this many, 0.92-0.96. A judge sure where it is wrong predicts no skew: not covered."""
+    if third is None:
+        return MIN
+    p, u, k3 = (np.asarray(a, dtype=float) for a in (probability, uncertainty, third))
+    drawn = p > 0
+    second = float((u[drawn] ** 2 / p[drawn]).sum())
+    if not second > 0:
+        return MIN
+    g1 = float((k3[drawn] / p[drawn] ** 2).sum()) / second ** 1.5
+    return max(MIN, int(np.ceil(SKEW_RULE * g1 * g1 - 1e-9)))

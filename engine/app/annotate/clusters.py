@@ -102,6 +102,8 @@ class Built:
     bounds: tuple[float, float] = (0.0, 1.0)   # the quantity's range (a points mean: 1..N)
     decision: dict[str, str] = field(default_factory=dict)  # pairwise: the judges' decision per pair
     outside: str = ""                       # what the run judged that the queue never draws, and why
+    third: np.ndarray | None = None         # (N,) the third central moment of each cluster's total under the
+                                            # judges' probabilities (`uncertainty.min_draws`); None: not known
 
 
 def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:
@@ -121,12 +123,13 @@ def texts_ab(tie: bool) -> tuple[Answer, ...]:
             *((Answer("tie", "Tie", "t", 0.5),) if tie else ()))
 
 
-def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per cluster (one headline item each; rows of `dist` in cluster order): the judges' expected
-    score on the quantity's scale and its uncertainty, the standard deviation of the score under
+    score on the quantity's scale, its uncertainty, the standard deviation of the score under
     the judges' distribution over the answers (`uncertainty.points_uncertainty`: for two answers scored
-    1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure)."""
+    1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure), and its third central moment."""
     d = np.asarray(dist, dtype=float).reshape(n, len(scores))
     total = d.sum(axis=1, keepdims=True)
     d = np.divide(d, total, out=np.full_like(d, 1.0 / len(scores)), where=total > 0)
-    return d @ scores, uncertainty.points_uncertainty(d, scores, np.arange(n), n)
+    index = np.arange(n)
+    return d @ scores, uncertainty.points_uncertainty(d, scores, index, n), uncertainty.points_third(d, scores, index, n)

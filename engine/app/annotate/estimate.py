@@ -82,17 +82,18 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
     k = active.labelled_prefix(queue.design, totals)
     args = (queue.design, queue.judge_total, queue.size, totals)
     b = queue.bounds                                      # the quantity's own scale (a points mean: 1..N)
-    act = active.estimate(*args, k, bounds=b)
+    act = active.estimate(*args, k, bounds=b, needs=queue.min_draws)
     human = active.estimate(*args, k, lam=0.0, bounds=b)
     uniform = active.uniform_width(*args, k, bounds=b)
     points = []
     if curve:
         for j in range(1, k + 1):
-            a, h = active.estimate(*args, j, bounds=b), active.estimate(*args, j, lam=0.0, bounds=b)
+            a, h = active.estimate(*args, j, bounds=b, needs=queue.min_draws), active.estimate(*args, j, lam=0.0, bounds=b)
             points.append({"draws": j, "active": _num(a.half_width), "human": _num(h.half_width),
                            "uniform": _num(active.uniform_width(*args, j, bounds=b))})
     gained = None if act.n_eff is None or not math.isfinite(act.n_eff) or act.note else act.n_eff - k
     return {"quantity": queue.quantity, "bounds": list(b), "labelled_draws": k, "budget": len(queue.design.draws),
+            "min_draws": queue.min_draws,
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
             "whole_range": whole_range(act, b),

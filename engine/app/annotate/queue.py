@@ -51,6 +51,7 @@ class Queue:
     bounds: tuple[float, float] = (0.0, 1.0)  # the quantity's range (a rubric's points mean: 1..N)
     outside: str = ""                        # what the run judged that the queue never draws, and why
     judged: str = ""                         # `labels.verdicts_fingerprint` of the verdicts it was built from
+    min_draws: int = active.MIN              # labelled draws before the active estimate's interval (`uncertainty.min_draws`)
 
     def score(self, cluster: str, label: str, item: str | None = None) -> float:
         """A person's answer on the quantity's scale: pairwise counts agreement with the judges'
@@ -152,7 +153,7 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
                   "uniform PPI++'s would: " + _what_gives_uncertainty(config)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside,
-                 verdicts_fingerprint(verdicts))
+                 verdicts_fingerprint(verdicts), uncertainty.min_draws(design.probability, built.uncertainty, built.third))
 
 
 def _sampled(config: RunConfig) -> bool:
@@ -199,15 +200,15 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
         p_items += [share[(story_id, t)] for t in asked]
         index += [len(clusters) - 1] * len(asked)
     p_arr, i_arr = np.asarray(p_items, dtype=float), np.asarray(index, dtype=np.int64)
-    if kind is not None:
-        u, source = uncertainty.binary_uncertainty(p_arr, i_arr, len(clusters)), "the judges' P(Yes)" + AFTER[kind]
-    else:
-        u, source = uncertainty.vote_uncertainty(p_arr, i_arr, len(clusters)), "the vote share across the run's judges"
+    # p_arr: each item's P(Yes), or its vote share (the mean of the judges' 0/1 answers), read as one
+    u = uncertainty.binary_uncertainty(p_arr, i_arr, len(clusters))
+    source = "the judges' P(Yes)" + AFTER[kind] if kind is not None else "the vote share across the run's judges"
     no_text = len({s for s, _ in share} - set(stories))
     return Built(clusters, np.asarray(totals, dtype=float), u, source, "pass rate, all tests pooled",
                  "Read the story, then answer every test question Yes or No. One story answers all of its questions.",
                  outside=f"{no_text} judged stories without text (a URL only) are never drawn: the estimate is of the "
-                         f"{len(clusters)} with text" if no_text else "")
+                         f"{len(clusters)} with text" if no_text else "",
+                 third=uncertainty.binary_third(p_arr, i_arr, len(clusters)))
 
 
 def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probability") -> Built:
@@ -247,12 +248,14 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probabi
         totals.append(sum(tie_credit(v, decided) for v in values) / len(values))
         dist.append(read.get(pair_id, counts[:len(answers)]))
     scores = np.asarray([a.score for a in answers])
-    _, u = spread(np.asarray(dist, dtype=float), scores, len(clusters))
+    _, u, third = spread(np.asarray(dist, dtype=float), scores, len(clusters))
+    # a pair's total is its agreement with the decision: text b decided, agreement is 1 - the score
+    third = np.where([decision[str(c.cluster)] == "b" for c in clusters], -third, third)
     tie = " Answer Tie (t) when neither is better." if len(answers) == 3 else ""
     source = "the disagreement between the two orders" if kind is None else \
         "the judges' P(text) over both orders" + AFTER[kind]
     return Built(clusters, np.asarray(totals, dtype=float), u, source,
                  "judge accuracy" + (" (a tie half)" if tie else ""),
                  "Read both texts, then choose the better one. The order is random; answer on the texts, not their "
-                 "place." + tie, decision=decision)
+                 "place." + tie, decision=decision, third=third)
 

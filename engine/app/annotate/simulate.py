@@ -104,7 +104,8 @@ def run_simulation(queue: Queue, column: str, repeats: int, *, seed: int = 0, ta
     reach = REACH * budget
     ks = np.arange(MIN, reach + 1)
     pop = Population(y, queue.judge_total, queue.uncertainty, queue.size)
-    curves = simulate(pop, ks, repeats, floor=queue.design.floor, seed=seed, probability=queue.design.probability)
+    curves = simulate(pop, ks, repeats, floor=queue.design.floor, seed=seed, probability=queue.design.probability,
+                      needs=queue.min_draws)
     i = budget - MIN
     widths = {d: mean_width(curves.half[d]) for d in DESIGNS}
     goal = float(widths["uniform PPI++"][i]) if target is None else float(target)

@@ -31,9 +31,11 @@ def cmd_annotate(args) -> int:
     raised = (f"; the floor raised from {asked:g} to {q.design.floor:.2f} before any label, so that the draws cost "
               f"at most {MAX_COST:g} times uniform's variance if the judges' uncertainty means nothing"
               if q.design.floor > asked + 1e-9 else "")
+    skewed = (f"; the active interval from {q.min_draws} labelled draws on (the judges' probabilities make the "
+              "draws skewed: Cochran's rule)" if q.min_draws > MIN else "")
     print(f"Annotation queue of {run} ({q.protocol}: {q.quantity}): {len(q.design.draws)} draws over "
           f"{len(set(q.design.draws.tolist()))} of {len(q.clusters)} clusters, by {q.uncertainty_source}"
-          + (f"; {q.outside}" if q.outside else "") + raised)
+          + (f"; {q.outside}" if q.outside else "") + raised + skewed)
     if app.token:
         print(f"Bound to {args.host}: every request needs the token (in the URL below)")
     print(f"Open {app.url}", flush=True)
