@@ -24,8 +24,9 @@ from tests.fake_api import FakeAPI, Loopback
 
 class FakeBatchAPI(Loopback):
     def __init__(self, polls_to_finish: int = 2, faults: dict[int, str] | None = None, expire: bool = False,
-                 fault_batches: int = 1, port: int = 0):
+                 fault_batches: int = 1, port: int = 0, failed_polls: int = 0):
         self.polls_to_finish, self.faults, self.expire = polls_to_finish, faults or {}, expire
+        self.failed_polls = failed_polls       # each batch's first polls answered 500 (the batch runs on)
         self.fault_batches = fault_batches     # faults apply to the first this many batches (a re-run's new one succeeds)
         self.answers = FakeAPI()               # the online answering rules, reused (its server is never started)
         self.answers.server.server_close()
@@ -112,6 +113,8 @@ class FakeBatchAPI(Loopback):
         if path.startswith("/v1/batches/"):
             bid = path.split("/")[3]
             self.batches[bid]["polls"] += 1
+            if self.batches[bid]["polls"] <= self.failed_polls:
+                return 500, {"error": {"message": "injected", "type": "fault"}}, None
             return 200, self.openai_batch(bid), None
         if path.startswith("/v1/files/") and path.endswith("/content"):
             return 200, None, self.files[path.split("/")[3]]

@@ -314,6 +314,21 @@ def test_a_cache_left_aside_stays_aside_for_the_next_judge(tmp_path):
         assert len(stored(tmp_path / "runs" / "out" / "b")) == 24
 
 
+def test_a_batch_left_open_by_a_failed_poll_is_held_against_the_cap(tmp_path):
+    """A hostile pass: the first judge's batch poll failed (a 500), its batch stayed open, unread and
+    uncounted, and the second judge submitted as much again: twice the cap. A submitted batch's
+    worst case is held against the invocation's caps until its results are read."""
+    with FakeBatchAPI(failed_polls=1) as server:
+        cfg = tmp_path / "f.toml"
+        cfg.write_text(SWEEP.format(name="f", provider="openai", url=f"{server.url}/v1", batch="true")
+                       + "max_tokens_total = 6000\nmax_retries = 0\n")
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 3 and "polling batch" in r.stderr, (r.returncode, r.stderr[-2000:])
+        by_judge = [sum(line["body"]["model"] == judge for b in server.batches.values() for line in b["lines"])
+                    for judge in ("judge-a", "judge-b")]
+    assert 1 <= by_judge[0] < 12 and by_judge[1] <= 1, by_judge
+
+
 def test_plan_says_when_its_api_judges_together_pass_a_cap(tmp_path):
     """The caps hold for the whole invocation, so the plan holds its two judges' estimates together
     against them: each judge alone is under the dollar cap, both are over it (the run would hold

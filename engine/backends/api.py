@@ -66,10 +66,9 @@ class _Accounting:
         return cost(self.prices, self.prompt_tokens, self.completion_tokens, batch=self.cfg.batch)
 
     def over_budget(self) -> bool:
-        spend = self.spend
-        with spend.lock:
-            return bool((self.cfg.max_tokens_total and spend.tokens >= self.cfg.max_tokens_total)
-                        or (self.cfg.max_cost_usd and spend.dollars >= self.cfg.max_cost_usd))
+        tokens, dollars = self.spend.held()
+        return bool((self.cfg.max_tokens_total and tokens >= self.cfg.max_tokens_total)
+                    or (self.cfg.max_cost_usd and dollars >= self.cfg.max_cost_usd))
 
     def held_back(self) -> bool:
         """Whether the caps are spent: the request is then not sent (counted as held back)."""

@@ -71,9 +71,12 @@ class BatchRunner:
             self.adopt_submitting()
         except self.provider_faults as exc:
             return self.unreachable("looking up a crashed submission", exc)
-        in_flight = {k for rec in self.ledger.batches(self.fingerprint, ("open",)) for k in rec.keys}
+        open_batches = self.ledger.batches(self.fingerprint, ("open",))
+        in_flight = {k for rec in open_batches for k in rec.keys}
         fresh = [p for p in batch if p.key not in in_flight]
-        affordable = self.within_budget(fresh, [p for p in batch if p.key in in_flight])
+        # an open batch this invocation submitted is reserved in its spend already; a crashed run's is not
+        unreserved = {k for rec in open_batches if rec.local_id not in self.b.account.spend.reserved for k in rec.keys}
+        affordable = self.within_budget(fresh, [p for p in batch if p.key in unreserved])
         with self.b.account.lock:
             self.b.account.skipped_for_budget += len(fresh) - len(affordable)
         for start in range(0, len(affordable), self.limit):
@@ -100,8 +103,9 @@ class BatchRunner:
     def within_budget(self, fresh: Sequence[Prepared], in_flight: Sequence[Prepared]) -> list[Prepared]:
         """The first requests of `fresh` whose WORST-CASE spend fits the budget (`max_tokens_total`,
         `max_cost_usd`): a batch is paid for once submitted, so each request counts its prompt and
-        its full `max_tokens` at the batch price, on top of what this invocation already spent (every
-        API judge of the run or sweep) and of this judge's batches already in flight. (Online, a
+        its full `max_tokens` at the batch price, on top of what this invocation already spent and
+        holds for the batches it submitted (every API judge of the run or sweep: `Spend.held`) and
+        of this judge's batches in flight from an earlier run (`in_flight`). (Online, a
         request is sent only while the spend so far is under the cap; a batch cannot be stopped
         halfway, so it is capped before it is sent.)"""
         cfg, account = self.b.cfg, self.b.account
@@ -113,8 +117,9 @@ class BatchRunner:
             return prompt + out, cost(account.prices, prompt, out, batch=True)
 
         flying = [worst(p) for p in in_flight]                                  # each request's body built once
-        tokens = account.spend.tokens + sum(t for t, _ in flying)                 # the invocation's spend so far
-        dollars = account.spend.dollars + sum(d for _, d in flying)
+        held_tokens, held_dollars = account.spend.held()            # spent and reserved, every API judge's
+        tokens = held_tokens + sum(t for t, _ in flying)
+        dollars = held_dollars + sum(d for _, d in flying)
         kept = []
         for p in fresh:
             t, d = worst(p)
@@ -127,6 +132,9 @@ class BatchRunner:
 
     def submit(self, part: Sequence[Prepared]) -> None:
         local = f"litjudge-{uuid.uuid4().hex}"
+        worst = [self.b.worst_case(p) for p in part]
+        self.b.account.spend.reserve(local, sum(a + b for a, b in worst),
+                                     sum(cost(self.b.account.prices, a, b, batch=True) for a, b in worst))
         self.ledger.record_batch(local, self.fingerprint, self.api.name, [p.key for p in part])
         made = self.api.submit([(p.key, self.b.body(p)) for p in part], local)
         hooks().batch_submitted(recorded=False)     # a patch point: the provider accepted, our ledger not told
@@ -159,6 +167,7 @@ class BatchRunner:
                     continue
                 ended += 1
                 handled.add(rec.local_id)
+                self.b.account.spend.release(rec.local_id)           # its results counted as read
                 for g in results:
                     if g.key in wanted:
                         yield g

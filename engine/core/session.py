@@ -37,11 +37,29 @@ class Spend:
     tokens: int = 0
     dollars: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # provider batches submitted and not yet read: batch id -> their worst case (tokens, dollars), held
+    # against the caps until their results are counted (a batch left open by a failed poll let the
+    # next judge submit a second full cap)
+    reserved: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, tokens: int, dollars: float) -> None:
         with self.lock:
             self.tokens += tokens
             self.dollars += dollars
+
+    def reserve(self, batch: str, tokens: int, dollars: float) -> None:
+        with self.lock:
+            self.reserved[batch] = (tokens, dollars)
+
+    def release(self, batch: str) -> None:
+        with self.lock:
+            self.reserved.pop(batch, None)
+
+    def held(self) -> tuple[int, float]:
+        """Spent and reserved, tokens and dollars: what the caps are held against."""
+        with self.lock:
+            return (self.tokens + sum(t for t, _ in self.reserved.values()),
+                    self.dollars + sum(d for _, d in self.reserved.values()))
 
 
 @dataclass(frozen=True)
