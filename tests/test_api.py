@@ -463,6 +463,7 @@ def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
     died) left no history line: the next invocation's totals lost what it had generated. Now a line,
     `failed: <the error's first line>`, with the judge's figures so far; a refused run still leaves none."""
     from litjudge.engine.app.run import run
+    from litjudge.engine.app.summary import totals
     from litjudge.engine.core.config import load_config
     from litjudge.engine.core.errors import SystemFault
 
@@ -475,7 +476,8 @@ def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
     stored: list = []
     sent: list[int] = []        # what the server had received when the error was raised
     with FakeAPI() as server:
-        cfg = demo_config(tmp_path, "full", f"openai-compatible:{server.url}/v1:fake-judge", api="concurrency = 1")
+        cfg = demo_config(tmp_path, "full", f"openai-compatible:{server.url}/v1:fake-judge",
+                          api="concurrency = 1\nprice_in_per_mtok = 1.0\nprice_out_per_mtok = 2.0")
         with pytest.raises(SystemFault) as stopped:     # its traceback held, as a notebook's last error is
             run(load_config(cfg), progress=False, run_dir=tmp_path / "full", on_result=fail_on_third)
         time.sleep(0.5)
@@ -489,11 +491,19 @@ def test_a_run_that_fails_after_storing_verdicts_is_in_the_history(tmp_path):
         assert len(lines) == 1 and lines[0]["failed"] == "no space left on device: RUN/store.sqlite", lines
         assert "interrupted" not in lines[0] and lines[0]["judges"][0]["generated"] >= 3
         run(load_config(cfg), progress=False, run_dir=tmp_path / "full")        # resumes; two lines now
+        # what each invocation paid is in its history line (the stopped one's too), and a third that asks
+        # nothing writes 0 over the manifest's API block but not over the totals (a hostile pass read $0)
+        run(load_config(cfg), progress=False, run_dir=tmp_path / "full")
     lines = [json.loads(x) for x in (tmp_path / "full" / "history.jsonl").read_text().splitlines()]
-    assert len(lines) == 2 and "failed" not in lines[1]
+    assert len(lines) == 3 and "failed" not in lines[1]
     generated = [line["judges"][0]["generated"] for line in lines]
     assert 3 <= generated[0] <= first_sent and sum(generated) == 12, generated   # a reply in flight is kept, counted once
     assert len(server.received) == 12, len(server.received)              # none asked twice
+    answered = [line["judges"][0]["api_requests"] for line in lines]
+    assert answered[0] >= 3 and answered[2] == 0 and sum(answered) == 12, answered
+    paid = totals(tmp_path / "full")["openai-compatible:" + server.url + "/v1:fake-judge"]
+    assert paid.api_requests == 12 and paid.api_usd == pytest.approx(sum(line["judges"][0]["api_usd"] for line in lines))
+    assert paid.api_usd > 0 and "API 12 answered, ~$" in paid.line()
 
 
 def test_sdk_clients_share_one_tls_context_made_as_their_library_makes_it(monkeypatch, tmp_path):

@@ -48,6 +48,11 @@ class JudgeFigures:
     seconds: float
     prompt_tokens: int
     cached_tokens: int
+    # an API judge's: requests answered, their estimated cost, and at most what attempts left without an
+    # answer may be billed (the manifest holds the latest invocation's alone: a re-run wrote 0 over it)
+    api_requests: int = 0
+    api_usd: float = 0.0
+    api_maybe_billed_usd: float = 0.0
 
     @property
     def verdicts_per_s(self) -> float | None:
@@ -61,15 +66,19 @@ class JudgeFigures:
 
     @classmethod
     def from_manifest(cls, j: dict[str, Any]) -> JudgeFigures:
-        t, plan = j.get("throughput") or {}, j.get("plan") or {}
+        t, plan, api = j.get("throughput") or {}, j.get("plan") or {}, j.get("api") or {}
         return cls(j["judge"], int(plan.get("requests", 0)), int(plan.get("distinct_requests", 0)),
                    int(j.get("generated") or 0), float(j.get("seconds") or 0.0), int(t.get("prompt_tokens") or 0),
-                   int(t.get("cached_tokens") or 0))
+                   int(t.get("cached_tokens") or 0), int(api.get("requests") or 0),
+                   float(api.get("estimated_cost_usd") or 0.0), float(api.get("maybe_billed_usd_at_most") or 0.0))
 
     def line(self) -> str:
         hit = "n/a" if self.cache_hit is None else f"{100 * self.cache_hit:.0f}%"
+        spent = (f", API {self.api_requests} answered, ~${self.api_usd:.4g}"
+                 + (f" (+ at most ${self.api_maybe_billed_usd:.4g} unanswered)" if self.api_maybe_billed_usd else "")
+                 if self.api_requests or self.api_maybe_billed_usd else "")
         return (f"{self.requests} requests ({self.distinct} distinct), {self.generated} generated, "
-                f"{rate(self.verdicts_per_s)} verdicts/s, cache hit {hit}")
+                f"{rate(self.verdicts_per_s)} verdicts/s, cache hit {hit}" + spent)
 
 
 def figures(manifest: RunManifest) -> list[JudgeFigures]:
@@ -117,10 +126,12 @@ def history(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _figures_record(j: Any) -> bool:
-    """A history entry's judge: every JudgeFigures field, the judge a string, the rest numbers."""
-    names = [f.name for f in fields(JudgeFigures)]
-    return (isinstance(j, dict) and set(j) == set(names) and isinstance(j["judge"], str)
-            and all(isinstance(j[n], (int, float)) and not isinstance(j[n], bool) for n in names if n != "judge"))
+    """A history entry's judge: the JudgeFigures fields (the API ones may be missing: lines written
+    before they were kept), the judge a string, the rest numbers."""
+    names = {f.name for f in fields(JudgeFigures)}
+    needed = {n for n in names if not n.startswith("api_")}
+    return (isinstance(j, dict) and needed <= set(j) <= names and isinstance(j["judge"], str)
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for n, v in j.items() if n != "judge"))
 
 
 def totals(run_dir: Path) -> dict[str, JudgeFigures]:
@@ -132,5 +143,7 @@ def totals(run_dir: Path) -> dict[str, JudgeFigures]:
             prev = out.get(f.judge)
             out[f.judge] = f if prev is None else JudgeFigures(
                 f.judge, f.requests, f.distinct, prev.generated + f.generated, prev.seconds + f.seconds,
-                prev.prompt_tokens + f.prompt_tokens, prev.cached_tokens + f.cached_tokens)
+                prev.prompt_tokens + f.prompt_tokens, prev.cached_tokens + f.cached_tokens,
+                prev.api_requests + f.api_requests, prev.api_usd + f.api_usd,
+                prev.api_maybe_billed_usd + f.api_maybe_billed_usd)
     return out

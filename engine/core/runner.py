@@ -222,8 +222,10 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
         described = (lazy.live or plan_with).describe()
     except (KeyboardInterrupt, LitjudgeError) as e:
         if on_stop is not None:
+            spent = lazy.live.describe().get("api") if lazy.live is not None else None   # an API judge's, so far
             on_stop(JudgeRun(spec.name, stream.stats, tally.generated, 0, time.time() - t0, {
                 "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed, "planned_ahead": ahead,
+                **({"api": spent} if spent else {}),
                 "failed" if isinstance(e, LitjudgeError) else "interrupted": True}, None, tally.unanswered,
                 tally.from_cache))
         raise
