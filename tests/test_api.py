@@ -207,6 +207,9 @@ def test_replies_without_usage_or_choices_keep_the_cap_and_are_no_internal_error
     said = litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)})
     one_line(said, "api.max_cost_usd: caps dollars", "set api.price_in_per_mtok and api.price_out_per_mtok")
     assert said.stderr.count("api.max_cost_usd") == 1, said.stderr          # the key named once, not twice
+    cfg = demo_config(tmp_path, "halfprice", "openai-compatible:http://127.0.0.1:9/v1:m",
+                      api="max_cost_usd = 1.0\nprice_in_per_mtok = 0.4")       # output tokens counted $0 against the cap
+    one_line(litjudge("run", str(cfg), env={"LITJUDGE_RUNS_DIR": str(runs)}), "has no price_out_per_mtok")
 
 
 def test_token_counts_that_are_no_counts_keep_the_cap_and_a_rejection_keeps_its_reason(tmp_path):

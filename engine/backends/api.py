@@ -119,10 +119,13 @@ class ApiBackend(Backend):
         if config.api.batch and not provider.batch_limit:
             raise ConfigError(f"the {provider.title} API has no provider batches (judge {name!r}); leave "
                               "api.batch out for it", parameter="api.batch")
-        if config.api.max_cost_usd and not (config.api.price_in_per_mtok or config.api.price_out_per_mtok):
-            raise ConfigError(f"caps dollars, and judge {name!r} has no price to turn its tokens into "
-                              "dollars (it capped nothing): set api.price_in_per_mtok and api.price_out_per_mtok, or "
-                              "cap tokens with api.max_tokens_total", parameter="api.max_cost_usd")
+        unpriced = [k for k in ("price_in_per_mtok", "price_out_per_mtok") if not getattr(config.api, k)]
+        if config.api.max_cost_usd and unpriced:
+            # one price alone counted the other side's tokens as $0 against the cap (a hostile pass)
+            raise ConfigError(f"caps dollars, and judge {name!r} has no {' or '.join(unpriced)} to turn its tokens "
+                              "into dollars (it capped nothing of them): set api.price_in_per_mtok and "
+                              "api.price_out_per_mtok, or cap tokens with api.max_tokens_total",
+                              parameter="api.max_cost_usd")
         base_url = config.api.base_url or url or None
         return JudgeSpec(name, cls.name, model, f"api:{provider.name}:{base_url or 'default'}:{model}",
                          f"api-{provider.name}", True, config.engine, config.api,
