@@ -191,9 +191,8 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
         backend = lazy.get(stream.identity)
         backend.attach(store, spend)            # the run's store and the invocation's spend, before generating
         return backend
-    # Planned ahead when the planner is not the live engine itself (an engine's own tokenizer must
-    # not be used from two threads at once): in a process of its own where the stream allows it
-    # (no shared interpreter lock), else in a thread.
+    # Planned ahead when the planner is not the live engine itself (an engine's own tokenizer must not be used
+    # from two threads at once): in a process of its own where the stream allows it (no shared GIL), else a thread.
     chunks: Generator[PlanChunk, None, None]
     if lazy.live is not None:
         ahead, chunks = "no", stream.chunks(requests)
@@ -222,10 +221,9 @@ def run_judge(spec: JudgeSpec, planner: Planner, start: Callable[[], Backend],
         described = (lazy.live or plan_with).describe()
     except (KeyboardInterrupt, LitjudgeError) as e:
         if on_stop is not None:
-            spent = lazy.live.describe().get("api") if lazy.live is not None else None   # an API judge's, so far
+            spent = (lazy.live.describe() if lazy.live else {}).get("api")       # an API judge's spend so far
             on_stop(JudgeRun(spec.name, stream.stats, tally.generated, 0, time.time() - t0, {
-                "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed, "planned_ahead": ahead,
-                **({"api": spent} if spent else {}),
+                "throughput": dataclasses.asdict(bar.stats), "seconds": bar.elapsed, "planned_ahead": ahead, "api": spent,
                 "failed" if isinstance(e, LitjudgeError) else "interrupted": True}, None, tally.unanswered,
                 tally.from_cache))
         raise
