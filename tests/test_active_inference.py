@@ -361,3 +361,25 @@ def test_uniform_ppis_projected_width_is_the_width_a_uniform_design_gives():
     assert 0.97 <= np.median(ratios) <= 1.1 and np.percentile(ratios, 5) >= 0.95, np.percentile(ratios, [5, 50, 95])
     one = A.Design(tuple(f"c{i}" for i in range(4)), np.full(4, 0.25), np.zeros(10, dtype=np.int64), 0.2, 0)
     assert np.isnan(A.uniform_width(one, np.ones(4), np.ones(4), {0: 1.0}, 10))
+
+
+def test_a_ppi_table_of_annotations_withholds_the_interval_the_page_withholds():
+    """`[ppi] labelled = "annotations:RUN"` reads the queue's draws with the run's own judge: its
+    active interval waits for the draws `min_draws` asks of that judge, as the page's does (a
+    hostile pass: the table printed the interval the page withheld at 23 of the 43 draws asked)."""
+    import polars as pl
+
+    from litjudge.judges.ppi_annotated import Annotated, estimates
+
+    y, f, u, m, third = _rare(3)
+    p = A.probabilities(u, 0.2, size=m)
+    need = U.min_draws(p, u, third)
+    ids = tuple(f"s{i}" for i in range(len(m)))
+    d = A.design(ids, u, need, floor=0.2, seed=0, size=m)
+    rows = [{"story": ids[c], "item": f"{ids[c]}/{t}", "_f": f[c] / m[c], "_y": float(t < y[c])}
+            for c in range(len(m)) for t in range(int(m[c]))]
+    annotated = Annotated("queue", "ttcw", ids, tuple(p.tolist()), tuple(d.draws.tolist()), {})
+    items = pl.DataFrame(rows)
+    short, enough = (estimates(items, annotated, "story", k) for k in (need - 1, need))
+    assert short["ppi_low"] != short["ppi_low"] and short["human_low"] == short["human_low"]     # NaN: withheld
+    assert f"an interval needs {need})" in str(short["ci_note"]) and enough["ppi_low"] == enough["ppi_low"]

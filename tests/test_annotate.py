@@ -112,7 +112,8 @@ def test_a_story_holding_a_large_share_of_the_items_keeps_the_interval_valid(dom
     assert q.min_draws == active.MIN
     e = estimates(dataclasses.replace(q, min_draws=31), labels, curve=False)
     assert e["min_draws"] == 31 and e["active"]["low"] is None and e["human"]["low"] is not None
-    assert "an interval needs 31): the judges' probabilities" in e["active"]["note"] and e["labels_gained"] is None
+    assert ("an interval needs 31); the queue's budget is 30 draws: the judges' probabilities" in e["active"]["note"]
+            and e["labels_gained"] is None)                 # a budget short of the rule: said, not "yet"
 
 
 def test_a_queue_stored_with_the_uniform_floor_reopens_as_it_was_drawn(dominant, tmp_path):

@@ -309,7 +309,8 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     n_eff = float(k) if k < 2 or not var_a > 0 else s2 / float(var_a)
     nan = float("nan")
     if k < max(needs, MIN):
-        why = TOO_FEW.format(k, max(needs, MIN)) + (SKEWED if needs > MIN else "")
+        short = f"; the queue's budget is {len(design.draws)} draws" if needs > len(design.draws) else ""
+        why = TOO_FEW.format(k, max(needs, MIN)) + short + (SKEWED if needs > MIN else "")
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, why)
     if not np.isfinite(half):
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)

@@ -184,7 +184,8 @@
        : w.held && w.held.length ? `for it (it is open on the page of \u2068${w.held.join(', ')}\u2069, and comes to ` +
         'others if their lock runs out unanswered).'
        : 'for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).') : '';
-    $('#est-note').textContent = [e.active.note ? `No interval yet: ${e.active.note}.` : '',
+    const until = e.labelled_draws < e.budget && e.min_draws <= e.budget ? ' yet' : '';   // a budget short of it: none ever
+    $('#est-note').textContent = [e.active.note ? `No interval${until}: ${e.active.note}.` : '',
                                   e.whole_range ? `${e.whole_range}.` : '', held, e.stale ? `${e.stale}.` : '']
                                   .filter(Boolean).join(' ');
     const ag = e.agreement;

@@ -33,6 +33,10 @@ def cmd_annotate(args) -> int:
               if q.design.floor > asked + 1e-9 else "")
     skewed = (f"; the active interval from {q.min_draws} labelled draws on (the judges' probabilities make the "
               "draws skewed: Cochran's rule)" if q.min_draws > MIN else "")
+    if q.min_draws > len(q.design.draws):     # said before anyone labels: the budget is fixed once started
+        print(f"litjudge: warning: the active interval needs {q.min_draws} labelled draws and the queue's budget is "
+              f"{len(q.design.draws)}: it will give the human-only interval alone (a new queue with --budget "
+              f"{q.min_draws} or more gives both)", file=terminal())
     print(f"Annotation queue of {run} ({q.protocol}: {q.quantity}): {len(q.design.draws)} draws over "
           f"{len(set(q.design.draws.tolist()))} of {len(q.clusters)} clusters, by {q.uncertainty_source}"
           + (f"; {q.outside}" if q.outside else "") + raised + skewed)
