@@ -3,6 +3,7 @@ from a human column of a finished replayed run, before anyone is paid; its numbe
 `active_sim.simulate`'s on the queue's own design, the truth the column's full estimate."""
 
 import json
+import signal
 
 import numpy as np
 import polars as pl
@@ -13,7 +14,7 @@ from litjudge.engine.app.annotate.queue import build_queue, tie_credit
 from litjudge.engine.app.annotate.simulate import human_scores, run_simulation
 from litjudge.judges.metrics.active import MIN
 from litjudge.judges.metrics.active_sim import DESIGNS, Population, labels_needed, mean_width, simulate
-from tests.annotate_run import STORIES, TESTS, judged, pairwise_run
+from tests.annotate_run import STORIES, TESTS, Served, judged, pairwise_run
 from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import litjudge
 
@@ -139,3 +140,36 @@ def test_a_judge_always_answering_the_first_position_scores_half_and_no_design_g
     shown = table(r.stdout)
     assert all(np.isnan(width) and np.isnan(cover) and share == 0.0 for _, width, cover, share in shown.values())
     assert "Labels needed: not compared" in r.stdout and "0.0000" not in r.stdout
+
+
+def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path):
+    """Three recorded judges saying No to nearly everything, one of them Yes on a test of three
+    stories: the vote share makes the draws skewed, so the queue's active interval waits for
+    Cochran's draws (`min_draws`), and the simulation at a smaller budget says so where it printed
+    "no interval" alone (a helper read it as a fault)."""
+    from tests.conformance_data import ttcw_dataset
+
+    names = [f"k{k:02d}" for k in range(30)]
+    yes = {(s, t): k < 3 and t == 1 for k, s in enumerate(names) for t in range(1, 5)}
+    card = ttcw_dataset(tmp_path, names, 4, yes)
+    judges = []
+    for j in range(3):
+        path = tmp_path / f"j{j}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"story_{s}_GPT4_test{t}", "response": "Yes" if yes[(s, t)] and
+                                            j == 0 else "No"}) + "\n" for s in names for t in range(1, 5)))
+        judges.append(f'"replay:{path}"')
+    cfg = tmp_path / "skewed.toml"
+    cfg.write_text(f'name = "skewed"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{", ".join(judges)}]\n'
+                   'backend = "replay"\nmode = "label"\n')
+    run = judged(cfg)
+    need = build_queue(run, 12).min_draws
+    assert need > MIN
+    r = litjudge("annotate", str(run), "--simulate", "expert_pass", "--budget", "12", "--repeats", "20")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert np.isnan(table(r.stdout)["active"][1]), r.stdout
+    assert f"The active design gives no interval before {need} labelled draws: the judges' probabilities" in r.stdout
+    # serving that queue at a budget below the draws asked: said before anyone labels (the budget is fixed once started)
+    served = Served(run, "--budget", "12")
+    served.kill(signal.SIGINT)
+    assert f"the active interval from {need} labelled draws on" in served.printed, served.printed
+    assert f"warning: the active interval needs {need} labelled draws and the queue's budget is 12" in served.stderr

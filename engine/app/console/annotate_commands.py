@@ -130,6 +130,9 @@ def simulate(run: Path, options: Options, args) -> int:
     for r in sim.rows:
         width, cover = ("no interval", "-") if r.intervals == 0 else (f"{r.half_width:.4f}", f"{r.coverage:.3f}")
         print(f"{r.design:<15} {r.labels:>6} {width:>15} {cover:>8} {r.intervals:>16.3f}")
+    if queue.min_draws > MIN:            # why active gives no interval before it (a helper read it as a fault)
+        print(f"The active design gives no interval before {queue.min_draws} labelled draws: the judges' "
+              "probabilities make the draws skewed (Cochran's rule; docs/annotate.md, \"Skewed draws\")")
     if sim.target != sim.target:         # NaN: uniform PPI++ gives no interval at the budget
         print("Labels needed: not compared (no repeat of uniform PPI++ gives an interval at this budget: every labelled "
               "draw the same value, say); give --target-width")
