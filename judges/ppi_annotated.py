@@ -17,12 +17,7 @@ import polars as pl
 from litjudge.engine.core.errors import ConfigError
 
 from .metrics import active
-from .metrics.uncertainty import min_draws
-
-# Each item's answer's second and third central moments under the judge's value taken as its P(Yes)
-# (a decision's are 0): what `min_draws` reads, as the annotation page does.
-MOMENTS = (("_u2", lambda f: f.clip(0.0, 1.0) * (1 - f.clip(0.0, 1.0))),
-           ("_k3", lambda f: f.clip(0.0, 1.0) * (1 - f.clip(0.0, 1.0)) * (1 - 2 * f.clip(0.0, 1.0))))
+from .metrics.uncertainty import binary_third, binary_uncertainty, min_draws
 
 
 @dataclass(frozen=True)
@@ -75,19 +70,20 @@ def estimates(items: pl.DataFrame, annotated: Annotated, cluster: str, k: int) -
     estimates over the first `k` draws, the rectifier, n_eff and the counts."""
     design = annotated.design()
     index = {c: i for i, c in enumerate(annotated.clusters)}
-    per = (items.with_columns(pl.col(cluster).cast(pl.Utf8).replace_strict(index, default=None).alias("_c"))
-           .filter(pl.col("_c").is_not_null())
-           .group_by("_c").agg(pl.col("_f").sum(), pl.col("_y").sum(), pl.len().alias("_m"),
-                               *(pl.col("_f").map_batches(moment).sum().alias(name) for name, moment in MOMENTS)))
+    counted = (items.with_columns(pl.col(cluster).cast(pl.Utf8).replace_strict(index, default=None).alias("_c"))
+               .filter(pl.col("_c").is_not_null()))
+    per = counted.group_by("_c").agg(pl.col("_f").sum(), pl.col("_y").sum(), pl.len().alias("_m"))
     n = len(annotated.clusters)
     c_idx = per["_c"].to_numpy().astype(np.int64)
-    f, m, y, u2, k3 = (np.zeros(n) for _ in range(5))
-    for into, column in ((f, "_f"), (m, "_m"), (y, "_y"), (u2, "_u2"), (k3, "_k3")):
-        into[c_idx] = per[column].to_numpy()
+    f, m, y = np.zeros(n), np.zeros(n), np.zeros(n)
+    f[c_idx], m[c_idx], y[c_idx] = per["_f"].to_numpy(), per["_m"].to_numpy(), per["_y"].to_numpy()
     read = sorted(set(design.draws[:k].tolist()))
     human = {c: float(y[c]) for c in read}
-    # the draws the page's active interval waits for, with this run's judge (its P(Yes) per item)
-    powered = active.estimate(design, f, m, human, k, needs=min_draws(design.probability, np.sqrt(u2), k3))
+    # the draws the page's active interval waits for, with this run's judge (each item's value as its
+    # P(Yes), the queue's own uncertainty and third moment of it)
+    p_yes, at = counted["_f"].to_numpy(), counted["_c"].to_numpy().astype(np.int64)
+    needs = min_draws(design.probability, binary_uncertainty(p_yes, at, n), binary_third(p_yes, at, n))
+    powered = active.estimate(design, f, m, human, k, needs=needs)
     alone = active.estimate(design, f, m, human, k, lam=0.0)
     p, drawn = design.probability[design.draws[:k]], design.draws[:k]
     rectifier = float(((y[drawn] - powered.lam * f[drawn]) / p).sum() / (m[drawn] / p).sum()) if k else float("nan")
