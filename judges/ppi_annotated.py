@@ -35,6 +35,9 @@ class Annotated:
     # the items the queue asks in its quantity (a TTCW test no judge of the annotated run answered is
     # not asked): a later run's rows of other items in the queue's clusters are not its population
     asked: frozenset[str] = frozenset()
+    # the labelled draws the queue's page waits for before its active interval (`Queue.min_draws`, of
+    # the annotated run's judges): this table never gives an interval the page withholds
+    min_draws: int = active.MIN
 
     def design(self) -> active.Design:
         return active.Design(self.clusters, np.asarray(self.probability, dtype=float),
@@ -79,10 +82,13 @@ def estimates(items: pl.DataFrame, annotated: Annotated, cluster: str, k: int) -
     f[c_idx], m[c_idx], y[c_idx] = per["_f"].to_numpy(), per["_m"].to_numpy(), per["_y"].to_numpy()
     read = sorted(set(design.draws[:k].tolist()))
     human = {c: float(y[c]) for c in read}
-    # the draws the page's active interval waits for, with this run's judge (each item's value as its
-    # P(Yes), the queue's own uncertainty and third moment of it)
+    # the draws the active interval waits for: the page's (the queue's judges'), or more where this
+    # run's judge asks more (each item's value as its P(Yes); the queue's own uncertainty and third
+    # moment of it). With this judge's alone, a label-mode judge's 0/1 answers asked 10 where the page
+    # waited for 54, and the table printed three intervals the page withheld (an audit).
     p_yes, at = counted["_f"].to_numpy(), counted["_c"].to_numpy().astype(np.int64)
-    needs = min_draws(design.probability, binary_uncertainty(p_yes, at, n), binary_third(p_yes, at, n))
+    needs = max(annotated.min_draws, min_draws(design.probability, binary_uncertainty(p_yes, at, n),
+                                               binary_third(p_yes, at, n)))
     powered = active.estimate(design, f, m, human, k, needs=needs)
     alone = active.estimate(design, f, m, human, k, lam=0.0)
     p, drawn = design.probability[design.draws[:k]], design.draws[:k]

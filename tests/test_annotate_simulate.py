@@ -142,26 +142,31 @@ def test_a_judge_always_answering_the_first_position_scores_half_and_no_design_g
     assert "Labels needed: not compared" in r.stdout and "0.0000" not in r.stdout
 
 
+def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed", extra: str = ""):
+    """Three recorded judges (j0, j1, j2) of 30 stories of 4 tests saying No to nearly everything, j0
+    Yes on test 1 of three stories; the run of those `judges` (`extra`: more of its config)."""
+    from tests.conformance_data import ttcw_dataset
+
+    names = [f"k{k:02d}" for k in range(30)]
+    yes = {(s, t): k < 3 and t == 1 for k, s in enumerate(names) for t in range(1, 5)}
+    card = ttcw_dataset(folder, names, 4, yes)
+    for j in range(3):
+        path = folder / f"j{j}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"story_{s}_GPT4_test{t}", "response": "Yes" if yes[(s, t)] and
+                                            j == 0 else "No"}) + "\n" for s in names for t in range(1, 5)))
+    cfg = folder / f"{name}.toml"
+    listed = ", ".join(f'"replay:{folder / f"j{j}.jsonl"}"' for j in judges)
+    cfg.write_text(f'name = "{name}"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{listed}]\n'
+                   'backend = "replay"\nmode = "label"\n' + extra)
+    return judged(cfg)
+
+
 def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path):
     """Three recorded judges saying No to nearly everything, one of them Yes on a test of three
     stories: the vote share makes the draws skewed, so the queue's active interval waits for
     Cochran's draws (`min_draws`), and the simulation at a smaller budget says so where it printed
     "no interval" alone (a helper read it as a fault)."""
-    from tests.conformance_data import ttcw_dataset
-
-    names = [f"k{k:02d}" for k in range(30)]
-    yes = {(s, t): k < 3 and t == 1 for k, s in enumerate(names) for t in range(1, 5)}
-    card = ttcw_dataset(tmp_path, names, 4, yes)
-    judges = []
-    for j in range(3):
-        path = tmp_path / f"j{j}.jsonl"
-        path.write_text("".join(json.dumps({"id": f"story_{s}_GPT4_test{t}", "response": "Yes" if yes[(s, t)] and
-                                            j == 0 else "No"}) + "\n" for s in names for t in range(1, 5)))
-        judges.append(f'"replay:{path}"')
-    cfg = tmp_path / "skewed.toml"
-    cfg.write_text(f'name = "skewed"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{", ".join(judges)}]\n'
-                   'backend = "replay"\nmode = "label"\n')
-    run = judged(cfg)
+    run = skewed_run(tmp_path)
     need = build_queue(run, 12).min_draws
     assert need > MIN
     r = litjudge("annotate", str(run), "--simulate", "expert_pass", "--budget", "12", "--repeats", "20")
@@ -173,3 +178,25 @@ def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path)
     served.kill(signal.SIGINT)
     assert f"the active interval from {need} labelled draws on" in served.printed, served.printed
     assert f"warning: the active interval needs {need} labelled draws and the queue's budget is 12" in served.stderr
+
+
+def test_a_ppi_table_of_a_skewed_queue_s_labels_withholds_the_interval_as_its_page_does(tmp_path):
+    """`[ppi] labelled = "annotations:RUN"` with the skewed queue's 20 draws labelled: a later run of
+    one label-mode judge (its 0/1 answers predict no skew) gives no active interval, as the queue's
+    page gives none before its `min_draws` (54 here); it gave one for every judge before (an audit)."""
+    import uuid
+
+    from tests.annotate_run import InThread
+
+    queued = skewed_run(tmp_path)
+    with InThread(queued, budget=20) as s, s.client() as c:
+        while not (item := c.get("/api/next", params={"annotator": "ann"}).json())["done"]:
+            c.post("/api/label", json={"annotator": "ann", "cluster": item["cluster"], "key": uuid.uuid4().hex,
+                                       "labels": {q["item"]: "Yes" if q["item"].endswith("test1") and int(item["cluster"][1:3]) % 2 else "No"
+                                                  for q in item["questions"]}}).raise_for_status()
+        page = c.get("/api/estimate").json()
+    assert page["labelled_draws"] == 20 and page["min_draws"] > 20 and page["active"]["low"] is None
+    later = skewed_run(tmp_path, judges=(1,), name="later", extra=f'[ppi]\nlabelled = "annotations:{queued}"\n')
+    table = pl.read_parquet(later / "tables" / "ppi.parquet")
+    assert table.height and table["ppi_low"].is_null().all() and table["human_low"].is_not_null().any(), table
+    assert all(f"an interval needs {page['min_draws']})" in note for note in table["ci_note"].to_list()), table

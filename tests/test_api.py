@@ -582,3 +582,52 @@ def test_an_apis_label_spelled_with_and_without_a_space_counts_once_with_both():
     for top in ([("Yes", float("nan")), ("No", -1.0)], [("Yes", 3.0), (" Yes", 3.0)], [("Yes", -0.1), ("No", -0.2)]):
         g = from_top_logprobs("k", r, top, "", {})
         assert g.distribution is None and g.error and "the server's" in g.error, (top, g)
+
+
+def test_a_run_of_two_tasks_counts_each_invocation_s_api_spend_once(tmp_path):
+    """A run of two tasks, Ctrl-C mid-run, then run again: its judge serves both tasks at once, so
+    each invocation is one line of RUN/history.jsonl, and each task's report reads those lines: the
+    requests answered add up to what the server received. Before, each task's history held the
+    invocation's whole spend (12 requests counted 24 over the two), and the stopped invocation's
+    line, in RUN/ alone, was in no task's totals (an audit: 3 paid requests dropped)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from litjudge.engine.app.summary import history, totals
+
+    runs = tmp_path / "runs"
+    with FakeAPI(faults={n: "timeout" for n in range(2, 13)}) as server:    # each answer after the first: 3 s
+        cfg = write_config(tmp_path / "two.toml", f'name = "two"\njudge = "openai-compatible:{server.url}/v1:fake-judge"\n'
+                           'mode = "label"\n[api]\nconcurrency = 1\ntimeout_s = 30\nprice_in_per_mtok = 1.0\n'
+                           'price_out_per_mtok = 2.0\n[[tasks]]\nname = "a"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
+                           '[tasks.options]\nvariant = "default"\n[[tasks]]\nname = "b"\nprotocol = "ttcw"\n'
+                           'dataset = "ttcw-demo"\n')
+        env = {**os.environ, "LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"}
+        proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while len(server.received) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0, err[-2000:]
+        server.faults = {}
+        r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
+        assert r.returncode == 0, r.stderr[-2000:]
+        received = len(server.received)
+    run = runs / "two"
+    assert not (run / "a" / "history.jsonl").exists() and not (run / "b" / "history.jsonl").exists()
+    lines = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and lines[0]["interrupted"] is True and "interrupted" not in lines[1]
+    assert sum(j["api_requests"] for line in lines for j in line["judges"]) == received == 12
+    for task in ("a", "b"):
+        assert len(history(run / task)) == 2
+        (figures,) = totals(run / task).values()
+        assert figures.api_requests == received and figures.api_usd == pytest.approx(
+            sum(j["api_usd"] for line in lines for j in line["judges"]))
+    said = litjudge("report", str(run), "--out", str(tmp_path / "report"), env={"LITJUDGE_RUNS_DIR": str(runs)})
+    assert said.returncode == 0 and said.stdout.count("all 2 invocations") == 2, said.stdout[-2000:]
+    assert "API 12 answered" in said.stdout and "API 24 answered" not in said.stdout
+    assert said.stdout.count("the judges' figures are of the whole run two") == 2

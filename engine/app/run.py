@@ -315,7 +315,8 @@ def write_task(state: RunState, name: str, prep: PreparedRun, prompts: dict[str,
     write_outputs(out_dir, tables, verdicts, manifest, state.store, prompts or {})
     write_results(out_dir, results(prep.protocol, prep.options, tables, manifest))
     typed = RunManifest.of(manifest)
-    append_history(out_dir, typed)
+    if not name:          # several tasks: one line for the invocation, in RUN/ (`write_shared_manifest`)
+        append_history(out_dir, typed)
     return RunOutcome(out_dir, tables, verdicts, typed, state.judge_runs)
 
 
@@ -332,6 +333,7 @@ def write_shared_manifest(state: RunState, outcomes: list[RunOutcome]) -> None:
                           "folder": str(state.run_dir / n)} for n, p in state.tasks])
     drop_other_kinds(state.run_dir, "tasks", tuple(n for n, _ in state.tasks))
     write_text(state.run_dir / "manifest.json", json.dumps(shared, indent=2, default=str))
+    append_history(state.run_dir, RunManifest.of(shared))    # once: the judges judge every task at once
     write_results(state.run_dir, tasks_results([(n, results(p.protocol, p.options, o.tables, o.manifest.raw))
                                                 for (n, p), o in zip(state.tasks, outcomes, strict=True)], shared))
 

@@ -108,11 +108,24 @@ def append_stopped(run_dir: Path, seconds: float, judge_runs: list[JudgeRun], st
                     **j.backend} for j in judge_runs]}))
 
 
+def _is_task(run_dir: Path) -> bool:
+    """A task's folder of a run of several tasks (its manifest names its task)."""
+    try:
+        return bool(json.loads((run_dir / "manifest.json").read_text(encoding="utf-8")).get("task"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def history(run_dir: Path) -> list[dict[str, Any]]:
-    """The run folder's invocations, oldest first (a damaged line, JSON or not, is skipped)."""
-    path = run_dir / HISTORY
-    if not path.exists():
-        return []
+    """The run folder's invocations, oldest first (a damaged line, JSON or not, is skipped). A task
+    of a run of several tasks: the run's (one line an invocation, its judges judging every task),
+    and the task's own lines, written there before 2026-12-05."""
+    paths = [run_dir.parent / HISTORY, run_dir / HISTORY] if _is_task(run_dir) else [run_dir / HISTORY]
+    out = [r for path in paths if path.exists() for r in _records(path)]
+    return sorted(out, key=lambda r: str(r.get("created") or "")) if len(paths) > 1 else out
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:

@@ -54,11 +54,12 @@ def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: i
 
 
 def _points_moments(dist: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per item (rows of `dist`, normalised) the point value's second and third central moments."""
+    """Per item (rows of `dist`, normalised) the point value's second and third central moments;
+    `points` (K,) the answers' values, or (items, K) each item's own (a pair's agreement with its decision)."""
     d = np.asarray(dist, dtype=float)
     d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
-    x = np.asarray(points, dtype=float)
-    centred = x[None, :] - (d @ x)[:, None]
+    x = np.broadcast_to(np.asarray(points, dtype=float), d.shape)
+    centred = x - (d * x).sum(axis=1)[:, None]
     return (d * centred ** 2).sum(axis=1), (d * centred ** 3).sum(axis=1)
 
 

@@ -63,4 +63,5 @@ def load_annotations(config: RunConfig) -> Annotated | None:
     d = queue.design
     return Annotated(str(folder), queue.protocol, d.clusters, tuple(float(p) for p in d.probability),
                      tuple(int(c) for c in d.draws), MappingProxyType({i: majority(v) for i, v in votes.items()}),
-                     d.floor, d.seed, frozenset(q.item for c in queue.clusters for q in c.questions if q.counted))
+                     d.floor, d.seed, frozenset(q.item for c in queue.clusters for q in c.questions if q.counted),
+                     queue.min_draws)

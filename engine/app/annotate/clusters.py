@@ -127,9 +127,12 @@ def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np
     """Per cluster (one headline item each; rows of `dist` in cluster order): the judges' expected
     score on the quantity's scale, its uncertainty, the standard deviation of the score under
     the judges' distribution over the answers (`uncertainty.points_uncertainty`: for two answers scored
-    1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure), and its third central moment."""
-    d = np.asarray(dist, dtype=float).reshape(n, len(scores))
+    1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure), and its third central moment.
+    `scores` (K,) the answers' scores, or (n, K) each cluster's own (a pair's agreement with its decision)."""
+    d = np.asarray(dist, dtype=float).reshape(n, np.shape(scores)[-1])
     total = d.sum(axis=1, keepdims=True)
     d = np.divide(d, total, out=np.full_like(d, 1.0 / len(scores)), where=total > 0)
     index = np.arange(n)
-    return d @ scores, uncertainty.points_uncertainty(d, scores, index, n), uncertainty.points_third(d, scores, index, n)
+    values = np.broadcast_to(np.asarray(scores, dtype=float), d.shape)
+    return ((d * values).sum(axis=1), uncertainty.points_uncertainty(d, values, index, n),
+            uncertainty.points_third(d, values, index, n))

@@ -41,6 +41,8 @@ def cmd_report(args) -> int:
             continue
         print(f"# litjudge run {run.name}: protocol {m.protocol}, dataset {m.dataset}")
         print(f"git {m.git_commit}, vLLM {m.vllm}, machine {m.machine_name}")
+        if m.raw.get("task"):          # not to be added up over the tasks
+            print(f"(the judges' figures are of the whole run {path.parent.name}: each invocation judges all its tasks)")
         total = totals(path)
         for f, j in zip(figures(m), m.judges, strict=True):
             print(f"- {f.judge} [{j.get('backend')}], latest: {f.line()}, re-asked {j.get('reasked', 0)}")
