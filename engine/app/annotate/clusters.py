@@ -104,6 +104,7 @@ class Built:
     outside: str = ""                       # what the run judged that the queue never draws, and why
     third: np.ndarray | None = None         # (N,) the third central moment of each cluster's total under the
                                             # judges' probabilities (`uncertainty.min_draws`); None: not known
+    spread: np.ndarray | None = None        # (N,) the sd of that total where not `uncertainty` (a pair's agreement)
 
 
 def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:
@@ -131,7 +132,7 @@ def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np
     `scores` (K,) the answers' scores, or (n, K) each cluster's own (a pair's agreement with its decision)."""
     d = np.asarray(dist, dtype=float).reshape(n, np.shape(scores)[-1])
     total = d.sum(axis=1, keepdims=True)
-    d = np.divide(d, total, out=np.full_like(d, 1.0 / len(scores)), where=total > 0)
+    d = np.divide(d, total, out=np.full_like(d, 1.0 / np.shape(scores)[-1]), where=total > 0)
     index = np.arange(n)
     values = np.broadcast_to(np.asarray(scores, dtype=float), d.shape)
     return ((d * values).sum(axis=1), uncertainty.points_uncertainty(d, values, index, n),
