@@ -17,7 +17,7 @@ import polars as pl
 from litjudge.engine.core.errors import ConfigError
 
 from .metrics import active
-from .metrics.uncertainty import binary_third, binary_uncertainty, min_draws
+from .metrics.draws_needed import Totals, min_draws
 
 
 @dataclass(frozen=True)
@@ -83,12 +83,12 @@ def estimates(items: pl.DataFrame, annotated: Annotated, cluster: str, k: int) -
     read = sorted(set(design.draws[:k].tolist()))
     human = {c: float(y[c]) for c in read}
     # the draws the active interval waits for: the page's (the queue's judges'), or more where this
-    # run's judge asks more (each item's value as its P(Yes); the queue's own uncertainty and third
-    # moment of it). With this judge's alone, a label-mode judge's 0/1 answers asked 10 where the page
-    # waited for 54, and the table printed three intervals the page withheld (an audit).
+    # run's judge asks more (each item's value as its P(Yes), its Yes counts drawn from it). With this
+    # judge's alone, a label-mode judge's 0/1 answers asked 10 where the page waited for 54, and the
+    # table printed three intervals the page withheld (an audit).
     p_yes, at = counted["_f"].to_numpy(), counted["_c"].to_numpy().astype(np.int64)
-    needs = max(annotated.min_draws, min_draws(design.probability, binary_uncertainty(p_yes, at, n),
-                                               binary_third(p_yes, at, n)))
+    needs = max(annotated.min_draws, min_draws(design.probability, f, m, Totals.binary(p_yes, at, n),
+                                               seed=design.seed))
     powered = active.estimate(design, f, m, human, k, needs=needs)
     alone = active.estimate(design, f, m, human, k, lam=0.0)
     p, drawn = design.probability[design.draws[:k]], design.draws[:k]

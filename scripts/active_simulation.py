@@ -37,7 +37,8 @@ import numpy as np
 from litjudge.engine.app.annotate.simulate import plot_widths
 from litjudge.judges.metrics.active import MAX_COST, MIN, label_ratio, probabilities
 from litjudge.judges.metrics.active_sim import DESIGNS, STORIES, TESTS, Curves, Population, saving, scenarios, simulate
-from litjudge.judges.metrics.uncertainty import binary_third, min_draws, vote_share, vote_uncertainty
+from litjudge.judges.metrics.draws_needed import Totals, min_draws
+from litjudge.judges.metrics.uncertainty import vote_share, vote_uncertainty
 
 BUDGETS = (10, 20, 50)
 REPEATS, BOOT, SEED = 2000, 300, 0                 # the defaults the docs' figures were made with
@@ -177,9 +178,9 @@ def findings(curves: dict[str, Curves], pops: dict[str, Population], repeats: in
     more = max(saving(curves[n], b)[0] / b - 1 for n in NULL for b in BUDGETS)
     lop_u, lop_a = cover(curves[LOPSIDED], ("human-only", "uniform PPI++"), (10, 20)), cover(curves[LOPSIDED], ("active",))
     lop = pops[LOPSIDED]
-    assert lop.third is not None
-    needs = [min_draws(probabilities(lop.uncertainty[r], FLOOR, size=lop.size[r]), lop.uncertainty[r], lop.third[r])
-             for r in range(len(lop.uncertainty))]
+    assert isinstance(lop.totals, list)
+    needs = [min_draws(probabilities(lop.uncertainty[r], FLOOR, size=lop.size[r]), lop.judge[r], lop.size[r],
+                       lop.totals[r], seed=r) for r in range(len(lop.uncertainty))]
     given = {b: float(np.isfinite(curves[LOPSIDED].half["active"][_at(curves[LOPSIDED], b)]).mean()) for b in BUDGETS}
     bias = max(abs(float(np.mean(c.error[d][_at(c, 10)]))) for c in curves.values() for d in DESIGNS)
     oracle = simulate(pops[SURE], np.array(BUDGETS), repeats, floor=FLOOR, seed=seed, lam=1.0)
@@ -207,7 +208,7 @@ def findings(curves: dict[str, Curves], pops: dict[str, Population], repeats: in
         f"({mean_label_ratio(pops['calibrated, graded']):.3f} here).",
         f"- **The lopsided mixture.** At 10 and 20 stories the uniform designs undercover ({min(lop_u):.3f}-"
         f"{max(lop_u):.3f}); see \"Not covered\" above. The judge's probabilities make active's draws skewed: "
-        f"Cochran's rule (\"Skewed draws\" above) asks {int(np.median(needs))} draws (median; "
+        f"the rule (\"Skewed draws\" above) asks {int(np.median(needs))} draws (median; "
         f"{min(needs)}-{max(needs)} over the populations), so active gives an interval in "
         f"{_pct(given[10])} / {_pct(given[20])} / {_pct(given[50])} of the repeats at 10 / 20 / 50, and those given "
         f"cover {_span(f'{min(lop_a):.3f}', f'{max(lop_a):.3f}')}.",
@@ -274,7 +275,7 @@ def ttcw_population() -> tuple[Population, dict] | None:
     share = np.nanmean(v, axis=1)
     pop = Population(np.bincount(ci, weights=np.array(y), minlength=n), np.bincount(ci, weights=share, minlength=n),
                      vote_uncertainty(v, ci, n), np.bincount(ci, minlength=n).astype(float),
-                     binary_third(vote_share(v), ci, n))
+                     Totals.binary(vote_share(v), ci, n))
     info = {"stories": n, "items": len(y), "judges": judges, "pass_rate": float(np.mean(y)),
             "judge_rate": float(share.mean()), "corr": float(np.corrcoef(pop.human, pop.judge)[0, 1])}
     return pop, info

@@ -350,7 +350,8 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
     either way. `min_draws` reads the agreement's spread and third moment, enumerated here from the
     picks: 0 for such a pair (an audit: read as the answer's score, Cochran's rule asked 10-18 draws
     where 78-112 were needed, the interval covering 0.90). The design still draws by the answer's."""
-    from litjudge.judges.metrics.uncertainty import min_draws
+    from litjudge.judges.metrics.draws_needed import Totals, min_draws
+    from litjudge.judges.metrics.uncertainty import cochran_draws
     from litjudge.judges.pairwise import Pairwise
 
     run = pairwise_run(tmp_path / "pw", pairs=30, tie=True)
@@ -365,7 +366,8 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
     decided = [q.decision[c.cluster] for c in q.clusters]
     assert decided.count("tie") >= 10 and {"a", "tie"} <= set(decided)
     assert q.uncertainty[np.array(decided) == "tie"].any()          # drawn by the answer's spread, as before
-    assert q.min_draws == min_draws(q.design.probability, np.sqrt(var), np.array(third))
+    assert q.min_draws == min_draws(q.design.probability, q.judge_total, q.size, None) == active.MIN
+    assert cochran_draws(q.design.probability, np.sqrt(var), np.array(third)) == active.MIN
     # P(text) stored (after an analysis): text a 0.98 or 0.7, so the agreement of a pair decided a is
     # skewed, and a tie-decided pair's is not; read as the answer's score, the rule asked far fewer
     run = pairwise_run(tmp_path / "p", pairs=60)
@@ -381,5 +383,6 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
     mean = (dist * agree).sum(axis=1, keepdims=True)
     var, third = ((dist * (agree - mean) ** k).sum(axis=1) for k in (2, 3))
     score_third = text_a * (1 - text_a) * (1 - 2 * text_a)
-    assert q.min_draws == min_draws(q.design.probability, np.sqrt(var), third) > 100
-    assert min_draws(q.design.probability, q.uncertainty, score_third) < q.min_draws / 2
+    rule = cochran_draws(q.design.probability, np.sqrt(var), third)
+    assert rule > 100 and cochran_draws(q.design.probability, q.uncertainty, score_third) < rule / 2
+    assert q.min_draws == min_draws(q.design.probability, q.judge_total, q.size, Totals.answers(dist, agree)) <= rule

@@ -142,9 +142,12 @@ def test_a_judge_always_answering_the_first_position_scores_half_and_no_design_g
     assert "Labels needed: not compared" in r.stdout and "0.0000" not in r.stdout
 
 
-def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed", extra: str = ""):
+def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed", extra: str = "",
+               probabilities: bool = True):
     """Three recorded judges (j0, j1, j2) of 30 stories of 4 tests saying No to nearly everything, j0
-    Yes on test 1 of three stories; the run of those `judges` (`extra`: more of its config)."""
+    Yes on test 1 of three stories; the run of those `judges` (`extra`: more of its config). With
+    `probabilities`, each verdict's P(Yes) as if read after an analysis: a story's, from Beta(0.2,
+    3.8) (the audit's rare answer, calibrated), which the queue's draws need 30 or more of."""
     from tests.conformance_data import ttcw_dataset
 
     names = [f"k{k:02d}" for k in range(30)]
@@ -158,13 +161,20 @@ def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed"
     listed = ", ".join(f'"replay:{folder / f"j{j}.jsonl"}"' for j in judges)
     cfg.write_text(f'name = "{name}"\nprotocol = "ttcw"\ndataset = "{card}"\njudge = [{listed}]\n'
                    'backend = "replay"\nmode = "label"\n' + extra)
-    return judged(cfg)
+    run = judged(cfg)
+    if probabilities:
+        story = {f"{s}_GPT4": float(p) for s, p in zip(names, np.random.default_rng(0).beta(0.2, 3.8, len(names)))}
+        v = pl.read_parquet(run / "verdicts.parquet")
+        p_yes = pl.col("story_id").cast(pl.Utf8).replace_strict(story, default=None, return_dtype=pl.Float64)
+        v.with_columns(pl.struct(p_yes.alias("Yes"), (1 - p_yes).alias("No")).alias("analysis_distribution")
+                       ).write_parquet(run / "verdicts.parquet")
+    return run
 
 
 def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path):
     """Three recorded judges saying No to nearly everything, one of them Yes on a test of three
-    stories: the vote share makes the draws skewed, so the queue's active interval waits for
-    Cochran's draws (`min_draws`), and the simulation at a smaller budget says so where it printed
+    stories, their P(Yes) a rare answer's: the draws are skewed, so the queue's active interval waits
+    for the draws its simulation asks (`min_draws`), and `--simulate` at a smaller budget says so where it printed
     "no interval" alone (a helper read it as a fault)."""
     run = skewed_run(tmp_path)
     need = build_queue(run, 12).min_draws
@@ -183,7 +193,7 @@ def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path)
 def test_a_ppi_table_of_a_skewed_queue_s_labels_withholds_the_interval_as_its_page_does(tmp_path):
     """`[ppi] labelled = "annotations:RUN"` with the skewed queue's 20 draws labelled: a later run of
     one label-mode judge (its 0/1 answers predict no skew) gives no active interval, as the queue's
-    page gives none before its `min_draws` (54 here); it gave one for every judge before (an audit)."""
+    page gives none before its `min_draws`; it gave one for every judge before (an audit)."""
     import uuid
 
     from tests.annotate_run import InThread
@@ -196,7 +206,8 @@ def test_a_ppi_table_of_a_skewed_queue_s_labels_withholds_the_interval_as_its_pa
                                                   for q in item["questions"]}}).raise_for_status()
         page = c.get("/api/estimate").json()
     assert page["labelled_draws"] == 20 and page["min_draws"] > 20 and page["active"]["low"] is None
-    later = skewed_run(tmp_path, judges=(1,), name="later", extra=f'[ppi]\nlabelled = "annotations:{queued}"\n')
+    later = skewed_run(tmp_path, judges=(1,), name="later", extra=f'[ppi]\nlabelled = "annotations:{queued}"\n',
+                       probabilities=False)
     table = pl.read_parquet(later / "tables" / "ppi.parquet")
     assert table.height and table["ppi_low"].is_null().all() and table["human_low"].is_not_null().any(), table
     assert all(f"an interval needs {page['min_draws']})" in note for note in table["ci_note"].to_list()), table

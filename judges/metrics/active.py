@@ -56,7 +56,8 @@ MIN = 10               # draws before any interval (the t interval's coverage is
 
 TOO_FEW = "too few labelled draws ({}; an interval needs {})"
 SKEWED = (": the judges' probabilities make a draw's weighted answers skewed (an answer rare but for a few "
-          "clusters), and a t interval from fewer draws covers less than it says (Cochran's n > 25 G1^2)")
+          "clusters), and a t interval from fewer draws covers less than it says (a simulation of this queue under "
+          "them, at most Cochran's n > 25 G1^2)")
 NO_SPREAD = "every labelled draw gives the same weighted value: no interval"
 # A question's items in only some clusters (a rubric's pairwise question beside its texts' ones): its
 # estimate waits for a drawn cluster that holds one (the prefix of two pairs divided by zero).

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .active import MIN, fit, probabilities
-from .uncertainty import binary_third, binary_uncertainty, min_draws
+from .draws_needed import REPLICATES, Totals, min_draws
+from .uncertainty import binary_uncertainty
 
 DESIGNS = ("human-only", "uniform PPI++", "active")
 TESTS = 14           # a simulated story's yes/no tests (as TTCW)
@@ -29,7 +30,8 @@ class Population:
     judge: np.ndarray        # f_c: the judge's totals on the same items
     uncertainty: np.ndarray  # u_c
     size: np.ndarray         # m_c
-    third: np.ndarray | None = None   # the third central moment of Y_c under the judge (`uncertainty.min_draws`)
+    # Y_c's distribution under the judge (`draws_needed.min_draws`): one for a fixed population, or one per repeat
+    totals: Totals | Sequence[Totals] | None = None
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,14 @@ def _draw(prob: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
 
 def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, floor: float = 0.2, seed: int = 0,
              alpha: float = 0.05, probability: np.ndarray | None = None, lam: float | None = None,
-             needs: int | None = None) -> Curves:
+             needs: int | None = None, replicates: int = REPLICATES) -> Curves:
     """Every design at every prefix length in `ks` over `repeats` repeats (one draw sequence per
     repeat and design kind, its prefixes giving the smaller budgets, as on the page). `probability`
     (N,) or (R, N): active's draw probabilities as given (an annotation queue's design), instead of
     `probabilities(uncertainty, floor, size=size)`. `lam`: uniform PPI++'s and active's lam fixed (1: what an
     oracle would pick for a calibrated judge) instead of tuned. `needs`: the draws before active gives
-    an interval where more than MIN (a queue's `min_draws`); None: `uncertainty.min_draws` of each
-    repeat's population, as the queue's page would, where `third` is known."""
+    an interval where more than MIN (a queue's `min_draws`); None: `draws_needed.min_draws` of each
+    repeat's population (its `replicates`), as the queue's page would, where `totals` is known."""
     rng = np.random.default_rng(seed)
     y, f, u, m = (np.broadcast_to(np.asarray(a, dtype=float), np.broadcast_shapes(
         np.shape(pop.human), np.shape(pop.judge), np.shape(pop.uncertainty), np.shape(pop.size)))
@@ -79,9 +81,12 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
     # below MIN every design's widths are kept (the docs read a saving off the curve below 10 draws);
     # only a skewed population's further draws are withheld, as the page withholds them
     need: int | np.ndarray = 0 if needs is None or needs <= MIN else needs
-    if needs is None and pop.third is not None:
-        third = np.broadcast_to(np.asarray(pop.third, dtype=float), y.shape)
-        need = np.array([min_draws(p_act[r], u[r], third[r]) for r in range(repeats)])
+    if needs is None and pop.totals is not None:
+        each = [pop.totals] * repeats if isinstance(pop.totals, Totals) else list(pop.totals)
+        fixed = isinstance(pop.totals, Totals) and np.ndim(pop.uncertainty) == np.ndim(pop.size) == 1 and \
+            np.ndim(pop.judge) == 1 and (probability is None or np.ndim(probability) == 1)    # one population: once
+        need = np.array([min_draws(p_act[r], f[r], m[r], each[r], seed=r, replicates=replicates)
+                         for r in range(1 if fixed else repeats)])
         need = np.where(need > MIN, need, 0)
     kinds = {"human-only": (d_uni, p_uni, 0.0), "uniform PPI++": (d_uni, p_uni, lam), "active": (d_act, p_act, lam)}
     half = {n: np.empty((len(ks), repeats)) for n in DESIGNS}
@@ -177,8 +182,9 @@ def population(p_judge: np.ndarray, y_items: np.ndarray) -> Population:
     r, n, t = p_judge.shape
     idx = np.repeat(np.arange(r * n), t)
     u = binary_uncertainty(p_judge.reshape(-1), idx, r * n).reshape(r, n)
-    third = binary_third(p_judge.reshape(-1), idx, r * n).reshape(r, n)
-    return Population(y_items.sum(axis=2), p_judge.sum(axis=2), u, np.full((r, n), float(t)), third)
+    within = np.repeat(np.arange(n), t)
+    totals = [Totals.binary(p_judge[k].reshape(-1), within, n) for k in range(r)]
+    return Population(y_items.sum(axis=2), p_judge.sum(axis=2), u, np.full((r, n), float(t)), totals)
 
 
 def scenarios(repeats: int, seed: int) -> dict[str, Population]:

@@ -2,14 +2,14 @@
 items' variances under the judges' answers (the variance-optimal Hansen-Hurwitz size for a
 calibrated judge with lam = 1; `active.design` mixes it with a floor). Beside it, the sum of its
 items' third central moments (`*_third`): how skewed the cluster's answers are under the judges'
-probabilities, from which `min_draws` reads how many draws its interval needs."""
+probabilities, from which `cochran_draws` reads how many draws its interval needs at most."""
 from __future__ import annotations
 
 import numpy as np
 
 from .active import MIN
 
-SKEW_RULE = 25.0       # Cochran's n > 25 G1^2: the draws before an interval of skewed draws (`min_draws`)
+SKEW_RULE = 25.0       # Cochran's n > 25 G1^2: the draws before an interval of skewed draws (`cochran_draws`)
 
 
 def _summed(item_values: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -75,14 +75,13 @@ def points_third(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray
     return _summed(_points_moments(dist, points)[1], cluster_index, n_clusters)
 
 
-def min_draws(probability: np.ndarray, uncertainty: np.ndarray, third: np.ndarray | None) -> int:
-    """The labelled draws before the active estimate's interval: MIN, or Cochran's n > 25 G1^2
-    (Sampling Techniques, 1977, sec. 2.15: a 95% statement wrong at most 6% of the time) where G1
-    is the skewness of one draw's weighted residual (Y_c - f_c)/p_c, the cluster drawn with p_c and
-    its answers from the judges' probabilities (variance u_c^2, third central moment `third`):
-    sum third/p^2 / (sum u^2/p)^1.5. Fixed before any label, as the design. An audit's populations
-    with a rare answer in a few clusters (a calibrated judge, rate 3-7%) covered 0.86-0.95 at 10
-    draws; at this many, 0.92-0.96. A judge sure where it is wrong predicts no skew: not covered."""
+def cochran_draws(probability: np.ndarray, uncertainty: np.ndarray, third: np.ndarray | None) -> int:
+    """MIN, or Cochran's n > 25 G1^2 (Sampling Techniques, 1977, sec. 2.15: a 95% statement wrong at
+    most 6% of the time) where G1 is the skewness of one draw's weighted residual (Y_c - f_c)/p_c,
+    the cluster drawn with p_c and its answers from the judges' probabilities (variance u_c^2, third
+    central moment `third`): sum third/p^2 / (sum u^2/p)^1.5. An audit's populations with a rare
+    answer in a few clusters (a calibrated judge, rate 3-7%) covered 0.86-0.95 at 10 draws; at this
+    many, 0.92-0.96. The queue waits for at most this many (`draws_needed.min_draws`)."""
     if third is None:
         return MIN
     p, u, k3 = (np.asarray(a, dtype=float) for a in (probability, uncertainty, third))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from litjudge.judges.metrics import uncertainty
+from litjudge.judges.metrics.draws_needed import Totals
 from litjudge.judges.scales.base import fold
 
 # Keys that are never an answer's: the page's moves (j/k), skip (s) and undo (u).
@@ -102,9 +102,8 @@ class Built:
     bounds: tuple[float, float] = (0.0, 1.0)   # the quantity's range (a points mean: 1..N)
     decision: dict[str, str] = field(default_factory=dict)  # pairwise: the judges' decision per pair
     outside: str = ""                       # what the run judged that the queue never draws, and why
-    third: np.ndarray | None = None         # (N,) the third central moment of each cluster's total under the
-                                            # judges' probabilities (`uncertainty.min_draws`); None: not known
-    spread: np.ndarray | None = None        # (N,) the sd of that total where not `uncertainty` (a pair's agreement)
+    totals: Totals | None = None            # each cluster's total under the judges' probabilities, on the
+                                            # quantity's scale (`draws_needed.min_draws`); None: not known
 
 
 def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:
@@ -124,16 +123,12 @@ def texts_ab(tie: bool) -> tuple[Answer, ...]:
             *((Answer("tie", "Tie", "t", 0.5),) if tie else ()))
 
 
-def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, Totals]:
     """Per cluster (one headline item each; rows of `dist` in cluster order): the judges' expected
     score on the quantity's scale, its uncertainty, the standard deviation of the score under
-    the judges' distribution over the answers (`uncertainty.points_uncertainty`: for two answers scored
-    1 and 0, sqrt(p(1 - p)), TTCW's and the pairwise queue's measure), and its third central moment.
-    `scores` (K,) the answers' scores, or (n, K) each cluster's own (a pair's agreement with its decision)."""
-    d = np.asarray(dist, dtype=float).reshape(n, np.shape(scores)[-1])
-    total = d.sum(axis=1, keepdims=True)
-    d = np.divide(d, total, out=np.full_like(d, 1.0 / np.shape(scores)[-1]), where=total > 0)
-    index = np.arange(n)
-    values = np.broadcast_to(np.asarray(scores, dtype=float), d.shape)
-    return ((d * values).sum(axis=1), uncertainty.points_uncertainty(d, values, index, n),
-            uncertainty.points_third(d, values, index, n))
+    the judges' distribution over the answers (for two answers scored 1 and 0, sqrt(p(1 - p)),
+    TTCW's and the pairwise queue's measure), and that distribution (`draws_needed.Totals`, which
+    `min_draws` simulates). `scores` (K,) the answers' scores, or (n, K) each cluster's own (a pair's
+    agreement with its decision)."""
+    totals = Totals.answers(np.asarray(dist, dtype=float).reshape(n, np.shape(scores)[-1]), scores)
+    return (totals.probs * totals.values).sum(axis=1), np.sqrt(np.clip(totals.moments()[0], 0.0, None)), totals

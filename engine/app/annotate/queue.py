@@ -14,7 +14,7 @@ import polars as pl
 
 from litjudge.judges import PROTOCOLS
 from litjudge.judges.base import Context
-from litjudge.judges.metrics import active, uncertainty
+from litjudge.judges.metrics import active, draws_needed, uncertainty
 from litjudge.judges.pairwise import Pairwise
 
 from ...core.config import RunConfig
@@ -51,7 +51,7 @@ class Queue:
     bounds: tuple[float, float] = (0.0, 1.0)  # the quantity's range (a rubric's points mean: 1..N)
     outside: str = ""                        # what the run judged that the queue never draws, and why
     judged: str = ""                         # `labels.verdicts_fingerprint` of the verdicts it was built from
-    min_draws: int = active.MIN              # labelled draws before the active estimate's interval (`uncertainty.min_draws`)
+    min_draws: int = active.MIN              # labelled draws before the active interval (`draws_needed.min_draws`)
 
     def score(self, cluster: str, label: str, item: str | None = None) -> float:
         """A person's answer on the quantity's scale: pairwise counts agreement with the judges'
@@ -153,8 +153,8 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
                   "uniform PPI++'s would: " + _what_gives_uncertainty(config)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside,
-                 verdicts_fingerprint(verdicts), uncertainty.min_draws(
-                     design.probability, built.uncertainty if built.spread is None else built.spread, built.third))
+                 verdicts_fingerprint(verdicts),
+                 draws_needed.min_draws(design.probability, built.judge_total, size, built.totals, seed=seed))
 
 
 def _sampled(config: RunConfig) -> bool:
@@ -209,7 +209,7 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
                  "Read the story, then answer every test question Yes or No. One story answers all of its questions.",
                  outside=f"{no_text} judged stories without text (a URL only) are never drawn: the estimate is of the "
                          f"{len(clusters)} with text" if no_text else "",
-                 third=uncertainty.binary_third(p_arr, i_arr, len(clusters)))
+                 totals=draws_needed.Totals.binary(p_arr, i_arr, len(clusters)))
 
 
 def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probability") -> Built:
@@ -248,15 +248,15 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probabi
         decision[str(pair_id)] = decided
         totals.append(sum(tie_credit(v, decided) for v in values) / len(values))
         dist.append(read.get(pair_id, counts[:len(answers)]))
-    # a pair's total is a person's agreement with the decision (`tie_credit`): `min_draws` reads its
-    # spread and third moment on that scale (a pair decided a tie scores 0.5 whichever text is picked:
+    # a pair's total is a person's agreement with the decision (`tie_credit`): `min_draws` simulates it
+    # on that scale (a pair decided a tie scores 0.5 whichever text is picked:
     # none). Read as the answer's score's, Cochran's rule asked 10-18 draws where 78-112 were needed,
     # the interval covering 0.90 (an audit, 60 pairs, a third tied). The design still draws by the
     # answer's spread (a stored queue's draws are rebuilt from it).
     agree = np.asarray([[tie_credit(a.value, decision[str(c.cluster)]) for a in answers] for c in clusters],
                        dtype=float).reshape(len(clusters), len(answers))
     d = np.asarray(dist, dtype=float).reshape(len(clusters), len(answers))
-    _, agreement_sd, third = spread(d, agree, len(clusters))
+    agreement = spread(d, agree, len(clusters))[2]
     u = spread(d, np.asarray([a.score for a in answers]), len(clusters))[1]      # the design's, as before
     tie = " Answer Tie (t) when neither is better." if len(answers) == 3 else ""
     source = "the disagreement between the two orders" if kind is None else \
@@ -264,5 +264,5 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probabi
     return Built(clusters, np.asarray(totals, dtype=float), u, source,
                  "judge accuracy" + (" (a tie half)" if tie else ""),
                  "Read both texts, then choose the better one. The order is random; answer on the texts, not their "
-                 "place." + tie, decision=decision, third=third, spread=agreement_sd)
+                 "place." + tie, decision=decision, totals=agreement)
 

@@ -144,14 +144,16 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
         has.append(head.id in asked)
         stored = stored or p
     scores = np.asarray([a.score for a in answers[head.id]])
-    total, u, third = spread(np.asarray(dist, dtype=float), scores, len(clusters))
     counted = np.asarray(has, dtype=bool)
+    # a cluster of the other kind (no item of the headline question) totals 0 whatever is answered
+    total, u, totals = spread(np.asarray(dist, dtype=float), np.where(counted[:, None], scores[None, :], 0.0)
+                              if len(clusters) else scores, len(clusters))
     quantity, bounds = _headline(head, len(head.points))
     return Built(clusters, np.where(counted, total, 0.0), np.where(counted, u, 0.0),
                  "the judges' P(label)" + AFTER[has_probabilities(v) or "distribution"] if stored else VOTES, quantity,
                  "Read the text (or both texts), then answer every question on its scale. The order of two texts is "
                  f"random; answer on the texts, not their place. The estimate is of the first question ({head.id}).",
-                 bounds, third=np.where(counted, third, 0.0))
+                 bounds, totals=totals)
 
 
 def listwise(ctx: Context, verdicts: pl.DataFrame) -> Built:
@@ -187,7 +189,7 @@ def listwise(ctx: Context, verdicts: pl.DataFrame) -> Built:
                                 (Question(item.item_id, question, answers),)))
         dist.append([row.get(str(s), 0) for s in levels])
     mapped = lo + (np.asarray(levels, dtype=float) - scale.lo) * (hi - lo) / (scale.hi - scale.lo)
-    total, u, third = spread(np.asarray(dist, dtype=float), mapped, len(clusters))
+    total, u, totals = spread(np.asarray(dist, dtype=float), mapped, len(clusters))
     return Built(clusters, total, u, "the spread of the judges' scores over the item's lists", quantity,
                  f"Read the {one}, then answer its question. The judges' score ({scale.lo}-{scale.hi}) is mapped "
-                 "onto these answers for the estimate.", (lo, hi), third=third)
+                 "onto these answers for the estimate.", (lo, hi), totals=totals)

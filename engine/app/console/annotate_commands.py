@@ -32,7 +32,7 @@ def cmd_annotate(args) -> int:
               f"at most {MAX_COST:g} times uniform's variance if the judges' uncertainty means nothing"
               if q.design.floor > asked + 1e-9 else "")
     skewed = (f"; the active interval from {q.min_draws} labelled draws on (the judges' probabilities make the "
-              "draws skewed: Cochran's rule)" if q.min_draws > MIN else "")
+              "draws skewed: a simulation of the queue under them)" if q.min_draws > MIN else "")
     if q.min_draws > len(q.design.draws):     # said before anyone labels: the budget is fixed once started
         print(f"litjudge: warning: the active interval needs {q.min_draws} labelled draws and the queue's budget is "
               f"{len(q.design.draws)}: it will give the human-only interval alone (a new queue with --budget "
@@ -132,7 +132,8 @@ def simulate(run: Path, options: Options, args) -> int:
         print(f"{r.design:<15} {r.labels:>6} {width:>15} {cover:>8} {r.intervals:>16.3f}")
     if queue.min_draws > MIN:            # why active gives no interval before it (a helper read it as a fault)
         print(f"The active design gives no interval before {queue.min_draws} labelled draws: the judges' "
-              "probabilities make the draws skewed (Cochran's rule; docs/annotate.md, \"Skewed draws\")")
+              "probabilities make the draws skewed (a simulation of the queue under them; docs/annotate.md, "
+              "\"Skewed draws\")")
     if sim.target != sim.target:         # NaN: uniform PPI++ gives no interval at the budget
         print("Labels needed: not compared (no repeat of uniform PPI++ gives an interval at this budget: every labelled "
               "draw the same value, say); give --target-width")
