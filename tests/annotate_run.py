@@ -97,6 +97,20 @@ def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False) -> Path:
     return judged(cfg)
 
 
+def with_p_text(run: Path, text_a=lambda i: 0.9 if i % 2 else 0.6) -> Path:
+    """A pairwise run's verdicts with P(text) as if read after an analysis (text a's of pair i, from
+    its index; P(A) of order ba is text b's): a pair the picks decide a or b then has an agreement to
+    be unsure of, where one judge's picks alone leave every pair sure (decided a tie or agreed on)."""
+    import polars as pl
+
+    v = pl.read_parquet(run / "verdicts.parquet")
+    share = pl.Series([float(text_a(int(k))) for k in v["pair_id"].str.slice(1).cast(pl.Int64)])
+    p_a = pl.when(pl.col("order") == "ab").then(share).otherwise(1 - share)
+    v.with_columns(pl.struct(p_a.alias("A"), (1 - p_a).alias("B")).alias("analysis_distribution")).write_parquet(
+        run / "verdicts.parquet")
+    return run
+
+
 class Served:
     """`litjudge annotate RUN ARGS` in a process of its own (a real uvicorn server), until `kill`."""
 

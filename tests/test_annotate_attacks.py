@@ -232,12 +232,12 @@ def test_an_export_that_starts_a_queue_is_drawn_with_its_settings_or_refused(run
 def test_an_export_drawn_with_another_floor_starts_no_queue(tmp_path):
     """A hostile pass: another --floor barely moves a queue's draw positions, so an export imported
     with one started the queue at settings its own never had. The rows' draw probabilities show it
-    (a pairwise queue, drawn by its judge's disagreement between orders: unequal probabilities)."""
+    (a pairwise queue, drawn by its judge's P(text): unequal probabilities)."""
     import shutil
 
-    from tests.annotate_run import pairwise_run
+    from tests.annotate_run import pairwise_run, with_p_text
 
-    run = pairwise_run(tmp_path / "p")
+    run = with_p_text(pairwise_run(tmp_path / "p"))
     assert len(set(build_queue(run, 20).design.probability.round(9).tolist())) > 1
     with InThread(run, budget=20) as s, s.client() as c:
         item = c.get("/api/next", params={"annotator": "erin"}).json()

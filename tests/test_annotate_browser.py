@@ -12,7 +12,7 @@ import pytest
 
 from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
-from tests.annotate_run import POINTS, TESTS, Served, lapse_locks, pairwise_run, rubric_run, ttcw_run
+from tests.annotate_run import POINTS, TESTS, Served, lapse_locks, pairwise_run, rubric_run, ttcw_run, with_p_text
 from tests.chromium import CHROMIUM, browser_env
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -143,7 +143,7 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
         before = current(page)
         assert label_by_keys(page, "y" * TESTS) != before
         assert len(exported(served)) == TESTS
-    pairs = pairwise_run(tmp_path / "pw")
+    pairs = with_p_text(pairwise_run(tmp_path / "pw"))      # drawn by P(text): pairs unsure of
     shutil.rmtree(tmp_path / "ttcw")
     data = tmp_path / "pw" / "pairs.jsonl"                  # the texts are read when the queue opens
     data.write_text("".join(json.dumps({**p, "text_b": f"{RTL} {p['pair_id']}"}) + "\n"

@@ -167,11 +167,12 @@ def test_a_rubric_reads_the_judges_distribution_over_the_points(points_first, tm
     assert q.uncertainty == pytest.approx(np.full(len(q.clusters), np.sqrt(0.1 * 4 + 0.2 * 1 + 0 + 0.2 * 1 + 0.1 * 4)))
 
 
-def test_a_pairwise_queue_draws_by_p_text_and_one_stored_before_reopens_by_the_picks(tmp_path):
+def test_a_pairwise_queue_draws_by_p_text_and_those_stored_before_reopen_as_they_were_drawn(tmp_path):
     """A pair's uncertainty is read from its verdicts' P(text) over both orders where stored (here
     after an analysis; P(A) of order ba is text b's): pair i P(text a) 0.9 or 0.5, so sqrt(p (1 - p))
     0.3 or 0.5, where the picks say 0 for the pairs both orders agree on. A queue stored before it
-    read P(text) (its design has no `pairs_by`) reopens as it was drawn, by the picks."""
+    read P(text) (its design has no `pairs_by`) reopens as it was drawn, by the picks; one stored before
+    it drew by the agreement with the decision, by the answer's spread."""
     import hashlib
 
     from litjudge.engine.app.annotate.labels import open_labels, stored_design
@@ -184,8 +185,13 @@ def test_a_pairwise_queue_draws_by_p_text_and_one_stored_before_reopens_by_the_p
     v = v.with_columns(pl.struct(p_a.alias("A"), (1 - p_a).alias("B")).alias("analysis_distribution"))
     v.write_parquet(run / "verdicts.parquet")
     new, old = build_queue(run, 20), build_queue(run, 20, pairs_by="picks")
+    scored = build_queue(run, 20, pairs_by="probability")
     assert new.uncertainty_source == "the judges' P(text) over both orders read after their analysis"
-    assert new.uncertainty == pytest.approx([0.3 if int(c.cluster[1:]) % 2 == 0 else 0.5 for c in new.clusters])
+    # the picks of the two orders split on pairs i % 3 != 0: the judges' decision is a tie, which a
+    # person's a or b agrees with by half either way, so those pairs' agreement has no spread
+    assert new.uncertainty == pytest.approx([0.0 if int(c.cluster[1:]) % 3 else 0.3 if int(c.cluster[1:]) % 2 == 0
+                                             else 0.5 for c in new.clusters])
+    assert scored.uncertainty == pytest.approx([0.3 if int(c.cluster[1:]) % 2 == 0 else 0.5 for c in new.clusters])
     assert old.uncertainty_source == "the disagreement between the two orders"
     assert old.uncertainty == pytest.approx([0.0 if int(c.cluster[1:]) % 3 == 0 else 0.5 for c in old.clusters])
     ids = "\n".join(c.cluster for c in old.clusters)
@@ -199,8 +205,16 @@ def test_a_pairwise_queue_draws_by_p_text_and_one_stored_before_reopens_by_the_p
     (again / "annotations.sqlite").unlink()
     q, labels = open_queue(again, Options(budget=20))
     labels.close()
-    assert stored_design(again)["pairs_by"] == "probability"
+    assert stored_design(again)["pairs_by"] == "agreement"
     assert np.allclose(q.design.probability, new.design.probability)
+    # a queue stored between the two (its design says "probability") reopens as it was drawn
+    (again / "annotations.sqlite").unlink()
+    open_labels(again, (c.cluster for c in scored.clusters), scored.design.probability, scored.design.draws,
+                {"budget": 20, "floor": 0.2, "seed": 0, "protocol": "pairwise", "floor_by": "size",
+                 "pairs_by": "probability", "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16]}).close()
+    q, labels = open_queue(again, Options())
+    labels.close()
+    assert np.array_equal(q.design.draws, scored.design.draws) and stored_design(again)["pairs_by"] == "probability"
 
 
 def test_a_categorical_question_offers_its_categories_and_cannot_be_the_headline(tmp_path):
@@ -280,7 +294,9 @@ def test_the_queues_read_the_text_a_verdict_picked_not_the_position_it_named(tmp
     both orders flips with the order: unsure, a judge total of one half, its decision a tie (as the
     run's accuracy table combines its orders). The pairwise queue and a rubric's pairwise question
     read them so (both had read the position as the text, so the
-    flipping judge looked sure and the consistent one split)."""
+    flipping judge looked sure and the consistent one split). The pairwise queue's uncertainty is of
+    a person's agreement with the decision: none for either (a tie is agreed with by half whatever
+    the person picks); the rubric's question estimates text a's win rate, unsure where it flips."""
     rows = [{"pair_id": f"p{i}", "prompt": "Write.", "text_a": f"one {i}", "text_b": f"two {i}", "label": "a"}
             for i in range(8)]
     sure = {f"p{i}/{o}": "A" if (o == "ab") == (i < 4) else "B" for i in range(8) for o in ("ab", "ba")}
@@ -289,7 +305,7 @@ def test_the_queues_read_the_text_a_verdict_picked_not_the_position_it_named(tmp
                                            ("flips", flips, ["tie"] * 8, [0.5] * 8)):
         q = build_queue(judged(pairs_run(tmp_path / name, name="p", pairs=rows, answers=answers)), 20)
         assert [q.decision[c.cluster] for c in q.clusters] == decision, name
-        assert q.judge_total.tolist() == total and (q.uncertainty > 0).all() == (name == "flips"), name
+        assert q.judge_total.tolist() == total and not q.uncertainty.any(), name
         folder = tmp_path / f"rubric-{name}"
         folder.mkdir()
         (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
@@ -349,7 +365,7 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
     judges' picks split between a and b is decided a tie, and a person's a or b agrees with it by half
     either way. `min_draws` reads the agreement's spread and third moment, enumerated here from the
     picks: 0 for such a pair (an audit: read as the answer's score, Cochran's rule asked 10-18 draws
-    where 78-112 were needed, the interval covering 0.90). The design still draws by the answer's."""
+    where 78-112 were needed, the interval covering 0.90), and the design draws by it too."""
     from litjudge.judges.metrics.draws_needed import Totals, min_draws
     from litjudge.judges.metrics.uncertainty import cochran_draws
     from litjudge.judges.pairwise import Pairwise
@@ -365,7 +381,7 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
         third.append(float(np.mean((agree - agree.mean()) ** 3)))
     decided = [q.decision[c.cluster] for c in q.clusters]
     assert decided.count("tie") >= 10 and {"a", "tie"} <= set(decided)
-    assert q.uncertainty[np.array(decided) == "tie"].any()          # drawn by the answer's spread, as before
+    assert q.uncertainty == pytest.approx(np.sqrt(var)) and not q.uncertainty[np.array(decided) == "tie"].any()
     assert q.min_draws == min_draws(q.design.probability, q.judge_total, q.size, None) == active.MIN
     assert cochran_draws(q.design.probability, np.sqrt(var), np.array(third)) == active.MIN
     # P(text) stored (after an analysis): text a 0.98 or 0.7, so the agreement of a pair decided a is
@@ -384,5 +400,5 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
     var, third = ((dist * (agree - mean) ** k).sum(axis=1) for k in (2, 3))
     score_third = text_a * (1 - text_a) * (1 - 2 * text_a)
     rule = cochran_draws(q.design.probability, np.sqrt(var), third)
-    assert rule > 100 and cochran_draws(q.design.probability, q.uncertainty, score_third) < rule / 2
+    assert rule > 100 and cochran_draws(q.design.probability, np.sqrt(text_a * (1 - text_a)), score_third) < rule / 2
     assert q.min_draws == min_draws(q.design.probability, q.judge_total, q.size, Totals.answers(dist, agree)) <= rule

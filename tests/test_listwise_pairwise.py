@@ -504,7 +504,7 @@ def test_pairwise_analysis_then_verdict(tiny, runs_dir, tmp_path):
     v = out.verdicts
     assert v.height == 6 and set(v["status"]) == {"ok"} and set(v["label"]) <= {"A", "B"}
     assert all("\nPreferred: " in raw for raw in v["raw"]) and v["analysis"].is_not_null().all()
-    q = build_queue(out.run_dir, 3)                   # one judge: it draws by P(text) after the analysis
+    q = build_queue(out.run_dir, 3, pairs_by="probability")   # one judge: it draws by P(text) after the analysis
     assert q.uncertainty.all() and q.uncertainty_source == "the judges' P(text) over both orders read after their analysis"
 
 

@@ -169,8 +169,9 @@ def test_pairwise_report_renders_and_matches_the_run(smollm, runs_dir, tmp_path)
                                  name="pairwise-demo", mode="distribution")
     out = run(config, progress=False, backends={"smollm2-135m": smollm})
     from litjudge.engine.app.annotate.queue import build_queue
-    q = build_queue(out.run_dir, 3)                  # the annotation queue draws by its P(text), not its picks
+    q = build_queue(out.run_dir, 3, pairs_by="probability")      # the queue draws by its P(text), not its picks
     assert q.uncertainty.all() and q.uncertainty_source == "the judges' P(text) over both orders"
+    assert build_queue(out.run_dir, 3).uncertainty_source.startswith("the judges' P(text) over both orders")
     page = write_report([out.run_dir])
     for name in ("accuracy", "bias", "length_control", "calibration_summary", "calibration"):
         csv_equals(page.parent, name, pl.read_parquet(out.run_dir / "tables" / f"{name}.parquet"))

@@ -9,9 +9,10 @@ interval the draws that its skewness needs; the queue's interval is a t on Satte
 ratio with a tuned lam, which widens where a few draws carry the variance, and gives none where the
 draws have no spread. Where the rule asked 22-75 draws of three recorded judges' vote shares, the
 intervals covered 0.98-1.00 from 10-20 (a helper's populations); on 60 pairs with P(text) stored,
-drawn by their agreement, it asked 605 where the intervals from 10 covered 0.994. The simulation is the queue's own coverage under the judges'
-probabilities: where the judges are calibrated it is the coverage the page will have. A judge sure
-where it is wrong predicts no skew: the rule cannot see that (docs/annotate.md, "Not covered").
+drawn by their agreement, it asked 605 where the intervals from 10 covered 0.994. The simulation is
+the queue's own coverage under the judges' probabilities: where the judges are calibrated it is the
+coverage the page will have. A judge sure where it is wrong predicts no skew: the rule cannot see
+that (docs/annotate.md, "Not covered").
 
 Each replicate draws every cluster's total from `Totals` (the truth: their sum over M), the
 queue's i.i.d. draws with its probabilities, and fits every prefix length in a grid from MIN to

@@ -102,9 +102,11 @@ def tie_credit(label: str, decision: str) -> float:
 
 # How a queue's floor is drawn: by cluster size, or uniform (queues stored before 2026-11-29).
 FloorBy = Literal["size", "uniform"]
-# What a pairwise queue's uncertainty reads: the verdicts' P(text) where stored, or their picks
-# alone (queues stored before 2026-12-01).
-PairsBy = Literal["probability", "picks"]
+# What a pairwise queue's uncertainty reads: the verdicts' P(text) where stored, as the spread of a
+# person's agreement with the judges' decision ("agreement"), or of the answer's score (queues stored
+# before 2026-12-05, "probability": a pair decided a tie was drawn as the most uncertain, though a
+# person's a or b agrees with a tie by half either way), or their picks alone (before 2026-12-01).
+PairsBy = Literal["agreement", "probability", "picks"]
 
 
 def finished_run(run: Path, by_name: bool = False) -> Path:
@@ -118,7 +120,7 @@ def finished_run(run: Path, by_name: bool = False) -> Path:
 
 
 def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, floor_by: FloorBy = "size",
-                pairs_by: PairsBy = "probability") -> Queue:
+                pairs_by: PairsBy = "agreement") -> Queue:
     """The queue of `run` (a finished run folder); refuses protocols the app does not serve yet.
     `floor_by` and `pairs_by`: as the queue was drawn (FloorBy, PairsBy), so that a queue stored
     before either rule changed reopens as it was."""
@@ -212,20 +214,21 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
                  totals=draws_needed.Totals.binary(p_arr, i_arr, len(clusters)))
 
 
-def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probability") -> Built:
+def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreement") -> Built:
     """Pairs with a verdict. The quantity is the judges' accuracy against the person's preference;
     the judges' decision is the answer most of a pair's verdicts gave (both orders, every judge),
     a tie where two answers are given equally often (as the accuracy table combines a pair's
     orders that disagree: "a first" made a judge always answering "A" right on every pair whose
     better text the data names a), a pair's judge total the share of its verdicts
-    agreeing with it (a tie on one side half: `tie_credit`), its uncertainty the disagreement
-    between the verdicts (sqrt(share_a (1 - share_a)) without ties: `clusters.spread`), their
+    agreeing with it (a tie on one side half: `tie_credit`), its uncertainty the spread of that
+    agreement under the verdicts' answers (sqrt(share_a (1 - share_a)) for a pair decided a or b
+    without ties, 0 for one decided a tie: `clusters.spread`), their
     P(text) in place of their picks where stored (distribution mode, or after an analysis). With the
     run's `tie` option a person may answer a tie."""
     pairs = {p.pair_id: p for p in ctx.load("pairs")}
     answers = texts_ab(bool(getattr(ctx.options, "tie", False)))
     picked = Pairwise().text_answers(verdicts)         # the texts picked, not the positions shown
-    by_p = pairs_by == "probability" and "side" not in verdicts.columns           # a reward model's: no P(label)
+    by_p = pairs_by != "picks" and "side" not in verdicts.columns           # a reward model's: no P(label)
     kind = has_probabilities(verdicts) if by_p else None
     read = {}                                          # pair -> its verdicts' summed P(text), where stored
     if kind is not None:
@@ -251,13 +254,14 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "probabi
     # a pair's total is a person's agreement with the decision (`tie_credit`): `min_draws` simulates it
     # on that scale (a pair decided a tie scores 0.5 whichever text is picked:
     # none). Read as the answer's score's, Cochran's rule asked 10-18 draws where 78-112 were needed,
-    # the interval covering 0.90 (an audit, 60 pairs, a third tied). The design still draws by the
-    # answer's spread (a stored queue's draws are rebuilt from it).
+    # the interval covering 0.90 (an audit, 60 pairs, a third tied), and those pairs took a third of
+    # the draws though their labels cannot move the accuracy. A queue's design draws by it too.
     agree = np.asarray([[tie_credit(a.value, decision[str(c.cluster)]) for a in answers] for c in clusters],
                        dtype=float).reshape(len(clusters), len(answers))
     d = np.asarray(dist, dtype=float).reshape(len(clusters), len(answers))
-    agreement = spread(d, agree, len(clusters))[2]
-    u = spread(d, np.asarray([a.score for a in answers]), len(clusters))[1]      # the design's, as before
+    _, u, agreement = spread(d, agree, len(clusters))
+    if pairs_by != "agreement":                # a queue drawn before: by the spread of the answer's score
+        u = spread(d, np.asarray([a.score for a in answers]), len(clusters))[1]
     tie = " Answer Tie (t) when neither is better." if len(answers) == 3 else ""
     source = "the disagreement between the two orders" if kind is None else \
         "the judges' P(text) over both orders" + AFTER[kind]

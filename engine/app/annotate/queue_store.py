@@ -83,7 +83,7 @@ class Settings:
     floor: float
     seed: int
     floor_by: FloorBy                        # a queue stored before the floor went by size: uniform
-    pairs_by: PairsBy                        # a pairwise queue stored before it read P(text): picks
+    pairs_by: PairsBy                        # as a stored pairwise queue was drawn (queue.PairsBy)
 
 
 def settings(run: Path, options: Options) -> Settings:
@@ -94,7 +94,7 @@ def settings(run: Path, options: Options) -> Settings:
     floor = options.floor if options.floor is not None else was.get("floor", 0.2)
     seed = options.seed if options.seed is not None else was.get("seed", 0)
     return Settings(budget, floor, seed, "uniform" if was and "floor_by" not in was else "size",
-                    "picks" if was and "pairs_by" not in was else "probability")
+                    was.get("pairs_by", "picks") if was else "agreement")
 
 
 def per_item(labels: Labels, options: Options, keep: bool = True) -> int:
@@ -127,7 +127,7 @@ def open_queue(run: Path, options: Options) -> tuple[Queue, Labels]:
     design = {"budget": s.budget, "floor": s.floor, "seed": s.seed, "protocol": queue.protocol,
               "clusters": hashlib.sha256(ids.encode()).hexdigest()[:16],
               **({"floor_by": "size"} if s.floor_by == "size" else {}),       # a store of before keeps its own
-              **({"pairs_by": "probability"} if s.pairs_by == "probability" else {})}
+              **({"pairs_by": s.pairs_by} if s.pairs_by != "picks" else {})}
     was = stored_design(run)
     moved = [k for k in ("protocol", "clusters") if was and k in was and was[k] != design[k]]
     if moved:        # the run's, not a setting: refused as a changed run (its export still works), not as a setting
