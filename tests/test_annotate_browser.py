@@ -373,3 +373,28 @@ def test_an_estimate_the_server_fails_to_give_is_said_on_the_page(browser, shots
         label_by_keys(page, "n" * TESTS)
         until(lambda: "could not be updated" not in (page.text_content("#est-note") or ""))
         assert page.text_content("#done-draws") == "2 / 20"
+
+
+def test_a_skewed_queue_says_whether_its_interval_comes_later_or_not_at_all(browser, shots, tmp_path):
+    """A queue whose judges' probabilities ask more draws than MIN: its page says "No interval yet"
+    while the budget holds the draws asked, and "No interval" (never) where it does not, with the
+    draws asked from the first label on (before any, it said an interval needs 10)."""
+    from tests.test_annotate_simulate import skewed_run
+
+    run = skewed_run(tmp_path)
+    need = build_queue(run, 12).min_draws
+    assert need > 12
+    for budget, said in ((12, "No interval: "), (need + 5, "No interval yet: ")):
+        (run / "annotations.sqlite").unlink(missing_ok=True)
+        with Served(run, "--budget", str(budget)) as served:
+            page = browser.new_page()
+            page.goto(served.url + "?annotator=ann")
+            until(lambda page=page: "an interval needs" in (page.text_content("#est-note") or ""))
+            note = page.text_content("#est-note") or ""
+            assert note.startswith(said + f"too few labelled draws (0; an interval needs {need})"), note
+            assert ("the queue's budget is 12 draws" in note) == (budget == 12), note
+            label_by_keys(page, "n" * 4)
+            until(lambda page=page: "(1; an interval needs" in (page.text_content("#est-note") or ""))
+            if budget == 12:
+                page.screenshot(path=str(shots / "annotate-skewed-budget.png"), full_page=True)
+            page.close()

@@ -290,8 +290,10 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     big_m = float(m_all.sum())
     idx = design.draws[:k]
     reads = len(set(idx.tolist()))
-    why = (TOO_FEW.format(k, MIN) if k == 0 or big_m <= 0 else
-           NONE_COUNTED.format(k) if not m_all[idx].sum() > 0 else None)
+    # why fewer than `needs` give none, said alike before the first label (it said 10 where 54 were asked)
+    short = f"; the queue's budget is {len(design.draws)} draws" if needs > len(design.draws) else ""
+    too_few = TOO_FEW.format(k, max(needs, MIN)) + short + (SKEWED if needs > MIN else "")
+    why = (too_few if k == 0 or big_m <= 0 else NONE_COUNTED.format(k) if not m_all[idx].sum() > 0 else None)
     if why is not None:
         nan = float("nan")
         return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0, why)
@@ -310,9 +312,7 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     n_eff = float(k) if k < 2 or not var_a > 0 else s2 / float(var_a)
     nan = float("nan")
     if k < max(needs, MIN):
-        short = f"; the queue's budget is {len(design.draws)} draws" if needs > len(design.draws) else ""
-        why = TOO_FEW.format(k, max(needs, MIN)) + short + (SKEWED if needs > MIN else "")
-        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, why)
+        return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, too_few)
     if not np.isfinite(half):
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, NO_SPREAD)
     if s2 > 0:
