@@ -351,3 +351,37 @@ def test_plan_says_when_its_api_judges_together_pass_a_cap(tmp_path):
     cfg.write_text(text + "max_tokens_total = 100\n")
     assert "over api.max_tokens_total = 100: requests past the cap are held back" in cli(
         "plan", str(cfg), "--no-calibrate", cwd=tmp_path, env=ENV).stderr
+
+
+def test_a_stopped_then_resumed_sweep_keeps_each_invocation_s_api_spend(tmp_path):
+    """A sweep kept no history: stopped by Ctrl-C and run again, its manifest held the second
+    invocation's API spend alone. Now each invocation is a line of history.jsonl (the stopped one
+    `interrupted`), and their answered requests add up to what the server received."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from litjudge.engine.app.summary import history
+
+    with FakeAPI(faults={n: "timeout" for n in range(3, 25)}) as server:       # each answer after the second: 3 s
+        cfg = tmp_path / "s.toml"
+        cfg.write_text(SWEEP.format(name="s", provider="openai", url=base("openai", server.url), batch="false")
+                       + "concurrency = 1\ntimeout_s = 30\n")
+        proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], cwd=tmp_path,
+                                env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while len(server.received) < 3 and time.time() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0, err[-2000:]
+        server.faults = {}
+        r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
+        assert r.returncode == 0, r.stderr[-3000:]
+        received = len(server.received)
+    run_dir = tmp_path / "runs" / "out" / "s"
+    lines = history(run_dir)
+    assert len(lines) == 2 and lines[0].get("interrupted") is True and "interrupted" not in lines[1]
+    assert sum(j["api_requests"] for line in lines for j in line["judges"]) == received == 24

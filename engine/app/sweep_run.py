@@ -47,6 +47,7 @@ from .outputs import rebuild_store, remove_stale_temporaries, write_sweep
 from .results_file import sweep_results, tidy, write_results
 from .run import PreparedRun, prepare
 from .run_folder import DataRead, cells_data, claim, refuse_foreign, sweep_claim, sweep_config
+from .summary import append_history, append_stopped
 from .sweep import Cell, Sweep
 from .sweep_rank import MULTIPLE_COMPARISONS, Ranked, ranking
 
@@ -221,10 +222,16 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
                                         w.requests(), store, spend=session.spend,
                                         truncation=config.truncation,
                                         reasks=config.reasks, progress=progress, cache=None if recorded else cache,
-                                        apart=True))
+                                        apart=True, on_stop=judge_runs.append))
             if not judge_runs[-1].plan.requests:          # no cell asked it anything: said as a run says it
                 raise judge_runs[-1].plan.nothing_to_judge(w.skipped, sweep.source)
         metrics, ranked, warnings, labelled = evaluate(sweep, protocol, cells, store)
+    except (LitjudgeError, KeyboardInterrupt) as e:
+        # stopped once a judge had begun: the invocation's line in history.jsonl keeps what it did and spent
+        # (a sweep kept no history: a resumed sweep's manifest held its last invocation's API spend alone)
+        if any(j.plan.requests for j in judge_runs):
+            append_stopped(run_dir, time.time() - t0, judge_runs, e)
+        raise
     finally:
         store.close()
         if cache is not None:
@@ -256,6 +263,7 @@ def _run_sweep(sweep: Sweep, protocol, cells: list[tuple[Cell, PreparedRun]], ru
     for read in reads:
         read.check_unchanged()                       # a data file replaced while the cells read it: one error
     write_sweep(run_dir, metrics, ranking, manifest)
+    append_history(run_dir, RunManifest.of(manifest))
     table, _, metric = sweep.rank_by.partition("@")[0].partition(".")
     write_results(run_dir, sweep_results(ranking, manifest, protocol.declared.direction(table, metric)))
     return SweepOutcome(run_dir, metrics, ranking, RunManifest.of(manifest))
