@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -30,6 +35,20 @@ def refusing_port() -> Iterator[int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         yield s.getsockname()[1]
+
+
+def interrupted_run(config: Path, server: Loopback, after: int, env: dict[str, str], cwd: Path | None = None
+                    ) -> tuple[int, str]:
+    """`litjudge run CONFIG --quiet` in a process of its own, sent Ctrl-C once `server` has received
+    `after` requests (within 120 s): its exit code and what it printed to stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(config), "--quiet"], cwd=cwd,
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while len(server.received) < after and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
 
 
 class Loopback:

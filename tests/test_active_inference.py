@@ -189,7 +189,8 @@ def test_uncertainty_sources():
     votes = np.array([[1, 0], [1, 1], [0, np.nan], [np.nan, np.nan]], dtype=float)
     assert np.allclose(U.vote_uncertainty(votes, ci, 2), [np.sqrt(0.25), np.sqrt(0.25)])
     dist = np.array([[0.5, 0.0, 0.5], [0, 1, 0], [1, 0, 0], [0, 0, 1]])
-    assert np.allclose(U.points_uncertainty(dist, np.array([1.0, 2.0, 3.0]), ci, 2), [1.0, 0.0])
+    per_item = Totals.answers(dist, np.array([1.0, 2.0, 3.0])).moments()[0]
+    assert np.allclose(np.sqrt(np.bincount(ci, weights=per_item)), [1.0, 0.0])
 
 
 def _rare(seed: int):
@@ -212,13 +213,15 @@ def test_cochrans_rule_is_that_of_the_simulated_skewness_and_totals_have_the_jud
     from scipy.stats import skew
 
     ci = np.array([0, 0, 1])
-    assert np.allclose(U.binary_third(np.array([0.1, 0.5, 0.9]), ci, 2), [0.1 * 0.9 * 0.8, -0.9 * 0.1 * 0.8])
+    assert np.allclose(Totals.binary(np.array([0.1, 0.5, 0.9]), ci, 2).moments()[1], [0.1 * 0.9 * 0.8, -0.9 * 0.1 * 0.8])
     dist = np.array([[0.9, 0.1], [0.5, 0.5], [0.1, 0.9]])
-    assert np.allclose(U.points_third(dist, np.array([0.0, 1.0]), ci, 2), U.binary_third(dist[:, 1], ci, 2))
+    item_third = Totals.answers(dist, np.array([0.0, 1.0])).moments()[1]
+    assert np.allclose(np.bincount(ci, weights=item_third), Totals.binary(dist[:, 1], ci, 2).moments()[1])
     y, f, u, m, third, totals = _rare(2)
     assert np.allclose(totals.moments()[0], u * u) and np.allclose(totals.moments()[1], third)
-    points = Totals.answers(dist, np.array([1.0, 3.0]))
-    assert np.allclose(points.moments()[1], U.points_third(dist, np.array([1.0, 3.0]), np.arange(3), 3))
+    points = Totals.answers(dist, np.array([1.0, 3.0]))          # a point scale's: its values' moments
+    centred = np.array([1.0, 3.0]) - (dist * [1.0, 3.0]).sum(axis=1, keepdims=True)
+    assert np.allclose(points.moments()[1], (dist * centred ** 3).sum(axis=1))
     assert np.allclose(totals.draw(np.random.default_rng(1), 20_000).mean(axis=0), f, atol=0.15)
     p = A.probabilities(u, 0.2, size=m)
     rng = np.random.default_rng(0)

@@ -18,7 +18,7 @@ from litjudge.engine.backends.local.models import resolve_judge
 from litjudge.engine.backends.openai_provider import OpenAI
 from litjudge.engine.core.config import load_config
 from tests.conftest import IN_PROCESS_KV_GIB, PROJECT_ROOT, litjudge, run_on, write_config
-from tests.fake_api import FakeAPI, free_port, refusing_port
+from tests.fake_api import FakeAPI, free_port, interrupted_run, refusing_port
 from tests.short_data import demo_cut_short
 from tests.test_cli_probe import one_line
 
@@ -423,25 +423,14 @@ def test_an_interrupted_run_is_in_the_history(tmp_path):
     """Ctrl-C mid-run: the invocation is a line of history.jsonl (interrupted), and the next run
     resumes; it used to leave no trace there. The reply in flight is waited for and stored: it was
     paid for, dropped, and asked again by the next run."""
-    import signal
     import sqlite3
-    import subprocess
-    import sys
-    import time
 
     runs = tmp_path / "runs"
     with FakeAPI(faults={n: "timeout" for n in range(2, 13)}) as server:    # each answer after the first: 3 s
         judge = f"openai-compatible:{server.url}/v1:fake-judge"
         cfg = demo_config(tmp_path, "ctrlc", judge, api="concurrency = 1\ntimeout_s = 30")
-        env = {**os.environ, "LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"}
-        proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while len(server.received) < 2 and time.time() < deadline:
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode != 0 and "keeping the replies in flight" in err, err[-2000:]
+        code, err = interrupted_run(cfg, server, 2, {"LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"})
+        assert code != 0 and "keeping the replies in flight" in err, err[-2000:]
         lines = [json.loads(x) for x in (runs / "ctrlc" / "history.jsonl").read_text().splitlines()]
         assert len(lines) == 1 and lines[0]["interrupted"] is True
         asked = len(server.received)
@@ -590,10 +579,6 @@ def test_a_run_of_two_tasks_counts_each_invocation_s_api_spend_once(tmp_path):
     requests answered add up to what the server received. Before, each task's history held the
     invocation's whole spend (12 requests counted 24 over the two), and the stopped invocation's
     line, in RUN/ alone, was in no task's totals (an audit: 3 paid requests dropped)."""
-    import signal
-    import subprocess
-    import sys
-    import time
 
     from litjudge.engine.app.summary import history, totals
 
@@ -604,15 +589,8 @@ def test_a_run_of_two_tasks_counts_each_invocation_s_api_spend_once(tmp_path):
                            'price_out_per_mtok = 2.0\n[[tasks]]\nname = "a"\nprotocol = "ttcw"\ndataset = "ttcw-demo"\n'
                            '[tasks.options]\nvariant = "default"\n[[tasks]]\nname = "b"\nprotocol = "ttcw"\n'
                            'dataset = "ttcw-demo"\n')
-        env = {**os.environ, "LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"}
-        proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while len(server.received) < 2 and time.time() < deadline:
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode != 0, err[-2000:]
+        code, err = interrupted_run(cfg, server, 2, {"LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_PRELOAD": "off"})
+        assert code != 0, err[-2000:]
         server.faults = {}
         r = litjudge("run", str(cfg), "--quiet", env={"LITJUDGE_RUNS_DIR": str(runs)})
         assert r.returncode == 0, r.stderr[-2000:]

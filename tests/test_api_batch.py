@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from tests.fake_api import FakeAPI, free_port, refusing_port
+from tests.fake_api import FakeAPI, free_port, interrupted_run, refusing_port
 from tests.fake_batch_api import FakeBatchAPI
 from tests.test_api import SECRET, assert_key_never_written
 from tests.test_cli_probe import cli
@@ -357,26 +357,14 @@ def test_a_stopped_then_resumed_sweep_keeps_each_invocation_s_api_spend(tmp_path
     """A sweep kept no history: stopped by Ctrl-C and run again, its manifest held the second
     invocation's API spend alone. Now each invocation is a line of history.jsonl (the stopped one
     `interrupted`), and their answered requests add up to what the server received."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     from litjudge.engine.app.summary import history
 
     with FakeAPI(faults={n: "timeout" for n in range(3, 25)}) as server:       # each answer after the second: 3 s
         cfg = tmp_path / "s.toml"
         cfg.write_text(SWEEP.format(name="s", provider="openai", url=base("openai", server.url), batch="false")
                        + "concurrency = 1\ntimeout_s = 30\n")
-        proc = subprocess.Popen([sys.executable, "-m", "litjudge", "run", str(cfg), "--quiet"], cwd=tmp_path,
-                                env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while len(server.received) < 3 and time.time() < deadline:
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode != 0, err[-2000:]
+        code, err = interrupted_run(cfg, server, 3, ENV, cwd=tmp_path)
+        assert code != 0, err[-2000:]
         server.faults = {}
         r = cli("run", str(cfg), "--quiet", cwd=tmp_path, env=ENV)
         assert r.returncode == 0, r.stderr[-3000:]

@@ -1,8 +1,8 @@
 """A cluster's uncertainty, the size measure the annotation queue draws by: sqrt of the sum of its
 items' variances under the judges' answers (the variance-optimal Hansen-Hurwitz size for a
-calibrated judge with lam = 1; `active.design` mixes it with a floor). Beside it, the sum of its
-items' third central moments (`*_third`): how skewed the cluster's answers are under the judges'
-probabilities, from which `cochran_draws` reads how many draws its interval needs at most."""
+calibrated judge with lam = 1; `active.design` mixes it with a floor). Beside it, `cochran_draws`:
+how many draws the active interval needs at most, from how skewed the clusters' answers are under
+the judges' probabilities (their moments: `draws_needed.Totals.moments`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,13 +31,6 @@ def binary_uncertainty(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters:
     return _per_cluster(p * (1.0 - p), cluster_index, n_clusters)
 
 
-def binary_third(p_yes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Per cluster the sum over its items of p(1-p)(1-2p), each answer's third central moment
-    under P(Yes) (independent items: the cluster total's)."""
-    p = np.clip(np.asarray(p_yes, dtype=float), 0.0, 1.0)
-    return _summed(p * (1.0 - p) * (1.0 - 2.0 * p), cluster_index, n_clusters)
-
-
 def vote_share(votes: np.ndarray) -> np.ndarray:
     """Several judges' 0/1 votes (items, judges; NaN = no answer; one column: the share itself) as
     the vote share per item, treated as a P(Yes); an item no judge answered counts as 1/2."""
@@ -51,28 +44,6 @@ def vote_share(votes: np.ndarray) -> np.ndarray:
 def vote_uncertainty(votes: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
     """From several judges' 0/1 votes: uncertainty sqrt(sum s(1-s)) per cluster of their share s."""
     return binary_uncertainty(vote_share(votes), cluster_index, n_clusters)
-
-
-def _points_moments(dist: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per item (rows of `dist`, normalised) the point value's second and third central moments;
-    `points` (K,) the answers' values, or (items, K) each item's own (a pair's agreement with its decision)."""
-    d = np.asarray(dist, dtype=float)
-    d = d / np.where(d.sum(axis=1, keepdims=True) > 0, d.sum(axis=1, keepdims=True), 1.0)
-    x = np.broadcast_to(np.asarray(points, dtype=float), d.shape)
-    centred = x - (d * x).sum(axis=1)[:, None]
-    return (d * centred ** 2).sum(axis=1), (d * centred ** 3).sum(axis=1)
-
-
-def points_uncertainty(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray,
-                       n_clusters: int) -> np.ndarray:
-    """From a distribution over a rubric's points (items, K): the variance of the point value
-    under it, sqrt(sum) per cluster."""
-    return _per_cluster(_points_moments(dist, points)[0], cluster_index, n_clusters)
-
-
-def points_third(dist: np.ndarray, points: np.ndarray, cluster_index: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Per cluster the sum of its items' third central moments of the point value."""
-    return _summed(_points_moments(dist, points)[1], cluster_index, n_clusters)
 
 
 def cochran_draws(probability: np.ndarray, uncertainty: np.ndarray, third: np.ndarray | None) -> int:

@@ -251,9 +251,9 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
         decision[str(pair_id)] = decided
         totals.append(sum(tie_credit(v, decided) for v in values) / len(values))
         dist.append(read.get(pair_id, counts[:len(answers)]))
-    # a pair's total is a person's agreement with the decision (`tie_credit`): `min_draws` simulates it
-    # on that scale (a pair decided a tie scores 0.5 whichever text is picked:
-    # none). Read as the answer's score's, Cochran's rule asked 10-18 draws where 78-112 were needed,
+    # a pair's total is a person's agreement with the decision (`tie_credit`), drawn by and simulated
+    # (`min_draws`) on that scale: a pair decided a tie scores 0.5 whichever text is picked, so it has
+    # no spread. Read as the answer's score's, Cochran's rule asked 10-18 draws where 78-112 were needed,
     # the interval covering 0.90 (an audit, 60 pairs, a third tied), and those pairs took a third of
     # the draws though their labels cannot move the accuracy. A queue's design draws by it too.
     agree = np.asarray([[tie_credit(a.value, decision[str(c.cluster)]) for a in answers] for c in clusters],

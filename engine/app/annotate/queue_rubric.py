@@ -146,8 +146,8 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
     scores = np.asarray([a.score for a in answers[head.id]])
     counted = np.asarray(has, dtype=bool)
     # a cluster of the other kind (no item of the headline question) totals 0 whatever is answered
-    total, u, totals = spread(np.asarray(dist, dtype=float), np.where(counted[:, None], scores[None, :], 0.0)
-                              if len(clusters) else scores, len(clusters))
+    total, u, totals = spread(np.asarray(dist, dtype=float), np.where(counted[:, None], scores[None, :], 0.0),
+                              len(clusters))
     quantity, bounds = _headline(head, len(head.points))
     return Built(clusters, np.where(counted, total, 0.0), np.where(counted, u, 0.0),
                  "the judges' P(label)" + AFTER[has_probabilities(v) or "distribution"] if stored else VOTES, quantity,
