@@ -64,6 +64,17 @@ def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
     assert not (run / FILE).exists()                      # a simulation opens no store, writes no label
 
 
+def test_labels_needed_reads_a_curve_that_begins_below_the_target_at_its_first_interval():
+    """A hostile pass: the active curve withheld (NaN) until its min_draws and already narrower than
+    the target there printed "active more than 90"; it needs that first length. Interpolated
+    between two widths, and NaN only where the curve never reaches the target."""
+    ks = np.arange(MIN, 91)
+    width = np.where(ks < 30, np.nan, 0.0304 * np.sqrt(30 / ks))
+    assert labels_needed(ks, width, 0.0376) == 30.0
+    assert labels_needed(ks, width, 0.0304 * np.sqrt(30 / 40.5)) == pytest.approx(40.5, abs=0.01)
+    assert np.isnan(labels_needed(ks, width, 0.001)) and labels_needed(ks, 0.1 / np.sqrt(ks), 1.0) == MIN
+
+
 def test_the_queues_probabilities_are_the_ones_simulated(run):
     """The library call is `simulate` on the queue's own floor and probabilities with the same
     seed (equal numbers), its curves running to 3x the budget."""
@@ -171,6 +182,26 @@ def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed"
     return run
 
 
+@pytest.mark.parametrize("bad", [float("nan"), 1.7, -0.2])
+def test_a_stored_probability_that_is_none_is_refused_in_one_line(tmp_path, bad):
+    """A hostile pass: a NaN P(Yes) in verdicts.parquet left every estimate empty ("every labelled
+    draw gives the same weighted value"), and 1.7 or -0.2 moved the draws asked (30 -> 72 or 39)."""
+    from litjudge.engine.core.errors import ConfigError
+
+    run = skewed_run(tmp_path)
+    v = pl.read_parquet(run / "verdicts.parquet")
+    yes = v["analysis_distribution"].struct.field("Yes").to_list()
+    yes[3] = bad
+    v.with_columns(pl.struct(pl.Series("Yes", yes, dtype=pl.Float64), v["analysis_distribution"].struct.field("No"))
+                   .alias("analysis_distribution")).write_parquet(run / "verdicts.parquet")
+    with pytest.raises(ConfigError) as e:
+        build_queue(run, 12)
+    assert f"verdicts.parquet: analysis_distribution.Yes is {bad} in row 3: not a probability" in str(e.value)
+    assert "\n" not in str(e.value)
+    r = litjudge("annotate", str(run), "--budget", "12", timeout=60)
+    assert r.returncode != 0 and "not a probability" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path):
     """Three recorded judges saying No to nearly everything, one of them Yes on a test of three
     stories, their P(Yes) a rare answer's: the draws are skewed, so the queue's active interval waits
@@ -183,6 +214,11 @@ def test_a_skewed_queue_s_simulation_says_why_active_gives_no_interval(tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert np.isnan(table(r.stdout)["active"][1]), r.stdout
     assert f"The active design gives no interval before {need} labelled draws: the judges' probabilities" in r.stdout
+    # at a budget of the draws asked, active's first interval already narrower than uniform PPI++'s: it
+    # needs that many (it printed "active more than 3 x budget": a hostile pass)
+    r = litjudge("annotate", str(run), "--simulate", "expert_pass", "--budget", str(need), "--repeats", "20")
+    assert table(r.stdout)["active"][1] < table(r.stdout)["uniform PPI++"][1], r.stdout
+    assert f", active {need} (its first interval)" in r.stdout, r.stdout
     # serving that queue at a budget below the draws asked: said before anyone labels (the budget is fixed once started)
     served = Served(run, "--budget", "12")
     served.kill(signal.SIGINT)

@@ -58,6 +58,20 @@ def has_probabilities(frame: pl.DataFrame) -> str | None:
     return None
 
 
+def not_a_probability(frame: pl.DataFrame) -> str | None:
+    """The first stored P(label) that is none (NaN, or outside [0, 1]), named with its row: a
+    damaged or hand-edited verdicts file. The queue drew by it silently: a NaN left every estimate
+    empty, said as "every labelled draw gives the same weighted value" (a hostile pass)."""
+    for column in ("distribution", "analysis_distribution"):
+        dtype = frame.schema.get(column)
+        for field in dtype.fields if isinstance(dtype, pl.Struct) else ():
+            p = frame[column].struct.field(field.name).cast(pl.Float64)
+            rows = (p.is_nan() | (p < -1e-9) | (p > 1 + 1e-9)).fill_null(False).arg_true()
+            if len(rows):
+                return f"{column}.{field.name} is {p[int(rows[0])]} in row {int(rows[0])}: not a probability"
+    return None
+
+
 UNPARSED_WARN = 0.1          # the share of a judge's answers left unread that is worth a line of its own
 
 

@@ -57,7 +57,7 @@ MIN = 10               # draws before any interval (the t interval's coverage is
 TOO_FEW = "too few labelled draws ({}; an interval needs {})"
 SKEWED = (": the judges' probabilities make a draw's weighted answers skewed (an answer rare but for a few "
           "clusters), and a t interval from fewer draws covers less than it says (a simulation of this queue under "
-          "them, at most Cochran's n > 25 G1^2)")
+          "them)")
 NO_SPREAD = "every labelled draw gives the same weighted value: no interval"
 # A question's items in only some clusters (a rubric's pairwise question beside its texts' ones): its
 # estimate waits for a drawn cluster that holds one (the prefix of two pairs divided by zero).
@@ -279,7 +279,7 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
              human_total: Mapping[int, float] | np.ndarray, labelled_draws: int, *, lam: float | None = None,
              bounds: tuple[float, float] = (0.0, 1.0), alpha: float = 0.05, needs: int = MIN) -> ActiveEstimate:
     """The mean per item (T / M) from the first `labelled_draws` draws: lam=None tunes lam, a
-    number fixes it (0: human-only); an interval from `needs` draws on (`uncertainty.min_draws`)."""
+    number fixes it (0: human-only); an interval from `needs` draws on (`draws_needed.min_draws`)."""
     f_all, m_all = np.asarray(judge_total, dtype=float), np.asarray(size, dtype=float)
     n_cl = len(design.clusters)
     if f_all.shape != (n_cl,) or m_all.shape != (n_cl,):

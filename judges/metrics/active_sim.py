@@ -116,13 +116,14 @@ def mean_width(half: np.ndarray, weights: np.ndarray | None = None) -> np.ndarra
 
 def labels_needed(ks: np.ndarray, width: np.ndarray, target: float) -> float:
     """The (linearly interpolated) number of labels at which a mean-width curve first reaches
-    `target`; NaN if it never does within ks, ks[0] if it already does there."""
+    `target`; NaN if it never does within ks; the first length with a width (NaN before it: no
+    interval, a withheld active one) if it already does there."""
     below = np.nonzero(width <= target)[0]
     if len(below) == 0:
         return float("nan")
     i = int(below[0])
-    if i == 0:
-        return float(ks[0])
+    if i == 0 or not np.isfinite(width[i - 1]):     # "more than N" where the curve began below (a hostile pass)
+        return float(ks[i])
     k0, k1, w0, w1 = ks[i - 1], ks[i], width[i - 1], width[i]
     return float(k0 + (k1 - k0) * (w0 - target) / (w0 - w1)) if w0 != w1 else float(k1)
 

@@ -20,7 +20,7 @@ from litjudge.judges.pairwise import Pairwise
 from ...core.config import RunConfig
 from ...core.errors import ConfigError
 from ...core.paths import run_folder_hint
-from ...core.verdicts import has_probabilities, judged_probability
+from ...core.verdicts import has_probabilities, judged_probability, not_a_probability
 from ...data.cards import dataset_card
 from ..manifest import recorded_config
 from ..outputs import read_manifest, read_table
@@ -134,6 +134,8 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     options = protocol.options(config)
     ctx = Context(config, options, dataset_card(config.dataset, config.source, config.protocol), replay=True)
     verdicts = read_table(run / "verdicts.parquet")
+    if (bad := not_a_probability(verdicts)) is not None:
+        raise ConfigError(f"verdicts.parquet: {bad} (a damaged or edited file: judge the run again)", where=str(run))
     if config.protocol == "pairwise":
         built = _pairwise(ctx, verdicts, pairs_by)
     else:

@@ -138,9 +138,11 @@ def simulate(run: Path, options: Options, args) -> int:
         print("Labels needed: not compared (no repeat of uniform PPI++ gives an interval at this budget: every labelled "
               "draw the same value, say); give --target-width")
     else:
+        first = {r.design: MIN for r in sim.rows} | {"active": queue.min_draws}   # each curve's first interval
         print(f"Labels needed for a half width of {sim.target:.4f}: " + ", ".join(
             f"{r.design} more than {sim.reach}" if r.needed != r.needed else       # NaN: past the curves
-            f"{r.design} {MIN} or fewer" if r.needed <= MIN else f"{r.design} {r.needed:.1f}"   # at the first point
-            for r in sim.rows))
+            f"{r.design} {MIN} or fewer" if r.needed <= MIN else                   # at the first point
+            f"{r.design} {r.needed:.0f} (its first interval)" if r.needed <= first[r.design] else
+            f"{r.design} {r.needed:.1f}" for r in sim.rows))
     print(f"Plot: {sim.plot}")
     return 0
