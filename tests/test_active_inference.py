@@ -315,6 +315,34 @@ def test_the_rule_simulates_where_cochrans_asks_few_and_looks_past_its_length():
     assert time.perf_counter() - start < 20 and grew < 400_000, (time.perf_counter() - start, grew)
 
 
+def test_many_clusters_draw_only_the_drawn_totals_and_agree_with_drawing_every_one(monkeypatch):
+    """Beyond EVERY clusters a replicate draws the drawn clusters' totals and the rest's sum as a
+    normal (200,000 clusters took 125 s drawing every total). On 2,000 stories, six of them a third
+    likely to pass among sure ones (the rest's sum carried by a few), both ways give the same
+    coverage within 0.012 (3 standard errors at 4,000 replicates), and 200,000 stories are asked
+    in seconds."""
+    import time
+
+    from litjudge.judges.metrics import draws_needed
+
+    rng = np.random.default_rng(3)
+    rate = np.where(rng.uniform(size=2000) < 0.003, 0.35, 0.0005)
+    totals, u, m = Totals.binary(np.repeat(rate, 14), np.repeat(np.arange(2000), 14), 2000), \
+        np.sqrt(14 * rate * (1 - rate)), np.full(2000, 14.0)
+    p, ks = A.probabilities(u, 0.2, size=m), np.array([20, 40, 80])
+    every = coverage(p, 14 * rate, m, totals, ks, replicates=4000, seed=1)[0]
+    monkeypatch.setattr(draws_needed, "EVERY", 10)
+    drawn = coverage(p, 14 * rate, m, totals, ks, replicates=4000, seed=1)[0]
+    assert np.all(np.abs(every - drawn) < 0.012) and every[-1] < 0.9, (every, drawn)
+    monkeypatch.undo()
+    rate = 1 / (1 + np.exp(-rng.normal(0, 3, (200_000, 14))))
+    totals, u = Totals.binary(rate.ravel(), np.repeat(np.arange(200_000), 14), 200_000), \
+        np.sqrt((rate * (1 - rate)).sum(axis=1))
+    m, start = np.full(200_000, 14.0), time.perf_counter()
+    assert min_draws(A.probabilities(u, 0.2, size=m), rate.sum(axis=1), m, totals) == A.MIN
+    assert time.perf_counter() - start < 10, time.perf_counter() - start
+
+
 @pytest.fixture(scope="module")
 def runs():
     pops = scenarios(REPEATS, seed=11)

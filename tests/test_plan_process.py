@@ -181,3 +181,25 @@ def test_a_run_plans_apart_and_says_so(tmp_path, monkeypatch):
         results[switch] = out.verdicts.sort("key", "judge").select("key", "judge", "label")
         assert {j["planned_ahead"] for j in out.manifest.judges} == {"process" if switch == "1" else "thread"}
     assert results["1"].equals(results["0"]) and results["1"].height > 0
+
+
+def test_a_planner_killed_in_the_middle_of_a_message_is_the_same_one_line():
+    """A planner killed while it writes a chunk leaves half a message in the pipe: the runner read
+    that as a broken file ("a file: got end of file during message; check the path", seen once in
+    tests/test_planner_faults.py's kill -9), not as the planner's death."""
+    import multiprocessing
+    import struct
+
+    from litjudge.engine.core.errors import SystemFault
+    from litjudge.engine.core.plan_process import _receive
+
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=lambda: (os.write(send.fileno(), struct.pack("!i", 1000) + b"half"),
+                                            os.kill(os.getpid(), signal.SIGKILL)))
+    child.start()
+    send.close()
+    with pytest.raises(SystemFault) as caught:
+        _receive(receive, child)
+    assert str(caught.value) == (f"the planner process (pid {child.pid}) was killed (SIGKILL) before the plan was "
+                                 "finished; finished verdicts are stored: run again to resume")

@@ -165,7 +165,7 @@ def _receive(receive: Any, child: Any) -> Any:
                       "resumes)", logging.WARNING)
             told_stopped = bool(stopped)
         message = receive.recv()
-    except EOFError:
+    except (EOFError, OSError):         # OSError: killed mid-message ("got end of file during message")
         child.join(timeout=5)
         code = child.exitcode
         how = (f"was killed ({signal.Signals(-code).name})" if code is not None and code < 0 and -code in

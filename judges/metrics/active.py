@@ -242,7 +242,8 @@ def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray
         spread = np.zeros(y_p.shape[:-1], dtype=bool)
         lam_v = np.full(y_p.shape[:-1], float(lam))
     l_ = lam_v[..., None]
-    theta = lam_v * phi + ((y_p - l_ * f_p).sum(axis=-1)) / msum
+    with np.errstate(invalid="ignore", divide="ignore"):     # no draw holding an item (msum 0): NaN, NONE_COUNTED
+        theta = lam_v * phi + ((y_p - l_ * f_p).sum(axis=-1)) / msum
     if k < 3:
         return theta, np.full_like(theta, np.nan), lam_v, np.full_like(theta, np.nan)
     r = y_p - l_ * f_p - (theta - lam_v * phi)[..., None] * m_p

@@ -21,7 +21,8 @@ smallest grid length from which every longer one up to the top covers TARGET or 
 Cochran's n, at least 4 MIN, doubled while the top itself covers less, up to LONGEST. Cochran's n
 was the answer until a hostile pass: where it asked 10 or fewer (no simulation) or where its own
 length covered less, 29 of 80 calibrated populations covered below 0.93 at the draws asked, the
-worst 0.81 (8 stories, two of them a third likely to pass).
+worst 0.81 (8 stories, two of them a third likely to pass). Beyond EVERY clusters a replicate
+draws only the drawn clusters' totals (`Totals.at`): 200,000 clusters take 0.3 s, not 125.
 """
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ TARGET = 0.94          # Cochran's standard: a 95% statement "wrong at most 6% o
 STEP = 1.2             # the grid's ratio between simulated prefix lengths (geometric, MIN to the top)
 LONGEST = 2000         # the longest prefix simulated: a queue that needs more is told this many
 CELLS = 2_000_000      # numbers held at once per array (replicates x clusters x values, replicates x draws): memory
+EVERY = 5000           # up to this many clusters each replicate draws every cluster's total; beyond, the drawn
+                       # ones' and the rest's sum as a normal (200,000 clusters took 125 s drawing every total)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,28 @@ class Totals:
         pick = np.minimum((u > cum[None]).sum(axis=-1), cum.shape[1] - 1)
         return self.values[np.arange(len(cum))[None, :], pick]
 
+    def at(self, rng: np.random.Generator, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The totals of the clusters drawn, d (replicates, k), and of all N: (replicates, k) (a
+        cluster drawn twice by one replicate has one total) and (replicates,) their sum, the clusters not
+        drawn summed as a normal of their mean and variance (thousands of them where there are more
+        than EVERY: on 2,000 stories, six uncertain among sure ones, the coverage agreed with
+        drawing every total within 0.004, tests/test_active_inference.py)."""
+        order = np.argsort(d, axis=1, kind="stable")
+        sd = np.take_along_axis(d, order, axis=1)
+        first = np.ones(sd.shape, dtype=bool)
+        first[:, 1:] = sd[:, 1:] != sd[:, :-1]
+        cum = np.cumsum(self.probs[sd], axis=-1)
+        cum[..., -1] = 1.0
+        pick = np.minimum((rng.uniform(size=sd.shape + (1,)) > cum).sum(axis=-1), cum.shape[-1] - 1)
+        runs = np.maximum.accumulate(np.where(first, np.arange(sd.shape[1]), 0), axis=1)
+        v = np.take_along_axis(self.values[sd, pick], runs, axis=1)      # a cluster's first draw's total
+        mean, var = (self.probs * self.values).sum(axis=1), self.moments()[0]
+        rest = (mean.sum() - (mean[sd] * first).sum(axis=1),
+                np.sqrt(np.clip(var.sum() - (var[sd] * first).sum(axis=1), 0.0, None)))
+        out = np.empty_like(v)
+        np.put_along_axis(out, order, v, axis=1)
+        return out, (v * first).sum(axis=1) + rest[0] + rest[1] * rng.standard_normal(len(d))
+
 
 def coverage(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray, totals: Totals,
              ks: np.ndarray, *, replicates: int = REPLICATES, seed: int | tuple[int, ...] = 0, alpha: float = 0.05
@@ -107,17 +132,24 @@ def coverage(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray,
     n, kmax = len(p), int(max(ks))
     big_f, big_m = float(f.sum()), float(m.sum())
     rng = np.random.default_rng(seed)
-    block = int(max(1, min(replicates, CELLS // max(1, n * totals.values.shape[1], kmax))))
+    every = n <= EVERY
+    block = int(max(1, min(replicates, CELLS // max(1, (n if every else kmax) * totals.values.shape[1], kmax))))
     covered, given = np.zeros(len(ks)), np.zeros(len(ks))
     cum = np.cumsum(p)
     cum[-1] = 1.0
     for start in range(0, replicates, block):
         b = min(block, replicates - start)
-        y = totals.draw(rng, b)
-        truth = y.sum(axis=1) / big_m
+        if every:
+            y = totals.draw(rng, b)
+            truth = y.sum(axis=1) / big_m
         d = np.minimum(np.searchsorted(cum, rng.uniform(size=(b, kmax)), side="right"), n - 1)
+        if every:
+            yd = y[np.arange(b)[:, None], d]
+        else:
+            yd, total = totals.at(rng, d)
+            truth = total / big_m
         pd = p[d]
-        yp, fp, mp = y[np.arange(b)[:, None], d] / pd, f[d] / pd, m[d] / pd
+        yp, fp, mp = yd / pd, f[d] / pd, m[d] / pd
         for i, k in enumerate(ks):
             theta, half, _, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, None, alpha, pd[:, :k])
             ok = np.isfinite(half)
