@@ -402,3 +402,14 @@ def test_a_pair_decided_a_tie_is_skewed_by_its_agreement_not_its_answer(tmp_path
     rule = cochran_draws(q.design.probability, np.sqrt(var), third)
     assert rule > 100 and cochran_draws(q.design.probability, np.sqrt(text_a * (1 - text_a)), score_third) < rule / 2
     assert q.min_draws == min_draws(q.design.probability, q.judge_total, q.size, Totals.answers(dist, agree)) <= rule
+
+
+def test_one_judges_pairs_whose_orders_split_are_said_to_be_ties_not_to_agree(tmp_path):
+    """One replayed judge answering the position on two thirds of the pairs: each pair's agreement is
+    sure (a split pair is decided a tie, half credit whatever a person answers), so the draws follow
+    size. The queue said "no item's answers differ" of a judge whose orders differed (a scale pass,
+    100,000 random pairs)."""
+    q = build_queue(pairwise_run(tmp_path / "pw"), 10)
+    assert not q.uncertainty.any() and set(q.decision.values()) == {"a", "tie"}, q.decision
+    assert ("0 for every cluster (every pair's picks agree, or split evenly and decide a tie, which earns half "
+            "credit whatever a person answers)") in q.uncertainty_source, q.uncertainty_source

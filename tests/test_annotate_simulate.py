@@ -247,3 +247,28 @@ def test_a_ppi_table_of_a_skewed_queue_s_labels_withholds_the_interval_as_its_pa
     table = pl.read_parquet(later / "tables" / "ppi.parquet")
     assert table.height and table["ppi_low"].is_null().all() and table["human_low"].is_not_null().any(), table
     assert all(f"an interval needs {page['min_draws']})" in note for note in table["ci_note"].to_list()), table
+
+
+SIMULATE_MANY = """
+import resource, time, numpy as np
+from litjudge.judges.metrics.active_sim import Population, simulate
+n, rng = 100_000, np.random.default_rng(0)
+p = rng.uniform(size=n)
+pop = Population(rng.binomial(1, p).astype(float), p, np.sqrt(p * (1 - p)), np.ones(n))
+start = time.perf_counter()
+c = simulate(pop, np.arange(10, 601), 100, probability=np.full(n, 1.0 / n), needs=10)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter() - start, c.covered["active"][-1].mean())
+"""
+
+
+def test_a_simulation_of_many_clusters_holds_its_draws_not_every_comparison():
+    """--simulate on a run of 100,000 pairs (its default 500 repeats would have held R x k x N
+    booleans: 6 GB at 100 repeats): 100 repeats of 600 draws in a process of its own, well under
+    a GB and in seconds, the intervals covering."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SIMULATE_MANY], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    peak_kb, seconds, cover = (float(x) for x in done.stdout.split())
+    assert peak_kb < 900_000 and seconds < 60 and cover > 0.85, done.stdout

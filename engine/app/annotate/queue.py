@@ -167,6 +167,9 @@ def _sampled(config: RunConfig) -> bool:
 
 def _nothing_differs(config: RunConfig) -> str:
     """Why a queue's uncertainty is 0 everywhere, as far as the run's config says."""
+    if config.protocol == "pairwise":     # a random judge's orders differ in half the pairs: not "nothing differs"
+        return ("every pair's picks agree, or split evenly and decide a tie, which earns half credit whatever a "
+                "person answers")
     if _sampled(config):
         return "no item's answers differ across the run's judges and sampled repeats"
     return "no item's answers differ, as one judge's without repeats do"
