@@ -26,7 +26,7 @@ from ..manifest import recorded_config
 from ..outputs import read_manifest, read_table
 from .clusters import Answer, Built, Cluster, Question, spread, texts_ab, yes_no
 from .labels import verdicts_fingerprint
-from .queue_rubric import AFTER, listwise, rubric, votes, with_probabilities
+from .queue_rubric import AFTER, listwise, rubric, votes_by, with_probabilities
 
 PROTOCOLS_SERVED = ("ttcw", "pairwise", "rubric", "listwise")
 __all__ = ["PROTOCOLS_SERVED", "Answer", "Cluster", "Question", "Queue", "build_queue"]
@@ -238,12 +238,13 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
     read = {}                                          # pair -> its verdicts' summed P(text), where stored
     if kind is not None:
         ok = with_probabilities(verdicts.filter(pl.col("status") == "ok"), ["A", "B", "tie"])
-        read = {key[0]: votes(rows, answers, pairwise=True)[0] for key, rows in ok.group_by("pair_id")}
+        read = {key: d for key, (d, _) in votes_by(ok, "pair_id", answers, pairwise=True).items()}
     clusters, totals, dist, decision = [], [], [], {}
-    for (pair_id,), rows in sorted(picked.group_by("pair_id"), key=lambda g: str(g[0][0])):
+    # one aggregation, not a frame per pair: iterating group_by's frames took 3.4 of 8 s at 100,000 pairs
+    grouped = picked.group_by("pair_id").agg(pl.col("answer"))
+    for pair_id, values in sorted(grouped.iter_rows(), key=lambda g: str(g[0])):
         if pair_id not in pairs:
             continue
-        values = rows["answer"].to_list()
         counts = [values.count(side) for side in ("a", "b", "tie")]
         top = [side for side, n in zip(("a", "b", "tie"), counts, strict=True) if n == max(counts)]
         decided = top[0] if len(top) == 1 else "tie"
