@@ -163,6 +163,25 @@ def test_the_jury_says_which_items_it_reads(caplog):
                     "(answered: prob 240, oneh 120); every member's row is scored on those"], said
 
 
+def test_a_jury_of_one_says_it_pools_nothing(caplog):
+    """A jury of one judge printed its majority vote and average as rows equal to the judge's, and a
+    stacking that is the judge recalibrated, without a word (a new user read three poolings agreeing)."""
+    import logging
+
+    from litjudge.engine.app.ensemble import _say_a_jury_of_one
+
+    frame = decision_frame(np.random.default_rng(6))
+    one = jury_tables(frame, JuryOptions(["prob"], calibration_fraction=0.5, seed=2), resamples=50)["jury"]
+    rows = {m: a for m, a in zip(one["member"], one["agreement"])}
+    assert rows["judge: prob"] == rows["majority vote"] == rows["average"], rows
+    with caplog.at_level(logging.WARNING, logger="litjudge"):
+        _say_a_jury_of_one(one)
+        _say_a_jury_of_one(jury_tables(frame, JuryOptions(calibration_fraction=0.5, seed=2), resamples=50)["jury"])
+    assert [r.getMessage() for r in caplog.records] == [
+        "litjudge: warning: the jury has one judge: its majority vote and average are that judge, and its stacking is "
+        "the judge recalibrated on the calibration split (name two or more judges to pool)"]
+
+
 def test_a_cascade_escalates_what_its_level_could_not_read():
     """A new user's cheap level with a quarter of its answers unparsed: those items were left out
     of the cascade (coverage 1.0 where escalating them gave 0.6). An unparsed answer is a level

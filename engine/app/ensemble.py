@@ -159,6 +159,16 @@ def _say_what_the_jury_left_out(jury: pl.DataFrame | None) -> None:
         f"{jury['items'][0]} labelled (answered: {counts}); every member's row is scored on those", logging.WARNING)
 
 
+def _say_a_jury_of_one(jury: pl.DataFrame | None) -> None:
+    """A jury of one judge pools nothing: its majority vote and average are the judge's own rows
+    (three equal rows, read as three poolings agreeing), its stacking the judge recalibrated."""
+    if jury is None or jury.filter(pl.col("member").str.starts_with("judge: ")).height != 1:
+        return
+    say("litjudge: warning: the jury has one judge: its majority vote and average are that judge, and its "
+        "stacking is the judge recalibrated on the calibration split (name two or more judges to pool)",
+        logging.WARNING)
+
+
 def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: list[str] | None, target: float,
              delta: float, calibration_fraction: float, seed: int,
              session: Session | None = None) -> tuple[Path, dict[str, pl.DataFrame]]:
@@ -178,6 +188,7 @@ def ensemble(run_dirs: list[str], name: str, cascade: list[str] | None, jury: li
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     _say_what_the_jury_left_out(tables.get("jury"))
+    _say_a_jury_of_one(tables.get("jury"))
     out = (session or Session.current()).run_dir(name)
     _ensemble_folder(out)
     runs = [str(Path(d).resolve()) for d in run_dirs]
