@@ -16,7 +16,7 @@ from pathlib import Path
 from tests.conftest import PROJECT_ROOT
 from tests.warm_cli import console_env, run_python
 
-PAIRS = 5000          # a plan of about 0.5 s on a quiet EPYC Zen 4 (several seconds beside the suite)
+PAIRS = 5000          # a plan of about 0.5 s on a quiet EPYC Zen 5 (several seconds beside the suite)
 KILL_AFTER_S = 0.05   # into the plan: at 0.3 s a quiet machine had finished planning and the run exited 0
 
 
