@@ -307,7 +307,8 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
     """A new user's try: below a long story Enter's "answer every question first" was off-screen;
     a story answered by its annotators while open here was refused with "ask for the next one
     (/api/next)" and kept on the page; a dead server's message said "press Enter" to an Undo.
-    The refusal is scrolled into view; the page says the story was not saved and shows the next;
+    The refusal is scrolled into view and names the first question without an answer, which it
+    highlights; the page says the story was not saved and shows the next;
     each key is told to press itself again."""
     run = shutil.copytree(finished, tmp_path / "run")
     served = Served(run, "--budget", "30", "--per-item", "1", "--lock", "600")
@@ -315,9 +316,11 @@ def test_a_story_taken_while_open_a_refusal_below_the_fold_and_a_key_met_by_a_de
     try:
         page.goto(served.url + "?annotator=kim")
         opened = current(page)
-        page.keyboard.press("y")
-        page.keyboard.press("Enter")
-        until(lambda: "Answer every question first" in (page.text_content("#inline-status") or ""))
+        for key in ("y", "ArrowDown", "y", "Enter"):     # questions 1 and 3 answered, the highlight on 4
+            page.keyboard.press(key)
+        until(lambda: "question 2 has no answer" in (page.text_content("#inline-status") or ""))
+        # Enter highlights the first question without an answer (a new user hunted for it)
+        assert page.eval_on_selector_all(".q", "rows => rows.findIndex(r => r.classList.contains('current'))") == 1
         box = page.query_selector("#inline-status").bounding_box()
         assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 361, box        # (subpixels)
         lapse_locks(run)                                      # kim's lock runs out; maria answers that story

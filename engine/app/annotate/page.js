@@ -98,7 +98,10 @@
   }
   async function submitItem() {
     if (busy || !item || item.done) return;
-    if (Object.keys(answers).length < item.questions.length) { status('Answer every question first.', true); return; }
+    const open = item.questions.findIndex(q => !(q.item in answers));
+    if (open >= 0) {          // the first one unanswered is highlighted and shown (a new user hunted for it)
+      current = open; render(); status(`Answer every question first: question ${open + 1} has no answer.`, true); return;
+    }
     busy = true;
     try { const r = await post('/api/label', {annotator: annotator(), cluster: item.cluster, labels: answers, key: newKey(), shown: item.shown});
           status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
