@@ -114,11 +114,15 @@ def with_p_text(run: Path, text_a=lambda i: 0.9 if i % 2 else 0.6) -> Path:
 class Served:
     """`litjudge annotate RUN ARGS` in a process of its own (a real uvicorn server), until `kill`."""
 
-    def __init__(self, run: Path, *args: str, host: str = "127.0.0.1", port: int | None = None):
+    def __init__(self, run: Path, *args: str, host: str = "127.0.0.1", port: int | None = None,
+                 sigint_ignored: bool = False):
+        """`sigint_ignored`: started as a shell's background job is (`nohup litjudge annotate ... &`)."""
         path = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
         self.proc = subprocess.Popen([sys.executable, "-m", "litjudge", "annotate", str(run), "--host", host,
                                       "--port", str(port or 0), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env={**os.environ, "PYTHONPATH": path}, cwd=run.parent)
+                                     text=True, env={**os.environ, "PYTHONPATH": path}, cwd=run.parent,
+                                     preexec_fn=ignore)
         # a test that fails before its kill left its server serving after the session (found by `ps`)
         atexit.register(lambda proc=self.proc: proc.poll() is None and proc.kill())
         self.printed = self._until("Open ")

@@ -367,6 +367,16 @@ def test_a_changed_design_is_refused_in_one_line(run):
     assert r.returncode == 2 and "budget 40 (now 41)" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_a_server_started_in_the_background_says_it_stopped(run):
+    """Started as a shell's background job (`nohup litjudge annotate ... &`: SIGINT ignored), a
+    SIGINT stopped it through uvicorn's own handler, which raised it again on exit into the ignore:
+    the server ended with no word (a new user's try); it says where the labels are, exit 0."""
+    with Served(run, "--budget", "40", sigint_ignored=True) as s:
+        s.kill(signal.SIGINT)
+    assert s.proc.returncode == 0 and "annotation server stopped; every submitted label is in" in s.stderr, s.stderr
+    assert "Traceback" not in s.stderr
+
+
 def test_beyond_loopback_every_request_needs_the_token(run):
     with Served(run, "--budget", "40", host="0.0.0.0") as s:
         assert s.token and "every request needs the token" in s.printed

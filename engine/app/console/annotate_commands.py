@@ -50,7 +50,10 @@ def cmd_annotate(args) -> int:
     try:
         app.run()
     except (KeyboardInterrupt, Terminated):        # the way to stop it: nothing is lost
-        print(f"litjudge: annotation server stopped; every submitted label is in {run / FILE}", file=terminal())
+        pass
+    # also where uvicorn's own handler took the signal and run() returned: a server started as a shell's
+    # background job (SIGINT ignored, which uvicorn raises again on exit) stopped without a word
+    print(f"litjudge: annotation server stopped; every submitted label is in {run / FILE}", file=terminal())
     return 0
 
 
