@@ -69,6 +69,7 @@ def test_a_later_run_uses_the_annotations_with_the_queues_draw_probabilities(ann
     table = pl.read_parquet(out / "tables" / "ppi.parquet")
     pooled = table.filter((pl.col("view") == "all") & (pl.col("test") == "all")).row(0, named=True)
     assert page["labelled_draws"] == 30 and page["active"]["low"] is not None
+    assert set(table["quantity"]) == {"annotators' pass rate"}          # not the experts': the queue's people
     # the same judge as the annotated run's: the table is the page's estimate (the active estimator;
     # two annotators an item, so the majority with a tie at 0.5 is their mean, as on the page)
     for column, (name, field) in {"ppi": ("active", "value"), "ppi_low": ("active", "low"),
