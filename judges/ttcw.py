@@ -324,7 +324,6 @@ class TTCW(Protocol):
         whose labels it read."""
         stand_in = float(missing.label == "Yes") if missing.kind == "label" and missing.label in ("Yes", "No") else 0.5
         return ppi_tables(views, ppi, cluster="story_id", item="item_id", group="test", human="expert_pass",
-                          # the annotators' labels where a queue's: "expert" named them (a new user's try)
                           quantity="expert pass rate" if annotated is None else "annotators' pass rate",
                           unanswered=stand_in, annotated=annotated, warn=warn,
                           judge_value=pl.when(pl.col("status") == "ok")
