@@ -168,6 +168,8 @@ def test_prefix_and_notes():
     assert np.isfinite(A.uniform_width(d, f, m, y, 15))
     with pytest.raises(ValueError, match="no human total"):
         A.estimate(d, f, m, {}, 3)
+    with pytest.raises(ValueError, match="repeats must be >= 1, got 0"):
+        simulate(scenarios(3, seed=1)["calibrated, graded"], [10], 0)
 
 
 def test_an_interval_outside_the_range_is_clipped_whole_never_reversed():
@@ -189,7 +191,7 @@ def test_uncertainty_sources():
     votes = np.array([[1, 0], [1, 1], [0, np.nan], [np.nan, np.nan]], dtype=float)
     assert np.allclose(U.vote_uncertainty(votes, ci, 2), [np.sqrt(0.25), np.sqrt(0.25)])
     dist = np.array([[0.5, 0.0, 0.5], [0, 1, 0], [1, 0, 0], [0, 0, 1]])
-    per_item = Totals.answers(dist, np.array([1.0, 2.0, 3.0])).moments()[0]
+    per_item = Totals.answers(dist, np.array([1.0, 2.0, 3.0])).moments[0]
     assert np.allclose(np.sqrt(np.bincount(ci, weights=per_item)), [1.0, 0.0])
 
 
@@ -213,15 +215,15 @@ def test_cochrans_rule_is_that_of_the_simulated_skewness_and_totals_have_the_jud
     from scipy.stats import skew
 
     ci = np.array([0, 0, 1])
-    assert np.allclose(Totals.binary(np.array([0.1, 0.5, 0.9]), ci, 2).moments()[1], [0.1 * 0.9 * 0.8, -0.9 * 0.1 * 0.8])
+    assert np.allclose(Totals.binary(np.array([0.1, 0.5, 0.9]), ci, 2).moments[1], [0.1 * 0.9 * 0.8, -0.9 * 0.1 * 0.8])
     dist = np.array([[0.9, 0.1], [0.5, 0.5], [0.1, 0.9]])
-    item_third = Totals.answers(dist, np.array([0.0, 1.0])).moments()[1]
-    assert np.allclose(np.bincount(ci, weights=item_third), Totals.binary(dist[:, 1], ci, 2).moments()[1])
+    item_third = Totals.answers(dist, np.array([0.0, 1.0])).moments[1]
+    assert np.allclose(np.bincount(ci, weights=item_third), Totals.binary(dist[:, 1], ci, 2).moments[1])
     y, f, u, m, third, totals = _rare(2)
-    assert np.allclose(totals.moments()[0], u * u) and np.allclose(totals.moments()[1], third)
+    assert np.allclose(totals.moments[0], u * u) and np.allclose(totals.moments[1], third)
     points = Totals.answers(dist, np.array([1.0, 3.0]))          # a point scale's: its values' moments
     centred = np.array([1.0, 3.0]) - (dist * [1.0, 3.0]).sum(axis=1, keepdims=True)
-    assert np.allclose(points.moments()[1], (dist * centred ** 3).sum(axis=1))
+    assert np.allclose(points.moments[1], (dist * centred ** 3).sum(axis=1))
     assert np.allclose(totals.draw(np.random.default_rng(1), 20_000).mean(axis=0), f, atol=0.15)
     p = A.probabilities(u, 0.2, size=m)
     rng = np.random.default_rng(0)
@@ -273,7 +275,7 @@ def test_the_rule_gives_the_interval_cochrans_rule_withheld_where_it_covers():
         f, u, m, y = lop.judge[r], lop.uncertainty[r], lop.size[r], lop.human[r]
         p = A.probabilities(u, 0.2, size=m)
         needs.append(min_draws(p, f, m, lop.totals[r]))
-        cochran.append(U.cochran_draws(p, u, lop.totals[r].moments()[1]))
+        cochran.append(U.cochran_draws(p, u, lop.totals[r].moments[1]))
         ids, truth = [f"s{i}" for i in range(len(m))], y.sum() / m.sum()
         hits += [e.low <= truth <= e.high for e in (A.estimate(A.design(ids, u, needs[-1], floor=0.2, seed=q, size=m),
                                                                f, m, y, needs[-1], needs=needs[-1]) for q in range(200))]
@@ -296,7 +298,7 @@ def test_the_rule_simulates_where_cochrans_asks_few_and_looks_past_its_length():
     m, ci = np.full(8, 14.0), np.repeat(np.arange(8), 14)
     totals, u = Totals.binary(np.repeat(story, 14), ci, 8), np.sqrt(14 * story * (1 - story))
     p, f = A.probabilities(u, 0.2, size=m), 14 * story
-    assert U.cochran_draws(p, u, totals.moments()[1]) == A.MIN
+    assert U.cochran_draws(p, u, totals.moments[1]) == A.MIN
     need = min_draws(p, f, m, totals)
     assert A.MIN < need <= 30, need
     rng, ids, hits = np.random.default_rng(5), [f"s{i}" for i in range(8)], []

@@ -301,9 +301,12 @@ def test_one_judge_without_repeats_gives_the_draws_nothing_to_choose_by_and_the_
     from litjudge.engine.core.config import SamplingConfig, load_config
 
     sampled = dataclasses.replace(load_config(one), sampling=SamplingConfig(temperature=1.0, repeats=3))
-    assert _nothing_differs(sampled) == "no item's answers differ across the run's judges and sampled repeats"
-    assert _what_gives_uncertainty(sampled) == ("a local judge in distribution or analyze mode or more judges give the "
-                                                "queue an uncertainty to draw by")
+    assert _nothing_differs(sampled, False) == "no item's answers differ across the run's judges and sampled repeats"
+    assert _what_gives_uncertainty(sampled, False) == ("a local judge in distribution or analyze mode or more judges "
+                                                       "give the queue an uncertainty to draw by")
+    # a run storing P(label) that are all 0 or 1 is told so, and not to read them with a local judge
+    assert _nothing_differs(sampled, True) == "the judges' stored probabilities are 0 or 1 for every answer"
+    assert _what_gives_uncertainty(sampled, True) == "more judges give the queue an uncertainty to draw by"
 
 
 def test_per_item_shows_a_cluster_to_k_annotators(run):

@@ -14,7 +14,7 @@ from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue, tie_credit
 from litjudge.engine.core.errors import ConfigError
 from litjudge.judges.metrics import active
-from tests.annotate_run import POINTS, InThread, fresh, judged, listwise_run, pairwise_run, rubric_run
+from tests.annotate_run import POINTS, InThread, fresh, judged, listwise_run, pairwise_run, rubric_run, with_p_text
 from tests.test_cli_probe import cli, pairs_run
 
 
@@ -274,6 +274,9 @@ def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
     q = build_queue(run, 20)
     assert q.quantity == "judge accuracy (a tie half)" and q.decision["p04"] == "tie"
     assert [tie_credit(x, "a") for x in ("a", "b", "tie")] == [1.0, 0.0, 0.5] and tie_credit("tie", "tie") == 1.0
+    without_tie = build_queue(with_p_text(fresh(run, tmp_path)), 20)      # P(A), P(B) stored, no P(tie): the picks
+    assert without_tie.uncertainty_source.startswith("the disagreement between the two orders")  # said P(text)
+    assert np.array_equal(without_tie.uncertainty, q.uncertainty)
     with InThread(run, budget=20) as s, s.client() as c:
         assert "Tie (t)" in c.get("/api/info").json()["instructions"]
         item = c.get("/api/next", params={"annotator": "ann"}).json()
@@ -413,3 +416,10 @@ def test_one_judges_pairs_whose_orders_split_are_said_to_be_ties_not_to_agree(tm
     assert not q.uncertainty.any() and set(q.decision.values()) == {"a", "tie"}, q.decision
     assert ("0 for every cluster (every pair's picks agree, or split evenly and decide a tie, which earns half "
             "credit whatever a person answers)") in q.uncertainty_source, q.uncertainty_source
+    sure = build_queue(with_p_text(pairwise_run(tmp_path / "sure"), text_a=lambda i: 1.0), 10)
+    assert not sure.uncertainty.any() and sure.uncertainty_source.startswith("the judges' P(text)")
+    # a run that stores P(text) is not told to read them with a local judge (a hostile pass)
+    assert sure.uncertainty_source.endswith("(every pair is decided a tie, which earns half credit whatever a person "
+                                            "answers, or its judges are sure of it), so the draws follow cluster size "
+                                            "alone, as uniform PPI++'s would: more judges or sampled repeats give the "
+                                            "queue an uncertainty to draw by"), sure.uncertainty_source

@@ -151,19 +151,19 @@ def _receive(receive: Any, child: Any) -> Any:
     swapping) is named, with its pid, after LITJUDGE_PLAN_WATCHDOG_S (60 s) and again after each doubling of the wait;
     one the system reports stopped (SIGSTOP, Ctrl-Z) after STOPPED_SAY_S, once each time it stops."""
     started, say_after, told_stopped = time.monotonic(), envs.LITJUDGE_PLAN_WATCHDOG_S, False
+    while not receive.poll(min(1.0, say_after)):
+        silent = time.monotonic() - started
+        stopped = _stopped(child.pid) if silent >= min(STOPPED_SAY_S, say_after) else ""
+        if silent >= say_after:
+            say(f"litjudge: the planner process (pid {child.pid}) has not answered for {silent:.0f} s"
+                  f"{stopped}; the run waits for it (Ctrl-C stops the run; a re-run resumes)", logging.WARNING)
+            say_after *= 2
+        elif stopped and not told_stopped:     # stopped is certain (the system says): said now, not at the watchdog
+            say(f"litjudge: the run waits for its planner process (pid {child.pid}), which is stopped "
+                  f"(SIGSTOP or Ctrl-Z): `kill -CONT {child.pid}` resumes it (Ctrl-C stops the run; a re-run "
+                  "resumes)", logging.WARNING)
+        told_stopped = bool(stopped)
     try:
-        while not receive.poll(min(1.0, say_after)):
-            silent = time.monotonic() - started
-            stopped = _stopped(child.pid) if silent >= min(STOPPED_SAY_S, say_after) else ""
-            if silent >= say_after:
-                say(f"litjudge: the planner process (pid {child.pid}) has not answered for {silent:.0f} s"
-                      f"{stopped}; the run waits for it (Ctrl-C stops the run; a re-run resumes)", logging.WARNING)
-                say_after *= 2
-            elif stopped and not told_stopped:     # stopped is certain (the system says): said now, not at the watchdog
-                say(f"litjudge: the run waits for its planner process (pid {child.pid}), which is stopped "
-                      f"(SIGSTOP or Ctrl-Z): `kill -CONT {child.pid}` resumes it (Ctrl-C stops the run; a re-run "
-                      "resumes)", logging.WARNING)
-            told_stopped = bool(stopped)
         message = receive.recv()
     except (EOFError, OSError):         # OSError: killed mid-message ("got end of file during message")
         child.join(timeout=5)

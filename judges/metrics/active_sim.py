@@ -67,6 +67,8 @@ def simulate(pop: Population, ks: Sequence[int] | np.ndarray, repeats: int, *, f
     oracle would pick for a calibrated judge) instead of tuned. `needs`: the draws before active gives
     an interval where more than MIN (a queue's `min_draws`); None: `draws_needed.min_draws` of each
     repeat's population (its `replicates`), as the queue's page would, where `totals` is known."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
     rng = np.random.default_rng(seed)
     y, f, u, m = (np.broadcast_to(np.asarray(a, dtype=float), np.broadcast_shapes(
         np.shape(pop.human), np.shape(pop.judge), np.shape(pop.uncertainty), np.shape(pop.size)))

@@ -27,6 +27,7 @@ draws only the drawn clusters' totals (`Totals.at`): 200,000 clusters take 0.3 s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -86,9 +87,15 @@ class Totals:
             pmf = nxt
         return cls(np.broadcast_to(np.arange(width + 1, dtype=float), pmf.shape).copy(), pmf)
 
+    @cached_property
+    def mean(self) -> np.ndarray:
+        """Per cluster the total's expectation (computed once: `at` reads it for every block)."""
+        return (self.probs * self.values).sum(axis=1)
+
+    @cached_property
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """Per cluster the total's variance and third central moment."""
-        centred = self.values - (self.probs * self.values).sum(axis=1, keepdims=True)
+        centred = self.values - self.mean[:, None]
         return (self.probs * centred ** 2).sum(axis=1), (self.probs * centred ** 3).sum(axis=1)
 
     def draw(self, rng: np.random.Generator, replicates: int) -> np.ndarray:
@@ -110,7 +117,7 @@ class Totals:
         pick = _below(rng.uniform(size=sd.shape), np.cumsum(self.probs[sd], axis=-1))
         runs = np.maximum.accumulate(np.where(first, np.arange(sd.shape[1]), 0), axis=1)
         v = np.take_along_axis(self.values[sd, pick], runs, axis=1)      # a cluster's first draw's total
-        mean, var = (self.probs * self.values).sum(axis=1), self.moments()[0]
+        mean, var = self.mean, self.moments[0]
         rest = (mean.sum() - (mean[sd] * first).sum(axis=1),
                 np.sqrt(np.clip(var.sum() - (var[sd] * first).sum(axis=1), 0.0, None)))
         out = np.empty_like(v)
@@ -145,15 +152,10 @@ def coverage(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray,
     cum[-1] = 1.0
     for start in range(0, replicates, block):
         b = min(block, replicates - start)
-        if every:
-            y = totals.draw(rng, b)
-            truth = y.sum(axis=1) / big_m
+        y = totals.draw(rng, b) if every else None
         d = np.minimum(np.searchsorted(cum, rng.uniform(size=(b, kmax)), side="right"), n - 1)
-        if every:
-            yd = y[np.arange(b)[:, None], d]
-        else:
-            yd, total = totals.at(rng, d)
-            truth = total / big_m
+        yd, total = (y[np.arange(b)[:, None], d], y.sum(axis=1)) if y is not None else totals.at(rng, d)
+        truth = total / big_m
         pd = p[d]
         yp, fp, mp = yd / pd, f[d] / pd, m[d] / pd
         for i, k in enumerate(ks):
@@ -194,7 +196,7 @@ def min_draws(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray
     LONGEST where even that covers less). None: nothing known of the totals (MIN)."""
     if totals is None:
         return MIN
-    var, third = totals.moments()
+    var, third = totals.moments
     top = min(max(cochran_draws(probability, np.sqrt(np.clip(var, 0.0, None)), third), 4 * MIN), LONGEST)
     while True:
         ks = lengths(top)

@@ -104,6 +104,7 @@ class Built:
     outside: str = ""                       # what the run judged that the queue never draws, and why
     totals: Totals | None = None            # each cluster's total under the judges' probabilities, on the
                                             # quantity's scale (`draws_needed.min_draws`); None: not known
+    read_p: bool = False                    # the uncertainty read the judges' stored P(label)
 
 
 def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:
@@ -131,4 +132,4 @@ def spread(dist: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np
     `min_draws` simulates). `scores` (K,) the answers' scores, or (n, K) each cluster's own (a pair's
     agreement with its decision)."""
     totals = Totals.answers(np.asarray(dist, dtype=float).reshape(n, np.shape(scores)[-1]), scores)
-    return (totals.probs * totals.values).sum(axis=1), np.sqrt(np.clip(totals.moments()[0], 0.0, None)), totals
+    return totals.mean, np.sqrt(np.clip(totals.moments[0], 0.0, None)), totals

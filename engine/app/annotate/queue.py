@@ -153,8 +153,8 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     positive = next((a.value for c in clusters for q in c.questions for a in q.answers if a.score == 1.0), answers[0])
     source = built.source
     if not np.any(built.uncertainty):              # nothing to choose by (one judge's 0/1 votes, say)
-        source += f" - 0 for every cluster ({_nothing_differs(config)}), so the draws follow cluster size alone, as " \
-                  "uniform PPI++'s would: " + _what_gives_uncertainty(config)
+        source += f" - 0 for every cluster ({_nothing_differs(config, built.read_p)}), so the draws follow cluster " \
+                  "size alone, as uniform PPI++'s would: " + _what_gives_uncertainty(config, built.read_p)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside,
                  verdicts_fingerprint(verdicts),
@@ -165,24 +165,29 @@ def _sampled(config: RunConfig) -> bool:
     return config.sampling.repeats > 1 and not config.sampling.greedy
 
 
-def _nothing_differs(config: RunConfig) -> str:
-    """Why a queue's uncertainty is 0 everywhere, as far as the run's config says."""
+def _nothing_differs(config: RunConfig, read_p: bool) -> str:
+    """Why a queue's uncertainty is 0 everywhere, as far as the run's config and verdicts say."""
     if config.protocol == "pairwise":     # a random judge's orders differ in half the pairs: not "nothing differs"
-        return ("every pair's picks agree, or split evenly and decide a tie, which earns half credit whatever a "
-                "person answers")
+        return ("every pair is decided a tie, which earns half credit whatever a person answers, or its "
+                "judges are sure of it" if read_p else "every pair's picks agree, or split evenly and decide a "
+                "tie, which earns half credit whatever a person answers")
+    if read_p:
+        return "the judges' stored probabilities are 0 or 1 for every answer"
     if _sampled(config):
         return "no item's answers differ across the run's judges and sampled repeats"
     return "no item's answers differ, as one judge's without repeats do"
 
 
-def _what_gives_uncertainty(config: RunConfig) -> str:
-    """What would give a queue whose uncertainty is 0 everywhere one to draw by, of what the run has not tried."""
-    if config.mode == "analyze":
+def _what_gives_uncertainty(config: RunConfig, read_p: bool) -> str:
+    """What would give a queue whose uncertainty is 0 everywhere one to draw by, of what the run has not tried
+    (a local judge's probabilities, to a run that stores them, are not)."""
+    if config.mode == "analyze" and not read_p:
         return ("this analyze run's verdicts hold no label probabilities (an API judge's, or stored before litjudge "
                 "kept them: `litjudge run CONFIG --rebuild-store --no-cache` reads them again with a local judge)")
-    ways = ["a local judge in distribution or analyze mode", "more judges"] + ([] if _sampled(config) else
-                                                                               ["sampled repeats"])
-    return ", ".join(ways[:-1]) + " or " + ways[-1] + " give the queue an uncertainty to draw by"
+    ways = (([] if read_p else ["a local judge in distribution or analyze mode"]) + ["more judges"]
+            + ([] if _sampled(config) else ["sampled repeats"]))
+    said = ways[0] if len(ways) == 1 else ", ".join(ways[:-1]) + " or " + ways[-1]
+    return said + " give the queue an uncertainty to draw by"
 
 
 def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
@@ -220,7 +225,7 @@ def _ttcw(ctx: Context, verdicts: pl.DataFrame) -> Built:
                  "Read the story, then answer every test question Yes or No. One story answers all of its questions.",
                  outside=f"{no_text} judged stories without text (a URL only) are never drawn: the estimate is of the "
                          f"{len(clusters)} with text" if no_text else "",
-                 totals=draws_needed.Totals.binary(p_arr, i_arr, len(clusters)))
+                 totals=draws_needed.Totals.binary(p_arr, i_arr, len(clusters)), read_p=kind is not None)
 
 
 def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreement") -> Built:
@@ -242,7 +247,8 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
     read = {}                                          # pair -> its verdicts' summed P(text), where stored
     if kind is not None:
         ok = with_probabilities(verdicts.filter(pl.col("status") == "ok"), ["A", "B", "tie"])
-        read = {key: d for key, (d, _) in votes_by(ok, "pair_id", answers, pairwise=True).items()}
+        read = {key: d for key, (d, stored) in votes_by(ok, "pair_id", answers, pairwise=True).items() if stored}
+        kind = kind if read else None        # none holds every answer's P (a tie run's without P(tie)): the picks
     clusters, totals, dist, decision = [], [], [], {}
     # one aggregation, not a frame per pair: iterating group_by's frames took 3.4 of 8 s at 100,000 pairs
     grouped = picked.group_by("pair_id").agg(pl.col("answer"))
@@ -278,5 +284,5 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
     return Built(clusters, np.asarray(totals, dtype=float), u, source,
                  "judge accuracy" + (" (a tie half)" if tie else ""),
                  "Read both texts, then choose the better one. The order is random; answer on the texts, not their "
-                 "place." + tie, decision=decision, totals=agreement)
+                 "place." + tie, decision=decision, totals=agreement, read_p=kind is not None)
 
