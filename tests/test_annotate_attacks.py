@@ -157,10 +157,12 @@ def test_an_undo_of_a_second_answer_says_the_first_stands(run):
                  "labels": {q["item"]: "No" for q in item["questions"]}}
         assert c.post("/api/label", json=again).json()["stored"] is True
         assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
-                                                                          "earlier_stands": True, "stands": "earlier"}
+                                                                          "earlier_stands": True, "stands": "earlier",
+                                                                          "answers": again["labels"]}
         assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] != item["cluster"]
-        assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {"undone": item["cluster"],
-                                                                          "earlier_stands": False, "stands": None}
+        assert c.post("/api/undo", json={"annotator": "tabs"}).json() == {
+            "undone": item["cluster"], "earlier_stands": False, "stands": None,
+            "answers": {q["item"]: "Yes" for q in item["questions"]}}        # the first tab's answers
         assert c.get("/api/next", params={"annotator": "tabs"}).json()["cluster"] == item["cluster"]
 
 
@@ -176,8 +178,9 @@ def test_an_undo_before_an_import_of_the_same_story_says_the_later_answer_stands
         file.write_text("annotator,item,label\n" + "".join(f"lab,{q['item']},No\n" for q in item["questions"]))
         assert import_labels(s.app.queue, s.app.labels, file) == (1, 0)
         before = c.get("/api/estimate").json()
-        assert c.post("/api/undo", json={"annotator": "lab"}).json() == {"undone": item["cluster"],
-                                                                         "earlier_stands": False, "stands": "later"}
+        assert c.post("/api/undo", json={"annotator": "lab"}).json() == {
+            "undone": item["cluster"], "earlier_stands": False, "stands": "later",
+            "answers": {q["item"]: "Yes" for q in item["questions"]}}
         assert c.get("/api/estimate").json() == before
         assert {r.label for r in s.app.labels.rows() if r.cluster == item["cluster"]} == {"No"}
 

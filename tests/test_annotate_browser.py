@@ -81,9 +81,11 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
         assert ann.evaluate("window.__xss") is None
     assert len(set(seen)) == 21 and errors == [], errors
     rows = exported(served)
-    prefix = estimates(queue, rows)["labelled_draws"]
-    assert prefix >= 20
+    est = estimates(queue, rows)
+    prefix, again = est["labelled_draws"], est["labelled_draws"] - est["active"]["clusters_read"]
+    assert prefix >= 20 and again > 0              # stories drawn twice: the queue's count runs ahead of 'You'
     until(lambda: ann.text_content("#done-draws") == f"{prefix} / {budget}")
+    assert ann.text_content("#repeats") == f" ({again} repeat earlier draws)" and ann.text_content("#mine") == "20"
     until(lambda: len(ann.query_selector_all("#plot circle")) == 3)     # each series' latest width, marked
     # the legend sits under the curves (at the top right, the first, widest interval was drawn under it)
     legend = ann.eval_on_selector_all("#plot text", "ts => ts.map(t => [t.textContent, +t.getAttribute('y')])")
@@ -285,10 +287,16 @@ def test_a_name_then_keys_another_sites_page_the_last_undo_and_a_dead_server_in_
             other.close()
             evil.shutdown()
         assert len(exported(served)) == drawn * TESTS                 # nothing undone
-        # the last page: Undo brings the last story back
+        # the last page: Undo brings the last story back, its answers selected to be changed (they were cleared)
+        last = exported(served)[-1]["cluster"]
+        given = {r["item"]: r["label"] for r in exported(served) if r["cluster"] == last}
         page.keyboard.press("u")
         until(lambda: page.query_selector("#item[data-cluster]") is not None and not page.query_selector(".done"))
-        assert len(exported(served)) == (drawn - 1) * TESTS
+        assert len(exported(served)) == (drawn - 1) * TESTS and current(page) == last
+        shown = page.eval_on_selector_all(".q", "qs => qs.map(q => [q.dataset.item, q.querySelector('button.on')"
+                                                "?.dataset.value])")
+        assert dict(shown) == given and page.text_content("#submit") == f"Submit (Enter) {TESTS}/{TESTS}"
+        assert page.text_content("#status") == "Undone: shown again with your answers; change any, then Enter."
         page.screenshot(path=str(shots / "annotate-undone.png"), full_page=True)
         # the server gone: the message is beside the buttons, and says what to do
         served.kill()

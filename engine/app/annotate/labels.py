@@ -251,20 +251,22 @@ class Labels:
         raise Locked(f"cluster {cluster!r} has been answered by its {per_item} annotator{'s' * (per_item != 1)} (the "
                      "queue's annotators per item): ask for the next one (/api/next)")
 
-    def undo(self, annotator: str) -> tuple[str | None, str | None]:
+    def undo(self, annotator: str) -> tuple[str | None, str | None, dict[str, str]]:
         """Take back this annotator's latest answer or skip on the page: its cluster (None: nothing
-        to undo), and which answer of theirs to it still stands, so it is not shown again: "earlier"
+        to undo), which answer of theirs to it still stands, so it is not shown again: "earlier"
         (two tabs answered it twice), "later" (an import after it: the undo changed no answer), or
-        None."""
+        None; and the answers taken back (item -> label; none for a skip), which the page shows
+        again to be changed (it cleared them: a new user who undid to fix one answer gave all again)."""
         with self.lock:
-            row = self.db.execute("SELECT seq, cluster FROM submissions WHERE annotator = ? AND undone = 0 AND "
+            row = self.db.execute("SELECT seq, cluster, key FROM submissions WHERE annotator = ? AND undone = 0 AND "
                                   "source = 'web' ORDER BY seq DESC LIMIT 1", (annotator,)).fetchone()
             if row is None:
-                return None, None
+                return None, None, {}
             self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
             other = self.db.execute("SELECT MAX(seq) FROM submissions WHERE annotator = ? AND cluster = ? AND "
                                     "kind = 'label' AND undone = 0", (annotator, row[1])).fetchone()[0]
-        return row[1], None if other is None else "later" if other > row[0] else "earlier"
+            taken = dict(self.db.execute("SELECT item, label FROM labels WHERE key = ?", (row[2],)).fetchall())
+        return row[1], None if other is None else "later" if other > row[0] else "earlier", taken
 
     def skipped_open(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
         """The clusters this annotator skipped that the queue would give them but for the skip, in

@@ -128,8 +128,14 @@
     if (busy) return; busy = true;
     try { const r = await post('/api/undo', {annotator: annotator()});
           await load();
+          const again = item && item.cluster === r.undone && Object.keys(r.answers || {}).length > 0;
+          if (again) {       // shown again as answered, to change one (they were cleared: all given again)
+            item.questions.forEach(q => { if (q.item in r.answers) answers[q.item] = r.answers[q.item]; });
+            render();
+          }
           status(!r.undone ? 'Nothing to undo.' : r.stands === 'earlier' ? 'Undone; your earlier answer to that story stands.'
                  : r.stands === 'later' ? 'Undone; a later answer of yours to that story (imported) stands, so no answer changed.'
+                 : again ? 'Undone: shown again with your answers; change any, then Enter.'
                  : item && item.cluster === r.undone ? 'Undone: shown again.'
                  : 'Undone: that one comes back after the ones drawn before it.'); }
     catch (e) { failed(e, 'press u again'); } finally { busy = false; }
@@ -164,6 +170,9 @@
     catch (err) { $('#est-note').textContent = `The estimate could not be updated (${err.code || 'no answer'}): ` +
                                                `${err.message.slice(0, 300)}`; return; }
     $('#done-draws').textContent = `${e.labelled_draws} / ${e.budget}`;
+    // "Queue 12 / 20" beside "You: 10" read as lost labels (a new user's try): two draws repeated earlier ones
+    const again = e.labelled_draws - e.active.clusters_read;
+    $('#repeats').textContent = again > 0 ? ` (${again} ${again === 1 ? 'repeats an earlier draw' : 'repeat earlier draws'})` : '';
     $('#bar').style.width = `${100 * e.labelled_draws / e.budget}%`;
     const t = $('#est'); t.replaceChildren();
     t.appendChild(make('tr', {}, make('th', {text: ''}), make('th', {text: 'estimate'}), make('th', {text: '95% interval'})));

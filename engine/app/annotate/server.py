@@ -280,8 +280,9 @@ class Routes:
 
     async def undo(self, request: Request) -> Response:
         data = await body(request)
-        cluster, stands = self.labels.undo(annotator_of(data.get("annotator")))
-        return JSONResponse({"undone": cluster, "earlier_stands": stands == "earlier", "stands": stands})
+        cluster, stands, taken = self.labels.undo(annotator_of(data.get("annotator")))
+        return JSONResponse({"undone": cluster, "earlier_stands": stands == "earlier", "stands": stands,
+                             "answers": taken})
 
     async def unskip(self, request: Request) -> Response:
         data = await body(request)
