@@ -95,7 +95,10 @@ def test_a_stale_report_is_marked_and_a_run_without_tables_refused(tmp_path):
     run = tmp_path / "runs" / "out" / "p"
     assert cli("report", str(run), cwd=tmp_path).returncode == 0
     assert "Out of date" not in (run / "report" / "report.md").read_text()
-    assert cli("run", str(cfg), "--quiet", cwd=tmp_path).returncode == 0          # the run is written again
+    again = cli("run", str(cfg), "--quiet", "--show", "0", cwd=tmp_path)         # the run is written again
+    # --show 0: no table (it printed each one's header over a row of ellipses), the counts and folder
+    assert again.returncode == 0 and "┌" not in again.stdout and "Results: " in again.stdout, again.stdout
+    one_line(cli("run", str(cfg), "--show", "-1", cwd=tmp_path), "--show", "must be >= 0 (0 prints no table), got -1")
     assert (run / "report" / "report.md").read_text().startswith("> **Out of date.**")
     assert "id='stale'" in (run / "report" / "report.html").read_text() and (run / "report" / "STALE.txt").exists()
     assert cli("report", str(run), cwd=tmp_path).returncode == 0                  # rebuilt: no longer stale

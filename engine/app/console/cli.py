@@ -79,6 +79,7 @@ class _Formatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         return limit_help() if action.help == LIMIT_HELP else action.help
 _replicas = _whole(1, "1 is one engine in this process; leave it out to use the config's [cluster]")
+_rows = _whole(0, "0 prints no table")
 
 
 class _Version(argparse.Action):
@@ -130,10 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
                                  "also LITJUDGE_RUNS_DIR)")
     r.add_argument("--replicas", type=_replicas, help="engines per judge, each a Ray actor (overrides [cluster])")
     r.add_argument("--address", help='Ray cluster: "local", "auto" or "ray://HOST:PORT" (overrides [cluster])')
-    r.add_argument("--show", type=int, default=20, help="table rows to print")
+    r.add_argument("--show", type=_rows, default=20,
+                   help="table rows to print (0: no tables, only the counts, warnings and results folder)")
     r.add_argument("--generate-only", action="store_true",
                    help="with [generate]: write the items (RUN/generated/items.jsonl) and stop before judging")
-    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--quiet", action="store_true", help="no progress bar (the tables are printed: --show 0 for none)")
     r.add_argument("--rebuild-store", action="store_true",
                    help="move a corrupt store.sqlite aside (kept) and compute every verdict again")
     r.add_argument("--overwrite", action="store_true",

@@ -179,12 +179,12 @@ def print_sweep(args, done: Executed) -> int:
     rows = out.ranking.height
     ranked = rows - out.ranking["rank"].null_count()
     shown = f"{min(args.show, rows)} of {rows}" if rows > args.show else f"all {rows}"
-    if ranked:
+    if ranked and args.show:
         print_table(out.ranking.select([c for c in cols if c in out.ranking.columns]).head(args.show),
                      f"Cells x settings by {sweep.rank_by} ({out.ranking['group'][0]}; 95% CI over clusters): {shown}, "
                      "best first", max_rows=args.show)
         print("\n".join(["", *interval_notes(out.ranking.head(args.show)), MULTIPLE_COMPARISONS]))
-    elif rows:                                     # none ranked: each cell with why it has no value
+    elif rows and args.show:                       # none ranked: each cell with why it has no value
         print_table(out.ranking.select([c for c in ["cell", *sweep.post, "judge", "n", "ci_note"]
                                         if c in out.ranking.columns]).head(args.show),
                      f"No cell ranked by {sweep.rank_by} ({out.ranking['group'][0]}): {shown}, each undefined",
