@@ -92,6 +92,14 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
     ys = ann.eval_on_selector_all("#plot polyline, #plot circle", "es => es.flatMap(e => e.tagName === 'circle' ? "
                                   "[+e.getAttribute('cy')] : e.getAttribute('points').split(' ').map(p => +p.split(',')[1]))")
     assert min(y for t, y in legend if t in ("human only", "uniform PPI++", "active")) > max(ys), (legend, ys)
+    # the legend's names apart, each after its swatch; equal curves told apart by width and dashes
+    boxes = ann.eval_on_selector_all("#plot text", "ts => ts.filter(t => ['human only', 'uniform PPI++', 'active']"
+                                     ".includes(t.textContent)).map(t => { const b = t.getBBox(); "
+                                     "return [b.x, b.x + b.width]; })")
+    assert all(end + 14 < start for (_, end), (start, _) in zip(boxes, boxes[1:])) and boxes[-1][1] <= 300, boxes
+    styles = ann.eval_on_selector_all("#plot polyline", "ps => ps.map(p => [p.getAttribute('stroke-width'), "
+                                      "p.getAttribute('stroke-dasharray')])")
+    assert len(set(map(tuple, styles))) == 3, styles
     ann.screenshot(path=str(shots / "annotate-ttcw.png"), full_page=True)
     assert len(rows) == 20 * TESTS and len({r["cluster"] for r in rows}) == 20
     # judged text is text: the payloads are shown literally, nothing of them became an element

@@ -147,7 +147,9 @@
     const svg = document.createElementNS(NS, 'svg'); svg.setAttribute('width', W); svg.setAttribute('height', H + 18);
     svg.setAttribute('id', 'plot');
     const el = (tag, attrs) => { const e = document.createElementNS(NS, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); svg.appendChild(e); return e; };
-    const series = [['human', '#9ca3af', 'human only'], ['uniform', '#f59e0b', 'uniform PPI++'], ['active', '#2563eb', 'active']];
+    // human-only wide and pale beneath, uniform dashed: equal curves (a judge that adds nothing) showed as one line
+    const series = [['human', '#9ca3af', 'human only', 5, ''], ['uniform', '#f59e0b', 'uniform PPI++', 2, '5 3'],
+                    ['active', '#2563eb', 'active', 2, '']];
     const ys = curve.flatMap(p => series.map(s => p[s[0]])).filter(v => v !== null);
     el('line', {x1: P, y1: H - P, x2: W - 6, y2: H - P, stroke: '#999'}); el('line', {x1: P, y1: 6, x2: P, y2: H - P, stroke: '#999'});
     const label = (x, y, t, anchor) => { const e = el('text', {x, y, 'font-size': 10, fill: '#555', 'text-anchor': anchor || 'start'}); e.textContent = t; };
@@ -156,11 +158,15 @@
     const ymax = Math.max(...ys) > 0 ? Math.max(...ys) : 1, n = curve[curve.length - 1].draws;   // all 0: no NaN
     const x = d => P + (W - P - 10) * (n > 1 ? (d - 1) / (n - 1) : 0.5), y = v => H - P - (H - P - 22) * v / ymax;
     label(P - 2, 26, ymax.toFixed(2), "end"); label(P - 2, H - P, '0', 'end'); label(W - 8, H - P + 12, String(n), 'end');
-    series.forEach(([key, color, name], i) => {
+    if (n > 1) label(P, H - P + 12, '1', 'middle');
+    series.forEach(([key, color, name, width, dash], i) => {
       const pts = curve.filter(p => p[key] !== null).map(p => `${x(p.draws).toFixed(1)},${y(p[key]).toFixed(1)}`);
-      if (pts.length) el('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': 2});
-      if (pts.length) { const [cx, cy] = pts[pts.length - 1].split(','); el('circle', {cx, cy, r: 3, fill: color}); }   // the latest (one point: no line)
-      el('rect', {x: P + 92 * i, y: H + 8, width: 10, height: 3, fill: color}); label(P + 14 + 92 * i, H + 12, name);
+      if (pts.length) el('polyline', {points: pts.join(' '), fill: 'none', stroke: color, 'stroke-width': width,
+                                      'stroke-dasharray': dash, 'stroke-linecap': 'round'});
+      if (pts.length) { const [cx, cy] = pts[pts.length - 1].split(','); el('circle', {cx, cy, r: 1 + width / 2 + 1, fill: color}); }   // the latest (one point: no line)
+      const at = P - 10 + [0, 86, 196][i];          // 'uniform PPI++' is the long one
+      el('line', {x1: at, y1: H + 9, x2: at + 12, y2: H + 9, stroke: color, 'stroke-width': width, 'stroke-dasharray': dash});
+      label(at + 16, H + 12, name);
     });
     return svg;
   }

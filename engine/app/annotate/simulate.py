@@ -125,30 +125,54 @@ def _coverage(curves: Curves, design: str, i: int) -> float:
     return float(curves.covered[design][i][shown].mean()) if shown.any() else math.nan
 
 
+STYLES = {"human-only": ("tab:blue", "-", 2.4), "uniform PPI++": ("tab:orange", "--", 1.8),
+          "active": ("tab:green", "-", 1.8)}     # drawn apart where curves lie on one another
+
+
 def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: int | None = None,
                 target: float | None = None, unit: str = "stories") -> None:
-    """Mean half width against labels of the three designs, one panel per population (PNG,
-    matplotlib's Agg: no display); `budget` and `target` drawn as guides."""
+    """Mean half width against labels of the three designs, one column per population (PNG,
+    matplotlib's Agg: no display): above, the widths, with `budget` and `target` as labelled guides;
+    below, each design's width over human-only's, where a saving shows (on one axis from 0.25 to
+    0.05, three close curves were one line: a new user could not read the plot)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     with plt.rc_context({"text.parse_math": False}):        # a run or column name drawn as written, not as maths
         names = list(curves)
-        fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.6), squeeze=False)
-        for ax, name in zip(axes[0], names, strict=True):
-            c = curves[name]
+        fig, axes = plt.subplots(2, len(names), figsize=(max(6.4, 4.4 * len(names)), 6.6), squeeze=False,
+                                 sharex="col", gridspec_kw={"height_ratios": [3, 2]})
+        for col, name in enumerate(names):
+            c, top, low = curves[name], axes[0][col], axes[1][col]
             keep = c.ks >= MIN
+            ks, base = c.ks[keep], mean_width(c.half["human-only"][keep])
+            ratios = []
             for d in DESIGNS:
-                ax.plot(c.ks[keep], mean_width(c.half[d][keep]), label=d)
+                color, style, width = STYLES[d]
+                w = mean_width(c.half[d][keep])
+                top.plot(ks, w, label=d, color=color, linestyle=style, linewidth=width)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    ratios.append(w / base)
+                low.plot(ks, ratios[-1], color=color, linestyle=style, linewidth=width)
+            seen = np.concatenate(ratios)
+            seen = seen[np.isfinite(seen)]
+            # at least 0.9-1.1: a 3% wobble of repeats' noise filled the panel and read as a saving
+            low.set_ylim(max(0.0, min(0.9, float(seen.min(initial=1.0)) - 0.05)),
+                         max(1.1, float(seen.max(initial=1.0)) + 0.05))
             if budget is not None:
-                ax.axvline(budget, color="grey", linestyle=":", linewidth=1)
+                for ax in (top, low):
+                    ax.axvline(budget, color="grey", linestyle=":", linewidth=1,
+                               label=f"budget ({budget})" if ax is top else None)
             if target is not None and math.isfinite(target):
-                ax.axhline(target, color="grey", linestyle="--", linewidth=1)
-            ax.set_title(name, fontsize=10)
-            ax.set_xlabel(f"labelled {unit} (draws)")
-            ax.set_ylabel("mean 95% half width")
-            ax.grid(alpha=0.3)
+                top.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target half width ({target:.3g})")
+            top.set_title(name, fontsize=10)
+            top.set_ylabel("mean 95% half width")
+            low.set_ylabel("width / human-only's")
+            low.set_xlabel(f"labelled {unit} (draws)")
+            low.axhline(1.0, color="black", linewidth=0.6)
+            for ax in (top, low):
+                ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8)
         fig.suptitle(title, fontsize=11 if len(names) > 1 else 9, wrap=True)     # one panel: a long title fits
         fig.tight_layout()
