@@ -266,7 +266,14 @@ class Labels:
             other = self.db.execute("SELECT MAX(seq) FROM submissions WHERE annotator = ? AND cluster = ? AND "
                                     "kind = 'label' AND undone = 0", (annotator, row[1])).fetchone()[0]
             taken = dict(self.db.execute("SELECT item, label FROM labels WHERE key = ?", (row[2],)).fetchall())
-        return row[1], None if other is None else "later" if other > row[0] else "earlier", taken
+            kept = {i for (i,) in self.db.execute(
+                "SELECT l.item FROM labels l JOIN submissions s ON s.key = l.key WHERE s.annotator = ? AND "
+                "s.cluster = ? AND s.kind = 'label' AND s.undone = 0", (annotator, row[1]))}
+        # an answer of theirs that stands (an import of part of the story) is not offered as the one taken back:
+        # the page preselected the undone Yes over a standing imported No, and said "no answer changed"
+        left = {i: v for i, v in taken.items() if i not in kept}
+        stands = None if other is None or left else "later" if other > row[0] else "earlier"
+        return row[1], stands, left
 
     def skipped_open(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
         """The clusters this annotator skipped that the queue would give them but for the skip, in

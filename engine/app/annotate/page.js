@@ -8,7 +8,7 @@
     for (const [k, v] of Object.entries(props)) { if (k === 'text') e.textContent = v; else if (k === 'cls') e.className = v;
       else e.setAttribute(k, v); }
     kids.forEach(k => e.appendChild(k)); return e; };
-  let info = null, item = null, answers = {}, current = 0, busy = false;
+  let info = null, item = null, answers = Object.create(null), current = 0, busy = false;
   const annotator = () => $('#annotator').value.trim();
   const headers = () => Object.assign({'Content-Type': 'application/json'}, token ? {'X-Litjudge-Token': token} : {});
   const newKey = () => 'k' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 12);
@@ -91,7 +91,8 @@
     try { item = await api('/api/next?annotator=' + encodeURIComponent(annotator())); }
     catch (e) { failed(e, 'reload the page'); return; }
     if ($('#status').classList.contains('err')) status('');      // an earlier error is past
-    answers = {}; current = 0; render(); estimate();
+    // no prototype: an item id '__proto__' set nothing on a plain object and could never be answered
+    answers = Object.create(null); current = 0; render(); estimate();
     // a new story opens at its top: its first question scrolled into view left the reader halfway
     // down a long story, its title, the save and the progress above the fold (a new user's try)
     window.scrollTo(0, 0);
@@ -130,7 +131,7 @@
           await load();
           const again = item && item.cluster === r.undone && Object.keys(r.answers || {}).length > 0;
           if (again) {       // shown again as answered, to change one (they were cleared: all given again)
-            item.questions.forEach(q => { if (q.item in r.answers) answers[q.item] = r.answers[q.item]; });
+            item.questions.forEach(q => { if (Object.hasOwn(r.answers, q.item)) answers[q.item] = r.answers[q.item]; });
             render();
           }
           status(!r.undone ? 'Nothing to undo.' : r.stands === 'earlier' ? 'Undone; your earlier answer to that story stands.'

@@ -56,7 +56,7 @@ def cmd_run(args) -> int:
             print("litjudge: the ensemble was not built: a member run is incomplete", file=terminal())
             return unanswered_exit(sum(m.unanswered for m in done.incomplete),
                                    [j for m in done.incomplete for j in m.judges])
-        return print_ensemble(*done.ensemble)
+        return print_ensemble(*done.ensemble, max_rows=args.show)
     outcome = done.run
     assert outcome is not None
     if "generation" in outcome.tables:

@@ -22,10 +22,11 @@ def print_table(df: pl.DataFrame, title: str, max_rows: int = 60) -> None:
         print(df)
 
 
-def print_ensemble(out: Path, tables: dict) -> int:
-    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs)."""
+def print_ensemble(out: Path, tables: dict, max_rows: int = 60) -> int:
+    """An ensemble's tables on the terminal (the `ensemble` command and ensemble configs; `run
+    --show N`'s rows, none at 0)."""
     for name in ("cascade", "cascade_summary", "jury", "jury_weights"):
         if name in tables:
-            print_table(tables[name], name.replace("_", " ").capitalize())
+            print_table(tables[name], name.replace("_", " ").capitalize(), max_rows=max_rows)
     print(f"Results: {out}")
     return 0
