@@ -263,12 +263,11 @@ class Labels:
             if row is None:
                 return None, None, {}
             self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
-            other = self.db.execute("SELECT MAX(seq) FROM submissions WHERE annotator = ? AND cluster = ? AND "
-                                    "kind = 'label' AND undone = 0", (annotator, row[1])).fetchone()[0]
             taken = dict(self.db.execute("SELECT item, label FROM labels WHERE key = ?", (row[2],)).fetchall())
-            kept = {i for (i,) in self.db.execute(
-                "SELECT l.item FROM labels l JOIN submissions s ON s.key = l.key WHERE s.annotator = ? AND "
-                "s.cluster = ? AND s.kind = 'label' AND s.undone = 0", (annotator, row[1]))}
+            standing = self.db.execute("SELECT s.seq, l.item FROM submissions s JOIN labels l ON l.key = s.key WHERE "
+                                       "s.annotator = ? AND s.cluster = ? AND s.kind = 'label' AND s.undone = 0",
+                                       (annotator, row[1])).fetchall()     # their answers to it that stand
+        other, kept = max((seq for seq, _ in standing), default=None), {item for _, item in standing}
         # an answer of theirs that stands (an import of part of the story) is not offered as the one taken back:
         # the page preselected the undone Yes over a standing imported No, and said "no answer changed"
         left = {i: v for i, v in taken.items() if i not in kept}

@@ -136,7 +136,7 @@ def rubric(ctx: Context, verdicts: pl.DataFrame) -> Built:
     clusters, dist, has, stored = [], [], [], False
     # one aggregation and one pass, not a frame per text: 8.3 s to start at 20,000 texts
     firsts = v.group_by("_cluster").agg(pl.col("text_id", "item_a", "item_b").first(),
-                                                            pl.col("question").alias("_asked"))
+                                        pl.col("question").alias("_asked"))
     head_votes = votes_by(v.filter((pl.col("question") == head.id) & (pl.col("status") == "ok")), "_cluster",
                           answers[head.id], head.scale == "pairwise")
     for first in sorted(firsts.iter_rows(named=True), key=lambda r: str(r["_cluster"])):
