@@ -81,14 +81,17 @@ def ttcw_run(folder: Path, stories: int = STORIES, tests: int = TESTS, prefix: s
     return judged(cfg)
 
 
-def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False) -> Path:
+def pairwise_run(folder: Path, pairs: int = 16, tie: bool = False, ids: tuple[str, ...] = ()) -> Path:
     """A finished pairwise run of one replayed judge that agrees with itself across orders on
-    some pairs and flips on others (with `tie`: ties allowed, and said on every fifth pair)."""
+    some pairs and flips on others (with `tie`: ties allowed, and said on every fifth pair); `ids`:
+    the pairs' ids (p00, p01, ... unless given)."""
     folder.mkdir(parents=True, exist_ok=True)
-    rows = [{"pair_id": f"p{i:02d}", "prompt": f"Write about <i>{i}</i>.", "text_a": f"A text {i} <script>x</script>",
+    name = (lambda i: ids[i]) if ids else (lambda i: f"p{i:02d}")
+    pairs = len(ids) or pairs
+    rows = [{"pair_id": name(i), "prompt": f"Write about <i>{i}</i>.", "text_a": f"A text {i} <script>x</script>",
              "text_b": f"B text {i} </textarea>", "label": "ab"[i % 2]} for i in range(pairs)]
     (folder / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
-    answers = {f"p{i:02d}/{o}": ("tie" if tie and i % 5 == 4 else "A" if (i % 3 or o == "ab") else "B")
+    answers = {f"{name(i)}/{o}": ("tie" if tie and i % 5 == 4 else "A" if (i % 3 or o == "ab") else "B")
                for i in range(pairs) for o in ("ab", "ba")}
     (folder / "answers.jsonl").write_text("".join(json.dumps({"id": k, "response": v}) + "\n" for k, v in answers.items()))
     cfg = folder / "p.toml"

@@ -306,7 +306,8 @@ def test_one_judge_without_repeats_gives_the_draws_nothing_to_choose_by_and_the_
     assert _what_gives_uncertainty(sampled, False) == ("a local judge in distribution or analyze mode or more judges "
                                                        "give the queue an uncertainty to draw by")
     # a run storing P(label) that are all 0 or 1 is told so, and not to read them with a local judge
-    assert _nothing_differs(sampled, True) == "the judges' stored probabilities are 0 or 1 for every answer"
+    assert _nothing_differs(sampled, True) == ("every judge's stored probability is 0 or 1 for every answer, and the "
+                                               "judges agree")
     assert _what_gives_uncertainty(sampled, True) == "more judges give the queue an uncertainty to draw by"
 
 

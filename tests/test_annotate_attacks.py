@@ -194,13 +194,22 @@ def test_an_undo_before_an_import_of_the_same_story_says_the_later_answer_stands
 
 def test_an_annotator_holds_one_story_at_a_time(run):
     """After an undo the page shows the undone story again; the story it showed before is free for
-    the others at once (it stayed locked for the lock's 600 s, with one annotator per story)."""
+    the others at once (it stayed locked for the lock's 600 s, with one annotator per story). The
+    undone story is theirs from the undo on: another annotator asking between the undo and their
+    page's /api/next was handed it, while the page said it came back (helper-112)."""
     with InThread(run, budget=40) as s, s.client() as c:
         first = answer(c, "x")
         held = c.get("/api/next", params={"annotator": "x"}).json()["cluster"]
         assert c.post("/api/undo", json={"annotator": "x"}).json()["undone"] == first["cluster"]
+        assert c.get("/api/next", params={"annotator": "y"}).json()["cluster"] == held     # before x's page asks
         assert c.get("/api/next", params={"annotator": "x"}).json()["cluster"] == first["cluster"]
-        assert c.get("/api/next", params={"annotator": "y"}).json()["cluster"] == held
+        assert c.get("/api/next", params={"annotator": "z"}).json()["cluster"] not in (held, first["cluster"])
+        # an undone skip alike; an undo whose earlier answer stands shows nothing again and locks nothing
+        skipped = c.get("/api/next", params={"annotator": "w"}).json()["cluster"]
+        assert c.post("/api/skip", json={"annotator": "w", "cluster": skipped, "key": key()}).json()["stored"]
+        assert c.post("/api/undo", json={"annotator": "w"}).json()["undone"] == skipped
+        assert skipped not in {c.get("/api/next", params={"annotator": a}).json()["cluster"] for a in ("v", "u")}
+        assert c.get("/api/next", params={"annotator": "w"}).json()["cluster"] == skipped
 
 
 def test_a_refused_first_import_starts_no_queue(run, tmp_path):

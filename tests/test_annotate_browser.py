@@ -205,6 +205,24 @@ def test_the_token_beyond_loopback_and_a_pair_in_chromium(browser, shots, tmp_pa
         assert not page.text_content("#done-draws").startswith("0 /")
 
 
+def test_pairs_whose_ids_are_object_properties_are_answered_in_chromium(browser, tmp_path):
+    """Item ids are the data's: a pair named `__proto__` set the page's answers object's prototype
+    instead of an answer, so it could never be submitted (helper-112); the answers are a
+    null-prototype object now. Both pairs are drawn by the 10 draws, and each is answered once."""
+    run = pairwise_run(tmp_path / "pw", ids=("__proto__", "constructor"))
+    with Served(run, "--budget", "10") as served:
+        page = browser.new_page()
+        page.goto(served.url + "?annotator=ann")
+        seen = []
+        while page.query_selector(".done") is None:
+            seen.append(current(page))
+            label_by_keys(page, "1")
+            assert len(seen) <= 2, seen
+        rows = exported(served)
+    assert sorted(seen) == ["__proto__", "constructor"] == sorted(r["cluster"] for r in rows)
+    assert all(r["item"] == r["cluster"] and r["label"] == r["shown"][0] for r in rows), rows
+
+
 def test_a_rubric_text_labelled_by_keyboard_in_chromium(browser, tmp_path):
     """Each question by its scale's hotkeys (y/n, then a point), the anchors shown as text, the
     estimate on the first question's scale; a screenshot beside the run (tmp_path)."""

@@ -276,6 +276,12 @@ def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
     assert [tie_credit(x, "a") for x in ("a", "b", "tie")] == [1.0, 0.0, 0.5] and tie_credit("tie", "tie") == 1.0
     without_tie = build_queue(with_p_text(fresh(run, tmp_path)), 20)      # P(A), P(B) stored, no P(tie): the picks
     assert without_tie.uncertainty_source.startswith("the disagreement between the two orders")  # said P(text)
+    # nothing to draw by: told what its stored probabilities lack, not to run a local judge in distribution mode
+    # as if it had none (helper-112)
+    assert without_tie.uncertainty_source.endswith(
+        ": P(tie) stored beside the judges' other probabilities (they hold none, so their picks were read; a local "
+        "judge in distribution mode stores every answer's), more judges or sampled repeats give the queue an "
+        "uncertainty to draw by"), without_tie.uncertainty_source
     assert np.array_equal(without_tie.uncertainty, q.uncertainty)
     with InThread(run, budget=20) as s, s.client() as c:
         assert "Tie (t)" in c.get("/api/info").json()["instructions"]

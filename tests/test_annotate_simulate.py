@@ -3,6 +3,7 @@ from a human column of a finished replayed run, before anyone is paid; its numbe
 `active_sim.simulate`'s on the queue's own design, the truth the column's full estimate."""
 
 import json
+import math
 import signal
 
 import numpy as np
@@ -57,8 +58,8 @@ def test_the_command_reports_the_three_designs_and_writes_the_plot(run):
     needed = r.stdout.split("Labels needed for a half width of ", 1)[1].splitlines()[0]
     assert needed.startswith(f"{goal:.4f}: ")
     for d in DESIGNS:
-        n = labels_needed(ks, mean_width(c.half[d]), goal)
-        assert (f"{d} {MIN} or fewer" if n <= MIN else f"{d} {n:.1f}") in needed
+        n = math.ceil(labels_needed(ks, mean_width(c.half[d]), goal) - 1e-9)      # whole labels
+        assert (f"{d} {MIN} or fewer" if n <= MIN else f"{d} {n}") in needed
     png = run / "annotate-simulation.png"
     assert f"Plot: {png}" in r.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (run / FILE).exists()                      # a simulation opens no store, writes no label
@@ -151,6 +152,13 @@ def test_a_judge_always_answering_the_first_position_scores_half_and_no_design_g
     shown = table(r.stdout)
     assert all(np.isnan(width) and np.isnan(cover) and share == 0.0 for _, width, cover, share in shown.values())
     assert "Labels needed: not compared" in r.stdout and "0.0000" not in r.stdout
+    assert "20 repeats of 10 draws" in r.stdout
+    # the plot says why its panels are empty (they read as a drawing fault: helper-112), and one repeat is one
+    sim = run_simulation(q, "human", 1, plot=tmp_path / "blank.png")
+    assert sim.notes == ("No design gives an interval at any number of labels\n(every labelled draw scores the same, "
+                         "say: no spread to measure)",) and (tmp_path / "blank.png").is_file()
+    r = litjudge("annotate", str(run), "--simulate", "human", "--budget", "10", "--repeats", "1")
+    assert r.returncode == 0 and "1 repeat of 10 draws" in r.stdout, r.stdout
 
 
 def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed", extra: str = "",

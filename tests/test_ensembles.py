@@ -319,9 +319,12 @@ def test_ensemble_config_runs_its_members_and_reports(tmp_path, tiny, litjudge_s
     cfg = write_config(tmp_path / "ensemble-ttcw.toml", text)
     env = {"LITJUDGE_RUNS_DIR": str(runs), "LITJUDGE_DATA_ROOT": str(ttcw_cut_short(tmp_path / "data" / "ttcw",
                                                                                     short_backgrounds=True).parent)}
-    r = litjudge_shared({judge: tiny}, "run", str(cfg), "--limit", "2", "--quiet",
+    r = litjudge_shared({judge: tiny}, "run", str(cfg), "--limit", "2", "--quiet", "--show", "0",
                         env=env)                                            # 1 story calibrates, 1 held out
     assert r.returncode == 0, r.stderr[-3000:]
+    # --show 0: no table, the ensemble's neither (its tables printed 60 rows whatever N: helper-112)
+    assert not {"Cascade", "Cascade summary", "Jury", "Jury weights"} & set(r.stdout.splitlines()), r.stdout
+    assert f"Results: {runs / 'ensemble-ttcw'}" in r.stdout
     p = pl.read_parquet(runs / "ttcw-binary-p" / "verdicts.parquet")
     assert p.height == 28 and p["distribution"].is_not_null().all()          # P(Yes) read, the cascade's confidence
     jury = pl.read_parquet(runs / "ensemble-ttcw" / "tables" / "jury.parquet")

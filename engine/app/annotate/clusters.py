@@ -105,6 +105,7 @@ class Built:
     totals: Totals | None = None            # each cluster's total under the judges' probabilities, on the
                                             # quantity's scale (`draws_needed.min_draws`); None: not known
     read_p: bool = False                    # the uncertainty read the judges' stored P(label)
+    lacks: str = ""                         # what stored P(label) lacked, so the votes were read ("P(tie)")
 
 
 def yes_no(yes: str = "Yes", no: str = "No") -> tuple[Answer, ...]:

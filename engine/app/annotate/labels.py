@@ -251,27 +251,39 @@ class Labels:
         raise Locked(f"cluster {cluster!r} has been answered by its {per_item} annotator{'s' * (per_item != 1)} (the "
                      "queue's annotators per item): ask for the next one (/api/next)")
 
-    def undo(self, annotator: str) -> tuple[str | None, str | None, dict[str, str]]:
+    def undo(self, annotator: str, lock_seconds: float) -> tuple[str | None, str | None, dict[str, str]]:
         """Take back this annotator's latest answer or skip on the page: its cluster (None: nothing
         to undo), which answer of theirs to it still stands, so it is not shown again: "earlier"
         (two tabs answered it twice), "later" (an import after it: the undo changed no answer), or
         None; and the answers taken back (item -> label; none for a skip), which the page shows
-        again to be changed (it cleared them: a new user who undid to fix one answer gave all again)."""
+        again to be changed (it cleared them: a new user who undid to fix one answer gave all again).
+        A cluster shown again is locked for them in the same transaction, as their one story: between
+        the undo and their page's /api/next, another annotator's /api/next was handed it."""
         with self.lock:
-            row = self.db.execute("SELECT seq, cluster, key FROM submissions WHERE annotator = ? AND undone = 0 AND "
-                                  "source = 'web' ORDER BY seq DESC LIMIT 1", (annotator,)).fetchone()
-            if row is None:
-                return None, None, {}
-            self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
-            taken = dict(self.db.execute("SELECT item, label FROM labels WHERE key = ?", (row[2],)).fetchall())
-            standing = self.db.execute("SELECT s.seq, l.item FROM submissions s JOIN labels l ON l.key = s.key WHERE "
-                                       "s.annotator = ? AND s.cluster = ? AND s.kind = 'label' AND s.undone = 0",
-                                       (annotator, row[1])).fetchall()     # their answers to it that stand
-        other, kept = max((seq for seq, _ in standing), default=None), {item for _, item in standing}
-        # an answer of theirs that stands (an import of part of the story) is not offered as the one taken back:
-        # the page preselected the undone Yes over a standing imported No, and said "no answer changed"
-        left = {i: v for i, v in taken.items() if i not in kept}
-        stands = None if other is None or left else "later" if other > row[0] else "earlier"
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self.db.execute("SELECT seq, cluster, key FROM submissions WHERE annotator = ? AND undone = 0 "
+                                      "AND source = 'web' ORDER BY seq DESC LIMIT 1", (annotator,)).fetchone()
+                if row is None:
+                    self.db.execute("COMMIT")
+                    return None, None, {}
+                self.db.execute("UPDATE submissions SET undone = 1 WHERE seq = ?", (row[0],))
+                taken = dict(self.db.execute("SELECT item, label FROM labels WHERE key = ?", (row[2],)).fetchall())
+                standing = self.db.execute("SELECT s.seq, l.item FROM submissions s JOIN labels l ON l.key = s.key "
+                                           "WHERE s.annotator = ? AND s.cluster = ? AND s.kind = 'label' AND "
+                                           "s.undone = 0", (annotator, row[1])).fetchall()   # theirs that stand
+                other, kept = max((seq for seq, _ in standing), default=None), {item for _, item in standing}
+                # an answer of theirs that stands (an import of part of the story) is not offered as the one taken
+                # back: the page preselected the undone Yes over a standing imported No, and said "no answer changed"
+                left = {i: v for i, v in taken.items() if i not in kept}
+                stands = None if other is None or left else "later" if other > row[0] else "earlier"
+                if stands is None:
+                    self.db.execute("DELETE FROM locks WHERE annotator = ?", (annotator,))
+                    self.db.execute("INSERT INTO locks VALUES (?, ?, ?)", (row[1], annotator, time.time() + lock_seconds))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
         return row[1], stands, left
 
     def skipped_open(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:

@@ -138,7 +138,7 @@
                  : r.stands === 'later' ? 'Undone; a later answer of yours to that story (imported) stands, so no answer changed.'
                  : again ? 'Undone: shown again with your answers; change any, then Enter.'
                  : item && item.cluster === r.undone ? 'Undone: shown again.'
-                 : 'Undone: that one comes back after the ones drawn before it.'); }
+                 : 'Undone: that one comes back after the ones drawn before it (another annotator may take it meanwhile).'); }
     catch (e) { failed(e, 'press u again'); } finally { busy = false; }
   }
   const fmt = x => x === null || x === undefined ? '–' : x.toFixed(3);

@@ -154,7 +154,7 @@ def build_queue(run: Path, budget: int, *, floor: float = 0.2, seed: int = 0, fl
     source = built.source
     if not np.any(built.uncertainty):              # nothing to choose by (one judge's 0/1 votes, say)
         source += f" - 0 for every cluster ({_nothing_differs(config, built.read_p)}), so the draws follow cluster " \
-                  "size alone, as uniform PPI++'s would: " + _what_gives_uncertainty(config, built.read_p)
+                  "size alone, as uniform PPI++'s would: " + _what_gives_uncertainty(config, built.read_p, built.lacks)
     return Queue(run, config.protocol, built.quantity, answers, positive, tuple(clusters), built.judge_total, size,
                  built.uncertainty, source, design, built.decision, built.instructions, built.bounds, built.outside,
                  verdicts_fingerprint(verdicts),
@@ -171,21 +171,23 @@ def _nothing_differs(config: RunConfig, read_p: bool) -> str:
         return ("every pair is decided a tie, which earns half credit whatever a person answers, or its "
                 "judges are sure of it" if read_p else "every pair's picks agree, or split evenly and decide a "
                 "tie, which earns half credit whatever a person answers")
-    if read_p:
-        return "the judges' stored probabilities are 0 or 1 for every answer"
+    if read_p:       # their mean is 0 or 1 (helper-112: judges sure of opposite answers are uncertain)
+        return "every judge's stored probability is 0 or 1 for every answer, and the judges agree"
     if _sampled(config):
         return "no item's answers differ across the run's judges and sampled repeats"
     return "no item's answers differ, as one judge's without repeats do"
 
 
-def _what_gives_uncertainty(config: RunConfig, read_p: bool) -> str:
+def _what_gives_uncertainty(config: RunConfig, read_p: bool, lacks: str = "") -> str:
     """What would give a queue whose uncertainty is 0 everywhere one to draw by, of what the run has not tried
-    (a local judge's probabilities, to a run that stores them, are not)."""
-    if config.mode == "analyze" and not read_p:
+    (a local judge's probabilities, to a run that stores them, are not; `lacks`: what its stored ones lacked)."""
+    if config.mode == "analyze" and not read_p and not lacks:
         return ("this analyze run's verdicts hold no label probabilities (an API judge's, or stored before litjudge "
                 "kept them: `litjudge run CONFIG --rebuild-store --no-cache` reads them again with a local judge)")
-    ways = (([] if read_p else ["a local judge in distribution or analyze mode"]) + ["more judges"]
-            + ([] if _sampled(config) else ["sampled repeats"]))
+    first = [f"{lacks} stored beside the judges' other probabilities (they hold none, so their picks were read; a "
+             "local judge in distribution mode stores every answer's)"] if lacks else \
+        [] if read_p else ["a local judge in distribution or analyze mode"]
+    ways = first + ["more judges"] + ([] if _sampled(config) else ["sampled repeats"])
     said = ways[0] if len(ways) == 1 else ", ".join(ways[:-1]) + " or " + ways[-1]
     return said + " give the queue an uncertainty to draw by"
 
@@ -244,11 +246,12 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
     picked = Pairwise().text_answers(verdicts)         # the texts picked, not the positions shown
     by_p = pairs_by != "picks" and "side" not in verdicts.columns           # a reward model's: no P(label)
     kind = has_probabilities(verdicts) if by_p else None
-    read = {}                                          # pair -> its verdicts' summed P(text), where stored
+    read, lacks = {}, ""                               # pair -> its verdicts' summed P(text), where stored
     if kind is not None:
         ok = with_probabilities(verdicts.filter(pl.col("status") == "ok"), ["A", "B", "tie"])
         read = {key: d for key, (d, stored) in votes_by(ok, "pair_id", answers, pairwise=True).items() if stored}
-        kind = kind if read else None        # none holds every answer's P (a tie run's without P(tie)): the picks
+        # none holds every answer's P (a tie run's without P(tie)): the picks, and the queue says what was lacking
+        kind, lacks = (kind, "") if read else (None, "P(tie)" if len(answers) == 3 else "P(text) of both texts")
     clusters, totals, dist, decision = [], [], [], {}
     # one aggregation, not a frame per pair: iterating group_by's frames took 3.4 of 8 s at 100,000 pairs
     grouped = picked.group_by("pair_id").agg(pl.col("answer"))
@@ -284,5 +287,5 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
     return Built(clusters, np.asarray(totals, dtype=float), u, source,
                  "judge accuracy" + (" (a tie half)" if tie else ""),
                  "Read both texts, then choose the better one. The order is random; answer on the texts, not their "
-                 "place." + tie, decision=decision, totals=agreement, read_p=kind is not None)
+                 "place." + tie, decision=decision, totals=agreement, read_p=kind is not None, lacks=lacks)
 

@@ -280,7 +280,7 @@ class Routes:
 
     async def undo(self, request: Request) -> Response:
         data = await body(request)
-        cluster, stands, taken = self.labels.undo(annotator_of(data.get("annotator")))
+        cluster, stands, taken = self.labels.undo(annotator_of(data.get("annotator")), self.settings.lock_seconds)
         return JSONResponse({"undone": cluster, "earlier_stands": stands == "earlier", "stands": stands,
                              "answers": taken})
 

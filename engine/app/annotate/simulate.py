@@ -47,6 +47,7 @@ class Simulation:
     rows: tuple[Row, ...]
     curves: Curves
     plot: Path
+    notes: tuple[str, ...] = ()   # what the plot says beyond its curves (a design without an interval)
 
 
 def human_scores(queue: Queue, column: str) -> np.ndarray:
@@ -112,10 +113,11 @@ def run_simulation(queue: Queue, column: str, repeats: int, *, seed: int = 0, ta
     rows = tuple(Row(d, budget, float(widths[d][i]), _coverage(curves, d, i), float(np.isfinite(curves.half[d][i]).mean()),
                      labels_needed(ks, widths[d], goal)) for d in DESIGNS)
     path = plot if plot is not None else queue.run / PLOT
-    plot_widths({f"{queue.quantity}, {column}": curves}, path,
-                f"{queue.run.name}: mean half width against labels ({repeats} repeats)", budget=budget, target=goal,
-                unit="stories" if queue.protocol == "ttcw" else "pairs")
-    return Simulation(column, float(y.sum() / queue.size.sum()), budget, repeats, goal, reach, rows, curves, path)
+    notes = plot_widths({f"{queue.quantity}, {column}": curves}, path,
+                        f"{queue.run.name}: mean half width against labels ({repeats} repeat{'s' * (repeats != 1)})",
+                        budget=budget, target=goal, unit="stories" if queue.protocol == "ttcw" else "pairs")
+    return Simulation(column, float(y.sum() / queue.size.sum()), budget, repeats, goal, reach, rows, curves, path,
+                      tuple(notes))
 
 
 def _coverage(curves: Curves, design: str, i: int) -> float:
@@ -130,17 +132,18 @@ STYLES = {"human-only": ("tab:blue", "-", 2.4), "uniform PPI++": ("tab:orange", 
 
 
 def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: int | None = None,
-                target: float | None = None, unit: str = "stories") -> None:
+                target: float | None = None, unit: str = "stories") -> list[str]:
     """Mean half width against labels of the three designs, one column per population (PNG,
     matplotlib's Agg: no display): above, the widths, with `budget` and `target` as labelled guides;
     below, each design's width over human-only's, where a saving shows (on one axis from 0.25 to
-    0.05, three close curves were one line: a new user could not read the plot)."""
+    0.05, three close curves were one line: a new user could not read the plot). Returns the notes
+    written on it (a design without an interval), one per column that has one."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     with plt.rc_context({"text.parse_math": False}):        # a run or column name drawn as written, not as maths
-        names = list(curves)
+        names, notes = list(curves), []
         fig, axes = plt.subplots(2, len(names), figsize=(max(6.4, 4.4 * len(names)), 6.6), squeeze=False,
                                  sharex="col", gridspec_kw={"height_ratios": [3, 2]})
         for col, name in enumerate(names):
@@ -157,6 +160,18 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
                 low.plot(ks, ratios[-1], color=color, linestyle=style, linewidth=width)
             seen = np.concatenate(ratios)
             seen = seen[np.isfinite(seen)]
+            # a design without a width anywhere is said on the plot: empty panels read as a drawing fault
+            blank = [d for d in DESIGNS if not np.isfinite(mean_width(c.half[d][keep])).any()]
+            if blank:
+                said = ("No design gives an interval at any number of labels\n(every labelled draw scores the same, "
+                        "say: no spread to measure)" if len(blank) == len(DESIGNS) else
+                        f"no interval within {int(ks[-1])} labels: {', '.join(blank)}")
+                notes.append(said)
+                if len(blank) == len(DESIGNS):        # no numbers for its axes to show (they read -0.04 to 0.04)
+                    for ax in (top, low):
+                        ax.set_yticks([])
+                top.text(0.5, 0.5 if len(blank) == len(DESIGNS) else 0.97, said, transform=top.transAxes,
+                         ha="center", va="center" if len(blank) == len(DESIGNS) else "top", fontsize=9, color="dimgrey")
             # at least 0.9-1.1: a 3% wobble of repeats' noise filled the panel and read as a saving
             low.set_ylim(max(0.0, min(0.9, float(seen.min(initial=1.0)) - 0.05)),
                          max(1.1, float(seen.max(initial=1.0)) + 0.05))
@@ -170,6 +185,7 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
             top.set_ylabel("mean 95% half width")
             low.set_ylabel("width / human-only's")
             low.set_xlabel(f"labelled {unit} (draws)")
+            low.set_xlim(float(ks[0]), float(ks[-1]))
             low.axhline(1.0, color="black", linewidth=0.6)
             for ax in (top, low):
                 ax.grid(alpha=0.3)
@@ -178,3 +194,4 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+    return notes

@@ -1,6 +1,7 @@
 """`litjudge annotate RUN`: serve the annotation page, or import or export its labels."""
 from __future__ import annotations
 
+import math
 import socket
 from pathlib import Path
 
@@ -127,7 +128,8 @@ def simulate(run: Path, options: Options, args) -> int:
     sim = run_simulation(queue, args.simulate, 500 if args.repeats is None else args.repeats, seed=s.seed,
                          target=args.target_width)
     print(f"Simulated queue of {run} ({queue.protocol}: {queue.quantity}) answered from {sim.column!r} "
-          f"(its estimate from every label: {sim.truth:.4f}): {sim.repeats} repeats of {sim.budget} draws over "
+          f"(its estimate from every label: {sim.truth:.4f}): {sim.repeats} repeat{'s' * (sim.repeats != 1)} of "
+          f"{sim.budget} draws over "
           f"{len(queue.clusters)} clusters, active by {queue.uncertainty_source}")
     print(f"{'design':<15} {'labels':>6} {'mean half width':>15} {'coverage':>8} {'with an interval':>16}")
     for r in sim.rows:
@@ -142,10 +144,12 @@ def simulate(run: Path, options: Options, args) -> int:
               "draw the same value, say); give --target-width")
     else:
         first = {r.design: MIN for r in sim.rows} | {"active": queue.min_draws}   # each curve's first interval
+        # whole labels: the interpolated 10.04 printed "active 10.0" beside "uniform PPI++ 10 or fewer"
+        whole = {r.design: math.ceil(r.needed - 1e-9) if r.needed == r.needed else 0 for r in sim.rows}
         print(f"Labels needed for a half width of {sim.target:.4f}: " + ", ".join(
             f"{r.design} more than {sim.reach}" if r.needed != r.needed else       # NaN: past the curves
-            f"{r.design} {MIN} or fewer" if r.needed <= MIN else                   # at the first point
-            f"{r.design} {r.needed:.0f} (its first interval)" if r.needed <= first[r.design] else
-            f"{r.design} {r.needed:.1f}" for r in sim.rows))
+            f"{r.design} {MIN} or fewer" if whole[r.design] <= MIN else            # at the first point
+            f"{r.design} {whole[r.design]} (its first interval)" if r.needed <= first[r.design] else
+            f"{r.design} {whole[r.design]}" for r in sim.rows))
     print(f"Plot: {sim.plot}")
     return 0
