@@ -230,6 +230,15 @@ def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray
     before, 0.92-0.95 with both). Student t on the smaller of k' - d and Satterthwaite's (sum
     r^2)^2 / sum r^4 * (k' - 1) / k' (as ppi.py): near 1 when one heavily weighted draw carries the
     variance, where a t on k - 2 covered 0.91 at 10 draws in the simulation."""
+    theta, var, dof, ok, lam_v = fit_moments(y_p, f_p, m_p, judge_sum, total_size, lam, p)   # k < 3: none
+    return theta, np.where(ok, stdtrit(dof, 1 - alpha / 2) * np.sqrt(np.where(ok, var, 0.0)), np.nan), lam_v, var
+
+
+def fit_moments(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray | float,
+                total_size: np.ndarray | float, lam: float | None = None, p: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`fit` before its t quantile (`draws_needed.coverage` compares without it where it can): theta,
+    the variance, the t's degrees of freedom (>= 1), whether there is an interval, and lam."""
     y_p, f_p, m_p = (np.asarray(a, dtype=float) for a in (y_p, f_p, m_p))
     big_f, big_m = np.asarray(judge_sum, dtype=float), np.asarray(total_size, dtype=float)
     k = y_p.shape[-1]
@@ -245,16 +254,15 @@ def fit(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, judge_sum: np.ndarray
     with np.errstate(invalid="ignore", divide="ignore"):     # no draw holding an item (msum 0): NaN, NONE_COUNTED
         theta = lam_v * phi + ((y_p - l_ * f_p).sum(axis=-1)) / msum
     if k < 3:
-        return theta, np.full_like(theta, np.nan), lam_v, np.full_like(theta, np.nan)
+        return theta, np.full_like(theta, np.nan), np.full_like(theta, np.nan), np.zeros(theta.shape, bool), lam_v
     r = y_p - l_ * f_p - (theta - lam_v * phi)[..., None] * m_p
     carried = (m_p > 0).sum(axis=-1).astype(float)           # k': the draws of clusters in the quantity
     df = carried - np.where(spread, 2, 1)
     r2 = r * r
     var = r2.sum(axis=-1) * carried / np.maximum(df, 1.0) / np.maximum(msum * msum, 1e-300)
     sat = r2.sum(axis=-1) ** 2 / np.maximum((r2 * r2).sum(axis=-1), 1e-300) * (carried - 1) / np.maximum(carried, 1.0)
-    t = stdtrit(np.clip(np.minimum(df, sat), 1.0, None), 1 - alpha / 2)
     ok = (df >= 1) & (var > 1e-24 * np.maximum(1.0, theta * theta))
-    return theta, np.where(ok, t * np.sqrt(np.where(ok, var, 0.0)), np.nan), lam_v, var
+    return theta, var, np.clip(np.minimum(df, sat), 1.0, None), ok, lam_v
 
 
 def _slope(y_p: np.ndarray, f_p: np.ndarray, m_p: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -295,13 +303,12 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     short = f"; the queue's budget is {len(design.draws)} draws" if needs > len(design.draws) else ""
     too_few = TOO_FEW.format(k, max(needs, MIN)) + short + (SKEWED if needs > MIN else "")
     why = (too_few if k == 0 or big_m <= 0 else NONE_COUNTED.format(k) if not m_all[idx].sum() > 0 else None)
+    nan = float("nan")
     if why is not None:
-        nan = float("nan")
         return ActiveEstimate(nan, nan, nan, nan, 0.0 if lam is None else float(lam), k, reads, 0.0, why)
     p = design.probability[idx]
     y_h = _human(design, human_total, k)
-    theta, half_a, lam_a, var_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam,
-                                      alpha, p)
+    theta, half_a, lam_a, var_a = fit(y_h / p, f_all[idx] / p, m_all[idx] / p, float(f_all.sum()), big_m, lam, alpha, p)
     value, half, lam_v = float(theta), float(half_a), float(lam_a)
     lo, hi = bounds
     point = float(np.clip(value, lo, hi))
@@ -311,7 +318,6 @@ def estimate(design: Design, judge_total: np.ndarray, size: np.ndarray,
     m_hat = float((m_all[idx] / p).mean())
     s2 = float(n_cl * float((a * a / p).mean()) * k / (k - 1) / m_hat ** 2) if k >= 2 else 0.0
     n_eff = float(k) if k < 2 or not var_a > 0 else s2 / float(var_a)
-    nan = float("nan")
     if k < max(needs, MIN):
         return ActiveEstimate(point, nan, nan, nan, lam_v, k, reads, n_eff, too_few)
     if not np.isfinite(half):

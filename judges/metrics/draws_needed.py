@@ -27,11 +27,12 @@ draws only the drawn clusters' totals (`Totals.at`): 200,000 clusters take 0.3 s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
+from scipy.special import stdtrit
 
-from .active import MIN, fit
+from .active import MIN, fit_moments
 from .uncertainty import cochran_draws
 
 REPLICATES = 2000      # the simulation's repeats: a coverage of 0.95 within 0.005 (its standard error)
@@ -150,21 +151,69 @@ def coverage(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray,
     covered, given = np.zeros(len(ks)), np.zeros(len(ks))
     cum = np.cumsum(p)
     cum[-1] = 1.0
+    where = _Inverse(cum)
     for start in range(0, replicates, block):
         b = min(block, replicates - start)
         y = totals.draw(rng, b) if every else None
-        d = np.minimum(np.searchsorted(cum, rng.uniform(size=(b, kmax)), side="right"), n - 1)
+        d = np.minimum(where(rng.uniform(size=(b, kmax))), n - 1)
         yd, total = (y[np.arange(b)[:, None], d], y.sum(axis=1)) if y is not None else totals.at(rng, d)
         truth = total / big_m
         pd = p[d]
         yp, fp, mp = yd / pd, f[d] / pd, m[d] / pd
         for i, k in enumerate(ks):
-            theta, half, _, _ = fit(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, None, alpha, pd[:, :k])
-            ok = np.isfinite(half)
+            theta, var, dof, ok, _ = fit_moments(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, None, pd[:, :k])
+            ok &= np.isfinite(var)                  # `fit`'s half width is finite
             given[i] += ok.sum()
-            covered[i] += (ok & (np.abs(theta - truth) <= np.where(ok, half, 0.0))).sum()
+            covered[i] += _covers(np.abs(theta - truth), var, dof, ok, 1 - alpha / 2).sum()
     with np.errstate(invalid="ignore"):           # no interval given at a length: no claim (NaN)
         return np.where(given > 0, covered / np.maximum(given, 1.0), np.nan), given / replicates
+
+
+class _Inverse:
+    """searchsorted(cum, u, side="right") for many u in [0, 1), the same numbers 13 times as fast
+    (it took a fifth of the coverage count): [0, 1) cut into BUCKETS equal parts, each part's
+    answer is known where no cum falls inside it (u * BUCKETS is exact: a power of two), and
+    searched for only in the parts where one does."""
+
+    BUCKETS = 4096
+
+    def __init__(self, cum: np.ndarray):
+        edges = np.arange(self.BUCKETS + 1) / self.BUCKETS
+        self.cum = cum
+        self.low = np.searchsorted(cum, edges[:-1], side="right")
+        self.split = self.low != np.searchsorted(cum, edges[1:], side="left")
+
+    def __call__(self, u: np.ndarray) -> np.ndarray:
+        part = (u * self.BUCKETS).astype(np.int64)
+        out = self.low[part]
+        inside = self.split[part]
+        out[inside] = np.searchsorted(self.cum, u[inside], side="right")
+        return out
+
+
+@cache
+def _t_grid(q: float) -> tuple[np.ndarray, np.ndarray]:
+    """Student t's q quantile at degrees of freedom from 1 to 10^5, a geometric grid 0.06% apart."""
+    grid = np.geomspace(1.0, 1e5, 20_001)
+    return grid, stdtrit(grid, q)
+
+
+def _covers(dist: np.ndarray, var: np.ndarray, dof: np.ndarray, ok: np.ndarray, q: float) -> np.ndarray:
+    """Whether dist <= t_q(dof) sqrt(var) where `ok`, as `fit`'s half width decides it, with the
+    quantile computed only near that edge: it falls with the df, so its values at dof's grid
+    neighbours bracket it, and beyond the bracket the answer is known (stdtrit took 0.4 ms per
+    1,333 values, 40% of the coverage count; the answers are the same, the edge computed as `fit`)."""
+    grid, t = _t_grid(q)
+    s = np.sqrt(np.where(ok, var, 0.0))
+    at = np.where(ok, dof, 1.0)
+    # dof's place on the grid from its logarithm (a binary search took a third as long as the rest), a step
+    # wider on each side for its rounding: grid[j] <= dof < grid[j + 3]
+    j = np.clip(np.floor(np.log(at) / np.log(grid[1])).astype(np.int64) - 1, 0, len(grid) - 4)
+    inside, outside = dist <= t[j + 3] * s * (1 - 1e-9), dist > t[j] * s * (1 + 1e-9)
+    edge = ok & ((~inside & ~outside) | (at >= grid[-4]))
+    covered = ok & inside & ~edge
+    covered[edge] = dist[edge] <= stdtrit(at[edge], q) * s[edge]
+    return covered
 
 
 def lengths(top: int) -> np.ndarray:
