@@ -241,6 +241,10 @@ def test_an_export_that_starts_a_queue_is_drawn_with_its_settings_or_refused(run
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("annotations.sqlite*"))
     r = litjudge("annotate", str(copy), "--seed", "7", "--import", str(out))
     assert r.returncode == 2 and "by the queue this file comes from" in r.stderr and "--seed it had" in r.stderr, r.stderr
+    # the draws read as positions, and the budget the file implies (the export holds no settings: helper-113)
+    assert "was drawn at draw 0, 23, 29 by the queue this file comes from, and by this queue at draw " in r.stderr
+    assert "with the --budget (at least 30: the file's draws reach draw 29, counted from 0), --floor and --seed it " \
+        "had" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not list(copy.glob("annotations.sqlite*"))
     r = litjudge("annotate", str(copy), "--budget", "40", "--import", str(out))
     assert r.returncode == 0 and "Started the annotation queue" in r.stdout, r.stderr

@@ -219,6 +219,11 @@ def test_pairs_whose_ids_are_object_properties_are_answered_in_chromium(browser,
             label_by_keys(page, "1")
             assert len(seen) <= 2, seen
         rows = exported(served)
+        assert page.query_selector("#item .actions button") is not None    # ann may take their last answer back
+        newbie = browser.new_page()                                         # a name that answered nothing: no Undo
+        newbie.goto(served.url + "?annotator=newbie")
+        newbie.wait_for_selector(".done")
+        assert newbie.query_selector("#item .actions button") is None and "Undo" not in newbie.text_content(".done")
     assert sorted(seen) == ["__proto__", "constructor"] == sorted(r["cluster"] for r in rows)
     assert all(r["item"] == r["cluster"] and r["label"] == r["shown"][0] for r in rows), rows
 

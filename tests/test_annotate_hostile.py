@@ -316,8 +316,8 @@ def test_an_import_of_a_text_not_drawn_or_a_time_that_is_not_one_is_refused(fres
     missed = next(t for t in texts if t not in drawn)
     took = next(t for t in texts if t in drawn)
     said = imported(fresh, "u.csv", f"annotator,item,label\nann,{missed}/vivid,4\n".encode())
-    assert isinstance(said, str) and said.endswith(f"u.csv:2: item '{missed}/vivid' is of '{missed}', which the queue "
-                                                   "did not draw (only drawn items' labels enter the estimate)"), said
+    assert isinstance(said, str) and said.endswith(f"u.csv:2: item '{missed}/vivid' (of '{missed}') was not drawn by "
+                                                   "this queue (only drawn items' labels enter the estimate)"), said
     said = imported(fresh, "t.csv", f"annotator,item,label,time\nann,{took}/vivid,4,yesterday\n".encode())
     assert isinstance(said, str) and "t.csv:2: time 'yesterday' is not an ISO 8601 time" in said, said
     assert imported(fresh, "e.csv", b"annotator,item,label\n") == f"{fresh / 'e.csv'}: no rows to import (columns: " \

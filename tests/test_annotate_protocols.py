@@ -269,6 +269,28 @@ def test_a_listwise_item_without_categories_is_scored_on_the_judges_scale(tmp_pa
     assert [a.key for a in q.clusters[0].questions[0].answers] == list("12345")
 
 
+def test_a_pairwise_queue_of_several_judges_says_it_reads_all_of_their_verdicts(tmp_path):
+    """Three judges' six verdicts per pair give its uncertainty; the line said "the disagreement
+    between the two orders" as if one judge's (helper-113)."""
+    from tests.annotate_run import judged
+
+    run = pairwise_run(tmp_path / "pw")
+    folder = tmp_path / "pw"
+    lines = (folder / "answers.jsonl").read_text().splitlines()
+    for j in (1, 2):        # the others answer B where the first answered A on every j-th line
+        (folder / f"answers{j}.jsonl").write_text("".join(
+            (x.replace('"A"', '"B"') if n % (j + 1) == 0 else x) + "\n" for n, x in enumerate(lines)))
+    cfg = folder / "three.toml"
+    cfg.write_text((folder / "p.toml").read_text().replace('name = "p"', 'name = "three"').replace(
+        f'judge = "replay:{folder / "answers.jsonl"}"',
+        "judge = [" + ", ".join(f'"replay:{folder / n}"' for n in ("answers.jsonl", "answers1.jsonl", "answers2.jsonl"))
+        + "]"))
+    assert build_queue(run, 12).uncertainty_source.startswith("the disagreement between the two orders -")
+    q = build_queue(judged(cfg), 12)
+    assert q.uncertainty_source.startswith("the disagreement among the 3 judges' verdicts in both orders"), \
+        q.uncertainty_source
+
+
 def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
     run = pairwise_run(tmp_path / "pw", tie=True)
     q = build_queue(run, 20)
@@ -284,7 +306,9 @@ def test_a_pairwise_tie_is_answered_and_counted_half(tmp_path):
         "uncertainty to draw by"), without_tie.uncertainty_source
     assert np.array_equal(without_tie.uncertainty, q.uncertainty)
     with InThread(run, budget=20) as s, s.client() as c:
-        assert "Tie (t)" in c.get("/api/info").json()["instructions"]
+        info = c.get("/api/info").json()
+        assert "Tie (t)" in info["instructions"] and info["unit"] == ["pair", "pairs"]    # its page said "story"
+        assert info["clusters_in_run"] == 16 and info["clusters"] == len(set(q.design.draws.tolist()))
         item = c.get("/api/next", params={"annotator": "ann"}).json()
         assert [a["key"] for a in item["questions"][0]["answers"]] == ["1", "2", "t"]
         assert post(c, item, {item["cluster"]: "tie"}).json()["stored"]

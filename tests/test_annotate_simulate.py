@@ -161,6 +161,24 @@ def test_a_judge_always_answering_the_first_position_scores_half_and_no_design_g
     assert r.returncode == 0 and "1 repeat of 10 draws" in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize("odd, said", [("tie", "answer 'tie' for item 'p03' (the simulation needs one of a, b for every "
+                                                "item of the queue: a tie is an answer of a run with `tie = true`"),
+                                        (None, "no answer for item 'p03' (the simulation needs one of a, b for every item "
+                                               "of the queue: simulate a run of the items it answers")])
+def test_a_human_column_with_a_tie_or_a_blank_is_refused_saying_what_to_do(tmp_path, odd, said):
+    """A new user's column answered in part, or with ties, was refused naming only what was wrong."""
+    rows = [{"pair_id": f"p{i:02d}", "prompt": "Which?", "text_a": f"A {i}.", "text_b": f"B {i}.",
+             "label": odd if i == 3 else "ab"[i % 2]} for i in range(12)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps({"id": f"p{i:02d}/{o}", "response": "AB"[i % 3 == 0]})
+                                                    + "\n" for i in range(12) for o in ("ab", "ba")))
+    cfg = tmp_path / "odd.toml"
+    cfg.write_text(f'name = "odd"\nprotocol = "pairwise"\njudge = "replay:{tmp_path / "answers.jsonl"}"\n'
+                   '[dataset]\nloader = "pairs_jsonl"\npath = "pairs.jsonl"\n')
+    r = litjudge("annotate", str(judged(cfg)), "--simulate", "human", "--budget", "10")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and said in r.stderr, r.stderr
+
+
 def skewed_run(folder, judges: tuple[int, ...] = (0, 1, 2), name: str = "skewed", extra: str = "",
                probabilities: bool = True):
     """Three recorded judges (j0, j1, j2) of 30 stories of 4 tests saying No to nearly everything, j0

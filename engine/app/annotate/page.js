@@ -8,7 +8,7 @@
     for (const [k, v] of Object.entries(props)) { if (k === 'text') e.textContent = v; else if (k === 'cls') e.className = v;
       else e.setAttribute(k, v); }
     kids.forEach(k => e.appendChild(k)); return e; };
-  let info = null, item = null, answers = Object.create(null), current = 0, busy = false;
+  let info = null, unit = ['story', 'stories'], item = null, answers = Object.create(null), current = 0, busy = false;
   const annotator = () => $('#annotator').value.trim();
   const headers = () => Object.assign({'Content-Type': 'application/json'}, token ? {'X-Litjudge-Token': token} : {});
   const newKey = () => 'k' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 12);
@@ -36,14 +36,16 @@
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
     if (item.done) {
-      const held = item.held ? `${item.held} ${item.held === 1 ? 'story is' : 'stories are'} open with other ` +
+      const held = item.held ? `${item.held} ${item.held === 1 ? unit[0] + ' is' : unit[1] + ' are'} open with other ` +
         `annotators: one they leave unanswered comes back after ${item.lock_minutes} minutes (reload then). ` : '';
+      // Undo where there is something of theirs to take back (it was offered to a name that had answered nothing)
+      const undoable = item.mine > 0 || item.skipped > 0;
       box.appendChild(make('div', {cls: 'done', text: (item.held ? 'Nothing for you right now. ' :
-        'Nothing left for you in this queue. ') + 'Thank you! ' + held +
+        'Nothing left for you in this queue. ') + (undoable ? 'Thank you! ' : '') + held +
         (item.skipped ? '(What you skipped waits for another annotator, or for you: the first button brings it back. '
-                      : '(') + 'Undo brings back your last submit or skip.)'}));
+                      : undoable ? '(' : '') + (undoable ? 'Undo brings back your last submit or skip.)' : '')}));
       const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
-      const buttons = [undoB];
+      const buttons = undoable ? [undoB] : [];
       if (item.skipped) {                 // alone, the estimates wait at the first of them
         const backB = make('button', {id: 'unskip', text: `Answer the ${item.skipped} you skipped (b)`});
         backB.onclick = () => unskip(); buttons.unshift(backB);
@@ -109,7 +111,7 @@
     catch (e) {
       if (e.code === 409 && e.message.startsWith('cluster ')) {    // taken by others while it was open here
         const why = e.message.split(': ask for the next')[0];
-        await load(); status(`Not saved: ${why}. Here is the next story.`, true);
+        await load(); status(`Not saved: ${why}. Here is the next ${unit[0]}.`, true);
         window.scrollTo(0, 0);                                    // said at the top too, above the new story
       } else failed(e, 'your answers stay on this page; press Enter again');
     } finally { busy = false; }
@@ -134,8 +136,8 @@
             item.questions.forEach(q => { if (Object.hasOwn(r.answers, q.item)) answers[q.item] = r.answers[q.item]; });
             render();
           }
-          status(!r.undone ? 'Nothing to undo.' : r.stands === 'earlier' ? 'Undone; your earlier answer to that story stands.'
-                 : r.stands === 'later' ? 'Undone; a later answer of yours to that story (imported) stands, so no answer changed.'
+          status(!r.undone ? 'Nothing to undo.' : r.stands === 'earlier' ? `Undone; your earlier answer to that ${unit[0]} stands.`
+                 : r.stands === 'later' ? `Undone; a later answer of yours to that ${unit[0]} (imported) stands, so no answer changed.`
                  : again ? 'Undone: shown again with your answers; change any, then Enter.'
                  : item && item.cluster === r.undone ? 'Undone: shown again.'
                  : 'Undone: that one comes back after the ones drawn before it (another annotator may take it meanwhile).'); }
@@ -237,6 +239,7 @@
   });
   (async () => {
     try { info = await api('/api/info'); } catch (e) { status(e.message, true); return; }
+    unit = info.unit;
     $('#quantity').textContent = info.quantity;
     $('#source').textContent = info.uncertainty;
     const keys = {ttcw: 'y / n', pairwise: '1 / 2' + (info.labels.includes('tie') ? ' / t' : ''),

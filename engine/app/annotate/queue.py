@@ -31,6 +31,7 @@ from .queue_rubric import AFTER, listwise, rubric, votes_by, with_probabilities
 PROTOCOLS_SERVED = ("ttcw", "pairwise", "rubric", "listwise")
 __all__ = ["PROTOCOLS_SERVED", "Answer", "Cluster", "Question", "Queue", "build_queue"]
 YES_NO = yes_no()
+UNITS = {"ttcw": ("story", "stories"), "pairwise": ("pair", "pairs")}
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class Queue:
     outside: str = ""                        # what the run judged that the queue never draws, and why
     judged: str = ""                         # `labels.verdicts_fingerprint` of the verdicts it was built from
     min_draws: int = active.MIN              # labelled draws before the active interval (`draws_needed.min_draws`)
+
+    @property
+    def unit(self) -> tuple[str, str]:
+        """What the page calls a cluster, one and many (a pairwise page said "1 story is open")."""
+        return UNITS.get(self.protocol, ("text", "texts"))
 
     def score(self, cluster: str, label: str, item: str | None = None) -> float:
         """A person's answer on the quantity's scale: pairwise counts agreement with the judges'
@@ -282,7 +288,9 @@ def _pairwise(ctx: Context, verdicts: pl.DataFrame, pairs_by: PairsBy = "agreeme
     if pairs_by != "agreement":                # a queue drawn before: by the spread of the answer's score
         u = spread(d, np.asarray([a.score for a in answers]), len(clusters))[1]
     tie = " Answer Tie (t) when neither is better." if len(answers) == 3 else ""
-    source = "the disagreement between the two orders" if kind is None else \
+    judges = verdicts["judge"].n_unique() if "judge" in verdicts.columns else 1      # each judge's two orders
+    source = ("the disagreement between the two orders" if judges < 2 else
+              f"the disagreement among the {judges} judges' verdicts in both orders") if kind is None else \
         "the judges' P(text) over both orders" + AFTER[kind]
     return Built(clusters, np.asarray(totals, dtype=float), u, source,
                  "judge accuracy" + (" (a tie half)" if tie else ""),

@@ -181,21 +181,24 @@ def _refuse_other_design(rows: list[tuple[int, dict[str, str]]], cluster_of: dic
     """An export's rows name where their story was drawn (`draws`) and with what probability: a
     queue started by importing them must have drawn it there too, with that probability (a floor
     changes the probabilities more than the positions), in one line naming the first that differs."""
+    reach = max((int(x) for _, r in rows for x in r.get("draws", "").split() if x.isdigit()), default=-1)
+    budget = f" (at least {reach + 1}: the file's draws reach draw {reach}, counted from 0)" if reach >= 0 else ""
     for n, r in rows:
         given, cluster = r.get("draws", "").split(), cluster_of.get(r.get("item", ""))
         if cluster is None:
             continue
         if given and given != positions.get(cluster, "").split():
-            here = positions.get(cluster) or "no draw"
-            said = f"was drawn at {' '.join(given)} by the queue this file comes from, here at {here}"
+            here = ", ".join(positions.get(cluster, "").split()) or "never"
+            said = (f"was drawn at draw {', '.join(given)} by the queue this file comes from, and by this queue at "
+                    f"{'draw ' * (here != 'never')}{here}")
         elif (p := _number(r.get("probability", ""))) is not None and not (
                 (ours := probability.get(cluster)) is not None and math.isclose(p, ours, rel_tol=1e-9)):
             here = "not drawn" if ours is None else f"with {ours:.6g}"
             said = f"was drawn with probability {r['probability'][:12]} by the queue this file comes from, here {here}"
         else:
             continue
-        raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget, --floor and --seed it had "
-                        "(if it had these, its run's judges differ from this run's, which draw by their own "
+        raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget{budget}, --floor and --seed "
+                        "it had (if it had these, its run's judges differ from this run's, which draw by their own "
                         "uncertainty: import into a run of the same judges)", path=str(path), row=n)
 
 
@@ -239,8 +242,9 @@ def import_labels(queue: Queue, labels: Labels, path: Path, per_item: int = 1, s
         if r["item"] not in cluster_of:
             raise DataError(f"item {r['item'][:60]!r} is not an item of this run's queue", path=str(path), row=n)
         if cluster_of[r["item"]] not in labels.first_draw:      # as the page refuses it: not in the estimate's design
-            raise DataError(f"item {r['item'][:60]!r} is of {cluster_of[r['item']][:60]!r}, which the queue did not draw "
-                            "(only drawn items' labels enter the estimate)", path=str(path), row=n)
+            whose = "" if cluster_of[r["item"]] == r["item"] else f" (of {cluster_of[r['item']][:60]!r})"
+            raise DataError(f"item {r['item'][:60]!r}{whose} was not drawn by this queue (only drawn items' labels "
+                            "enter the estimate)", path=str(path), row=n)
         if r.get("time") and not _iso_time(r["time"]):
             raise DataError(f"time {r['time'][:40]!r} is not an ISO 8601 time (e.g. 2026-11-30T14:05:00+0000)",
                             path=str(path), row=n)

@@ -228,7 +228,8 @@ class Routes:
                              "budget": len(queue.design.draws), "clusters": len(self.labels.order),
                              "per_item": self.settings.per_item, "uncertainty": queue.uncertainty_source,
                              "floor": queue.design.floor, "seed": queue.design.seed, "instructions": queue.instructions,
-                             "bounds": list(queue.bounds)})
+                             "bounds": list(queue.bounds), "unit": list(queue.unit),
+                             "clusters_in_run": len(queue.clusters)})
 
     async def next_item(self, request: Request) -> Response:
         annotator = annotator_of(request.query_params.get("annotator"))

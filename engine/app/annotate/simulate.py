@@ -81,8 +81,12 @@ def human_scores(queue: Queue, column: str) -> np.ndarray:
             label = answer.get(q.item)
             if label not in queue.labels:
                 got = "no answer" if label is None else f"answer {label[:40]!r}"
+                # what to do (a new user with a column answered in part, or with ties, read only what was wrong)
+                fix = ("simulate a run of the items it answers (a data file of those)" if label is None else
+                       "a tie is an answer of a run with `tie = true` under [options]" if label == "tie" else
+                       "give a column of those answers")
                 raise ConfigError(f"--simulate: column {column!r} has {got} for item {q.item[:60]!r} (the simulation "
-                                  f"needs one of {', '.join(queue.labels)} for every item of the queue)",
+                                  f"needs one of {', '.join(queue.labels)} for every item of the queue: {fix})",
                                   where=str(queue.run))
             totals[c] += queue.score(cluster.cluster, label, q.item)
     return totals
