@@ -128,17 +128,27 @@ def test_label_resume_two_annotators_and_kill_9_in_chromium(browser, shots, tmp_
     ann.wait_for_selector("tr[data-which=active]")
     shown = float(ann.get_attribute("tr[data-which=active]", "data-value"))
     assert abs(shown - estimates(queue, exported(served))["active"]["value"]) <= 1e-9
-    # kill -9 and restart on the same port: no saved label lost, the page resumes
+    # kill -9 and restart on the same port: no saved label lost, the page resumes; answers given while the
+    # server was down stay through a reload (they were dropped, though the page said they stayed: helper-113)
     before = exported(served)
+    shown = current(ann)
+    assert shown not in {r["cluster"] for r in before}
     served.kill()
+    for k in "y" * TESTS + "\n":
+        ann.keyboard.press("Enter" if k == "\n" else k)
+    until(lambda: "your answers stay on this page, a reload too" in (ann.text_content("#status") or ""))
     again = Served(run, port=port)
     try:
         assert exported(again) == before
         ann.reload()
-        nxt = current(ann)
-        assert nxt not in {r["cluster"] for r in before}
-        label_by_keys(ann, "y" * TESTS)
-        assert len(exported(again)) == len(before) + TESTS
+        assert current(ann) == shown and len(ann.query_selector_all(".q button.on")) == TESTS
+        ann.keyboard.press("Enter")
+        until(lambda: len(exported(again)) == len(before) + TESTS)
+        assert {(r["cluster"], r["label"]) for r in exported(again)[len(before):]} == {(shown, "Yes")}
+        nxt = current(ann)                          # the next story opens with no answer kept
+        assert nxt != shown and ann.query_selector(".q button.on") is None
+        label_by_keys(ann, "n" * TESTS)
+        assert len(exported(again)) == len(before) + 2 * TESTS
     finally:
         again.kill()
 

@@ -55,6 +55,7 @@
       return;
     }
     box.dataset.cluster = item.cluster;
+    saveDraft();
     box.appendChild(make('div', {cls: 'note', text: `Draw ${item.draw + 1} · drawn ${item.times_drawn}× · probability ${item.probability.toFixed(4)}`}));
     if (item.context) box.appendChild(make('div', {cls: 'context', dir: 'auto', text: item.context}));
     const texts = make('div', {cls: 'texts' + (item.texts.length > 1 ? ' two' : '')});
@@ -87,6 +88,22 @@
     const on = box.querySelector('.q.current');
     if (on && on.scrollIntoView) on.scrollIntoView({block: 'nearest'});
   }
+  // The answers being given, kept in this tab's sessionStorage as they are chosen: a reload (the server
+  // back after a crash, say) showed the story with none of them, though the page said they stayed.
+  const DRAFT = 'litjudge-draft';
+  function saveDraft() {
+    if (item && !item.done) sessionStorage.setItem(DRAFT, JSON.stringify({annotator: annotator(), cluster: item.cluster,
+                                                                         answers: Object.entries(answers)}));
+  }
+  function draft() {         // the kept answers to this story, each still one of its question's answers
+    const out = Object.create(null);
+    let kept = null;
+    try { kept = JSON.parse(sessionStorage.getItem(DRAFT) || 'null'); } catch (e) { kept = null; }
+    if (!kept || kept.annotator !== annotator() || kept.cluster !== item.cluster || !Array.isArray(kept.answers)) return out;
+    const asked = new Map(item.questions.map(q => [q.item, q.answers.map(a => a.value)]));
+    kept.answers.forEach(([k, v]) => { if (asked.has(k) && asked.get(k).includes(v)) out[k] = v; });
+    return out;
+  }
   async function load() {
     if (!annotator()) { status('Type your name first (top right).'); return; }
     localStorage.setItem('litjudge-annotator', annotator());
@@ -94,7 +111,10 @@
     catch (e) { failed(e, 'reload the page'); return; }
     if ($('#status').classList.contains('err')) status('');      // an earlier error is past
     // no prototype: an item id '__proto__' set nothing on a plain object and could never be answered
-    answers = Object.create(null); current = 0; render(); estimate();
+    answers = item.done ? Object.create(null) : draft(); current = 0;
+    const open = item.done ? -1 : item.questions.findIndex(q => !Object.hasOwn(answers, q.item));
+    if (open > 0) current = open;                                 // a kept draft: on at its first unanswered question
+    render(); estimate();
     // a new story opens at its top: its first question scrolled into view left the reader halfway
     // down a long story, its title, the save and the progress above the fold (a new user's try)
     window.scrollTo(0, 0);
@@ -107,18 +127,19 @@
     }
     busy = true;
     try { const r = await post('/api/label', {annotator: annotator(), cluster: item.cluster, labels: answers, key: newKey(), shown: item.shown});
-          status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
+          sessionStorage.removeItem(DRAFT); status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
     catch (e) {
       if (e.code === 409 && e.message.startsWith('cluster ')) {    // taken by others while it was open here
         const why = e.message.split(': ask for the next')[0];
         await load(); status(`Not saved: ${why}. Here is the next ${unit[0]}.`, true);
         window.scrollTo(0, 0);                                    // said at the top too, above the new story
-      } else failed(e, 'your answers stay on this page; press Enter again');
+      } else failed(e, 'your answers stay on this page, a reload too; press Enter again');
     } finally { busy = false; }
   }
   async function skipItem() {
     if (busy || !item || item.done) return; busy = true;
-    try { await post('/api/skip', {annotator: annotator(), cluster: item.cluster, key: newKey()}); status('Skipped.'); await load(); }
+    try { await post('/api/skip', {annotator: annotator(), cluster: item.cluster, key: newKey()});
+          sessionStorage.removeItem(DRAFT); status('Skipped.'); await load(); }
     catch (e) { failed(e, 'press s again'); } finally { busy = false; }
   }
   async function unskip() {
