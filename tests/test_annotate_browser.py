@@ -238,6 +238,33 @@ def test_pairs_whose_ids_are_object_properties_are_answered_in_chromium(browser,
     assert all(r["item"] == r["cluster"] and r["label"] == r["shown"][0] for r in rows), rows
 
 
+def test_two_annotators_agreement_and_its_interval_on_the_page_in_chromium(browser, shots, tmp_path):
+    """Two people answer the same 12 stories (--per-item 2): the page gives their alpha with its 95%
+    interval and the stories holding it, as /api/estimate does."""
+    import random
+
+    run = ttcw_run(tmp_path / "ttcw", stories=16)
+    rng = random.Random(2)
+    with Served(run, "--budget", "40", "--per-item", "2") as served, served.client() as c:
+        for _ in range(12):
+            for who in ("ann", "bob"):
+                item = c.get("/api/next", params={"annotator": who}).json()
+                labels = {q["item"]: rng.choice(["Yes", "No"]) for q in item["questions"]}
+                c.post("/api/label", json={"annotator": who, "cluster": item["cluster"], "labels": labels,
+                                           "key": f"k{rng.random()}"}).raise_for_status()
+        ag = c.get("/api/estimate").json()["agreement"]
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(served.url + "?annotator=ann")
+        until(lambda: "Krippendorff" in (page.text_content("#agree") or ""))
+        text = page.text_content("#agree")
+        gained = c.get("/api/estimate").json()["labels_gained"]
+        shown = page.text_content("#gained")
+        assert shown == ("0.0" if abs(gained) < 0.05 else f"{gained:.1f}") and shown != "-0.0", (gained, shown)
+        page.screenshot(path=str(shots / "annotate-agreement.png"), full_page=True)
+    assert ag["clusters"] == 12 and ag["items"] == 12 * TESTS and ag["low"] is not None, ag
+    assert f"(95% interval {ag['low']:.3f} – {ag['high']:.3f}) over {12 * TESTS} items in 12 stories" in text, text
+
+
 def test_a_rubric_text_labelled_by_keyboard_in_chromium(browser, tmp_path):
     """Each question by its scale's hotkeys (y/n, then a point), the anchors shown as text, the
     estimate on the first question's scale; a screenshot beside the run (tmp_path)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from litjudge.judges.metrics import active
-from litjudge.judges.metrics.agreement import krippendorff_alpha
+from litjudge.judges.metrics.annotator_alpha import annotator_alpha
 
 from .queue import Queue
 
@@ -28,14 +28,21 @@ def latest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str
 
 def agreement(queue: Queue, answers: Mapping[tuple[str, str], tuple[str, str]]) -> dict[str, Any]:
     """Krippendorff's alpha (nominal) between annotators, over the items of the quantity's questions
-    that two or more answered: a rubric's other questions (another scale: a yes/no beside points
-    beside genres) were pooled into one alpha of unlike labels (a new user's try)."""
+    that two or more answered (a rubric's other questions, another scale, were pooled into one
+    alpha of unlike labels: a new user's try), with its interval over the clusters holding them
+    (`annotator_alpha`)."""
     by_item: dict[str, list[str]] = {}
-    for (_, item), (_, label) in answers.items():
+    cluster_of: dict[str, str] = {}
+    for (_, item), (cluster, label) in answers.items():
         if queue.question(item).counted:
             by_item.setdefault(item, []).append(label)
-    alpha = krippendorff_alpha(list(by_item.values()))
-    return {"krippendorff_alpha": _num(alpha.value), "items": alpha.n, "level": "nominal"}
+            cluster_of[item] = cluster
+    by_unit: dict[str, list[list[str]]] = {}
+    for item, labels in by_item.items():
+        by_unit.setdefault(cluster_of[item], []).append(labels)
+    alpha = annotator_alpha(by_unit)
+    return {"krippendorff_alpha": _num(alpha.value), "items": alpha.items, "level": "nominal", "low": _num(alpha.low),
+            "high": _num(alpha.high), "clusters": alpha.units, "note": alpha.note}
 
 
 def human_totals(queue: Queue, standing: Mapping[tuple[str, str], tuple[str, str]]) -> dict[int, float]:

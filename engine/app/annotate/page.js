@@ -232,10 +232,14 @@
                                   .filter(Boolean).join(' ');
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators on the estimate's question: Krippendorff's ` +
-      `alpha (nominal) ${fmt(ag.krippendorff_alpha)} over ${ag.items} items answered by two or more.` : '';
-    $('#gained').textContent = e.labels_gained === null ? '–' : e.labels_gained.toFixed(1);
+      `alpha (nominal) ${fmt(ag.krippendorff_alpha)}` + (ag.low === null ? '' : ` (95% interval ${fmt(ag.low)} – ` +
+      `${fmt(ag.high)})`) + ` over ${ag.items} items in ${ag.clusters} ${ag.clusters === 1 ? unit[0] : unit[1]} ` +
+      `answered by two or more` + (ag.note ? `; ${ag.note}.` : '.') : '';
+    // shown to one decimal: -0.01 read "-0.0 (below 0: ...)", as if a cost
+    const gained = e.labels_gained === null ? null : Math.abs(e.labels_gained) < 0.05 ? 0 : e.labels_gained;
+    $('#gained').textContent = gained === null ? '–' : gained.toFixed(1);
     // a number below 0 was shown bare (a new user's try): it says the judges' choice cost labels so far
-    $('#gained-why').textContent = e.labels_gained !== null && e.labels_gained < 0 ? ' (below 0: so far the ' +
+    $('#gained-why').textContent = gained !== null && gained < 0 ? ' (below 0: so far the ' +
       'judges\u2019 choice of stories narrows the interval less than as many labels drawn at random would)' : '';
     $('#plotbox').replaceChildren(svgPlot(e.curve));
   }
