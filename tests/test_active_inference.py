@@ -527,6 +527,16 @@ def test_the_coverage_counts_shortcuts_give_fits_answers():
         want = by_fit(p, f, m, totals, ks, c)
         assert np.array_equal(given * 700, want[:, 1]) and given.min() > 0.5, c
         assert np.array_equal(cover, want[:, 0] / want[:, 1]), (c, cover, want[:, 0] / want[:, 1])
+    # helper-114: scores of 1e78 make Satterthwaite's df inf / inf (NaN), where fit gives no interval; an alpha
+    # whose quantile is inf or NaN is refused
+    n = 30
+    huge = Totals(np.array([[0.0, 1e78]] * n), np.full((n, 2), 0.5))
+    p, f, m = np.full(n, 1 / n), np.zeros(n), np.ones(n)
+    with np.errstate(all="ignore"):
+        assert np.array_equal(coverage(p, f, m, huge, np.array([5, 10, 20]), replicates=200)[1], [0.0, 0.0, 0.0])
+    for alpha in (0.0, 1e-17, -0.1, 2.5):
+        with pytest.raises(ValueError, match=r"^alpha must be in \(0, 1\)"):
+            coverage(p, f, m, huge, np.array([10]), replicates=10, alpha=alpha)
     rng = np.random.default_rng(5)
     for n in (1, 2, 7, 100, 5000):
         cum = np.cumsum(rng.dirichlet(np.full(n, 0.3)))

@@ -212,6 +212,27 @@ def test_an_annotator_holds_one_story_at_a_time(run):
         assert c.get("/api/next", params={"annotator": "w"}).json()["cluster"] == skipped
 
 
+def test_an_undone_skip_of_a_story_others_took_since_is_not_handed_back(run):
+    """helper-114: the undo's lock went on a skipped story whatever had become of it, so another
+    annotator's answer (or live lock) and the undoer's both stood under --per-item 1."""
+    with InThread(run, budget=40) as s, s.client() as c:
+        for other_answers in (True, False):
+            x = c.get("/api/next", params={"annotator": "ann"}).json()["cluster"]
+            assert c.post("/api/skip", json={"annotator": "ann", "cluster": x, "key": key()}).json()["stored"]
+            if other_answers:
+                assert answer(c, "bob")["cluster"] == x
+            else:
+                assert c.get("/api/next", params={"annotator": "cid"}).json()["cluster"] == x      # cid holds it
+            assert c.post("/api/undo", json={"annotator": "ann"}).json()["undone"] == x
+            assert c.get("/api/next", params={"annotator": "ann"}).json()["cluster"] != x
+            items = next(cl for cl in s.app.queue.clusters if cl.cluster == x).questions
+            r = c.post("/api/label", json={"annotator": "ann", "cluster": x, "key": key(),
+                                           "labels": {q.item: "Yes" for q in items}})
+            assert r.status_code == 409, r.text
+        assert all(len({r["annotator"] for r in map(json.loads, c.get("/api/export.jsonl").text.splitlines())
+                        if r["cluster"] == x}) <= 1 for x in {cl.cluster for cl in s.app.queue.clusters})
+
+
 def test_a_refused_first_import_starts_no_queue(run, tmp_path):
     """A file refused whole (a label that is no answer) left the queue started with the default
     budget, so the next --budget was refused too: a refused first import leaves no store."""

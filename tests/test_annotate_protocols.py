@@ -148,7 +148,9 @@ def test_annotators_agreement_is_on_the_estimates_question_alone(points_first, t
                      annotator=who).raise_for_status()
         agreement = c.get("/api/estimate").json()["agreement"]
         texts = {json.loads(x)["cluster"] for x in c.get("/api/export.jsonl").text.splitlines()}
-    assert len(texts) > 2 and agreement == {"krippendorff_alpha": 1.0, "items": len(texts), "level": "nominal"}
+    assert len(texts) > 2 and agreement == {"krippendorff_alpha": 1.0, "items": len(texts), "level": "nominal",
+                                            "low": None, "high": None, "clusters": len(texts),
+                                            "note": "fewer than 10 units answered by two or more: no interval"}
     pooled = [["Yes", "No"]] * len(texts) + [[str(1 + int(t[1:]) % 5)] * 2 for t in texts]
     assert krippendorff_alpha(pooled).value < 0.5           # what it printed, both questions pooled
 

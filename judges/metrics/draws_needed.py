@@ -142,6 +142,8 @@ def coverage(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray,
     """Per prefix length in `ks`: the share of the intervals given that cover the truth (NaN where
     none is), and the share of replicates that give one (`active.fit`, lam tuned, as the page's
     active estimate)."""
+    if not 0.5 < 1 - alpha / 2 < 1:               # a quantile of inf or NaN (helper-114)
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     p, f, m = (np.asarray(a, dtype=float) for a in (probability, judge_total, size))
     n, kmax = len(p), int(max(ks))
     big_f, big_m = float(f.sum()), float(m.sum())
@@ -162,7 +164,7 @@ def coverage(probability: np.ndarray, judge_total: np.ndarray, size: np.ndarray,
         yp, fp, mp = yd / pd, f[d] / pd, m[d] / pd
         for i, k in enumerate(ks):
             theta, var, dof, ok, _ = fit_moments(yp[:, :k], fp[:, :k], mp[:, :k], big_f, big_m, None, pd[:, :k])
-            ok &= np.isfinite(var)                  # `fit`'s half width is finite
+            ok &= np.isfinite(var) & np.isfinite(dof)     # `fit`'s half width is finite (a df of inf / inf: NaN)
             given[i] += ok.sum()
             covered[i] += _covers(np.abs(theta - truth), var, dof, ok, 1 - alpha / 2).sum()
     with np.errstate(invalid="ignore"):           # no interval given at a length: no claim (NaN)

@@ -251,14 +251,14 @@ class Labels:
         raise Locked(f"cluster {cluster!r} has been answered by its {per_item} annotator{'s' * (per_item != 1)} (the "
                      "queue's annotators per item): ask for the next one (/api/next)")
 
-    def undo(self, annotator: str, lock_seconds: float) -> tuple[str | None, str | None, dict[str, str]]:
+    def undo(self, annotator: str, lock_seconds: float, per_item: int) -> tuple[str | None, str | None, dict[str, str]]:
         """Take back this annotator's latest answer or skip on the page: its cluster (None: nothing
         to undo), which answer of theirs to it still stands, so it is not shown again: "earlier"
         (two tabs answered it twice), "later" (an import after it: the undo changed no answer), or
         None; and the answers taken back (item -> label; none for a skip), which the page shows
         again to be changed (it cleared them: a new user who undid to fix one answer gave all again).
-        A cluster shown again is locked for them in the same transaction, as their one story: between
-        the undo and their page's /api/next, another annotator's /api/next was handed it."""
+        A cluster shown again is locked for them at once (another's /api/next was handed it before
+        their page asked) unless others fill its `per_item` places (a skipped one answered since)."""
         with self.lock:
             self.db.execute("BEGIN IMMEDIATE")
             try:
@@ -277,7 +277,7 @@ class Labels:
                 # back: the page preselected the undone Yes over a standing imported No, and said "no answer changed"
                 left = {i: v for i, v in taken.items() if i not in kept}
                 stands = None if other is None or left else "later" if other > row[0] else "earlier"
-                if stands is None:
+                if stands is None and self._places_taken(row[1], annotator) < per_item:
                     self.db.execute("DELETE FROM locks WHERE annotator = ?", (annotator,))
                     self.db.execute("INSERT INTO locks VALUES (?, ?, ?)", (row[1], annotator, time.time() + lock_seconds))
                 self.db.execute("COMMIT")
@@ -285,6 +285,13 @@ class Labels:
                 self.db.execute("ROLLBACK")
                 raise
         return row[1], stands, left
+
+    def _places_taken(self, cluster: str, annotator: str) -> int:
+        """How many others hold `cluster` (a live lock) or have an answer to it standing (in part too)."""
+        return len({r[0] for r in self.db.execute(
+            "SELECT annotator FROM locks WHERE cluster = ? AND expires >= ? AND annotator != ? UNION SELECT annotator "
+            "FROM submissions WHERE cluster = ? AND kind = 'label' AND undone = 0 AND annotator != ?",
+            (cluster, time.time(), annotator, cluster, annotator))})
 
     def skipped_open(self, annotator: str, items_of: dict[str, tuple[str, ...]], per_item: int) -> list[str]:
         """The clusters this annotator skipped that the queue would give them but for the skip, in

@@ -281,7 +281,8 @@ class Routes:
 
     async def undo(self, request: Request) -> Response:
         data = await body(request)
-        cluster, stands, taken = self.labels.undo(annotator_of(data.get("annotator")), self.settings.lock_seconds)
+        cluster, stands, taken = self.labels.undo(annotator_of(data.get("annotator")), self.settings.lock_seconds,
+                                                  self.settings.per_item)
         return JSONResponse({"undone": cluster, "earlier_stands": stands == "earlier", "stands": stands,
                              "answers": taken})
 
