@@ -110,7 +110,12 @@ PUBLISHED: dict[tuple[str, str, str], tuple[str, ...]] = {
 ANNOTATE = ("test_active_inference.py::test_coverage_at_every_budget",
             "test_annotate_conformance.py::test_the_page_estimate_equals_a_recomputation_from_the_exported_labels")
 PUBLISHED.update({**both("annotate", "estimate", ANNOTATE, "active_low", "active_high"),
-                  **both("annotate", "estimate", ANNOTATE, "human_low", "human_high")})
+                  **both("annotate", "estimate", ANNOTATE, "human_low", "human_high"),
+                  # annotators' alpha (`annotator_alpha`): coverage through the page's function, and the reference
+                  **both("annotate", "estimate", (
+                      "test_annotate.py::test_the_pages_alpha_interval_covers_from_the_fewest_stories_it_is_given_for",
+                      "test_annotate.py::test_the_pages_alpha_interval_is_the_cluster_bootstrap_of_alpha"),
+                      "agreement_low", "agreement_high")})
 
 # Calibration bin edges are the diagram's fixed bins, not estimates.
 NOT_ESTIMATES = ("bin_low", "bin_high")

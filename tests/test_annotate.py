@@ -18,7 +18,7 @@ from litjudge.engine.app.annotate.estimate import estimates
 from litjudge.engine.app.annotate.queue import build_queue
 from litjudge.judges.metrics import active
 from litjudge.judges.metrics.agreement import krippendorff_alpha
-from tests.annotate_run import STORIES, TESTS, InThread, Served, lapse_locks, pairwise_run
+from tests.annotate_run import STORIES, TESTS, InThread, Served, fresh, lapse_locks, pairwise_run
 from tests.annotate_run import run_fixture as run_fixture
 from tests.conftest import DATA, litjudge, needs_data
 
@@ -121,7 +121,6 @@ def test_a_queue_stored_with_the_uniform_floor_reopens_as_it_was_drawn(dominant,
     with its own draws and probabilities, in the app and in `--simulate`; a new one is by size."""
     from litjudge.engine.app.annotate.labels import open_labels, stored_design
     from litjudge.engine.app.annotate.queue_store import Options, open_queue, settings
-    from tests.annotate_run import fresh
 
     run = fresh(dominant[0], tmp_path)
     old = build_queue(run, 30, floor=0.2, seed=0, floor_by="uniform")
@@ -553,6 +552,24 @@ def test_krippendorff_alpha_is_the_reference_packages():
         data[rng.random((raters, items)) < 0.3] = np.nan
         ours = krippendorff_alpha([[x for x in data[:, i] if not np.isnan(x)] for i in range(items)])
         assert ours.value == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"), abs=1e-12)
+
+
+def test_a_negative_lam_is_said_beside_the_active_interval(run):
+    """A tuned lam below 0 (the judges' totals moving against the people's answers) is said in
+    /api/estimate's `against` where the active interval is given (a new user read lam -3.45 from 11
+    pairs, the active point 0.09 from human-only's, as a fault); nothing where lam >= 0 or there is
+    no interval. The page shows the sentence as the others (est-note)."""
+    from litjudge.engine.app.annotate.estimate import against
+    from litjudge.judges.metrics.active import ActiveEstimate
+
+    e = ActiveEstimate(0.63, 0.38, 0.88, 0.25, -3.45, 11, 9, 8.0, None)
+    assert against(e) == ("Over these 11 labelled draws the judges' totals move against the people's answers (lam "
+                          "-3.45), so the active estimate subtracts them; from few draws that is often chance, and "
+                          "the human-only row does not use the judges")
+    assert against(dataclasses.replace(e, lam=0.4)) is None and against(dataclasses.replace(e, lam=0.0)) is None
+    assert against(dataclasses.replace(e, note="too few labelled draws")) is None
+    with InThread(run, budget=40) as s, s.client() as c:
+        assert c.get("/api/estimate").json()["against"] is None          # before any label
 
 
 def test_two_annotators_per_item_report_their_agreement(run):

@@ -81,6 +81,18 @@ def whole_range(e: active.ActiveEstimate, bounds: tuple[float, float]) -> str | 
             "degrees of freedom); it narrows as more draws are labelled")
 
 
+def against(e: active.ActiveEstimate) -> str | None:
+    """What a negative lam says, where the active interval is given with one: the judges' totals
+    have moved against the people's answers over these draws, and the active estimate subtracts
+    them (valid for any lam, but a new user read lam -3.45 from 11 pairs, the active point 0.09
+    from human-only's, as a fault)."""
+    if e.note is not None or not e.lam < 0:
+        return None
+    return (f"Over these {e.draws} labelled draws the judges' totals move against the people's answers (lam "
+            f"{e.lam:.2f}), so the active estimate subtracts them; from few draws that is often chance, and the "
+            "human-only row does not use the judges")
+
+
 def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = True) -> dict[str, Any]:
     """Human-only, active and uniform PPI++'s projected width for the labelled prefix, and the
     curve of interval width against labelled draws (every prefix from 1 to it)."""
@@ -103,7 +115,7 @@ def estimates(queue: Queue, rows: Iterable[Mapping[str, Any]], *, curve: bool = 
             "min_draws": queue.min_draws,
             "clusters_labelled": len(totals), "active": _one(act), "human": _one(human),
             "uniform_half_width": _num(uniform), "labels_gained": _num(gained) if gained is not None else None,
-            "whole_range": whole_range(act, b),
+            "whole_range": whole_range(act, b), "against": against(act),
             "agreement": agreement(queue, standing), "curve": points, "waiting": waiting(queue, totals, k, standing)}
 
 

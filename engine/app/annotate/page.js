@@ -228,7 +228,8 @@
        : 'for it (skipped? another annotator can answer it, or you can: the last page brings back what you skipped).') : '';
     const until = e.labelled_draws < e.budget && e.min_draws <= e.budget ? ' yet' : '';   // a budget short of it: none ever
     $('#est-note').textContent = [e.active.note ? `No interval${until}: ${e.active.note}.` : '',
-                                  e.whole_range ? `${e.whole_range}.` : '', held, e.stale ? `${e.stale}.` : '']
+                                  e.whole_range ? `${e.whole_range}.` : '', e.against ? `${e.against}.` : '', held,
+                                  e.stale ? `${e.stale}.` : '']
                                   .filter(Boolean).join(' ');
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators on the estimate's question: Krippendorff's ` +
