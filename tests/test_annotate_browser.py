@@ -234,6 +234,18 @@ def test_pairs_whose_ids_are_object_properties_are_answered_in_chromium(browser,
         newbie.goto(served.url + "?annotator=newbie")
         newbie.wait_for_selector(".done")
         assert newbie.query_selector("#item .actions button") is None and "Undo" not in newbie.text_content(".done")
+        # a browser refusing storage (a setting, a full quota): the page answers on, without its draft
+        refused = browser.new_page()
+        refused.add_init_script("Storage.prototype.setItem = () => { throw new DOMException('full', 'QuotaExceededError'); };"
+                                "Storage.prototype.removeItem = () => { throw new DOMException('no', 'SecurityError'); };")
+        refused.goto(served.url + "?annotator=ann")
+        until(lambda: refused.query_selector(".done") is not None)
+        refused.keyboard.press("u")                                        # the last answer back, then given again
+        until(lambda: "shown again with your answers" in (refused.text_content("#status") or ""))
+        assert len(exported(served)) == 1
+        refused.keyboard.press("Enter")
+        until(lambda: refused.query_selector(".done") is not None and len(exported(served)) == 2)
+        rows = exported(served)
     assert sorted(seen) == ["__proto__", "constructor"] == sorted(r["cluster"] for r in rows)
     assert all(r["item"] == r["cluster"] and r["label"] == r["shown"][0] for r in rows), rows
 

@@ -90,15 +90,18 @@
   }
   // The answers being given, kept in this tab's sessionStorage as they are chosen: a reload (the server
   // back after a crash, say) showed the story with none of them, though the page said they stayed.
+  // Storage refused (a browser's setting, a full quota) throws: the page works on without the draft and
+  // the remembered name (a refused setItem had stopped the page before its first story).
   const DRAFT = 'litjudge-draft';
+  const stored = (f, fallback) => { try { return f(); } catch (e) { return fallback; } };
+  const dropDraft = () => stored(() => sessionStorage.removeItem(DRAFT));
   function saveDraft() {
-    if (item && !item.done) sessionStorage.setItem(DRAFT, JSON.stringify({annotator: annotator(), cluster: item.cluster,
-                                                                         answers: Object.entries(answers)}));
+    if (item && !item.done) stored(() => sessionStorage.setItem(DRAFT, JSON.stringify(
+      {annotator: annotator(), cluster: item.cluster, answers: Object.entries(answers)})));
   }
   function draft() {         // the kept answers to this story, each still one of its question's answers
     const out = Object.create(null);
-    let kept = null;
-    try { kept = JSON.parse(sessionStorage.getItem(DRAFT) || 'null'); } catch (e) { kept = null; }
+    const kept = stored(() => JSON.parse(sessionStorage.getItem(DRAFT) || 'null'), null);
     if (!kept || kept.annotator !== annotator() || kept.cluster !== item.cluster || !Array.isArray(kept.answers)) return out;
     const asked = new Map(item.questions.map(q => [q.item, q.answers.map(a => a.value)]));
     kept.answers.forEach(([k, v]) => { if (asked.has(k) && asked.get(k).includes(v)) out[k] = v; });
@@ -106,7 +109,7 @@
   }
   async function load() {
     if (!annotator()) { status('Type your name first (top right).'); return; }
-    localStorage.setItem('litjudge-annotator', annotator());
+    stored(() => localStorage.setItem('litjudge-annotator', annotator()));     // remembered where storage is allowed
     try { item = await api('/api/next?annotator=' + encodeURIComponent(annotator())); }
     catch (e) { failed(e, 'reload the page'); return; }
     if ($('#status').classList.contains('err')) status('');      // an earlier error is past
@@ -127,7 +130,7 @@
     }
     busy = true;
     try { const r = await post('/api/label', {annotator: annotator(), cluster: item.cluster, labels: answers, key: newKey(), shown: item.shown});
-          sessionStorage.removeItem(DRAFT); status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
+          dropDraft(); status(r.duplicate ? 'Already saved.' : 'Saved.'); await load(); }
     catch (e) {
       if (e.code === 409 && e.message.startsWith('cluster ')) {    // taken by others while it was open here
         const why = e.message.split(': ask for the next')[0];
@@ -139,7 +142,7 @@
   async function skipItem() {
     if (busy || !item || item.done) return; busy = true;
     try { await post('/api/skip', {annotator: annotator(), cluster: item.cluster, key: newKey()});
-          sessionStorage.removeItem(DRAFT); status('Skipped.'); await load(); }
+          dropDraft(); status('Skipped.'); await load(); }
     catch (e) { failed(e, 'press s again'); } finally { busy = false; }
   }
   async function unskip() {
@@ -276,7 +279,7 @@
       $('#keys').replaceWith(document.createTextNode('the key shown on an answer'));
     }
     $('#instr').textContent = info.instructions;
-    const name = params.get('annotator') || localStorage.getItem('litjudge-annotator') || '';
+    const name = params.get('annotator') || stored(() => localStorage.getItem('litjudge-annotator'), null) || '';
     $('#annotator').value = name;
     $('#annotator').addEventListener('change', load);
     // Enter takes the name and leaves the box: the keys that follow answer questions, not type into it
