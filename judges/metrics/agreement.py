@@ -146,20 +146,39 @@ def krippendorff_alpha(ratings: Sequence[Sequence[Hashable]]) -> MetricResult:
     >>> krippendorff_alpha([["Yes", "Yes"], ["No", "No"], ["Yes", "No", "No"]]).value
     0.5
     """
-    units = [[x for x in r if not is_missing(x)] for r in ratings]
-    units = [u for u in units if len(u) >= 2]
+    units = pairable(ratings)
     if not units:
         return MetricResult(NAN, 0)
-    cats = sorted({x for u in units for x in u}, key=str)
-    index = {c: i for i, c in enumerate(cats)}
-    coincidence = np.zeros((len(cats), len(cats)))
-    for u in units:
-        counts = np.bincount([index[x] for x in u], minlength=len(cats)).astype(float)
-        coincidence += (np.outer(counts, counts) - np.diag(counts)) / (len(u) - 1)
-    n_c = coincidence.sum(axis=1)
-    n = n_c.sum()
-    observed = coincidence.sum() - np.trace(coincidence)
-    expected = n * n - (n_c ** 2).sum()
-    if expected <= 0:
-        return MetricResult(NAN, len(units))
-    return MetricResult(float(1.0 - (n - 1) * observed / expected), len(units))
+    index = categories(units)
+    return MetricResult(float(alpha_of(coincidences([[index[x] for x in u] for u in units], len(index)))), len(units))
+
+
+def pairable(ratings: Sequence[Sequence[Hashable]]) -> list[list[Hashable]]:
+    """Each item's known labels (missing ones dropped), the items with two or more: those alpha pairs."""
+    units = [[x for x in r if not is_missing(x)] for r in ratings]
+    return [u for u in units if len(u) >= 2]
+
+
+def categories(units: Sequence[Sequence[Hashable]]) -> dict[Hashable, int]:
+    """The labels given, each with its index (in the order of their text)."""
+    return {c: i for i, c in enumerate(sorted({x for u in units for x in u}, key=str))}
+
+
+def coincidences(units: Sequence[Sequence[int]], count: int) -> np.ndarray:
+    """Alpha's coincidence matrix of items' labels (category indices), each item with two or more."""
+    out = np.zeros((count, count))
+    for labels in units:
+        counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=count).astype(float)
+        out += (np.outer(counts, counts) - np.diag(counts)) / (counts.sum() - 1)
+    return out
+
+
+def alpha_of(coincidence: np.ndarray) -> np.ndarray:
+    """Nominal alpha from coincidence matrices (..., K, K): 1 - (n - 1) D_o / D_e; NaN where D_e is 0
+    (every label one category)."""
+    n_c = coincidence.sum(axis=-1)
+    n = n_c.sum(axis=-1)
+    observed = coincidence.sum(axis=(-1, -2)) - np.trace(coincidence, axis1=-2, axis2=-1)
+    expected = n * n - (n_c ** 2).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(expected > 0, 1.0 - (n - 1) * observed / np.where(expected > 0, expected, 1.0), np.nan)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import is_missing
+from .agreement import alpha_of, categories, coincidences, pairable
 from .bootstrap import MIN_CLUSTERS, percentile_interval, resampled_sums
 
 FEW_OTHER = (f"the answers other than the commonest are in fewer than {MIN_CLUSTERS} units: the disagreement rests on "
@@ -35,45 +35,15 @@ class Alpha:
     note: str | None
 
 
-def coincidences(units: Sequence[Sequence[int]], categories: int) -> np.ndarray:
-    """The coincidence matrix of items' labels (category indices), each item with two or more."""
-    out = np.zeros((categories, categories))
-    for labels in units:
-        counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=categories).astype(float)
-        out += (np.outer(counts, counts) - np.diag(counts)) / (counts.sum() - 1)
-    return out
-
-
-def alpha_of(coincidence: np.ndarray) -> np.ndarray:
-    """Nominal alpha from coincidence matrices (..., K, K): 1 - (n - 1) D_o / D_e; NaN where D_e is 0."""
-    n_c = coincidence.sum(axis=-1)
-    n = n_c.sum(axis=-1)
-    observed = coincidence.sum(axis=(-1, -2)) - np.trace(coincidence, axis1=-2, axis2=-1)
-    expected = n * n - (n_c ** 2).sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(expected > 0, 1.0 - (n - 1) * observed / np.where(expected > 0, expected, 1.0), np.nan)
-
-
-def _paired(by_unit: Mapping[str, Sequence[Sequence[Hashable]]]) -> dict[str, list[list[Hashable]]]:
-    """Each unit's items with two or more labels (missing ones dropped); units without one left out."""
-    out: dict[str, list[list[Hashable]]] = {}
-    for unit, items in by_unit.items():
-        for labels in items:
-            known = [x for x in labels if not is_missing(x)]
-            if len(known) >= 2:
-                out.setdefault(unit, []).append(known)
-    return out
-
-
 def annotator_alpha(by_unit: Mapping[str, Sequence[Sequence[Hashable]]], seed: int = 0) -> Alpha:
     """Alpha over every item answered two or more times, `by_unit` mapping a unit to its items'
     labels, with the interval of the units' bootstrap (see the module)."""
-    kept = _paired(by_unit)
+    kept = {unit: units for unit, items in by_unit.items() if (units := pairable(items))}
     nan = float("nan")
     if not kept:
         return Alpha(nan, nan, nan, 0, 0, FEW_UNITS)
     items = sum(len(v) for v in kept.values())
-    index = {c: i for i, c in enumerate(sorted({x for v in kept.values() for labels in v for x in labels}, key=str))}
+    index = categories([labels for v in kept.values() for labels in v])
     coded = [[[index[x] for x in labels] for labels in v] for v in kept.values()]
     per_unit = np.stack([coincidences(v, len(index)) for v in coded])
     value = float(alpha_of(per_unit.sum(axis=0)))

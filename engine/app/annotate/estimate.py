@@ -31,16 +31,11 @@ def agreement(queue: Queue, answers: Mapping[tuple[str, str], tuple[str, str]]) 
     that two or more answered (a rubric's other questions, another scale, were pooled into one
     alpha of unlike labels: a new user's try), with its interval over the clusters holding them
     (`annotator_alpha`)."""
-    by_item: dict[str, list[str]] = {}
-    cluster_of: dict[str, str] = {}
+    by_unit: dict[str, dict[str, list[str]]] = {}          # cluster -> item -> its labels
     for (_, item), (cluster, label) in answers.items():
         if queue.question(item).counted:
-            by_item.setdefault(item, []).append(label)
-            cluster_of[item] = cluster
-    by_unit: dict[str, list[list[str]]] = {}
-    for item, labels in by_item.items():
-        by_unit.setdefault(cluster_of[item], []).append(labels)
-    alpha = annotator_alpha(by_unit)
+            by_unit.setdefault(cluster, {}).setdefault(item, []).append(label)
+    alpha = annotator_alpha({cluster: list(items.values()) for cluster, items in by_unit.items()})
     return {"krippendorff_alpha": _num(alpha.value), "items": alpha.items, "level": "nominal", "low": _num(alpha.low),
             "high": _num(alpha.high), "clusters": alpha.units, "note": alpha.note}
 

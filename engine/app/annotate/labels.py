@@ -234,15 +234,11 @@ class Labels:
         nothing; a retry of a stored key passes."""
         if self.db.execute("SELECT 1 FROM submissions WHERE key = ?", (key,)).fetchone():
             return
-        t = time.time()
-        live = dict(self.db.execute("SELECT annotator, expires FROM locks WHERE cluster = ? AND expires >= ?",
-                                    (cluster, t)).fetchall())
-        if annotator in live:
-            return
-        answered = {r[0] for r in self.db.execute("SELECT DISTINCT annotator FROM submissions WHERE cluster = ? AND "
-                                                  "kind = 'label' AND undone = 0", (cluster,))}
-        others = {a: e for a, e in live.items() if a != annotator}
-        if annotator in answered or len(set(others) | answered) < per_item:
+        others = dict(self.db.execute("SELECT annotator, expires FROM locks WHERE cluster = ? AND expires >= ?",
+                                      (cluster, time.time())).fetchall())
+        if annotator in others or self.db.execute("SELECT 1 FROM submissions WHERE cluster = ? AND annotator = ? AND "
+                                                  "kind = 'label' AND undone = 0", (cluster, annotator)).fetchone() \
+                or self._places_taken(cluster, annotator) < per_item:
             return
         if others:
             until = time.strftime("%H:%M:%S", time.localtime(max(others.values())))

@@ -9,6 +9,7 @@
       else e.setAttribute(k, v); }
     kids.forEach(k => e.appendChild(k)); return e; };
   let info = null, unit = ['story', 'stories'], item = null, answers = Object.create(null), current = 0, busy = false;
+  const many = n => n === 1 ? unit[0] : unit[1];          // what the queue calls n of its clusters
   const annotator = () => $('#annotator').value.trim();
   const headers = () => Object.assign({'Content-Type': 'application/json'}, token ? {'X-Litjudge-Token': token} : {});
   const newKey = () => 'k' + Date.now().toString(36) + '-' + Math.random().toString(36).slice(2, 12);
@@ -36,14 +37,14 @@
     const box = $('#item'); box.replaceChildren();
     if (!item) return;
     if (item.done) {
-      const held = item.held ? `${item.held} ${item.held === 1 ? unit[0] + ' is' : unit[1] + ' are'} open with other ` +
+      const held = item.held ? `${item.held} ${many(item.held)} ${item.held === 1 ? 'is' : 'are'} open with other ` +
         `annotators: one they leave unanswered comes back after ${item.lock_minutes} minutes (reload then). ` : '';
       // Undo where there is something of theirs to take back (it was offered to a name that had answered nothing)
       const undoable = item.mine > 0 || item.skipped > 0;
+      const hint = !undoable ? '' : '(' + (item.skipped ? 'What you skipped waits for another annotator, or for you: ' +
+        'the first button brings it back. ' : '') + 'Undo brings back your last submit or skip.)';
       box.appendChild(make('div', {cls: 'done', text: (item.held ? 'Nothing for you right now. ' :
-        'Nothing left for you in this queue. ') + (undoable ? 'Thank you! ' : '') + held +
-        (item.skipped ? '(What you skipped waits for another annotator, or for you: the first button brings it back. '
-                      : undoable ? '(' : '') + (undoable ? 'Undo brings back your last submit or skip.)' : '')}));
+        'Nothing left for you in this queue. ') + (undoable ? 'Thank you! ' : '') + held + hint}));
       const undoB = make('button', {text: 'Undo (u)'}); undoB.onclick = () => undoLast();
       const buttons = undoable ? [undoB] : [];
       if (item.skipped) {                 // alone, the estimates wait at the first of them
@@ -237,7 +238,7 @@
     const ag = e.agreement;
     $('#agree').textContent = ag.items ? `Agreement between annotators on the estimate's question: Krippendorff's ` +
       `alpha (nominal) ${fmt(ag.krippendorff_alpha)}` + (ag.low === null ? '' : ` (95% interval ${fmt(ag.low)} – ` +
-      `${fmt(ag.high)})`) + ` over ${ag.items} items in ${ag.clusters} ${ag.clusters === 1 ? unit[0] : unit[1]} ` +
+      `${fmt(ag.high)})`) + ` over ${ag.items} items in ${ag.clusters} ${many(ag.clusters)} ` +
       `answered by two or more` + (ag.note ? `; ${ag.note}.` : '.') : '';
     // shown to one decimal: -0.01 read "-0.0 (below 0: ...)", as if a cost
     const gained = e.labels_gained === null ? null : Math.abs(e.labels_gained) < 0.05 ? 0 : e.labels_gained;

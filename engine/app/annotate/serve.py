@@ -181,8 +181,6 @@ def _refuse_other_design(rows: list[tuple[int, dict[str, str]]], cluster_of: dic
     """An export's rows name where their story was drawn (`draws`) and with what probability: a
     queue started by importing them must have drawn it there too, with that probability (a floor
     changes the probabilities more than the positions), in one line naming the first that differs."""
-    reach = max((int(x) for _, r in rows for x in r.get("draws", "").split() if x.isdigit()), default=-1)
-    budget = f" (at least {reach + 1}: the file's draws reach draw {reach}, counted from 0)" if reach >= 0 else ""
     for n, r in rows:
         given, cluster = r.get("draws", "").split(), cluster_of.get(r.get("item", ""))
         if cluster is None:
@@ -197,6 +195,8 @@ def _refuse_other_design(rows: list[tuple[int, dict[str, str]]], cluster_of: dic
             said = f"was drawn with probability {r['probability'][:12]} by the queue this file comes from, here {here}"
         else:
             continue
+        reach = max((int(x) for _, row in rows for x in row.get("draws", "").split() if x.isdigit()), default=-1)
+        budget = f" (at least {reach + 1}: the file's draws reach draw {reach}, counted from 0)" if reach >= 0 else ""
         raise DataError(f"item {r['item'][:60]!r} {said}: start the queue with the --budget{budget}, --floor and --seed "
                         "it had (if it had these, its run's judges differ from this run's, which draw by their own "
                         "uncertainty: import into a run of the same judges)", path=str(path), row=n)

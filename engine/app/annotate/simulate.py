@@ -119,7 +119,7 @@ def run_simulation(queue: Queue, column: str, repeats: int, *, seed: int = 0, ta
     path = plot if plot is not None else queue.run / PLOT
     notes = plot_widths({f"{queue.quantity}, {column}": curves}, path,
                         f"{queue.run.name}: mean half width against labels ({repeats} repeat{'s' * (repeats != 1)})",
-                        budget=budget, target=goal, unit="stories" if queue.protocol == "ttcw" else "pairs")
+                        budget=budget, target=goal, unit=queue.unit[1])
     return Simulation(column, float(y.sum() / queue.size.sum()), budget, repeats, goal, reach, rows, curves, path,
                       tuple(notes))
 
@@ -153,29 +153,29 @@ def plot_widths(curves: dict[str, Curves], path: Path, title: str, *, budget: in
         for col, name in enumerate(names):
             c, top, low = curves[name], axes[0][col], axes[1][col]
             keep = c.ks >= MIN
-            ks, base = c.ks[keep], mean_width(c.half["human-only"][keep])
+            ks, widths = c.ks[keep], {d: mean_width(c.half[d][keep]) for d in DESIGNS}
             ratios = []
-            for d in DESIGNS:
+            for d, w in widths.items():
                 color, style, width = STYLES[d]
-                w = mean_width(c.half[d][keep])
                 top.plot(ks, w, label=d, color=color, linestyle=style, linewidth=width)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    ratios.append(w / base)
+                    ratios.append(w / widths["human-only"])
                 low.plot(ks, ratios[-1], color=color, linestyle=style, linewidth=width)
             seen = np.concatenate(ratios)
             seen = seen[np.isfinite(seen)]
             # a design without a width anywhere is said on the plot: empty panels read as a drawing fault
-            blank = [d for d in DESIGNS if not np.isfinite(mean_width(c.half[d][keep])).any()]
+            blank = [d for d, w in widths.items() if not np.isfinite(w).any()]
             if blank:
+                none = len(blank) == len(DESIGNS)
                 said = ("No design gives an interval at any number of labels\n(every labelled draw scores the same, "
-                        "say: no spread to measure)" if len(blank) == len(DESIGNS) else
-                        f"no interval within {int(ks[-1])} labels: {', '.join(blank)}")
+                        "say: no spread to measure)" if none else f"no interval within {int(ks[-1])} labels: "
+                        f"{', '.join(blank)}")
                 notes.append(said)
-                if len(blank) == len(DESIGNS):        # no numbers for its axes to show (they read -0.04 to 0.04)
+                if none:                               # no numbers for its axes to show (they read -0.04 to 0.04)
                     for ax in (top, low):
                         ax.set_yticks([])
-                top.text(0.5, 0.5 if len(blank) == len(DESIGNS) else 0.97, said, transform=top.transAxes,
-                         ha="center", va="center" if len(blank) == len(DESIGNS) else "top", fontsize=9, color="dimgrey")
+                top.text(0.5, 0.5 if none else 0.97, said, transform=top.transAxes, ha="center",
+                         va="center" if none else "top", fontsize=9, color="dimgrey")
             # at least 0.9-1.1: a 3% wobble of repeats' noise filled the panel and read as a saving
             low.set_ylim(max(0.0, min(0.9, float(seen.min(initial=1.0)) - 0.05)),
                          max(1.1, float(seen.max(initial=1.0)) + 0.05))
